@@ -1,0 +1,279 @@
+"""Typed payloads, one model per record kind (DESIGN §3).
+
+Payloads are frozen pydantic models with camelCase wire names. Fields are only ever
+added, never repurposed: a log written today must decode the same way forever.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+__all__ = (
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "AssistantMessageCompleted",
+    "AssistantMessageStarted",
+    "AssistantTextDelta",
+    "AssistantThinkingDelta",
+    "AttachmentRef",
+    "Compaction",
+    "ConversationCreated",
+    "ConversationParent",
+    "ExecutionEnded",
+    "ExecutionFailed",
+    "ExecutionStarted",
+    "Mediation",
+    "ModelCalled",
+    "Payload",
+    "SettlementStatus",
+    "Signal",
+    "SteerReceived",
+    "StepRecorded",
+    "SubmissionSettled",
+    "TaskFinished",
+    "TaskSpawned",
+    "ToolCalled",
+    "ToolOutcome",
+    "ToolOutcomeStatus",
+    "Usage",
+    "UserMessage",
+)
+
+JsonObject = dict[str, JsonValue]
+
+
+class WireModel(BaseModel):
+    """Frozen, strict-shaped model with camelCase names on the wire."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    def to_json_object(self) -> dict[str, Any]:
+        """The wire form: camelCase keys, absent optionals omitted."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Payload(WireModel):
+    """Base class of record payloads; ``KIND`` names the record kind it belongs to."""
+
+    KIND: ClassVar[str]
+
+
+class AttachmentRef(WireModel):
+    """A reference to bytes in the attachment store."""
+
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    media_type: str
+    size: int = Field(ge=0)
+
+
+class ConversationParent(WireModel):
+    """Where a child conversation branched off."""
+
+    conversation_id: str
+    seq: int = Field(ge=1)
+    reason: Literal["fork", "task"]
+
+
+class Usage(WireModel):
+    """Token usage of one model call. ``None`` means "not reported"; a real 0 stays 0."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
+class Mediation(StrEnum):
+    """Who runs a tool: the host (journaled), the harness (reported), or a human gate first."""
+
+    HOST = "host"
+    REPORTED = "reported"
+    APPROVAL = "approval"
+
+
+class ToolOutcomeStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    DENIED = "denied"
+    UNKNOWN = "unknown"
+
+
+class SettlementStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    ABORTED = "aborted"
+
+
+class ConversationCreated(Payload):
+    KIND = "conversation_created"
+    agent: str
+    instance: str
+    session: str
+    parent: ConversationParent | None = None
+
+
+class UserMessage(Payload):
+    KIND = "user_message"
+    body: str
+    attachments: tuple[AttachmentRef, ...] | None = None
+
+
+class Signal(Payload):
+    KIND = "signal"
+    type: str = Field(min_length=1)
+    body: str
+    sender: dict[str, str] | None = None
+    tag: str | None = None
+
+
+class ExecutionStarted(Payload):
+    KIND = "execution_started"
+    harness: str
+    harness_version: str
+    input_count: int = Field(ge=0)
+    config: JsonObject | None = None
+
+
+class ModelCalled(Payload):
+    KIND = "model_called"
+    call_id: str
+    model: str
+    input_hash: str
+
+
+class AssistantMessageStarted(Payload):
+    KIND = "assistant_message_started"
+    call_id: str
+    model: str | None = None
+
+
+class AssistantTextDelta(Payload):
+    KIND = "assistant_text_delta"
+    call_id: str
+    text: str
+
+
+class AssistantThinkingDelta(Payload):
+    KIND = "assistant_thinking_delta"
+    call_id: str
+    text: str
+
+
+class AssistantMessageCompleted(Payload):
+    KIND = "assistant_message_completed"
+    call_id: str
+    message: JsonObject
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    interrupted: bool | None = None
+
+
+class ToolCalled(Payload):
+    KIND = "tool_called"
+    call_id: str
+    tool: str
+    args: JsonObject
+    idempotency_key: str
+    mediation: Mediation
+
+
+class ApprovalRequested(Payload):
+    KIND = "approval_requested"
+    approval_id: str
+    call_id: str
+    tool: str
+    args: JsonObject
+    args_digest: str
+    reason: str | None = None
+
+
+class ApprovalDecided(Payload):
+    KIND = "approval_decided"
+    approval_id: str
+    call_id: str
+    decision: Literal["approve", "reject", "edit"]
+    args: JsonObject | None = None
+    reason: str | None = None
+    approver: str
+
+
+class ToolOutcome(Payload):
+    KIND = "tool_outcome"
+    call_id: str
+    content: str
+    data: JsonValue = None
+    is_error: bool = False
+    status: ToolOutcomeStatus = ToolOutcomeStatus.OK
+
+
+class StepRecorded(Payload):
+    KIND = "step_recorded"
+    call_id: str
+    name: str
+    value: JsonValue
+
+
+class SteerReceived(Payload):
+    KIND = "steer_received"
+    body: str
+    mode: Literal["steer", "follow_up"]
+    attachments: tuple[AttachmentRef, ...] | None = None
+
+
+class Compaction(Payload):
+    KIND = "compaction"
+    summary: str
+    first_kept_seq: int = Field(ge=1)
+    reason: Literal["manual", "overflow"] | None = None
+
+
+class TaskSpawned(Payload):
+    KIND = "task_spawned"
+    call_id: str
+    agent: str
+    instance: str
+    session: str
+    child_conversation_id: str
+    child_submission_id: str
+
+
+class TaskFinished(Payload):
+    KIND = "task_finished"
+    call_id: str
+    child_conversation_id: str
+    child_submission_id: str
+    status: SettlementStatus
+    result: JsonValue = None
+    error: str | None = None
+
+
+class ExecutionEnded(Payload):
+    KIND = "execution_ended"
+    output: JsonValue = None
+
+
+class ExecutionFailed(Payload):
+    KIND = "execution_failed"
+    error: str
+    error_code: str | None = None
+    transient: bool = False
+
+
+class SubmissionSettled(Payload):
+    KIND = "submission_settled"
+    status: SettlementStatus
+    error: str | None = None
+    error_code: str | None = None
+    result: JsonValue = None

@@ -1,0 +1,407 @@
+"""The record log's envelope, its typed payloads, sealing and decoding (DESIGN §3).
+
+A :class:`RecordDraft` is what a writer proposes; a store *seals* it into a
+:class:`Record` by assigning ``seq``, ``conversationId``, ``session`` and the chain
+hashes. The canonical JSON of the envelope (everything but ``prevHash``/``hash``) is
+computed once, hashed, stored verbatim and sent to SSE clients without re-encoding.
+
+Example::
+
+    from tether.records import RecordDraft, UserMessage
+
+    draft = RecordDraft(UserMessage(body="hello"), submission_id="sub-1")
+    [record] = await store.append(conversation_id, [draft], expected_seq=head, fence=fence)
+    assert record.payload == UserMessage(body="hello")
+    wire = record.to_json()  # b'{"conversationId":...,"prevHash":"...","hash":"..."}'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import orjson
+from pydantic import ConfigDict, Field, ValidationError
+from ulid import ULID
+
+from tether._canonical import canonical_json, record_hash
+from tether._payloads import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageCompleted,
+    AssistantMessageStarted,
+    AssistantTextDelta,
+    AssistantThinkingDelta,
+    AttachmentRef,
+    Compaction,
+    ConversationCreated,
+    ConversationParent,
+    ExecutionEnded,
+    ExecutionFailed,
+    ExecutionStarted,
+    Mediation,
+    ModelCalled,
+    Payload,
+    SettlementStatus,
+    Signal,
+    SteerReceived,
+    StepRecorded,
+    SubmissionSettled,
+    TaskFinished,
+    TaskSpawned,
+    ToolCalled,
+    ToolOutcome,
+    ToolOutcomeStatus,
+    Usage,
+    UserMessage,
+    WireModel,
+)
+from tether.errors import LogTampered, RecordDecodeError
+
+__all__ = (
+    "PAYLOAD_TYPES",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "AssistantMessageCompleted",
+    "AssistantMessageStarted",
+    "AssistantTextDelta",
+    "AssistantThinkingDelta",
+    "AttachmentRef",
+    "Compaction",
+    "ConversationCreated",
+    "ConversationParent",
+    "ExecutionEnded",
+    "ExecutionFailed",
+    "ExecutionStarted",
+    "Mediation",
+    "ModelCalled",
+    "Payload",
+    "Record",
+    "RecordDraft",
+    "SettlementStatus",
+    "Signal",
+    "SteerReceived",
+    "StepRecorded",
+    "SubmissionSettled",
+    "TaskFinished",
+    "TaskSpawned",
+    "ToolCalled",
+    "ToolOutcome",
+    "ToolOutcomeStatus",
+    "Usage",
+    "UserMessage",
+    "decode_record",
+    "format_time",
+    "now_rfc3339",
+    "seal",
+    "verify_chain",
+)
+
+PAYLOAD_TYPES: Final[Mapping[str, type[Payload]]] = {
+    model.KIND: model
+    for model in (
+        ConversationCreated,
+        UserMessage,
+        Signal,
+        ExecutionStarted,
+        ModelCalled,
+        AssistantMessageStarted,
+        AssistantTextDelta,
+        AssistantThinkingDelta,
+        AssistantMessageCompleted,
+        ToolCalled,
+        ApprovalRequested,
+        ApprovalDecided,
+        ToolOutcome,
+        StepRecorded,
+        SteerReceived,
+        Compaction,
+        TaskSpawned,
+        TaskFinished,
+        ExecutionEnded,
+        ExecutionFailed,
+        SubmissionSettled,
+    )
+}
+"""Every record kind and the model of its payload."""
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with microseconds and ``Z``: the one time format of records."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def now_rfc3339() -> str:
+    """The current time in the record time format."""
+    return format_time(datetime.now(UTC))
+
+
+def _new_id() -> str:
+    return str(ULID())
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDraft:
+    """A record a writer proposes to append; the store assigns its place in the chain."""
+
+    payload: Payload
+    submission_id: str | None = None
+    attempt_id: str | None = None
+    execution_id: str | None = None
+    turn: int | None = None
+    id: str = field(default_factory=_new_id)
+    time: str = field(default_factory=now_rfc3339)
+
+    @property
+    def kind(self) -> str:
+        return self.payload.KIND
+
+
+class Record:
+    """One sealed entry of a conversation log. Immutable.
+
+    ``seq``, ``kind`` and the hashes are always at hand; the rest of the envelope is
+    decoded from the stored canonical bytes on first access, so reading a page of
+    records that go straight to an SSE client costs no JSON decoding at all.
+    """
+
+    __slots__ = ("_fields", "_payload", "canonical", "hash", "kind", "prev_hash", "seq")
+
+    seq: int
+    kind: str
+    canonical: bytes
+    prev_hash: str
+    hash: str
+
+    def __init__(
+        self,
+        seq: int,
+        kind: str,
+        canonical: bytes,
+        prev_hash: str,
+        hash: str,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
+        self.seq = seq
+        self.kind = kind
+        self.canonical = canonical
+        self.prev_hash = prev_hash
+        self.hash = hash
+        self._fields = fields
+        self._payload: Payload | None = None
+
+    # --- envelope -------------------------------------------------------------------
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """The envelope without hashes, as decoded JSON (camelCase keys). Read-only by contract."""
+        if self._fields is None:
+            self._fields = orjson.loads(self.canonical)
+        return self._fields
+
+    @property
+    def id(self) -> str:
+        return str(self.fields["id"])
+
+    @property
+    def conversation_id(self) -> str:
+        return str(self.fields["conversationId"])
+
+    @property
+    def session(self) -> str:
+        return str(self.fields["session"])
+
+    @property
+    def time(self) -> str:
+        return str(self.fields["time"])
+
+    @property
+    def submission_id(self) -> str | None:
+        return self.fields.get("submissionId")
+
+    @property
+    def attempt_id(self) -> str | None:
+        return self.fields.get("attemptId")
+
+    @property
+    def execution_id(self) -> str | None:
+        return self.fields.get("executionId")
+
+    @property
+    def turn(self) -> int | None:
+        return self.fields.get("turn")
+
+    @property
+    def payload(self) -> Payload:
+        """The typed payload; raises :class:`RecordDecodeError` if the stored payload is malformed."""
+        if self._payload is None:
+            self._payload = _validate_payload(self.kind, self.fields.get("payload"))
+        return self._payload
+
+    # --- wire -----------------------------------------------------------------------
+
+    def to_json(self) -> bytes:
+        """The wire form (SSE ``data``): the canonical envelope plus ``prevHash`` and ``hash``."""
+        return b"".join(
+            (
+                self.canonical[:-1],
+                b',"prevHash":"',
+                self.prev_hash.encode(),
+                b'","hash":"',
+                self.hash.encode(),
+                b'"}',
+            )
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire form as a dict."""
+        return {**self.fields, "prevHash": self.prev_hash, "hash": self.hash}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (self.seq, self.hash, self.prev_hash, self.canonical) == (
+            other.seq,
+            other.hash,
+            other.prev_hash,
+            other.canonical,
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.hash)
+
+    def __repr__(self) -> str:
+        return f"Record(seq={self.seq}, kind={self.kind!r}, hash={self.hash[:12]}…)"
+
+
+def seal(
+    draft: RecordDraft, *, conversation_id: str, session: str, seq: int, prev_hash: str
+) -> Record:
+    """Place a draft at ``seq`` after ``prev_hash`` and compute its chain hash."""
+    fields: dict[str, Any] = {
+        "seq": seq,
+        "id": draft.id,
+        "kind": draft.payload.KIND,
+        "conversationId": conversation_id,
+        "session": session,
+        "time": draft.time,
+        "payload": draft.payload.to_json_object(),
+    }
+    if draft.submission_id is not None:
+        fields["submissionId"] = draft.submission_id
+    if draft.attempt_id is not None:
+        fields["attemptId"] = draft.attempt_id
+    if draft.execution_id is not None:
+        fields["executionId"] = draft.execution_id
+    if draft.turn is not None:
+        fields["turn"] = draft.turn
+    canonical = canonical_json(fields)
+    record = Record(
+        seq, draft.payload.KIND, canonical, prev_hash, record_hash(canonical, prev_hash, seq), fields
+    )
+    record._payload = draft.payload
+    return record
+
+
+# --- decoding untrusted input ---------------------------------------------------------
+
+
+class _WireEnvelope(WireModel):
+    model_config = ConfigDict(strict=True)
+
+    seq: int = Field(ge=1)
+    id: str = Field(min_length=1)
+    kind: str
+    conversation_id: str = Field(min_length=1)
+    session: str = Field(min_length=1)
+    submission_id: str | None = None
+    attempt_id: str | None = None
+    execution_id: str | None = None
+    turn: int | None = Field(default=None, ge=0)
+    time: str
+    payload: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+def _first_error(exc: ValidationError, prefix: str = "") -> RecordDecodeError:
+    error = exc.errors()[0]
+    path = ".".join(str(part) for part in error["loc"])
+    return RecordDecodeError(error["msg"], field=prefix + path if path else prefix.rstrip("."))
+
+
+def _validate_payload(kind: str, payload: object) -> Payload:
+    model = PAYLOAD_TYPES.get(kind)
+    if model is None:
+        raise RecordDecodeError(f"unknown record kind {kind!r}", field="kind")
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise _first_error(exc, "payload.") from None
+
+
+def decode_record(data: bytes | str | Mapping[str, Any]) -> Record:
+    """Decode and validate a record from its wire form (JSON text or an already-parsed dict).
+
+    Raises :class:`RecordDecodeError` naming the first bad field. The hashes are taken as
+    given; use :func:`verify_chain` to check them.
+    """
+    if isinstance(data, bytes | str):
+        try:
+            data = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise RecordDecodeError(f"invalid JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise RecordDecodeError("a record must be a JSON object")
+    try:
+        envelope = _WireEnvelope.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+    try:
+        datetime.fromisoformat(envelope.time)
+    except ValueError:
+        raise RecordDecodeError("not an RFC 3339 timestamp", field="time") from None
+    payload = _validate_payload(envelope.kind, envelope.payload)
+    fields = {key: value for key, value in data.items() if key not in ("prevHash", "hash")}
+    record = Record(
+        envelope.seq,
+        envelope.kind,
+        canonical_json(fields),
+        envelope.prev_hash,
+        envelope.hash,
+        fields,
+    )
+    record._payload = payload
+    return record
+
+
+def verify_chain(conversation_id: str, records: Iterable[Record], prev_hash: str = "") -> int:
+    """Re-derive every hash of a log from its stored content; return how many records it checked.
+
+    Nothing stored is trusted: each record's canonical bytes are decoded and re-encoded,
+    its seq must follow the previous one, its ``prevHash`` must equal the previous hash
+    and its hash must equal the one derived. Raises :class:`LogTampered` at the first
+    record that fails.
+    """
+    expected_seq = 1
+    for record in records:
+        seq = record.seq
+        if seq != expected_seq:
+            raise LogTampered(conversation_id, expected_seq, f"found seq {seq} where {expected_seq} belongs")
+        try:
+            fields = orjson.loads(record.canonical)
+            canonical = canonical_json(fields)
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            raise LogTampered(conversation_id, seq, f"stored record is not valid JSON: {exc}") from None
+        if not isinstance(fields, dict) or fields.get("seq") != seq or fields.get("kind") != record.kind:
+            raise LogTampered(conversation_id, seq, "stored envelope disagrees with its position")
+        if record.prev_hash != prev_hash:
+            raise LogTampered(conversation_id, seq, "prevHash does not link to the previous record")
+        if record_hash(canonical, prev_hash, seq) != record.hash:
+            raise LogTampered(conversation_id, seq, "content hash mismatch")
+        prev_hash = record.hash
+        expected_seq += 1
+    return expected_seq - 1
+

@@ -1,0 +1,40 @@
+"""Durable storage: the store contract and its backends (DESIGN §4).
+
+Example::
+
+    from tether.store import open_store
+
+    store = await open_store("sqlite:///./tether-data")
+"""
+
+from tether.store._memory import MemoryStore
+from tether.store._protocol import AttachmentStore, LogStore, Store, SubmissionStore
+from tether.store._sqlite import SqliteStore
+from tether.store._types import (
+    Admission,
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+)
+from tether.store._url import DEFAULT_STORE_URL, open_store
+
+__all__ = (
+    "DEFAULT_STORE_URL",
+    "Admission",
+    "AttachmentStore",
+    "Attempt",
+    "Conversation",
+    "LogStore",
+    "MemoryStore",
+    "NewSubmission",
+    "SessionKey",
+    "SqliteStore",
+    "Store",
+    "Submission",
+    "SubmissionStatus",
+    "SubmissionStore",
+    "open_store",
+)

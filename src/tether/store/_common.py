@@ -1,0 +1,70 @@
+"""Rules every backend shares, so each backend states them once and identically."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from tether._payloads import AttachmentRef, ConversationCreated, ConversationParent
+from tether.errors import Conflict, Fenced, SeqOutOfRange
+from tether.records import RecordDraft, format_time
+from tether.store._types import Conversation
+
+__all__ = (
+    "attachment_ref",
+    "check_append",
+    "check_drafts",
+    "check_fork_seq",
+    "check_limit",
+    "conversation_created_draft",
+    "fork_parent",
+)
+
+
+def conversation_created_draft(conversation: Conversation) -> RecordDraft:
+    """The first record of a conversation; its id is the conversation id, so it is deterministic."""
+    key = conversation.key
+    return RecordDraft(
+        ConversationCreated(
+            agent=key.agent, instance=key.instance, session=key.session, parent=conversation.parent
+        ),
+        id=conversation.id,
+        time=format_time(conversation.created_at),
+    )
+
+
+def fork_parent(conversation_id: str, at_seq: int) -> ConversationParent:
+    return ConversationParent(conversation_id=conversation_id, seq=at_seq, reason="fork")
+
+
+def check_drafts(drafts: Sequence[RecordDraft]) -> None:
+    if not drafts:
+        raise ValueError("append needs at least one record")
+    for draft in drafts:
+        if draft.kind == ConversationCreated.KIND:
+            raise ValueError("conversation_created records are written by the store itself")
+
+
+def check_limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+
+
+def check_append(
+    conversation_id: str, *, expected_seq: int, head: int, fence: int, current_fence: int
+) -> None:
+    """The append rules of DESIGN §3, in their fixed order: CAS first, then the fence."""
+    if expected_seq != head:
+        raise Conflict(conversation_id, expected_seq, head)
+    if fence < current_fence:
+        raise Fenced(conversation_id, fence, current_fence)
+
+
+def check_fork_seq(conversation_id: str, at_seq: int, head: int) -> None:
+    if not 1 <= at_seq <= head:
+        raise SeqOutOfRange(conversation_id, at_seq, head)
+
+
+def attachment_ref(data: bytes, media_type: str) -> AttachmentRef:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    return AttachmentRef(digest=digest, media_type=media_type, size=len(data))

@@ -1,0 +1,419 @@
+"""The in-memory store: the reference model of the store contract.
+
+It is kept obviously correct rather than fast: plain dicts and lists, every operation
+synchronous inside its coroutine (so atomic under asyncio), and every value handed out
+freshly decoded so no caller can mutate what is stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+import orjson
+
+from tether._canonical import canonical_json
+from tether._payloads import AttachmentRef
+from tether.errors import (
+    AttachmentNotFound,
+    ClaimLost,
+    ConversationNotFound,
+    DispatchConflict,
+    SessionExists,
+    StoreUnavailable,
+    SubmissionNotFound,
+)
+from tether.records import Record, RecordDraft, seal, verify_chain
+from tether.store._common import (
+    attachment_ref,
+    check_append,
+    check_drafts,
+    check_fork_seq,
+    check_limit,
+    conversation_created_draft,
+    fork_parent,
+)
+from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._types import (
+    Admission,
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+)
+
+__all__ = ("MemoryStore",)
+
+_Row = tuple[int, str, bytes, str, str]  # seq, kind, canonical, prev_hash, hash
+
+
+@dataclass
+class _Log:
+    conversation: Conversation
+    fence: int = 0
+    rows: list[_Row] = field(default_factory=list)
+
+    @property
+    def head(self) -> int:
+        return len(self.rows)
+
+    @property
+    def head_hash(self) -> str:
+        return self.rows[-1][4] if self.rows else ""
+
+
+@dataclass
+class _StoredSubmission:
+    submission: Submission  # input/settlement are placeholders; the bytes below are the truth
+    input: bytes
+    settlement: bytes | None = None
+
+
+class MemoryStore:
+    """A complete store held in process memory (``memory://``). Nothing survives the process.
+
+    Example::
+
+        async with MemoryStore() as store:
+            conversation, _ = await store.ensure_conversation(key, conversation_id=cid,
+                                                              created_at=utc_now())
+    """
+
+    url = "memory://"
+
+    def __init__(self) -> None:
+        self._logs: dict[str, _Log] = {}
+        self._by_key: dict[SessionKey, str] = {}
+        self._submissions: dict[str, _StoredSubmission] = {}  # insertion order = admission order
+        self._dispatch_ids: dict[tuple[SessionKey, str], str] = {}
+        self._attempts: dict[str, list[Attempt]] = {}
+        self._attachments: dict[str, tuple[AttachmentRef, bytes]] = {}
+        self._notifier = AppendNotifier()
+        self._closed = False
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+
+    # --- conversations and logs -------------------------------------------------------
+
+    def _log(self, conversation_id: str) -> _Log:
+        self._check_open()
+        log = self._logs.get(conversation_id)
+        if log is None:
+            raise ConversationNotFound(conversation_id)
+        return log
+
+    def _create_log(self, conversation: Conversation, prefix: Sequence[_Row] = ()) -> None:
+        log = _Log(conversation, rows=list(prefix))
+        record = seal(
+            conversation_created_draft(conversation),
+            conversation_id=conversation.id,
+            session=conversation.key.session,
+            seq=log.head + 1,
+            prev_hash=log.head_hash,
+        )
+        log.rows.append(_row(record))
+        self._logs[conversation.id] = log
+        self._by_key[conversation.key] = conversation.id
+
+    def _ensure(self, key: SessionKey, conversation_id: str, created_at: datetime) -> tuple[Conversation, bool]:
+        existing = self._by_key.get(key)
+        if existing is not None:
+            return self._logs[existing].conversation, False
+        conversation = Conversation(conversation_id, key, created_at)
+        self._create_log(conversation)
+        self._notifier.notify([conversation.id])
+        return conversation, True
+
+    async def ensure_conversation(
+        self, key: SessionKey, *, conversation_id: str, created_at: datetime
+    ) -> tuple[Conversation, bool]:
+        self._check_open()
+        return self._ensure(key, conversation_id, created_at)
+
+    async def get_conversation(self, conversation_id: str) -> Conversation:
+        return self._log(conversation_id).conversation
+
+    async def find_conversation(self, key: SessionKey) -> Conversation:
+        self._check_open()
+        conversation_id = self._by_key.get(key)
+        if conversation_id is None:
+            raise ConversationNotFound(str(key))
+        return self._logs[conversation_id].conversation
+
+    async def append(
+        self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
+    ) -> list[Record]:
+        check_drafts(drafts)
+        log = self._log(conversation_id)
+        check_append(
+            conversation_id, expected_seq=expected_seq, head=log.head, fence=fence,
+            current_fence=log.fence,
+        )
+        sealed: list[Record] = []
+        prev_hash = log.head_hash
+        for offset, draft in enumerate(drafts, start=1):
+            record = seal(
+                draft, conversation_id=conversation_id, session=log.conversation.key.session,
+                seq=log.head + offset, prev_hash=prev_hash,
+            )
+            sealed.append(record)
+            prev_hash = record.hash
+        log.rows.extend(_row(record) for record in sealed)
+        self._notifier.notify([conversation_id])
+        return [Record(*_row(record)) for record in sealed]
+
+    async def read(self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Record]:
+        check_limit(limit)
+        rows = self._log(conversation_id).rows
+        start = max(after_seq, 0)
+        return [Record(*row) for row in rows[start : start + limit]]
+
+    async def head(self, conversation_id: str) -> int:
+        return self._log(conversation_id).head
+
+    async def mint_fence(self, conversation_id: str) -> int:
+        log = self._log(conversation_id)
+        log.fence += 1
+        return log.fence
+
+    async def verify(self, conversation_id: str) -> int:
+        rows = self._log(conversation_id).rows
+        return verify_chain(conversation_id, (Record(*row) for row in rows))
+
+    async def fork(
+        self, conversation_id: str, *, at_seq: int, key: SessionKey, new_conversation_id: str,
+        created_at: datetime,
+    ) -> Conversation:
+        parent = self._log(conversation_id)
+        check_fork_seq(conversation_id, at_seq, parent.head)
+        if key in self._by_key:
+            raise SessionExists(str(key))
+        conversation = Conversation(
+            new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+        )
+        self._create_log(conversation, parent.rows[:at_seq])
+        return conversation
+
+    async def wait_for_append(self, conversation_id: str, *, after_seq: int, timeout: float) -> int:
+        return await wait_for_head(
+            self._notifier, conversation_id, lambda: self.head(conversation_id),
+            after_seq=after_seq, timeout=timeout, poll_interval=None,
+        )
+
+    # --- submissions ------------------------------------------------------------------
+
+    def _stored(self, submission_id: str) -> _StoredSubmission:
+        self._check_open()
+        stored = self._submissions.get(submission_id)
+        if stored is None:
+            raise SubmissionNotFound(submission_id)
+        return stored
+
+    def _public(self, stored: _StoredSubmission) -> Submission:
+        return dataclasses.replace(
+            stored.submission,
+            input=orjson.loads(stored.input),
+            settlement=None if stored.settlement is None else orjson.loads(stored.settlement),
+        )
+
+    def _update(self, stored: _StoredSubmission, **changes: Any) -> Submission:
+        stored.submission = dataclasses.replace(stored.submission, **changes)
+        return self._public(stored)
+
+    def _owned(self, submission_id: str, attempt_id: str, action: str) -> _StoredSubmission:
+        stored = self._stored(submission_id)
+        submission = stored.submission
+        if submission.status is not SubmissionStatus.RUNNING or submission.attempt_id != attempt_id:
+            raise ClaimLost(
+                submission_id,
+                f"cannot {action}: status {submission.status}, attempt {submission.attempt_id}, "
+                f"not running under attempt {attempt_id}",
+            )
+        return stored
+
+    def _is_head(self, submission: Submission) -> bool:
+        for other in self._submissions.values():
+            if other.submission.conversation_id == submission.conversation_id and (
+                other.submission.status is not SubmissionStatus.SETTLED
+            ):
+                return other.submission.id == submission.id
+        return False
+
+    async def admit(self, new: NewSubmission) -> Admission:
+        self._check_open()
+        payload = canonical_json(new.input)
+        dispatch_key = (new.key, new.idempotency_key)
+        existing_id = self._dispatch_ids.get(dispatch_key)
+        if existing_id is not None:
+            existing = self._submissions[existing_id]
+            if existing.input != payload:
+                raise DispatchConflict(new.idempotency_key, str(new.key))
+            return Admission(self._public(existing), created=False)
+        if new.id in self._submissions:
+            raise DispatchConflict(new.id, str(new.key))
+        conversation, _ = self._ensure(new.key, new.conversation_id, new.created_at)
+        submission = Submission(
+            id=new.id, dispatch_id=new.idempotency_key, key=new.key,
+            conversation_id=conversation.id, status=SubmissionStatus.QUEUED, input={},
+            created_at=new.created_at,
+        )
+        stored = _StoredSubmission(submission, payload)
+        self._submissions[new.id] = stored
+        self._dispatch_ids[dispatch_key] = new.id
+        return Admission(self._public(stored), created=True)
+
+    async def get_submission(self, submission_id: str) -> Submission:
+        return self._public(self._stored(submission_id))
+
+    async def list_submissions(
+        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+    ) -> list[Submission]:
+        self._check_open()
+        return [
+            self._public(stored)
+            for stored in self._submissions.values()
+            if (status is None or stored.submission.status is status)
+            and (conversation_id is None or stored.submission.conversation_id == conversation_id)
+        ]
+
+    async def list_runnable(self, limit: int = 100) -> list[Submission]:
+        check_limit(limit)
+        self._check_open()
+        heads: dict[str, _StoredSubmission] = {}
+        for stored in self._submissions.values():
+            submission = stored.submission
+            if submission.status is not SubmissionStatus.SETTLED:
+                heads.setdefault(submission.conversation_id, stored)
+        runnable = [s for s in heads.values() if s.submission.status is SubmissionStatus.QUEUED]
+        return [self._public(stored) for stored in runnable[:limit]]
+
+    async def claim(
+        self, submission_id: str, *, attempt_id: str, owner_id: str, lease_expires_at: datetime,
+        now: datetime,
+    ) -> Submission:
+        stored = self._stored(submission_id)
+        submission = stored.submission
+        if submission.status is not SubmissionStatus.QUEUED:
+            raise ClaimLost(submission_id, f"cannot claim: status is {submission.status}")
+        if not self._is_head(submission):
+            raise ClaimLost(submission_id, "cannot claim: an earlier submission of its session is unsettled")
+        log = self._logs[submission.conversation_id]
+        log.fence += 1
+        number = submission.attempt_count + 1
+        self._attempts.setdefault(submission_id, []).append(
+            Attempt(attempt_id, submission_id, owner_id, log.fence, number, now)
+        )
+        return self._update(
+            stored, status=SubmissionStatus.RUNNING, attempt_count=number, attempt_id=attempt_id,
+            owner_id=owner_id, lease_expires_at=lease_expires_at, fence=log.fence, wait_reason=None,
+        )
+
+    async def list_attempts(self, submission_id: str) -> list[Attempt]:
+        self._stored(submission_id)
+        return list(self._attempts.get(submission_id, ()))
+
+    async def renew_lease(
+        self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
+    ) -> Submission:
+        stored = self._owned(submission_id, attempt_id, "renew the lease")
+        return self._update(stored, lease_expires_at=lease_expires_at)
+
+    async def list_expired_leases(self, now: datetime) -> list[Submission]:
+        self._check_open()
+        return [
+            self._public(stored)
+            for stored in self._submissions.values()
+            if stored.submission.status is SubmissionStatus.RUNNING
+            and stored.submission.lease_expires_at is not None
+            and stored.submission.lease_expires_at <= now
+        ]
+
+    async def release(
+        self, submission_id: str, *, attempt_id: str, last_error: str | None = None
+    ) -> Submission:
+        stored = self._owned(submission_id, attempt_id, "release")
+        return self._update(
+            stored, status=SubmissionStatus.QUEUED, attempt_id=None, owner_id=None,
+            lease_expires_at=None,
+            last_error=last_error if last_error is not None else stored.submission.last_error,
+        )
+
+    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
+        stored = self._owned(submission_id, attempt_id, "park")
+        return self._update(
+            stored, status=SubmissionStatus.WAITING, attempt_id=None, owner_id=None,
+            lease_expires_at=None, wait_reason=reason,
+        )
+
+    async def unpark(self, submission_id: str) -> Submission:
+        stored = self._stored(submission_id)
+        if stored.submission.status is not SubmissionStatus.WAITING:
+            raise ClaimLost(submission_id, f"cannot unpark: status is {stored.submission.status}")
+        return self._update(stored, status=SubmissionStatus.QUEUED, wait_reason=None)
+
+    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
+        stored = self._stored(submission_id)
+        submission = stored.submission
+        if submission.status is SubmissionStatus.SETTLED or submission.cancel_requested_at is not None:
+            return self._public(stored)
+        return self._update(stored, cancel_requested_at=now)
+
+    async def reserve_settlement(
+        self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]
+    ) -> Submission:
+        payload = canonical_json(settlement)
+        stored = self._owned(submission_id, attempt_id, "reserve the settlement")
+        stored.settlement = payload
+        return self._update(stored, status=SubmissionStatus.TERMINALIZING, lease_expires_at=None)
+
+    async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
+        stored = self._stored(submission_id)
+        status = stored.submission.status
+        if status is SubmissionStatus.SETTLED:
+            return self._public(stored)
+        if status is not SubmissionStatus.TERMINALIZING:
+            raise ClaimLost(submission_id, f"cannot finalize: status is {status}")
+        return self._update(stored, status=SubmissionStatus.SETTLED, settled_at=now)
+
+    # --- attachments ------------------------------------------------------------------
+
+    async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
+        self._check_open()
+        ref = attachment_ref(data, media_type)
+        stored = self._attachments.setdefault(ref.digest, (ref, bytes(data)))
+        return stored[0]
+
+    async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
+        self._check_open()
+        stored = self._attachments.get(digest)
+        if stored is None:
+            raise AttachmentNotFound(digest)
+        return stored
+
+
+def _row(record: Record) -> _Row:
+    return (record.seq, record.kind, record.canonical, record.prev_hash, record.hash)
+
+

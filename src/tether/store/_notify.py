@@ -1,0 +1,83 @@
+"""In-process wake-ups for tailers of a conversation, safe to fire from any thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+
+__all__ = ("AppendNotifier", "wait_for_head")
+
+
+class _Listener:
+    __slots__ = ("event", "loop")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.event = asyncio.Event()
+
+    def wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the listener's loop is already closed
+            self.loop.call_soon_threadsafe(self.event.set)
+
+
+class AppendNotifier:
+    """Registry of listeners per conversation; ``notify`` wakes them after a commit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: dict[str, set[_Listener]] = {}
+
+    @contextlib.contextmanager
+    def listen(self, conversation_id: str) -> Iterator[asyncio.Event]:
+        """Register before reading the head, so an append in between is never missed."""
+        listener = _Listener()
+        with self._lock:
+            self._listeners.setdefault(conversation_id, set()).add(listener)
+        try:
+            yield listener.event
+        finally:
+            with self._lock:
+                listeners = self._listeners.get(conversation_id)
+                if listeners is not None:
+                    listeners.discard(listener)
+                    if not listeners:
+                        del self._listeners[conversation_id]
+
+    def notify(self, conversation_ids: Iterable[str]) -> None:
+        with self._lock:
+            woken = [
+                listener
+                for conversation_id in conversation_ids
+                for listener in self._listeners.get(conversation_id, ())
+            ]
+        for listener in woken:
+            listener.wake()
+
+
+async def wait_for_head(
+    notifier: AppendNotifier,
+    conversation_id: str,
+    read_head: Callable[[], Awaitable[int]],
+    *,
+    after_seq: int,
+    timeout: float,
+    poll_interval: float | None,
+) -> int:
+    """Wait until ``read_head()`` passes ``after_seq`` or ``timeout`` elapses.
+
+    Local appends wake the waiter at once; ``poll_interval`` re-reads the head for
+    appends made by other processes, which no in-process notification can see.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout, 0.0)
+    while True:
+        with notifier.listen(conversation_id) as appended:
+            head = await read_head()
+            remaining = deadline - loop.time()
+            if head > after_seq or remaining <= 0:
+                return head
+            step = remaining if poll_interval is None else min(remaining, poll_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(appended.wait(), step)

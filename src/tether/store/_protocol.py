@@ -1,0 +1,198 @@
+"""The store contract (DESIGN §4): three narrow protocols and the whole they make.
+
+The meaning of every method is pinned by the conformance suite
+:mod:`tether.testing.storetest`; a backend that passes it unchanged is a Tether store.
+All methods are coroutines; no backend exception escapes (see :mod:`tether.errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from tether._payloads import AttachmentRef
+from tether.records import Record, RecordDraft
+from tether.store._types import (
+    Admission,
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+)
+
+__all__ = ("AttachmentStore", "LogStore", "Store", "SubmissionStore")
+
+
+@runtime_checkable
+class SubmissionStore(Protocol):
+    """Admission, claiming, leases and two-phase settlement of submissions."""
+
+    async def admit(self, new: NewSubmission) -> Admission:
+        """Admit a submission, materializing its session's conversation if needed.
+
+        Idempotent per ``(key, dispatch id)``: an equal input returns the original
+        submission with ``created=False``; a different input raises ``DispatchConflict``.
+        """
+        ...
+
+    async def get_submission(self, submission_id: str) -> Submission:
+        """The submission, or ``SubmissionNotFound``."""
+        ...
+
+    async def list_submissions(
+        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+    ) -> list[Submission]:
+        """Submissions in admission order, optionally filtered by status and conversation."""
+        ...
+
+    async def list_runnable(self, limit: int = 100) -> list[Submission]:
+        """One head per session (its oldest unsettled submission), only if that head is queued."""
+        ...
+
+    async def claim(
+        self, submission_id: str, *, attempt_id: str, owner_id: str, lease_expires_at: datetime,
+        now: datetime,
+    ) -> Submission:
+        """CAS a queued session head to running: count the attempt, record it, mint a fence.
+
+        Raises ``ClaimLost`` if the submission is not queued or not its session's head.
+        """
+        ...
+
+    async def list_attempts(self, submission_id: str) -> list[Attempt]:
+        """The attempts of a submission in start order."""
+        ...
+
+    async def renew_lease(
+        self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
+    ) -> Submission:
+        """Extend the lease of the running attempt; ``ClaimLost`` for any other attempt."""
+        ...
+
+    async def list_expired_leases(self, now: datetime) -> list[Submission]:
+        """Running submissions whose lease expired at or before ``now``."""
+        ...
+
+    async def release(
+        self, submission_id: str, *, attempt_id: str, last_error: str | None = None
+    ) -> Submission:
+        """Running → queued for the owning attempt; keeps the attempt count.
+
+        A ``last_error`` replaces the stored one; ``None`` preserves it.
+        """
+        ...
+
+    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
+        """Running → waiting for the owning attempt (approval, child tasks); no lease is held."""
+        ...
+
+    async def unpark(self, submission_id: str) -> Submission:
+        """Waiting → queued; ``ClaimLost`` if the submission is not waiting."""
+        ...
+
+    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
+        """Stamp a cancel request (the first stamp is kept); a settled submission is untouched."""
+        ...
+
+    async def reserve_settlement(
+        self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]
+    ) -> Submission:
+        """Running → terminalizing for the owning attempt, storing the exact settled payload."""
+        ...
+
+    async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
+        """Terminalizing → settled; a no-op on a settled submission; ``ClaimLost`` otherwise."""
+        ...
+
+
+@runtime_checkable
+class LogStore(Protocol):
+    """Conversations and their append-only, hash-chained record logs."""
+
+    async def ensure_conversation(
+        self, key: SessionKey, *, conversation_id: str, created_at: datetime
+    ) -> tuple[Conversation, bool]:
+        """The session's conversation, creating it (and its ``conversation_created`` record at
+        seq 1) with ``conversation_id`` if absent. Returns ``(conversation, created)``."""
+        ...
+
+    async def get_conversation(self, conversation_id: str) -> Conversation:
+        """The conversation, or ``ConversationNotFound``."""
+        ...
+
+    async def find_conversation(self, key: SessionKey) -> Conversation:
+        """The conversation of a session key, or ``ConversationNotFound``."""
+        ...
+
+    async def append(
+        self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
+    ) -> list[Record]:
+        """Append a batch atomically after ``expected_seq``.
+
+        Raises ``Conflict`` if the head is not ``expected_seq`` (checked first), then
+        ``Fenced`` if ``fence`` is below the conversation's fence. Nothing is written on error.
+        """
+        ...
+
+    async def read(self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Record]:
+        """Up to ``limit`` records with seq > ``after_seq``, in order."""
+        ...
+
+    async def head(self, conversation_id: str) -> int:
+        """The seq of the last record."""
+        ...
+
+    async def mint_fence(self, conversation_id: str) -> int:
+        """Advance and return the conversation's fence, superseding every earlier writer."""
+        ...
+
+    async def verify(self, conversation_id: str) -> int:
+        """Re-derive the whole chain; the number of records, or ``LogTampered`` at the first bad seq."""
+        ...
+
+    async def fork(
+        self, conversation_id: str, *, at_seq: int, key: SessionKey, new_conversation_id: str,
+        created_at: datetime,
+    ) -> Conversation:
+        """A new conversation for ``key`` whose records 1..``at_seq`` are the parent's, verbatim,
+        followed by its ``conversation_created`` record."""
+        ...
+
+    async def wait_for_append(self, conversation_id: str, *, after_seq: int, timeout: float) -> int:
+        """Wait until the head passes ``after_seq`` or ``timeout`` seconds pass; return the head."""
+        ...
+
+
+@runtime_checkable
+class AttachmentStore(Protocol):
+    """Content-addressed blobs, keyed ``sha256:<hex>``."""
+
+    async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
+        """Store bytes (idempotent) and return their reference."""
+        ...
+
+    async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
+        """The reference and bytes, or ``AttachmentNotFound``."""
+        ...
+
+
+@runtime_checkable
+class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
+    """A complete backend: all three protocols plus lifecycle."""
+
+    url: str
+
+    async def close(self) -> None:
+        """Flush and release every resource; idempotent."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

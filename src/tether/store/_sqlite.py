@@ -1,0 +1,279 @@
+"""The embedded SQLite store: WAL, one writer thread with group commit, inline readers.
+
+Writes from every conversation are queued to a single writer connection that commits
+them together (see :mod:`._sqlite_writer`); readers use a per-thread connection and
+run inline, since WAL readers never wait for the writer and a page of records is
+cheaper to fetch than to hand to another thread. Several processes may open the same
+file: ``BEGIN IMMEDIATE`` serializes their writers and the CAS inside each transaction
+keeps the log consistent.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from tether._payloads import AttachmentRef
+from tether.errors import ConversationNotFound, StoreUnavailable
+from tether.records import Record, RecordDraft, verify_chain
+from tether.store import _sqlite_ops as ops
+from tether.store._common import check_drafts, check_limit
+from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._sqlite_schema import Synchronous, connect, migrate, translate_errors
+from tether.store._sqlite_writer import SqliteWriter
+from tether.store._types import (
+    Admission,
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+)
+
+__all__ = ("SqliteStore",)
+
+T = TypeVar("T")
+DEFAULT_FILENAME = "tether.db"
+_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def resolve_path(path: str | Path) -> Path:
+    """A path naming a directory (existing, or without a database suffix) means ``<dir>/tether.db``."""
+    path = Path(path)
+    if path.is_dir() or (not path.exists() and path.suffix not in _DB_SUFFIXES):
+        path.mkdir(parents=True, exist_ok=True)
+        return path / DEFAULT_FILENAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class SqliteStore:
+    """A complete store in one SQLite file (``sqlite:///path``).
+
+    Example::
+
+        store = await SqliteStore.open("./tether-data")            # ./tether-data/tether.db
+        store = await SqliteStore.open("app.db", synchronous="NORMAL")
+        async with store:
+            ...
+    """
+
+    def __init__(
+        self, path: Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 5.0,
+        poll_interval: float = 0.25,
+    ) -> None:
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self.synchronous = synchronous
+        self._busy_timeout = busy_timeout
+        self._poll_interval = poll_interval
+        self._notifier = AppendNotifier()
+        self._readers = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        with translate_errors("open"):
+            conn = connect(path, synchronous=synchronous, busy_timeout=busy_timeout)
+            try:
+                migrate(conn, busy_timeout)
+            except BaseException:
+                conn.close()
+                raise
+        self._writer = SqliteWriter(conn, self._notifier.notify, name=f"tether-sqlite-writer:{path.name}")
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 5.0,
+        poll_interval: float = 0.25,
+    ) -> SqliteStore:
+        """Open (creating if needed) the database at ``path``; a directory means ``<dir>/tether.db``."""
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        return cls(
+            resolve_path(path), synchronous=synchronous, busy_timeout=busy_timeout,
+            poll_interval=poll_interval,
+        )
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._writer.close()
+        with self._readers_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
+        if conn is None:
+            with translate_errors("open"):
+                conn = connect(self.path, synchronous=self.synchronous, busy_timeout=self._busy_timeout)
+                conn.execute("PRAGMA query_only=ON")
+            self._readers.conn = conn
+            with self._readers_lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._reader()
+        with translate_errors("read"):
+            return fn(conn)
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._writer.submit(functools.partial(_call_without_touched, fn, args))
+
+    async def _write_touching(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._writer.submit(lambda conn, touched: fn(conn, *args, touched))
+
+    # --- conversations and logs -------------------------------------------------------
+
+    async def ensure_conversation(
+        self, key: SessionKey, *, conversation_id: str, created_at: datetime
+    ) -> tuple[Conversation, bool]:
+        existing = self._read(lambda conn: ops.find_conversation(conn, key))
+        if existing is not None:
+            return existing, False
+        return await self._write_touching(ops.ensure_conversation, key, conversation_id, created_at)
+
+    async def get_conversation(self, conversation_id: str) -> Conversation:
+        return self._read(lambda conn: ops.get_conversation(conn, conversation_id))
+
+    async def find_conversation(self, key: SessionKey) -> Conversation:
+        found = self._read(lambda conn: ops.find_conversation(conn, key))
+        if found is None:
+            raise ConversationNotFound(str(key))
+        return found
+
+    async def append(
+        self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
+    ) -> list[Record]:
+        check_drafts(drafts)
+        return await self._write_touching(ops.append, conversation_id, list(drafts), expected_seq, fence)
+
+    async def read(self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Record]:
+        check_limit(limit)
+        return self._read(lambda conn: ops.read(conn, conversation_id, after_seq, limit))
+
+    async def head(self, conversation_id: str) -> int:
+        return self._read(lambda conn: ops.head(conn, conversation_id))
+
+    async def mint_fence(self, conversation_id: str) -> int:
+        return await self._write(ops.mint_fence, conversation_id)
+
+    async def verify(self, conversation_id: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            ops.head(conn, conversation_id)
+            cursor = conn.execute(
+                f"SELECT {ops.RECORD_COLUMNS} FROM records WHERE conversation_id = ? ORDER BY seq",
+                (conversation_id,),
+            )
+            return verify_chain(conversation_id, (Record(*row) for row in cursor))
+
+        return self._read(run)
+
+    async def fork(
+        self, conversation_id: str, *, at_seq: int, key: SessionKey, new_conversation_id: str,
+        created_at: datetime,
+    ) -> Conversation:
+        return await self._write_touching(
+            ops.fork, conversation_id, at_seq, key, new_conversation_id, created_at
+        )
+
+    async def wait_for_append(self, conversation_id: str, *, after_seq: int, timeout: float) -> int:
+        return await wait_for_head(
+            self._notifier, conversation_id, lambda: self.head(conversation_id),
+            after_seq=after_seq, timeout=timeout, poll_interval=self._poll_interval,
+        )
+
+    # --- submissions ------------------------------------------------------------------
+
+    async def admit(self, new: NewSubmission) -> Admission:
+        return await self._write_touching(ops.admit, new)
+
+    async def get_submission(self, submission_id: str) -> Submission:
+        return self._read(lambda conn: ops.get_submission(conn, submission_id))
+
+    async def list_submissions(
+        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+    ) -> list[Submission]:
+        return self._read(lambda conn: ops.list_submissions(conn, status, conversation_id))
+
+    async def list_runnable(self, limit: int = 100) -> list[Submission]:
+        check_limit(limit)
+        return self._read(lambda conn: ops.list_runnable(conn, limit))
+
+    async def claim(
+        self, submission_id: str, *, attempt_id: str, owner_id: str, lease_expires_at: datetime,
+        now: datetime,
+    ) -> Submission:
+        return await self._write(ops.claim, submission_id, attempt_id, owner_id, lease_expires_at, now)
+
+    async def list_attempts(self, submission_id: str) -> list[Attempt]:
+        return self._read(lambda conn: ops.list_attempts(conn, submission_id))
+
+    async def renew_lease(
+        self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
+    ) -> Submission:
+        return await self._write(ops.renew_lease, submission_id, attempt_id, lease_expires_at)
+
+    async def list_expired_leases(self, now: datetime) -> list[Submission]:
+        return self._read(lambda conn: ops.list_expired_leases(conn, now))
+
+    async def release(
+        self, submission_id: str, *, attempt_id: str, last_error: str | None = None
+    ) -> Submission:
+        return await self._write(ops.release, submission_id, attempt_id, last_error)
+
+    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
+        return await self._write(ops.park, submission_id, attempt_id, reason)
+
+    async def unpark(self, submission_id: str) -> Submission:
+        return await self._write(ops.unpark, submission_id)
+
+    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
+        return await self._write(ops.request_cancel, submission_id, now)
+
+    async def reserve_settlement(
+        self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]
+    ) -> Submission:
+        return await self._write(ops.reserve_settlement, submission_id, attempt_id, dict(settlement))
+
+    async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
+        return await self._write(ops.finalize_settlement, submission_id, now)
+
+    # --- attachments ------------------------------------------------------------------
+
+    async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
+        return await self._write(ops.put_attachment, bytes(data), media_type)
+
+    async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
+        return self._read(lambda conn: ops.get_attachment(conn, digest))
+
+
+def _call_without_touched(
+    fn: Callable[..., T], args: tuple[Any, ...], conn: sqlite3.Connection, _touched: list[str]
+) -> T:
+    return fn(conn, *args)

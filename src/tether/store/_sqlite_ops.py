@@ -1,0 +1,447 @@
+"""The SQL of every store operation, as plain functions over a connection.
+
+Write functions run on the writer thread inside its transaction and append the ids
+of the conversations they wrote to ``touched``; read functions run on any reader
+connection. Both raise only Tether errors (the caller maps ``sqlite3.Error``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from tether._canonical import canonical_json
+from tether._payloads import AttachmentRef, ConversationParent
+from tether.errors import (
+    AttachmentNotFound,
+    ClaimLost,
+    ConversationNotFound,
+    DispatchConflict,
+    SessionExists,
+    SubmissionNotFound,
+)
+from tether.records import Record, RecordDraft, seal
+from tether.store._common import (
+    attachment_ref,
+    check_append,
+    check_fork_seq,
+    conversation_created_draft,
+    fork_parent,
+)
+from tether.store._types import (
+    Admission,
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+RECORD_COLUMNS = "seq, kind, body, prev_hash, hash"
+_SUBMISSION_COLUMNS = (
+    "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
+    "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
+    "cancel_requested_at, settlement, settled_at"
+)
+_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
+
+
+def to_micros(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        raise ValueError("datetimes given to a store must be timezone-aware")
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int | None) -> datetime | None:
+    return None if micros is None else _EPOCH + micros * _MICROSECOND
+
+
+def _from_micros(micros: int) -> datetime:
+    return _EPOCH + micros * _MICROSECOND
+
+
+# --- conversations and records --------------------------------------------------------
+
+
+def _conversation(row: tuple[Any, ...]) -> Conversation:
+    cid, agent, instance, session, created_at, parent = row
+    return Conversation(
+        cid,
+        SessionKey(agent, instance, session),
+        _from_micros(created_at),
+        None if parent is None else ConversationParent.model_validate_json(parent),
+    )
+
+
+def get_conversation(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
+    row = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return _conversation(row)
+
+
+def find_conversation(conn: sqlite3.Connection, key: SessionKey) -> Conversation | None:
+    row = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+        "WHERE agent = ? AND instance = ? AND session = ?",
+        (key.agent, key.instance, key.session),
+    ).fetchone()
+    return None if row is None else _conversation(row)
+
+
+def _insert_records(conn: sqlite3.Connection, conversation_id: str, records: Sequence[Record]) -> None:
+    conn.executemany(
+        "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)",
+        [(conversation_id, r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in records],
+    )
+    last = records[-1]
+    conn.execute(
+        "UPDATE conversations SET head_seq = ?, head_hash = ? WHERE id = ?",
+        (last.seq, last.hash, conversation_id),
+    )
+
+
+def _create_conversation(
+    conn: sqlite3.Connection, conversation: Conversation, touched: list[str],
+    prefix: Sequence[Record] = (),
+) -> None:
+    key = conversation.key
+    parent = conversation.parent
+    conn.execute(
+        "INSERT INTO conversations (id, agent, instance, session, created_at, parent) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            conversation.id, key.agent, key.instance, key.session, to_micros(conversation.created_at),
+            None if parent is None else canonical_json(parent.to_json_object()),
+        ),
+    )
+    created = seal(
+        conversation_created_draft(conversation), conversation_id=conversation.id,
+        session=key.session, seq=len(prefix) + 1, prev_hash=prefix[-1].hash if prefix else "",
+    )
+    _insert_records(conn, conversation.id, [*prefix, created])
+    touched.append(conversation.id)
+
+
+def ensure_conversation(
+    conn: sqlite3.Connection, key: SessionKey, conversation_id: str, created_at: datetime,
+    touched: list[str],
+) -> tuple[Conversation, bool]:
+    existing = find_conversation(conn, key)
+    if existing is not None:
+        return existing, False
+    conversation = Conversation(conversation_id, key, created_at)
+    _create_conversation(conn, conversation, touched)
+    return conversation, True
+
+
+def append(
+    conn: sqlite3.Connection, conversation_id: str, drafts: Sequence[RecordDraft], expected_seq: int,
+    fence: int, touched: list[str],
+) -> list[Record]:
+    row = conn.execute(
+        "SELECT head_seq, head_hash, fence, session FROM conversations WHERE id = ?",
+        (conversation_id,),
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    head, prev_hash, current_fence, session = row
+    check_append(
+        conversation_id, expected_seq=expected_seq, head=head, fence=fence, current_fence=current_fence
+    )
+    sealed: list[Record] = []
+    for offset, draft in enumerate(drafts, start=1):
+        record = seal(
+            draft, conversation_id=conversation_id, session=session, seq=head + offset,
+            prev_hash=prev_hash,
+        )
+        sealed.append(record)
+        prev_hash = record.hash
+    _insert_records(conn, conversation_id, sealed)
+    touched.append(conversation_id)
+    return sealed
+
+
+def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
+    row = conn.execute(
+        "UPDATE conversations SET fence = fence + 1 WHERE id = ? RETURNING fence", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
+
+
+def head(conn: sqlite3.Connection, conversation_id: str) -> int:
+    row = conn.execute(
+        "SELECT head_seq FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
+
+
+def _record_row(_cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Record:
+    return Record(*row)
+
+
+def read(conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int) -> list[Record]:
+    cursor = conn.cursor()
+    cursor.row_factory = _record_row
+    records: list[Record] = cursor.execute(
+        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = ? AND seq > ? "
+        "ORDER BY seq LIMIT ?",
+        (conversation_id, after_seq, limit),
+    ).fetchall()
+    if not records:
+        head(conn, conversation_id)  # raises ConversationNotFound for an unknown id
+    return records
+
+
+def fork(
+    conn: sqlite3.Connection, conversation_id: str, at_seq: int, key: SessionKey,
+    new_conversation_id: str, created_at: datetime, touched: list[str],
+) -> Conversation:
+    check_fork_seq(conversation_id, at_seq, head(conn, conversation_id))
+    if find_conversation(conn, key) is not None:
+        raise SessionExists(str(key))
+    prefix = read(conn, conversation_id, 0, at_seq)
+    conversation = Conversation(
+        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+    )
+    _create_conversation(conn, conversation, touched, prefix)
+    return conversation
+
+
+# --- submissions ----------------------------------------------------------------------
+
+
+def _submission(row: tuple[Any, ...]) -> Submission:
+    (sid, dispatch_id, agent, instance, session, conversation_id, status, input_, created_at,
+     attempt_count, attempt_id, owner_id, lease, fence, last_error, wait_reason, cancel,
+     settlement, settled_at) = row
+    return Submission(
+        id=sid, dispatch_id=dispatch_id, key=SessionKey(agent, instance, session),
+        conversation_id=conversation_id, status=SubmissionStatus(status),
+        input=orjson.loads(input_), created_at=_from_micros(created_at),
+        attempt_count=attempt_count, attempt_id=attempt_id, owner_id=owner_id,
+        lease_expires_at=from_micros(lease), fence=fence, last_error=last_error,
+        wait_reason=wait_reason, cancel_requested_at=from_micros(cancel),
+        settlement=None if settlement is None else orjson.loads(settlement),
+        settled_at=from_micros(settled_at),
+    )
+
+
+def get_submission(conn: sqlite3.Connection, submission_id: str) -> Submission:
+    row = conn.execute(
+        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)
+    ).fetchone()
+    if row is None:
+        raise SubmissionNotFound(submission_id)
+    return _submission(row)
+
+
+def list_submissions(
+    conn: sqlite3.Connection, status: SubmissionStatus | None, conversation_id: str | None
+) -> list[Submission]:
+    rows = conn.execute(
+        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions "
+        "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR conversation_id = ?2) ORDER BY position",
+        (None if status is None else status.value, conversation_id),
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+_HEAD_OF_SESSION = (
+    "position = (SELECT MIN(o.position) FROM submissions o "
+    "WHERE o.conversation_id = submissions.conversation_id AND o.status != 'settled')"
+)
+
+
+def list_runnable(conn: sqlite3.Connection, limit: int) -> list[Submission]:
+    rows = conn.execute(
+        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'queued' AND "
+        f"{_HEAD_OF_SESSION} ORDER BY position LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+def list_expired_leases(conn: sqlite3.Connection, now: datetime) -> list[Submission]:
+    rows = conn.execute(
+        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' "
+        "AND lease_expires_at <= ? ORDER BY position",
+        (to_micros(now),),
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> Admission:
+    payload = canonical_json(new.input)
+    key = new.key
+    row = conn.execute(
+        "SELECT id, input FROM submissions WHERE agent = ? AND instance = ? AND session = ? "
+        "AND dispatch_id = ?",
+        (key.agent, key.instance, key.session, new.idempotency_key),
+    ).fetchone()
+    if row is not None:
+        if row[1] != payload:
+            raise DispatchConflict(new.idempotency_key, str(key))
+        return Admission(get_submission(conn, row[0]), created=False)
+    if conn.execute("SELECT 1 FROM submissions WHERE id = ?", (new.id,)).fetchone():
+        raise DispatchConflict(new.id, str(key))
+    conversation, _ = ensure_conversation(conn, key, new.conversation_id, new.created_at, touched)
+    conn.execute(
+        "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
+        "status, input, created_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+        (new.id, new.idempotency_key, key.agent, key.instance, key.session, conversation.id,
+         payload, to_micros(new.created_at)),
+    )
+    return Admission(get_submission(conn, new.id), created=True)
+
+
+def _update_owned(
+    conn: sqlite3.Connection, submission_id: str, attempt_id: str | None, action: str,
+    assignments: str, params: tuple[Any, ...], *, from_status: SubmissionStatus = SubmissionStatus.RUNNING,
+) -> Submission:
+    """Apply ``assignments`` if the submission is in ``from_status`` (and owned, if an attempt is given)."""
+    row = conn.execute(
+        f"UPDATE submissions SET {assignments} WHERE id = ? AND status = ? "
+        "AND (? IS NULL OR attempt_id = ?) RETURNING id",
+        (*params, submission_id, from_status.value, attempt_id, attempt_id),
+    ).fetchone()
+    if row is None:
+        current = get_submission(conn, submission_id)  # raises SubmissionNotFound
+        owner = f" under attempt {attempt_id}" if attempt_id is not None else ""
+        raise ClaimLost(
+            submission_id,
+            f"cannot {action}: status {current.status}, attempt {current.attempt_id}, "
+            f"not {from_status}{owner}",
+        )
+    return get_submission(conn, submission_id)
+
+
+def claim(
+    conn: sqlite3.Connection, submission_id: str, attempt_id: str, owner_id: str,
+    lease_expires_at: datetime, now: datetime,
+) -> Submission:
+    current = get_submission(conn, submission_id)
+    if current.status is not SubmissionStatus.QUEUED:
+        raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
+    is_head = conn.execute(
+        f"SELECT 1 FROM submissions WHERE id = ? AND {_HEAD_OF_SESSION}", (submission_id,)
+    ).fetchone()
+    if not is_head:
+        raise ClaimLost(submission_id, "cannot claim: an earlier submission of its session is unsettled")
+    fence = mint_fence(conn, current.conversation_id)
+    number = current.attempt_count + 1
+    conn.execute(
+        "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (submission_id, number, attempt_id, owner_id, fence, to_micros(now)),
+    )
+    return _update_owned(
+        conn, submission_id, None, "claim",
+        "status = 'running', attempt_count = ?, attempt_id = ?, owner_id = ?, "
+        "lease_expires_at = ?, fence = ?, wait_reason = NULL",
+        (number, attempt_id, owner_id, to_micros(lease_expires_at), fence),
+        from_status=SubmissionStatus.QUEUED,
+    )
+
+
+def list_attempts(conn: sqlite3.Connection, submission_id: str) -> list[Attempt]:
+    get_submission(conn, submission_id)
+    rows = conn.execute(
+        "SELECT id, submission_id, owner_id, fence, number, started_at FROM attempts "
+        "WHERE submission_id = ? ORDER BY number",
+        (submission_id,),
+    ).fetchall()
+    return [Attempt(r[0], r[1], r[2], r[3], r[4], _from_micros(r[5])) for r in rows]
+
+
+def renew_lease(conn: sqlite3.Connection, submission_id: str, attempt_id: str, lease: datetime) -> Submission:
+    return _update_owned(
+        conn, submission_id, attempt_id, "renew the lease", "lease_expires_at = ?", (to_micros(lease),)
+    )
+
+
+def release(conn: sqlite3.Connection, submission_id: str, attempt_id: str, last_error: str | None) -> Submission:
+    return _update_owned(
+        conn, submission_id, attempt_id, "release",
+        "status = 'queued', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
+        "last_error = COALESCE(?, last_error)",
+        (last_error,),
+    )
+
+
+def park(conn: sqlite3.Connection, submission_id: str, attempt_id: str, reason: str) -> Submission:
+    return _update_owned(
+        conn, submission_id, attempt_id, "park",
+        "status = 'waiting', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, wait_reason = ?",
+        (reason,),
+    )
+
+
+def unpark(conn: sqlite3.Connection, submission_id: str) -> Submission:
+    return _update_owned(
+        conn, submission_id, None, "unpark", "status = 'queued', wait_reason = NULL", (),
+        from_status=SubmissionStatus.WAITING,
+    )
+
+
+def request_cancel(conn: sqlite3.Connection, submission_id: str, now: datetime) -> Submission:
+    conn.execute(
+        "UPDATE submissions SET cancel_requested_at = ? WHERE id = ? AND status != 'settled' "
+        "AND cancel_requested_at IS NULL",
+        (to_micros(now), submission_id),
+    )
+    return get_submission(conn, submission_id)
+
+
+def reserve_settlement(
+    conn: sqlite3.Connection, submission_id: str, attempt_id: str, settlement: Mapping[str, Any]
+) -> Submission:
+    return _update_owned(
+        conn, submission_id, attempt_id, "reserve the settlement",
+        "status = 'terminalizing', lease_expires_at = NULL, settlement = ?",
+        (canonical_json(settlement),),
+    )
+
+
+def finalize_settlement(conn: sqlite3.Connection, submission_id: str, now: datetime) -> Submission:
+    current = get_submission(conn, submission_id)
+    if current.status is SubmissionStatus.SETTLED:
+        return current
+    return _update_owned(
+        conn, submission_id, None, "finalize", "status = 'settled', settled_at = ?",
+        (to_micros(now),), from_status=SubmissionStatus.TERMINALIZING,
+    )
+
+
+# --- attachments ----------------------------------------------------------------------
+
+
+def put_attachment(conn: sqlite3.Connection, data: bytes, media_type: str) -> AttachmentRef:
+    ref = attachment_ref(data, media_type)
+    conn.execute(
+        "INSERT INTO attachments (digest, media_type, size, data) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (digest) DO NOTHING",
+        (ref.digest, ref.media_type, ref.size, data),
+    )
+    return get_attachment(conn, ref.digest)[0]
+
+
+def get_attachment(conn: sqlite3.Connection, digest: str) -> tuple[AttachmentRef, bytes]:
+    row = conn.execute(
+        "SELECT media_type, size, data FROM attachments WHERE digest = ?", (digest,)
+    ).fetchone()
+    if row is None:
+        raise AttachmentNotFound(digest)
+    return AttachmentRef(digest=digest, media_type=row[0], size=row[1]), bytes(row[2])

@@ -1,0 +1,136 @@
+"""SQLite connections, pragmas and the versioned schema."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final, Literal
+
+from tether.errors import StoreUnavailable, UnsupportedSchema
+
+__all__ = ("SCHEMA_VERSION", "Synchronous", "connect", "migrate", "translate_errors")
+
+SCHEMA_VERSION: Final = 1
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+_SCHEMA_V1: Final = """
+CREATE TABLE conversations (
+    id          TEXT PRIMARY KEY,
+    agent       TEXT NOT NULL,
+    instance    TEXT NOT NULL,
+    session     TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    parent      BLOB,
+    head_seq    INTEGER NOT NULL DEFAULT 0,
+    head_hash   TEXT NOT NULL DEFAULT '',
+    fence       INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (agent, instance, session)
+);
+CREATE TABLE records (
+    conversation_id TEXT NOT NULL,
+    seq             INTEGER NOT NULL,
+    kind            TEXT NOT NULL,
+    body            BLOB NOT NULL,
+    prev_hash       TEXT NOT NULL,
+    hash            TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE submissions (
+    position            INTEGER PRIMARY KEY AUTOINCREMENT,
+    id                  TEXT NOT NULL UNIQUE,
+    agent               TEXT NOT NULL,
+    instance            TEXT NOT NULL,
+    session             TEXT NOT NULL,
+    dispatch_id         TEXT NOT NULL,
+    conversation_id     TEXT NOT NULL,
+    status              TEXT NOT NULL,
+    input               BLOB NOT NULL,
+    created_at          INTEGER NOT NULL,
+    attempt_count       INTEGER NOT NULL DEFAULT 0,
+    attempt_id          TEXT,
+    owner_id            TEXT,
+    lease_expires_at    INTEGER,
+    fence               INTEGER NOT NULL DEFAULT 0,
+    last_error          TEXT,
+    wait_reason         TEXT,
+    cancel_requested_at INTEGER,
+    settlement          BLOB,
+    settled_at          INTEGER,
+    UNIQUE (agent, instance, session, dispatch_id)
+);
+CREATE INDEX submissions_open ON submissions (conversation_id, position) WHERE status != 'settled';
+CREATE INDEX submissions_by_status ON submissions (status, position);
+CREATE TABLE attempts (
+    submission_id TEXT NOT NULL,
+    number        INTEGER NOT NULL,
+    id            TEXT NOT NULL,
+    owner_id      TEXT NOT NULL,
+    fence         INTEGER NOT NULL,
+    started_at    INTEGER NOT NULL,
+    PRIMARY KEY (submission_id, number)
+) WITHOUT ROWID;
+CREATE TABLE attachments (
+    digest     TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    data       BLOB NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+@contextlib.contextmanager
+def translate_errors(action: str) -> Iterator[None]:
+    """No raw ``sqlite3`` exception leaves the store: map it to :class:`StoreUnavailable`."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"sqlite {action} failed: {exc}") from exc
+
+
+def connect(path: Path, *, synchronous: Synchronous, busy_timeout: float) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit ``BEGIN IMMEDIATE``)."""
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=busy_timeout,
+        cached_statements=256,
+    )
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+    return conn
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    # journal_mode ignores busy_timeout, so a concurrent opener may see SQLITE_BUSY: retry.
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+            continue
+        if str(mode).lower() != "wal":
+            raise StoreUnavailable(f"sqlite refused WAL journal mode (got {mode!r})")
+        return
+
+
+def migrate(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Enable WAL, then create or check the schema under a write lock."""
+    _enable_wal(conn, busy_timeout)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UnsupportedSchema(version, SCHEMA_VERSION)
+        if version == 0:
+            for statement in _SCHEMA_V1.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

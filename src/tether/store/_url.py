@@ -1,0 +1,48 @@
+"""Opening a store from a URL: ``memory://``, ``sqlite:///path``."""
+
+from __future__ import annotations
+
+from typing import cast
+from urllib.parse import parse_qs
+
+from tether.store._memory import MemoryStore
+from tether.store._protocol import Store
+from tether.store._sqlite import SqliteStore
+from tether.store._sqlite_schema import Synchronous
+
+__all__ = ("DEFAULT_STORE_URL", "open_store")
+
+DEFAULT_STORE_URL = "sqlite:///./tether-data"
+
+
+async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
+    """Open the store a URL names.
+
+    - ``memory://``: the in-memory reference store;
+    - ``sqlite:///relative/path`` or ``sqlite:////absolute/path`` (the SQLAlchemy convention);
+      a directory means ``<dir>/tether.db``; options as query parameters:
+      ``?synchronous=NORMAL&busy_timeout=5``.
+
+    Example::
+
+        async with await open_store("sqlite:///./tether-data") as store:
+            print(await store.list_runnable())
+    """
+    scheme, _, rest = url.partition("://")
+    if scheme == "memory":
+        return MemoryStore()
+    if scheme == "sqlite":
+        if not rest.startswith("/") or rest == "/":
+            raise ValueError(f"a sqlite URL looks like sqlite:///path/to/dir, not {url!r}")
+        path, _, query = rest[1:].partition("?")
+        options = {key: values[-1] for key, values in parse_qs(query).items()}
+        unknown = set(options) - {"synchronous", "busy_timeout"}
+        if unknown:
+            raise ValueError(f"unknown sqlite option(s): {', '.join(sorted(unknown))}")
+        synchronous = options.get("synchronous", "FULL").upper()
+        return await SqliteStore.open(
+            path,
+            synchronous=cast(Synchronous, synchronous),
+            busy_timeout=float(options.get("busy_timeout", 5.0)),
+        )
+    raise ValueError(f"unsupported store URL {url!r}: use memory:// or sqlite:///path")
