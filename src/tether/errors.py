@@ -143,7 +143,8 @@ class DispatchConflict(StoreError):
         self.dispatch_id = dispatch_id
         self.session_key = session_key
         super().__init__(
-            f"dispatch id {dispatch_id!r} was already used in {session_key} with a different payload"
+            f"dispatch id {dispatch_id!r} was already used in {session_key} "
+            "with a different payload"
         )
 
 

@@ -235,7 +235,7 @@ class Record:
 
     @property
     def payload(self) -> Payload:
-        """The typed payload; raises :class:`RecordDecodeError` if the stored payload is malformed."""
+        """The typed payload; :class:`RecordDecodeError` if the stored payload is malformed."""
         if self._payload is None:
             self._payload = _validate_payload(self.kind, self.fields.get("payload"))
         return self._payload
@@ -299,7 +299,12 @@ def seal(
         fields["turn"] = draft.turn
     canonical = canonical_json(fields)
     record = Record(
-        seq, draft.payload.KIND, canonical, prev_hash, record_hash(canonical, prev_hash, seq), fields
+        seq,
+        draft.payload.KIND,
+        canonical,
+        prev_hash,
+        record_hash(canonical, prev_hash, seq),
+        fields,
     )
     record._payload = draft.payload
     return record
@@ -389,13 +394,21 @@ def verify_chain(conversation_id: str, records: Iterable[Record], prev_hash: str
     for record in records:
         seq = record.seq
         if seq != expected_seq:
-            raise LogTampered(conversation_id, expected_seq, f"found seq {seq} where {expected_seq} belongs")
+            raise LogTampered(
+                conversation_id, expected_seq, f"found seq {seq} where {expected_seq} belongs"
+            )
         try:
             fields = orjson.loads(record.canonical)
             canonical = canonical_json(fields)
         except (orjson.JSONDecodeError, ValueError) as exc:
-            raise LogTampered(conversation_id, seq, f"stored record is not valid JSON: {exc}") from None
-        if not isinstance(fields, dict) or fields.get("seq") != seq or fields.get("kind") != record.kind:
+            raise LogTampered(
+                conversation_id, seq, f"stored record is not valid JSON: {exc}"
+            ) from None
+        if (
+            not isinstance(fields, dict)
+            or fields.get("seq") != seq
+            or fields.get("kind") != record.kind
+        ):
             raise LogTampered(conversation_id, seq, "stored envelope disagrees with its position")
         if record.prev_hash != prev_hash:
             raise LogTampered(conversation_id, seq, "prevHash does not link to the previous record")
@@ -404,4 +417,3 @@ def verify_chain(conversation_id: str, records: Iterable[Record], prev_hash: str
         prev_hash = record.hash
         expected_seq += 1
     return expected_seq - 1
-

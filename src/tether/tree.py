@@ -15,8 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tether._payloads import Compaction

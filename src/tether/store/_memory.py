@@ -106,7 +106,9 @@ class MemoryStore:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.close()
@@ -137,7 +139,9 @@ class MemoryStore:
         self._logs[conversation.id] = log
         self._by_key[conversation.key] = conversation.id
 
-    def _ensure(self, key: SessionKey, conversation_id: str, created_at: datetime) -> tuple[Conversation, bool]:
+    def _ensure(
+        self, key: SessionKey, conversation_id: str, created_at: datetime
+    ) -> tuple[Conversation, bool]:
         existing = self._by_key.get(key)
         if existing is not None:
             return self._logs[existing].conversation, False
@@ -168,15 +172,21 @@ class MemoryStore:
         check_drafts(drafts)
         log = self._log(conversation_id)
         check_append(
-            conversation_id, expected_seq=expected_seq, head=log.head, fence=fence,
+            conversation_id,
+            expected_seq=expected_seq,
+            head=log.head,
+            fence=fence,
             current_fence=log.fence,
         )
         sealed: list[Record] = []
         prev_hash = log.head_hash
         for offset, draft in enumerate(drafts, start=1):
             record = seal(
-                draft, conversation_id=conversation_id, session=log.conversation.key.session,
-                seq=log.head + offset, prev_hash=prev_hash,
+                draft,
+                conversation_id=conversation_id,
+                session=log.conversation.key.session,
+                seq=log.head + offset,
+                prev_hash=prev_hash,
             )
             sealed.append(record)
             prev_hash = record.hash
@@ -184,7 +194,9 @@ class MemoryStore:
         self._notifier.notify([conversation_id])
         return [Record(*_row(record)) for record in sealed]
 
-    async def read(self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Record]:
+    async def read(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Record]:
         check_limit(limit)
         rows = self._log(conversation_id).rows
         start = max(after_seq, 0)
@@ -203,7 +215,12 @@ class MemoryStore:
         return verify_chain(conversation_id, (Record(*row) for row in rows))
 
     async def fork(
-        self, conversation_id: str, *, at_seq: int, key: SessionKey, new_conversation_id: str,
+        self,
+        conversation_id: str,
+        *,
+        at_seq: int,
+        key: SessionKey,
+        new_conversation_id: str,
         created_at: datetime,
     ) -> Conversation:
         parent = self._log(conversation_id)
@@ -216,10 +233,13 @@ class MemoryStore:
         self._create_log(conversation, parent.rows[:at_seq])
         return conversation
 
-    async def wait_for_append(self, conversation_id: str, *, after_seq: int, timeout: float) -> int:
+    async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
         return await wait_for_head(
-            self._notifier, conversation_id, lambda: self.head(conversation_id),
-            after_seq=after_seq, timeout=timeout, poll_interval=None,
+            self._notifier,
+            conversation_id,
+            lambda: self.head(conversation_id),
+            after_seq=after_seq,
+            poll_interval=None,
         )
 
     # --- submissions ------------------------------------------------------------------
@@ -275,8 +295,12 @@ class MemoryStore:
             raise DispatchConflict(new.id, str(new.key))
         conversation, _ = self._ensure(new.key, new.conversation_id, new.created_at)
         submission = Submission(
-            id=new.id, dispatch_id=new.idempotency_key, key=new.key,
-            conversation_id=conversation.id, status=SubmissionStatus.QUEUED, input={},
+            id=new.id,
+            dispatch_id=new.idempotency_key,
+            key=new.key,
+            conversation_id=conversation.id,
+            status=SubmissionStatus.QUEUED,
+            input={},
             created_at=new.created_at,
         )
         stored = _StoredSubmission(submission, payload)
@@ -310,7 +334,12 @@ class MemoryStore:
         return [self._public(stored) for stored in runnable[:limit]]
 
     async def claim(
-        self, submission_id: str, *, attempt_id: str, owner_id: str, lease_expires_at: datetime,
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
         now: datetime,
     ) -> Submission:
         stored = self._stored(submission_id)
@@ -318,7 +347,9 @@ class MemoryStore:
         if submission.status is not SubmissionStatus.QUEUED:
             raise ClaimLost(submission_id, f"cannot claim: status is {submission.status}")
         if not self._is_head(submission):
-            raise ClaimLost(submission_id, "cannot claim: an earlier submission of its session is unsettled")
+            raise ClaimLost(
+                submission_id, "cannot claim: an earlier submission of its session is unsettled"
+            )
         log = self._logs[submission.conversation_id]
         log.fence += 1
         number = submission.attempt_count + 1
@@ -326,8 +357,14 @@ class MemoryStore:
             Attempt(attempt_id, submission_id, owner_id, log.fence, number, now)
         )
         return self._update(
-            stored, status=SubmissionStatus.RUNNING, attempt_count=number, attempt_id=attempt_id,
-            owner_id=owner_id, lease_expires_at=lease_expires_at, fence=log.fence, wait_reason=None,
+            stored,
+            status=SubmissionStatus.RUNNING,
+            attempt_count=number,
+            attempt_id=attempt_id,
+            owner_id=owner_id,
+            lease_expires_at=lease_expires_at,
+            fence=log.fence,
+            wait_reason=None,
         )
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
@@ -355,7 +392,10 @@ class MemoryStore:
     ) -> Submission:
         stored = self._owned(submission_id, attempt_id, "release")
         return self._update(
-            stored, status=SubmissionStatus.QUEUED, attempt_id=None, owner_id=None,
+            stored,
+            status=SubmissionStatus.QUEUED,
+            attempt_id=None,
+            owner_id=None,
             lease_expires_at=None,
             last_error=last_error if last_error is not None else stored.submission.last_error,
         )
@@ -363,8 +403,12 @@ class MemoryStore:
     async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
         stored = self._owned(submission_id, attempt_id, "park")
         return self._update(
-            stored, status=SubmissionStatus.WAITING, attempt_id=None, owner_id=None,
-            lease_expires_at=None, wait_reason=reason,
+            stored,
+            status=SubmissionStatus.WAITING,
+            attempt_id=None,
+            owner_id=None,
+            lease_expires_at=None,
+            wait_reason=reason,
         )
 
     async def unpark(self, submission_id: str) -> Submission:
@@ -376,7 +420,10 @@ class MemoryStore:
     async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
         stored = self._stored(submission_id)
         submission = stored.submission
-        if submission.status is SubmissionStatus.SETTLED or submission.cancel_requested_at is not None:
+        if (
+            submission.status is SubmissionStatus.SETTLED
+            or submission.cancel_requested_at is not None
+        ):
             return self._public(stored)
         return self._update(stored, cancel_requested_at=now)
 
@@ -415,5 +462,3 @@ class MemoryStore:
 
 def _row(record: Record) -> _Row:
     return (record.seq, record.kind, record.canonical, record.prev_hash, record.hash)
-
-

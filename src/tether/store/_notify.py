@@ -62,22 +62,21 @@ async def wait_for_head(
     read_head: Callable[[], Awaitable[int]],
     *,
     after_seq: int,
-    timeout: float,
     poll_interval: float | None,
 ) -> int:
-    """Wait until ``read_head()`` passes ``after_seq`` or ``timeout`` elapses.
+    """Wait until ``read_head()`` passes ``after_seq``; return the new head.
 
     Local appends wake the waiter at once; ``poll_interval`` re-reads the head for
     appends made by other processes, which no in-process notification can see.
+    Callers bound the wait with ``asyncio.timeout``.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout, 0.0)
     while True:
         with notifier.listen(conversation_id) as appended:
             head = await read_head()
-            remaining = deadline - loop.time()
-            if head > after_seq or remaining <= 0:
+            if head > after_seq:
                 return head
-            step = remaining if poll_interval is None else min(remaining, poll_interval)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(appended.wait(), step)
+            if poll_interval is None:
+                await appended.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(appended.wait(), poll_interval)

@@ -54,7 +54,12 @@ class SubmissionStore(Protocol):
         ...
 
     async def claim(
-        self, submission_id: str, *, attempt_id: str, owner_id: str, lease_expires_at: datetime,
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
         now: datetime,
     ) -> Submission:
         """CAS a queued session head to running: count the attempt, record it, mint a fence.
@@ -138,7 +143,9 @@ class LogStore(Protocol):
         """
         ...
 
-    async def read(self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Record]:
+    async def read(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Record]:
         """Up to ``limit`` records with seq > ``after_seq``, in order."""
         ...
 
@@ -151,19 +158,28 @@ class LogStore(Protocol):
         ...
 
     async def verify(self, conversation_id: str) -> int:
-        """Re-derive the whole chain; the number of records, or ``LogTampered`` at the first bad seq."""
+        """Re-derive the chain: the number of records, or ``LogTampered`` at the first bad seq."""
         ...
 
     async def fork(
-        self, conversation_id: str, *, at_seq: int, key: SessionKey, new_conversation_id: str,
+        self,
+        conversation_id: str,
+        *,
+        at_seq: int,
+        key: SessionKey,
+        new_conversation_id: str,
         created_at: datetime,
     ) -> Conversation:
         """A new conversation for ``key`` whose records 1..``at_seq`` are the parent's, verbatim,
         followed by its ``conversation_created`` record."""
         ...
 
-    async def wait_for_append(self, conversation_id: str, *, after_seq: int, timeout: float) -> int:
-        """Wait until the head passes ``after_seq`` or ``timeout`` seconds pass; return the head."""
+    async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
+        """Wait until the head passes ``after_seq``; return it. Bound it with ``asyncio.timeout``.
+
+        Wakes at once for appends through this store object, and also sees appends made by
+        other processes (by notification where the backend has one, else by polling).
+        """
         ...
 
 
@@ -193,6 +209,8 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
     async def __aenter__(self) -> Self: ...
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...

@@ -45,7 +45,7 @@ _DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 def resolve_path(path: str | Path) -> Path:
-    """A path naming a directory (existing, or without a database suffix) means ``<dir>/tether.db``."""
+    """A directory (existing, or a path without a database suffix) means ``<dir>/tether.db``."""
     path = Path(path)
     if path.is_dir() or (not path.exists() and path.suffix not in _DB_SUFFIXES):
         path.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,11 @@ class SqliteStore:
     """
 
     def __init__(
-        self, path: Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 5.0,
+        self,
+        path: Path,
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = 5.0,
         poll_interval: float = 0.25,
     ) -> None:
         self.path = path
@@ -85,21 +89,34 @@ class SqliteStore:
             except BaseException:
                 conn.close()
                 raise
-        self._writer = SqliteWriter(conn, self._notifier.notify, name=f"tether-sqlite-writer:{path.name}")
+        self._writer = SqliteWriter(
+            conn, self._notifier.notify, name=f"tether-sqlite-writer:{path.name}"
+        )
         self._closed = False
 
     @classmethod
     async def open(
-        cls, path: str | Path, *, synchronous: Synchronous = "FULL", busy_timeout: float = 5.0,
+        cls,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = 5.0,
         poll_interval: float = 0.25,
     ) -> SqliteStore:
-        """Open (creating if needed) the database at ``path``; a directory means ``<dir>/tether.db``."""
+        """Open (creating if needed) the database at ``path``; a directory holds ``tether.db``."""
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         return cls(
-            resolve_path(path), synchronous=synchronous, busy_timeout=busy_timeout,
+            resolve_path(path),
+            synchronous=synchronous,
+            busy_timeout=busy_timeout,
             poll_interval=poll_interval,
         )
+
+    @property
+    def commits(self) -> int:
+        """Write transactions committed by this store so far (group commit makes this < writes)."""
+        return self._writer.commits
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -117,7 +134,9 @@ class SqliteStore:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.close()
@@ -130,7 +149,9 @@ class SqliteStore:
         conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
         if conn is None:
             with translate_errors("open"):
-                conn = connect(self.path, synchronous=self.synchronous, busy_timeout=self._busy_timeout)
+                conn = connect(
+                    self.path, synchronous=self.synchronous, busy_timeout=self._busy_timeout
+                )
                 conn.execute("PRAGMA query_only=ON")
             self._readers.conn = conn
             with self._readers_lock:
@@ -171,9 +192,13 @@ class SqliteStore:
         self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
     ) -> list[Record]:
         check_drafts(drafts)
-        return await self._write_touching(ops.append, conversation_id, list(drafts), expected_seq, fence)
+        return await self._write_touching(
+            ops.append, conversation_id, list(drafts), expected_seq, fence
+        )
 
-    async def read(self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Record]:
+    async def read(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Record]:
         check_limit(limit)
         return self._read(lambda conn: ops.read(conn, conversation_id, after_seq, limit))
 
@@ -195,17 +220,25 @@ class SqliteStore:
         return self._read(run)
 
     async def fork(
-        self, conversation_id: str, *, at_seq: int, key: SessionKey, new_conversation_id: str,
+        self,
+        conversation_id: str,
+        *,
+        at_seq: int,
+        key: SessionKey,
+        new_conversation_id: str,
         created_at: datetime,
     ) -> Conversation:
         return await self._write_touching(
             ops.fork, conversation_id, at_seq, key, new_conversation_id, created_at
         )
 
-    async def wait_for_append(self, conversation_id: str, *, after_seq: int, timeout: float) -> int:
+    async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
         return await wait_for_head(
-            self._notifier, conversation_id, lambda: self.head(conversation_id),
-            after_seq=after_seq, timeout=timeout, poll_interval=self._poll_interval,
+            self._notifier,
+            conversation_id,
+            lambda: self.head(conversation_id),
+            after_seq=after_seq,
+            poll_interval=self._poll_interval,
         )
 
     # --- submissions ------------------------------------------------------------------
@@ -226,10 +259,17 @@ class SqliteStore:
         return self._read(lambda conn: ops.list_runnable(conn, limit))
 
     async def claim(
-        self, submission_id: str, *, attempt_id: str, owner_id: str, lease_expires_at: datetime,
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
         now: datetime,
     ) -> Submission:
-        return await self._write(ops.claim, submission_id, attempt_id, owner_id, lease_expires_at, now)
+        return await self._write(
+            ops.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
+        )
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         return self._read(lambda conn: ops.list_attempts(conn, submission_id))
@@ -259,7 +299,9 @@ class SqliteStore:
     async def reserve_settlement(
         self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]
     ) -> Submission:
-        return await self._write(ops.reserve_settlement, submission_id, attempt_id, dict(settlement))
+        return await self._write(
+            ops.reserve_settlement, submission_id, attempt_id, dict(settlement)
+        )
 
     async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
         return await self._write(ops.finalize_settlement, submission_id, now)

@@ -99,9 +99,12 @@ def find_conversation(conn: sqlite3.Connection, key: SessionKey) -> Conversation
     return None if row is None else _conversation(row)
 
 
-def _insert_records(conn: sqlite3.Connection, conversation_id: str, records: Sequence[Record]) -> None:
+def _insert_records(
+    conn: sqlite3.Connection, conversation_id: str, records: Sequence[Record]
+) -> None:
     conn.executemany(
-        "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
         [(conversation_id, r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in records],
     )
     last = records[-1]
@@ -112,28 +115,41 @@ def _insert_records(conn: sqlite3.Connection, conversation_id: str, records: Seq
 
 
 def _create_conversation(
-    conn: sqlite3.Connection, conversation: Conversation, touched: list[str],
+    conn: sqlite3.Connection,
+    conversation: Conversation,
+    touched: list[str],
     prefix: Sequence[Record] = (),
 ) -> None:
     key = conversation.key
     parent = conversation.parent
     conn.execute(
-        "INSERT INTO conversations (id, agent, instance, session, created_at, parent) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO conversations (id, agent, instance, session, created_at, parent) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
         (
-            conversation.id, key.agent, key.instance, key.session, to_micros(conversation.created_at),
+            conversation.id,
+            key.agent,
+            key.instance,
+            key.session,
+            to_micros(conversation.created_at),
             None if parent is None else canonical_json(parent.to_json_object()),
         ),
     )
     created = seal(
-        conversation_created_draft(conversation), conversation_id=conversation.id,
-        session=key.session, seq=len(prefix) + 1, prev_hash=prefix[-1].hash if prefix else "",
+        conversation_created_draft(conversation),
+        conversation_id=conversation.id,
+        session=key.session,
+        seq=len(prefix) + 1,
+        prev_hash=prefix[-1].hash if prefix else "",
     )
     _insert_records(conn, conversation.id, [*prefix, created])
     touched.append(conversation.id)
 
 
 def ensure_conversation(
-    conn: sqlite3.Connection, key: SessionKey, conversation_id: str, created_at: datetime,
+    conn: sqlite3.Connection,
+    key: SessionKey,
+    conversation_id: str,
+    created_at: datetime,
     touched: list[str],
 ) -> tuple[Conversation, bool]:
     existing = find_conversation(conn, key)
@@ -145,8 +161,12 @@ def ensure_conversation(
 
 
 def append(
-    conn: sqlite3.Connection, conversation_id: str, drafts: Sequence[RecordDraft], expected_seq: int,
-    fence: int, touched: list[str],
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    drafts: Sequence[RecordDraft],
+    expected_seq: int,
+    fence: int,
+    touched: list[str],
 ) -> list[Record]:
     row = conn.execute(
         "SELECT head_seq, head_hash, fence, session FROM conversations WHERE id = ?",
@@ -156,12 +176,19 @@ def append(
         raise ConversationNotFound(conversation_id)
     head, prev_hash, current_fence, session = row
     check_append(
-        conversation_id, expected_seq=expected_seq, head=head, fence=fence, current_fence=current_fence
+        conversation_id,
+        expected_seq=expected_seq,
+        head=head,
+        fence=fence,
+        current_fence=current_fence,
     )
     sealed: list[Record] = []
     for offset, draft in enumerate(drafts, start=1):
         record = seal(
-            draft, conversation_id=conversation_id, session=session, seq=head + offset,
+            draft,
+            conversation_id=conversation_id,
+            session=session,
+            seq=head + offset,
             prev_hash=prev_hash,
         )
         sealed.append(record)
@@ -173,7 +200,8 @@ def append(
 
 def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
     row = conn.execute(
-        "UPDATE conversations SET fence = fence + 1 WHERE id = ? RETURNING fence", (conversation_id,)
+        "UPDATE conversations SET fence = fence + 1 WHERE id = ? RETURNING fence",
+        (conversation_id,),
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
@@ -193,7 +221,9 @@ def _record_row(_cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Record:
     return Record(*row)
 
 
-def read(conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int) -> list[Record]:
+def read(
+    conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
+) -> list[Record]:
     cursor = conn.cursor()
     cursor.row_factory = _record_row
     records: list[Record] = cursor.execute(
@@ -207,8 +237,13 @@ def read(conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: 
 
 
 def fork(
-    conn: sqlite3.Connection, conversation_id: str, at_seq: int, key: SessionKey,
-    new_conversation_id: str, created_at: datetime, touched: list[str],
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    at_seq: int,
+    key: SessionKey,
+    new_conversation_id: str,
+    created_at: datetime,
+    touched: list[str],
 ) -> Conversation:
     check_fork_seq(conversation_id, at_seq, head(conn, conversation_id))
     if find_conversation(conn, key) is not None:
@@ -225,16 +260,43 @@ def fork(
 
 
 def _submission(row: tuple[Any, ...]) -> Submission:
-    (sid, dispatch_id, agent, instance, session, conversation_id, status, input_, created_at,
-     attempt_count, attempt_id, owner_id, lease, fence, last_error, wait_reason, cancel,
-     settlement, settled_at) = row
+    (
+        sid,
+        dispatch_id,
+        agent,
+        instance,
+        session,
+        conversation_id,
+        status,
+        input_,
+        created_at,
+        attempt_count,
+        attempt_id,
+        owner_id,
+        lease,
+        fence,
+        last_error,
+        wait_reason,
+        cancel,
+        settlement,
+        settled_at,
+    ) = row
     return Submission(
-        id=sid, dispatch_id=dispatch_id, key=SessionKey(agent, instance, session),
-        conversation_id=conversation_id, status=SubmissionStatus(status),
-        input=orjson.loads(input_), created_at=_from_micros(created_at),
-        attempt_count=attempt_count, attempt_id=attempt_id, owner_id=owner_id,
-        lease_expires_at=from_micros(lease), fence=fence, last_error=last_error,
-        wait_reason=wait_reason, cancel_requested_at=from_micros(cancel),
+        id=sid,
+        dispatch_id=dispatch_id,
+        key=SessionKey(agent, instance, session),
+        conversation_id=conversation_id,
+        status=SubmissionStatus(status),
+        input=orjson.loads(input_),
+        created_at=_from_micros(created_at),
+        attempt_count=attempt_count,
+        attempt_id=attempt_id,
+        owner_id=owner_id,
+        lease_expires_at=from_micros(lease),
+        fence=fence,
+        last_error=last_error,
+        wait_reason=wait_reason,
+        cancel_requested_at=from_micros(cancel),
         settlement=None if settlement is None else orjson.loads(settlement),
         settled_at=from_micros(settled_at),
     )
@@ -254,7 +316,8 @@ def list_submissions(
 ) -> list[Submission]:
     rows = conn.execute(
         f"SELECT {_SUBMISSION_COLUMNS} FROM submissions "
-        "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR conversation_id = ?2) ORDER BY position",
+        "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR conversation_id = ?2) "
+        "ORDER BY position",
         (None if status is None else status.value, conversation_id),
     ).fetchall()
     return [_submission(row) for row in rows]
@@ -302,17 +365,31 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
         "status, input, created_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-        (new.id, new.idempotency_key, key.agent, key.instance, key.session, conversation.id,
-         payload, to_micros(new.created_at)),
+        (
+            new.id,
+            new.idempotency_key,
+            key.agent,
+            key.instance,
+            key.session,
+            conversation.id,
+            payload,
+            to_micros(new.created_at),
+        ),
     )
     return Admission(get_submission(conn, new.id), created=True)
 
 
 def _update_owned(
-    conn: sqlite3.Connection, submission_id: str, attempt_id: str | None, action: str,
-    assignments: str, params: tuple[Any, ...], *, from_status: SubmissionStatus = SubmissionStatus.RUNNING,
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str | None,
+    action: str,
+    assignments: str,
+    params: tuple[Any, ...],
+    *,
+    from_status: SubmissionStatus = SubmissionStatus.RUNNING,
 ) -> Submission:
-    """Apply ``assignments`` if the submission is in ``from_status`` (and owned, if an attempt is given)."""
+    """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given)."""
     row = conn.execute(
         f"UPDATE submissions SET {assignments} WHERE id = ? AND status = ? "
         "AND (? IS NULL OR attempt_id = ?) RETURNING id",
@@ -330,8 +407,12 @@ def _update_owned(
 
 
 def claim(
-    conn: sqlite3.Connection, submission_id: str, attempt_id: str, owner_id: str,
-    lease_expires_at: datetime, now: datetime,
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
 ) -> Submission:
     current = get_submission(conn, submission_id)
     if current.status is not SubmissionStatus.QUEUED:
@@ -340,15 +421,21 @@ def claim(
         f"SELECT 1 FROM submissions WHERE id = ? AND {_HEAD_OF_SESSION}", (submission_id,)
     ).fetchone()
     if not is_head:
-        raise ClaimLost(submission_id, "cannot claim: an earlier submission of its session is unsettled")
+        raise ClaimLost(
+            submission_id, "cannot claim: an earlier submission of its session is unsettled"
+        )
     fence = mint_fence(conn, current.conversation_id)
     number = current.attempt_count + 1
     conn.execute(
-        "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
         (submission_id, number, attempt_id, owner_id, fence, to_micros(now)),
     )
     return _update_owned(
-        conn, submission_id, None, "claim",
+        conn,
+        submission_id,
+        None,
+        "claim",
         "status = 'running', attempt_count = ?, attempt_id = ?, owner_id = ?, "
         "lease_expires_at = ?, fence = ?, wait_reason = NULL",
         (number, attempt_id, owner_id, to_micros(lease_expires_at), fence),
@@ -366,15 +453,27 @@ def list_attempts(conn: sqlite3.Connection, submission_id: str) -> list[Attempt]
     return [Attempt(r[0], r[1], r[2], r[3], r[4], _from_micros(r[5])) for r in rows]
 
 
-def renew_lease(conn: sqlite3.Connection, submission_id: str, attempt_id: str, lease: datetime) -> Submission:
+def renew_lease(
+    conn: sqlite3.Connection, submission_id: str, attempt_id: str, lease: datetime
+) -> Submission:
     return _update_owned(
-        conn, submission_id, attempt_id, "renew the lease", "lease_expires_at = ?", (to_micros(lease),)
+        conn,
+        submission_id,
+        attempt_id,
+        "renew the lease",
+        "lease_expires_at = ?",
+        (to_micros(lease),),
     )
 
 
-def release(conn: sqlite3.Connection, submission_id: str, attempt_id: str, last_error: str | None) -> Submission:
+def release(
+    conn: sqlite3.Connection, submission_id: str, attempt_id: str, last_error: str | None
+) -> Submission:
     return _update_owned(
-        conn, submission_id, attempt_id, "release",
+        conn,
+        submission_id,
+        attempt_id,
+        "release",
         "status = 'queued', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
         "last_error = COALESCE(?, last_error)",
         (last_error,),
@@ -383,15 +482,24 @@ def release(conn: sqlite3.Connection, submission_id: str, attempt_id: str, last_
 
 def park(conn: sqlite3.Connection, submission_id: str, attempt_id: str, reason: str) -> Submission:
     return _update_owned(
-        conn, submission_id, attempt_id, "park",
-        "status = 'waiting', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, wait_reason = ?",
+        conn,
+        submission_id,
+        attempt_id,
+        "park",
+        "status = 'waiting', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
+        "wait_reason = ?",
         (reason,),
     )
 
 
 def unpark(conn: sqlite3.Connection, submission_id: str) -> Submission:
     return _update_owned(
-        conn, submission_id, None, "unpark", "status = 'queued', wait_reason = NULL", (),
+        conn,
+        submission_id,
+        None,
+        "unpark",
+        "status = 'queued', wait_reason = NULL",
+        (),
         from_status=SubmissionStatus.WAITING,
     )
 
@@ -409,7 +517,10 @@ def reserve_settlement(
     conn: sqlite3.Connection, submission_id: str, attempt_id: str, settlement: Mapping[str, Any]
 ) -> Submission:
     return _update_owned(
-        conn, submission_id, attempt_id, "reserve the settlement",
+        conn,
+        submission_id,
+        attempt_id,
+        "reserve the settlement",
         "status = 'terminalizing', lease_expires_at = NULL, settlement = ?",
         (canonical_json(settlement),),
     )
@@ -420,8 +531,13 @@ def finalize_settlement(conn: sqlite3.Connection, submission_id: str, now: datet
     if current.status is SubmissionStatus.SETTLED:
         return current
     return _update_owned(
-        conn, submission_id, None, "finalize", "status = 'settled', settled_at = ?",
-        (to_micros(now),), from_status=SubmissionStatus.TERMINALIZING,
+        conn,
+        submission_id,
+        None,
+        "finalize",
+        "status = 'settled', settled_at = ?",
+        (to_micros(now),),
+        from_status=SubmissionStatus.TERMINALIZING,
     )
 
 

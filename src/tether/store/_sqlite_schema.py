@@ -93,7 +93,10 @@ def translate_errors(action: str) -> Iterator[None]:
 def connect(path: Path, *, synchronous: Synchronous, busy_timeout: float) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit ``BEGIN IMMEDIATE``)."""
     conn = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=busy_timeout,
+        path,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=busy_timeout,
         cached_statements=256,
     )
     conn.execute(f"PRAGMA synchronous={synchronous}")

@@ -58,6 +58,8 @@ class SqliteWriter:
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[_Pending[Any] | None] = queue.SimpleQueue()
         self._closed = False
+        self.commits = 0
+        """Transactions committed so far (a batch of queued writes is one commit)."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -113,6 +115,7 @@ class SqliteWriter:
             for pending in batch:
                 self._apply(conn, pending, isolated)
             conn.execute("COMMIT")
+            self.commits += 1
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")

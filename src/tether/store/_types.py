@@ -107,7 +107,7 @@ class Submission:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """The result of :meth:`SubmissionStore.admit`: ``created`` is false for an idempotent replay."""
+    """What ``admit`` returns: ``created`` is false for an idempotent replay."""
 
     submission: Submission
     created: bool

@@ -1,0 +1,3 @@
+"""Test support shipped with Tether: the store conformance suite, :mod:`.storetest`."""
+
+__all__ = ()

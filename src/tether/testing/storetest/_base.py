@@ -1,0 +1,121 @@
+"""The conformance harness: a base class whose test methods run on any backend."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tether.records import RecordDraft, UserMessage, format_time
+from tether.store import NewSubmission, SessionKey, Store, Submission
+
+__all__ = ("BaseConformance", "Fixtures", "case")
+
+SelfT = TypeVar("SelfT", bound="BaseConformance")
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+AGENT, INSTANCE = "support", "acme"
+
+
+class BaseConformance:
+    """What a backend supplies. Subclass :class:`tether.testing.storetest.StoreConformance`."""
+
+    async def make_store(self, directory: Path) -> Store:
+        """Open a fresh, empty store; ``directory`` is an empty directory it may use."""
+        raise NotImplementedError
+
+    async def tamper(self, store: Store, conversation_id: str, seq: int, body: bytes) -> None:
+        """Overwrite the stored bytes of one record behind the store's back (keep its hashes)."""
+        raise NotImplementedError
+
+
+def case(
+    fn: Callable[[SelfT, Store, Fixtures], Awaitable[None]],
+) -> Callable[[SelfT, Path], None]:
+    """Turn ``async def case(self, store, fx)`` into a plain pytest test with a fresh store.
+
+    Plain functions keep the suite independent of whichever async pytest plugin (if any)
+    the backend's project uses.
+    """
+
+    def test(self: SelfT, tmp_path: Path) -> None:
+        async def run() -> None:
+            store = await self.make_store(tmp_path)
+            try:
+                await fn(self, store, Fixtures(store))
+            finally:
+                await store.close()
+
+        asyncio.run(run())
+
+    # Not functools.wraps: pytest must see (self, tmp_path), not the coroutine's signature.
+    test.__name__ = test.__qualname__ = fn.__name__
+    test.__doc__ = fn.__doc__
+    return test
+
+
+class Fixtures:
+    """Deterministic ids, times and shortcuts used by the cases."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._ids = itertools.count(1)
+
+    def id(self, prefix: str) -> str:
+        return f"{prefix}-{next(self._ids):010d}"
+
+    @staticmethod
+    def key(session: str = "default", instance: str = INSTANCE) -> SessionKey:
+        return SessionKey(AGENT, instance, session)
+
+    @staticmethod
+    def at(seconds: float) -> datetime:
+        return T0 + timedelta(seconds=seconds)
+
+    def new(
+        self,
+        session: str = "default",
+        *,
+        dispatch_id: str | None = None,
+        body: str = "hello",
+        instance: str = INSTANCE,
+    ) -> NewSubmission:
+        return NewSubmission(
+            id=self.id("sub"),
+            key=self.key(session, instance),
+            conversation_id=self.id("conv"),
+            input={"kind": "user", "body": body},
+            created_at=self.at(0),
+            dispatch_id=dispatch_id,
+        )
+
+    async def admit(self, session: str = "default", **kwargs: Any) -> Submission:
+        return (await self.store.admit(self.new(session, **kwargs))).submission
+
+    async def claim(self, submission: Submission, *, lease_seconds: float = 60) -> Submission:
+        return await self.store.claim(
+            submission.id,
+            attempt_id=self.id("att"),
+            owner_id="owner-1",
+            lease_expires_at=self.at(lease_seconds),
+            now=self.at(0),
+        )
+
+    def draft(self, text: str = "hi", **kwargs: Any) -> RecordDraft:
+        return RecordDraft(
+            UserMessage(body=text), id=self.id("rec"), time=format_time(T0), **kwargs
+        )
+
+    async def conversation(self, session: str = "default") -> str:
+        conversation, _ = await self.store.ensure_conversation(
+            self.key(session), conversation_id=self.id("conv"), created_at=T0
+        )
+        return conversation.id
+
+    async def fill(self, conversation_id: str, count: int, *, fence: int = 0) -> None:
+        for _ in range(count):
+            head = await self.store.head(conversation_id)
+            await self.store.append(conversation_id, [self.draft()], expected_seq=head, fence=fence)

@@ -1,0 +1,364 @@
+"""A Hypothesis state machine that drives a backend and the reference store side by side.
+
+Every rule runs one operation on both stores with the same arguments (ids and times
+are deterministic) and requires the same outcome: an equal result, or the same error
+class. Records compare by their bytes and hashes, so any divergence in sealing,
+ordering or chaining fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import os
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tether.errors import TetherError
+from tether.records import Record, RecordDraft, StepRecorded, UserMessage, format_time
+from tether.store import MemoryStore, NewSubmission, SessionKey, Store, SubmissionStatus
+from tether.testing.storetest._base import T0, BaseConformance
+
+__all__ = ("MachineCase", "run_reference_machine")
+
+SESSIONS = tuple(
+    SessionKey("support", instance, session)
+    for instance in ("acme", "globex")
+    for session in ("a", "b")
+)
+INPUTS = (
+    {"kind": "user", "body": "hi"},
+    {"kind": "user", "body": "bye"},
+    {"kind": "signal", "body": "x", "n": 1.5},
+)
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _normalize(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_normalize(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_normalize(item) for item in value)
+    if isinstance(value, Record):
+        return (value.seq, value.kind, value.canonical, value.prev_hash, value.hash)
+    return value
+
+
+class _ReferenceMachine(RuleBasedStateMachine):
+    factory: ClassVar[tuple[Callable[[Path], Awaitable[Store]]]]  # a tuple keeps it unbound
+    directory: ClassVar[Path]
+    steps: ClassVar[list[int]]
+    _examples = itertools.count()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.reference = MemoryStore()
+        path = self.directory / f"example-{next(self._examples)}"
+        path.mkdir(parents=True)
+        self.subject = self.loop.run_until_complete(self.factory[0](path))
+        self.ids = itertools.count(1)
+        self.clock = 0
+        self.submissions: list[str] = []
+        self.attempts: list[str] = []
+        self.conversations: list[str] = []
+        self.fences: dict[str, int] = {}  # the latest fence minted per conversation
+
+    def teardown(self) -> None:
+        self.loop.run_until_complete(self.subject.close())
+        self.loop.close()
+
+    def _id(self, prefix: str) -> str:
+        return f"{prefix}-{next(self.ids):06d}"
+
+    def _both(self, operation: Callable[[Store], Awaitable[Any]], *, count: bool = True) -> Any:
+        if count:
+            self.steps.append(1)
+        outcomes = []
+        for store in (self.reference, self.subject):
+            try:
+                outcomes.append(("ok", _normalize(self.loop.run_until_complete(operation(store)))))
+            except TetherError as exc:
+                outcomes.append(("error", type(exc).__name__))
+        assert outcomes[0] == outcomes[1], f"reference {outcomes[0]!r} != backend {outcomes[1]!r}"
+        return outcomes[0]
+
+    def _now(self) -> Any:
+        return T0 + timedelta(seconds=self.clock)
+
+    def _ids(self, status: SubmissionStatus) -> list[str]:
+        if status is SubmissionStatus.QUEUED:  # claimable means queued *and* its session's head
+            found = self.loop.run_until_complete(self.reference.list_runnable(1000))
+        else:
+            found = self.loop.run_until_complete(self.reference.list_submissions(status))
+        return [submission.id for submission in found]
+
+    def _has(self, status: SubmissionStatus) -> bool:
+        return bool(self._ids(status))
+
+    def _attempt_for(self, data: st.DataObject, sid: str) -> str:
+        """Usually the attempt that owns ``sid``; sometimes a stale one."""
+        owner = self.loop.run_until_complete(self.reference.get_submission(sid)).attempt_id
+        stale = self.attempts or ["att-none"]
+        return data.draw(st.sampled_from(stale if owner is None else [owner] * 4 + stale))
+
+    # --- rules ------------------------------------------------------------------------
+
+    @rule(
+        key=st.sampled_from(SESSIONS),
+        payload=st.sampled_from(INPUTS),
+        dispatch=st.sampled_from((None, None, "d1", "d2")),
+    )
+    def admit(self, key: SessionKey, payload: dict[str, Any], dispatch: str | None) -> None:
+        new = NewSubmission(self._id("sub"), key, self._id("conv"), payload, self._now(), dispatch)
+        kind, result = self._both(lambda store: store.admit(new))
+        if kind == "ok":
+            self.submissions.append(result.submission.id)
+            self.conversations.append(result.submission.conversation_id)
+
+    @precondition(lambda self: self._has(SubmissionStatus.QUEUED))
+    @rule(data=st.data(), lease=st.integers(1, 60))
+    def claim(self, data: st.DataObject, lease: int) -> None:
+        sid = data.draw(st.sampled_from(self._ids(SubmissionStatus.QUEUED)))
+        attempt, now = self._id("att"), self._now()
+        self.attempts.append(attempt)
+        kind, result = self._both(
+            lambda s: s.claim(
+                sid,
+                attempt_id=attempt,
+                owner_id="o",
+                lease_expires_at=now + timedelta(seconds=lease),
+                now=now,
+            )
+        )
+        if kind == "ok":
+            self.fences[result.conversation_id] = result.fence
+
+    @precondition(lambda self: self._has(SubmissionStatus.RUNNING))
+    @rule(
+        data=st.data(),
+        action=st.sampled_from(("release", "release", "renew", "park", "reserve", "reserve")),
+        error=st.sampled_from((None, "boom", "bang")),
+        seconds=st.integers(0, 90),
+        result=JSON_VALUES,
+    )
+    def running_transition(
+        self, data: st.DataObject, action: str, error: str | None, seconds: int, result: Any
+    ) -> None:
+        sid = data.draw(st.sampled_from(self._ids(SubmissionStatus.RUNNING)))
+        attempt = self._attempt_for(data, sid)
+        lease = self._now() + timedelta(seconds=seconds)
+        settlement = {"status": "succeeded", "result": result}
+        operations: dict[str, Callable[[Store], Awaitable[Any]]] = {
+            "release": lambda s: s.release(sid, attempt_id=attempt, last_error=error),
+            "renew": lambda s: s.renew_lease(sid, attempt_id=attempt, lease_expires_at=lease),
+            "park": lambda s: s.park(sid, attempt_id=attempt, reason="approval"),
+            "reserve": lambda s: s.reserve_settlement(
+                sid, attempt_id=attempt, settlement=settlement
+            ),
+        }
+        self._both(operations[action])
+
+    @precondition(lambda self: self._has(SubmissionStatus.WAITING))
+    @rule(data=st.data())
+    def unpark(self, data: st.DataObject) -> None:
+        sid = data.draw(st.sampled_from(self._ids(SubmissionStatus.WAITING)))
+        self._both(lambda s: s.unpark(sid))
+
+    @precondition(lambda self: self._has(SubmissionStatus.TERMINALIZING))
+    @rule(data=st.data())
+    def finalize(self, data: st.DataObject) -> None:
+        sid = data.draw(st.sampled_from(self._ids(SubmissionStatus.TERMINALIZING)))
+        now = self._now()
+        self._both(lambda s: s.finalize_settlement(sid, now=now))
+
+    @precondition(lambda self: self.submissions)
+    @rule(
+        data=st.data(),
+        action=st.sampled_from(
+            (
+                "cancel",
+                "get",
+                "attempts",
+                "claim",
+                "release",
+                "park",
+                "unpark",
+                "reserve",
+                "finalize",
+            )
+        ),
+    )
+    def any_submission(self, data: st.DataObject, action: str) -> None:
+        """Any operation on any submission (or an unknown one): mostly the error paths."""
+        sid = data.draw(st.sampled_from([*self.submissions, "sub-absent"]))
+        attempt = self._attempt_for(data, sid) if sid != "sub-absent" else "att-none"
+        now = self._now()
+        later = now + timedelta(seconds=30)
+        operations: dict[str, Callable[[Store], Awaitable[Any]]] = {
+            "cancel": lambda s: s.request_cancel(sid, now=now),
+            "get": lambda s: s.get_submission(sid),
+            "attempts": lambda s: s.list_attempts(sid),
+            "claim": lambda s: s.claim(
+                sid, attempt_id=attempt, owner_id="o", lease_expires_at=later, now=now
+            ),
+            "release": lambda s: s.release(sid, attempt_id=attempt),
+            "park": lambda s: s.park(sid, attempt_id=attempt, reason="children"),
+            "unpark": lambda s: s.unpark(sid),
+            "reserve": lambda s: s.reserve_settlement(
+                sid, attempt_id=attempt, settlement={"status": "failed"}
+            ),
+            "finalize": lambda s: s.finalize_settlement(sid, now=now),
+        }
+        kind, result = self._both(operations[action])
+        if action == "claim" and kind == "ok":
+            self.fences[result.conversation_id] = result.fence
+
+    @rule(
+        status=st.sampled_from((None, *SubmissionStatus)),
+        limit=st.integers(1, 5),
+        seconds=st.integers(0, 40),
+    )
+    def listings_and_time(self, status: SubmissionStatus | None, limit: int, seconds: int) -> None:
+        self.clock += seconds
+        now = self._now()
+        listings: tuple[Callable[[Store], Awaitable[Any]], ...] = (
+            lambda s: s.list_submissions(status),
+            lambda s: s.list_runnable(limit),
+            lambda s: s.list_expired_leases(now),
+        )
+        self._both(listings[limit % 3])
+
+    @precondition(lambda self: self.conversations)
+    @rule(
+        data=st.data(),
+        size=st.integers(1, 3),
+        head_offset=st.sampled_from((0, 0, 0, -1, 1)),
+        fence_offset=st.sampled_from((0, 0, -1, 1)),
+        value=JSON_VALUES,
+    )
+    def append(
+        self, data: st.DataObject, size: int, head_offset: int, fence_offset: int, value: Any
+    ) -> None:
+        cid = data.draw(st.sampled_from(self.conversations))
+        head = self.loop.run_until_complete(self.reference.head(cid))
+        fence = max(self.fences.get(cid, 0) + fence_offset, 0)
+        time = format_time(self._now())
+        drafts = [
+            RecordDraft(
+                StepRecorded(call_id="c", name="s", value=value),
+                id=self._id("rec"),
+                time=time,
+                turn=n,
+            )
+            if n % 2
+            else RecordDraft(
+                UserMessage(body=f"m{n}"), id=self._id("rec"), time=time, submission_id="x"
+            )
+            for n in range(size)
+        ]
+        self._both(lambda s: s.append(cid, drafts, expected_seq=head + head_offset, fence=fence))
+
+    @precondition(lambda self: self.conversations)
+    @rule(data=st.data(), after=st.integers(0, 12), limit=st.integers(1, 6))
+    def read(self, data: st.DataObject, after: int, limit: int) -> None:
+        cid = data.draw(st.sampled_from([*self.conversations, "conv-absent"]))
+        self._both(lambda s: s.read(cid, after_seq=after, limit=limit))
+        self._both(lambda s: s.head(cid))
+
+    @precondition(lambda self: self.conversations)
+    @rule(data=st.data())
+    def mint_fence(self, data: st.DataObject) -> None:
+        cid = data.draw(st.sampled_from(self.conversations))
+        kind, fence = self._both(lambda s: s.mint_fence(cid))
+        if kind == "ok":
+            self.fences[cid] = fence
+
+    @precondition(lambda self: self.conversations)
+    @rule(data=st.data(), key=st.sampled_from((*SESSIONS, SessionKey("support", "acme", "fork"))))
+    def fork(self, data: st.DataObject, key: SessionKey) -> None:
+        cid = data.draw(st.sampled_from(self.conversations))
+        head = self.loop.run_until_complete(self.reference.head(cid))
+        at = data.draw(st.integers(0, head + 1))
+        new_id, now = self._id("conv"), self._now()
+        kind, result = self._both(
+            lambda s: s.fork(cid, at_seq=at, key=key, new_conversation_id=new_id, created_at=now)
+        )
+        if kind == "ok":
+            self.conversations.append(result.id)
+
+    @invariant()
+    def chains_verify(self) -> None:
+        for cid in set(self.conversations):
+            self._both(functools.partial(_verify, conversation_id=cid), count=False)
+
+
+async def _verify(store: Store, *, conversation_id: str) -> int:
+    return await store.verify(conversation_id)
+
+
+def run_reference_machine(
+    make_subject: Callable[[Path], Awaitable[Store]],
+    directory: Path,
+    *,
+    examples: int,
+    steps_per_example: int,
+) -> int:
+    """Run the machine; return the number of operations compared."""
+    counted: list[int] = []
+    machine = type(
+        "ReferenceMachine",
+        (_ReferenceMachine,),
+        {"factory": (make_subject,), "directory": directory, "steps": counted},
+    )
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps_per_example,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        ),
+    )
+    return len(counted)
+
+
+class MachineCase(BaseConformance):
+    #: Examples and steps of the state machine; ``TETHER_SOAK=1`` multiplies the examples by 10.
+    machine_examples: ClassVar[int] = 100
+    machine_steps: ClassVar[int] = 50
+    #: The minimum number of compared operations per run.
+    machine_min_operations: ClassVar[int] = 2000
+
+    def test_state_machine_matches_the_reference(self, tmp_path: Path) -> None:
+        examples = self.machine_examples * (10 if os.environ.get("TETHER_SOAK") else 1)
+        operations = run_reference_machine(
+            self.make_store, tmp_path, examples=examples, steps_per_example=self.machine_steps
+        )
+        assert operations >= self.machine_min_operations, (
+            f"only {operations} operations were compared"
+        )

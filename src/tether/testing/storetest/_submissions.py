@@ -1,0 +1,297 @@
+"""Conformance cases for the SubmissionStore protocol."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from tether.errors import ClaimLost, DispatchConflict, SubmissionNotFound
+from tether.store import Store, SubmissionStatus
+from tether.testing.storetest._base import BaseConformance, Fixtures, case
+
+__all__ = ("SubmissionCases",)
+
+
+class SubmissionCases(BaseConformance):
+    @case
+    async def test_admission_idempotent_replay(self, store: Store, fx: Fixtures) -> None:
+        """Re-admitting the same dispatch id with the same payload returns the original."""
+        new = fx.new(dispatch_id="dispatch-1")
+        first = await store.admit(new)
+        again = await store.admit(fx.new(dispatch_id="dispatch-1"))
+        assert first.created and not again.created
+        assert again.submission == first.submission
+        assert again.submission.id == new.id
+        assert len(await store.list_submissions()) == 1
+
+    @case
+    async def test_admission_payload_conflict(self, store: Store, fx: Fixtures) -> None:
+        """The same dispatch id with another payload is a DispatchConflict and changes nothing."""
+        first = await fx.admit(dispatch_id="dispatch-1")
+        with pytest.raises(DispatchConflict):
+            await store.admit(fx.new(dispatch_id="dispatch-1", body="something else"))
+        assert await store.list_submissions() == [first]
+
+    @case
+    async def test_admission_idempotency_is_scoped_to_the_session_key(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        a = await fx.admit("session-a", dispatch_id="same")
+        b = await fx.admit("session-b", dispatch_id="same")
+        other_instance = await fx.admit("session-a", dispatch_id="same", instance="globex")
+        assert len({a.id, b.id, other_instance.id}) == 3
+        assert len({a.conversation_id, b.conversation_id, other_instance.conversation_id}) == 3
+        assert a.dispatch_id == b.dispatch_id == "same"
+
+    @case
+    async def test_admission_without_dispatch_id_uses_the_submission_id(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        first = await fx.admit()
+        second = await fx.admit()
+        assert first.dispatch_id == first.id and second.id != first.id
+        assert first.conversation_id == second.conversation_id
+
+    @case
+    async def test_admission_materializes_the_conversation_once(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        first = await fx.admit()
+        await fx.admit()
+        records = await store.read(first.conversation_id)
+        assert [r.kind for r in records] == ["conversation_created"]
+        conversation = await store.get_conversation(first.conversation_id)
+        assert conversation.key == fx.key()
+
+    @case
+    async def test_get_submission_not_found(self, store: Store, fx: Fixtures) -> None:
+        with pytest.raises(SubmissionNotFound):
+            await store.get_submission("sub-absent")
+
+    @case
+    async def test_unknown_submission_ids_raise_not_found(self, store: Store, fx: Fixtures) -> None:
+        absent = "sub-absent"
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.claim(
+                absent, attempt_id="a", owner_id="o", lease_expires_at=fx.at(1), now=fx.at(0)
+            ),
+            lambda: store.renew_lease(absent, attempt_id="a", lease_expires_at=fx.at(1)),
+            lambda: store.release(absent, attempt_id="a"),
+            lambda: store.park(absent, attempt_id="a", reason="approval"),
+            lambda: store.unpark(absent),
+            lambda: store.request_cancel(absent, now=fx.at(0)),
+            lambda: store.reserve_settlement(absent, attempt_id="a", settlement={"s": 1}),
+            lambda: store.finalize_settlement(absent, now=fx.at(0)),
+            lambda: store.list_attempts(absent),
+        ]
+        for call in calls:
+            with pytest.raises(SubmissionNotFound):
+                await call()
+
+    @case
+    async def test_runnable_head_per_session(self, store: Store, fx: Fixtures) -> None:
+        a1 = await fx.admit("session-a")
+        await fx.admit("session-a")
+        b1 = await fx.admit("session-b")
+        assert [s.id for s in await store.list_runnable()] == [a1.id, b1.id]
+        assert [s.id for s in await store.list_runnable(limit=1)] == [a1.id]
+
+    @case
+    async def test_runnable_excludes_busy_sessions(self, store: Store, fx: Fixtures) -> None:
+        a1 = await fx.admit("session-a")
+        await fx.admit("session-a")
+        await fx.claim(a1)
+        assert await store.list_runnable() == []
+
+    @case
+    async def test_list_by_status(self, store: Store, fx: Fixtures) -> None:
+        queued = await fx.admit("session-a")
+        running = await fx.claim(await fx.admit("session-b"))
+        assert await store.list_submissions(SubmissionStatus.QUEUED) == [queued]
+        assert await store.list_submissions(SubmissionStatus.RUNNING) == [running]
+        assert await store.list_submissions(conversation_id=queued.conversation_id) == [queued]
+
+    @case
+    async def test_claim_cas(self, store: Store, fx: Fixtures) -> None:
+        submission = await fx.admit()
+        claimed = await fx.claim(submission)
+        assert claimed.status is SubmissionStatus.RUNNING
+        assert claimed.attempt_count == 1 and claimed.attempt_id and claimed.owner_id == "owner-1"
+        assert claimed.lease_expires_at == fx.at(60) and claimed.fence >= 1
+        with pytest.raises(ClaimLost):
+            await store.claim(
+                submission.id,
+                attempt_id="att-other",
+                owner_id="owner-2",
+                lease_expires_at=fx.at(60),
+                now=fx.at(0),
+            )
+
+    @case
+    async def test_claim_requires_the_session_head(self, store: Store, fx: Fixtures) -> None:
+        await fx.admit()
+        second = await fx.admit()
+        with pytest.raises(ClaimLost):
+            await fx.claim(second)
+
+    @case
+    async def test_claim_mints_a_fence_on_the_conversation(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        submission = await fx.admit()
+        first = await fx.claim(submission)
+        await store.release(submission.id, attempt_id=str(first.attempt_id))
+        second = await fx.claim(submission)
+        assert second.fence > first.fence
+        assert await store.mint_fence(submission.conversation_id) > second.fence
+
+    @case
+    async def test_concurrent_claims_have_exactly_one_winner(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        submission = await fx.admit()
+        outcomes = await asyncio.gather(
+            *(
+                store.claim(
+                    submission.id,
+                    attempt_id=f"att-{n}",
+                    owner_id=f"owner-{n}",
+                    lease_expires_at=fx.at(60),
+                    now=fx.at(0),
+                )
+                for n in range(16)
+            ),
+            return_exceptions=True,
+        )
+        winners = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert len(winners) == 1
+        assert all(isinstance(o, ClaimLost) for o in outcomes if isinstance(o, BaseException))
+        assert (await store.get_submission(submission.id)).attempt_count == 1
+
+    @case
+    async def test_attempt_markers(self, store: Store, fx: Fixtures) -> None:
+        submission = await fx.admit()
+        first = await fx.claim(submission)
+        await store.release(submission.id, attempt_id=str(first.attempt_id))
+        second = await fx.claim(submission)
+        attempts = await store.list_attempts(submission.id)
+        assert [(a.id, a.number) for a in attempts] == [
+            (first.attempt_id, 1),
+            (second.attempt_id, 2),
+        ]
+        assert [a.fence for a in attempts] == [first.fence, second.fence]
+        assert all(a.owner_id == "owner-1" and a.submission_id == submission.id for a in attempts)
+
+    @case
+    async def test_lease_renew_and_expiry(self, store: Store, fx: Fixtures) -> None:
+        submission = await fx.claim(await fx.admit(), lease_seconds=0.05)
+        assert await store.list_expired_leases(fx.at(0)) == []
+        assert [s.id for s in await store.list_expired_leases(fx.at(1))] == [submission.id]
+        attempt = str(submission.attempt_id)
+        renewed = await store.renew_lease(
+            submission.id, attempt_id=attempt, lease_expires_at=fx.at(3600)
+        )
+        assert renewed.lease_expires_at == fx.at(3600)
+        assert await store.list_expired_leases(fx.at(1)) == []
+        with pytest.raises(ClaimLost):
+            await store.renew_lease(
+                submission.id, attempt_id="att-stale", lease_expires_at=fx.at(7200)
+            )
+
+    @case
+    async def test_release_submission(self, store: Store, fx: Fixtures) -> None:
+        claimed = await fx.claim(await fx.admit())
+        attempt = str(claimed.attempt_id)
+        with pytest.raises(ClaimLost):
+            await store.release(claimed.id, attempt_id="att-stale", last_error="nope")
+        released = await store.release(claimed.id, attempt_id=attempt, last_error="boom")
+        assert released.status is SubmissionStatus.QUEUED and released.last_error == "boom"
+        assert released.attempt_id is None and released.lease_expires_at is None
+        again = await fx.claim(released)
+        assert again.attempt_count == 2 and again.last_error == "boom"
+        quiet = await store.release(claimed.id, attempt_id=str(again.attempt_id))
+        assert quiet.last_error == "boom"
+
+    @case
+    async def test_park_and_unpark(self, store: Store, fx: Fixtures) -> None:
+        claimed = await fx.claim(await fx.admit())
+        with pytest.raises(ClaimLost):
+            await store.park(claimed.id, attempt_id="att-stale", reason="approval")
+        parked = await store.park(claimed.id, attempt_id=str(claimed.attempt_id), reason="approval")
+        assert parked.status is SubmissionStatus.WAITING and parked.wait_reason == "approval"
+        assert parked.lease_expires_at is None and parked.attempt_id is None
+        assert (
+            await store.list_runnable() == []
+            and await store.list_expired_leases(fx.at(10**6)) == []
+        )
+        woken = await store.unpark(claimed.id)
+        assert woken.status is SubmissionStatus.QUEUED and woken.wait_reason is None
+        with pytest.raises(ClaimLost):
+            await store.unpark(claimed.id)
+        assert [s.id for s in await store.list_runnable()] == [claimed.id]
+
+    @case
+    async def test_request_cancel_keeps_the_first_stamp(self, store: Store, fx: Fixtures) -> None:
+        queued = await fx.admit()
+        first = await store.request_cancel(queued.id, now=fx.at(1))
+        second = await store.request_cancel(queued.id, now=fx.at(2))
+        assert first.cancel_requested_at == second.cancel_requested_at == fx.at(1)
+        assert second.status is SubmissionStatus.QUEUED
+
+    @case
+    async def test_request_cancel_leaves_settled_untouched(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        claimed = await fx.claim(await fx.admit())
+        await store.reserve_settlement(
+            claimed.id, attempt_id=str(claimed.attempt_id), settlement={"status": "succeeded"}
+        )
+        settled = await store.finalize_settlement(claimed.id, now=fx.at(1))
+        assert await store.request_cancel(claimed.id, now=fx.at(2)) == settled
+
+    @case
+    async def test_settlement_phases(self, store: Store, fx: Fixtures) -> None:
+        claimed = await fx.claim(await fx.admit())
+        attempt = str(claimed.attempt_id)
+        payload = {"status": "succeeded", "result": {"answer": 42, "ratio": 0.5}}
+        with pytest.raises(ClaimLost):
+            await store.reserve_settlement(claimed.id, attempt_id="att-stale", settlement=payload)
+        reserved = await store.reserve_settlement(
+            claimed.id, attempt_id=attempt, settlement=payload
+        )
+        assert reserved.status is SubmissionStatus.TERMINALIZING and reserved.settlement == payload
+        with pytest.raises(ClaimLost):
+            await store.reserve_settlement(claimed.id, attempt_id=attempt, settlement=payload)
+        assert await store.list_runnable() == []
+        later = await fx.admit()
+        settled = await store.finalize_settlement(claimed.id, now=fx.at(5))
+        assert settled.status is SubmissionStatus.SETTLED and settled.settled_at == fx.at(5)
+        assert settled.settlement == payload
+        assert [s.id for s in await store.list_runnable()] == [later.id]
+
+    @case
+    async def test_finalize_is_idempotent(self, store: Store, fx: Fixtures) -> None:
+        claimed = await fx.claim(await fx.admit())
+        await store.reserve_settlement(
+            claimed.id, attempt_id=str(claimed.attempt_id), settlement={"s": 1}
+        )
+        first = await store.finalize_settlement(claimed.id, now=fx.at(1))
+        again = await store.finalize_settlement(claimed.id, now=fx.at(2))
+        assert again == first and again.settled_at == fx.at(1)
+
+    @case
+    async def test_settlement_from_a_wrong_state_is_claim_lost(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        queued = await fx.admit("session-a")
+        with pytest.raises(ClaimLost):
+            await store.finalize_settlement(queued.id, now=fx.at(1))
+        with pytest.raises(ClaimLost):
+            await store.reserve_settlement(queued.id, attempt_id="att-x", settlement={"s": 1})
+        running = await fx.claim(await fx.admit("session-b"))
+        with pytest.raises(ClaimLost):
+            await store.finalize_settlement(running.id, now=fx.at(1))
+        assert (await store.get_submission(queued.id)).status is SubmissionStatus.QUEUED
+        assert (await store.get_submission(running.id)).status is SubmissionStatus.RUNNING

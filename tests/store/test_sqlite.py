@@ -1,0 +1,19 @@
+import sqlite3
+from pathlib import Path
+
+from tether.store import SqliteStore, Store
+from tether.testing.storetest import StoreConformance
+
+
+class TestSqliteStore(StoreConformance):
+    async def make_store(self, directory: Path) -> Store:
+        return await SqliteStore.open(directory)
+
+    async def tamper(self, store: Store, conversation_id: str, seq: int, body: bytes) -> None:
+        assert isinstance(store, SqliteStore)
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(
+                "UPDATE records SET body = ? WHERE conversation_id = ? AND seq = ?",
+                (body, conversation_id, seq),
+            )
+        conn.close()

@@ -1,0 +1,160 @@
+"""SQLite specifics beyond the conformance suite: files, schema, errors, processes, group commit."""
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tether.errors import Conflict, StoreUnavailable, UnsupportedSchema
+from tether.records import RecordDraft, UserMessage
+from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
+
+KEY = SessionKey("support", "acme")
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+async def _conversation(store: SqliteStore | MemoryStore, session: str = "default") -> str:
+    conversation, _ = await store.ensure_conversation(
+        SessionKey("support", "acme", session), conversation_id=f"conv-{session}", created_at=NOW
+    )
+    return conversation.id
+
+
+def _draft(text: str = "x") -> RecordDraft:
+    return RecordDraft(UserMessage(body=text))
+
+
+async def test_a_directory_means_tether_db(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "data") as store:
+        assert store.path == tmp_path / "data" / "tether.db"
+    async with await SqliteStore.open(tmp_path / "file.db") as store:
+        assert store.path == tmp_path / "file.db"
+    assert (tmp_path / "data" / "tether.db").exists() and (tmp_path / "file.db").exists()
+
+
+async def test_data_persists_across_reopen(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path) as store:
+        cid = await _conversation(store)
+        await store.append(cid, [_draft(str(n)) for n in range(4)], expected_seq=1, fence=0)
+        before = await store.read(cid)
+    async with await SqliteStore.open(tmp_path) as store:
+        assert await store.head(cid) == 5
+        assert await store.read(cid) == before
+        assert await store.verify(cid) == 5
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path):
+        pass
+    with sqlite3.connect(tmp_path / "tether.db") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(UnsupportedSchema) as caught:
+        await SqliteStore.open(tmp_path)
+    assert (caught.value.found, caught.value.supported) == (99, 1)
+
+
+async def test_a_corrupt_file_raises_store_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "tether.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreUnavailable):
+        await SqliteStore.open(tmp_path)
+
+
+async def test_a_locked_database_raises_store_unavailable_then_recovers(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path, busy_timeout=0.2) as store:
+        cid = await _conversation(store)
+        blocker = sqlite3.connect(tmp_path / "tether.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreUnavailable):
+                await store.append(cid, [_draft()], expected_seq=1, fence=0)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert [r.seq for r in await store.append(cid, [_draft()], expected_seq=1, fence=0)] == [2]
+
+
+async def test_appends_from_many_conversations_share_commits(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path) as store:
+        conversations = [await _conversation(store, f"s{n}") for n in range(64)]
+        commits_before = store.commits
+        results = await asyncio.gather(
+            *(store.append(cid, [_draft()], expected_seq=1, fence=0) for cid in conversations),
+            store.append(conversations[0], [_draft()], expected_seq=7, fence=0),  # fails alone
+            return_exceptions=True,
+        )
+        assert isinstance(results[-1], Conflict)
+        assert all(not isinstance(r, BaseException) for r in results[:-1])
+        assert store.commits - commits_before < 64
+        for cid in conversations:
+            assert await store.head(cid) == 2
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("memory://", MemoryStore),
+        ("sqlite:///{tmp}/d", SqliteStore),
+        ("sqlite:///{tmp}/x.db?synchronous=normal", SqliteStore),
+    ],
+)
+async def test_open_store_from_url(tmp_path: Path, url: str, expected: type) -> None:
+    store = await open_store(url.format(tmp=tmp_path))
+    async with store:
+        assert isinstance(store, expected)
+        if isinstance(store, SqliteStore):
+            assert store.synchronous == ("NORMAL" if "normal" in url else "FULL")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres-ish://x",
+        "sqlite://relative",
+        "sqlite:///{tmp}/d?bogus=1",
+        "sqlite:///{tmp}/d?synchronous=sometimes",
+    ],
+)
+async def test_bad_store_urls_are_value_errors(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ValueError):
+        await open_store(url.format(tmp=tmp_path))
+
+
+def test_eight_processes_race_one_append(tmp_path: Path) -> None:
+    """Exactly one of 8 OS processes wins ``append(expected_seq=1)``; the rest get typed errors."""
+    worker = Path(__file__).with_name("race_worker.py")
+
+    async def setup() -> str:
+        async with await SqliteStore.open(tmp_path) as store:
+            return await _conversation(store)
+
+    cid = asyncio.run(setup())
+    start_at = time.time() + 4.0
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(worker), str(tmp_path), cid, str(start_at), f"racer-{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(8)
+    ]
+    outcomes = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=60)
+        assert racer.returncode == 0, err
+        outcomes.append(out.strip())
+    assert outcomes.count("ok") == 1, outcomes
+    assert all(o in ("ok", "Conflict", "Fenced") for o in outcomes), outcomes
+
+    async def check() -> None:
+        async with await SqliteStore.open(tmp_path) as store:
+            assert await store.head(cid) == 2
+            assert await store.verify(cid) == 2
+
+    asyncio.run(check())

@@ -1,0 +1,248 @@
+"""The record envelope, its typed payloads, sealing and decoding."""
+
+from typing import Any
+
+import orjson
+import pytest
+
+from tether.errors import LogTampered, RecordDecodeError
+from tether.records import (
+    PAYLOAD_TYPES,
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageCompleted,
+    AssistantMessageStarted,
+    AssistantTextDelta,
+    AssistantThinkingDelta,
+    AttachmentRef,
+    Compaction,
+    ConversationCreated,
+    ConversationParent,
+    ExecutionEnded,
+    ExecutionFailed,
+    ExecutionStarted,
+    Mediation,
+    ModelCalled,
+    Payload,
+    Record,
+    RecordDraft,
+    Signal,
+    SteerReceived,
+    StepRecorded,
+    SubmissionSettled,
+    TaskFinished,
+    TaskSpawned,
+    ToolCalled,
+    ToolOutcome,
+    Usage,
+    UserMessage,
+    decode_record,
+    seal,
+    verify_chain,
+)
+
+DIGEST = "sha256:" + "ab" * 32
+SAMPLES: list[Payload] = [
+    ConversationCreated(
+        agent="a",
+        instance="i",
+        session="s",
+        parent=ConversationParent(conversation_id="c0", seq=3, reason="fork"),
+    ),
+    UserMessage(
+        body="hi", attachments=(AttachmentRef(digest=DIGEST, media_type="image/png", size=3),)
+    ),
+    Signal(type="webhook", body="{}", sender={"system": "crm"}, tag="t1"),
+    ExecutionStarted(
+        harness="builtin", harness_version="1", input_count=1, config={"temperature": 0.5}
+    ),
+    ModelCalled(call_id="m1", model="local:echo", input_hash="ff" * 32),
+    AssistantMessageStarted(call_id="m1", model="local:echo"),
+    AssistantTextDelta(call_id="m1", text="he"),
+    AssistantThinkingDelta(call_id="m1", text="hmm"),
+    AssistantMessageCompleted(
+        call_id="m1",
+        message={
+            "role": "assistant",
+            "parts": [{"kind": "thinking", "text": "t", "signature": "c2ln"}],
+        },
+        usage=Usage(input_tokens=3, output_tokens=0),
+        finish_reason="stop",
+    ),
+    ToolCalled(
+        call_id="t1",
+        tool="send_email",
+        args={"to": "x@y"},
+        idempotency_key="e1:t1",
+        mediation=Mediation.APPROVAL,
+    ),
+    ApprovalRequested(
+        approval_id="ap1", call_id="t1", tool="send_email", args={"to": "x@y"}, args_digest="d"
+    ),
+    ApprovalDecided(
+        approval_id="ap1", call_id="t1", decision="edit", args={"to": "z@y"}, approver="ann"
+    ),
+    ToolOutcome(call_id="t1", content="sent", data={"id": 7}, status="ok"),
+    StepRecorded(call_id="t1", name="lookup", value=[1, "two", None]),
+    SteerReceived(body="faster", mode="steer"),
+    Compaction(summary="so far", first_kept_seq=4, reason="manual"),
+    TaskSpawned(
+        call_id="t2",
+        agent="researcher",
+        instance="i",
+        session="task-1",
+        child_conversation_id="c9",
+        child_submission_id="s9",
+    ),
+    TaskFinished(
+        call_id="t2",
+        child_conversation_id="c9",
+        child_submission_id="s9",
+        status="succeeded",
+        result="ok",
+    ),
+    ExecutionEnded(output="done"),
+    ExecutionFailed(error="rate limited", error_code="provider_transient", transient=True),
+    SubmissionSettled(status="succeeded", result={"answer": 42}),
+]
+
+
+def test_every_kind_has_a_sample() -> None:
+    assert {type(p).KIND for p in SAMPLES} == set(PAYLOAD_TYPES)
+
+
+@pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: type(p).KIND)
+def test_every_kind_round_trips_through_json(payload: Payload) -> None:
+    draft = RecordDraft(payload, submission_id="s1", attempt_id="a1", execution_id="e1", turn=1)
+    record = seal(draft, conversation_id="c1", session="default", seq=2, prev_hash="00" * 32)
+    wire = orjson.loads(record.to_json())
+    assert wire["kind"] == payload.KIND and wire["seq"] == 2 and wire["conversationId"] == "c1"
+    assert "prevHash" in wire and "hash" in wire
+    decoded = decode_record(record.to_json())
+    assert decoded == record
+    assert decoded.payload == payload
+    assert decode_record(wire).to_json() == record.to_json()
+
+
+def test_wire_names_are_camel_case() -> None:
+    record = seal(
+        RecordDraft(SAMPLES[9], submission_id="s"),
+        conversation_id="c",
+        session="d",
+        seq=1,
+        prev_hash="",
+    )
+    wire = orjson.loads(record.to_json())
+    assert set(wire) >= {"conversationId", "submissionId", "prevHash", "hash"}
+    assert set(wire["payload"]) == {"callId", "tool", "args", "idempotencyKey", "mediation"}
+    assert "attemptId" not in wire  # absent optionals are omitted, never null
+
+
+def _wire(**changes: Any) -> dict[str, Any]:
+    record = seal(
+        RecordDraft(UserMessage(body="x")), conversation_id="c", session="d", seq=1, prev_hash=""
+    )
+    wire: dict[str, Any] = orjson.loads(record.to_json())
+    for key, value in changes.items():
+        if value is ...:
+            del wire[key]
+        else:
+            wire[key] = value
+    return wire
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        (_wire(kind="no_such_kind"), "kind"),
+        (_wire(payload={"body": 3}), "payload.body"),
+        (_wire(payload={}), "payload.body"),
+        (_wire(payload={"body": "x", "extra": 1}), "payload.extra"),
+        (_wire(seq="1"), "seq"),
+        (_wire(seq=0), "seq"),
+        (_wire(conversationId=...), "conversationId"),
+        (_wire(time="yesterday"), "time"),
+        (_wire(surprise=True), "surprise"),
+        (_wire(turn=-1), "turn"),
+    ],
+)
+def test_decode_errors_name_the_field(data: dict[str, Any], field: str) -> None:
+    with pytest.raises(RecordDecodeError) as caught:
+        decode_record(data)
+    assert caught.value.field == field
+    assert field in str(caught.value)
+
+
+@pytest.mark.parametrize("text", [b"not json", b"[1, 2]", b'"str"', b"{"])
+def test_decode_rejects_non_objects(text: bytes) -> None:
+    with pytest.raises(RecordDecodeError):
+        decode_record(text)
+
+
+def test_payloads_are_frozen() -> None:
+    message = UserMessage(body="x")
+    with pytest.raises(ValueError, match="frozen"):
+        message.body = "y"  # type: ignore[misc]
+
+
+def test_lazy_fields_decode_from_the_stored_bytes() -> None:
+    sealed = seal(
+        RecordDraft(UserMessage(body="x"), turn=3),
+        conversation_id="c",
+        session="d",
+        seq=1,
+        prev_hash="",
+    )
+    stored = Record(sealed.seq, sealed.kind, sealed.canonical, sealed.prev_hash, sealed.hash)
+    assert stored == sealed and stored.turn == 3 and stored.payload == UserMessage(body="x")
+    assert stored.to_wire() == orjson.loads(stored.to_json())
+
+
+def _chain(count: int) -> list[Record]:
+    records: list[Record] = []
+    for seq in range(1, count + 1):
+        prev = records[-1].hash if records else ""
+        records.append(
+            seal(
+                RecordDraft(UserMessage(body=str(seq))),
+                conversation_id="c",
+                session="d",
+                seq=seq,
+                prev_hash=prev,
+            )
+        )
+    return records
+
+
+def test_verify_chain_accepts_an_intact_chain() -> None:
+    assert verify_chain("c", _chain(5)) == 5
+
+
+@pytest.mark.parametrize(
+    ("breakage", "seq"),
+    [
+        ("drop", 3),
+        ("prev", 4),
+        ("hash", 2),
+        ("body", 5),
+        ("garbage", 1),
+    ],
+)
+def test_verify_chain_names_the_first_bad_seq(breakage: str, seq: int) -> None:
+    records = _chain(6)
+    r = records[seq - 1]
+    if breakage == "drop":
+        del records[seq - 1]
+    elif breakage == "prev":
+        records[seq - 1] = Record(r.seq, r.kind, r.canonical, "00" * 32, r.hash)
+    elif breakage == "hash":
+        records[seq - 1] = Record(r.seq, r.kind, r.canonical, r.prev_hash, "00" * 32)
+    elif breakage == "body":
+        records[seq - 1] = Record(
+            r.seq, r.kind, r.canonical.replace(b'"body":"5"', b'"body":"6"'), r.prev_hash, r.hash
+        )
+    else:
+        records[seq - 1] = Record(r.seq, r.kind, b"{not json", r.prev_hash, r.hash)
+    with pytest.raises(LogTampered) as caught:
+        verify_chain("c", records)
+    assert caught.value.seq == seq
