@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether._canonical import canonical_json, format_number, record_hash, sha256_hex
+from tether._canonical import _encode, canonical_json, format_number, record_hash, sha256_hex
 from tether.errors import CanonicalizationError
 
 # The three published agentsessions vectors (reference §1.3): same canonical bytes, same SHA-256.
@@ -148,3 +148,22 @@ def test_chain_binding() -> None:
     first = record_hash(body, "", 1)
     assert record_hash(body, first, 2) != first
     assert record_hash(body, first, 2) == record_hash(body, first, 2)
+
+
+FAST_PATH_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(max_codepoint=127), max_size=6), inner, max_size=4
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(FAST_PATH_JSON)
+def test_the_orjson_fast_path_equals_the_exact_encoder(value: object) -> None:
+    parts: list[str] = []
+    _encode(value, parts)
+    assert canonical_json(value) == "".join(parts).encode()

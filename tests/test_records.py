@@ -246,3 +246,15 @@ def test_verify_chain_names_the_first_bad_seq(breakage: str, seq: int) -> None:
     with pytest.raises(LogTampered) as caught:
         verify_chain("c", records)
     assert caught.value.seq == seq
+
+
+def test_record_ids_are_standard_ulids() -> None:
+    from ulid import ULID
+
+    from tether._ids import new_ulid
+
+    ids = [new_ulid() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    for value in ids[:50]:
+        assert str(ULID.from_str(value)) == value and len(value) == 26
+    assert abs(ULID.from_str(ids[0]).timestamp - ULID().timestamp) < 5

@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,9 +25,9 @@ from typing import Any, Final
 
 import orjson
 from pydantic import ConfigDict, Field, ValidationError
-from ulid import ULID
 
 from tether._canonical import canonical_json, record_hash
+from tether._ids import new_ulid
 from tether._payloads import (
     ApprovalDecided,
     ApprovalRequested,
@@ -133,13 +134,18 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_second_prefix: tuple[int, str] = (-1, "")
+
+
 def now_rfc3339() -> str:
     """The current time in the record time format."""
-    return format_time(datetime.now(UTC))
-
-
-def _new_id() -> str:
-    return str(ULID())
+    global _second_prefix
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    cached_second, prefix = _second_prefix
+    if cached_second != seconds:  # strftime is slow: format the seconds once per second
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _second_prefix = (seconds, prefix)
+    return f"{prefix}.{micros:06d}Z"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +157,7 @@ class RecordDraft:
     attempt_id: str | None = None
     execution_id: str | None = None
     turn: int | None = None
-    id: str = field(default_factory=_new_id)
+    id: str = field(default_factory=new_ulid)
     time: str = field(default_factory=now_rfc3339)
 
     @property

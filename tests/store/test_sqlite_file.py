@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import Conflict, StoreUnavailable, UnsupportedSchema
+from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
 from tether.records import RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
 
@@ -158,3 +158,20 @@ def test_eight_processes_race_one_append(tmp_path: Path) -> None:
             assert await store.verify(cid) == 2
 
     asyncio.run(check())
+
+
+async def test_two_stores_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
+    """The writer's cache of conversation heads and fences never hides another writer's commit."""
+    async with await SqliteStore.open(tmp_path) as a, await SqliteStore.open(tmp_path) as b:
+        cid = await _conversation(a)
+        await a.append(cid, [_draft("a1")], expected_seq=1, fence=0)  # a now caches head 2
+        await b.append(cid, [_draft("b1")], expected_seq=2, fence=0)
+        with pytest.raises(Conflict):
+            await a.append(cid, [_draft("a2")], expected_seq=2, fence=0)
+        [record] = await a.append(cid, [_draft("a2")], expected_seq=3, fence=0)
+        assert record.prev_hash == (await b.read(cid, after_seq=2))[0].hash
+        fence = await b.mint_fence(cid)
+        with pytest.raises(Fenced):
+            await a.append(cid, [_draft("a3")], expected_seq=4, fence=fence - 1)
+        await a.append(cid, [_draft("a3")], expected_seq=4, fence=fence)
+        assert await b.verify(cid) == 5

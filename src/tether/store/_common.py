@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from tether._payloads import AttachmentRef, ConversationCreated, ConversationParent
 from tether.errors import Conflict, Fenced, SeqOutOfRange
-from tether.records import RecordDraft, format_time
+from tether.records import Record, RecordDraft, format_time, seal
 from tether.store._types import Conversation
 
 __all__ = (
@@ -18,6 +18,7 @@ __all__ = (
     "check_limit",
     "conversation_created_draft",
     "fork_parent",
+    "seal_batch",
 )
 
 
@@ -58,6 +59,20 @@ def check_append(
         raise Conflict(conversation_id, expected_seq, head)
     if fence < current_fence:
         raise Fenced(conversation_id, fence, current_fence)
+
+
+def seal_batch(
+    drafts: Sequence[RecordDraft], *, conversation_id: str, session: str, head: int, prev_hash: str
+) -> list[Record]:
+    """Seal drafts as the records following ``head`` (whose hash is ``prev_hash``)."""
+    sealed: list[Record] = []
+    for seq, draft in enumerate(drafts, start=head + 1):
+        record = seal(
+            draft, conversation_id=conversation_id, session=session, seq=seq, prev_hash=prev_hash
+        )
+        sealed.append(record)
+        prev_hash = record.hash
+    return sealed
 
 
 def check_fork_seq(conversation_id: str, at_seq: int, head: int) -> None:

@@ -36,6 +36,7 @@ from tether.store._common import (
     check_limit,
     conversation_created_draft,
     fork_parent,
+    seal_batch,
 )
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
@@ -178,18 +179,13 @@ class MemoryStore:
             fence=fence,
             current_fence=log.fence,
         )
-        sealed: list[Record] = []
-        prev_hash = log.head_hash
-        for offset, draft in enumerate(drafts, start=1):
-            record = seal(
-                draft,
-                conversation_id=conversation_id,
-                session=log.conversation.key.session,
-                seq=log.head + offset,
-                prev_hash=prev_hash,
-            )
-            sealed.append(record)
-            prev_hash = record.hash
+        sealed = seal_batch(
+            drafts,
+            conversation_id=conversation_id,
+            session=log.conversation.key.session,
+            head=log.head,
+            prev_hash=log.head_hash,
+        )
         log.rows.extend(_row(record) for record in sealed)
         self._notifier.notify([conversation_id])
         return [Record(*_row(record)) for record in sealed]

@@ -25,6 +25,7 @@ from tether.records import Record, RecordDraft, verify_chain
 from tether.store import _sqlite_ops as ops
 from tether.store._common import check_drafts, check_limit
 from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._sqlite_append import AppendRequest
 from tether.store._sqlite_schema import Synchronous, connect, migrate, translate_errors
 from tether.store._sqlite_writer import SqliteWriter
 from tether.store._types import (
@@ -192,8 +193,8 @@ class SqliteStore:
         self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
     ) -> list[Record]:
         check_drafts(drafts)
-        return await self._write_touching(
-            ops.append, conversation_id, list(drafts), expected_seq, fence
+        return await self._writer.append(
+            AppendRequest(conversation_id, list(drafts), expected_seq, fence)
         )
 
     async def read(

@@ -24,10 +24,9 @@ from tether.errors import (
     SessionExists,
     SubmissionNotFound,
 )
-from tether.records import Record, RecordDraft, seal
+from tether.records import Record, seal
 from tether.store._common import (
     attachment_ref,
-    check_append,
     check_fork_seq,
     conversation_created_draft,
     fork_parent,
@@ -107,11 +106,6 @@ def _insert_records(
         "VALUES (?, ?, ?, ?, ?, ?)",
         [(conversation_id, r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in records],
     )
-    last = records[-1]
-    conn.execute(
-        "UPDATE conversations SET head_seq = ?, head_hash = ? WHERE id = ?",
-        (last.seq, last.hash, conversation_id),
-    )
 
 
 def _create_conversation(
@@ -160,44 +154,6 @@ def ensure_conversation(
     return conversation, True
 
 
-def append(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    drafts: Sequence[RecordDraft],
-    expected_seq: int,
-    fence: int,
-    touched: list[str],
-) -> list[Record]:
-    row = conn.execute(
-        "SELECT head_seq, head_hash, fence, session FROM conversations WHERE id = ?",
-        (conversation_id,),
-    ).fetchone()
-    if row is None:
-        raise ConversationNotFound(conversation_id)
-    head, prev_hash, current_fence, session = row
-    check_append(
-        conversation_id,
-        expected_seq=expected_seq,
-        head=head,
-        fence=fence,
-        current_fence=current_fence,
-    )
-    sealed: list[Record] = []
-    for offset, draft in enumerate(drafts, start=1):
-        record = seal(
-            draft,
-            conversation_id=conversation_id,
-            session=session,
-            seq=head + offset,
-            prev_hash=prev_hash,
-        )
-        sealed.append(record)
-        prev_hash = record.hash
-    _insert_records(conn, conversation_id, sealed)
-    touched.append(conversation_id)
-    return sealed
-
-
 def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
     row = conn.execute(
         "UPDATE conversations SET fence = fence + 1 WHERE id = ? RETURNING fence",
@@ -210,9 +166,9 @@ def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
 
 def head(conn: sqlite3.Connection, conversation_id: str) -> int:
     row = conn.execute(
-        "SELECT head_seq FROM conversations WHERE id = ?", (conversation_id,)
+        "SELECT MAX(seq) FROM records WHERE conversation_id = ?", (conversation_id,)
     ).fetchone()
-    if row is None:
+    if row[0] is None:  # every conversation has seq 1, so no record means no conversation
         raise ConversationNotFound(conversation_id)
     return int(row[0])
 

@@ -24,20 +24,21 @@ CREATE TABLE conversations (
     session     TEXT NOT NULL,
     created_at  INTEGER NOT NULL,
     parent      BLOB,
-    head_seq    INTEGER NOT NULL DEFAULT 0,
-    head_hash   TEXT NOT NULL DEFAULT '',
     fence       INTEGER NOT NULL DEFAULT 0,
     UNIQUE (agent, instance, session)
 );
 CREATE TABLE records (
+    -- Rows are stored in append order and found through the unique index: a group commit
+    -- then writes a few adjacent pages instead of one page per conversation.
+    position        INTEGER PRIMARY KEY,
     conversation_id TEXT NOT NULL,
     seq             INTEGER NOT NULL,
     kind            TEXT NOT NULL,
     body            BLOB NOT NULL,
     prev_hash       TEXT NOT NULL,
     hash            TEXT NOT NULL,
-    PRIMARY KEY (conversation_id, seq)
-) WITHOUT ROWID;
+    UNIQUE (conversation_id, seq)
+);
 CREATE TABLE submissions (
     position            INTEGER PRIMARY KEY AUTOINCREMENT,
     id                  TEXT NOT NULL UNIQUE,

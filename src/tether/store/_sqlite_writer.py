@@ -1,10 +1,11 @@
 """The single SQLite writer: one connection on a dedicated thread, with group commit.
 
 Writes from every conversation queue up here; the thread drains the queue and runs
-the whole batch in one ``BEGIN IMMEDIATE`` transaction, each operation inside its own
-savepoint. A failing operation (a ``Conflict``, say) rolls back its savepoint only, so
-one writer's error never fails another's write in the same commit. Futures resolve
-after ``COMMIT`` returns, so nothing is acknowledged before it is durable.
+the whole batch in one ``BEGIN IMMEDIATE`` transaction. Consecutive appends are
+checked and inserted together (:mod:`._sqlite_append`); every other operation runs in
+its own savepoint, so one caller's error (a ``Conflict``, say) never fails another's
+write in the same commit. Futures resolve only after ``COMMIT`` returns, so nothing
+is acknowledged before it is durable.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from tether.errors import StoreUnavailable
+from tether.records import Record
+from tether.store._sqlite_append import Appender, AppendRequest
 
 __all__ = ("SqliteWriter", "WriteOp")
 
@@ -26,12 +29,12 @@ T = TypeVar("T")
 WriteOp = Callable[[sqlite3.Connection, list[str]], T]
 """A write: runs inside the transaction and lists the conversations it appended to."""
 
-_MAX_BATCH = 512
+_MAX_BATCH = 1024
 
 
 @dataclass(slots=True)
 class _Pending(Generic[T]):
-    op: WriteOp[T]
+    op: WriteOp[T] | AppendRequest
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[T]
     touched: list[str] = field(default_factory=list)
@@ -39,13 +42,14 @@ class _Pending(Generic[T]):
     error: BaseException | None = None
 
 
-def _settle(pending: _Pending[Any]) -> None:
-    if pending.future.done():  # the caller was cancelled; the write itself stands
-        return
-    if pending.error is not None:
-        pending.future.set_exception(pending.error)
-    else:
-        pending.future.set_result(pending.result)
+def _settle(batch: list[_Pending[Any]]) -> None:
+    for pending in batch:
+        if pending.future.done():  # the caller was cancelled; the write itself stands
+            continue
+        if pending.error is not None:
+            pending.future.set_exception(pending.error)
+        else:
+            pending.future.set_result(pending.result)
 
 
 class SqliteWriter:
@@ -56,6 +60,7 @@ class SqliteWriter:
     ) -> None:
         self._conn = conn
         self._on_commit = on_commit
+        self._appender = Appender()
         self._queue: queue.SimpleQueue[_Pending[Any] | None] = queue.SimpleQueue()
         self._closed = False
         self.commits = 0
@@ -63,13 +68,21 @@ class SqliteWriter:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    async def submit(self, op: WriteOp[T]) -> T:
+    def submit(self, op: WriteOp[T]) -> asyncio.Future[T]:
+        """Queue a write; the future resolves once it is committed (or failed)."""
+        return self._enqueue(op)
+
+    def append(self, request: AppendRequest) -> asyncio.Future[list[Record]]:
+        """Queue an append; the future resolves to the sealed records once committed."""
+        return self._enqueue(request)
+
+    def _enqueue(self, op: WriteOp[Any] | AppendRequest) -> asyncio.Future[Any]:
         if self._closed:
             raise StoreUnavailable("the store is closed")
         loop = asyncio.get_running_loop()
-        pending: _Pending[T] = _Pending(op, loop, loop.create_future())
+        pending: _Pending[Any] = _Pending(op, loop, loop.create_future())
         self._queue.put(pending)
-        return await pending.future
+        return pending.future
 
     async def close(self) -> None:
         if self._closed:
@@ -82,12 +95,12 @@ class SqliteWriter:
     # --- the writer thread ------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
+        stop = False
+        while not stop:
             first = self._queue.get()
             if first is None:
                 return
             batch = [first]
-            stop = False
             while len(batch) < _MAX_BATCH:
                 try:
                     item = self._queue.get_nowait()
@@ -101,44 +114,69 @@ class SqliteWriter:
             touched = [cid for pending in batch if pending.error is None for cid in pending.touched]
             if touched:
                 self._on_commit(touched)
+            # One wake-up per event loop per commit, not one per write.
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Pending[Any]]] = {}
             for pending in batch:
-                with contextlib.suppress(RuntimeError):  # the caller's loop is closed
-                    pending.loop.call_soon_threadsafe(_settle, pending)
-            if stop:
-                return
+                by_loop.setdefault(pending.loop, []).append(pending)
+            for loop, pendings in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # that loop is already closed
+                    loop.call_soon_threadsafe(_settle, pendings)
 
     def _commit(self, batch: list[_Pending[Any]]) -> None:
         conn = self._conn
-        isolated = len(batch) > 1
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for pending in batch:
-                self._apply(conn, pending, isolated)
+            start = 0
+            while start < len(batch):
+                end = start
+                while end < len(batch) and isinstance(batch[end].op, AppendRequest):
+                    end += 1
+                if end > start:
+                    self._apply_appends(conn, batch[start:end])
+                    start = end
+                else:
+                    self._appender.forget()  # the operation may change any conversation
+                    self._apply(conn, batch[start], isolated=len(batch) > 1)
+                    start += 1
             conn.execute("COMMIT")
             self.commits += 1
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            error = StoreUnavailable(f"sqlite commit failed: {exc}")
-            for pending in batch:
-                if pending.error is None:
-                    pending.error = error
-                    pending.touched.clear()
+            self._appender.committed(conn)
         except BaseException as exc:
-            # A single-operation batch without a savepoint: its error aborts the transaction.
+            self._appender.forget()
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            batch[0].error = exc
-            batch[0].touched.clear()
+            if isinstance(exc, sqlite3.Error):
+                error: BaseException = StoreUnavailable(f"sqlite commit failed: {exc}")
+                failed = batch  # nothing of the batch is durable
+            else:
+                # Only an unisolated single operation lets its own error reach here.
+                error, failed = exc, batch[:1]
+            for pending in failed:
+                pending.error = pending.error or error
+                pending.result = None
+                pending.touched.clear()
+
+    def _apply_appends(self, conn: sqlite3.Connection, run: list[_Pending[Any]]) -> None:
+        requests = [pending.op for pending in run]
+        self._appender.append_all(conn, requests)  # type: ignore[arg-type]
+        for pending, request in zip(run, requests, strict=True):
+            assert isinstance(request, AppendRequest)
+            pending.result, pending.error, pending.touched = (
+                request.result,
+                request.error,
+                request.touched,
+            )
 
     @staticmethod
-    def _apply(conn: sqlite3.Connection, pending: _Pending[Any], isolated: bool) -> None:
+    def _apply(conn: sqlite3.Connection, pending: _Pending[Any], *, isolated: bool) -> None:
+        op = pending.op
+        assert not isinstance(op, AppendRequest)
         if not isolated:
-            pending.result = pending.op(conn, pending.touched)
+            pending.result = op(conn, pending.touched)
             return
         conn.execute("SAVEPOINT op")
         try:
-            pending.result = pending.op(conn, pending.touched)
+            pending.result = op(conn, pending.touched)
         except sqlite3.Error as exc:
             conn.execute("ROLLBACK TO op")
             pending.error = StoreUnavailable(f"sqlite write failed: {exc}")

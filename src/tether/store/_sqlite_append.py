@@ -1,0 +1,126 @@
+"""Bulk appends: every append of one group commit checked and inserted together.
+
+The writer hands a run of consecutive append requests to :meth:`Appender.append_all`,
+which checks each request in order against the conversations' state (so two requests
+for one conversation see each other), seals the records, and inserts every accepted
+record with a few multi-row ``INSERT`` statements. A request that fails its check
+writes nothing and fails alone; no savepoint is needed because nothing is written until
+every check has run.
+
+The state (fence, session, head) of recently written conversations is cached on the
+writer. The cache is only trusted while ``PRAGMA data_version`` shows that no other
+connection committed since our own last commit; other writes on this connection clear it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tether.errors import ConversationNotFound
+from tether.records import Record, RecordDraft
+from tether.store._common import check_append, seal_batch
+
+__all__ = ("AppendRequest", "Appender")
+
+_MAX_VARIABLES = 996  # below SQLite's 999 host parameters per statement, a multiple of 6
+_ROWS_PER_INSERT = _MAX_VARIABLES // 6
+_CACHE_LIMIT = 10_000
+
+
+@dataclass(slots=True)
+class AppendRequest:
+    conversation_id: str
+    drafts: Sequence[RecordDraft]
+    expected_seq: int
+    fence: int
+    result: list[Record] | None = None
+    error: Exception | None = None
+    touched: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _State:
+    fence: int
+    session: str
+    head: int
+    head_hash: str
+
+
+class Appender:
+    """Appends for one writer connection, with its cache of conversation state."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, _State] = {}
+        self._data_version: int | None = None
+
+    def forget(self) -> None:
+        """Drop the cache: a non-append write or a rollback may have changed any state."""
+        self._states.clear()
+        self._data_version = None
+
+    def committed(self, conn: sqlite3.Connection) -> None:
+        """Our transaction committed: the cache is current as of this data version."""
+        if len(self._states) > _CACHE_LIMIT:
+            self._states.clear()
+        self._data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def _refresh(self, conn: sqlite3.Connection, conversation_ids: list[str]) -> None:
+        if self._data_version is not None:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._data_version:  # another connection committed meanwhile
+                self._states.clear()
+        missing = [cid for cid in conversation_ids if cid not in self._states]
+        for start in range(0, len(missing), _MAX_VARIABLES):
+            chunk = missing[start : start + _MAX_VARIABLES]
+            marks = ",".join("?" * len(chunk))
+            # MAX(seq) per conversation is one index seek (SQLite's min/max optimization).
+            for cid, fence, session, seq, hash_ in conn.execute(
+                "SELECT c.id, c.fence, c.session, r.seq, r.hash FROM conversations c "
+                "LEFT JOIN records r ON r.conversation_id = c.id AND r.seq = "
+                "(SELECT MAX(seq) FROM records WHERE conversation_id = c.id) "
+                f"WHERE c.id IN ({marks})",
+                chunk,
+            ):
+                self._states[cid] = _State(fence, session, seq or 0, hash_ or "")
+
+    def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
+        """Apply the requests in order, setting each one's ``result`` or ``error``."""
+        self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
+        rows: list[tuple[str, int, str, bytes, str, str]] = []
+        for request in requests:
+            cid = request.conversation_id
+            state = self._states.get(cid)
+            try:
+                if state is None:
+                    raise ConversationNotFound(cid)
+                check_append(
+                    cid,
+                    expected_seq=request.expected_seq,
+                    head=state.head,
+                    fence=request.fence,
+                    current_fence=state.fence,
+                )
+                sealed = seal_batch(
+                    request.drafts,
+                    conversation_id=cid,
+                    session=state.session,
+                    head=state.head,
+                    prev_hash=state.head_hash,
+                )
+            except Exception as exc:  # a typed error, or a payload that cannot be encoded
+                request.error = exc
+                continue
+            state.head, state.head_hash = sealed[-1].seq, sealed[-1].hash
+            rows.extend((cid, r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in sealed)
+            request.result = sealed
+            request.touched.append(cid)
+        for start in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[start : start + _ROWS_PER_INSERT]
+            # One multi-row statement: one step (and one GIL release) instead of one per row.
+            conn.execute(
+                "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES "
+                + ",".join(["(?,?,?,?,?,?)"] * len(chunk)),
+                [value for row in chunk for value in row],
+            )
