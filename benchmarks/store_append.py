@@ -35,6 +35,7 @@ from tether.store._sqlite_schema import connect, migrate
 BODY = "x" * 300  # a 300-byte message, the size the peers are measured with
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HASH = "0" * 64
+INSERT = "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)"
 
 
 def _raw_store(path: Path, synchronous: str) -> sqlite3.Connection:
@@ -49,11 +50,10 @@ def _row_body(seq: int) -> bytes:
 
 def raw_single(path: Path, count: int, synchronous: str) -> float:
     conn = _raw_store(path, synchronous)
-    insert = "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)"
     start = time.perf_counter()
     for seq in range(1, count + 1):
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(insert, ("single", seq, "user_message", _row_body(seq), HASH, HASH))
+        conn.execute(INSERT, ("single", seq, "user_message", _row_body(seq), HASH, HASH))
         conn.execute("COMMIT")
     rate = count / (time.perf_counter() - start)
     conn.close()
@@ -62,12 +62,11 @@ def raw_single(path: Path, count: int, synchronous: str) -> float:
 
 def raw_grouped(path: Path, writers: int, per_writer: int, synchronous: str) -> float:
     conn = _raw_store(path, synchronous)
-    insert = "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)"
     start = time.perf_counter()
     for seq in range(1, per_writer + 1):
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
-            insert,
+            INSERT,
             [
                 (f"group-{n}", seq, "user_message", _row_body(seq), HASH, HASH)
                 for n in range(writers)
@@ -83,8 +82,8 @@ def raw_read(path: Path, conversation_id: str) -> float:
     conn = sqlite3.connect(path)
     start = time.perf_counter()
     rows = conn.execute(
-        "SELECT seq, kind, body, prev_hash, hash FROM records WHERE conversation_id = ? AND seq > ? "
-        "ORDER BY seq LIMIT ?",
+        "SELECT seq, kind, body, prev_hash, hash FROM records "
+        "WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (conversation_id, 0, 1_000_000),
     ).fetchall()
     rate = len(rows) / (time.perf_counter() - start)
