@@ -35,7 +35,10 @@ from tether.store._sqlite_schema import connect, migrate
 BODY = "x" * 300  # a 300-byte message, the size the peers are measured with
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HASH = "0" * 64
-INSERT = "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?)"
+INSERT = (
+    "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 
 def _raw_store(path: Path, synchronous: str) -> sqlite3.Connection:
