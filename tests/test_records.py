@@ -4,7 +4,10 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tether._canonical import canonical_json, record_hash
 from tether.errors import LogTampered, RecordDecodeError
 from tether.records import (
     PAYLOAD_TYPES,
@@ -258,3 +261,55 @@ def test_record_ids_are_standard_ulids() -> None:
     for value in ids[:50]:
         assert str(ULID.from_str(value)) == value and len(value) == 26
     assert abs(ULID.from_str(ids[0]).timestamp - ULID().timestamp) < 5
+
+
+TEXT = st.text(max_size=12)
+
+
+@given(
+    text=TEXT,
+    sub=st.none() | TEXT,
+    att=st.none() | TEXT,
+    ex=st.none() | TEXT,
+    turn=st.none() | st.integers(0, 2**60),
+    seq=st.integers(1, 2**40),
+    session=TEXT,
+    data=st.none()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.dictionaries(TEXT, TEXT, max_size=3),
+)
+def test_sealed_bytes_are_the_canonical_json_of_the_envelope(
+    text: str,
+    sub: str | None,
+    att: str | None,
+    ex: str | None,
+    turn: int | None,
+    seq: int,
+    session: str,
+    data: Any,
+) -> None:
+    draft = RecordDraft(
+        ToolOutcome(call_id=text, content=text, data=data),
+        submission_id=sub,
+        attempt_id=att,
+        execution_id=ex,
+        turn=turn,
+        id=text or "x",
+    )
+    record = seal(draft, conversation_id=text, session=session, seq=seq, prev_hash="ab")
+    fields = {
+        "seq": seq,
+        "id": draft.id,
+        "kind": "tool_outcome",
+        "conversationId": text,
+        "session": session,
+        "time": draft.time,
+        "payload": draft.payload.to_json_object(),
+        "submissionId": sub,
+        "attemptId": att,
+        "executionId": ex,
+        "turn": turn,
+    }
+    expected = canonical_json({key: value for key, value in fields.items() if value is not None})
+    assert record.canonical == expected
+    assert record.hash == record_hash(expected, "ab", seq)

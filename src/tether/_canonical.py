@@ -18,7 +18,13 @@ import orjson
 
 from tether.errors import CanonicalizationError
 
-__all__ = ("canonical_json", "format_number", "record_hash", "sha256_hex")
+__all__ = (
+    "canonical_json",
+    "encode_string",
+    "format_number",
+    "record_hash",
+    "sha256_hex",
+)
 
 _MAX_SAFE_INTEGER: Final = 2**53
 # The C string encoder escapes exactly what RFC 8785 requires: '"', '\\', the five short
@@ -32,7 +38,7 @@ def canonical_json(value: Any) -> bytes:
     >>> canonical_json({"b": [1.0, "é"], "a": None})
     b'{"a":null,"b":[1,"\\xc3\\xa9"]}'
     """
-    if _orjson_is_canonical(value):
+    if _orjson_is_exact(value):
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:
@@ -43,6 +49,14 @@ def canonical_json(value: Any) -> bytes:
         return "".join(parts).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise CanonicalizationError(f"string is not valid Unicode: {exc.reason}") from None
+
+
+def encode_string(value: str) -> bytes:
+    """One string as canonical JSON (orjson escapes exactly as RFC 8785 does)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        raise CanonicalizationError(f"string {value!r} is not valid Unicode") from None
 
 
 def sha256_hex(data: bytes) -> str:
@@ -57,9 +71,10 @@ def record_hash(canonical_record: bytes, prev_hash: str, seq: int) -> str:
     where ``canonical_record == canonical_json(r)``; assembling the outer object from the
     already-canonical record avoids encoding the record twice on the append path.
     """
-    head = '{"prev_hash":' + _encode_string(prev_hash) + ',"record":'
-    tail = ',"seq":"' + str(seq) + '"}'
-    return sha256_hex(head.encode() + canonical_record + tail.encode())
+    digest = hashlib.sha256(('{"prev_hash":' + _encode_string(prev_hash) + ',"record":').encode())
+    digest.update(canonical_record)
+    digest.update(b',"seq":"%d"}' % seq)
+    return digest.hexdigest()
 
 
 def format_number(value: int | float) -> str:
@@ -99,7 +114,7 @@ def format_number(value: int | float) -> str:
     return sign + text
 
 
-def _orjson_is_canonical(value: Any) -> bool:
+def _orjson_is_exact(value: Any) -> bool:
     """Whether orjson's sorted output is already RFC 8785 for this value.
 
     orjson escapes strings exactly as RFC 8785 does and sorts ASCII keys the same way;
@@ -114,11 +129,11 @@ def _orjson_is_canonical(value: Any) -> bool:
         return bool(-_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER)
     if kind is dict:
         for key, item in value.items():
-            if type(key) is not str or not key.isascii() or not _orjson_is_canonical(item):
+            if type(key) is not str or not key.isascii() or not _orjson_is_exact(item):
                 return False
         return True
     if kind is list or kind is tuple:
-        return all(_orjson_is_canonical(item) for item in value)
+        return all(_orjson_is_exact(item) for item in value)
     return False
 
 

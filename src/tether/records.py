@@ -26,7 +26,7 @@ from typing import Any, Final
 import orjson
 from pydantic import ConfigDict, Field, ValidationError
 
-from tether._canonical import canonical_json, record_hash
+from tether._canonical import canonical_json, encode_string, format_number, record_hash
 from tether._ids import new_ulid
 from tether._payloads import (
     ApprovalDecided,
@@ -150,7 +150,12 @@ def now_rfc3339() -> str:
 
 @dataclass(frozen=True, slots=True)
 class RecordDraft:
-    """A record a writer proposes to append; the store assigns its place in the chain."""
+    """A record a writer proposes to append; the store assigns its place in the chain.
+
+    The payload is encoded to canonical JSON here, on the caller's side: an unencodable
+    value fails before anything reaches a store, and the store's single writer only
+    assembles bytes.
+    """
 
     payload: Payload
     submission_id: str | None = None
@@ -159,6 +164,10 @@ class RecordDraft:
     turn: int | None = None
     id: str = field(default_factory=new_ulid)
     time: str = field(default_factory=now_rfc3339)
+    payload_canonical: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "payload_canonical", canonical_json(self.payload.to_json_object()))
 
     @property
     def kind(self) -> str:
@@ -285,32 +294,32 @@ class Record:
 def seal(
     draft: RecordDraft, *, conversation_id: str, session: str, seq: int, prev_hash: str
 ) -> Record:
-    """Place a draft at ``seq`` after ``prev_hash`` and compute its chain hash."""
-    fields: dict[str, Any] = {
-        "seq": seq,
-        "id": draft.id,
-        "kind": draft.payload.KIND,
-        "conversationId": conversation_id,
-        "session": session,
-        "time": draft.time,
-        "payload": draft.payload.to_json_object(),
-    }
-    if draft.submission_id is not None:
-        fields["submissionId"] = draft.submission_id
+    """Place a draft at ``seq`` after ``prev_hash`` and compute its chain hash.
+
+    The canonical envelope is assembled from canonical pieces in sorted key order
+    (``attemptId`` < ``conversationId`` < ``executionId`` < ``id`` < ``kind`` < ``payload``
+    < ``seq`` < ``session`` < ``submissionId`` < ``time`` < ``turn``), which equals
+    ``canonical_json`` of the envelope (a property test holds it to that).
+    """
+    parts: list[bytes] = []
     if draft.attempt_id is not None:
-        fields["attemptId"] = draft.attempt_id
+        parts.append(b'"attemptId":' + encode_string(draft.attempt_id))
+    parts.append(b'"conversationId":' + encode_string(conversation_id))
     if draft.execution_id is not None:
-        fields["executionId"] = draft.execution_id
+        parts.append(b'"executionId":' + encode_string(draft.execution_id))
+    parts.append(b'"id":' + encode_string(draft.id))
+    parts.append(b'"kind":' + encode_string(draft.payload.KIND))
+    parts.append(b'"payload":' + draft.payload_canonical)
+    parts.append(b'"seq":%d' % seq)
+    parts.append(b'"session":' + encode_string(session))
+    if draft.submission_id is not None:
+        parts.append(b'"submissionId":' + encode_string(draft.submission_id))
+    parts.append(b'"time":' + encode_string(draft.time))
     if draft.turn is not None:
-        fields["turn"] = draft.turn
-    canonical = canonical_json(fields)
+        parts.append(b'"turn":' + format_number(draft.turn).encode())
+    canonical = b"{" + b",".join(parts) + b"}"
     record = Record(
-        seq,
-        draft.payload.KIND,
-        canonical,
-        prev_hash,
-        record_hash(canonical, prev_hash, seq),
-        fields,
+        seq, draft.payload.KIND, canonical, prev_hash, record_hash(canonical, prev_hash, seq)
     )
     record._payload = draft.payload
     return record

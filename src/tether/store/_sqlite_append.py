@@ -60,17 +60,17 @@ class Appender:
         self._states.clear()
         self._data_version = None
 
-    def committed(self, conn: sqlite3.Connection) -> None:
-        """Our transaction committed: the cache is current as of this data version."""
+    def committed(self) -> None:
+        """Our transaction committed. Our own commits leave ``data_version`` unchanged, so the
+        version read inside the transaction still describes the cache."""
         if len(self._states) > _CACHE_LIMIT:
             self._states.clear()
-        self._data_version = conn.execute("PRAGMA data_version").fetchone()[0]
 
     def _refresh(self, conn: sqlite3.Connection, conversation_ids: list[str]) -> None:
-        if self._data_version is not None:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != self._data_version:  # another connection committed meanwhile
-                self._states.clear()
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:  # another connection committed meanwhile
+            self._states.clear()
+            self._data_version = version
         missing = [cid for cid in conversation_ids if cid not in self._states]
         for start in range(0, len(missing), _MAX_VARIABLES):
             chunk = missing[start : start + _MAX_VARIABLES]

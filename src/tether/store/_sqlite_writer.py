@@ -140,7 +140,7 @@ class SqliteWriter:
                     start += 1
             conn.execute("COMMIT")
             self.commits += 1
-            self._appender.committed(conn)
+            self._appender.committed()
         except BaseException as exc:
             self._appender.forget()
             with contextlib.suppress(sqlite3.Error):
