@@ -67,7 +67,7 @@ SAMPLES: list[Payload] = [
         call_id="m1",
         message={
             "role": "assistant",
-            "parts": [{"kind": "thinking", "text": "t", "signature": "c2ln"}],
+            "parts": [{"type": "thinking", "text": "t", "signature": "c2ln"}],
         },
         usage=Usage(input_tokens=3, output_tokens=0),
         finish_reason="stop",

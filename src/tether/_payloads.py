@@ -7,10 +7,12 @@ added, never repurposed: a log written today must decode the same way forever.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
+from pydantic import Field, JsonValue
+
+from tether._wire import JsonObject, WireModel
+from tether.messages import Mediation, Message, ToolOutcomeStatus, Usage
 
 __all__ = (
     "ApprovalDecided",
@@ -43,25 +45,6 @@ __all__ = (
     "UserMessage",
 )
 
-JsonObject = dict[str, JsonValue]
-
-
-class WireModel(BaseModel):
-    """Frozen, strict-shaped model with camelCase names on the wire."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-    def to_json_object(self) -> dict[str, Any]:
-        """The wire form: camelCase keys, absent optionals omitted."""
-        return self.model_dump(mode="json", exclude_none=True)
-
 
 class Payload(WireModel):
     """Base class of record payloads; ``KIND`` names the record kind it belongs to."""
@@ -83,31 +66,6 @@ class ConversationParent(WireModel):
     conversation_id: str
     seq: int = Field(ge=1)
     reason: Literal["fork", "task"]
-
-
-class Usage(WireModel):
-    """Token usage of one model call. ``None`` means "not reported"; a real 0 stays 0."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-
-
-class Mediation(StrEnum):
-    """Who runs a tool: the host (journaled), the harness (reported), or a human gate first."""
-
-    HOST = "host"
-    REPORTED = "reported"
-    APPROVAL = "approval"
-
-
-class ToolOutcomeStatus(StrEnum):
-    OK = "ok"
-    ERROR = "error"
-    DENIED = "denied"
-    UNKNOWN = "unknown"
 
 
 class SettlementStatus(StrEnum):
@@ -174,10 +132,11 @@ class AssistantThinkingDelta(Payload):
 class AssistantMessageCompleted(Payload):
     KIND = "assistant_message_completed"
     call_id: str
-    message: JsonObject
+    message: Message
     usage: Usage | None = None
     finish_reason: str | None = None
     interrupted: bool | None = None
+    """Set when a crash cut the stream: the partial message closes it and is never served."""
 
 
 class ToolCalled(Payload):
@@ -187,6 +146,8 @@ class ToolCalled(Payload):
     args: JsonObject
     idempotency_key: str
     mediation: Mediation
+    idempotent: bool | None = None
+    """Whether re-running the tool under the same key is safe (recovery re-drives it)."""
 
 
 class ApprovalRequested(Payload):

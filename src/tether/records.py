@@ -42,7 +42,6 @@ from tether._payloads import (
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
-    Mediation,
     ModelCalled,
     Payload,
     SettlementStatus,
@@ -54,12 +53,11 @@ from tether._payloads import (
     TaskSpawned,
     ToolCalled,
     ToolOutcome,
-    ToolOutcomeStatus,
-    Usage,
     UserMessage,
-    WireModel,
 )
+from tether._wire import WireModel
 from tether.errors import LogTampered, RecordDecodeError
+from tether.messages import Mediation, ToolOutcomeStatus, Usage
 
 __all__ = (
     "PAYLOAD_TYPES",

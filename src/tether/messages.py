@@ -1,0 +1,221 @@
+"""The neutral chat model every harness and provider adapter speaks.
+
+A :class:`Message` has a role and typed parts; a :class:`ModelRequest` is what a harness
+asks a model, a :class:`ModelResponse` what comes back. The whole response is journaled,
+so every part, including thinking signatures and provider-opaque payloads, must survive
+a JSON round trip byte for byte (invariant I2).
+
+Example::
+
+    from tether.messages import Message, ModelRequest
+
+    request = ModelRequest(model="local:echo", messages=(Message.user("hi"),))
+    again = ModelRequest.model_validate_json(request.model_dump_json())
+    assert again.input_hash() == request.input_hash()
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, JsonValue
+
+from tether._canonical import canonical_json, sha256_hex
+from tether._wire import JsonObject, WireModel
+
+__all__ = (
+    "DataPart",
+    "FilePart",
+    "Mediation",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "Part",
+    "Role",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCall",
+    "ToolCallPart",
+    "ToolOutcomeStatus",
+    "ToolResult",
+    "ToolResultPart",
+    "ToolSpec",
+    "Usage",
+    "args_digest",
+)
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class TextPart(WireModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingPart(WireModel):
+    """Model reasoning. ``signature`` and ``opaque`` are provider data replayed verbatim."""
+
+    type: Literal["thinking"] = "thinking"
+    text: str = ""
+    signature: str | None = None
+    opaque: str | None = None
+    provider: str | None = None
+    id: str | None = None
+
+
+class ToolCallPart(WireModel):
+    """A tool call the model asked for (``signature``: e.g. a Gemini thought signature)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    args: JsonObject = Field(default_factory=dict)
+    signature: str | None = None
+
+
+class ToolResultPart(WireModel):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str | None = None
+    content: str
+    data: JsonValue = None
+    is_error: bool = False
+
+
+class DataPart(WireModel):
+    type: Literal["data"] = "data"
+    data: JsonValue
+    media_type: str | None = None
+
+
+class FilePart(WireModel):
+    """Bytes in the attachment store, by digest."""
+
+    type: Literal["file"] = "file"
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    media_type: str
+    name: str | None = None
+    size: int | None = Field(default=None, ge=0)
+
+
+Part = Annotated[
+    TextPart | ThinkingPart | ToolCallPart | ToolResultPart | DataPart | FilePart,
+    Field(discriminator="type"),
+]
+
+
+class Message(WireModel):
+    role: Role
+    parts: tuple[Part, ...] = ()
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls(role="user", parts=(TextPart(text=text),))
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", parts=(TextPart(text=text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls(role="assistant", parts=(TextPart(text=text),))
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts (thinking excluded)."""
+        return "".join(part.text for part in self.parts if isinstance(part, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [part for part in self.parts if isinstance(part, ToolCallPart)]
+
+
+class Usage(WireModel):
+    """Token usage of one model call. ``None`` means "not reported"; a real 0 stays 0."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
+class Mediation(StrEnum):
+    """Who runs a tool: the host (journaled), the harness (reported), or the host after a human."""
+
+    HOST = "host"
+    REPORTED = "reported"
+    APPROVAL = "approval"
+
+
+def _empty_object_schema() -> JsonObject:
+    return {"type": "object", "properties": {}}
+
+
+class ToolSpec(WireModel):
+    """A tool offered to the model."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    parameters: JsonObject = Field(default_factory=_empty_object_schema)
+    mediation: Mediation = Mediation.HOST
+    idempotent: bool = False
+
+
+class ModelRequest(WireModel):
+    model: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str | None = None
+    settings: JsonObject = Field(default_factory=dict)
+
+    def input_hash(self) -> str:
+        """The canonical model-input hash (I0): SHA-256 of the request's canonical JSON."""
+        return sha256_hex(canonical_json(self.to_json_object()))
+
+
+class ModelResponse(WireModel):
+    message: Message
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+
+class ToolOutcomeStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    DENIED = "denied"
+    UNKNOWN = "unknown"
+
+
+class ToolCall(WireModel):
+    """A call of a host-mediated tool. ``idempotency_key`` scopes its at-most-once execution."""
+
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    args: JsonObject = Field(default_factory=dict)
+    idempotency_key: str = ""
+    mediation: Mediation = Mediation.HOST
+    idempotent: bool = False
+
+
+class ToolResult(WireModel):
+    call_id: str
+    content: str
+    data: JsonValue = None
+    is_error: bool = False
+    status: ToolOutcomeStatus = ToolOutcomeStatus.OK
+
+    def to_part(self, name: str | None = None) -> ToolResultPart:
+        return ToolResultPart(
+            call_id=self.call_id,
+            name=name,
+            content=self.content,
+            data=self.data,
+            is_error=self.is_error,
+        )
+
+
+def args_digest(args: JsonObject) -> str:
+    """``sha256:<hex>`` of the canonical JSON of a tool's arguments."""
+    return "sha256:" + sha256_hex(canonical_json(args))
