@@ -17,22 +17,39 @@ Example::
 from __future__ import annotations
 
 __all__ = (
+    "ApprovalBlocked",
+    "ApprovalConflict",
+    "ApprovalNotFound",
+    "ApprovalParked",
     "AttachmentNotFound",
     "CanonicalizationError",
     "ClaimLost",
     "Conflict",
     "ConversationNotFound",
     "DispatchConflict",
+    "DuplicateCallId",
     "Fenced",
+    "HarnessMismatch",
+    "IncompleteInvocation",
+    "InheritedToolIntent",
+    "InvalidApproval",
+    "InvalidExecutionLog",
+    "JournalError",
     "LogTampered",
+    "MissingIdempotencyKey",
+    "MissingToolExecutor",
     "NotFound",
     "RecordDecodeError",
+    "RecordedModelFailure",
+    "ReplayDiverged",
     "SeqOutOfRange",
     "SessionExists",
     "StoreError",
     "StoreUnavailable",
     "SubmissionNotFound",
     "TetherError",
+    "TurnClosed",
+    "UnmediatedToolCall",
     "UnsupportedSchema",
 )
 
@@ -216,3 +233,142 @@ class AttachmentNotFound(NotFound):
     def __init__(self, digest: str) -> None:
         self.digest = digest
         super().__init__(f"attachment {digest} not found")
+
+
+# --- journal --------------------------------------------------------------------------
+
+
+class JournalError(TetherError):
+    """Base class of the errors the effect journal raises."""
+
+    code = "journal_error"
+
+
+class ReplayDiverged(JournalError):
+    """A harness asked for an effect the journal did not record at that point.
+
+    Raised for a model input whose hash differs from the recorded one (I0), a tool call
+    whose identity differs, an effect of the wrong kind, one effect too many, or effects
+    left unconsumed. Once raised in a turn, every later effect call raises it again.
+    """
+
+    code = "replay_diverged"
+
+
+class RecordedModelFailure(JournalError):
+    """Replay reached a model call that failed live (no completion was recorded).
+
+    Not sticky: a harness that handled the failure live can handle it again.
+    """
+
+    code = "recorded_model_failure"
+
+
+class InvalidExecutionLog(JournalError):
+    """The log's executions are malformed (a missing start, a wrong input count, ...)."""
+
+    code = "invalid_execution_log"
+
+
+class IncompleteInvocation(InvalidExecutionLog):
+    """The pending execution recorded fewer inputs than it declared; exec it again."""
+
+    code = "incomplete_invocation"
+
+
+class InheritedToolIntent(InvalidExecutionLog):
+    """A fork child holds an unresolved tool or approval inherited from its parent.
+
+    The child may not resume or decide it; a fresh ``exec`` in the child is the way on.
+    """
+
+    code = "inherited_tool_intent"
+
+
+class HarnessMismatch(JournalError):
+    """The harness's name or version differs from the one the execution recorded."""
+
+    code = "harness_mismatch"
+
+    def __init__(self, recorded: tuple[str, str], served: tuple[str, str]) -> None:
+        self.recorded = recorded
+        self.served = served
+        super().__init__(
+            f"execution was recorded by harness {recorded[0]!r} version {recorded[1]!r}; "
+            f"got {served[0]!r} version {served[1]!r}"
+        )
+
+
+class ApprovalParked(JournalError):
+    """The execution parked durably on a tool that needs a human decision.
+
+    Not a failure: nothing more is written until :meth:`Journal.approve` records a
+    decision; then ``resume`` carries on. ``approval_id`` names the gate.
+    """
+
+    code = "approval_parked"
+
+    def __init__(self, approval_id: str, execution_id: str, call_id: str, request_seq: int) -> None:
+        self.approval_id = approval_id
+        self.execution_id = execution_id
+        self.call_id = call_id
+        self.request_seq = request_seq
+        super().__init__(f"execution {execution_id} is waiting for approval {approval_id}")
+
+
+class ApprovalBlocked(JournalError):
+    """A new execution was asked for while the session waits on an undecided approval."""
+
+    code = "approval_blocked"
+
+
+class ApprovalNotFound(NotFound):
+    """No approval has this id in this conversation."""
+
+    code = "approval_not_found"
+
+    def __init__(self, approval_id: str) -> None:
+        self.approval_id = approval_id
+        super().__init__(f"approval {approval_id} not found")
+
+
+class ApprovalConflict(JournalError):
+    """The approval was already decided differently; decisions are final."""
+
+    code = "approval_conflict"
+
+
+class InvalidApproval(JournalError):
+    """The approval cannot be decided here: it is inherited from a fork parent or superseded."""
+
+    code = "invalid_approval"
+
+
+class MissingIdempotencyKey(JournalError, ValueError):
+    """A host-mediated tool call has no idempotency key; nothing was recorded."""
+
+    code = "missing_idempotency_key"
+
+
+class UnmediatedToolCall(JournalError, ValueError):
+    """``turn.tool`` was given a tool the harness runs itself; use ``turn.report``."""
+
+    code = "unmediated_tool_call"
+
+
+class DuplicateCallId(JournalError, ValueError):
+    """A call id was used twice in one execution."""
+
+    code = "duplicate_call_id"
+
+
+class MissingToolExecutor(JournalError):
+    """A host tool must run, but the journal has no tool executor."""
+
+    code = "missing_tool_executor"
+
+
+class TurnClosed(JournalError):
+    """The turn was used after its harness returned."""
+
+    code = "turn_closed"

@@ -1,0 +1,36 @@
+"""The effect journal (DESIGN §5): every nondeterministic effect of an execution is recorded
+in the conversation log, which is then the checkpoint, the audit trail and the replay source.
+
+Example::
+
+    from tether.journal import Journal
+
+    journal = await Journal.open(store, conversation_id, model=model, tools=tools)
+    result = await journal.exec(harness, [UserMessage(body="hello")])
+    outputs = await (await Journal.open(store, conversation_id)).replay(harness)  # 0 model calls
+"""
+
+from tether.journal._approvals import ApprovalState, Decision
+from tether.journal._executions import Execution
+from tether.journal._harness import Harness, JournalObserver, ToolExecutor, ToolScope
+from tether.journal._history import messages_of, transcript
+from tether.journal._journal import ExecutionResult, Journal
+from tether.journal._turn import UNKNOWN_OUTCOME, Mode, SteerSource, Turn
+
+__all__ = (
+    "UNKNOWN_OUTCOME",
+    "ApprovalState",
+    "Decision",
+    "Execution",
+    "ExecutionResult",
+    "Harness",
+    "Journal",
+    "JournalObserver",
+    "Mode",
+    "SteerSource",
+    "ToolExecutor",
+    "ToolScope",
+    "Turn",
+    "messages_of",
+    "transcript",
+)

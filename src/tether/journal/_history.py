@@ -1,0 +1,72 @@
+"""The transcript: a log's active path projected to chat messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from tether.messages import DataPart, FilePart, Message, TextPart, ToolResultPart
+from tether.records import (
+    AssistantMessageCompleted,
+    Compaction,
+    Record,
+    Signal,
+    SteerReceived,
+    ToolOutcome,
+    UserMessage,
+)
+from tether.tree import reduce
+
+__all__ = ("SIGNAL_MEDIA_TYPE", "messages_of", "transcript")
+
+SIGNAL_MEDIA_TYPE = "application/vnd.tether.signal+json"
+_MESSAGE_KINDS = frozenset(
+    kind.KIND
+    for kind in (
+        UserMessage,
+        Signal,
+        SteerReceived,
+        AssistantMessageCompleted,
+        ToolOutcome,
+        Compaction,
+    )
+)
+
+
+def messages_of(records: Iterable[Record]) -> list[Message]:
+    """The chat messages that records stand for (most records stand for none)."""
+    messages: list[Message] = []
+    for record in records:
+        if record.kind not in _MESSAGE_KINDS:  # skip decoding deltas and lifecycle records
+            continue
+        payload = record.payload
+        if isinstance(payload, UserMessage):
+            files = tuple(
+                FilePart(digest=ref.digest, media_type=ref.media_type, size=ref.size)
+                for ref in payload.attachments or ()
+            )
+            messages.append(Message(role="user", parts=(TextPart(text=payload.body), *files)))
+        elif isinstance(payload, Signal):
+            data = payload.to_json_object()
+            messages.append(
+                Message(role="user", parts=(DataPart(data=data, media_type=SIGNAL_MEDIA_TYPE),))
+            )
+        elif isinstance(payload, SteerReceived):
+            messages.append(Message.user(payload.body))
+        elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
+            messages.append(payload.message)
+        elif isinstance(payload, ToolOutcome):
+            part = ToolResultPart(
+                call_id=payload.call_id,
+                content=payload.content,
+                data=payload.data,
+                is_error=payload.is_error,
+            )
+            messages.append(Message(role="tool", parts=(part,)))
+        elif isinstance(payload, Compaction):
+            messages.append(Message.user(f"Summary of the conversation so far:\n{payload.summary}"))
+    return messages
+
+
+def transcript(records: Sequence[Record]) -> list[Message]:
+    """The reduced active path of a log as messages (what a model should see next)."""
+    return messages_of(reduce(records).active_records())

@@ -1,0 +1,494 @@
+"""The journal of one conversation: exec, replay, resume, fork, approvals, verify.
+
+Example::
+
+    journal = await Journal.open(store, conversation_id, model=model, tools=tools)
+    result = await journal.exec(harness, [UserMessage(body="hi")])
+    assert await Journal.open(store, conversation_id).replay(harness) == [result.output]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pydantic import JsonValue, ValidationError
+
+from tether._canonical import canonical_json
+from tether._ids import new_ulid
+from tether.errors import (
+    ApprovalBlocked,
+    ApprovalParked,
+    HarnessMismatch,
+    InheritedToolIntent,
+    InvalidApproval,
+    JournalError,
+    ReplayDiverged,
+    TetherError,
+)
+from tether.journal._approvals import ApprovalState, Decision, find_decision, latest_gate
+from tether.journal._executions import Execution, fork_seq, project
+from tether.journal._harness import Harness, JournalObserver, ToolExecutor
+from tether.journal._history import messages_of, transcript
+from tether.journal._log import JournalLog, logger
+from tether.journal._recorded import Recorded
+from tether.journal._turn import Mode, SteerSource, Turn
+from tether.messages import Message, TextPart, ThinkingPart, args_digest
+from tether.models import Model
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageCompleted,
+    AssistantMessageStarted,
+    AssistantTextDelta,
+    AssistantThinkingDelta,
+    ExecutionEnded,
+    ExecutionFailed,
+    ExecutionStarted,
+    ModelCalled,
+    Record,
+    RecordDraft,
+    Signal,
+    ToolCalled,
+    ToolOutcome,
+    UserMessage,
+)
+from tether.store import Conversation, LogStore, SessionKey
+
+__all__ = ("ExecutionResult", "Journal")
+
+_PAGE = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionResult:
+    """How ``exec`` or ``resume`` ended. ``resumed`` is false when there was nothing to resume."""
+
+    execution_id: str | None
+    output: JsonValue
+    model_invocations: int = 0
+    tool_invocations: int = 0
+    resumed: bool = True
+
+
+class Journal:
+    """The effect journal of one conversation, written by one fenced writer."""
+
+    def __init__(
+        self,
+        store: LogStore,
+        conversation: Conversation,
+        *,
+        fence: int,
+        head: int,
+        model: Model | None = None,
+        tools: ToolExecutor | None = None,
+        observer: JournalObserver | None = None,
+        steer_source: SteerSource | None = None,
+        submission_id: str | None = None,
+        attempt_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.conversation = conversation
+        self.model = model
+        self.tools = tools
+        self.observer = observer
+        self.steer_source = steer_source
+        self.log = JournalLog(
+            store,
+            conversation.id,
+            fence=fence,
+            head=head,
+            submission_id=submission_id,
+            attempt_id=attempt_id,
+            observer=observer,
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        store: LogStore,
+        conversation_id: str,
+        *,
+        fence: int | None = None,
+        model: Model | None = None,
+        tools: ToolExecutor | None = None,
+        observer: JournalObserver | None = None,
+        steer_source: SteerSource | None = None,
+        submission_id: str | None = None,
+        attempt_id: str | None = None,
+    ) -> Journal:
+        """Open a conversation's journal; without a ``fence`` it mints one (superseding others)."""
+        conversation = await store.get_conversation(conversation_id)
+        if fence is None:
+            fence = await store.mint_fence(conversation_id)
+        return cls(
+            store,
+            conversation,
+            fence=fence,
+            head=await store.head(conversation_id),
+            model=model,
+            tools=tools,
+            observer=observer,
+            steer_source=steer_source,
+            submission_id=submission_id,
+            attempt_id=attempt_id,
+        )
+
+    @property
+    def head(self) -> int:
+        return self.log.head
+
+    async def records(self) -> list[Record]:
+        """The whole log (and the head it reached, which becomes the writer's CAS point)."""
+        records: list[Record] = []
+        while page := await self.store.read(
+            self.conversation.id, after_seq=len(records), limit=_PAGE
+        ):
+            records.extend(page)
+        self.log.head = len(records)
+        return records
+
+    # --- exec -------------------------------------------------------------------------
+
+    async def exec(
+        self,
+        harness: Harness,
+        inputs: Sequence[UserMessage | Signal],
+        *,
+        expected_seq: int | None = None,
+        config: dict[str, JsonValue] | None = None,
+    ) -> ExecutionResult:
+        """Start a new execution: journal its start and inputs (one CAS-guarded append at
+        ``expected_seq``, the head by default), then run the harness live."""
+        records = await self.records()
+        executions = project(records)
+        if executions:
+            gate = latest_gate(executions[-1], fork_seq(records))
+            if gate is not None and gate.receipt is None and not gate.inherited:
+                raise ApprovalBlocked(
+                    f"conversation {self.conversation.id} waits on approval {gate.approval_id}"
+                )
+        execution_id = new_ulid()
+        start = ExecutionStarted(
+            harness=harness.name,
+            harness_version=harness.version,
+            input_count=len(inputs),
+            config=config,
+        )
+        drafts = [self.log.draft(payload, execution_id) for payload in (start, *inputs)]
+        appended = await self.log.append(
+            drafts, expected_seq=self.log.head if expected_seq is None else expected_seq
+        )
+        turn = self._turn(
+            Mode.LIVE,
+            execution_id,
+            Recorded(),
+            transcript(records),
+            messages_of(appended[1:]),
+            config,
+        )
+        return await self._run(harness, turn)
+
+    # --- resume -----------------------------------------------------------------------
+
+    async def pending(self) -> Execution | None:
+        """The execution a crash left unfinished (the last one started), if any."""
+        executions = project(await self.records())
+        return executions[-1] if executions and not executions[-1].completed else None
+
+    async def resume(self, harness: Harness) -> ExecutionResult:
+        """Finish the pending execution: serve its recorded prefix, then go live (I3, I4).
+
+        Raises ``ApprovalParked`` without running anything while its gate is undecided.
+        """
+        records = await self.records()
+        executions = project(records)
+        if not executions or executions[-1].completed:
+            return ExecutionResult(None, None, resumed=False)
+        pending = executions[-1]
+        pending.check_inputs()
+        fork = fork_seq(records)
+        gate = latest_gate(pending, fork)
+        if gate is not None and gate.receipt is None:
+            if gate.inherited:
+                raise InheritedToolIntent(
+                    f"approval of call {gate.tool_call.call_id} belongs to the fork parent"
+                )
+            if gate.request is None or gate.decision is None:
+                await self._park(pending, gate)
+        self._refuse_inherited_intents(pending, fork)
+        self._check_identity(pending, harness)
+        await self._close_interrupted_stream(records, pending)
+        started = pending.started
+        turn = self._turn(
+            Mode.RESUME,
+            pending.id,
+            Recorded(pending.effects),
+            transcript(records[: pending.start_index]),
+            messages_of(pending.inputs),
+            started.config,
+        )
+        return await self._run(harness, turn)
+
+    async def _park(self, pending: Execution, gate: ApprovalState) -> None:
+        call = gate.tool_call
+        if gate.request is None:  # the cut fell between the gated call and its request
+            request_seq = self.log.head + 1
+            approval_id = f"{self.conversation.id}.{request_seq}"
+            request = ApprovalRequested(
+                approval_id=approval_id,
+                call_id=call.call_id,
+                tool=call.tool,
+                args=call.args,
+                args_digest=args_digest(call.args),
+            )
+            await self.log.append([self.log.draft(request, pending.id)])
+        else:
+            payload = gate.request.payload
+            assert isinstance(payload, ApprovalRequested)
+            approval_id, request_seq = payload.approval_id, gate.request.seq
+        raise ApprovalParked(approval_id, pending.id, call.call_id, request_seq)
+
+    @staticmethod
+    def _refuse_inherited_intents(pending: Execution, fork: int) -> None:
+        answered = {
+            record.payload.call_id
+            for record in pending.effects
+            if isinstance(record.payload, ToolOutcome | AssistantMessageCompleted)
+        }
+        for record in pending.effects:
+            payload = record.payload
+            if record.seq <= fork and isinstance(payload, ToolCalled | ModelCalled):
+                if payload.call_id not in answered:
+                    raise InheritedToolIntent(
+                        f"seq {record.seq}: call {payload.call_id} was left unresolved in the fork "
+                        "parent; exec a new turn in this fork instead"
+                    )
+
+    @staticmethod
+    def _check_identity(execution: Execution, harness: Harness) -> None:
+        started = execution.started
+        recorded = (started.harness, started.harness_version)
+        if recorded != (harness.name, harness.version):
+            raise HarnessMismatch(recorded, (harness.name, harness.version))
+
+    async def _close_interrupted_stream(
+        self, records: Sequence[Record], pending: Execution
+    ) -> None:
+        """A crash mid-stream leaves a started message with deltas and no completion; close it
+        with an interrupted completion (not an effect) before the call is re-driven."""
+        completed = {
+            record.payload.call_id
+            for record in records[pending.start_index :]
+            if record.kind == AssistantMessageCompleted.KIND
+            and isinstance(record.payload, AssistantMessageCompleted)
+        }
+        text: dict[str, dict[str, list[str]]] = {}
+        for record in records[pending.start_index :]:
+            payload = record.payload if record.execution_id == pending.id else None
+            if isinstance(payload, AssistantMessageStarted) and payload.call_id not in completed:
+                text[payload.call_id] = {"text": [], "thinking": []}
+            elif (
+                isinstance(payload, AssistantTextDelta | AssistantThinkingDelta)
+                and payload.call_id in text
+            ):
+                kind = "text" if isinstance(payload, AssistantTextDelta) else "thinking"
+                text[payload.call_id][kind].append(payload.text)
+        for call_id, parts in text.items():
+            partial = Message(
+                role="assistant",
+                parts=(
+                    *(
+                        (ThinkingPart(text="".join(parts["thinking"])),)
+                        if parts["thinking"]
+                        else ()
+                    ),
+                    TextPart(text="".join(parts["text"])),
+                ),
+            )
+            closing = AssistantMessageCompleted(call_id=call_id, message=partial, interrupted=True)
+            await self.log.append([self.log.draft(closing, pending.id)])
+
+    # --- replay -----------------------------------------------------------------------
+
+    async def replay(self, harness: Harness) -> list[JsonValue]:
+        """Re-run every completed execution from the log alone: no model call, no tool call,
+        no append (I1). Returns their outputs; raises ``ReplayDiverged`` on any difference."""
+        records = await self.records()
+        completed = [execution for execution in project(records) if execution.completed]
+        for execution in completed:  # preflight everything before the first run
+            execution.check_inputs()
+            self._check_identity(execution, harness)
+        outputs: list[JsonValue] = []
+        for execution in completed:
+            turn = self._turn(
+                Mode.REPLAY,
+                execution.id,
+                Recorded(execution.effects),
+                transcript(records[: execution.start_index]),
+                messages_of(execution.inputs),
+                execution.started.config,
+                replay=True,
+            )
+            try:
+                output = await harness.run(turn)
+            except Exception:
+                turn.close()
+                if turn.failure is not None:
+                    raise turn.failure from None
+                raise
+            turn.close()
+            turn.check_consumed()
+            if canonical_json(output) != canonical_json(execution.output):
+                raise ReplayDiverged(f"execution {execution.id}: output mismatch")
+            outputs.append(output)
+        return outputs
+
+    # --- running a turn ---------------------------------------------------------------
+
+    def _turn(
+        self,
+        mode: Mode,
+        execution_id: str,
+        recorded: Recorded,
+        history: list[Message],
+        inputs: list[Message],
+        config: dict[str, JsonValue] | None,
+        *,
+        replay: bool = False,
+    ) -> Turn:
+        return Turn(
+            log=self.log,
+            execution_id=execution_id,
+            session=self.conversation.key.session,
+            mode=mode,
+            recorded=recorded,
+            history=history,
+            inputs=inputs,
+            config=dict(config) if config is not None else None,
+            model=None if replay else self.model,
+            tools=None if replay else self.tools,
+            observer=None if replay else self.observer,
+            steer_source=None if replay else self.steer_source,
+        )
+
+    async def _run(self, harness: Harness, turn: Turn) -> ExecutionResult:
+        try:
+            output = await harness.run(turn)
+        except BaseException as exc:
+            turn.close()
+            if isinstance(turn.failure, ApprovalParked):
+                raise turn.failure from None  # parked: no end and no failure record
+            await self._record_failure(turn, exc)
+            if turn.failure is not None and not isinstance(exc, TetherError):
+                raise turn.failure from exc
+            raise
+        turn.close()
+        if isinstance(turn.failure, ApprovalParked):
+            raise turn.failure  # the harness swallowed the park; the execution is still parked
+        try:
+            if turn.failure is not None:
+                raise turn.failure
+            if turn.mode is Mode.RESUME:
+                turn.check_consumed()
+            ended = ExecutionEnded(output=output)
+        except (JournalError, ValidationError) as exc:
+            await self._record_failure(turn, exc)
+            if isinstance(exc, ValidationError):
+                raise JournalError(
+                    f"the harness returned a value that is not JSON: {exc}"
+                ) from None
+            raise
+        await self.log.append([self.log.draft(ended, turn.execution_id)])
+        return ExecutionResult(
+            turn.execution_id, ended.output, turn.model_invocations, turn.tool_invocations
+        )
+
+    async def _record_failure(self, turn: Turn, exc: BaseException) -> None:
+        """``execution_failed`` is audit only: the execution stays pending and can be resumed."""
+        failed = ExecutionFailed(
+            error=f"{type(exc).__name__}: {exc}",
+            error_code=exc.code if isinstance(exc, TetherError) else None,
+        )
+        try:
+            await self.log.append([self.log.draft(failed, turn.execution_id)])
+        except TetherError:
+            logger.warning("could not record the failure of execution %s", turn.execution_id)
+
+    # --- approvals --------------------------------------------------------------------
+
+    async def inspect_approval(self) -> ApprovalState | None:
+        """The state of the latest execution's last gated tool call, if any."""
+        records = await self.records()
+        executions = project(records)
+        return latest_gate(executions[-1], fork_seq(records)) if executions else None
+
+    async def approve(
+        self,
+        approval_id: str,
+        decision: Decision,
+        *,
+        approver: str,
+        reason: str | None = None,
+        args: dict[str, JsonValue] | None = None,
+    ) -> Record:
+        """Record a decision on a parked tool call, under a newly minted fence.
+
+        Idempotent: the same decision again returns the original record (nothing written);
+        a different one raises ``ApprovalConflict``. ``edit`` runs the tool with ``args``.
+        """
+        records = await self.records()
+        request, existing = find_decision(
+            records, approval_id, decision=decision, approver=approver, reason=reason, args=args
+        )
+        if existing is not None:
+            return existing
+        requested = request.payload
+        assert isinstance(requested, ApprovalRequested)
+        if request.seq <= fork_seq(records):
+            raise InvalidApproval(f"approval {approval_id} belongs to the fork parent")
+        executions = project(records)
+        latest = executions[-1] if executions else None
+        gate = latest_gate(latest, 0) if latest is not None else None
+        if (
+            latest is None
+            or latest.id != request.execution_id
+            or latest.completed
+            or gate is None
+            or (gate.request is None or gate.request.seq != request.seq or gate.receipt is not None)
+        ):
+            raise InvalidApproval(f"approval {approval_id} was superseded or already completed")
+        self.log.fence = await self.store.mint_fence(self.conversation.id)
+        decided = ApprovalDecided(
+            approval_id=approval_id,
+            call_id=requested.call_id,
+            decision=decision,
+            args=args,
+            reason=reason,
+            approver=approver,
+        )
+        draft = RecordDraft(
+            decided, submission_id=request.submission_id, execution_id=request.execution_id
+        )
+        [record] = await self.log.append([draft], expected_seq=len(records))
+        return record
+
+    # --- fork and verify --------------------------------------------------------------
+
+    async def fork(
+        self, at_seq: int, key: SessionKey, *, new_conversation_id: str | None = None
+    ) -> Conversation:
+        """A new conversation for ``key`` whose first ``at_seq`` records are this one's."""
+        return await self.store.fork(
+            self.conversation.id,
+            at_seq=at_seq,
+            key=key,
+            new_conversation_id=new_conversation_id or new_ulid(),
+            created_at=datetime.now(UTC),
+        )
+
+    async def verify(self) -> int:
+        """Re-derive the whole hash chain; the number of records (``LogTampered`` if broken)."""
+        return await self.store.verify(self.conversation.id)

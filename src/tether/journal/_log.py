@@ -1,0 +1,69 @@
+"""The journal's own appender: head tracking, fencing, id stamps and the observer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from tether.journal._harness import JournalObserver
+from tether.records import Payload, Record, RecordDraft
+from tether.store import LogStore
+
+__all__ = ("JournalLog",)
+
+logger = logging.getLogger("tether.journal")
+
+
+class JournalLog:
+    """Appends the records of one writer to one conversation.
+
+    Every append is a CAS on the head this writer last saw, under its fence, so a writer
+    that was superseded (or raced) can never interleave records. ``submission_id`` and
+    ``attempt_id`` are stamped on every record it writes.
+    """
+
+    def __init__(
+        self,
+        store: LogStore,
+        conversation_id: str,
+        *,
+        fence: int,
+        head: int,
+        submission_id: str | None = None,
+        attempt_id: str | None = None,
+        observer: JournalObserver | None = None,
+    ) -> None:
+        self.store = store
+        self.conversation_id = conversation_id
+        self.fence = fence
+        self.head = head
+        self.submission_id = submission_id
+        self.attempt_id = attempt_id
+        self.observer = observer
+        self._lock = asyncio.Lock()
+
+    def draft(self, payload: Payload, execution_id: str | None) -> RecordDraft:
+        return RecordDraft(
+            payload,
+            submission_id=self.submission_id,
+            attempt_id=self.attempt_id,
+            execution_id=execution_id,
+        )
+
+    async def append(
+        self, drafts: Sequence[RecordDraft], *, expected_seq: int | None = None
+    ) -> list[Record]:
+        """Append after the tracked head (or ``expected_seq``); durable when this returns."""
+        async with self._lock:
+            head = self.head if expected_seq is None else expected_seq
+            records = await self.store.append(
+                self.conversation_id, drafts, expected_seq=head, fence=self.fence
+            )
+            self.head = records[-1].seq
+        if self.observer is not None:
+            try:
+                await self.observer.on_record(records)
+            except Exception:  # an observer never fails a run
+                logger.exception("journal observer failed on_record")
+        return records

@@ -1,0 +1,122 @@
+"""An execution's recorded effects, indexed for serving them back in replay and resume.
+
+Intents (model calls, tool calls, harness-level steps, steering, reported tool results)
+are consumed strictly in order; outcomes (completions, approval records, tool outcomes,
+steps inside a tool) are found by call id, so concurrent tool calls that completed in
+any order still match. Every record must be consumed by the end of a faithful replay.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from tether.errors import InvalidExecutionLog
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageCompleted,
+    ModelCalled,
+    Record,
+    SteerReceived,
+    StepRecorded,
+    ToolCalled,
+    ToolOutcome,
+)
+
+__all__ = ("Recorded",)
+
+
+class Recorded:
+    def __init__(self, effects: Sequence[Record] = ()) -> None:
+        self.records = list(effects)
+        self._intents: list[int] = []
+        self._next_intent = 0
+        self._outcomes: dict[tuple[str, str], int] = {}
+        self._tool_steps: dict[tuple[str, str], deque[int]] = {}
+        self._consumed: set[int] = set()
+        tool_calls: set[str] = set()
+        for index, record in enumerate(self.records):
+            payload = record.payload
+            if isinstance(payload, ModelCalled | SteerReceived):
+                self._intents.append(index)
+            elif isinstance(payload, ToolCalled):
+                if payload.call_id in tool_calls:
+                    raise InvalidExecutionLog(
+                        f"seq {record.seq}: call id {payload.call_id} repeats"
+                    )
+                tool_calls.add(payload.call_id)
+                self._intents.append(index)
+            elif isinstance(payload, AssistantMessageCompleted):
+                self._index_outcome("completion", payload.call_id, index)
+            elif isinstance(payload, ApprovalRequested):
+                self._index_outcome("request", payload.call_id, index)
+            elif isinstance(payload, ApprovalDecided):
+                self._index_outcome("decision", payload.call_id, index)
+            elif isinstance(payload, ToolOutcome):
+                if payload.call_id in tool_calls:
+                    self._index_outcome("outcome", payload.call_id, index)
+                else:  # a result the harness reported for a tool it ran itself
+                    self._intents.append(index)
+            elif isinstance(payload, StepRecorded):
+                if payload.call_id in tool_calls:
+                    self._tool_steps.setdefault((payload.call_id, payload.name), deque()).append(
+                        index
+                    )
+                else:
+                    self._intents.append(index)
+
+    def _index_outcome(self, role: str, call_id: str, index: int) -> None:
+        if (role, call_id) in self._outcomes:
+            record = self.records[index]
+            raise InvalidExecutionLog(f"seq {record.seq}: a second {role} for call {call_id}")
+        self._outcomes[(role, call_id)] = index
+
+    # --- serving --------------------------------------------------------------------
+
+    @property
+    def exhausted(self) -> bool:
+        """No intent is left: what the harness asks next was never recorded."""
+        return self._next_intent >= len(self._intents)
+
+    def peek_intent(self) -> Record | None:
+        if self.exhausted:
+            return None
+        return self.records[self._intents[self._next_intent]]
+
+    def take_intent(self) -> Record:
+        index = self._intents[self._next_intent]
+        self._next_intent += 1
+        self._consumed.add(index)
+        return self.records[index]
+
+    def is_last_intent(self) -> bool:
+        """Whether the intent just taken was the last one recorded (the crash point)."""
+        return self.exhausted
+
+    def outcome(self, role: str, call_id: str) -> Record | None:
+        """The recorded outcome of a call (``completion``, ``request``, ``decision``,
+        ``outcome``), marking it consumed."""
+        index = self._outcomes.get((role, call_id))
+        if index is None:
+            return None
+        self._consumed.add(index)
+        return self.records[index]
+
+    def tool_step(self, call_id: str, name: str) -> Record | None:
+        steps = self._tool_steps.get((call_id, name))
+        if not steps:
+            return None
+        index = steps.popleft()
+        self._consumed.add(index)
+        return self.records[index]
+
+    def consume_tool_steps(self, call_id: str) -> None:
+        """A served tool outcome stands for the steps the tool took on its way there."""
+        for (step_call, _), indexes in self._tool_steps.items():
+            if step_call == call_id:
+                self._consumed.update(indexes)
+                indexes.clear()
+
+    def unconsumed(self) -> list[Record]:
+        return [record for index, record in enumerate(self.records) if index not in self._consumed]

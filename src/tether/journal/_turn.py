@@ -1,0 +1,579 @@
+"""The turn context: every effect a harness asks for goes through here and is journaled.
+
+One class serves the three modes. *Live* appends an intent, performs the effect, and
+appends its outcome. *Replay* serves every effect from the recorded stream and can
+perform none (it has no model and no tool executor). *Resume* serves the recorded
+prefix and goes live once it is exhausted, re-driving the effect a crash interrupted.
+Effect calls are serialized by a lock around the journal (not around the model or the
+tool itself), so concurrent calls are journaled in the order they were made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from enum import StrEnum
+from typing import NoReturn
+
+from pydantic import JsonValue
+
+from tether._canonical import canonical_json
+from tether._ids import new_ulid
+from tether.errors import (
+    ApprovalParked,
+    DuplicateCallId,
+    JournalError,
+    MissingIdempotencyKey,
+    MissingToolExecutor,
+    RecordedModelFailure,
+    ReplayDiverged,
+    TetherError,
+    TurnClosed,
+    UnmediatedToolCall,
+)
+from tether.journal._harness import JournalObserver, ToolExecutor, ToolScope
+from tether.journal._history import messages_of
+from tether.journal._log import JournalLog, logger
+from tether.journal._recorded import Recorded
+from tether.messages import (
+    Mediation,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolOutcomeStatus,
+    ToolResult,
+    args_digest,
+)
+from tether.models import Model, StreamDelta
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AssistantMessageCompleted,
+    AssistantMessageStarted,
+    AssistantTextDelta,
+    AssistantThinkingDelta,
+    ModelCalled,
+    Payload,
+    Record,
+    SteerReceived,
+    StepRecorded,
+    ToolCalled,
+    ToolOutcome,
+)
+
+__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn")
+
+SteerSource = Callable[[], Awaitable[Sequence[SteerReceived]]]
+
+UNKNOWN_OUTCOME = (
+    "The outcome of this tool call is unknown: the process running it stopped before its "
+    "result was recorded. The tool is not declared idempotent, so it was not run again; "
+    "it may or may not have taken effect."
+)
+_FLUSH_BYTES = 1024
+_FLUSH_SECONDS = 0.2
+
+
+class Mode(StrEnum):
+    LIVE = "live"
+    REPLAY = "replay"
+    RESUME = "resume"
+
+
+class Turn:
+    """What a harness gets: its history and inputs, and the journaled effect methods."""
+
+    def __init__(
+        self,
+        *,
+        log: JournalLog,
+        execution_id: str,
+        session: str,
+        mode: Mode,
+        recorded: Recorded,
+        history: list[Message],
+        inputs: list[Message],
+        config: dict[str, JsonValue] | None,
+        model: Model | None = None,
+        tools: ToolExecutor | None = None,
+        observer: JournalObserver | None = None,
+        steer_source: SteerSource | None = None,
+    ) -> None:
+        self.execution_id = execution_id
+        self.history = history
+        self.inputs = inputs
+        self.config = config
+        self.mode = mode
+        self.model_invocations = 0
+        self.tool_invocations = 0
+        self._log = log
+        self._session = session
+        self._recorded = recorded
+        self._model = model
+        self._tools = tools
+        self._observer = observer
+        self._steer_source = steer_source
+        self._failure: TetherError | None = None
+        self._closed = False
+        self._call_ids: set[str] = set()
+        self._lock = asyncio.Lock()
+
+    # --- bookkeeping ------------------------------------------------------------------
+
+    @property
+    def failure(self) -> TetherError | None:
+        """The sticky failure (a divergence or a park), if one happened."""
+        return self._failure
+
+    def _check(self) -> None:
+        if self._closed:
+            raise TurnClosed(f"execution {self.execution_id} has ended; its turn is closed")
+        if self._failure is not None:
+            raise self._failure
+
+    def _stick(self, error: TetherError) -> NoReturn:
+        self._failure = error
+        raise error
+
+    def _diverge(self, message: str) -> NoReturn:
+        self._stick(ReplayDiverged(f"execution {self.execution_id}: {message}"))
+
+    async def _append(self, payloads: Sequence[Payload]) -> list[Record]:
+        try:
+            return await self._log.append([self._log.draft(p, self.execution_id) for p in payloads])
+        except TetherError as exc:
+            # The log is no longer where this turn believes: nothing more may be written.
+            self._failure = exc
+            raise
+
+    def _live_allowed(self, what: str) -> None:
+        if self.mode is Mode.REPLAY:
+            self._diverge(f"replay asked for {what} beyond the recorded effects")
+
+    def close(self) -> None:
+        """Seal the turn: every later effect call raises ``TurnClosed``."""
+        self._closed = True
+
+    def check_consumed(self) -> None:
+        """Replay and resume must consume every recorded effect (else the harness diverged)."""
+        if self._failure is not None:
+            raise self._failure
+        left = self._recorded.unconsumed()
+        if left:
+            kinds = ", ".join(f"{r.kind}@{r.seq}" for r in left[:5])
+            total = len(self._recorded.records)
+            self._diverge(
+                f"consumed {total - len(left)} of {total} recorded effects; left: {kinds}"
+            )
+
+    # --- model ------------------------------------------------------------------------
+
+    async def model(self, request: ModelRequest) -> ModelResponse:
+        """Ask the model. Live: journal the intent, invoke, journal the whole completion.
+        Replay: serve the recorded completion if the input hash matches (I0)."""
+        async with self._lock:
+            self._check()
+            input_hash = request.input_hash()
+            intent = self._recorded.peek_intent()
+            if intent is not None:
+                called = intent.payload
+                if not isinstance(called, ModelCalled):
+                    self._diverge(
+                        f"seq {intent.seq} recorded {intent.kind}; the harness asked for the model"
+                    )
+                if called.input_hash != input_hash:
+                    self._diverge(
+                        f"model input hash mismatch at seq {intent.seq} (I0): recorded "
+                        f"{called.input_hash[:12]}, got {input_hash[:12]}"
+                    )
+                self._recorded.take_intent()
+                completion = self._recorded.outcome("completion", called.call_id)
+                if completion is not None:
+                    payload = completion.payload
+                    assert isinstance(payload, AssistantMessageCompleted)
+                    return ModelResponse(
+                        message=payload.message,
+                        usage=payload.usage,
+                        finish_reason=payload.finish_reason,
+                    )
+                if self.mode is Mode.REPLAY or not self._recorded.exhausted:
+                    raise RecordedModelFailure(
+                        f"the model call at seq {intent.seq} failed when it was recorded"
+                    )
+                call_id = called.call_id  # the crash point: invoke once, answering this intent
+            else:
+                self._live_allowed("a model call")
+                call_id = new_ulid()
+                await self._append(
+                    [ModelCalled(call_id=call_id, model=request.model, input_hash=input_hash)]
+                )
+            model = self._model
+            if model is None:
+                self._stick(JournalError("this journal has no model client"))
+        return await self._invoke(model, request, call_id)
+
+    async def _invoke(self, model: Model, request: ModelRequest, call_id: str) -> ModelResponse:
+        stream = _DeltaStream(self, call_id, request.model)
+        try:
+            response = await model.request(request, stream.on_delta)
+        except BaseException:
+            await stream.close_interrupted()
+            raise
+        self.model_invocations += 1
+        async with self._lock:
+            self._check()
+            completed = AssistantMessageCompleted(
+                call_id=call_id,
+                message=response.message,
+                usage=response.usage,
+                finish_reason=response.finish_reason,
+            )
+            await self._append([*stream.take(), completed])
+        return response
+
+    # --- tools ------------------------------------------------------------------------
+
+    async def tool(self, call: ToolCall) -> ToolResult:
+        """Run a host-mediated tool at most once per idempotency key (I3).
+
+        Live: the intent is durable before the tool runs, then the outcome. A tool that
+        needs approval parks the execution (raises ``ApprovalParked``) until decided.
+        """
+        async with self._lock:
+            self._check()
+            if call.mediation is Mediation.REPORTED:
+                raise UnmediatedToolCall(
+                    f"{call.name}: a reported tool's result goes to turn.report"
+                )
+            if not call.idempotency_key:
+                raise MissingIdempotencyKey(
+                    f"tool call {call.call_id} ({call.name}) has no idempotency key"
+                )
+            intent = self._recorded.peek_intent()
+            if intent is not None:
+                self._match_tool(call, intent)
+                self._recorded.take_intent()
+                self._call_ids.add(call.call_id)
+                plan = await self._recorded_tool(call, intent)
+            else:
+                self._live_allowed(f"tool call {call.call_id}")
+                if call.call_id in self._call_ids:
+                    raise DuplicateCallId(
+                        f"call id {call.call_id} was already used in this execution"
+                    )
+                if self._tools is None and call.mediation is Mediation.HOST:
+                    raise MissingToolExecutor(f"no tool executor to run {call.name}")
+                self._call_ids.add(call.call_id)
+                intent_payload = ToolCalled(
+                    call_id=call.call_id,
+                    tool=call.name,
+                    args=call.args,
+                    idempotency_key=call.idempotency_key,
+                    mediation=call.mediation,
+                    idempotent=call.idempotent or None,
+                )
+                if call.mediation is Mediation.APPROVAL:
+                    await self._request_approval(call, intent_payload)
+                await self._append([intent_payload])
+                plan = call
+        if isinstance(plan, ToolResult):
+            return plan
+        return await self._execute(plan)
+
+    def _match_tool(self, call: ToolCall, intent: Record) -> None:
+        recorded = intent.payload
+        if not isinstance(recorded, ToolCalled):
+            self._diverge(
+                f"seq {intent.seq} recorded {intent.kind}; the harness asked for tool {call.name}"
+            )
+        mismatch = [
+            name
+            for name, live, past in (
+                ("call id", call.call_id, recorded.call_id),
+                ("tool", call.name, recorded.tool),
+                ("idempotency key", call.idempotency_key, recorded.idempotency_key),
+                ("mediation", call.mediation, recorded.mediation),
+            )
+            if live != past
+        ]
+        if canonical_json(call.args) != canonical_json(recorded.args):
+            mismatch.append("args")
+        if mismatch:
+            self._diverge(f"tool call at seq {intent.seq} differs in {', '.join(mismatch)}")
+
+    async def _recorded_tool(self, call: ToolCall, intent: Record) -> ToolResult | ToolCall:
+        """Serve a recorded call's outcome, or decide how to finish an interrupted one."""
+        recorded = intent.payload
+        assert isinstance(recorded, ToolCalled)
+        outcome = self._recorded.outcome("outcome", call.call_id)
+        request = self._recorded.outcome("request", call.call_id)
+        decision = self._recorded.outcome("decision", call.call_id)
+        if outcome is not None:
+            self._recorded.consume_tool_steps(call.call_id)
+            return _result_of(outcome)
+        if self.mode is Mode.REPLAY:
+            self._diverge(f"the tool call at seq {intent.seq} has no recorded outcome")
+        if call.mediation is Mediation.APPROVAL:
+            if request is None:  # the cut fell between the intent and its request: repair
+                await self._request_approval(call, recorded, after_intent=True)
+            assert request is not None
+            if decision is None:
+                requested = request.payload
+                assert isinstance(requested, ApprovalRequested)
+                self._stick(
+                    ApprovalParked(
+                        requested.approval_id, self.execution_id, call.call_id, request.seq
+                    )
+                )
+            decided = decision.payload
+            assert isinstance(decided, ApprovalDecided)
+            if decided.decision == "reject":
+                reason = f": {decided.reason}" if decided.reason else ""
+                denied = ToolResult(
+                    call_id=call.call_id,
+                    content=f"Tool execution was denied by {decided.approver}{reason}.",
+                    is_error=True,
+                    status=ToolOutcomeStatus.DENIED,
+                )
+                await self._append([_outcome_of(denied)])
+                return denied
+            if self._tools is None:
+                self._stick(MissingToolExecutor(f"no tool executor to run approved {call.name}"))
+            args = (
+                decided.args
+                if decided.decision == "edit" and decided.args is not None
+                else call.args
+            )
+            return call.model_copy(update={"args": args})
+        if recorded.idempotent:
+            if self._tools is None:
+                self._stick(MissingToolExecutor(f"no tool executor to re-drive {call.name}"))
+            return call  # safe to run again under the same key; its steps are served
+        unknown = ToolResult(
+            call_id=call.call_id,
+            content=UNKNOWN_OUTCOME,
+            is_error=True,
+            status=ToolOutcomeStatus.UNKNOWN,
+        )
+        await self._append([_outcome_of(unknown)])
+        return unknown
+
+    async def _request_approval(
+        self, call: ToolCall, intent: ToolCalled, *, after_intent: bool = False
+    ) -> NoReturn:
+        # The request's seq is known before the append (it is CAS-guarded), so the approval
+        # id, conversation and seq, names the gate everywhere without another index.
+        request_seq = self._log.head + (1 if after_intent else 2)
+        approval_id = f"{self._log.conversation_id}.{request_seq}"
+        request = ApprovalRequested(
+            approval_id=approval_id,
+            call_id=call.call_id,
+            tool=call.name,
+            args=call.args,
+            args_digest=args_digest(call.args),
+        )
+        await self._append([request] if after_intent else [intent, request])
+        self._stick(ApprovalParked(approval_id, self.execution_id, call.call_id, request_seq))
+
+    async def _execute(self, call: ToolCall) -> ToolResult:
+        tools = self._tools
+        assert tools is not None
+        scope = ToolScope(
+            conversation_id=self._log.conversation_id,
+            session=self._session,
+            execution_id=self.execution_id,
+            idempotency_key=call.idempotency_key,
+            step=lambda name, fn: self._step(call.call_id, name, fn),
+        )
+        self.tool_invocations += 1
+        try:
+            result = await tools.execute(call, scope)
+            # Correlation is the host's: whatever id the executor returned, the call's wins.
+            result = result.model_copy(update={"call_id": call.call_id})
+        except JournalError:
+            raise
+        except Exception as exc:
+            result = ToolResult(
+                call_id=call.call_id,
+                content=f"{type(exc).__name__}: {exc}",
+                is_error=True,
+                status=ToolOutcomeStatus.ERROR,
+            )
+        async with self._lock:
+            self._check()
+            await self._append([_outcome_of(result)])
+        return result
+
+    async def report(self, result: ToolResult) -> None:
+        """Record the result of a tool the harness ran itself (no intent is journaled)."""
+        async with self._lock:
+            self._check()
+            intent = self._recorded.peek_intent()
+            if intent is not None:
+                recorded = intent.payload
+                if not isinstance(recorded, ToolOutcome) or recorded.call_id != result.call_id:
+                    got = f"a report for {result.call_id}"
+                    self._diverge(f"seq {intent.seq} recorded {intent.kind}; got {got}")
+                self._recorded.take_intent()
+                return
+            self._live_allowed(f"a report for {result.call_id}")
+            await self._append([_outcome_of(result)])
+
+    # --- steps and steering -----------------------------------------------------------
+
+    async def step(self, name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+        """Run ``fn`` once and journal its JSON value; recovery and replay serve the value."""
+        return await self._step("", name, fn)
+
+    async def _step(
+        self, call_id: str, name: str, fn: Callable[[], Awaitable[JsonValue]]
+    ) -> JsonValue:
+        async with self._lock:
+            self._check()
+            if call_id:
+                recorded = self._recorded.tool_step(call_id, name)
+                if recorded is not None:
+                    return _step_value(recorded)
+            else:
+                intent = self._recorded.peek_intent()
+                if intent is not None:
+                    payload = intent.payload
+                    if not isinstance(payload, StepRecorded) or payload.name != name:
+                        self._diverge(
+                            f"seq {intent.seq} recorded {intent.kind}; the harness ran step {name}"
+                        )
+                    self._recorded.take_intent()
+                    return payload.value
+            self._live_allowed(f"step {name}")
+        value = await fn()
+        payload = StepRecorded(call_id=call_id, name=name, value=value)
+        async with self._lock:
+            self._check()
+            await self._append([payload])
+        return payload.value
+
+    async def steering(self) -> list[Message]:
+        """Steer and follow-up messages delivered at this safe point (journaled, replayed)."""
+        async with self._lock:
+            self._check()
+            delivered: list[Record] = []
+            while (
+                intent := self._recorded.peek_intent()
+            ) is not None and intent.kind == SteerReceived.KIND:
+                delivered.append(self._recorded.take_intent())
+            if (
+                delivered
+                or intent is not None
+                or self.mode is Mode.REPLAY
+                or self._steer_source is None
+            ):
+                return messages_of(delivered)
+            steers = list(await self._steer_source())
+            if not steers:
+                return []
+            return messages_of(await self._append(steers))
+
+
+class _DeltaStream:
+    """Streams chunks to the observer and batches them into delta records.
+
+    Delta records are flushed at 1 KiB or 200 ms and ride with the completion otherwise;
+    they are never effects. A stream cut by an error is closed by an interrupted
+    completion, which is not an effect either, so the model call stays unanswered.
+    """
+
+    def __init__(self, turn: Turn, call_id: str, model: str) -> None:
+        self._turn = turn
+        self._call_id = call_id
+        self._model = model
+        self._pending: list[Payload] = []
+        self._started = False
+        self._size = 0
+        self._first_at = 0.0
+        self._text: dict[str, list[str]] = {"text": [], "thinking": []}
+
+    async def on_delta(self, delta: StreamDelta) -> None:
+        if not delta.text:
+            return
+        observer = self._turn._observer
+        if observer is not None:
+            try:
+                await observer.on_delta(self._turn.execution_id, self._call_id, delta)
+            except Exception:
+                logger.exception("journal observer failed on_delta")
+        if not self._started:
+            self._started = True
+            self._pending.append(AssistantMessageStarted(call_id=self._call_id, model=self._model))
+        self._text[delta.kind].append(delta.text)
+        kind = AssistantTextDelta if delta.kind == "text" else AssistantThinkingDelta
+        last = self._pending[-1] if self._pending else None
+        if isinstance(last, kind):
+            self._pending[-1] = kind(call_id=self._call_id, text=last.text + delta.text)
+        else:
+            self._pending.append(kind(call_id=self._call_id, text=delta.text))
+        if self._size == 0:
+            self._first_at = time.monotonic()
+        self._size += len(delta.text)
+        if self._size >= _FLUSH_BYTES or time.monotonic() - self._first_at >= _FLUSH_SECONDS:
+            async with self._turn._lock:
+                self._turn._check()
+                await self._turn._append(self.take())
+
+    def take(self) -> list[Payload]:
+        pending, self._pending, self._size = self._pending, [], 0
+        return pending
+
+    async def close_interrupted(self) -> None:
+        if not self._started:
+            return
+        partial = Message(
+            role="assistant",
+            parts=(
+                *(
+                    (ThinkingPart(text="".join(self._text["thinking"])),)
+                    if self._text["thinking"]
+                    else ()
+                ),
+                TextPart(text="".join(self._text["text"])),
+            ),
+        )
+        closing = AssistantMessageCompleted(
+            call_id=self._call_id, message=partial, interrupted=True
+        )
+        try:
+            async with self._turn._lock:
+                await self._turn._append([*self.take(), closing])
+        except TetherError:
+            logger.warning("could not close the interrupted stream of call %s", self._call_id)
+
+
+def _result_of(record: Record) -> ToolResult:
+    payload = record.payload
+    assert isinstance(payload, ToolOutcome)
+    return ToolResult(
+        call_id=payload.call_id,
+        content=payload.content,
+        data=payload.data,
+        is_error=payload.is_error,
+        status=payload.status,
+    )
+
+
+def _outcome_of(result: ToolResult) -> ToolOutcome:
+    return ToolOutcome(
+        call_id=result.call_id,
+        content=result.content,
+        data=result.data,
+        is_error=result.is_error,
+        status=result.status,
+    )
+
+
+def _step_value(record: Record) -> JsonValue:
+    payload = record.payload
+    assert isinstance(payload, StepRecorded)
+    return payload.value
