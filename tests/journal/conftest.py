@@ -1,0 +1,13 @@
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tether.store import MemoryStore, SqliteStore, Store
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    opened: Store = MemoryStore() if request.param == "memory" else await SqliteStore.open(tmp_path)
+    yield opened
+    await opened.close()

@@ -1,0 +1,247 @@
+"""Exec: the journal shape, the CAS-guarded start, streaming, observers and sealing."""
+
+from collections.abc import Sequence
+
+import pytest
+from pydantic import JsonValue
+
+from tether.errors import Conflict, Fenced, JournalError, TurnClosed
+from tether.journal import Journal, ToolScope, Turn
+from tether.messages import ModelRequest, ToolCall, ToolResult
+from tether.models import StreamDelta
+from tether.records import AssistantTextDelta, ExecutionStarted, Record
+from tether.store import Store
+from tether.testing import CountingModel, RecordingTools, ScriptedModel
+
+from .harnesses import EchoHarness, LoopHarness, journal, new_conversation, planning_model, user
+
+
+def kinds(records: Sequence[Record]) -> list[str]:
+    return [r.kind for r in records]
+
+
+async def test_exec_journal_shape(store: Store) -> None:
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=ScriptedModel(["echo:hi"]))
+    result = await j.exec(EchoHarness(), [user("hi")])
+    records = await store.read(cid)
+    assert kinds(records) == [
+        "conversation_created",
+        "execution_started",
+        "user_message",
+        "model_called",
+        "assistant_message_completed",
+        "execution_ended",
+    ]
+    assert {r.execution_id for r in records[1:]} == {result.execution_id}
+    start = records[1].payload
+    assert isinstance(start, ExecutionStarted)
+    assert (start.harness, start.harness_version, start.input_count) == ("echo", "1", 1)
+    assert result.output == "echo:hi" and result.model_invocations == 1
+    assert await store.verify(cid) == 6
+
+
+async def test_the_first_append_is_cas_guarded(store: Store) -> None:
+    cid = await new_conversation(store)
+    model = CountingModel()
+    j = await journal(store, cid, model=model)
+    await j.exec(EchoHarness(), [user("one")])
+    head = await store.head(cid)
+    with pytest.raises(Conflict):
+        await j.exec(EchoHarness(), [user("two")], expected_seq=1)
+    assert await store.head(cid) == head and model.invocations == 1
+
+
+async def test_a_superseded_writer_never_runs_its_harness(store: Store) -> None:
+    cid = await new_conversation(store)
+    model = CountingModel()
+    stale = await journal(store, cid, model=model)
+    await journal(store, cid)  # mints a newer fence
+    with pytest.raises(Fenced):
+        await stale.exec(EchoHarness(), [user("hi")])
+    assert model.invocations == 0 and await store.head(cid) == 1
+
+
+async def test_start_and_inputs_are_durable_before_the_harness_runs(store: Store) -> None:
+    cid = await new_conversation(store)
+    seen: list[str] = []
+
+    class Peek:
+        name, version = "peek", "1"
+
+        async def run(self, turn: Turn) -> JsonValue:
+            seen.extend(kinds(await store.read(cid)))
+            return [m.text for m in turn.inputs]
+
+    result = await (await journal(store, cid)).exec(
+        Peek(), [user("a"), user("b")], config={"k": "v"}
+    )
+    assert seen == ["conversation_created", "execution_started", "user_message", "user_message"]
+    assert result.output == ["a", "b"]
+
+
+async def test_a_harness_error_records_execution_failed_not_ended(store: Store) -> None:
+    cid = await new_conversation(store)
+
+    class Broken:
+        name, version = "broken", "1"
+
+        async def run(self, turn: Turn) -> JsonValue:
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await (await journal(store, cid)).exec(Broken(), [user("x")])
+    records = await store.read(cid)
+    assert records[-1].kind == "execution_failed"
+    assert (await (await journal(store, cid)).pending()) is not None  # still resumable
+
+
+async def test_history_is_the_transcript_before_the_execution(store: Store) -> None:
+    cid = await new_conversation(store)
+    model = ScriptedModel(lambda r: f"n={len(r.messages)}")
+    j = await journal(store, cid, model=model)
+    assert (await j.exec(EchoHarness(), [user("one")])).output == "n=1"
+    assert (await j.exec(EchoHarness(), [user("two")])).output == "n=3"
+    assert [m.text for m in model.calls[1].messages] == ["one", "n=1", "two"]
+
+
+async def test_config_is_copied(store: Store) -> None:
+    cid = await new_conversation(store)
+    config: dict[str, JsonValue] = {"temperature": 0.5}
+
+    class Mutate:
+        name, version = "mutate", "1"
+
+        async def run(self, turn: Turn) -> JsonValue:
+            assert turn.config is not None
+            turn.config["temperature"] = 9
+            return None
+
+    await (await journal(store, cid)).exec(Mutate(), [user("x")], config=config)
+    start = (await store.read(cid))[1].payload
+    assert isinstance(start, ExecutionStarted) and start.config == {"temperature": 0.5}
+    assert config == {"temperature": 0.5}
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.deltas: list[str] = []
+
+    async def on_record(self, records: Sequence[Record]) -> None:
+        self.records.extend(records)
+
+    async def on_delta(self, execution_id: str, call_id: str, delta: StreamDelta) -> None:
+        self.deltas.append(delta.text)
+
+
+async def test_streamed_deltas_reach_the_observer_and_batch_into_records(store: Store) -> None:
+    cid = await new_conversation(store)
+    observer = Observer()
+    model = ScriptedModel(["hello world"], chunk=3)
+    j = await Journal.open(store, cid, model=model, observer=observer)
+    await j.exec(EchoHarness(), [user("hi")])
+    assert observer.deltas == ["hel", "lo ", "wor", "ld"]
+    records = await store.read(cid)
+    assert kinds(records)[3:7] == [
+        "model_called",
+        "assistant_message_started",
+        "assistant_text_delta",
+        "assistant_message_completed",
+    ]
+    deltas = [r.payload for r in records if isinstance(r.payload, AssistantTextDelta)]
+    assert "".join(delta.text for delta in deltas) == "hello world"
+    assert [r.seq for r in observer.records] == [r.seq for r in records[1:]]
+
+
+async def test_a_provider_error_mid_stream_closes_the_message(store: Store) -> None:
+    cid = await new_conversation(store)
+
+    class Cut:
+        calls = 0
+
+        async def request(self, request: ModelRequest, stream: object = None) -> object:
+            assert callable(stream)
+            await stream(StreamDelta("text", "partial"))
+            raise ConnectionError("stream cut")
+
+    j = await Journal.open(store, cid, model=Cut())  # type: ignore[arg-type]
+    with pytest.raises(ConnectionError):
+        await j.exec(EchoHarness(), [user("hi")])
+    records = await store.read(cid)
+    closing = [r for r in records if r.kind == "assistant_message_completed"]
+    assert len(closing) == 1 and closing[0].payload.interrupted  # type: ignore[attr-defined]
+    assert records[-1].kind == "execution_failed"
+    pending = await j.pending()
+    assert pending is not None and [r.kind for r in pending.effects] == ["model_called"]
+
+
+async def test_the_turn_is_sealed_after_the_harness_returns(store: Store) -> None:
+    cid = await new_conversation(store)
+    kept: list[Turn] = []
+
+    class Keep:
+        name, version = "keep", "1"
+
+        async def run(self, turn: Turn) -> JsonValue:
+            kept.append(turn)
+            return None
+
+    j = await journal(store, cid, model=CountingModel(), tools=RecordingTools())
+    await j.exec(Keep(), [])
+    head = await store.head(cid)
+    turn = kept[0]
+    calls = [
+        turn.model(ModelRequest(model="m", messages=())),
+        turn.tool(ToolCall(call_id="c", name="t", idempotency_key="k")),
+        turn.report(ToolResult(call_id="c", content="x")),
+        turn.step("s", lambda: _value()),
+        turn.steering(),
+    ]
+    for call in calls:
+        with pytest.raises(TurnClosed):
+            await call
+    assert await store.head(cid) == head
+
+
+async def _value() -> JsonValue:
+    return 1
+
+
+async def test_a_value_that_is_not_json_fails_the_execution(store: Store) -> None:
+    cid = await new_conversation(store)
+
+    class Weird:
+        name, version = "weird", "1"
+
+        async def run(self, turn: Turn) -> JsonValue:
+            return object()  # type: ignore[return-value]
+
+    with pytest.raises(JournalError, match="not JSON"):
+        await (await journal(store, cid)).exec(Weird(), [])
+    assert (await store.read(cid))[-1].kind == "execution_failed"
+
+
+async def test_tool_loop_records_intent_before_outcome(store: Store) -> None:
+    cid = await new_conversation(store)
+    tools = RecordingTools()
+    seen_at_execution: list[str] = []
+
+    async def lookup(call: ToolCall, scope: ToolScope) -> JsonValue:
+        seen_at_execution.append((await store.read(cid))[-1].kind)
+        return "sunny"
+
+    tools.tools["lookup"] = lookup
+    j = await journal(store, cid, model=planning_model(), tools=tools)
+    result = await j.exec(LoopHarness(), [user("lookup the weather")])
+    assert result.output == "done after 1 tool results"
+    assert seen_at_execution == ["tool_called"]  # write-ahead: the intent is durable first
+    assert kinds(await store.read(cid))[3:] == [
+        "model_called",
+        "assistant_message_completed",
+        "tool_called",
+        "tool_outcome",
+        "model_called",
+        "assistant_message_completed",
+        "execution_ended",
+    ]

@@ -1,0 +1,182 @@
+"""Replay (I0, I1, I5): served from the log alone, read-only, divergence is detected."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import JsonValue
+
+from tether.errors import HarnessMismatch, IncompleteInvocation, InvalidExecutionLog, ReplayDiverged
+from tether.journal import Journal, Turn
+from tether.messages import Message, ModelRequest, ToolResult
+from tether.records import ExecutionStarted, RecordDraft, UserMessage
+from tether.store import SqliteStore, Store
+from tether.testing import CountingModel, RecordingTools, ScriptedModel
+
+from .harnesses import EchoHarness, LoopHarness, journal, new_conversation, planning_model, user
+
+
+class Forbidden(ScriptedModel):
+    """Fails the test if called."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: AssertionError("the model was called during replay"))
+
+
+async def test_replay_serves_recorded_completions_of_a_nondeterministic_model(store: Store) -> None:
+    cid = await new_conversation(store)
+    model = CountingModel()
+    j = await journal(store, cid, model=model)
+    live = [(await j.exec(EchoHarness(), [user(t)])).output for t in ("a", "b")]
+    assert live == ["resp#1", "resp#2"]
+    before = await store.read(cid)
+    outputs = await (await Journal.open(store, cid, fence=0, model=Forbidden())).replay(
+        EchoHarness()
+    )
+    assert outputs == live and model.invocations == 2
+    assert await store.read(cid) == before  # read-only
+
+
+async def test_replay_across_a_restart(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path) as store:
+        cid = await new_conversation(store)
+        tools = RecordingTools()
+        j = await journal(store, cid, model=planning_model(), tools=tools)
+        live = (await j.exec(LoopHarness(), [user("lookup and charge")])).output
+    async with await SqliteStore.open(tmp_path) as store:
+        replayer = await Journal.open(store, cid, fence=0)
+        assert await replayer.replay(LoopHarness()) == [live]
+        assert await store.verify(cid) > 0
+    assert sum(tools.executions.values()) == 2
+
+
+async def test_i0_a_different_model_input_diverges(store: Store) -> None:
+    cid = await new_conversation(store)
+    await (await journal(store, cid, model=CountingModel())).exec(EchoHarness(), [user("hi")])
+
+    class Flaky(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            request = ModelRequest(model="test", messages=(Message.user("something else"),))
+            return (await turn.model(request)).message.text
+
+    before = await store.read(cid)
+    with pytest.raises(ReplayDiverged, match="I0"):
+        await (await Journal.open(store, cid, fence=0)).replay(Flaky())
+    assert await store.read(cid) == before
+
+
+async def test_output_mismatch_diverges(store: Store) -> None:
+    cid = await new_conversation(store)
+    await (await journal(store, cid, model=ScriptedModel(["x"]))).exec(EchoHarness(), [user("hi")])
+
+    class Other(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            await super().run(turn)
+            return "goodbye"
+
+    with pytest.raises(ReplayDiverged, match="output mismatch"):
+        await (await Journal.open(store, cid, fence=0)).replay(Other())
+
+
+async def test_under_consumption_diverges(store: Store) -> None:
+    cid = await new_conversation(store)
+    await (await journal(store, cid, model=CountingModel())).exec(EchoHarness(), [user("hi")])
+
+    class Lazy(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            return "resp#1"
+
+    with pytest.raises(ReplayDiverged, match="consumed 0 of 2"):
+        await (await Journal.open(store, cid, fence=0)).replay(Lazy())
+
+
+async def test_over_consumption_diverges_and_sticks(store: Store) -> None:
+    cid = await new_conversation(store)
+    await (await journal(store, cid, model=CountingModel())).exec(EchoHarness(), [user("hi")])
+    errors: list[str] = []
+
+    class Greedy(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            text = await super().run(turn)
+            try:
+                await super().run(turn)
+            except ReplayDiverged as exc:
+                errors.append(type(exc).__name__)
+            for call in (turn.report(ToolResult(call_id="r", content="x")), turn.steering()):
+                try:
+                    await call
+                except ReplayDiverged as exc:
+                    errors.append(type(exc).__name__)
+            return text
+
+    with pytest.raises(ReplayDiverged):
+        await (await Journal.open(store, cid, fence=0)).replay(Greedy())
+    assert errors == ["ReplayDiverged"] * 3
+
+
+async def test_turn_boundaries_come_from_execution_ids(store: Store) -> None:
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=CountingModel())
+    await j.exec(EchoHarness(), [user("same"), user("same")])
+    await j.exec(EchoHarness(), [user("next")])
+    seen: list[tuple[int, list[str]]] = []
+
+    class Spy(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            seen.append((len(turn.history), [m.text for m in turn.inputs]))
+            return await super().run(turn)
+
+    assert await (await Journal.open(store, cid, fence=0)).replay(Spy()) == ["resp#1", "resp#2"]
+    assert seen == [(0, ["same", "same"]), (3, ["next"])]
+
+
+async def test_incomplete_executions_are_skipped(store: Store) -> None:
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=ScriptedModel(["ok", RuntimeError("down")]))
+    await j.exec(EchoHarness(), [user("one")])
+    with pytest.raises(RuntimeError):
+        await j.exec(EchoHarness(), [user("two")])
+    assert await (await Journal.open(store, cid, fence=0)).replay(EchoHarness()) == ["ok"]
+
+
+async def test_malformed_executions_fail_before_any_run(store: Store) -> None:
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=ScriptedModel(["ok"]))
+    await j.exec(EchoHarness(), [user("one")])
+    # A second, completed-looking execution that declares two inputs but records one.
+    drafts = [
+        RecordDraft(
+            ExecutionStarted(harness="echo", harness_version="1", input_count=2), execution_id="bad"
+        ),
+        RecordDraft(UserMessage(body="x"), execution_id="bad"),
+    ]
+    await store.append(cid, drafts, expected_seq=await store.head(cid), fence=j.log.fence)
+    runs: list[int] = []
+
+    class Count(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            runs.append(1)
+            return await super().run(turn)
+
+    with pytest.raises(IncompleteInvocation):
+        await (await Journal.open(store, cid)).resume(Count())
+    assert runs == []
+    orphan = RecordDraft(UserMessage(body="y"), execution_id="never-started")
+    await store.append(cid, [orphan], expected_seq=await store.head(cid), fence=j.log.fence + 10)
+    with pytest.raises(InvalidExecutionLog):
+        await (await Journal.open(store, cid, fence=0)).replay(Count())
+    assert runs == []
+
+
+async def test_harness_identity_is_preflighted(store: Store) -> None:
+    cid = await new_conversation(store)
+    await (await journal(store, cid, model=CountingModel())).exec(EchoHarness(), [user("hi")])
+
+    class V2(EchoHarness):
+        version = "2"
+
+    class Other(EchoHarness):
+        name = "other"
+
+    for harness in (V2(), Other()):
+        with pytest.raises(HarnessMismatch):
+            await (await Journal.open(store, cid, fence=0)).replay(harness)
