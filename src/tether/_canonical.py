@@ -122,19 +122,25 @@ def _orjson_is_exact(value: Any) -> bool:
     them to doubles) and non-ASCII keys (RFC 8785 sorts by UTF-16 code units). Checking
     the types is several times cheaper than encoding in Python.
     """
-    kind = type(value)
-    if kind is str or value is None or kind is bool:
-        return True
-    if kind is int:
-        return bool(-_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER)
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or not key.isascii() or not _orjson_is_exact(item):
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            pending.extend(item.values())
+        elif kind is list or kind is tuple:
+            pending.extend(item)
+        elif kind is int:
+            if not -_MAX_SAFE_INTEGER <= item <= _MAX_SAFE_INTEGER:
                 return False
-        return True
-    if kind is list or kind is tuple:
-        return all(_orjson_is_exact(item) for item in value)
-    return False
+        else:
+            return False
+    return True
 
 
 def _utf16_key(key: str) -> bytes:

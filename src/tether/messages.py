@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -171,8 +172,21 @@ class ModelRequest(WireModel):
     settings: JsonObject = Field(default_factory=dict)
 
     def input_hash(self) -> str:
-        """The canonical model-input hash (I0): SHA-256 of the request's canonical JSON."""
-        return sha256_hex(canonical_json(self.to_json_object()))
+        """The canonical model-input hash (I0): SHA-256 of the request's canonical JSON.
+
+        Assembled from each message's and tool's cached canonical bytes, in sorted key
+        order (``messages`` < ``model`` < ``settings`` < ``toolChoice`` < ``tools``), so an
+        agent loop re-sending a growing history canonicalizes each message once.
+        """
+        pieces = [
+            b'{"messages":[' + b",".join(_canonical(message) for message in self.messages) + b"]",
+            b'"model":' + canonical_json(self.model),
+            b'"settings":' + canonical_json(self.settings),
+        ]
+        if self.tool_choice is not None:
+            pieces.append(b'"toolChoice":' + canonical_json(self.tool_choice))
+        pieces.append(b'"tools":[' + b",".join(_canonical(tool) for tool in self.tools) + b"]}")
+        return sha256_hex(b",".join(pieces))
 
 
 class ModelResponse(WireModel):
@@ -214,6 +228,26 @@ class ToolResult(WireModel):
             data=self.data,
             is_error=self.is_error,
         )
+
+
+_CACHE_SIZE = 4096
+_canonical_cache: OrderedDict[int, tuple[WireModel, bytes]] = OrderedDict()
+
+
+def _canonical(model: WireModel) -> bytes:
+    """A frozen model's canonical JSON, remembered for the models hashed most recently.
+
+    Keyed by identity and holding the model itself, so an id is never reused while its
+    entry lives; an agent loop re-sending its history then encodes each message once.
+    """
+    cached = _canonical_cache.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1]
+    encoded = canonical_json(model.to_json_object())
+    _canonical_cache[id(model)] = (model, encoded)
+    if len(_canonical_cache) > _CACHE_SIZE:
+        _canonical_cache.popitem(last=False)
+    return encoded
 
 
 def args_digest(args: JsonObject) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from tether._payloads import Compaction
 from tether.records import Record
 
-__all__ = ("Node", "Tree", "reduce")
+__all__ = ("Node", "Reducer", "Tree", "reduce")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,31 +61,54 @@ class Tree:
         return [self.by_seq[seq].record for seq in self.active_path]
 
 
-def reduce(records: Iterable[Record]) -> Tree:
-    """Reduce a log (in seq order) to its tree. Deterministic and prefix-consistent."""
-    ordered: list[Record] = []
-    parents: dict[int, int | None] = {}
-    active: list[int] = []
-    position: dict[int, int] = {}  # seq -> index in `active`
-    for record in records:
+class Reducer:
+    """The reduction, fed one record at a time (what ``reduce`` folds over a whole log).
+
+    Example::
+
+        reducer = Reducer()
+        for record in records:
+            rebuilt = reducer.add(record)  # True when a compaction re-rooted the path
+        print(reducer.active_path)
+    """
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.parents: dict[int, int | None] = {}
+        self.active_path: list[int] = []
+        self._position: dict[int, int] = {}  # seq -> index in active_path
+
+    def add(self, record: Record) -> bool:
+        """Add the next record; return whether the active path was rebuilt (not just extended)."""
         seq = record.seq
-        ordered.append(record)
+        self.records.append(record)
         kept: int | None = None
         if record.kind == Compaction.KIND:
             payload = record.payload
             assert isinstance(payload, Compaction)
             kept = payload.first_kept_seq
-        if kept is not None and kept in position:
-            parents[seq] = parents[kept]
-            parents[kept] = seq
-            active = [seq, *active[position[kept] :]]
-            position = {s: i for i, s in enumerate(active)}
-            continue
-        parents[seq] = active[-1] if active else None
-        if kept is not None:
-            active = []
-            position = {}
-        position[seq] = len(active)
-        active.append(seq)
-    nodes = tuple(Node(record, parents[record.seq]) for record in ordered)
-    return Tree(nodes, tuple(active), {node.seq: node for node in nodes})
+        if kept is not None and kept in self._position:
+            self.parents[seq] = self.parents[kept]
+            self.parents[kept] = seq
+            self.active_path = [seq, *self.active_path[self._position[kept] :]]
+            self._position = {s: i for i, s in enumerate(self.active_path)}
+            return True
+        self.parents[seq] = self.active_path[-1] if self.active_path else None
+        if kept is not None:  # it keeps nothing on the path: it starts the path afresh
+            self.active_path = []
+            self._position = {}
+        self._position[seq] = len(self.active_path)
+        self.active_path.append(seq)
+        return kept is not None
+
+    def tree(self) -> Tree:
+        nodes = tuple(Node(record, self.parents[record.seq]) for record in self.records)
+        return Tree(nodes, tuple(self.active_path), {node.seq: node for node in nodes})
+
+
+def reduce(records: Iterable[Record]) -> Tree:
+    """Reduce a log (in seq order) to its tree. Deterministic and prefix-consistent."""
+    reducer = Reducer()
+    for record in records:
+        reducer.add(record)
+    return reducer.tree()

@@ -28,7 +28,15 @@ from tether.records import (
     UserMessage,
 )
 
-__all__ = ("EFFECT_KINDS", "INPUT_KINDS", "Execution", "fork_seq", "project")
+__all__ = (
+    "EFFECT_KINDS",
+    "INPUT_KINDS",
+    "Execution",
+    "Executions",
+    "fork_seq",
+    "is_fork_marker",
+    "project",
+)
 
 INPUT_KINDS = frozenset({UserMessage.KIND, Signal.KIND})
 EFFECT_KINDS = frozenset(
@@ -86,26 +94,35 @@ class Execution:
 
 
 def _is_interrupted(record: Record) -> bool:
-    payload = record.payload
-    return isinstance(payload, AssistantMessageCompleted) and bool(payload.interrupted)
+    # Read from the raw payload: classifying must not validate every completion.
+    return bool(record.fields["payload"].get("interrupted"))
 
 
-def project(records: Sequence[Record]) -> list[Execution]:
-    """The executions of a log in first-seen order. Raises ``InvalidExecutionLog``."""
-    executions: dict[str, Execution] = {}
-    for index, record in enumerate(records):
+class Executions:
+    """The executions of a log, projected one record at a time. Raises ``InvalidExecutionLog``."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Execution] = {}  # first-seen order
+        self.count = 0  # records seen
+
+    @property
+    def latest(self) -> Execution | None:
+        return next(reversed(self.by_id.values()), None)
+
+    def add(self, record: Record) -> None:
+        index, self.count = self.count, self.count + 1
         execution_id = record.execution_id
         if execution_id is None:
-            continue
-        execution = executions.get(execution_id)
+            return
+        execution = self.by_id.get(execution_id)
         kind = record.kind
         if execution is None:
             if kind != ExecutionStarted.KIND:
                 raise InvalidExecutionLog(
                     f"seq {record.seq} ({kind}) precedes the start of execution {execution_id}"
                 )
-            executions[execution_id] = Execution(execution_id, record, index)
-            continue
+            self.by_id[execution_id] = Execution(execution_id, record, index)
+            return
         if kind == ExecutionStarted.KIND:
             raise InvalidExecutionLog(f"seq {record.seq}: execution {execution_id} starts twice")
         if execution.end is not None and kind != ApprovalDecided.KIND:
@@ -118,22 +135,30 @@ def project(records: Sequence[Record]) -> list[Execution]:
             execution.inputs.append(record)
         elif kind == ExecutionEnded.KIND:
             execution.end = record
-        elif kind in EFFECT_KINDS and not _is_interrupted(record):
+        elif kind in EFFECT_KINDS and not (
+            kind == AssistantMessageCompleted.KIND and _is_interrupted(record)
+        ):
             execution.effects.append(record)
-    return list(executions.values())
+
+
+def project(records: Sequence[Record]) -> list[Execution]:
+    """The executions of a log in first-seen order. Raises ``InvalidExecutionLog``."""
+    executions = Executions()
+    for record in records:
+        executions.add(record)
+    return list(executions.by_id.values())
+
+
+def is_fork_marker(record: Record) -> bool:
+    """A fork child's ``conversation_created``: the records before it came from the parent."""
+    if record.kind != ConversationCreated.KIND:
+        return False
+    payload = record.payload
+    assert isinstance(payload, ConversationCreated)
+    return payload.parent is not None and payload.parent.reason == "fork"
 
 
 def fork_seq(records: Sequence[Record]) -> int:
-    """The seq of the fork marker (the child's ``conversation_created``), or 0 if none.
-
-    Records before it were copied from the parent; their unresolved effects are not the
-    child's to resume or decide.
-    """
-    marker = 0
-    for record in records:
-        if record.kind == ConversationCreated.KIND:
-            payload = record.payload
-            assert isinstance(payload, ConversationCreated)
-            if payload.parent is not None and payload.parent.reason == "fork":
-                marker = record.seq
-    return marker
+    """The seq of the fork marker, or 0 if none. Unresolved effects before it are the
+    parent's: the child may not resume or decide them."""
+    return max((record.seq for record in records if is_fork_marker(record)), default=0)

@@ -14,9 +14,9 @@ from tether.records import (
     ToolOutcome,
     UserMessage,
 )
-from tether.tree import reduce
+from tether.tree import Reducer
 
-__all__ = ("SIGNAL_MEDIA_TYPE", "messages_of", "transcript")
+__all__ = ("SIGNAL_MEDIA_TYPE", "Transcript", "messages_of", "transcript")
 
 SIGNAL_MEDIA_TYPE = "application/vnd.tether.signal+json"
 _MESSAGE_KINDS = frozenset(
@@ -67,6 +67,37 @@ def messages_of(records: Iterable[Record]) -> list[Message]:
     return messages
 
 
+class Transcript:
+    """The active path's messages, kept up to date as records arrive (O(1) per record but
+    for compactions, which rebuild the path)."""
+
+    def __init__(self) -> None:
+        self._reducer = Reducer()
+        self._by_seq: dict[int, list[Message]] = {}
+        self._messages: list[Message] = []
+
+    def add(self, record: Record) -> None:
+        rebuilt = self._reducer.add(record)
+        messages = messages_of((record,))
+        if messages:
+            self._by_seq[record.seq] = messages
+        if rebuilt:
+            self._messages = [
+                message
+                for seq in self._reducer.active_path
+                for message in self._by_seq.get(seq, ())
+            ]
+        else:
+            self._messages.extend(messages)
+
+    def messages(self) -> list[Message]:
+        """A copy of the current transcript."""
+        return list(self._messages)
+
+
 def transcript(records: Sequence[Record]) -> list[Message]:
     """The reduced active path of a log as messages (what a model should see next)."""
-    return messages_of(reduce(records).active_records())
+    view = Transcript()
+    for record in records:
+        view.add(record)
+    return view.messages()

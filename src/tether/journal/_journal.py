@@ -28,12 +28,13 @@ from tether.errors import (
     TetherError,
 )
 from tether.journal._approvals import ApprovalState, Decision, find_decision, latest_gate
-from tether.journal._executions import Execution, fork_seq, project
+from tether.journal._executions import Execution
 from tether.journal._harness import Harness, JournalObserver, ToolExecutor
-from tether.journal._history import messages_of, transcript
+from tether.journal._history import Transcript, messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
 from tether.journal._turn import Mode, SteerSource, Turn
+from tether.journal._view import LogView
 from tether.messages import Message, TextPart, ThinkingPart, args_digest
 from tether.models import Model
 from tether.records import (
@@ -57,8 +58,6 @@ from tether.records import (
 from tether.store import Conversation, LogStore, SessionKey
 
 __all__ = ("ExecutionResult", "Journal")
-
-_PAGE = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +94,7 @@ class Journal:
         self.tools = tools
         self.observer = observer
         self.steer_source = steer_source
+        self.view = LogView()
         self.log = JournalLog(
             store,
             conversation.id,
@@ -140,15 +140,15 @@ class Journal:
     def head(self) -> int:
         return self.log.head
 
+    async def refresh(self) -> LogView:
+        """Bring the view up to the log's head, which becomes this writer's CAS point."""
+        await self.view.refresh(self.store, self.conversation.id)
+        self.log.head = self.view.head
+        return self.view
+
     async def records(self) -> list[Record]:
-        """The whole log (and the head it reached, which becomes the writer's CAS point)."""
-        records: list[Record] = []
-        while page := await self.store.read(
-            self.conversation.id, after_seq=len(records), limit=_PAGE
-        ):
-            records.extend(page)
-        self.log.head = len(records)
-        return records
+        """The whole log."""
+        return list((await self.refresh()).records)
 
     # --- exec -------------------------------------------------------------------------
 
@@ -162,10 +162,9 @@ class Journal:
     ) -> ExecutionResult:
         """Start a new execution: journal its start and inputs (one CAS-guarded append at
         ``expected_seq``, the head by default), then run the harness live."""
-        records = await self.records()
-        executions = project(records)
-        if executions:
-            gate = latest_gate(executions[-1], fork_seq(records))
+        view = await self.refresh()
+        if view.latest is not None:
+            gate = latest_gate(view.latest, view.fork_seq)
             if gate is not None and gate.receipt is None and not gate.inherited:
                 raise ApprovalBlocked(
                     f"conversation {self.conversation.id} waits on approval {gate.approval_id}"
@@ -185,7 +184,7 @@ class Journal:
             Mode.LIVE,
             execution_id,
             Recorded(),
-            transcript(records),
+            view.messages(),
             messages_of(appended[1:]),
             config,
         )
@@ -195,21 +194,20 @@ class Journal:
 
     async def pending(self) -> Execution | None:
         """The execution a crash left unfinished (the last one started), if any."""
-        executions = project(await self.records())
-        return executions[-1] if executions and not executions[-1].completed else None
+        latest = (await self.refresh()).latest
+        return latest if latest is not None and not latest.completed else None
 
     async def resume(self, harness: Harness) -> ExecutionResult:
         """Finish the pending execution: serve its recorded prefix, then go live (I3, I4).
 
         Raises ``ApprovalParked`` without running anything while its gate is undecided.
         """
-        records = await self.records()
-        executions = project(records)
-        if not executions or executions[-1].completed:
+        view = await self.refresh()
+        pending = view.latest
+        if pending is None or pending.completed:
             return ExecutionResult(None, None, resumed=False)
-        pending = executions[-1]
         pending.check_inputs()
-        fork = fork_seq(records)
+        fork = view.fork_seq
         gate = latest_gate(pending, fork)
         if gate is not None and gate.receipt is None:
             if gate.inherited:
@@ -220,13 +218,13 @@ class Journal:
                 await self._park(pending, gate)
         self._refuse_inherited_intents(pending, fork)
         self._check_identity(pending, harness)
-        await self._close_interrupted_stream(records, pending)
+        await self._close_interrupted_stream(view.records, pending)
         started = pending.started
         turn = self._turn(
             Mode.RESUME,
             pending.id,
             Recorded(pending.effects),
-            transcript(records[: pending.start_index]),
+            view.history_before(pending),
             messages_of(pending.inputs),
             started.config,
         )
@@ -316,18 +314,22 @@ class Journal:
     async def replay(self, harness: Harness) -> list[JsonValue]:
         """Re-run every completed execution from the log alone: no model call, no tool call,
         no append (I1). Returns their outputs; raises ``ReplayDiverged`` on any difference."""
-        records = await self.records()
-        completed = [execution for execution in project(records) if execution.completed]
+        view = await self.refresh()
+        completed = [e for e in view.executions.by_id.values() if e.completed]
         for execution in completed:  # preflight everything before the first run
             execution.check_inputs()
             self._check_identity(execution, harness)
         outputs: list[JsonValue] = []
+        history, fed = Transcript(), 0  # the transcript walks along with the executions
         for execution in completed:
+            for record in view.records[fed : execution.start_index]:
+                history.add(record)
+            fed = max(fed, execution.start_index)
             turn = self._turn(
                 Mode.REPLAY,
                 execution.id,
                 Recorded(execution.effects),
-                transcript(records[: execution.start_index]),
+                history.messages(),
                 messages_of(execution.inputs),
                 execution.started.config,
                 replay=True,
@@ -421,9 +423,8 @@ class Journal:
 
     async def inspect_approval(self) -> ApprovalState | None:
         """The state of the latest execution's last gated tool call, if any."""
-        records = await self.records()
-        executions = project(records)
-        return latest_gate(executions[-1], fork_seq(records)) if executions else None
+        view = await self.refresh()
+        return latest_gate(view.latest, view.fork_seq) if view.latest is not None else None
 
     async def approve(
         self,
@@ -439,18 +440,22 @@ class Journal:
         Idempotent: the same decision again returns the original record (nothing written);
         a different one raises ``ApprovalConflict``. ``edit`` runs the tool with ``args``.
         """
-        records = await self.records()
+        view = await self.refresh()
         request, existing = find_decision(
-            records, approval_id, decision=decision, approver=approver, reason=reason, args=args
+            view.records,
+            approval_id,
+            decision=decision,
+            approver=approver,
+            reason=reason,
+            args=args,
         )
         if existing is not None:
             return existing
         requested = request.payload
         assert isinstance(requested, ApprovalRequested)
-        if request.seq <= fork_seq(records):
+        if request.seq <= view.fork_seq:
             raise InvalidApproval(f"approval {approval_id} belongs to the fork parent")
-        executions = project(records)
-        latest = executions[-1] if executions else None
+        latest = view.latest
         gate = latest_gate(latest, 0) if latest is not None else None
         if (
             latest is None
@@ -472,7 +477,7 @@ class Journal:
         draft = RecordDraft(
             decided, submission_id=request.submission_id, execution_id=request.execution_id
         )
-        [record] = await self.log.append([draft], expected_seq=len(records))
+        [record] = await self.log.append([draft], expected_seq=view.head)
         return record
 
     # --- fork and verify --------------------------------------------------------------

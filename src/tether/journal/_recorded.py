@@ -26,6 +26,13 @@ from tether.records import (
 
 __all__ = ("Recorded",)
 
+_OUTCOME_ROLES = {
+    AssistantMessageCompleted.KIND: "completion",
+    ApprovalRequested.KIND: "request",
+    ApprovalDecided.KIND: "decision",
+    ToolOutcome.KIND: "outcome",
+}
+
 
 class Recorded:
     def __init__(self, effects: Sequence[Record] = ()) -> None:
@@ -36,33 +43,26 @@ class Recorded:
         self._tool_steps: dict[tuple[str, str], deque[int]] = {}
         self._consumed: set[int] = set()
         tool_calls: set[str] = set()
+        # Classify from the raw payloads: only what is actually served gets validated.
         for index, record in enumerate(self.records):
-            payload = record.payload
-            if isinstance(payload, ModelCalled | SteerReceived):
+            kind = record.kind
+            raw = record.fields["payload"]
+            call_id = str(raw.get("callId", ""))
+            if kind in (ModelCalled.KIND, SteerReceived.KIND):
                 self._intents.append(index)
-            elif isinstance(payload, ToolCalled):
-                if payload.call_id in tool_calls:
-                    raise InvalidExecutionLog(
-                        f"seq {record.seq}: call id {payload.call_id} repeats"
-                    )
-                tool_calls.add(payload.call_id)
+            elif kind == ToolCalled.KIND:
+                if call_id in tool_calls:
+                    raise InvalidExecutionLog(f"seq {record.seq}: call id {call_id} repeats")
+                tool_calls.add(call_id)
                 self._intents.append(index)
-            elif isinstance(payload, AssistantMessageCompleted):
-                self._index_outcome("completion", payload.call_id, index)
-            elif isinstance(payload, ApprovalRequested):
-                self._index_outcome("request", payload.call_id, index)
-            elif isinstance(payload, ApprovalDecided):
-                self._index_outcome("decision", payload.call_id, index)
-            elif isinstance(payload, ToolOutcome):
-                if payload.call_id in tool_calls:
-                    self._index_outcome("outcome", payload.call_id, index)
-                else:  # a result the harness reported for a tool it ran itself
-                    self._intents.append(index)
-            elif isinstance(payload, StepRecorded):
-                if payload.call_id in tool_calls:
-                    self._tool_steps.setdefault((payload.call_id, payload.name), deque()).append(
-                        index
-                    )
+            elif kind in _OUTCOME_ROLES:
+                if kind == ToolOutcome.KIND and call_id not in tool_calls:
+                    self._intents.append(index)  # a result the harness reported for its own tool
+                else:
+                    self._index_outcome(_OUTCOME_ROLES[kind], call_id, index)
+            elif kind == StepRecorded.KIND:
+                if call_id in tool_calls:
+                    self._tool_steps.setdefault((call_id, str(raw["name"])), deque()).append(index)
                 else:
                     self._intents.append(index)
 
@@ -89,10 +89,6 @@ class Recorded:
         self._next_intent += 1
         self._consumed.add(index)
         return self.records[index]
-
-    def is_last_intent(self) -> bool:
-        """Whether the intent just taken was the last one recorded (the crash point)."""
-        return self.exhausted
 
     def outcome(self, role: str, call_id: str) -> Record | None:
         """The recorded outcome of a call (``completion``, ``request``, ``decision``,

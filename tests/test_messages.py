@@ -1,0 +1,100 @@
+"""The neutral message model and the canonical model-input hash."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tether._canonical import canonical_json, sha256_hex
+from tether.messages import (
+    DataPart,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+TEXT = st.text(max_size=6)
+PARTS = st.one_of(
+    st.builds(lambda text: TextPart(text=text), TEXT),
+    st.builds(lambda text, sig: ThinkingPart(text=text, signature=sig), TEXT, st.none() | TEXT),
+    st.builds(
+        lambda cid, name, args: ToolCallPart(call_id=cid, name=name, args=args),
+        st.text(min_size=1, max_size=4),
+        st.text(min_size=1, max_size=4),
+        st.dictionaries(st.text(max_size=4), JSON, max_size=3),
+    ),
+    st.builds(
+        lambda cid, text, data: ToolResultPart(call_id=cid, content=text, data=data),
+        TEXT,
+        TEXT,
+        JSON,
+    ),
+    st.builds(lambda data: DataPart(data=data), JSON),
+)
+MESSAGES = st.builds(
+    Message,
+    role=st.sampled_from(["system", "user", "assistant", "tool"]),
+    parts=st.lists(PARTS, max_size=3).map(tuple),
+)
+REQUESTS = st.builds(
+    ModelRequest,
+    model=st.text(max_size=8),
+    messages=st.lists(MESSAGES, max_size=4).map(tuple),
+    tools=st.lists(st.builds(ToolSpec, name=st.text(min_size=1, max_size=5)), max_size=2).map(
+        tuple
+    ),
+    tool_choice=st.none() | st.sampled_from(["auto", "none"]),
+    settings=st.dictionaries(st.text(max_size=4), JSON, max_size=2),
+)
+
+
+@given(REQUESTS)
+def test_the_input_hash_is_the_hash_of_the_canonical_request(request: ModelRequest) -> None:
+    assert request.input_hash() == sha256_hex(canonical_json(request.to_json_object()))
+
+
+@given(REQUESTS)
+def test_the_input_hash_survives_a_json_round_trip(request: ModelRequest) -> None:
+    again = ModelRequest.model_validate_json(request.model_dump_json())
+    assert again.input_hash() == request.input_hash()
+
+
+def test_json_equal_settings_hash_the_same() -> None:
+    a = ModelRequest(model="m", messages=(), settings={"t": 2, "b": {"x": 1, "a": 2}})
+    b = ModelRequest(model="m", messages=(), settings={"b": {"a": 2, "x": 1}, "t": 2.0})
+    assert a.input_hash() == b.input_hash()
+    assert a.input_hash() != ModelRequest(model="m", messages=(), settings={"t": 3}).input_hash()
+
+
+def test_reasoning_and_opaque_fields_round_trip_byte_for_byte() -> None:
+    message = Message(
+        role="assistant",
+        parts=(
+            ThinkingPart(
+                text="hmm",
+                signature="c2lnbmF0dXJl\\u0000==",
+                opaque="gAAAAB\u2028x",
+                provider="p",
+                id="rs_1",
+            ),
+            ToolCallPart(call_id="c", name="t", args={"n": 1.5}, signature="ts"),
+        ),
+    )
+    response = ModelResponse(message=message)
+    again = ModelResponse.model_validate_json(response.model_dump_json())
+    assert again == response
+    assert canonical_json(again.to_json_object()) == canonical_json(response.to_json_object())
