@@ -31,7 +31,7 @@ from pydantic import JsonValue
 
 from benchmarks._table import print_table
 from tether.journal import Journal, Turn
-from tether.messages import ModelRequest, ToolCall
+from tether.messages import ModelRequest, ModelResponse, ToolCall
 from tether.records import UserMessage
 from tether.store import SessionKey, SqliteStore
 from tether.testing import RecordingTools, ScriptedModel, tool_call_response
@@ -60,7 +60,7 @@ class BenchHarness:
         return [result.content, second.message.text]
 
 
-def reply(request: ModelRequest) -> object:
+def reply(request: ModelRequest) -> ModelResponse | str:
     if len(request.messages) == 1:
         return tool_call_response(("c1", "lookup", {"q": request.messages[0].text}))
     return "x" * 300
@@ -72,7 +72,7 @@ async def build(store: SqliteStore, turns: int) -> str:
     )
     journal = await Journal.open(
         store, conversation.id, model=ScriptedModel(reply), tools=RecordingTools()
-    )  # type: ignore[arg-type]
+    )
     for n in range(turns):
         await journal.exec(BenchHarness(), [UserMessage(body=f"question {n} " + "y" * 280)])
     return conversation.id
@@ -103,7 +103,8 @@ async def main() -> None:
     read, replay = statistics.median(reads), statistics.median(replays)
     ratio = replay / read
     print_table(
-        f"Replay of a {total:,}-record session ({turns:,} turns) vs reading it (SQLite, median of {args.rounds})",
+        f"Replay of a {total:,}-record session ({turns:,} turns) vs reading it "
+        f"(SQLite, median of {args.rounds})",
         ("metric", "time", "records/s", "vs read", "goal", "met"),
         [
             ("read the log", f"{read * 1000:.1f} ms", f"{total / read:,.0f}", "1.00x", "", ""),

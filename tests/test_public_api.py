@@ -111,6 +111,7 @@ PUBLIC = {
     ),
     "tether.tree": (
         "Node",
+        "Reducer",
         "Tree",
         "reduce",
     ),
