@@ -180,3 +180,37 @@ async def test_harness_identity_is_preflighted(store: Store) -> None:
     for harness in (V2(), Other()):
         with pytest.raises(HarnessMismatch):
             await (await Journal.open(store, cid, fence=0)).replay(harness)
+
+
+async def test_i2_the_whole_assistant_message_round_trips(store: Store) -> None:
+    from tether.messages import ModelResponse, TextPart, ThinkingPart, ToolCallPart, Usage
+
+    message = Message(
+        role="assistant",
+        parts=(
+            ThinkingPart(
+                text="let me think",
+                signature="sig==",
+                opaque="gAAAA\u2028opaque",
+                provider="p",
+                id="rs_1",
+            ),
+            TextPart(text="answer"),
+            ToolCallPart(call_id="c9", name="noop", args={"x": 1.5}, signature="thought-sig"),
+        ),
+    )
+    live = ModelResponse(
+        message=message, usage=Usage(input_tokens=0, output_tokens=7), finish_reason="stop"
+    )
+    served: list[ModelResponse] = []
+
+    class Keep(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            served.append(await turn.model(ModelRequest(model="test", messages=tuple(turn.inputs))))
+            return "ok"
+
+    cid = await new_conversation(store)
+    await (await journal(store, cid, model=ScriptedModel([live]))).exec(Keep(), [user("hi")])
+    await (await Journal.open(store, cid, fence=0)).replay(Keep())
+    assert served[0] == served[1] == live
+    assert served[1].usage is not None and served[1].usage.input_tokens == 0  # a real 0 stays 0
