@@ -348,14 +348,15 @@ class MemoryStore:
             )
         log = self._logs[submission.conversation_id]
         log.fence += 1
-        number = submission.attempt_count + 1
-        self._attempts.setdefault(submission_id, []).append(
-            Attempt(attempt_id, submission_id, owner_id, log.fence, number, now)
+        # ``number`` orders the markers; ``attempt_count`` is the budget (a refund lowers it).
+        markers = self._attempts.setdefault(submission_id, [])
+        markers.append(
+            Attempt(attempt_id, submission_id, owner_id, log.fence, len(markers) + 1, now)
         )
         return self._update(
             stored,
             status=SubmissionStatus.RUNNING,
-            attempt_count=number,
+            attempt_count=submission.attempt_count + 1,
             attempt_id=attempt_id,
             owner_id=owner_id,
             lease_expires_at=lease_expires_at,
@@ -384,16 +385,23 @@ class MemoryStore:
         ]
 
     async def release(
-        self, submission_id: str, *, attempt_id: str, last_error: str | None = None
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        last_error: str | None = None,
+        refund_attempt: bool = False,
     ) -> Submission:
         stored = self._owned(submission_id, attempt_id, "release")
+        submission = stored.submission
         return self._update(
             stored,
             status=SubmissionStatus.QUEUED,
             attempt_id=None,
             owner_id=None,
             lease_expires_at=None,
-            last_error=last_error if last_error is not None else stored.submission.last_error,
+            last_error=last_error if last_error is not None else submission.last_error,
+            attempt_count=submission.attempt_count - (1 if refund_attempt else 0),
         )
 
     async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
@@ -430,6 +438,19 @@ class MemoryStore:
         stored = self._owned(submission_id, attempt_id, "reserve the settlement")
         stored.settlement = payload
         return self._update(stored, status=SubmissionStatus.TERMINALIZING, lease_expires_at=None)
+
+    async def settle_absorbed(
+        self, submission_id: str, *, settlement: Mapping[str, Any], now: datetime
+    ) -> Submission:
+        payload = canonical_json(settlement)
+        stored = self._stored(submission_id)
+        status = stored.submission.status
+        if status is SubmissionStatus.SETTLED:
+            return self._public(stored)
+        if status is not SubmissionStatus.QUEUED:
+            raise ClaimLost(submission_id, f"cannot settle as absorbed: status is {status}")
+        stored.settlement = payload
+        return self._update(stored, status=SubmissionStatus.SETTLED, settled_at=now)
 
     async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
         stored = self._stored(submission_id)

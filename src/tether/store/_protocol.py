@@ -83,9 +83,15 @@ class SubmissionStore(Protocol):
         ...
 
     async def release(
-        self, submission_id: str, *, attempt_id: str, last_error: str | None = None
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        last_error: str | None = None,
+        refund_attempt: bool = False,
     ) -> Submission:
-        """Running → queued for the owning attempt; keeps the attempt count.
+        """Running → queued for the owning attempt; keeps the attempt count unless
+        ``refund_attempt`` (a graceful shutdown must not burn an attempt).
 
         A ``last_error`` replaces the stored one; ``None`` preserves it.
         """
@@ -107,6 +113,14 @@ class SubmissionStore(Protocol):
         self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]
     ) -> Submission:
         """Running → terminalizing for the owning attempt, storing the exact settled payload."""
+        ...
+
+    async def settle_absorbed(
+        self, submission_id: str, *, settlement: Mapping[str, Any], now: datetime
+    ) -> Submission:
+        """Queued → settled with ``settlement``, for work another submission absorbed (a steer
+        delivered into a running execution). ``ClaimLost`` unless queued; idempotent when
+        already settled."""
         ...
 
     async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:

@@ -284,9 +284,14 @@ class SqliteStore:
         return self._read(lambda conn: ops.list_expired_leases(conn, now))
 
     async def release(
-        self, submission_id: str, *, attempt_id: str, last_error: str | None = None
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        last_error: str | None = None,
+        refund_attempt: bool = False,
     ) -> Submission:
-        return await self._write(ops.release, submission_id, attempt_id, last_error)
+        return await self._write(ops.release, submission_id, attempt_id, last_error, refund_attempt)
 
     async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
         return await self._write(ops.park, submission_id, attempt_id, reason)
@@ -303,6 +308,11 @@ class SqliteStore:
         return await self._write(
             ops.reserve_settlement, submission_id, attempt_id, dict(settlement)
         )
+
+    async def settle_absorbed(
+        self, submission_id: str, *, settlement: Mapping[str, Any], now: datetime
+    ) -> Submission:
+        return await self._write(ops.settle_absorbed, submission_id, dict(settlement), now)
 
     async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
         return await self._write(ops.finalize_settlement, submission_id, now)

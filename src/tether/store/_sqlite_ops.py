@@ -381,7 +381,10 @@ def claim(
             submission_id, "cannot claim: an earlier submission of its session is unsettled"
         )
     fence = mint_fence(conn, current.conversation_id)
-    number = current.attempt_count + 1
+    # ``number`` orders the attempt markers; ``attempt_count`` is the budget (a refund lowers it).
+    (number,) = conn.execute(
+        "SELECT COUNT(*) + 1 FROM attempts WHERE submission_id = ?", (submission_id,)
+    ).fetchone()
     conn.execute(
         "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -392,9 +395,9 @@ def claim(
         submission_id,
         None,
         "claim",
-        "status = 'running', attempt_count = ?, attempt_id = ?, owner_id = ?, "
+        "status = 'running', attempt_count = attempt_count + 1, attempt_id = ?, owner_id = ?, "
         "lease_expires_at = ?, fence = ?, wait_reason = NULL",
-        (number, attempt_id, owner_id, to_micros(lease_expires_at), fence),
+        (attempt_id, owner_id, to_micros(lease_expires_at), fence),
         from_status=SubmissionStatus.QUEUED,
     )
 
@@ -423,7 +426,11 @@ def renew_lease(
 
 
 def release(
-    conn: sqlite3.Connection, submission_id: str, attempt_id: str, last_error: str | None
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str,
+    last_error: str | None,
+    refund_attempt: bool,
 ) -> Submission:
     return _update_owned(
         conn,
@@ -431,8 +438,8 @@ def release(
         attempt_id,
         "release",
         "status = 'queued', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
-        "last_error = COALESCE(?, last_error)",
-        (last_error,),
+        "last_error = COALESCE(?, last_error), attempt_count = attempt_count - ?",
+        (last_error, 1 if refund_attempt else 0),
     )
 
 
@@ -479,6 +486,24 @@ def reserve_settlement(
         "reserve the settlement",
         "status = 'terminalizing', lease_expires_at = NULL, settlement = ?",
         (canonical_json(settlement),),
+    )
+
+
+def settle_absorbed(
+    conn: sqlite3.Connection, submission_id: str, settlement: Mapping[str, Any], now: datetime
+) -> Submission:
+    payload = canonical_json(settlement)
+    current = get_submission(conn, submission_id)
+    if current.status is SubmissionStatus.SETTLED:
+        return current
+    return _update_owned(
+        conn,
+        submission_id,
+        None,
+        "settle as absorbed",
+        "status = 'settled', settlement = ?, settled_at = ?",
+        (payload, to_micros(now)),
+        from_status=SubmissionStatus.QUEUED,
     )
 
 

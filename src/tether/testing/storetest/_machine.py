@@ -160,7 +160,7 @@ class _ReferenceMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._has(SubmissionStatus.RUNNING))
     @rule(
         data=st.data(),
-        action=st.sampled_from(("release", "release", "renew", "park", "reserve", "reserve")),
+        action=st.sampled_from(("release", "refund", "renew", "park", "reserve", "reserve")),
         error=st.sampled_from((None, "boom", "bang")),
         seconds=st.integers(0, 90),
         result=JSON_VALUES,
@@ -174,6 +174,7 @@ class _ReferenceMachine(RuleBasedStateMachine):
         settlement = {"status": "succeeded", "result": result}
         operations: dict[str, Callable[[Store], Awaitable[Any]]] = {
             "release": lambda s: s.release(sid, attempt_id=attempt, last_error=error),
+            "refund": lambda s: s.release(sid, attempt_id=attempt, refund_attempt=True),
             "renew": lambda s: s.renew_lease(sid, attempt_id=attempt, lease_expires_at=lease),
             "park": lambda s: s.park(sid, attempt_id=attempt, reason="approval"),
             "reserve": lambda s: s.reserve_settlement(
@@ -232,6 +233,7 @@ class _ReferenceMachine(RuleBasedStateMachine):
                 sid, attempt_id=attempt, settlement={"status": "failed"}
             ),
             "finalize": lambda s: s.finalize_settlement(sid, now=now),
+            "absorb": lambda s: s.settle_absorbed(sid, settlement={"status": "succeeded"}, now=now),
         }
         kind, result = self._both(operations[action])
         if action == "claim" and kind == "ok":

@@ -215,6 +215,33 @@ class SubmissionCases(BaseConformance):
         assert quiet.last_error == "boom"
 
     @case
+    async def test_release_can_refund_the_attempt(self, store: Store, fx: Fixtures) -> None:
+        """A graceful shutdown releases without burning an attempt."""
+        claimed = await fx.claim(await fx.admit())
+        released = await store.release(
+            claimed.id, attempt_id=str(claimed.attempt_id), refund_attempt=True
+        )
+        assert released.attempt_count == 0 and released.status is SubmissionStatus.QUEUED
+        again = await fx.claim(released)
+        assert again.attempt_count == 1
+        assert len(await store.list_attempts(claimed.id)) == 2  # the markers stay
+
+    @case
+    async def test_settle_absorbed(self, store: Store, fx: Fixtures) -> None:
+        """A queued submission whose work another one absorbed settles without an attempt."""
+        host = await fx.claim(await fx.admit())
+        steer = await fx.admit()
+        payload = {"status": "succeeded", "result": {"deliveredTo": host.id}}
+        settled = await store.settle_absorbed(steer.id, settlement=payload, now=fx.at(3))
+        assert settled.status is SubmissionStatus.SETTLED and settled.settlement == payload
+        assert settled.settled_at == fx.at(3) and settled.attempt_count == 0
+        assert await store.settle_absorbed(steer.id, settlement=payload, now=fx.at(4)) == settled
+        with pytest.raises(ClaimLost):
+            await store.settle_absorbed(host.id, settlement=payload, now=fx.at(3))
+        with pytest.raises(SubmissionNotFound):
+            await store.settle_absorbed("sub-absent", settlement=payload, now=fx.at(3))
+
+    @case
     async def test_park_and_unpark(self, store: Store, fx: Fixtures) -> None:
         claimed = await fx.claim(await fx.admit())
         with pytest.raises(ClaimLost):
