@@ -191,6 +191,8 @@ class SteerReceived(Payload):
     body: str
     mode: Literal["steer", "follow_up"]
     attachments: tuple[AttachmentRef, ...] | None = None
+    source_submission_id: str | None = None
+    """The submission that carried the message in (it settles with the execution it joined)."""
 
 
 class Compaction(Payload):

@@ -33,22 +33,28 @@ __all__ = (
     "IncompleteInvocation",
     "InheritedToolIntent",
     "InvalidApproval",
+    "InvalidDispatch",
     "InvalidExecutionLog",
     "JournalError",
     "LogTampered",
     "MissingIdempotencyKey",
     "MissingToolExecutor",
+    "NoRunInFlight",
     "NotFound",
     "RecordDecodeError",
     "RecordedModelFailure",
     "ReplayDiverged",
+    "RuntimeClosed",
     "SeqOutOfRange",
+    "SessionBusy",
     "SessionExists",
     "StoreError",
     "StoreUnavailable",
     "SubmissionNotFound",
     "TetherError",
+    "TransientError",
     "TurnClosed",
+    "UnknownAgent",
     "UnmediatedToolCall",
     "UnsupportedSchema",
 )
@@ -372,3 +378,51 @@ class TurnClosed(JournalError):
     """The turn was used after its harness returned."""
 
     code = "turn_closed"
+
+
+# --- engine ---------------------------------------------------------------------------
+
+
+class TransientError(TetherError):
+    """Raise (or subclass) this for a failure worth retrying later: the engine backs off,
+    releases the submission with the error, and a later attempt tries again."""
+
+    code = "transient"
+
+
+class UnknownAgent(NotFound):
+    """No agent of this name is registered on the runtime."""
+
+    code = "unknown_agent"
+
+    def __init__(self, agent: str) -> None:
+        self.agent = agent
+        super().__init__(f"no agent named {agent!r} is registered")
+
+
+class InvalidDispatch(TetherError, ValueError):
+    """A dispatched message is malformed; nothing was written. ``field`` names the culprit."""
+
+    code = "invalid_dispatch"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class SessionBusy(TetherError):
+    """The session is running a submission and the dispatch asked not to wait (``reject``)."""
+
+    code = "session_busy"
+
+
+class NoRunInFlight(TetherError):
+    """A steer or follow-up found nothing running in the session; nothing was written."""
+
+    code = "no_run_in_flight"
+
+
+class RuntimeClosed(TetherError):
+    """The runtime is closed (or not started)."""
+
+    code = "runtime_closed"

@@ -1,0 +1,83 @@
+"""The durable submission engine (DESIGN §6): admitted work is never lost and never settles
+twice, however processes die.
+
+Example::
+
+    from tether.engine import AgentDefinition, AgentSpec, Runtime
+
+    agents = {"assistant": AgentDefinition(lambda instance, env: AgentSpec(harness=MyHarness()))}
+    async with Runtime(agents, store="sqlite:///./tether-data") as runtime:
+        receipt = await runtime.dispatch("assistant", "acme", "hello")
+        print(await runtime.wait(receipt.submission_id))
+"""
+
+from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
+from tether.engine._inbound import Inbound, SignalInfo
+from tether.engine._observe import (
+    AttemptStarted,
+    Compacted,
+    Correlation,
+    DeltaReceived,
+    EngineEvent,
+    Interceptor,
+    Observer,
+    Operation,
+    OperationEnded,
+    OperationStarted,
+    RecoveryDecided,
+    SubmissionAdmitted,
+    SubmissionClaimed,
+    SubmissionSettled,
+    ToolEnded,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from tether.engine._runtime import Multitask, Receipt, Runtime, SubmissionInfo
+from tether.engine._settle import (
+    ABORTED,
+    ATTEMPT_BUDGET_EXHAUSTED,
+    CANCELLED_BY_PARENT,
+    RESULT_SCHEMA_INVALID,
+    RUN_FAILED,
+    SETTLEMENT_INDETERMINATE,
+    TIMEOUT_EXCEEDED,
+)
+
+__all__ = (
+    "ABORTED",
+    "ATTEMPT_BUDGET_EXHAUSTED",
+    "CANCELLED_BY_PARENT",
+    "RESULT_SCHEMA_INVALID",
+    "RUN_FAILED",
+    "SETTLEMENT_INDETERMINATE",
+    "TIMEOUT_EXCEEDED",
+    "AgentDefinition",
+    "AgentSpec",
+    "AttemptStarted",
+    "Compacted",
+    "Correlation",
+    "DeltaReceived",
+    "EngineEvent",
+    "Inbound",
+    "Interceptor",
+    "Multitask",
+    "Observer",
+    "Operation",
+    "OperationEnded",
+    "OperationStarted",
+    "Receipt",
+    "RecoveryDecided",
+    "Runtime",
+    "RuntimeConfig",
+    "SignalInfo",
+    "SubmissionAdmitted",
+    "SubmissionClaimed",
+    "SubmissionInfo",
+    "SubmissionSettled",
+    "Summarizer",
+    "ToolEnded",
+    "ToolStarted",
+    "TurnEnded",
+    "TurnStarted",
+)

@@ -1,0 +1,450 @@
+"""One attempt at one claimed submission: check the budgets, run, classify, settle.
+
+Before any user code runs the attempt checks the abort flag, the registered agent, the
+attempt budget and the deadline. It then runs the work under supervision: the lease is
+renewed every ``lease / 3``; a lost lease, an abort, the deadline or a shutdown cancel the
+work, which gets ``timeout_grace`` to unwind before it is settled over with a fresh fence
+(so a run that ignores cancellation can never write again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+import jsonschema
+from pydantic import JsonValue
+
+from tether.engine._config import AgentDefinition, AgentSpec
+from tether.engine._inbound import Inbound
+from tether.engine._observe import (
+    AttemptStarted,
+    Correlation,
+    DeltaReceived,
+    Operation,
+    OperationEnded,
+    OperationStarted,
+    RecoveryDecided,
+)
+from tether.engine._observe import (
+    SubmissionSettled as SettledEvent,
+)
+from tether.engine._settle import (
+    ABORTED,
+    ATTEMPT_BUDGET_EXHAUSTED,
+    RESULT_SCHEMA_INVALID,
+    RUN_FAILED,
+    TIMEOUT_EXCEEDED,
+    failed,
+    settle,
+    succeeded,
+)
+from tether.errors import (
+    ApprovalParked,
+    ClaimLost,
+    IncompleteInvocation,
+    StoreUnavailable,
+    TetherError,
+    TransientError,
+)
+from tether.journal import Journal
+from tether.models import StreamDelta
+from tether.records import Record, SteerReceived, SubmissionSettled, UserMessage
+from tether.store import Submission, SubmissionStatus
+
+if TYPE_CHECKING:
+    from tether.engine._runtime import Runtime
+
+__all__ = ("run_attempt",)
+
+StopReason = Literal["lease_lost", "aborted", "timeout", "shutdown"]
+_FENCED_JSON = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth another attempt: declared transient, a connection or timeout error, a store hiccup."""
+    return isinstance(
+        exc, TransientError | ConnectionError | TimeoutError | StoreUnavailable
+    ) or bool(getattr(exc, "transient", False))
+
+
+@dataclass
+class _Stop:
+    reason: StopReason | None = None
+
+
+class _Observer:
+    """Feeds journal deltas to engine observers and appended records to live subscribers."""
+
+    def __init__(self, runtime: Runtime, correlation: Correlation) -> None:
+        self._runtime = runtime
+        self._correlation = correlation
+
+    async def on_record(self, records: Sequence[Record]) -> None:
+        return None
+
+    async def on_delta(self, execution_id: str, call_id: str, delta: StreamDelta) -> None:
+        await self._runtime.instrumentation.emit(
+            DeltaReceived(
+                self._correlation, call_id=call_id, delta_kind=delta.kind, text=delta.text
+            )
+        )
+
+
+async def run_attempt(runtime: Runtime, submission: Submission) -> None:
+    """Run a claimed submission to settlement, a park, or a release. Never raises."""
+    try:
+        await _Attempt(runtime, submission).run()
+    except Exception:  # an attempt must never take the coordinator down
+        import logging
+
+        logging.getLogger("tether.engine").exception("attempt on %s crashed", submission.id)
+
+
+class _Attempt:
+    def __init__(self, runtime: Runtime, submission: Submission) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.submission = submission
+        self.config = runtime.config
+        self.definition: AgentDefinition | None = runtime.agents.get(submission.key.agent)
+        self.correlation = Correlation(
+            submission.key, submission.conversation_id, submission.id, submission.attempt_id
+        )
+        self.max_attempts = (
+            self.definition.max_attempts if self.definition else None
+        ) or self.config.max_attempts
+        timeout = (
+            self.definition.timeout if self.definition else None
+        ) or self.config.submission_timeout
+        self.deadline = submission.created_at + timedelta(seconds=timeout)
+        self._delivered: dict[str, str] = {}  # steer submission id -> the submission it joined
+
+    async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
+        absorbed = await self._absorbed()
+        done = await settle(
+            self.store,
+            self.submission,
+            payload,
+            fence=None if fresh_fence else self.submission.fence,
+            absorbed=absorbed,
+        )
+        if done:
+            await self._settled(self.submission, payload)
+            for steer in absorbed:
+                await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
+
+    async def _absorbed(self) -> list[Submission]:
+        """Queued steer submissions this run delivered: they settle with it."""
+        mine = [sid for sid, host in self._delivered.items() if host == self.submission.id]
+        found = [await self.store.get_submission(sid) for sid in mine]
+        return [steer for steer in found if steer.status is SubmissionStatus.QUEUED]
+
+    async def _settled(self, submission: Submission, payload: SubmissionSettled) -> None:
+        correlation = Correlation(
+            submission.key, submission.conversation_id, submission.id, submission.attempt_id
+        )
+        await self.runtime.instrumentation.emit(
+            SettledEvent(correlation, settlement=payload.to_json_object())
+        )
+        self.runtime.notify_settled(submission.id)
+
+    # --- the attempt ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        sub = self.submission
+        events = self.runtime.instrumentation
+        await events.emit(
+            AttemptStarted(
+                self.correlation, attempt_count=sub.attempt_count, max_attempts=self.max_attempts
+            )
+        )
+        # Everything here runs before any user code.
+        if sub.cancel_requested_at is not None:
+            return await self.settle(failed(ABORTED, "aborted before it started"))
+        if self.definition is None:
+            return await self.settle(
+                failed(RUN_FAILED, f"agent {sub.key.agent!r} is not registered")
+            )
+        if sub.attempt_count > self.max_attempts:
+            last = f"; last error: {sub.last_error}" if sub.last_error else ""
+            message = f"attempt budget of {self.max_attempts} exhausted{last}"
+            return await self.settle(failed(ATTEMPT_BUDGET_EXHAUSTED, message))
+        if datetime.now(UTC) >= self.deadline:
+            return await self.settle(
+                failed(TIMEOUT_EXCEEDED, "the submission timed out before it ran")
+            )
+
+        stop = _Stop()
+        work = asyncio.create_task(self._work(), name=f"tether-attempt-{sub.id}")
+        self.runtime.register_run(sub, work, stop)
+        try:
+            await self._supervise(work, stop)
+        finally:
+            self.runtime.unregister_run(sub)
+        await self._classify(work, stop)
+
+    async def _supervise(self, work: asyncio.Task[SubmissionSettled], stop: _Stop) -> None:
+        sub = self.submission
+        interval = self.config.heartbeat_interval
+        while not work.done():
+            remaining = (self.deadline - datetime.now(UTC)).total_seconds()
+            waiters: set[asyncio.Future[Any]] = {work, self.runtime.shutdown_signal(sub)}
+            await asyncio.wait(
+                waiters,
+                timeout=max(0.0, min(interval, remaining)),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if work.done():
+                break
+            if self.runtime.closing:
+                stop.reason = "shutdown"
+            elif stop.reason is None and datetime.now(UTC) >= self.deadline:
+                stop.reason = "timeout"
+            elif stop.reason is None:
+                try:
+                    renewed = await self.store.renew_lease(
+                        sub.id,
+                        attempt_id=str(sub.attempt_id),
+                        lease_expires_at=datetime.now(UTC) + timedelta(seconds=self.config.lease),
+                    )
+                except ClaimLost:
+                    stop.reason = "lease_lost"
+                except TetherError:
+                    continue  # a store hiccup: the lease still has two renewals of slack
+                else:
+                    if renewed.cancel_requested_at is not None:
+                        stop.reason = "aborted"
+            if stop.reason is not None:
+                break
+        if not work.done():
+            work.cancel()
+            await asyncio.wait({work}, timeout=self.config.timeout_grace)
+            if not work.done():  # it ignores cancellation: settle over it with a fresh fence
+                self.runtime.adopt_zombie(work)
+
+    async def _classify(self, work: asyncio.Task[SubmissionSettled], stop: _Stop) -> None:
+        sub = self.submission
+        events = self.runtime.instrumentation
+        if stop.reason == "lease_lost":
+            await events.emit(
+                RecoveryDecided(self.correlation, decision="lease_lost", detail="abandoned")
+            )
+            return  # another worker owns it now; our fence can no longer write
+        if not work.done() or work.cancelled():
+            if stop.reason == "shutdown":
+                with contextlib.suppress(TetherError):
+                    await self.store.release(
+                        sub.id, attempt_id=str(sub.attempt_id), refund_attempt=True
+                    )
+                return
+            if stop.reason == "timeout":
+                return await self.settle(
+                    failed(TIMEOUT_EXCEEDED, "the submission exceeded its timeout"),
+                    fresh_fence=True,
+                )
+            return await self.settle(failed(ABORTED, "aborted"), fresh_fence=True)
+        error = work.exception()
+        if error is None:
+            return await self.settle(work.result())
+        if isinstance(error, ApprovalParked):
+            with contextlib.suppress(ClaimLost):
+                await self.store.park(sub.id, attempt_id=str(sub.attempt_id), reason="approval")
+            return
+        if is_transient(error):
+            delay = min(
+                self.config.claim_interval * 2 ** max(sub.attempt_count - 1, 0),
+                self.config.backoff_cap,
+            )
+            detail = f"{type(error).__name__}: {error}"
+            await events.emit(
+                RecoveryDecided(self.correlation, decision="transient_backoff", detail=detail)
+            )
+            await asyncio.sleep(delay)
+            with contextlib.suppress(ClaimLost):
+                await self.store.release(sub.id, attempt_id=str(sub.attempt_id), last_error=detail)
+            return
+        await self.settle(failed(RUN_FAILED, f"{type(error).__name__}: {error}"))
+
+    # --- the work (user code from here on) ----------------------------------------------
+
+    async def _work(self) -> SubmissionSettled:
+        assert self.definition is not None
+        events = self.runtime.instrumentation
+        spec = self.definition.initialize(self.submission.key.instance, self.config.env)
+        if inspect.isawaitable(spec):
+            spec = await spec
+        assert isinstance(spec, AgentSpec), "initialize must return an AgentSpec"
+        operation = Operation("attempt", self.submission.key.agent, self.correlation)
+        result: SubmissionSettled = await events.intercept(operation, lambda: self._drive(spec))
+        return result
+
+    async def _journal(self, spec: AgentSpec) -> Journal:
+        sub = self.submission
+        events = self.runtime.instrumentation
+        return await Journal.open(
+            self.store,
+            sub.conversation_id,
+            fence=sub.fence,
+            model=events.model(spec.model, self.correlation) if spec.model is not None else None,
+            tools=events.tools(spec.tools, self.correlation) if spec.tools is not None else None,
+            observer=_Observer(self.runtime, self.correlation),
+            steer_source=self._steer_source,
+            submission_id=sub.id,
+            attempt_id=sub.attempt_id,
+        )
+
+    async def _operation(
+        self, name: str, journal: Journal, spec: AgentSpec, inputs: Sequence[UserMessage] | None
+    ) -> JsonValue:
+        events = self.runtime.instrumentation
+        await events.emit(OperationStarted(self.correlation, operation=name))
+        error: str | None = None
+        try:
+            run = (
+                (lambda: journal.resume(spec.harness))
+                if inputs is None
+                else (lambda: journal.exec(spec.harness, inputs))
+            )
+            result = await events.intercept(Operation("operation", name, self.correlation), run)
+            return result.output
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            await events.emit(OperationEnded(self.correlation, operation=name, error=error))
+
+    async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
+        sub = self.submission
+        inbound = Inbound.model_validate(sub.input)
+        journal = await self._journal(spec)
+        self._delivered = await self._delivered_steers(journal)
+        if inbound.kind in ("steer", "follow_up") and sub.id in self._delivered:
+            return succeeded(
+                {"deliveredTo": self._delivered[sub.id]}
+            )  # it joined a run that settled
+        if inbound.kind == "compact":
+            return await self._compact(journal, spec)
+        view = await journal.refresh()
+        mine = [e for e in view.executions.by_id.values() if e.start.submission_id == sub.id]
+        events = self.runtime.instrumentation
+        if not mine:
+            output = await self._operation("exec", journal, spec, [inbound.input_payload()])  # type: ignore[list-item]
+        elif mine[-1].completed:
+            await events.emit(
+                RecoveryDecided(
+                    self.correlation, decision="completed_unsettled", detail=mine[-1].id
+                )
+            )
+            output = mine[-1].output  # type: ignore[assignment]
+        else:
+            await events.emit(
+                RecoveryDecided(self.correlation, decision="resume", detail=mine[-1].id)
+            )
+            try:
+                output = await self._operation("resume", journal, spec, None)
+            except IncompleteInvocation:  # only a cut inside the atomic start batch: start over
+                output = await self._operation("exec", journal, spec, [inbound.input_payload()])  # type: ignore[list-item]
+        if inbound.result_schema is None:
+            return succeeded(output)
+        retries = (
+            inbound.result_retries
+            if inbound.result_retries is not None
+            else self.config.result_retries
+        )
+        while True:
+            parsed, problem = _validate(output, inbound.result_schema)
+            if problem is None:
+                return succeeded(parsed)
+            view = await journal.refresh()
+            corrections = (
+                len([e for e in view.executions.by_id.values() if e.start.submission_id == sub.id])
+                - 1
+            )
+            if corrections >= retries:
+                return failed(RESULT_SCHEMA_INVALID, problem)
+            feedback = (
+                f"Your reply did not match the required JSON Schema: {problem}\n"
+                f"Schema: {json.dumps(inbound.result_schema)}\n"
+                "Reply with ONLY a JSON document that conforms to the schema."
+            )
+            output = await self._operation("exec", journal, spec, [UserMessage(body=feedback)])
+
+    async def _compact(self, journal: Journal, spec: AgentSpec) -> SubmissionSettled:
+        from tether.records import Compaction, RecordDraft
+
+        if spec.summarize is None:
+            return failed(RUN_FAILED, f"agent {self.submission.key.agent!r} has no summarizer")
+        view = await journal.refresh()
+        messages = view.messages()
+        users = [r.seq for r in view.records if r.kind == UserMessage.KIND]
+        if not messages or not users:
+            return succeeded({"compacted": False})
+        summary = await spec.summarize(messages)
+        compaction = Compaction(summary=summary, first_kept_seq=users[-1], reason="manual")
+        await journal.log.append(
+            [
+                RecordDraft(
+                    compaction,
+                    submission_id=self.submission.id,
+                    attempt_id=self.submission.attempt_id,
+                )
+            ]
+        )
+        return succeeded({"compacted": True, "firstKeptSeq": users[-1]})
+
+    # --- steering -------------------------------------------------------------------
+
+    async def _delivered_steers(self, journal: Journal) -> dict[str, str]:
+        """Steer submissions delivered in this conversation -> the submission each joined."""
+        view = await journal.refresh()
+        delivered: dict[str, str] = {}
+        for record in view.records:
+            if record.kind == SteerReceived.KIND:
+                source = record.fields["payload"].get("sourceSubmissionId")
+                if source:
+                    delivered[str(source)] = str(record.submission_id)
+        return delivered
+
+    async def _steer_source(self) -> list[SteerReceived]:
+        sub = self.submission
+        queued = await self.store.list_submissions(
+            SubmissionStatus.QUEUED, conversation_id=sub.conversation_id
+        )
+        steers: list[SteerReceived] = []
+        for other in queued:
+            inbound = Inbound.model_validate(other.input)
+            if inbound.kind in ("steer", "follow_up") and other.id not in self._delivered:
+                self._delivered[other.id] = sub.id
+                steers.append(inbound.steer_payload(other.id))
+        return steers
+
+
+def _validate(output: JsonValue, schema: dict[str, JsonValue]) -> tuple[JsonValue, str | None]:
+    """Parse a reply (the whole text, or its first fenced block) and check it against a schema."""
+    value: JsonValue = output
+    if isinstance(output, str):
+        text = output.strip()
+        match = _FENCED_JSON.search(text)
+        for candidate in (text, match.group(1).strip() if match else None):
+            if candidate is None:
+                continue
+            try:
+                value = json.loads(candidate)
+                break
+            except ValueError:
+                value = None
+        else:
+            return None, "the reply is not JSON"
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as exc:
+        return None, exc.message
+    return value, None

@@ -1,0 +1,73 @@
+"""Agent definitions and runtime settings."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from tether._ids import new_ulid
+from tether.journal import Harness, ToolExecutor
+from tether.messages import Message
+from tether.models import Model
+
+__all__ = ("AgentDefinition", "AgentSpec", "RuntimeConfig", "Summarizer")
+
+Summarizer = Callable[[list[Message]], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """What an agent runs for one claim: its harness, and the model and tools it may use.
+
+    ``summarize`` turns a transcript into a summary for compaction (optional).
+    """
+
+    harness: Harness
+    model: Model | None = None
+    tools: ToolExecutor | None = None
+    summarize: Summarizer | None = None
+
+
+Initializer = Callable[[str, Mapping[str, str]], "AgentSpec | Awaitable[AgentSpec]"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    """A named agent: ``initialize(instance_id, env)`` runs on every claim and returns the spec.
+
+    The durability policy is static (readable without running user code), so the budget
+    and the deadline are checked before the initializer runs. ``None`` takes the
+    runtime's default.
+
+    Example::
+
+        AgentDefinition(lambda instance, env: AgentSpec(harness=Helper(instance)), max_attempts=5)
+    """
+
+    initialize: Initializer
+    max_attempts: int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    """Engine settings (DESIGN §8 defaults). Times are in seconds."""
+
+    lease: float = 30.0
+    heartbeat: float | None = None
+    """Lease renewal interval; ``lease / 3`` by default."""
+    claim_interval: float = 0.25
+    max_concurrent_runs: int = 64
+    max_attempts: int = 10
+    submission_timeout: float = 3600.0
+    timeout_grace: float = 10.0
+    """How long a timed-out or aborted run gets to unwind before it is settled over."""
+    result_retries: int = 2
+    backoff_cap: float = 5.0
+    shutdown_timeout: float = 10.0
+    owner_id: str = field(default_factory=lambda: f"worker-{new_ulid()}")
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.heartbeat if self.heartbeat is not None else self.lease / 3

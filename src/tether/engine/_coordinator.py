@@ -1,0 +1,147 @@
+"""The claim loop: reconcile at start, then reclaim expired leases and claim session heads.
+
+Woken by admissions (and decisions) and by a tick; runs at most ``max_concurrent_runs``
+attempts at once, never two of one session in this process, in admission order per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from tether._ids import new_ulid
+from tether.engine._attempt import run_attempt
+from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
+from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
+from tether.errors import ClaimLost, TetherError
+from tether.records import SubmissionSettled
+from tether.store import Submission, SubmissionStatus
+
+if TYPE_CHECKING:
+    from tether.engine._runtime import Runtime
+
+__all__ = ("Coordinator",)
+
+logger = logging.getLogger("tether.engine")
+
+
+class Coordinator:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.wake = asyncio.Event()
+        self.active: dict[str, asyncio.Task[None]] = {}  # conversation id -> its running attempt
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="tether-coordinator")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.active:
+            await asyncio.wait(
+                set(self.active.values()), timeout=self.runtime.config.shutdown_timeout
+            )
+
+    async def _loop(self) -> None:
+        await self.reconcile()
+        interval = self.runtime.config.claim_interval
+        while True:
+            try:
+                await self.reclaim_expired()
+                await self.claim_runnable()
+            except TetherError:
+                logger.exception("claim loop pass failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self.wake.wait()
+            self.wake.clear()
+
+    async def reconcile(self) -> None:
+        """Finish every settlement a crash interrupted, from the payload it reserved."""
+        store = self.runtime.store
+        for submission in await store.list_submissions(SubmissionStatus.TERMINALIZING):
+            payload = (
+                SubmissionSettled.model_validate(submission.settlement)
+                if submission.settlement is not None
+                else failed(
+                    SETTLEMENT_INDETERMINATE, "the process stopped while settling; outcome unknown"
+                )
+            )
+            correlation = Correlation(
+                submission.key, submission.conversation_id, submission.id, submission.attempt_id
+            )
+            await self.runtime.instrumentation.emit(
+                RecoveryDecided(correlation, decision="finish_settlement", detail=payload.status)
+            )
+            await finish_reserved(store, submission, payload)
+            self.runtime.notify_settled(submission.id)
+
+    async def reclaim_expired(self) -> None:
+        store = self.runtime.store
+        for submission in await store.list_expired_leases(datetime.now(UTC)):
+            if submission.conversation_id in self.active:
+                continue  # ours and still running: its heartbeat will renew or give it up
+            with contextlib.suppress(ClaimLost):
+                await store.release(
+                    submission.id, attempt_id=str(submission.attempt_id), last_error="lease expired"
+                )
+                correlation = Correlation(
+                    submission.key, submission.conversation_id, submission.id, submission.attempt_id
+                )
+                await self.runtime.instrumentation.emit(
+                    RecoveryDecided(correlation, decision="lease_expired", detail="released")
+                )
+
+    async def claim_runnable(self) -> None:
+        runtime = self.runtime
+        free = runtime.config.max_concurrent_runs - len(self.active)
+        if free <= 0 or runtime.closing:
+            return
+        for head in await runtime.store.list_runnable(limit=free + len(self.active)):
+            if free <= 0:
+                break
+            if head.conversation_id in self.active:
+                continue
+            claimed = await self._claim(head)
+            if claimed is None:
+                continue
+            free -= 1
+            task = asyncio.create_task(
+                run_attempt(runtime, claimed), name=f"tether-run-{claimed.id}"
+            )
+            self.active[claimed.conversation_id] = task
+            task.add_done_callback(functools.partial(self._finished, claimed.conversation_id))
+
+    async def _claim(self, head: Submission) -> Submission | None:
+        runtime = self.runtime
+        now = datetime.now(UTC)
+        try:
+            claimed = await runtime.store.claim(
+                head.id,
+                attempt_id=new_ulid(),
+                owner_id=runtime.config.owner_id,
+                lease_expires_at=now + timedelta(seconds=runtime.config.lease),
+                now=now,
+            )
+        except ClaimLost:
+            return None  # another worker won it
+        correlation = Correlation(
+            claimed.key, claimed.conversation_id, claimed.id, claimed.attempt_id
+        )
+        await runtime.instrumentation.emit(
+            SubmissionClaimed(
+                correlation, owner_id=runtime.config.owner_id, attempt_count=claimed.attempt_count
+            )
+        )
+        return claimed
+
+    def _finished(self, conversation_id: str, _task: asyncio.Task[None]) -> None:
+        self.active.pop(conversation_id, None)
+        self.wake.set()  # a session head just freed up

@@ -1,0 +1,271 @@
+"""Observer events and interceptors: the engine's seams for logging, metrics and tracing.
+
+Observers receive typed events and can never fail a run. Interceptors wrap the attempt,
+operation, model-turn and tool boundaries; they compose in registration order (the first
+registered is outermost) and must call ``call_next`` exactly once. Context set in a
+``contextvars.ContextVar`` by an outer interceptor is visible to the inner ones, since
+every boundary runs inside the same task.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import JsonValue
+
+from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
+from tether.models import DeltaSink, Model
+from tether.store import SessionKey
+
+__all__ = (
+    "AttemptStarted",
+    "Compacted",
+    "Correlation",
+    "DeltaReceived",
+    "EngineEvent",
+    "Instrumentation",
+    "Interceptor",
+    "Observer",
+    "Operation",
+    "OperationEnded",
+    "OperationStarted",
+    "RecoveryDecided",
+    "SubmissionAdmitted",
+    "SubmissionClaimed",
+    "SubmissionSettled",
+    "ToolEnded",
+    "ToolStarted",
+    "TurnEnded",
+    "TurnStarted",
+)
+
+logger = logging.getLogger("tether.engine")
+T = TypeVar("T")
+Boundary = Literal["attempt", "operation", "turn", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class Correlation:
+    """The ids an event shares with the records it relates to."""
+
+    session_key: SessionKey
+    conversation_id: str
+    submission_id: str
+    attempt_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEvent:
+    kind: ClassVar[str]
+    correlation: Correlation
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionAdmitted(EngineEvent):
+    kind = "admitted"
+    input: dict[str, Any] = field(default_factory=dict)
+    created: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionClaimed(EngineEvent):
+    kind = "claimed"
+    owner_id: str = ""
+    attempt_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStarted(EngineEvent):
+    kind = "attempt_started"
+    attempt_count: int = 0
+    max_attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OperationStarted(EngineEvent):
+    kind = "operation_started"
+    operation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OperationEnded(EngineEvent):
+    kind = "operation_ended"
+    operation: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted(EngineEvent):
+    kind = "turn_started"
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded(EngineEvent):
+    kind = "turn_ended"
+    model: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted(EngineEvent):
+    kind = "tool_started"
+    call_id: str = ""
+    tool: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnded(EngineEvent):
+    kind = "tool_ended"
+    call_id: str = ""
+    tool: str = ""
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaReceived(EngineEvent):
+    kind = "delta"
+    call_id: str = ""
+    delta_kind: str = "text"
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted(EngineEvent):
+    kind = "compaction"
+    reason: str = "manual"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryDecided(EngineEvent):
+    kind = "recovery"
+    decision: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionSettled(EngineEvent):
+    kind = "settled"
+    settlement: dict[str, JsonValue] = field(default_factory=dict)
+
+
+Observer = Callable[[EngineEvent], "Awaitable[None] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """The boundary an interceptor wraps."""
+
+    boundary: Boundary
+    name: str
+    correlation: Correlation
+    call_id: str | None = None
+
+
+Interceptor = Callable[[Operation, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+class Instrumentation:
+    def __init__(self, observers: Sequence[Observer], interceptors: Sequence[Interceptor]) -> None:
+        self.observers = list(observers)
+        self.interceptors = list(interceptors)
+
+    async def emit(self, event: EngineEvent) -> None:
+        for observer in self.observers:
+            try:
+                result = observer(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # an observer never fails a run
+                logger.exception("observer %r failed on %s", observer, event.kind)
+
+    async def intercept(self, operation: Operation, fn: Callable[[], Awaitable[T]]) -> T:
+        call: Callable[[], Awaitable[Any]] = fn
+        for interceptor in reversed(self.interceptors):
+            call = _once(interceptor, operation, call)
+        result: T = await call()
+        return result
+
+    def model(self, inner: Model, correlation: Correlation) -> Model:
+        return _InstrumentedModel(inner, self, correlation)
+
+    def tools(self, inner: Any, correlation: Correlation) -> Any:
+        return _InstrumentedTools(inner, self, correlation)
+
+
+def _once(
+    interceptor: Interceptor, operation: Operation, inner: Callable[[], Awaitable[Any]]
+) -> Callable[[], Awaitable[Any]]:
+    async def call() -> Any:
+        calls = 0
+
+        async def call_next() -> Any:
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                raise RuntimeError(f"interceptor {interceptor!r} called next twice")
+            return await inner()
+
+        result = await interceptor(operation, call_next)
+        if calls == 0:
+            raise RuntimeError(f"interceptor {interceptor!r} refused the {operation.boundary}")
+        return result
+
+    return call
+
+
+class _InstrumentedModel:
+    def __init__(
+        self, inner: Model, instrumentation: Instrumentation, correlation: Correlation
+    ) -> None:
+        self._inner = inner
+        self._instrumentation = instrumentation
+        self._correlation = correlation
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        events = self._instrumentation
+        await events.emit(TurnStarted(self._correlation, model=request.model))
+        error: str | None = None
+        try:
+            return await events.intercept(
+                Operation("turn", request.model, self._correlation),
+                lambda: self._inner.request(request, stream),
+            )
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            await events.emit(TurnEnded(self._correlation, model=request.model, error=error))
+
+
+class _InstrumentedTools:
+    def __init__(
+        self, inner: Any, instrumentation: Instrumentation, correlation: Correlation
+    ) -> None:
+        self._inner = inner
+        self._instrumentation = instrumentation
+        self._correlation = correlation
+
+    async def execute(self, call: ToolCall, scope: Any) -> ToolResult:
+        events = self._instrumentation
+        await events.emit(ToolStarted(self._correlation, call_id=call.call_id, tool=call.name))
+        is_error = True
+        try:
+            result: ToolResult = await events.intercept(
+                Operation("tool", call.name, self._correlation, call_id=call.call_id),
+                lambda: self._inner.execute(call, scope),
+            )
+            is_error = result.is_error
+            return result
+        finally:
+            await events.emit(
+                ToolEnded(
+                    self._correlation, call_id=call.call_id, tool=call.name, is_error=is_error
+                )
+            )

@@ -1,0 +1,430 @@
+"""The runtime: durable submissions in, settlements out, however processes die.
+
+Example::
+
+    runtime = Runtime(
+        agents={"assistant": AgentDefinition(lambda instance, env: AgentSpec(harness=MyHarness()))},
+        store="sqlite:///./tether-data",
+    )
+    async with runtime:
+        receipt = await runtime.dispatch("assistant", "acme", "What is the weather?")
+        settlement = await runtime.wait(receipt.submission_id)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from pydantic import JsonValue
+
+from tether._ids import new_ulid
+from tether.engine._attempt import _Stop
+from tether.engine._config import AgentDefinition, RuntimeConfig
+from tether.engine._coordinator import Coordinator
+from tether.engine._inbound import Inbound, parse_inbound
+from tether.engine._observe import (
+    Correlation,
+    Instrumentation,
+    Interceptor,
+    Observer,
+    SubmissionAdmitted,
+)
+from tether.errors import (
+    ConversationNotFound,
+    InvalidDispatch,
+    NoRunInFlight,
+    RuntimeClosed,
+    SessionBusy,
+    SubmissionNotFound,
+    UnknownAgent,
+)
+from tether.journal import Decision, Journal
+from tether.records import Record
+from tether.store import (
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Store,
+    Submission,
+    SubmissionStatus,
+    open_store,
+)
+
+__all__ = ("Multitask", "Receipt", "Runtime", "SubmissionInfo")
+
+Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
+_WAIT_POLL = 0.25
+_NAME_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What a dispatch returns; ``created`` is false for an idempotent replay."""
+
+    submission_id: str
+    conversation_id: str
+    session: str
+    created: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionInfo:
+    submission: Submission
+    attempts: list[Attempt]
+
+    @property
+    def status(self) -> SubmissionStatus:
+        return self.submission.status
+
+    @property
+    def settlement(self) -> Mapping[str, Any] | None:
+        return self.submission.settlement
+
+
+@dataclass(slots=True)
+class _Run:
+    task: asyncio.Task[Any]
+    stop: _Stop
+    wake: asyncio.Future[None]
+
+
+def _check_name(kind: str, value: str) -> None:
+    if not value or len(value) > _NAME_LIMIT or "/" in value or not value.isprintable():
+        raise InvalidDispatch(
+            f"must be 1-{_NAME_LIMIT} printable characters without '/'", field=kind
+        )
+
+
+class Runtime:
+    """Durable agent sessions over a store (DESIGN §6)."""
+
+    def __init__(
+        self,
+        agents: Mapping[str, AgentDefinition],
+        store: Store | str = "sqlite:///./tether-data",
+        *,
+        config: RuntimeConfig | None = None,
+        observers: Sequence[Observer] = (),
+        interceptors: Sequence[Interceptor] = (),
+        **settings: Any,
+    ) -> None:
+        for name in agents:
+            _check_name("agent", name)
+        self.agents = dict(agents)
+        self._store_source = store
+        self._store: Store | None = store if not isinstance(store, str) else None
+        self.config = replace(config or RuntimeConfig(), **settings)
+        self.instrumentation = Instrumentation(observers, interceptors)
+        self.closing = False
+        self._started = False
+        self._coordinator: Coordinator | None = None
+        self._runs: dict[str, _Run] = {}
+        self._settled: dict[str, asyncio.Event] = {}
+        self._zombies: set[asyncio.Task[Any]] = set()
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeClosed("the runtime has not been started")
+        return self._store
+
+    async def start(self, *, worker: bool = True) -> None:
+        """Open the store and (unless ``worker=False``, an API-only node) start the coordinator."""
+        if self._started:
+            raise RuntimeError("the runtime is already started")
+        if self.closing:
+            raise RuntimeClosed("the runtime is closed")
+        if self._store is None:
+            assert isinstance(self._store_source, str)
+            self._store = await open_store(self._store_source)
+        self._started = True
+        if worker:
+            self._coordinator = Coordinator(self)
+            self._coordinator.start()
+
+    async def close(self) -> None:
+        """Stop claiming, release running work without burning an attempt, close an owned store."""
+        if self.closing:
+            return
+        self.closing = True
+        for run in self._runs.values():
+            if not run.wake.done():
+                run.wake.set_result(None)
+        if self._coordinator is not None:
+            await self._coordinator.stop()
+        for zombie in self._zombies:
+            zombie.cancel()
+        if self._zombies:
+            await asyncio.wait(self._zombies, timeout=1)
+        if isinstance(self._store_source, str) and self._store is not None:
+            await self._store.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _check_open(self) -> Store:
+        if self.closing:
+            raise RuntimeClosed("the runtime is closed")
+        return self.store
+
+    def _wake(self) -> None:
+        if self._coordinator is not None:
+            self._coordinator.wake.set()
+
+    # --- hooks for attempts -----------------------------------------------------------
+
+    def register_run(self, submission: Submission, task: asyncio.Task[Any], stop: _Stop) -> None:
+        self._runs[submission.id] = _Run(task, stop, asyncio.get_running_loop().create_future())
+
+    def unregister_run(self, submission: Submission) -> None:
+        self._runs.pop(submission.id, None)
+
+    def shutdown_signal(self, submission: Submission) -> asyncio.Future[None]:
+        """Resolves when this run should stop now (shutdown or an in-process abort)."""
+        return self._runs[submission.id].wake
+
+    def adopt_zombie(self, task: asyncio.Task[Any]) -> None:
+        self._zombies.add(task)
+        task.add_done_callback(self._zombies.discard)
+
+    def notify_settled(self, submission_id: str) -> None:
+        event = self._settled.pop(submission_id, None)
+        if event is not None:
+            event.set()
+
+    # --- admission --------------------------------------------------------------------
+
+    async def dispatch(
+        self,
+        agent: str,
+        instance: str,
+        message: Inbound | str | Mapping[str, Any],
+        *,
+        session: str = "default",
+        dispatch_id: str | None = None,
+        multitask: Multitask = "enqueue",
+    ) -> Receipt:
+        """Admit a message for ``agent/instance/session``; durable when this returns.
+
+        ``dispatch_id`` makes it idempotent within the session key. ``multitask`` says what
+        to do if the session is busy: ``enqueue`` (run after), ``reject`` (``SessionBusy``),
+        ``interrupt`` (abort what runs, then run), ``steer`` (join the running execution).
+        """
+        self._check_open()
+        if agent not in self.agents:
+            raise UnknownAgent(agent)
+        _check_name("instance", instance)
+        _check_name("session", session)
+        if dispatch_id is not None and not (0 < len(dispatch_id) <= _NAME_LIMIT):
+            raise InvalidDispatch(f"must be 1-{_NAME_LIMIT} characters", field="dispatchId")
+        inbound = parse_inbound(message)
+        key = SessionKey(agent, instance, session)
+        if multitask != "enqueue" and inbound.kind in ("user", "signal"):
+            busy = await self._unsettled(key)
+            if busy and multitask == "reject":
+                raise SessionBusy(f"session {key} is running {busy[0].id}")
+            if busy and multitask == "interrupt":
+                for submission in busy:
+                    await self._cancel(submission)
+            if busy and multitask == "steer":
+                inbound = inbound.model_copy(update={"kind": "steer"})
+        return await self._admit(key, inbound, dispatch_id)
+
+    async def _admit(self, key: SessionKey, inbound: Inbound, dispatch_id: str | None) -> Receipt:
+        now = datetime.now(UTC)
+        admission = await self.store.admit(
+            NewSubmission(
+                id=new_ulid(),
+                key=key,
+                conversation_id=new_ulid(),
+                input=inbound.to_json_object(),
+                created_at=now,
+                dispatch_id=dispatch_id,
+            )
+        )
+        submission = admission.submission
+        correlation = Correlation(key, submission.conversation_id, submission.id)
+        await self.instrumentation.emit(
+            SubmissionAdmitted(correlation, input=dict(submission.input), created=admission.created)
+        )
+        self._wake()
+        return Receipt(submission.id, submission.conversation_id, key.session, admission.created)
+
+    async def _unsettled(self, key: SessionKey) -> list[Submission]:
+        try:
+            conversation = await self.store.find_conversation(key)
+        except ConversationNotFound:
+            return []
+        return [
+            s
+            for s in await self.store.list_submissions(conversation_id=conversation.id)
+            if s.status is not SubmissionStatus.SETTLED
+        ]
+
+    async def _cancel(self, submission: Submission) -> None:
+        await self.store.request_cancel(submission.id, now=datetime.now(UTC))
+        run = self._runs.get(submission.id)
+        if run is not None:
+            run.stop.reason = "aborted"
+            if not run.wake.done():
+                run.wake.set_result(None)
+
+    async def steer(
+        self,
+        agent: str,
+        instance: str,
+        message: Inbound | str | Mapping[str, Any],
+        *,
+        session: str = "default",
+    ) -> Receipt:
+        """Deliver a message into the running execution at its next safe point (durable)."""
+        return await self._inject("steer", agent, instance, message, session)
+
+    async def follow_up(
+        self,
+        agent: str,
+        instance: str,
+        message: Inbound | str | Mapping[str, Any],
+        *,
+        session: str = "default",
+    ) -> Receipt:
+        """Queue a message for the running execution to take once its current answer is done."""
+        return await self._inject("follow_up", agent, instance, message, session)
+
+    async def _inject(
+        self,
+        kind: str,
+        agent: str,
+        instance: str,
+        message: Inbound | str | Mapping[str, Any],
+        session: str,
+    ) -> Receipt:
+        self._check_open()
+        if agent not in self.agents:
+            raise UnknownAgent(agent)
+        inbound = parse_inbound(message)
+        key = SessionKey(agent, instance, session)
+        busy = [
+            s
+            for s in await self._unsettled(key)
+            if Inbound.model_validate(s.input).kind in ("user", "signal")
+        ]
+        if not busy:
+            raise NoRunInFlight(f"nothing is running in session {key}")
+        return await self._admit(key, inbound.model_copy(update={"kind": kind}), None)
+
+    async def abort(self, agent: str, instance: str, *, session: str = "default") -> list[str]:
+        """Abort every unsettled submission of the session (each settles ``aborted``)."""
+        self._check_open()
+        busy = await self._unsettled(SessionKey(agent, instance, session))
+        for submission in busy:
+            await self._cancel(submission)
+        self._wake()
+        return [s.id for s in busy]
+
+    async def compact(
+        self, agent: str, instance: str, *, session: str = "default", dispatch_id: str | None = None
+    ) -> Receipt:
+        """Queue a compaction of the session's history (it runs in order with the messages)."""
+        self._check_open()
+        if agent not in self.agents:
+            raise UnknownAgent(agent)
+        key = SessionKey(agent, instance, session)
+        await self.store.find_conversation(key)  # ConversationNotFound: nothing to compact
+        return await self._admit(key, Inbound(kind="compact"), dispatch_id)
+
+    # --- reading ----------------------------------------------------------------------
+
+    async def submission(self, submission_id: str) -> SubmissionInfo:
+        store = self._check_open()
+        submission = await store.get_submission(submission_id)
+        return SubmissionInfo(submission, await store.list_attempts(submission_id))
+
+    async def wait(self, submission_id: str) -> dict[str, JsonValue]:
+        """The settled payload, once the submission settles; works across processes and
+        restarts (it reads the store). Bound it with ``asyncio.timeout``."""
+        store = self._check_open()
+        while True:
+            event = self._settled.setdefault(submission_id, asyncio.Event())
+            submission = await store.get_submission(submission_id)
+            if submission.status is SubmissionStatus.SETTLED and submission.settlement is not None:
+                self._settled.pop(submission_id, None)
+                return dict(submission.settlement)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_WAIT_POLL):
+                    await event.wait()
+
+    async def records(
+        self, conversation_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[Record]:
+        return await self._check_open().read(conversation_id, after_seq=after, limit=limit)
+
+    async def conversation(
+        self, agent: str, instance: str, *, session: str = "default"
+    ) -> Conversation:
+        return await self._check_open().find_conversation(SessionKey(agent, instance, session))
+
+    # --- approvals and forks ----------------------------------------------------------
+
+    async def approve(
+        self,
+        approval_id: str,
+        decision: Decision,
+        *,
+        approver: str,
+        reason: str | None = None,
+        args: dict[str, JsonValue] | None = None,
+    ) -> Record:
+        """Decide a parked tool call and requeue its submission (idempotent)."""
+        store = self._check_open()
+        conversation_id, _, _ = approval_id.rpartition(".")
+        if not conversation_id:
+            from tether.errors import ApprovalNotFound
+
+            raise ApprovalNotFound(approval_id)
+        journal = await Journal.open(store, conversation_id)
+        record = await journal.approve(
+            approval_id, decision, approver=approver, reason=reason, args=args
+        )
+        if record.submission_id is not None:
+            with contextlib.suppress(SubmissionNotFound):
+                submission = await store.get_submission(record.submission_id)
+                if submission.status is SubmissionStatus.WAITING:
+                    await store.unpark(submission.id)
+        self._wake()
+        return record
+
+    async def fork(
+        self, conversation_id: str, *, at_seq: int, session: str | None = None
+    ) -> Conversation:
+        """A new session whose log starts with this conversation's first ``at_seq`` records."""
+        store = self._check_open()
+        parent = await store.get_conversation(conversation_id)
+        name = session or f"fork-{new_ulid().lower()}"
+        _check_name("session", name)
+        key = SessionKey(parent.key.agent, parent.key.instance, name)
+        return await store.fork(
+            conversation_id,
+            at_seq=at_seq,
+            key=key,
+            new_conversation_id=new_ulid(),
+            created_at=datetime.now(UTC),
+        )

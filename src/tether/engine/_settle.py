@@ -1,0 +1,130 @@
+"""Two-phase settlement: reserve the exact payload, append the settled record once, finalize."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+from pydantic import JsonValue
+
+from tether.errors import ClaimLost, Conflict
+from tether.journal import Journal
+from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
+from tether.store import Store, Submission
+
+__all__ = (
+    "ABORTED",
+    "ATTEMPT_BUDGET_EXHAUSTED",
+    "CANCELLED_BY_PARENT",
+    "RESULT_SCHEMA_INVALID",
+    "RUN_FAILED",
+    "SETTLEMENT_INDETERMINATE",
+    "TIMEOUT_EXCEEDED",
+    "failed",
+    "finish_reserved",
+    "settle",
+    "settled_record",
+    "succeeded",
+)
+
+RUN_FAILED: Final = "run_failed"
+ATTEMPT_BUDGET_EXHAUSTED: Final = "attempt_budget_exhausted"
+TIMEOUT_EXCEEDED: Final = "timeout_exceeded"
+SETTLEMENT_INDETERMINATE: Final = "settlement_indeterminate"
+RESULT_SCHEMA_INVALID: Final = "result_schema_invalid"
+ABORTED: Final = "aborted"
+CANCELLED_BY_PARENT: Final = "cancelled_by_parent"
+
+
+def failed(code: str, error: str) -> SubmissionSettled:
+    status = (
+        SettlementStatus.ABORTED
+        if code in (ABORTED, CANCELLED_BY_PARENT)
+        else SettlementStatus.FAILED
+    )
+    return SubmissionSettled(status=status, error=error, error_code=code)
+
+
+def succeeded(result: JsonValue) -> SubmissionSettled:
+    return SubmissionSettled(status=SettlementStatus.SUCCEEDED, result=result)
+
+
+async def settled_record(journal: Journal, submission_id: str) -> Record | None:
+    """This submission's ``submission_settled`` record, if the log has one."""
+    view = await journal.refresh()
+    starts = [
+        e.start_index
+        for e in view.executions.by_id.values()
+        if e.start.submission_id == submission_id
+    ]
+    floor = min(starts, default=0)  # nothing before its first execution can settle it
+    for record in reversed(view.records[floor:]):
+        if record.kind == SubmissionSettled.KIND and record.submission_id == submission_id:
+            return record
+    return None
+
+
+async def _append_once(
+    journal: Journal, submission: Submission, payload: SubmissionSettled
+) -> Record:
+    for _ in range(5):
+        existing = await settled_record(journal, submission.id)
+        if existing is not None:
+            return existing
+        draft = RecordDraft(payload, submission_id=submission.id, attempt_id=submission.attempt_id)
+        try:
+            [record] = await journal.log.append([draft])
+            return record
+        except Conflict:
+            continue  # someone appended meanwhile: look again, then retry at the new head
+    raise Conflict(journal.conversation.id, journal.head, journal.head)
+
+
+async def settle(
+    store: Store,
+    submission: Submission,
+    payload: SubmissionSettled,
+    *,
+    fence: int | None = None,
+    absorbed: Sequence[Submission] = (),
+) -> bool:
+    """Settle a running submission exactly once. ``fence=None`` mints a fresh fence, which
+    supersedes the attempt's own (use it when a run may still be unwinding). ``absorbed``
+    steer submissions that were delivered into the run settle with it.
+
+    Returns false if the attempt no longer owns the submission (nothing is written then).
+    """
+    assert submission.attempt_id is not None
+    try:
+        await store.reserve_settlement(
+            submission.id, attempt_id=submission.attempt_id, settlement=payload.to_json_object()
+        )
+    except ClaimLost:
+        return False
+    await finish_reserved(store, submission, payload, fence=fence, absorbed=absorbed)
+    return True
+
+
+async def finish_reserved(
+    store: Store,
+    submission: Submission,
+    payload: SubmissionSettled,
+    *,
+    fence: int | None = None,
+    absorbed: Sequence[Submission] = (),
+) -> None:
+    """Phase two: append the settled record once (idempotent), then finalize.
+
+    Absorbed steers settle in between, while the session's head is still this submission,
+    so no other attempt can be running in the conversation.
+    """
+    journal = await Journal.open(store, submission.conversation_id, fence=fence)
+    await _append_once(journal, submission, payload)
+    for steer in absorbed:
+        joined = succeeded({"deliveredTo": submission.id})
+        await _append_once(journal, steer, joined)
+        await store.settle_absorbed(
+            steer.id, settlement=joined.to_json_object(), now=datetime.now(UTC)
+        )
+    await store.finalize_settlement(submission.id, now=datetime.now(UTC))

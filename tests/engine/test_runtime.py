@@ -1,0 +1,185 @@
+"""The runtime end to end in one process: admission, settlement, ordering, budgets, recovery."""
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tether.engine import Runtime
+from tether.errors import DispatchConflict, InvalidDispatch, RuntimeClosed, UnknownAgent
+from tether.records import SubmissionSettled
+from tether.store import NewSubmission, SessionKey, Store, SubmissionStatus
+from tether.testing import RecordingTools, ScriptedModel
+
+from .agents import echo_agent, loop_agent, slow_tools
+
+Make = Callable[..., Runtime]
+
+
+async def settle(runtime: Runtime, submission_id: str) -> dict[str, object]:
+    async with asyncio.timeout(15):
+        return await runtime.wait(submission_id)
+
+
+async def test_dispatch_settles_with_the_output(make_runtime: Make, store: Store) -> None:
+    async with make_runtime({"echo": echo_agent()}) as runtime:
+        receipt = await runtime.dispatch("echo", "acme", "hi")
+        assert await settle(runtime, receipt.submission_id) == {"status": "succeeded", "result": "echo: hi"}
+        records = await runtime.records(receipt.conversation_id)
+        kinds = [r.kind for r in records]
+        assert kinds[0] == "conversation_created" and kinds[-1] == "submission_settled"
+        assert kinds.count("user_message") == 1 and kinds.count("submission_settled") == 1
+        assert all(r.submission_id == receipt.submission_id for r in records[1:])
+        info = await runtime.submission(receipt.submission_id)
+        assert info.status is SubmissionStatus.SETTLED and len(info.attempts) == 1
+        assert await store.verify(receipt.conversation_id) == len(records)
+
+
+async def test_dispatch_is_idempotent_per_session_key(make_runtime: Make, store: Store) -> None:
+    async with make_runtime({"echo": echo_agent()}) as runtime:
+        first = await runtime.dispatch("echo", "acme", "hi", dispatch_id="d-1")
+        again = await runtime.dispatch("echo", "acme", "hi", dispatch_id="d-1")
+        assert again.submission_id == first.submission_id and not again.created
+        with pytest.raises(DispatchConflict):
+            await runtime.dispatch("echo", "acme", "different", dispatch_id="d-1")
+        other = await runtime.dispatch("echo", "acme", "hi", dispatch_id="d-1", session="other")
+        assert other.submission_id != first.submission_id
+        await settle(runtime, first.submission_id)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [{"kind": "nope", "body": "x"}, {"kind": "signal", "body": "x"}, {"body": ""}, {"body": "x", "extra": 1},
+     {"body": "x", "resultSchema": {"type": 7}}],
+)
+async def test_malformed_messages_write_nothing(make_runtime: Make, store: Store, message: dict[str, object]) -> None:
+    async with make_runtime({"echo": echo_agent()}) as runtime:
+        with pytest.raises(InvalidDispatch):
+            await runtime.dispatch("echo", "acme", message)
+        with pytest.raises(UnknownAgent):
+            await runtime.dispatch("nobody", "acme", "hi")
+        with pytest.raises(InvalidDispatch):
+            await runtime.dispatch("echo", "a/b", "hi")
+        assert await store.list_submissions() == []
+
+
+async def test_sessions_run_in_order_and_concurrently(make_runtime: Make) -> None:
+    started = asyncio.Event()
+    slow = loop_agent(slow_tools(0.4, started))
+    async with make_runtime({"slow": slow, "echo": echo_agent()}) as runtime:
+        a1 = await runtime.dispatch("slow", "acme", "lookup one", session="a")
+        a2 = await runtime.dispatch("slow", "acme", "hello two", session="a")
+        await asyncio.wait_for(started.wait(), 5)
+        fast = await runtime.dispatch("echo", "acme", "quick", session="b")
+        await settle(runtime, fast.submission_id)
+        assert (await runtime.submission(a1.submission_id)).status is SubmissionStatus.RUNNING
+        await settle(runtime, a2.submission_id)
+        records = await runtime.records(a1.conversation_id)
+        first_settled = next(r.seq for r in records if r.kind == "submission_settled")
+        assert all(r.seq > first_settled for r in records if r.submission_id == a2.submission_id)
+
+
+async def test_transient_errors_retry_and_fatal_errors_do_not(make_runtime: Make) -> None:
+    flaky = echo_agent(ScriptedModel([ConnectionError("reset"), "second time lucky"]))
+    broken = echo_agent(ScriptedModel([ValueError("bad request")]))
+    async with make_runtime({"flaky": flaky, "broken": broken}) as runtime:
+        ok = await runtime.dispatch("flaky", "acme", "hi")
+        bad = await runtime.dispatch("broken", "acme", "hi")
+        assert (await settle(runtime, ok.submission_id))["result"] == "second time lucky"
+        info = await runtime.submission(ok.submission_id)
+        assert info.submission.attempt_count == 2 and "ConnectionError" in str(info.submission.last_error)
+        failure = await settle(runtime, bad.submission_id)
+        assert failure["errorCode"] == "run_failed" and "bad request" in str(failure["error"])
+        assert (await runtime.submission(bad.submission_id)).submission.attempt_count == 1
+
+
+async def test_the_attempt_budget_is_checked_before_user_code_and_survives_restarts(
+    make_runtime: Make, store: Store
+) -> None:
+    model = ScriptedModel(["never"])
+    key = SessionKey("echo", "acme")
+    now = datetime.now(UTC)
+    admission = await store.admit(NewSubmission("sub-1", key, "conv-1", {"kind": "user", "body": "hi"}, now))
+    for n in range(3):  # three attempts burned by processes that died
+        claimed = await store.claim("sub-1", attempt_id=f"dead-{n}", owner_id="ghost", lease_expires_at=now, now=now)
+        await store.release("sub-1", attempt_id=str(claimed.attempt_id), last_error=f"crash {n}")
+    async with make_runtime({"echo": echo_agent(model, max_attempts=3)}) as runtime:
+        outcome = await settle(runtime, admission.submission.id)
+    assert outcome["errorCode"] == "attempt_budget_exhausted" and "crash 2" in str(outcome["error"])
+    assert model.invocations == 0
+
+
+async def test_timeout_before_running_makes_no_model_call(make_runtime: Make, store: Store) -> None:
+    model = ScriptedModel(["never"])
+    old = datetime.now(UTC) - timedelta(hours=2)
+    await store.admit(NewSubmission("sub-old", SessionKey("echo", "acme"), "conv-1", {"kind": "user", "body": "hi"}, old))
+    async with make_runtime({"echo": echo_agent(model)}) as runtime:
+        outcome = await settle(runtime, "sub-old")
+    assert outcome["errorCode"] == "timeout_exceeded" and model.invocations == 0
+
+
+async def test_a_hung_tool_is_timed_out_preemptively(make_runtime: Make) -> None:
+    hung = loop_agent(slow_tools(3600), timeout=0.6)
+    async with make_runtime({"hung": hung}, timeout_grace=0.2) as runtime:
+        receipt = await runtime.dispatch("hung", "acme", "lookup forever")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == "timeout_exceeded"
+
+
+async def test_a_lost_worker_is_reclaimed_and_resumed(make_runtime: Make, store: Store) -> None:
+    tools = RecordingTools()
+    async with make_runtime({"loop": loop_agent(tools)}) as runtime:
+        receipt = await runtime.dispatch("loop", "acme", "lookup x", dispatch_id="once")
+        await settle(runtime, receipt.submission_id)
+    # Replay the same work as if the first worker died holding the claim: a fresh runtime
+    # on a fresh session takes over an expired lease.
+    now = datetime.now(UTC)
+    key = SessionKey("loop", "acme", "orphan")
+    await store.admit(NewSubmission("sub-o", key, "conv-o", {"kind": "user", "body": "lookup y"}, now))
+    await store.claim("sub-o", attempt_id="dead", owner_id="ghost", lease_expires_at=now, now=now)
+    async with make_runtime({"loop": loop_agent(tools)}) as runtime:
+        outcome = await settle(runtime, "sub-o")
+    assert outcome["status"] == "succeeded"
+    info = await store.get_submission("sub-o")
+    assert info.attempt_count == 2 and info.last_error == "lease expired"
+
+
+async def test_startup_finishes_interrupted_settlements(make_runtime: Make, store: Store) -> None:
+    now = datetime.now(UTC)
+    await store.admit(NewSubmission("sub-t", SessionKey("echo", "acme"), "conv-t", {"kind": "user", "body": "x"}, now))
+    claimed = await store.claim("sub-t", attempt_id="a1", owner_id="ghost", lease_expires_at=now, now=now)
+    payload = SubmissionSettled(status="succeeded", result="kept").to_json_object()
+    await store.reserve_settlement("sub-t", attempt_id=str(claimed.attempt_id), settlement=payload)
+    async with make_runtime({"echo": echo_agent()}) as runtime:
+        outcome = await settle(runtime, "sub-t")
+    assert outcome == payload
+    records = await store.read("conv-t")
+    assert [r.kind for r in records].count("submission_settled") == 1
+
+
+async def test_graceful_shutdown_releases_without_burning_an_attempt(make_runtime: Make, store: Store) -> None:
+    started = asyncio.Event()
+    runtime = make_runtime({"slow": loop_agent(slow_tools(30, started))})
+    await runtime.start()
+    receipt = await runtime.dispatch("slow", "acme", "lookup slowly")
+    await asyncio.wait_for(started.wait(), 5)
+    await runtime.close()
+    submission = await store.get_submission(receipt.submission_id)
+    assert submission.status is SubmissionStatus.QUEUED and submission.attempt_count == 0
+    with pytest.raises(RuntimeClosed):
+        await runtime.dispatch("slow", "acme", "after close")
+    async with make_runtime({"slow": loop_agent(slow_tools(0))}) as again:
+        outcome = await settle(again, receipt.submission_id)
+    assert outcome["status"] == "succeeded"
+    records = await store.read(receipt.conversation_id)
+    assert len({r.attempt_id for r in records if r.attempt_id}) == 2
+    assert [r.kind for r in records].count("user_message") == 1
+
+
+async def test_an_unregistered_agent_settles_run_failed(make_runtime: Make, store: Store) -> None:
+    now = datetime.now(UTC)
+    await store.admit(NewSubmission("sub-g", SessionKey("gone", "acme"), "conv-g", {"kind": "user", "body": "x"}, now))
+    async with make_runtime({"echo": echo_agent()}) as runtime:
+        outcome = await settle(runtime, "sub-g")
+    assert outcome["errorCode"] == "run_failed" and "not registered" in str(outcome["error"])
