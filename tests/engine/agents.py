@@ -27,7 +27,9 @@ def agent(
 
 
 def echo_agent(model: ScriptedModel | None = None, **policy: Any) -> AgentDefinition:
-    return agent(EchoHarness(), model or ScriptedModel(lambda r: "echo: " + r.messages[-1].text), **policy)
+    return agent(
+        EchoHarness(), model or ScriptedModel(lambda r: "echo: " + r.messages[-1].text), **policy
+    )
 
 
 def loop_agent(tools: RecordingTools | None = None, **policy: Any) -> AgentDefinition:

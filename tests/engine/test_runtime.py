@@ -5,6 +5,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import JsonValue
 
 from tether.engine import Runtime
 from tether.errors import DispatchConflict, InvalidDispatch, RuntimeClosed, UnknownAgent
@@ -17,7 +18,7 @@ from .agents import echo_agent, loop_agent, slow_tools
 Make = Callable[..., Runtime]
 
 
-async def settle(runtime: Runtime, submission_id: str) -> dict[str, object]:
+async def settle(runtime: Runtime, submission_id: str) -> dict[str, JsonValue]:
     async with asyncio.timeout(15):
         return await runtime.wait(submission_id)
 
@@ -25,7 +26,10 @@ async def settle(runtime: Runtime, submission_id: str) -> dict[str, object]:
 async def test_dispatch_settles_with_the_output(make_runtime: Make, store: Store) -> None:
     async with make_runtime({"echo": echo_agent()}) as runtime:
         receipt = await runtime.dispatch("echo", "acme", "hi")
-        assert await settle(runtime, receipt.submission_id) == {"status": "succeeded", "result": "echo: hi"}
+        assert await settle(runtime, receipt.submission_id) == {
+            "status": "succeeded",
+            "result": "echo: hi",
+        }
         records = await runtime.records(receipt.conversation_id)
         kinds = [r.kind for r in records]
         assert kinds[0] == "conversation_created" and kinds[-1] == "submission_settled"
@@ -50,10 +54,17 @@ async def test_dispatch_is_idempotent_per_session_key(make_runtime: Make, store:
 
 @pytest.mark.parametrize(
     "message",
-    [{"kind": "nope", "body": "x"}, {"kind": "signal", "body": "x"}, {"body": ""}, {"body": "x", "extra": 1},
-     {"body": "x", "resultSchema": {"type": 7}}],
+    [
+        {"kind": "nope", "body": "x"},
+        {"kind": "signal", "body": "x"},
+        {"body": ""},
+        {"body": "x", "extra": 1},
+        {"body": "x", "resultSchema": {"type": 7}},
+    ],
 )
-async def test_malformed_messages_write_nothing(make_runtime: Make, store: Store, message: dict[str, object]) -> None:
+async def test_malformed_messages_write_nothing(
+    make_runtime: Make, store: Store, message: dict[str, object]
+) -> None:
     async with make_runtime({"echo": echo_agent()}) as runtime:
         with pytest.raises(InvalidDispatch):
             await runtime.dispatch("echo", "acme", message)
@@ -88,7 +99,9 @@ async def test_transient_errors_retry_and_fatal_errors_do_not(make_runtime: Make
         bad = await runtime.dispatch("broken", "acme", "hi")
         assert (await settle(runtime, ok.submission_id))["result"] == "second time lucky"
         info = await runtime.submission(ok.submission_id)
-        assert info.submission.attempt_count == 2 and "ConnectionError" in str(info.submission.last_error)
+        assert info.submission.attempt_count == 2 and "ConnectionError" in str(
+            info.submission.last_error
+        )
         failure = await settle(runtime, bad.submission_id)
         assert failure["errorCode"] == "run_failed" and "bad request" in str(failure["error"])
         assert (await runtime.submission(bad.submission_id)).submission.attempt_count == 1
@@ -100,9 +113,13 @@ async def test_the_attempt_budget_is_checked_before_user_code_and_survives_resta
     model = ScriptedModel(["never"])
     key = SessionKey("echo", "acme")
     now = datetime.now(UTC)
-    admission = await store.admit(NewSubmission("sub-1", key, "conv-1", {"kind": "user", "body": "hi"}, now))
+    admission = await store.admit(
+        NewSubmission("sub-1", key, "conv-1", {"kind": "user", "body": "hi"}, now)
+    )
     for n in range(3):  # three attempts burned by processes that died
-        claimed = await store.claim("sub-1", attempt_id=f"dead-{n}", owner_id="ghost", lease_expires_at=now, now=now)
+        claimed = await store.claim(
+            "sub-1", attempt_id=f"dead-{n}", owner_id="ghost", lease_expires_at=now, now=now
+        )
         await store.release("sub-1", attempt_id=str(claimed.attempt_id), last_error=f"crash {n}")
     async with make_runtime({"echo": echo_agent(model, max_attempts=3)}) as runtime:
         outcome = await settle(runtime, admission.submission.id)
@@ -113,7 +130,11 @@ async def test_the_attempt_budget_is_checked_before_user_code_and_survives_resta
 async def test_timeout_before_running_makes_no_model_call(make_runtime: Make, store: Store) -> None:
     model = ScriptedModel(["never"])
     old = datetime.now(UTC) - timedelta(hours=2)
-    await store.admit(NewSubmission("sub-old", SessionKey("echo", "acme"), "conv-1", {"kind": "user", "body": "hi"}, old))
+    await store.admit(
+        NewSubmission(
+            "sub-old", SessionKey("echo", "acme"), "conv-1", {"kind": "user", "body": "hi"}, old
+        )
+    )
     async with make_runtime({"echo": echo_agent(model)}) as runtime:
         outcome = await settle(runtime, "sub-old")
     assert outcome["errorCode"] == "timeout_exceeded" and model.invocations == 0
@@ -136,7 +157,9 @@ async def test_a_lost_worker_is_reclaimed_and_resumed(make_runtime: Make, store:
     # on a fresh session takes over an expired lease.
     now = datetime.now(UTC)
     key = SessionKey("loop", "acme", "orphan")
-    await store.admit(NewSubmission("sub-o", key, "conv-o", {"kind": "user", "body": "lookup y"}, now))
+    await store.admit(
+        NewSubmission("sub-o", key, "conv-o", {"kind": "user", "body": "lookup y"}, now)
+    )
     await store.claim("sub-o", attempt_id="dead", owner_id="ghost", lease_expires_at=now, now=now)
     async with make_runtime({"loop": loop_agent(tools)}) as runtime:
         outcome = await settle(runtime, "sub-o")
@@ -147,8 +170,14 @@ async def test_a_lost_worker_is_reclaimed_and_resumed(make_runtime: Make, store:
 
 async def test_startup_finishes_interrupted_settlements(make_runtime: Make, store: Store) -> None:
     now = datetime.now(UTC)
-    await store.admit(NewSubmission("sub-t", SessionKey("echo", "acme"), "conv-t", {"kind": "user", "body": "x"}, now))
-    claimed = await store.claim("sub-t", attempt_id="a1", owner_id="ghost", lease_expires_at=now, now=now)
+    await store.admit(
+        NewSubmission(
+            "sub-t", SessionKey("echo", "acme"), "conv-t", {"kind": "user", "body": "x"}, now
+        )
+    )
+    claimed = await store.claim(
+        "sub-t", attempt_id="a1", owner_id="ghost", lease_expires_at=now, now=now
+    )
     payload = SubmissionSettled(status="succeeded", result="kept").to_json_object()
     await store.reserve_settlement("sub-t", attempt_id=str(claimed.attempt_id), settlement=payload)
     async with make_runtime({"echo": echo_agent()}) as runtime:
@@ -158,7 +187,9 @@ async def test_startup_finishes_interrupted_settlements(make_runtime: Make, stor
     assert [r.kind for r in records].count("submission_settled") == 1
 
 
-async def test_graceful_shutdown_releases_without_burning_an_attempt(make_runtime: Make, store: Store) -> None:
+async def test_graceful_shutdown_releases_without_burning_an_attempt(
+    make_runtime: Make, store: Store
+) -> None:
     started = asyncio.Event()
     runtime = make_runtime({"slow": loop_agent(slow_tools(30, started))})
     await runtime.start()
@@ -179,7 +210,11 @@ async def test_graceful_shutdown_releases_without_burning_an_attempt(make_runtim
 
 async def test_an_unregistered_agent_settles_run_failed(make_runtime: Make, store: Store) -> None:
     now = datetime.now(UTC)
-    await store.admit(NewSubmission("sub-g", SessionKey("gone", "acme"), "conv-g", {"kind": "user", "body": "x"}, now))
+    await store.admit(
+        NewSubmission(
+            "sub-g", SessionKey("gone", "acme"), "conv-g", {"kind": "user", "body": "x"}, now
+        )
+    )
     async with make_runtime({"echo": echo_agent()}) as runtime:
         outcome = await settle(runtime, "sub-g")
     assert outcome["errorCode"] == "run_failed" and "not registered" in str(outcome["error"])

@@ -1,0 +1,100 @@
+"""Crash tests with real processes: SIGKILL a worker mid-turn, again and again, then recover."""
+
+import asyncio
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tether.engine import Runtime
+from tether.journal._executions import project
+from tether.store import SqliteStore, SubmissionStatus
+
+from .agents import echo_agent
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+SESSIONS = 10
+PER_SESSION = 5
+TEXTS = ("lookup the weather", "charge the card", "lookup and charge", "just chat", "charge twice")
+
+
+def start_worker(directory: Path, effects: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with (directory / "worker.log").open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, str(WORKER), str(directory), str(effects), *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+        )
+
+
+async def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    rng = random.Random(int(os.environ.get("TETHER_CRASH_SEED", "7")))
+    kills = int(os.environ.get("TETHER_CRASH_KILLS", "6"))
+    effects = tmp_path / "effects.log"
+    store = await SqliteStore.open(tmp_path)
+    receipts = []
+    api = Runtime({"shop": echo_agent()}, store)  # admission only: no worker runs here
+    await api.start(worker=False)
+    for n in range(SESSIONS * PER_SESSION):
+        text = f"{TEXTS[n % len(TEXTS)]} (order {n})"  # unique, so model inputs never coincide
+        receipts.append(await api.dispatch("shop", "acme", text, session=f"s{n % SESSIONS}"))
+    killed_mid_run = 0
+    for _ in range(kills):
+        if not [
+            s for s in await store.list_submissions() if s.status is not SubmissionStatus.SETTLED
+        ]:
+            break  # everything is done: nothing left to kill mid-run
+        worker = start_worker(tmp_path, effects)
+        async with asyncio.timeout(30):  # let it get going, then kill it at a random moment
+            while (  # noqa: ASYNC110 - polling another process's progress through the store
+                not await store.list_submissions(SubmissionStatus.RUNNING) and worker.poll() is None
+            ):
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(rng.uniform(0.0, 0.5))
+        killed_mid_run += bool(await store.list_submissions(SubmissionStatus.RUNNING))
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    final = start_worker(tmp_path, effects, "--settle-and-exit")
+    try:
+        await asyncio.wait_for(asyncio.to_thread(final.wait), 120)
+    finally:
+        if final.poll() is None:
+            final.kill()
+    assert final.returncode == 0, (tmp_path / "worker.log").read_text()
+    assert killed_mid_run > 0, "no kill landed while work was running"
+
+    lines = effects.read_text().splitlines() if effects.exists() else []
+    assert not [line for line in lines if line.startswith("VIOLATION")], (
+        "a recorded completion was requested again"
+    )
+    charges = [line for line in lines if line.startswith("charge ")]
+    assert len(charges) == len(set(charges)), "a non-idempotent tool key ran twice"
+
+    for receipt in receipts:
+        submission = await store.get_submission(receipt.submission_id)
+        assert submission.status is SubmissionStatus.SETTLED, receipt
+    for session in range(SESSIONS):
+        mine = [r for r in receipts if r.session == f"s{session}"]
+        records = await store.read(mine[0].conversation_id, limit=100_000)
+        settled = [r.submission_id for r in records if r.kind == "submission_settled"]
+        assert settled == [r.submission_id for r in mine], (
+            "settled out of order, twice, or not at all"
+        )
+        for earlier, later in itertools.pairwise(mine):
+            settled_at = next(
+                r.seq
+                for r in records
+                if r.kind == "submission_settled" and r.submission_id == earlier.submission_id
+            )
+            assert all(
+                r.seq > settled_at for r in records if r.submission_id == later.submission_id
+            )
+        project(records)  # the executions are well formed
+        assert await store.verify(mine[0].conversation_id) == len(records)
+    await api.close()
+    await store.close()
