@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import re
@@ -42,6 +43,7 @@ from tether.engine._settle import (
     RESULT_SCHEMA_INVALID,
     RUN_FAILED,
     TIMEOUT_EXCEEDED,
+    complete,
     failed,
     settle,
     succeeded,
@@ -56,7 +58,14 @@ from tether.errors import (
 )
 from tether.journal import Journal
 from tether.models import StreamDelta
-from tether.records import Record, SteerReceived, SubmissionSettled, UserMessage
+from tether.records import (
+    Record,
+    RecordDraft,
+    Signal,
+    SteerReceived,
+    SubmissionSettled,
+    UserMessage,
+)
 from tether.store import Submission, SubmissionStatus
 
 if TYPE_CHECKING:
@@ -126,6 +135,9 @@ class _Attempt:
         ) or self.config.submission_timeout
         self.deadline = submission.created_at + timedelta(seconds=timeout)
         self._delivered: dict[str, str] = {}  # steer submission id -> the submission it joined
+        self._reserved: tuple[SubmissionSettled, list[Submission]] | None = None
+        """Set once the settlement is reserved and its record rides with the execution's end."""
+        self.inbound = Inbound.model_validate(submission.input)
 
     async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
         absorbed = await self._absorbed()
@@ -135,6 +147,7 @@ class _Attempt:
             payload,
             fence=None if fresh_fence else self.submission.fence,
             absorbed=absorbed,
+            view=self.runtime.view(self.submission.conversation_id),
         )
         if done:
             await self._settled(self.submission, payload)
@@ -147,14 +160,19 @@ class _Attempt:
         found = [await self.store.get_submission(sid) for sid in mine]
         return [steer for steer in found if steer.status is SubmissionStatus.QUEUED]
 
+    async def _complete(self, settlement: SubmissionSettled, absorbed: list[Submission]) -> None:
+        await complete(self.store, self.submission, absorbed)
+        await self._settled(self.submission, settlement)
+        for steer in absorbed:
+            await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
+
     async def _settled(self, submission: Submission, payload: SubmissionSettled) -> None:
         correlation = Correlation(
             submission.key, submission.conversation_id, submission.id, submission.attempt_id
         )
-        await self.runtime.instrumentation.emit(
-            SettledEvent(correlation, settlement=payload.to_json_object())
-        )
-        self.runtime.notify_settled(submission.id)
+        settlement = payload.to_json_object()
+        self.runtime.notify_settled(submission.id, settlement)
+        await self.runtime.instrumentation.emit(SettledEvent(correlation, settlement=settlement))
 
     # --- the attempt ------------------------------------------------------------------
 
@@ -252,6 +270,9 @@ class _Attempt:
                 )
             return await self.settle(failed(ABORTED, "aborted"), fresh_fence=True)
         error = work.exception()
+        if error is None and self._reserved is not None:
+            settlement, absorbed = self._reserved  # its record is durable: only bookkeeping is left
+            return await self._complete(settlement, absorbed)
         if error is None:
             return await self.settle(work.result())
         if isinstance(error, ApprovalParked):
@@ -299,19 +320,27 @@ class _Attempt:
             steer_source=self._steer_source,
             submission_id=sub.id,
             attempt_id=sub.attempt_id,
+            view=self.runtime.view(sub.conversation_id),
         )
 
     async def _operation(
-        self, name: str, journal: Journal, spec: AgentSpec, inputs: Sequence[UserMessage] | None
+        self,
+        name: str,
+        journal: Journal,
+        spec: AgentSpec,
+        inputs: Sequence[UserMessage | Signal] | None,
     ) -> JsonValue:
+        """Exec (``inputs`` given) or resume, ending the execution and, when the output
+        settles the submission, settling it in the same commit."""
         events = self.runtime.instrumentation
         await events.emit(OperationStarted(self.correlation, operation=name))
         error: str | None = None
+        finish = functools.partial(self._finish, journal)
         try:
             run = (
-                (lambda: journal.resume(spec.harness))
+                (lambda: journal.resume(spec.harness, finish=finish))
                 if inputs is None
-                else (lambda: journal.exec(spec.harness, inputs))
+                else (lambda: journal.exec(spec.harness, inputs, finish=finish))
             )
             result = await events.intercept(Operation("operation", name, self.correlation), run)
             return result.output
@@ -321,27 +350,55 @@ class _Attempt:
         finally:
             await events.emit(OperationEnded(self.correlation, operation=name, error=error))
 
+    def _decide(self, output: JsonValue, journal: Journal) -> tuple[SubmissionSettled | None, str]:
+        """The settlement this output earns, or ``None`` and the problem if a structured result
+        does not conform yet and corrective turns are left."""
+        schema = self.inbound.result_schema
+        if schema is None:
+            return succeeded(output), ""
+        parsed, problem = _validate(output, schema)
+        if problem is None:
+            return succeeded(parsed), ""
+        corrections = len(journal.view.executions.by_submission.get(self.submission.id, [])) - 1
+        retries = self.inbound.result_retries
+        if corrections >= (retries if retries is not None else self.config.result_retries):
+            return failed(RESULT_SCHEMA_INVALID, problem), problem
+        return None, problem
+
+    async def _finish(self, journal: Journal, output: JsonValue) -> list[RecordDraft]:
+        """Reserve the settlement and hand its record to the journal, to append with the end."""
+        sub = self.submission
+        settlement, _ = self._decide(output, journal)
+        if settlement is None:
+            return []
+        absorbed = await self._absorbed()
+        await self.store.reserve_settlement(
+            sub.id, attempt_id=str(sub.attempt_id), settlement=settlement.to_json_object()
+        )
+        self._reserved = (settlement, absorbed)
+        joined = succeeded({"deliveredTo": sub.id})
+        return [
+            RecordDraft(settlement, submission_id=sub.id, attempt_id=sub.attempt_id),
+            *(RecordDraft(joined, submission_id=steer.id) for steer in absorbed),
+        ]
+
     async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
         sub = self.submission
-        inbound = Inbound.model_validate(sub.input)
         journal = await self._journal(spec)
         self._delivered = await self._delivered_steers(journal)
-        if inbound.kind in ("steer", "follow_up") and sub.id in self._delivered:
-            return succeeded(
-                {"deliveredTo": self._delivered[sub.id]}
-            )  # it joined a run that settled
-        if inbound.kind == "compact":
+        if self.inbound.kind in ("steer", "follow_up") and sub.id in self._delivered:
+            return succeeded({"deliveredTo": self._delivered[sub.id]})  # it joined a settled run
+        if self.inbound.kind == "compact":
             return await self._compact(journal, spec)
-        view = await journal.refresh()
-        mine = [e for e in view.executions.by_id.values() if e.start.submission_id == sub.id]
+        mine = (await journal.refresh()).executions.by_submission.get(sub.id, [])
         events = self.runtime.instrumentation
+        first: Sequence[UserMessage | Signal] = [self.inbound.input_payload()]
         if not mine:
-            output = await self._operation("exec", journal, spec, [inbound.input_payload()])  # type: ignore[list-item]
+            output = await self._operation("exec", journal, spec, first)
         elif mine[-1].completed:
+            detail = mine[-1].id
             await events.emit(
-                RecoveryDecided(
-                    self.correlation, decision="completed_unsettled", detail=mine[-1].id
-                )
+                RecoveryDecided(self.correlation, decision="completed_unsettled", detail=detail)
             )
             output = mine[-1].output  # type: ignore[assignment]
         else:
@@ -351,34 +408,21 @@ class _Attempt:
             try:
                 output = await self._operation("resume", journal, spec, None)
             except IncompleteInvocation:  # only a cut inside the atomic start batch: start over
-                output = await self._operation("exec", journal, spec, [inbound.input_payload()])  # type: ignore[list-item]
-        if inbound.result_schema is None:
-            return succeeded(output)
-        retries = (
-            inbound.result_retries
-            if inbound.result_retries is not None
-            else self.config.result_retries
-        )
-        while True:
-            parsed, problem = _validate(output, inbound.result_schema)
-            if problem is None:
-                return succeeded(parsed)
-            view = await journal.refresh()
-            corrections = (
-                len([e for e in view.executions.by_id.values() if e.start.submission_id == sub.id])
-                - 1
-            )
-            if corrections >= retries:
-                return failed(RESULT_SCHEMA_INVALID, problem)
+                output = await self._operation("exec", journal, spec, first)
+        while self._reserved is None:
+            settlement, problem = self._decide(output, journal)
+            if settlement is not None:
+                return settlement
             feedback = (
                 f"Your reply did not match the required JSON Schema: {problem}\n"
-                f"Schema: {json.dumps(inbound.result_schema)}\n"
+                f"Schema: {json.dumps(self.inbound.result_schema)}\n"
                 "Reply with ONLY a JSON document that conforms to the schema."
             )
             output = await self._operation("exec", journal, spec, [UserMessage(body=feedback)])
+        return self._reserved[0]
 
     async def _compact(self, journal: Journal, spec: AgentSpec) -> SubmissionSettled:
-        from tether.records import Compaction, RecordDraft
+        from tether.records import Compaction
 
         if spec.summarize is None:
             return failed(RUN_FAILED, f"agent {self.submission.key.agent!r} has no summarizer")
@@ -404,14 +448,7 @@ class _Attempt:
 
     async def _delivered_steers(self, journal: Journal) -> dict[str, str]:
         """Steer submissions delivered in this conversation -> the submission each joined."""
-        view = await journal.refresh()
-        delivered: dict[str, str] = {}
-        for record in view.records:
-            if record.kind == SteerReceived.KIND:
-                source = record.fields["payload"].get("sourceSubmissionId")
-                if source:
-                    delivered[str(source)] = str(record.submission_id)
-        return delivered
+        return dict((await journal.refresh()).steer_sources)
 
     async def _steer_source(self) -> list[SteerReceived]:
         sub = self.submission

@@ -80,8 +80,10 @@ class Coordinator:
             await self.runtime.instrumentation.emit(
                 RecoveryDecided(correlation, decision="finish_settlement", detail=payload.status)
             )
-            await finish_reserved(store, submission, payload)
-            self.runtime.notify_settled(submission.id)
+            await finish_reserved(
+                store, submission, payload, view=self.runtime.view(submission.conversation_id)
+            )
+            self.runtime.notify_settled(submission.id, payload.to_json_object())
 
     async def reclaim_expired(self) -> None:
         store = self.runtime.store
@@ -104,15 +106,15 @@ class Coordinator:
         free = runtime.config.max_concurrent_runs - len(self.active)
         if free <= 0 or runtime.closing:
             return
-        for head in await runtime.store.list_runnable(limit=free + len(self.active)):
-            if free <= 0:
-                break
-            if head.conversation_id in self.active:
-                continue
-            claimed = await self._claim(head)
+        heads = [
+            head
+            for head in await runtime.store.list_runnable(limit=free + len(self.active))
+            if head.conversation_id not in self.active
+        ][:free]
+        # Claimed together, the claims share group commits instead of queueing one by one.
+        for claimed in await asyncio.gather(*(self._claim(head) for head in heads)):
             if claimed is None:
                 continue
-            free -= 1
             task = asyncio.create_task(
                 run_attempt(runtime, claimed), name=f"tether-run-{claimed.id}"
             )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -44,7 +45,7 @@ from tether.errors import (
     SubmissionNotFound,
     UnknownAgent,
 )
-from tether.journal import Decision, Journal
+from tether.journal import Decision, Journal, LogView
 from tether.records import Record
 from tether.store import (
     Attempt,
@@ -61,6 +62,7 @@ __all__ = ("Multitask", "Receipt", "Runtime", "SubmissionInfo")
 
 Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
 _WAIT_POLL = 0.25
+_VIEWS_KEPT = 512
 _NAME_LIMIT = 200
 
 
@@ -126,8 +128,9 @@ class Runtime:
         self._started = False
         self._coordinator: Coordinator | None = None
         self._runs: dict[str, _Run] = {}
-        self._settled: dict[str, asyncio.Event] = {}
+        self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
         self._zombies: set[asyncio.Task[Any]] = set()
+        self._views: OrderedDict[str, LogView] = OrderedDict()
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -205,10 +208,19 @@ class Runtime:
         self._zombies.add(task)
         task.add_done_callback(self._zombies.discard)
 
-    def notify_settled(self, submission_id: str) -> None:
-        event = self._settled.pop(submission_id, None)
-        if event is not None:
-            event.set()
+    def view(self, conversation_id: str) -> LogView:
+        """This process's incremental view of a conversation (kept for the most recent ones)."""
+        view = self._views.pop(conversation_id, None) or LogView()
+        self._views[conversation_id] = view
+        if len(self._views) > _VIEWS_KEPT:
+            self._views.popitem(last=False)
+        return view
+
+    def notify_settled(self, submission_id: str, settlement: Mapping[str, JsonValue]) -> None:
+        """Hand a just-finalized settlement to in-process waiters (others poll the store)."""
+        waiter = self._settled.pop(submission_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(dict(settlement))
 
     # --- admission --------------------------------------------------------------------
 
@@ -363,14 +375,15 @@ class Runtime:
         restarts (it reads the store). Bound it with ``asyncio.timeout``."""
         store = self._check_open()
         while True:
-            event = self._settled.setdefault(submission_id, asyncio.Event())
+            waiter = self._settled.get(submission_id)
+            if waiter is None or waiter.done():
+                waiter = self._settled[submission_id] = asyncio.get_running_loop().create_future()
             submission = await store.get_submission(submission_id)
             if submission.status is SubmissionStatus.SETTLED and submission.settlement is not None:
-                self._settled.pop(submission_id, None)
                 return dict(submission.settlement)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_WAIT_POLL):
-                    await event.wait()
+                    return await asyncio.shield(waiter)
 
     async def records(
         self, conversation_id: str, *, after: int = 0, limit: int = 1000
@@ -400,7 +413,7 @@ class Runtime:
             from tether.errors import ApprovalNotFound
 
             raise ApprovalNotFound(approval_id)
-        journal = await Journal.open(store, conversation_id)
+        journal = await Journal.open(store, conversation_id, view=self.view(conversation_id))
         record = await journal.approve(
             approval_id, decision, approver=approver, reason=reason, args=args
         )

@@ -9,7 +9,7 @@ from typing import Final
 from pydantic import JsonValue
 
 from tether.errors import ClaimLost, Conflict
-from tether.journal import Journal
+from tether.journal import Journal, LogView
 from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
 from tether.store import Store, Submission
 
@@ -21,6 +21,7 @@ __all__ = (
     "RUN_FAILED",
     "SETTLEMENT_INDETERMINATE",
     "TIMEOUT_EXCEEDED",
+    "complete",
     "failed",
     "finish_reserved",
     "settle",
@@ -53,12 +54,8 @@ def succeeded(result: JsonValue) -> SubmissionSettled:
 async def settled_record(journal: Journal, submission_id: str) -> Record | None:
     """This submission's ``submission_settled`` record, if the log has one."""
     view = await journal.refresh()
-    starts = [
-        e.start_index
-        for e in view.executions.by_id.values()
-        if e.start.submission_id == submission_id
-    ]
-    floor = min(starts, default=0)  # nothing before its first execution can settle it
+    mine = view.executions.by_submission.get(submission_id)
+    floor = mine[0].start_index if mine else 0  # nothing before its first execution settles it
     for record in reversed(view.records[floor:]):
         if record.kind == SubmissionSettled.KIND and record.submission_id == submission_id:
             return record
@@ -88,6 +85,7 @@ async def settle(
     *,
     fence: int | None = None,
     absorbed: Sequence[Submission] = (),
+    view: LogView | None = None,
 ) -> bool:
     """Settle a running submission exactly once. ``fence=None`` mints a fresh fence, which
     supersedes the attempt's own (use it when a run may still be unwinding). ``absorbed``
@@ -102,7 +100,7 @@ async def settle(
         )
     except ClaimLost:
         return False
-    await finish_reserved(store, submission, payload, fence=fence, absorbed=absorbed)
+    await finish_reserved(store, submission, payload, fence=fence, absorbed=absorbed, view=view)
     return True
 
 
@@ -113,18 +111,25 @@ async def finish_reserved(
     *,
     fence: int | None = None,
     absorbed: Sequence[Submission] = (),
+    view: LogView | None = None,
 ) -> None:
     """Phase two: append the settled record once (idempotent), then finalize.
 
     Absorbed steers settle in between, while the session's head is still this submission,
     so no other attempt can be running in the conversation.
     """
-    journal = await Journal.open(store, submission.conversation_id, fence=fence)
+    journal = await Journal.open(store, submission.conversation_id, fence=fence, view=view)
     await _append_once(journal, submission, payload)
     for steer in absorbed:
-        joined = succeeded({"deliveredTo": submission.id})
-        await _append_once(journal, steer, joined)
-        await store.settle_absorbed(
-            steer.id, settlement=joined.to_json_object(), now=datetime.now(UTC)
-        )
+        await _append_once(journal, steer, succeeded({"deliveredTo": submission.id}))
+    await complete(store, submission, absorbed)
+
+
+async def complete(
+    store: Store, submission: Submission, absorbed: Sequence[Submission] = ()
+) -> None:
+    """The bookkeeping once the settled records are durable: absorbed steers, then finalize."""
+    joined = succeeded({"deliveredTo": submission.id}).to_json_object()
+    for steer in absorbed:
+        await store.settle_absorbed(steer.id, settlement=joined, now=datetime.now(UTC))
     await store.finalize_settlement(submission.id, now=datetime.now(UTC))

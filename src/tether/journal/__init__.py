@@ -14,8 +14,9 @@ from tether.journal._approvals import ApprovalState, Decision
 from tether.journal._executions import Execution
 from tether.journal._harness import Harness, JournalObserver, ToolExecutor, ToolScope
 from tether.journal._history import messages_of, transcript
-from tether.journal._journal import ExecutionResult, Journal
+from tether.journal._journal import ExecutionResult, Finisher, Journal
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, SteerSource, Turn
+from tether.journal._view import LogView
 
 __all__ = (
     "UNKNOWN_OUTCOME",
@@ -23,9 +24,11 @@ __all__ = (
     "Decision",
     "Execution",
     "ExecutionResult",
+    "Finisher",
     "Harness",
     "Journal",
     "JournalObserver",
+    "LogView",
     "Mode",
     "SteerSource",
     "ToolExecutor",

@@ -103,6 +103,7 @@ class Executions:
 
     def __init__(self) -> None:
         self.by_id: dict[str, Execution] = {}  # first-seen order
+        self.by_submission: dict[str, list[Execution]] = {}
         self.count = 0  # records seen
 
     @property
@@ -121,7 +122,10 @@ class Executions:
                 raise InvalidExecutionLog(
                     f"seq {record.seq} ({kind}) precedes the start of execution {execution_id}"
                 )
-            self.by_id[execution_id] = Execution(execution_id, record, index)
+            execution = Execution(execution_id, record, index)
+            self.by_id[execution_id] = execution
+            if record.submission_id is not None:
+                self.by_submission.setdefault(record.submission_id, []).append(execution)
             return
         if kind == ExecutionStarted.KIND:
             raise InvalidExecutionLog(f"seq {record.seq}: execution {execution_id} starts twice")

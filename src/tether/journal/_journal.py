@@ -9,7 +9,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -57,7 +57,10 @@ from tether.records import (
 )
 from tether.store import Conversation, LogStore, SessionKey
 
-__all__ = ("ExecutionResult", "Journal")
+__all__ = ("ExecutionResult", "Finisher", "Journal")
+
+Finisher = Callable[[JsonValue], Awaitable[Sequence[RecordDraft]]]
+"""Called with a finished execution's output; returns records to append with its end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ class Journal:
         steer_source: SteerSource | None = None,
         submission_id: str | None = None,
         attempt_id: str | None = None,
+        view: LogView | None = None,
     ) -> None:
         self.store = store
         self.conversation = conversation
@@ -94,7 +98,7 @@ class Journal:
         self.tools = tools
         self.observer = observer
         self.steer_source = steer_source
-        self.view = LogView()
+        self.view = view if view is not None else LogView()
         self.log = JournalLog(
             store,
             conversation.id,
@@ -103,6 +107,7 @@ class Journal:
             submission_id=submission_id,
             attempt_id=attempt_id,
             observer=observer,
+            view=self.view,
         )
 
     @classmethod
@@ -118,8 +123,13 @@ class Journal:
         steer_source: SteerSource | None = None,
         submission_id: str | None = None,
         attempt_id: str | None = None,
+        view: LogView | None = None,
     ) -> Journal:
-        """Open a conversation's journal; without a ``fence`` it mints one (superseding others)."""
+        """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
+
+        Pass the ``view`` a previous journal of this conversation kept, to skip re-reading
+        the log (it is brought up to date either way).
+        """
         conversation = await store.get_conversation(conversation_id)
         if fence is None:
             fence = await store.mint_fence(conversation_id)
@@ -134,6 +144,7 @@ class Journal:
             steer_source=steer_source,
             submission_id=submission_id,
             attempt_id=attempt_id,
+            view=view,
         )
 
     @property
@@ -159,9 +170,13 @@ class Journal:
         *,
         expected_seq: int | None = None,
         config: dict[str, JsonValue] | None = None,
+        finish: Finisher | None = None,
     ) -> ExecutionResult:
         """Start a new execution: journal its start and inputs (one CAS-guarded append at
-        ``expected_seq``, the head by default), then run the harness live."""
+        ``expected_seq``, the head by default), then run the harness live.
+
+        ``finish(output)`` may return records to append atomically with ``execution_ended``
+        (the engine settles a submission in the same commit that ends its execution)."""
         view = await self.refresh()
         if view.latest is not None:
             gate = latest_gate(view.latest, view.fork_seq)
@@ -176,19 +191,15 @@ class Journal:
             input_count=len(inputs),
             config=config,
         )
+        history = view.messages()  # before the append: the view takes in what we write
         drafts = [self.log.draft(payload, execution_id) for payload in (start, *inputs)]
         appended = await self.log.append(
             drafts, expected_seq=self.log.head if expected_seq is None else expected_seq
         )
         turn = self._turn(
-            Mode.LIVE,
-            execution_id,
-            Recorded(),
-            view.messages(),
-            messages_of(appended[1:]),
-            config,
+            Mode.LIVE, execution_id, Recorded(), history, messages_of(appended[1:]), config
         )
-        return await self._run(harness, turn)
+        return await self._run(harness, turn, finish)
 
     # --- resume -----------------------------------------------------------------------
 
@@ -197,7 +208,7 @@ class Journal:
         latest = (await self.refresh()).latest
         return latest if latest is not None and not latest.completed else None
 
-    async def resume(self, harness: Harness) -> ExecutionResult:
+    async def resume(self, harness: Harness, *, finish: Finisher | None = None) -> ExecutionResult:
         """Finish the pending execution: serve its recorded prefix, then go live (I3, I4).
 
         Raises ``ApprovalParked`` without running anything while its gate is undecided.
@@ -228,7 +239,7 @@ class Journal:
             messages_of(pending.inputs),
             started.config,
         )
-        return await self._run(harness, turn)
+        return await self._run(harness, turn, finish)
 
     async def _park(self, pending: Execution, gate: ApprovalState) -> None:
         call = gate.tool_call
@@ -376,7 +387,9 @@ class Journal:
             steer_source=None if replay else self.steer_source,
         )
 
-    async def _run(self, harness: Harness, turn: Turn) -> ExecutionResult:
+    async def _run(
+        self, harness: Harness, turn: Turn, finish: Finisher | None = None
+    ) -> ExecutionResult:
         try:
             output = await harness.run(turn)
         except BaseException as exc:
@@ -403,7 +416,8 @@ class Journal:
                     f"the harness returned a value that is not JSON: {exc}"
                 ) from None
             raise
-        await self.log.append([self.log.draft(ended, turn.execution_id)])
+        extra = await finish(ended.output) if finish is not None else ()
+        await self.log.append([self.log.draft(ended, turn.execution_id), *extra])
         return ExecutionResult(
             turn.execution_id, ended.output, turn.model_invocations, turn.tool_invocations
         )

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 
 from tether.journal._harness import JournalObserver
+from tether.journal._view import LogView
 from tether.records import Payload, Record, RecordDraft
 from tether.store import LogStore
 
@@ -33,6 +34,7 @@ class JournalLog:
         submission_id: str | None = None,
         attempt_id: str | None = None,
         observer: JournalObserver | None = None,
+        view: LogView | None = None,
     ) -> None:
         self.store = store
         self.conversation_id = conversation_id
@@ -41,6 +43,7 @@ class JournalLog:
         self.submission_id = submission_id
         self.attempt_id = attempt_id
         self.observer = observer
+        self.view = view
         self._lock = asyncio.Lock()
 
     def draft(self, payload: Payload, execution_id: str | None) -> RecordDraft:
@@ -61,6 +64,8 @@ class JournalLog:
                 self.conversation_id, drafts, expected_seq=head, fence=self.fence
             )
             self.head = records[-1].seq
+            if self.view is not None:
+                self.view.extend(records)
         if self.observer is not None:
             try:
                 await self.observer.on_record(records)

@@ -6,10 +6,13 @@ since, so a long conversation costs O(new records) per turn, not O(log).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript
 from tether.messages import Message
-from tether.records import Record
+from tether.records import Record, SteerReceived
 from tether.store import LogStore
 
 __all__ = ("LogView",)
@@ -18,12 +21,18 @@ _PAGE = 5000
 
 
 class LogView:
+    """Kept per conversation and shared by the journals of one process; appends made through
+    a journal feed it directly, and ``refresh`` reads whatever other writers added."""
+
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.executions = Executions()
         self.fork_seq = 0
+        self.steer_sources: dict[str, str] = {}
+        """Submission ids of delivered steers -> the submission whose execution took them."""
         self._transcript = Transcript()
         self._transcribed = 0  # records fed to the transcript: it is only built when asked for
+        self._lock = asyncio.Lock()
 
     @property
     def head(self) -> int:
@@ -34,16 +43,30 @@ class LogView:
         return self.executions.latest
 
     def add(self, record: Record) -> None:
+        if record.seq != self.head + 1:
+            raise ValueError(f"record {record.seq} does not follow the view's head {self.head}")
         self.records.append(record)
         self.executions.add(record)
-        if is_fork_marker(record):
+        if record.kind == SteerReceived.KIND:
+            source = record.fields["payload"].get("sourceSubmissionId")
+            if source:
+                self.steer_sources[str(source)] = str(record.submission_id)
+        elif is_fork_marker(record):
             self.fork_seq = record.seq
+
+    def extend(self, records: Sequence[Record]) -> None:
+        """Take in records just appended, if they follow on (else the next refresh reads them)."""
+        if records and records[0].seq == self.head + 1:
+            for record in records:
+                self.add(record)
 
     async def refresh(self, store: LogStore, conversation_id: str) -> None:
         """Read and take in every record appended since the last refresh."""
-        while page := await store.read(conversation_id, after_seq=self.head, limit=_PAGE):
-            for record in page:
-                self.add(record)
+        async with self._lock:
+            while page := await store.read(conversation_id, after_seq=self.head, limit=_PAGE):
+                for record in page:
+                    if record.seq > self.head:
+                        self.add(record)
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""

@@ -1,0 +1,164 @@
+"""The engine with a zero-latency model: admission → settled latency, overhead per turn as a
+conversation grows, and throughput across parallel sessions.
+
+    python benchmarks/engine.py [--samples 200]
+
+Runs on SQLite at ``synchronous=FULL`` (every acknowledged step is on disk) and prints,
+beside each figure, the floor measured in the same run: one raw ``sqlite3`` commit, and
+the raw model call the harness wraps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pydantic import JsonValue
+
+from benchmarks._table import print_table
+from tether.engine import AgentDefinition, AgentSpec, Runtime
+from tether.journal import Turn
+from tether.messages import ModelRequest
+from tether.store import SqliteStore
+from tether.testing import ScriptedModel
+
+REPLY = "x" * 300
+
+
+class ChatHarness:
+    """One model call over the whole history: the common shape of a chat turn."""
+
+    name, version = "chat", "1"
+
+    async def run(self, turn: Turn) -> JsonValue:
+        request = ModelRequest(model="bench", messages=(*turn.history, *turn.inputs))
+        return (await turn.model(request)).message.text
+
+
+def raw_commit_ms(path: Path, samples: int = 200) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (v BLOB)")
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
+        conn.execute("COMMIT")
+        times.append(time.perf_counter() - start)
+    conn.close()
+    return statistics.median(times) * 1000
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def latency(runtime: Runtime, samples: int) -> list[float]:
+    times = []
+    for n in range(samples):
+        start = time.perf_counter()
+        receipt = await runtime.dispatch("chat", f"latency-{n}", "hello")
+        await runtime.wait(receipt.submission_id)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+async def turn_overhead(
+    runtime: Runtime, model: ScriptedModel, checkpoints: list[int]
+) -> dict[int, tuple[float, float]]:
+    """Per-turn time at each checkpoint length, beside a raw call of the same request."""
+    figures: dict[int, tuple[float, float]] = {}
+    for turn in range(1, max(checkpoints) + 1):
+        start = time.perf_counter()
+        receipt = await runtime.dispatch("chat", "growing", f"message {turn}")
+        await runtime.wait(receipt.submission_id)
+        elapsed = (time.perf_counter() - start) * 1000
+        if turn in checkpoints:
+            request = model.calls[-1]
+            raw_start = time.perf_counter()
+            await model.request(request)
+            raw = (time.perf_counter() - raw_start) * 1000
+            figures[turn] = (elapsed, raw)
+    return figures
+
+
+async def throughput(runtime: Runtime, sessions: int, turns: int) -> float:
+    async def session(n: int) -> None:
+        for turn in range(turns):
+            receipt = await runtime.dispatch("chat", f"tp-{sessions}-{n}", f"turn {turn}")
+            await runtime.wait(receipt.submission_id)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(session(n) for n in range(sessions)))
+    return sessions * turns / (time.perf_counter() - start)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--turns", type=int, nargs="+", default=[10, 100, 500])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 10, 100])
+    parser.add_argument("--tp-turns", type=int, default=20)
+    args = parser.parse_args()
+    model = ScriptedModel(lambda request: REPLY)
+    agents = {
+        "chat": AgentDefinition(lambda instance, env: AgentSpec(harness=ChatHarness(), model=model))
+    }
+    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir=Path.cwd()) as tmp:
+        floor = raw_commit_ms(Path(tmp) / "raw.db")
+        async with await SqliteStore.open(Path(tmp) / "engine") as store:
+            async with Runtime(agents, store, claim_interval=0.25) as runtime:
+                times = await latency(runtime, args.samples)
+                commits_before = store.commits
+                await latency(runtime, 20)
+                commits = (store.commits - commits_before) / 20
+                overhead = await turn_overhead(runtime, model, args.turns)
+                rates = {n: await throughput(runtime, n, args.tp_turns) for n in args.sessions}
+    p50, p99 = statistics.median(times), percentile(times, 0.99)
+    print_table(
+        f"Engine on SQLite (synchronous=FULL), zero-latency model; "
+        f"one raw sqlite3 commit = {floor:.2f} ms; {commits:.1f} commits per submission",
+        ("metric", "tether", "floor", "goal", "met"),
+        [
+            (
+                "admission -> settled p50",
+                f"{p50:.2f} ms",
+                f"{commits * floor:.2f} ms ({commits:.0f} commits)",
+                "<= 2 ms",
+                "yes" if p50 <= 2 else "NO",
+            ),
+            ("admission -> settled p99", f"{p99:.2f} ms", "", "", ""),
+            *[
+                (
+                    f"turn at conversation length {turn}",
+                    f"{t:.2f} ms",
+                    f"raw model call {raw:.3f} ms",
+                    "flat in length",
+                    "",
+                )
+                for turn, (t, raw) in overhead.items()
+            ],
+            *[
+                (f"turns/s with {n} parallel sessions", f"{rate:,.0f}", "", "", "")
+                for n, rate in rates.items()
+            ],
+        ],
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
