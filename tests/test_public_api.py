@@ -8,8 +8,11 @@ import pytest
 
 PUBLIC = {
     "tether": (
+        "AgentDefinition",
+        "AgentSpec",
         "Record",
         "RecordDraft",
+        "Runtime",
         "SessionKey",
         "Store",
         "__version__",

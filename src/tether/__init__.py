@@ -14,6 +14,7 @@ Example::
 
 from importlib.metadata import PackageNotFoundError, version
 
+from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.records import Record, RecordDraft
 from tether.store import SessionKey, Store, open_store
 
@@ -22,4 +23,14 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
-__all__ = ("Record", "RecordDraft", "SessionKey", "Store", "__version__", "open_store")
+__all__ = (
+    "AgentDefinition",
+    "AgentSpec",
+    "Record",
+    "RecordDraft",
+    "Runtime",
+    "SessionKey",
+    "Store",
+    "__version__",
+    "open_store",
+)

@@ -27,6 +27,7 @@ from tether.engine._config import AgentDefinition, AgentSpec
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
     AttemptStarted,
+    Compacted,
     Correlation,
     DeltaReceived,
     Operation,
@@ -59,6 +60,7 @@ from tether.errors import (
 from tether.journal import Journal
 from tether.models import StreamDelta
 from tether.records import (
+    Compaction,
     Record,
     RecordDraft,
     Signal,
@@ -422,7 +424,6 @@ class _Attempt:
         return self._reserved[0]
 
     async def _compact(self, journal: Journal, spec: AgentSpec) -> SubmissionSettled:
-        from tether.records import Compaction
 
         if spec.summarize is None:
             return failed(RUN_FAILED, f"agent {self.submission.key.agent!r} has no summarizer")
@@ -433,15 +434,11 @@ class _Attempt:
             return succeeded({"compacted": False})
         summary = await spec.summarize(messages)
         compaction = Compaction(summary=summary, first_kept_seq=users[-1], reason="manual")
+        sub = self.submission
         await journal.log.append(
-            [
-                RecordDraft(
-                    compaction,
-                    submission_id=self.submission.id,
-                    attempt_id=self.submission.attempt_id,
-                )
-            ]
+            [RecordDraft(compaction, submission_id=sub.id, attempt_id=sub.attempt_id)]
         )
+        await self.runtime.instrumentation.emit(Compacted(self.correlation, reason="manual"))
         return succeeded({"compacted": True, "firstKeptSeq": users[-1]})
 
     # --- steering -------------------------------------------------------------------

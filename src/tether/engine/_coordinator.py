@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tether._ids import new_ulid
 from tether.engine._attempt import run_attempt
 from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
+from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.errors import ClaimLost, TetherError
 from tether.records import SubmissionSettled
@@ -83,7 +84,11 @@ class Coordinator:
             await finish_reserved(
                 store, submission, payload, view=self.runtime.view(submission.conversation_id)
             )
-            self.runtime.notify_settled(submission.id, payload.to_json_object())
+            settlement = payload.to_json_object()
+            self.runtime.notify_settled(submission.id, settlement)
+            await self.runtime.instrumentation.emit(
+                SettledEvent(correlation, settlement=settlement)
+            )
 
     async def reclaim_expired(self) -> None:
         store = self.runtime.store
