@@ -218,3 +218,24 @@ async def test_an_unregistered_agent_settles_run_failed(make_runtime: Make, stor
     async with make_runtime({"echo": echo_agent()}) as runtime:
         outcome = await settle(runtime, "sub-g")
     assert outcome["errorCode"] == "run_failed" and "not registered" in str(outcome["error"])
+
+
+async def test_a_settlement_stuck_in_a_live_process_is_finished_by_the_sweep(
+    make_runtime: Make, store: Store
+) -> None:
+    async with make_runtime({"echo": echo_agent()}, lease=0.2) as runtime:
+        now = datetime.now(UTC)
+        await store.admit(
+            NewSubmission(
+                "sub-s", SessionKey("echo", "acme"), "conv-s", {"kind": "user", "body": "x"}, now
+            )
+        )
+        # Another worker claimed it and died between reserving and appending the record.
+        claimed = await store.claim(
+            "sub-s", attempt_id="a1", owner_id="ghost", lease_expires_at=now, now=now
+        )
+        payload = SubmissionSettled(status="succeeded", result="recovered").to_json_object()
+        await store.reserve_settlement(
+            "sub-s", attempt_id=str(claimed.attempt_id), settlement=payload
+        )
+        assert await settle(runtime, "sub-s") == payload

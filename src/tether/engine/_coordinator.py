@@ -36,6 +36,7 @@ class Coordinator:
         self.wake = asyncio.Event()
         self.active: dict[str, asyncio.Task[None]] = {}  # conversation id -> its running attempt
         self._task: asyncio.Task[None] | None = None
+        self._terminalizing: set[str] = set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="tether-coordinator")
@@ -53,10 +54,15 @@ class Coordinator:
     async def _loop(self) -> None:
         await self.reconcile()
         interval = self.runtime.config.claim_interval
+        loop = asyncio.get_running_loop()
+        next_sweep = loop.time() + self.runtime.config.lease
         while True:
             try:
                 await self.reclaim_expired()
                 await self.claim_runnable()
+                if loop.time() >= next_sweep:
+                    await self.reconcile(stuck_only=True)
+                    next_sweep = loop.time() + self.runtime.config.lease
             except TetherError:
                 logger.exception("claim loop pass failed; retrying")
             with contextlib.suppress(TimeoutError):
@@ -64,10 +70,20 @@ class Coordinator:
                     await self.wake.wait()
             self.wake.clear()
 
-    async def reconcile(self) -> None:
-        """Finish every settlement a crash interrupted, from the payload it reserved."""
+    async def reconcile(self, *, stuck_only: bool = False) -> None:
+        """Finish every settlement a crash interrupted, from the payload it reserved.
+
+        At start all of them; later (``stuck_only``) those found terminalizing on the previous
+        sweep too, a lease ago, so a settlement that failed midway in a live process does not
+        block its session until a restart. Finishing one twice is harmless: it is idempotent.
+        """
         store = self.runtime.store
-        for submission in await store.list_submissions(SubmissionStatus.TERMINALIZING):
+        found = await store.list_submissions(SubmissionStatus.TERMINALIZING)
+        stuck = [s for s in found if s.id in self._terminalizing] if stuck_only else found
+        self._terminalizing = {s.id for s in found}
+        for submission in stuck:
+            if submission.conversation_id in self.active:
+                continue  # ours, still settling
             payload = (
                 SubmissionSettled.model_validate(submission.settlement)
                 if submission.settlement is not None
