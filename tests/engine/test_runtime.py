@@ -223,7 +223,8 @@ async def test_an_unregistered_agent_settles_run_failed(make_runtime: Make, stor
 async def test_a_settlement_stuck_in_a_live_process_is_finished_by_the_sweep(
     make_runtime: Make, store: Store
 ) -> None:
-    async with make_runtime({"echo": echo_agent()}, lease=0.2) as runtime:
+    # No capacity to run anything: only the sweep can move the submission.
+    async with make_runtime({"echo": echo_agent()}, lease=0.2, max_concurrent_runs=0) as runtime:
         now = datetime.now(UTC)
         await store.admit(
             NewSubmission(
