@@ -33,9 +33,9 @@ from tether.journal._harness import Harness, JournalObserver, ToolExecutor
 from tether.journal._history import Transcript, messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
-from tether.journal._turn import Mode, SteerSource, Turn
+from tether.journal._turn import Mode, SteerSource, Turn, interrupted_completion
 from tether.journal._view import LogView
-from tether.messages import Message, TextPart, ThinkingPart, args_digest
+from tether.messages import Message, args_digest
 from tether.models import Model
 from tether.records import (
     ApprovalDecided,
@@ -305,19 +305,8 @@ class Journal:
             ):
                 kind = "text" if isinstance(payload, AssistantTextDelta) else "thinking"
                 text[payload.call_id][kind].append(payload.text)
-        for call_id, parts in text.items():
-            partial = Message(
-                role="assistant",
-                parts=(
-                    *(
-                        (ThinkingPart(text="".join(parts["thinking"])),)
-                        if parts["thinking"]
-                        else ()
-                    ),
-                    TextPart(text="".join(parts["text"])),
-                ),
-            )
-            closing = AssistantMessageCompleted(call_id=call_id, message=partial, interrupted=True)
+        for call_id, streamed in text.items():
+            closing = interrupted_completion(call_id, streamed)
             await self.log.append([self.log.draft(closing, pending.id)])
 
     # --- replay -----------------------------------------------------------------------

@@ -65,7 +65,7 @@ from tether.records import (
     ToolOutcome,
 )
 
-__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn")
+__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn", "interrupted_completion")
 
 SteerSource = Callable[[], Awaitable[Sequence[SteerReceived]]]
 
@@ -530,25 +530,26 @@ class _DeltaStream:
     async def close_interrupted(self) -> None:
         if not self._started:
             return
-        partial = Message(
-            role="assistant",
-            parts=(
-                *(
-                    (ThinkingPart(text="".join(self._text["thinking"])),)
-                    if self._text["thinking"]
-                    else ()
-                ),
-                TextPart(text="".join(self._text["text"])),
-            ),
-        )
-        closing = AssistantMessageCompleted(
-            call_id=self._call_id, message=partial, interrupted=True
-        )
+        closing = interrupted_completion(self._call_id, self._text)
         try:
             async with self._turn._lock:
                 await self._turn._append([*self.take(), closing])
         except TetherError:
             logger.warning("could not close the interrupted stream of call %s", self._call_id)
+
+
+def interrupted_completion(
+    call_id: str, streamed: dict[str, list[str]]
+) -> AssistantMessageCompleted:
+    """Closes a stream that was cut: the partial message, marked interrupted (not an effect)."""
+    thinking = "".join(streamed.get("thinking", ()))
+    parts = (
+        *((ThinkingPart(text=thinking),) if thinking else ()),
+        TextPart(text="".join(streamed.get("text", ()))),
+    )
+    return AssistantMessageCompleted(
+        call_id=call_id, message=Message(role="assistant", parts=parts), interrupted=True
+    )
 
 
 def _result_of(record: Record) -> ToolResult:
