@@ -27,6 +27,7 @@ PUBLIC = {
         "CanonicalizationError",
         "ClaimLost",
         "Conflict",
+        "ContextOverflow",
         "ConversationNotFound",
         "DispatchConflict",
         "DuplicateCallId",
@@ -41,6 +42,9 @@ PUBLIC = {
         "LogTampered",
         "MissingIdempotencyKey",
         "MissingToolExecutor",
+        "ModelError",
+        "ModelFatalError",
+        "ModelTransientError",
         "NoRunInFlight",
         "NotFound",
         "RecordDecodeError",
@@ -161,9 +165,19 @@ PUBLIC = {
         "transcript",
     ),
     "tether.models": (
+        "Delay",
         "DeltaSink",
+        "EchoModel",
+        "Failure",
         "Model",
+        "Reply",
+        "Rule",
+        "ScriptedModel",
         "StreamDelta",
+        "Text",
+        "Thinking",
+        "ToolUse",
+        "estimate_tokens",
     ),
     "tether.engine": (
         "ABORTED",
@@ -198,9 +212,26 @@ PUBLIC = {
         "Summarizer",
         "TIMEOUT_EXCEEDED",
         "ToolEnded",
+        "ToolProgress",
         "ToolStarted",
         "TurnEnded",
         "TurnStarted",
+    ),
+    "tether.agent": (
+        "Agent",
+        "AgentLoopError",
+        "Tool",
+        "ToolArgumentsError",
+        "ToolContext",
+        "Toolbox",
+        "agent_spec",
+        "render_signal",
+        "tool",
+    ),
+    "tether.demo": (
+        "assistant",
+        "demo_agents",
+        "demo_tools",
     ),
     "tether.testing": (
         "CountingModel",
@@ -228,7 +259,7 @@ def test_public_surface_is_pinned(module_name: str) -> None:
 
 def test_import_tether_imports_no_framework_or_test_tool() -> None:
     code = (
-        "import sys, tether, tether.store, tether.records, tether.tree\n"
+        "import sys, tether, tether.store, tether.records, tether.tree, tether.agent, tether.demo\n"
         "banned = ('pytest', 'hypothesis', 'pydantic_ai', 'langgraph', 'langchain_core', 'agents',"
         " 'openai', 'opentelemetry', 'psycopg', 'fastapi', 'starlette', 'uvicorn')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in banned))\n"

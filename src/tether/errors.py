@@ -25,6 +25,7 @@ __all__ = (
     "CanonicalizationError",
     "ClaimLost",
     "Conflict",
+    "ContextOverflow",
     "ConversationNotFound",
     "DispatchConflict",
     "DuplicateCallId",
@@ -39,6 +40,9 @@ __all__ = (
     "LogTampered",
     "MissingIdempotencyKey",
     "MissingToolExecutor",
+    "ModelError",
+    "ModelFatalError",
+    "ModelTransientError",
     "NoRunInFlight",
     "NotFound",
     "RecordDecodeError",
@@ -426,3 +430,30 @@ class RuntimeClosed(TetherError):
     """The runtime is closed (or not started)."""
 
     code = "runtime_closed"
+
+
+# --- models ---------------------------------------------------------------------------
+
+
+class ModelError(TetherError):
+    """A model provider failed; the subclass says what the engine should do about it."""
+
+    code = "model_error"
+
+
+class ModelTransientError(ModelError, TransientError):
+    """Rate limits, overload, timeouts: back off and try again in a later attempt."""
+
+    code = "model_transient"
+
+
+class ModelFatalError(ModelError):
+    """Bad credentials, a bad request, a refused prompt: retrying will not help."""
+
+    code = "model_fatal"
+
+
+class ContextOverflow(ModelError):
+    """The request exceeded the model's context window: compact and retry the turn."""
+
+    code = "context_overflow"

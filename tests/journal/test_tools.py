@@ -162,7 +162,7 @@ async def test_steering_is_delivered_once_and_replayed(store: Store) -> None:
     cid = await new_conversation(store)
     queue = [SteerReceived(body="also lookup", mode="steer")]
 
-    async def source() -> Sequence[SteerReceived]:
+    async def source(modes: tuple[str, ...]) -> Sequence[SteerReceived]:
         delivered, queue[:] = list(queue), []
         return delivered
 

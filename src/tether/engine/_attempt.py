@@ -34,6 +34,7 @@ from tether.engine._observe import (
     OperationEnded,
     OperationStarted,
     RecoveryDecided,
+    ToolProgress,
 )
 from tether.engine._observe import (
     SubmissionSettled as SettledEvent,
@@ -100,6 +101,11 @@ class _Observer:
 
     async def on_record(self, records: Sequence[Record]) -> None:
         return None
+
+    async def on_progress(self, execution_id: str, call_id: str, text: str) -> None:
+        await self._runtime.instrumentation.emit(
+            ToolProgress(self._correlation, call_id=call_id, text=text)
+        )
 
     async def on_delta(self, execution_id: str, call_id: str, delta: StreamDelta) -> None:
         await self._runtime.instrumentation.emit(
@@ -342,7 +348,11 @@ class _Attempt:
             run = (
                 (lambda: journal.resume(spec.harness, finish=finish))
                 if inputs is None
-                else (lambda: journal.exec(spec.harness, inputs, finish=finish))
+                else (
+                    lambda: journal.exec(
+                        spec.harness, inputs, finish=finish, config=self._exec_config()
+                    )
+                )
             )
             result = await events.intercept(Operation("operation", name, self.correlation), run)
             return result.output
@@ -351,6 +361,11 @@ class _Attempt:
             raise
         finally:
             await events.emit(OperationEnded(self.correlation, operation=name, error=error))
+
+    def _exec_config(self) -> dict[str, JsonValue] | None:
+        """Recorded on the execution, so a harness can ask its model for the right shape."""
+        schema = self.inbound.result_schema
+        return {"resultSchema": dict(schema)} if schema is not None else None
 
     def _decide(self, output: JsonValue, journal: Journal) -> tuple[SubmissionSettled | None, str]:
         """The settlement this output earns, or ``None`` and the problem if a structured result
@@ -447,7 +462,7 @@ class _Attempt:
         """Steer submissions delivered in this conversation -> the submission each joined."""
         return dict((await journal.refresh()).steer_sources)
 
-    async def _steer_source(self) -> list[SteerReceived]:
+    async def _steer_source(self, modes: tuple[str, ...]) -> list[SteerReceived]:
         sub = self.submission
         queued = await self.store.list_submissions(
             SubmissionStatus.QUEUED, conversation_id=sub.conversation_id
@@ -455,7 +470,7 @@ class _Attempt:
         steers: list[SteerReceived] = []
         for other in queued:
             inbound = Inbound.model_validate(other.input)
-            if inbound.kind in ("steer", "follow_up") and other.id not in self._delivered:
+            if inbound.kind in modes and other.id not in self._delivered:
                 self._delivered[other.id] = sub.id
                 steers.append(inbound.steer_payload(other.id))
         return steers

@@ -38,6 +38,7 @@ __all__ = (
     "SubmissionClaimed",
     "SubmissionSettled",
     "ToolEnded",
+    "ToolProgress",
     "ToolStarted",
     "TurnEnded",
     "TurnStarted",
@@ -124,6 +125,15 @@ class ToolEnded(EngineEvent):
     call_id: str = ""
     tool: str = ""
     is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProgress(EngineEvent):
+    """Partial output a running tool reported (ephemeral: never journaled)."""
+
+    kind = "tool_progress"
+    call_id: str = ""
+    text: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ class ToolScope:
     execution_id: str
     idempotency_key: str
     step: Callable[[str, Callable[[], Awaitable[JsonValue]]], Awaitable[JsonValue]]
+    progress: Callable[[str], Awaitable[None]] | None = None
 
 
 @runtime_checkable
@@ -62,6 +63,8 @@ class JournalObserver(Protocol):
     """Hooks for streaming: ``on_record`` after each durable append, ``on_delta`` per chunk.
 
     Deltas are never effects: replay emits none. A failing observer never fails a run.
+    An observer may also define ``async on_progress(execution_id, call_id, text)`` for the
+    partial output tools report.
     """
 
     async def on_record(self, records: Sequence[Record]) -> None: ...

@@ -67,7 +67,8 @@ from tether.records import (
 
 __all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn", "interrupted_completion")
 
-SteerSource = Callable[[], Awaitable[Sequence[SteerReceived]]]
+SteerSource = Callable[[tuple[str, ...]], Awaitable[Sequence[SteerReceived]]]
+"""Called with the modes a safe point accepts; returns the messages to deliver there."""
 
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: the process running it stopped before its "
@@ -388,6 +389,7 @@ class Turn:
             execution_id=self.execution_id,
             idempotency_key=call.idempotency_key,
             step=lambda name, fn: self._step(call.call_id, name, fn),
+            progress=lambda text: self._progress(call.call_id, text),
         )
         self.tool_invocations += 1
         try:
@@ -407,6 +409,15 @@ class Turn:
             self._check()
             await self._append([_outcome_of(result)])
         return result
+
+    async def _progress(self, call_id: str, text: str) -> None:
+        """Partial tool output for observers: ephemeral, never journaled, not replayed."""
+        on_progress = getattr(self._observer, "on_progress", None)
+        if on_progress is not None:
+            try:
+                await on_progress(self.execution_id, call_id, text)
+            except Exception:
+                logger.exception("journal observer failed on_progress")
 
     async def report(self, result: ToolResult) -> None:
         """Record the result of a tool the harness ran itself (no intent is journaled)."""
@@ -456,8 +467,9 @@ class Turn:
             await self._append([payload])
         return payload.value
 
-    async def steering(self) -> list[Message]:
-        """Steer and follow-up messages delivered at this safe point (journaled, replayed)."""
+    async def steering(self, modes: Sequence[str] = ("steer", "follow_up")) -> list[Message]:
+        """Messages delivered at this safe point (journaled, replayed): ``steer`` messages
+        (after a tool batch) and/or ``follow_up`` ones (after a text-only answer)."""
         async with self._lock:
             self._check()
             delivered: list[Record] = []
@@ -472,7 +484,7 @@ class Turn:
                 or self._steer_source is None
             ):
                 return messages_of(delivered)
-            steers = list(await self._steer_source())
+            steers = list(await self._steer_source(tuple(modes)))
             if not steers:
                 return []
             return messages_of(await self._append(steers))
