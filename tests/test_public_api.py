@@ -216,6 +216,7 @@ PUBLIC = {
         "ToolStarted",
         "TurnEnded",
         "TurnStarted",
+        "UsageTotals",
     ),
     "tether.agent": (
         "Agent",

@@ -137,6 +137,8 @@ class AssistantMessageCompleted(Payload):
     finish_reason: str | None = None
     interrupted: bool | None = None
     """Set when a crash cut the stream: the partial message closes it and is never served."""
+    purpose: Literal["summary"] | None = None
+    """A completion for the harness's own use (a compaction summary): not part of the transcript."""
 
 
 class ToolCalled(Payload):
@@ -199,7 +201,7 @@ class Compaction(Payload):
     KIND = "compaction"
     summary: str
     first_kept_seq: int = Field(ge=1)
-    reason: Literal["manual", "overflow"] | None = None
+    reason: Literal["manual", "overflow", "threshold"] | None = None
 
 
 class TaskSpawned(Payload):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from xml.sax.saxutils import escape, quoteattr
 
 from pydantic import JsonValue
@@ -16,11 +16,11 @@ from pydantic import JsonValue
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
 from tether.engine import AgentSpec
-from tether.errors import JournalError
+from tether.errors import ContextOverflow, JournalError, RecordedModelFailure
 from tether.journal import Turn
 from tether.journal._history import SIGNAL_MEDIA_TYPE
 from tether.messages import DataPart, Mediation, Message, ModelRequest, TextPart, ToolCall
-from tether.models import Model
+from tether.models import Model, estimate_tokens
 
 __all__ = ("Agent", "AgentLoopError", "agent_spec", "render_signal")
 
@@ -35,6 +35,12 @@ class AgentLoopError(JournalError):
     """The model kept calling tools past the round limit."""
 
     code = "agent_loop_exhausted"
+
+
+def _text_of(message: Message) -> str:
+    return " ".join(
+        getattr(part, "text", "") or getattr(part, "content", "") for part in message.parts
+    )
 
 
 def render_signal(data: JsonValue) -> str:
@@ -89,7 +95,15 @@ class Agent:
         max_rounds: int = 25,
         max_tokens: int | None = None,
         settings: dict[str, JsonValue] | None = None,
+        context_window: int | None = None,
+        reserve_tokens: int = 16_384,
+        keep_tokens: int = 20_000,
+        max_overflow_compactions: int = 2,
     ) -> None:
+        self.context_window = context_window
+        self.reserve_tokens = reserve_tokens
+        self.keep_tokens = keep_tokens
+        self.max_overflow_compactions = max_overflow_compactions
         self.model = model
         self.system_prompt = system_prompt
         self.tools = {t.name: t for t in tools}
@@ -114,8 +128,21 @@ class Agent:
 
     async def run(self, turn: Turn) -> JsonValue:
         messages = _render([*turn.history, *turn.inputs])
+        overflows = 0
+        used = 0  # the prompt tokens the last call reported
         for _ in range(self.max_rounds):
-            response = await turn.model(self._request(messages, turn.config))
+            if self.context_window is not None and used > self.context_window - self.reserve_tokens:
+                messages = await self._compact(turn, messages, "threshold")
+            try:
+                response = await turn.model(self._request(messages, turn.config))
+            except (ContextOverflow, RecordedModelFailure):
+                # A replay meets the overflow again as a recorded failure at the same point.
+                overflows += 1
+                if overflows > self.max_overflow_compactions:
+                    raise
+                messages = await self._compact(turn, messages, "overflow")
+                continue
+            used = (response.usage.input_tokens or 0) if response.usage else 0
             messages.append(response.message)
             calls = response.message.tool_calls
             if calls:
@@ -148,6 +175,23 @@ class Agent:
             return response.message.text
         raise AgentLoopError(f"no final answer after {self.max_rounds} model calls")
 
+    async def _compact(
+        self, turn: Turn, messages: list[Message], reason: Literal["threshold", "overflow"]
+    ) -> list[Message]:
+        """Summarize with the model, journal the compaction, and continue from the summary plus
+        the most recent messages that fit in ``keep_tokens``."""
+        request = self._request([*messages, Message.user(SUMMARY_PROMPT)], None)
+        summary = (await turn.model(request, purpose="summary")).message.text
+        keep, budget = 0, self.keep_tokens
+        for message in reversed(messages):
+            budget -= estimate_tokens(_text_of(message))
+            if budget < 0 or keep == len(messages) - 1:
+                break
+            keep += 1
+        await turn.compact(summary, keep=keep, reason=reason)
+        kept = messages[len(messages) - keep :] if keep else []
+        return [Message.user(f"Summary of the conversation so far:\n{summary}"), *kept]
+
 
 async def _all(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
     """Run a tool batch in parallel; the first failure (a park, say) is what surfaces."""
@@ -167,6 +211,9 @@ def agent_spec(
     tools: Sequence[Tool] = (),
     max_rounds: int = 25,
     max_tokens: int | None = None,
+    context_window: int | None = None,
+    reserve_tokens: int = 16_384,
+    keep_tokens: int = 20_000,
 ) -> AgentSpec:
     """An engine spec running the built-in agent, with ``model`` as the client and a summarizer
     (for queued compaction) that asks the same model.
@@ -186,5 +233,8 @@ def agent_spec(
         tools=tools,
         max_rounds=max_rounds,
         max_tokens=max_tokens,
+        context_window=context_window,
+        reserve_tokens=reserve_tokens,
+        keep_tokens=keep_tokens,
     )
     return AgentSpec(harness=harness, model=model, tools=Toolbox(tools), summarize=summarize)

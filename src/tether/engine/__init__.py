@@ -44,6 +44,7 @@ from tether.engine._settle import (
     SETTLEMENT_INDETERMINATE,
     TIMEOUT_EXCEEDED,
 )
+from tether.engine._usage import UsageTotals
 
 __all__ = (
     "ABORTED",
@@ -82,4 +83,5 @@ __all__ = (
     "ToolStarted",
     "TurnEnded",
     "TurnStarted",
+    "UsageTotals",
 )

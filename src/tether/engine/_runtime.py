@@ -36,6 +36,7 @@ from tether.engine._observe import (
     Observer,
     SubmissionAdmitted,
 )
+from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import (
     ConversationNotFound,
     InvalidDispatch,
@@ -389,6 +390,12 @@ class Runtime:
         self, conversation_id: str, *, after: int = 0, limit: int = 1000
     ) -> list[Record]:
         return await self._check_open().read(conversation_id, after_seq=after, limit=limit)
+
+    async def usage(self, conversation_id: str, *, submission_id: str | None = None) -> UsageTotals:
+        """Token usage and cost of a session's model calls, or of one submission's."""
+        view = self.view(conversation_id)
+        await view.refresh(self._check_open(), conversation_id)
+        return total_usage(view.records, submission_id=submission_id)
 
     async def conversation(
         self, agent: str, instance: str, *, session: str = "default"

@@ -15,6 +15,7 @@ from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
+    Compaction,
     ConversationCreated,
     ExecutionEnded,
     ExecutionStarted,
@@ -49,6 +50,7 @@ EFFECT_KINDS = frozenset(
         ToolOutcome.KIND,
         StepRecorded.KIND,
         SteerReceived.KIND,
+        Compaction.KIND,
     }
 )
 

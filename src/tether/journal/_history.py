@@ -52,7 +52,9 @@ def messages_of(records: Iterable[Record]) -> list[Message]:
             )
         elif isinstance(payload, SteerReceived):
             messages.append(Message.user(payload.body))
-        elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
+        elif isinstance(payload, AssistantMessageCompleted) and not (
+            payload.interrupted or payload.purpose
+        ):
             messages.append(payload.message)
         elif isinstance(payload, ToolOutcome):
             part = ToolResultPart(
@@ -93,6 +95,10 @@ class Transcript:
     def messages(self) -> list[Message]:
         """A copy of the current transcript."""
         return list(self._messages)
+
+    def message_seqs(self) -> list[int]:
+        """The seq of the record behind each message of the transcript, in order."""
+        return [seq for seq in self._reducer.active_path for _ in self._by_seq.get(seq, ())]
 
 
 def transcript(records: Sequence[Record]) -> list[Message]:

@@ -16,6 +16,7 @@ from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
+    Compaction,
     ModelCalled,
     Record,
     SteerReceived,
@@ -48,7 +49,7 @@ class Recorded:
             kind = record.kind
             raw = record.fields["payload"]
             call_id = str(raw.get("callId", ""))
-            if kind in (ModelCalled.KIND, SteerReceived.KIND):
+            if kind in (ModelCalled.KIND, SteerReceived.KIND, Compaction.KIND):
                 self._intents.append(index)
             elif kind == ToolCalled.KIND:
                 if call_id in tool_calls:

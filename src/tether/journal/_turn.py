@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 from pydantic import JsonValue
 
@@ -56,6 +56,7 @@ from tether.records import (
     AssistantMessageStarted,
     AssistantTextDelta,
     AssistantThinkingDelta,
+    Compaction,
     ModelCalled,
     Payload,
     Record,
@@ -173,9 +174,14 @@ class Turn:
 
     # --- model ------------------------------------------------------------------------
 
-    async def model(self, request: ModelRequest) -> ModelResponse:
+    async def model(
+        self, request: ModelRequest, *, purpose: Literal["summary"] | None = None
+    ) -> ModelResponse:
         """Ask the model. Live: journal the intent, invoke, journal the whole completion.
-        Replay: serve the recorded completion if the input hash matches (I0)."""
+        Replay: serve the recorded completion if the input hash matches (I0).
+
+        ``purpose="summary"`` keeps the completion out of the transcript (a compaction summary
+        is the harness's own business; the ``compaction`` record carries it)."""
         async with self._lock:
             self._check()
             input_hash = request.input_hash()
@@ -215,9 +221,11 @@ class Turn:
             model = self._model
             if model is None:
                 self._stick(JournalError("this journal has no model client"))
-        return await self._invoke(model, request, call_id)
+        return await self._invoke(model, request, call_id, purpose)
 
-    async def _invoke(self, model: Model, request: ModelRequest, call_id: str) -> ModelResponse:
+    async def _invoke(
+        self, model: Model, request: ModelRequest, call_id: str, purpose: Literal["summary"] | None
+    ) -> ModelResponse:
         stream = _DeltaStream(self, call_id, request.model)
         try:
             response = await model.request(request, stream.on_delta)
@@ -232,6 +240,7 @@ class Turn:
                 message=response.message,
                 usage=response.usage,
                 finish_reason=response.finish_reason,
+                purpose=purpose,
             )
             await self._append([*stream.take(), completed])
         return response
@@ -466,6 +475,34 @@ class Turn:
             self._check()
             await self._append([payload])
         return payload.value
+
+    async def compact(
+        self, summary: str, *, keep: int, reason: Literal["threshold", "overflow"]
+    ) -> None:
+        """Journal a compaction: the transcript's last ``keep`` messages stay, under ``summary``.
+
+        Replay and resume serve it back at the same point (it is an effect of the execution).
+        """
+        async with self._lock:
+            self._check()
+            intent = self._recorded.peek_intent()
+            if intent is not None:
+                if intent.kind != Compaction.KIND:
+                    self._diverge(f"seq {intent.seq} recorded {intent.kind}; the harness compacted")
+                self._recorded.take_intent()
+                return
+            self._live_allowed("a compaction")
+            view = self._log.view
+            if view is None:
+                raise JournalError("this journal keeps no view of its log, so it cannot compact")
+            await view.refresh(self._log.store, self._log.conversation_id)
+            seqs = view.message_seqs()
+            if not seqs:
+                return
+            first_kept = seqs[-keep] if 0 < keep <= len(seqs) else seqs[-1] + 1
+            await self._append(
+                [Compaction(summary=summary, first_kept_seq=first_kept, reason=reason)]
+            )
 
     async def steering(self, modes: Sequence[str] = ("steer", "follow_up")) -> list[Message]:
         """Messages delivered at this safe point (journaled, replayed): ``steer`` messages

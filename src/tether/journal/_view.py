@@ -70,10 +70,17 @@ class LogView:
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""
+        return self._transcribed_up().messages()
+
+    def message_seqs(self) -> list[int]:
+        """The seq of the record behind each message of :meth:`messages`."""
+        return self._transcribed_up().message_seqs()
+
+    def _transcribed_up(self) -> Transcript:
         for record in self.records[self._transcribed :]:
             self._transcript.add(record)
         self._transcribed = len(self.records)
-        return self._transcript.messages()
+        return self._transcript
 
     def history_before(self, execution: Execution) -> list[Message]:
         """The transcript as it stood when ``execution`` started."""

@@ -1,0 +1,72 @@
+"""Token usage and cost, totalled from the journaled completions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tether.messages import Usage
+from tether.models._prices import cost_of
+from tether.records import AssistantMessageCompleted, ModelCalled, Record
+
+__all__ = ("UsageTotals", "total_usage")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """Sums over model calls. A field is ``None`` if no call reported it; ``cost`` is ``None``
+    if any call's model has no known price (an unknown cost is never shown as zero)."""
+
+    calls: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost: float | None = None
+
+
+def _add(total: int | None, value: int | None) -> int | None:
+    if value is None:
+        return total
+    return (total or 0) + value
+
+
+def total_usage(records: Iterable[Record], *, submission_id: str | None = None) -> UsageTotals:
+    models: dict[str, str] = {}
+    totals = UsageTotals()
+    cost: float | None = 0.0
+    for record in records:
+        if submission_id is not None and record.submission_id != submission_id:
+            continue
+        if record.kind == ModelCalled.KIND:
+            called = record.payload
+            assert isinstance(called, ModelCalled)
+            models[called.call_id] = called.model
+        elif record.kind == AssistantMessageCompleted.KIND:
+            completed = record.payload
+            assert isinstance(completed, AssistantMessageCompleted)
+            if completed.interrupted:
+                continue
+            usage = completed.usage or Usage()
+            call_cost = cost_of(models.get(completed.call_id, ""), usage)
+            cost = None if cost is None or call_cost is None else cost + call_cost
+            totals = UsageTotals(
+                calls=totals.calls + 1,
+                input_tokens=_add(totals.input_tokens, usage.input_tokens),
+                output_tokens=_add(totals.output_tokens, usage.output_tokens),
+                reasoning_tokens=_add(totals.reasoning_tokens, usage.reasoning_tokens),
+                cache_read_tokens=_add(totals.cache_read_tokens, usage.cache_read_tokens),
+                cache_write_tokens=_add(totals.cache_write_tokens, usage.cache_write_tokens),
+            )
+    if totals.calls == 0:
+        return totals
+    return UsageTotals(
+        calls=totals.calls,
+        input_tokens=totals.input_tokens,
+        output_tokens=totals.output_tokens,
+        reasoning_tokens=totals.reasoning_tokens,
+        cache_read_tokens=totals.cache_read_tokens,
+        cache_write_tokens=totals.cache_write_tokens,
+        cost=cost,
+    )

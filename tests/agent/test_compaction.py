@@ -1,0 +1,96 @@
+"""Compaction by the agent: on a context overflow and past a token threshold; replayable."""
+
+from collections.abc import Callable
+
+from tether.agent import agent_spec, tool
+from tether.agent._agent import SUMMARY_PROMPT
+from tether.engine import AgentDefinition, Runtime
+from tether.journal import Journal
+from tether.models import Failure, Rule, ScriptedModel, ToolUse
+from tether.records import Compaction
+from tether.store import Store
+
+from ..engine.test_runtime import settle
+
+Make = Callable[..., Runtime]
+
+
+@tool
+async def fetch() -> str:
+    """Fetch a long document."""
+    return "x" * 400
+
+
+async def test_an_overflow_compacts_and_retries(make_runtime: Make, store: Store) -> None:
+    model = ScriptedModel(
+        [
+            Rule(SUMMARY_PROMPT, "the user greeted me twice"),
+            Rule(
+                lambda r: (
+                    sum(m.role == "user" for m in r.messages) >= 3
+                    and "Summary" not in r.messages[0].text
+                ),
+                Failure("overflow", "prompt is too long"),
+            ),
+        ],
+        default="ok",
+    )
+    spec = agent_spec(model, model_name="test")
+    async with make_runtime({"bot": AgentDefinition(lambda i, e: spec)}) as runtime:
+        for text in ("hi", "hello", "third"):
+            receipt = await runtime.dispatch("bot", "acme", text)
+            assert (await settle(runtime, receipt.submission_id))["result"] == "ok"
+        records = await store.read(receipt.conversation_id)
+    [compaction] = [r for r in records if r.kind == "compaction"]
+    assert isinstance(compaction.payload, Compaction) and compaction.payload.reason == "overflow"
+    assert compaction.payload.summary == "the user greeted me twice"
+    retried = model.calls[-1].messages
+    assert retried[0].text.startswith("Summary of the conversation so far:")
+    # Later turns see the summary too, and the whole log replays with no model call.
+    assert (
+        await (await Journal.open(store, receipt.conversation_id, fence=0)).replay(spec.harness)
+        == ["ok"] * 3
+    )
+
+
+async def test_overflow_after_two_compactions_fails_the_run(make_runtime: Make) -> None:
+    model = ScriptedModel(
+        [Rule(SUMMARY_PROMPT, "summary")], default=Failure("overflow", "still too long")
+    )
+    spec = agent_spec(model, model_name="test")
+    async with make_runtime({"bot": AgentDefinition(lambda i, e: spec)}) as runtime:
+        receipt = await runtime.dispatch("bot", "acme", "hi")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == "run_failed" and "too long" in str(outcome["error"])
+
+
+async def test_a_threshold_compacts_before_the_next_call(make_runtime: Make, store: Store) -> None:
+    model = ScriptedModel(
+        [
+            Rule(SUMMARY_PROMPT, "fetched a long document"),
+            Rule("read", ToolUse("fetch")),
+            Rule("", "done", on="tool"),
+        ],
+        default="done",
+    )
+    spec = agent_spec(
+        model,
+        model_name="test",
+        tools=[fetch],
+        context_window=150,
+        reserve_tokens=100,
+        keep_tokens=120,
+    )
+    async with make_runtime({"bot": AgentDefinition(lambda i, e: spec)}) as runtime:
+        receipt = await runtime.dispatch("bot", "acme", "read it " + "y" * 300)
+        assert (await settle(runtime, receipt.submission_id))["result"] == "done"
+    records = await store.read(receipt.conversation_id)
+    reasons = [r.payload.reason for r in records if isinstance(r.payload, Compaction)]
+    assert reasons == ["threshold"]
+    assert (
+        model.calls[-1].messages[0].text
+        == "Summary of the conversation so far:\nfetched a long document"
+    )
+    assert await (await Journal.open(store, receipt.conversation_id, fence=0)).replay(
+        spec.harness
+    ) == ["done"]
