@@ -179,6 +179,10 @@ PUBLIC = {
         "ToolUse",
         "estimate_tokens",
     ),
+    "tether.models.pydantic_ai": (
+        "PydanticAIModel",
+        "classify_error",
+    ),
     "tether.engine": (
         "ABORTED",
         "ATTEMPT_BUDGET_EXHAUSTED",

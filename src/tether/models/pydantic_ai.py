@@ -1,0 +1,254 @@
+"""Every provider pydantic-ai supports, as a Tether model (the ``pydantic-ai`` extra).
+
+Example::
+
+    from tether.models.pydantic_ai import PydanticAIModel
+
+    model = PydanticAIModel("openai:gpt-4o")       # needs OPENAI_API_KEY
+    model = PydanticAIModel(FunctionModel(reply))  # offline, for tests
+
+Requests map to pydantic-ai messages and back: text, thinking (with its signature, id and
+provider), tool calls and tool results; usage is carried; streamed text and thinking reach
+the journal as deltas. Provider errors are classified for the engine: rate limits, overload,
+server and connection errors are transient, a full context window is a
+:class:`~tether.errors.ContextOverflow`, anything else is fatal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai import exceptions as pa_errors
+from pydantic_ai import messages as pa
+from pydantic_ai.models import Model as PAModel
+from pydantic_ai.models import ModelRequestParameters, infer_model
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
+
+from tether.errors import ContextOverflow, ModelFatalError, ModelTransientError
+from tether.messages import (
+    DataPart,
+    FilePart,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from tether.models._protocol import DeltaSink, StreamDelta
+
+__all__ = ("PydanticAIModel", "classify_error")
+
+_TRANSIENT = tuple(
+    getattr(pa_errors, name)
+    for name in (
+        "ModelRateLimitError",
+        "ModelUnavailableError",
+        "ModelServerError",
+        "ModelConnectionError",
+    )
+    if hasattr(pa_errors, name)
+)
+_OVERFLOW = tuple(
+    getattr(pa_errors, name)
+    for name in ("ModelContextWindowExceededError",)
+    if hasattr(pa_errors, name)
+)
+
+
+def classify_error(error: BaseException) -> BaseException:
+    """The Tether error a pydantic-ai (or transport) failure stands for."""
+    if _OVERFLOW and isinstance(error, _OVERFLOW):
+        return ContextOverflow(str(error))
+    if _TRANSIENT and isinstance(error, _TRANSIENT):
+        return ModelTransientError(str(error))
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        if status == 429 or status >= 500:
+            return ModelTransientError(str(error))
+        if "context" in str(error).lower() and (
+            "length" in str(error).lower() or "window" in str(error).lower()
+        ):
+            return ContextOverflow(str(error))
+    if isinstance(error, TimeoutError | ConnectionError):
+        return ModelTransientError(str(error))
+    return ModelFatalError(f"{type(error).__name__}: {error}")
+
+
+class PydanticAIModel:
+    """A Tether model over a pydantic-ai model (a ``"provider:model"`` name or an instance)."""
+
+    def __init__(
+        self,
+        model: str | PAModel,
+        *,
+        settings: ModelSettings | None = None,
+        stream: bool | None = None,
+    ) -> None:
+        self._model = infer_model(model) if isinstance(model, str) else model
+        self._settings = settings
+        # A FunctionModel built without a stream function cannot stream; others can.
+        self._stream = (
+            stream
+            if stream is not None
+            else getattr(self._model, "stream_function", True) is not None
+        )
+
+    @property
+    def model_name(self) -> str:
+        return self._model.model_name
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        messages = to_pydantic_ai(request.messages)
+        parameters = ModelRequestParameters(
+            function_tools=[
+                ToolDefinition(
+                    name=t.name,
+                    description=t.description,
+                    parameters_json_schema=dict(t.parameters),
+                )
+                for t in request.tools
+            ],
+            allow_text_output=True,
+        )
+        settings = _settings(self._settings, request)
+        try:
+            if stream is None or not self._stream:
+                response = await self._model.request(messages, settings, parameters)
+            else:
+                async with self._model.request_stream(messages, settings, parameters) as streamed:
+                    async for event in streamed:
+                        await _forward(event, stream)
+                    response = streamed.get()
+        except (pa_errors.AgentRunError, TimeoutError, ConnectionError, OSError) as exc:
+            raise classify_error(exc) from exc
+        return from_pydantic_ai(response)
+
+
+def _settings(base: ModelSettings | None, request: ModelRequest) -> ModelSettings | None:
+    merged: dict[str, Any] = dict(base or {})
+    for ours, theirs in (
+        ("maxTokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("topP", "top_p"),
+    ):
+        if ours in request.settings:
+            merged[theirs] = request.settings[ours]
+    return ModelSettings(**merged) if merged else None  # type: ignore[typeddict-item]
+
+
+async def _forward(event: object, stream: DeltaSink) -> None:
+    delta = event.delta if isinstance(event, pa.PartDeltaEvent) else None
+    part = event.part if isinstance(event, pa.PartStartEvent) else None  # carries the first chunk
+    if isinstance(delta, pa.TextPartDelta) and delta.content_delta:
+        await stream(StreamDelta("text", delta.content_delta))
+    elif isinstance(delta, pa.ThinkingPartDelta) and delta.content_delta:
+        await stream(StreamDelta("thinking", delta.content_delta))
+    elif isinstance(part, pa.TextPart) and part.content:
+        await stream(StreamDelta("text", part.content))
+    elif isinstance(part, pa.ThinkingPart) and part.content:
+        await stream(StreamDelta("thinking", part.content))
+
+
+def to_pydantic_ai(messages: Sequence[Message]) -> list[pa.ModelMessage]:
+    """Tether messages as pydantic-ai's alternating requests and responses."""
+    names = {p.call_id: p.name for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
+    result: list[pa.ModelMessage] = []
+    pending: list[pa.ModelRequestPart] = []
+    for message in messages:
+        if message.role == "assistant":
+            if pending:
+                result.append(pa.ModelRequest(parts=pending))
+                pending = []
+            parts = [
+                converted for p in message.parts if (converted := _response_part(p)) is not None
+            ]
+            result.append(pa.ModelResponse(parts=parts))
+        else:
+            pending.extend(_request_parts(message, names))
+    if pending:
+        result.append(pa.ModelRequest(parts=pending))
+    return result
+
+
+def _response_part(part: object) -> pa.ModelResponsePart | None:
+    if isinstance(part, TextPart):
+        return pa.TextPart(content=part.text)
+    if isinstance(part, ThinkingPart):
+        details = {"opaque": part.opaque} if part.opaque is not None else None
+        return pa.ThinkingPart(
+            content=part.text,
+            id=part.id,
+            signature=part.signature,
+            provider_name=part.provider,
+            provider_details=details,
+        )
+    if isinstance(part, ToolCallPart):
+        return pa.ToolCallPart(tool_name=part.name, args=dict(part.args), tool_call_id=part.call_id)
+    return None
+
+
+def _request_parts(message: Message, names: dict[str, str]) -> list[pa.ModelRequestPart]:
+    parts: list[pa.ModelRequestPart] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            name = part.name or names.get(part.call_id, "tool")
+            parts.append(
+                pa.ToolReturnPart(tool_name=name, content=part.content, tool_call_id=part.call_id)
+            )
+        elif message.role == "system":
+            parts.append(pa.SystemPromptPart(content=getattr(part, "text", "")))
+        elif isinstance(part, TextPart):
+            parts.append(pa.UserPromptPart(content=part.text))
+        elif isinstance(part, DataPart):
+            parts.append(pa.UserPromptPart(content=str(part.data)))
+        elif isinstance(part, FilePart):
+            parts.append(
+                pa.UserPromptPart(content=f"[attachment {part.digest} ({part.media_type})]")
+            )
+    return parts
+
+
+def from_pydantic_ai(response: pa.ModelResponse) -> ModelResponse:
+    """A pydantic-ai response as Tether's (every part, usage and finish reason)."""
+    parts: list[TextPart | ThinkingPart | ToolCallPart] = []
+    for part in response.parts:
+        if isinstance(part, pa.TextPart):
+            parts.append(TextPart(text=part.content))
+        elif isinstance(part, pa.ThinkingPart):
+            details = part.provider_details or {}
+            opaque = details.get("opaque") if isinstance(details, dict) else None
+            parts.append(
+                ThinkingPart(
+                    text=part.content,
+                    signature=part.signature,
+                    id=part.id,
+                    provider=part.provider_name,
+                    opaque=opaque if isinstance(opaque, str) else None,
+                )
+            )
+        elif isinstance(part, pa.ToolCallPart):
+            parts.append(
+                ToolCallPart(
+                    call_id=part.tool_call_id, name=part.tool_name, args=part.args_as_dict()
+                )
+            )
+    usage = response.usage
+    tokens = Usage(
+        input_tokens=getattr(usage, "input_tokens", None),
+        output_tokens=getattr(usage, "output_tokens", None),
+        cache_read_tokens=getattr(usage, "cache_read_tokens", None),
+        cache_write_tokens=getattr(usage, "cache_write_tokens", None),
+    )
+    finish = getattr(response, "finish_reason", None)
+    return ModelResponse(
+        message=Message(role="assistant", parts=tuple(parts)),
+        usage=tokens,
+        finish_reason=str(finish) if finish is not None else None,
+    )
