@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class Tool:
     requires_approval: bool = False
     idempotent: bool = False
 
-    @property
+    @functools.cached_property
     def spec(self) -> ToolSpec:
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
