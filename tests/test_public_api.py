@@ -7,6 +7,8 @@ import sys
 import pytest
 
 PUBLIC = {
+    "tether.cli": ("app", "main"),
+    "tether.http": ("create_app",),
     "tether": (
         "AgentDefinition",
         "AgentSpec",

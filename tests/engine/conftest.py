@@ -7,7 +7,12 @@ import pytest
 from tether.engine import Runtime
 from tether.store import MemoryStore, SqliteStore, Store
 
-FAST = {"claim_interval": 0.02, "lease": 2.0, "timeout_grace": 0.5, "backoff_cap": 0.05}
+FAST: dict[str, Any] = {
+    "claim_interval": 0.02,
+    "lease": 2.0,
+    "timeout_grace": 0.5,
+    "backoff_cap": 0.05,
+}
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -400,7 +400,11 @@ class Runtime:
     async def conversation(
         self, agent: str, instance: str, *, session: str = "default"
     ) -> Conversation:
-        return await self._check_open().find_conversation(SessionKey(agent, instance, session))
+        """The conversation behind a session key (``UnknownAgent``, ``ConversationNotFound``)."""
+        store = self._check_open()
+        if agent not in self.agents:
+            raise UnknownAgent(agent)
+        return await store.find_conversation(SessionKey(agent, instance, session))
 
     # --- approvals and forks ----------------------------------------------------------
 

@@ -1,0 +1,6 @@
+"""The ``tether`` command line (typer): ``serve``, ``worker``, ``send``, ``tail``, ``approvals``,
+``approve``, ``records``, ``verify``, ``replay``, ``fork``. Run ``tether --help``."""
+
+from tether.cli._main import app, main
+
+__all__ = ("app", "main")

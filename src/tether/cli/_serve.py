@@ -1,0 +1,114 @@
+"""``tether serve`` and ``tether worker``: run a runtime, with or without HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import ipaddress
+import os
+from collections.abc import Mapping
+
+import typer
+import uvicorn
+
+from tether.engine import AgentDefinition, Runtime
+from tether.http import create_app
+from tether.store import DEFAULT_STORE_URL
+
+__all__ = ("load_agents", "serve", "worker")
+
+LEASE = typer.Option(
+    30.0,
+    "--lease",
+    min=0.5,
+    help="Seconds a claim lasts unrenewed: how soon a crashed worker's run is taken over.",
+)
+
+
+def load_agents(app: str | None, demo: bool) -> Mapping[str, AgentDefinition]:
+    """Agents from ``--app module:factory`` (a function returning ``{name: AgentDefinition}``)
+    and/or the keyless demo."""
+    agents: dict[str, AgentDefinition] = {}
+    if demo:
+        from tether.demo import demo_agents
+
+        agents.update(demo_agents())
+    if app is not None:
+        module_name, _, attribute = app.partition(":")
+        if not module_name or not attribute:
+            raise typer.BadParameter("use module:factory", param_hint="--app")
+        factory = getattr(importlib.import_module(module_name), attribute)
+        agents.update(factory() if callable(factory) else factory)
+    if not agents:
+        raise typer.BadParameter("give --demo or --app module:factory")
+    return agents
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agent `assistant`."),
+    app: str | None = typer.Option(
+        None, "--app", help="module:factory returning {name: AgentDefinition}."
+    ),
+    store: str = typer.Option(
+        DEFAULT_STORE_URL, "--store", help="Store URL (sqlite:///dir, memory://)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8484, "--port"),
+    no_worker: bool = typer.Option(
+        False, "--no-worker", help="Serve the API only; run no submissions."
+    ),
+    auth_token: str | None = typer.Option(None, "--auth-token", envvar="TETHER_AUTH_TOKEN"),
+    allow_unauthenticated: bool = typer.Option(
+        False, "--allow-unauthenticated", help="Serve a non-loopback address without a token."
+    ),
+    heartbeat: float = typer.Option(15.0, "--heartbeat", help="Seconds between SSE heartbeats."),
+    lease: float = LEASE,
+) -> None:
+    """Serve the HTTP API (and run submissions unless --no-worker)."""
+    if not _loopback(host) and auth_token is None and not allow_unauthenticated:
+        raise typer.BadParameter(
+            f"refusing to serve {host} without --auth-token (or TETHER_AUTH_TOKEN); "
+            "pass --allow-unauthenticated if something in front of it authenticates",
+            param_hint="--host",
+        )
+    agents = load_agents(app, demo)
+    runtime = Runtime(agents, store, lease=lease)
+    application = create_app(
+        runtime,
+        auth_token=auth_token,
+        heartbeat=heartbeat,
+        manage_runtime=True,
+        worker=not no_worker,
+    )
+    typer.echo(f"tether serving {', '.join(agents)} on http://{host}:{port} (store {store})")
+    uvicorn.run(
+        application, host=host, port=port, log_level=os.environ.get("TETHER_LOG_LEVEL", "warning")
+    )
+
+
+def worker(
+    store: str = typer.Option(DEFAULT_STORE_URL, "--store"),
+    app: str | None = typer.Option(None, "--app"),
+    demo: bool = typer.Option(False, "--demo"),
+    lease: float = LEASE,
+) -> None:
+    """Run submissions from the store, without HTTP."""
+    agents = load_agents(app, demo)
+
+    async def run() -> None:
+        async with Runtime(agents, store, lease=lease):
+            await asyncio.Event().wait()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass

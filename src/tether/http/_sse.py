@@ -1,0 +1,144 @@
+"""Server-sent events: replay a session's records after an offset, then tail it live."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+
+from tether.engine import Runtime
+from tether.errors import ConversationNotFound
+from tether.records import Record
+from tether.store import SessionKey, SubmissionStatus
+
+__all__ = ("RecentRecords", "frame", "record_stream", "session_stream")
+
+_PAGE = 500
+RETRY_MS = 2000
+_CREATION_POLL = 0.05
+
+
+def frame(record: Record) -> bytes:
+    """One SSE frame; the record's stored bytes go out as they are (no re-encoding)."""
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (record.seq, record.kind.encode(), record.to_json())
+
+
+async def _idle(runtime: Runtime, conversation_id: str) -> bool:
+    unsettled = await runtime.store.list_submissions(conversation_id=conversation_id)
+    return all(s.status is SubmissionStatus.SETTLED for s in unsettled)
+
+
+async def session_stream(
+    runtime: Runtime,
+    recent: RecentRecords,
+    key: SessionKey,
+    conversation_id: str | None,
+    *,
+    after: int,
+    follow: bool,
+    heartbeat: float,
+) -> AsyncIterator[bytes]:
+    """The stream of one session; a followed session that does not exist yet is awaited.
+
+    A browser commonly opens its stream before sending the first message, so a follower
+    of a session with no conversation gets heartbeats until the first dispatch creates it.
+    """
+    yield b"retry: %d\n\n" % RETRY_MS
+    loop = asyncio.get_running_loop()
+    beat_at = loop.time() + heartbeat
+    while conversation_id is None:
+        await asyncio.sleep(_CREATION_POLL)
+        try:
+            conversation_id = (await runtime.store.find_conversation(key)).id
+        except ConversationNotFound:
+            if loop.time() >= beat_at:
+                beat_at = loop.time() + heartbeat
+                yield b": heartbeat\n\n"
+    async for chunk in record_stream(
+        runtime, recent, conversation_id, after=after, follow=follow, heartbeat=heartbeat
+    ):
+        yield chunk
+
+
+class RecentRecords:
+    """The newest records of each followed conversation, shared by all its subscribers.
+
+    When an append wakes a hundred subscribers, one of them reads the new records from the
+    store and the rest are served from here: one store read per append, not one per
+    subscriber. Records are immutable once appended, so a cached record is never stale.
+    """
+
+    def __init__(self, runtime: Runtime, *, keep: int = 1000, conversations: int = 1024) -> None:
+        self._runtime = runtime
+        self._keep = keep
+        self._conversations = conversations
+        self._tails: OrderedDict[str, list[Record]] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def read(self, conversation_id: str, *, after: int, head: int) -> list[Record]:
+        """Records ``after+1 ..`` (at most a page), known to exist up to ``head``."""
+        lock = self._locks.setdefault(conversation_id, asyncio.Lock())
+        async with lock:  # the first subscriber in fills the tail for the others
+            tail = self._tails.get(conversation_id, [])
+            if tail and tail[0].seq <= after + 1 and tail[-1].seq >= head:
+                start = after + 1 - tail[0].seq
+                return tail[start : start + _PAGE]
+            page = await self._runtime.store.read(conversation_id, after_seq=after, limit=_PAGE)
+            if page:
+                self._remember(conversation_id, tail, page)
+            elif conversation_id not in self._tails:
+                self._locks.pop(conversation_id, None)  # nothing shared: hold no lock for it
+            return page
+
+    def _remember(self, conversation_id: str, tail: list[Record], page: list[Record]) -> None:
+        joined = tail + page if tail and tail[-1].seq + 1 == page[0].seq else page
+        self._tails[conversation_id] = joined[-self._keep :]
+        self._tails.move_to_end(conversation_id)
+        while len(self._tails) > self._conversations:
+            forgotten, _ = self._tails.popitem(last=False)
+            self._locks.pop(forgotten, None)
+
+
+async def record_stream(
+    runtime: Runtime,
+    recent: RecentRecords,
+    conversation_id: str,
+    *,
+    after: int,
+    follow: bool,
+    heartbeat: float,
+) -> AsyncIterator[bytes]:
+    """Frames for every record after ``after``, then live ones as they are appended.
+
+    Without ``follow`` the stream ends once the session is idle (nothing queued or running)
+    and every record has been sent. Frames of one page go out in one write.
+    """
+    store = runtime.store
+    cursor = after
+    behind = True  # until a read comes back short, there may be more in the store
+    while True:
+        if behind:
+            page = await store.read(conversation_id, after_seq=cursor, limit=_PAGE)
+            if page:
+                cursor = page[-1].seq
+                yield b"".join(frame(record) for record in page)
+                continue
+            behind = False
+        if not follow and await _idle(runtime, conversation_id):
+            # Idle now; anything appended before it went idle is already readable.
+            if not await store.read(conversation_id, after_seq=cursor, limit=1):
+                return
+            behind = True
+            continue
+        try:
+            async with asyncio.timeout(heartbeat):
+                head = await store.wait_for_append(conversation_id, after_seq=cursor)
+        except TimeoutError:
+            yield b": heartbeat\n\n"
+            continue
+        while cursor < head:
+            page = await recent.read(conversation_id, after=cursor, head=head)
+            if not page:
+                break
+            cursor = page[-1].seq
+            yield b"".join(frame(record) for record in page)

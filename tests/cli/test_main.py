@@ -1,0 +1,59 @@
+"""The CLI end to end against a real ``tether serve``: send, approve, tail, records, verify,
+replay, fork."""
+
+import json
+import time
+
+import httpx
+import orjson
+from typer.testing import CliRunner
+
+from tether.cli import app
+
+from .conftest import ServerProcess
+
+runner = CliRunner()
+
+
+def cli(*args: str, code: int = 0) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def test_a_session_from_the_command_line(server: ServerProcess) -> None:
+    url, store = ("--url", server.url), ("--store", server.store)
+    assert "You said: hello" in cli("send", "assistant", "me", "hello", "--wait", *url)
+
+    receipt = json.loads(cli("send", "assistant", "me", "email bob@example.com: hi", *url))
+    deadline = time.monotonic() + 30
+    while "send_email" not in (listing := cli("approvals", *url)):
+        assert time.monotonic() < deadline, listing
+        time.sleep(0.05)
+    approval_id = listing.split()[0]
+    assert cli("approve", approval_id, *url).strip() == f"approved {approval_id}"
+    done = httpx.get(
+        f"{server.url}/submissions/{receipt['submissionId']}", params={"wait": True}, timeout=30
+    ).json()
+    assert done["status"] == "settled"
+    assert "no approvals waiting" in cli("approvals", *url)
+
+    rendered = cli("tail", "assistant", "me", *url)
+    assert "→ send_email" in rendered and "approved by cli" in rendered
+    assert rendered.count("settled succeeded") == 2
+
+    conversation = receipt["conversationId"]
+    lines = cli("records", conversation, *store).splitlines()
+    assert [orjson.loads(line)["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    assert f"ok: {len(lines)} records verified" in cli("verify", conversation, *store)
+    replayed = cli("replay", conversation, "--demo", *store)
+    assert "replayed 2 executions; model and tool invocations: 0" in replayed
+    assert "forked:" in cli("fork", conversation, "--at", "3", *store)
+
+
+def test_errors_are_one_line_and_exit_1(server: ServerProcess) -> None:
+    out = cli("send", "nobody", "me", "hi", "--url", server.url, code=1)
+    assert "404 unknown_agent" in out
+    assert "conversation_not_found" in cli("verify", "c-missing", "--store", server.store, code=1)
+    refused = runner.invoke(app, ["serve", "--demo", "--host", "0.0.0.0"])
+    assert refused.exit_code == 2 and "--auth-token" in refused.output

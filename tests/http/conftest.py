@@ -1,0 +1,60 @@
+"""A real uvicorn on 127.0.0.1 with an ephemeral port, per test."""
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from tether.engine import Runtime
+from tether.http import create_app
+from tether.store import MemoryStore, SqliteStore, Store
+
+from ..engine.conftest import FAST
+
+
+@dataclass
+class Server:
+    url: str
+    runtime: Runtime
+    client: httpx.AsyncClient
+    store: Store
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    opened: Store = MemoryStore() if request.param == "memory" else await SqliteStore.open(tmp_path)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def serve(store: Store) -> AsyncIterator[Callable[..., Any]]:
+    started: list[tuple[uvicorn.Server, asyncio.Task[None], Runtime, httpx.AsyncClient]] = []
+
+    async def start(agents: dict[str, Any], **options: Any) -> Server:
+        runtime = Runtime(agents, store, **FAST)
+        app = create_app(runtime, manage_runtime=True, **options)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{port}"
+        client = httpx.AsyncClient(base_url=url, timeout=20)
+        started.append((server, task, runtime, client))
+        return Server(url, runtime, client, store)
+
+    yield start
+    for server, task, _, client in started:
+        await client.aclose()
+        server.should_exit = True
+        await task
