@@ -1,3 +1,3 @@
-from ..engine.conftest import make_runtime, store
+from ..engine.conftest import make_runtime
 
-__all__ = ("make_runtime", "store")
+__all__ = ("make_runtime",)

@@ -1,11 +1,10 @@
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tether.engine import Runtime
-from tether.store import MemoryStore, SqliteStore, Store
+from tether.store import Store
 
 FAST: dict[str, Any] = {
     "claim_interval": 0.02,
@@ -13,13 +12,6 @@ FAST: dict[str, Any] = {
     "timeout_grace": 0.5,
     "backoff_cap": 0.05,
 }
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store = MemoryStore() if request.param == "memory" else await SqliteStore.open(tmp_path)
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture

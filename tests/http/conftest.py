@@ -4,7 +4,6 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,7 +12,7 @@ import uvicorn
 
 from tether.engine import Runtime
 from tether.http import create_app
-from tether.store import MemoryStore, SqliteStore, Store
+from tether.store import Store
 
 from ..engine.conftest import FAST
 
@@ -24,13 +23,6 @@ class Server:
     runtime: Runtime
     client: httpx.AsyncClient
     store: Store
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store = MemoryStore() if request.param == "memory" else await SqliteStore.open(tmp_path)
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture

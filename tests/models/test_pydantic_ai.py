@@ -29,10 +29,10 @@ from tether.models.pydantic_ai import (
 )
 from tether.store import Store
 
-from ..engine.conftest import make_runtime, store
+from ..engine.conftest import make_runtime
 from ..engine.test_runtime import settle
 
-__all__ = ("make_runtime", "store")
+__all__ = ("make_runtime",)
 Make = Callable[..., Runtime]
 
 

@@ -1,3 +1,5 @@
+"""Fixtures shared across the test tree."""
+
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -8,6 +10,7 @@ from tether.store import MemoryStore, SqliteStore, Store
 
 @pytest.fixture(params=["memory", "sqlite"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Each test runs on the reference in-memory store and on SQLite."""
     opened: Store = MemoryStore() if request.param == "memory" else await SqliteStore.open(tmp_path)
     yield opened
     await opened.close()
