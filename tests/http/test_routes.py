@@ -289,3 +289,35 @@ async def test_waiting_on_a_parked_run_times_out_into_a_202(serve: Serve) -> Non
         f"/submissions/{parked.json()['submissionId']}", params={"wait": True, "timeout": 0.2}
     )
     assert polled.status_code == 200 and polled.json()["status"] != "settled"
+
+
+async def test_a_busy_session_rejects_and_a_failed_run_still_answers_200(serve: Serve) -> None:
+    c = (await serve(demo_agents())).client
+    await c.post("/agents/assistant/me", json={"body": "research tides"})
+    busy = await c.post(
+        "/agents/assistant/me", params={"multitask": "reject"}, json={"body": "hello"}
+    )
+    assert busy.status_code == 409 and busy.json()["error"]["type"] == "session_busy"
+    failed = await c.post(
+        "/agents/assistant/other",
+        params={"wait": True},
+        json={"body": "hello", "resultSchema": {"not": {}}, "resultRetries": 0},
+    )
+    assert failed.status_code == 200, failed.text
+    assert failed.json()["status"] == "failed" and failed.json()["errorCode"]
+
+
+async def test_an_edited_approval_runs_with_the_new_args(serve: Serve) -> None:
+    c = (await serve(demo_agents())).client
+    body = (await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})).json()
+    async with asyncio.timeout(10):
+        while not (items := (await c.get("/approvals")).json()["approvals"]):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    edited = {"to": "ann@example.com", "text": "hello"}
+    decided = await c.post(
+        f"/approvals/{items[0]['approvalId']}", json={"decision": "edit", "args": edited}
+    )
+    assert decided.status_code == 200, decided.text
+    info = (await c.get(f"/submissions/{body['submissionId']}", params={"wait": True})).json()
+    assert "ann@example.com: hello" in info["settlement"]["result"]
+    assert (await c.get("/approvals", params={"status": "completed"})).status_code == 422

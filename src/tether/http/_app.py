@@ -261,7 +261,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
 
     @app.get("/approvals")
     async def approvals(
-        status: Literal["pending", "decided", "completed"] | None = None,
+        status: Literal["pending", "decided"] | None = None,
         agent: str | None = None,
         instance: str | None = None,
     ) -> Response:
