@@ -240,6 +240,31 @@ PUBLIC = {
         "demo_agents",
         "demo_tools",
     ),
+    "tether.stream": (
+        "Attachment",
+        "Author",
+        "DataContent",
+        "DataDelta",
+        "MessageContent",
+        "MessageDelta",
+        "ReasoningContent",
+        "ReasoningContentDelta",
+        "ReasoningSummaryDelta",
+        "StreamEvent",
+        "StreamProjector",
+        "StreamTaskMessageDelta",
+        "StreamTaskMessageDone",
+        "StreamTaskMessageFull",
+        "StreamTaskMessageStart",
+        "TaskMessage",
+        "TextContent",
+        "TextDelta",
+        "ToolRequestContent",
+        "ToolRequestDelta",
+        "ToolResponseContent",
+        "ToolResponseDelta",
+        "project",
+    ),
     "tether.testing": (
         "CountingModel",
         "RecordingTools",
@@ -266,9 +291,10 @@ def test_public_surface_is_pinned(module_name: str) -> None:
 
 def test_import_tether_imports_no_framework_or_test_tool() -> None:
     code = (
-        "import sys, tether, tether.store, tether.records, tether.tree, tether.agent, tether.demo\n"
+        "import sys, tether, tether.store, tether.records, tether.tree, tether.agent, tether.demo,"
+        " tether.stream\n"
         "banned = ('pytest', 'hypothesis', 'pydantic_ai', 'langgraph', 'langchain_core', 'agents',"
-        " 'openai', 'opentelemetry', 'psycopg', 'fastapi', 'starlette', 'uvicorn')\n"
+        " 'openai', 'opentelemetry', 'psycopg', 'fastapi', 'starlette', 'uvicorn', 'agentex')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in banned))\n"
     )
     out = subprocess.run(

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from tether.demo import demo_agents
+from tether.stream import project
 
 from .conftest import Server
 
@@ -163,3 +164,41 @@ async def test_streaming_an_unknown_agent_is_a_typed_404(serve: Serve) -> None:
     server: Server = await serve(demo_agents())
     response = await server.client.get("/agents/nobody/me")
     assert response.status_code == 404 and response.json()["error"]["type"] == "unknown_agent"
+
+
+async def raw_frames(
+    client: httpx.AsyncClient, *, last_event_id: str | None = None, **params: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    headers = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+    frames: list[tuple[str, dict[str, Any]]] = []
+    async with client.stream("GET", STREAM, params=params, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        fields: dict[str, str] = {}
+        async for line in response.aiter_lines():
+            if line and not line.startswith(":"):
+                name, _, value = line.partition(": ")
+                fields[name] = value
+            elif "data" in fields:
+                frames.append((fields["id"], orjson.loads(fields["data"])))
+                fields = {}
+    return frames
+
+
+async def test_the_canonical_view_resumes_at_every_event_cut(serve: Serve) -> None:
+    server: Server = await serve(demo_agents())
+    c = server.client
+    for text in ("hello", "research tides", "email bob@example.com: hi"):
+        await c.post(STREAM, params={"wait": True, "timeout": 1}, json={"body": text})
+    full = await raw_frames(c, view="stream")
+    conversation_id = (await c.get(f"{STREAM}/records")).json()["conversationId"]
+    expected = [
+        e.model_dump(mode="json", exclude_none=True)
+        for e in project(await server.store.read(conversation_id))
+    ]
+    assert [data for _, data in full] == expected
+    assert {data["type"] for _, data in full} == {"start", "delta", "done", "full"}
+    for cut in range(1, len(full)):
+        resumed = await raw_frames(c, view="stream", last_event_id=full[cut - 1][0])
+        assert full[:cut] + resumed == full, cut
+    bad = await c.get(STREAM, params={"view": "stream"}, headers={"Last-Event-ID": "4"})
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_last_event_id"

@@ -17,7 +17,7 @@ from tether.engine._inbound import InboundKind, SignalInfo
 from tether.errors import ConversationNotFound
 from tether.http._errors import ApiError, install_error_handlers, json_response
 from tether.http._guard import Guard
-from tether.http._sse import RecentRecords, session_stream
+from tether.http._sse import RecentRecords, View, session_stream
 from tether.http._views import approval_items, submission_view
 from tether.journal import Decision
 from tether.records import AttachmentRef
@@ -120,6 +120,17 @@ async def _wait(runtime: Runtime, submission_id: str, seconds: float) -> dict[st
         return None
 
 
+def _event_id(value: str, view: View) -> tuple[int, int]:
+    """``Last-Event-ID`` as (seq, events of that record already received)."""
+    seq, colon, n = value.strip().partition(":")
+    if view == "records" and not colon and seq.isdigit():
+        return int(seq), 0
+    if view == "stream" and colon and seq.isdigit() and n.isdigit() and int(seq) > 0:
+        return int(seq), int(n) + 1
+    shape = "a record seq" if view == "records" else "<seq>:<n> as sent"
+    raise ApiError(400, "invalid_last_event_id", f"Last-Event-ID must be {shape}")
+
+
 def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
     recent = RecentRecords(runtime)
 
@@ -165,6 +176,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
         session: str = "default",
         after: int | None = Query(default=None, ge=0),
         follow: bool = False,
+        view: View = "records",
         last_event_id: str | None = Header(default=None),
     ) -> StreamingResponse:
         conversation_id: str | None = None
@@ -173,11 +185,13 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
         except ConversationNotFound:
             if not follow:
                 raise
-        start = after or 0
+        start, skip = after or 0, 0
         if last_event_id is not None:
-            if not last_event_id.strip().isdigit():
-                raise ApiError(400, "invalid_last_event_id", "Last-Event-ID must be a record seq")
-            start = max(start, int(last_event_id))
+            seq, skip = _event_id(last_event_id, view)
+            if seq > start:
+                start = seq - 1 if view == "stream" else seq
+            else:
+                skip = 0
         frames = session_stream(
             runtime,
             recent,
@@ -186,6 +200,8 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
             after=start,
             follow=follow,
             heartbeat=heartbeat,
+            view=view,
+            skip=skip,
         )
         headers = {
             "Cache-Control": "no-cache",

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Literal
 
 from tether.engine import Runtime
 from tether.errors import ConversationNotFound
 from tether.records import Record
-from tether.store import SessionKey, SubmissionStatus
+from tether.store import SessionKey, Store, SubmissionStatus
+from tether.stream import StreamProjector
 
-__all__ = ("RecentRecords", "frame", "record_stream", "session_stream")
+__all__ = ("RecentRecords", "View", "frame", "record_stream", "session_stream")
+
+View = Literal["records", "stream"]
+Render = Callable[[Sequence[Record]], bytes]
 
 _PAGE = 500
 RETRY_MS = 2000
@@ -23,9 +28,54 @@ def frame(record: Record) -> bytes:
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (record.seq, record.kind.encode(), record.to_json())
 
 
+def _render_records(page: Sequence[Record]) -> bytes:
+    return b"".join(frame(record) for record in page)
+
+
+async def _stream_renderer(store: Store, conversation_id: str, after: int, skip: int) -> Render:
+    """Frames of canonical stream events with ids ``<seq>:<n>``: the n-th event projected
+    from record ``seq``. Resuming after ``seq:n`` re-projects record ``seq`` and drops its
+    first ``n + 1`` events, so a cut between the events of one record loses and repeats
+    nothing. Slot indexes depend on all that came before, so the skipped prefix is
+    projected silently first.
+    """
+    projector = StreamProjector()
+    cursor = 0
+    while cursor < after:
+        page = await store.read(conversation_id, after_seq=cursor, limit=min(_PAGE, after - cursor))
+        if not page:
+            break
+        for record in page:
+            projector.feed(record)
+        cursor = page[-1].seq
+    pending_skip = skip
+
+    def render(page: Sequence[Record]) -> bytes:
+        nonlocal pending_skip
+        frames = []
+        for record in page:
+            for n, event in enumerate(projector.feed(record)):
+                if n < pending_skip:
+                    continue
+                data = event.model_dump_json(exclude_none=True).encode()
+                frames.append(
+                    b"id: %d:%d\nevent: %s\ndata: %s\n\n"
+                    % (record.seq, n, event.type.encode(), data)
+                )
+            pending_skip = 0
+        return b"".join(frames)
+
+    return render
+
+
+_AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
+
+
 async def _idle(runtime: Runtime, conversation_id: str) -> bool:
-    unsettled = await runtime.store.list_submissions(conversation_id=conversation_id)
-    return all(s.status is SubmissionStatus.SETTLED for s in unsettled)
+    """Nothing queued or running: every submission settled or parked (for a human or a child
+    task, which may take days; a parked session's stream ends and is reopened later)."""
+    submissions = await runtime.store.list_submissions(conversation_id=conversation_id)
+    return all(s.status in _AT_REST for s in submissions)
 
 
 async def session_stream(
@@ -37,6 +87,8 @@ async def session_stream(
     after: int,
     follow: bool,
     heartbeat: float,
+    view: View = "records",
+    skip: int = 0,
 ) -> AsyncIterator[bytes]:
     """The stream of one session; a followed session that does not exist yet is awaited.
 
@@ -54,10 +106,22 @@ async def session_stream(
             if loop.time() >= beat_at:
                 beat_at = loop.time() + heartbeat
                 yield b": heartbeat\n\n"
+    render = (
+        _render_records
+        if view == "records"
+        else await _stream_renderer(runtime.store, conversation_id, after, skip)
+    )
     async for chunk in record_stream(
-        runtime, recent, conversation_id, after=after, follow=follow, heartbeat=heartbeat
+        runtime,
+        recent,
+        conversation_id,
+        after=after,
+        follow=follow,
+        heartbeat=heartbeat,
+        render=render,
     ):
-        yield chunk
+        if chunk:
+            yield chunk
 
 
 class RecentRecords:
@@ -107,11 +171,12 @@ async def record_stream(
     after: int,
     follow: bool,
     heartbeat: float,
+    render: Render = _render_records,
 ) -> AsyncIterator[bytes]:
     """Frames for every record after ``after``, then live ones as they are appended.
 
-    Without ``follow`` the stream ends once the session is idle (nothing queued or running)
-    and every record has been sent. Frames of one page go out in one write.
+    Without ``follow`` the stream ends once the session is idle (nothing queued or running;
+    parked counts as idle) and every record has been sent. Frames of one page go out in one write.
     """
     store = runtime.store
     cursor = after
@@ -121,7 +186,7 @@ async def record_stream(
             page = await store.read(conversation_id, after_seq=cursor, limit=_PAGE)
             if page:
                 cursor = page[-1].seq
-                yield b"".join(frame(record) for record in page)
+                yield render(page)
                 continue
             behind = False
         if not follow and await _idle(runtime, conversation_id):
@@ -141,4 +206,4 @@ async def record_stream(
             if not page:
                 break
             cursor = page[-1].seq
-            yield b"".join(frame(record) for record in page)
+            yield render(page)
