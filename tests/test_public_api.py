@@ -243,6 +243,13 @@ PUBLIC = {
     "tether.stream": (
         "Attachment",
         "Author",
+        "CloseSpan",
+        "HarnessTurn",
+        "OpenSpan",
+        "SpanDeriver",
+        "SpanSignal",
+        "TurnResult",
+        "TurnUsage",
         "DataContent",
         "DataDelta",
         "MessageContent",

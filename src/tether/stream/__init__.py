@@ -9,6 +9,8 @@ Example::
 """
 
 from tether.stream._project import StreamProjector, project
+from tether.stream._spans import CloseSpan, OpenSpan, SpanDeriver, SpanSignal
+from tether.stream._turn import HarnessTurn, TurnResult, TurnUsage
 from tether.stream._types import (
     Attachment,
     Author,
@@ -36,13 +38,18 @@ from tether.stream._types import (
 __all__ = (
     "Attachment",
     "Author",
+    "CloseSpan",
     "DataContent",
     "DataDelta",
+    "HarnessTurn",
     "MessageContent",
     "MessageDelta",
+    "OpenSpan",
     "ReasoningContent",
     "ReasoningContentDelta",
     "ReasoningSummaryDelta",
+    "SpanDeriver",
+    "SpanSignal",
     "StreamEvent",
     "StreamProjector",
     "StreamTaskMessageDelta",
@@ -56,5 +63,7 @@ __all__ = (
     "ToolRequestDelta",
     "ToolResponseContent",
     "ToolResponseDelta",
+    "TurnResult",
+    "TurnUsage",
     "project",
 )
