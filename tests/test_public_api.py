@@ -250,6 +250,8 @@ PUBLIC = {
         "SpanSignal",
         "TurnResult",
         "TurnUsage",
+        "SpanSink",
+        "UnifiedEmitter",
         "DataContent",
         "DataDelta",
         "MessageContent",

@@ -8,6 +8,7 @@ Example::
         print(event.type, event.index)
 """
 
+from tether.stream._emitter import SpanSink, UnifiedEmitter
 from tether.stream._project import StreamProjector, project
 from tether.stream._spans import CloseSpan, OpenSpan, SpanDeriver, SpanSignal
 from tether.stream._turn import HarnessTurn, TurnResult, TurnUsage
@@ -50,6 +51,7 @@ __all__ = (
     "ReasoningSummaryDelta",
     "SpanDeriver",
     "SpanSignal",
+    "SpanSink",
     "StreamEvent",
     "StreamProjector",
     "StreamTaskMessageDelta",
@@ -65,5 +67,6 @@ __all__ = (
     "ToolResponseDelta",
     "TurnResult",
     "TurnUsage",
+    "UnifiedEmitter",
     "project",
 )

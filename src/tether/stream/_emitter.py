@@ -1,0 +1,67 @@
+"""Passing a framework turn's events on, with spans derived on the side."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+
+from tether.stream._spans import SpanDeriver, SpanSignal
+from tether.stream._turn import HarnessTurn
+from tether.stream._types import StreamEvent
+
+__all__ = ("SpanSink", "UnifiedEmitter")
+
+logger = logging.getLogger("tether.stream")
+
+SpanSink = Callable[[SpanSignal], Awaitable[None] | None]
+"""Receives span signals (a tracer); its failures are logged and never stop delivery."""
+
+
+class UnifiedEmitter:
+    """Delivers turns from any framework tap in the canonical stream, deriving spans.
+
+    Example::
+
+        emitter = UnifiedEmitter(tracer=my_tracer.handle)
+        async for event in emitter.yield_turn(turn):
+            await send(event)
+        usage = turn.usage()  # valid once the events are exhausted
+    """
+
+    def __init__(self, *, tracer: SpanSink | None = None) -> None:
+        self.tracer = tracer
+
+    async def yield_turn(self, turn: HarnessTurn) -> AsyncGenerator[StreamEvent, None]:
+        """Each event unchanged and in order; its spans are handled before it is yielded.
+        Open spans are flushed (as incomplete) however the iteration ends."""
+        async with contextlib.aclosing(self.yield_events(turn.events)) as events:
+            async for event in events:
+                yield event
+
+    async def yield_events(
+        self, source: AsyncIterator[StreamEvent]
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """As ``yield_turn``, over bare events. The source is closed when this stops."""
+        deriver = SpanDeriver() if self.tracer is not None else None
+        try:
+            async for event in source:
+                if deriver is not None:
+                    for signal in deriver.observe(event):
+                        await self._trace(signal)
+                yield event
+        finally:
+            if isinstance(source, AsyncGenerator):
+                await source.aclose()  # a consumer that stops early must not leak the source
+            for signal in deriver.flush() if deriver is not None else ():
+                await self._trace(signal)
+
+    async def _trace(self, signal: SpanSignal) -> None:
+        assert self.tracer is not None
+        try:
+            outcome = self.tracer(signal)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.warning("span tracer failed on %r; delivery goes on", signal, exc_info=True)
