@@ -49,6 +49,13 @@ def test_a_session_from_the_command_line(server: ServerProcess) -> None:
     replayed = cli("replay", conversation, "--demo", *store)
     assert "replayed 2 executions; model and tool invocations: 0" in replayed
     assert "forked:" in cli("fork", conversation, "--at", "3", *store)
+    signals = [orjson.loads(line) for line in cli("spans", conversation, *store).splitlines()]
+    opened, closed = signals
+    assert opened["signal"] == "open" and opened["kind"] == "tool"
+    assert opened["name"] == "send_email"
+    assert opened["input"] == {"to": "bob@example.com", "text": "hi"}
+    assert closed["signal"] == "close" and closed["key"] == opened["key"]
+    assert closed["is_complete"] is True and closed["is_error"] is False
 
 
 def test_errors_are_one_line_and_exit_1(server: ServerProcess) -> None:

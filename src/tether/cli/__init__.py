@@ -1,5 +1,5 @@
 """The ``tether`` command line (typer): ``serve``, ``worker``, ``send``, ``tail``, ``approvals``,
-``approve``, ``records``, ``verify``, ``replay``, ``fork``. Run ``tether --help``."""
+``approve``, ``records``, ``spans``, ``verify``, ``replay``, ``fork``. Run ``tether --help``."""
 
 from tether.cli._main import app, main
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,7 +17,9 @@ from rich.console import Console
 from tether.cli._serve import load_agents, serve, worker
 from tether.errors import LogTampered, TetherError
 from tether.journal import Journal
-from tether.store import DEFAULT_STORE_URL, open_store
+from tether.records import Record
+from tether.store import DEFAULT_STORE_URL, Store, open_store
+from tether.stream import CloseSpan, OpenSpan, SpanDeriver, StreamProjector
 
 __all__ = ("app", "main")
 
@@ -171,19 +175,48 @@ def _run(coroutine: Any) -> Any:
         raise typer.Exit(1) from None
 
 
+async def _each_record(store: Store, conversation: str) -> AsyncIterator[Record]:
+    after = 0
+    while page := await store.read(conversation, after_seq=after, limit=1000):
+        for record in page:
+            yield record
+        after = page[-1].seq
+
+
 @app.command()
 def records(conversation: str, store: str = STORE) -> None:
     """Print a conversation's records, one JSON object a line."""
 
     async def run() -> None:
         async with await open_store(store) as opened:
-            after = 0
-            while page := await opened.read(conversation, after_seq=after, limit=1000):
-                for record in page:
-                    typer.echo(record.to_json().decode())
-                after = page[-1].seq
+            async for record in _each_record(opened, conversation):
+                typer.echo(record.to_json().decode())
 
     _run(run())
+
+
+@app.command()
+def spans(conversation: str, store: str = STORE) -> None:
+    """Re-derive a conversation's span signals (tools, reasoning) from its log, one JSON
+    object a line; spans still open at the end are closed as incomplete."""
+
+    async def run() -> None:
+        projector, deriver = StreamProjector(), SpanDeriver()
+        async with await open_store(store) as opened:
+            async for record in _each_record(opened, conversation):
+                for event in projector.feed(record):
+                    for signal in deriver.observe(event):
+                        _print_signal(record.seq, signal)
+        for signal in deriver.flush():
+            _print_signal(None, signal)
+
+    _run(run())
+
+
+def _print_signal(seq: int | None, signal: OpenSpan | CloseSpan) -> None:
+    kind = "open" if isinstance(signal, OpenSpan) else "close"
+    line = {"signal": kind, "seq": seq, **dataclasses.asdict(signal)}
+    typer.echo(orjson.dumps(line).decode())
 
 
 @app.command()
