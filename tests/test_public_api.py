@@ -240,6 +240,7 @@ PUBLIC = {
         "demo_agents",
         "demo_tools",
     ),
+    "tether.otel": ("OtelSpanSink",),
     "tether.stream": (
         "Attachment",
         "Author",
