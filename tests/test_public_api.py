@@ -240,7 +240,7 @@ PUBLIC = {
         "demo_agents",
         "demo_tools",
     ),
-    "tether.otel": ("OtelSpanSink",),
+    "tether.otel": ("OtelInterceptor", "OtelSpanSink"),
     "tether.stream": (
         "Attachment",
         "Author",

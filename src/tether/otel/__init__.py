@@ -1,4 +1,4 @@
-"""OpenTelemetry export (extra ``otel``): span signals become GenAI-convention spans.
+"""OpenTelemetry (extra ``otel``): engine work and span signals as GenAI-convention spans.
 
 Example::
 
@@ -8,6 +8,7 @@ Example::
     emitter = UnifiedEmitter(tracer=OtelSpanSink())
 """
 
+from tether.otel._engine import OtelInterceptor
 from tether.otel._sink import OtelSpanSink
 
-__all__ = ("OtelSpanSink",)
+__all__ = ("OtelInterceptor", "OtelSpanSink")

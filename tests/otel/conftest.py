@@ -1,0 +1,3 @@
+from ..engine.conftest import make_runtime
+
+__all__ = ("make_runtime",)

@@ -1,0 +1,51 @@
+"""Engine work as OpenTelemetry spans, captured with the SDK's in-memory exporter."""
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tether.demo import demo_agents
+from tether.otel import OtelInterceptor
+
+Make = Callable[..., Any]
+
+
+@pytest.fixture(autouse=True)
+def quick_research(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.05")
+
+
+async def test_an_agent_run_is_a_tree_of_genai_spans(make_runtime: Make) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    interceptor = OtelInterceptor(provider.get_tracer("test"))
+    async with make_runtime(demo_agents(), interceptors=[interceptor]) as runtime:
+        receipt = await runtime.dispatch("assistant", "me", "research tides")
+        async with asyncio.timeout(15):
+            await runtime.wait(receipt.submission_id)
+    spans = exporter.get_finished_spans()
+    by_name: dict[str, list[ReadableSpan]] = {}
+    for span in spans:
+        by_name.setdefault(span.name, []).append(span)
+    [agent] = by_name["invoke_agent assistant"]
+    [execution] = [
+        s for name, group in by_name.items() if name.startswith("execution") for s in group
+    ]
+    chats = by_name["chat echo"]
+    [tool] = by_name["execute_tool research"]
+    assert len(chats) == 2  # ask for the tool, then answer with its result
+    assert agent.parent is None
+    assert execution.parent is not None and execution.parent.span_id == agent.context.span_id
+    for child in [*chats, tool]:
+        assert child.parent is not None and child.parent.span_id == execution.context.span_id
+        assert child.context.trace_id == agent.context.trace_id
+    attributes = dict(tool.attributes or {})
+    assert attributes["gen_ai.tool.name"] == "research"
+    assert attributes["tether.submission_id"] == receipt.submission_id
+    assert dict(chats[0].attributes or {})["gen_ai.operation.name"] == "chat"
