@@ -38,6 +38,7 @@ from tether.engine._observe import (
 )
 from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import (
+    ApprovalNotFound,
     ConversationNotFound,
     InvalidDispatch,
     NoRunInFlight,
@@ -421,8 +422,6 @@ class Runtime:
         store = self._check_open()
         conversation_id, _, _ = approval_id.rpartition(".")
         if not conversation_id:
-            from tether.errors import ApprovalNotFound
-
             raise ApprovalNotFound(approval_id)
         journal = await Journal.open(store, conversation_id, view=self.view(conversation_id))
         record = await journal.approve(

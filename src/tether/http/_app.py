@@ -12,7 +12,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from tether.engine import Runtime
+from tether.engine import Receipt, Runtime
 from tether.engine._inbound import InboundKind, SignalInfo
 from tether.errors import ConversationNotFound
 from tether.http._errors import ApiError, install_error_handlers, json_response
@@ -120,13 +120,24 @@ async def _wait(runtime: Runtime, submission_id: str, seconds: float) -> dict[st
         return None
 
 
-def _event_id(value: str, view: View) -> tuple[int, int]:
-    """``Last-Event-ID`` as (seq, events of that record already received)."""
-    seq, colon, n = value.strip().partition(":")
+def _receipt(receipt: Receipt) -> dict[str, Any]:
+    return {"submissionId": receipt.submission_id, "conversationId": receipt.conversation_id}
+
+
+def _resume_point(after: int, last_event_id: str | None, view: View) -> tuple[int, int]:
+    """Where a stream starts: (records to skip, events of the next record already sent).
+
+    ``Last-Event-ID`` is a seq (records view) or ``<seq>:<n>`` (stream view: the n-th event
+    of record seq, so the record is projected again and its first n + 1 events dropped).
+    The later of it and ``?after`` wins.
+    """
+    if last_event_id is None:
+        return after, 0
+    seq, colon, n = last_event_id.strip().partition(":")
     if view == "records" and not colon and seq.isdigit():
-        return int(seq), 0
+        return max(after, int(seq)), 0
     if view == "stream" and colon and seq.isdigit() and n.isdigit() and int(seq) > 0:
-        return int(seq), int(n) + 1
+        return (int(seq) - 1, int(n) + 1) if int(seq) > after else (after, 0)
     shape = "a record seq" if view == "records" else "<seq>:<n> as sent"
     raise ApiError(400, "invalid_last_event_id", f"Last-Event-ID must be {shape}")
 
@@ -155,11 +166,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
             dispatch_id=payload.dispatch_id or idempotency_key,
             multitask=multitask,
         )
-        base = {
-            "submissionId": receipt.submission_id,
-            "conversationId": receipt.conversation_id,
-            "session": receipt.session,
-        }
+        base = {**_receipt(receipt), "session": receipt.session}
         if wait and (settled := await _wait(runtime, receipt.submission_id, wait_seconds)):
             return json_response({**base, **settled}, 200)
         stream = f"/agents/{agent}/{instance}?session={receipt.session}"
@@ -185,13 +192,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
         except ConversationNotFound:
             if not follow:
                 raise
-        start, skip = after or 0, 0
-        if last_event_id is not None:
-            seq, skip = _event_id(last_event_id, view)
-            if seq > start:
-                start = seq - 1 if view == "stream" else seq
-            else:
-                skip = 0
+        start, skip = _resume_point(after or 0, last_event_id, view)
         frames = session_stream(
             runtime,
             recent,
@@ -203,11 +204,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
             view=view,
             skip=skip,
         )
-        headers = {
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            "X-Content-Type-Options": "nosniff",
-        }
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
     @app.get("/agents/{agent}/{instance}/records")
@@ -243,16 +240,12 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
     @app.post("/agents/{agent}/{instance}/steer")
     async def steer(agent: str, instance: str, payload: MessageBody) -> Response:
         receipt = await runtime.steer(agent, instance, payload.body, session=payload.session)
-        return json_response(
-            {"submissionId": receipt.submission_id, "conversationId": receipt.conversation_id}
-        )
+        return json_response(_receipt(receipt))
 
     @app.post("/agents/{agent}/{instance}/followup")
     async def follow_up(agent: str, instance: str, payload: MessageBody) -> Response:
         receipt = await runtime.follow_up(agent, instance, payload.body, session=payload.session)
-        return json_response(
-            {"submissionId": receipt.submission_id, "conversationId": receipt.conversation_id}
-        )
+        return json_response(_receipt(receipt))
 
     @app.post("/agents/{agent}/{instance}/abort")
     async def abort(agent: str, instance: str, payload: SessionBody | None = None) -> Response:
@@ -263,9 +256,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
     async def compact(agent: str, instance: str, payload: SessionBody | None = None) -> Response:
         session = payload.session if payload is not None else "default"
         receipt = await runtime.compact(agent, instance, session=session)
-        return json_response(
-            {"submissionId": receipt.submission_id, "conversationId": receipt.conversation_id}, 202
-        )
+        return json_response(_receipt(receipt), 202)
 
     @app.get("/submissions/{submission_id}")
     async def submission(

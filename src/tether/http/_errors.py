@@ -68,7 +68,7 @@ def json_response(
         orjson.dumps(content),
         status_code=status,
         media_type="application/json",
-        headers={"X-Content-Type-Options": "nosniff", **(headers or {})},
+        headers=headers,
     )
 
 

@@ -1,4 +1,5 @@
-"""Checks every request passes before it reaches a route: auth, body size, content type.
+"""Checks every request passes before it reaches a route (auth, body size, content type),
+and ``X-Content-Type-Options: nosniff`` on every response, whatever produced it.
 
 A plain ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``: that one
 re-buffers streaming responses, and SSE streams must go out frame by frame.
@@ -18,6 +19,7 @@ __all__ = ("Guard",)
 
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
 
 
 class Guard:
@@ -33,11 +35,17 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+
+        async def send_nosniff(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), _NOSNIFF]
+            await send(message)
+
         refusal = self._refusal(scope, headers)
         if refusal is not None:
-            await refusal(scope, receive, send)
+            await refusal(scope, receive, send_nosniff)
             return
-        await self._forward(scope, receive, send)
+        await self._forward(scope, receive, send_nosniff)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> Any:
         if self.expected is not None and scope["path"] not in _OPEN_PATHS:

@@ -23,9 +23,13 @@ RETRY_MS = 2000
 _CREATION_POLL = 0.05
 
 
+def _frame(event_id: bytes, event: str, data: bytes) -> bytes:
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id, event.encode(), data)
+
+
 def frame(record: Record) -> bytes:
     """One SSE frame; the record's stored bytes go out as they are (no re-encoding)."""
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (record.seq, record.kind.encode(), record.to_json())
+    return _frame(b"%d" % record.seq, record.kind, record.to_json())
 
 
 def _render_records(page: Sequence[Record]) -> bytes:
@@ -58,10 +62,7 @@ async def _stream_renderer(store: Store, conversation_id: str, after: int, skip:
                 if n < pending_skip:
                     continue
                 data = event.model_dump_json(exclude_none=True).encode()
-                frames.append(
-                    b"id: %d:%d\nevent: %s\ndata: %s\n\n"
-                    % (record.seq, n, event.type.encode(), data)
-                )
+                frames.append(_frame(b"%d:%d" % (record.seq, n), event.type, data))
             pending_skip = 0
         return b"".join(frames)
 

@@ -16,7 +16,17 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from tether.engine import Operation
 from tether.messages import ModelResponse, ToolResult
 
-__all__ = ("OtelInterceptor",)
+__all__ = ("OtelInterceptor", "tool_attributes")
+
+
+def tool_attributes(name: str, call_id: str) -> dict[str, str]:
+    """The GenAI semantic-convention attributes of an ``execute_tool {name}`` span."""
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "function",
+    }
 
 
 class OtelInterceptor:
@@ -62,12 +72,7 @@ def _describe(operation: Operation) -> tuple[str, dict[str, str]]:
         attributes |= {"gen_ai.operation.name": "chat", "gen_ai.request.model": operation.name}
         return f"chat {operation.name}", attributes
     if operation.boundary == "tool":
-        attributes |= {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": operation.name,
-            "gen_ai.tool.call.id": operation.call_id or "",
-            "gen_ai.tool.type": "function",
-        }
+        attributes |= tool_attributes(operation.name, operation.call_id or "")
         return f"execute_tool {operation.name}", attributes
     return f"execution {operation.name}", attributes
 

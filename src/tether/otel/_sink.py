@@ -7,6 +7,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from tether._canonical import canonical_json
+from tether.otel._engine import tool_attributes
 from tether.stream import CloseSpan, OpenSpan, SpanSignal
 
 __all__ = ("OtelSpanSink",)
@@ -53,12 +54,7 @@ class OtelSpanSink:
             earlier.end()
         if signal.kind == "tool":
             name = f"execute_tool {signal.name}"
-            attributes: dict[str, str] = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": signal.name,
-                "gen_ai.tool.call.id": signal.key,
-                "gen_ai.tool.type": "function",
-            }
+            attributes = tool_attributes(signal.name, signal.key)
             if self.record_content:
                 attributes["gen_ai.tool.call.arguments"] = _text(signal.input)
         else:

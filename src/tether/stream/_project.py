@@ -25,6 +25,7 @@ from tether.records import (
 )
 from tether.stream._types import (
     Attachment,
+    Author,
     DataContent,
     MessageContent,
     ReasoningContent,
@@ -117,12 +118,8 @@ class StreamProjector:
 
     # --- whole messages ----------------------------------------------------------------------
 
-    def _user(self, payload: UserMessage) -> list[StreamEvent]:
-        attachments = [_attachment(ref) for ref in payload.attachments or ()] or None
-        content = TextContent(author="user", content=payload.body, attachments=attachments)
-        return [self._full(content)]
-
-    def _steer(self, payload: SteerReceived) -> list[StreamEvent]:
+    def _user(self, payload: UserMessage | SteerReceived) -> list[StreamEvent]:
+        """A user message, whether it opened an execution or was steered into one."""
         attachments = [_attachment(ref) for ref in payload.attachments or ()] or None
         content = TextContent(author="user", content=payload.body, attachments=attachments)
         return [self._full(content)]
@@ -163,9 +160,9 @@ class StreamProjector:
     def _full(self, content: MessageContent) -> StreamEvent:
         return StreamTaskMessageFull(content=content, index=self._claim())
 
-    def _data(self, author: str, kind: str, payload: Payload) -> StreamEvent:
+    def _data(self, author: Author, kind: str, payload: Payload) -> StreamEvent:
         data: dict[str, JsonValue] = {"kind": kind, **payload.to_json_object()}
-        return self._full(DataContent(author="user" if author == "user" else "agent", data=data))
+        return self._full(DataContent(author=author, data=data))
 
     def _close_reasoning(self) -> list[StreamEvent]:
         if self._reasoning_slot is None:
@@ -190,7 +187,7 @@ _HANDLERS: dict[type[Payload], Callable[[StreamProjector, Any], list[StreamEvent
     AssistantTextDelta: StreamProjector._text_delta,
     AssistantMessageCompleted: StreamProjector._completed,
     UserMessage: StreamProjector._user,
-    SteerReceived: StreamProjector._steer,
+    SteerReceived: StreamProjector._user,
     Signal: StreamProjector._signal,
     ToolCalled: StreamProjector._tool_called,
     ToolOutcome: StreamProjector._tool_outcome,
