@@ -37,12 +37,16 @@ def cli_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "TETHER_DEMO_RESEARCH_SECONDS": "0.3", **extra}
 
 
-def start_server(data: Path, log: Path, *args: str, **env: str) -> ServerProcess:
+def start_server(
+    data: Path, log: Path, *args: str, app: str | None = None, **env: str
+) -> ServerProcess:
+    """``tether serve`` on ``data``: the demo agents, or ``app`` (``module:factory``)."""
     port = free_port()
     store = f"sqlite:///{data}"
+    agents = ["--app", app] if app is not None else ["--demo"]
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [*TETHER, "serve", "--demo", "--store", store, "--port", str(port), *args],
+            [*TETHER, "serve", *agents, "--store", store, "--port", str(port), *args],
             stdout=out,
             stderr=out,
             env=cli_env(**env),

@@ -41,7 +41,13 @@ from tether.messages import (
 )
 from tether.models._protocol import DeltaSink, StreamDelta
 
-__all__ = ("PydanticAIModel", "classify_error")
+__all__ = (
+    "PydanticAIModel",
+    "classify_error",
+    "complete",
+    "from_pydantic_ai",
+    "to_pydantic_ai",
+)
 
 _TRANSIENT = tuple(
     getattr(pa_errors, name)
@@ -91,12 +97,7 @@ class PydanticAIModel:
     ) -> None:
         self._model = infer_model(model) if isinstance(model, str) else model
         self._settings = settings
-        # A FunctionModel built without a stream function cannot stream; others can.
-        self._stream = (
-            stream
-            if stream is not None
-            else getattr(self._model, "stream_function", True) is not None
-        )
+        self._stream = stream is not False
 
     @property
     def model_name(self) -> str:
@@ -118,17 +119,32 @@ class PydanticAIModel:
             allow_text_output=True,
         )
         settings = _settings(self._settings, request)
-        try:
-            if stream is None or not self._stream:
-                response = await self._model.request(messages, settings, parameters)
-            else:
-                async with self._model.request_stream(messages, settings, parameters) as streamed:
-                    async for event in streamed:
-                        await _forward(event, stream)
-                    response = streamed.get()
-        except (pa_errors.AgentRunError, TimeoutError, ConnectionError, OSError) as exc:
-            raise classify_error(exc) from exc
-        return from_pydantic_ai(response)
+        return await complete(
+            self._model, messages, settings, parameters, stream if self._stream else None
+        )
+
+
+async def complete(
+    model: PAModel,
+    messages: list[pa.ModelMessage],
+    settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+    stream: DeltaSink | None = None,
+) -> ModelResponse:
+    """One pydantic-ai model request as a Tether response: streamed to ``stream`` when given,
+    with provider errors classified for the engine."""
+    try:
+        # A FunctionModel built without a stream function cannot stream; others can.
+        if stream is None or getattr(model, "stream_function", True) is None:
+            response = await model.request(messages, settings, parameters)
+        else:
+            async with model.request_stream(messages, settings, parameters) as streamed:
+                async for event in streamed:
+                    await _forward(event, stream)
+                response = streamed.get()
+    except (pa_errors.AgentRunError, TimeoutError, ConnectionError, OSError) as exc:
+        raise classify_error(exc) from exc
+    return from_pydantic_ai(response)
 
 
 def _settings(base: ModelSettings | None, request: ModelRequest) -> ModelSettings | None:

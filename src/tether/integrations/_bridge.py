@@ -1,0 +1,153 @@
+"""Routing a framework's own model and tool calls through the journal.
+
+A durable adapter swaps a framework's model and tools for journaled stand-ins. A stand-in
+hands the journal two things: a neutral description of the call (hashed for I0 and recorded)
+and the framework's own call, which the journal runs only when the call was never recorded.
+The framework's call reaches the spec's model and tool executor through a context variable,
+so the engine's instrumentation (tracing, interceptors) sees adapter calls like any other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+
+from pydantic import JsonValue
+
+from tether.engine import AgentDefinition, AgentSpec
+from tether.errors import JournalError
+from tether.journal import Harness, ToolScope, Turn
+from tether.messages import Mediation, ModelRequest, ModelResponse, ToolCall, ToolResult
+from tether.models import DeltaSink
+
+__all__ = (
+    "BridgeModel",
+    "BridgeTools",
+    "NativeModelCall",
+    "NativeToolCall",
+    "NotInTurn",
+    "current_turn",
+    "durable_definition",
+    "journaled_model",
+    "journaled_tool",
+    "step",
+    "tool_call",
+    "turn_scope",
+)
+
+NativeModelCall = Callable[[DeltaSink | None], Awaitable[ModelResponse]]
+"""The framework's own model call, answering in Tether's terms (chunks go to the sink)."""
+NativeToolCall = Callable[[ToolCall, ToolScope], Awaitable[ToolResult]]
+"""The framework's own tool call; ``call.args`` may differ from the model's (an approver
+edited them)."""
+
+_turn: ContextVar[Turn | None] = ContextVar("tether_turn", default=None)
+_model_call: ContextVar[NativeModelCall | None] = ContextVar("tether_model_call", default=None)
+_tool_call: ContextVar[NativeToolCall | None] = ContextVar("tether_tool_call", default=None)
+
+
+class NotInTurn(JournalError):
+    """A journaled stand-in was called outside a durable run."""
+
+    code = "not_in_turn"
+
+
+@contextlib.contextmanager
+def turn_scope(turn: Turn) -> Iterator[Turn]:
+    """Makes ``turn`` the current one while a framework runs inside a harness."""
+    token = _turn.set(turn)
+    try:
+        yield turn
+    finally:
+        _turn.reset(token)
+
+
+def current_turn() -> Turn:
+    """The turn of the durable run this code is part of (for stand-ins and durable steps)."""
+    turn = _turn.get()
+    if turn is None:
+        raise NotInTurn(
+            "a journaled model or tool was used outside a Tether run; run the agent through "
+            "its tether.integrations adapter"
+        )
+    return turn
+
+
+async def step(name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+    """A durable step inside a framework run: ``fn`` runs once, recovery serves its value.
+
+    Example::
+
+        order_id = await step("create-order", lambda: shop.create_order(cart))
+    """
+    return await current_turn().step(name, fn)
+
+
+async def journaled_model(request: ModelRequest, native: NativeModelCall) -> ModelResponse:
+    """Ask the current turn's model: served from the log when recorded, else ``native`` runs."""
+    token = _model_call.set(native)
+    try:
+        return await current_turn().model(request)
+    finally:
+        _model_call.reset(token)
+
+
+async def journaled_tool(call: ToolCall, native: NativeToolCall) -> ToolResult:
+    """Run a tool through the current turn: at most once per key, approvals honoured."""
+    token = _tool_call.set(native)
+    try:
+        return await current_turn().tool(call)
+    finally:
+        _tool_call.reset(token)
+
+
+def tool_call(
+    call_id: str,
+    name: str,
+    args: dict[str, JsonValue],
+    *,
+    mediation: Mediation = Mediation.HOST,
+    idempotent: bool = False,
+) -> ToolCall:
+    """A framework's tool call as the journal's. The key derives from recorded values (the
+    execution and the model's call id), so a resume or a replay derives the same one."""
+    turn = current_turn()
+    return ToolCall(
+        call_id=call_id,
+        name=name,
+        args=args,
+        idempotency_key=f"{turn.execution_id}:{call_id}",
+        mediation=mediation,
+        idempotent=idempotent,
+    )
+
+
+class BridgeModel:
+    """The spec's model for an adapter: it runs the framework call the stand-in handed over."""
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        native = _model_call.get()
+        if native is None:
+            raise NotInTurn(f"{request.model}: no framework call is waiting for this model")
+        return await native(stream)
+
+
+class BridgeTools:
+    """The spec's tool executor for an adapter: it runs the framework's own tool."""
+
+    async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult:
+        native = _tool_call.get()
+        if native is None:
+            raise NotInTurn(f"{call.name}: no framework tool is waiting for this call")
+        return await native(call, scope)
+
+
+def durable_definition(
+    harness: Harness, *, max_attempts: int | None = None, timeout: float | None = None
+) -> AgentDefinition:
+    """An engine definition running ``harness`` with the bridge as its model and tools."""
+    spec = AgentSpec(harness=harness, model=BridgeModel(), tools=BridgeTools())
+    return AgentDefinition(lambda instance, env: spec, max_attempts=max_attempts, timeout=timeout)

@@ -1,0 +1,147 @@
+"""The durable pydantic-ai adapter: live runs, replay with zero model calls, resume, approvals."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic_ai import messages as pa
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from tether.engine import Runtime
+from tether.integrations import BridgeModel, BridgeTools
+from tether.integrations.pydantic_ai import PydanticAIHarness, durable
+from tether.journal import Decision, Journal
+from tether.store import MemoryStore, Store, SubmissionStatus
+from tether.testing import copy_prefix
+
+from ...engine.test_control import wait_for_status
+from ...engine.test_runtime import settle
+from .app import make_agent, script
+
+Make = Callable[..., Runtime]
+
+
+def counting(calls: list[int]) -> FunctionModel:
+    def reply(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse:
+        calls.append(len(messages))
+        return script(messages, info)
+
+    return FunctionModel(reply, model_name="scripted")
+
+
+def refusing(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse:
+    raise AssertionError("a replay called the model")
+
+
+async def kinds(runtime: Runtime, conversation_id: str) -> list[str]:
+    return [record.kind for record in await runtime.records(conversation_id)]
+
+
+async def run(runtime: Runtime, text: str, instance: str = "me") -> tuple[str, Any]:
+    receipt = await runtime.dispatch("helper", instance, text)
+    return receipt.conversation_id, (await settle(runtime, receipt.submission_id))["result"]
+
+
+async def test_a_run_journals_every_model_and_tool_call(make_runtime: Make) -> None:
+    calls: list[int] = []
+    async with make_runtime({"helper": durable(make_agent(counting(calls)))}) as runtime:
+        conversation_id, result = await run(runtime, "research tides")
+        assert result == "done: three facts about tides"
+        assert await kinds(runtime, conversation_id) == [
+            "conversation_created",
+            "execution_started",
+            "user_message",
+            "model_called",
+            "assistant_message_completed",
+            "tool_called",
+            "tool_outcome",
+            "model_called",
+            "assistant_message_completed",
+            "execution_ended",
+            "submission_settled",
+        ]
+    assert len(calls) == 2
+
+
+async def test_replay_of_a_multi_turn_session_makes_zero_model_calls(
+    make_runtime: Make, store: Store
+) -> None:
+    async with make_runtime({"helper": durable(make_agent())}) as runtime:
+        conversation_id, first = await run(runtime, "research tides")
+        _, second = await run(runtime, "thanks")
+        _, third = await run(runtime, "fail once")
+    assert second == "you said: thanks"
+    assert third == 'done: {"attempts":2}'
+    journal = await Journal.open(store, conversation_id, fence=0)
+    harness = PydanticAIHarness(make_agent(FunctionModel(refusing, model_name="scripted")))
+    assert await journal.replay(harness) == [first, second, third]
+
+
+async def test_resume_from_every_cut_never_repeats_a_recorded_model_call(
+    make_runtime: Make, store: Store
+) -> None:
+    helper = durable(make_agent(), idempotent_tools=["research"])
+    async with make_runtime({"helper": helper}) as runtime:
+        conversation_id, expected = await run(runtime, "research tides")
+    records = await store.read(conversation_id)
+    ended = next(r.seq for r in records if r.kind == "execution_ended")
+    started = next(r.seq for r in records if r.kind == "user_message")
+    for cut in range(started, ended):
+        crashed = MemoryStore()
+        await copy_prefix(store, conversation_id, cut, crashed)
+        calls: list[int] = []
+        harness = PydanticAIHarness(make_agent(counting(calls)), idempotent_tools=["research"])
+        journal = await Journal.open(
+            crashed, conversation_id, model=BridgeModel(), tools=BridgeTools()
+        )
+        outcome = await journal.resume(harness)
+        assert outcome.output == expected, cut
+        answered = sum(r.kind == "assistant_message_completed" for r in records[:cut])
+        assert len(calls) == 2 - answered, (cut, calls)
+        replayed = await (await Journal.open(crashed, conversation_id, fence=0)).replay(
+            PydanticAIHarness(make_agent(FunctionModel(refusing, model_name="scripted")))
+        )
+        assert replayed == [expected]
+
+
+@pytest.mark.parametrize(
+    ("decision", "args", "expected"),
+    [
+        ("approve", None, "done: sent to bob@example.com: lunch?"),
+        (
+            "edit",
+            {"to": "carol@example.com", "text": "tea?"},
+            "done: sent to carol@example.com: tea?",
+        ),
+        ("reject", None, "done: Tool execution was denied by ann: no."),
+    ],
+)
+async def test_requires_approval_tools_park_for_a_tether_decision(
+    make_runtime: Make, store: Store, decision: Decision, args: Any, expected: str
+) -> None:
+    async with make_runtime({"helper": durable(make_agent())}) as runtime:
+        receipt = await runtime.dispatch("helper", "me", "email lunch?")
+        await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.WAITING)
+        journal = await Journal.open(store, receipt.conversation_id, fence=0)
+        state = await journal.inspect_approval()
+        assert state is not None and state.approval_id is not None
+        assert state.tool_call.args == {"to": "bob@example.com", "text": "lunch?"}
+        reason = "no" if decision == "reject" else None
+        await runtime.approve(state.approval_id, decision, approver="ann", reason=reason, args=args)
+        assert (await settle(runtime, receipt.submission_id))["result"] == expected
+    replayed = await (await Journal.open(store, receipt.conversation_id, fence=0)).replay(
+        PydanticAIHarness(make_agent(FunctionModel(refusing, model_name="scripted")))
+    )
+    assert replayed == [expected]
+
+
+async def test_a_fork_continues_from_any_seq(make_runtime: Make) -> None:
+    async with make_runtime({"helper": durable(make_agent())}) as runtime:
+        conversation_id, _ = await run(runtime, "research tides")
+        settled = max(r.seq for r in await runtime.records(conversation_id))
+        fork = await runtime.fork(conversation_id, at_seq=settled, session="alt")
+        receipt = await runtime.dispatch("helper", "me", "research moons", session="alt")
+        assert (await settle(runtime, receipt.submission_id))["result"] == (
+            "done: three facts about moons"
+        )
+        assert receipt.conversation_id == fork.id
