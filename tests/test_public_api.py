@@ -197,8 +197,11 @@ PUBLIC = {
     ),
     "tether.integrations.pydantic_ai": (
         "PydanticAIHarness",
+        "PydanticAITurn",
         "ToolFailed",
         "durable",
+        "pydantic_ai_events",
+        "usage_of",
     ),
     "tether.models.pydantic_ai": (
         "PydanticAIModel",

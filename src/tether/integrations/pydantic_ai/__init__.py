@@ -3,6 +3,9 @@ durable adapter that journals the agent's model and tool calls.
 
 Example::
 
+    async for event in UnifiedEmitter().yield_turn(PydanticAITurn(agent.run_stream_events("hi"))):
+        ...                             # the canonical stream of any pydantic-ai run
+
     from pydantic_ai import Agent
     from tether.integrations.pydantic_ai import durable
 
@@ -13,5 +16,13 @@ Example::
 """
 
 from tether.integrations.pydantic_ai._adapter import PydanticAIHarness, ToolFailed, durable
+from tether.integrations.pydantic_ai._tap import PydanticAITurn, pydantic_ai_events, usage_of
 
-__all__ = ("PydanticAIHarness", "ToolFailed", "durable")
+__all__ = (
+    "PydanticAIHarness",
+    "PydanticAITurn",
+    "ToolFailed",
+    "durable",
+    "pydantic_ai_events",
+    "usage_of",
+)
