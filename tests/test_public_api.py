@@ -149,6 +149,7 @@ PUBLIC = {
     ),
     "tether.journal": (
         "ApprovalState",
+        "EffectWrappers",
         "Decision",
         "Execution",
         "ExecutionResult",

@@ -58,7 +58,7 @@ from tether.errors import (
     TetherError,
     TransientError,
 )
-from tether.journal import Journal
+from tether.journal import EffectWrappers, Journal
 from tether.models import StreamDelta
 from tether.records import (
     Compaction,
@@ -322,8 +322,12 @@ class _Attempt:
             self.store,
             sub.conversation_id,
             fence=sub.fence,
-            model=events.model(spec.model, self.correlation) if spec.model is not None else None,
-            tools=events.tools(spec.tools, self.correlation) if spec.tools is not None else None,
+            model=spec.model,
+            tools=spec.tools,
+            wrappers=EffectWrappers(
+                model=lambda model: events.model(model, self.correlation),
+                tools=lambda tools: events.tools(tools, self.correlation),
+            ),
             observer=_Observer(self.runtime, self.correlation),
             steer_source=self._steer_source,
             submission_id=sub.id,

@@ -2,9 +2,9 @@
 
 A durable adapter swaps a framework's model and tools for journaled stand-ins. A stand-in
 hands the journal two things: a neutral description of the call (hashed for I0 and recorded)
-and the framework's own call, which the journal runs only when the call was never recorded.
-The framework's call reaches the spec's model and tool executor through a context variable,
-so the engine's instrumentation (tracing, interceptors) sees adapter calls like any other.
+and the framework's own call, which the journal runs only when the call was never recorded
+(the journal wraps it like its own clients, so tracing and interceptors see it too). The
+turn of the run reaches the stand-ins through a context variable set by the harness.
 """
 
 from __future__ import annotations
@@ -84,22 +84,32 @@ async def step(name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
     return await current_turn().step(name, fn)
 
 
+class _NativeModel:
+    def __init__(self, native: NativeModelCall) -> None:
+        self._native = native
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        return await self._native(stream)
+
+
+class _NativeTools:
+    def __init__(self, native: NativeToolCall) -> None:
+        self._native = native
+
+    async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult:
+        return await self._native(call, scope)
+
+
 async def journaled_model(request: ModelRequest, native: NativeModelCall) -> ModelResponse:
     """Ask the current turn's model: served from the log when recorded, else ``native`` runs."""
-    token = _model_call.set(native)
-    try:
-        return await current_turn().model(request)
-    finally:
-        _model_call.reset(token)
+    return await current_turn().model(request, client=_NativeModel(native))
 
 
 async def journaled_tool(call: ToolCall, native: NativeToolCall) -> ToolResult:
     """Run a tool through the current turn: at most once per key, approvals honoured."""
-    token = _tool_call.set(native)
-    try:
-        return await current_turn().tool(call)
-    finally:
-        _tool_call.reset(token)
+    return await current_turn().tool(call, executor=_NativeTools(native))
 
 
 def tool_call(

@@ -12,7 +12,13 @@ Example::
 
 from tether.journal._approvals import ApprovalState, Decision
 from tether.journal._executions import Execution
-from tether.journal._harness import Harness, JournalObserver, ToolExecutor, ToolScope
+from tether.journal._harness import (
+    EffectWrappers,
+    Harness,
+    JournalObserver,
+    ToolExecutor,
+    ToolScope,
+)
 from tether.journal._history import messages_of, transcript
 from tether.journal._journal import ExecutionResult, Finisher, Journal
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, SteerSource, Turn
@@ -22,6 +28,7 @@ __all__ = (
     "UNKNOWN_OUTCOME",
     "ApprovalState",
     "Decision",
+    "EffectWrappers",
     "Execution",
     "ExecutionResult",
     "Finisher",

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from pydantic import JsonValue
 
 from tether.messages import ToolCall, ToolResult
-from tether.models import StreamDelta
+from tether.models import Model, StreamDelta
 from tether.records import Record
 
 if TYPE_CHECKING:
     from tether.journal._turn import Turn
 
-__all__ = ("Harness", "JournalObserver", "ToolExecutor", "ToolScope")
+__all__ = ("EffectWrappers", "Harness", "JournalObserver", "ToolExecutor", "ToolScope")
 
 
 @runtime_checkable
@@ -70,3 +70,12 @@ class JournalObserver(Protocol):
     async def on_record(self, records: Sequence[Record]) -> None: ...
 
     async def on_delta(self, execution_id: str, call_id: str, delta: StreamDelta) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EffectWrappers:
+    """How the host wraps every model client and tool executor a journal invokes (tracing,
+    interceptors): the journal's own and any a harness hands to a single call."""
+
+    model: Callable[[Model], Model]
+    tools: Callable[[ToolExecutor], ToolExecutor]

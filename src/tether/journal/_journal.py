@@ -29,7 +29,7 @@ from tether.errors import (
 )
 from tether.journal._approvals import ApprovalState, Decision, find_decision, latest_gate
 from tether.journal._executions import Execution
-from tether.journal._harness import Harness, JournalObserver, ToolExecutor
+from tether.journal._harness import EffectWrappers, Harness, JournalObserver, ToolExecutor
 from tether.journal._history import Transcript, messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
@@ -91,11 +91,13 @@ class Journal:
         submission_id: str | None = None,
         attempt_id: str | None = None,
         view: LogView | None = None,
+        wrappers: EffectWrappers | None = None,
     ) -> None:
         self.store = store
         self.conversation = conversation
-        self.model = model
-        self.tools = tools
+        self.wrappers = wrappers
+        self.model = model if wrappers is None or model is None else wrappers.model(model)
+        self.tools = tools if wrappers is None or tools is None else wrappers.tools(tools)
         self.observer = observer
         self.steer_source = steer_source
         self.view = view if view is not None else LogView()
@@ -124,11 +126,13 @@ class Journal:
         submission_id: str | None = None,
         attempt_id: str | None = None,
         view: LogView | None = None,
+        wrappers: EffectWrappers | None = None,
     ) -> Journal:
         """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
 
         Pass the ``view`` a previous journal of this conversation kept, to skip re-reading
-        the log (it is brought up to date either way).
+        the log (it is brought up to date either way). ``wrappers`` wrap every model client
+        and tool executor the journal invokes.
         """
         conversation = await store.get_conversation(conversation_id)
         if fence is None:
@@ -145,6 +149,7 @@ class Journal:
             submission_id=submission_id,
             attempt_id=attempt_id,
             view=view,
+            wrappers=wrappers,
         )
 
     @property
@@ -374,6 +379,7 @@ class Journal:
             tools=None if replay else self.tools,
             observer=None if replay else self.observer,
             steer_source=None if replay else self.steer_source,
+            wrappers=None if replay else self.wrappers,
         )
 
     async def _run(

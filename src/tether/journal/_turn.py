@@ -32,7 +32,7 @@ from tether.errors import (
     TurnClosed,
     UnmediatedToolCall,
 )
-from tether.journal._harness import JournalObserver, ToolExecutor, ToolScope
+from tether.journal._harness import EffectWrappers, JournalObserver, ToolExecutor, ToolScope
 from tether.journal._history import messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
@@ -104,6 +104,7 @@ class Turn:
         tools: ToolExecutor | None = None,
         observer: JournalObserver | None = None,
         steer_source: SteerSource | None = None,
+        wrappers: EffectWrappers | None = None,
     ) -> None:
         self.execution_id = execution_id
         self.history = history
@@ -119,6 +120,7 @@ class Turn:
         self._tools = tools
         self._observer = observer
         self._steer_source = steer_source
+        self._wrappers = wrappers
         self._failure: TetherError | None = None
         self._closed = False
         self._call_ids: set[str] = set()
@@ -156,6 +158,11 @@ class Turn:
         if self.mode is Mode.REPLAY:
             self._diverge(f"replay asked for {what} beyond the recorded effects")
 
+    def next_recorded(self) -> Record | None:
+        """The effect replay or resume will serve next (``None`` once the turn is live):
+        lets a harness that mirrors an outside stream re-emit what was recorded."""
+        return self._recorded.peek_intent()
+
     def close(self) -> None:
         """Seal the turn: every later effect call raises ``TurnClosed``."""
         self._closed = True
@@ -175,13 +182,19 @@ class Turn:
     # --- model ------------------------------------------------------------------------
 
     async def model(
-        self, request: ModelRequest, *, purpose: Literal["summary"] | None = None
+        self,
+        request: ModelRequest,
+        *,
+        purpose: Literal["summary"] | None = None,
+        client: Model | None = None,
     ) -> ModelResponse:
         """Ask the model. Live: journal the intent, invoke, journal the whole completion.
         Replay: serve the recorded completion if the input hash matches (I0).
 
         ``purpose="summary"`` keeps the completion out of the transcript (a compaction summary
-        is the harness's own business; the ``compaction`` record carries it)."""
+        is the harness's own business; the ``compaction`` record carries it). ``client``
+        answers this call instead of the journal's model, and is invoked only if the call
+        was never answered: a framework adapter passes the framework's own call."""
         async with self._lock:
             self._check()
             input_hash = request.input_hash()
@@ -218,10 +231,13 @@ class Turn:
                 await self._append(
                     [ModelCalled(call_id=call_id, model=request.model, input_hash=input_hash)]
                 )
-            model = self._model
+            model = self._model if client is None else self._wrap_model(client)
             if model is None:
                 self._stick(JournalError("this journal has no model client"))
         return await self._invoke(model, request, call_id, purpose)
+
+    def _wrap_model(self, client: Model) -> Model:
+        return client if self._wrappers is None else self._wrappers.model(client)
 
     async def _invoke(
         self, model: Model, request: ModelRequest, call_id: str, purpose: Literal["summary"] | None
@@ -247,12 +263,17 @@ class Turn:
 
     # --- tools ------------------------------------------------------------------------
 
-    async def tool(self, call: ToolCall) -> ToolResult:
+    async def tool(self, call: ToolCall, *, executor: ToolExecutor | None = None) -> ToolResult:
         """Run a host-mediated tool at most once per idempotency key (I3).
 
         Live: the intent is durable before the tool runs, then the outcome. A tool that
         needs approval parks the execution (raises ``ApprovalParked``) until decided.
+        ``executor`` runs this call instead of the journal's tool executor.
         """
+        if executor is None:
+            tools = self._tools
+        else:
+            tools = executor if self._wrappers is None else self._wrappers.tools(executor)
         async with self._lock:
             self._check()
             if call.mediation is Mediation.REPORTED:
@@ -268,14 +289,14 @@ class Turn:
                 self._match_tool(call, intent)
                 self._recorded.take_intent()
                 self._call_ids.add(call.call_id)
-                plan = await self._recorded_tool(call, intent)
+                plan = await self._recorded_tool(call, intent, tools)
             else:
                 self._live_allowed(f"tool call {call.call_id}")
                 if call.call_id in self._call_ids:
                     raise DuplicateCallId(
                         f"call id {call.call_id} was already used in this execution"
                     )
-                if self._tools is None and call.mediation is Mediation.HOST:
+                if tools is None and call.mediation is Mediation.HOST:
                     raise MissingToolExecutor(f"no tool executor to run {call.name}")
                 self._call_ids.add(call.call_id)
                 intent_payload = ToolCalled(
@@ -292,7 +313,8 @@ class Turn:
                 plan = call
         if isinstance(plan, ToolResult):
             return plan
-        return await self._execute(plan)
+        assert tools is not None  # checked on the way in, live or recovering
+        return await self._execute(plan, tools)
 
     def _match_tool(self, call: ToolCall, intent: Record) -> None:
         recorded = intent.payload
@@ -315,7 +337,9 @@ class Turn:
         if mismatch:
             self._diverge(f"tool call at seq {intent.seq} differs in {', '.join(mismatch)}")
 
-    async def _recorded_tool(self, call: ToolCall, intent: Record) -> ToolResult | ToolCall:
+    async def _recorded_tool(
+        self, call: ToolCall, intent: Record, tools: ToolExecutor | None
+    ) -> ToolResult | ToolCall:
         """Serve a recorded call's outcome, or decide how to finish an interrupted one."""
         recorded = intent.payload
         assert isinstance(recorded, ToolCalled)
@@ -351,7 +375,7 @@ class Turn:
                 )
                 await self._append([_outcome_of(denied)])
                 return denied
-            if self._tools is None:
+            if tools is None:
                 self._stick(MissingToolExecutor(f"no tool executor to run approved {call.name}"))
             args = (
                 decided.args
@@ -360,7 +384,7 @@ class Turn:
             )
             return call.model_copy(update={"args": args})
         if recorded.idempotent:
-            if self._tools is None:
+            if tools is None:
                 self._stick(MissingToolExecutor(f"no tool executor to re-drive {call.name}"))
             return call  # safe to run again under the same key; its steps are served
         unknown = ToolResult(
@@ -389,9 +413,7 @@ class Turn:
         await self._append([request] if after_intent else [intent, request])
         self._stick(ApprovalParked(approval_id, self.execution_id, call.call_id, request_seq))
 
-    async def _execute(self, call: ToolCall) -> ToolResult:
-        tools = self._tools
-        assert tools is not None
+    async def _execute(self, call: ToolCall, tools: ToolExecutor) -> ToolResult:
         scope = ToolScope(
             conversation_id=self._log.conversation_id,
             session=self._session,
@@ -428,8 +450,11 @@ class Turn:
             except Exception:
                 logger.exception("journal observer failed on_progress")
 
-    async def report(self, result: ToolResult) -> None:
-        """Record the result of a tool the harness ran itself (no intent is journaled)."""
+    async def report(self, result: ToolResult) -> ToolResult:
+        """Record the result of a tool the harness ran itself (no intent is journaled).
+
+        Returns the result as journaled: on replay and resume, the recorded one (matched by
+        call id; the content passed is not compared)."""
         async with self._lock:
             self._check()
             intent = self._recorded.peek_intent()
@@ -438,10 +463,10 @@ class Turn:
                 if not isinstance(recorded, ToolOutcome) or recorded.call_id != result.call_id:
                     got = f"a report for {result.call_id}"
                     self._diverge(f"seq {intent.seq} recorded {intent.kind}; got {got}")
-                self._recorded.take_intent()
-                return
+                return _result_of(self._recorded.take_intent())
             self._live_allowed(f"a report for {result.call_id}")
             await self._append([_outcome_of(result)])
+            return result
 
     # --- steps and steering -----------------------------------------------------------
 

@@ -114,6 +114,14 @@ class StreamProjector:
             events.append(self._full(content))
         if text and "text" not in streamed:
             events.append(self._full(TextContent(author="agent", content=text, format="markdown")))
+        # The model's tool requests are part of its message, whoever runs the tools (the host
+        # journals an intent later; a harness running its own tools only reports results).
+        for part in payload.message.tool_calls:
+            self._tool_names[part.call_id] = part.name
+            request = ToolRequestContent(
+                author="agent", name=part.name, tool_call_id=part.call_id, arguments=part.args
+            )
+            events.append(self._full(request))
         return events
 
     # --- whole messages ----------------------------------------------------------------------
@@ -128,6 +136,8 @@ class StreamProjector:
         return [self._data("user", "signal", payload)]
 
     def _tool_called(self, payload: ToolCalled) -> list[StreamEvent]:
+        if payload.call_id in self._tool_names:
+            return []  # announced with the message that asked for it
         self._tool_names[payload.call_id] = payload.tool
         content = ToolRequestContent(
             author="agent", name=payload.tool, tool_call_id=payload.call_id, arguments=payload.args
