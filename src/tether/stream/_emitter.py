@@ -7,8 +7,10 @@ import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
+from tether.journal import Turn
+from tether.stream._auto_send import AutoSend
 from tether.stream._spans import SpanDeriver, SpanSignal
-from tether.stream._turn import HarnessTurn
+from tether.stream._turn import HarnessTurn, TurnResult
 from tether.stream._types import StreamEvent
 
 __all__ = ("SpanSink", "UnifiedEmitter")
@@ -56,6 +58,37 @@ class UnifiedEmitter:
                 await source.aclose()  # a consumer that stops early must not leak the source
             for signal in deriver.flush() if deriver is not None else ():
                 await self._trace(signal)
+
+    async def auto_send_turn(self, turn: HarnessTurn, journal: Turn) -> TurnResult:
+        """Write a framework turn into the durable log through ``journal`` (the turn of the
+        running execution): messages as journaled completions that stream as delta records,
+        tool responses as reported outcomes, then the usage, read after exhaustion.
+
+        The log shows the turn on SSE and keeps it across restarts; a replay serves it from
+        the log without pulling ``turn.events``. Spans are derived as ``yield_turn`` does.
+
+        Example::
+
+            async def run(self, turn):          # a Tether harness
+                tapped = PydanticAITurn(agent.run_stream_events(turn.inputs[-1].text))
+                return (await UnifiedEmitter().auto_send_turn(tapped, turn)).final_text
+        """
+        deriver = SpanDeriver() if self.tracer is not None else None
+
+        async def trace(event: StreamEvent) -> None:
+            for signal in deriver.observe(event) if deriver is not None else ():
+                await self._trace(signal)
+
+        events = turn.events
+        sender = AutoSend(journal, events, turn.usage().model or "tap", trace)
+        try:
+            usage = await sender.run(turn.usage)
+        finally:
+            if isinstance(events, AsyncGenerator):
+                await events.aclose()  # never started on a replay; cut short on a failure
+            for signal in deriver.flush() if deriver is not None else ():
+                await self._trace(signal)
+        return TurnResult(final_text=sender.final_text, usage=usage)
 
     async def _trace(self, signal: SpanSignal) -> None:
         assert self.tracer is not None
