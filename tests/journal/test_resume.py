@@ -181,7 +181,7 @@ async def test_tool_identity_divergence(store: Store) -> None:
             async def tool(call: ToolCall) -> ToolResult:
                 return await original(call.model_copy(update=self.change))
 
-            turn.tool = tool  # type: ignore[method-assign]
+            turn.tool = tool  # type: ignore[method-assign,assignment]
             return await super().run(turn)
 
     changes: list[dict[str, Any]] = [

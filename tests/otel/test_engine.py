@@ -49,3 +49,34 @@ async def test_an_agent_run_is_a_tree_of_genai_spans(make_runtime: Make) -> None
     assert attributes["gen_ai.tool.name"] == "research"
     assert attributes["tether.submission_id"] == receipt.submission_id
     assert dict(chats[0].attributes or {})["gen_ai.operation.name"] == "chat"
+
+
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+PARENT_ID = "b7ad6b7169203331"
+
+
+@pytest.mark.parametrize(
+    ("traceparent", "joined"),
+    [(f"00-{TRACE_ID}-{PARENT_ID}-01", True), ("00-not-a-trace-01", False)],
+)
+async def test_an_attempt_joins_the_trace_it_was_dispatched_with(
+    make_runtime: Make, traceparent: str, joined: bool
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    interceptor = OtelInterceptor(provider.get_tracer("test"))
+    async with make_runtime(demo_agents(), interceptors=[interceptor]) as runtime:
+        receipt = await runtime.dispatch(
+            "assistant", "me", "hello", trace={"traceparent": traceparent}
+        )
+        async with asyncio.timeout(15):
+            assert (await runtime.wait(receipt.submission_id))["status"] == "succeeded"
+        stored = await runtime.submission(receipt.submission_id)
+    assert (stored.submission.trace is not None) is joined  # a malformed context is dropped
+    [agent] = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent assistant"]
+    if joined:
+        assert agent.parent is not None and f"{agent.parent.span_id:016x}" == PARENT_ID
+        assert f"{agent.context.trace_id:032x}" == TRACE_ID
+    else:
+        assert agent.parent is None

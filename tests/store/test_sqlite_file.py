@@ -13,6 +13,7 @@ import pytest
 from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
 from tether.records import RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
+from tether.store._sqlite_schema import _SCHEMA_V1, SCHEMA_VERSION
 
 KEY = SessionKey("support", "acme")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -56,7 +57,35 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(UnsupportedSchema) as caught:
         await SqliteStore.open(tmp_path)
-    assert (caught.value.found, caught.value.supported) == (99, 1)
+    assert (caught.value.found, caught.value.supported) == (99, SCHEMA_VERSION)
+
+
+def _schema(path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    conn.close()
+    return [*rows, ("user_version", str(version))]
+
+
+async def test_a_version_1_file_migrates_to_the_fresh_schema(tmp_path: Path) -> None:
+    old, fresh = tmp_path / "old", tmp_path / "fresh"
+    old.mkdir()
+    with sqlite3.connect(old / "tether.db") as conn:
+        conn.executescript(_SCHEMA_V1)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO submissions (id, agent, instance, session, dispatch_id, conversation_id, "
+            "status, input, created_at) VALUES ('s', 'a', 'i', 'default', 's', 'c', 'queued', "
+            "'{}', 0)"
+        )
+    conn.close()
+    async with await SqliteStore.open(old) as store:
+        submission = await store.get_submission("s")
+        assert submission.trace is None and submission.input == {}
+    async with await SqliteStore.open(fresh):
+        pass
+    assert _schema(old / "tether.db") == _schema(fresh / "tether.db")
 
 
 async def test_a_corrupt_file_raises_store_unavailable(tmp_path: Path) -> None:

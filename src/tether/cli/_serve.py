@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import typer
 import uvicorn
 
-from tether.engine import AgentDefinition, Runtime
+from tether.engine import AgentDefinition, Interceptor, Runtime
 from tether.http import create_app
 from tether.store import DEFAULT_STORE_URL
 
@@ -23,6 +24,33 @@ LEASE = typer.Option(
     min=0.5,
     help="Seconds a claim lasts unrenewed: how soon a crashed worker's run is taken over.",
 )
+OTLP = typer.Option(
+    None,
+    "--otlp-endpoint",
+    envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+    help="Export spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); "
+    "needs the otel extra.",
+)
+
+
+@contextlib.contextmanager
+def _tracing(endpoint: str | None) -> Iterator[list[Interceptor]]:
+    """The interceptors that export spans to ``endpoint`` (none without one); flushed on exit."""
+    if endpoint is None:
+        yield []
+        return
+    try:
+        from tether.otel import OtelInterceptor, otlp_provider
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"needs the otel extra (pip install 'tether[otel]'): {exc}",
+            param_hint="--otlp-endpoint",
+        ) from exc
+    provider = otlp_provider(endpoint)
+    try:
+        yield [OtelInterceptor(provider.get_tracer("tether"))]
+    finally:
+        provider.shutdown()
 
 
 def load_agents(app: str | None, demo: bool) -> Mapping[str, AgentDefinition]:
@@ -72,6 +100,7 @@ def serve(
     ),
     heartbeat: float = typer.Option(15.0, "--heartbeat", help="Seconds between SSE heartbeats."),
     lease: float = LEASE,
+    otlp_endpoint: str | None = OTLP,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
     if not _loopback(host) and auth_token is None and not allow_unauthenticated:
@@ -81,18 +110,22 @@ def serve(
             param_hint="--host",
         )
     agents = load_agents(app, demo)
-    runtime = Runtime(agents, store, lease=lease)
-    application = create_app(
-        runtime,
-        auth_token=auth_token,
-        heartbeat=heartbeat,
-        manage_runtime=True,
-        worker=not no_worker,
-    )
-    typer.echo(f"tether serving {', '.join(agents)} on http://{host}:{port} (store {store})")
-    uvicorn.run(
-        application, host=host, port=port, log_level=os.environ.get("TETHER_LOG_LEVEL", "warning")
-    )
+    with _tracing(otlp_endpoint) as interceptors:
+        runtime = Runtime(agents, store, lease=lease, interceptors=interceptors)
+        application = create_app(
+            runtime,
+            auth_token=auth_token,
+            heartbeat=heartbeat,
+            manage_runtime=True,
+            worker=not no_worker,
+        )
+        typer.echo(f"tether serving {', '.join(agents)} on http://{host}:{port} (store {store})")
+        uvicorn.run(
+            application,
+            host=host,
+            port=port,
+            log_level=os.environ.get("TETHER_LOG_LEVEL", "warning"),
+        )
 
 
 def worker(
@@ -100,15 +133,14 @@ def worker(
     app: str | None = typer.Option(None, "--app"),
     demo: bool = typer.Option(False, "--demo"),
     lease: float = LEASE,
+    otlp_endpoint: str | None = OTLP,
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
 
-    async def run() -> None:
-        async with Runtime(agents, store, lease=lease):
+    async def run(interceptors: list[Interceptor]) -> None:
+        async with Runtime(agents, store, lease=lease, interceptors=interceptors):
             await asyncio.Event().wait()
 
-    try:
-        asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
+    with _tracing(otlp_endpoint) as interceptors, contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run(interceptors))

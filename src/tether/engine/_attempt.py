@@ -132,9 +132,7 @@ class _Attempt:
         self.submission = submission
         self.config = runtime.config
         self.definition: AgentDefinition | None = runtime.agents.get(submission.key.agent)
-        self.correlation = Correlation(
-            submission.key, submission.conversation_id, submission.id, submission.attempt_id
-        )
+        self.correlation = Correlation.of(submission)
         self.max_attempts = (
             self.definition.max_attempts if self.definition else None
         ) or self.config.max_attempts
@@ -175,9 +173,7 @@ class _Attempt:
             await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
 
     async def _settled(self, submission: Submission, payload: SubmissionSettled) -> None:
-        correlation = Correlation(
-            submission.key, submission.conversation_id, submission.id, submission.attempt_id
-        )
+        correlation = Correlation.of(submission)
         settlement = payload.to_json_object()
         self.runtime.notify_settled(submission.id, settlement)
         await self.runtime.instrumentation.emit(SettledEvent(correlation, settlement=settlement))

@@ -91,9 +91,7 @@ class Coordinator:
                     SETTLEMENT_INDETERMINATE, "the process stopped while settling; outcome unknown"
                 )
             )
-            correlation = Correlation(
-                submission.key, submission.conversation_id, submission.id, submission.attempt_id
-            )
+            correlation = Correlation.of(submission)
             await self.runtime.instrumentation.emit(
                 RecoveryDecided(correlation, decision="finish_settlement", detail=payload.status)
             )
@@ -115,9 +113,7 @@ class Coordinator:
                 await store.release(
                     submission.id, attempt_id=str(submission.attempt_id), last_error="lease expired"
                 )
-                correlation = Correlation(
-                    submission.key, submission.conversation_id, submission.id, submission.attempt_id
-                )
+                correlation = Correlation.of(submission)
                 await self.runtime.instrumentation.emit(
                     RecoveryDecided(correlation, decision="lease_expired", detail="released")
                 )
@@ -155,9 +151,7 @@ class Coordinator:
             )
         except ClaimLost:
             return None  # another worker won it
-        correlation = Correlation(
-            claimed.key, claimed.conversation_id, claimed.id, claimed.attempt_id
-        )
+        correlation = Correlation.of(claimed)
         await runtime.instrumentation.emit(
             SubmissionClaimed(
                 correlation, owner_id=runtime.config.owner_id, attempt_count=claimed.attempt_count

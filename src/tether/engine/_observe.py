@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -19,7 +19,7 @@ from pydantic import JsonValue
 
 from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
 from tether.models import DeltaSink, Model
-from tether.store import SessionKey
+from tether.store import SessionKey, Submission
 
 __all__ = (
     "AttemptStarted",
@@ -57,6 +57,18 @@ class Correlation:
     conversation_id: str
     submission_id: str
     attempt_id: str | None = None
+    trace: Mapping[str, str] | None = None
+    """The W3C trace context the submission was dispatched with (a tracer's parent)."""
+
+    @classmethod
+    def of(cls, submission: Submission) -> Correlation:
+        return cls(
+            submission.key,
+            submission.conversation_id,
+            submission.id,
+            submission.attempt_id,
+            submission.trace,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from tether.engine._observe import (
     Observer,
     SubmissionAdmitted,
 )
+from tether.engine._trace import trace_context
 from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import (
     ApprovalNotFound,
@@ -235,12 +236,15 @@ class Runtime:
         session: str = "default",
         dispatch_id: str | None = None,
         multitask: Multitask = "enqueue",
+        trace: Mapping[str, str] | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
         ``dispatch_id`` makes it idempotent within the session key. ``multitask`` says what
         to do if the session is busy: ``enqueue`` (run after), ``reject`` (``SessionBusy``),
         ``interrupt`` (abort what runs, then run), ``steer`` (join the running execution).
+        ``trace`` is the caller's W3C trace context (``traceparent``, ``tracestate``): every
+        attempt, recovered ones included, joins that trace (a malformed one is ignored).
         """
         self._check_open()
         if agent not in self.agents:
@@ -260,9 +264,15 @@ class Runtime:
                     await self._cancel(submission)
             if busy and multitask == "steer":
                 inbound = inbound.model_copy(update={"kind": "steer"})
-        return await self._admit(key, inbound, dispatch_id)
+        return await self._admit(key, inbound, dispatch_id, trace_context(trace))
 
-    async def _admit(self, key: SessionKey, inbound: Inbound, dispatch_id: str | None) -> Receipt:
+    async def _admit(
+        self,
+        key: SessionKey,
+        inbound: Inbound,
+        dispatch_id: str | None,
+        trace: Mapping[str, str] | None = None,
+    ) -> Receipt:
         now = datetime.now(UTC)
         admission = await self.store.admit(
             NewSubmission(
@@ -272,10 +282,11 @@ class Runtime:
                 input=inbound.to_json_object(),
                 created_at=now,
                 dispatch_id=dispatch_id,
+                trace=trace,
             )
         )
         submission = admission.submission
-        correlation = Correlation(key, submission.conversation_id, submission.id)
+        correlation = Correlation.of(submission)
         await self.instrumentation.emit(
             SubmissionAdmitted(correlation, input=dict(submission.input), created=admission.created)
         )

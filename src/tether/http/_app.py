@@ -154,6 +154,8 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
         wait_seconds: float = WAIT_TIMEOUT,
         multitask: Literal["enqueue", "reject", "interrupt", "steer"] = "enqueue",
         idempotency_key: str | None = Header(default=None, max_length=200),
+        traceparent: str | None = Header(default=None),
+        tracestate: str | None = Header(default=None),
     ) -> Response:
         message = payload.model_dump(
             mode="json", by_alias=True, exclude_none=True, exclude={"session", "dispatch_id"}
@@ -165,6 +167,8 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
             session=payload.session,
             dispatch_id=payload.dispatch_id or idempotency_key,
             multitask=multitask,
+            # The caller's trace, joined by every attempt (malformed ones are ignored).
+            trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
         )
         base = {**_receipt(receipt), "session": receipt.session}
         if wait and (settled := await _wait(runtime, receipt.submission_id, wait_seconds)):

@@ -9,6 +9,7 @@ Example::
 """
 
 from tether.otel._engine import OtelInterceptor
+from tether.otel._otlp import otlp_provider
 from tether.otel._sink import OtelSpanSink
 
-__all__ = ("OtelInterceptor", "OtelSpanSink")
+__all__ = ("OtelInterceptor", "OtelSpanSink", "otlp_provider")

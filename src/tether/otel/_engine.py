@@ -11,12 +11,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tether.engine import Operation
 from tether.messages import ModelResponse, ToolResult
 
 __all__ = ("OtelInterceptor", "tool_attributes")
+
+_PROPAGATOR = TraceContextTextMapPropagator()
 
 
 def tool_attributes(name: str, call_id: str) -> dict[str, str]:
@@ -35,6 +39,8 @@ class OtelInterceptor:
     Spans: ``invoke_agent {agent}`` per attempt, ``execution {name}`` inside it,
     ``chat {model}`` per model call (with ``gen_ai.usage.*`` tokens and the finish reason)
     and ``execute_tool {name}`` per tool call, all carrying ``tether.*`` correlation ids.
+    An attempt joins the trace its submission was dispatched with (a ``traceparent``), so
+    admission, queueing and every recovery attempt show up under the caller's span.
 
     Example::
 
@@ -47,11 +53,23 @@ class OtelInterceptor:
     async def __call__(self, operation: Operation, call_next: Callable[[], Awaitable[Any]]) -> Any:
         name, attributes = _describe(operation)
         with self.tracer.start_as_current_span(
-            name, attributes=attributes, record_exception=True, set_status_on_exception=True
+            name,
+            context=_parent(operation),
+            attributes=attributes,
+            record_exception=True,
+            set_status_on_exception=True,
         ) as span:
             result = await call_next()
             _annotate(span, result)
             return result
+
+
+def _parent(operation: Operation) -> Context | None:
+    """An attempt's parent is the dispatcher's span; everything else nests in the current."""
+    trace_context = operation.correlation.trace
+    if operation.boundary != "attempt" or not trace_context:
+        return None
+    return _PROPAGATOR.extract(dict(trace_context))
 
 
 def _describe(operation: Operation) -> tuple[str, dict[str, str]]:

@@ -298,6 +298,7 @@ class MemoryStore:
             status=SubmissionStatus.QUEUED,
             input={},
             created_at=new.created_at,
+            trace=dict(new.trace) if new.trace else None,
         )
         stored = _StoredSubmission(submission, payload)
         self._submissions[new.id] = stored

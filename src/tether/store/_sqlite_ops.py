@@ -48,7 +48,7 @@ RECORD_COLUMNS = "seq, kind, body, prev_hash, hash"
 _SUBMISSION_COLUMNS = (
     "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
     "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
-    "cancel_requested_at, settlement, settled_at"
+    "cancel_requested_at, settlement, settled_at, trace"
 )
 _CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
 
@@ -236,6 +236,7 @@ def _submission(row: tuple[Any, ...]) -> Submission:
         cancel,
         settlement,
         settled_at,
+        trace,
     ) = row
     return Submission(
         id=sid,
@@ -255,6 +256,7 @@ def _submission(row: tuple[Any, ...]) -> Submission:
         cancel_requested_at=from_micros(cancel),
         settlement=None if settlement is None else orjson.loads(settlement),
         settled_at=from_micros(settled_at),
+        trace=None if trace is None else orjson.loads(trace),
     )
 
 
@@ -320,7 +322,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
     conversation, _ = ensure_conversation(conn, key, new.conversation_id, new.created_at, touched)
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
-        "status, input, created_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+        "status, input, created_at, trace) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
         (
             new.id,
             new.idempotency_key,
@@ -330,6 +332,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
             conversation.id,
             payload,
             to_micros(new.created_at),
+            canonical_json(dict(new.trace)) if new.trace else None,
         ),
     )
     return Admission(get_submission(conn, new.id), created=True)

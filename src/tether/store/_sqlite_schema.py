@@ -13,7 +13,7 @@ from tether.errors import StoreUnavailable, UnsupportedSchema
 
 __all__ = ("SCHEMA_VERSION", "Synchronous", "connect", "migrate", "translate_errors")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _SCHEMA_V1: Final = """
@@ -82,6 +82,14 @@ CREATE TABLE attachments (
 """
 
 
+# Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
+# migrated file and a fresh one cannot differ.
+_MIGRATIONS: Final = (
+    _SCHEMA_V1,
+    "ALTER TABLE submissions ADD COLUMN trace BLOB;",  # v2: the caller's W3C trace context
+)
+
+
 @contextlib.contextmanager
 def translate_errors(action: str) -> Iterator[None]:
     """No raw ``sqlite3`` exception leaves the store: map it to :class:`StoreUnavailable`."""
@@ -129,10 +137,11 @@ def migrate(conn: sqlite3.Connection, busy_timeout: float) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
-        if version == 0:
-            for statement in _SCHEMA_V1.split(";"):
+        for step in _MIGRATIONS[version:]:
+            for statement in step.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+        if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

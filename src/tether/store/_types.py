@@ -76,6 +76,9 @@ class NewSubmission:
     input: Mapping[str, Any]
     created_at: datetime
     dispatch_id: str | None = None
+    trace: Mapping[str, str] | None = None
+    """The caller's W3C trace context (``traceparent``, ``tracestate``), kept beside the
+    input: it is not part of what makes a dispatch the same one."""
 
     @property
     def idempotency_key(self) -> str:
@@ -103,6 +106,7 @@ class Submission:
     cancel_requested_at: datetime | None = None
     settlement: Mapping[str, Any] | None = None
     settled_at: datetime | None = None
+    trace: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

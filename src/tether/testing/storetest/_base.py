@@ -82,6 +82,7 @@ class Fixtures:
         dispatch_id: str | None = None,
         body: str = "hello",
         instance: str = INSTANCE,
+        trace: dict[str, str] | None = None,
     ) -> NewSubmission:
         return NewSubmission(
             id=self.id("sub"),
@@ -90,6 +91,7 @@ class Fixtures:
             input={"kind": "user", "body": body},
             created_at=self.at(0),
             dispatch_id=dispatch_id,
+            trace=trace,
         )
 
     async def admit(self, session: str = "default", **kwargs: Any) -> Submission:

@@ -35,6 +35,21 @@ class SubmissionCases(BaseConformance):
         assert await store.list_submissions() == [first]
 
     @case
+    async def test_admission_keeps_the_trace_context_beside_the_input(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """A submission keeps its caller's trace context; a replay from another trace is the
+        same dispatch (the context is not part of its identity) and keeps the first one."""
+        trace = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+        first = await fx.admit(dispatch_id="traced", trace=trace)
+        assert first.trace == trace
+        other = {"traceparent": "00-11111111111111111111111111111111-2222222222222222-01"}
+        again = await store.admit(fx.new(dispatch_id="traced", trace=other))
+        assert not again.created and again.submission.trace == trace
+        assert (await store.get_submission(first.id)).trace == trace
+        assert (await fx.admit()).trace is None
+
+    @case
     async def test_admission_idempotency_is_scoped_to_the_session_key(
         self, store: Store, fx: Fixtures
     ) -> None:
