@@ -1,0 +1,90 @@
+"""Journaled tools: a LangChain tool whose calls run at most once per recorded call id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import JsonValue
+
+from tether.integrations._bridge import journaled_tool, tool_call
+from tether.integrations.langgraph._convert import tool_message_of, tool_result_of
+from tether.journal import ToolScope
+from tether.messages import Mediation, ToolCall, ToolResult
+
+__all__ = ("JournaledTool",)
+
+
+class JournaledTool(BaseTool):
+    """Wraps ``inner`` so a graph's ``ToolNode`` runs it through the journal.
+
+    The idempotency key derives from the model's tool call id, which the journal recorded, so
+    a resumed run never repeats a finished call. The graph gets the ToolMessage rebuilt from
+    the journaled outcome. A tool is called with a LangChain ``ToolCall`` (as ``ToolNode``
+    does); invoking it with bare arguments has no call id to journal under and fails.
+    """
+
+    inner: BaseTool
+    mediation: Mediation = Mediation.HOST
+    idempotent: bool = False
+
+    @classmethod
+    def wrap(
+        cls, tool: BaseTool, *, mediation: Mediation = Mediation.HOST, idempotent: bool = False
+    ) -> JournaledTool:
+        return cls(
+            name=tool.name,
+            description=tool.description,
+            args_schema=tool.args_schema,
+            return_direct=tool.return_direct,
+            inner=tool,
+            mediation=mediation,
+            idempotent=idempotent,
+        )
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("a journaled tool runs in async graphs (ainvoke / astream)")
+
+    async def _arun(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("a journaled tool is invoked with a ToolCall (as ToolNode does)")
+
+    async def ainvoke(
+        self, input: str | dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> ToolMessage:
+        if not (isinstance(input, dict) and input.get("type") == "tool_call" and input.get("id")):
+            raise TypeError(
+                f"{self.name}: a journaled tool needs a ToolCall with an id (as ToolNode passes)"
+            )
+        args: dict[str, JsonValue] = dict(input.get("args") or {})
+        call = tool_call(
+            str(input["id"]),
+            self.name,
+            args,
+            mediation=self.mediation,
+            idempotent=self.idempotent,
+        )
+
+        async def native(call: ToolCall, scope: ToolScope) -> ToolResult:
+            request = {
+                "type": "tool_call",
+                "id": call.call_id,
+                "name": self.name,
+                "args": call.args,
+            }
+            answer = await self.inner.ainvoke(request, config)
+            if not isinstance(answer, ToolMessage):
+                raise TypeError(
+                    f"{self.name} returned {type(answer).__name__}; a durable tool must answer "
+                    "with content (a Command or other object cannot be journaled)"
+                )
+            return tool_result_of(answer, call.call_id)
+
+        result = await journaled_tool(call, native)
+        return tool_message_of(result, self.name)
+
+    def invoke(
+        self, input: str | dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        raise NotImplementedError("a journaled tool runs in async graphs (ainvoke / astream)")

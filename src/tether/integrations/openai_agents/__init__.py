@@ -1,0 +1,43 @@
+"""OpenAI Agents SDK integration: a stream tap and a durable adapter.
+
+The tap turns ``Runner.run_streamed(...).stream_events()`` into Tether's canonical stream;
+the adapter runs an ``agents.Agent`` as a Tether harness whose model calls and function
+tools go through the journal (resume after ``kill -9``, replay with zero model calls, fork,
+approvals for tools with ``needs_approval``).
+
+Example::
+
+    from agents import Agent, Runner, function_tool
+    from tether.integrations.openai_agents import OpenAIAgentsTurn, durable
+    from tether.stream import UnifiedEmitter
+
+    @function_tool
+    def lookup(order_id: str) -> str:
+        return "shipped"
+
+    support = Agent(name="support", instructions="Help.", tools=[lookup], model="gpt-4.1")
+
+    def agents():                                # tether serve --app myapp:agents
+        return {"support": durable(support)}
+
+    turn = OpenAIAgentsTurn(Runner.run_streamed(support, "where is 42?"), model="gpt-4.1")
+    async for event in UnifiedEmitter().yield_turn(turn):
+        ...
+"""
+
+from tether.integrations.openai_agents._adapter import (
+    OpenAIAgentsHarness,
+    durable,
+    journaled_agent,
+)
+from tether.integrations.openai_agents._model import JournaledModel
+from tether.integrations.openai_agents._tap import OpenAIAgentsTurn, convert_openai_agents_events
+
+__all__ = (
+    "JournaledModel",
+    "OpenAIAgentsHarness",
+    "OpenAIAgentsTurn",
+    "convert_openai_agents_events",
+    "durable",
+    "journaled_agent",
+)

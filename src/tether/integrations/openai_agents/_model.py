@@ -1,0 +1,187 @@
+"""The journaled Agents SDK ``Model``: every call asks the current Tether turn first."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agents import Handoff, Model, ModelSettings, ModelTracing, Tool
+from agents.agent_output import AgentOutputSchemaBase
+from agents.items import ModelResponse as SdkResponse
+from agents.items import TResponseInputItem, TResponseStreamEvent
+from agents.models.multi_provider import MultiProvider
+from agents.usage import Usage as SdkUsage
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseReasoningSummaryTextDeltaEvent,
+    ResponseReasoningTextDeltaEvent,
+    ResponseTextDeltaEvent,
+)
+from openai.types.responses.response_prompt_param import ResponsePromptParam
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+from tether.integrations._bridge import journaled_model
+from tether.integrations.openai_agents._convert import (
+    items_to_messages,
+    response_from_sdk,
+    response_to_sdk,
+    settings_of,
+    tool_specs,
+)
+from tether.messages import ModelRequest, ModelResponse
+from tether.models import DeltaSink, StreamDelta
+
+__all__ = ("JournaledModel",)
+
+
+class JournaledModel(Model):
+    """An Agents SDK ``Model`` whose calls go through the current Tether turn.
+
+    ``inner`` is the real model, or its name (resolved by the SDK's default provider when
+    a call actually has to run, so a replay needs no API key).
+    """
+
+    def __init__(self, inner: Model | str | None) -> None:
+        self._inner = inner
+        self.model_name = (
+            inner
+            if isinstance(inner, str)
+            else str(getattr(inner, "model", None) or type(inner).__name__)
+            if inner is not None
+            else "default"
+        )
+
+    def _real(self) -> Model:
+        if isinstance(self._inner, Model):
+            return self._inner
+        self._inner = MultiProvider().get_model(self._inner)
+        return self._inner
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff[Any, Any]],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> SdkResponse:
+        request = ModelRequest(
+            model=self.model_name,
+            messages=items_to_messages(system_instructions, input),
+            tools=tool_specs(tools, handoffs),
+            settings=settings_of(model_settings, output_schema),
+        )
+        kwargs: dict[str, Any] = {
+            "previous_response_id": previous_response_id,
+            "conversation_id": conversation_id,
+            "prompt": prompt,
+        }
+        args = (system_instructions, input, model_settings, tools, output_schema, handoffs, tracing)
+
+        async def native(stream: DeltaSink | None) -> ModelResponse:
+            real = self._real()
+            if stream is None:
+                return response_from_sdk(await real.get_response(*args, **kwargs))
+            return response_from_sdk(await _streamed(real.stream_response(*args, **kwargs), stream))
+
+        return response_to_sdk(await journaled_model(request, native))
+
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff[Any, Any]],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """The journaled whole response: one ``output_item.done`` per item, then
+        ``response.completed`` (the journal streams the live deltas itself)."""
+        response = await self.get_response(
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+        )
+        for index, item in enumerate(response.output):
+            yield ResponseOutputItemDoneEvent(
+                type="response.output_item.done",
+                item=item,
+                output_index=index,
+                sequence_number=index,
+            )
+        yield ResponseCompletedEvent(
+            type="response.completed",
+            sequence_number=len(response.output),
+            response=Response(
+                id="resp_tether",
+                object="response",
+                created_at=0,
+                model=self.model_name,
+                output=response.output,
+                parallel_tool_calls=True,
+                tool_choice="auto",
+                tools=[],
+                status="completed",
+            ),
+        )
+
+
+async def _streamed(events: AsyncIterator[TResponseStreamEvent], sink: DeltaSink) -> SdkResponse:
+    """Consume a real model's stream: deltas to the journal, the completed response back."""
+    completed: Response | None = None
+    try:
+        async for event in events:
+            if isinstance(event, ResponseTextDeltaEvent) and event.delta:
+                await sink(StreamDelta("text", event.delta))
+            elif (
+                isinstance(
+                    event, ResponseReasoningSummaryTextDeltaEvent | ResponseReasoningTextDeltaEvent
+                )
+                and event.delta
+            ):
+                await sink(StreamDelta("thinking", event.delta))
+            elif isinstance(event, ResponseCompletedEvent):
+                completed = event.response
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if completed is None:
+        raise RuntimeError("the model's stream ended without a response.completed event")
+    usage = SdkUsage(requests=1)
+    if completed.usage is not None:
+        raw = completed.usage
+        usage = SdkUsage(
+            requests=1,
+            input_tokens=raw.input_tokens,
+            output_tokens=raw.output_tokens,
+            total_tokens=raw.total_tokens,
+            input_tokens_details=InputTokensDetails(
+                cached_tokens=raw.input_tokens_details.cached_tokens or 0,
+                cache_write_tokens=getattr(raw.input_tokens_details, "cache_write_tokens", 0) or 0,
+            ),
+            output_tokens_details=OutputTokensDetails(
+                reasoning_tokens=raw.output_tokens_details.reasoning_tokens or 0
+            ),
+        )
+    return SdkResponse(output=list(completed.output), usage=usage, response_id=completed.id)

@@ -1,0 +1,155 @@
+"""A ReAct-style LangGraph agent on a scripted chat model (``tether serve --app`` imports it).
+
+``TETHER_LG_CALLS`` names a file the model appends one line per call to, and
+``TETHER_LG_TOOL_SECONDS`` slows the tool down, so a real-process test can kill the
+server mid-tool and prove afterwards which model calls were made again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import Field
+
+from tether.engine import AgentDefinition
+from tether.integrations.langgraph import JournaledChatModel, durable
+
+CALLS_ENV = "TETHER_LG_CALLS"
+TOOL_SECONDS_ENV = "TETHER_LG_TOOL_SECONDS"
+TOOL_RUNS: list[str] = []
+"""Every real run of ``lookup`` in this process."""
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Asks for ``lookup`` on the user's last message, then answers with what it returned.
+
+    Tool call ids are ``call-<n>`` for the n-th user message, so a conversation never reuses
+    one. Each call is counted (and logged to ``$TETHER_LG_CALLS`` when set).
+    """
+
+    calls: list[str] = Field(default_factory=list)
+    usage: bool = True
+    fan_out: int = 1
+    """How many lookups one reply asks for (run in parallel by ToolNode)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, *, tool_choice: str | None = None, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        raise NotImplementedError
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        asked = [m for m in messages if isinstance(m, HumanMessage)]
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            kind = "answer"
+            tail = len(messages) - next(
+                i for i, m in enumerate(reversed(messages)) if not isinstance(m, ToolMessage)
+            )
+            reply = AIMessage(
+                content="answer: " + "; ".join(str(m.content) for m in messages[tail:])
+            )
+        else:
+            kind = "lookup"
+            topics = [str(last.content)] * self.fan_out
+            calls = [
+                {
+                    "name": "lookup",
+                    "args": {"topic": f"{topic}{'' if self.fan_out == 1 else f' #{i}'}"},
+                    "id": f"call-{len(asked)}" + ("" if self.fan_out == 1 else f"-{i}"),
+                }
+                for i, topic in enumerate(topics)
+            ]
+            reply = AIMessage(content="", tool_calls=calls)
+        if self.usage:
+            reply.usage_metadata = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+        line = f"{len(asked)}:{kind}"
+        self.calls.append(line)
+        if path := os.environ.get(CALLS_ENV):
+            _append(path, line)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _append(path: str, line: str) -> None:
+    with open(path, "a") as log:  # one short line: not worth a thread
+        log.write(line + "\n")
+
+
+class ExplodingChatModel(ScriptedChatModel):
+    """Fails the test if it is ever asked (replays must make zero model calls)."""
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        raise AssertionError("the model was called")
+
+
+@tool
+async def lookup(topic: str) -> str:
+    """Look a topic up."""
+    await asyncio.sleep(float(os.environ.get(TOOL_SECONDS_ENV, "0")))
+    TOOL_RUNS.append(topic)
+    return f"facts about {topic}"
+
+
+def build(
+    model: JournaledChatModel, tools: list[BaseTool]
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """A hand-written ReAct graph: agent → tools → agent, until no tool is asked for."""
+    bound: Runnable[LanguageModelInput, BaseMessage] = model.bind_tools(tools)
+
+    async def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [await bound.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile()
+
+
+def react(model: BaseChatModel | None = None, **options: Any) -> AgentDefinition:
+    return durable(
+        build,
+        model=model if model is not None else ScriptedChatModel(calls=[]),
+        tools=[lookup],
+        name="react",
+        **options,
+    )
+
+
+def agents() -> dict[str, AgentDefinition]:
+    return {"react": react(idempotent={"lookup"})}

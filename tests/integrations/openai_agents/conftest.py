@@ -1,0 +1,3 @@
+from ...engine.conftest import FAST, make_runtime
+
+__all__ = ("FAST", "make_runtime")
