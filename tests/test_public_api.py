@@ -183,8 +183,6 @@ PUBLIC = {
         "estimate_tokens",
     ),
     "tether.integrations": (
-        "BridgeModel",
-        "BridgeTools",
         "NativeModelCall",
         "NativeToolCall",
         "NotInTurn",

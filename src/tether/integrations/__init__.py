@@ -15,8 +15,6 @@ Example::
 """
 
 from tether.integrations._bridge import (
-    BridgeModel,
-    BridgeTools,
     NativeModelCall,
     NativeToolCall,
     NotInTurn,
@@ -30,8 +28,6 @@ from tether.integrations._bridge import (
 )
 
 __all__ = (
-    "BridgeModel",
-    "BridgeTools",
     "NativeModelCall",
     "NativeToolCall",
     "NotInTurn",

@@ -22,8 +22,6 @@ from tether.messages import Mediation, ModelRequest, ModelResponse, ToolCall, To
 from tether.models import DeltaSink
 
 __all__ = (
-    "BridgeModel",
-    "BridgeTools",
     "NativeModelCall",
     "NativeToolCall",
     "NotInTurn",
@@ -43,8 +41,6 @@ NativeToolCall = Callable[[ToolCall, ToolScope], Awaitable[ToolResult]]
 edited them)."""
 
 _turn: ContextVar[Turn | None] = ContextVar("tether_turn", default=None)
-_model_call: ContextVar[NativeModelCall | None] = ContextVar("tether_model_call", default=None)
-_tool_call: ContextVar[NativeToolCall | None] = ContextVar("tether_tool_call", default=None)
 
 
 class NotInTurn(JournalError):
@@ -133,31 +129,9 @@ def tool_call(
     )
 
 
-class BridgeModel:
-    """The spec's model for an adapter: it runs the framework call the stand-in handed over."""
-
-    async def request(
-        self, request: ModelRequest, stream: DeltaSink | None = None
-    ) -> ModelResponse:
-        native = _model_call.get()
-        if native is None:
-            raise NotInTurn(f"{request.model}: no framework call is waiting for this model")
-        return await native(stream)
-
-
-class BridgeTools:
-    """The spec's tool executor for an adapter: it runs the framework's own tool."""
-
-    async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult:
-        native = _tool_call.get()
-        if native is None:
-            raise NotInTurn(f"{call.name}: no framework tool is waiting for this call")
-        return await native(call, scope)
-
-
 def durable_definition(
     harness: Harness, *, max_attempts: int | None = None, timeout: float | None = None
 ) -> AgentDefinition:
-    """An engine definition running ``harness`` with the bridge as its model and tools."""
-    spec = AgentSpec(harness=harness, model=BridgeModel(), tools=BridgeTools())
+    """An engine definition running ``harness``, whose stand-ins bring the framework's calls."""
+    spec = AgentSpec(harness=harness)  # every call brings its own client or executor
     return AgentDefinition(lambda instance, env: spec, max_attempts=max_attempts, timeout=timeout)

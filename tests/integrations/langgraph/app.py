@@ -152,4 +152,4 @@ def react(model: BaseChatModel | None = None, **options: Any) -> AgentDefinition
 
 
 def agents() -> dict[str, AgentDefinition]:
-    return {"react": react(idempotent={"lookup"})}
+    return {"react": react(idempotent_tools={"lookup"})}

@@ -92,7 +92,7 @@ async def test_resume_after_a_cut_mid_tool_repeats_no_model_call(store: Store) -
         key, conversation_id="conv-lg", created_at=datetime.now(UTC)
     )
     model = ScriptedChatModel(calls=[])
-    spec = agent_spec(react(model, idempotent={"lookup"}))
+    spec = agent_spec(react(model, idempotent_tools={"lookup"}))
     journal = await Journal.open(store, conversation.id, model=spec.model, tools=spec.tools)
     first = await journal.exec(spec.harness, [UserMessage(body="tides")])
     assert first.output == "answer: facts about tides"
@@ -101,7 +101,7 @@ async def test_resume_after_a_cut_mid_tool_repeats_no_model_call(store: Store) -
     crashed = MemoryStore()
     await copy_prefix(store, conversation.id, cut, crashed)
     again = ScriptedChatModel(calls=[])
-    spec = agent_spec(react(again, idempotent={"lookup"}))
+    spec = agent_spec(react(again, idempotent_tools={"lookup"}))
     resumed = await (
         await Journal.open(crashed, conversation.id, model=spec.model, tools=spec.tools)
     ).resume(spec.harness)
@@ -133,7 +133,7 @@ async def test_a_fork_continues_from_its_cut(make_runtime: Make, store: Store) -
 
 async def test_an_approval_tool_parks_until_decided(make_runtime: Make) -> None:
     model = ScriptedChatModel(calls=[])
-    async with make_runtime({"react": react(model, approval={"lookup"})}) as runtime:
+    async with make_runtime({"react": react(model, approval_tools={"lookup"})}) as runtime:
         receipt = await runtime.dispatch("react", "acme", "tides")
         [request] = await wait_for(runtime, receipt.conversation_id, "approval_requested")
         approval_id = str(request.payload.to_json_object()["approvalId"])
@@ -145,7 +145,7 @@ async def test_an_approval_tool_parks_until_decided(make_runtime: Make) -> None:
 
 def test_unknown_tool_names_are_refused() -> None:
     with pytest.raises(ValueError, match="no such tools"):
-        react(idempotent={"nope"})
+        react(idempotent_tools={"nope"})
 
 
 async def test_parallel_tool_calls_replay_in_their_recorded_order(

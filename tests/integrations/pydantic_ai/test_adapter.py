@@ -8,7 +8,6 @@ from pydantic_ai import messages as pa
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tether.engine import Runtime
-from tether.integrations import BridgeModel, BridgeTools
 from tether.integrations.pydantic_ai import PydanticAIHarness, durable
 from tether.journal import Decision, Journal
 from tether.store import MemoryStore, Store, SubmissionStatus
@@ -91,9 +90,7 @@ async def test_resume_from_every_cut_never_repeats_a_recorded_model_call(
         await copy_prefix(store, conversation_id, cut, crashed)
         calls: list[int] = []
         harness = PydanticAIHarness(make_agent(counting(calls)), idempotent_tools=["research"])
-        journal = await Journal.open(
-            crashed, conversation_id, model=BridgeModel(), tools=BridgeTools()
-        )
+        journal = await Journal.open(crashed, conversation_id)
         outcome = await journal.resume(harness)
         assert outcome.output == expected, cut
         answered = sum(r.kind == "assistant_message_completed" for r in records[:cut])

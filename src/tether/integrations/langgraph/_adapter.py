@@ -48,12 +48,12 @@ class LangGraphHarness:
         tools: Sequence[BaseTool] = (),
         name: str,
         version: str = "1",
-        approval: Collection[str] = (),
-        idempotent: Collection[str] = (),
+        approval_tools: Collection[str] = (),
+        idempotent_tools: Collection[str] = (),
         config: RunnableConfig | None = None,
     ) -> None:
         names = [tool.name for tool in tools]
-        unknown = (set(approval) | set(idempotent)) - set(names)
+        unknown = (set(approval_tools) | set(idempotent_tools)) - set(names)
         if unknown:
             raise ValueError(f"no such tools: {', '.join(sorted(unknown))}")
         if len(set(names)) != len(names):
@@ -64,8 +64,8 @@ class LangGraphHarness:
         self.tools: list[BaseTool] = [
             JournaledTool.wrap(
                 tool,
-                mediation=Mediation.APPROVAL if tool.name in approval else Mediation.HOST,
-                idempotent=tool.name in idempotent,
+                mediation=Mediation.APPROVAL if tool.name in approval_tools else Mediation.HOST,
+                idempotent=tool.name in idempotent_tools,
             )
             for tool in tools
         ]
@@ -100,8 +100,8 @@ def durable(
     tools: Sequence[BaseTool] = (),
     name: str,
     version: str = "1",
-    approval: Collection[str] = (),
-    idempotent: Collection[str] = (),
+    approval_tools: Collection[str] = (),
+    idempotent_tools: Collection[str] = (),
     config: RunnableConfig | None = None,
     max_attempts: int | None = None,
     timeout: float | None = None,
@@ -109,8 +109,8 @@ def durable(
     """A LangGraph graph as a durable Tether agent.
 
     ``build(model, tools)`` gets the journaled stand-ins of ``model`` and ``tools`` and returns
-    the compiled graph (no checkpointer). Tools named in ``approval`` wait for a human
-    decision; tools named in ``idempotent`` may run again after a crash cut their call.
+    the compiled graph (no checkpointer). Tools named in ``approval_tools`` wait for a human
+    decision; tools named in ``idempotent_tools`` may run again after a crash cut their call.
 
     Example::
 
@@ -127,8 +127,8 @@ def durable(
         tools=tools,
         name=name,
         version=version,
-        approval=approval,
-        idempotent=idempotent,
+        approval_tools=approval_tools,
+        idempotent_tools=idempotent_tools,
         config=config,
     )
     return durable_definition(harness, max_attempts=max_attempts, timeout=timeout)
