@@ -316,6 +316,7 @@ PUBLIC = {
         "ToolRequestDelta",
         "ToolResponseContent",
         "ToolResponseDelta",
+        "parse_tool_arguments",
         "project",
     ),
     "tether.testing": (

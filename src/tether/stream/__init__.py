@@ -8,6 +8,7 @@ Example::
         print(event.type, event.index)
 """
 
+from tether.stream._arguments import parse_tool_arguments
 from tether.stream._emitter import SpanSink, UnifiedEmitter
 from tether.stream._project import StreamProjector, project
 from tether.stream._spans import CloseSpan, OpenSpan, SpanDeriver, SpanSignal
@@ -68,5 +69,6 @@ __all__ = (
     "TurnResult",
     "TurnUsage",
     "UnifiedEmitter",
+    "parse_tool_arguments",
     "project",
 )

@@ -31,6 +31,7 @@ from tether.messages import (
 )
 from tether.models import DeltaSink, StreamDelta
 from tether.records import ModelCalled, ToolOutcome
+from tether.stream._arguments import parse_tool_arguments
 from tether.stream._turn import TurnUsage
 from tether.stream._types import (
     MessageContent,
@@ -58,17 +59,6 @@ USAGE_STEP = "tether.turn_usage"
 Trace = Callable[[StreamEvent], Awaitable[None]]
 
 
-def parse_arguments(text: str) -> dict[str, JsonValue]:
-    """Streamed arguments as a dict: bad JSON → ``{"raw": text}``, a non-dict → ``{"value": v}``."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"raw": text}
-    return value if isinstance(value, dict) else {"value": value}
-
-
 @dataclass
 class _Slot:
     """One message slot being assembled from a Start (or Full) and its deltas."""
@@ -86,7 +76,7 @@ class _Slot:
                 text="".join([*content.summary, *(content.content or ()), self.text])
             )
         if isinstance(content, ToolRequestContent):
-            arguments = parse_arguments(self.text) if self.text else content.arguments
+            arguments = parse_tool_arguments(self.text) if self.text else content.arguments
             return ToolCallPart(call_id=content.tool_call_id, name=content.name, args=arguments)
         assert not isinstance(content, ToolResponseContent)
         return DataPart(data=content.data)

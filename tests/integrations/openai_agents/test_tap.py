@@ -17,7 +17,6 @@ from agents.items import ToolCallOutputItem, TResponseOutputItem
 from openai.types.responses import ResponseOutputItemDoneEvent
 
 from tether.integrations.openai_agents import OpenAIAgentsTurn, convert_openai_agents_events
-from tether.integrations.openai_agents._convert import parse_arguments
 from tether.stream import (
     HarnessTurn,
     ReasoningContent,
@@ -35,6 +34,7 @@ from tether.stream import (
     ToolResponseContent,
     TurnUsage,
     UnifiedEmitter,
+    parse_tool_arguments,
 )
 
 from .scripted import ScriptedModel, call, reasoning, text
@@ -211,5 +211,5 @@ async def test_whole_items_without_deltas_become_full_messages() -> None:
     ],
 )
 def test_tool_arguments_always_parse_to_an_object(raw: str, parsed: dict[str, Any]) -> None:
-    assert parse_arguments(raw) == parsed
+    assert parse_tool_arguments(raw) == parsed
     assert json.dumps(parsed)  # JSON all the way

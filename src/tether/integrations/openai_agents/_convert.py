@@ -44,6 +44,7 @@ from tether.messages import (
     ToolSpec,
     Usage,
 )
+from tether.stream import parse_tool_arguments
 
 __all__ = (
     "ITEM_MEDIA_TYPE",
@@ -51,7 +52,6 @@ __all__ = (
     "jsonable",
     "messages_to_items",
     "output_items",
-    "parse_arguments",
     "response_from_sdk",
     "response_to_sdk",
     "settings_of",
@@ -71,22 +71,9 @@ def jsonable(value: object) -> JsonValue:
     return cast(JsonValue, to_jsonable_python(value, fallback=str))
 
 
-def parse_arguments(text: str | None) -> dict[str, JsonValue]:
-    """Tool-call arguments always as an object: bad JSON → ``{"raw": s}``, else ``{"value": v}``."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"raw": text}
-    if isinstance(value, dict):
-        return cast(dict[str, JsonValue], value)
-    return {"value": cast(JsonValue, value)}
-
-
 def _arguments_text(args: Mapping[str, JsonValue]) -> str:
     raw = args.get("raw")
-    if len(args) == 1 and isinstance(raw, str) and parse_arguments(raw) == {"raw": raw}:
+    if len(args) == 1 and isinstance(raw, str) and parse_tool_arguments(raw) == {"raw": raw}:
         return raw  # the model's malformed text goes back as it came
     return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
 
@@ -159,7 +146,7 @@ def items_to_messages(
             part = ToolCallPart(
                 call_id=str(item.get("call_id", "")),
                 name=str(item.get("name", "")),
-                args=parse_arguments(item.get("arguments")),
+                args=parse_tool_arguments(item.get("arguments")),
             )
             messages.append(Message(role="assistant", parts=(part,)))
         elif kind == "function_call_output":
@@ -237,7 +224,9 @@ def response_from_sdk(response: SdkResponse) -> ModelResponse:
             has_calls = True
             parts.append(
                 ToolCallPart(
-                    call_id=output.call_id, name=output.name, args=parse_arguments(output.arguments)
+                    call_id=output.call_id,
+                    name=output.name,
+                    args=parse_tool_arguments(output.arguments),
                 )
             )
         elif isinstance(output, ResponseReasoningItem) and not output.content:

@@ -32,7 +32,7 @@ from openai.types.responses import (
 )
 from pydantic import JsonValue
 
-from tether.integrations.openai_agents._convert import jsonable, parse_arguments
+from tether.integrations.openai_agents._convert import jsonable
 from tether.stream import (
     ReasoningContent,
     ReasoningContentDelta,
@@ -48,6 +48,7 @@ from tether.stream import (
     ToolRequestDelta,
     ToolResponseContent,
     TurnUsage,
+    parse_tool_arguments,
 )
 
 __all__ = ("OpenAIAgentsTurn", "convert_openai_agents_events")
@@ -179,7 +180,10 @@ class _Converter:
 
     def _request_full(self, call_id: str, name: str, arguments: str | None) -> StreamEvent:
         content = ToolRequestContent(
-            author="agent", name=name, tool_call_id=call_id, arguments=parse_arguments(arguments)
+            author="agent",
+            name=name,
+            tool_call_id=call_id,
+            arguments=parse_tool_arguments(arguments),
         )
         return StreamTaskMessageFull(index=self._slot(), content=content)
 

@@ -21,9 +21,10 @@ from pydantic import JsonValue
 
 from tether.errors import TetherError
 from tether.integrations._bridge import journaled_tool, tool_call
-from tether.integrations.openai_agents._convert import jsonable, parse_arguments
+from tether.integrations.openai_agents._convert import jsonable
 from tether.journal import ToolScope
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult
+from tether.stream import parse_tool_arguments
 
 __all__ = ("journaled_tool_of",)
 
@@ -78,7 +79,7 @@ def journaled_tool_of(
     needs_approval: NeedsApproval = tool.needs_approval
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> Any:
-        args = parse_arguments(arguments)
+        args = parse_tool_arguments(arguments)
         mediation = Mediation.HOST
         if needs_approval is True or (
             callable(needs_approval) and await needs_approval(ctx, dict(args), ctx.tool_call_id)
