@@ -133,6 +133,7 @@ PUBLIC = {
     "tether.store": (
         "Admission",
         "AttachmentStore",
+        "ChangeFeed",
         "Attempt",
         "Conversation",
         "DEFAULT_STORE_URL",

@@ -20,7 +20,7 @@ from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.errors import ClaimLost, TetherError
 from tether.records import SubmissionSettled
-from tether.store import Submission, SubmissionStatus
+from tether.store import ChangeFeed, SubmissionStatus
 
 if TYPE_CHECKING:
     from tether.engine._runtime import Runtime
@@ -52,6 +52,13 @@ class Coordinator:
             )
 
     async def _loop(self) -> None:
+        store = self.runtime.store
+        with contextlib.ExitStack() as stack:
+            if isinstance(store, ChangeFeed):  # admissions and settlements in any process
+                stack.enter_context(store.listen("work", self.wake))
+            await self._claim_loop()
+
+    async def _claim_loop(self) -> None:
         await self.reconcile()
         interval = self.runtime.config.claim_interval
         loop = asyncio.get_running_loop()
@@ -123,41 +130,34 @@ class Coordinator:
         free = runtime.config.max_concurrent_runs - len(self.active)
         if free <= 0 or runtime.closing:
             return
-        heads = [
-            head
-            for head in await runtime.store.list_runnable(limit=free + len(self.active))
-            if head.conversation_id not in self.active
-        ][:free]
-        # Claimed together, the claims share group commits instead of queueing one by one.
-        for claimed in await asyncio.gather(*(self._claim(head) for head in heads)):
-            if claimed is None:
-                continue
-            task = asyncio.create_task(
-                run_attempt(runtime, claimed), name=f"tether-run-{claimed.id}"
-            )
-            self.active[claimed.conversation_id] = task
-            task.add_done_callback(functools.partial(self._finished, claimed.conversation_id))
-
-    async def _claim(self, head: Submission) -> Submission | None:
-        runtime = self.runtime
         now = datetime.now(UTC)
-        try:
-            claimed = await runtime.store.claim(
-                head.id,
-                attempt_id=new_ulid(),
-                owner_id=runtime.config.owner_id,
-                lease_expires_at=now + timedelta(seconds=runtime.config.lease),
-                now=now,
-            )
-        except ClaimLost:
-            return None  # another worker won it
-        correlation = Correlation.of(claimed)
-        await runtime.instrumentation.emit(
-            SubmissionClaimed(
-                correlation, owner_id=runtime.config.owner_id, attempt_count=claimed.attempt_count
-            )
+        # One batch: on PostgreSQL it skips heads other workers are taking instead of waiting.
+        claimed = await runtime.store.claim_runnable(
+            attempt_ids=[new_ulid() for _ in range(free)],
+            owner_id=runtime.config.owner_id,
+            lease_expires_at=now + timedelta(seconds=runtime.config.lease),
+            now=now,
         )
-        return claimed
+        for submission in claimed:
+            if submission.conversation_id in self.active:
+                # Our previous attempt released it and is still winding down: not twice at once.
+                with contextlib.suppress(ClaimLost):
+                    await runtime.store.release(
+                        submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
+                    )
+                continue
+            await runtime.instrumentation.emit(
+                SubmissionClaimed(
+                    Correlation.of(submission),
+                    owner_id=runtime.config.owner_id,
+                    attempt_count=submission.attempt_count,
+                )
+            )
+            task = asyncio.create_task(
+                run_attempt(runtime, submission), name=f"tether-run-{submission.id}"
+            )
+            self.active[submission.conversation_id] = task
+            task.add_done_callback(functools.partial(self._finished, submission.conversation_id))
 
     def _finished(self, conversation_id: str, _task: asyncio.Task[None]) -> None:
         self.active.pop(conversation_id, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -52,6 +53,7 @@ from tether.journal import Decision, Journal, LogView
 from tether.records import Record
 from tether.store import (
     Attempt,
+    ChangeFeed,
     Conversation,
     NewSubmission,
     SessionKey,
@@ -98,6 +100,10 @@ class _Run:
     task: asyncio.Task[Any]
     stop: _Stop
     wake: asyncio.Future[None]
+
+
+def _set_event(event: asyncio.Event, _: object) -> None:
+    event.set()
 
 
 def _check_name(kind: str, value: str) -> None:
@@ -385,18 +391,32 @@ class Runtime:
 
     async def wait(self, submission_id: str) -> dict[str, JsonValue]:
         """The settled payload, once the submission settles; works across processes and
-        restarts (it reads the store). Bound it with ``asyncio.timeout``."""
+        restarts (it reads the store; a store with a change feed wakes it at once, others
+        are polled). Bound it with ``asyncio.timeout``."""
         store = self._check_open()
+        feed = store if isinstance(store, ChangeFeed) else None
         while True:
             waiter = self._settled.get(submission_id)
             if waiter is None or waiter.done():
                 waiter = self._settled[submission_id] = asyncio.get_running_loop().create_future()
-            submission = await store.get_submission(submission_id)
-            if submission.status is SubmissionStatus.SETTLED and submission.settlement is not None:
-                return dict(submission.settlement)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_WAIT_POLL):
-                    return await asyncio.shield(waiter)
+            woken = asyncio.Event()
+            wake = functools.partial(_set_event, woken)
+            waiter.add_done_callback(wake)
+            with (
+                feed.listen(f"settled:{submission_id}", woken)
+                if feed is not None
+                else contextlib.nullcontext()
+            ):
+                submission = await store.get_submission(submission_id)
+                if (
+                    submission.status is SubmissionStatus.SETTLED
+                    and submission.settlement is not None
+                ):
+                    return dict(submission.settlement)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_WAIT_POLL):
+                        await woken.wait()
+            waiter.remove_done_callback(wake)
 
     async def records(
         self, conversation_id: str, *, after: int = 0, limit: int = 1000

@@ -8,7 +8,13 @@ Example::
 """
 
 from tether.store._memory import MemoryStore
-from tether.store._protocol import AttachmentStore, LogStore, Store, SubmissionStore
+from tether.store._protocol import (
+    AttachmentStore,
+    ChangeFeed,
+    LogStore,
+    Store,
+    SubmissionStore,
+)
 from tether.store._sqlite import SqliteStore
 from tether.store._types import (
     Admission,
@@ -26,6 +32,7 @@ __all__ = (
     "Admission",
     "AttachmentStore",
     "Attempt",
+    "ChangeFeed",
     "Conversation",
     "LogStore",
     "MemoryStore",

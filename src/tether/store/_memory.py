@@ -330,6 +330,26 @@ class MemoryStore:
         runnable = [s for s in heads.values() if s.submission.status is SubmissionStatus.QUEUED]
         return [self._public(stored) for stored in runnable[:limit]]
 
+    async def claim_runnable(
+        self,
+        *,
+        attempt_ids: Sequence[str],
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> list[Submission]:
+        heads = await self.list_runnable(limit=len(attempt_ids)) if attempt_ids else []
+        return [
+            await self.claim(
+                head.id,
+                attempt_id=attempt_id,
+                owner_id=owner_id,
+                lease_expires_at=lease_expires_at,
+                now=now,
+            )
+            for head, attempt_id in zip(heads, attempt_ids, strict=False)
+        ]
+
     async def claim(
         self,
         submission_id: str,

@@ -13,9 +13,9 @@ __all__ = ("AppendNotifier", "wait_for_head")
 class _Listener:
     __slots__ = ("event", "loop")
 
-    def __init__(self) -> None:
+    def __init__(self, event: asyncio.Event | None = None) -> None:
         self.loop = asyncio.get_running_loop()
-        self.event = asyncio.Event()
+        self.event = event if event is not None else asyncio.Event()
 
     def wake(self) -> None:
         with contextlib.suppress(RuntimeError):  # the listener's loop is already closed
@@ -30,9 +30,12 @@ class AppendNotifier:
         self._listeners: dict[str, set[_Listener]] = {}
 
     @contextlib.contextmanager
-    def listen(self, conversation_id: str) -> Iterator[asyncio.Event]:
-        """Register before reading the head, so an append in between is never missed."""
-        listener = _Listener()
+    def listen(
+        self, conversation_id: str, event: asyncio.Event | None = None
+    ) -> Iterator[asyncio.Event]:
+        """Register before reading the head, so an append in between is never missed.
+        ``event`` (default: a new one) is what a notification sets."""
+        listener = _Listener(event)
         with self._lock:
             self._listeners.setdefault(conversation_id, set()).add(listener)
         try:
@@ -44,6 +47,13 @@ class AppendNotifier:
                     listeners.discard(listener)
                     if not listeners:
                         del self._listeners[conversation_id]
+
+    def notify_all(self) -> None:
+        """Wake every listener (a change feed reconnected: anything may have happened)."""
+        with self._lock:
+            woken = [listener for group in self._listeners.values() for listener in group]
+        for listener in woken:
+            listener.wake()
 
     def notify(self, conversation_ids: Iterable[str]) -> None:
         with self._lock:

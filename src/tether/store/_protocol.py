@@ -7,7 +7,9 @@ All methods are coroutines; no backend exception escapes (see :mod:`tether.error
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -24,7 +26,7 @@ from tether.store._types import (
     SubmissionStatus,
 )
 
-__all__ = ("AttachmentStore", "LogStore", "Store", "SubmissionStore")
+__all__ = ("AttachmentStore", "ChangeFeed", "LogStore", "Store", "SubmissionStore")
 
 
 @runtime_checkable
@@ -66,6 +68,19 @@ class SubmissionStore(Protocol):
 
         Raises ``ClaimLost`` if the submission is not queued or not its session's head.
         """
+        ...
+
+    async def claim_runnable(
+        self,
+        *,
+        attempt_ids: Sequence[str],
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> list[Submission]:
+        """Claim up to ``len(attempt_ids)`` runnable session heads at once, oldest first, each
+        as ``claim`` would (the n-th claimed gets the n-th attempt id). Concurrent callers take
+        disjoint heads; a head another caller is taking is skipped, not waited for."""
         ...
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
@@ -228,3 +243,16 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """Wake-ups across processes, offered by a store that has them (PostgreSQL's
+    LISTEN/NOTIFY). Without one, the engine polls."""
+
+    def listen(
+        self, topic: str, event: asyncio.Event | None = None
+    ) -> AbstractContextManager[asyncio.Event]:
+        """Set ``event`` (or a new one) whenever ``topic`` is notified in any process:
+        ``work`` (a submission may have become runnable) or ``settled:<submission id>``."""
+        ...

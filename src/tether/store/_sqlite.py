@@ -272,6 +272,20 @@ class SqliteStore:
             ops.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
         )
 
+    async def claim_runnable(
+        self,
+        *,
+        attempt_ids: Sequence[str],
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> list[Submission]:
+        if not attempt_ids:
+            return []
+        return await self._write(
+            ops.claim_runnable, list(attempt_ids), owner_id, lease_expires_at, now
+        )
+
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         return self._read(lambda conn: ops.list_attempts(conn, submission_id))
 

@@ -405,6 +405,21 @@ def claim(
     )
 
 
+def claim_runnable(
+    conn: sqlite3.Connection,
+    attempt_ids: Sequence[str],
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+) -> list[Submission]:
+    # One write transaction: no other writer can take these heads in between.
+    heads = list_runnable(conn, len(attempt_ids))
+    return [
+        claim(conn, head.id, attempt_id, owner_id, lease_expires_at, now)
+        for head, attempt_id in zip(heads, attempt_ids, strict=False)
+    ]
+
+
 def list_attempts(conn: sqlite3.Connection, submission_id: str) -> list[Attempt]:
     get_submission(conn, submission_id)
     rows = conn.execute(

@@ -1,4 +1,4 @@
-"""Opening a store from a URL: ``memory://``, ``sqlite:///path``."""
+"""Opening a store from a URL: ``memory://``, ``sqlite:///path``, ``postgresql://...``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
     - ``memory://``: the in-memory reference store;
     - ``sqlite:///relative/path`` or ``sqlite:////absolute/path`` (the SQLAlchemy convention);
       a directory means ``<dir>/tether.db``; options as query parameters:
-      ``?synchronous=NORMAL&busy_timeout=5``.
+      ``?synchronous=NORMAL&busy_timeout=5``;
+    - ``postgresql://user@host:port/database`` (also ``postgres://``; the ``postgres`` extra):
+      options ``schema``, ``pool_min``, ``pool_max``, ``poll_interval``, the rest for libpq.
 
     Example::
 
@@ -45,4 +47,14 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
             synchronous=cast(Synchronous, synchronous),
             busy_timeout=float(options.get("busy_timeout", 5.0)),
         )
-    raise ValueError(f"unsupported store URL {url!r}: use memory:// or sqlite:///path")
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from tether.store.postgres import PostgresStore
+        except ImportError as exc:  # the extra is not installed
+            raise ValueError(
+                f"{url!r} needs the postgres extra (pip install 'tether[postgres]'): {exc}"
+            ) from exc
+        return await PostgresStore.open(url)
+    raise ValueError(
+        f"unsupported store URL {url!r}: use memory://, sqlite:///path or postgresql://..."
+    )

@@ -163,6 +163,59 @@ class SubmissionCases(BaseConformance):
         assert await store.mint_fence(submission.conversation_id) > second.fence
 
     @case
+    async def test_claim_runnable_takes_session_heads_oldest_first(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """A batch claim takes only heads, in admission order, at most one per attempt id."""
+        a1 = await fx.admit("a")
+        await fx.admit("a")  # behind a1: never claimable while a1 is unsettled
+        b1 = await fx.admit("b")
+        c1 = await fx.admit("c")
+        claimed = await store.claim_runnable(
+            attempt_ids=["att-1", "att-2"], owner_id="w", lease_expires_at=fx.at(60), now=fx.at(0)
+        )
+        assert [(s.id, s.attempt_id) for s in claimed] == [(a1.id, "att-1"), (b1.id, "att-2")]
+        assert all(s.status is SubmissionStatus.RUNNING and s.fence >= 1 for s in claimed)
+        assert [a.id for a in await store.list_attempts(a1.id)] == ["att-1"]
+        rest = await store.claim_runnable(
+            attempt_ids=["att-3", "att-4"], owner_id="w", lease_expires_at=fx.at(60), now=fx.at(0)
+        )
+        assert [s.id for s in rest] == [c1.id]
+        assert (
+            await store.claim_runnable(
+                attempt_ids=[], owner_id="w", lease_expires_at=fx.at(60), now=fx.at(0)
+            )
+            == []
+        )
+
+    @case
+    async def test_concurrent_batch_claims_take_disjoint_heads(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """Workers claiming at once never take one head twice, and together take them all."""
+        heads = {(await fx.admit(f"s{n}")).id for n in range(12)}
+        batches = await asyncio.gather(
+            *(
+                store.claim_runnable(
+                    attempt_ids=[f"att-{w}-{n}" for n in range(4)],
+                    owner_id=f"w{w}",
+                    lease_expires_at=fx.at(60),
+                    now=fx.at(0),
+                )
+                for w in range(4)
+            )
+        )
+        taken = [s.id for batch in batches for s in batch]
+        assert len(taken) == len(set(taken)) <= 12 and set(taken) <= heads
+        left = await store.claim_runnable(
+            attempt_ids=[f"att-x-{n}" for n in range(12)],
+            owner_id="x",
+            lease_expires_at=fx.at(60),
+            now=fx.at(0),
+        )
+        assert set(taken) | {s.id for s in left} == heads
+
+    @case
     async def test_concurrent_claims_have_exactly_one_winner(
         self, store: Store, fx: Fixtures
     ) -> None:

@@ -1,0 +1,591 @@
+"""The SQL of the PostgreSQL store: one function per operation, each run in a transaction.
+
+Every function takes a connection inside an open transaction. Rows are locked explicitly
+(``FOR UPDATE``) where a decision depends on them, so READ COMMITTED is enough: appends to a
+conversation serialize on its row, claims on the submission rows they take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from tether._canonical import canonical_json
+from tether._payloads import AttachmentRef, ConversationParent
+from tether.errors import (
+    AttachmentNotFound,
+    ClaimLost,
+    ConversationNotFound,
+    DispatchConflict,
+    SessionExists,
+    SubmissionNotFound,
+)
+from tether.records import Record, RecordDraft
+from tether.store._common import (
+    attachment_ref,
+    check_append,
+    check_fork_seq,
+    conversation_created_draft,
+    fork_parent,
+    seal_batch,
+)
+from tether.store._types import (
+    Admission,
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+)
+
+__all__ = (
+    "RECORD_COLUMNS",
+    "Channels",
+    "admit",
+    "append",
+    "claim",
+    "claim_runnable",
+    "ensure_conversation",
+    "find_conversation",
+    "fork",
+    "get_attachment",
+    "get_conversation",
+    "get_submission",
+    "head",
+    "list_attempts",
+    "list_expired_leases",
+    "list_runnable",
+    "list_submissions",
+    "mint_fence",
+    "put_attachment",
+    "read",
+    "update_owned",
+)
+
+Conn = AsyncConnection[TupleRow]
+
+RECORD_COLUMNS = "seq, kind, body, prev_hash, hash"
+_SUBMISSION_COLUMNS = (
+    "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
+    "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
+    "cancel_requested_at, settlement, settled_at, trace"
+)
+_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
+# The oldest unsettled submission of its conversation is the only one that may run.
+_HEAD_OF_SESSION = (
+    "NOT EXISTS (SELECT 1 FROM submissions e WHERE e.conversation_id = s.conversation_id "
+    "AND e.status <> 'settled' AND e.position < s.position)"
+)
+
+
+class Channels:
+    """The NOTIFY channels of one schema (schemas sharing a database stay apart)."""
+
+    def __init__(self, schema: str) -> None:
+        self.append = f"{schema}.append"
+        self.work = f"{schema}.work"
+        self.settled = f"{schema}.settled"
+
+
+async def _notify(conn: Conn, channel: str, payload: str) -> None:
+    # Delivered at commit, and only if the transaction commits.
+    await conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+
+
+# --- conversations and records --------------------------------------------------------
+
+
+def _conversation(row: TupleRow) -> Conversation:
+    cid, agent, instance, session, created_at, parent = row
+    return Conversation(
+        cid,
+        SessionKey(agent, instance, session),
+        created_at,
+        None if parent is None else ConversationParent.model_validate_json(bytes(parent)),
+    )
+
+
+async def get_conversation(conn: Conn, conversation_id: str) -> Conversation:
+    row = await (
+        await conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = %s", (conversation_id,)
+        )
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return _conversation(row)
+
+
+async def find_conversation(conn: Conn, key: SessionKey) -> Conversation | None:
+    row = await (
+        await conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+            "WHERE agent = %s AND instance = %s AND session = %s",
+            (key.agent, key.instance, key.session),
+        )
+    ).fetchone()
+    return None if row is None else _conversation(row)
+
+
+async def _insert_records(conn: Conn, conversation_id: str, records: Sequence[Record]) -> None:
+    async with conn.cursor() as cursor:
+        await cursor.executemany(
+            "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash, "
+            "submission_id) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    conversation_id,
+                    r.seq,
+                    r.kind,
+                    r.canonical,
+                    r.prev_hash,
+                    r.hash,
+                    r.fields.get("submissionId") if r.kind == "submission_settled" else None,
+                )
+                for r in records
+            ],
+        )
+
+
+async def _create_conversation(
+    conn: Conn, conversation: Conversation, channels: Channels, prefix: Sequence[Record] = ()
+) -> bool:
+    """Insert the conversation with its records; ``False`` if the session already has one."""
+    key, parent = conversation.key, conversation.parent
+    created = await (
+        await conn.execute(
+            "INSERT INTO conversations (id, agent, instance, session, created_at, parent) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (agent, instance, session) DO NOTHING "
+            "RETURNING id",
+            (
+                conversation.id,
+                key.agent,
+                key.instance,
+                key.session,
+                conversation.created_at,
+                None if parent is None else canonical_json(parent.to_json_object()),
+            ),
+        )
+    ).fetchone()
+    if created is None:
+        return False
+    [first] = seal_batch(
+        [conversation_created_draft(conversation)],
+        conversation_id=conversation.id,
+        session=key.session,
+        head=len(prefix),
+        prev_hash=prefix[-1].hash if prefix else "",
+    )
+    records = [*prefix, first]
+    await _insert_records(conn, conversation.id, records)
+    await conn.execute(
+        "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
+        (first.seq, first.hash, conversation.id),
+    )
+    await _notify(conn, channels.append, f"{conversation.id}:{first.seq}")
+    return True
+
+
+async def ensure_conversation(
+    conn: Conn, key: SessionKey, conversation_id: str, created_at: datetime, channels: Channels
+) -> tuple[Conversation, bool]:
+    conversation = Conversation(conversation_id, key, created_at)
+    if await _create_conversation(conn, conversation, channels):
+        return conversation, True
+    existing = await find_conversation(conn, key)
+    assert existing is not None  # the insert lost to it
+    return existing, False
+
+
+async def mint_fence(conn: Conn, conversation_id: str) -> int:
+    row = await (
+        await conn.execute(
+            "UPDATE conversations SET fence = fence + 1 WHERE id = %s RETURNING fence",
+            (conversation_id,),
+        )
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
+
+
+async def head(conn: Conn, conversation_id: str) -> int:
+    row = await (
+        await conn.execute("SELECT head FROM conversations WHERE id = %s", (conversation_id,))
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
+
+
+async def read(conn: Conn, conversation_id: str, after_seq: int, limit: int) -> list[Record]:
+    rows = await (
+        await conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = %s AND seq > %s "
+            "ORDER BY seq LIMIT %s",
+            (conversation_id, after_seq, limit),
+        )
+    ).fetchall()
+    if not rows:
+        await head(conn, conversation_id)  # ConversationNotFound for an unknown id
+    return [Record(seq, kind, bytes(body), prev, hash_) for seq, kind, body, prev, hash_ in rows]
+
+
+async def append(
+    conn: Conn,
+    conversation_id: str,
+    drafts: Sequence[RecordDraft],
+    expected_seq: int,
+    fence: int,
+    channels: Channels,
+) -> list[Record]:
+    # The row lock orders every append of this conversation: seqs commit in order.
+    row = await (
+        await conn.execute(
+            "SELECT fence, session, head, head_hash FROM conversations WHERE id = %s FOR UPDATE",
+            (conversation_id,),
+        )
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    current_fence, session, current_head, head_hash = row
+    check_append(
+        conversation_id,
+        expected_seq=expected_seq,
+        head=current_head,
+        fence=fence,
+        current_fence=current_fence,
+    )
+    sealed = seal_batch(
+        drafts,
+        conversation_id=conversation_id,
+        session=session,
+        head=current_head,
+        prev_hash=head_hash,
+    )
+    await _insert_records(conn, conversation_id, sealed)
+    await conn.execute(
+        "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
+        (sealed[-1].seq, sealed[-1].hash, conversation_id),
+    )
+    await _notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
+    return sealed
+
+
+async def fork(
+    conn: Conn,
+    conversation_id: str,
+    at_seq: int,
+    key: SessionKey,
+    new_conversation_id: str,
+    created_at: datetime,
+    channels: Channels,
+) -> Conversation:
+    check_fork_seq(conversation_id, at_seq, await head(conn, conversation_id))
+    prefix = await read(conn, conversation_id, 0, at_seq)
+    conversation = Conversation(
+        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+    )
+    if not await _create_conversation(conn, conversation, channels, prefix):
+        raise SessionExists(str(key))
+    return conversation
+
+
+# --- submissions ----------------------------------------------------------------------
+
+
+def _submission(row: TupleRow) -> Submission:
+    (
+        sid,
+        dispatch_id,
+        agent,
+        instance,
+        session,
+        conversation_id,
+        status,
+        input_,
+        created_at,
+        attempt_count,
+        attempt_id,
+        owner_id,
+        lease,
+        fence,
+        last_error,
+        wait_reason,
+        cancel,
+        settlement,
+        settled_at,
+        trace,
+    ) = row
+    return Submission(
+        id=sid,
+        dispatch_id=dispatch_id,
+        key=SessionKey(agent, instance, session),
+        conversation_id=conversation_id,
+        status=SubmissionStatus(status),
+        input=orjson.loads(input_),
+        created_at=created_at,
+        attempt_count=attempt_count,
+        attempt_id=attempt_id,
+        owner_id=owner_id,
+        lease_expires_at=lease,
+        fence=fence,
+        last_error=last_error,
+        wait_reason=wait_reason,
+        cancel_requested_at=cancel,
+        settlement=None if settlement is None else orjson.loads(settlement),
+        settled_at=settled_at,
+        trace=None if trace is None else orjson.loads(trace),
+    )
+
+
+async def get_submission(conn: Conn, submission_id: str, *, lock: bool = False) -> Submission:
+    row = await (
+        await conn.execute(
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE id = %s"
+            + (" FOR UPDATE" if lock else ""),
+            (submission_id,),
+        )
+    ).fetchone()
+    if row is None:
+        raise SubmissionNotFound(submission_id)
+    return _submission(row)
+
+
+async def list_submissions(
+    conn: Conn, status: SubmissionStatus | None, conversation_id: str | None
+) -> list[Submission]:
+    rows = await (
+        await conn.execute(
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions "
+            "WHERE (%(status)s::text IS NULL OR status = %(status)s) "
+            "AND (%(conversation)s::text IS NULL OR conversation_id = %(conversation)s) "
+            "ORDER BY position",
+            {
+                "status": None if status is None else status.value,
+                "conversation": conversation_id,
+            },
+        )
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+async def list_runnable(conn: Conn, limit: int) -> list[Submission]:
+    rows = await (
+        await conn.execute(
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions s WHERE status = 'queued' AND "
+            f"{_HEAD_OF_SESSION} ORDER BY position LIMIT %s",
+            (limit,),
+        )
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+async def list_expired_leases(conn: Conn, now: datetime) -> list[Submission]:
+    rows = await (
+        await conn.execute(
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' "
+            "AND lease_expires_at <= %s ORDER BY position",
+            (now,),
+        )
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+async def admit(conn: Conn, new: NewSubmission, channels: Channels) -> Admission:
+    payload = canonical_json(new.input)
+    key = new.key
+    existing = await (
+        await conn.execute(
+            "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
+            "AND session = %s AND dispatch_id = %s",
+            (key.agent, key.instance, key.session, new.idempotency_key),
+        )
+    ).fetchone()
+    if existing is None:
+        conversation, _ = await ensure_conversation(
+            conn, key, new.conversation_id, new.created_at, channels
+        )
+        inserted = await (
+            await conn.execute(
+                "INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
+                "conversation_id, status, input, created_at, trace) "
+                "VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, %s, %s) "
+                "ON CONFLICT DO NOTHING RETURNING id",
+                (
+                    new.id,
+                    new.idempotency_key,
+                    key.agent,
+                    key.instance,
+                    key.session,
+                    conversation.id,
+                    payload,
+                    new.created_at,
+                    canonical_json(dict(new.trace)) if new.trace else None,
+                ),
+            )
+        ).fetchone()
+        if inserted is not None:
+            await _notify(conn, channels.work, new.id)
+            return Admission(await get_submission(conn, new.id), created=True)
+        # A concurrent admission of the same dispatch won the race, or the id is taken.
+        existing = await (
+            await conn.execute(
+                "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
+                "AND session = %s AND dispatch_id = %s",
+                (key.agent, key.instance, key.session, new.idempotency_key),
+            )
+        ).fetchone()
+        if existing is None:
+            raise DispatchConflict(new.id, str(key))
+    if bytes(existing[1]) != payload:
+        raise DispatchConflict(new.idempotency_key, str(key))
+    return Admission(await get_submission(conn, existing[0]), created=False)
+
+
+async def update_owned(
+    conn: Conn,
+    submission_id: str,
+    attempt_id: str | None,
+    action: str,
+    assignments: str,
+    params: tuple[Any, ...],
+    *,
+    from_status: SubmissionStatus = SubmissionStatus.RUNNING,
+) -> Submission:
+    """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given)."""
+    row = await (
+        await conn.execute(
+            f"UPDATE submissions SET {assignments} WHERE id = %s AND status = %s "
+            "AND (%s::text IS NULL OR attempt_id = %s) "
+            f"RETURNING {_SUBMISSION_COLUMNS}",
+            (*params, submission_id, from_status.value, attempt_id, attempt_id),
+        )
+    ).fetchone()
+    if row is None:
+        current = await get_submission(conn, submission_id)  # raises SubmissionNotFound
+        owner = f" under attempt {attempt_id}" if attempt_id is not None else ""
+        raise ClaimLost(
+            submission_id,
+            f"cannot {action}: status {current.status}, attempt {current.attempt_id}, "
+            f"not {from_status}{owner}",
+        )
+    return _submission(row)
+
+
+async def _take(
+    conn: Conn,
+    submission: Submission,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+) -> Submission:
+    """Claim a locked, queued session head: mint a fence, record the attempt, run it."""
+    fence = await mint_fence(conn, submission.conversation_id)
+    # ``number`` orders the attempt markers; ``attempt_count`` is the budget (a refund lowers it).
+    row = await (
+        await conn.execute(
+            "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) "
+            "SELECT %s, COUNT(*) + 1, %s, %s, %s, %s FROM attempts WHERE submission_id = %s "
+            "RETURNING number",
+            (submission.id, attempt_id, owner_id, fence, now, submission.id),
+        )
+    ).fetchone()
+    assert row is not None
+    return await update_owned(
+        conn,
+        submission.id,
+        None,
+        "claim",
+        "status = 'running', attempt_count = attempt_count + 1, attempt_id = %s, "
+        "owner_id = %s, lease_expires_at = %s, fence = %s, wait_reason = NULL",
+        (attempt_id, owner_id, lease_expires_at, fence),
+        from_status=SubmissionStatus.QUEUED,
+    )
+
+
+async def claim(
+    conn: Conn,
+    submission_id: str,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+) -> Submission:
+    current = await get_submission(conn, submission_id, lock=True)
+    if current.status is not SubmissionStatus.QUEUED:
+        raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
+    is_head = await (
+        await conn.execute(
+            f"SELECT 1 FROM submissions s WHERE id = %s AND {_HEAD_OF_SESSION}", (submission_id,)
+        )
+    ).fetchone()
+    if not is_head:
+        raise ClaimLost(
+            submission_id, "cannot claim: an earlier submission of its session is unsettled"
+        )
+    return await _take(conn, current, attempt_id, owner_id, lease_expires_at, now)
+
+
+async def claim_runnable(
+    conn: Conn,
+    attempt_ids: Sequence[str],
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+) -> list[Submission]:
+    # SKIP LOCKED: workers claiming at once take disjoint heads instead of queueing on a lock.
+    rows = await (
+        await conn.execute(
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions s WHERE status = 'queued' AND "
+            f"{_HEAD_OF_SESSION} ORDER BY position LIMIT %s FOR UPDATE SKIP LOCKED",
+            (len(attempt_ids),),
+        )
+    ).fetchall()
+    return [
+        await _take(conn, _submission(row), attempt_id, owner_id, lease_expires_at, now)
+        for row, attempt_id in zip(rows, attempt_ids, strict=False)
+    ]
+
+
+async def list_attempts(conn: Conn, submission_id: str) -> list[Attempt]:
+    await get_submission(conn, submission_id)
+    rows = await (
+        await conn.execute(
+            "SELECT id, submission_id, owner_id, fence, number, started_at FROM attempts "
+            "WHERE submission_id = %s ORDER BY number",
+            (submission_id,),
+        )
+    ).fetchall()
+    return [Attempt(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+
+# --- attachments ----------------------------------------------------------------------
+
+
+async def put_attachment(conn: Conn, data: bytes, media_type: str) -> AttachmentRef:
+    ref = attachment_ref(data, media_type)
+    await conn.execute(
+        "INSERT INTO attachments (digest, media_type, size, data) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (digest) DO NOTHING",
+        (ref.digest, ref.media_type, ref.size, data),
+    )
+    return (await get_attachment(conn, ref.digest))[0]
+
+
+async def get_attachment(conn: Conn, digest: str) -> tuple[AttachmentRef, bytes]:
+    row = await (
+        await conn.execute(
+            "SELECT media_type, size, data FROM attachments WHERE digest = %s", (digest,)
+        )
+    ).fetchone()
+    if row is None:
+        raise AttachmentNotFound(digest)
+    return AttachmentRef(digest=digest, media_type=row[0], size=row[1]), bytes(row[2])

@@ -1,0 +1,130 @@
+"""The PostgreSQL schema, as numbered migrations applied under an advisory lock.
+
+Invariants live in constraints where PostgreSQL can hold them: one record per
+``(conversation, seq)``, one settlement record per submission in a log, one submission per
+dispatch id of a session, and only the known statuses.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from psycopg import AsyncConnection, sql
+from psycopg.rows import TupleRow
+
+from tether.errors import UnsupportedSchema
+
+__all__ = ("SCHEMA_VERSION", "migrate")
+
+_MIGRATIONS: Final = (
+    # v1
+    """
+    CREATE TABLE tether_schema (
+        singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+        version   INTEGER NOT NULL
+    );
+    CREATE TABLE conversations (
+        id          TEXT PRIMARY KEY,
+        agent       TEXT NOT NULL,
+        instance    TEXT NOT NULL,
+        session     TEXT NOT NULL,
+        created_at  TIMESTAMPTZ NOT NULL,
+        parent      BYTEA,
+        fence       BIGINT NOT NULL DEFAULT 0,
+        -- The head is kept on the row whose lock serializes appends: a reader following
+        -- seq order can never see a later record commit before an earlier one.
+        head        BIGINT NOT NULL DEFAULT 0,
+        head_hash   TEXT NOT NULL DEFAULT '',
+        UNIQUE (agent, instance, session)
+    );
+    CREATE TABLE records (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        seq             BIGINT NOT NULL CHECK (seq > 0),
+        kind            TEXT NOT NULL,
+        body            BYTEA NOT NULL,
+        prev_hash       TEXT NOT NULL,
+        hash            TEXT NOT NULL,
+        submission_id   TEXT,  -- set on submission_settled records only
+        PRIMARY KEY (conversation_id, seq)
+    );
+    CREATE UNIQUE INDEX records_one_settlement ON records (conversation_id, submission_id)
+        WHERE kind = 'submission_settled';
+    CREATE TABLE submissions (
+        position            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id                  TEXT NOT NULL UNIQUE,
+        agent               TEXT NOT NULL,
+        instance            TEXT NOT NULL,
+        session             TEXT NOT NULL,
+        dispatch_id         TEXT NOT NULL,
+        conversation_id     TEXT NOT NULL REFERENCES conversations (id),
+        status              TEXT NOT NULL CHECK (
+            status IN ('queued', 'running', 'waiting', 'terminalizing', 'settled')
+        ),
+        input               BYTEA NOT NULL,
+        created_at          TIMESTAMPTZ NOT NULL,
+        attempt_count       INTEGER NOT NULL DEFAULT 0,
+        attempt_id          TEXT,
+        owner_id            TEXT,
+        lease_expires_at    TIMESTAMPTZ,
+        fence               BIGINT NOT NULL DEFAULT 0,
+        last_error          TEXT,
+        wait_reason         TEXT,
+        cancel_requested_at TIMESTAMPTZ,
+        settlement          BYTEA,
+        settled_at          TIMESTAMPTZ,
+        trace               BYTEA,
+        UNIQUE (agent, instance, session, dispatch_id),
+        CHECK ((status = 'settled') = (settled_at IS NOT NULL)),
+        CHECK (status NOT IN ('terminalizing', 'settled') OR settlement IS NOT NULL),
+        CHECK ((status = 'running') = (attempt_id IS NOT NULL AND lease_expires_at IS NOT NULL)
+               OR status = 'terminalizing')
+    );
+    CREATE INDEX submissions_open ON submissions (conversation_id, position)
+        WHERE status <> 'settled';
+    CREATE INDEX submissions_queued ON submissions (position) WHERE status = 'queued';
+    CREATE INDEX submissions_leased ON submissions (lease_expires_at) WHERE status = 'running';
+    CREATE TABLE attempts (
+        submission_id TEXT NOT NULL REFERENCES submissions (id),
+        number        INTEGER NOT NULL,
+        id            TEXT NOT NULL,
+        owner_id      TEXT NOT NULL,
+        fence         BIGINT NOT NULL,
+        started_at    TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (submission_id, number)
+    );
+    CREATE TABLE attachments (
+        digest     TEXT PRIMARY KEY,
+        media_type TEXT NOT NULL,
+        size       BIGINT NOT NULL,
+        data       BYTEA NOT NULL
+    );
+    INSERT INTO tether_schema (version) VALUES (1);
+    """,
+)
+SCHEMA_VERSION: Final = len(_MIGRATIONS)
+_LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database
+
+
+async def migrate(conn: AsyncConnection[TupleRow], schema: str) -> None:
+    """Create ``schema`` if needed and bring it to :data:`SCHEMA_VERSION` (idempotent, and
+    safe when several processes start at once)."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        await conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+        exists = await (
+            await conn.execute(
+                "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'tether_schema'",
+                (schema,),
+            )
+        ).fetchone()
+        version = 0
+        if exists:
+            row = await (await conn.execute("SELECT version FROM tether_schema")).fetchone()
+            version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise UnsupportedSchema(version, SCHEMA_VERSION)
+        for step in _MIGRATIONS[version:]:
+            await conn.execute(step)
+        if version < SCHEMA_VERSION:
+            await conn.execute("UPDATE tether_schema SET version = %s", (SCHEMA_VERSION,))

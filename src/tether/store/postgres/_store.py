@@ -1,0 +1,463 @@
+"""The PostgreSQL store: psycopg 3, async, a connection pool, LISTEN/NOTIFY wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from tether._canonical import canonical_json
+from tether._payloads import AttachmentRef
+from tether.errors import ConversationNotFound, StoreUnavailable, TetherError
+from tether.records import Record, RecordDraft, verify_chain
+from tether.store._common import check_drafts, check_limit
+from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._types import (
+    Admission,
+    Attempt,
+    Conversation,
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+)
+from tether.store.postgres import _ops as ops
+from tether.store.postgres._listen import Listener
+from tether.store.postgres._schema import migrate
+
+__all__ = ("PostgresStore",)
+
+T = TypeVar("T")
+Conn = psycopg.AsyncConnection[TupleRow]
+_OPTIONS = {"schema", "pool_min", "pool_max", "poll_interval"}
+
+
+class PostgresStore:
+    """A complete store in a PostgreSQL database (``postgresql://...``), for many workers.
+
+    Every process opening the same database and schema shares the store: claims take disjoint
+    session heads (``FOR UPDATE SKIP LOCKED``), fences reject zombie writers, and
+    LISTEN/NOTIFY wakes workers on admission, waiters on settlement and tailers on append in
+    any process (polling is only the fallback).
+
+    Example::
+
+        store = await PostgresStore.open("postgresql://tether@db/tether?pool_max=20")
+        async with store:
+            ...
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = "tether",
+        pool_min: int = 1,
+        pool_max: int = 10,
+        poll_interval: float = 1.0,
+    ) -> None:
+        self.url = conninfo
+        self.schema = schema
+        self._conninfo = conninfo
+        self._poll_interval = poll_interval
+        self._channels = ops.Channels(schema)
+        self._appends = AppendNotifier()
+        self._signals = AppendNotifier()  # "work" and settled submission ids
+        self._pool = AsyncConnectionPool(
+            conninfo,
+            min_size=pool_min,
+            max_size=pool_max,
+            open=False,
+            configure=self._configure,
+            name=f"tether-{schema}",
+        )
+        self._listener = Listener(
+            conninfo,
+            {
+                self._channels.append: self._on_append,
+                self._channels.work: lambda _: self._signals.notify(["work"]),
+                self._channels.settled: self._on_settled,
+            },
+        )
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> PostgresStore:
+        """Open (migrating if needed) the store a ``postgresql://`` URL names. Query options:
+        ``schema`` (default ``tether``), ``pool_min``, ``pool_max``, ``poll_interval``; the
+        rest of the URL goes to libpq as it is."""
+        conninfo, parsed = _split_options(url)
+        settings: dict[str, Any] = {
+            "schema": parsed.get("schema", "tether"),
+            "pool_min": int(parsed.get("pool_min", 1)),
+            "pool_max": int(parsed.get("pool_max", 10)),
+            "poll_interval": float(parsed.get("poll_interval", 1.0)),
+        }
+        settings.update(options)
+        store = cls(conninfo, **settings)
+        try:
+            async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+                await migrate(conn, store.schema)
+            await store._pool.open(wait=True, timeout=30)
+            await store._listener.start()
+        except psycopg.Error as exc:
+            await store.close()
+            raise StoreUnavailable(f"postgresql open failed: {exc}") from exc
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def _configure(self, conn: Conn) -> None:
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        await conn.execute("SET TIME ZONE 'UTC'")
+        await conn.commit()
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._listener.close()
+        await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Conn]:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except TetherError:
+            raise
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"postgresql: {exc}") from exc
+
+    async def _run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        async with self._transaction() as conn:
+            return await fn(conn, *args)
+
+    def _on_append(self, payload: str) -> None:
+        if not payload:
+            self._appends.notify_all()
+            return
+        self._appends.notify([payload.rpartition(":")[0]])
+
+    def _on_settled(self, payload: str) -> None:
+        if not payload:
+            self._signals.notify_all()
+            return
+        self._signals.notify([f"settled:{payload}", "work"])  # a settlement frees a head
+
+    def listen(
+        self, topic: str, event: asyncio.Event | None = None
+    ) -> contextlib.AbstractContextManager[asyncio.Event]:
+        """An event set on each notification for ``topic``, from any process: ``work``
+        (something may be runnable) or ``settled:<submission id>``. Register, then check,
+        then wait."""
+        return self._signals.listen(topic, event)
+
+    # --- conversations and logs -------------------------------------------------------
+
+    async def ensure_conversation(
+        self, key: SessionKey, *, conversation_id: str, created_at: datetime
+    ) -> tuple[Conversation, bool]:
+        return await self._run(
+            ops.ensure_conversation, key, conversation_id, created_at, self._channels
+        )
+
+    async def get_conversation(self, conversation_id: str) -> Conversation:
+        return await self._run(ops.get_conversation, conversation_id)
+
+    async def find_conversation(self, key: SessionKey) -> Conversation:
+        found = await self._run(ops.find_conversation, key)
+        if found is None:
+            raise ConversationNotFound(str(key))
+        return found
+
+    async def append(
+        self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
+    ) -> list[Record]:
+        check_drafts(drafts)
+        return await self._run(
+            ops.append, conversation_id, list(drafts), expected_seq, fence, self._channels
+        )
+
+    async def read(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Record]:
+        check_limit(limit)
+        return await self._run(ops.read, conversation_id, after_seq, limit)
+
+    async def head(self, conversation_id: str) -> int:
+        return await self._run(ops.head, conversation_id)
+
+    async def mint_fence(self, conversation_id: str) -> int:
+        return await self._run(ops.mint_fence, conversation_id)
+
+    async def verify(self, conversation_id: str) -> int:
+        async def run(conn: Conn) -> int:
+            await ops.head(conn, conversation_id)
+            cursor = await conn.execute(
+                f"SELECT {ops.RECORD_COLUMNS} FROM records WHERE conversation_id = %s ORDER BY seq",
+                (conversation_id,),
+            )
+            rows = await cursor.fetchall()
+            return verify_chain(
+                conversation_id, (Record(s, k, bytes(b), p, h) for s, k, b, p, h in rows)
+            )
+
+        return await self._run(run)
+
+    async def fork(
+        self,
+        conversation_id: str,
+        *,
+        at_seq: int,
+        key: SessionKey,
+        new_conversation_id: str,
+        created_at: datetime,
+    ) -> Conversation:
+        return await self._run(
+            ops.fork, conversation_id, at_seq, key, new_conversation_id, created_at, self._channels
+        )
+
+    async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
+        return await wait_for_head(
+            self._appends,
+            conversation_id,
+            lambda: self.head(conversation_id),
+            after_seq=after_seq,
+            poll_interval=self._poll_interval,
+        )
+
+    # --- submissions ------------------------------------------------------------------
+
+    async def admit(self, new: NewSubmission) -> Admission:
+        return await self._run(ops.admit, new, self._channels)
+
+    async def get_submission(self, submission_id: str) -> Submission:
+        return await self._run(ops.get_submission, submission_id)
+
+    async def list_submissions(
+        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+    ) -> list[Submission]:
+        return await self._run(ops.list_submissions, status, conversation_id)
+
+    async def list_runnable(self, limit: int = 100) -> list[Submission]:
+        check_limit(limit)
+        return await self._run(ops.list_runnable, limit)
+
+    async def claim(
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> Submission:
+        return await self._run(
+            ops.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
+        )
+
+    async def claim_runnable(
+        self,
+        *,
+        attempt_ids: Sequence[str],
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> list[Submission]:
+        if not attempt_ids:
+            return []
+        return await self._run(ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now)
+
+    async def list_attempts(self, submission_id: str) -> list[Attempt]:
+        return await self._run(ops.list_attempts, submission_id)
+
+    async def renew_lease(
+        self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
+    ) -> Submission:
+        return await self._owned(
+            submission_id,
+            attempt_id,
+            "renew the lease",
+            "lease_expires_at = %s",
+            (lease_expires_at,),
+        )
+
+    async def list_expired_leases(self, now: datetime) -> list[Submission]:
+        return await self._run(ops.list_expired_leases, now)
+
+    async def release(
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        last_error: str | None = None,
+        refund_attempt: bool = False,
+    ) -> Submission:
+        return await self._owned(
+            submission_id,
+            attempt_id,
+            "release",
+            "status = 'queued', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
+            "last_error = COALESCE(%s, last_error), attempt_count = attempt_count - %s",
+            (last_error, 1 if refund_attempt else 0),
+            work=True,
+        )
+
+    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
+        return await self._owned(
+            submission_id,
+            attempt_id,
+            "park",
+            "status = 'waiting', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
+            "wait_reason = %s",
+            (reason,),
+        )
+
+    async def unpark(self, submission_id: str) -> Submission:
+        return await self._owned(
+            submission_id,
+            None,
+            "unpark",
+            "status = 'queued', wait_reason = NULL",
+            (),
+            from_status=SubmissionStatus.WAITING,
+            work=True,
+        )
+
+    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
+        async def run(conn: Conn) -> Submission:
+            await conn.execute(
+                "UPDATE submissions SET cancel_requested_at = %s WHERE id = %s "
+                "AND status <> 'settled' AND cancel_requested_at IS NULL",
+                (now, submission_id),
+            )
+            return await ops.get_submission(conn, submission_id)
+
+        return await self._run(run)
+
+    async def reserve_settlement(
+        self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]
+    ) -> Submission:
+        return await self._owned(
+            submission_id,
+            attempt_id,
+            "reserve the settlement",
+            "status = 'terminalizing', lease_expires_at = NULL, settlement = %s",
+            (canonical_json(dict(settlement)),),
+        )
+
+    async def settle_absorbed(
+        self, submission_id: str, *, settlement: Mapping[str, Any], now: datetime
+    ) -> Submission:
+        return await self._settle(
+            submission_id,
+            "settle as absorbed",
+            "status = 'settled', settlement = %s, settled_at = %s",
+            (canonical_json(dict(settlement)), now),
+            SubmissionStatus.QUEUED,
+        )
+
+    async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
+        return await self._settle(
+            submission_id,
+            "finalize",
+            "status = 'settled', settled_at = %s",
+            (now,),
+            SubmissionStatus.TERMINALIZING,
+        )
+
+    async def _settle(
+        self,
+        submission_id: str,
+        action: str,
+        assignments: str,
+        params: tuple[Any, ...],
+        from_status: SubmissionStatus,
+    ) -> Submission:
+        async def run(conn: Conn) -> Submission:
+            current = await ops.get_submission(conn, submission_id, lock=True)
+            if current.status is SubmissionStatus.SETTLED:
+                return current
+            settled = await ops.update_owned(
+                conn, submission_id, None, action, assignments, params, from_status=from_status
+            )
+            await conn.execute("SELECT pg_notify(%s, %s)", (self._channels.settled, submission_id))
+            return settled
+
+        return await self._run(run)
+
+    async def _owned(
+        self,
+        submission_id: str,
+        attempt_id: str | None,
+        action: str,
+        assignments: str,
+        params: tuple[Any, ...],
+        *,
+        from_status: SubmissionStatus = SubmissionStatus.RUNNING,
+        work: bool = False,
+    ) -> Submission:
+        async def run(conn: Conn) -> Submission:
+            updated = await ops.update_owned(
+                conn,
+                submission_id,
+                attempt_id,
+                action,
+                assignments,
+                params,
+                from_status=from_status,
+            )
+            if work:  # runnable again: some worker should look
+                await conn.execute("SELECT pg_notify(%s, %s)", (self._channels.work, submission_id))
+            return updated
+
+        return await self._run(run)
+
+    # --- attachments ------------------------------------------------------------------
+
+    async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
+        return await self._run(ops.put_attachment, bytes(data), media_type)
+
+    async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
+        return await self._run(ops.get_attachment, digest)
+
+
+def _split_options(url: str) -> tuple[str, dict[str, str]]:
+    """Tether's own query options out of a libpq URL (the rest stays for libpq)."""
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    theirs: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in _OPTIONS:
+            ours[key] = value
+        else:
+            theirs.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(theirs))), ours

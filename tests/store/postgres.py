@@ -1,0 +1,37 @@
+"""Where the PostgreSQL tests run: ``TETHER_TEST_POSTGRES_URL``, or the local server.
+
+Each test gets a fresh schema, dropped when the session ends, so runs never see each other's
+data (CI also gives every run a database of its own).
+"""
+
+import os
+import uuid
+
+import psycopg
+from psycopg import sql
+
+POSTGRES_URL = os.environ.get(
+    "TETHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+_created: list[str] = []
+
+
+def fresh_schema() -> str:
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    _created.append(schema)
+    return schema
+
+
+def store_url(schema: str, **options: str) -> str:
+    query = "&".join(f"{k}={v}" for k, v in {"schema": schema, **options}.items())
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{separator}{query}"
+
+
+def drop_schemas() -> None:
+    if not _created:
+        return
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        for schema in _created:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    _created.clear()
