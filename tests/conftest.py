@@ -1,16 +1,44 @@
 """Fixtures shared across the test tree."""
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tether.store import MemoryStore, SqliteStore, Store
 
+from .postgres import drop_schemas, fresh_schema, postgres_reachable, store_url
 
-@pytest.fixture(params=["memory", "sqlite"])
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """PostgreSQL tests need the server. CI always has one (``.ci/run`` starts it), so there a
+    missing server fails them; elsewhere they are skipped with the reason."""
+    if os.environ.get("CI") or postgres_reachable():
+        return
+    skip = pytest.mark.skip(reason="no PostgreSQL server at TETHER_TEST_POSTGRES_URL")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_postgres_schemas() -> Iterator[None]:
+    yield
+    drop_schemas()
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each test runs on the reference in-memory store and on SQLite."""
-    opened: Store = MemoryStore() if request.param == "memory" else await SqliteStore.open(tmp_path)
+    """Each test runs on the reference in-memory store, on SQLite and on PostgreSQL."""
+    opened: Store
+    if request.param == "memory":
+        opened = MemoryStore()
+    elif request.param == "sqlite":
+        opened = await SqliteStore.open(tmp_path)
+    else:
+        from tether.store.postgres import PostgresStore
+
+        opened = await PostgresStore.open(store_url(fresh_schema()))
     yield opened
     await opened.close()

@@ -1,4 +1,3 @@
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -9,15 +8,9 @@ from tether.store import Store
 from tether.store.postgres import PostgresStore
 from tether.testing.storetest import StoreConformance
 
-from .postgres import POSTGRES_URL, drop_schemas, fresh_schema, store_url
+from ..postgres import POSTGRES_URL, fresh_schema, store_url
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _schemas() -> Iterator[None]:
-    yield
-    drop_schemas()
 
 
 class TestPostgresStore(StoreConformance):

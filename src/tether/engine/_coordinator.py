@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from tether._ids import new_ulid
+from tether._tasks import cancel_and_wait
 from tether.engine._attempt import run_attempt
 from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
 from tether.engine._observe import SubmissionSettled as SettledEvent
@@ -43,9 +44,7 @@ class Coordinator:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         if self.active:
             await asyncio.wait(
                 set(self.active.values()), timeout=self.runtime.config.shutdown_timeout

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 import psycopg
 from psycopg import sql
 
+from tether._tasks import cancel_and_wait
+
 __all__ = ("Listener",)
 
 logger = logging.getLogger("tether.store.postgres")
@@ -38,9 +40,7 @@ class Listener:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _run(self) -> None:

@@ -154,6 +154,11 @@ class PostgresStore:
         except TetherError:
             raise
         except psycopg.Error as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # psycopg answers a cancelled query with QueryCanceled: the cancellation is
+                # what the caller must see, not a store failure it would retry.
+                raise asyncio.CancelledError from exc
             raise StoreUnavailable(f"postgresql: {exc}") from exc
 
     async def _run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
@@ -202,9 +207,11 @@ class PostgresStore:
         self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
     ) -> list[Record]:
         check_drafts(drafts)
-        return await self._run(
+        appended = await self._run(
             ops.append, conversation_id, list(drafts), expected_seq, fence, self._channels
         )
+        self._appends.notify([conversation_id])  # local tailers need not wait for the echo
+        return appended
 
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000

@@ -28,8 +28,16 @@ def store_url(schema: str, **options: str) -> str:
     return f"{POSTGRES_URL}{separator}{query}"
 
 
+def postgres_reachable() -> bool:
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return True
+    except psycopg.Error:
+        return False
+
+
 def drop_schemas() -> None:
-    if not _created:
+    if not _created or not postgres_reachable():
         return
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         for schema in _created:
