@@ -1,0 +1,149 @@
+"""An API node and a worker node on one PostgreSQL schema, as real processes.
+
+``tether serve --no-worker`` admits and streams; a separate ``tether worker`` runs the demo
+assistant's submissions. An SSE client on the API node follows a session that only the worker
+can run: every record reaches it live, in order, up to ``submission_settled``, and ``POST
+?wait=true`` on the API node returns the result the worker settled.
+
+Both processes open the store with ``poll_interval=30``, so a record that reached the API node
+within the test's bounds came through LISTEN/NOTIFY, not a poll of the head.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ..postgres import drop_schemas, fresh_schema, store_url
+
+pytestmark = pytest.mark.postgres
+
+TETHER = [sys.executable, "-c", "from tether.cli import main; main()"]
+AGENT = "/agents/assistant/me"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _schemas() -> Iterator[None]:
+    yield
+    drop_schemas()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "TETHER_DEMO_RESEARCH_SECONDS": "0.3"}
+    with log.open("ab") as out:
+        return subprocess.Popen([*TETHER, *args], stdout=out, stderr=out, env=env)
+
+
+def _text(log: Path) -> str:
+    return log.read_text(errors="replace")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+async def _ready(client: httpx.AsyncClient, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, _text(log)
+        try:
+            if (await client.get("/readyz", timeout=1)).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.05)
+    raise AssertionError("the API node did not become ready:\n" + _text(log))
+
+
+@dataclass
+class Frame:
+    id: int
+    kind: str
+    data: str
+    at: float = field(default_factory=time.monotonic)
+
+
+async def _follow(client: httpx.AsyncClient, frames: list[Frame]) -> None:
+    """Read the record stream until ``submission_settled``."""
+    async with client.stream("GET", AGENT, params={"session": "tides", "follow": True}) as stream:
+        assert stream.status_code == 200
+        fields: dict[str, str] = {}
+        async for line in stream.aiter_lines():
+            if line:
+                name, _, value = line.partition(": ")
+                fields[name] = value
+                continue
+            if "event" in fields:
+                frames.append(Frame(int(fields["id"]), fields["event"], fields["data"]))
+                if fields["event"] == "submission_settled":
+                    return
+            fields = {}
+
+
+async def test_sse_on_the_api_node_follows_a_run_on_the_worker(tmp_path: Path) -> None:
+    url = store_url(fresh_schema(), poll_interval="30")
+    port = _free_port()
+    api_log, worker_log = tmp_path / "api.log", tmp_path / "worker.log"
+    api = _start(api_log, "serve", "--demo", "--store", url, "--no-worker", "--port", str(port))
+    worker = _start(worker_log, "worker", "--demo", "--store", url)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            await _ready(client, api, api_log)
+            frames: list[Frame] = []
+            async with asyncio.timeout(45):
+                # The follower is in place before the session exists: everything it gets is live.
+                following = asyncio.create_task(_follow(client, frames))
+                await asyncio.sleep(0.2)
+                response = await client.post(
+                    AGENT,
+                    params={"wait": True},
+                    json={"body": "research tides", "session": "tides"},
+                )
+                await following
+            assert worker.poll() is None, _text(worker_log)
+            assert response.status_code == 200, response.text
+            settled: dict[str, Any] = response.json()
+            assert settled["status"] == "succeeded", settled
+            assert "three findings about tides" in str(settled["result"])
+            info = (await client.get(f"/submissions/{settled['submissionId']}")).json()
+            records = (
+                await client.get(f"{AGENT}/records", params={"session": "tides", "limit": 1000})
+            ).json()["records"]
+    finally:
+        _stop(api)
+        _stop(worker)
+
+    assert info["status"] == "settled" and len(info["attempts"]) == 1, info
+    assert [f.id for f in frames] == list(range(1, len(records) + 1)), "holes or duplicates"
+    assert [f.kind for f in frames] == [r["kind"] for r in records]
+    assert frames[-1].kind == "submission_settled"
+    kinds = [f.kind for f in frames]
+    assert "tool_called" in kinds and "tool_outcome" in kinds, kinds
+    # Live, not a replay at the end: the research (0.3 s on the worker) started on the stream
+    # well before it finished.
+    started = next(f for f in frames if f.kind == "tool_called")
+    finished = next(f for f in frames if f.kind == "tool_outcome")
+    assert finished.at - started.at >= 0.15, (started, finished)
