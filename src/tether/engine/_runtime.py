@@ -454,7 +454,11 @@ class Runtime:
         conversation_id, _, _ = approval_id.rpartition(".")
         if not conversation_id:
             raise ApprovalNotFound(approval_id)
-        journal = await Journal.open(store, conversation_id, view=self.view(conversation_id))
+        # fence=0: opening must not supersede a run that a decision already resumed; the
+        # journal mints a fence itself, and only when it has a new decision to write.
+        journal = await Journal.open(
+            store, conversation_id, fence=0, view=self.view(conversation_id)
+        )
         record = await journal.approve(
             approval_id, decision, approver=approver, reason=reason, args=args
         )
