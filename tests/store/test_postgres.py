@@ -1,11 +1,16 @@
+import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from tether.store import Store
-from tether.store.postgres import PostgresStore
+from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
+from tether.records import RecordDraft, UserMessage
+from tether.store import SessionKey, Store
+from tether.store.postgres import SCHEMA_VERSION, PostgresStore
+from tether.store.postgres._schema import MIGRATIONS
 from tether.testing.storetest import StoreConformance
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
@@ -26,3 +31,101 @@ class TestPostgresStore(StoreConformance):
                 ).format(sql.Identifier(store.schema)),
                 (body, conversation_id, seq),
             )
+
+
+async def test_two_stores_on_one_schema_keep_one_chain() -> None:
+    """Each store remembers the head it last wrote; a write by another process must neither be
+    overwritten nor forked from: a stale belief falls back to the checked path."""
+    url = store_url(fresh_schema())
+    first, second = await PostgresStore.open(url), await PostgresStore.open(url)
+    try:
+        await first.ensure_conversation(
+            SessionKey("a", "i", "s"), conversation_id="c1", created_at=datetime.now(UTC)
+        )
+        draft = [RecordDraft(UserMessage(body="x"))]
+        fence = await first.mint_fence("c1")
+        await first.append("c1", draft, expected_seq=1, fence=fence)
+        await first.append("c1", draft, expected_seq=2, fence=fence)  # the one-statement path
+        await second.append("c1", draft, expected_seq=3, fence=fence)
+        with pytest.raises(Conflict):  # first still believes 3 is the head
+            await first.append("c1", draft, expected_seq=3, fence=fence)
+        await first.append("c1", draft, expected_seq=4, fence=fence)
+        newer = await second.mint_fence("c1")
+        with pytest.raises(Fenced):  # first's head is right, but its fence is stale
+            await first.append("c1", draft, expected_seq=5, fence=fence)
+        await first.append("c1", draft, expected_seq=5, fence=newer)
+        assert await second.verify("c1") == 6
+        assert [r.seq for r in await second.read("c1")] == [1, 2, 3, 4, 5, 6]
+    finally:
+        await first.close()
+        await second.close()
+
+
+def _catalog(schema: str) -> list[tuple[object, ...]]:
+    """Everything a migration defines: columns, constraints, indexes, and the version."""
+    with psycopg.connect(POSTGRES_URL) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = %s ORDER BY 1, 2",
+            (schema,),
+        ).fetchall()
+        constraints = conn.execute(
+            "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE connamespace = %s::regnamespace ORDER BY 1, 2",
+            (schema,),
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT tablename, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY 1, 2",
+            (schema,),
+        ).fetchall()
+        version = conn.execute(
+            sql.SQL("SELECT version FROM {}.tether_schema").format(sql.Identifier(schema))
+        ).fetchall()
+    return [
+        *columns,
+        *(
+            (table.split(".")[-1], definition.replace(schema, "<schema>"))
+            for table, definition in constraints
+        ),
+        *((table, definition.replace(schema, "<schema>")) for table, definition in indexes),
+        *version,
+    ]
+
+
+@pytest.mark.parametrize("from_version", range(SCHEMA_VERSION))
+async def test_a_migrated_schema_equals_a_fresh_one(from_version: int) -> None:
+    fresh, old = fresh_schema(), fresh_schema()
+    await (await PostgresStore.open(store_url(fresh))).close()
+    async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
+        await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(old)))
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(old)))
+        for step in MIGRATIONS[:from_version]:
+            await conn.execute(step)
+        if from_version:
+            await conn.execute("UPDATE tether_schema SET version = %s", (from_version,))
+    await (await PostgresStore.open(store_url(old))).close()
+    assert _catalog(old) == _catalog(fresh)
+
+
+async def test_processes_starting_together_migrate_once() -> None:
+    url = store_url(fresh_schema())
+    stores = await asyncio.gather(*(PostgresStore.open(url) for _ in range(4)))
+    for store in stores:
+        await store.close()
+
+
+async def test_a_newer_schema_is_refused() -> None:
+    schema = fresh_schema()
+    await (await PostgresStore.open(store_url(schema))).close()
+    async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("UPDATE {}.tether_schema SET version = 99").format(sql.Identifier(schema))
+        )
+    with pytest.raises(UnsupportedSchema) as caught:
+        await PostgresStore.open(store_url(schema))
+    assert (caught.value.found, caught.value.supported) == (99, SCHEMA_VERSION)
+
+
+async def test_an_unreachable_server_is_store_unavailable() -> None:
+    with pytest.raises(StoreUnavailable):
+        await PostgresStore.open("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")

@@ -19,7 +19,7 @@ from tether.engine._attempt import run_attempt
 from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
 from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
-from tether.errors import ClaimLost, TetherError
+from tether.errors import ClaimLost, Fenced, TetherError
 from tether.records import SubmissionSettled
 from tether.store import ChangeFeed, SubmissionStatus
 
@@ -60,11 +60,18 @@ class Coordinator:
     async def _claim_loop(self) -> None:
         await self.reconcile()
         interval = self.runtime.config.claim_interval
+        lease = self.runtime.config.lease
         loop = asyncio.get_running_loop()
-        next_sweep = loop.time() + self.runtime.config.lease
+        next_sweep = loop.time() + lease
+        # Expired leases are looked for on a clock, not on every wake-up: a busy change feed
+        # wakes the loop per admission and settlement, and expiry is measured in leases anyway.
+        reclaim_every = min(lease / 4, 1.0)
+        next_reclaim = loop.time()
         while True:
             try:
-                await self.reclaim_expired()
+                if loop.time() >= next_reclaim:
+                    await self.reclaim_expired()
+                    next_reclaim = loop.time() + reclaim_every
                 await self.claim_runnable()
                 if loop.time() >= next_sweep:
                     await self.reconcile(stuck_only=True)
@@ -101,9 +108,12 @@ class Coordinator:
             await self.runtime.instrumentation.emit(
                 RecoveryDecided(correlation, decision="finish_settlement", detail=payload.status)
             )
-            await finish_reserved(
-                store, submission, payload, view=self.runtime.view(submission.conversation_id)
-            )
+            try:
+                await finish_reserved(
+                    store, submission, payload, view=self.runtime.view(submission.conversation_id)
+                )
+            except Fenced:
+                continue  # another process is finishing it under a newer fence: let it
             settlement = payload.to_json_object()
             self.runtime.notify_settled(submission.id, settlement)
             await self.runtime.instrumentation.emit(

@@ -146,7 +146,7 @@ async def _insert_records(conn: Conn, conversation_id: str, records: Sequence[Re
                     r.canonical,
                     r.prev_hash,
                     r.hash,
-                    r.fields.get("submissionId") if r.kind == "submission_settled" else None,
+                    _settled_submission(r),
                 )
                 for r in records
             ],
@@ -244,7 +244,8 @@ async def append(
     expected_seq: int,
     fence: int,
     channels: Channels,
-) -> list[Record]:
+) -> tuple[list[Record], str]:
+    """The checked append (the records and the conversation's session), in a transaction."""
     # The row lock orders every append of this conversation: seqs commit in order.
     row = await (
         await conn.execute(
@@ -275,7 +276,67 @@ async def append(
         (sealed[-1].seq, sealed[-1].hash, conversation_id),
     )
     await _notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
-    return sealed
+    return sealed, session
+
+
+_APPEND_IF_HEAD = """
+WITH moved AS (
+    UPDATE conversations SET head = %(head)s, head_hash = %(hash)s
+    WHERE id = %(cid)s AND head = %(expected)s AND head_hash = %(prev)s AND fence <= %(fence)s
+    RETURNING id
+), written AS (
+    INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash, submission_id)
+    SELECT %(cid)s, r.seq, r.kind, r.body, r.prev_hash, r.hash, r.submission_id
+    FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(bodies)s::bytea[],
+                %(prevs)s::text[], %(hashes)s::text[], %(submissions)s::text[])
+         AS r(seq, kind, body, prev_hash, hash, submission_id)
+    WHERE EXISTS (SELECT 1 FROM moved)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written), (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved)
+"""
+
+
+async def append_if_head(
+    conn: Conn,
+    conversation_id: str,
+    sealed: Sequence[Record],
+    expected_seq: int,
+    fence: int,
+    channels: Channels,
+) -> bool:
+    """Write records sealed against a head this process believes current, in one statement
+    (its own transaction): ``False``, writing nothing, unless the head, its hash and the
+    fence still allow it. The conversation's row lock still orders the seqs."""
+    row = await (
+        await conn.execute(
+            _APPEND_IF_HEAD,
+            {
+                "cid": conversation_id,
+                "head": sealed[-1].seq,
+                "hash": sealed[-1].hash,
+                "expected": expected_seq,
+                "prev": sealed[0].prev_hash,
+                "fence": fence,
+                "seqs": [r.seq for r in sealed],
+                "kinds": [r.kind for r in sealed],
+                "bodies": [r.canonical for r in sealed],
+                "prevs": [r.prev_hash for r in sealed],
+                "hashes": [r.hash for r in sealed],
+                "submissions": [_settled_submission(r) for r in sealed],
+                "channel": channels.append,
+                "payload": f"{conversation_id}:{sealed[-1].seq}",
+            },
+        )
+    ).fetchone()
+    return row is not None and row[0] == len(sealed)
+
+
+def _settled_submission(record: Record) -> str | None:
+    if record.kind != "submission_settled":
+        return None
+    value = record.fields.get("submissionId")
+    return None if value is None else str(value)
 
 
 async def fork(
@@ -534,6 +595,36 @@ async def claim(
     return await _take(conn, current, attempt_id, owner_id, lease_expires_at, now)
 
 
+_CLAIMED_COLUMNS = ", ".join(f"s.{column.strip()}" for column in _SUBMISSION_COLUMNS.split(","))
+_CLAIM_HEADS = f"""
+WITH heads AS (
+    SELECT s.id, s.conversation_id, s.position FROM submissions s
+    WHERE s.status = 'queued' AND {_HEAD_OF_SESSION}
+    ORDER BY s.position LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), numbered AS (
+    SELECT id, conversation_id, row_number() OVER (ORDER BY position) AS k FROM heads
+), fenced AS (
+    -- One head per session, so one conversation per head: each gets a fresh fence.
+    UPDATE conversations c SET fence = c.fence + 1 FROM numbered n
+    WHERE c.id = n.conversation_id RETURNING c.id AS conversation_id, c.fence
+), chosen AS (
+    SELECT n.id, f.fence, (%(attempt_ids)s::text[])[n.k] AS attempt_id
+    FROM numbered n JOIN fenced f USING (conversation_id)
+), markers AS (
+    INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at)
+    SELECT c.id, (SELECT COUNT(*) + 1 FROM attempts a WHERE a.submission_id = c.id),
+           c.attempt_id, %(owner)s, c.fence, %(now)s
+    FROM chosen c
+)
+UPDATE submissions s SET status = 'running', attempt_count = s.attempt_count + 1,
+    attempt_id = c.attempt_id, owner_id = %(owner)s, lease_expires_at = %(lease)s,
+    fence = c.fence, wait_reason = NULL
+FROM chosen c WHERE s.id = c.id
+RETURNING {_CLAIMED_COLUMNS}, s.position
+"""
+
+
 async def claim_runnable(
     conn: Conn,
     attempt_ids: Sequence[str],
@@ -541,18 +632,21 @@ async def claim_runnable(
     lease_expires_at: datetime,
     now: datetime,
 ) -> list[Submission]:
-    # SKIP LOCKED: workers claiming at once take disjoint heads instead of queueing on a lock.
+    # One statement for the whole batch. SKIP LOCKED: workers claiming at once take disjoint
+    # heads instead of queueing on each other's locks.
     rows = await (
         await conn.execute(
-            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions s WHERE status = 'queued' AND "
-            f"{_HEAD_OF_SESSION} ORDER BY position LIMIT %s FOR UPDATE SKIP LOCKED",
-            (len(attempt_ids),),
+            _CLAIM_HEADS,
+            {
+                "n": len(attempt_ids),
+                "attempt_ids": list(attempt_ids),
+                "owner": owner_id,
+                "now": now,
+                "lease": lease_expires_at,
+            },
         )
     ).fetchall()
-    return [
-        await _take(conn, _submission(row), attempt_id, owner_id, lease_expires_at, now)
-        for row, attempt_id in zip(rows, attempt_ids, strict=False)
-    ]
+    return [_submission(row[:-1]) for row in sorted(rows, key=lambda row: row[-1])]
 
 
 async def list_attempts(conn: Conn, submission_id: str) -> list[Attempt]:

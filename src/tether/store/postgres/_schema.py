@@ -14,9 +14,9 @@ from psycopg.rows import TupleRow
 
 from tether.errors import UnsupportedSchema
 
-__all__ = ("SCHEMA_VERSION", "migrate")
+__all__ = ("MIGRATIONS", "SCHEMA_VERSION", "migrate")
 
-_MIGRATIONS: Final = (
+MIGRATIONS: Final = (
     # v1
     """
     CREATE TABLE tether_schema (
@@ -101,7 +101,7 @@ _MIGRATIONS: Final = (
     INSERT INTO tether_schema (version) VALUES (1);
     """,
 )
-SCHEMA_VERSION: Final = len(_MIGRATIONS)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
 _LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database
 
 
@@ -124,7 +124,7 @@ async def migrate(conn: AsyncConnection[TupleRow], schema: str) -> None:
             version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
-        for step in _MIGRATIONS[version:]:
+        for step in MIGRATIONS[version:]:
             await conn.execute(step)
         if version < SCHEMA_VERSION:
             await conn.execute("UPDATE tether_schema SET version = %s", (SCHEMA_VERSION,))

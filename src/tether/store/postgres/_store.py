@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -19,7 +20,7 @@ from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef
 from tether.errors import ConversationNotFound, StoreUnavailable, TetherError
 from tether.records import Record, RecordDraft, verify_chain
-from tether.store._common import check_drafts, check_limit
+from tether.store._common import check_drafts, check_limit, seal_batch
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
     Admission,
@@ -37,6 +38,18 @@ from tether.store.postgres._schema import migrate
 __all__ = ("PostgresStore",)
 
 T = TypeVar("T")
+_HEADS_LIMIT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What this process last wrote to a conversation (trusted only if still the head)."""
+
+    session: str
+    seq: int
+    hash: str
+
+
 Conn = psycopg.AsyncConnection[TupleRow]
 _OPTIONS = {"schema", "pool_min", "pool_max", "poll_interval"}
 
@@ -72,14 +85,18 @@ class PostgresStore:
         self._channels = ops.Channels(schema)
         self._appends = AppendNotifier()
         self._signals = AppendNotifier()  # "work" and settled submission ids
+        # Autocommit: a lone statement is its own transaction (one round trip); work that
+        # must be atomic opens a transaction explicitly.
         self._pool = AsyncConnectionPool(
             conninfo,
             min_size=pool_min,
             max_size=pool_max,
             open=False,
             configure=self._configure,
+            kwargs={"autocommit": True},
             name=f"tether-{schema}",
         )
+        self._heads: dict[str, _Head] = {}
         self._listener = Listener(
             conninfo,
             {
@@ -120,7 +137,6 @@ class PostgresStore:
     async def _configure(self, conn: Conn) -> None:
         await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         await conn.execute("SET TIME ZONE 'UTC'")
-        await conn.commit()
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -145,12 +161,16 @@ class PostgresStore:
     # --- plumbing ---------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[Conn]:
+    async def _connection(self, *, atomic: bool) -> AsyncIterator[Conn]:
         if self._closed:
             raise StoreUnavailable("the store is closed")
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                yield conn
+            async with self._pool.connection() as conn:
+                if atomic:
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
         except TetherError:
             raise
         except psycopg.Error as exc:
@@ -162,7 +182,13 @@ class PostgresStore:
             raise StoreUnavailable(f"postgresql: {exc}") from exc
 
     async def _run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        async with self._transaction() as conn:
+        """``fn`` in a transaction."""
+        async with self._connection(atomic=True) as conn:
+            return await fn(conn, *args)
+
+    async def _read(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``fn`` without a transaction: reads, and single statements (atomic by themselves)."""
+        async with self._connection(atomic=False) as conn:
             return await fn(conn, *args)
 
     def _on_append(self, payload: str) -> None:
@@ -195,10 +221,10 @@ class PostgresStore:
         )
 
     async def get_conversation(self, conversation_id: str) -> Conversation:
-        return await self._run(ops.get_conversation, conversation_id)
+        return await self._read(ops.get_conversation, conversation_id)
 
     async def find_conversation(self, key: SessionKey) -> Conversation:
-        found = await self._run(ops.find_conversation, key)
+        found = await self._read(ops.find_conversation, key)
         if found is None:
             raise ConversationNotFound(str(key))
         return found
@@ -207,23 +233,45 @@ class PostgresStore:
         self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
     ) -> list[Record]:
         check_drafts(drafts)
-        appended = await self._run(
+        known = self._heads.get(conversation_id)
+        if known is not None and known.seq == expected_seq:
+            # The common case, a writer appending after its own last append: sealed against
+            # the head we know, written in one statement if that head is still the head.
+            sealed = seal_batch(
+                drafts,
+                conversation_id=conversation_id,
+                session=known.session,
+                head=known.seq,
+                prev_hash=known.hash,
+            )
+            if await self._read(
+                ops.append_if_head, conversation_id, sealed, expected_seq, fence, self._channels
+            ):
+                return self._appended(conversation_id, known.session, sealed)
+        self._heads.pop(conversation_id, None)
+        sealed, session = await self._run(
             ops.append, conversation_id, list(drafts), expected_seq, fence, self._channels
         )
+        return self._appended(conversation_id, session, sealed)
+
+    def _appended(self, conversation_id: str, session: str, sealed: list[Record]) -> list[Record]:
+        if len(self._heads) >= _HEADS_LIMIT:
+            self._heads.clear()
+        self._heads[conversation_id] = _Head(session, sealed[-1].seq, sealed[-1].hash)
         self._appends.notify([conversation_id])  # local tailers need not wait for the echo
-        return appended
+        return sealed
 
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
         check_limit(limit)
-        return await self._run(ops.read, conversation_id, after_seq, limit)
+        return await self._read(ops.read, conversation_id, after_seq, limit)
 
     async def head(self, conversation_id: str) -> int:
-        return await self._run(ops.head, conversation_id)
+        return await self._read(ops.head, conversation_id)
 
     async def mint_fence(self, conversation_id: str) -> int:
-        return await self._run(ops.mint_fence, conversation_id)
+        return await self._read(ops.mint_fence, conversation_id)
 
     async def verify(self, conversation_id: str) -> int:
         async def run(conn: Conn) -> int:
@@ -237,7 +285,7 @@ class PostgresStore:
                 conversation_id, (Record(s, k, bytes(b), p, h) for s, k, b, p, h in rows)
             )
 
-        return await self._run(run)
+        return await self._read(run)
 
     async def fork(
         self,
@@ -267,16 +315,16 @@ class PostgresStore:
         return await self._run(ops.admit, new, self._channels)
 
     async def get_submission(self, submission_id: str) -> Submission:
-        return await self._run(ops.get_submission, submission_id)
+        return await self._read(ops.get_submission, submission_id)
 
     async def list_submissions(
         self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
     ) -> list[Submission]:
-        return await self._run(ops.list_submissions, status, conversation_id)
+        return await self._read(ops.list_submissions, status, conversation_id)
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)
-        return await self._run(ops.list_runnable, limit)
+        return await self._read(ops.list_runnable, limit)
 
     async def claim(
         self,
@@ -301,10 +349,10 @@ class PostgresStore:
     ) -> list[Submission]:
         if not attempt_ids:
             return []
-        return await self._run(ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now)
+        return await self._read(ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now)
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
-        return await self._run(ops.list_attempts, submission_id)
+        return await self._read(ops.list_attempts, submission_id)
 
     async def renew_lease(
         self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
@@ -318,7 +366,7 @@ class PostgresStore:
         )
 
     async def list_expired_leases(self, now: datetime) -> list[Submission]:
-        return await self._run(ops.list_expired_leases, now)
+        return await self._read(ops.list_expired_leases, now)
 
     async def release(
         self,
@@ -446,7 +494,8 @@ class PostgresStore:
                 await conn.execute("SELECT pg_notify(%s, %s)", (self._channels.work, submission_id))
             return updated
 
-        return await self._run(run)
+        # Without a notification it is one UPDATE, atomic by itself.
+        return await (self._run(run) if work else self._read(run))
 
     # --- attachments ------------------------------------------------------------------
 
@@ -454,7 +503,7 @@ class PostgresStore:
         return await self._run(ops.put_attachment, bytes(data), media_type)
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
-        return await self._run(ops.get_attachment, digest)
+        return await self._read(ops.get_attachment, digest)
 
 
 def _split_options(url: str) -> tuple[str, dict[str, str]]:
