@@ -53,6 +53,7 @@ from tether.engine._settle import (
 from tether.errors import (
     ApprovalParked,
     ClaimLost,
+    Fenced,
     IncompleteInvocation,
     StoreUnavailable,
     TetherError,
@@ -259,6 +260,8 @@ class _Attempt:
             await events.emit(
                 RecoveryDecided(self.correlation, decision="lease_lost", detail="abandoned")
             )
+            if work.done() and not work.cancelled():
+                work.exception()  # moot (e.g. Fenced), but retrieved: no "never retrieved" noise
             return  # another worker owns it now; our fence can no longer write
         if not work.done() or work.cancelled():
             if stop.reason == "shutdown":
@@ -282,6 +285,17 @@ class _Attempt:
         if isinstance(error, ApprovalParked):
             with contextlib.suppress(ClaimLost):
                 await self.store.park(sub.id, attempt_id=str(sub.attempt_id), reason="approval")
+            return
+        if isinstance(error, Fenced):
+            # Superseded while still owning the claim (a peer finishing a stale settlement, an
+            # operator's journal): the work is not at fault. Hand it back to resume from the
+            # log under a new claim; the attempt still counts against the budget.
+            detail = f"{type(error).__name__}: {error}"
+            await events.emit(
+                RecoveryDecided(self.correlation, decision="superseded", detail=detail)
+            )
+            with contextlib.suppress(ClaimLost):
+                await self.store.release(sub.id, attempt_id=str(sub.attempt_id), last_error=detail)
             return
         if is_transient(error):
             delay = min(

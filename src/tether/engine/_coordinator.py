@@ -104,6 +104,10 @@ class Coordinator:
                     SETTLEMENT_INDETERMINATE, "the process stopped while settling; outcome unknown"
                 )
             )
+            if (await store.get_submission(submission.id)).status is not (
+                SubmissionStatus.TERMINALIZING
+            ):
+                continue  # finished since it was listed (by its own attempt, or a peer)
             correlation = Correlation.of(submission)
             await self.runtime.instrumentation.emit(
                 RecoveryDecided(correlation, decision="finish_settlement", detail=payload.status)

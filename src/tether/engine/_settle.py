@@ -63,12 +63,17 @@ async def settled_record(journal: Journal, submission_id: str) -> Record | None:
 
 
 async def _append_once(
-    journal: Journal, submission: Submission, payload: SubmissionSettled
+    journal: Journal, submission: Submission, payload: SubmissionSettled, *, mint: bool
 ) -> Record:
     for _ in range(5):
         existing = await settled_record(journal, submission.id)
         if existing is not None:
             return existing
+        if mint:
+            # Only now that a record must be written: a finisher that finds the work already
+            # done must not supersede whatever runs in the conversation since.
+            journal.log.fence = await journal.store.mint_fence(journal.conversation.id)
+            mint = False
         draft = RecordDraft(payload, submission_id=submission.id, attempt_id=submission.attempt_id)
         try:
             [record] = await journal.log.append([draft])
@@ -118,10 +123,14 @@ async def finish_reserved(
     Absorbed steers settle in between, while the session's head is still this submission,
     so no other attempt can be running in the conversation.
     """
-    journal = await Journal.open(store, submission.conversation_id, fence=fence, view=view)
-    await _append_once(journal, submission, payload)
+    journal = await Journal.open(
+        store, submission.conversation_id, fence=0 if fence is None else fence, view=view
+    )
+    mint = fence is None
+    await _append_once(journal, submission, payload, mint=mint)
     for steer in absorbed:
-        await _append_once(journal, steer, succeeded({"deliveredTo": submission.id}))
+        joined = succeeded({"deliveredTo": submission.id})
+        await _append_once(journal, steer, joined, mint=mint and journal.log.fence == 0)
     await complete(store, submission, absorbed)
 
 

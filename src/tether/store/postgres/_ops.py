@@ -602,8 +602,14 @@ WITH heads AS (
     WHERE s.status = 'queued' AND {_HEAD_OF_SESSION}
     ORDER BY s.position LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
+), free AS (
+    -- A conversation locked by another transaction (an append, or a writer frozen inside
+    -- one) is left for a later pass instead of stalling every other claim behind it.
+    SELECT c.id FROM conversations c WHERE c.id IN (SELECT conversation_id FROM heads)
+    FOR UPDATE SKIP LOCKED
 ), numbered AS (
-    SELECT id, conversation_id, row_number() OVER (ORDER BY position) AS k FROM heads
+    SELECT h.id, h.conversation_id, row_number() OVER (ORDER BY h.position) AS k
+    FROM heads h JOIN free f ON f.id = h.conversation_id
 ), fenced AS (
     -- One head per session, so one conversation per head: each gets a fresh fence.
     UPDATE conversations c SET fence = c.fence + 1 FROM numbered n

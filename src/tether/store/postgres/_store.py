@@ -137,6 +137,10 @@ class PostgresStore:
     async def _configure(self, conn: Conn) -> None:
         await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         await conn.execute("SET TIME ZONE 'UTC'")
+        # Store transactions last milliseconds and never wait on anything but the database;
+        # one left open (a process frozen or cut off mid-transaction) would hold its
+        # conversation's lock: the server ends it instead.
+        await conn.execute("SET idle_in_transaction_session_timeout = '15s'")
 
     # --- lifecycle --------------------------------------------------------------------
 
