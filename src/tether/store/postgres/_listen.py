@@ -28,6 +28,9 @@ class Listener:
     def __init__(self, conninfo: str, handlers: Mapping[str, Callable[[str], None]]) -> None:
         self._conninfo = conninfo
         self._handlers = dict(handlers)
+        self.own_backends: set[int] = set()
+        """Backends of this process's pool: their notifications were delivered locally
+        already, at commit, so their echo is skipped."""
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -55,7 +58,7 @@ class Listener:
                     self._wake_all()  # whatever was missed while disconnected: look again
                     async for notice in conn.notifies():
                         handler = self._handlers.get(notice.channel)
-                        if handler is not None:
+                        if handler is not None and notice.pid not in self.own_backends:
                             handler(notice.payload)
             except psycopg.Error as exc:
                 logger.warning("LISTEN connection lost (%s); polling until it is back", exc)

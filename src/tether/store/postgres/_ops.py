@@ -459,6 +459,38 @@ async def list_expired_leases(conn: Conn, now: datetime) -> list[Submission]:
     return [_submission(row) for row in rows]
 
 
+async def admit_to_existing(conn: Conn, new: NewSubmission, channels: Channels) -> Admission | None:
+    """The common admission, to a session that has its conversation, in one statement;
+    ``None`` (nothing written) when the session is new or the dispatch or id is taken."""
+    key = new.key
+    row = await (
+        await conn.execute(
+            "WITH conversation AS (SELECT id FROM conversations "
+            "WHERE agent = %s AND instance = %s AND session = %s), "
+            "admitted AS (INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
+            "conversation_id, status, input, created_at, trace) "
+            "SELECT %s, %s, %s, %s, %s, conversation.id, 'queued', %s, %s, %s FROM conversation "
+            f"ON CONFLICT DO NOTHING RETURNING {_SUBMISSION_COLUMNS}) "
+            "SELECT admitted.*, pg_notify(%s, admitted.id) FROM admitted",
+            (
+                key.agent,
+                key.instance,
+                key.session,
+                new.id,
+                new.idempotency_key,
+                key.agent,
+                key.instance,
+                key.session,
+                canonical_json(new.input),
+                new.created_at,
+                canonical_json(dict(new.trace)) if new.trace else None,
+                channels.work,
+            ),
+        )
+    ).fetchone()
+    return None if row is None else Admission(_submission(row[:-1]), created=True)
+
+
 async def admit(conn: Conn, new: NewSubmission, channels: Channels) -> Admission:
     payload = canonical_json(new.input)
     key = new.key
@@ -519,14 +551,18 @@ async def update_owned(
     params: tuple[Any, ...],
     *,
     from_status: SubmissionStatus = SubmissionStatus.RUNNING,
+    notify: str | None = None,
 ) -> Submission:
-    """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given)."""
+    """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given),
+    and NOTIFY ``notify`` with the submission id if it applied: one statement."""
     row = await (
         await conn.execute(
-            f"UPDATE submissions SET {assignments} WHERE id = %s AND status = %s "
-            "AND (%s::text IS NULL OR attempt_id = %s) "
-            f"RETURNING {_SUBMISSION_COLUMNS}",
-            (*params, submission_id, from_status.value, attempt_id, attempt_id),
+            f"WITH changed AS (UPDATE submissions SET {assignments} WHERE id = %s "
+            "AND status = %s AND (%s::text IS NULL OR attempt_id = %s) "
+            f"RETURNING {_SUBMISSION_COLUMNS}) "
+            "SELECT changed.*, CASE WHEN %s::text IS NULL THEN NULL "
+            "ELSE pg_notify(%s, changed.id) END FROM changed",
+            (*params, submission_id, from_status.value, attempt_id, attempt_id, notify, notify),
         )
     ).fetchone()
     if row is None:
@@ -537,7 +573,7 @@ async def update_owned(
             f"cannot {action}: status {current.status}, attempt {current.attempt_id}, "
             f"not {from_status}{owner}",
         )
-    return _submission(row)
+    return _submission(row[:-1])
 
 
 async def _take(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef
-from tether.errors import ConversationNotFound, StoreUnavailable, TetherError
+from tether.errors import ClaimLost, ConversationNotFound, StoreUnavailable, TetherError
 from tether.records import Record, RecordDraft, verify_chain
 from tether.store._common import check_drafts, check_limit, seal_batch
 from tether.store._notify import AppendNotifier, wait_for_head
@@ -137,6 +138,7 @@ class PostgresStore:
     async def _configure(self, conn: Conn) -> None:
         await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         await conn.execute("SET TIME ZONE 'UTC'")
+        self._listener.own_backends.add(conn.info.backend_pid)
         # Store transactions last milliseconds and never wait on anything but the database;
         # one left open (a process frozen or cut off mid-transaction) would hold its
         # conversation's lock: the server ends it instead.
@@ -259,17 +261,28 @@ class PostgresStore:
         return self._appended(conversation_id, session, sealed)
 
     def _appended(self, conversation_id: str, session: str, sealed: list[Record]) -> list[Record]:
-        if len(self._heads) >= _HEADS_LIMIT:
-            self._heads.clear()
-        self._heads[conversation_id] = _Head(session, sealed[-1].seq, sealed[-1].hash)
+        self._remember(conversation_id, session, sealed[-1])
         self._appends.notify([conversation_id])  # local tailers need not wait for the echo
         return sealed
+
+    def _remember(self, conversation_id: str, session: str, last: Record) -> None:
+        if len(self._heads) >= _HEADS_LIMIT:
+            self._heads.clear()
+        self._heads[conversation_id] = _Head(session, last.seq, last.hash)
 
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
         check_limit(limit)
-        return await self._read(ops.read, conversation_id, after_seq, limit)
+        records = await self._read(ops.read, conversation_id, after_seq, limit)
+        if records:
+            # A writer reads the log before it appends: remember where it ends, so the append
+            # can take the one-statement path (it re-checks the head, so a stale entry is safe).
+            last = records[-1]
+            known = self._heads.get(conversation_id)
+            if known is None or known.seq < last.seq:
+                self._remember(conversation_id, str(last.fields["session"]), last)
+        return records
 
     async def head(self, conversation_id: str) -> int:
         return await self._read(ops.head, conversation_id)
@@ -316,7 +329,12 @@ class PostgresStore:
     # --- submissions ------------------------------------------------------------------
 
     async def admit(self, new: NewSubmission) -> Admission:
-        return await self._run(ops.admit, new, self._channels)
+        admitted = await self._read(ops.admit_to_existing, new, self._channels)
+        if admitted is None:  # a new session, an idempotent replay, or a conflict
+            admitted = await self._run(ops.admit, new, self._channels)
+        if admitted.created:
+            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+        return admitted
 
     async def get_submission(self, submission_id: str) -> Submission:
         return await self._read(ops.get_submission, submission_id)
@@ -461,17 +479,26 @@ class PostgresStore:
         params: tuple[Any, ...],
         from_status: SubmissionStatus,
     ) -> Submission:
-        async def run(conn: Conn) -> Submission:
-            current = await ops.get_submission(conn, submission_id, lock=True)
-            if current.status is SubmissionStatus.SETTLED:
-                return current
-            settled = await ops.update_owned(
-                conn, submission_id, None, action, assignments, params, from_status=from_status
+        try:
+            settled = await self._read(
+                functools.partial(
+                    ops.update_owned,
+                    submission_id=submission_id,
+                    attempt_id=None,
+                    action=action,
+                    assignments=assignments,
+                    params=params,
+                    from_status=from_status,
+                    notify=self._channels.settled,
+                )
             )
-            await conn.execute("SELECT pg_notify(%s, %s)", (self._channels.settled, submission_id))
+            self._on_settled(submission_id)  # our own NOTIFY's echo is skipped
             return settled
-
-        return await self._run(run)
+        except ClaimLost:
+            current = await self.get_submission(submission_id)
+            if current.status is SubmissionStatus.SETTLED:
+                return current  # settled already: idempotent
+            raise
 
     async def _owned(
         self,
@@ -484,22 +511,22 @@ class PostgresStore:
         from_status: SubmissionStatus = SubmissionStatus.RUNNING,
         work: bool = False,
     ) -> Submission:
-        async def run(conn: Conn) -> Submission:
-            updated = await ops.update_owned(
-                conn,
-                submission_id,
-                attempt_id,
-                action,
-                assignments,
-                params,
+        # One statement (the update and its notification), atomic by itself.
+        updated = await self._read(
+            functools.partial(
+                ops.update_owned,
+                submission_id=submission_id,
+                attempt_id=attempt_id,
+                action=action,
+                assignments=assignments,
+                params=params,
                 from_status=from_status,
+                notify=self._channels.work if work else None,
             )
-            if work:  # runnable again: some worker should look
-                await conn.execute("SELECT pg_notify(%s, %s)", (self._channels.work, submission_id))
-            return updated
-
-        # Without a notification it is one UPDATE, atomic by itself.
-        return await (self._run(run) if work else self._read(run))
+        )
+        if work:
+            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+        return updated
 
     # --- attachments ------------------------------------------------------------------
 
