@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue
 
@@ -232,6 +232,14 @@ class ToolResult(WireModel):
 
 _CACHE_SIZE = 4096
 _canonical_cache: OrderedDict[int, tuple[WireModel, bytes]] = OrderedDict()
+
+
+def seed_canonical(model: WireModel, wire: Any) -> None:
+    """Remember ``model``'s canonical JSON from its wire form (a dict decoded from a stored
+    record): a replay then hashes served messages without serializing them again."""
+    _canonical_cache[id(model)] = (model, canonical_json(wire))
+    if len(_canonical_cache) > _CACHE_SIZE:
+        _canonical_cache.popitem(last=False)
 
 
 def _canonical(model: WireModel) -> bytes:

@@ -47,6 +47,7 @@ from tether.messages import (
     ToolOutcomeStatus,
     ToolResult,
     args_digest,
+    seed_canonical,
 )
 from tether.models import Model, StreamDelta
 from tether.records import (
@@ -215,6 +216,9 @@ class Turn:
                 if completion is not None:
                     payload = completion.payload
                     assert isinstance(payload, AssistantMessageCompleted)
+                    # The harness sends this message back in its next request: its canonical
+                    # bytes come from the stored record instead of a fresh serialization.
+                    seed_canonical(payload.message, completion.fields["payload"]["message"])
                     return ModelResponse(
                         message=payload.message,
                         usage=payload.usage,
