@@ -32,7 +32,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store.postgres import _ops as ops
+from tether.store.postgres import _log, _submissions
 from tether.store.postgres._listen import Listener
 from tether.store.postgres._schema import migrate
 
@@ -83,7 +83,7 @@ class PostgresStore:
         self.schema = schema
         self._conninfo = conninfo
         self._poll_interval = poll_interval
-        self._channels = ops.Channels(schema)
+        self._channels = _log.Channels(schema)
         self._appends = AppendNotifier()
         self._signals = AppendNotifier()  # "work" and settled submission ids
         # Autocommit: a lone statement is its own transaction (one round trip); work that
@@ -223,14 +223,14 @@ class PostgresStore:
         self, key: SessionKey, *, conversation_id: str, created_at: datetime
     ) -> tuple[Conversation, bool]:
         return await self._run(
-            ops.ensure_conversation, key, conversation_id, created_at, self._channels
+            _log.ensure_conversation, key, conversation_id, created_at, self._channels
         )
 
     async def get_conversation(self, conversation_id: str) -> Conversation:
-        return await self._read(ops.get_conversation, conversation_id)
+        return await self._read(_log.get_conversation, conversation_id)
 
     async def find_conversation(self, key: SessionKey) -> Conversation:
-        found = await self._read(ops.find_conversation, key)
+        found = await self._read(_log.find_conversation, key)
         if found is None:
             raise ConversationNotFound(str(key))
         return found
@@ -251,12 +251,12 @@ class PostgresStore:
                 prev_hash=known.hash,
             )
             if await self._read(
-                ops.append_if_head, conversation_id, sealed, expected_seq, fence, self._channels
+                _log.append_if_head, conversation_id, sealed, expected_seq, fence, self._channels
             ):
                 return self._appended(conversation_id, known.session, sealed)
         self._heads.pop(conversation_id, None)
         sealed, session = await self._run(
-            ops.append, conversation_id, list(drafts), expected_seq, fence, self._channels
+            _log.append, conversation_id, list(drafts), expected_seq, fence, self._channels
         )
         return self._appended(conversation_id, session, sealed)
 
@@ -274,7 +274,7 @@ class PostgresStore:
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
         check_limit(limit)
-        records = await self._read(ops.read, conversation_id, after_seq, limit)
+        records = await self._read(_log.read, conversation_id, after_seq, limit)
         if records:
             # A writer reads the log before it appends: remember where it ends, so the append
             # can take the one-statement path (it re-checks the head, so a stale entry is safe).
@@ -285,24 +285,14 @@ class PostgresStore:
         return records
 
     async def head(self, conversation_id: str) -> int:
-        return await self._read(ops.head, conversation_id)
+        return await self._read(_log.head, conversation_id)
 
     async def mint_fence(self, conversation_id: str) -> int:
-        return await self._read(ops.mint_fence, conversation_id)
+        return await self._read(_log.mint_fence, conversation_id)
 
     async def verify(self, conversation_id: str) -> int:
-        async def run(conn: Conn) -> int:
-            await ops.head(conn, conversation_id)
-            cursor = await conn.execute(
-                f"SELECT {ops.RECORD_COLUMNS} FROM records WHERE conversation_id = %s ORDER BY seq",
-                (conversation_id,),
-            )
-            rows = await cursor.fetchall()
-            return verify_chain(
-                conversation_id, (Record(s, k, bytes(b), p, h) for s, k, b, p, h in rows)
-            )
-
-        return await self._read(run)
+        records = await self._read(_log.read_all, conversation_id)
+        return verify_chain(conversation_id, iter(records))
 
     async def fork(
         self,
@@ -314,7 +304,7 @@ class PostgresStore:
         created_at: datetime,
     ) -> Conversation:
         return await self._run(
-            ops.fork, conversation_id, at_seq, key, new_conversation_id, created_at, self._channels
+            _log.fork, conversation_id, at_seq, key, new_conversation_id, created_at, self._channels
         )
 
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
@@ -329,24 +319,24 @@ class PostgresStore:
     # --- submissions ------------------------------------------------------------------
 
     async def admit(self, new: NewSubmission) -> Admission:
-        admitted = await self._read(ops.admit_to_existing, new, self._channels)
+        admitted = await self._read(_submissions.admit_to_existing, new, self._channels)
         if admitted is None:  # a new session, an idempotent replay, or a conflict
-            admitted = await self._run(ops.admit, new, self._channels)
+            admitted = await self._run(_submissions.admit, new, self._channels)
         if admitted.created:
             self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
         return admitted
 
     async def get_submission(self, submission_id: str) -> Submission:
-        return await self._read(ops.get_submission, submission_id)
+        return await self._read(_submissions.get_submission, submission_id)
 
     async def list_submissions(
         self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
     ) -> list[Submission]:
-        return await self._read(ops.list_submissions, status, conversation_id)
+        return await self._read(_submissions.list_submissions, status, conversation_id)
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)
-        return await self._read(ops.list_runnable, limit)
+        return await self._read(_submissions.list_runnable, limit)
 
     async def claim(
         self,
@@ -358,7 +348,7 @@ class PostgresStore:
         now: datetime,
     ) -> Submission:
         return await self._run(
-            ops.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
+            _submissions.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
         )
 
     async def claim_runnable(
@@ -371,10 +361,12 @@ class PostgresStore:
     ) -> list[Submission]:
         if not attempt_ids:
             return []
-        return await self._read(ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now)
+        return await self._read(
+            _submissions.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
+        )
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
-        return await self._read(ops.list_attempts, submission_id)
+        return await self._read(_submissions.list_attempts, submission_id)
 
     async def renew_lease(
         self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
@@ -388,7 +380,7 @@ class PostgresStore:
         )
 
     async def list_expired_leases(self, now: datetime) -> list[Submission]:
-        return await self._read(ops.list_expired_leases, now)
+        return await self._read(_submissions.list_expired_leases, now)
 
     async def release(
         self,
@@ -436,7 +428,7 @@ class PostgresStore:
                 "AND status <> 'settled' AND cancel_requested_at IS NULL",
                 (now, submission_id),
             )
-            return await ops.get_submission(conn, submission_id)
+            return await _submissions.get_submission(conn, submission_id)
 
         return await self._run(run)
 
@@ -482,7 +474,7 @@ class PostgresStore:
         try:
             settled = await self._read(
                 functools.partial(
-                    ops.update_owned,
+                    _submissions.update_owned,
                     submission_id=submission_id,
                     attempt_id=None,
                     action=action,
@@ -514,7 +506,7 @@ class PostgresStore:
         # One statement (the update and its notification), atomic by itself.
         updated = await self._read(
             functools.partial(
-                ops.update_owned,
+                _submissions.update_owned,
                 submission_id=submission_id,
                 attempt_id=attempt_id,
                 action=action,
@@ -531,10 +523,10 @@ class PostgresStore:
     # --- attachments ------------------------------------------------------------------
 
     async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
-        return await self._run(ops.put_attachment, bytes(data), media_type)
+        return await self._run(_submissions.put_attachment, bytes(data), media_type)
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
-        return await self._read(ops.get_attachment, digest)
+        return await self._read(_submissions.get_attachment, digest)
 
 
 def _split_options(url: str) -> tuple[str, dict[str, str]]:

@@ -1,0 +1,341 @@
+"""The SQL of the PostgreSQL store's logs: conversations, records, fences, forks.
+
+Every function takes a connection; the caller decides whether it runs in a transaction.
+Rows are locked explicitly (``FOR UPDATE``) where a decision depends on them, so READ
+COMMITTED is enough: appends to a conversation serialize on its row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from tether._canonical import canonical_json
+from tether._payloads import ConversationParent
+from tether.errors import (
+    ConversationNotFound,
+    SessionExists,
+)
+from tether.records import Record, RecordDraft
+from tether.store._common import (
+    check_append,
+    check_fork_seq,
+    conversation_created_draft,
+    fork_parent,
+    seal_batch,
+)
+from tether.store._types import (
+    Conversation,
+    SessionKey,
+)
+
+__all__ = (
+    "RECORD_COLUMNS",
+    "Channels",
+    "Conn",
+    "append",
+    "append_if_head",
+    "ensure_conversation",
+    "find_conversation",
+    "fork",
+    "get_conversation",
+    "head",
+    "mint_fence",
+    "notify",
+    "read",
+    "read_all",
+)
+
+Conn = AsyncConnection[TupleRow]
+
+RECORD_COLUMNS = "seq, kind, body, prev_hash, hash"
+_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
+
+
+class Channels:
+    """The NOTIFY channels of one schema (schemas sharing a database stay apart)."""
+
+    def __init__(self, schema: str) -> None:
+        self.append = f"{schema}.append"
+        self.work = f"{schema}.work"
+        self.settled = f"{schema}.settled"
+
+
+async def notify(conn: Conn, channel: str, payload: str) -> None:
+    # Delivered at commit, and only if the transaction commits.
+    await conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+
+
+# --- conversations and records --------------------------------------------------------
+
+
+def _conversation(row: TupleRow) -> Conversation:
+    cid, agent, instance, session, created_at, parent = row
+    return Conversation(
+        cid,
+        SessionKey(agent, instance, session),
+        created_at,
+        None if parent is None else ConversationParent.model_validate_json(bytes(parent)),
+    )
+
+
+async def get_conversation(conn: Conn, conversation_id: str) -> Conversation:
+    row = await (
+        await conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = %s", (conversation_id,)
+        )
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return _conversation(row)
+
+
+async def find_conversation(conn: Conn, key: SessionKey) -> Conversation | None:
+    row = await (
+        await conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+            "WHERE agent = %s AND instance = %s AND session = %s",
+            (key.agent, key.instance, key.session),
+        )
+    ).fetchone()
+    return None if row is None else _conversation(row)
+
+
+async def _insert_records(conn: Conn, conversation_id: str, records: Sequence[Record]) -> None:
+    async with conn.cursor() as cursor:
+        await cursor.executemany(
+            "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash, "
+            "submission_id) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    conversation_id,
+                    r.seq,
+                    r.kind,
+                    r.canonical,
+                    r.prev_hash,
+                    r.hash,
+                    _settled_submission(r),
+                )
+                for r in records
+            ],
+        )
+
+
+async def _create_conversation(
+    conn: Conn, conversation: Conversation, channels: Channels, prefix: Sequence[Record] = ()
+) -> bool:
+    """Insert the conversation with its records; ``False`` if the session already has one."""
+    key, parent = conversation.key, conversation.parent
+    created = await (
+        await conn.execute(
+            "INSERT INTO conversations (id, agent, instance, session, created_at, parent) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (agent, instance, session) DO NOTHING "
+            "RETURNING id",
+            (
+                conversation.id,
+                key.agent,
+                key.instance,
+                key.session,
+                conversation.created_at,
+                None if parent is None else canonical_json(parent.to_json_object()),
+            ),
+        )
+    ).fetchone()
+    if created is None:
+        return False
+    [first] = seal_batch(
+        [conversation_created_draft(conversation)],
+        conversation_id=conversation.id,
+        session=key.session,
+        head=len(prefix),
+        prev_hash=prefix[-1].hash if prefix else "",
+    )
+    records = [*prefix, first]
+    await _insert_records(conn, conversation.id, records)
+    await conn.execute(
+        "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
+        (first.seq, first.hash, conversation.id),
+    )
+    await notify(conn, channels.append, f"{conversation.id}:{first.seq}")
+    return True
+
+
+async def ensure_conversation(
+    conn: Conn, key: SessionKey, conversation_id: str, created_at: datetime, channels: Channels
+) -> tuple[Conversation, bool]:
+    conversation = Conversation(conversation_id, key, created_at)
+    if await _create_conversation(conn, conversation, channels):
+        return conversation, True
+    existing = await find_conversation(conn, key)
+    assert existing is not None  # the insert lost to it
+    return existing, False
+
+
+async def mint_fence(conn: Conn, conversation_id: str) -> int:
+    row = await (
+        await conn.execute(
+            "UPDATE conversations SET fence = fence + 1 WHERE id = %s RETURNING fence",
+            (conversation_id,),
+        )
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
+
+
+async def head(conn: Conn, conversation_id: str) -> int:
+    row = await (
+        await conn.execute("SELECT head FROM conversations WHERE id = %s", (conversation_id,))
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
+
+
+async def read(conn: Conn, conversation_id: str, after_seq: int, limit: int) -> list[Record]:
+    rows = await (
+        await conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = %s AND seq > %s "
+            "ORDER BY seq LIMIT %s",
+            (conversation_id, after_seq, limit),
+        )
+    ).fetchall()
+    if not rows:
+        await head(conn, conversation_id)  # ConversationNotFound for an unknown id
+    return [Record(seq, kind, bytes(body), prev, hash_) for seq, kind, body, prev, hash_ in rows]
+
+
+async def read_all(conn: Conn, conversation_id: str) -> list[Record]:
+    """The whole log, for verification."""
+    await head(conn, conversation_id)  # ConversationNotFound for an unknown id
+    rows = await (
+        await conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = %s ORDER BY seq",
+            (conversation_id,),
+        )
+    ).fetchall()
+    return [Record(seq, kind, bytes(body), prev, hash_) for seq, kind, body, prev, hash_ in rows]
+
+
+async def append(
+    conn: Conn,
+    conversation_id: str,
+    drafts: Sequence[RecordDraft],
+    expected_seq: int,
+    fence: int,
+    channels: Channels,
+) -> tuple[list[Record], str]:
+    """The checked append (the records and the conversation's session), in a transaction."""
+    # The row lock orders every append of this conversation: seqs commit in order.
+    row = await (
+        await conn.execute(
+            "SELECT fence, session, head, head_hash FROM conversations WHERE id = %s FOR UPDATE",
+            (conversation_id,),
+        )
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    current_fence, session, current_head, head_hash = row
+    check_append(
+        conversation_id,
+        expected_seq=expected_seq,
+        head=current_head,
+        fence=fence,
+        current_fence=current_fence,
+    )
+    sealed = seal_batch(
+        drafts,
+        conversation_id=conversation_id,
+        session=session,
+        head=current_head,
+        prev_hash=head_hash,
+    )
+    await _insert_records(conn, conversation_id, sealed)
+    await conn.execute(
+        "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
+        (sealed[-1].seq, sealed[-1].hash, conversation_id),
+    )
+    await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
+    return sealed, session
+
+
+_APPEND_IF_HEAD = """
+WITH moved AS (
+    UPDATE conversations SET head = %(head)s, head_hash = %(hash)s
+    WHERE id = %(cid)s AND head = %(expected)s AND head_hash = %(prev)s AND fence <= %(fence)s
+    RETURNING id
+), written AS (
+    INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash, submission_id)
+    SELECT %(cid)s, r.seq, r.kind, r.body, r.prev_hash, r.hash, r.submission_id
+    FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(bodies)s::bytea[],
+                %(prevs)s::text[], %(hashes)s::text[], %(submissions)s::text[])
+         AS r(seq, kind, body, prev_hash, hash, submission_id)
+    WHERE EXISTS (SELECT 1 FROM moved)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written), (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved)
+"""
+
+
+async def append_if_head(
+    conn: Conn,
+    conversation_id: str,
+    sealed: Sequence[Record],
+    expected_seq: int,
+    fence: int,
+    channels: Channels,
+) -> bool:
+    """Write records sealed against a head this process believes current, in one statement
+    (its own transaction): ``False``, writing nothing, unless the head, its hash and the
+    fence still allow it. The conversation's row lock still orders the seqs."""
+    row = await (
+        await conn.execute(
+            _APPEND_IF_HEAD,
+            {
+                "cid": conversation_id,
+                "head": sealed[-1].seq,
+                "hash": sealed[-1].hash,
+                "expected": expected_seq,
+                "prev": sealed[0].prev_hash,
+                "fence": fence,
+                "seqs": [r.seq for r in sealed],
+                "kinds": [r.kind for r in sealed],
+                "bodies": [r.canonical for r in sealed],
+                "prevs": [r.prev_hash for r in sealed],
+                "hashes": [r.hash for r in sealed],
+                "submissions": [_settled_submission(r) for r in sealed],
+                "channel": channels.append,
+                "payload": f"{conversation_id}:{sealed[-1].seq}",
+            },
+        )
+    ).fetchone()
+    return row is not None and row[0] == len(sealed)
+
+
+def _settled_submission(record: Record) -> str | None:
+    if record.kind != "submission_settled":
+        return None
+    value = record.fields.get("submissionId")
+    return None if value is None else str(value)
+
+
+async def fork(
+    conn: Conn,
+    conversation_id: str,
+    at_seq: int,
+    key: SessionKey,
+    new_conversation_id: str,
+    created_at: datetime,
+    channels: Channels,
+) -> Conversation:
+    check_fork_seq(conversation_id, at_seq, await head(conn, conversation_id))
+    prefix = await read(conn, conversation_id, 0, at_seq)
+    conversation = Conversation(
+        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+    )
+    if not await _create_conversation(conn, conversation, channels, prefix):
+        raise SessionExists(str(key))
+    return conversation
