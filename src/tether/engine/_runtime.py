@@ -417,6 +417,8 @@ class Runtime:
                     async with asyncio.timeout(_WAIT_POLL):
                         await woken.wait()
             waiter.remove_done_callback(wake)
+            if waiter.done() and not waiter.cancelled():
+                return dict(waiter.result())  # settled in this process: the payload is here
 
     async def records(
         self, conversation_id: str, *, after: int = 0, limit: int = 1000
