@@ -17,11 +17,11 @@ from tether.integrations.openai_agents import (
     journaled_agent,
 )
 from tether.journal import Journal, Turn
-from tether.store import MemoryStore, Store, SubmissionStatus
-from tether.testing import copy_prefix
+from tether.store import Store, SubmissionStatus
 
 from ...engine.test_control import wait_for_status
 from ...engine.test_runtime import settle
+from ..cuts import resume_from_every_cut
 from .app import make_agent, script
 from .scripted import ForbiddenModel, ScriptedModel, call
 
@@ -110,28 +110,13 @@ async def test_resume_from_every_cut_never_repeats_a_recorded_model_call(
     definition = durable(make_agent(), idempotent_tools=["get_weather"])
     async with make_runtime({"helper": definition}) as runtime:
         conversation_id, expected = await run(runtime, "weather Rome")
-    records = await store.read(conversation_id)
-    ended = next(r.seq for r in records if r.kind == "execution_ended")
-    started = next(r.seq for r in records if r.kind == "user_message")
-    for cut in range(started, ended):
-        crashed = MemoryStore()
-        await copy_prefix(store, conversation_id, cut, crashed)
+
+    def live() -> tuple[OpenAIAgentsHarness, list[Any]]:
         model = ScriptedModel(script)
-        agent = durable(make_agent(model), idempotent_tools=["get_weather"])
-        spec = agent.initialize("me", {})
-        journal = await Journal.open(
-            crashed,
-            conversation_id,
-            model=spec.model,  # type: ignore[union-attr]
-            tools=spec.tools,  # type: ignore[union-attr]
-        )
         harness = OpenAIAgentsHarness(make_agent(model), idempotent_tools=["get_weather"])
-        outcome = await journal.resume(harness)
-        assert outcome.output == expected, cut
-        recorded = sum(1 for r in records[:cut] if r.kind == "assistant_message_completed")
-        assert len(model.calls) == 2 - recorded, (cut, model.calls)
-        replayed = await (await Journal.open(crashed, conversation_id, fence=0)).replay(replayer())
-        assert replayed == [expected]
+        return harness, model.calls
+
+    await resume_from_every_cut(store, conversation_id, expected, live=live, replayer=replayer)
 
 
 @pytest.mark.parametrize(

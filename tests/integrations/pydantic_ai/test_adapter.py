@@ -10,11 +10,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tether.engine import Runtime
 from tether.integrations.pydantic_ai import PydanticAIHarness, durable
 from tether.journal import Decision, Journal
-from tether.store import MemoryStore, Store, SubmissionStatus
-from tether.testing import copy_prefix
+from tether.store import Store, SubmissionStatus
 
 from ...engine.test_control import wait_for_status
 from ...engine.test_runtime import settle
+from ..cuts import resume_from_every_cut
 from .app import make_agent, script
 
 Make = Callable[..., Runtime]
@@ -82,23 +82,21 @@ async def test_resume_from_every_cut_never_repeats_a_recorded_model_call(
     helper = durable(make_agent(), idempotent_tools=["research"])
     async with make_runtime({"helper": helper}) as runtime:
         conversation_id, expected = await run(runtime, "research tides")
-    records = await store.read(conversation_id)
-    ended = next(r.seq for r in records if r.kind == "execution_ended")
-    started = next(r.seq for r in records if r.kind == "user_message")
-    for cut in range(started, ended):
-        crashed = MemoryStore()
-        await copy_prefix(store, conversation_id, cut, crashed)
+
+    def live() -> tuple[PydanticAIHarness, list[int]]:
         calls: list[int] = []
-        harness = PydanticAIHarness(make_agent(counting(calls)), idempotent_tools=["research"])
-        journal = await Journal.open(crashed, conversation_id)
-        outcome = await journal.resume(harness)
-        assert outcome.output == expected, cut
-        answered = sum(r.kind == "assistant_message_completed" for r in records[:cut])
-        assert len(calls) == 2 - answered, (cut, calls)
-        replayed = await (await Journal.open(crashed, conversation_id, fence=0)).replay(
-            PydanticAIHarness(make_agent(FunctionModel(refusing, model_name="scripted")))
-        )
-        assert replayed == [expected]
+        agent = make_agent(counting(calls))
+        return PydanticAIHarness(agent, idempotent_tools=["research"]), calls
+
+    await resume_from_every_cut(
+        store,
+        conversation_id,
+        expected,
+        live=live,
+        replayer=lambda: PydanticAIHarness(
+            make_agent(FunctionModel(refusing, model_name="scripted"))
+        ),
+    )
 
 
 @pytest.mark.parametrize(
