@@ -1,0 +1,524 @@
+"""The whole suite: Tether beside LangGraph and DBOS on the same fake-model workload, the
+physical floor measured in the same run, then every existing benchmark script.
+
+Used by ``python -m benchmarks``; see ``benchmarks/__main__.py`` for the options.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks._plots import plot_lines
+from benchmarks.peers import langgraph_side, tether_side
+from benchmarks.peers._fake import TurnsResult, percentile, raw_commit_ms, raw_turn_ms
+from benchmarks.peers.resume import in_fresh_process
+
+__all__ = ("Sizes", "run")
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIPPED = "skipped: install tether[bench]"
+TETHER, LANGGRAPH, DBOS = "Tether", "LangGraph", "DBOS"
+RECORDS_PER_TURN = 4  # model_called, assistant_message_completed, tool_called, tool_outcome
+
+
+@dataclass
+class Sizes:
+    turns: Sequence[int]
+    reps: Callable[[int], int]
+    samples: int
+    resume: Sequence[int]  # log lengths, in Tether records
+    resume_runs: int
+    scripts: dict[str, list[str]]
+
+
+FULL = Sizes(
+    turns=(10, 100, 500),
+    reps=lambda turns: 5 if turns <= 10 else 3 if turns <= 100 else 1,
+    samples=100,
+    resume=(100, 1_000, 10_000),
+    resume_runs=3,
+    scripts={
+        "store_append.py": "--rounds 3".split(),
+        "replay.py": "--records 10000 --rounds 3".split(),
+        "engine.py": (
+            "--samples 100 --turns 10 100 --sessions 1 10 --tp-turns 10 --tool-rounds 10 100"
+        ).split(),
+        "sse.py": [],
+        "postgres.py": "--submissions 1000 --samples 100".split(),
+    },
+)
+QUICK = Sizes(
+    turns=(2, 5),
+    reps=lambda turns: 1,
+    samples=5,
+    resume=(100,),
+    resume_runs=1,
+    scripts={  # the sizes .ci/run uses
+        "store_append.py": "--rounds 1 --records 50 --per-writer 10 --read-records 500".split(),
+        "replay.py": "--rounds 1 --records 500".split(),
+        "engine.py": "--samples 10 --turns 5 --sessions 1 4 --tp-turns 2 --tool-rounds 3".split(),
+        "sse.py": "--records 500 --fanout-records 50 --subscribers 5 --appends 10".split(),
+        "postgres.py": "--submissions 40 --samples 10 --workers 1 2".split(),
+    },
+)
+
+
+@dataclass
+class Results:
+    floor_ms: float = 0.0
+    raw_turn_ms: float = 0.0
+    turns: dict[str, dict[int, TurnsResult]] = field(default_factory=dict)
+    latency: dict[str, list[float]] = field(default_factory=dict)
+    resume: dict[str, dict[int, tuple[float, int]]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    scripts: dict[str, str] = field(default_factory=dict)
+    durability: dict[str, str] = field(default_factory=dict)
+
+
+def _dbos() -> Any:
+    """The DBOS side module, or ``None`` without the ``bench`` extra."""
+    try:
+        from benchmarks.peers import dbos_side
+    except ImportError:
+        return None
+    return dbos_side
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _measure_peers(sizes: Sizes, tmp: Path, results: Results) -> None:
+    results.floor_ms = raw_commit_ms(tmp / "floor.db")
+    results.raw_turn_ms = raw_turn_ms()
+    _log(f"floor: raw sqlite3 commit {results.floor_ms:.3f} ms")
+
+    results.durability[TETHER] = tether_side.DURABILITY
+    _log("Tether: conversations")
+    tether_side.run_turns(tmp / "warm-tether", 2, 1)
+    results.turns[TETHER] = {
+        t: tether_side.run_turns(tmp / f"tether-{t}", t, sizes.reps(t)) for t in sizes.turns
+    }
+    results.latency[TETHER] = tether_side.latency(tmp / "tether-latency", sizes.samples)
+
+    if langgraph_side.available():
+        results.durability[LANGGRAPH] = langgraph_side.DURABILITY
+        _log("LangGraph: conversations")
+        langgraph_side.run_turns(tmp / "warm-langgraph", 2, 1)
+        results.turns[LANGGRAPH] = {
+            t: langgraph_side.run_turns(tmp / f"langgraph-{t}", t, sizes.reps(t))
+            for t in sizes.turns
+        }
+        results.latency[LANGGRAPH] = langgraph_side.latency(tmp / "lg-latency", sizes.samples)
+    else:
+        results.skipped[LANGGRAPH] = SKIPPED
+
+    dbos_side = _dbos()
+    if dbos_side is not None:
+        results.durability[DBOS] = dbos_side.DURABILITY
+        _log("DBOS: conversations")
+        with dbos_side.launched(tmp / "dbos") as db:
+            dbos_side.run_turns(db, 2, 1)
+            results.turns[DBOS] = {
+                t: dbos_side.run_turns(db, t, sizes.reps(t)) for t in sizes.turns
+            }
+            results.latency[DBOS] = dbos_side.latency(db, sizes.samples)
+    else:
+        results.skipped[DBOS] = SKIPPED
+
+    for length in sizes.resume:
+        _log(f"cold resume at {length:,} records")
+        where = tmp / f"resume-{length}"
+        built = int(in_fresh_process("tether", "build", where / "tether", length)["count"])
+        turns = max(1, math.ceil((built - 4) / RECORDS_PER_TURN))  # the same conversation
+        runs = [
+            in_fresh_process("tether", "resume", where / "tether") for _ in range(sizes.resume_runs)
+        ]
+        ms = statistics.median(r["ms"] for r in runs)
+        results.resume.setdefault(TETHER, {})[length] = (ms, built)
+        if LANGGRAPH not in results.skipped:
+            in_fresh_process("langgraph", "build", where / "langgraph", turns)
+            runs = [
+                in_fresh_process("langgraph", "resume", where / "langgraph")
+                for _ in range(sizes.resume_runs)
+            ]
+            ms = statistics.median(r["ms"] for r in runs)
+            results.resume.setdefault(LANGGRAPH, {})[length] = (ms, int(runs[0]["count"]))
+        if DBOS not in results.skipped:
+            in_fresh_process("dbos", "build", where / "dbos", turns)
+            run = in_fresh_process("dbos", "resume", where / "dbos")
+            results.resume.setdefault(DBOS, {})[length] = (run["ms"], int(run["count"]))
+
+
+def _postgres_url() -> str | None:
+    url = os.environ.get("TETHER_BENCH_POSTGRES_URL") or os.environ.get("TETHER_TEST_POSTGRES_URL")
+    if not url:
+        return None
+    try:
+        import psycopg
+
+        psycopg.connect(url, connect_timeout=2).close()
+    except Exception:
+        return None
+    return url
+
+
+def _run_scripts(sizes: Sizes, results: Results) -> None:
+    for script, args in sizes.scripts.items():
+        if script == "postgres.py":
+            url = _postgres_url()
+            if url is None:
+                results.scripts[script] = (
+                    "skipped: no PostgreSQL reachable (set TETHER_BENCH_POSTGRES_URL)"
+                )
+                continue
+            args = ["--url", url, *args]
+        _log(f"benchmarks/{script} {' '.join(args)}")
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / script), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        text = done.stdout.strip()
+        if done.returncode != 0:
+            text += f"\n\nFAILED (exit {done.returncode}):\n{done.stderr.strip()[-2000:]}"
+        results.scripts[script] = text
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f} ms" if value < 100 else f"{value:,.0f} ms"
+
+
+def _bytes(value: float) -> str:
+    return f"{value / 1024:,.1f} KB" if value >= 10_240 else f"{value:,.0f} B"
+
+
+def _ratio(ours: float | None, theirs: float | None) -> str:
+    if ours is None or theirs is None or theirs == 0:
+        return "—"
+    return f"{ours / theirs:.2f}x"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+@dataclass
+class Goal:
+    text: str
+    met: bool | None  # None: could not be judged in this run
+    detail: str
+
+
+def _headline(results: Results) -> tuple[str, list[Goal]]:
+    peers = [p for p in (LANGGRAPH, DBOS) if p in results.turns]
+    header = ["metric", TETHER]
+    for peer in peers:
+        header += [peer, f"{TETHER}/{peer}"]
+    header.append("floor (same run)")
+    rows: list[list[str]] = []
+
+    def row(metric: str, values: dict[str, float], fmt: Callable[[float], str], floor: str) -> None:
+        ours = values.get(TETHER)
+        cells = [metric, fmt(ours) if ours is not None else "—"]
+        for peer in peers:
+            theirs = values.get(peer)
+            cells += [fmt(theirs) if theirs is not None else "—", _ratio(ours, theirs)]
+        rows.append([*cells, floor])
+
+    def unmatched(metric: str, ours: str, floor: str) -> None:
+        rows.append([metric, ours, *(["n/a", ""] * len(peers)), floor])
+
+    floor = results.floor_ms
+    tether_turns = results.turns[TETHER]
+    for t, r in tether_turns.items():
+        commits = (r.commits or 0) / (r.conversations * t)
+        row(
+            f"overhead per turn, T={t}",
+            {s: rs[t].ms_per_turn - results.raw_turn_ms for s, rs in results.turns.items()},
+            _ms,
+            f"{commits:.1f} commits x {floor:.3f} ms = {commits * floor:.2f} ms",
+        )
+    for q, name in ((0.5, "p50"), (0.99, "p99")):
+        row(
+            f"admission → settled {name} (1 turn)",
+            {s: percentile(times, q) for s, times in results.latency.items()},
+            _ms,
+            f"1 commit = {floor:.3f} ms",
+        )
+    for t in tether_turns:
+        row(
+            f"bytes stored per message, T={t}",
+            {s: rs[t].bytes_per_message for s, rs in results.turns.items()},
+            _bytes,
+            "payload 300 B",
+        )
+    for t, r in tether_turns.items():
+        records, payload = r.records or 1, r.payload_bytes or 0
+        rows.append(
+            [f"Tether bytes per record, T={t}", _bytes(r.disk_bytes / records)]
+            + ["", ""] * len(peers)
+            + [f"payload 300 B; encoded body {payload / records:,.0f} B"]
+        )
+    for length, (_, count) in results.resume.get(TETHER, {}).items():
+        counts = ", ".join(
+            f"{p} {results.resume[p][length][1]:,} {'msgs' if p == LANGGRAPH else 'steps'}"
+            for p in peers
+            if length in results.resume.get(p, {})
+        )
+        row(
+            f"cold resume, {count:,} records" + (f" ({counts})" if counts else ""),
+            {s: rs[length][0] for s, rs in results.resume.items() if length in rs},
+            _ms,
+            "",
+        )
+    replay = re.search(r"replay every turn\s+([\d.]+) ms", results.scripts.get("replay.py", ""))
+    read = re.search(r"read the log\s+([\d.]+) ms", results.scripts.get("replay.py", ""))
+    size = re.search(r"Replay of a ([\d,]+)-record", results.scripts.get("replay.py", ""))
+    if replay and read and size:
+        unmatched(
+            f"replay of a {size.group(1)}-record log",
+            f"{float(replay.group(1)):.1f} ms",
+            f"read of the same log {float(read.group(1)):.1f} ms",
+        )
+    sse = re.search(
+        r"catch-up, 1 subscriber \(records/s\)\s+([\d,]+)\s+([\d,]+)",
+        results.scripts.get("sse.py", ""),
+    )
+    if sse:
+        unmatched(
+            "records/s over SSE (1 subscriber)",
+            sse.group(2),
+            f"bare Starlette, same frames: {sse.group(1)}",
+        )
+    return _table(header, rows), _goals(results, replay)
+
+
+def _goals(results: Results, replay: re.Match[str] | None) -> list[Goal]:
+    goals: list[Goal] = []
+    ours = results.turns[TETHER]
+    ts = sorted(ours)
+    first, last = ts[0], ts[-1]
+    per = {t: ours[t].ms_per_turn - results.raw_turn_ms for t in ts}
+    if LANGGRAPH in results.turns:
+        lg = results.turns[LANGGRAPH]
+        r1 = per[first] / (lg[first].ms_per_turn - results.raw_turn_ms)
+        rn = per[last] / (lg[last].ms_per_turn - results.raw_turn_ms)
+        goals.append(
+            Goal(f"overhead/turn ≤ 0.35x LangGraph-sync at T={first}", r1 <= 0.35, f"{r1:.2f}x")
+        )
+        goals.append(
+            Goal(f"overhead/turn ≤ 0.1x LangGraph-sync at T={last}", rn <= 0.1, f"{rn:.2f}x")
+        )
+    if DBOS in results.turns:
+        db = results.turns[DBOS]
+        worst = max(per[t] / (db[t].ms_per_turn - results.raw_turn_ms) for t in ts)
+        goals.append(
+            Goal("overhead/turn ≤ 0.25x DBOS (every T)", worst <= 0.25, f"worst {worst:.2f}x")
+        )
+    growth = per[last] / per[first]
+    goals.append(
+        Goal(
+            f"overhead/turn flat in T (T={last} within +20% of T={first})",
+            growth <= 1.2,
+            f"{growth:.2f}x",
+        )
+    )
+    per_record = {t: ours[t].disk_bytes / (ours[t].records or 1) for t in ts}
+    worst_bytes = max(per_record.values())
+    goals.append(
+        Goal(
+            "bytes per record ≤ 2x the 300-byte payload",
+            worst_bytes <= 600,
+            f"{worst_bytes:,.0f} B ({worst_bytes / 300:.1f}x)",
+        )
+    )
+    spread = max(per_record.values()) / min(per_record.values())
+    goals.append(
+        Goal(
+            "bytes per record constant in T (within ±15%)", spread <= 1.15, f"max/min {spread:.2f}"
+        )
+    )
+    resumes = results.resume.get(TETHER, {})
+    if resumes:
+        length = max(resumes)
+        ms, count = resumes[length]
+        goals.append(
+            Goal(
+                f"cold resume of a {count:,}-record log ≤ 50 ms",
+                ms <= 50 if length >= 10_000 else None,
+                _ms(ms),
+            )
+        )
+    if replay:
+        goals.append(
+            Goal(
+                "replay of the log ≤ 50 ms (issue M8)",
+                float(replay.group(1)) <= 50,
+                f"{float(replay.group(1)):.1f} ms",
+            )
+        )
+    return goals
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = []
+    for package in ("langgraph", "langgraph-checkpoint-sqlite", "dbos"):
+        try:
+            from importlib.metadata import version
+
+            versions.append(f"{package} {version(package)}")
+        except Exception:
+            versions.append(f"{package} not installed")
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, {', '.join(versions)}"
+    )
+
+
+def run(quick: bool, out: Path, *, scripts: bool = True) -> Path:
+    """Run the suite; write ``out/<date>.md`` (``<date>-quick.md`` for a quick run) and its
+    PNG plots; print the summary. Returns the results file."""
+    sizes = QUICK if quick else FULL
+    results = Results()
+    started = time.perf_counter()
+    base = Path.cwd() if os.access(Path.cwd(), os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir=base) as tmp:
+        _measure_peers(sizes, Path(tmp), results)
+    if scripts:
+        _run_scripts(sizes, results)
+    headline, goals = _headline(results)
+
+    out.mkdir(parents=True, exist_ok=True)
+    stem = datetime.now(UTC).strftime("%Y-%m-%d") + ("-quick" if quick else "")
+    plots = _plots(results, out, stem)
+    lines = [
+        f"# Tether benchmarks, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+        + (" (quick smoke run: sizes too small to judge)" if quick else ""),
+        "",
+        f"Machine: {_machine()}. Suite took {time.perf_counter() - started:,.0f} s.",
+        "",
+        "Workload: the same deterministic fake model for every system: zero latency, 300-byte "
+        "messages, one `lookup` tool call per turn (300-byte result), then a 300-byte final "
+        "answer; a conversation of T turns holds 2T+2 messages. Overhead per turn = wall time "
+        "of the conversation / T, minus the fake model and tool called directly "
+        f"({results.raw_turn_ms * 1000:.1f} µs a turn). Floor: one 300-byte INSERT committed "
+        f"by raw sqlite3 (WAL, synchronous=FULL) = {results.floor_ms:.3f} ms in this run.",
+        "",
+        "Durability (strict everywhere; nothing relaxed is compared):",
+        "",
+        *[f"- **{name}**: {text}" for name, text in results.durability.items()],
+        *[f"- **{name}**: {text}" for name, text in results.skipped.items()],
+        "",
+        "How each system is driven:",
+        "",
+        "- **Tether**: the built-in `tether.agent.Agent` harness in a `Journal` (one execution "
+        "per conversation; 4 records a turn, each committed before the next effect), "
+        "`ScriptedModel` + a `@tool`. Admission → settled goes through `Runtime.dispatch` → "
+        "durable queue → claim → run → settlement → `Runtime.wait`.",
+        "- **LangGraph**: `StateGraph` model ↔ tool loop, `add_messages`, one `invoke` per "
+        "conversation on a new thread (2T+1 supersteps). Latency = `invoke` of 1 turn.",
+        "- **DBOS**: one `@DBOS.workflow` per conversation, `@DBOS.step` model and tool "
+        "calls (2T+1 steps), `start_workflow` + `get_result`, no queue.",
+        "- **Cold resume** (a fresh process, imports done beforehand): Tether opens the store "
+        "and the journal and loads the log into the view the next turn starts from; LangGraph "
+        "connects and loads the thread's latest checkpoint (`get_state`; the checkpoint is "
+        "written in one `update_state`, so its history of checkpoints is shorter than a real "
+        "run's); DBOS is killed (`os._exit`) mid-workflow, then `DBOS.launch()` recovers the "
+        "workflow and replays its recorded steps until the next step runs (includes launch). "
+        "All three hold the same conversation: L records in Tether.",
+        "",
+        "## Side by side",
+        "",
+        headline,
+        "",
+        "## Goals",
+        "",
+        _table(
+            ["goal", "measured", "met"],
+            [
+                [g.text, g.detail, "n/a (size)" if g.met is None else "yes" if g.met else "NO"]
+                for g in goals
+            ],
+        ),
+        "",
+    ]
+    if plots:
+        lines += ["## Plots", "", *[f"![{p.stem}]({p.name})" for p in plots], ""]
+    if results.scripts:
+        lines += ["## Existing benchmarks", ""]
+        for script, text in results.scripts.items():
+            lines += [f"### benchmarks/{script}", "", "```", text, "```", ""]
+    path = out / f"{stem}.md"
+    path.write_text("\n".join(lines))
+    print("\n" + headline + "\n")
+    for goal in goals:
+        verdict = "n/a (size)" if goal.met is None else "met" if goal.met else "MISSED"
+        print(f"  {verdict:10}  {goal.text}: {goal.detail}")
+    print(f"\nwrote {path}" + "".join(f"\nwrote {p}" for p in plots))
+    return path
+
+
+def _plots(results: Results, out: Path, stem: str) -> list[Path]:
+    overhead = {
+        s: {t: r.ms_per_turn - results.raw_turn_ms for t, r in rs.items()}
+        for s, rs in results.turns.items()
+    }
+    stored = {s: {t: r.bytes_per_message for t, r in rs.items()} for s, rs in results.turns.items()}
+    resume = {s: {n: ms for n, (ms, _) in rs.items()} for s, rs in results.resume.items()}
+    made = [
+        plot_lines(
+            out / f"{stem}-overhead.png",
+            "Overhead per turn (strict durability)",
+            "turns T",
+            "ms per turn",
+            overhead,
+        ),
+        plot_lines(
+            out / f"{stem}-bytes.png",
+            "Bytes stored per 300-byte message",
+            "turns T",
+            "bytes per message",
+            stored,
+            log=True,
+        ),
+        plot_lines(
+            out / f"{stem}-resume.png",
+            "Cold resume vs log length",
+            "log length (Tether records)",
+            "ms",
+            resume,
+            log=True,
+        ),
+    ]
+    return [p for p in made if p is not None]

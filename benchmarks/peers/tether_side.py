@@ -1,0 +1,186 @@
+"""Tether's side: the built-in ``Agent`` harness in a ``Journal`` on ``SqliteStore``
+(WAL, ``synchronous=FULL``), driven by a ``ScriptedModel`` answering as the fake model does."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from benchmarks.peers._fake import TEXT, TOOL, TurnsResult, reply, sqlite_bytes, tool_result
+from tether.agent import Agent, Toolbox, agent_spec, tool
+from tether.engine import AgentDefinition, Runtime
+from tether.journal import Journal, Turn
+from tether.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+)
+from tether.models import DeltaSink, ScriptedModel, Text, ToolUse
+from tether.records import UserMessage
+from tether.store import SessionKey, SqliteStore
+
+__all__ = ("DURABILITY", "build_log", "latency", "resume", "run_turns")
+
+DURABILITY = "SqliteStore: WAL, synchronous=FULL (every acknowledged record fsynced)"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@tool(idempotent=True)
+async def lookup(n: int) -> str:
+    """The fake tool: a 300-byte answer."""
+    return tool_result(n)
+
+
+class FakeModel:
+    """The fake model as a Tether ``Model``: O(1) a call, like the peers' fakes (``ScriptedModel``
+    also renders the whole prompt to estimate token usage, which is O(history))."""
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        # messages = the user's, then (assistant, tool) pairs: O(1) to count the tool results
+        text, call = reply((len(request.messages) - 1) // 2, self.turns)
+        if call is None:
+            return ModelResponse(message=Message.assistant(text), finish_reason="stop")
+        parts = (TextPart(text=text), ToolCallPart(call_id=f"c{call}", name=TOOL, args={"n": call}))
+        return ModelResponse(
+            message=Message(role="assistant", parts=parts), finish_reason="tool_calls"
+        )
+
+
+def _model(turns: int) -> FakeModel:
+    return FakeModel(turns)
+
+
+async def _conversation(store: SqliteStore, name: str, turns: int) -> None:
+    conversation, _ = await store.ensure_conversation(
+        SessionKey("bench", name), conversation_id=name, created_at=NOW
+    )
+    journal = await Journal.open(
+        store, conversation.id, model=_model(turns), tools=Toolbox([lookup])
+    )
+    agent = Agent(model="bench", tools=[lookup], max_rounds=turns + 2)
+    result = await journal.exec(agent, [UserMessage(body=TEXT)])
+    assert result.output == TEXT, result.output
+
+
+async def _run_turns(db: Path, turns: int, reps: int) -> TurnsResult:
+    async with await SqliteStore.open(db, synchronous="FULL"):
+        pass
+    before = sqlite_bytes(db)
+    seconds = []
+    async with await SqliteStore.open(db, synchronous="FULL") as store:
+        for rep in range(reps):
+            start = time.perf_counter()
+            await _conversation(store, f"t{turns}-{rep}", turns)
+            seconds.append(time.perf_counter() - start)
+        commits = store.commits
+    conn = sqlite3.connect(db)
+    records, payload = conn.execute("SELECT count(*), sum(length(body)) FROM records").fetchone()
+    conn.close()
+    return TurnsResult(turns, seconds, sqlite_bytes(db) - before, reps, records, payload, commits)
+
+
+def run_turns(directory: Path, turns: int, reps: int) -> TurnsResult:
+    directory.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(_run_turns(directory / "tether.db", turns, reps))
+
+
+async def _latency(directory: Path, samples: int) -> list[float]:
+    spec = agent_spec(_model(1), model_name="bench", tools=[lookup])
+    agents = {"bench": AgentDefinition(lambda instance, env: spec)}
+    times = []
+    async with await SqliteStore.open(directory, synchronous="FULL") as store:
+        async with Runtime(agents, store, claim_interval=0.25) as runtime:
+            for n in range(samples + 5):
+                start = time.perf_counter()
+                receipt = await runtime.dispatch("bench", f"latency-{n}", TEXT)
+                settled = await runtime.wait(receipt.submission_id)
+                elapsed = (time.perf_counter() - start) * 1000
+                assert settled["status"] == "succeeded", settled
+                if n >= 5:  # the first few warm the runtime up
+                    times.append(elapsed)
+    return times
+
+
+def latency(directory: Path, samples: int) -> list[float]:
+    """Admission → settled: ``Runtime.dispatch`` of a 1-turn conversation (durable queue row,
+    claim, run, settlement) until ``Runtime.wait`` sees it settled."""
+    return asyncio.run(_latency(directory, samples))
+
+
+class _Builder:
+    """Writes the same records a turn of the agent writes, with requests built from the
+    execution's inputs only, so a 10k-record log is quick to build (no growing prompt)."""
+
+    name, version = "tether.agent", "1"
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+
+    async def run(self, turn: Turn) -> JsonValue:
+        request = ModelRequest(model="bench", messages=tuple(turn.inputs))
+        for n in range(self.turns):
+            first = await turn.model(request.model_copy(update={"model": f"m{n}"}))
+            [call] = first.message.tool_calls
+            await turn.tool(
+                ToolCall(
+                    call_id=call.call_id,
+                    name=call.name,
+                    args=call.args,
+                    idempotency_key=f"{turn.execution_id}:{n}",
+                )
+            )
+        return (await turn.model(request.model_copy(update={"model": "final"}))).message.text
+
+
+async def _build_log(directory: Path, records: int) -> int:
+    def answer(request: ModelRequest) -> object:
+        if request.model == "final":
+            return TEXT
+        return [Text(TEXT), ToolUse("lookup", {"n": 0}, f"c-{request.model}")]
+
+    async with await SqliteStore.open(directory, synchronous="FULL") as store:
+        conversation, _ = await store.ensure_conversation(
+            SessionKey("bench", "resume"), conversation_id="resume", created_at=NOW
+        )
+        journal = await Journal.open(
+            store, conversation.id, model=ScriptedModel(answer), tools=Toolbox([lookup])
+        )
+        while (head := await store.head(conversation.id)) < records:
+            turns = max(1, min(50, (records - head) // 5))
+            await journal.exec(_Builder(turns), [UserMessage(body=TEXT)])
+        return await store.head(conversation.id)
+
+
+def build_log(directory: Path, records: int) -> int:
+    """A conversation of about ``records`` records (model and tool calls, as the agent writes);
+    returns how many."""
+    return asyncio.run(_build_log(directory, records))
+
+
+async def _resume(directory: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    async with await SqliteStore.open(directory, synchronous="FULL") as store:
+        journal = await Journal.open(store, "resume")
+        view = await journal.refresh()
+        messages = view.messages()  # the history the next turn's harness gets
+        elapsed = time.perf_counter() - start
+        return elapsed * 1000, len(messages)
+
+
+def resume(directory: Path) -> tuple[float, int]:
+    """Cold resume (run in a fresh process): open the store, open the conversation's journal
+    and load its log into the view the next turn starts from. Returns (ms, messages)."""
+    return asyncio.run(_resume(directory))
