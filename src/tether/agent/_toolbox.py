@@ -59,5 +59,6 @@ def _result(call: ToolCall, value: object) -> ToolResult:
         data: JsonValue = orjson.loads(orjson.dumps(value))
     except TypeError:
         return _error(call, f"{call.name} returned a {type(value).__name__}, which is not JSON")
-    content = data if isinstance(data, str) else orjson.dumps(data).decode()
-    return ToolResult(call_id=call.call_id, content=content, data=data)
+    if isinstance(data, str):  # the text is the whole result: stored once, not twice
+        return ToolResult(call_id=call.call_id, content=data)
+    return ToolResult(call_id=call.call_id, content=orjson.dumps(data).decode(), data=data)
