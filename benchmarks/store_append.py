@@ -34,7 +34,7 @@ from tether.store._sqlite_schema import connect, migrate
 
 BODY = "x" * 300  # a 300-byte message, the size the peers are measured with
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-HASH = "0" * 64
+HASH = bytes(32)  # a digest as the store keeps it
 INSERT = (
     "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
     "VALUES (?, ?, ?, ?, ?, ?)"

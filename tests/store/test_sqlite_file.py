@@ -69,11 +69,32 @@ def _schema(path: Path) -> list[tuple[str, str]]:
 
 
 async def test_a_version_1_file_migrates_to_the_fresh_schema(tmp_path: Path) -> None:
-    old, fresh = tmp_path / "old", tmp_path / "fresh"
+    """A v1 file (hex hashes, no trace column) keeps its log and submissions through every
+    migration, and ends with exactly the schema of a fresh file."""
+    written, old, fresh = tmp_path / "written", tmp_path / "old", tmp_path / "fresh"
+    async with await SqliteStore.open(written) as store:
+        cid = await _conversation(store)
+        fence = await store.mint_fence(cid)
+        await store.append(cid, [RecordDraft(UserMessage(body="hi"))], expected_seq=1, fence=fence)
+        records = await store.read(cid)
     old.mkdir()
     with sqlite3.connect(old / "tether.db") as conn:
         conn.executescript(_SCHEMA_V1)
         conn.execute("PRAGMA user_version = 1")
+        source = sqlite3.connect(written / "tether.db")
+        conn.executemany(
+            "INSERT INTO conversations (id, agent, instance, session, created_at, parent, fence) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            source.execute(
+                "SELECT id, agent, instance, session, created_at, parent, fence FROM conversations"
+            ).fetchall(),
+        )
+        source.close()
+        conn.executemany(  # as v1 stored them: hashes in hex
+            "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(cid, r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in records],
+        )
         conn.execute(
             "INSERT INTO submissions (id, agent, instance, session, dispatch_id, conversation_id, "
             "status, input, created_at) VALUES ('s', 'a', 'i', 'default', 's', 'c', 'queued', "
@@ -83,6 +104,10 @@ async def test_a_version_1_file_migrates_to_the_fresh_schema(tmp_path: Path) -> 
     async with await SqliteStore.open(old) as store:
         submission = await store.get_submission("s")
         assert submission.trace is None and submission.input == {}
+        assert [(r.seq, r.hash) for r in await store.read(cid)] == [
+            (r.seq, r.hash) for r in records
+        ]
+        assert await store.verify(cid) == len(records)
     async with await SqliteStore.open(fresh):
         pass
     assert _schema(old / "tether.db") == _schema(fresh / "tether.db")

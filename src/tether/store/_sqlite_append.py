@@ -83,12 +83,12 @@ class Appender:
                 f"WHERE c.id IN ({marks})",
                 chunk,
             ):
-                self._states[cid] = _State(fence, session, seq or 0, hash_ or "")
+                self._states[cid] = _State(fence, session, seq or 0, hash_.hex() if hash_ else "")
 
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
         self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
-        rows: list[tuple[str, int, str, bytes, str, str]] = []
+        rows: list[tuple[str, int, str, bytes, bytes, bytes]] = []
         for request in requests:
             cid = request.conversation_id
             state = self._states.get(cid)
@@ -113,7 +113,10 @@ class Appender:
                 request.error = exc
                 continue
             state.head, state.head_hash = sealed[-1].seq, sealed[-1].hash
-            rows.extend((cid, r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in sealed)
+            rows.extend(
+                (cid, r.seq, r.kind, r.canonical, bytes.fromhex(r.prev_hash), bytes.fromhex(r.hash))
+                for r in sealed
+            )
             request.result = sealed
             request.touched.append(cid)
         for start in range(0, len(rows), _ROWS_PER_INSERT):

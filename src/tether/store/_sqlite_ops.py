@@ -104,7 +104,17 @@ def _insert_records(
     conn.executemany(
         "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        [(conversation_id, r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in records],
+        [
+            (
+                conversation_id,
+                r.seq,
+                r.kind,
+                r.canonical,
+                bytes.fromhex(r.prev_hash),
+                bytes.fromhex(r.hash),
+            )
+            for r in records
+        ],
     )
 
 
@@ -173,15 +183,17 @@ def head(conn: sqlite3.Connection, conversation_id: str) -> int:
     return int(row[0])
 
 
-def _record_row(_cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Record:
-    return Record(*row)
+def record_row(_cursor: sqlite3.Cursor | None, row: tuple[Any, ...]) -> Record:
+    """A stored row as a record (hashes are stored as raw bytes, carried as hex)."""
+    seq, kind, body, prev_hash, hash_ = row
+    return Record(seq, kind, body, prev_hash.hex(), hash_.hex())
 
 
 def read(
     conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
 ) -> list[Record]:
     cursor = conn.cursor()
-    cursor.row_factory = _record_row
+    cursor.row_factory = record_row
     records: list[Record] = cursor.execute(
         f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = ? AND seq > ? "
         "ORDER BY seq LIMIT ?",

@@ -13,7 +13,7 @@ from tether.errors import StoreUnavailable, UnsupportedSchema
 
 __all__ = ("SCHEMA_VERSION", "Synchronous", "connect", "migrate", "translate_errors")
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _SCHEMA_V1: Final = """
@@ -82,12 +82,38 @@ CREATE TABLE attachments (
 """
 
 
+# v3: hashes as their 32 raw bytes instead of 64 hex characters (SQLite cannot change a
+# column's type, so the table is rebuilt; rows keep their positions).
+_SCHEMA_V3: Final = """
+CREATE TABLE records_v3 (
+    position        INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    seq             INTEGER NOT NULL,
+    kind            TEXT NOT NULL,
+    body            BLOB NOT NULL,
+    prev_hash       BLOB NOT NULL,
+    hash            BLOB NOT NULL,
+    UNIQUE (conversation_id, seq)
+);
+INSERT INTO records_v3 (position, conversation_id, seq, kind, body, prev_hash, hash)
+    SELECT position, conversation_id, seq, kind, body, tether_unhex(prev_hash),
+           tether_unhex(hash)
+    FROM records;
+DROP TABLE records;
+ALTER TABLE records_v3 RENAME TO records;
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
     "ALTER TABLE submissions ADD COLUMN trace BLOB;",  # v2: the caller's W3C trace context
+    _SCHEMA_V3,
 )
+
+
+def _unhex(value: str | bytes) -> bytes:
+    return bytes.fromhex(value) if isinstance(value, str) else value
 
 
 @contextlib.contextmanager
@@ -137,6 +163,7 @@ def migrate(conn: sqlite3.Connection, busy_timeout: float) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
+        conn.create_function("tether_unhex", 1, _unhex, deterministic=True)
         for step in _MIGRATIONS[version:]:
             for statement in step.split(";"):
                 if statement.strip():

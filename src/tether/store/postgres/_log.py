@@ -82,6 +82,12 @@ def _conversation(row: TupleRow) -> Conversation:
     )
 
 
+def _record(row: TupleRow) -> Record:
+    """A stored row as a record (digests are stored as raw bytes, carried as hex)."""
+    seq, kind, body, prev_hash, hash_ = row
+    return Record(seq, kind, bytes(body), bytes(prev_hash).hex(), bytes(hash_).hex())
+
+
 async def get_conversation(conn: Conn, conversation_id: str) -> Conversation:
     row = await (
         await conn.execute(
@@ -115,8 +121,8 @@ async def _insert_records(conn: Conn, conversation_id: str, records: Sequence[Re
                     r.seq,
                     r.kind,
                     r.canonical,
-                    r.prev_hash,
-                    r.hash,
+                    bytes.fromhex(r.prev_hash),
+                    bytes.fromhex(r.hash),
                     _settled_submission(r),
                 )
                 for r in records
@@ -157,7 +163,7 @@ async def _create_conversation(
     await _insert_records(conn, conversation.id, records)
     await conn.execute(
         "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
-        (first.seq, first.hash, conversation.id),
+        (first.seq, bytes.fromhex(first.hash), conversation.id),
     )
     await notify(conn, channels.append, f"{conversation.id}:{first.seq}")
     return True
@@ -205,7 +211,7 @@ async def read(conn: Conn, conversation_id: str, after_seq: int, limit: int) -> 
     ).fetchall()
     if not rows:
         await head(conn, conversation_id)  # ConversationNotFound for an unknown id
-    return [Record(seq, kind, bytes(body), prev, hash_) for seq, kind, body, prev, hash_ in rows]
+    return [_record(row) for row in rows]
 
 
 async def read_all(conn: Conn, conversation_id: str) -> list[Record]:
@@ -217,7 +223,7 @@ async def read_all(conn: Conn, conversation_id: str) -> list[Record]:
             (conversation_id,),
         )
     ).fetchall()
-    return [Record(seq, kind, bytes(body), prev, hash_) for seq, kind, body, prev, hash_ in rows]
+    return [_record(row) for row in rows]
 
 
 async def append(
@@ -251,12 +257,12 @@ async def append(
         conversation_id=conversation_id,
         session=session,
         head=current_head,
-        prev_hash=head_hash,
+        prev_hash=bytes(head_hash).hex(),
     )
     await _insert_records(conn, conversation_id, sealed)
     await conn.execute(
         "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
-        (sealed[-1].seq, sealed[-1].hash, conversation_id),
+        (sealed[-1].seq, bytes.fromhex(sealed[-1].hash), conversation_id),
     )
     await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
     return sealed, session
@@ -271,7 +277,7 @@ WITH moved AS (
     INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash, submission_id)
     SELECT %(cid)s, r.seq, r.kind, r.body, r.prev_hash, r.hash, r.submission_id
     FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(bodies)s::bytea[],
-                %(prevs)s::text[], %(hashes)s::text[], %(submissions)s::text[])
+                %(prevs)s::bytea[], %(hashes)s::bytea[], %(submissions)s::text[])
          AS r(seq, kind, body, prev_hash, hash, submission_id)
     WHERE EXISTS (SELECT 1 FROM moved)
     RETURNING 1
@@ -297,15 +303,15 @@ async def append_if_head(
             {
                 "cid": conversation_id,
                 "head": sealed[-1].seq,
-                "hash": sealed[-1].hash,
+                "hash": bytes.fromhex(sealed[-1].hash),
                 "expected": expected_seq,
-                "prev": sealed[0].prev_hash,
+                "prev": bytes.fromhex(sealed[0].prev_hash),
                 "fence": fence,
                 "seqs": [r.seq for r in sealed],
                 "kinds": [r.kind for r in sealed],
                 "bodies": [r.canonical for r in sealed],
-                "prevs": [r.prev_hash for r in sealed],
-                "hashes": [r.hash for r in sealed],
+                "prevs": [bytes.fromhex(r.prev_hash) for r in sealed],
+                "hashes": [bytes.fromhex(r.hash) for r in sealed],
                 "submissions": [_settled_submission(r) for r in sealed],
                 "channel": channels.append,
                 "payload": f"{conversation_id}:{sealed[-1].seq}",

@@ -34,7 +34,7 @@ MIGRATIONS: Final = (
         -- The head is kept on the row whose lock serializes appends: a reader following
         -- seq order can never see a later record commit before an earlier one.
         head        BIGINT NOT NULL DEFAULT 0,
-        head_hash   TEXT NOT NULL DEFAULT '',
+        head_hash   BYTEA NOT NULL DEFAULT '',
         UNIQUE (agent, instance, session)
     );
     CREATE TABLE records (
@@ -42,8 +42,8 @@ MIGRATIONS: Final = (
         seq             BIGINT NOT NULL CHECK (seq > 0),
         kind            TEXT NOT NULL,
         body            BYTEA NOT NULL,
-        prev_hash       TEXT NOT NULL,
-        hash            TEXT NOT NULL,
+        prev_hash       BYTEA NOT NULL,  -- SHA-256 digests as their 32 raw bytes
+        hash            BYTEA NOT NULL,
         submission_id   TEXT,  -- set on submission_settled records only
         PRIMARY KEY (conversation_id, seq)
     );
