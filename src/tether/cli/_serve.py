@@ -87,7 +87,9 @@ def serve(
         None, "--app", help="module:factory returning {name: AgentDefinition}."
     ),
     store: str = typer.Option(
-        DEFAULT_STORE_URL, "--store", help="Store URL (sqlite:///dir, memory://)."
+        DEFAULT_STORE_URL,
+        "--store",
+        help="Store URL (sqlite:///dir, postgresql://user@host/db, memory://).",
     ),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8484, "--port"),
@@ -129,7 +131,11 @@ def serve(
 
 
 def worker(
-    store: str = typer.Option(DEFAULT_STORE_URL, "--store"),
+    store: str = typer.Option(
+        DEFAULT_STORE_URL,
+        "--store",
+        help="Store URL (sqlite:///dir, postgresql://user@host/db); run several on PostgreSQL.",
+    ),
     app: str | None = typer.Option(None, "--app"),
     demo: bool = typer.Option(False, "--demo"),
     lease: float = LEASE,
