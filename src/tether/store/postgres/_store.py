@@ -319,7 +319,7 @@ class PostgresStore:
     # --- submissions ------------------------------------------------------------------
 
     async def admit(self, new: NewSubmission) -> Admission:
-        admitted = await self._read(_submissions.admit_to_existing, new, self._channels)
+        admitted = await self._read(_submissions.admit_at_once, new, self._channels)
         if admitted is None:  # a new session, an idempotent replay, or a conflict
             admitted = await self._run(_submissions.admit, new, self._channels)
         if admitted.created:
@@ -347,7 +347,7 @@ class PostgresStore:
         lease_expires_at: datetime,
         now: datetime,
     ) -> Submission:
-        return await self._run(
+        return await self._read(
             _submissions.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
         )
 

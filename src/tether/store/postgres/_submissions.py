@@ -21,22 +21,21 @@ from tether.errors import (
     DispatchConflict,
     SubmissionNotFound,
 )
-from tether.store._common import (
-    attachment_ref,
-)
+from tether.store._common import attachment_ref, conversation_created_draft, seal_batch
 from tether.store._types import (
     Admission,
     Attempt,
+    Conversation,
     NewSubmission,
     SessionKey,
     Submission,
     SubmissionStatus,
 )
-from tether.store.postgres._log import Channels, Conn, ensure_conversation, mint_fence, notify
+from tether.store.postgres._log import Channels, Conn, ensure_conversation, notify
 
 __all__ = (
     "admit",
-    "admit_to_existing",
+    "admit_at_once",
     "claim",
     "claim_runnable",
     "get_attachment",
@@ -162,36 +161,75 @@ async def list_expired_leases(conn: Conn, now: datetime) -> list[Submission]:
     return [_submission(row) for row in rows]
 
 
-async def admit_to_existing(conn: Conn, new: NewSubmission, channels: Channels) -> Admission | None:
-    """The common admission, to a session that has its conversation, in one statement;
-    ``None`` (nothing written) when the session is new or the dispatch or id is taken."""
+_ADMIT = f"""
+WITH created AS (
+    -- A new session's conversation, with its first record; not if the id is taken, so a
+    -- conflicting dispatch leaves nothing behind.
+    INSERT INTO conversations (id, agent, instance, session, created_at, head, head_hash)
+    SELECT %(cid)s, %(agent)s, %(instance)s, %(session)s, %(at)s, 1, %(hash)s
+    WHERE NOT EXISTS (SELECT 1 FROM submissions WHERE id = %(id)s)
+    ON CONFLICT (agent, instance, session) DO NOTHING
+    RETURNING id
+), first_record AS (
+    INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash)
+    SELECT id, 1, %(kind)s, %(body)s, %(prev)s, %(hash)s FROM created
+), conversation AS (
+    -- The one just created, or the session's own (a statement does not see its own insert).
+    SELECT id FROM created
+    UNION ALL
+    SELECT id FROM conversations
+    WHERE agent = %(agent)s AND instance = %(instance)s AND session = %(session)s
+), admitted AS (
+    INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id,
+                             status, input, created_at, trace)
+    SELECT %(id)s, %(dispatch)s, %(agent)s, %(instance)s, %(session)s, conversation.id,
+           'queued', %(input)s, %(at)s, %(trace)s
+    FROM conversation
+    ON CONFLICT DO NOTHING
+    RETURNING {_SUBMISSION_COLUMNS}
+)
+SELECT admitted.*, pg_notify(%(work)s, admitted.id),
+       (SELECT pg_notify(%(append)s, created.id || ':1') FROM created)
+FROM admitted
+"""
+
+
+async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> Admission | None:
+    """An admission in one statement (its own transaction), creating the session's
+    conversation if it is new; ``None``, writing nothing, for an idempotent replay or a
+    conflict, which the checked path then sorts out."""
     key = new.key
+    conversation = Conversation(new.conversation_id, key, new.created_at)
+    [first] = seal_batch(
+        [conversation_created_draft(conversation)],
+        conversation_id=conversation.id,
+        session=key.session,
+        head=0,
+        prev_hash="",
+    )
     row = await (
         await conn.execute(
-            "WITH conversation AS (SELECT id FROM conversations "
-            "WHERE agent = %s AND instance = %s AND session = %s), "
-            "admitted AS (INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
-            "conversation_id, status, input, created_at, trace) "
-            "SELECT %s, %s, %s, %s, %s, conversation.id, 'queued', %s, %s, %s FROM conversation "
-            f"ON CONFLICT DO NOTHING RETURNING {_SUBMISSION_COLUMNS}) "
-            "SELECT admitted.*, pg_notify(%s, admitted.id) FROM admitted",
-            (
-                key.agent,
-                key.instance,
-                key.session,
-                new.id,
-                new.idempotency_key,
-                key.agent,
-                key.instance,
-                key.session,
-                canonical_json(new.input),
-                new.created_at,
-                canonical_json(dict(new.trace)) if new.trace else None,
-                channels.work,
-            ),
+            _ADMIT,
+            {
+                "cid": conversation.id,
+                "agent": key.agent,
+                "instance": key.instance,
+                "session": key.session,
+                "at": new.created_at,
+                "kind": first.kind,
+                "body": first.canonical,
+                "prev": b"",
+                "hash": bytes.fromhex(first.hash),
+                "id": new.id,
+                "dispatch": new.idempotency_key,
+                "input": canonical_json(new.input),
+                "trace": canonical_json(dict(new.trace)) if new.trace else None,
+                "work": channels.work,
+                "append": channels.append,
+            },
         )
     ).fetchone()
-    return None if row is None else Admission(_submission(row[:-1]), created=True)
+    return None if row is None else Admission(_submission(row[:-2]), created=True)
 
 
 async def admit(conn: Conn, new: NewSubmission, channels: Channels) -> Admission:
@@ -279,38 +317,6 @@ async def update_owned(
     return _submission(row[:-1])
 
 
-async def _take(
-    conn: Conn,
-    submission: Submission,
-    attempt_id: str,
-    owner_id: str,
-    lease_expires_at: datetime,
-    now: datetime,
-) -> Submission:
-    """Claim a locked, queued session head: mint a fence, record the attempt, run it."""
-    fence = await mint_fence(conn, submission.conversation_id)
-    # ``number`` orders the attempt markers; ``attempt_count`` is the budget (a refund lowers it).
-    row = await (
-        await conn.execute(
-            "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) "
-            "SELECT %s, COUNT(*) + 1, %s, %s, %s, %s FROM attempts WHERE submission_id = %s "
-            "RETURNING number",
-            (submission.id, attempt_id, owner_id, fence, now, submission.id),
-        )
-    ).fetchone()
-    assert row is not None
-    return await update_owned(
-        conn,
-        submission.id,
-        None,
-        "claim",
-        "status = 'running', attempt_count = attempt_count + 1, attempt_id = %s, "
-        "owner_id = %s, lease_expires_at = %s, fence = %s, wait_reason = NULL",
-        (attempt_id, owner_id, lease_expires_at, fence),
-        from_status=SubmissionStatus.QUEUED,
-    )
-
-
 async def claim(
     conn: Conn,
     submission_id: str,
@@ -319,33 +325,37 @@ async def claim(
     lease_expires_at: datetime,
     now: datetime,
 ) -> Submission:
-    current = await get_submission(conn, submission_id, lock=True)
-    if current.status is not SubmissionStatus.QUEUED:
-        raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
-    is_head = await (
+    row = await (
         await conn.execute(
-            f"SELECT 1 FROM submissions s WHERE id = %s AND {_HEAD_OF_SESSION}", (submission_id,)
+            _CLAIM_ONE,
+            {
+                "id": submission_id,
+                "attempt_ids": [attempt_id],
+                "owner": owner_id,
+                "now": now,
+                "lease": lease_expires_at,
+            },
         )
     ).fetchone()
-    if not is_head:
-        raise ClaimLost(
-            submission_id, "cannot claim: an earlier submission of its session is unsettled"
-        )
-    return await _take(conn, current, attempt_id, owner_id, lease_expires_at, now)
+    if row is not None:
+        return _submission(row[:-1])
+    current = await get_submission(conn, submission_id)  # SubmissionNotFound
+    if current.status is not SubmissionStatus.QUEUED:
+        raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
+    raise ClaimLost(
+        submission_id, "cannot claim: an earlier submission of its session is unsettled"
+    )
 
 
 _CLAIMED_COLUMNS = ", ".join(f"s.{column.strip()}" for column in _SUBMISSION_COLUMNS.split(","))
-_CLAIM_HEADS = f"""
+_CLAIM = """
 WITH heads AS (
     SELECT s.id, s.conversation_id, s.position FROM submissions s
-    WHERE s.status = 'queued' AND {_HEAD_OF_SESSION}
-    ORDER BY s.position LIMIT %(n)s
-    FOR UPDATE SKIP LOCKED
+    WHERE {which} AND s.status = 'queued' AND {head}
+    {lock_heads}
 ), free AS (
-    -- A conversation locked by another transaction (an append, or a writer frozen inside
-    -- one) is left for a later pass instead of stalling every other claim behind it.
     SELECT c.id FROM conversations c WHERE c.id IN (SELECT conversation_id FROM heads)
-    FOR UPDATE SKIP LOCKED
+    {lock_conversations}
 ), numbered AS (
     SELECT h.id, h.conversation_id, row_number() OVER (ORDER BY h.position) AS k
     FROM heads h JOIN free f ON f.id = h.conversation_id
@@ -366,8 +376,26 @@ UPDATE submissions s SET status = 'running', attempt_count = s.attempt_count + 1
     attempt_id = c.attempt_id, owner_id = %(owner)s, lease_expires_at = %(lease)s,
     fence = c.fence, wait_reason = NULL
 FROM chosen c WHERE s.id = c.id
-RETURNING {_CLAIMED_COLUMNS}, s.position
+RETURNING {columns}, s.position
 """
+# A batch: SKIP LOCKED, so workers claiming at once take disjoint heads, and a conversation
+# locked by another transaction (an append, or a writer frozen inside one) is left for a
+# later pass instead of stalling every other claim behind it.
+_CLAIM_HEADS = _CLAIM.format(
+    which="TRUE",
+    head=_HEAD_OF_SESSION,
+    lock_heads="ORDER BY s.position LIMIT %(n)s FOR UPDATE SKIP LOCKED",
+    lock_conversations="FOR UPDATE SKIP LOCKED",
+    columns=_CLAIMED_COLUMNS,
+)
+# One named submission: it waits for its locks (a racing claim then finds it taken).
+_CLAIM_ONE = _CLAIM.format(
+    which="s.id = %(id)s",
+    head=_HEAD_OF_SESSION,
+    lock_heads="FOR UPDATE",
+    lock_conversations="FOR UPDATE",
+    columns=_CLAIMED_COLUMNS,
+)
 
 
 async def claim_runnable(
