@@ -64,12 +64,14 @@ def kill_mid_tool(
     ``before_restart()`` runs between the two lives (to check what the first one did)."""
     data, log = tmp_path / "data", tmp_path / "serve.log"
     first = start_server(data, log, "--lease", "1", app=app, **env, **slow)
-    accepted = httpx.post(f"{first.url}{session}", json={"body": body}, timeout=10).json()
-    deadline = time.monotonic() + 30
-    while "tool_called" not in [r["kind"] for r in _records(f"{first.url}{session}")]:
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
-    first.kill()
+    try:
+        accepted = httpx.post(f"{first.url}{session}", json={"body": body}, timeout=10).json()
+        deadline = time.monotonic() + 30
+        while "tool_called" not in [r["kind"] for r in _records(f"{first.url}{session}")]:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+    finally:
+        first.kill()  # mid-tool on the way through; never left running if the wait failed
     if before_restart is not None:
         before_restart()
     second = start_server(data, log, "--lease", "1", app=app, **env, **fast)

@@ -134,14 +134,23 @@ class Journal:
         the log (it is brought up to date either way). ``wrappers`` wrap every model client
         and tool executor the journal invokes.
         """
-        conversation = await store.get_conversation(conversation_id)
+        known = view.conversation if view is not None else None
+        if known is not None and known.id == conversation_id:
+            conversation = known  # immutable: the view keeps it for the next journal
+        else:
+            conversation = await store.get_conversation(conversation_id)
+            if view is not None:
+                view.conversation = conversation
         if fence is None:
             fence = await store.mint_fence(conversation_id)
+        # Every path refreshes the view before it appends (the CAS point is the refreshed
+        # head), so a kept view's head is as good a start as a fresh read of the store's.
+        head = view.head if view is not None and view.head else await store.head(conversation_id)
         return cls(
             store,
             conversation,
             fence=fence,
-            head=await store.head(conversation_id),
+            head=head,
             model=model,
             tools=tools,
             observer=observer,

@@ -13,7 +13,7 @@ from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript
 from tether.messages import Message
 from tether.records import Record, SteerReceived
-from tether.store import LogStore
+from tether.store import Conversation, LogStore
 
 __all__ = ("LogView",)
 
@@ -25,6 +25,8 @@ class LogView:
     a journal feed it directly, and ``refresh`` reads whatever other writers added."""
 
     def __init__(self) -> None:
+        self.conversation: Conversation | None = None
+        """The conversation, once a journal looked it up (it never changes)."""
         self.records: list[Record] = []
         self.executions = Executions()
         self.fork_seq = 0
