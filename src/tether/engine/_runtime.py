@@ -214,8 +214,15 @@ class Runtime:
         return self._runs[submission.id].wake
 
     def adopt_zombie(self, task: asyncio.Task[Any]) -> None:
+        """Keep a run that ignored its cancellation until it ends; whatever it raises then is
+        moot (its work was settled over it) and is retrieved, not logged as never retrieved."""
         self._zombies.add(task)
-        task.add_done_callback(self._zombies.discard)
+        task.add_done_callback(self._bury)
+
+    def _bury(self, task: asyncio.Task[Any]) -> None:
+        self._zombies.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     def view(self, conversation_id: str) -> LogView:
         """This process's incremental view of a conversation (kept for the most recent ones)."""
