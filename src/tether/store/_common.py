@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
 
 from tether._payloads import AttachmentRef, ConversationCreated, ConversationParent
 from tether.errors import Conflict, Fenced, SeqOutOfRange
 from tether.records import Record, RecordDraft, format_time, seal
-from tether.store._types import Conversation
+from tether.store._types import Conversation, SessionKey, Submission, SubmissionStatus
 
 __all__ = (
+    "SUBMISSION_COLUMNS",
     "attachment_ref",
     "check_append",
     "check_drafts",
@@ -19,7 +24,15 @@ __all__ = (
     "conversation_created_draft",
     "fork_parent",
     "seal_batch",
+    "submission_from_row",
 )
+
+SUBMISSION_COLUMNS = (
+    "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
+    "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
+    "cancel_requested_at, settlement, settled_at, trace"
+)
+"""The columns a submission row is read with, in the order ``submission_from_row`` takes."""
 
 
 def conversation_created_draft(conversation: Conversation) -> RecordDraft:
@@ -83,3 +96,52 @@ def check_fork_seq(conversation_id: str, at_seq: int, head: int) -> None:
 def attachment_ref(data: bytes, media_type: str) -> AttachmentRef:
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     return AttachmentRef(digest=digest, media_type=media_type, size=len(data))
+
+
+def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | None]) -> Submission:
+    """A row of ``SUBMISSION_COLUMNS`` as a submission; ``moment`` reads the backend's times
+    (JSON columns hold canonical bytes)."""
+    (
+        sid,
+        dispatch_id,
+        agent,
+        instance,
+        session,
+        conversation_id,
+        status,
+        input_,
+        created_at,
+        attempt_count,
+        attempt_id,
+        owner_id,
+        lease,
+        fence,
+        last_error,
+        wait_reason,
+        cancel,
+        settlement,
+        settled_at,
+        trace,
+    ) = row
+    created = moment(created_at)
+    assert created is not None  # NOT NULL in every schema
+    return Submission(
+        id=sid,
+        dispatch_id=dispatch_id,
+        key=SessionKey(agent, instance, session),
+        conversation_id=conversation_id,
+        status=SubmissionStatus(status),
+        input=orjson.loads(input_),
+        created_at=created,
+        attempt_count=attempt_count,
+        attempt_id=attempt_id,
+        owner_id=owner_id,
+        lease_expires_at=moment(lease),
+        fence=fence,
+        last_error=last_error,
+        wait_reason=wait_reason,
+        cancel_requested_at=moment(cancel),
+        settlement=None if settlement is None else orjson.loads(settlement),
+        settled_at=moment(settled_at),
+        trace=None if trace is None else orjson.loads(trace),
+    )

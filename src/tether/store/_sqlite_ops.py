@@ -12,8 +12,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
-
 from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef, ConversationParent
 from tether.errors import (
@@ -26,10 +24,12 @@ from tether.errors import (
 )
 from tether.records import Record, seal
 from tether.store._common import (
+    SUBMISSION_COLUMNS,
     attachment_ref,
     check_fork_seq,
     conversation_created_draft,
     fork_parent,
+    submission_from_row,
 )
 from tether.store._types import (
     Admission,
@@ -45,11 +45,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 RECORD_COLUMNS = "seq, kind, body, prev_hash, hash"
-_SUBMISSION_COLUMNS = (
-    "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
-    "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
-    "cancel_requested_at, settlement, settled_at, trace"
-)
 _CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
 
 
@@ -61,6 +56,10 @@ def to_micros(moment: datetime) -> int:
 
 def from_micros(micros: int | None) -> datetime | None:
     return None if micros is None else _EPOCH + micros * _MICROSECOND
+
+
+def _submission(row: tuple[Any, ...]) -> Submission:
+    return submission_from_row(row, from_micros)
 
 
 def _from_micros(micros: int) -> datetime:
@@ -227,54 +226,9 @@ def fork(
 # --- submissions ----------------------------------------------------------------------
 
 
-def _submission(row: tuple[Any, ...]) -> Submission:
-    (
-        sid,
-        dispatch_id,
-        agent,
-        instance,
-        session,
-        conversation_id,
-        status,
-        input_,
-        created_at,
-        attempt_count,
-        attempt_id,
-        owner_id,
-        lease,
-        fence,
-        last_error,
-        wait_reason,
-        cancel,
-        settlement,
-        settled_at,
-        trace,
-    ) = row
-    return Submission(
-        id=sid,
-        dispatch_id=dispatch_id,
-        key=SessionKey(agent, instance, session),
-        conversation_id=conversation_id,
-        status=SubmissionStatus(status),
-        input=orjson.loads(input_),
-        created_at=_from_micros(created_at),
-        attempt_count=attempt_count,
-        attempt_id=attempt_id,
-        owner_id=owner_id,
-        lease_expires_at=from_micros(lease),
-        fence=fence,
-        last_error=last_error,
-        wait_reason=wait_reason,
-        cancel_requested_at=from_micros(cancel),
-        settlement=None if settlement is None else orjson.loads(settlement),
-        settled_at=from_micros(settled_at),
-        trace=None if trace is None else orjson.loads(trace),
-    )
-
-
 def get_submission(conn: sqlite3.Connection, submission_id: str) -> Submission:
     row = conn.execute(
-        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)
     ).fetchone()
     if row is None:
         raise SubmissionNotFound(submission_id)
@@ -285,7 +239,7 @@ def list_submissions(
     conn: sqlite3.Connection, status: SubmissionStatus | None, conversation_id: str | None
 ) -> list[Submission]:
     rows = conn.execute(
-        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions "
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions "
         "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR conversation_id = ?2) "
         "ORDER BY position",
         (None if status is None else status.value, conversation_id),
@@ -301,7 +255,7 @@ _HEAD_OF_SESSION = (
 
 def list_runnable(conn: sqlite3.Connection, limit: int) -> list[Submission]:
     rows = conn.execute(
-        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'queued' AND "
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE status = 'queued' AND "
         f"{_HEAD_OF_SESSION} ORDER BY position LIMIT ?",
         (limit,),
     ).fetchall()
@@ -310,7 +264,7 @@ def list_runnable(conn: sqlite3.Connection, limit: int) -> list[Submission]:
 
 def list_expired_leases(conn: sqlite3.Connection, now: datetime) -> list[Submission]:
     rows = conn.execute(
-        f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' "
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' "
         "AND lease_expires_at <= ? ORDER BY position",
         (to_micros(now),),
     ).fetchall()

@@ -16,11 +16,11 @@ from tether.integrations.openai_agents import (
     durable,
     journaled_agent,
 )
-from tether.journal import Journal, Turn
-from tether.store import Store, SubmissionStatus
+from tether.journal import Decision, Journal, Turn
+from tether.store import Store
 
-from ...engine.test_control import wait_for_status
 from ...engine.test_runtime import settle
+from ..approvals import decide_parked
 from ..cuts import resume_from_every_cut
 from .app import make_agent, script
 from .scripted import ForbiddenModel, ScriptedModel, call
@@ -132,24 +132,13 @@ async def test_resume_from_every_cut_never_repeats_a_recorded_model_call(
     ],
 )
 async def test_needs_approval_tools_park_for_a_tether_decision(
-    make_runtime: Make, store: Store, decision: str, args: Any, expected: str
+    make_runtime: Make, store: Store, decision: Decision, args: Any, expected: str
 ) -> None:
     async with make_runtime({"helper": durable(make_agent())}) as runtime:
         receipt = await runtime.dispatch("helper", "me", "email lunch?")
-        await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.WAITING)
-        journal = await Journal.open(store, receipt.conversation_id, fence=0)
-        state = await journal.inspect_approval()
-        assert state is not None and state.approval_id is not None
-        assert state.tool_call.args == {"to": "bob@example.com", "body": "lunch?"}
-        reason = "no" if decision == "reject" else None
-        await runtime.approve(
-            state.approval_id,
-            decision,  # type: ignore[arg-type]
-            approver="ann",
-            reason=reason,
-            args=args,
-        )
-        assert (await settle(runtime, receipt.submission_id))["result"] == expected
+        gated, result = await decide_parked(runtime, store, receipt, decision, args)
+    assert gated == {"to": "bob@example.com", "body": "lunch?"}
+    assert result == expected
     replayed = await (await Journal.open(store, receipt.conversation_id, fence=0)).replay(
         replayer()
     )

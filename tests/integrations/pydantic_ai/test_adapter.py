@@ -10,10 +10,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tether.engine import Runtime
 from tether.integrations.pydantic_ai import PydanticAIHarness, durable
 from tether.journal import Decision, Journal
-from tether.store import Store, SubmissionStatus
+from tether.store import Store
 
-from ...engine.test_control import wait_for_status
 from ...engine.test_runtime import settle
+from ..approvals import decide_parked
 from ..cuts import resume_from_every_cut
 from .app import make_agent, script
 
@@ -116,14 +116,9 @@ async def test_requires_approval_tools_park_for_a_tether_decision(
 ) -> None:
     async with make_runtime({"helper": durable(make_agent())}) as runtime:
         receipt = await runtime.dispatch("helper", "me", "email lunch?")
-        await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.WAITING)
-        journal = await Journal.open(store, receipt.conversation_id, fence=0)
-        state = await journal.inspect_approval()
-        assert state is not None and state.approval_id is not None
-        assert state.tool_call.args == {"to": "bob@example.com", "text": "lunch?"}
-        reason = "no" if decision == "reject" else None
-        await runtime.approve(state.approval_id, decision, approver="ann", reason=reason, args=args)
-        assert (await settle(runtime, receipt.submission_id))["result"] == expected
+        gated, result = await decide_parked(runtime, store, receipt, decision, args)
+    assert gated == {"to": "bob@example.com", "text": "lunch?"}
+    assert result == expected
     replayed = await (await Journal.open(store, receipt.conversation_id, fence=0)).replay(
         PydanticAIHarness(make_agent(FunctionModel(refusing, model_name="scripted")))
     )

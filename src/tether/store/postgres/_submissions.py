@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import orjson
 from psycopg.rows import TupleRow
 
 from tether._canonical import canonical_json
@@ -21,13 +20,18 @@ from tether.errors import (
     DispatchConflict,
     SubmissionNotFound,
 )
-from tether.store._common import attachment_ref, conversation_created_draft, seal_batch
+from tether.store._common import (
+    SUBMISSION_COLUMNS,
+    attachment_ref,
+    conversation_created_draft,
+    seal_batch,
+    submission_from_row,
+)
 from tether.store._types import (
     Admission,
     Attempt,
     Conversation,
     NewSubmission,
-    SessionKey,
     Submission,
     SubmissionStatus,
 )
@@ -48,11 +52,6 @@ __all__ = (
     "update_owned",
 )
 
-_SUBMISSION_COLUMNS = (
-    "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
-    "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
-    "cancel_requested_at, settlement, settled_at, trace"
-)
 # The oldest unsettled submission of its conversation is the only one that may run.
 _HEAD_OF_SESSION = (
     "NOT EXISTS (SELECT 1 FROM submissions e WHERE e.conversation_id = s.conversation_id "
@@ -64,54 +63,17 @@ _HEAD_OF_SESSION = (
 
 
 def _submission(row: TupleRow) -> Submission:
-    (
-        sid,
-        dispatch_id,
-        agent,
-        instance,
-        session,
-        conversation_id,
-        status,
-        input_,
-        created_at,
-        attempt_count,
-        attempt_id,
-        owner_id,
-        lease,
-        fence,
-        last_error,
-        wait_reason,
-        cancel,
-        settlement,
-        settled_at,
-        trace,
-    ) = row
-    return Submission(
-        id=sid,
-        dispatch_id=dispatch_id,
-        key=SessionKey(agent, instance, session),
-        conversation_id=conversation_id,
-        status=SubmissionStatus(status),
-        input=orjson.loads(input_),
-        created_at=created_at,
-        attempt_count=attempt_count,
-        attempt_id=attempt_id,
-        owner_id=owner_id,
-        lease_expires_at=lease,
-        fence=fence,
-        last_error=last_error,
-        wait_reason=wait_reason,
-        cancel_requested_at=cancel,
-        settlement=None if settlement is None else orjson.loads(settlement),
-        settled_at=settled_at,
-        trace=None if trace is None else orjson.loads(trace),
-    )
+    return submission_from_row(row, _same)
+
+
+def _same(moment: datetime | None) -> datetime | None:
+    return moment  # timestamptz columns arrive as aware datetimes
 
 
 async def get_submission(conn: Conn, submission_id: str, *, lock: bool = False) -> Submission:
     row = await (
         await conn.execute(
-            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE id = %s"
+            f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = %s"
             + (" FOR UPDATE" if lock else ""),
             (submission_id,),
         )
@@ -126,7 +88,7 @@ async def list_submissions(
 ) -> list[Submission]:
     rows = await (
         await conn.execute(
-            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions "
+            f"SELECT {SUBMISSION_COLUMNS} FROM submissions "
             "WHERE (%(status)s::text IS NULL OR status = %(status)s) "
             "AND (%(conversation)s::text IS NULL OR conversation_id = %(conversation)s) "
             "ORDER BY position",
@@ -142,7 +104,7 @@ async def list_submissions(
 async def list_runnable(conn: Conn, limit: int) -> list[Submission]:
     rows = await (
         await conn.execute(
-            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions s WHERE status = 'queued' AND "
+            f"SELECT {SUBMISSION_COLUMNS} FROM submissions s WHERE status = 'queued' AND "
             f"{_HEAD_OF_SESSION} ORDER BY position LIMIT %s",
             (limit,),
         )
@@ -153,7 +115,7 @@ async def list_runnable(conn: Conn, limit: int) -> list[Submission]:
 async def list_expired_leases(conn: Conn, now: datetime) -> list[Submission]:
     rows = await (
         await conn.execute(
-            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' "
+            f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' "
             "AND lease_expires_at <= %s ORDER BY position",
             (now,),
         )
@@ -186,7 +148,7 @@ WITH created AS (
            'queued', %(input)s, %(at)s, %(trace)s
     FROM conversation
     ON CONFLICT DO NOTHING
-    RETURNING {_SUBMISSION_COLUMNS}
+    RETURNING {SUBMISSION_COLUMNS}
 )
 SELECT admitted.*, pg_notify(%(work)s, admitted.id),
        (SELECT pg_notify(%(append)s, created.id || ':1') FROM created)
@@ -300,7 +262,7 @@ async def update_owned(
         await conn.execute(
             f"WITH changed AS (UPDATE submissions SET {assignments} WHERE id = %s "
             "AND status = %s AND (%s::text IS NULL OR attempt_id = %s) "
-            f"RETURNING {_SUBMISSION_COLUMNS}) "
+            f"RETURNING {SUBMISSION_COLUMNS}) "
             "SELECT changed.*, CASE WHEN %s::text IS NULL THEN NULL "
             "ELSE pg_notify(%s, changed.id) END FROM changed",
             (*params, submission_id, from_status.value, attempt_id, attempt_id, notify, notify),
@@ -347,7 +309,7 @@ async def claim(
     )
 
 
-_CLAIMED_COLUMNS = ", ".join(f"s.{column.strip()}" for column in _SUBMISSION_COLUMNS.split(","))
+_CLAIMED_COLUMNS = ", ".join(f"s.{column.strip()}" for column in SUBMISSION_COLUMNS.split(","))
 _CLAIM = """
 WITH heads AS (
     SELECT s.id, s.conversation_id, s.position FROM submissions s
