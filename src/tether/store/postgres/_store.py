@@ -192,7 +192,7 @@ class PostgresStore:
         async with self._connection(atomic=True) as conn:
             return await fn(conn, *args)
 
-    async def _read(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    async def _autocommit(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``fn`` without a transaction: reads, and single statements (atomic by themselves)."""
         async with self._connection(atomic=False) as conn:
             return await fn(conn, *args)
@@ -227,10 +227,10 @@ class PostgresStore:
         )
 
     async def get_conversation(self, conversation_id: str) -> Conversation:
-        return await self._read(_log.get_conversation, conversation_id)
+        return await self._autocommit(_log.get_conversation, conversation_id)
 
     async def find_conversation(self, key: SessionKey) -> Conversation:
-        found = await self._read(_log.find_conversation, key)
+        found = await self._autocommit(_log.find_conversation, key)
         if found is None:
             raise ConversationNotFound(str(key))
         return found
@@ -250,7 +250,7 @@ class PostgresStore:
                 head=known.seq,
                 prev_hash=known.hash,
             )
-            if await self._read(
+            if await self._autocommit(
                 _log.append_if_head, conversation_id, sealed, expected_seq, fence, self._channels
             ):
                 return self._appended(conversation_id, known.session, sealed)
@@ -274,7 +274,7 @@ class PostgresStore:
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
         check_limit(limit)
-        records = await self._read(_log.read, conversation_id, after_seq, limit)
+        records = await self._autocommit(_log.read, conversation_id, after_seq, limit)
         if records:
             # A writer reads the log before it appends: remember where it ends, so the append
             # can take the one-statement path (it re-checks the head, so a stale entry is safe).
@@ -285,13 +285,13 @@ class PostgresStore:
         return records
 
     async def head(self, conversation_id: str) -> int:
-        return await self._read(_log.head, conversation_id)
+        return await self._autocommit(_log.head, conversation_id)
 
     async def mint_fence(self, conversation_id: str) -> int:
-        return await self._read(_log.mint_fence, conversation_id)
+        return await self._autocommit(_log.mint_fence, conversation_id)
 
     async def verify(self, conversation_id: str) -> int:
-        records = await self._read(_log.read_all, conversation_id)
+        records = await self._autocommit(_log.read_all, conversation_id)
         return verify_chain(conversation_id, iter(records))
 
     async def fork(
@@ -319,7 +319,7 @@ class PostgresStore:
     # --- submissions ------------------------------------------------------------------
 
     async def admit(self, new: NewSubmission) -> Admission:
-        admitted = await self._read(_submissions.admit_at_once, new, self._channels)
+        admitted = await self._autocommit(_submissions.admit_at_once, new, self._channels)
         if admitted is None:  # a new session, an idempotent replay, or a conflict
             admitted = await self._run(_submissions.admit, new, self._channels)
         if admitted.created:
@@ -327,16 +327,16 @@ class PostgresStore:
         return admitted
 
     async def get_submission(self, submission_id: str) -> Submission:
-        return await self._read(_submissions.get_submission, submission_id)
+        return await self._autocommit(_submissions.get_submission, submission_id)
 
     async def list_submissions(
         self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
     ) -> list[Submission]:
-        return await self._read(_submissions.list_submissions, status, conversation_id)
+        return await self._autocommit(_submissions.list_submissions, status, conversation_id)
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)
-        return await self._read(_submissions.list_runnable, limit)
+        return await self._autocommit(_submissions.list_runnable, limit)
 
     async def claim(
         self,
@@ -347,7 +347,7 @@ class PostgresStore:
         lease_expires_at: datetime,
         now: datetime,
     ) -> Submission:
-        return await self._read(
+        return await self._autocommit(
             _submissions.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
         )
 
@@ -361,12 +361,12 @@ class PostgresStore:
     ) -> list[Submission]:
         if not attempt_ids:
             return []
-        return await self._read(
+        return await self._autocommit(
             _submissions.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
         )
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
-        return await self._read(_submissions.list_attempts, submission_id)
+        return await self._autocommit(_submissions.list_attempts, submission_id)
 
     async def renew_lease(
         self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
@@ -380,7 +380,7 @@ class PostgresStore:
         )
 
     async def list_expired_leases(self, now: datetime) -> list[Submission]:
-        return await self._read(_submissions.list_expired_leases, now)
+        return await self._autocommit(_submissions.list_expired_leases, now)
 
     async def release(
         self,
@@ -472,7 +472,7 @@ class PostgresStore:
         from_status: SubmissionStatus,
     ) -> Submission:
         try:
-            settled = await self._read(
+            settled = await self._autocommit(
                 functools.partial(
                     _submissions.update_owned,
                     submission_id=submission_id,
@@ -504,7 +504,7 @@ class PostgresStore:
         work: bool = False,
     ) -> Submission:
         # One statement (the update and its notification), atomic by itself.
-        updated = await self._read(
+        updated = await self._autocommit(
             functools.partial(
                 _submissions.update_owned,
                 submission_id=submission_id,
@@ -526,7 +526,7 @@ class PostgresStore:
         return await self._run(_submissions.put_attachment, bytes(data), media_type)
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
-        return await self._read(_submissions.get_attachment, digest)
+        return await self._autocommit(_submissions.get_attachment, digest)
 
 
 def _split_options(url: str) -> tuple[str, dict[str, str]]:
