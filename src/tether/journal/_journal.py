@@ -421,7 +421,9 @@ class Journal:
                 ) from None
             raise
         extra = await finish(ended.output) if finish is not None else ()
-        await self.log.append([self.log.draft(ended, turn.execution_id), *extra])
+        # What the turn holds behind (its last completion) commits with its end.
+        ending = [*turn.take_behind(), self.log.draft(ended, turn.execution_id), *extra]
+        await self.log.append(ending)
         return ExecutionResult(
             turn.execution_id, ended.output, turn.model_invocations, turn.tool_invocations
         )
@@ -433,7 +435,7 @@ class Journal:
             error_code=exc.code if isinstance(exc, TetherError) else None,
         )
         try:
-            await self.log.append([self.log.draft(failed, turn.execution_id)])
+            await self.log.append([*turn.take_behind(), self.log.draft(failed, turn.execution_id)])
         except TetherError:
             logger.warning("could not record the failure of execution %s", turn.execution_id)
 

@@ -6,6 +6,14 @@ perform none (it has no model and no tool executor). *Resume* serves the recorde
 prefix and goes live once it is exhausted, re-driving the effect a crash interrupted.
 Effect calls are serialized by a lock around the journal (not around the model or the
 tool itself), so concurrent calls are journaled in the order they were made.
+
+A model call is written *behind*: its intent and its completion are held back and ride
+with the turn's next append (the next tool intent, the execution's end, the first delta
+batch of a stream). A model call has no side effect, so nothing is lost that matters if a
+crash takes them (the model is asked again, exactly as for an intent with no completion),
+while every effect that could act on the completion finds it durable before it starts.
+That is one commit per model call instead of two. Anything that runs outside the journal
+(a durable step's function, a compaction's view) flushes first.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ from tether.records import (
     ModelCalled,
     Payload,
     Record,
+    RecordDraft,
     SteerReceived,
     StepRecorded,
     ToolCalled,
@@ -125,6 +134,7 @@ class Turn:
         self._failure: TetherError | None = None
         self._closed = False
         self._call_ids: set[str] = set()
+        self._behind: list[Payload] = []  # written with the next append
         self._lock = asyncio.Lock()
 
     # --- bookkeeping ------------------------------------------------------------------
@@ -148,12 +158,23 @@ class Turn:
         self._stick(ReplayDiverged(f"execution {self.execution_id}: {message}"))
 
     async def _append(self, payloads: Sequence[Payload]) -> list[Record]:
+        """Append ``payloads`` after whatever is held behind; durable when this returns."""
+        batch = self.take_behind()
+        batch.extend(self._log.draft(p, self.execution_id) for p in payloads)
+        if not batch:
+            return []
         try:
-            return await self._log.append([self._log.draft(p, self.execution_id) for p in payloads])
+            return await self._log.append(batch)
         except TetherError as exc:
             # The log is no longer where this turn believes: nothing more may be written.
             self._failure = exc
             raise
+
+    def take_behind(self) -> list[RecordDraft]:
+        """The records held behind, as drafts; the caller must append them (the journal puts
+        them in front of the execution's end or failure record)."""
+        behind, self._behind = self._behind, []
+        return [self._log.draft(p, self.execution_id) for p in behind]
 
     def _live_allowed(self, what: str) -> None:
         if self.mode is Mode.REPLAY:
@@ -232,8 +253,8 @@ class Turn:
             else:
                 self._live_allowed("a model call")
                 call_id = new_ulid()
-                await self._append(
-                    [ModelCalled(call_id=call_id, model=request.model, input_hash=input_hash)]
+                self._behind.append(
+                    ModelCalled(call_id=call_id, model=request.model, input_hash=input_hash)
                 )
             model = self._model if client is None else self._wrap_model(client)
             if model is None:
@@ -250,7 +271,7 @@ class Turn:
         try:
             response = await model.request(request, stream.on_delta)
         except BaseException:
-            await stream.close_interrupted()
+            await stream.close_interrupted()  # the intent stays, unanswered (recorded failure)
             raise
         self.model_invocations += 1
         async with self._lock:
@@ -262,7 +283,8 @@ class Turn:
                 finish_reason=response.finish_reason,
                 purpose=purpose,
             )
-            await self._append([*stream.take(), completed])
+            self._behind.extend(stream.take())
+            self._behind.append(completed)
         return response
 
     # --- tools ------------------------------------------------------------------------
@@ -405,7 +427,7 @@ class Turn:
     ) -> NoReturn:
         # The request's seq is known before the append (it is CAS-guarded), so the approval
         # id, conversation and seq, names the gate everywhere without another index.
-        request_seq = self._log.head + (1 if after_intent else 2)
+        request_seq = self._log.head + len(self._behind) + (1 if after_intent else 2)
         approval_id = f"{self._log.conversation_id}.{request_seq}"
         request = ApprovalRequested(
             approval_id=approval_id,
@@ -498,6 +520,7 @@ class Turn:
                     self._recorded.take_intent()
                     return payload.value
             self._live_allowed(f"step {name}")
+            await self._append(())  # fn acts outside the journal: what it follows is durable
         value = await fn()
         payload = StepRecorded(call_id=call_id, name=name, value=value)
         async with self._lock:
@@ -524,6 +547,7 @@ class Turn:
             view = self._log.view
             if view is None:
                 raise JournalError("this journal keeps no view of its log, so it cannot compact")
+            await self._append(())  # the kept messages are counted from the durable log
             await view.refresh(self._log.store, self._log.conversation_id)
             seqs = view.message_seqs()
             if not seqs:
@@ -606,14 +630,13 @@ class _DeltaStream:
         return pending
 
     async def close_interrupted(self) -> None:
-        if not self._started:
-            return
-        closing = interrupted_completion(self._call_id, self._text)
+        """Write the unanswered intent (held behind) and, if it streamed, close its stream."""
+        closing = [interrupted_completion(self._call_id, self._text)] if self._started else []
         try:
             async with self._turn._lock:
-                await self._turn._append([*self.take(), closing])
+                await self._turn._append([*self.take(), *closing])
         except TetherError:
-            logger.warning("could not close the interrupted stream of call %s", self._call_id)
+            logger.warning("could not close the interrupted call %s", self._call_id)
 
 
 def interrupted_completion(
