@@ -98,3 +98,21 @@ def test_reasoning_and_opaque_fields_round_trip_byte_for_byte() -> None:
     again = ModelResponse.model_validate_json(response.model_dump_json())
     assert again == response
     assert canonical_json(again.to_json_object()) == canonical_json(response.to_json_object())
+
+
+@given(
+    st.lists(MESSAGES, min_size=1, max_size=6),
+    st.lists(st.tuples(st.integers(0, 6), st.booleans()), min_size=1, max_size=6),
+)
+def test_the_input_hash_resumes_only_from_the_very_same_messages(
+    pool: list[Message], requests: list[tuple[int, bool]]
+) -> None:
+    """Histories that grow, shrink, or are rebuilt from equal copies, sharing a first message:
+    each hash equals a from-scratch hash of its canonical request."""
+    head = pool[0]
+    for length, rebuilt in requests:
+        tail = pool[1:length]
+        if rebuilt:
+            tail = [Message.model_validate(m.to_json_object()) for m in tail]
+        request = ModelRequest(model="m", messages=(head, *tail))
+        assert request.input_hash() == sha256_hex(canonical_json(request.to_json_object()))

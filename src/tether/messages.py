@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
+import operator
 from collections import OrderedDict
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -174,19 +176,21 @@ class ModelRequest(WireModel):
     def input_hash(self) -> str:
         """The canonical model-input hash (I0): SHA-256 of the request's canonical JSON.
 
-        Assembled from each message's and tool's cached canonical bytes, in sorted key
-        order (``messages`` < ``model`` < ``settings`` < ``toolChoice`` < ``tools``), so an
-        agent loop re-sending a growing history canonicalizes each message once.
+        Fed from each message's and tool's cached canonical bytes, in sorted key order
+        (``messages`` < ``model`` < ``settings`` < ``toolChoice`` < ``tools``). An agent loop
+        re-sending a growing history resumes the hash where its previous request's messages
+        ended, so a call costs what it adds, not the whole history again.
         """
-        pieces = [
-            b'{"messages":[' + b",".join(_canonical(message) for message in self.messages) + b"]",
-            b'"model":' + canonical_json(self.model),
+        digest = _messages_digest(self.messages)
+        tail = [
+            b'],"model":' + canonical_json(self.model),
             b'"settings":' + canonical_json(self.settings),
         ]
         if self.tool_choice is not None:
-            pieces.append(b'"toolChoice":' + canonical_json(self.tool_choice))
-        pieces.append(b'"tools":[' + b",".join(_canonical(tool) for tool in self.tools) + b"]}")
-        return sha256_hex(b",".join(pieces))
+            tail.append(b'"toolChoice":' + canonical_json(self.tool_choice))
+        tail.append(b'"tools":[' + b",".join(_canonical(tool) for tool in self.tools) + b"]}")
+        digest.update(b",".join(tail))
+        return digest.hexdigest()
 
 
 class ModelResponse(WireModel):
@@ -256,6 +260,39 @@ def _canonical(model: WireModel) -> bytes:
     if len(_canonical_cache) > _CACHE_SIZE:
         _canonical_cache.popitem(last=False)
     return encoded
+
+
+_PREFIXES_SIZE = 256
+_prefixes: OrderedDict[int, tuple[tuple[Message, ...], Any]] = OrderedDict()
+"""Keyed by the id of a history's first message: the messages last hashed after it, and
+the SHA-256 state once they were fed (the tuple holds the first message, so its id is
+not reused while the entry lives)."""
+
+
+def _messages_digest(messages: tuple[Message, ...]) -> Any:
+    """A SHA-256 state fed ``{"messages":[`` and the messages' canonical bytes (no ``]``).
+
+    Resumes from the longest remembered run of the very same message objects; identity,
+    not equality, so a rebuilt history is simply hashed in full.
+    """
+    start, digest = 0, None
+    if messages:
+        known = _prefixes.get(id(messages[0]))
+        if known is not None and len(known[0]) <= len(messages):
+            prefix, state = known
+            if all(map(operator.is_, prefix, messages)):
+                start, digest = len(prefix), state.copy()
+    if digest is None:
+        digest = hashlib.sha256(b'{"messages":[')
+    rest = messages[start:]
+    if rest:
+        body = b",".join(_canonical(message) for message in rest)
+        digest.update(b"," + body if start else body)
+        _prefixes[id(messages[0])] = (messages, digest.copy())
+        _prefixes.move_to_end(id(messages[0]))
+        if len(_prefixes) > _PREFIXES_SIZE:
+            _prefixes.popitem(last=False)
+    return digest
 
 
 def args_digest(args: JsonObject) -> str:
