@@ -263,13 +263,13 @@ def _canonical(model: WireModel) -> bytes:
 
 
 _PREFIXES_SIZE = 256
-_prefixes: OrderedDict[int, tuple[tuple[Message, ...], Any]] = OrderedDict()
+_prefixes: OrderedDict[int, tuple[tuple[Message, ...], hashlib._Hash]] = OrderedDict()
 """Keyed by the id of a history's first message: the messages last hashed after it, and
 the SHA-256 state once they were fed (the tuple holds the first message, so its id is
 not reused while the entry lives)."""
 
 
-def _messages_digest(messages: tuple[Message, ...]) -> Any:
+def _messages_digest(messages: tuple[Message, ...]) -> hashlib._Hash:
     """A SHA-256 state fed ``{"messages":[`` and the messages' canonical bytes (no ``]``).
 
     Resumes from the longest remembered run of the very same message objects; identity,

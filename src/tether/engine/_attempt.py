@@ -416,12 +416,14 @@ class _Attempt:
     async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
         sub = self.submission
         journal = await self._journal(spec)
-        self._delivered = await self._delivered_steers(journal)
+        view = await journal.refresh()
+        # Steer submissions delivered in this conversation -> the submission each joined.
+        self._delivered = dict(view.steer_sources)
         if self.inbound.kind in ("steer", "follow_up") and sub.id in self._delivered:
             return succeeded({"deliveredTo": self._delivered[sub.id]})  # it joined a settled run
         if self.inbound.kind == "compact":
             return await self._compact(journal, spec)
-        mine = (await journal.refresh()).executions.by_submission.get(sub.id, [])
+        mine = view.executions.by_submission.get(sub.id, [])
         events = self.runtime.instrumentation
         first: Sequence[UserMessage | Signal] = [self.inbound.input_payload()]
         if not mine:
@@ -471,10 +473,6 @@ class _Attempt:
         return succeeded({"compacted": True, "firstKeptSeq": users[-1]})
 
     # --- steering -------------------------------------------------------------------
-
-    async def _delivered_steers(self, journal: Journal) -> dict[str, str]:
-        """Steer submissions delivered in this conversation -> the submission each joined."""
-        return dict((await journal.refresh()).steer_sources)
 
     async def _steer_source(self, modes: tuple[str, ...]) -> list[SteerReceived]:
         sub = self.submission

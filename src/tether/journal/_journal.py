@@ -144,8 +144,9 @@ class Journal:
         if fence is None:
             fence = await store.mint_fence(conversation_id)
         # Every path refreshes the view before it appends (the CAS point is the refreshed
-        # head), so a kept view's head is as good a start as a fresh read of the store's.
-        head = view.head if view is not None and view.head else await store.head(conversation_id)
+        # head), so a kept view's head, even an empty view's 0, is as good a start as a fresh
+        # read of the store's; only a journal without one reads the head for ``Journal.head``.
+        head = view.head if view is not None else await store.head(conversation_id)
         return cls(
             store,
             conversation,

@@ -65,10 +65,13 @@ class LogView:
     async def refresh(self, store: LogStore, conversation_id: str) -> None:
         """Read and take in every record appended since the last refresh."""
         async with self._lock:
-            while page := await store.read(conversation_id, after_seq=self.head, limit=_PAGE):
+            while True:
+                page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
                 for record in page:
                     if record.seq > self.head:
                         self.add(record)
+                if len(page) < _PAGE:  # a short page reached the head as it was read
+                    return
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""

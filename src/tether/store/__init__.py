@@ -19,6 +19,7 @@ from tether.store._sqlite import SqliteStore
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimSettlement,
     Conversation,
     NewSubmission,
     SessionKey,
@@ -33,6 +34,7 @@ __all__ = (
     "AttachmentStore",
     "Attempt",
     "ChangeFeed",
+    "ClaimSettlement",
     "Conversation",
     "LogStore",
     "MemoryStore",

@@ -42,6 +42,7 @@ from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimSettlement,
     Conversation,
     NewSubmission,
     SessionKey,
@@ -189,6 +190,28 @@ class MemoryStore:
         log.rows.extend(_row(record) for record in sealed)
         self._notifier.notify([conversation_id])
         return [Record(*_row(record)) for record in sealed]
+
+    async def append_settled(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        settle: ClaimSettlement,
+    ) -> list[Record]:
+        stored = self._owned(settle.submission_id, settle.attempt_id, "settle")
+        # No await below: the append (which checks before it writes) and the settlement
+        # happen together or not at all.
+        records = await self.append(conversation_id, drafts, expected_seq=expected_seq, fence=fence)
+        stored.settlement = canonical_json(settle.settlement)
+        self._update(
+            stored,
+            status=SubmissionStatus.SETTLED,
+            lease_expires_at=None,
+            settled_at=settle.settled_at,
+        )
+        return records
 
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000

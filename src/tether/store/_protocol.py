@@ -19,6 +19,7 @@ from tether.records import Record, RecordDraft
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimSettlement,
     Conversation,
     NewSubmission,
     SessionKey,
@@ -227,9 +228,28 @@ class AttachmentStore(Protocol):
 
 @runtime_checkable
 class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
-    """A complete backend: all three protocols plus lifecycle."""
+    """A complete backend: all three protocols, the one operation that spans two of them,
+    and lifecycle."""
 
     url: str
+
+    async def append_settled(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        settle: ClaimSettlement,
+    ) -> list[Record]:
+        """``append`` and settle in one atomic commit: the submission goes running → settled
+        (with ``settle.settlement`` and ``settled_at``) for the attempt that owns it.
+
+        The one-commit form of reserve → append → finalize, for a writer that owns both the
+        claim and the log. Raises ``ClaimLost`` (checked first), then ``Conflict`` and
+        ``Fenced`` as ``append`` does; nothing is written on error.
+        """
+        ...
 
     async def close(self) -> None:
         """Flush and release every resource; idempotent."""

@@ -31,6 +31,7 @@ from tether.store._sqlite_writer import SqliteWriter
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimSettlement,
     Conversation,
     NewSubmission,
     SessionKey,
@@ -195,6 +196,20 @@ class SqliteStore:
         check_drafts(drafts)
         return await self._writer.append(
             AppendRequest(conversation_id, list(drafts), expected_seq, fence)
+        )
+
+    async def append_settled(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        settle: ClaimSettlement,
+    ) -> list[Record]:
+        check_drafts(drafts)
+        return await self._write_touching(
+            ops.append_settled, conversation_id, list(drafts), expected_seq, fence, settle
         )
 
     async def read(

@@ -22,18 +22,21 @@ from tether.errors import (
     SessionExists,
     SubmissionNotFound,
 )
-from tether.records import Record, seal
+from tether.records import Record, RecordDraft, seal
 from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
+    check_append,
     check_fork_seq,
     conversation_created_draft,
     fork_parent,
+    seal_batch,
     submission_from_row,
 )
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimSettlement,
     Conversation,
     NewSubmission,
     SessionKey,
@@ -507,6 +510,53 @@ def finalize_settlement(conn: sqlite3.Connection, submission_id: str, now: datet
 
 
 # --- attachments ----------------------------------------------------------------------
+
+
+def append_settled(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    drafts: Sequence[RecordDraft],
+    expected_seq: int,
+    fence: int,
+    settle: ClaimSettlement,
+    touched: list[str],
+) -> list[Record]:
+    """Settle the owned submission, then append: the writer's transaction (or savepoint)
+    rolls the settlement back if the append is refused."""
+    _update_owned(
+        conn,
+        settle.submission_id,
+        settle.attempt_id,
+        "settle",
+        "status = 'settled', lease_expires_at = NULL, settlement = ?, settled_at = ?",
+        (canonical_json(settle.settlement), to_micros(settle.settled_at)),
+    )
+    row = conn.execute(
+        "SELECT c.fence, c.session, r.seq, r.hash FROM conversations c "
+        "JOIN records r ON r.conversation_id = c.id "
+        "WHERE c.id = ? ORDER BY r.seq DESC LIMIT 1",
+        (conversation_id,),
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    current_fence, session, current_head, head_hash = row
+    check_append(
+        conversation_id,
+        expected_seq=expected_seq,
+        head=current_head,
+        fence=fence,
+        current_fence=current_fence,
+    )
+    sealed = seal_batch(
+        drafts,
+        conversation_id=conversation_id,
+        session=session,
+        head=current_head,
+        prev_hash=head_hash.hex(),
+    )
+    _insert_records(conn, conversation_id, sealed)
+    touched.append(conversation_id)
+    return sealed
 
 
 def put_attachment(conn: sqlite3.Connection, data: bytes, media_type: str) -> AttachmentRef:

@@ -127,3 +127,14 @@ class Attempt:
     fence: int
     number: int
     started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSettlement:
+    """Settles a running submission, for the attempt that owns it, in the same commit as an
+    append (:meth:`Store.append_settled`): the exact payload and the moment it settled."""
+
+    submission_id: str
+    attempt_id: str
+    settlement: Mapping[str, Any]
+    settled_at: datetime

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
@@ -28,6 +29,7 @@ from tether.store._common import (
     seal_batch,
 )
 from tether.store._types import (
+    ClaimSettlement,
     Conversation,
     SessionKey,
 )
@@ -38,6 +40,7 @@ __all__ = (
     "Conn",
     "append",
     "append_if_head",
+    "append_settled_if_head",
     "ensure_conversation",
     "find_conversation",
     "fork",
@@ -268,12 +271,7 @@ async def append(
     return sealed, session
 
 
-_APPEND_IF_HEAD = """
-WITH moved AS (
-    UPDATE conversations SET head = %(head)s, head_hash = %(hash)s
-    WHERE id = %(cid)s AND head = %(expected)s AND head_hash = %(prev)s AND fence <= %(fence)s
-    RETURNING id
-), written AS (
+_INSERT_SEALED = """
     INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash, submission_id)
     SELECT %(cid)s, r.seq, r.kind, r.body, r.prev_hash, r.hash, r.submission_id
     FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(bodies)s::bytea[],
@@ -281,9 +279,59 @@ WITH moved AS (
          AS r(seq, kind, body, prev_hash, hash, submission_id)
     WHERE EXISTS (SELECT 1 FROM moved)
     RETURNING 1
-)
+"""
+_MOVE_HEAD = """
+    UPDATE conversations SET head = %(head)s, head_hash = %(hash)s
+    WHERE id = %(cid)s AND head = %(expected)s AND head_hash = %(prev)s AND fence <= %(fence)s
+"""
+_APPEND_IF_HEAD = f"""
+WITH moved AS ({_MOVE_HEAD} RETURNING id
+), written AS ({_INSERT_SEALED})
 SELECT (SELECT count(*) FROM written), (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved)
 """
+# The claim is locked first and the head moves only while it holds, so the settlement and
+# the records commit together or not at all.
+_APPEND_SETTLED_IF_HEAD = f"""
+WITH owned AS (
+    SELECT id FROM submissions
+    WHERE id = %(sid)s AND status = 'running' AND attempt_id = %(aid)s
+    FOR UPDATE
+), moved AS ({_MOVE_HEAD} AND EXISTS (SELECT 1 FROM owned) RETURNING id
+), settled AS (
+    UPDATE submissions SET status = 'settled', lease_expires_at = NULL,
+        settlement = %(settlement)s, settled_at = %(settled_at)s
+    WHERE id = (SELECT id FROM owned) AND EXISTS (SELECT 1 FROM moved)
+    RETURNING id
+), written AS ({_INSERT_SEALED})
+SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM settled),
+       (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved),
+       (SELECT pg_notify(%(settled_channel)s, id) FROM settled)
+"""
+
+
+def _if_head_params(
+    conversation_id: str,
+    sealed: Sequence[Record],
+    expected_seq: int,
+    fence: int,
+    channels: Channels,
+) -> dict[str, Any]:
+    return {
+        "cid": conversation_id,
+        "head": sealed[-1].seq,
+        "hash": bytes.fromhex(sealed[-1].hash),
+        "expected": expected_seq,
+        "prev": bytes.fromhex(sealed[0].prev_hash),
+        "fence": fence,
+        "seqs": [r.seq for r in sealed],
+        "kinds": [r.kind for r in sealed],
+        "bodies": [r.canonical for r in sealed],
+        "prevs": [bytes.fromhex(r.prev_hash) for r in sealed],
+        "hashes": [bytes.fromhex(r.hash) for r in sealed],
+        "submissions": [_settled_submission(r) for r in sealed],
+        "channel": channels.append,
+        "payload": f"{conversation_id}:{sealed[-1].seq}",
+    }
 
 
 async def append_if_head(
@@ -297,28 +345,32 @@ async def append_if_head(
     """Write records sealed against a head this process believes current, in one statement
     (its own transaction): ``False``, writing nothing, unless the head, its hash and the
     fence still allow it. The conversation's row lock still orders the seqs."""
-    row = await (
-        await conn.execute(
-            _APPEND_IF_HEAD,
-            {
-                "cid": conversation_id,
-                "head": sealed[-1].seq,
-                "hash": bytes.fromhex(sealed[-1].hash),
-                "expected": expected_seq,
-                "prev": bytes.fromhex(sealed[0].prev_hash),
-                "fence": fence,
-                "seqs": [r.seq for r in sealed],
-                "kinds": [r.kind for r in sealed],
-                "bodies": [r.canonical for r in sealed],
-                "prevs": [bytes.fromhex(r.prev_hash) for r in sealed],
-                "hashes": [bytes.fromhex(r.hash) for r in sealed],
-                "submissions": [_settled_submission(r) for r in sealed],
-                "channel": channels.append,
-                "payload": f"{conversation_id}:{sealed[-1].seq}",
-            },
-        )
-    ).fetchone()
+    params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
+    row = await (await conn.execute(_APPEND_IF_HEAD, params)).fetchone()
     return row is not None and row[0] == len(sealed)
+
+
+async def append_settled_if_head(
+    conn: Conn,
+    conversation_id: str,
+    sealed: Sequence[Record],
+    expected_seq: int,
+    fence: int,
+    settle: ClaimSettlement,
+    channels: Channels,
+) -> bool:
+    """:func:`append_if_head` that also settles the claim it needs: one statement, and
+    ``False``, writing nothing, unless the claim, the head and the fence all allow it."""
+    params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
+    params |= {
+        "sid": settle.submission_id,
+        "aid": settle.attempt_id,
+        "settlement": canonical_json(dict(settle.settlement)),
+        "settled_at": settle.settled_at,
+        "settled_channel": channels.settled,
+    }
+    row = await (await conn.execute(_APPEND_SETTLED_IF_HEAD, params)).fetchone()
+    return row is not None and row[0] == len(sealed) and row[1] == 1
 
 
 def _settled_submission(record: Record) -> str | None:

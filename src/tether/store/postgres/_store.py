@@ -26,6 +26,7 @@ from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimSettlement,
     Conversation,
     NewSubmission,
     SessionKey,
@@ -258,6 +259,58 @@ class PostgresStore:
         sealed, session = await self._run(
             _log.append, conversation_id, list(drafts), expected_seq, fence, self._channels
         )
+        return self._appended(conversation_id, session, sealed)
+
+    async def append_settled(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        settle: ClaimSettlement,
+    ) -> list[Record]:
+        check_drafts(drafts)
+        known = self._heads.get(conversation_id)
+        if known is not None and known.seq == expected_seq:
+            sealed = seal_batch(
+                drafts,
+                conversation_id=conversation_id,
+                session=known.session,
+                head=known.seq,
+                prev_hash=known.hash,
+            )
+            if await self._autocommit(
+                _log.append_settled_if_head,
+                conversation_id,
+                sealed,
+                expected_seq,
+                fence,
+                settle,
+                self._channels,
+            ):
+                self._on_settled(settle.submission_id)  # our own NOTIFY's echo is skipped
+                return self._appended(conversation_id, known.session, sealed)
+        self._heads.pop(conversation_id, None)
+
+        async def checked(conn: Conn) -> tuple[list[Record], str]:
+            # The claim first (ClaimLost), then the append (Conflict, Fenced): any error
+            # rolls both back.
+            await _submissions.update_owned(
+                conn,
+                settle.submission_id,
+                settle.attempt_id,
+                "settle",
+                "status = 'settled', lease_expires_at = NULL, settlement = %s, settled_at = %s",
+                (canonical_json(dict(settle.settlement)), settle.settled_at),
+                notify=self._channels.settled,
+            )
+            return await _log.append(
+                conn, conversation_id, list(drafts), expected_seq, fence, self._channels
+            )
+
+        sealed, session = await self._run(checked)
+        self._on_settled(settle.submission_id)
         return self._appended(conversation_id, session, sealed)
 
     def _appended(self, conversation_id: str, session: str, sealed: list[Record]) -> list[Record]:

@@ -29,7 +29,14 @@ from hypothesis.stateful import (
 
 from tether.errors import TetherError
 from tether.records import Record, RecordDraft, StepRecorded, UserMessage, format_time
-from tether.store import MemoryStore, NewSubmission, SessionKey, Store, SubmissionStatus
+from tether.store import (
+    ClaimSettlement,
+    MemoryStore,
+    NewSubmission,
+    SessionKey,
+    Store,
+    SubmissionStatus,
+)
 from tether.testing.storetest._base import T0, BaseConformance
 
 __all__ = ("MachineCase", "run_reference_machine")
@@ -182,6 +189,32 @@ class _ReferenceMachine(RuleBasedStateMachine):
             ),
         }
         self._both(operations[action])
+
+    @precondition(lambda self: self._has(SubmissionStatus.RUNNING))
+    @rule(
+        data=st.data(),
+        head_offset=st.sampled_from((0, 0, 0, -1, 1)),
+        fence_offset=st.sampled_from((0, 0, -1, 1)),
+        result=JSON_VALUES,
+    )
+    def append_settled(
+        self, data: st.DataObject, head_offset: int, fence_offset: int, result: Any
+    ) -> None:
+        sid = data.draw(st.sampled_from(self._ids(SubmissionStatus.RUNNING)))
+        attempt = self._attempt_for(data, sid)
+        cid = self.loop.run_until_complete(self.reference.get_submission(sid)).conversation_id
+        head = self.loop.run_until_complete(self.reference.head(cid))
+        fence = max(self.fences.get(cid, 0) + fence_offset, 0)
+        settle = ClaimSettlement(
+            sid, attempt, {"status": "succeeded", "result": result}, self._now()
+        )
+        time = format_time(self._now())
+        drafts = [RecordDraft(UserMessage(body="end"), id=self._id("rec"), time=time)]
+        self._both(
+            lambda s: s.append_settled(
+                cid, drafts, expected_seq=head + head_offset, fence=fence, settle=settle
+            )
+        )
 
     @precondition(lambda self: self._has(SubmissionStatus.WAITING))
     @rule(data=st.data())
