@@ -88,7 +88,7 @@ class ToolResultPart(WireModel):
 
 class DataPart(WireModel):
     type: Literal["data"] = "data"
-    data: JsonValue
+    data: JsonValue = None  # null is dropped on the wire, so it must read back as the default
     media_type: str | None = None
 
 
