@@ -15,7 +15,7 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,7 +59,7 @@ from tether.errors import (
     TetherError,
     TransientError,
 )
-from tether.journal import EffectWrappers, Journal
+from tether.journal import EffectWrappers, Ending, Journal
 from tether.models import StreamDelta
 from tether.records import (
     Compaction,
@@ -70,7 +70,7 @@ from tether.records import (
     SubmissionSettled,
     UserMessage,
 )
-from tether.store import Submission, SubmissionStatus
+from tether.store import ClaimSettlement, Submission, SubmissionStatus
 
 if TYPE_CHECKING:
     from tether.engine._runtime import Runtime
@@ -96,12 +96,21 @@ class _Stop:
 class _Observer:
     """Feeds journal deltas to engine observers and appended records to live subscribers."""
 
-    def __init__(self, runtime: Runtime, correlation: Correlation) -> None:
+    def __init__(
+        self, runtime: Runtime, correlation: Correlation, settled: Callable[[], bool]
+    ) -> None:
         self._runtime = runtime
         self._correlation = correlation
+        self._settled = settled
 
     async def on_record(self, records: Sequence[Record]) -> None:
-        return None
+        # The submission settled in the commit that ended its execution: this process's
+        # waiters get it now, before the change feed's wake-up would send them to the store.
+        mine = self._correlation.submission_id
+        for record in records:
+            if record.kind == SubmissionSettled.KIND and record.submission_id == mine:
+                if self._settled():
+                    self._runtime.notify_settled(mine, record.fields["payload"])
 
     async def on_progress(self, execution_id: str, call_id: str, text: str) -> None:
         await self._runtime.instrumentation.emit(
@@ -143,7 +152,9 @@ class _Attempt:
         self.deadline = submission.created_at + timedelta(seconds=timeout)
         self._delivered: dict[str, str] = {}  # steer submission id -> the submission it joined
         self._reserved: tuple[SubmissionSettled, list[Submission]] | None = None
-        """Set once the settlement is reserved and its record rides with the execution's end."""
+        """Set once the settlement is decided and its record rides with the execution's end."""
+        self._settles_with_end = False
+        """The end's commit settles the claim too (``append_settled``): nothing left to do."""
         self.inbound = Inbound.model_validate(submission.input)
 
     async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
@@ -168,7 +179,8 @@ class _Attempt:
         return [steer for steer in found if steer.status is SubmissionStatus.QUEUED]
 
     async def _complete(self, settlement: SubmissionSettled, absorbed: list[Submission]) -> None:
-        await complete(self.store, self.submission, absorbed)
+        if not self._settles_with_end:
+            await complete(self.store, self.submission, absorbed)
         await self._settled(self.submission, settlement)
         for steer in absorbed:
             await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
@@ -338,7 +350,7 @@ class _Attempt:
                 model=lambda model: events.model(model, self.correlation),
                 tools=lambda tools: events.tools(tools, self.correlation),
             ),
-            observer=_Observer(self.runtime, self.correlation),
+            observer=_Observer(self.runtime, self.correlation, lambda: self._settles_with_end),
             steer_source=self._steer_source,
             submission_id=sub.id,
             attempt_id=sub.attempt_id,
@@ -396,22 +408,30 @@ class _Attempt:
             return failed(RESULT_SCHEMA_INVALID, problem), problem
         return None, problem
 
-    async def _finish(self, journal: Journal, output: JsonValue) -> list[RecordDraft]:
-        """Reserve the settlement and hand its record to the journal, to append with the end."""
+    async def _finish(self, journal: Journal, output: JsonValue) -> Ending:
+        """Hand the settlement's record to the journal, to append with the end: settling the
+        claim in that very commit, or, when steers it absorbed settle with it, reserved first
+        (two-phase, finished by :func:`complete`)."""
         sub = self.submission
         settlement, _ = self._decide(output, journal)
         if settlement is None:
-            return []
+            return Ending()
         absorbed = await self._absorbed()
-        await self.store.reserve_settlement(
-            sub.id, attempt_id=str(sub.attempt_id), settlement=settlement.to_json_object()
-        )
-        self._reserved = (settlement, absorbed)
+        payload = settlement.to_json_object()
         joined = succeeded({"deliveredTo": sub.id})
-        return [
+        records = [
             RecordDraft(settlement, submission_id=sub.id, attempt_id=sub.attempt_id),
             *(RecordDraft(joined, submission_id=steer.id) for steer in absorbed),
         ]
+        self._reserved = (settlement, absorbed)
+        if absorbed:
+            await self.store.reserve_settlement(
+                sub.id, attempt_id=str(sub.attempt_id), settlement=payload
+            )
+            return Ending(records)
+        self._settles_with_end = True
+        claim = ClaimSettlement(sub.id, str(sub.attempt_id), payload, datetime.now(UTC))
+        return Ending(records, settle=claim)
 
     async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
         sub = self.submission

@@ -38,6 +38,9 @@ class Coordinator:
         self.active: dict[str, asyncio.Task[None]] = {}  # conversation id -> its running attempt
         self._task: asyncio.Task[None] | None = None
         self._terminalizing: set[str] = set()
+        self._waits_for_a_finish = True
+        """A run's end may let a claim through that the store's wake-up alone would not (one
+        was turned away for want of room, or for its session's run still winding down)."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="tether-coordinator")
@@ -141,6 +144,8 @@ class Coordinator:
     async def claim_runnable(self) -> None:
         runtime = self.runtime
         free = runtime.config.max_concurrent_runs - len(self.active)
+        # Without a change feed, only a run's end says that its session's next head is up.
+        self._waits_for_a_finish = free <= 0 or not isinstance(runtime.store, ChangeFeed)
         if free <= 0 or runtime.closing:
             return
         now = datetime.now(UTC)
@@ -154,6 +159,7 @@ class Coordinator:
         for submission in claimed:
             if submission.conversation_id in self.active:
                 # Our previous attempt released it and is still winding down: not twice at once.
+                self._waits_for_a_finish = True
                 with contextlib.suppress(ClaimLost):
                     await runtime.store.release(
                         submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
@@ -174,4 +180,5 @@ class Coordinator:
 
     def _finished(self, conversation_id: str, _task: asyncio.Task[None]) -> None:
         self.active.pop(conversation_id, None)
-        self.wake.set()  # a session head just freed up
+        if self._waits_for_a_finish:
+            self.wake.set()  # a session head or a slot just freed up

@@ -20,7 +20,7 @@ from tether.journal._harness import (
     ToolScope,
 )
 from tether.journal._history import messages_of, transcript
-from tether.journal._journal import ExecutionResult, Finisher, Journal
+from tether.journal._journal import Ending, ExecutionResult, Finisher, Journal
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, SteerSource, Turn
 from tether.journal._view import LogView
 
@@ -29,6 +29,7 @@ __all__ = (
     "ApprovalState",
     "Decision",
     "EffectWrappers",
+    "Ending",
     "Execution",
     "ExecutionResult",
     "Finisher",

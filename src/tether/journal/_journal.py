@@ -55,12 +55,22 @@ from tether.records import (
     ToolOutcome,
     UserMessage,
 )
-from tether.store import Conversation, LogStore, SessionKey
+from tether.store import ClaimSettlement, Conversation, LogStore, SessionKey
 
-__all__ = ("ExecutionResult", "Finisher", "Journal")
+__all__ = ("Ending", "ExecutionResult", "Finisher", "Journal")
 
-Finisher = Callable[[JsonValue], Awaitable[Sequence[RecordDraft]]]
-"""Called with a finished execution's output; returns records to append with its end."""
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """What a :data:`Finisher` adds to an execution's end: ``records`` appended with it, and
+    the claim it settles in that same commit (``Store.append_settled``), if any."""
+
+    records: Sequence[RecordDraft] = ()
+    settle: ClaimSettlement | None = None
+
+
+Finisher = Callable[[JsonValue], Awaitable[Ending]]
+"""Called with a finished execution's output; says what commits with its end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +200,9 @@ class Journal:
         """Start a new execution: journal its start and inputs (one CAS-guarded append at
         ``expected_seq``, the head by default), then run the harness live.
 
-        ``finish(output)`` may return records to append atomically with ``execution_ended``
-        (the engine settles a submission in the same commit that ends its execution)."""
+        ``finish(output)`` may add records to append atomically with ``execution_ended``, and a
+        claim to settle in that commit (the engine settles a submission with its execution's
+        end)."""
         view = await self.refresh()
         if view.latest is not None:
             gate = latest_gate(view.latest, view.fork_seq)
@@ -421,10 +432,10 @@ class Journal:
                     f"the harness returned a value that is not JSON: {exc}"
                 ) from None
             raise
-        extra = await finish(ended.output) if finish is not None else ()
+        ending = await finish(ended.output) if finish is not None else Ending()
         # What the turn holds behind (its last completion) commits with its end.
-        ending = [*turn.take_behind(), self.log.draft(ended, turn.execution_id), *extra]
-        await self.log.append(ending)
+        batch = [*turn.take_behind(), self.log.draft(ended, turn.execution_id), *ending.records]
+        await self.log.append(batch, settle=ending.settle)
         return ExecutionResult(
             turn.execution_id, ended.output, turn.model_invocations, turn.tool_invocations
         )

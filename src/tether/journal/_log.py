@@ -6,10 +6,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from tether.errors import JournalError
 from tether.journal._harness import JournalObserver
 from tether.journal._view import LogView
 from tether.records import Payload, Record, RecordDraft
-from tether.store import LogStore
+from tether.store import ClaimSettlement, LogStore, Store
 
 __all__ = ("JournalLog",)
 
@@ -55,14 +56,26 @@ class JournalLog:
         )
 
     async def append(
-        self, drafts: Sequence[RecordDraft], *, expected_seq: int | None = None
+        self,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int | None = None,
+        settle: ClaimSettlement | None = None,
     ) -> list[Record]:
-        """Append after the tracked head (or ``expected_seq``); durable when this returns."""
+        """Append after the tracked head (or ``expected_seq``), settling ``settle`` in the same
+        commit if given; durable when this returns."""
         async with self._lock:
             head = self.head if expected_seq is None else expected_seq
-            records = await self.store.append(
-                self.conversation_id, drafts, expected_seq=head, fence=self.fence
-            )
+            if settle is None:
+                records = await self.store.append(
+                    self.conversation_id, drafts, expected_seq=head, fence=self.fence
+                )
+            elif isinstance(self.store, Store):
+                records = await self.store.append_settled(
+                    self.conversation_id, drafts, expected_seq=head, fence=self.fence, settle=settle
+                )
+            else:
+                raise JournalError("settling with an append needs a whole Store")
             self.head = records[-1].seq
             if self.view is not None:
                 self.view.extend(records)
