@@ -13,7 +13,7 @@ import pytest
 from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
 from tether.records import RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
-from tether.store._sqlite_schema import _SCHEMA_V1, SCHEMA_VERSION
+from tether.store._sqlite_schema import _SCHEMA_V1, PAGE_SIZE, SCHEMA_VERSION
 
 KEY = SessionKey("support", "acme")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -229,3 +229,18 @@ async def test_two_stores_on_one_file_see_each_others_writes(tmp_path: Path) -> 
             await a.append(cid, [_draft("a3")], expected_seq=4, fence=fence - 1)
         await a.append(cid, [_draft("a3")], expected_seq=4, fence=fence)
         assert await b.verify(cid) == 5
+
+
+async def test_a_new_file_uses_8_kib_pages_and_keeps_no_prev_hash(tmp_path: Path) -> None:
+    """Each record's prev_hash is its predecessor's hash, read beside it, not stored again."""
+    async with await SqliteStore.open(tmp_path) as store:
+        cid = await _conversation(store)
+        await store.append(cid, [_draft("a"), _draft("b")], expected_seq=1, fence=0)
+        records = await store.read(cid, after_seq=1)
+        assert records[0].prev_hash == (await store.read(cid, limit=1))[0].hash
+        assert records[1].prev_hash == records[0].hash
+    with sqlite3.connect(tmp_path / "tether.db") as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 8192
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
+    conn.close()
+    assert columns == ["position", "conversation_id", "seq", "kind", "body", "hash"]

@@ -231,7 +231,7 @@ class SqliteStore:
                 f"SELECT {ops.RECORD_COLUMNS} FROM records WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
             )
-            return verify_chain(conversation_id, (ops.record_row(None, row) for row in cursor))
+            return verify_chain(conversation_id, ops.chained(cursor))
 
         return self._read(run)
 

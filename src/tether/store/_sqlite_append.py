@@ -24,8 +24,8 @@ from tether.store._common import check_append, seal_batch
 
 __all__ = ("AppendRequest", "Appender")
 
-_MAX_VARIABLES = 996  # below SQLite's 999 host parameters per statement, a multiple of 6
-_ROWS_PER_INSERT = _MAX_VARIABLES // 6
+_MAX_VARIABLES = 995  # below SQLite's 999 host parameters per statement, a multiple of 5
+_ROWS_PER_INSERT = _MAX_VARIABLES // 5
 _CACHE_LIMIT = 10_000
 
 
@@ -88,7 +88,7 @@ class Appender:
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
         self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
-        rows: list[tuple[str, int, str, bytes, bytes, bytes]] = []
+        rows: list[tuple[str, int, str, bytes, bytes]] = []
         for request in requests:
             cid = request.conversation_id
             state = self._states.get(cid)
@@ -113,17 +113,14 @@ class Appender:
                 request.error = exc
                 continue
             state.head, state.head_hash = sealed[-1].seq, sealed[-1].hash
-            rows.extend(
-                (cid, r.seq, r.kind, r.canonical, bytes.fromhex(r.prev_hash), bytes.fromhex(r.hash))
-                for r in sealed
-            )
+            rows.extend((cid, r.seq, r.kind, r.canonical, bytes.fromhex(r.hash)) for r in sealed)
             request.result = sealed
             request.touched.append(cid)
         for start in range(0, len(rows), _ROWS_PER_INSERT):
             chunk = rows[start : start + _ROWS_PER_INSERT]
             # One multi-row statement: one step (and one GIL release) instead of one per row.
             conn.execute(
-                "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) VALUES "
-                + ",".join(["(?,?,?,?,?,?)"] * len(chunk)),
+                "INSERT INTO records (conversation_id, seq, kind, body, hash) VALUES "
+                + ",".join(["(?,?,?,?,?)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )

@@ -8,7 +8,7 @@ connection. Both raise only Tether errors (the caller maps ``sqlite3.Error``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,7 +47,7 @@ from tether.store._types import (
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
-RECORD_COLUMNS = "seq, kind, body, prev_hash, hash"
+RECORD_COLUMNS = "seq, kind, body, hash"
 _CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
 
 
@@ -104,19 +104,8 @@ def _insert_records(
     conn: sqlite3.Connection, conversation_id: str, records: Sequence[Record]
 ) -> None:
     conn.executemany(
-        "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            (
-                conversation_id,
-                r.seq,
-                r.kind,
-                r.canonical,
-                bytes.fromhex(r.prev_hash),
-                bytes.fromhex(r.hash),
-            )
-            for r in records
-        ],
+        "INSERT INTO records (conversation_id, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
+        [(conversation_id, r.seq, r.kind, r.canonical, bytes.fromhex(r.hash)) for r in records],
     )
 
 
@@ -185,22 +174,29 @@ def head(conn: sqlite3.Connection, conversation_id: str) -> int:
     return int(row[0])
 
 
-def record_row(_cursor: sqlite3.Cursor | None, row: tuple[Any, ...]) -> Record:
-    """A stored row as a record (hashes are stored as raw bytes, carried as hex)."""
-    seq, kind, body, prev_hash, hash_ = row
-    return Record(seq, kind, body, prev_hash.hex(), hash_.hex())
+def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Record]:
+    """Stored rows, in seq order, as records: each one's ``prev_hash`` is the hash of the row
+    before it (hashes are stored as raw bytes, carried as hex)."""
+    for seq, kind, body, hash_ in rows:
+        hash_hex = hash_.hex()
+        yield Record(seq, kind, body, prev_hash, hash_hex)
+        prev_hash = hash_hex
 
 
 def read(
     conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
 ) -> list[Record]:
-    cursor = conn.cursor()
-    cursor.row_factory = record_row
-    records: list[Record] = cursor.execute(
-        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = ? AND seq > ? "
+    # From the record at after_seq itself: its hash is the first one's prev_hash.
+    rows = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = ? AND seq >= ? "
         "ORDER BY seq LIMIT ?",
-        (conversation_id, after_seq, limit),
+        (conversation_id, after_seq, limit + 1),
     ).fetchall()
+    prev_hash = ""
+    if rows and rows[0][0] == after_seq:
+        prev_hash = rows[0][3].hex()
+        del rows[0]
+    records = list(chained(rows[:limit], prev_hash))
     if not records:
         head(conn, conversation_id)  # raises ConversationNotFound for an unknown id
     return records
