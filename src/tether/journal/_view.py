@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript
 from tether.messages import Message
-from tether.records import Record, SteerReceived
+from tether.records import ExecutionStarted, Record, SteerReceived
 from tether.store import Conversation, LogStore
 
 __all__ = ("LogView",)
@@ -34,6 +34,9 @@ class LogView:
         """Submission ids of delivered steers -> the submission whose execution took them."""
         self._transcript = Transcript()
         self._transcribed = 0  # records fed to the transcript: it is only built when asked for
+        self._before_latest: tuple[int, list[Message]] | None = None
+        """The transcript just before the latest execution started, and that start's index:
+        what resuming it needs, without transcribing the log a second time."""
         self._lock = asyncio.Lock()
 
     @property
@@ -82,13 +85,19 @@ class LogView:
         return self._transcribed_up().message_seqs()
 
     def _transcribed_up(self) -> Transcript:
-        for record in self.records[self._transcribed :]:
+        for index in range(self._transcribed, len(self.records)):
+            record = self.records[index]
+            if record.kind == ExecutionStarted.KIND:
+                self._before_latest = (index, self._transcript.messages())
             self._transcript.add(record)
         self._transcribed = len(self.records)
         return self._transcript
 
     def history_before(self, execution: Execution) -> list[Message]:
         """The transcript as it stood when ``execution`` started."""
+        self._transcribed_up()
+        if self._before_latest is not None and self._before_latest[0] == execution.start_index:
+            return list(self._before_latest[1])
         transcript = Transcript()
         for record in self.records[: execution.start_index]:
             transcript.add(record)
