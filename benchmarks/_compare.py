@@ -47,7 +47,9 @@ class Sizes:
 
 FULL = Sizes(
     turns=(10, 100, 500),
-    reps=lambda turns: 5 if turns <= 10 else 3 if turns <= 100 else 1,
+    # Conversations per T: enough at T=10 that its records fill as many pages as T=500's,
+    # or the file's page-sized growth, not the records, decides its bytes per record.
+    reps=lambda turns: 20 if turns <= 10 else 3 if turns <= 100 else 1,
     samples=100,
     resume=(100, 1_000, 10_000),
     resume_runs=3,

@@ -30,15 +30,13 @@ if __package__ in (None, ""):
 from benchmarks._table import print_table
 from tether.records import RecordDraft, UserMessage
 from tether.store import SessionKey, SqliteStore
-from tether.store._sqlite_schema import connect, migrate
+from tether.store._sqlite_schema import connect, kind_code, migrate
 
 BODY = "x" * 300  # a 300-byte message, the size the peers are measured with
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HASH = bytes(32)  # a digest as the store keeps it
-INSERT = (
-    "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
-)
+INSERT = "INSERT INTO records (conversation_id, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)"
+KIND = kind_code("user_message")
 
 
 def _raw_store(path: Path, synchronous: str) -> sqlite3.Connection:
@@ -56,7 +54,7 @@ def raw_single(path: Path, count: int, synchronous: str) -> float:
     start = time.perf_counter()
     for seq in range(1, count + 1):
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(INSERT, ("single", seq, "user_message", _row_body(seq), HASH, HASH))
+        conn.execute(INSERT, ("single", seq, KIND, _row_body(seq), HASH))
         conn.execute("COMMIT")
     rate = count / (time.perf_counter() - start)
     conn.close()
@@ -70,10 +68,7 @@ def raw_grouped(path: Path, writers: int, per_writer: int, synchronous: str) -> 
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
             INSERT,
-            [
-                (f"group-{n}", seq, "user_message", _row_body(seq), HASH, HASH)
-                for n in range(writers)
-            ],
+            [(f"group-{n}", seq, KIND, _row_body(seq), HASH) for n in range(writers)],
         )
         conn.execute("COMMIT")
     rate = writers * per_writer / (time.perf_counter() - start)
@@ -85,7 +80,7 @@ def raw_read(path: Path, conversation_id: str) -> float:
     conn = sqlite3.connect(path)
     start = time.perf_counter()
     rows = conn.execute(
-        "SELECT seq, kind, body, prev_hash, hash FROM records "
+        "SELECT seq, kind, body, hash FROM records "
         "WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (conversation_id, 0, 1_000_000),
     ).fetchall()

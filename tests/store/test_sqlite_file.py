@@ -11,9 +11,16 @@ from pathlib import Path
 import pytest
 
 from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
-from tether.records import RecordDraft, UserMessage
+from tether.records import PAYLOAD_TYPES, RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
-from tether.store._sqlite_schema import _SCHEMA_V1, PAGE_SIZE, SCHEMA_VERSION
+from tether.store._sqlite_schema import (
+    _SCHEMA_V1,
+    KIND_CODES,
+    PAGE_SIZE,
+    SCHEMA_VERSION,
+    kind_code,
+    kind_name,
+)
 
 KEY = SessionKey("support", "acme")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -242,5 +249,20 @@ async def test_a_new_file_uses_8_kib_pages_and_keeps_no_prev_hash(tmp_path: Path
     with sqlite3.connect(tmp_path / "tether.db") as conn:
         assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 8192
         columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
+        kinds = [row[0] for row in conn.execute("SELECT kind FROM records ORDER BY seq")]
     conn.close()
     assert columns == ["position", "conversation_id", "seq", "kind", "body", "hash"]
+    assert kinds == [
+        KIND_CODES.index("conversation_created"),
+        *[KIND_CODES.index("user_message")] * 2,
+    ]
+
+
+def test_every_record_kind_has_a_stored_code() -> None:
+    """A kind without a code would still be stored (by name), but at a dozen bytes a record."""
+    assert set(PAYLOAD_TYPES) <= set(KIND_CODES)
+    assert len(set(KIND_CODES)) == len(KIND_CODES)
+    assert [kind_name(kind_code(kind)) for kind in KIND_CODES] == list(KIND_CODES)
+    assert (
+        kind_code("a_kind_of_tomorrow") == kind_name("a_kind_of_tomorrow") == "a_kind_of_tomorrow"
+    )

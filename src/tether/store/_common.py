@@ -17,12 +17,12 @@ from tether.store._types import Conversation, SessionKey, Submission, Submission
 __all__ = (
     "SUBMISSION_COLUMNS",
     "attachment_ref",
-    "check_append",
     "check_drafts",
     "check_fork_seq",
     "check_limit",
     "conversation_created_draft",
     "fork_parent",
+    "seal_append",
     "seal_batch",
     "submission_from_row",
 )
@@ -64,14 +64,26 @@ def check_limit(limit: int) -> None:
         raise ValueError(f"limit must be at least 1, got {limit}")
 
 
-def check_append(
-    conversation_id: str, *, expected_seq: int, head: int, fence: int, current_fence: int
-) -> None:
-    """The append rules of DESIGN §3, in their fixed order: CAS first, then the fence."""
+def seal_append(
+    drafts: Sequence[RecordDraft],
+    *,
+    conversation_id: str,
+    expected_seq: int,
+    fence: int,
+    current_fence: int,
+    session: str,
+    head: int,
+    head_hash: str,
+) -> list[Record]:
+    """Check an append against its conversation's state by the rules of DESIGN §3, in their
+    fixed order (CAS first, then the fence), and seal its drafts as the records after ``head``."""
     if expected_seq != head:
         raise Conflict(conversation_id, expected_seq, head)
     if fence < current_fence:
         raise Fenced(conversation_id, fence, current_fence)
+    return seal_batch(
+        drafts, conversation_id=conversation_id, session=session, head=head, prev_hash=head_hash
+    )
 
 
 def seal_batch(

@@ -30,13 +30,12 @@ from tether.errors import (
 from tether.records import Record, RecordDraft, seal, verify_chain
 from tether.store._common import (
     attachment_ref,
-    check_append,
     check_drafts,
     check_fork_seq,
     check_limit,
     conversation_created_draft,
     fork_parent,
-    seal_batch,
+    seal_append,
 )
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
@@ -173,19 +172,15 @@ class MemoryStore:
     ) -> list[Record]:
         check_drafts(drafts)
         log = self._log(conversation_id)
-        check_append(
-            conversation_id,
-            expected_seq=expected_seq,
-            head=log.head,
-            fence=fence,
-            current_fence=log.fence,
-        )
-        sealed = seal_batch(
+        sealed = seal_append(
             drafts,
             conversation_id=conversation_id,
+            expected_seq=expected_seq,
+            fence=fence,
+            current_fence=log.fence,
             session=log.conversation.key.session,
             head=log.head,
-            prev_hash=log.head_hash,
+            head_hash=log.head_hash,
         )
         log.rows.extend(_row(record) for record in sealed)
         self._notifier.notify([conversation_id])

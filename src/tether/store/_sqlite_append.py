@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from tether.errors import ConversationNotFound
 from tether.records import Record, RecordDraft
-from tether.store._common import check_append, seal_batch
+from tether.store._common import seal_append
+from tether.store._sqlite_schema import kind_code
 
 __all__ = ("AppendRequest", "Appender")
 
@@ -88,32 +89,30 @@ class Appender:
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
         self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
-        rows: list[tuple[str, int, str, bytes, bytes]] = []
+        rows: list[tuple[str, int, int | str, bytes, bytes]] = []
         for request in requests:
             cid = request.conversation_id
             state = self._states.get(cid)
             try:
                 if state is None:
                     raise ConversationNotFound(cid)
-                check_append(
-                    cid,
-                    expected_seq=request.expected_seq,
-                    head=state.head,
-                    fence=request.fence,
-                    current_fence=state.fence,
-                )
-                sealed = seal_batch(
+                sealed = seal_append(
                     request.drafts,
                     conversation_id=cid,
+                    expected_seq=request.expected_seq,
+                    fence=request.fence,
+                    current_fence=state.fence,
                     session=state.session,
                     head=state.head,
-                    prev_hash=state.head_hash,
+                    head_hash=state.head_hash,
                 )
             except Exception as exc:  # a typed error, or a payload that cannot be encoded
                 request.error = exc
                 continue
             state.head, state.head_hash = sealed[-1].seq, sealed[-1].hash
-            rows.extend((cid, r.seq, r.kind, r.canonical, bytes.fromhex(r.hash)) for r in sealed)
+            rows.extend(
+                (cid, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash)) for r in sealed
+            )
             request.result = sealed
             request.touched.append(cid)
         for start in range(0, len(rows), _ROWS_PER_INSERT):

@@ -26,13 +26,13 @@ from tether.records import Record, RecordDraft, seal
 from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
-    check_append,
     check_fork_seq,
     conversation_created_draft,
     fork_parent,
-    seal_batch,
+    seal_append,
     submission_from_row,
 )
+from tether.store._sqlite_schema import kind_code, kind_name
 from tether.store._types import (
     Admission,
     Attempt,
@@ -105,7 +105,10 @@ def _insert_records(
 ) -> None:
     conn.executemany(
         "INSERT INTO records (conversation_id, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
-        [(conversation_id, r.seq, r.kind, r.canonical, bytes.fromhex(r.hash)) for r in records],
+        [
+            (conversation_id, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
+            for r in records
+        ],
     )
 
 
@@ -179,7 +182,7 @@ def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Re
     before it (hashes are stored as raw bytes, carried as hex)."""
     for seq, kind, body, hash_ in rows:
         hash_hex = hash_.hex()
-        yield Record(seq, kind, body, prev_hash, hash_hex)
+        yield Record(seq, kind_name(kind), body, prev_hash, hash_hex)
         prev_hash = hash_hex
 
 
@@ -536,19 +539,15 @@ def append_settled(
     if row is None:
         raise ConversationNotFound(conversation_id)
     current_fence, session, current_head, head_hash = row
-    check_append(
-        conversation_id,
-        expected_seq=expected_seq,
-        head=current_head,
-        fence=fence,
-        current_fence=current_fence,
-    )
-    sealed = seal_batch(
+    sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
+        expected_seq=expected_seq,
+        fence=fence,
+        current_fence=current_fence,
         session=session,
         head=current_head,
-        prev_hash=head_hash.hex(),
+        head_hash=head_hash.hex(),
     )
     _insert_records(conn, conversation_id, sealed)
     touched.append(conversation_id)

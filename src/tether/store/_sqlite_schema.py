@@ -11,7 +11,17 @@ from typing import Final, Literal
 
 from tether.errors import StoreUnavailable, UnsupportedSchema
 
-__all__ = ("SCHEMA_VERSION", "Synchronous", "connect", "migrate", "translate_errors")
+__all__ = (
+    "KIND_CODES",
+    "PAGE_SIZE",
+    "SCHEMA_VERSION",
+    "Synchronous",
+    "connect",
+    "kind_code",
+    "kind_name",
+    "migrate",
+    "translate_errors",
+)
 
 SCHEMA_VERSION: Final = 4
 PAGE_SIZE: Final = 8192
@@ -104,20 +114,21 @@ DROP TABLE records;
 ALTER TABLE records_v3 RENAME TO records;
 """
 
-# v4: no prev_hash column. It is the previous record's hash, read beside it, so storing it
-# again cost 33 bytes a record for nothing (rebuilt, as in v3, for SQLite before 3.35).
+# v4: no prev_hash column (it is the previous record's hash, read beside it: 33 bytes a
+# record stored twice), and a known kind kept as its small code (one byte instead of a
+# name of 6 to 27). Rebuilt, as in v3, for SQLite before 3.35.
 _SCHEMA_V4: Final = """
 CREATE TABLE records_v4 (
     position        INTEGER PRIMARY KEY,
     conversation_id TEXT NOT NULL,
     seq             INTEGER NOT NULL,
-    kind            TEXT NOT NULL,
+    kind            NOT NULL,  -- no affinity: a code from KIND_CODES, or a kind's name
     body            BLOB NOT NULL,
     hash            BLOB NOT NULL,
     UNIQUE (conversation_id, seq)
 );
 INSERT INTO records_v4 (position, conversation_id, seq, kind, body, hash)
-    SELECT position, conversation_id, seq, kind, body, hash FROM records;
+    SELECT position, conversation_id, seq, tether_kind_code(kind), body, hash FROM records;
 DROP TABLE records;
 ALTER TABLE records_v4 RENAME TO records;
 """
@@ -130,6 +141,42 @@ _MIGRATIONS: Final = (
     _SCHEMA_V3,
     _SCHEMA_V4,
 )
+
+
+KIND_CODES: Final = (
+    "conversation_created",
+    "user_message",
+    "signal",
+    "execution_started",
+    "execution_ended",
+    "execution_failed",
+    "model_called",
+    "assistant_message_started",
+    "assistant_text_delta",
+    "assistant_thinking_delta",
+    "assistant_message_completed",
+    "tool_called",
+    "tool_outcome",
+    "approval_requested",
+    "approval_decided",
+    "step_recorded",
+    "steer_received",
+    "compaction",
+    "submission_settled",
+    "task_spawned",
+    "task_finished",
+)
+"""Record kinds stored as their index here. Stored codes are forever: only append."""
+_CODE_OF: Final = {kind: code for code, kind in enumerate(KIND_CODES)}
+
+
+def kind_code(kind: str) -> int | str:
+    """What the ``kind`` column holds: a known kind's code, any other kind's name."""
+    return _CODE_OF.get(kind, kind)
+
+
+def kind_name(stored: int | str) -> str:
+    return KIND_CODES[stored] if type(stored) is int else str(stored)
 
 
 def _unhex(value: str | bytes) -> bytes:
@@ -187,6 +234,7 @@ def migrate(conn: sqlite3.Connection, busy_timeout: float) -> None:
         if version > SCHEMA_VERSION:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
         conn.create_function("tether_unhex", 1, _unhex, deterministic=True)
+        conn.create_function("tether_kind_code", 1, kind_code, deterministic=True)
         for step in _MIGRATIONS[version:]:
             for statement in step.split(";"):
                 if statement.strip():

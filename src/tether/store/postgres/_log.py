@@ -22,10 +22,10 @@ from tether.errors import (
 )
 from tether.records import Record, RecordDraft
 from tether.store._common import (
-    check_append,
     check_fork_seq,
     conversation_created_draft,
     fork_parent,
+    seal_append,
     seal_batch,
 )
 from tether.store._types import (
@@ -40,7 +40,6 @@ __all__ = (
     "Conn",
     "append",
     "append_if_head",
-    "append_settled_if_head",
     "ensure_conversation",
     "find_conversation",
     "fork",
@@ -248,19 +247,15 @@ async def append(
     if row is None:
         raise ConversationNotFound(conversation_id)
     current_fence, session, current_head, head_hash = row
-    check_append(
-        conversation_id,
-        expected_seq=expected_seq,
-        head=current_head,
-        fence=fence,
-        current_fence=current_fence,
-    )
-    sealed = seal_batch(
+    sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
+        expected_seq=expected_seq,
+        fence=fence,
+        current_fence=current_fence,
         session=session,
         head=current_head,
-        prev_hash=bytes(head_hash).hex(),
+        head_hash=bytes(head_hash).hex(),
     )
     await _insert_records(conn, conversation_id, sealed)
     await conn.execute(
@@ -340,28 +335,17 @@ async def append_if_head(
     sealed: Sequence[Record],
     expected_seq: int,
     fence: int,
+    settle: ClaimSettlement | None,
     channels: Channels,
 ) -> bool:
     """Write records sealed against a head this process believes current, in one statement
-    (its own transaction): ``False``, writing nothing, unless the head, its hash and the
-    fence still allow it. The conversation's row lock still orders the seqs."""
+    (its own transaction), settling ``settle``'s claim with them if given: ``False``, writing
+    nothing, unless the head, its hash, the fence (and the claim) still allow it. The
+    conversation's row lock still orders the seqs."""
     params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
-    row = await (await conn.execute(_APPEND_IF_HEAD, params)).fetchone()
-    return row is not None and row[0] == len(sealed)
-
-
-async def append_settled_if_head(
-    conn: Conn,
-    conversation_id: str,
-    sealed: Sequence[Record],
-    expected_seq: int,
-    fence: int,
-    settle: ClaimSettlement,
-    channels: Channels,
-) -> bool:
-    """:func:`append_if_head` that also settles the claim it needs: one statement, and
-    ``False``, writing nothing, unless the claim, the head and the fence all allow it."""
-    params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
+    if settle is None:
+        row = await (await conn.execute(_APPEND_IF_HEAD, params)).fetchone()
+        return row is not None and row[0] == len(sealed)
     params |= {
         "sid": settle.submission_id,
         "aid": settle.attempt_id,

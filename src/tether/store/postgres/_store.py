@@ -239,6 +239,27 @@ class PostgresStore:
     async def append(
         self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
     ) -> list[Record]:
+        return await self._append(conversation_id, drafts, expected_seq, fence, None)
+
+    async def append_settled(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        settle: ClaimSettlement,
+    ) -> list[Record]:
+        return await self._append(conversation_id, drafts, expected_seq, fence, settle)
+
+    async def _append(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        expected_seq: int,
+        fence: int,
+        settle: ClaimSettlement | None,
+    ) -> list[Record]:
         check_drafts(drafts)
         known = self._heads.get(conversation_id)
         if known is not None and known.seq == expected_seq:
@@ -252,36 +273,7 @@ class PostgresStore:
                 prev_hash=known.hash,
             )
             if await self._autocommit(
-                _log.append_if_head, conversation_id, sealed, expected_seq, fence, self._channels
-            ):
-                return self._appended(conversation_id, known.session, sealed)
-        self._heads.pop(conversation_id, None)
-        sealed, session = await self._run(
-            _log.append, conversation_id, list(drafts), expected_seq, fence, self._channels
-        )
-        return self._appended(conversation_id, session, sealed)
-
-    async def append_settled(
-        self,
-        conversation_id: str,
-        drafts: Sequence[RecordDraft],
-        *,
-        expected_seq: int,
-        fence: int,
-        settle: ClaimSettlement,
-    ) -> list[Record]:
-        check_drafts(drafts)
-        known = self._heads.get(conversation_id)
-        if known is not None and known.seq == expected_seq:
-            sealed = seal_batch(
-                drafts,
-                conversation_id=conversation_id,
-                session=known.session,
-                head=known.seq,
-                prev_hash=known.hash,
-            )
-            if await self._autocommit(
-                _log.append_settled_if_head,
+                _log.append_if_head,
                 conversation_id,
                 sealed,
                 expected_seq,
@@ -289,33 +281,38 @@ class PostgresStore:
                 settle,
                 self._channels,
             ):
-                self._on_settled(settle.submission_id)  # our own NOTIFY's echo is skipped
-                return self._appended(conversation_id, known.session, sealed)
+                return self._appended(conversation_id, known.session, sealed, settle)
         self._heads.pop(conversation_id, None)
 
         async def checked(conn: Conn) -> tuple[list[Record], str]:
-            # The claim first (ClaimLost), then the append (Conflict, Fenced): any error
-            # rolls both back.
-            await _submissions.update_owned(
-                conn,
-                settle.submission_id,
-                settle.attempt_id,
-                "settle",
-                "status = 'settled', lease_expires_at = NULL, settlement = %s, settled_at = %s",
-                (canonical_json(dict(settle.settlement)), settle.settled_at),
-                notify=self._channels.settled,
-            )
+            if settle is not None:  # the claim first (ClaimLost); any error rolls both back
+                await _submissions.update_owned(
+                    conn,
+                    settle.submission_id,
+                    settle.attempt_id,
+                    "settle",
+                    "status = 'settled', lease_expires_at = NULL, settlement = %s, settled_at = %s",
+                    (canonical_json(dict(settle.settlement)), settle.settled_at),
+                    notify=self._channels.settled,
+                )
             return await _log.append(
                 conn, conversation_id, list(drafts), expected_seq, fence, self._channels
             )
 
         sealed, session = await self._run(checked)
-        self._on_settled(settle.submission_id)
-        return self._appended(conversation_id, session, sealed)
+        return self._appended(conversation_id, session, sealed, settle)
 
-    def _appended(self, conversation_id: str, session: str, sealed: list[Record]) -> list[Record]:
+    def _appended(
+        self,
+        conversation_id: str,
+        session: str,
+        sealed: list[Record],
+        settle: ClaimSettlement | None,
+    ) -> list[Record]:
         self._remember(conversation_id, session, sealed[-1])
         self._appends.notify([conversation_id])  # local tailers need not wait for the echo
+        if settle is not None:
+            self._on_settled(settle.submission_id)  # our own NOTIFY's echo is skipped
         return sealed
 
     def _remember(self, conversation_id: str, session: str, last: Record) -> None:
