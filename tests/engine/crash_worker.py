@@ -43,13 +43,15 @@ class AuditedModel(ScriptedModel):
                 row[0]
                 for row in conn.execute(
                     "SELECT json_extract(body, '$.payload.callId') FROM records "
-                    "WHERE kind = 'model_called' AND json_extract(body, '$.payload.inputHash') = ?",
+                    "WHERE json_extract(body, '$.kind') = 'model_called' "
+                    "AND json_extract(body, '$.payload.inputHash') = ?",
                     (input_hash,),
                 )
             ]
             answered = (
                 conn.execute(
-                    "SELECT COUNT(*) FROM records WHERE kind = 'assistant_message_completed' "
+                    "SELECT COUNT(*) FROM records "
+                    "WHERE json_extract(body, '$.kind') = 'assistant_message_completed' "
                     "AND json_extract(body, '$.payload.interrupted') IS NULL "
                     f"AND json_extract(body, '$.payload.callId') IN ({','.join('?' * len(calls))})",
                     calls,
