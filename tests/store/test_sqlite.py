@@ -13,7 +13,8 @@ class TestSqliteStore(StoreConformance):
         assert isinstance(store, SqliteStore)
         with sqlite3.connect(store.path) as conn:
             conn.execute(
-                "UPDATE records SET body = ? WHERE conversation_id = ? AND seq = ?",
+                "UPDATE records SET body = ? "
+                "WHERE conversation = (SELECT number FROM conversations WHERE id = ?) AND seq = ?",
                 (body, conversation_id, seq),
             )
         conn.close()

@@ -251,7 +251,7 @@ async def test_a_new_file_uses_8_kib_pages_and_keeps_no_prev_hash(tmp_path: Path
         columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
         kinds = [row[0] for row in conn.execute("SELECT kind FROM records ORDER BY seq")]
     conn.close()
-    assert columns == ["position", "conversation_id", "seq", "kind", "body", "hash"]
+    assert columns == ["position", "conversation", "seq", "kind", "body", "hash"]
     assert kinds == [
         KIND_CODES.index("conversation_created"),
         *[KIND_CODES.index("user_message")] * 2,

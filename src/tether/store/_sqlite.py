@@ -228,7 +228,8 @@ class SqliteStore:
         def run(conn: sqlite3.Connection) -> int:
             ops.head(conn, conversation_id)
             cursor = conn.execute(
-                f"SELECT {ops.RECORD_COLUMNS} FROM records WHERE conversation_id = ? ORDER BY seq",
+                f"SELECT {ops.RECORD_COLUMNS} FROM records "
+                "WHERE conversation = (SELECT number FROM conversations WHERE id = ?) ORDER BY seq",
                 (conversation_id,),
             )
             return verify_chain(conversation_id, ops.chained(cursor))

@@ -43,6 +43,7 @@ class AppendRequest:
 
 @dataclass(slots=True)
 class _State:
+    number: int
     fence: int
     session: str
     head: int
@@ -77,19 +78,20 @@ class Appender:
             chunk = missing[start : start + _MAX_VARIABLES]
             marks = ",".join("?" * len(chunk))
             # MAX(seq) per conversation is one index seek (SQLite's min/max optimization).
-            for cid, fence, session, seq, hash_ in conn.execute(
-                "SELECT c.id, c.fence, c.session, r.seq, r.hash FROM conversations c "
-                "LEFT JOIN records r ON r.conversation_id = c.id AND r.seq = "
-                "(SELECT MAX(seq) FROM records WHERE conversation_id = c.id) "
+            for cid, number, fence, session, seq, hash_ in conn.execute(
+                "SELECT c.id, c.number, c.fence, c.session, r.seq, r.hash FROM conversations c "
+                "LEFT JOIN records r ON r.conversation = c.number AND r.seq = "
+                "(SELECT MAX(seq) FROM records WHERE conversation = c.number) "
                 f"WHERE c.id IN ({marks})",
                 chunk,
             ):
-                self._states[cid] = _State(fence, session, seq or 0, hash_.hex() if hash_ else "")
+                head_hash = hash_.hex() if hash_ else ""
+                self._states[cid] = _State(number, fence, session, seq or 0, head_hash)
 
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
         self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
-        rows: list[tuple[str, int, int | str, bytes, bytes]] = []
+        rows: list[tuple[int, int, int | str, bytes, bytes]] = []
         for request in requests:
             cid = request.conversation_id
             state = self._states.get(cid)
@@ -111,7 +113,8 @@ class Appender:
                 continue
             state.head, state.head_hash = sealed[-1].seq, sealed[-1].hash
             rows.extend(
-                (cid, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash)) for r in sealed
+                (state.number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
+                for r in sealed
             )
             request.result = sealed
             request.touched.append(cid)
@@ -119,7 +122,7 @@ class Appender:
             chunk = rows[start : start + _ROWS_PER_INSERT]
             # One multi-row statement: one step (and one GIL release) instead of one per row.
             conn.execute(
-                "INSERT INTO records (conversation_id, seq, kind, body, hash) VALUES "
+                "INSERT INTO records (conversation, seq, kind, body, hash) VALUES "
                 + ",".join(["(?,?,?,?,?)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )

@@ -100,15 +100,14 @@ def find_conversation(conn: sqlite3.Connection, key: SessionKey) -> Conversation
     return None if row is None else _conversation(row)
 
 
-def _insert_records(
-    conn: sqlite3.Connection, conversation_id: str, records: Sequence[Record]
-) -> None:
+_NUMBER = "(SELECT number FROM conversations WHERE id = ?)"
+"""A conversation's number, by id: what a records row holds instead of the id."""
+
+
+def insert_records(conn: sqlite3.Connection, number: int, records: Sequence[Record]) -> None:
     conn.executemany(
-        "INSERT INTO records (conversation_id, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
-        [
-            (conversation_id, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
-            for r in records
-        ],
+        "INSERT INTO records (conversation, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
+        [(number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash)) for r in records],
     )
 
 
@@ -120,9 +119,9 @@ def _create_conversation(
 ) -> None:
     key = conversation.key
     parent = conversation.parent
-    conn.execute(
+    number = conn.execute(
         "INSERT INTO conversations (id, agent, instance, session, created_at, parent) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?) RETURNING number",
         (
             conversation.id,
             key.agent,
@@ -131,7 +130,7 @@ def _create_conversation(
             to_micros(conversation.created_at),
             None if parent is None else canonical_json(parent.to_json_object()),
         ),
-    )
+    ).fetchone()[0]
     created = seal(
         conversation_created_draft(conversation),
         conversation_id=conversation.id,
@@ -139,7 +138,7 @@ def _create_conversation(
         seq=len(prefix) + 1,
         prev_hash=prefix[-1].hash if prefix else "",
     )
-    _insert_records(conn, conversation.id, [*prefix, created])
+    insert_records(conn, number, [*prefix, created])
     touched.append(conversation.id)
 
 
@@ -170,7 +169,7 @@ def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
 
 def head(conn: sqlite3.Connection, conversation_id: str) -> int:
     row = conn.execute(
-        "SELECT MAX(seq) FROM records WHERE conversation_id = ?", (conversation_id,)
+        f"SELECT MAX(seq) FROM records WHERE conversation = {_NUMBER}", (conversation_id,)
     ).fetchone()
     if row[0] is None:  # every conversation has seq 1, so no record means no conversation
         raise ConversationNotFound(conversation_id)
@@ -191,7 +190,7 @@ def read(
 ) -> list[Record]:
     # From the record at after_seq itself: its hash is the first one's prev_hash.
     rows = conn.execute(
-        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = ? AND seq >= ? "
+        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
         "ORDER BY seq LIMIT ?",
         (conversation_id, after_seq, limit + 1),
     ).fetchall()
@@ -531,14 +530,14 @@ def append_settled(
         (canonical_json(settle.settlement), to_micros(settle.settled_at)),
     )
     row = conn.execute(
-        "SELECT c.fence, c.session, r.seq, r.hash FROM conversations c "
-        "JOIN records r ON r.conversation_id = c.id "
+        "SELECT c.number, c.fence, c.session, r.seq, r.hash FROM conversations c "
+        "JOIN records r ON r.conversation = c.number "
         "WHERE c.id = ? ORDER BY r.seq DESC LIMIT 1",
         (conversation_id,),
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    current_fence, session, current_head, head_hash = row
+    number, current_fence, session, current_head, head_hash = row
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -549,7 +548,7 @@ def append_settled(
         head=current_head,
         head_hash=head_hash.hex(),
     )
-    _insert_records(conn, conversation_id, sealed)
+    insert_records(conn, number, sealed)
     touched.append(conversation_id)
     return sealed
 

@@ -114,22 +114,40 @@ DROP TABLE records;
 ALTER TABLE records_v3 RENAME TO records;
 """
 
-# v4: no prev_hash column (it is the previous record's hash, read beside it: 33 bytes a
-# record stored twice), and a known kind kept as its small code (one byte instead of a
-# name of 6 to 27). Rebuilt, as in v3, for SQLite before 3.35.
+# v4, smaller records: no prev_hash (it is the previous record's hash, read beside it: 33
+# bytes a record stored twice); a known kind as its small code (one byte, not a name of 6
+# to 27); the conversation as its number (conversations.number), not its id again in the
+# row and in the index. Rebuilt, as in v3, for SQLite before 3.35.
 _SCHEMA_V4: Final = """
-CREATE TABLE records_v4 (
-    position        INTEGER PRIMARY KEY,
-    conversation_id TEXT NOT NULL,
-    seq             INTEGER NOT NULL,
-    kind            NOT NULL,  -- no affinity: a code from KIND_CODES, or a kind's name
-    body            BLOB NOT NULL,
-    hash            BLOB NOT NULL,
-    UNIQUE (conversation_id, seq)
+CREATE TABLE conversations_v4 (
+    number      INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    agent       TEXT NOT NULL,
+    instance    TEXT NOT NULL,
+    session     TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    parent      BLOB,
+    fence       INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (agent, instance, session)
 );
-INSERT INTO records_v4 (position, conversation_id, seq, kind, body, hash)
-    SELECT position, conversation_id, seq, tether_kind_code(kind), body, hash FROM records;
+INSERT INTO conversations_v4 (id, agent, instance, session, created_at, parent, fence)
+    SELECT id, agent, instance, session, created_at, parent, fence FROM conversations
+    ORDER BY rowid;
+CREATE TABLE records_v4 (
+    position     INTEGER PRIMARY KEY,
+    conversation INTEGER NOT NULL,
+    seq          INTEGER NOT NULL,
+    kind         NOT NULL,
+    body         BLOB NOT NULL,
+    hash         BLOB NOT NULL,
+    UNIQUE (conversation, seq)
+);
+INSERT INTO records_v4 (position, conversation, seq, kind, body, hash)
+    SELECT r.position, c.number, r.seq, tether_kind_code(r.kind), r.body, r.hash
+    FROM records r JOIN conversations_v4 c ON c.id = r.conversation_id;
 DROP TABLE records;
+DROP TABLE conversations;
+ALTER TABLE conversations_v4 RENAME TO conversations;
 ALTER TABLE records_v4 RENAME TO records;
 """
 
