@@ -14,6 +14,7 @@ from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
 from tether.records import PAYLOAD_TYPES, RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
 from tether.store._sqlite_schema import (
+    _MIGRATIONS,
     _SCHEMA_V1,
     KIND_CODES,
     PAGE_SIZE,
@@ -266,3 +267,23 @@ def test_every_record_kind_has_a_stored_code() -> None:
     assert (
         kind_code("a_kind_of_tomorrow") == kind_name("a_kind_of_tomorrow") == "a_kind_of_tomorrow"
     )
+
+
+async def test_a_record_without_its_conversation_fails_the_v4_migration(tmp_path: Path) -> None:
+    """Records are re-keyed by conversation number: an orphan fails loudly, nothing is lost."""
+    with sqlite3.connect(tmp_path / "tether.db") as conn:
+        conn.create_function("tether_unhex", 1, bytes.fromhex)
+        for step in _MIGRATIONS[:3]:
+            conn.executescript(step)
+        conn.execute("PRAGMA user_version = 3")
+        conn.execute(
+            "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash) "
+            "VALUES ('nowhere', 1, 'user_message', x'7b7d', x'', x'00')"
+        )
+    conn.close()
+    with pytest.raises(StoreUnavailable):
+        await SqliteStore.open(tmp_path)
+    with sqlite3.connect(tmp_path / "tether.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 1
+    conn.close()

@@ -117,7 +117,8 @@ ALTER TABLE records_v3 RENAME TO records;
 # v4, smaller records: no prev_hash (it is the previous record's hash, read beside it: 33
 # bytes a record stored twice); a known kind as its small code (one byte, not a name of 6
 # to 27); the conversation as its number (conversations.number), not its id again in the
-# row and in the index. Rebuilt, as in v3, for SQLite before 3.35.
+# row and in the index. Rebuilt, as in v3, for SQLite before 3.35. (A record whose
+# conversation were missing would fail the migration on NOT NULL, not vanish from a join.)
 _SCHEMA_V4: Final = """
 CREATE TABLE conversations_v4 (
     number      INTEGER PRIMARY KEY,
@@ -144,7 +145,7 @@ CREATE TABLE records_v4 (
 );
 INSERT INTO records_v4 (position, conversation, seq, kind, body, hash)
     SELECT r.position, c.number, r.seq, tether_kind_code(r.kind), r.body, r.hash
-    FROM records r JOIN conversations_v4 c ON c.id = r.conversation_id;
+    FROM records r LEFT JOIN conversations_v4 c ON c.id = r.conversation_id;
 DROP TABLE records;
 DROP TABLE conversations;
 ALTER TABLE conversations_v4 RENAME TO conversations;
