@@ -15,7 +15,7 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -96,21 +96,12 @@ class _Stop:
 class _Observer:
     """Feeds journal deltas to engine observers and appended records to live subscribers."""
 
-    def __init__(
-        self, runtime: Runtime, correlation: Correlation, settled: Callable[[], bool]
-    ) -> None:
+    def __init__(self, runtime: Runtime, correlation: Correlation) -> None:
         self._runtime = runtime
         self._correlation = correlation
-        self._settled = settled
 
     async def on_record(self, records: Sequence[Record]) -> None:
-        # The submission settled in the commit that ended its execution: this process's
-        # waiters get it now, before the change feed's wake-up would send them to the store.
-        mine = self._correlation.submission_id
-        for record in records:
-            if record.kind == SubmissionSettled.KIND and record.submission_id == mine:
-                if self._settled():
-                    self._runtime.notify_settled(mine, record.fields["payload"])
+        return None
 
     async def on_progress(self, execution_id: str, call_id: str, text: str) -> None:
         await self._runtime.instrumentation.emit(
@@ -350,7 +341,7 @@ class _Attempt:
                 model=lambda model: events.model(model, self.correlation),
                 tools=lambda tools: events.tools(tools, self.correlation),
             ),
-            observer=_Observer(self.runtime, self.correlation, lambda: self._settles_with_end),
+            observer=_Observer(self.runtime, self.correlation),
             steer_source=self._steer_source,
             submission_id=sub.id,
             attempt_id=sub.attempt_id,

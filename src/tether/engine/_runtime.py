@@ -424,6 +424,10 @@ class Runtime:
                     async with asyncio.timeout(_WAIT_POLL):
                         await woken.wait()
             waiter.remove_done_callback(wake)
+            if not waiter.done() and submission_id in self._runs:
+                # Its attempt runs here and hands the settlement over once it has finished:
+                # a change feed's wake-up at the commit need not send us to the store for it.
+                await asyncio.wait({waiter}, timeout=_WAIT_POLL)
             if waiter.done() and not waiter.cancelled():
                 return dict(waiter.result())  # settled in this process: the payload is here
 
