@@ -85,11 +85,16 @@ class LogView:
         return self._transcribed_up().message_seqs()
 
     def _transcribed_up(self) -> Transcript:
-        for index in range(self._transcribed, len(self.records)):
-            record = self.records[index]
-            if record.kind == ExecutionStarted.KIND:
+        new = range(self._transcribed, len(self.records))
+        # Only the latest start is kept: copying the transcript at every start would make
+        # transcribing a long log quadratic.
+        latest_start = next(
+            (i for i in reversed(new) if self.records[i].kind == ExecutionStarted.KIND), None
+        )
+        for index in new:
+            if index == latest_start:
                 self._before_latest = (index, self._transcript.messages())
-            self._transcript.add(record)
+            self._transcript.add(self.records[index])
         self._transcribed = len(self.records)
         return self._transcript
 
