@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks._measure import percentile, raw_commit_ms
 from benchmarks._plots import plot_lines
 from benchmarks.peers import langgraph_side, tether_side
-from benchmarks.peers._fake import TurnsResult, percentile, raw_commit_ms, raw_turn_ms
+from benchmarks.peers._fake import TurnsResult, raw_turn_ms
 from benchmarks.peers.resume import in_fresh_process
 
 __all__ = ("Sizes", "run")

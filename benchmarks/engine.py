@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,7 @@ if __package__ in (None, ""):
 
 from pydantic import JsonValue
 
+from benchmarks._measure import percentile, raw_commit_ms
 from benchmarks._table import print_table
 from tether.agent import agent_spec, tool
 from tether.engine import AgentDefinition, AgentSpec, Runtime
@@ -43,27 +43,6 @@ class ChatHarness:
     async def run(self, turn: Turn) -> JsonValue:
         request = ModelRequest(model="bench", messages=(*turn.history, *turn.inputs))
         return (await turn.model(request)).message.text
-
-
-def raw_commit_ms(path: Path, samples: int = 200) -> float:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (v BLOB)")
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
-        conn.execute("COMMIT")
-        times.append(time.perf_counter() - start)
-    conn.close()
-    return statistics.median(times) * 1000
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def latency(runtime: Runtime, samples: int) -> list[float]:

@@ -43,6 +43,7 @@ import psycopg
 from psycopg import sql
 from pydantic import JsonValue
 
+from benchmarks._measure import percentile
 from benchmarks._table import print_table
 from tether._ids import new_ulid
 from tether.engine import AgentDefinition, AgentSpec, Runtime
@@ -244,11 +245,6 @@ class ChatHarness:
     async def run(self, turn: Turn) -> JsonValue:
         request = ModelRequest(model="bench", messages=(*turn.history, *turn.inputs))
         return (await turn.model(request)).message.text
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def latency(store: Store, samples: int) -> list[float]:

@@ -17,8 +17,6 @@ __all__ = (
     "TEXT",
     "TurnsResult",
     "messages_in",
-    "percentile",
-    "raw_commit_ms",
     "raw_turn_ms",
     "reply",
     "sqlite_bytes",
@@ -54,23 +52,6 @@ def raw_turn_ms(turns: int = 1000) -> float:
     return (time.perf_counter() - start) * 1000 / turns
 
 
-def raw_commit_ms(path: Path, samples: int = 200) -> float:
-    """The physical floor: one 300-byte INSERT committed by raw sqlite3, WAL + synchronous=FULL."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE IF NOT EXISTS t (v BLOB)")
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
-        conn.execute("COMMIT")
-        times.append(time.perf_counter() - start)
-    conn.close()
-    return statistics.median(times) * 1000
-
-
 def sqlite_bytes(path: Path) -> int:
     """The size of a SQLite database once its WAL (if any) is checkpointed into it."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -80,11 +61,6 @@ def sqlite_bytes(path: Path) -> int:
         conn.close()
     wal = path.with_name(path.name + "-wal")
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class TurnsResult:

@@ -1,0 +1,32 @@
+"""Measurements every benchmark shares: the physical floor and percentiles."""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import time
+from pathlib import Path
+
+__all__ = ("percentile", "raw_commit_ms")
+
+
+def raw_commit_ms(path: Path, samples: int = 200) -> float:
+    """The physical floor: one 300-byte INSERT committed by raw sqlite3, WAL + synchronous=FULL."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (v BLOB)")
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?)", (b"x" * 300,))
+        conn.execute("COMMIT")
+        times.append(time.perf_counter() - start)
+    conn.close()
+    return statistics.median(times) * 1000
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
