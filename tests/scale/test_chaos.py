@@ -53,7 +53,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -73,6 +72,7 @@ from tether.store.postgres import PostgresStore
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
 from .chaos_app import AGENT, LOG_ENV, answer, model_seconds
+from .processes import free_port, wait_ready
 
 pytestmark = pytest.mark.postgres
 
@@ -84,12 +84,6 @@ SESSIONS = 20
 PER_SESSION = 5
 INSTANCE = "acme"
 T = TypeVar("T")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -144,19 +138,6 @@ class Cluster:
                 process.send_signal(signal.SIGKILL)  # also ends a stopped process
         for process in self.processes.values():
             process.wait(10)
-
-
-async def _ready(client: httpx.AsyncClient, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the API node exited"
-        try:
-            if (await client.get("/readyz", timeout=1)).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.05)
-    raise AssertionError("the API node did not become ready")
 
 
 async def _until(what: str, predicate: Callable[[], T | None], seconds: float) -> T:
@@ -240,12 +221,12 @@ async def test_workers_killed_and_frozen_lose_nothing_repeat_nothing(tmp_path: P
 
 
 async def _scenario(cluster: Cluster, store: PostgresStore) -> None:
-    port = _free_port()
+    port = free_port()
     api = cluster.start("api", "serve", "--no-worker", "--port", str(port))
     workers = {name: cluster.start(name, "worker") for name in ("w1", "w2", "w3")}
     by_pid = {process.pid: name for name, process in workers.items()}
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-        await _ready(client, api)
+        await wait_ready(client, api)
         await _until(
             "the workers to load the app",
             lambda: {e["pid"] for e in cluster.events() if e["event"] == "started"} >= set(by_pid),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import httpx
 import pytest
 
 from ..postgres import drop_schemas, fresh_schema, store_url
+from .processes import free_port, log_text, wait_ready
 
 pytestmark = pytest.mark.postgres
 
@@ -39,20 +39,10 @@ def _schemas() -> Iterator[None]:
     drop_schemas()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TETHER_DEMO_RESEARCH_SECONDS": "0.3"}
     with log.open("ab") as out:
         return subprocess.Popen([*TETHER, *args], stdout=out, stderr=out, env=env)
-
-
-def _text(log: Path) -> str:
-    return log.read_text(errors="replace")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -63,19 +53,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
-
-
-async def _ready(client: httpx.AsyncClient, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, _text(log)
-        try:
-            if (await client.get("/readyz", timeout=1)).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.05)
-    raise AssertionError("the API node did not become ready:\n" + _text(log))
 
 
 @dataclass
@@ -105,13 +82,13 @@ async def _follow(client: httpx.AsyncClient, frames: list[Frame]) -> None:
 
 async def test_sse_on_the_api_node_follows_a_run_on_the_worker(tmp_path: Path) -> None:
     url = store_url(fresh_schema(), poll_interval="30")
-    port = _free_port()
+    port = free_port()
     api_log, worker_log = tmp_path / "api.log", tmp_path / "worker.log"
     api = _start(api_log, "serve", "--demo", "--store", url, "--no-worker", "--port", str(port))
     worker = _start(worker_log, "worker", "--demo", "--store", url)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            await _ready(client, api, api_log)
+            await wait_ready(client, api, api_log)
             frames: list[Frame] = []
             async with asyncio.timeout(45):
                 # The follower is in place before the session exists: everything it gets is live.
@@ -123,7 +100,7 @@ async def test_sse_on_the_api_node_follows_a_run_on_the_worker(tmp_path: Path) -
                     json={"body": "research tides", "session": "tides"},
                 )
                 await following
-            assert worker.poll() is None, _text(worker_log)
+            assert worker.poll() is None, log_text(worker_log)
             assert response.status_code == 200, response.text
             settled: dict[str, Any] = response.json()
             assert settled["status"] == "succeeded", settled
