@@ -29,7 +29,10 @@ from tether.store import SessionKey, SqliteStore
 
 __all__ = ("DURABILITY", "build_log", "latency", "resume", "run_turns")
 
-DURABILITY = "SqliteStore: WAL, synchronous=FULL (every acknowledged record fsynced)"
+DURABILITY = (
+    "SqliteStore: WAL, synchronous=FULL (every acknowledged record fsynced), "
+    "inline_commits=True (commits on the agent's thread, as the peers' savers do)"
+)
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -75,12 +78,12 @@ async def _conversation(store: SqliteStore, name: str, turns: int) -> None:
     assert result.output == TEXT, result.output
 
 
-async def _run_turns(db: Path, turns: int, reps: int) -> TurnsResult:
+async def _run_turns(db: Path, turns: int, reps: int, inline: bool) -> TurnsResult:
     async with await SqliteStore.open(db, synchronous="FULL"):
         pass
     before = sqlite_bytes(db)
     seconds = []
-    async with await SqliteStore.open(db, synchronous="FULL") as store:
+    async with await SqliteStore.open(db, synchronous="FULL", inline_commits=inline) as store:
         for rep in range(reps):
             start = time.perf_counter()
             await _conversation(store, f"t{turns}-{rep}", turns)
@@ -92,9 +95,10 @@ async def _run_turns(db: Path, turns: int, reps: int) -> TurnsResult:
     return TurnsResult(turns, seconds, sqlite_bytes(db) - before, reps, records, payload, commits)
 
 
-def run_turns(directory: Path, turns: int, reps: int) -> TurnsResult:
+def run_turns(directory: Path, turns: int, reps: int, *, inline: bool = True) -> TurnsResult:
+    """``inline=False``: commits go through the writer thread, as in a server (the default)."""
     directory.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_run_turns(directory / "tether.db", turns, reps))
+    return asyncio.run(_run_turns(directory / "tether.db", turns, reps, inline))
 
 
 async def _latency(directory: Path, samples: int) -> list[float]:

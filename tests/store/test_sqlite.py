@@ -18,3 +18,10 @@ class TestSqliteStore(StoreConformance):
                 (body, conversation_id, seq),
             )
         conn.close()
+
+
+class TestSqliteStoreInlineCommits(TestSqliteStore):
+    """The same contract when idle-writer commits run on the caller's thread."""
+
+    async def make_store(self, directory: Path) -> Store:
+        return await SqliteStore.open(directory, inline_commits=True)

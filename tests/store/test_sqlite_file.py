@@ -4,7 +4,9 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -157,12 +159,47 @@ async def test_appends_from_many_conversations_share_commits(tmp_path: Path) -> 
             assert await store.head(cid) == 2
 
 
+async def test_inline_commits_run_on_the_callers_thread_when_the_writer_is_idle(
+    tmp_path: Path,
+) -> None:
+    async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
+        cid = await _conversation(store)
+        committed_on: list[str] = []
+        store._writer._on_commit = lambda ids: committed_on.append(threading.current_thread().name)
+        await store.append(cid, [_draft()], expected_seq=1, fence=0)
+        assert committed_on == [threading.current_thread().name]
+        assert await store.head(cid) == 2
+
+
+def test_inline_commits_keep_order_while_other_threads_queue(tmp_path: Path) -> None:
+    """Loops on several threads share one inline store: each falls back to the writer thread
+    while another commits, and no sequential appender ever sees a spurious conflict."""
+    store = asyncio.run(SqliteStore.open(tmp_path, inline_commits=True))
+
+    def appender(session: str) -> int:
+        async def run() -> int:
+            cid = await _conversation(store, session)
+            head = 1
+            for n in range(150):
+                [record] = await store.append(cid, [_draft(str(n))], expected_seq=head, fence=0)
+                head = record.seq
+            return await store.verify(cid)
+
+        return asyncio.run(run())
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        verified = list(pool.map(appender, ["a", "b", "c"]))
+    assert verified == [151, 151, 151]
+    asyncio.run(store.close())
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
         ("memory://", MemoryStore),
         ("sqlite:///{tmp}/d", SqliteStore),
         ("sqlite:///{tmp}/x.db?synchronous=normal", SqliteStore),
+        ("sqlite:///{tmp}/y.db?inline_commits=true", SqliteStore),
     ],
 )
 async def test_open_store_from_url(tmp_path: Path, url: str, expected: type) -> None:
@@ -171,6 +208,7 @@ async def test_open_store_from_url(tmp_path: Path, url: str, expected: type) -> 
         assert isinstance(store, expected)
         if isinstance(store, SqliteStore):
             assert store.synchronous == ("NORMAL" if "normal" in url else "FULL")
+            assert store._writer._inline == ("inline_commits=true" in url)
 
 
 @pytest.mark.parametrize(
@@ -180,6 +218,7 @@ async def test_open_store_from_url(tmp_path: Path, url: str, expected: type) -> 
         "sqlite://relative",
         "sqlite:///{tmp}/d?bogus=1",
         "sqlite:///{tmp}/d?synchronous=sometimes",
+        "sqlite:///{tmp}/d?inline_commits=maybe",
     ],
 )
 async def test_bad_store_urls_are_value_errors(tmp_path: Path, url: str) -> None:

@@ -6,6 +6,11 @@ checked and inserted together (:mod:`._sqlite_append`); every other operation ru
 its own savepoint, so one caller's error (a ``Conflict``, say) never fails another's
 write in the same commit. Futures resolve only after ``COMMIT`` returns, so nothing
 is acknowledged before it is durable.
+
+With ``inline=True`` a write that finds the writer idle (nothing queued, nothing
+committing) commits on the caller's thread instead: that saves the two thread hand-offs
+of a commit, and the GIL contention between them, at the cost of blocking the caller's
+event loop for the commit's fsync. Anything queued is still committed first, in order.
 """
 
 from __future__ import annotations
@@ -56,12 +61,21 @@ class SqliteWriter:
     """Owns the write connection; ``submit`` queues an operation and awaits its commit."""
 
     def __init__(
-        self, conn: sqlite3.Connection, on_commit: Callable[[list[str]], None], name: str
+        self,
+        conn: sqlite3.Connection,
+        on_commit: Callable[[list[str]], None],
+        name: str,
+        *,
+        inline: bool = False,
     ) -> None:
         self._conn = conn
         self._on_commit = on_commit
+        self._inline = inline
         self._appender = Appender()
         self._queue: queue.SimpleQueue[_Pending[Any] | None] = queue.SimpleQueue()
+        self._connection_lock = threading.Lock()  # held for a whole transaction
+        self._count_lock = threading.Lock()
+        self._outstanding = 0  # writes handed to the thread and not yet committed
         self._closed = False
         self.commits = 0
         """Transactions committed so far (a batch of queued writes is one commit)."""
@@ -81,8 +95,26 @@ class SqliteWriter:
             raise StoreUnavailable("the store is closed")
         loop = asyncio.get_running_loop()
         pending: _Pending[Any] = _Pending(op, loop, loop.create_future())
+        if self._inline and self._commit_inline(pending):
+            return pending.future
+        with self._count_lock:
+            self._outstanding += 1
         self._queue.put(pending)
         return pending.future
+
+    def _commit_inline(self, pending: _Pending[Any]) -> bool:
+        if not self._connection_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._count_lock:
+                if self._outstanding:  # a queued write must commit first: keep the order
+                    return False
+            self._finish([pending])
+        finally:
+            self._connection_lock.release()
+        # Resolved on the next loop iteration, so a caller that only commits still yields.
+        pending.loop.call_soon(_settle, [pending])
+        return True
 
     async def close(self) -> None:
         if self._closed:
@@ -110,10 +142,10 @@ class SqliteWriter:
                     stop = True
                     break
                 batch.append(item)
-            self._commit(batch)
-            touched = [cid for pending in batch if pending.error is None for cid in pending.touched]
-            if touched:
-                self._on_commit(touched)
+            with self._connection_lock:
+                self._finish(batch)
+            with self._count_lock:
+                self._outstanding -= len(batch)
             # One wake-up per event loop per commit, not one per write.
             by_loop: dict[asyncio.AbstractEventLoop, list[_Pending[Any]]] = {}
             for pending in batch:
@@ -121,6 +153,12 @@ class SqliteWriter:
             for loop, pendings in by_loop.items():
                 with contextlib.suppress(RuntimeError):  # that loop is already closed
                     loop.call_soon_threadsafe(_settle, pendings)
+
+    def _finish(self, batch: list[_Pending[Any]]) -> None:
+        self._commit(batch)
+        touched = [cid for pending in batch if pending.error is None for cid in pending.touched]
+        if touched:
+            self._on_commit(touched)
 
     def _commit(self, batch: list[_Pending[Any]]) -> None:
         conn = self._conn

@@ -13,6 +13,7 @@ from tether.store._sqlite_schema import Synchronous
 __all__ = ("DEFAULT_STORE_URL", "open_store")
 
 DEFAULT_STORE_URL = "sqlite:///./tether-data"
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
@@ -21,7 +22,7 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
     - ``memory://``: the in-memory reference store;
     - ``sqlite:///relative/path`` or ``sqlite:////absolute/path`` (the SQLAlchemy convention);
       a directory means ``<dir>/tether.db``; options as query parameters:
-      ``?synchronous=NORMAL&busy_timeout=5``;
+      ``?synchronous=NORMAL&busy_timeout=5&inline_commits=true``;
     - ``postgresql://user@host:port/database`` (also ``postgres://``; the ``postgres`` extra):
       options ``schema``, ``pool_min``, ``pool_max``, ``poll_interval``, the rest for libpq.
 
@@ -38,14 +39,18 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
             raise ValueError(f"a sqlite URL looks like sqlite:///path/to/dir, not {url!r}")
         path, _, query = rest[1:].partition("?")
         options = {key: values[-1] for key, values in parse_qs(query).items()}
-        unknown = set(options) - {"synchronous", "busy_timeout"}
+        unknown = set(options) - {"synchronous", "busy_timeout", "inline_commits"}
         if unknown:
             raise ValueError(f"unknown sqlite option(s): {', '.join(sorted(unknown))}")
         synchronous = options.get("synchronous", "FULL").upper()
+        inline = options.get("inline_commits", "false").lower()
+        if inline not in _BOOLEANS:
+            raise ValueError(f"inline_commits must be true or false, not {inline!r}")
         return await SqliteStore.open(
             path,
             synchronous=cast(Synchronous, synchronous),
             busy_timeout=float(options.get("busy_timeout", 5.0)),
+            inline_commits=_BOOLEANS[inline],
         )
     if scheme in ("postgresql", "postgres"):
         try:
