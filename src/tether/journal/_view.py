@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from tether._gc import collector_paused
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript
 from tether.messages import Message
@@ -70,9 +71,10 @@ class LogView:
         async with self._lock:
             while True:
                 page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
-                for record in page:
-                    if record.seq > self.head:
-                        self.add(record)
+                with collector_paused(len(page)):
+                    for record in page:
+                        if record.seq > self.head:
+                            self.add(record)
                 if len(page) < _PAGE:  # a short page reached the head as it was read
                     return
 
@@ -91,10 +93,11 @@ class LogView:
         latest_start = next(
             (i for i in reversed(new) if self.records[i].kind == ExecutionStarted.KIND), None
         )
-        for index in new:
-            if index == latest_start:
-                self._before_latest = (index, self._transcript.messages())
-            self._transcript.add(self.records[index])
+        with collector_paused(len(new)):
+            for index in new:
+                if index == latest_start:
+                    self._before_latest = (index, self._transcript.messages())
+                self._transcript.add(self.records[index])
         self._transcribed = len(self.records)
         return self._transcript
 
@@ -104,6 +107,7 @@ class LogView:
         if self._before_latest is not None and self._before_latest[0] == execution.start_index:
             return list(self._before_latest[1])
         transcript = Transcript()
-        for record in self.records[: execution.start_index]:
-            transcript.add(record)
+        with collector_paused(execution.start_index):
+            for record in self.records[: execution.start_index]:
+                transcript.add(record)
         return transcript.messages()

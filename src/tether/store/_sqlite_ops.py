@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tether._canonical import canonical_json
+from tether._gc import collector_paused
 from tether._payloads import AttachmentRef, ConversationParent
 from tether.errors import (
     AttachmentNotFound,
@@ -189,16 +190,17 @@ def read(
     conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
 ) -> list[Record]:
     # From the record at after_seq itself: its hash is the first one's prev_hash.
-    rows = conn.execute(
-        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
-        "ORDER BY seq LIMIT ?",
-        (conversation_id, after_seq, limit + 1),
-    ).fetchall()
-    prev_hash = ""
-    if rows and rows[0][0] == after_seq:
-        prev_hash = rows[0][3].hex()
-        del rows[0]
-    records = list(chained(rows[:limit], prev_hash))
+    with collector_paused(limit):
+        rows = conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
+            "ORDER BY seq LIMIT ?",
+            (conversation_id, after_seq, limit + 1),
+        ).fetchall()
+        prev_hash = ""
+        if rows and rows[0][0] == after_seq:
+            prev_hash = rows[0][3].hex()
+            del rows[0]
+        records = list(chained(rows[:limit], prev_hash))
     if not records:
         head(conn, conversation_id)  # raises ConversationNotFound for an unknown id
     return records

@@ -1,0 +1,53 @@
+"""Pausing the cyclic garbage collector while a long log is decoded.
+
+Decoding thousands of records allocates tens of thousands of container objects (decoded
+JSON, typed payloads, messages) that all survive. Each burst of allocations triggers a
+collection, and the full ones scan the whole heap again, the interpreter's modules
+included: measured on a cold load of a 10k-record log, that was half the time (270 ms
+against 131 ms with the collector paused). A decode makes no reference cycles, so nothing
+is left for the collector that pausing it would keep alive.
+
+The pause is process-wide (the collector is), so it is kept to the synchronous stretch of
+one bulk decode, counted so overlapping pauses on several threads resume it only once the
+last one ends, and never resumes a collector the application itself turned off.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ("BULK", "collector_paused")
+
+BULK = 512
+"""Fewer records than this decode fast enough that the collector is left alone."""
+
+_lock = threading.Lock()
+_pauses = 0
+_paused_it = False
+
+
+@contextmanager
+def collector_paused(records: int) -> Iterator[None]:
+    """Pause the cyclic collector around the decoding of ``records`` records, if they are
+    at least :data:`BULK`; the block must not await (it would hold the pause while other
+    tasks run)."""
+    global _pauses, _paused_it
+    if records < BULK:
+        yield
+        return
+    with _lock:
+        _pauses += 1
+        if _pauses == 1 and gc.isenabled():
+            gc.disable()
+            _paused_it = True
+    try:
+        yield
+    finally:
+        with _lock:
+            _pauses -= 1
+            if _pauses == 0 and _paused_it:
+                _paused_it = False
+                gc.enable()
