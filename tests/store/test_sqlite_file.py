@@ -171,6 +171,27 @@ async def test_inline_commits_run_on_the_callers_thread_when_the_writer_is_idle(
         assert await store.head(cid) == 2
 
 
+async def test_an_inline_commit_never_waits_for_another_process_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
+        cid = await _conversation(store)
+        blocker = sqlite3.connect(tmp_path / "tether.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            append = asyncio.ensure_future(store.append(cid, [_draft()], expected_seq=1, fence=0))
+            await asyncio.sleep(0.01)
+            # Waited for inline, the append would have failed by now (busy, after 5 s).
+            assert not append.done()
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert [r.seq for r in await append] == [2]
+        # the writer is idle again, and the busy timeout the thread waits with is restored
+        assert store._writer._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+        assert [r.seq for r in await store.append(cid, [_draft()], expected_seq=2, fence=0)] == [3]
+
+
 def test_inline_commits_keep_order_while_other_threads_queue(tmp_path: Path) -> None:
     """Loops on several threads share one inline store: each falls back to the writer thread
     while another commits, and no sequential appender ever sees a spurious conflict."""

@@ -10,7 +10,8 @@ is acknowledged before it is durable.
 With ``inline=True`` a write that finds the writer idle (nothing queued, nothing
 committing) commits on the caller's thread instead: that saves the two thread hand-offs
 of a commit, and the GIL contention between them, at the cost of blocking the caller's
-event loop for the commit's fsync. Anything queued is still committed first, in order.
+event loop for the commit's fsync. Anything queued is still committed first, in order,
+and a write lock held by another process is waited for on the thread, never inline.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class SqliteWriter:
         self._conn = conn
         self._on_commit = on_commit
         self._inline = inline
+        self._busy_timeout_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
         self._appender = Appender()
         self._queue: queue.SimpleQueue[_Pending[Any] | None] = queue.SimpleQueue()
         self._connection_lock = threading.Lock()  # held for a whole transaction
@@ -109,12 +111,25 @@ class SqliteWriter:
             with self._count_lock:
                 if self._outstanding:  # a queued write must commit first: keep the order
                     return False
-            self._finish([pending])
+            if not self._begin_without_waiting():
+                return False  # another process is writing: the thread waits for it, not the loop
+            self._finish([pending], begun=True)
         finally:
             self._connection_lock.release()
         # Resolved on the next loop iteration, so a caller that only commits still yields.
         pending.loop.call_soon(_settle, [pending])
         return True
+
+    def _begin_without_waiting(self) -> bool:
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.Error:  # busy (or worse): the writer thread will wait, or report it
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
 
     async def close(self) -> None:
         if self._closed:
@@ -154,16 +169,17 @@ class SqliteWriter:
                 with contextlib.suppress(RuntimeError):  # that loop is already closed
                     loop.call_soon_threadsafe(_settle, pendings)
 
-    def _finish(self, batch: list[_Pending[Any]]) -> None:
-        self._commit(batch)
+    def _finish(self, batch: list[_Pending[Any]], *, begun: bool = False) -> None:
+        self._commit(batch, begun=begun)
         touched = [cid for pending in batch if pending.error is None for cid in pending.touched]
         if touched:
             self._on_commit(touched)
 
-    def _commit(self, batch: list[_Pending[Any]]) -> None:
+    def _commit(self, batch: list[_Pending[Any]], *, begun: bool) -> None:
         conn = self._conn
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            if not begun:
+                conn.execute("BEGIN IMMEDIATE")
             start = 0
             while start < len(batch):
                 end = start
