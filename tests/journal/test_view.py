@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from pydantic import JsonValue
 
+from tether.errors import Conflict, ConversationNotFound
 from tether.journal import Journal, LogView, Turn, transcript
 from tether.messages import ModelRequest
-from tether.store import MemoryStore, Store
+from tether.records import Record
+from tether.store import MemoryStore, SessionKey, Store
 from tether.testing import copy_prefix
 
 from .harnesses import EchoHarness, journal, new_conversation, planning_model, user
@@ -47,3 +50,43 @@ async def test_history_before_the_latest_execution_is_the_log_up_to_its_start(
     expected = transcript(view.records[: pending.start_index])
     assert view.history_before(pending) == expected
     assert LogView().history_before(pending) == []  # a view that holds no records yet
+
+
+async def test_a_new_view_reads_its_conversation_from_the_log(store: Store) -> None:
+    """No lookup of its own: the conversation comes from its own ``conversation_created``,
+    the fork marker in a fork, and equals the store's."""
+    cid = await new_conversation(store)
+    parent = await journal(store, cid, model=planning_model())
+    await parent.exec(EchoHarness(), [user("hello")])
+    child = await parent.fork(await store.head(cid), SessionKey("agent", "inst", "what-if"))
+    for conversation_id in (cid, child.id):
+        view = LogView()
+        opened = await Journal.open(store, conversation_id, fence=0, view=view)
+        assert view.conversation == opened.conversation
+        assert view.conversation == await store.get_conversation(conversation_id)
+    with pytest.raises(ConversationNotFound):
+        await Journal.open(store, "conv-absent", fence=0, view=LogView())
+
+
+class _CountingReads(MemoryStore):
+    reads = 0
+
+    async def read(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Record]:
+        self.reads += 1
+        return await super().read(conversation_id, after_seq=after_seq, limit=limit)
+
+
+async def test_exec_at_the_views_own_head_reads_nothing_more() -> None:
+    store = _CountingReads()
+    cid = await new_conversation(store)
+    live = await journal(store, cid, model=planning_model())
+    head = (await live.refresh()).head
+    before = store.reads
+    await live.exec(EchoHarness(), [user("hello")], expected_seq=head)
+    assert store.reads == before
+    await live.exec(EchoHarness(), [user("again")])  # no head given: brought up to date
+    assert store.reads == before + 1
+    with pytest.raises(Conflict):  # a stale head is refused, and nothing runs
+        await live.exec(EchoHarness(), [user("stale")], expected_seq=head)

@@ -346,6 +346,7 @@ class _Attempt:
             submission_id=sub.id,
             attempt_id=sub.attempt_id,
             view=self.runtime.view(sub.conversation_id),
+            refresh=True,
         )
 
     async def _operation(
@@ -354,9 +355,12 @@ class _Attempt:
         journal: Journal,
         spec: AgentSpec,
         inputs: Sequence[UserMessage | Signal] | None,
+        *,
+        head: int | None = None,
     ) -> JsonValue:
-        """Exec (``inputs`` given) or resume, ending the execution and, when the output
-        settles the submission, settling it in the same commit."""
+        """Exec (``inputs`` given; at ``head`` if the view was just refreshed) or resume,
+        ending the execution and, when the output settles the submission, settling it in the
+        same commit."""
         events = self.runtime.instrumentation
         await events.emit(OperationStarted(self.correlation, operation=name))
         error: str | None = None
@@ -367,7 +371,11 @@ class _Attempt:
                 if inputs is None
                 else (
                     lambda: journal.exec(
-                        spec.harness, inputs, finish=finish, config=self._exec_config()
+                        spec.harness,
+                        inputs,
+                        expected_seq=head,
+                        finish=finish,
+                        config=self._exec_config(),
                     )
                 )
             )
@@ -426,8 +434,8 @@ class _Attempt:
 
     async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
         sub = self.submission
-        journal = await self._journal(spec)
-        view = await journal.refresh()
+        journal = await self._journal(spec)  # its view brought up to date
+        view = journal.view
         # Steer submissions delivered in this conversation -> the submission each joined.
         self._delivered = dict(view.steer_sources)
         if self.inbound.kind in ("steer", "follow_up") and sub.id in self._delivered:
@@ -438,7 +446,7 @@ class _Attempt:
         events = self.runtime.instrumentation
         first: Sequence[UserMessage | Signal] = [self.inbound.input_payload()]
         if not mine:
-            output = await self._operation("exec", journal, spec, first)
+            output = await self._operation("exec", journal, spec, first, head=view.head)
         elif mine[-1].completed:
             detail = mine[-1].id
             await events.emit(

@@ -137,13 +137,21 @@ class Journal:
         attempt_id: str | None = None,
         view: LogView | None = None,
         wrappers: EffectWrappers | None = None,
+        refresh: bool = False,
     ) -> Journal:
         """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
 
         Pass the ``view`` a previous journal of this conversation kept, to skip re-reading
-        the log (it is brought up to date either way). ``wrappers`` wrap every model client
-        and tool executor the journal invokes.
+        the log (it is brought up to date either way); ``refresh=True`` brings it up to date
+        now, as :meth:`refresh` would. ``wrappers`` wrap every model client and tool executor
+        the journal invokes.
         """
+        refreshed = view is not None and (view.head == 0 or refresh)
+        if refreshed:
+            assert view is not None
+            # A new view's first refresh reads the conversation from its first record (an
+            # unknown id raises ConversationNotFound), so it costs no lookup of its own.
+            await view.refresh(store, conversation_id)
         known = view.conversation if view is not None else None
         if known is not None and known.id == conversation_id:
             conversation = known  # immutable: the view keeps it for the next journal
@@ -157,7 +165,7 @@ class Journal:
         # head), so a kept view's head, even an empty view's 0, is as good a start as a fresh
         # read of the store's; only a journal without one reads the head for ``Journal.head``.
         head = view.head if view is not None else await store.head(conversation_id)
-        return cls(
+        journal = cls(
             store,
             conversation,
             fence=fence,
@@ -171,6 +179,9 @@ class Journal:
             view=view,
             wrappers=wrappers,
         )
+        if refresh and not refreshed:
+            await journal.refresh()
+        return journal
 
     @property
     def head(self) -> int:
@@ -198,12 +209,15 @@ class Journal:
         finish: Finisher | None = None,
     ) -> ExecutionResult:
         """Start a new execution: journal its start and inputs (one CAS-guarded append at
-        ``expected_seq``, the head by default), then run the harness live.
+        ``expected_seq``, the head by default), then run the harness live. A caller whose
+        view already stands at ``expected_seq`` saves the read that brings it up to date: if
+        the log moved on meanwhile, the append fails with ``Conflict`` either way.
 
         ``finish(output)`` may add records to append atomically with ``execution_ended``, and a
         claim to settle in that commit (the engine settles a submission with its execution's
         end)."""
-        view = await self.refresh()
+        current = expected_seq is not None and expected_seq == self.view.head
+        view = self.view if current else await self.refresh()
         if view.latest is not None:
             gate = latest_gate(view.latest, view.fork_seq)
             if gate is not None and gate.receipt is None and not gate.inherited:

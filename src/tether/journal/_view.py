@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import datetime
 
 from tether._gc import collector_paused
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript
 from tether.messages import Message
-from tether.records import ExecutionStarted, Record, SteerReceived
-from tether.store import Conversation, LogStore
+from tether.records import ConversationCreated, ExecutionStarted, Record, SteerReceived
+from tether.store import Conversation, LogStore, SessionKey
 
 __all__ = ("LogView",)
 
@@ -27,7 +28,9 @@ class LogView:
 
     def __init__(self) -> None:
         self.conversation: Conversation | None = None
-        """The conversation, once a journal looked it up (it never changes)."""
+        """The conversation (it never changes): read from its own ``conversation_created``
+        record by the first refresh, or set by a journal that looked it up."""
+        self._created: Record | None = None  # the last conversation_created: a fork's own
         self.records: list[Record] = []
         self.executions = Executions()
         self.fork_seq = 0
@@ -57,8 +60,10 @@ class LogView:
             source = record.fields["payload"].get("sourceSubmissionId")
             if source:
                 self.steer_sources[str(source)] = str(record.submission_id)
-        elif is_fork_marker(record):
-            self.fork_seq = record.seq
+        elif record.kind == ConversationCreated.KIND:
+            self._created = record
+            if is_fork_marker(record):
+                self.fork_seq = record.seq
 
     def extend(self, records: Sequence[Record]) -> None:
         """Take in records just appended, if they follow on (else the next refresh reads them)."""
@@ -76,7 +81,10 @@ class LogView:
                         if record.seq > self.head:
                             self.add(record)
                 if len(page) < _PAGE:  # a short page reached the head as it was read
-                    return
+                    break
+            created = self._created
+            if self.conversation is None and created is not None and created.id == conversation_id:
+                self.conversation = _conversation_of(created)
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""
@@ -111,3 +119,14 @@ class LogView:
             for record in self.records[: execution.start_index]:
                 transcript.add(record)
         return transcript.messages()
+
+
+def _conversation_of(created: Record) -> Conversation:
+    payload = created.payload
+    assert isinstance(payload, ConversationCreated)
+    return Conversation(
+        created.id,
+        SessionKey(payload.agent, payload.instance, payload.session),
+        datetime.fromisoformat(created.time),
+        payload.parent,
+    )
