@@ -8,7 +8,7 @@ from psycopg import sql
 
 from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
 from tether.records import RecordDraft, UserMessage
-from tether.store import SessionKey, Store
+from tether.store import NewSubmission, SessionKey, Store
 from tether.store.postgres import SCHEMA_VERSION, PostgresStore
 from tether.store.postgres._schema import MIGRATIONS
 from tether.testing.storetest import StoreConformance
@@ -129,3 +129,38 @@ async def test_a_newer_schema_is_refused() -> None:
 async def test_an_unreachable_server_is_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await PostgresStore.open("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
+
+
+async def test_a_store_listens_only_for_what_its_process_waits_on() -> None:
+    """An API node that never claims must not be sent a notification per admission; each
+    channel is taken up the first time it is waited on, without waiting for a poll."""
+    url = store_url(fresh_schema())
+    # Polls an hour apart: only a NOTIFY can wake these waits in time.
+    waiter = await PostgresStore.open(url, poll_interval=3600)
+    writer = await PostgresStore.open(url)
+    try:
+        assert waiter._listener._task is None  # nothing waited on: no LISTEN connection
+        key = SessionKey("a", "i", "s")
+        await writer.ensure_conversation(key, conversation_id="c1", created_at=datetime.now(UTC))
+        with waiter.listen("work") as work:  # the claim loop's wait: work and settlements
+            async with asyncio.timeout(10):
+                await work.wait()  # the LISTEN is in place: every waiter is told to look again
+                work.clear()
+                await writer.admit(
+                    NewSubmission(
+                        id="s1",
+                        key=key,
+                        conversation_id="c1",
+                        input={"kind": "message", "body": "hi"},
+                        created_at=datetime.now(UTC),
+                    )
+                )
+                await work.wait()  # the admission's NOTIFY, from another store
+        fence = await writer.mint_fence("c1")
+        appended = asyncio.ensure_future(waiter.wait_for_append("c1", after_seq=1))
+        await writer.append("c1", [RecordDraft(UserMessage(body="x"))], expected_seq=1, fence=fence)
+        async with asyncio.timeout(10):
+            assert await appended == 2
+    finally:
+        await waiter.close()
+        await writer.close()

@@ -7,9 +7,9 @@ round trip; polling stays as the fallback for the moments the connection is down
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -23,7 +23,12 @@ _RETRY_SECONDS = 1.0
 
 
 class Listener:
-    """Runs ``handlers[channel](payload)`` for every notification on its channels."""
+    """Runs ``handlers[channel](payload)`` for every notification on the channels wanted.
+
+    A channel is listened to from the first time this process waits on it (:meth:`want`),
+    not before: PostgreSQL delivers every notification to every backend listening on its
+    channel, and an API node that never claims work has no use for one per admission.
+    """
 
     def __init__(self, conninfo: str, handlers: Mapping[str, Callable[[str], None]]) -> None:
         self._conninfo = conninfo
@@ -31,17 +36,24 @@ class Listener:
         self.own_backends: set[int] = set()
         """Backends of this process's pool: their notifications were delivered locally
         already, at commit, so their echo is skipped."""
+        self._wanted: set[str] = set()
+        self._more_wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
+        self._closed = False
 
-    async def start(self) -> None:
-        """Start listening; returns once the first LISTEN is in place."""
-        self._task = asyncio.create_task(self._run(), name="tether-postgres-listen")
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(10):
-                await self._ready.wait()
+    def want(self, channel: str) -> None:
+        """Listen on ``channel`` from now on. Until its ``LISTEN`` is in place, a round trip
+        later, a notification is missed; every handler is then run with an empty payload,
+        to look again."""
+        if channel in self._wanted or self._closed:
+            return
+        self._wanted.add(channel)
+        self._more_wanted.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="tether-postgres-listen")
 
     async def close(self) -> None:
+        self._closed = True
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
@@ -52,18 +64,38 @@ class Listener:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
-                    for channel in self._handlers:
-                        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    self._ready.set()
-                    self._wake_all()  # whatever was missed while disconnected: look again
-                    async for notice in conn.notifies():
-                        handler = self._handlers.get(notice.channel)
-                        if handler is not None and notice.pid not in self.own_backends:
-                            handler(notice.payload)
+                    await self._listen(conn)
             except psycopg.Error as exc:
                 logger.warning("LISTEN connection lost (%s); polling until it is back", exc)
-                self._ready.set()  # do not hold up a start: polling covers the gap
                 await asyncio.sleep(_RETRY_SECONDS)
+
+    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        listening: set[str] = set()
+        while True:
+            self._more_wanted.clear()
+            added = self._wanted - listening
+            for channel in sorted(added):
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            listening |= added
+            self._wake_all()  # whatever was missed until now (or while disconnected): look again
+            # Deliver until another channel is wanted: stopping the wait for notifications
+            # leaves the connection idle, ready for the next LISTEN.
+            delivering = asyncio.create_task(self._deliver(conn))
+            wanted = asyncio.create_task(self._more_wanted.wait())
+            try:
+                await asyncio.wait({delivering, wanted}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                await cancel_and_wait(wanted)
+                if not delivering.done():
+                    await cancel_and_wait(delivering)
+            if delivering.done() and not delivering.cancelled():
+                delivering.result()  # the connection failed: raise it to reconnect
+
+    async def _deliver(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        async for notice in conn.notifies():
+            handler = self._handlers.get(notice.channel)
+            if handler is not None and notice.pid not in self.own_backends:
+                handler(notice.payload)
 
     def _wake_all(self) -> None:
         for handler in self._handlers.values():

@@ -127,7 +127,6 @@ class PostgresStore:
             async with await psycopg.AsyncConnection.connect(conninfo) as conn:
                 await migrate(conn, store.schema)
             await store._pool.open(wait=True, timeout=30)
-            await store._listener.start()
         except psycopg.Error as exc:
             await store.close()
             raise StoreUnavailable(f"postgresql open failed: {exc}") from exc
@@ -216,6 +215,10 @@ class PostgresStore:
         """An event set on each notification for ``topic``, from any process: ``work``
         (something may be runnable) or ``settled:<submission id>``. Register, then check,
         then wait."""
+        # A settlement frees a session's next head, so it wakes the claim loop too.
+        self._listener.want(self._channels.settled)
+        if topic == "work":
+            self._listener.want(self._channels.work)
         return self._signals.listen(topic, event)
 
     # --- conversations and logs -------------------------------------------------------
@@ -358,6 +361,7 @@ class PostgresStore:
         )
 
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
+        self._listener.want(self._channels.append)
         return await wait_for_head(
             self._appends,
             conversation_id,
