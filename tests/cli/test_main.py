@@ -1,11 +1,13 @@
 """The CLI end to end against a real ``tether serve``: send, approve, tail, records, verify,
 replay, fork."""
 
+import gc
 import json
 import time
 
 import httpx
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from tether.cli import app
@@ -64,3 +66,16 @@ def test_errors_are_one_line_and_exit_1(server: ServerProcess) -> None:
     assert "conversation_not_found" in cli("verify", "c-missing", "--store", server.store, code=1)
     refused = runner.invoke(app, ["serve", "--demo", "--host", "0.0.0.0"])
     assert refused.exit_code == 2 and "--auth-token" in refused.output
+
+
+def test_a_server_freezes_its_startup_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full collections in a long-running server must not rescan what was imported at start."""
+    served: list[int] = []
+    monkeypatch.setattr(
+        "tether.cli._serve.uvicorn.run", lambda *a, **k: served.append(gc.get_freeze_count())
+    )
+    try:
+        cli("serve", "--demo", "--store", "memory://")
+        assert served and served[0] > 0
+    finally:
+        gc.unfreeze()
