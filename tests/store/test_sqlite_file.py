@@ -1,11 +1,13 @@
 """SQLite specifics beyond the conformance suite: files, schema, errors, processes, group commit."""
 
 import asyncio
+import contextlib
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +40,18 @@ async def _conversation(store: SqliteStore | MemoryStore, session: str = "defaul
 
 def _draft(text: str = "x") -> RecordDraft:
     return RecordDraft(UserMessage(body=text))
+
+
+@contextlib.contextmanager
+def _write_locked(path: Path) -> Iterator[None]:
+    """Another process's write transaction holds the file's write lock meanwhile."""
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
 
 
 async def test_a_directory_means_tether_db(tmp_path: Path) -> None:
@@ -132,14 +146,8 @@ async def test_a_corrupt_file_raises_store_unavailable(tmp_path: Path) -> None:
 async def test_a_locked_database_raises_store_unavailable_then_recovers(tmp_path: Path) -> None:
     async with await SqliteStore.open(tmp_path, busy_timeout=0.2) as store:
         cid = await _conversation(store)
-        blocker = sqlite3.connect(tmp_path / "tether.db", isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")
-        try:
-            with pytest.raises(StoreUnavailable):
-                await store.append(cid, [_draft()], expected_seq=1, fence=0)
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
+        with _write_locked(tmp_path / "tether.db"), pytest.raises(StoreUnavailable):
+            await store.append(cid, [_draft()], expected_seq=1, fence=0)
         assert [r.seq for r in await store.append(cid, [_draft()], expected_seq=1, fence=0)] == [2]
 
 
@@ -176,16 +184,11 @@ async def test_an_inline_commit_never_waits_for_another_process_on_the_loop(
 ) -> None:
     async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
         cid = await _conversation(store)
-        blocker = sqlite3.connect(tmp_path / "tether.db", isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")
-        try:
+        with _write_locked(tmp_path / "tether.db"):
             append = asyncio.ensure_future(store.append(cid, [_draft()], expected_seq=1, fence=0))
             await asyncio.sleep(0.01)
             # Waited for inline, the append would have failed by now (busy, after 5 s).
             assert not append.done()
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
         assert [r.seq for r in await append] == [2]
         # the writer is idle again, and the busy timeout the thread waits with is restored
         assert store._writer._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000

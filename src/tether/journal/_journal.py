@@ -146,12 +146,12 @@ class Journal:
         now, as :meth:`refresh` would. ``wrappers`` wrap every model client and tool executor
         the journal invokes.
         """
-        refreshed = view is not None and (view.head == 0 or refresh)
-        if refreshed:
-            assert view is not None
+        refreshed = False
+        if view is not None and (view.head == 0 or refresh):
             # A new view's first refresh reads the conversation from its first record (an
             # unknown id raises ConversationNotFound), so it costs no lookup of its own.
             await view.refresh(store, conversation_id)
+            refreshed = True
         known = view.conversation if view is not None else None
         if known is not None and known.id == conversation_id:
             conversation = known  # immutable: the view keeps it for the next journal
