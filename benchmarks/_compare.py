@@ -6,6 +6,7 @@ Used by ``python -m benchmarks``; see ``benchmarks/__main__.py`` for the options
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -33,6 +34,7 @@ __all__ = ("Sizes", "run")
 ROOT = Path(__file__).resolve().parent.parent
 SKIPPED = "skipped: install tether[bench]"
 TETHER, LANGGRAPH, DBOS = "Tether", "LangGraph", "DBOS"
+THREADED = "Tether (writer thread)"
 RECORDS_PER_TURN = 4  # model_called, assistant_message_completed, tool_called, tool_outcome
 
 
@@ -44,6 +46,7 @@ class Sizes:
     resume: Sequence[int]  # log lengths, in Tether records
     resume_runs: int
     scripts: dict[str, list[str]]
+    rounds: int = 1  # interleaved rounds of conversations; the median round counts
 
 
 FULL = Sizes(
@@ -54,6 +57,7 @@ FULL = Sizes(
     samples=100,
     resume=(100, 1_000, 10_000),
     resume_runs=3,
+    rounds=3,
     scripts={
         "store_append.py": "--rounds 3".split(),
         "replay.py": "--records 10000 --rounds 3".split(),
@@ -111,44 +115,72 @@ def _measure_peers(sizes: Sizes, tmp: Path, results: Results) -> None:
     results.floor_ms = raw_commit_ms(tmp / "floor.db")
     results.raw_turn_ms = raw_turn_ms()
     _log(f"floor: raw sqlite3 commit {results.floor_ms:.3f} ms")
-
-    results.durability[TETHER] = tether_side.DURABILITY
-    _log("Tether: conversations")
-    tether_side.run_turns(tmp / "warm-tether", 2, 1)
-    results.turns[TETHER] = {
-        t: tether_side.run_turns(tmp / f"tether-{t}", t, sizes.reps(t)) for t in sizes.turns
-    }
-    results.tether_threaded = {
-        t: tether_side.run_turns(tmp / f"tether-thread-{t}", t, sizes.reps(t), inline=False)
-        for t in sizes.turns
-    }
-    results.latency[TETHER] = tether_side.latency(tmp / "tether-latency", sizes.samples)
-
-    if langgraph_side.available():
-        results.durability[LANGGRAPH] = langgraph_side.DURABILITY
-        _log("LangGraph: conversations")
-        langgraph_side.run_turns(tmp / "warm-langgraph", 2, 1)
-        results.turns[LANGGRAPH] = {
-            t: langgraph_side.run_turns(tmp / f"langgraph-{t}", t, sizes.reps(t))
-            for t in sizes.turns
-        }
-        results.latency[LANGGRAPH] = langgraph_side.latency(tmp / "lg-latency", sizes.samples)
-    else:
-        results.skipped[LANGGRAPH] = SKIPPED
-
     dbos_side = _dbos()
-    if dbos_side is not None:
-        results.durability[DBOS] = dbos_side.DURABILITY
-        _log("DBOS: conversations")
-        with dbos_side.launched(tmp / "dbos") as db:
-            dbos_side.run_turns(db, 2, 1)
-            results.turns[DBOS] = {
-                t: dbos_side.run_turns(db, t, sizes.reps(t)) for t in sizes.turns
-            }
-            results.latency[DBOS] = dbos_side.latency(db, sizes.samples)
-    else:
-        results.skipped[DBOS] = SKIPPED
+    with contextlib.ExitStack() as stack:
+        runners: dict[str, TurnsRunner] = {
+            TETHER: lambda where, t, reps: tether_side.run_turns(where, t, reps),
+            THREADED: lambda where, t, reps: tether_side.run_turns(where, t, reps, inline=False),
+        }
+        results.durability[TETHER] = tether_side.DURABILITY
+        if langgraph_side.available():
+            results.durability[LANGGRAPH] = langgraph_side.DURABILITY
+            runners[LANGGRAPH] = langgraph_side.run_turns
+        else:
+            results.skipped[LANGGRAPH] = SKIPPED
+        if dbos_side is not None:
+            results.durability[DBOS] = dbos_side.DURABILITY
+            db = stack.enter_context(dbos_side.launched(tmp / "dbos"))
+            runners[DBOS] = lambda where, t, reps: dbos_side.run_turns(db, t, reps)
+        else:
+            results.skipped[DBOS] = SKIPPED
+        turns = _interleaved(sizes, tmp, runners)
+        results.tether_threaded = turns.pop(THREADED)
+        results.turns = turns
 
+        _log("admission → settled latency")
+        results.latency[TETHER] = tether_side.latency(tmp / "tether-latency", sizes.samples)
+        if LANGGRAPH in runners:
+            results.latency[LANGGRAPH] = langgraph_side.latency(tmp / "lg-latency", sizes.samples)
+        if dbos_side is not None:
+            results.latency[DBOS] = dbos_side.latency(db, sizes.samples)
+    _measure_resume(sizes, tmp, results)
+
+
+def _rounds(sizes: Sizes) -> str:
+    if sizes.rounds == 1:
+        return "once"
+    return f"{sizes.rounds} times; each figure is from the round with the median time per turn"
+
+
+TurnsRunner = Callable[[Path, int, int], TurnsResult]
+"""Runs ``reps`` conversations of ``T`` turns, in a directory of its own."""
+
+
+def _interleaved(
+    sizes: Sizes, tmp: Path, runners: dict[str, TurnsRunner]
+) -> dict[str, dict[int, TurnsResult]]:
+    """Each system's conversations at each T, the systems taking turns, ``sizes.rounds``
+    times; per system and T, the round with the median time per turn. Taking turns keeps a
+    drift of the shared machine (or a warm-up) from landing on one system only."""
+    rounds: dict[str, dict[int, list[TurnsResult]]] = {name: {} for name in runners}
+    for name, run in runners.items():
+        run(tmp / f"warm-{name}", 2, 1)
+    for k in range(sizes.rounds):
+        _log(f"conversations, round {k + 1} of {sizes.rounds}")
+        for t in sizes.turns:
+            for name, run in runners.items():
+                result = run(tmp / f"{name}-{t}-{k}", t, sizes.reps(t))
+                rounds[name].setdefault(t, []).append(result)
+    return {
+        name: {
+            t: sorted(results, key=lambda r: r.ms_per_turn)[len(results) // 2]
+            for t, results in by_t.items()
+        }
+        for name, by_t in rounds.items()
+    }
+
+
+def _measure_resume(sizes: Sizes, tmp: Path, results: Results) -> None:
     for length in sizes.resume:
         _log(f"cold resume at {length:,} records")
         where = tmp / f"resume-{length}"
@@ -452,7 +484,8 @@ def run(quick: bool, out: Path, *, scripts: bool = True) -> Path:
         "answer; a conversation of T turns holds 2T+2 messages. Overhead per turn = wall time "
         "of the conversation / T, minus the fake model and tool called directly "
         f"({results.raw_turn_ms * 1000:.1f} µs a turn). Floor: one 300-byte INSERT committed "
-        f"by raw sqlite3 (WAL, synchronous=FULL) = {results.floor_ms:.3f} ms in this run.",
+        f"by raw sqlite3 (WAL, synchronous=FULL) = {results.floor_ms:.3f} ms in this run. "
+        f"The systems take turns at each T, {_rounds(sizes)}.",
         "",
         "Durability (strict everywhere; nothing relaxed is compared):",
         "",
