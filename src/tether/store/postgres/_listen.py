@@ -7,6 +7,7 @@ round trip; polling stays as the fallback for the moments the connection is down
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -50,7 +51,11 @@ class Listener:
         self._wanted.add(channel)
         self._more_wanted.set()
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="tether-postgres-listen")
+            # Started by whichever waiter comes first: not in that waiter's context (its
+            # trace span, its turn), which the connection would otherwise carry for good.
+            self._task = asyncio.create_task(
+                self._run(), name="tether-postgres-listen", context=contextvars.Context()
+            )
 
     async def close(self) -> None:
         self._closed = True
