@@ -2,6 +2,8 @@
 
 import asyncio
 import contextlib
+import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -215,6 +217,43 @@ def test_inline_commits_keep_order_while_other_threads_queue(tmp_path: Path) -> 
         verified = list(pool.map(appender, ["a", "b", "c"]))
     assert verified == [151, 151, 151]
     asyncio.run(store.close())
+
+
+@pytest.mark.parametrize("commits", ["inline", "thread"])
+def test_sigkill_mid_append_loses_nothing_acknowledged(tmp_path: Path, commits: str) -> None:
+    """A process appending as fast as it can is killed at random moments, three times over;
+    every append it acknowledged is in the file, whole and chained, and writing goes on."""
+    worker = Path(__file__).with_name("append_worker.py")
+
+    async def setup() -> str:
+        async with await SqliteStore.open(tmp_path) as store:
+            return await _conversation(store)
+
+    cid = asyncio.run(setup())
+    rng = random.Random(7)
+    acknowledged = 1
+    for _ in range(3):
+        process = subprocess.Popen(
+            [sys.executable, str(worker), str(tmp_path), cid, commits],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        for _ in range(rng.randint(20, 200)):  # acknowledged appends before the kill
+            line = process.stdout.readline()
+            assert line, "the worker stopped appending"
+            acknowledged = int(line)
+        process.send_signal(signal.SIGKILL)
+        rest, _ = process.communicate(timeout=30)
+        acknowledged = max([acknowledged, *(int(seq) for seq in rest.split())])
+
+        async def check() -> int:
+            async with await SqliteStore.open(tmp_path) as store:
+                head = await store.head(cid)
+                assert await store.verify(cid) == head
+                return head
+
+        assert asyncio.run(check()) >= acknowledged
 
 
 @pytest.mark.parametrize(
