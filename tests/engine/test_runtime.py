@@ -231,9 +231,15 @@ async def test_a_settlement_stuck_in_a_live_process_is_finished_by_the_sweep(
                 "sub-s", SessionKey("echo", "acme"), "conv-s", {"kind": "user", "body": "x"}, now
             )
         )
-        # Another worker claimed it and died between reserving and appending the record.
+        # Another worker claimed it and died between reserving and appending the record. (Its
+        # lease outlives the reservation: an expired one could be reclaimed by this runtime's
+        # sweep before the reservation is made, and that is not the case under test.)
         claimed = await store.claim(
-            "sub-s", attempt_id="a1", owner_id="ghost", lease_expires_at=now, now=now
+            "sub-s",
+            attempt_id="a1",
+            owner_id="ghost",
+            lease_expires_at=now + timedelta(seconds=60),
+            now=now,
         )
         payload = SubmissionSettled(status="succeeded", result="recovered").to_json_object()
         await store.reserve_settlement(

@@ -21,7 +21,7 @@ from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.errors import ClaimLost, Fenced, TetherError
 from tether.records import SubmissionSettled
-from tether.store import ChangeFeed, SubmissionStatus
+from tether.store import SubmissionStatus
 
 if TYPE_CHECKING:
     from tether.engine._runtime import Runtime
@@ -54,10 +54,10 @@ class Coordinator:
             )
 
     async def _loop(self) -> None:
-        store = self.runtime.store
+        feed = self.runtime.change_feed
         with contextlib.ExitStack() as stack:
-            if isinstance(store, ChangeFeed):  # admissions and settlements in any process
-                stack.enter_context(store.listen("work", self.wake))
+            if feed is not None:  # admissions and settlements in any process
+                stack.enter_context(feed.listen("work", self.wake))
             await self._claim_loop()
 
     async def _claim_loop(self) -> None:
@@ -145,7 +145,7 @@ class Coordinator:
         runtime = self.runtime
         free = runtime.config.max_concurrent_runs - len(self.active)
         # Without a change feed, only a run's end says that its session's next head is up.
-        self._waits_for_a_finish = free <= 0 or not isinstance(runtime.store, ChangeFeed)
+        self._waits_for_a_finish = free <= 0 or runtime.change_feed is None
         if free <= 0 or runtime.closing:
             return
         now = datetime.now(UTC)

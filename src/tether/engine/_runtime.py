@@ -140,6 +140,8 @@ class Runtime:
         self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
         self._zombies: set[asyncio.Task[Any]] = set()
         self._views: OrderedDict[str, LogView] = OrderedDict()
+        self.change_feed: ChangeFeed | None = None
+        """The store's change feed, if it has one (set once the runtime starts)."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -158,6 +160,9 @@ class Runtime:
         if self._store is None:
             assert isinstance(self._store_source, str)
             self._store = await open_store(self._store_source)
+        # A runtime-checkable protocol's isinstance walks all its members: checked once here,
+        # not on every wait and claim.
+        self.change_feed = self._store if isinstance(self._store, ChangeFeed) else None
         self._started = True
         if worker:
             self._coordinator = Coordinator(self)
@@ -401,7 +406,7 @@ class Runtime:
         restarts (it reads the store; a store with a change feed wakes it at once, others
         are polled). Bound it with ``asyncio.timeout``."""
         store = self._check_open()
-        feed = store if isinstance(store, ChangeFeed) else None
+        feed = self.change_feed
         while True:
             waiter = self._settled.get(submission_id)
             if waiter is None or waiter.done():

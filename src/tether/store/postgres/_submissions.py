@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 from psycopg.rows import TupleRow
 
 from tether._canonical import canonical_json
@@ -292,7 +293,7 @@ async def claim(
             _CLAIM_ONE,
             {
                 "id": submission_id,
-                "attempt_ids": [attempt_id],
+                "attempt_ids": _json_ids([attempt_id]),
                 "owner": owner_id,
                 "now": now,
                 "lease": lease_expires_at,
@@ -326,7 +327,7 @@ WITH heads AS (
     UPDATE conversations c SET fence = c.fence + 1 FROM numbered n
     WHERE c.id = n.conversation_id RETURNING c.id AS conversation_id, c.fence
 ), chosen AS (
-    SELECT n.id, f.fence, (%(attempt_ids)s::text[])[n.k] AS attempt_id
+    SELECT n.id, f.fence, %(attempt_ids)s::jsonb ->> (n.k::int - 1) AS attempt_id
     FROM numbered n JOIN fenced f USING (conversation_id)
 ), markers AS (
     INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at)
@@ -360,6 +361,10 @@ _CLAIM_ONE = _CLAIM.format(
 )
 
 
+def _json_ids(attempt_ids: Sequence[str]) -> str:
+    return orjson.dumps(list(attempt_ids)).decode()
+
+
 async def claim_runnable(
     conn: Conn,
     attempt_ids: Sequence[str],
@@ -374,7 +379,9 @@ async def claim_runnable(
             _CLAIM_HEADS,
             {
                 "n": len(attempt_ids),
-                "attempt_ids": list(attempt_ids),
+                # One JSON text, not a text[]: psycopg dumps an array element by element, and
+                # a claim asks with an id for every free slot (64 by default).
+                "attempt_ids": _json_ids(attempt_ids),
                 "owner": owner_id,
                 "now": now,
                 "lease": lease_expires_at,
