@@ -164,3 +164,38 @@ async def test_a_store_listens_only_for_what_its_process_waits_on() -> None:
     finally:
         await waiter.close()
         await writer.close()
+
+
+async def test_a_dropped_listen_connection_comes_back_with_every_channel() -> None:
+    url = store_url(fresh_schema())
+    waiter = await PostgresStore.open(url, poll_interval=3600)
+    writer = await PostgresStore.open(url)
+    try:
+        key = SessionKey("a", "i", "s")
+        with waiter.listen("work") as work:
+            async with asyncio.timeout(10):
+                await work.wait()  # listening
+            work.clear()
+            async with await psycopg.AsyncConnection.connect(
+                POSTGRES_URL, autocommit=True
+            ) as admin:
+                await admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s",
+                    (f'LISTEN "{waiter.schema}.%%',),
+                )
+            async with asyncio.timeout(10):
+                await work.wait()  # back: every waiter is told to look again
+                work.clear()
+                await writer.admit(
+                    NewSubmission(
+                        id="s1",
+                        key=key,
+                        conversation_id="c1",
+                        input={"kind": "message", "body": "hi"},
+                        created_at=datetime.now(UTC),
+                    )
+                )
+                await work.wait()  # and notifications arrive again
+    finally:
+        await waiter.close()
+        await writer.close()
