@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 
 from pydantic import JsonValue
 
+from tether._conformance import implements
 from tether._ids import new_ulid
 from tether.engine._attempt import _Stop
 from tether.engine._config import AgentDefinition, RuntimeConfig
@@ -140,8 +141,6 @@ class Runtime:
         self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
         self._zombies: set[asyncio.Task[Any]] = set()
         self._views: OrderedDict[str, LogView] = OrderedDict()
-        self.change_feed: ChangeFeed | None = None
-        """The store's change feed, if it has one (set once the runtime starts)."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -150,6 +149,12 @@ class Runtime:
         if self._store is None:
             raise RuntimeClosed("the runtime has not been started")
         return self._store
+
+    @property
+    def change_feed(self) -> ChangeFeed | None:
+        """The store, if it has a change feed (wake-ups from other processes)."""
+        store = self.store
+        return cast(ChangeFeed, store) if implements(store, ChangeFeed) else None
 
     async def start(self, *, worker: bool = True) -> None:
         """Open the store and (unless ``worker=False``, an API-only node) start the coordinator."""
@@ -160,9 +165,6 @@ class Runtime:
         if self._store is None:
             assert isinstance(self._store_source, str)
             self._store = await open_store(self._store_source)
-        # A runtime-checkable protocol's isinstance walks all its members: checked once here,
-        # not on every wait and claim.
-        self.change_feed = self._store if isinstance(self._store, ChangeFeed) else None
         self._started = True
         if worker:
             self._coordinator = Coordinator(self)

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import cast
 
+from tether._conformance import implements
 from tether.errors import JournalError
 from tether.journal._harness import JournalObserver
 from tether.journal._view import LogView
@@ -71,7 +72,7 @@ class JournalLog:
                 records = await self.store.append(
                     self.conversation_id, drafts, expected_seq=head, fence=self.fence
                 )
-            elif _is_whole_store(self.store):
+            elif implements(self.store, Store):
                 records = await cast(Store, self.store).append_settled(
                     self.conversation_id, drafts, expected_seq=head, fence=self.fence, settle=settle
                 )
@@ -86,16 +87,3 @@ class JournalLog:
             except Exception:  # an observer never fails a run
                 logger.exception("journal observer failed on_record")
         return records
-
-
-_WHOLE_STORE_TYPES: dict[type, bool] = {}
-
-
-def _is_whole_store(store: LogStore) -> bool:
-    """``isinstance(store, Store)``, once per store class: a runtime-checkable protocol's
-    check walks all of its members (~0.1 ms here), and it sat on every settling append."""
-    kind = type(store)
-    whole = _WHOLE_STORE_TYPES.get(kind)
-    if whole is None:
-        whole = _WHOLE_STORE_TYPES[kind] = isinstance(store, Store)
-    return whole
