@@ -7,6 +7,7 @@ Used by ``python -m benchmarks``; see ``benchmarks/__main__.py`` for the options
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import platform
@@ -118,8 +119,8 @@ def _measure_peers(sizes: Sizes, tmp: Path, results: Results) -> None:
     dbos_side = _dbos()
     with contextlib.ExitStack() as stack:
         runners: dict[str, TurnsRunner] = {
-            TETHER: lambda where, t, reps: tether_side.run_turns(where, t, reps),
-            THREADED: lambda where, t, reps: tether_side.run_turns(where, t, reps, inline=False),
+            TETHER: tether_side.run_turns,
+            THREADED: functools.partial(tether_side.run_turns, inline=False),
         }
         results.durability[TETHER] = tether_side.DURABILITY
         if langgraph_side.available():

@@ -131,6 +131,16 @@ async def test_an_unreachable_server_is_store_unavailable() -> None:
         await PostgresStore.open("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
 
 
+def _submission(key: SessionKey) -> NewSubmission:
+    return NewSubmission(
+        id="s1",
+        key=key,
+        conversation_id="c1",
+        input={"kind": "message", "body": "hi"},
+        created_at=datetime.now(UTC),
+    )
+
+
 async def test_a_store_listens_only_for_what_its_process_waits_on() -> None:
     """An API node that never claims must not be sent a notification per admission; each
     channel is taken up the first time it is waited on, without waiting for a poll."""
@@ -146,15 +156,7 @@ async def test_a_store_listens_only_for_what_its_process_waits_on() -> None:
             async with asyncio.timeout(10):
                 await work.wait()  # the LISTEN is in place: every waiter is told to look again
                 work.clear()
-                await writer.admit(
-                    NewSubmission(
-                        id="s1",
-                        key=key,
-                        conversation_id="c1",
-                        input={"kind": "message", "body": "hi"},
-                        created_at=datetime.now(UTC),
-                    )
-                )
+                await writer.admit(_submission(key))
                 await work.wait()  # the admission's NOTIFY, from another store
         fence = await writer.mint_fence("c1")
         appended = asyncio.ensure_future(waiter.wait_for_append("c1", after_seq=1))
@@ -186,15 +188,7 @@ async def test_a_dropped_listen_connection_comes_back_with_every_channel() -> No
             async with asyncio.timeout(10):
                 await work.wait()  # back: every waiter is told to look again
                 work.clear()
-                await writer.admit(
-                    NewSubmission(
-                        id="s1",
-                        key=key,
-                        conversation_id="c1",
-                        input={"kind": "message", "body": "hi"},
-                        created_at=datetime.now(UTC),
-                    )
-                )
+                await writer.admit(_submission(key))
                 await work.wait()  # and notifications arrive again
     finally:
         await waiter.close()
