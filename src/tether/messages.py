@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue
 
-from tether._canonical import canonical_json, sha256_hex
+from tether._canonical import canonical_json, encode_string, sha256_hex
 from tether._wire import JsonObject, WireModel
 
 __all__ = (
@@ -183,11 +183,11 @@ class ModelRequest(WireModel):
         """
         digest = _messages_digest(self.messages)
         tail = [
-            b'],"model":' + canonical_json(self.model),
-            b'"settings":' + canonical_json(self.settings),
+            b'],"model":' + encode_string(self.model),
+            b'"settings":' + (canonical_json(self.settings) if self.settings else b"{}"),
         ]
         if self.tool_choice is not None:
-            tail.append(b'"toolChoice":' + canonical_json(self.tool_choice))
+            tail.append(b'"toolChoice":' + encode_string(self.tool_choice))
         tail.append(b'"tools":[' + b",".join(_canonical(tool) for tool in self.tools) + b"]}")
         digest.update(b",".join(tail))
         return digest.hexdigest()
@@ -235,27 +235,31 @@ class ToolResult(WireModel):
 
 
 _CACHE_SIZE = 4096
-_canonical_cache: OrderedDict[int, tuple[WireModel, bytes]] = OrderedDict()
+_canonical_cache: OrderedDict[int, tuple[WireModel, bytes | dict[str, Any]]] = OrderedDict()
+"""Keyed by identity and holding the model itself, so an id is never reused while its entry
+lives: a model's canonical JSON, or the wire form it is computed from when first asked."""
 
 
-def seed_canonical(model: WireModel, wire: Any) -> None:
-    """Remember ``model``'s canonical JSON from its wire form (a dict decoded from a stored
-    record): a replay then hashes served messages without serializing them again."""
-    _canonical_cache[id(model)] = (model, canonical_json(wire))
+def seed_canonical(model: WireModel, wire: dict[str, Any]) -> None:
+    """Remember ``model``'s wire form (a dict decoded from a stored record): if a replay then
+    hashes the served message, its canonical JSON comes from that, not a serialization."""
+    _canonical_cache[id(model)] = (model, wire)
     if len(_canonical_cache) > _CACHE_SIZE:
         _canonical_cache.popitem(last=False)
 
 
 def _canonical(model: WireModel) -> bytes:
-    """A frozen model's canonical JSON, remembered for the models hashed most recently.
-
-    Keyed by identity and holding the model itself, so an id is never reused while its
-    entry lives; an agent loop re-sending its history then encodes each message once.
-    """
+    """A frozen model's canonical JSON, remembered for the models hashed most recently (an
+    agent loop re-sending its history then encodes each message once)."""
     cached = _canonical_cache.get(id(model))
     if cached is not None and cached[0] is model:
-        return cached[1]
-    encoded = canonical_json(model.to_json_object())
+        known = cached[1]
+        if isinstance(known, bytes):
+            _canonical_cache.move_to_end(id(model))  # least recently used goes first
+            return known
+        encoded = canonical_json(known)
+    else:
+        encoded = canonical_json(model.to_json_object())
     _canonical_cache[id(model)] = (model, encoded)
     if len(_canonical_cache) > _CACHE_SIZE:
         _canonical_cache.popitem(last=False)

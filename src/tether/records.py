@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -57,7 +57,7 @@ from tether._payloads import (
 )
 from tether._wire import WireModel
 from tether.errors import LogTampered, RecordDecodeError
-from tether.messages import Mediation, ToolOutcomeStatus, Usage
+from tether.messages import Mediation, Message, ToolOutcomeStatus, Usage
 
 __all__ = (
     "PAYLOAD_TYPES",
@@ -180,7 +180,16 @@ class Record:
     records that go straight to an SSE client costs no JSON decoding at all.
     """
 
-    __slots__ = ("_fields", "_payload", "canonical", "hash", "kind", "prev_hash", "seq")
+    __slots__ = (
+        "_fields",
+        "_messages",
+        "_payload",
+        "canonical",
+        "hash",
+        "kind",
+        "prev_hash",
+        "seq",
+    )
 
     seq: int
     kind: str
@@ -204,6 +213,10 @@ class Record:
         self.hash = hash
         self._fields = fields
         self._payload: Payload | None = None
+        self._messages: tuple[Message, ...] | None = None
+        """The chat messages this record stands for, once the transcript projected them:
+        every view of the log then shares the same message objects, and the model-input hash
+        of a history re-sent turn after turn resumes on their identity."""
 
     # --- envelope -------------------------------------------------------------------
 
@@ -350,14 +363,21 @@ def _first_error(exc: ValidationError, prefix: str = "") -> RecordDecodeError:
     return RecordDecodeError(error["msg"], field=prefix + path if path else prefix.rstrip("."))
 
 
+_PAYLOAD_VALIDATORS: Final[Mapping[str, Callable[[object], Any]]] = {
+    kind: model.__pydantic_validator__.validate_python for kind, model in PAYLOAD_TYPES.items()
+}
+"""What ``model_validate`` calls, without its per-call wrapper: a replay decodes every record."""
+
+
 def _validate_payload(kind: str, payload: object) -> Payload:
-    model = PAYLOAD_TYPES.get(kind)
-    if model is None:
+    validate = _PAYLOAD_VALIDATORS.get(kind)
+    if validate is None:
         raise RecordDecodeError(f"unknown record kind {kind!r}", field="kind")
     try:
-        return model.model_validate(payload)
+        decoded: Payload = validate(payload)
     except ValidationError as exc:
         raise _first_error(exc, "payload.") from None
+    return decoded
 
 
 def decode_record(data: bytes | str | Mapping[str, Any]) -> Record:

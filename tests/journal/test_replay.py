@@ -1,15 +1,18 @@
 """Replay (I0, I1, I5): served from the log alone, read-only, divergence is detected."""
 
+import gc
 from pathlib import Path
 
 import pytest
 from pydantic import JsonValue
 
+from tether._gc import BULK
 from tether.errors import HarnessMismatch, IncompleteInvocation, InvalidExecutionLog, ReplayDiverged
 from tether.journal import Journal, Turn
+from tether.journal._history import Transcript
 from tether.messages import Message, ModelRequest, ToolResult
-from tether.records import ExecutionStarted, RecordDraft, UserMessage
-from tether.store import SqliteStore, Store
+from tether.records import ExecutionStarted, Record, RecordDraft, UserMessage
+from tether.store import MemoryStore, SqliteStore, Store
 from tether.testing import CountingModel, RecordingTools, ScriptedModel
 
 from .harnesses import EchoHarness, LoopHarness, journal, new_conversation, planning_model, user
@@ -214,3 +217,86 @@ async def test_i2_the_whole_assistant_message_round_trips(store: Store) -> None:
     await (await Journal.open(store, cid, fence=0)).replay(Keep())
     assert served[0] == served[1] == live
     assert served[1].usage is not None and served[1].usage.input_tokens == 0  # a real 0 stays 0
+
+
+class Watching(EchoHarness):
+    """Echo that keeps what each turn was given, and whether the collector ran meanwhile."""
+
+    def __init__(self, *, reads_history: bool = True) -> None:
+        self.reads_history = reads_history
+        self.turns: list[tuple[list[Message], list[Message]]] = []
+        self.collector: list[bool] = []
+
+    async def run(self, turn: Turn) -> JsonValue:
+        self.collector.append(gc.isenabled())
+        history = turn.history if self.reads_history else []
+        self.turns.append((history, turn.inputs))
+        request = ModelRequest(model="test", messages=(*history, *turn.inputs))
+        return (await turn.model(request)).message.text
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["live", "replay"])
+async def test_a_turns_messages_come_back_as_the_very_same_objects(
+    store: Store, replayed: bool
+) -> None:
+    """The next turn's history holds this turn's input and answer themselves, not copies:
+    the model-input hash of a re-sent history resumes on their identity."""
+    cid = await new_conversation(store)
+    watching = Watching()
+    j = await journal(store, cid, model=CountingModel())
+    for text in ("a", "b"):
+        await j.exec(watching, [user(text)])
+    if replayed:
+        watching = Watching()
+        await (await Journal.open(store, cid, fence=0)).replay(watching)
+    (_, [first_input]), (history, _) = watching.turns
+    assert history[0] is first_input
+    assert history[1].text == "resp#1"
+
+
+@pytest.mark.parametrize("reads_history", [False, True])
+async def test_replay_transcribes_only_for_a_harness_that_reads_its_history(
+    store: Store, monkeypatch: pytest.MonkeyPatch, reads_history: bool
+) -> None:
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=CountingModel())
+    for text in ("a", "b", "c"):
+        await j.exec(Watching(reads_history=reads_history), [user(text)])
+    transcribed: list[int] = []
+    add = Transcript.add
+
+    def counting_add(self: Transcript, record: Record) -> None:
+        transcribed.append(record.seq)
+        add(self, record)
+
+    monkeypatch.setattr(Transcript, "add", counting_add)
+    watching = Watching(reads_history=reads_history)
+    outputs = await (await Journal.open(store, cid, fence=0)).replay(watching)
+    assert outputs == ["resp#1", "resp#2", "resp#3"]
+    if reads_history:
+        assert [len(history) for history, _ in watching.turns] == [0, 2, 4]
+        assert transcribed == sorted(set(transcribed))  # each record transcribed once
+    else:
+        assert transcribed == []
+
+
+@pytest.mark.parametrize("app_disabled_it", [False, True])
+async def test_a_long_replay_pauses_the_collector_and_leaves_it_as_it_was(
+    app_disabled_it: bool,
+) -> None:
+    store = MemoryStore()
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=CountingModel())
+    watching = Watching(reads_history=False)
+    while j.head < BULK:
+        await j.exec(watching, [user("again")])
+    assert all(watching.collector)  # live turns leave it alone
+    watching = Watching(reads_history=False)
+    if app_disabled_it:
+        gc.disable()
+    try:
+        await (await Journal.open(store, cid, fence=0)).replay(watching)
+        assert watching.collector and not any(watching.collector)
+        assert gc.isenabled() is not app_disabled_it
+    finally:
+        gc.enable()

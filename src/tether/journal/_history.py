@@ -8,6 +8,7 @@ from tether.messages import DataPart, FilePart, Message, TextPart, ToolResultPar
 from tether.records import (
     AssistantMessageCompleted,
     Compaction,
+    Payload,
     Record,
     Signal,
     SteerReceived,
@@ -16,7 +17,7 @@ from tether.records import (
 )
 from tether.tree import Reducer
 
-__all__ = ("SIGNAL_MEDIA_TYPE", "Transcript", "messages_of", "transcript")
+__all__ = ("SIGNAL_MEDIA_TYPE", "PrefixTranscripts", "Transcript", "messages_of", "transcript")
 
 SIGNAL_MEDIA_TYPE = "application/vnd.tether.signal+json"
 _MESSAGE_KINDS = frozenset(
@@ -33,40 +34,46 @@ _MESSAGE_KINDS = frozenset(
 
 
 def messages_of(records: Iterable[Record]) -> list[Message]:
-    """The chat messages that records stand for (most records stand for none)."""
+    """The chat messages that records stand for (most records stand for none).
+
+    Each record is projected once and keeps its messages, so the transcript and a turn's
+    inputs hand a harness the very same objects for the same record."""
     messages: list[Message] = []
     for record in records:
         if record.kind not in _MESSAGE_KINDS:  # skip decoding deltas and lifecycle records
             continue
-        payload = record.payload
-        if isinstance(payload, UserMessage):
-            files = tuple(
-                FilePart(digest=ref.digest, media_type=ref.media_type, size=ref.size)
-                for ref in payload.attachments or ()
-            )
-            messages.append(Message(role="user", parts=(TextPart(text=payload.body), *files)))
-        elif isinstance(payload, Signal):
-            data = payload.to_json_object()
-            messages.append(
-                Message(role="user", parts=(DataPart(data=data, media_type=SIGNAL_MEDIA_TYPE),))
-            )
-        elif isinstance(payload, SteerReceived):
-            messages.append(Message.user(payload.body))
-        elif isinstance(payload, AssistantMessageCompleted) and not (
-            payload.interrupted or payload.purpose
-        ):
-            messages.append(payload.message)
-        elif isinstance(payload, ToolOutcome):
-            part = ToolResultPart(
-                call_id=payload.call_id,
-                content=payload.content,
-                data=payload.data,
-                is_error=payload.is_error,
-            )
-            messages.append(Message(role="tool", parts=(part,)))
-        elif isinstance(payload, Compaction):
-            messages.append(Message.user(f"Summary of the conversation so far:\n{payload.summary}"))
+        projected = record._messages
+        if projected is None:
+            projected = record._messages = _project(record.payload)
+        messages.extend(projected)
     return messages
+
+
+def _project(payload: Payload) -> tuple[Message, ...]:
+    if isinstance(payload, UserMessage):
+        files = tuple(
+            FilePart(digest=ref.digest, media_type=ref.media_type, size=ref.size)
+            for ref in payload.attachments or ()
+        )
+        return (Message(role="user", parts=(TextPart(text=payload.body), *files)),)
+    if isinstance(payload, Signal):
+        data = payload.to_json_object()
+        return (Message(role="user", parts=(DataPart(data=data, media_type=SIGNAL_MEDIA_TYPE),)),)
+    if isinstance(payload, SteerReceived):
+        return (Message.user(payload.body),)
+    if isinstance(payload, AssistantMessageCompleted):
+        return () if payload.interrupted or payload.purpose else (payload.message,)
+    if isinstance(payload, ToolOutcome):
+        part = ToolResultPart(
+            call_id=payload.call_id,
+            content=payload.content,
+            data=payload.data,
+            is_error=payload.is_error,
+        )
+        return (Message(role="tool", parts=(part,)),)
+    if isinstance(payload, Compaction):
+        return (Message.user(f"Summary of the conversation so far:\n{payload.summary}"),)
+    return ()
 
 
 class Transcript:
@@ -99,6 +106,25 @@ class Transcript:
     def message_seqs(self) -> list[int]:
         """The seq of the record behind each message of the transcript, in order."""
         return [seq for seq in self._reducer.active_path for _ in self._by_seq.get(seq, ())]
+
+
+class PrefixTranscripts:
+    """The transcripts of ever longer prefixes of one log, for a pass that walks it in order
+    (a replay): each record is transcribed once, however many prefixes are asked for."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self._records = records
+        self._transcript = Transcript()
+        self._fed = 0
+
+    def before(self, index: int) -> list[Message]:
+        """The transcript of ``records[:index]``."""
+        if index < self._fed:  # behind the walk (asked for late): transcribe it afresh
+            return transcript(self._records[:index])
+        for record in self._records[self._fed : index]:
+            self._transcript.add(record)
+        self._fed = index
+        return self._transcript.messages()
 
 
 def transcript(records: Sequence[Record]) -> list[Message]:

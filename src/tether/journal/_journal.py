@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 
 from pydantic import JsonValue, ValidationError
 
 from tether._canonical import canonical_json
+from tether._gc import collector_paused
 from tether._ids import new_ulid
 from tether.errors import (
     ApprovalBlocked,
@@ -30,7 +32,7 @@ from tether.errors import (
 from tether.journal._approvals import ApprovalState, Decision, find_decision, latest_gate
 from tether.journal._executions import Execution
 from tether.journal._harness import EffectWrappers, Harness, JournalObserver, ToolExecutor
-from tether.journal._history import Transcript, messages_of
+from tether.journal._history import PrefixTranscripts, messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
 from tether.journal._turn import Mode, SteerSource, Turn, interrupted_completion
@@ -359,17 +361,22 @@ class Journal:
         for execution in completed:  # preflight everything before the first run
             execution.check_inputs()
             self._check_identity(execution, harness)
+        # Serving effects never waits, so a replay is one bounded stretch of decoding, like
+        # a page read: the collector would rescan the heap as the decoded log grows.
+        with collector_paused(view.head):
+            return await self._replay(view, completed, harness)
+
+    async def _replay(
+        self, view: LogView, completed: list[Execution], harness: Harness
+    ) -> list[JsonValue]:
         outputs: list[JsonValue] = []
-        history, fed = Transcript(), 0  # the transcript walks along with the executions
+        transcripts = PrefixTranscripts(view.records)
         for execution in completed:
-            for record in view.records[fed : execution.start_index]:
-                history.add(record)
-            fed = max(fed, execution.start_index)
             turn = self._turn(
                 Mode.REPLAY,
                 execution.id,
                 Recorded(execution.effects),
-                history.messages(),
+                partial(transcripts.before, execution.start_index),
                 messages_of(execution.inputs),
                 execution.started.config,
                 replay=True,
@@ -395,7 +402,7 @@ class Journal:
         mode: Mode,
         execution_id: str,
         recorded: Recorded,
-        history: list[Message],
+        history: list[Message] | Callable[[], list[Message]],
         inputs: list[Message],
         config: dict[str, JsonValue] | None,
         *,

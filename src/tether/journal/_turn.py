@@ -107,7 +107,7 @@ class Turn:
         session: str,
         mode: Mode,
         recorded: Recorded,
-        history: list[Message],
+        history: list[Message] | Callable[[], list[Message]],
         inputs: list[Message],
         config: dict[str, JsonValue] | None,
         model: Model | None = None,
@@ -117,7 +117,7 @@ class Turn:
         wrappers: EffectWrappers | None = None,
     ) -> None:
         self.execution_id = execution_id
-        self.history = history
+        self._history = history
         self.inputs = inputs
         self.config = config
         self.mode = mode
@@ -136,6 +136,16 @@ class Turn:
         self._call_ids: set[str] = set()
         self._behind: list[Payload] = []  # written with the next append
         self._lock = asyncio.Lock()
+
+    @property
+    def history(self) -> list[Message]:
+        """The transcript as it stood when this execution started (the reduced active path).
+
+        Built on first use: a harness that never reads it (one that keeps its own state)
+        costs no transcription."""
+        if callable(self._history):
+            self._history = self._history()
+        return self._history
 
     # --- bookkeeping ------------------------------------------------------------------
 
