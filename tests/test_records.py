@@ -313,3 +313,23 @@ def test_sealed_bytes_are_the_canonical_json_of_the_envelope(
     expected = canonical_json({key: value for key, value in fields.items() if value is not None})
     assert record.canonical == expected
     assert record.hash == record_hash(expected, "ab", seq)
+
+
+@pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: type(p).KIND)
+def test_every_kind_decodes_from_its_stored_bytes(payload: Payload) -> None:
+    draft = RecordDraft(payload, submission_id="s1", execution_id="e1", turn=1)
+    sealed = seal(draft, conversation_id="c1", session="default", seq=2, prev_hash="")
+    stored = Record(sealed.seq, sealed.kind, sealed.canonical, sealed.prev_hash, sealed.hash)
+    assert stored.payload == payload and stored.execution_id == "e1"
+
+
+def test_a_malformed_stored_payload_names_its_field() -> None:
+    body = (
+        b'{"conversationId":"c","id":"x","kind":"tool_outcome","payload":{"callId":5,'
+        b'"content":"ok"},"seq":1,"session":"d","time":"2026-01-01T00:00:00.000000Z"}'
+    )
+    stored = Record(1, "tool_outcome", body, "", "h")
+    with pytest.raises(RecordDecodeError) as caught:
+        stored.payload  # noqa: B018
+    assert caught.value.field == "payload.callId"
+    assert stored.session == "d"

@@ -360,8 +360,7 @@ async def append_if_head(
 def _settled_submission(record: Record) -> str | None:
     if record.kind != "submission_settled":
         return None
-    value = record.fields.get("submissionId")
-    return None if value is None else str(value)
+    return record.submission_id
 
 
 async def fork(

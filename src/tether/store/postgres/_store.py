@@ -334,7 +334,7 @@ class PostgresStore:
             last = records[-1]
             known = self._heads.get(conversation_id)
             if known is None or known.seq < last.seq:
-                self._remember(conversation_id, str(last.fields["session"]), last)
+                self._remember(conversation_id, last.session, last)
         return records
 
     async def head(self, conversation_id: str) -> int:
