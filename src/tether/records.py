@@ -262,9 +262,13 @@ class Record:
     @property
     def payload(self) -> Payload:
         """The typed payload; :class:`RecordDecodeError` if the stored payload is malformed."""
-        if self._payload is None:
-            self._payload = _validate_payload(self.kind, self.fields.get("payload"))
-        return self._payload
+        payload = self._payload
+        if payload is None:
+            fields = self._fields
+            if fields is None:
+                fields = self._fields = orjson.loads(self.canonical)
+            payload = self._payload = _validate_payload(self.kind, fields.get("payload"))
+        return payload
 
     # --- wire -----------------------------------------------------------------------
 

@@ -114,7 +114,8 @@ class Executions:
 
     def add(self, record: Record) -> None:
         index, self.count = self.count, self.count + 1
-        execution_id = record.execution_id
+        fields = record.fields
+        execution_id = fields.get("executionId")
         if execution_id is None:
             return
         execution = self.by_id.get(execution_id)
@@ -126,8 +127,9 @@ class Executions:
                 )
             execution = Execution(execution_id, record, index)
             self.by_id[execution_id] = execution
-            if record.submission_id is not None:
-                self.by_submission.setdefault(record.submission_id, []).append(execution)
+            submission_id = fields.get("submissionId")
+            if submission_id is not None:
+                self.by_submission.setdefault(submission_id, []).append(execution)
             return
         if kind == ExecutionStarted.KIND:
             raise InvalidExecutionLog(f"seq {record.seq}: execution {execution_id} starts twice")

@@ -17,7 +17,7 @@ from functools import partial
 from pydantic import JsonValue, ValidationError
 
 from tether._canonical import canonical_json
-from tether._gc import collector_paused
+from tether._gc import BULK, collector_paused
 from tether._ids import new_ulid
 from tether.errors import (
     ApprovalBlocked,
@@ -356,14 +356,14 @@ class Journal:
     async def replay(self, harness: Harness) -> list[JsonValue]:
         """Re-run every completed execution from the log alone: no model call, no tool call,
         no append (I1). Returns their outputs; raises ``ReplayDiverged`` on any difference."""
-        view = await self.refresh()
-        completed = [e for e in view.executions.by_id.values() if e.completed]
-        for execution in completed:  # preflight everything before the first run
-            execution.check_inputs()
-            self._check_identity(execution, harness)
-        # Serving effects never waits, so a replay is one bounded stretch of decoding, like
-        # a page read: the collector would rescan the heap as the decoded log grows.
-        with collector_paused(view.head):
+        # Serving effects never waits, so a replay is one bounded stretch of reading and
+        # decoding, like a page read: the collector would rescan the heap as the log grows.
+        with collector_paused(BULK):
+            view = await self.refresh()
+            completed = [e for e in view.executions.by_id.values() if e.completed]
+            for execution in completed:  # preflight everything before the first run
+                execution.check_inputs()
+                self._check_identity(execution, harness)
             return await self._replay(view, completed, harness)
 
     async def _replay(

@@ -52,15 +52,17 @@ class LogView:
         return self.executions.latest
 
     def add(self, record: Record) -> None:
-        if record.seq != self.head + 1:
+        records = self.records
+        if record.seq != len(records) + 1:
             raise ValueError(f"record {record.seq} does not follow the view's head {self.head}")
-        self.records.append(record)
+        records.append(record)
         self.executions.add(record)
-        if record.kind == SteerReceived.KIND:
+        kind = record.kind
+        if kind == SteerReceived.KIND:
             source = record.fields["payload"].get("sourceSubmissionId")
             if source:
                 self.steer_sources[str(source)] = str(record.submission_id)
-        elif record.kind == ConversationCreated.KIND:
+        elif kind == ConversationCreated.KIND:
             self._created = record
             if is_fork_marker(record):
                 self.fork_seq = record.seq
