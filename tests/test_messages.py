@@ -1,8 +1,13 @@
 """The neutral message model and the canonical model-input hash."""
 
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import tether.messages as messages_module
 from tether._canonical import canonical_json, sha256_hex
 from tether.messages import (
     DataPart,
@@ -126,3 +131,27 @@ def test_a_seeded_message_hashes_from_its_stored_wire_form() -> None:
     seed_canonical(served, wire)
     request = ModelRequest(model="m", messages=(Message.user("q"), served))
     assert request.input_hash() == sha256_hex(canonical_json(request.to_json_object()))
+
+
+def test_the_hash_caches_can_be_shared_by_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event loops on several threads hash at once; tiny caches evict all the time."""
+    monkeypatch.setattr(messages_module, "_CACHE_SIZE", 4)
+    monkeypatch.setattr(messages_module, "_PREFIXES_SIZE", 2)
+    history = [Message.user(f"m{n}") for n in range(40)]
+
+    def hash_growing(offset: int) -> list[bool]:
+        checks = []
+        for n in range(1, len(history)):
+            request = ModelRequest(model="m", messages=tuple(history[offset % 3 : n]))
+            expected = sha256_hex(canonical_json(request.to_json_object()))
+            checks.append(request.input_hash() == expected)
+        return checks
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(hash_growing, range(8)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert all(all(checks) for checks in results)

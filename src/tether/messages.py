@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import operator
 from collections import OrderedDict
@@ -243,9 +244,7 @@ lives: a model's canonical JSON, or the wire form it is computed from when first
 def seed_canonical(model: WireModel, wire: dict[str, Any]) -> None:
     """Remember ``model``'s wire form (a dict decoded from a stored record): if a replay then
     hashes the served message, its canonical JSON comes from that, not a serialization."""
-    _canonical_cache[id(model)] = (model, wire)
-    if len(_canonical_cache) > _CACHE_SIZE:
-        _canonical_cache.popitem(last=False)
+    _remember(_canonical_cache, id(model), (model, wire), _CACHE_SIZE)
 
 
 def _canonical(model: WireModel) -> bytes:
@@ -255,15 +254,22 @@ def _canonical(model: WireModel) -> bytes:
     if cached is not None and cached[0] is model:
         known = cached[1]
         if isinstance(known, bytes):
-            _canonical_cache.move_to_end(id(model))  # least recently used goes first
             return known
         encoded = canonical_json(known)
     else:
         encoded = canonical_json(model.to_json_object())
-    _canonical_cache[id(model)] = (model, encoded)
-    if len(_canonical_cache) > _CACHE_SIZE:
-        _canonical_cache.popitem(last=False)
+    _remember(_canonical_cache, id(model), (model, encoded), _CACHE_SIZE)
     return encoded
+
+
+def _remember(cache: OrderedDict[int, Any], key: int, value: Any, size: int) -> None:
+    """Put ``value`` last in a bounded cache; safe when threads share it (each step is one
+    atomic dict operation, and an entry another thread evicted first is simply gone)."""
+    cache.pop(key, None)
+    cache[key] = value
+    if len(cache) > size:
+        with contextlib.suppress(KeyError):
+            cache.popitem(last=False)
 
 
 _PREFIXES_SIZE = 256
@@ -292,10 +298,7 @@ def _messages_digest(messages: tuple[Message, ...]) -> hashlib._Hash:
     if rest:
         body = b",".join(_canonical(message) for message in rest)
         digest.update(b"," + body if start else body)
-        _prefixes[id(messages[0])] = (messages, digest.copy())
-        _prefixes.move_to_end(id(messages[0]))
-        if len(_prefixes) > _PREFIXES_SIZE:
-            _prefixes.popitem(last=False)
+        _remember(_prefixes, id(messages[0]), (messages, digest.copy()), _PREFIXES_SIZE)
     return digest
 
 
