@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks._measure import percentile, raw_commit_ms
+from benchmarks._measure import POSTGRES_URL, percentile, raw_commit_ms
 from benchmarks._plots import plot_lines
 from benchmarks.peers import langgraph_side, tether_side
 from benchmarks.peers._fake import TurnsResult, raw_turn_ms
@@ -207,9 +207,9 @@ def _measure_resume(sizes: Sizes, tmp: Path, results: Results) -> None:
 
 
 def _postgres_url() -> str | None:
-    url = os.environ.get("TETHER_BENCH_POSTGRES_URL") or os.environ.get("TETHER_TEST_POSTGRES_URL")
-    if not url:
-        return None
+    """The database ``postgres.py`` makes its schemas in, as the tests find theirs: the
+    environment's, else the local server's ``test`` database, if it answers."""
+    url = POSTGRES_URL
     try:
         import psycopg
 
@@ -225,7 +225,7 @@ def _run_scripts(sizes: Sizes, results: Results) -> None:
             url = _postgres_url()
             if url is None:
                 results.scripts[script] = (
-                    "skipped: no PostgreSQL reachable (set TETHER_BENCH_POSTGRES_URL)"
+                    f"skipped: no PostgreSQL at {POSTGRES_URL} (or set TETHER_BENCH_POSTGRES_URL)"
                 )
                 continue
             args = ["--url", url, *args]

@@ -1,13 +1,21 @@
-"""Measurements every benchmark shares: the physical floor and percentiles."""
+"""Measurements every benchmark shares: the physical floor, percentiles, where PostgreSQL is."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import statistics
 import time
 from pathlib import Path
 
-__all__ = ("percentile", "raw_commit_ms")
+__all__ = ("POSTGRES_URL", "percentile", "raw_commit_ms")
+
+POSTGRES_URL = (
+    os.environ.get("TETHER_BENCH_POSTGRES_URL")
+    or os.environ.get("TETHER_TEST_POSTGRES_URL")
+    or "postgresql://postgres@127.0.0.1:5432/test"
+)
+"""Where the PostgreSQL benchmarks make their schemas, as the tests find theirs."""
 
 
 def raw_commit_ms(path: Path, samples: int = 200) -> float:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
 import statistics
 import sys
 import tempfile
@@ -43,7 +42,7 @@ import psycopg
 from psycopg import sql
 from pydantic import JsonValue
 
-from benchmarks._measure import percentile
+from benchmarks._measure import POSTGRES_URL, percentile
 from benchmarks._table import print_table
 from tether._ids import new_ulid
 from tether.engine import AgentDefinition, AgentSpec, Runtime
@@ -54,10 +53,6 @@ from tether.models import ScriptedModel
 from tether.store import NewSubmission, SessionKey, SqliteStore, Store
 from tether.store.postgres import PostgresStore
 
-DEFAULT_URL = os.environ.get(
-    "TETHER_BENCH_POSTGRES_URL",
-    os.environ.get("TETHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
-)
 Role = Literal["admit", "claim", "claim_runnable", "batched"]
 LEASE = timedelta(minutes=10)  # no lease expires during a run
 LATENCY_GOAL_MS = 5.0
@@ -275,7 +270,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--url", default=DEFAULT_URL, help="a database (schemas are made in it)")
+    parser.add_argument("--url", default=POSTGRES_URL, help="a database (schemas are made in it)")
     parser.add_argument("--submissions", type=int, default=2000, help="per throughput run")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--batch", type=int, default=32, help="attempt ids per batched claim")
