@@ -8,8 +8,9 @@ against 131 ms with the collector paused). A decode makes no reference cycles, s
 is left for the collector that pausing it would keep alive.
 
 The pause is process-wide (the collector is), so it is kept to the synchronous stretch of
-one bulk decode, counted so overlapping pauses on several threads resume it only once the
-last one ends, and never resumes a collector the application itself turned off.
+one bulk decode (or a replay, which awaits nothing but its own served effects), counted so
+overlapping pauses on several threads resume it only once the last one ends, and never
+resumes a collector the application itself turned off.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ _paused_it = False
 @contextmanager
 def collector_paused(records: int) -> Iterator[None]:
     """Pause the cyclic collector around the decoding of ``records`` records, if they are
-    at least :data:`BULK`; the block must not await (it would hold the pause while other
-    tasks run)."""
+    at least :data:`BULK`. The block should not await anything that waits on the outside
+    world: other tasks would run, for as long as it waits, with the collector paused."""
     global _pauses, _paused_it
     if records < BULK:
         yield
