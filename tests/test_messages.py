@@ -155,3 +155,10 @@ def test_the_hash_caches_can_be_shared_by_threads(monkeypatch: pytest.MonkeyPatc
     finally:
         sys.setswitchinterval(interval)
     assert all(all(checks) for checks in results)
+
+
+@given(MESSAGES)
+def test_a_messages_canonical_form_written_directly_equals_the_general_encoder(
+    message: Message,
+) -> None:
+    assert messages_module._message_canonical(message) == canonical_json(message.to_json_object())

@@ -26,4 +26,9 @@ class WireModel(BaseModel):
 
     def to_json_object(self) -> dict[str, Any]:
         """The wire form: camelCase keys, absent optionals omitted."""
-        return self.model_dump(mode="json", exclude_none=True)
+        # What model_dump(mode="json", exclude_none=True) calls, without its per-call wrapper:
+        # every record drafted and every model input hashed goes through here.
+        wire: dict[str, Any] = self.__pydantic_serializer__.to_python(
+            self, mode="json", exclude_none=True
+        )
+        return wire

@@ -16,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import operator
 from collections import OrderedDict
@@ -256,10 +255,25 @@ def _canonical(model: WireModel) -> bytes:
         if isinstance(known, bytes):
             return known
         encoded = canonical_json(known)
+    elif type(model) is Message:
+        encoded = _message_canonical(model)
     else:
         encoded = canonical_json(model.to_json_object())
     _remember(_canonical_cache, id(model), (model, encoded), _CACHE_SIZE)
     return encoded
+
+
+def _message_canonical(message: Message) -> bytes:
+    """A message's canonical JSON, its text parts written directly: a text part holds only
+    strings, so its canonical form is fixed (keys ``text`` < ``type``, then ``parts`` <
+    ``role``). Other parts go through the general encoder."""
+    parts = [
+        b'{"text":' + encode_string(part.text) + b',"type":"text"}'
+        if type(part) is TextPart
+        else canonical_json(part.to_json_object())
+        for part in message.parts
+    ]
+    return b'{"parts":[' + b",".join(parts) + b'],"role":' + encode_string(message.role) + b"}"
 
 
 def _remember(cache: OrderedDict[int, Any], key: int, value: Any, size: int) -> None:
@@ -268,8 +282,10 @@ def _remember(cache: OrderedDict[int, Any], key: int, value: Any, size: int) -> 
     cache.pop(key, None)
     cache[key] = value
     if len(cache) > size:
-        with contextlib.suppress(KeyError):
+        try:
             cache.popitem(last=False)
+        except KeyError:  # another thread emptied it meanwhile
+            pass
 
 
 _PREFIXES_SIZE = 256
