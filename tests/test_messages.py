@@ -19,7 +19,6 @@ from tether.messages import (
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
-    seed_canonical,
 )
 
 JSON = st.recursive(
@@ -122,15 +121,6 @@ def test_the_input_hash_resumes_only_from_the_very_same_messages(
             tail = [Message.model_validate(m.to_json_object()) for m in tail]
         request = ModelRequest(model="m", messages=(head, *tail))
         assert request.input_hash() == sha256_hex(canonical_json(request.to_json_object()))
-
-
-def test_a_seeded_message_hashes_from_its_stored_wire_form() -> None:
-    """A replay seeds a served message's canonical form from the record it was decoded from."""
-    wire = {"parts": [{"text": "x" * 40, "type": "text"}], "role": "assistant"}
-    served = Message.model_validate(wire)
-    seed_canonical(served, wire)
-    request = ModelRequest(model="m", messages=(Message.user("q"), served))
-    assert request.input_hash() == sha256_hex(canonical_json(request.to_json_object()))
 
 
 def test_the_hash_caches_can_be_shared_by_threads(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -235,15 +235,9 @@ class ToolResult(WireModel):
 
 
 _CACHE_SIZE = 4096
-_canonical_cache: OrderedDict[int, tuple[WireModel, bytes | dict[str, Any]]] = OrderedDict()
+_canonical_cache: OrderedDict[int, tuple[WireModel, bytes]] = OrderedDict()
 """Keyed by identity and holding the model itself, so an id is never reused while its entry
-lives: a model's canonical JSON, or the wire form it is computed from when first asked."""
-
-
-def seed_canonical(model: WireModel, wire: dict[str, Any]) -> None:
-    """Remember ``model``'s wire form (a dict decoded from a stored record): if a replay then
-    hashes the served message, its canonical JSON comes from that, not a serialization."""
-    _remember(_canonical_cache, id(model), (model, wire), _CACHE_SIZE)
+lives."""
 
 
 def _canonical(model: WireModel) -> bytes:
@@ -251,11 +245,8 @@ def _canonical(model: WireModel) -> bytes:
     agent loop re-sending its history then encodes each message once)."""
     cached = _canonical_cache.get(id(model))
     if cached is not None and cached[0] is model:
-        known = cached[1]
-        if isinstance(known, bytes):
-            return known
-        encoded = canonical_json(known)
-    elif type(model) is Message:
+        return cached[1]
+    if type(model) is Message:
         encoded = _message_canonical(model)
     else:
         encoded = canonical_json(model.to_json_object())

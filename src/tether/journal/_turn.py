@@ -55,7 +55,6 @@ from tether.messages import (
     ToolOutcomeStatus,
     ToolResult,
     args_digest,
-    seed_canonical,
 )
 from tether.models import Model, StreamDelta
 from tether.records import (
@@ -247,9 +246,6 @@ class Turn:
                 if completion is not None:
                     payload = completion.payload
                     assert isinstance(payload, AssistantMessageCompleted)
-                    # The harness sends this message back in its next request: its canonical
-                    # bytes come from the stored record instead of a fresh serialization.
-                    seed_canonical(payload.message, completion.fields["payload"]["message"])
                     return ModelResponse(
                         message=payload.message,
                         usage=payload.usage,
