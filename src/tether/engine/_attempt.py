@@ -94,14 +94,15 @@ class _Stop:
 
 
 class _Observer:
-    """Feeds journal deltas to engine observers and appended records to live subscribers."""
+    """Feeds journal deltas and tool progress to engine observers."""
 
     def __init__(self, runtime: Runtime, correlation: Correlation) -> None:
         self._runtime = runtime
         self._correlation = correlation
 
     async def on_record(self, records: Sequence[Record]) -> None:
-        return None
+        """Nothing: live subscribers follow the store, and this process's waiters get the
+        settlement from the attempt once it has finished."""
 
     async def on_progress(self, execution_id: str, call_id: str, text: str) -> None:
         await self._runtime.instrumentation.emit(

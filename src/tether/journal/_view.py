@@ -12,7 +12,7 @@ from datetime import datetime
 
 from tether._gc import collector_paused
 from tether.journal._executions import Execution, Executions, is_fork_marker
-from tether.journal._history import Transcript
+from tether.journal._history import Transcript, transcript
 from tether.messages import Message
 from tether.records import ConversationCreated, ExecutionStarted, Record, SteerReceived
 from tether.store import Conversation, LogStore, SessionKey
@@ -116,11 +116,8 @@ class LogView:
         self._transcribed_up()
         if self._before_latest is not None and self._before_latest[0] == execution.start_index:
             return list(self._before_latest[1])
-        transcript = Transcript()
         with collector_paused(execution.start_index):
-            for record in self.records[: execution.start_index]:
-                transcript.add(record)
-        return transcript.messages()
+            return transcript(self.records[: execution.start_index])
 
 
 def _conversation_of(created: Record) -> Conversation:
