@@ -25,6 +25,7 @@ from tether.store._sqlite_schema import (
     KIND_CODES,
     PAGE_SIZE,
     SCHEMA_VERSION,
+    WAL_AUTOCHECKPOINT_PAGES,
     kind_code,
     kind_name,
 )
@@ -359,6 +360,20 @@ async def test_a_new_file_uses_8_kib_pages_and_keeps_no_prev_hash(tmp_path: Path
         KIND_CODES.index("conversation_created"),
         *[KIND_CODES.index("user_message")] * 2,
     ]
+
+
+async def test_the_wal_wraps_early_instead_of_growing(tmp_path: Path) -> None:
+    """Commits reuse the WAL's space once it holds WAL_AUTOCHECKPOINT_PAGES pages, so a new
+    process's commits soon stop growing the file (each growth costs its fsync a journaled
+    size change)."""
+    wal = tmp_path / "tether.db-wal"
+    frame = PAGE_SIZE + 24
+    async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
+        cid = await _conversation(store)
+        for seq in range(1, 1_201):  # about 4 MiB of frames: well past one wrap
+            await store.append(cid, [_draft("x" * 2_000)], expected_seq=seq, fence=0)
+        assert wal.stat().st_size <= 32 + frame * (WAL_AUTOCHECKPOINT_PAGES + 16)
+        assert await store.head(cid) == 1_201
 
 
 def test_every_record_kind_has_a_stored_code() -> None:
