@@ -47,3 +47,27 @@ def test_an_error_inside_still_resumes_the_collector() -> None:
     except ValueError:
         pass
     assert gc.isenabled()
+
+
+def test_what_a_bulk_decode_made_goes_to_the_oldest_generation() -> None:
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1_000_000)  # no young collection may move them meanwhile
+    try:
+        with collector_paused(BULK):
+            made = [[n] for n in range(1_000)]
+        oldest = gc.get_objects(generation=2)
+    finally:
+        gc.set_threshold(*thresholds)
+    assert any(item is made[0] for item in oldest) and any(item is made[-1] for item in oldest)
+    assert gc.get_freeze_count() == 0
+
+
+def test_objects_the_application_froze_stay_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused(BULK):
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -323,6 +323,34 @@ def test_every_kind_decodes_from_its_stored_bytes(payload: Payload) -> None:
     assert stored.payload == payload and stored.execution_id == "e1"
 
 
+# Strings that look like the envelope's own keys: the payload is found in the stored bytes
+# without decoding them, so no string may be taken for a key.
+TRICKY = st.sampled_from(
+    ['","payload":{"x":1},"seq":9,"', ',"seq":', ',"payload":', "\\", '"kind":"user_message"']
+) | st.text(max_size=12)
+
+
+@given(
+    text=TRICKY,
+    session=TRICKY,
+    ex=st.none() | TRICKY,
+    data=st.none() | st.dictionaries(TRICKY, TRICKY, max_size=3),
+)
+def test_a_payload_read_from_the_stored_bytes_equals_the_decoded_one(
+    text: str, session: str, ex: str | None, data: Any
+) -> None:
+    payload = ToolOutcome(call_id=text or "c", content=text, data=data)
+    draft = RecordDraft(payload, execution_id=ex, submission_id=text or None, id=text or "x")
+    sealed = seal(draft, conversation_id=text or "c", session=session or "d", seq=3, prev_hash="")
+    stored = Record(sealed.seq, sealed.kind, sealed.canonical, sealed.prev_hash, sealed.hash)
+    assert stored.payload == payload
+    assert (stored.id, stored.execution_id, stored.attempt_id) == (draft.id, ex, None)
+    assert stored._fields is None  # neither needed the whole envelope decoded
+    decoded = Record(sealed.seq, sealed.kind, sealed.canonical, sealed.prev_hash, sealed.hash)
+    assert decoded.fields["payload"] == payload.to_json_object()  # the reference path agrees
+    assert (decoded.id, decoded.execution_id, decoded.submission_id) == (draft.id, ex, text or None)
+
+
 def test_a_malformed_stored_payload_names_its_field() -> None:
     body = (
         b'{"conversationId":"c","id":"x","kind":"tool_outcome","payload":{"callId":5,'

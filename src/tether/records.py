@@ -182,6 +182,7 @@ class Record:
 
     __slots__ = (
         "_fields",
+        "_head",
         "_messages",
         "_payload",
         "canonical",
@@ -212,6 +213,7 @@ class Record:
         self.prev_hash = prev_hash
         self.hash = hash
         self._fields = fields
+        self._head: dict[str, Any] | None = None
         self._payload: Payload | None = None
         self._messages: tuple[Message, ...] | None = None
         """The chat messages this record stands for, once the transcript projected them:
@@ -227,13 +229,28 @@ class Record:
             self._fields = orjson.loads(self.canonical)
         return self._fields
 
+    def _leading(self) -> Mapping[str, Any]:
+        """The envelope's fields that sort before ``payload`` (ids and kind), decoded without
+        the payload when the whole envelope is not at hand: taking a long log in reads its
+        execution ids, not every payload."""
+        fields = self._fields
+        if fields is not None:
+            return fields
+        head = self._head
+        if head is None:
+            end = self.canonical.find(_PAYLOAD_KEY)
+            if end < 0:
+                return self.fields
+            head = self._head = orjson.loads(self.canonical[:end] + b"}")
+        return head
+
     @property
     def id(self) -> str:
-        return str(self.fields["id"])
+        return str(self._leading()["id"])
 
     @property
     def conversation_id(self) -> str:
-        return str(self.fields["conversationId"])
+        return str(self._leading()["conversationId"])
 
     @property
     def session(self) -> str:
@@ -249,11 +266,11 @@ class Record:
 
     @property
     def attempt_id(self) -> str | None:
-        return self.fields.get("attemptId")
+        return self._leading().get("attemptId")
 
     @property
     def execution_id(self) -> str | None:
-        return self.fields.get("executionId")
+        return self._leading().get("executionId")
 
     @property
     def turn(self) -> int | None:
@@ -264,10 +281,11 @@ class Record:
         """The typed payload; :class:`RecordDecodeError` if the stored payload is malformed."""
         payload = self._payload
         if payload is None:
-            fields = self._fields
-            if fields is None:
-                fields = self._fields = orjson.loads(self.canonical)
-            payload = self._payload = _validate_payload(self.kind, fields.get("payload"))
+            if self._fields is None:
+                payload = _payload_from_canonical(self.kind, self.canonical)
+            if payload is None:  # the reference path, which also names what is malformed
+                payload = _validate_payload(self.kind, self.fields.get("payload"))
+            self._payload = payload
         return payload
 
     # --- wire -----------------------------------------------------------------------
@@ -371,6 +389,39 @@ _PAYLOAD_VALIDATORS: Final[Mapping[str, Callable[[object], Any]]] = {
     kind: model.__pydantic_validator__.validate_python for kind, model in PAYLOAD_TYPES.items()
 }
 """What ``model_validate`` calls, without its per-call wrapper: a replay decodes every record."""
+
+
+_PAYLOAD_JSON_VALIDATORS: Final[Mapping[str, tuple[bytes, Callable[[bytes], Any]]]] = {
+    kind: (b'"kind":' + encode_string(kind), model.__pydantic_validator__.validate_json)
+    for kind, model in PAYLOAD_TYPES.items()
+}
+"""Per kind: the envelope's ``kind`` member as canonical bytes, and the payload's JSON validator."""
+_PAYLOAD_KEY: Final = b',"payload":'
+_SEQ_KEY: Final = b',"seq":'
+
+
+def _payload_from_canonical(kind: str, canonical: bytes) -> Payload | None:
+    """The payload validated straight from its bytes inside a canonical envelope, with no
+    decoded dict in between; ``None`` if they cannot be found that way or do not validate.
+
+    In canonical JSON a quote inside a string is escaped, so ``,"`` only ever starts a key.
+    The keys before ``payload`` hold strings, so the first ``,"payload":`` is the envelope's
+    own (right after its ``kind``); those after it (``seq`` and on) hold scalars, so the last
+    ``,"seq":`` ends the payload.
+    """
+    known = _PAYLOAD_JSON_VALIDATORS.get(kind)
+    if known is None:
+        return None
+    kind_member, validate = known
+    start = canonical.find(_PAYLOAD_KEY)
+    end = canonical.rfind(_SEQ_KEY)
+    if start < 0 or end < start or not canonical.endswith(kind_member, 0, start):
+        return None
+    try:
+        payload: Payload = validate(canonical[start + len(_PAYLOAD_KEY) : end])
+    except ValidationError:
+        return None
+    return payload
 
 
 def _validate_payload(kind: str, payload: object) -> Payload:

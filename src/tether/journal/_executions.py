@@ -96,8 +96,9 @@ class Execution:
 
 
 def _is_interrupted(record: Record) -> bool:
-    # Read from the raw payload: classifying must not validate every completion.
-    return bool(record.fields["payload"].get("interrupted"))
+    payload = record.payload
+    assert isinstance(payload, AssistantMessageCompleted)
+    return bool(payload.interrupted)
 
 
 class Executions:
@@ -114,8 +115,7 @@ class Executions:
 
     def add(self, record: Record) -> None:
         index, self.count = self.count, self.count + 1
-        fields = record.fields
-        execution_id = fields.get("executionId")
+        execution_id = record.execution_id
         if execution_id is None:
             return
         execution = self.by_id.get(execution_id)
@@ -127,7 +127,7 @@ class Executions:
                 )
             execution = Execution(execution_id, record, index)
             self.by_id[execution_id] = execution
-            submission_id = fields.get("submissionId")
+            submission_id = record.submission_id
             if submission_id is not None:
                 self.by_submission.setdefault(submission_id, []).append(execution)
             return
