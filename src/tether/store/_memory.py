@@ -59,6 +59,7 @@ class _Log:
     conversation: Conversation
     fence: int = 0
     rows: list[_Row] = field(default_factory=list)
+    snapshot: tuple[int, bytes] | None = None
 
     @property
     def head(self) -> int:
@@ -246,6 +247,16 @@ class MemoryStore:
         )
         self._create_log(conversation, parent.rows[:at_seq])
         return conversation
+
+    async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
+        log = self._log(conversation_id)
+        if log.snapshot is None or seq > log.snapshot[0]:
+            log.snapshot = (seq, bytes(body))
+
+    async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
+        self._check_open()
+        log = self._logs.get(conversation_id)
+        return None if log is None else log.snapshot
 
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
         return await wait_for_head(

@@ -204,6 +204,18 @@ class LogStore(Protocol):
         followed by its ``conversation_created`` record."""
         ...
 
+    async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
+        """Keep ``body``, a reader's snapshot of records 1..``seq``, in place of the one kept
+        (if any) when ``seq`` is beyond its seq; otherwise keep the one kept. One per
+        conversation, never copied by ``fork``. The store does not read it: a snapshot is a
+        cache derived from the log, which stays the only truth. ``ConversationNotFound``
+        for an unknown conversation."""
+        ...
+
+    async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
+        """The kept snapshot as ``(seq, body)``, or ``None`` (also for an unknown conversation)."""
+        ...
+
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
         """Wait until the head passes ``after_seq``; return it. Bound it with ``asyncio.timeout``.
 

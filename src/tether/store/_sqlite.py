@@ -263,6 +263,12 @@ class SqliteStore:
             ops.fork, conversation_id, at_seq, key, new_conversation_id, created_at
         )
 
+    async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
+        await self._write(ops.put_snapshot, conversation_id, seq, body)
+
+    async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
+        return self._read(lambda conn: ops.get_snapshot(conn, conversation_id))
+
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
         return await wait_for_head(
             self._notifier,

@@ -226,6 +226,25 @@ def fork(
     return conversation
 
 
+def put_snapshot(conn: sqlite3.Connection, conversation_id: str, seq: int, body: bytes) -> None:
+    cursor = conn.execute(
+        "INSERT INTO snapshots (conversation, seq, body) "
+        "SELECT number, ?, ? FROM conversations WHERE id = ? "
+        "ON CONFLICT (conversation) DO UPDATE SET seq = excluded.seq, body = excluded.body "
+        "WHERE excluded.seq > snapshots.seq",
+        (seq, body, conversation_id),
+    )
+    if cursor.rowcount == 0:
+        head(conn, conversation_id)  # ConversationNotFound, or an older snapshot: kept as is
+
+
+def get_snapshot(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, bytes] | None:
+    row = conn.execute(
+        f"SELECT seq, body FROM snapshots WHERE conversation = {_NUMBER}", (conversation_id,)
+    ).fetchone()
+    return None if row is None else (int(row[0]), bytes(row[1]))
+
+
 # --- submissions ----------------------------------------------------------------------
 
 

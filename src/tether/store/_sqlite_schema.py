@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -166,6 +166,12 @@ _MIGRATIONS: Final = (
     "ALTER TABLE submissions ADD COLUMN trace BLOB;",  # v2: the caller's W3C trace context
     _SCHEMA_V3,
     _SCHEMA_V4,
+    # v5: one snapshot per conversation, a cache a reader takes a long log in from
+    """CREATE TABLE snapshots (
+        conversation INTEGER PRIMARY KEY,
+        seq          INTEGER NOT NULL,
+        body         BLOB NOT NULL
+    );""",
 )
 
 

@@ -194,6 +194,27 @@ async def mint_fence(conn: Conn, conversation_id: str) -> int:
     return int(row[0])
 
 
+async def put_snapshot(conn: Conn, conversation_id: str, seq: int, body: bytes) -> None:
+    cursor = await conn.execute(
+        "INSERT INTO snapshots (conversation_id, seq, body) "
+        "SELECT id, %s, %s FROM conversations WHERE id = %s "
+        "ON CONFLICT (conversation_id) DO UPDATE SET seq = excluded.seq, body = excluded.body "
+        "WHERE excluded.seq > snapshots.seq",
+        (seq, body, conversation_id),
+    )
+    if cursor.rowcount == 0:
+        await head(conn, conversation_id)  # ConversationNotFound, or an older snapshot: kept
+
+
+async def get_snapshot(conn: Conn, conversation_id: str) -> tuple[int, bytes] | None:
+    row = await (
+        await conn.execute(
+            "SELECT seq, body FROM snapshots WHERE conversation_id = %s", (conversation_id,)
+        )
+    ).fetchone()
+    return None if row is None else (int(row[0]), bytes(row[1]))
+
+
 async def head(conn: Conn, conversation_id: str) -> int:
     row = await (
         await conn.execute("SELECT head FROM conversations WHERE id = %s", (conversation_id,))

@@ -100,6 +100,14 @@ MIGRATIONS: Final = (
     );
     INSERT INTO tether_schema (version) VALUES (1);
     """,
+    # v2: one snapshot per conversation, a cache a reader takes a long log in from
+    """
+    CREATE TABLE snapshots (
+        conversation_id TEXT PRIMARY KEY REFERENCES conversations (id),
+        seq             BIGINT NOT NULL,
+        body            BYTEA NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 _LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database

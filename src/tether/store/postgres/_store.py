@@ -343,6 +343,12 @@ class PostgresStore:
     async def mint_fence(self, conversation_id: str) -> int:
         return await self._autocommit(_log.mint_fence, conversation_id)
 
+    async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
+        await self._autocommit(_log.put_snapshot, conversation_id, seq, body)
+
+    async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
+        return await self._autocommit(_log.get_snapshot, conversation_id)
+
     async def verify(self, conversation_id: str) -> int:
         records = await self._autocommit(_log.read_all, conversation_id)
         return verify_chain(conversation_id, iter(records))

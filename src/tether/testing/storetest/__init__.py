@@ -21,7 +21,7 @@ Example (a complete test module for a third-party backend)::
 """
 
 from tether.testing.storetest._base import BaseConformance, Fixtures
-from tether.testing.storetest._log import AttachmentCases, LogCases
+from tether.testing.storetest._log import AttachmentCases, LogCases, SnapshotCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._settling import SettlementCases
 from tether.testing.storetest._submissions import SubmissionCases
@@ -30,6 +30,12 @@ __all__ = ("Fixtures", "StoreConformance", "run_reference_machine")
 
 
 class StoreConformance(
-    SubmissionCases, LogCases, SettlementCases, AttachmentCases, MachineCase, BaseConformance
+    SubmissionCases,
+    LogCases,
+    SnapshotCases,
+    SettlementCases,
+    AttachmentCases,
+    MachineCase,
+    BaseConformance,
 ):
     """Every conformance case. Implement :meth:`make_store`, and :meth:`tamper` if you can."""

@@ -23,7 +23,7 @@ from tether.records import ConversationCreated, UserMessage, decode_record
 from tether.store import Store
 from tether.testing.storetest._base import T0, BaseConformance, Fixtures, case
 
-__all__ = ("AttachmentCases", "LogCases")
+__all__ = ("AttachmentCases", "LogCases", "SnapshotCases")
 
 
 class LogCases(BaseConformance):
@@ -294,6 +294,35 @@ class LogCases(BaseConformance):
             await store.head(cid)
         with pytest.raises(StoreUnavailable):
             await store.append(cid, [fx.draft()], expected_seq=1, fence=0)
+
+
+class SnapshotCases(BaseConformance):
+    @case
+    async def test_snapshot_keeps_the_latest(self, store: Store, fx: Fixtures) -> None:
+        conversation = await fx.conversation()
+        assert await store.get_snapshot(conversation) is None
+        await store.put_snapshot(conversation, seq=1, body=b"one\x00")
+        assert await store.get_snapshot(conversation) == (1, b"one\x00")
+        await fx.fill(conversation, 4)
+        await store.put_snapshot(conversation, seq=4, body=b"four")
+        for stale in (4, 2):  # as far or behind: the one kept stays
+            await store.put_snapshot(conversation, seq=stale, body=b"stale")
+        assert await store.get_snapshot(conversation) == (4, b"four")
+        assert await store.head(conversation) == 5  # the log is untouched
+
+    @case
+    async def test_snapshots_belong_to_one_conversation(self, store: Store, fx: Fixtures) -> None:
+        parent, other = await fx.conversation(), await fx.conversation("other")
+        await fx.fill(parent, 3)
+        await store.put_snapshot(parent, seq=3, body=b"parent")
+        child = await store.fork(
+            parent, at_seq=3, key=fx.key("forked"), new_conversation_id="conv-child", created_at=T0
+        )
+        assert await store.get_snapshot(child.id) is None
+        assert await store.get_snapshot(other) is None
+        assert await store.get_snapshot("conv-absent") is None
+        with pytest.raises(ConversationNotFound):
+            await store.put_snapshot("conv-absent", seq=1, body=b"x")
 
 
 class AttachmentCases(BaseConformance):
