@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tether._payloads import Compaction
@@ -100,6 +100,15 @@ class Reducer:
         self._position[seq] = len(self.active_path)
         self.active_path.append(seq)
         return kept is not None
+
+    def resume_path(self, active_path: Sequence[int], parents: Sequence[int | None]) -> None:
+        """Continue from a known active path (and its nodes' parents) instead of being fed the
+        records before it: all that later records and compactions act on. ``tree()`` then
+        holds only the records added after."""
+        self.records = []
+        self.active_path = list(active_path)
+        self.parents = dict(zip(active_path, parents, strict=True))
+        self._position = {seq: i for i, seq in enumerate(self.active_path)}
 
     def tree(self) -> Tree:
         nodes = tuple(Node(record, self.parents[record.seq]) for record in self.records)

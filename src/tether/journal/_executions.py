@@ -33,7 +33,10 @@ __all__ = (
     "EFFECT_KINDS",
     "INPUT_KINDS",
     "Execution",
+    "ExecutionRow",
     "Executions",
+    "execution_rows",
+    "executions_from_rows",
     "fork_seq",
     "is_fork_marker",
     "project",
@@ -147,6 +150,48 @@ class Executions:
             kind == AssistantMessageCompleted.KIND and _is_interrupted(record)
         ):
             execution.effects.append(record)
+
+
+ExecutionRow = tuple[str, str | None, int, list[int], list[int], int]
+"""An execution in a snapshot: id, submission id, and the log indexes of its start, inputs,
+effects and end (-1 while it has none)."""
+
+
+def execution_rows(executions: Executions) -> list[ExecutionRow]:
+    return [
+        (
+            execution.id,
+            execution.start.submission_id,
+            execution.start_index,
+            [record.seq - 1 for record in execution.inputs],
+            [record.seq - 1 for record in execution.effects],
+            -1 if execution.end is None else execution.end.seq - 1,
+        )
+        for execution in executions.by_id.values()
+    ]
+
+
+def executions_from_rows(records: Sequence[Record], rows: Sequence[ExecutionRow]) -> Executions:
+    """The executions of ``records`` as :func:`execution_rows` described them; ``ValueError``
+    (or ``IndexError``) if a row does not fit the log."""
+    executions = Executions()
+    for execution_id, submission_id, start, inputs, effects, end in rows:
+        start_record = records[start]
+        if start_record.kind != ExecutionStarted.KIND:
+            raise ValueError(f"snapshot execution {execution_id} does not start at a start")
+        execution = Execution(
+            execution_id,
+            start_record,
+            start,
+            [records[index] for index in inputs],
+            [records[index] for index in effects],
+            None if end < 0 else records[end],
+        )
+        executions.by_id[execution_id] = execution
+        if submission_id is not None:
+            executions.by_submission.setdefault(submission_id, []).append(execution)
+    executions.count = len(records)
+    return executions
 
 
 def project(records: Sequence[Record]) -> list[Execution]:

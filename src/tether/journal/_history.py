@@ -107,6 +107,43 @@ class Transcript:
         """The seq of the record behind each message of the transcript, in order."""
         return [seq for seq in self._reducer.active_path for _ in self._by_seq.get(seq, ())]
 
+    def export(self) -> tuple[list[int], list[int | None], list[tuple[int, int]]]:
+        """What a snapshot keeps besides the messages themselves: the active path, its nodes'
+        parents, and (seq, message count) of each record on it that stands for messages."""
+        path = self._reducer.active_path
+        parents = self._reducer.parents
+        groups = [(seq, len(self._by_seq[seq])) for seq in path if seq in self._by_seq]
+        return list(path), [parents[seq] for seq in path], groups
+
+    @classmethod
+    def restored(
+        cls,
+        path: Sequence[int],
+        parents: Sequence[int | None],
+        groups: Sequence[tuple[int, int]],
+        messages: list[Message],
+    ) -> Transcript:
+        """The transcript :meth:`export` described; ``ValueError`` if the parts disagree."""
+        restored = cls()
+        restored._reducer.resume_path(path, parents)
+        on_path = set(path)
+        start = 0
+        for seq, count in groups:
+            if seq not in on_path or count < 1:
+                raise ValueError(f"snapshot group {seq} is not a message record on the path")
+            restored._by_seq[seq] = messages[start : start + count]
+            start += count
+        if start != len(messages):
+            raise ValueError("snapshot message counts do not add up")
+        restored._messages = messages
+        return restored
+
+    def share_messages(self, records: Sequence[Record]) -> None:
+        """Let each record on the path (``records[seq - 1]``) keep its messages, as
+        transcribing it would have."""
+        for seq, messages in self._by_seq.items():
+            records[seq - 1]._messages = tuple(messages)
+
 
 class PrefixTranscripts:
     """The transcripts of ever longer prefixes of one log, for a pass that walks it in order

@@ -457,6 +457,7 @@ class Journal:
         # What the turn holds behind (its last completion) commits with its end.
         batch = [*turn.take_behind(), self.log.draft(ended, turn.execution_id), *ending.records]
         await self.log.append(batch, settle=ending.settle)
+        await self.view.save_snapshot(self.store, self.conversation.id)
         return ExecutionResult(
             turn.execution_id, ended.output, turn.model_invocations, turn.tool_invocations
         )

@@ -7,12 +7,15 @@ since, so a long conversation costs O(new records) per turn, not O(log).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 
 from tether._gc import collector_paused
+from tether.errors import TetherError
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript, transcript
+from tether.journal._snapshot import decode_snapshot, encode_snapshot, snapshot_due
 from tether.messages import Message
 from tether.records import ConversationCreated, ExecutionStarted, Record, SteerReceived
 from tether.store import Conversation, LogStore, SessionKey
@@ -20,6 +23,7 @@ from tether.store import Conversation, LogStore, SessionKey
 __all__ = ("LogView",)
 
 _PAGE = 5000
+logger = logging.getLogger("tether.journal")
 
 
 class LogView:
@@ -41,6 +45,7 @@ class LogView:
         self._before_latest: tuple[int, list[Message]] | None = None
         """The transcript just before the latest execution started, and that start's index:
         what resuming it needs, without transcribing the log a second time."""
+        self._snapshot_seq = 0  # the seq of the last snapshot this view took in or saved
         self._lock = asyncio.Lock()
 
     @property
@@ -76,6 +81,8 @@ class LogView:
     async def refresh(self, store: LogStore, conversation_id: str) -> None:
         """Read and take in every record appended since the last refresh."""
         async with self._lock:
+            if not self.records:
+                await self._take_in_snapshot(store, conversation_id)
             while True:
                 page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
                 with collector_paused(len(page)):
@@ -87,6 +94,62 @@ class LogView:
             created = self._created
             if self.conversation is None and created is not None and created.id == conversation_id:
                 self.conversation = _conversation_of(created)
+
+    async def _take_in_snapshot(self, store: LogStore, conversation_id: str) -> None:
+        """Start from the store's snapshot of this log, if it has one this view can use."""
+        snapshot = await store.get_snapshot(conversation_id)
+        if snapshot is None:
+            return
+        seq, body = snapshot
+        records: list[Record] = []
+        while len(records) < seq:
+            page = await store.read(
+                conversation_id, after_seq=len(records), limit=min(_PAGE, seq - len(records))
+            )
+            if not page:
+                break
+            records.extend(page)
+        with collector_paused(len(records)):
+            state = decode_snapshot(records, body) if len(records) == seq else None
+            if state is None:
+                logger.info("the snapshot of %s does not fit its log: ignored", conversation_id)
+                for record in records:
+                    self.add(record)
+                return
+            state.transcript.share_messages(records)
+        self.records = records
+        self.executions = state.executions
+        self._transcript = state.transcript
+        self._transcribed = seq
+        self._created = state.created
+        self.fork_seq = state.fork_seq
+        self.steer_sources = state.steer_sources
+        self._before_latest = state.before_latest
+        self._snapshot_seq = seq
+
+    async def save_snapshot(self, store: LogStore, conversation_id: str) -> None:
+        """Keep a snapshot of this view in the store if the log grew enough since the last
+        (see :func:`~tether.journal._snapshot.snapshot_due`). A cache: failing to write one
+        is logged, never raised."""
+        head = self.head
+        if not snapshot_due(head, self._snapshot_seq):
+            return
+        transcript = self._transcribed_up()
+        body = encode_snapshot(
+            self.records,
+            self.executions,
+            transcript,
+            self._created,
+            self.fork_seq,
+            self.steer_sources,
+            self._before_latest,
+        )
+        try:
+            await store.put_snapshot(conversation_id, seq=head, body=body)
+        except TetherError:
+            logger.warning("could not keep a snapshot of %s", conversation_id, exc_info=True)
+            return
+        self._snapshot_seq = head
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""

@@ -1,0 +1,123 @@
+"""A view's snapshot: what taking a log in derived from its records 1..seq, kept in the store
+so that a reader coming to a long log cold does not decode every record again.
+
+A snapshot is a cache, never a source of truth. It is taken only when a log is long, is
+bound to its log by the hash of its last record, and a reader that cannot use it (another
+format, another log, anything malformed) takes the records in one by one as it would without.
+Taking a log in still reads every record (a view holds them all); what it skips is decoding
+them, the projection of executions and the transcription, which cost several times the read.
+
+The body is one line of JSON (the indexes), a newline, then the transcript's messages as a
+JSON array, which pydantic validates in one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from tether.journal._executions import (
+    ExecutionRow,
+    Executions,
+    execution_rows,
+    executions_from_rows,
+)
+from tether.journal._history import Transcript
+from tether.messages import Message
+from tether.records import Record
+
+__all__ = ("MIN_RECORDS", "Snapshot", "decode_snapshot", "encode_snapshot", "snapshot_due")
+
+FORMAT: Final = 1
+MIN_RECORDS: Final = 4096
+"""Shorter logs are not snapshotted: one is taken in from its records in under ~25 ms."""
+_MESSAGES: Final = TypeAdapter(list[Message])
+
+
+def snapshot_due(head: int, last: int) -> bool:
+    """Whether a log at ``head`` deserves a new snapshot, the last one being at ``last``: once
+    it is long, each time it grew by a quarter. A snapshot costs writing the transcript, so
+    the writes add up to a bounded multiple of it, while a cold reader decodes at most a
+    fifth of the log."""
+    return head >= MIN_RECORDS and head - last >= max(MIN_RECORDS // 4, last // 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A view's state at ``len(records)``, decoded from a snapshot body."""
+
+    executions: Executions
+    transcript: Transcript
+    created: Record | None
+    fork_seq: int
+    steer_sources: dict[str, str]
+    before_latest: tuple[int, list[Message]] | None
+
+
+def encode_snapshot(
+    records: list[Record],
+    executions: Executions,
+    transcript: Transcript,
+    created: Record | None,
+    fork_seq: int,
+    steer_sources: dict[str, str],
+    before_latest: tuple[int, list[Message]] | None,
+) -> bytes:
+    """The snapshot body of a view whose transcript is up to date with ``records``."""
+    messages = transcript.messages()
+    path, parents, groups = transcript.export()
+    before = None
+    if before_latest is not None:
+        index, prior = before_latest
+        # Kept as a count when it is the start of the current transcript (no compaction since).
+        if len(prior) <= len(messages) and all(
+            a is b for a, b in zip(prior, messages[: len(prior)], strict=True)
+        ):
+            before = (index, len(prior))
+    state = {
+        "format": FORMAT,
+        "seq": len(records),
+        "hash": records[-1].hash,
+        "executions": execution_rows(executions),
+        "created": -1 if created is None else created.seq - 1,
+        "forkSeq": fork_seq,
+        "steerSources": steer_sources,
+        "path": path,
+        "parents": parents,
+        "groups": groups,
+        "beforeLatest": before,
+    }
+    return orjson.dumps(state) + b"\n" + _MESSAGES.dump_json(messages, by_alias=True)
+
+
+def decode_snapshot(records: list[Record], body: bytes) -> Snapshot | None:
+    """The state a snapshot body describes for ``records`` (all of the log up to its seq), or
+    ``None`` if it does not describe them."""
+    try:
+        newline = body.index(b"\n")
+        state = orjson.loads(body[:newline])
+        if (
+            state["format"] != FORMAT
+            or state["seq"] != len(records)
+            or state["hash"] != records[-1].hash
+        ):
+            return None
+        messages = _MESSAGES.validate_json(body[newline + 1 :])
+        rows: list[ExecutionRow] = state["executions"]
+        groups = [(int(seq), int(count)) for seq, count in state["groups"]]
+        transcript = Transcript.restored(state["path"], state["parents"], groups, messages)
+        created = None if state["created"] < 0 else records[state["created"]]
+        before = state["beforeLatest"]
+        return Snapshot(
+            executions_from_rows(records, rows),
+            transcript,
+            created,
+            int(state["forkSeq"]),
+            dict(state["steerSources"]),
+            None if before is None else (int(before[0]), messages[: int(before[1])]),
+        )
+    except (ValueError, KeyError, TypeError, IndexError, ValidationError):
+        return None  # orjson's and pydantic's decode errors are ValueErrors too

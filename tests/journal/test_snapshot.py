@@ -1,0 +1,199 @@
+"""A view's snapshot: a long log taken in without decoding it must be the same view."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import pytest
+
+from tether.errors import StoreUnavailable
+from tether.journal import Journal, LogView
+from tether.journal._snapshot import snapshot_due
+from tether.records import Signal, SteerReceived
+from tether.store import MemoryStore, SessionKey, Store
+from tether.testing import RecordingTools, copy_prefix
+
+from .harnesses import EchoHarness, LoopHarness, new_conversation, planning_model, user
+from .test_view import CompactingHarness
+
+
+@pytest.fixture(autouse=True)
+def short_logs_get_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshot from a few records on, so small logs exercise every path."""
+    monkeypatch.setattr("tether.journal._snapshot.MIN_RECORDS", 4)
+
+
+def _state(view: LogView) -> object:
+    """Everything a view derives from its records, in comparable form."""
+    executions = [
+        (
+            e.id,
+            e.start_index,
+            [r.seq for r in e.inputs],
+            [r.seq for r in e.effects],
+            None if e.end is None else e.end.seq,
+        )
+        for e in view.executions.by_id.values()
+    ]
+    by_submission = {k: [e.id for e in v] for k, v in view.executions.by_submission.items()}
+    latest = view.latest
+    return (
+        [r.hash for r in view.records],
+        executions,
+        by_submission,
+        view.messages(),
+        view.message_seqs(),
+        view.fork_seq,
+        view.steer_sources,
+        view.conversation,
+        None if latest is None else view.history_before(latest),
+    )
+
+
+async def _taken_in(store: Store, conversation_id: str, *, snapshot: bool) -> LogView:
+    view = LogView()
+    if not snapshot:
+        real = store.get_snapshot
+
+        async def none(conversation_id: str) -> None:
+            return None
+
+        store.get_snapshot = none  # type: ignore[method-assign]
+        try:
+            await view.refresh(store, conversation_id)
+        finally:
+            store.get_snapshot = real  # type: ignore[method-assign]
+        return view
+    await view.refresh(store, conversation_id)
+    return view
+
+
+async def _varied_log(store: Store) -> str:
+    """Executions with tools, a steer, a signal, a compaction; then a fork of it."""
+    cid = await new_conversation(store)
+    steers = [SteerReceived(body="also lookup", mode="steer", source_submission_id="sub-9")]
+
+    async def source(modes: tuple[str, ...]) -> Sequence[SteerReceived]:
+        delivered, steers[:] = list(steers), []
+        return delivered
+
+    live = await Journal.open(
+        store, cid, model=planning_model(), tools=RecordingTools(), steer_source=source
+    )
+    await live.exec(LoopHarness(), [user("hello")])
+    await live.exec(LoopHarness(), [user("lookup and charge")])
+    await live.exec(EchoHarness(), [Signal(type="ping", body="{}")])
+    await live.exec(CompactingHarness(), [user("and once more")])
+    await live.exec(EchoHarness(), [user("after the compaction")])
+    return cid
+
+
+async def test_a_view_from_a_snapshot_equals_one_taken_in_record_by_record(
+    store: Store,
+) -> None:
+    cid = await _varied_log(store)
+    snapshot = await store.get_snapshot(cid)
+    assert snapshot is not None and snapshot[0] > 4
+    restored = await _taken_in(store, cid, snapshot=True)
+    assert restored._snapshot_seq == snapshot[0]  # it did start from the snapshot
+    assert _state(restored) == _state(await _taken_in(store, cid, snapshot=False))
+
+
+async def test_a_fork_and_a_pending_execution_restore_too(store: Store) -> None:
+    cid = await _varied_log(store)
+    parent = await Journal.open(store, cid, model=planning_model(), tools=RecordingTools())
+    child = await parent.fork(await store.head(cid), SessionKey("agent", "inst", "what-if"))
+    forked = await Journal.open(store, child.id, model=planning_model())
+    await forked.exec(EchoHarness(), [user("in the fork")])
+    restored = await _taken_in(store, child.id, snapshot=True)
+    assert restored._snapshot_seq > 0 and restored.fork_seq > 0
+    assert _state(restored) == _state(await _taken_in(store, child.id, snapshot=False))
+
+    # The parent cut before its last end: a pending execution, snapshotted as it stands.
+    cut = MemoryStore()
+    await copy_prefix(store, cid, (await store.head(cid)) - 1, cut)
+    await (await _taken_in(cut, cid, snapshot=False)).save_snapshot(cut, cid)
+    pending = await _taken_in(cut, cid, snapshot=True)
+    assert pending._snapshot_seq > 0
+    assert pending.latest is not None and not pending.latest.completed
+    assert _state(pending) == _state(await _taken_in(cut, cid, snapshot=False))
+    resumed = await Journal.open(cut, cid, model=planning_model(), view=pending)
+    output = (await resumed.resume(EchoHarness())).output
+    finished = (await _taken_in(store, cid, snapshot=False)).latest
+    assert finished is not None and output == finished.output  # as the original run ended
+
+
+async def test_a_restored_view_goes_on_live(store: Store) -> None:
+    """Appends, transcription, compaction and the next snapshot all carry on from it."""
+    cid = await _varied_log(store)
+    restored = await _taken_in(store, cid, snapshot=True)
+    first = restored._snapshot_seq
+    live = await Journal.open(store, cid, model=planning_model(), view=restored)
+    await live.exec(CompactingHarness(), [user("compact again")])
+    await live.exec(EchoHarness(), [user("and go on")])
+    assert _state(restored) == _state(await _taken_in(store, cid, snapshot=False))
+    latest = await store.get_snapshot(cid)
+    assert latest is not None and latest[0] > first  # due again: saved at an end
+    assert _state(await _taken_in(store, cid, snapshot=True)) == _state(restored)
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda body: b"not json" + body,
+        lambda body: body.replace(b'"format":1', b'"format":99', 1),
+        lambda body: body[: len(body) // 2],
+        lambda body: body.replace(b'"groups":[[', b'"groups":[[1,', 1),
+        lambda body: body.split(b"\n")[0] + b"\n[]",
+    ],
+    ids=["garbage", "format", "truncated", "groups", "messages"],
+)
+async def test_a_snapshot_that_does_not_fit_is_ignored(
+    spoil: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    cid = await _varied_log(store)
+    seq, body = await store.get_snapshot(cid) or (0, b"")
+    store._logs[cid].snapshot = (seq, spoil(body))  # type: ignore[operator]
+    with caplog.at_level(logging.INFO, logger="tether.journal"):
+        view = await _taken_in(store, cid, snapshot=True)
+    assert view._snapshot_seq == 0 and "does not fit" in caplog.text
+    assert _state(view) == _state(await _taken_in(store, cid, snapshot=False))
+
+
+async def test_a_snapshot_of_another_log_is_ignored() -> None:
+    """Bound by the hash of its last record: a log that differs there is not its log."""
+    store = MemoryStore()
+    cid = await _varied_log(store)
+    seq, body = await store.get_snapshot(cid) or (0, b"")
+    other = MemoryStore()
+    other_cid = await _varied_log(other)  # the same shape, other ids and times
+    other._logs[other_cid].snapshot = (seq, body)
+    view = await _taken_in(other, other_cid, snapshot=True)
+    assert view._snapshot_seq == 0
+    assert _state(view) == _state(await _taken_in(other, other_cid, snapshot=False))
+
+
+async def test_a_snapshot_that_cannot_be_kept_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Unwritable(MemoryStore):
+        async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
+            raise StoreUnavailable("disk full")
+
+    store = Unwritable()
+    with caplog.at_level(logging.WARNING, logger="tether.journal"):
+        cid = await _varied_log(store)
+    assert "could not keep a snapshot" in caplog.text
+    assert await store.get_snapshot(cid) is None
+
+
+def test_snapshots_come_once_a_log_is_long_and_then_as_it_grows_by_a_quarter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("tether.journal._snapshot.MIN_RECORDS", 4096)
+    assert not snapshot_due(4095, 0)
+    assert snapshot_due(4096, 0)
+    assert not snapshot_due(5000, 4096) and snapshot_due(5120, 4096)
+    assert not snapshot_due(40_000, 33_000) and snapshot_due(40_000, 32_000)
