@@ -7,8 +7,8 @@ format, another log, anything malformed) takes the records in one by one as it w
 Taking a log in still reads every record (a view holds them all); what it skips is decoding
 them, the projection of executions and the transcription, which cost several times the read.
 
-The body is one line of JSON (the indexes), a newline, then the transcript's messages as a
-JSON array, which pydantic validates in one call.
+The body is one JSON object, the indexes and the transcript's messages, which pydantic
+decodes in one call.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import orjson
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 
 from tether.journal._executions import (
     ExecutionRow,
@@ -35,6 +35,21 @@ FORMAT: Final = 1
 MIN_RECORDS: Final = 4096
 """Shorter logs are not snapshotted: one is taken in from its records in under ~25 ms."""
 _MESSAGES: Final = TypeAdapter(list[Message])
+
+
+class _Body(BaseModel):
+    format: int
+    seq: int
+    hash: str
+    executions: list[ExecutionRow]
+    created: int
+    fork_seq: int
+    steer_sources: dict[str, str]
+    path: list[int]
+    parents: list[int | None]
+    groups: list[tuple[int, int]]
+    before_latest: tuple[int, int] | None
+    messages: list[Message]
 
 
 def snapshot_due(head: int, last: int) -> bool:
@@ -83,41 +98,35 @@ def encode_snapshot(
         "hash": records[-1].hash,
         "executions": execution_rows(executions),
         "created": -1 if created is None else created.seq - 1,
-        "forkSeq": fork_seq,
-        "steerSources": steer_sources,
+        "fork_seq": fork_seq,
+        "steer_sources": steer_sources,
         "path": path,
         "parents": parents,
         "groups": groups,
-        "beforeLatest": before,
+        "before_latest": before,
     }
-    return orjson.dumps(state) + b"\n" + _MESSAGES.dump_json(messages, by_alias=True)
+    # The messages are pydantic's to encode, the rest orjson's: one object either way.
+    encoded = _MESSAGES.dump_json(messages, by_alias=True, exclude_none=True)
+    return orjson.dumps(state)[:-1] + b',"messages":' + encoded + b"}"
 
 
 def decode_snapshot(records: list[Record], body: bytes) -> Snapshot | None:
     """The state a snapshot body describes for ``records`` (all of the log up to its seq), or
     ``None`` if it does not describe them."""
     try:
-        newline = body.index(b"\n")
-        state = orjson.loads(body[:newline])
-        if (
-            state["format"] != FORMAT
-            or state["seq"] != len(records)
-            or state["hash"] != records[-1].hash
-        ):
+        state = _Body.model_validate_json(body)
+        if state.format != FORMAT or state.seq != len(records) or state.hash != records[-1].hash:
             return None
-        messages = _MESSAGES.validate_json(body[newline + 1 :])
-        rows: list[ExecutionRow] = state["executions"]
-        groups = [(int(seq), int(count)) for seq, count in state["groups"]]
-        transcript = Transcript.restored(state["path"], state["parents"], groups, messages)
-        created = None if state["created"] < 0 else records[state["created"]]
-        before = state["beforeLatest"]
+        messages = state.messages
+        transcript = Transcript.restored(state.path, state.parents, state.groups, messages)
+        before = state.before_latest
         return Snapshot(
-            executions_from_rows(records, rows),
+            executions_from_rows(records, state.executions),
             transcript,
-            created,
-            int(state["forkSeq"]),
-            dict(state["steerSources"]),
-            None if before is None else (int(before[0]), messages[: int(before[1])]),
+            None if state.created < 0 else records[state.created],
+            state.fork_seq,
+            state.steer_sources,
+            None if before is None else (before[0], messages[: before[1]]),
         )
-    except (ValueError, KeyError, TypeError, IndexError, ValidationError):
-        return None  # orjson's and pydantic's decode errors are ValueErrors too
+    except (ValueError, IndexError):
+        return None  # pydantic's ValidationError is a ValueError
