@@ -94,6 +94,8 @@ class Results:
     """Tether's turns with its server default: every commit through the writer thread."""
     latency: dict[str, list[float]] = field(default_factory=dict)
     resume: dict[str, dict[int, tuple[float, int]]] = field(default_factory=dict)
+    resume_bytes: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Tether's resume logs: bytes on disk and bytes of the log's snapshot, by log length."""
     skipped: dict[str, str] = field(default_factory=dict)
     scripts: dict[str, str] = field(default_factory=dict)
     durability: dict[str, str] = field(default_factory=dict)
@@ -192,6 +194,7 @@ def _measure_resume(sizes: Sizes, tmp: Path, results: Results) -> None:
         ]
         ms = statistics.median(r["ms"] for r in runs)
         results.resume.setdefault(TETHER, {})[length] = (ms, built)
+        results.resume_bytes[length] = tether_side.log_bytes(where / "tether")
         if LANGGRAPH not in results.skipped:
             in_fresh_process("langgraph", "build", where / "langgraph", turns)
             runs = [
@@ -330,6 +333,14 @@ def _headline(results: Results) -> tuple[str, list[Goal]]:
             + ["", ""] * len(peers)
             + [f"payload 300 B; encoded body {payload / records:,.0f} B"]
         )
+    for length, (disk, snapshot) in results.resume_bytes.items():
+        count = results.resume[TETHER][length][1]
+        if snapshot:
+            rows.append(
+                [f"Tether bytes per record, a {count:,}-record log", _bytes(disk / count)]
+                + ["", ""] * len(peers)
+                + [f"of which its snapshot {_bytes(snapshot / count)} (one, of the transcript)"]
+            )
     for length, (_, count) in results.resume.get(TETHER, {}).items():
         counts = ", ".join(
             f"{p} {results.resume[p][length][1]:,} {'msgs' if p == LANGGRAPH else 'steps'}"
@@ -525,7 +536,9 @@ def run(quick: bool, out: Path, *, scripts: bool = True) -> Path:
         "- **DBOS**: one `@DBOS.workflow` per conversation, `@DBOS.step` model and tool "
         "calls (2T+1 steps), `start_workflow` + `get_result`, no queue.",
         "- **Cold resume** (a fresh process, imports done beforehand): Tether opens the store "
-        "and the journal and loads the log into the view the next turn starts from; LangGraph "
+        "and the journal and loads the log into the view the next turn starts from (past "
+        "4,096 records, from the snapshot the log's writer kept as it grew, plus every "
+        "record after it; all records are read either way); LangGraph "
         "connects and loads the thread's latest checkpoint (`get_state`; the checkpoint is "
         "written in one `update_state`, so its history of checkpoints is shorter than a real "
         "run's); DBOS is killed (`os._exit`) mid-workflow, then `DBOS.launch()` recovers the "

@@ -27,7 +27,7 @@ from tether.models import DeltaSink, ScriptedModel, Text, ToolUse
 from tether.records import UserMessage
 from tether.store import SessionKey, SqliteStore
 
-__all__ = ("DURABILITY", "build_log", "latency", "resume", "run_turns")
+__all__ = ("DURABILITY", "build_log", "latency", "log_bytes", "resume", "run_turns")
 
 DURABILITY = (
     "SqliteStore: WAL, synchronous=FULL (every acknowledged record fsynced), "
@@ -166,6 +166,15 @@ async def _build_log(directory: Path, records: int) -> int:
             turns = max(1, min(50, (records - head) // 5))
             await journal.exec(_Builder(turns), [UserMessage(body=TEXT)])
         return await store.head(conversation.id)
+
+
+def log_bytes(directory: Path) -> tuple[int, int]:
+    """A built log's bytes on disk, and those of its snapshot (0 if it has none)."""
+    db = directory / "tether.db"
+    conn = sqlite3.connect(db)
+    (snapshot,) = conn.execute("SELECT coalesce(sum(length(body)), 0) FROM snapshots").fetchone()
+    conn.close()
+    return sqlite_bytes(db), int(snapshot)
 
 
 def build_log(directory: Path, records: int) -> int:
