@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from tether.errors import StoreUnavailable
+from tether.errors import RecordDecodeError, StoreUnavailable
 from tether.journal import Journal, LogView
 from tether.journal._snapshot import snapshot_due
 from tether.records import Signal, SteerReceived
@@ -179,14 +179,36 @@ async def test_a_snapshot_that_cannot_be_kept_is_logged_not_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     class Unwritable(MemoryStore):
+        attempts = 0
+
         async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
+            self.attempts += 1
             raise StoreUnavailable("disk full")
 
     store = Unwritable()
     with caplog.at_level(logging.WARNING, logger="tether.journal"):
-        cid = await _varied_log(store)
+        cid = await _varied_log(store)  # every execution still succeeds
     assert "could not keep a snapshot" in caplog.text
     assert await store.get_snapshot(cid) is None
+    view = await _taken_in(store, cid, snapshot=False)
+    attempts = store.attempts
+    for _ in range(2):  # once, then not again until the log grows
+        await view.save_snapshot(store, cid)
+    assert store.attempts == attempts + 1
+
+
+async def test_a_log_that_cannot_be_transcribed_still_ends_its_execution(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*parts: object) -> bytes:
+        raise RecordDecodeError("a malformed record")
+
+    monkeypatch.setattr("tether.journal._view.encode_snapshot", broken)
+    store = MemoryStore()
+    with caplog.at_level(logging.WARNING, logger="tether.journal"):
+        cid = await _varied_log(store)
+    assert "could not keep a snapshot" in caplog.text
+    assert (await _taken_in(store, cid, snapshot=False)).latest.completed  # type: ignore[union-attr]
 
 
 def test_snapshots_come_once_a_log_is_long_and_then_as_it_grows_by_a_quarter(

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tether._gc import collector_paused
-from tether.errors import TetherError
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript, transcript
 from tether.journal._snapshot import decode_snapshot, encode_snapshot, snapshot_due
@@ -129,27 +128,25 @@ class LogView:
 
     async def save_snapshot(self, store: LogStore, conversation_id: str) -> None:
         """Keep a snapshot of this view in the store if the log grew enough since the last
-        (see :func:`~tether.journal._snapshot.snapshot_due`). A cache: failing to write one
-        is logged, never raised."""
+        (see :func:`~tether.journal._snapshot.snapshot_due`). A cache: failing to make or
+        keep one is logged, never raised, and not retried before the log grows again."""
         head = self.head
         if not snapshot_due(head, self._snapshot_seq):
             return
-        transcript = self._transcribed_up()
-        body = encode_snapshot(
-            self.records,
-            self.executions,
-            transcript,
-            self._created,
-            self.fork_seq,
-            self.steer_sources,
-            self._before_latest,
-        )
-        try:
-            await store.put_snapshot(conversation_id, seq=head, body=body)
-        except TetherError:
-            logger.warning("could not keep a snapshot of %s", conversation_id, exc_info=True)
-            return
         self._snapshot_seq = head
+        try:
+            body = encode_snapshot(
+                self.records,
+                self.executions,
+                self._transcribed_up(),
+                self._created,
+                self.fork_seq,
+                self.steer_sources,
+                self._before_latest,
+            )
+            await store.put_snapshot(conversation_id, seq=head, body=body)
+        except Exception:  # whatever it is, the run it follows has succeeded
+            logger.warning("could not keep a snapshot of %s", conversation_id, exc_info=True)
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""
