@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
+from pydantic import JsonValue
 
 from tether.errors import RecordDecodeError, StoreUnavailable
-from tether.journal import Journal, LogView
+from tether.journal import Journal, LogView, Turn
 from tether.journal._snapshot import snapshot_due
+from tether.messages import Message, ModelRequest
 from tether.records import Signal, SteerReceived
 from tether.store import MemoryStore, SessionKey, Store
 from tether.testing import RecordingTools, copy_prefix
@@ -138,28 +140,35 @@ async def test_a_restored_view_goes_on_live(store: Store) -> None:
     assert _state(await _taken_in(store, cid, snapshot=True)) == _state(restored)
 
 
+def _messages_cut(body: bytes) -> int:
+    return body.rindex(b"\n")
+
+
 @pytest.mark.parametrize(
-    "spoil",
+    ("spoil", "adopted"),
     [
-        lambda body: b"not json" + body,
-        lambda body: body.replace(b'"format":1', b'"format":99', 1),
-        lambda body: body[: len(body) // 2],
-        lambda body: body.replace(b'"groups":[[', b'"groups":[[1,', 1),
-        lambda body: body[: body.index(b',"messages":')] + b',"messages":[]}',
+        (lambda body: body[: len(body) // 2], False),
+        (lambda body: body.replace(b'"format":1', b'"format":99', 1), False),
+        (lambda body: body.replace(b'"groups":[[', b'"groups":[[1,', 1), False),
+        (lambda body: body + b"}", False),
+        # The indexes fit, the messages do not: found out when the transcript is restored.
+        (lambda body: b"not json" + body, True),
+        (lambda body: b"[]" + body[_messages_cut(body) :], True),
     ],
-    ids=["garbage", "format", "truncated", "groups", "messages"],
+    ids=["truncated", "format", "groups", "state", "messages", "no-messages"],
 )
 async def test_a_snapshot_that_does_not_fit_is_ignored(
-    spoil: object, caplog: pytest.LogCaptureFixture
+    spoil: Callable[[bytes], bytes], adopted: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = MemoryStore()
     cid = await _varied_log(store)
     seq, body = await store.get_snapshot(cid) or (0, b"")
-    store._logs[cid].snapshot = (seq, spoil(body))  # type: ignore[operator]
+    store._logs[cid].snapshot = (seq, spoil(body))
     with caplog.at_level(logging.INFO, logger="tether.journal"):
         view = await _taken_in(store, cid, snapshot=True)
-    assert view._snapshot_seq == 0 and "does not fit" in caplog.text
-    assert _state(view) == _state(await _taken_in(store, cid, snapshot=False))
+        expected = await _taken_in(store, cid, snapshot=False)
+        assert _state(view) == _state(expected)
+    assert (view._snapshot_seq == seq) is adopted and "does not fit" in caplog.text
 
 
 async def test_a_snapshot_of_another_log_is_ignored() -> None:
@@ -219,3 +228,34 @@ def test_snapshots_come_once_a_log_is_long_and_then_as_it_grows_by_a_quarter(
     assert snapshot_due(4096, 0)
     assert not snapshot_due(5000, 4096) and snapshot_due(5120, 4096)
     assert not snapshot_due(40_000, 33_000) and snapshot_due(40_000, 32_000)
+
+
+class _EchoRecorder(EchoHarness):
+    """Echo, keeping each turn's history and answer."""
+
+    def __init__(self) -> None:
+        self.histories: list[list[Message]] = []
+        self.answers: list[Message] = []
+
+    async def run(self, turn: Turn) -> JsonValue:
+        history = list(turn.history)
+        request = ModelRequest(model="test", messages=(*history, *turn.inputs))
+        answer = (await turn.model(request)).message
+        self.histories.append(history)
+        self.answers.append(answer)
+        return answer.text
+
+
+async def test_a_replay_from_a_snapshot_leaves_its_transcript_undecoded(store: Store) -> None:
+    """A replay transcribes the records it serves, so the history it hands a turn holds the
+    very completions it served before (what lets the input hash resume on identity)."""
+    cid = await new_conversation(store)
+    live = await Journal.open(store, cid, model=planning_model())
+    for n in range(4):
+        await live.exec(EchoHarness(), [user(f"question {n}")])
+    replaying = await Journal.open(store, cid, fence=0)
+    recorder = _EchoRecorder()
+    assert len(await replaying.replay(recorder)) == 4
+    assert replaying.view._snapshot_seq > 0 and replaying.view._unrestored is not None
+    for earlier, history in zip(recorder.answers, recorder.histories[1:], strict=False):
+        assert any(message is earlier for message in history)

@@ -138,12 +138,6 @@ class Transcript:
         restored._messages = messages
         return restored
 
-    def share_messages(self, records: Sequence[Record]) -> None:
-        """Let each record on the path (``records[seq - 1]``) keep its messages, as
-        transcribing it would have."""
-        for seq, messages in self._by_seq.items():
-            records[seq - 1]._messages = tuple(messages)
-
 
 class PrefixTranscripts:
     """The transcripts of ever longer prefixes of one log, for a pass that walks it in order

@@ -7,8 +7,9 @@ format, another log, anything malformed) takes the records in one by one as it w
 Taking a log in still reads every record (a view holds them all); what it skips is decoding
 them, the projection of executions and the transcription, which cost several times the read.
 
-The body is one JSON object, the indexes and the transcript's messages, which pydantic
-decodes in one call.
+The body is the transcript's messages as a JSON array, a newline, then the indexes as one
+line of JSON. The indexes are decoded at once; the messages (most of the bytes) only when the
+transcript is first asked for, which a replay, say, never does.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ from tether.journal._history import Transcript
 from tether.messages import Message
 from tether.records import Record
 
-__all__ = ("MIN_RECORDS", "Snapshot", "decode_snapshot", "encode_snapshot", "snapshot_due")
+__all__ = (
+    "MIN_RECORDS",
+    "Snapshot",
+    "SnapshotTranscript",
+    "decode_snapshot",
+    "encode_snapshot",
+    "snapshot_due",
+)
 
 FORMAT: Final = 1
 MIN_RECORDS: Final = 4096
@@ -37,7 +45,7 @@ MIN_RECORDS: Final = 4096
 _MESSAGES: Final = TypeAdapter(list[Message])
 
 
-class _Body(BaseModel):
+class _State(BaseModel):
     format: int
     seq: int
     hash: str
@@ -49,7 +57,6 @@ class _Body(BaseModel):
     parents: list[int | None]
     groups: list[tuple[int, int]]
     before_latest: tuple[int, int] | None
-    messages: list[Message]
 
 
 def snapshot_due(head: int, last: int) -> bool:
@@ -61,15 +68,35 @@ def snapshot_due(head: int, last: int) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotTranscript:
+    """The transcript part of a snapshot, decoded on demand."""
+
+    path: list[int]
+    parents: list[int | None]
+    groups: list[tuple[int, int]]
+    before_latest: tuple[int, int] | None
+    messages: bytes
+
+    def restore(self) -> tuple[Transcript, tuple[int, list[Message]] | None]:
+        """The transcript, and the one before the latest execution's start if kept;
+        ``ValueError`` if the parts disagree."""
+        messages = _MESSAGES.validate_json(self.messages)
+        transcript = Transcript.restored(self.path, self.parents, self.groups, messages)
+        before = self.before_latest
+        if before is None:
+            return transcript, None
+        return transcript, (before[0], messages[: before[1]])
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """A view's state at ``len(records)``, decoded from a snapshot body."""
 
     executions: Executions
-    transcript: Transcript
+    transcript: SnapshotTranscript
     created: Record | None
     fork_seq: int
     steer_sources: dict[str, str]
-    before_latest: tuple[int, list[Message]] | None
 
 
 def encode_snapshot(
@@ -105,28 +132,26 @@ def encode_snapshot(
         "groups": groups,
         "before_latest": before,
     }
-    # The messages are pydantic's to encode, the rest orjson's: one object either way.
     encoded = _MESSAGES.dump_json(messages, by_alias=True, exclude_none=True)
-    return orjson.dumps(state)[:-1] + b',"messages":' + encoded + b"}"
+    return encoded + b"\n" + orjson.dumps(state)
 
 
 def decode_snapshot(records: list[Record], body: bytes) -> Snapshot | None:
     """The state a snapshot body describes for ``records`` (all of the log up to its seq), or
-    ``None`` if it does not describe them."""
+    ``None`` if it does not describe them (its messages are checked when restored)."""
     try:
-        state = _Body.model_validate_json(body)
+        cut = body.rindex(b"\n")
+        state = _State.model_validate_json(body[cut + 1 :])
         if state.format != FORMAT or state.seq != len(records) or state.hash != records[-1].hash:
             return None
-        messages = state.messages
-        transcript = Transcript.restored(state.path, state.parents, state.groups, messages)
-        before = state.before_latest
         return Snapshot(
             executions_from_rows(records, state.executions),
-            transcript,
+            SnapshotTranscript(
+                state.path, state.parents, state.groups, state.before_latest, body[:cut]
+            ),
             None if state.created < 0 else records[state.created],
             state.fork_seq,
             state.steer_sources,
-            None if before is None else (before[0], messages[: before[1]]),
         )
     except (ValueError, IndexError):
         return None  # pydantic's ValidationError is a ValueError

@@ -14,7 +14,12 @@ from datetime import datetime
 from tether._gc import collector_paused
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript, transcript
-from tether.journal._snapshot import decode_snapshot, encode_snapshot, snapshot_due
+from tether.journal._snapshot import (
+    SnapshotTranscript,
+    decode_snapshot,
+    encode_snapshot,
+    snapshot_due,
+)
 from tether.messages import Message
 from tether.records import ConversationCreated, ExecutionStarted, Record, SteerReceived
 from tether.store import Conversation, LogStore, SessionKey
@@ -45,6 +50,8 @@ class LogView:
         """The transcript just before the latest execution started, and that start's index:
         what resuming it needs, without transcribing the log a second time."""
         self._snapshot_seq = 0  # the seq of the last snapshot this view took in or saved
+        self._unrestored: SnapshotTranscript | None = None
+        """The transcript of the snapshot taken in, until it is first asked for."""
         self._lock = asyncio.Lock()
 
     @property
@@ -115,15 +122,13 @@ class LogView:
                 for record in records:
                     self.add(record)
                 return
-            state.transcript.share_messages(records)
         self.records = records
         self.executions = state.executions
-        self._transcript = state.transcript
+        self._unrestored = state.transcript
         self._transcribed = seq
         self._created = state.created
         self.fork_seq = state.fork_seq
         self.steer_sources = state.steer_sources
-        self._before_latest = state.before_latest
         self._snapshot_seq = seq
 
     async def save_snapshot(self, store: LogStore, conversation_id: str) -> None:
@@ -156,7 +161,21 @@ class LogView:
         """The seq of the record behind each message of :meth:`messages`."""
         return self._transcribed_up().message_seqs()
 
+    def _restore_transcript(self, unrestored: SnapshotTranscript) -> None:
+        self._unrestored = None
+        with collector_paused(self._transcribed):
+            try:
+                self._transcript, self._before_latest = unrestored.restore()
+                return
+            except ValueError:
+                logger.info("a snapshot's transcript does not fit its log: transcribing it")
+            self._transcript = Transcript()
+            for record in self.records[: self._transcribed]:
+                self._transcript.add(record)
+
     def _transcribed_up(self) -> Transcript:
+        if self._unrestored is not None:
+            self._restore_transcript(self._unrestored)
         new = range(self._transcribed, len(self.records))
         # Only the latest start is kept: copying the transcript at every start would make
         # transcribing a long log quadratic.
