@@ -73,6 +73,10 @@ class SqliteWriter:
         self._on_commit = on_commit
         self._inline = inline
         self._busy_timeout_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        if inline:
+            # An inline commit must never wait on the loop: the connection does not wait
+            # unless the writer thread, which may, asks it to (see ``_begin``).
+            conn.execute("PRAGMA busy_timeout=0")
         self._appender = Appender()
         self._queue: queue.SimpleQueue[_Pending[Any] | None] = queue.SimpleQueue()
         self._connection_lock = threading.Lock()  # held for a whole transaction
@@ -121,15 +125,23 @@ class SqliteWriter:
         return True
 
     def _begin_without_waiting(self) -> bool:
-        conn = self._conn
-        conn.execute("PRAGMA busy_timeout=0")
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("BEGIN IMMEDIATE")  # the connection does not wait (inline)
             return True
         except sqlite3.Error:  # busy (or worse): the writer thread will wait, or report it
             return False
+
+    def _begin(self) -> None:
+        """Begin on the writer thread, waiting up to the busy timeout for another process."""
+        conn = self._conn
+        if not self._inline:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
         finally:
-            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            conn.execute("PRAGMA busy_timeout=0")
 
     async def close(self) -> None:
         if self._closed:
@@ -179,7 +191,7 @@ class SqliteWriter:
         conn = self._conn
         try:
             if not begun:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin()
             start = 0
             while start < len(batch):
                 end = start
