@@ -106,6 +106,9 @@ async def test_a_fork_and_a_pending_execution_restore_too(store: Store) -> None:
     cid = await _varied_log(store)
     parent = await Journal.open(store, cid, model=planning_model(), tools=RecordingTools())
     child = await parent.fork(await store.head(cid), SessionKey("agent", "inst", "what-if"))
+    inherited = await _taken_in(store, child.id, snapshot=True)  # the parent's snapshot
+    assert inherited._snapshot_seq > 0 and inherited.fork_seq == inherited.head
+    assert _state(inherited) == _state(await _taken_in(store, child.id, snapshot=False))
     forked = await Journal.open(store, child.id, model=planning_model())
     await forked.exec(EchoHarness(), [user("in the fork")])
     restored = await _taken_in(store, child.id, snapshot=True)

@@ -246,6 +246,9 @@ class MemoryStore:
             new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
         )
         self._create_log(conversation, parent.rows[:at_seq])
+        if parent.snapshot is not None and parent.snapshot[0] <= at_seq:
+            # A snapshot of the shared records describes the child's first records as well.
+            self._logs[new_conversation_id].snapshot = parent.snapshot
         return conversation
 
     async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:

@@ -201,15 +201,17 @@ class LogStore(Protocol):
         created_at: datetime,
     ) -> Conversation:
         """A new conversation for ``key`` whose records 1..``at_seq`` are the parent's, verbatim,
-        followed by its ``conversation_created`` record."""
+        followed by its ``conversation_created`` record (and the parent's snapshot, if it
+        covers no more than those records)."""
         ...
 
     async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
         """Keep ``body``, a reader's snapshot of records 1..``seq``, in place of the one kept
         (if any) when ``seq`` is beyond its seq; otherwise keep the one kept. One per
-        conversation, never copied by ``fork``. The store does not read it: a snapshot is a
-        cache derived from the log, which stays the only truth. ``ConversationNotFound``
-        for an unknown conversation."""
+        conversation; ``fork`` gives the child the parent's if it covers only records they
+        share (``seq <= at_seq``). The store does not read it: a snapshot is a cache derived
+        from the log, which stays the only truth. ``ConversationNotFound`` for an unknown
+        conversation."""
         ...
 
     async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:

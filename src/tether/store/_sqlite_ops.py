@@ -223,6 +223,12 @@ def fork(
         new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
     )
     _create_conversation(conn, conversation, touched, prefix)
+    # A snapshot of the shared records describes the child's first records as well.
+    conn.execute(
+        f"INSERT INTO snapshots (conversation, seq, body) SELECT {_NUMBER}, seq, body "
+        f"FROM snapshots WHERE conversation = {_NUMBER} AND seq <= ?",
+        (new_conversation_id, conversation_id, at_seq),
+    )
     return conversation
 
 

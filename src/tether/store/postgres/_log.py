@@ -400,4 +400,10 @@ async def fork(
     )
     if not await _create_conversation(conn, conversation, channels, prefix):
         raise SessionExists(str(key))
+    # A snapshot of the shared records describes the child's first records as well.
+    await conn.execute(
+        "INSERT INTO snapshots (conversation_id, seq, body) SELECT %s, seq, body "
+        "FROM snapshots WHERE conversation_id = %s AND seq <= %s",
+        (new_conversation_id, conversation_id, at_seq),
+    )
     return conversation

@@ -315,14 +315,29 @@ class SnapshotCases(BaseConformance):
         parent, other = await fx.conversation(), await fx.conversation("other")
         await fx.fill(parent, 3)
         await store.put_snapshot(parent, seq=3, body=b"parent")
-        child = await store.fork(
-            parent, at_seq=3, key=fx.key("forked"), new_conversation_id="conv-child", created_at=T0
-        )
-        assert await store.get_snapshot(child.id) is None
         assert await store.get_snapshot(other) is None
         assert await store.get_snapshot("conv-absent") is None
         with pytest.raises(ConversationNotFound):
             await store.put_snapshot("conv-absent", seq=1, body=b"x")
+
+    @case
+    async def test_a_fork_keeps_a_snapshot_of_the_records_it_shares(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        parent = await fx.conversation()
+        await fx.fill(parent, 4)
+        await store.put_snapshot(parent, seq=3, body=b"first three")
+        sharing = await store.fork(
+            parent, at_seq=3, key=fx.key("at-3"), new_conversation_id="conv-at-3", created_at=T0
+        )
+        shorter = await store.fork(
+            parent, at_seq=2, key=fx.key("at-2"), new_conversation_id="conv-at-2", created_at=T0
+        )
+        assert await store.get_snapshot(sharing.id) == (3, b"first three")
+        assert await store.get_snapshot(shorter.id) is None  # it covers a record not shared
+        await fx.fill(sharing.id, 3)
+        await store.put_snapshot(sharing.id, seq=7, body=b"the child's own")
+        assert await store.get_snapshot(parent) == (3, b"first three")
 
 
 class AttachmentCases(BaseConformance):
