@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 from pydantic import JsonValue
@@ -13,7 +19,7 @@ from tether.journal import Journal, LogView, Turn
 from tether.journal._snapshot import snapshot_due
 from tether.messages import Message, ModelRequest
 from tether.records import Signal, SteerReceived
-from tether.store import MemoryStore, SessionKey, Store
+from tether.store import MemoryStore, SessionKey, SqliteStore, Store
 from tether.testing import RecordingTools, copy_prefix
 
 from .harnesses import EchoHarness, LoopHarness, new_conversation, planning_model, user
@@ -262,3 +268,44 @@ async def test_a_replay_from_a_snapshot_leaves_its_transcript_undecoded(store: S
     assert replaying.view._snapshot_seq > 0 and replaying.view._unrestored is not None
     for earlier, history in zip(recorder.answers, recorder.histories[1:], strict=False):
         assert any(message is earlier for message in history)
+
+
+def test_sigkill_while_snapshots_are_kept_leaves_a_log_a_cold_reader_restores(
+    tmp_path: Path,
+) -> None:
+    """A process ending executions and keeping a snapshot after each is killed at random
+    moments, three times over. Whatever the kill left (a snapshot behind the log, one just
+    written, one cut off mid-write), a cold reader's view equals the one taken in record by
+    record, and the next process goes on from it."""
+    worker = Path(__file__).with_name("snapshot_worker.py")
+
+    async def setup() -> str:
+        async with await SqliteStore.open(tmp_path) as store:
+            return await new_conversation(store)
+
+    cid = asyncio.run(setup())
+    rng = random.Random(11)
+    acknowledged = 1
+    for _ in range(3):
+        process = subprocess.Popen(
+            [sys.executable, str(worker), str(tmp_path), cid], stdout=subprocess.PIPE, text=True
+        )
+        assert process.stdout is not None
+        for _ in range(rng.randint(10, 60)):  # acknowledged executions before the kill
+            line = process.stdout.readline()
+            assert line, "the worker stopped"
+            acknowledged = int(line)
+        process.send_signal(signal.SIGKILL)
+        rest, _ = process.communicate(timeout=30)
+        acknowledged = max([acknowledged, *(int(head) for head in rest.split())])
+
+        async def check(acknowledged: int) -> None:
+            async with await SqliteStore.open(tmp_path) as store:
+                assert await store.verify(cid) == await store.head(cid) >= acknowledged
+                snapshot = await store.get_snapshot(cid)
+                assert snapshot is not None and snapshot[0] <= await store.head(cid)
+                restored = await _taken_in(store, cid, snapshot=True)
+                assert restored._snapshot_seq == snapshot[0]
+                assert _state(restored) == _state(await _taken_in(store, cid, snapshot=False))
+
+        asyncio.run(check(acknowledged))
