@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import signal
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +20,7 @@ from tether.records import Signal, SteerReceived
 from tether.store import MemoryStore, SessionKey, SqliteStore, Store
 from tether.testing import RecordingTools, copy_prefix
 
+from ..kill import kill_after
 from .harnesses import EchoHarness, LoopHarness, new_conversation, planning_model, user
 from .test_view import CompactingHarness
 
@@ -287,17 +286,8 @@ def test_sigkill_while_snapshots_are_kept_leaves_a_log_a_cold_reader_restores(
     rng = random.Random(11)
     acknowledged = 1
     for _ in range(3):
-        process = subprocess.Popen(
-            [sys.executable, str(worker), str(tmp_path), cid], stdout=subprocess.PIPE, text=True
-        )
-        assert process.stdout is not None
-        for _ in range(rng.randint(10, 60)):  # acknowledged executions before the kill
-            line = process.stdout.readline()
-            assert line, "the worker stopped"
-            acknowledged = int(line)
-        process.send_signal(signal.SIGKILL)
-        rest, _ = process.communicate(timeout=30)
-        acknowledged = max([acknowledged, *(int(head) for head in rest.split())])
+        command = [sys.executable, str(worker), str(tmp_path), cid]
+        acknowledged = max(acknowledged, kill_after(command, rng.randint(10, 60)))
 
         async def check(acknowledged: int) -> None:
             async with await SqliteStore.open(tmp_path) as store:

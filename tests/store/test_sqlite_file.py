@@ -3,7 +3,6 @@
 import asyncio
 import contextlib
 import random
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -29,6 +28,8 @@ from tether.store._sqlite_schema import (
     kind_code,
     kind_name,
 )
+
+from ..kill import kill_after
 
 KEY = SessionKey("support", "acme")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -234,19 +235,8 @@ def test_sigkill_mid_append_loses_nothing_acknowledged(tmp_path: Path, commits: 
     rng = random.Random(7)
     acknowledged = 1
     for _ in range(3):
-        process = subprocess.Popen(
-            [sys.executable, str(worker), str(tmp_path), cid, commits],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert process.stdout is not None
-        for _ in range(rng.randint(20, 200)):  # acknowledged appends before the kill
-            line = process.stdout.readline()
-            assert line, "the worker stopped appending"
-            acknowledged = int(line)
-        process.send_signal(signal.SIGKILL)
-        rest, _ = process.communicate(timeout=30)
-        acknowledged = max([acknowledged, *(int(seq) for seq in rest.split())])
+        command = [sys.executable, str(worker), str(tmp_path), cid, commits]
+        acknowledged = max(acknowledged, kill_after(command, rng.randint(20, 200)))
 
         async def check() -> int:
             async with await SqliteStore.open(tmp_path) as store:
