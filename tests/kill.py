@@ -1,9 +1,11 @@
 """Kill a writing process at a random moment, knowing what it had acknowledged."""
 
+import random
 import signal
 import subprocess
+from collections.abc import Iterator
 
-__all__ = ("kill_after",)
+__all__ = ("kill_after", "killed_repeatedly")
 
 
 def kill_after(command: list[str], acknowledgements: int) -> int:
@@ -20,3 +22,16 @@ def kill_after(command: list[str], acknowledgements: int) -> int:
     process.send_signal(signal.SIGKILL)
     rest, _ = process.communicate(timeout=30)
     return max(printed + [int(value) for value in rest.split()])
+
+
+def killed_repeatedly(
+    command: list[str], *, seed: int, acknowledgements: tuple[int, int], rounds: int = 3
+) -> Iterator[int]:
+    """Run and kill ``command`` ``rounds`` times, each after a random number (within
+    ``acknowledgements``) of acknowledged writes; after each kill, yield the highest write
+    acknowledged so far, for the test to check the store against before the next round."""
+    rng = random.Random(seed)
+    acknowledged = 0
+    for _ in range(rounds):
+        acknowledged = max(acknowledged, kill_after(command, rng.randint(*acknowledgements)))
+        yield acknowledged

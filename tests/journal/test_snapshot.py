@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from tether.records import Signal, SteerReceived
 from tether.store import MemoryStore, SessionKey, SqliteStore, Store
 from tether.testing import RecordingTools, copy_prefix
 
-from ..kill import kill_after
+from ..kill import killed_repeatedly
 from .harnesses import EchoHarness, LoopHarness, new_conversation, planning_model, user
 from .test_view import CompactingHarness
 
@@ -283,11 +282,8 @@ def test_sigkill_while_snapshots_are_kept_leaves_a_log_a_cold_reader_restores(
             return await new_conversation(store)
 
     cid = asyncio.run(setup())
-    rng = random.Random(11)
-    acknowledged = 1
-    for _ in range(3):
-        command = [sys.executable, str(worker), str(tmp_path), cid]
-        acknowledged = max(acknowledged, kill_after(command, rng.randint(10, 60)))
+    command = [sys.executable, str(worker), str(tmp_path), cid]
+    for acknowledged in killed_repeatedly(command, seed=11, acknowledgements=(10, 60)):
 
         async def check(acknowledged: int) -> None:
             async with await SqliteStore.open(tmp_path) as store:

@@ -2,7 +2,6 @@
 
 import asyncio
 import contextlib
-import random
 import sqlite3
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from tether.store._sqlite_schema import (
     kind_name,
 )
 
-from ..kill import kill_after
+from ..kill import killed_repeatedly
 
 KEY = SessionKey("support", "acme")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -232,11 +231,8 @@ def test_sigkill_mid_append_loses_nothing_acknowledged(tmp_path: Path, commits: 
             return await _conversation(store)
 
     cid = asyncio.run(setup())
-    rng = random.Random(7)
-    acknowledged = 1
-    for _ in range(3):
-        command = [sys.executable, str(worker), str(tmp_path), cid, commits]
-        acknowledged = max(acknowledged, kill_after(command, rng.randint(20, 200)))
+    command = [sys.executable, str(worker), str(tmp_path), cid, commits]
+    for acknowledged in killed_repeatedly(command, seed=7, acknowledgements=(20, 200)):
 
         async def check() -> int:
             async with await SqliteStore.open(tmp_path) as store:
