@@ -523,9 +523,11 @@ def run(quick: bool, out: Path, *, scripts: bool = True) -> Path:
         "",
         "How each system is driven:",
         "",
-        "- **Tether**: the built-in `tether.agent.Agent` harness in a `Journal` (one execution "
-        "per conversation; 4 records and 2 commits a turn: the model call's records ride with "
-        "the tool's intent, which is durable before the tool runs, then the tool's outcome), "
+        "- **Tether**: the built-in `tether.agent.Agent` harness in a `Journal` opened with "
+        "`Journal.open_session` on a new session key (one commit creates the conversation; "
+        "one execution per conversation; 4 records and 2 commits a turn: the model call's "
+        "records ride with the tool's intent, which is durable before the tool runs, then the "
+        "tool's outcome), "
         "a fake `Model` + a `@tool`, on a store opened with `inline_commits=True` (a commit "
         "runs on the agent's thread, as LangGraph's and DBOS's do; the rows marked *writer "
         "thread* are the server default). Admission → settled goes through the server path: "

@@ -67,11 +67,8 @@ def _model(turns: int) -> FakeModel:
 
 
 async def _conversation(store: SqliteStore, name: str, turns: int) -> None:
-    conversation, _ = await store.ensure_conversation(
-        SessionKey("bench", name), conversation_id=name, created_at=NOW
-    )
-    journal = await Journal.open(
-        store, conversation.id, model=_model(turns), tools=Toolbox([lookup])
+    journal = await Journal.open_session(
+        store, SessionKey("bench", name), model=_model(turns), tools=Toolbox([lookup])
     )
     agent = Agent(model="bench", tools=[lookup], max_rounds=turns + 2)
     result = await journal.exec(agent, [UserMessage(body=TEXT)])

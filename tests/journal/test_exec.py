@@ -1,6 +1,7 @@
 """Exec: the journal shape, the CAS-guarded start, streaming, observers and sealing."""
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from pydantic import JsonValue
@@ -10,7 +11,7 @@ from tether.journal import Journal, ToolScope, Turn
 from tether.messages import ModelRequest, ToolCall, ToolResult
 from tether.models import StreamDelta
 from tether.records import AssistantTextDelta, ExecutionStarted, Record
-from tether.store import Store
+from tether.store import SessionKey, SqliteStore, Store
 from tether.testing import CountingModel, RecordingTools, ScriptedModel
 
 from .harnesses import EchoHarness, LoopHarness, journal, new_conversation, planning_model, user
@@ -60,6 +61,31 @@ async def test_a_superseded_writer_never_runs_its_harness(store: Store) -> None:
     with pytest.raises(Fenced):
         await stale.exec(EchoHarness(), [user("hi")])
     assert model.invocations == 0 and await store.head(cid) == 1
+
+
+async def test_open_session_creates_the_conversation_and_a_later_opener_supersedes_it(
+    store: Store,
+) -> None:
+    key = SessionKey("support", "acme", "ticket-42")
+    first = await Journal.open_session(store, key, conversation_id="c-42", model=CountingModel())
+    assert first.conversation.id == "c-42" and first.head == 1
+    assert (await store.find_conversation(key)).id == "c-42"
+    await first.exec(EchoHarness(), [user("one")])
+    second = await Journal.open_session(store, key, conversation_id="ignored")
+    assert second.conversation.id == "c-42" and second.head == await store.head("c-42")
+    head = second.head
+    with pytest.raises(Fenced):  # the creator held fence 0; the second opener minted 1
+        await first.exec(EchoHarness(), [user("two")])
+    assert await store.head("c-42") == head
+
+
+async def test_open_session_of_a_new_session_costs_one_commit(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path) as store:
+        before = store.commits
+        journal = await Journal.open_session(store, SessionKey("a", "b"), model=CountingModel())
+        assert store.commits == before + 1
+        assert (await journal.exec(EchoHarness(), [user("hi")])).output == "resp#1"
+        assert await store.verify(journal.conversation.id) == 6
 
 
 async def test_start_and_inputs_are_durable_before_the_harness_runs(store: Store) -> None:

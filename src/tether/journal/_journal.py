@@ -185,6 +185,57 @@ class Journal:
             await journal.refresh()
         return journal
 
+    @classmethod
+    async def open_session(
+        cls,
+        store: LogStore,
+        key: SessionKey,
+        *,
+        conversation_id: str | None = None,
+        model: Model | None = None,
+        tools: ToolExecutor | None = None,
+        observer: JournalObserver | None = None,
+        steer_source: SteerSource | None = None,
+        wrappers: EffectWrappers | None = None,
+    ) -> Journal:
+        """Open the journal of a session's conversation, creating the conversation (with
+        ``conversation_id``, else a new id) if the session has none.
+
+        The writer that creates a conversation holds its first fence, 0, without minting one:
+        no writer can precede the creation, and any later opener mints 1 and supersedes it.
+        So a new session costs one commit. An existing one is opened as :meth:`open` does.
+
+        Example::
+
+            key = SessionKey("support", "acme", "ticket-42")
+            journal = await Journal.open_session(store, key, model=model, tools=tools)
+            result = await journal.exec(harness, [UserMessage(body="hi")])
+        """
+        conversation, created = await store.ensure_conversation(
+            key, conversation_id=conversation_id or new_ulid(), created_at=datetime.now(UTC)
+        )
+        if not created:
+            return await cls.open(
+                store,
+                conversation.id,
+                model=model,
+                tools=tools,
+                observer=observer,
+                steer_source=steer_source,
+                wrappers=wrappers,
+            )
+        return cls(
+            store,
+            conversation,
+            fence=0,
+            head=1,  # a new conversation holds only its conversation_created record
+            model=model,
+            tools=tools,
+            observer=observer,
+            steer_source=steer_source,
+            wrappers=wrappers,
+        )
+
     @property
     def head(self) -> int:
         return self.log.head
