@@ -195,6 +195,9 @@ class Agent:
 
 async def _all(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
     """Run a tool batch in parallel; the first failure (a park, say) is what surfaces."""
+    calls = list(calls)
+    if len(calls) == 1:  # the usual batch: no task, and no loop iterations to hand it over
+        return [await calls[0]]
     try:
         async with asyncio.TaskGroup() as group:
             running = [group.create_task(call) for call in calls]
