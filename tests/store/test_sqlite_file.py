@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import gc
 import sqlite3
 import subprocess
 import sys
@@ -181,6 +182,49 @@ async def test_inline_commits_run_on_the_callers_thread_when_the_writer_is_idle(
         await store.append(cid, [_draft()], expected_seq=1, fence=0)
         assert committed_on == [threading.current_thread().name]
         assert await store.head(cid) == 2
+
+
+async def test_a_task_that_only_commits_inline_still_lets_others_run(tmp_path: Path) -> None:
+    """An inline commit resolves at once, then yields to the loop once, as a queued one would."""
+    async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
+        cid = await _conversation(store)
+        ticks = 0
+
+        async def ticking() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        async with asyncio.TaskGroup() as group:
+            ticker = group.create_task(ticking())
+            await asyncio.sleep(0)
+            for seq in range(1, 21):
+                await store.append(cid, [_draft()], expected_seq=seq, fence=0)
+            assert ticks >= 20
+            ticker.cancel()
+
+
+async def test_a_caller_cancelled_after_its_inline_commit_leaves_the_commit_and_no_error(
+    tmp_path: Path,
+) -> None:
+    async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
+        cid = await _conversation(store)
+        loop = asyncio.get_running_loop()
+        unhandled: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _, context: unhandled.append(context))
+        for expected in (1, 99):  # a commit, then an append refused (Conflict)
+            append = asyncio.ensure_future(
+                store.append(cid, [_draft()], expected_seq=expected, fence=0)
+            )
+            await asyncio.sleep(0)  # the append ran inline and now yields once
+            append.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await append
+        del append
+        await asyncio.sleep(0)  # the loop lets go of the cancelled task
+        gc.collect()
+        assert unhandled == [] and await store.head(cid) == 2
 
 
 async def test_an_inline_commit_never_waits_for_another_process_on_the_loop(

@@ -88,13 +88,25 @@ class SqliteWriter:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, op: WriteOp[T]) -> asyncio.Future[T]:
-        """Queue a write; the future resolves once it is committed (or failed)."""
-        return self._enqueue(op)
+    async def submit(self, op: WriteOp[T]) -> T:
+        """A write's result once it is committed (or its error)."""
+        return await self._committed(self._enqueue(op))
 
-    def append(self, request: AppendRequest) -> asyncio.Future[list[Record]]:
-        """Queue an append; the future resolves to the sealed records once committed."""
-        return self._enqueue(request)
+    async def append(self, request: AppendRequest) -> list[Record]:
+        """An append's sealed records once they are committed."""
+        return await self._committed(self._enqueue(request))
+
+    @staticmethod
+    async def _committed(future: asyncio.Future[T]) -> T:
+        if future.done():
+            # Committed inline: still let the loop run other tasks once, as a caller that
+            # only commits would otherwise never yield.
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                future.exception()  # the commit stands; its outcome is nobody's to report now
+                raise
+        return await future
 
     def _enqueue(self, op: WriteOp[Any] | AppendRequest) -> asyncio.Future[Any]:
         if self._closed:
@@ -120,8 +132,7 @@ class SqliteWriter:
             self._finish([pending], begun=True)
         finally:
             self._connection_lock.release()
-        # Resolved on the next loop iteration, so a caller that only commits still yields.
-        pending.loop.call_soon(_settle, [pending])
+        _settle([pending])
         return True
 
     def _begin_without_waiting(self) -> bool:
