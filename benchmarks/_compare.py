@@ -53,12 +53,13 @@ class Sizes:
 FULL = Sizes(
     turns=(10, 100, 500),
     # Conversations per T: enough at T=10 that its records fill as many pages as T=500's,
-    # or the file's page-sized growth, not the records, decides its bytes per record.
-    reps=lambda turns: 20 if turns <= 10 else 3 if turns <= 100 else 1,
+    # or the file's page-sized growth, not the records, decides its bytes per record; and
+    # that a round of Tether's lasts half a second, not a burst a neighbour's load can fill.
+    reps=lambda turns: 50 if turns <= 10 else 3 if turns <= 100 else 1,
     samples=100,
     resume=(100, 1_000, 10_000),
-    resume_runs=3,
-    rounds=3,
+    resume_runs=5,
+    rounds=5,
     scripts={
         "store_append.py": "--rounds 3".split(),
         "replay.py": "--records 10000 --rounds 3".split(),
