@@ -237,6 +237,35 @@ def test_snapshots_come_once_a_log_is_long_and_then_as_it_grows_by_a_quarter(
     assert not snapshot_due(40_000, 33_000) and snapshot_due(40_000, 32_000)
 
 
+async def test_only_a_log_long_enough_to_be_snapshotted_is_asked_for_one(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snapshots exist past MIN_RECORDS only: a new view of a shorter log, most views, costs
+    no snapshot lookup; a longer one's first page is the start of its snapshot's prefix."""
+    monkeypatch.setattr("tether.journal._snapshot.MIN_RECORDS", 6)
+    asked: list[str] = []
+    real = store.get_snapshot
+
+    async def counted(conversation_id: str) -> tuple[int, bytes] | None:
+        asked.append(conversation_id)
+        return await real(conversation_id)
+
+    monkeypatch.setattr(store, "get_snapshot", counted)
+    cid = await new_conversation(store)
+    journal = await Journal.open(store, cid, model=planning_model())
+    await journal.exec(EchoHarness(), [user("hi")])
+    assert asked == [] and await store.head(cid) == 6  # the journal's own view: never asked
+    await LogView().refresh(store, cid)  # now long enough
+    assert asked == [cid] and await store.get_snapshot(cid) is not None
+    asked.clear()
+    second = await new_conversation(store, "short")
+    await LogView().refresh(store, second)
+    assert asked == []
+    restored, recorded = LogView(), await _taken_in(store, cid, snapshot=False)
+    await restored.refresh(store, cid)
+    assert _state(restored) == _state(recorded)
+
+
 class _EchoRecorder(EchoHarness):
     """Echo, keeping each turn's history and answer."""
 

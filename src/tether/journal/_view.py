@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tether._gc import collector_paused
+from tether.journal import _snapshot
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript, transcript
 from tether.journal._snapshot import (
@@ -87,27 +88,33 @@ class LogView:
     async def refresh(self, store: LogStore, conversation_id: str) -> None:
         """Read and take in every record appended since the last refresh."""
         async with self._lock:
-            if not self.records:
-                await self._take_in_snapshot(store, conversation_id)
+            page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
+            # Only a log past MIN_RECORDS is snapshotted (see snapshot_due), so a new view of
+            # a shorter one, most views, does not ask the store for a snapshot.
+            if not self.records and len(page) >= min(_snapshot.MIN_RECORDS, _PAGE):
+                await self._take_in_snapshot(store, conversation_id, page)
             while True:
-                page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
                 with collector_paused(len(page)):
                     for record in page:
                         if record.seq > self.head:
                             self.add(record)
                 if len(page) < _PAGE:  # a short page reached the head as it was read
                     break
+                page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
             created = self._created
             if self.conversation is None and created is not None and created.id == conversation_id:
                 self.conversation = _conversation_of(created)
 
-    async def _take_in_snapshot(self, store: LogStore, conversation_id: str) -> None:
-        """Start from the store's snapshot of this log, if it has one this view can use."""
+    async def _take_in_snapshot(
+        self, store: LogStore, conversation_id: str, first: list[Record]
+    ) -> None:
+        """Start from the store's snapshot of this log, if it has one this view can use;
+        ``first`` is the log's first page, already read."""
         snapshot = await store.get_snapshot(conversation_id)
         if snapshot is None:
             return
         seq, body = snapshot
-        records: list[Record] = []
+        records = first[:seq]
         while len(records) < seq:
             page = await store.read(
                 conversation_id, after_seq=len(records), limit=min(_PAGE, seq - len(records))
