@@ -180,16 +180,17 @@ def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
 
 
 def head(conn: sqlite3.Connection, conversation_id: str) -> int:
-    return head_of(conn, number_of(conn, conversation_id))
+    return last_record(conn, number_of(conn, conversation_id))[0]
 
 
-def head_of(conn: sqlite3.Connection, number: int) -> int:
-    """The head of conversation ``number``: its last key's seq, one seek down the b-tree."""
+def last_record(conn: sqlite3.Connection, number: int) -> tuple[int, str]:
+    """The seq and hash of conversation ``number``'s last record (``(0, "")`` if none): one
+    seek down the b-tree to the end of its key range."""
     row = conn.execute(
-        "SELECT key FROM records WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
+        "SELECT key, hash FROM records WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
         (record_key(number, 0), record_key(number, MAX_SEQ)),
     ).fetchone()
-    return 0 if row is None else int(row[0]) & MAX_SEQ
+    return (0, "") if row is None else (int(row[0]) & MAX_SEQ, row[1].hex())
 
 
 def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Record]:
@@ -583,10 +584,7 @@ def append_settled(
     if row is None:
         raise ConversationNotFound(conversation_id)
     number, current_fence, session = row
-    current_head, head_hash = conn.execute(
-        "SELECT key & ?, hash FROM records WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
-        (MAX_SEQ, record_key(number, 0), record_key(number, MAX_SEQ)),
-    ).fetchone()
+    current_head, head_hash = last_record(conn, number)
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -595,7 +593,7 @@ def append_settled(
         current_fence=current_fence,
         session=session,
         head=current_head,
-        head_hash=head_hash.hex(),
+        head_hash=head_hash,
     )
     insert_records(conn, number, sealed)
     touched.append(conversation_id)
