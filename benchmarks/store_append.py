@@ -30,12 +30,12 @@ if __package__ in (None, ""):
 from benchmarks._table import print_table
 from tether.records import RecordDraft, UserMessage
 from tether.store import SessionKey, SqliteStore
-from tether.store._sqlite_schema import MAX_SEQ, connect, kind_code, migrate, record_key
+from tether.store._sqlite_schema import connect, kind_code, migrate
 
 BODY = "x" * 300  # a 300-byte message, the size the peers are measured with
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HASH = bytes(32)  # a digest as the store keeps it
-INSERT = "INSERT INTO records (key, kind, body, hash) VALUES (?, ?, ?, ?)"
+INSERT = "INSERT INTO records (conversation, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)"
 KIND = kind_code("user_message")
 
 
@@ -54,7 +54,7 @@ def raw_single(path: Path, count: int, synchronous: str) -> float:
     start = time.perf_counter()
     for seq in range(1, count + 1):
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(INSERT, (record_key(1, seq), KIND, _row_body(seq), HASH))  # conversation 1
+        conn.execute(INSERT, (1, seq, KIND, _row_body(seq), HASH))  # conversation number 1
         conn.execute("COMMIT")
     rate = count / (time.perf_counter() - start)
     conn.close()
@@ -68,7 +68,7 @@ def raw_grouped(path: Path, writers: int, per_writer: int, synchronous: str) -> 
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
             INSERT,
-            [(record_key(n + 1, seq), KIND, _row_body(seq), HASH) for n in range(writers)],
+            [(n + 1, seq, KIND, _row_body(seq), HASH) for n in range(writers)],
         )
         conn.execute("COMMIT")
     rate = writers * per_writer / (time.perf_counter() - start)
@@ -80,10 +80,10 @@ def raw_read(path: Path, conversation_id: str) -> float:
     conn = sqlite3.connect(path)
     start = time.perf_counter()
     rows = conn.execute(
-        f"SELECT key & {MAX_SEQ}, kind, body, hash FROM records WHERE key BETWEEN "
-        "(SELECT number << 32 FROM conversations WHERE id = ?) + ? "
-        f"AND (SELECT number << 32 FROM conversations WHERE id = ?) + {MAX_SEQ} ORDER BY key",
-        (conversation_id, 1, conversation_id),
+        "SELECT seq, kind, body, hash FROM records "
+        "WHERE conversation = (SELECT number FROM conversations WHERE id = ?) "
+        "AND seq > ? ORDER BY seq LIMIT ?",
+        (conversation_id, 0, 1_000_000),
     ).fetchall()
     rate = len(rows) / (time.perf_counter() - start)
     conn.close()

@@ -14,7 +14,7 @@ class TestSqliteStore(StoreConformance):
         with sqlite3.connect(store.path) as conn:
             conn.execute(
                 "UPDATE records SET body = ? "
-                "WHERE key = ((SELECT number FROM conversations WHERE id = ?) << 32) + ?",
+                "WHERE conversation = (SELECT number FROM conversations WHERE id = ?) AND seq = ?",
                 (body, conversation_id, seq),
             )
         conn.close()

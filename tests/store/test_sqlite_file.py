@@ -22,7 +22,6 @@ from tether.store._sqlite_schema import (
     _MIGRATIONS,
     _SCHEMA_V1,
     KIND_CODES,
-    MAX_SEQ,
     PAGE_SIZE,
     SCHEMA_VERSION,
     WAL_AUTOCHECKPOINT_PAGES,
@@ -384,9 +383,9 @@ async def test_a_new_file_uses_8_kib_pages_and_keeps_no_prev_hash(tmp_path: Path
     with sqlite3.connect(tmp_path / "tether.db") as conn:
         assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 8192
         columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
-        kinds = [row[0] for row in conn.execute("SELECT kind FROM records ORDER BY key")]
+        kinds = [row[0] for row in conn.execute("SELECT kind FROM records ORDER BY seq")]
     conn.close()
-    assert columns == ["key", "kind", "body", "hash"]
+    assert columns == ["position", "conversation", "seq", "kind", "body", "hash"]
     assert kinds == [
         KIND_CODES.index("conversation_created"),
         *[KIND_CODES.index("user_message")] * 2,
@@ -415,74 +414,6 @@ def test_every_record_kind_has_a_stored_code() -> None:
     assert (
         kind_code("a_kind_of_tomorrow") == kind_name("a_kind_of_tomorrow") == "a_kind_of_tomorrow"
     )
-
-
-async def test_a_version_5_file_keeps_interleaved_logs_apart_in_the_v6_layout(
-    tmp_path: Path,
-) -> None:
-    """v6 keys a record by (conversation, seq): two logs whose rows interleaved in v5 each
-    read back whole and in order, verify, keep their snapshot, and take the next append."""
-    written, old = tmp_path / "written", tmp_path / "old"
-    async with await SqliteStore.open(written) as store:
-        cids = [await _conversation(store, session) for session in ("one", "two")]
-        for n in range(3):
-            for cid in cids:
-                await store.append(cid, [_draft(f"{cid} {n}")], expected_seq=n + 1, fence=0)
-        logs = {cid: await store.read(cid) for cid in cids}
-    old.mkdir()
-    with sqlite3.connect(old / "tether.db") as conn:
-        conn.create_function("tether_unhex", 1, bytes.fromhex)
-        conn.create_function("tether_kind_code", 1, kind_code)
-        for step in _MIGRATIONS[:5]:
-            conn.executescript(step)
-        conn.execute("PRAGMA user_version = 5")
-        source = sqlite3.connect(written / "tether.db")
-        conn.executemany(
-            "INSERT INTO conversations (number, id, agent, instance, session, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            source.execute(
-                "SELECT number, id, agent, instance, session, created_at FROM conversations"
-            ).fetchall(),
-        )
-        source.close()
-        rows = [  # as v5 stored them: in the order they were written, conversations mixed
-            (number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
-            for seq in range(1, 5)
-            for number, cid in enumerate(cids, start=1)
-            for r in logs[cid]
-            if r.seq == seq
-        ]
-        conn.executemany(
-            "INSERT INTO records (conversation, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
-            rows,
-        )
-        conn.execute("INSERT INTO snapshots (conversation, seq, body) VALUES (2, 3, x'7b7d')")
-    conn.close()
-    async with await SqliteStore.open(old) as store:
-        for cid in cids:
-            assert [(r.seq, r.hash) for r in await store.read(cid)] == [
-                (r.seq, r.hash) for r in logs[cid]
-            ]
-            assert await store.verify(cid) == await store.head(cid) == 4
-        assert await store.get_snapshot(cids[1]) == (3, b"{}")
-        await store.append(cids[0], [_draft("after")], expected_seq=4, fence=0)
-        assert [r.seq for r in await store.read(cids[0], after_seq=3)] == [4, 5]
-        assert await store.head(cids[1]) == 4
-
-
-async def test_a_log_at_the_last_seq_a_key_can_hold_refuses_the_next_append(
-    tmp_path: Path,
-) -> None:
-    async with await SqliteStore.open(tmp_path) as store:
-        cid = await _conversation(store)
-    with sqlite3.connect(tmp_path / "tether.db") as conn:
-        conn.execute("UPDATE records SET key = key - 1 + ?", (MAX_SEQ,))
-    conn.close()
-    async with await SqliteStore.open(tmp_path) as store:
-        assert await store.head(cid) == MAX_SEQ
-        with pytest.raises(StoreUnavailable, match="holds the most records"):
-            await store.append(cid, [_draft()], expected_seq=MAX_SEQ, fence=0)
-        assert await store.head(cid) == MAX_SEQ
 
 
 async def test_a_record_without_its_conversation_fails_the_v4_migration(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Self, TypeVar
 
 from tether._payloads import AttachmentRef
 from tether.errors import ConversationNotFound, StoreUnavailable
-from tether.records import Record, RecordDraft
+from tether.records import Record, RecordDraft, verify_chain
 from tether.store import _sqlite_ops as ops
 from tether.store._common import check_drafts, check_limit
 from tether.store._notify import AppendNotifier, wait_for_head
@@ -239,7 +239,16 @@ class SqliteStore:
         return await self._write(ops.mint_fence, conversation_id)
 
     async def verify(self, conversation_id: str) -> int:
-        return self._read(lambda conn: ops.verify(conn, conversation_id))
+        def run(conn: sqlite3.Connection) -> int:
+            ops.head(conn, conversation_id)
+            cursor = conn.execute(
+                f"SELECT {ops.RECORD_COLUMNS} FROM records "
+                "WHERE conversation = (SELECT number FROM conversations WHERE id = ?) ORDER BY seq",
+                (conversation_id,),
+            )
+            return verify_chain(conversation_id, ops.chained(cursor))
+
+        return self._read(run)
 
     async def fork(
         self,

@@ -18,15 +18,15 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tether.errors import ConversationNotFound, StoreUnavailable
+from tether.errors import ConversationNotFound
 from tether.records import Record, RecordDraft
 from tether.store._common import seal_append
-from tether.store._sqlite_schema import MAX_SEQ, kind_code, record_key
+from tether.store._sqlite_schema import kind_code
 
 __all__ = ("AppendRequest", "Appender")
 
-_MAX_VARIABLES = 996  # below SQLite's 999 host parameters per statement, a multiple of 4
-_ROWS_PER_INSERT = _MAX_VARIABLES // 4
+_MAX_VARIABLES = 995  # below SQLite's 999 host parameters per statement, a multiple of 5
+_ROWS_PER_INSERT = _MAX_VARIABLES // 5
 _CACHE_LIMIT = 10_000
 
 
@@ -77,23 +77,21 @@ class Appender:
         for start in range(0, len(missing), _MAX_VARIABLES):
             chunk = missing[start : start + _MAX_VARIABLES]
             marks = ",".join("?" * len(chunk))
-            # A conversation's last key is one seek down the records b-tree.
-            for cid, number, fence, session, key, hash_ in conn.execute(
-                "SELECT c.id, c.number, c.fence, c.session, r.key, r.hash FROM conversations c "
-                "LEFT JOIN records r ON r.key = (SELECT key FROM records WHERE key BETWEEN "
-                f"c.number << 32 AND (c.number << 32) + {MAX_SEQ} ORDER BY key DESC LIMIT 1) "
+            # MAX(seq) per conversation is one index seek (SQLite's min/max optimization).
+            for cid, number, fence, session, seq, hash_ in conn.execute(
+                "SELECT c.id, c.number, c.fence, c.session, r.seq, r.hash FROM conversations c "
+                "LEFT JOIN records r ON r.conversation = c.number AND r.seq = "
+                "(SELECT MAX(seq) FROM records WHERE conversation = c.number) "
                 f"WHERE c.id IN ({marks})",
                 chunk,
             ):
-                if key is None:  # cannot be: a conversation is created with its first record
-                    self._states[cid] = _State(number, fence, session, 0, "")
-                else:
-                    self._states[cid] = _State(number, fence, session, key & MAX_SEQ, hash_.hex())
+                head_hash = hash_.hex() if hash_ else ""
+                self._states[cid] = _State(number, fence, session, seq or 0, head_hash)
 
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
         self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
-        rows: list[tuple[int, int | str, bytes, bytes]] = []
+        rows: list[tuple[int, int, int | str, bytes, bytes]] = []
         for request in requests:
             cid = request.conversation_id
             state = self._states.get(cid)
@@ -110,15 +108,12 @@ class Appender:
                     head=state.head,
                     head_hash=state.head_hash,
                 )
-                if sealed[-1].seq > MAX_SEQ:
-                    raise StoreUnavailable(f"conversation {cid} holds the most records it can")
             except Exception as exc:  # a typed error, or a payload that cannot be encoded
                 request.error = exc
                 continue
             state.head, state.head_hash = sealed[-1].seq, sealed[-1].hash
-            base = record_key(state.number, 0)
             rows.extend(
-                (base + r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
+                (state.number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
                 for r in sealed
             )
             request.result = sealed
@@ -127,7 +122,7 @@ class Appender:
             chunk = rows[start : start + _ROWS_PER_INSERT]
             # One multi-row statement: one step (and one GIL release) instead of one per row.
             conn.execute(
-                "INSERT INTO records (key, kind, body, hash) VALUES "
-                + ",".join(["(?,?,?,?)"] * len(chunk)),
+                "INSERT INTO records (conversation, seq, kind, body, hash) VALUES "
+                + ",".join(["(?,?,?,?,?)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )

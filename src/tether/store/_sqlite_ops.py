@@ -23,7 +23,7 @@ from tether.errors import (
     SessionExists,
     SubmissionNotFound,
 )
-from tether.records import Record, RecordDraft, seal, verify_chain
+from tether.records import Record, RecordDraft, seal
 from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
@@ -33,7 +33,7 @@ from tether.store._common import (
     seal_append,
     submission_from_row,
 )
-from tether.store._sqlite_schema import MAX_SEQ, kind_code, kind_name, record_key
+from tether.store._sqlite_schema import kind_code, kind_name
 from tether.store._types import (
     Admission,
     Attempt,
@@ -48,7 +48,7 @@ from tether.store._types import (
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
-RECORD_COLUMNS = f"key & {MAX_SEQ}, kind, body, hash"
+RECORD_COLUMNS = "seq, kind, body, hash"
 _CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
 
 
@@ -105,21 +105,10 @@ _NUMBER = "(SELECT number FROM conversations WHERE id = ?)"
 """A conversation's number, by id: what a records row holds instead of the id."""
 
 
-def number_of(conn: sqlite3.Connection, conversation_id: str) -> int:
-    row = conn.execute("SELECT number FROM conversations WHERE id = ?", (conversation_id,))
-    found = row.fetchone()
-    if found is None:
-        raise ConversationNotFound(conversation_id)
-    return int(found[0])
-
-
 def insert_records(conn: sqlite3.Connection, number: int, records: Sequence[Record]) -> None:
     conn.executemany(
-        "INSERT INTO records (key, kind, body, hash) VALUES (?, ?, ?, ?)",
-        [
-            (record_key(number, r.seq), kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
-            for r in records
-        ],
+        "INSERT INTO records (conversation, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
+        [(number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash)) for r in records],
     )
 
 
@@ -180,17 +169,12 @@ def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
 
 
 def head(conn: sqlite3.Connection, conversation_id: str) -> int:
-    return last_record(conn, number_of(conn, conversation_id))[0]
-
-
-def last_record(conn: sqlite3.Connection, number: int) -> tuple[int, str]:
-    """The seq and hash of conversation ``number``'s last record (``(0, "")`` if none): one
-    seek down the b-tree to the end of its key range."""
     row = conn.execute(
-        "SELECT key, hash FROM records WHERE key BETWEEN ? AND ? ORDER BY key DESC LIMIT 1",
-        (record_key(number, 0), record_key(number, MAX_SEQ)),
+        f"SELECT MAX(seq) FROM records WHERE conversation = {_NUMBER}", (conversation_id,)
     ).fetchone()
-    return (0, "") if row is None else (int(row[0]) & MAX_SEQ, row[1].hex())
+    if row[0] is None:  # every conversation has seq 1, so no record means no conversation
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
 
 
 def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Record]:
@@ -205,27 +189,21 @@ def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Re
 def read(
     conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
 ) -> list[Record]:
-    number = number_of(conn, conversation_id)
     # From the record at after_seq itself: its hash is the first one's prev_hash.
     with collector_paused(limit):
         rows = conn.execute(
-            f"SELECT {RECORD_COLUMNS} FROM records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?",
-            (record_key(number, after_seq), record_key(number, MAX_SEQ), limit + 1),
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
+            "ORDER BY seq LIMIT ?",
+            (conversation_id, after_seq, limit + 1),
         ).fetchall()
         prev_hash = ""
         if rows and rows[0][0] == after_seq:
             prev_hash = rows[0][3].hex()
             del rows[0]
-        return list(chained(rows[:limit], prev_hash))
-
-
-def verify(conn: sqlite3.Connection, conversation_id: str) -> int:
-    number = number_of(conn, conversation_id)
-    cursor = conn.execute(
-        f"SELECT {RECORD_COLUMNS} FROM records WHERE key BETWEEN ? AND ? ORDER BY key",
-        (record_key(number, 0), record_key(number, MAX_SEQ)),
-    )
-    return verify_chain(conversation_id, chained(cursor))
+        records = list(chained(rows[:limit], prev_hash))
+    if not records:
+        head(conn, conversation_id)  # raises ConversationNotFound for an unknown id
+    return records
 
 
 def fork(
@@ -579,12 +557,14 @@ def append_settled(
         (canonical_json(settle.settlement), to_micros(settle.settled_at)),
     )
     row = conn.execute(
-        "SELECT number, fence, session FROM conversations WHERE id = ?", (conversation_id,)
+        "SELECT c.number, c.fence, c.session, r.seq, r.hash FROM conversations c "
+        "JOIN records r ON r.conversation = c.number "
+        "WHERE c.id = ? ORDER BY r.seq DESC LIMIT 1",
+        (conversation_id,),
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    number, current_fence, session = row
-    current_head, head_hash = last_record(conn, number)
+    number, current_fence, session, current_head, head_hash = row
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -593,7 +573,7 @@ def append_settled(
         current_fence=current_fence,
         session=session,
         head=current_head,
-        head_hash=head_hash,
+        head_hash=head_hash.hex(),
     )
     insert_records(conn, number, sealed)
     touched.append(conversation_id)

@@ -13,7 +13,6 @@ from tether.errors import StoreUnavailable, UnsupportedSchema
 
 __all__ = (
     "KIND_CODES",
-    "MAX_SEQ",
     "PAGE_SIZE",
     "SCHEMA_VERSION",
     "Synchronous",
@@ -21,11 +20,10 @@ __all__ = (
     "kind_code",
     "kind_name",
     "migrate",
-    "record_key",
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 5
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -34,8 +32,6 @@ that overwrites space the WAL file already has is fsynced in about half the time
 that grows the file, which must also journal the new size. The WAL is deleted when the
 last connection closes, so every process starts growing it afresh: wrapping early makes
 nearly every commit an overwrite. Steady-state throughput is the same either way."""
-MAX_SEQ: Final = 2**32 - 1
-"""The last seq a conversation's records can take: a record's key is ``(number << 32) + seq``."""
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _SCHEMA_V1: Final = """
@@ -163,24 +159,6 @@ ALTER TABLE conversations_v4 RENAME TO conversations;
 ALTER TABLE records_v4 RENAME TO records;
 """
 
-# v6, records clustered by conversation: the row's key is (conversation number << 32) + seq,
-# so one conversation's records are one range of the table's own b-tree, in seq order, and
-# no (conversation, seq) index is kept beside it. An append then writes one page instead of
-# two (the table's and the index's), and a reader of one conversation reads its pages
-# instead of picking its rows out of every conversation's.
-_SCHEMA_V6: Final = """
-CREATE TABLE records_v6 (
-    key  INTEGER PRIMARY KEY,
-    kind NOT NULL,
-    body BLOB NOT NULL,
-    hash BLOB NOT NULL
-);
-INSERT INTO records_v6 (key, kind, body, hash)
-    SELECT (conversation << 32) + seq, kind, body, hash FROM records ORDER BY conversation, seq;
-DROP TABLE records;
-ALTER TABLE records_v6 RENAME TO records;
-"""
-
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -194,7 +172,6 @@ _MIGRATIONS: Final = (
         seq          INTEGER NOT NULL,
         body         BLOB NOT NULL
     );""",
-    _SCHEMA_V6,
 )
 
 
@@ -228,11 +205,6 @@ _CODE_OF: Final = {kind: code for code, kind in enumerate(KIND_CODES)}
 def kind_code(kind: str) -> int | str:
     """What the ``kind`` column holds: a known kind's code, any other kind's name."""
     return _CODE_OF.get(kind, kind)
-
-
-def record_key(number: int, seq: int) -> int:
-    """The ``records`` key of conversation ``number``'s record ``seq``."""
-    return (number << 32) + seq
 
 
 def kind_name(stored: int | str) -> str:
