@@ -313,6 +313,8 @@ def test_sealed_bytes_are_the_canonical_json_of_the_envelope(
     expected = canonical_json({key: value for key, value in fields.items() if value is not None})
     assert record.canonical == expected
     assert record.hash == record_hash(expected, "ab", seq)
+    stored = Record(seq, record.kind, record.canonical, "ab", record.hash)
+    assert record._leading() == stored._leading()  # what sealing knew, as decoding finds it
 
 
 @pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: type(p).KIND)

@@ -351,10 +351,17 @@ def seal(
     if draft.turn is not None:
         parts.append(b'"turn":' + format_number(draft.turn).encode())
     canonical = b"{" + b",".join(parts) + b"}"
-    record = Record(
-        seq, draft.payload.KIND, canonical, prev_hash, record_hash(canonical, prev_hash, seq)
-    )
+    kind = draft.payload.KIND
+    record = Record(seq, kind, canonical, prev_hash, record_hash(canonical, prev_hash, seq))
     record._payload = draft.payload
+    # The leading fields, as _leading would decode them: the writer's view takes in every
+    # record it appends by its execution id.
+    head: dict[str, Any] = {"conversationId": conversation_id, "id": draft.id, "kind": kind}
+    if draft.attempt_id is not None:
+        head["attemptId"] = draft.attempt_id
+    if draft.execution_id is not None:
+        head["executionId"] = draft.execution_id
+    record._head = head
     return record
 
 
