@@ -214,21 +214,10 @@ class Journal:
         conversation, created = await store.ensure_conversation(
             key, conversation_id=conversation_id or new_ulid(), created_at=datetime.now(UTC)
         )
-        if not created:
-            return await cls.open(
-                store,
-                conversation.id,
-                model=model,
-                tools=tools,
-                observer=observer,
-                steer_source=steer_source,
-                wrappers=wrappers,
-            )
-        return cls(
+        return await cls.open(
             store,
-            conversation,
-            fence=0,
-            head=1,  # a new conversation holds only its conversation_created record
+            conversation.id,
+            fence=0 if created else None,
             model=model,
             tools=tools,
             observer=observer,
