@@ -152,7 +152,9 @@ class LogStore(Protocol):
         self, key: SessionKey, *, conversation_id: str, created_at: datetime
     ) -> tuple[Conversation, bool]:
         """The session's conversation, creating it (and its ``conversation_created`` record at
-        seq 1) with ``conversation_id`` if absent. Returns ``(conversation, created)``."""
+        seq 1) with ``conversation_id`` if absent. Returns ``(conversation, created)``; of
+        concurrent callers exactly one is told ``created`` (the writer that may hold fence 0:
+        ``Journal.open_session``)."""
         ...
 
     async def get_conversation(self, conversation_id: str) -> Conversation:
