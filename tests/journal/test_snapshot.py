@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import orjson
 import pytest
 from pydantic import JsonValue
 
@@ -15,7 +16,7 @@ from tether.errors import RecordDecodeError, StoreUnavailable
 from tether.journal import Journal, LogView, Turn
 from tether.journal._snapshot import snapshot_due
 from tether.messages import Message, ModelRequest
-from tether.records import Signal, SteerReceived
+from tether.records import Record, Signal, SteerReceived
 from tether.store import MemoryStore, SessionKey, SqliteStore, Store
 from tether.testing import RecordingTools, copy_prefix
 
@@ -145,6 +146,93 @@ async def test_a_restored_view_goes_on_live(store: Store) -> None:
     latest = await store.get_snapshot(cid)
     assert latest is not None and latest[0] > first  # due again: saved at an end
     assert _state(await _taken_in(store, cid, snapshot=True)) == _state(restored)
+
+
+async def _lean(store: Store, conversation_id: str) -> tuple[LogView, int]:
+    """A new view taken in lean, and how many records it read."""
+    read = 0
+    real = store.read
+
+    async def counted(
+        conversation_id: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Record]:
+        nonlocal read
+        page = await real(conversation_id, after_seq=after_seq, limit=limit)
+        read += len(page)
+        return page
+
+    store.read = counted  # type: ignore[method-assign]
+    try:
+        view = LogView()
+        head = await store.head(conversation_id)
+        await view.refresh(store, conversation_id, lean=True, known_head=head)
+    finally:
+        store.read = real  # type: ignore[method-assign]
+    return view, read
+
+
+async def test_a_lean_view_reads_what_the_next_execution_needs_then_the_rest(
+    store: Store,
+) -> None:
+    """A lean view reads the latest execution's records and those after the snapshot; the
+    rest stand as placeholders, which refuse use, until a full refresh reads them in."""
+    cid = await _varied_log(store)
+    live = await Journal.open(store, cid, model=planning_model(), tools=RecordingTools())
+    await live.exec(EchoHarness(), [user("one past the snapshot")])
+    snapshot = await store.get_snapshot(cid)
+    assert snapshot is not None
+    head = await store.head(cid)
+    lean, read = await _lean(store, cid)
+    latest_start = max(e.start_index for e in lean.executions.by_id.values())
+    assert lean.head == head and read <= head - latest_start + 1 < head
+    full = await _taken_in(store, cid, snapshot=False)
+    assert lean.messages() == full.messages() and lean.message_seqs() == full.message_seqs()
+    assert lean.latest is not None and full.latest is not None
+    assert [r.hash for r in lean.latest.effects] == [r.hash for r in full.latest.effects]
+    with pytest.raises(LookupError, match="has not been read"):
+        _ = lean.records[1].payload
+    await lean.refresh(store, cid)  # a full refresh reads the placeholders in
+    assert _state(lean) == _state(full)
+
+
+async def test_an_execution_from_a_lean_view_goes_on_as_from_a_full_one(store: Store) -> None:
+    """The next execution, and the next snapshot, from a cold journal's lean view."""
+    cid = await _varied_log(store)
+    cold = await Journal.open(store, cid, model=planning_model(), tools=RecordingTools())
+    await cold.exec(LoopHarness(), [user("lookup and charge")])
+    assert cold.view._unread > 0  # it ran from the lean view
+    await cold.exec(CompactingHarness(), [user("compact from it")])
+    await cold.exec(EchoHarness(), [user("and go on")])
+    assert await store.verify(cid) == await store.head(cid)
+    snapshot = await store.get_snapshot(cid)
+    assert snapshot is not None and snapshot[0] == await store.head(cid)  # saved from it
+    full = await _taken_in(store, cid, snapshot=False)
+    assert _state(await _taken_in(store, cid, snapshot=True)) == _state(full)
+    assert _state(await cold.refresh()) == _state(full)
+
+
+async def test_a_lean_view_of_a_log_its_snapshot_misdescribes_starts_over(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The placeholders' rows can only be checked once they are read: a snapshot whose last
+    hash fits but whose older rows do not is found out then, and the view starts over."""
+    store = MemoryStore()
+    cid = await _varied_log(store)
+    snapshot = await store.get_snapshot(cid)
+    assert snapshot is not None
+    seq, body = snapshot
+    cut = body.rindex(b"\n")
+    state = orjson.loads(body[cut + 1 :])
+    first = state["executions"][0]
+    first[2] += 1  # the oldest execution's start moved off its start record
+    spoiled = body[: cut + 1] + orjson.dumps(state)
+    store._logs[cid].snapshot = (seq, spoiled)
+    lean, _ = await _lean(store, cid)
+    assert lean._unread > first[2]
+    with caplog.at_level(logging.INFO, logger="tether.journal"):
+        await lean.refresh(store, cid)
+    assert "does not fit its log" in caplog.text
+    assert _state(lean) == _state(await _taken_in(store, cid, snapshot=False))
 
 
 def _messages_cut(body: bytes) -> int:
@@ -303,7 +391,8 @@ def test_sigkill_while_snapshots_are_kept_leaves_a_log_a_cold_reader_restores(
     """A process ending executions and keeping a snapshot after each is killed at random
     moments, three times over. Whatever the kill left (a snapshot behind the log, one just
     written, one cut off mid-write), a cold reader's view equals the one taken in record by
-    record, and the next process goes on from it."""
+    record (also when it starts lean and reads the rest after), and the next process goes on
+    from it."""
     worker = Path(__file__).with_name("snapshot_worker.py")
 
     async def setup() -> str:
@@ -321,6 +410,10 @@ def test_sigkill_while_snapshots_are_kept_leaves_a_log_a_cold_reader_restores(
                 assert snapshot is not None and snapshot[0] <= await store.head(cid)
                 restored = await _taken_in(store, cid, snapshot=True)
                 assert restored._snapshot_seq == snapshot[0]
-                assert _state(restored) == _state(await _taken_in(store, cid, snapshot=False))
+                full = _state(await _taken_in(store, cid, snapshot=False))
+                assert _state(restored) == full
+                lean, _ = await _lean(store, cid)  # as the next execution would start
+                await lean.refresh(store, cid)
+                assert _state(lean) == full
 
         asyncio.run(check(acknowledged))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tether.errors import IncompleteInvocation, InvalidExecutionLog
+from tether.journal._unread import is_unread
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
@@ -177,7 +178,7 @@ def executions_from_rows(records: Sequence[Record], rows: Sequence[ExecutionRow]
     executions = Executions()
     for execution_id, submission_id, start, inputs, effects, end in rows:
         start_record = records[start]
-        if start_record.kind != ExecutionStarted.KIND:
+        if not is_unread(start_record) and start_record.kind != ExecutionStarted.KIND:
             raise ValueError(f"snapshot execution {execution_id} does not start at a start")
         execution = Execution(
             execution_id,

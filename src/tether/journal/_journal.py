@@ -229,9 +229,14 @@ class Journal:
     def head(self) -> int:
         return self.log.head
 
-    async def refresh(self) -> LogView:
-        """Bring the view up to the log's head, which becomes this writer's CAS point."""
-        await self.view.refresh(self.store, self.conversation.id)
+    async def refresh(self, *, lean: bool = False) -> LogView:
+        """Bring the view up to the log's head, which becomes this writer's CAS point.
+
+        ``lean``: only what a new execution needs (see :meth:`LogView.refresh`); a later
+        refresh that is not lean reads the rest."""
+        await self.view.refresh(
+            self.store, self.conversation.id, lean=lean, known_head=self.log.head
+        )
         self.log.head = self.view.head
         return self.view
 
@@ -259,7 +264,7 @@ class Journal:
         claim to settle in that commit (the engine settles a submission with its execution's
         end)."""
         current = expected_seq is not None and expected_seq == self.view.head
-        view = self.view if current else await self.refresh()
+        view = self.view if current else await self.refresh(lean=True)
         if view.latest is not None:
             gate = latest_gate(view.latest, view.fork_seq)
             if gate is not None and gate.receipt is None and not gate.inherited:

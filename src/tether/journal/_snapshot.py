@@ -4,8 +4,10 @@ so that a reader coming to a long log cold does not decode every record again.
 A snapshot is a cache, never a source of truth. It is taken only when a log is long, is
 bound to its log by the hash of its last record, and a reader that cannot use it (another
 format, another log, anything malformed) takes the records in one by one as it would without.
-Taking a log in still reads every record (a view holds them all); what it skips is decoding
-them, the projection of executions and the transcription, which cost several times the read.
+A full view still reads every record, and skips decoding them, the projection of executions
+and the transcription, which cost several times the read. A lean view, what a new execution
+starts from, reads only the latest execution's records and those after the snapshot; the
+others stand as placeholders (:mod:`tether.journal._unread`) until a full refresh.
 
 The body is the transcript's messages as a JSON array, a newline, then the indexes as one
 line of JSON. The indexes are decoded at once; the messages (most of the bytes) only when the
@@ -33,9 +35,11 @@ from tether.records import Record
 __all__ = (
     "MIN_RECORDS",
     "Snapshot",
+    "SnapshotState",
     "SnapshotTranscript",
     "decode_snapshot",
     "encode_snapshot",
+    "parse_snapshot",
     "snapshot_due",
 )
 
@@ -136,22 +140,63 @@ def encode_snapshot(
     return encoded + b"\n" + orjson.dumps(state)
 
 
-def decode_snapshot(records: list[Record], body: bytes) -> Snapshot | None:
-    """The state a snapshot body describes for ``records`` (all of the log up to its seq), or
-    ``None`` if it does not describe them (its messages are checked when restored)."""
+def parse_snapshot(body: bytes) -> SnapshotState | None:
+    """A snapshot body's state (its messages still undecoded), or ``None`` if malformed."""
     try:
         cut = body.rindex(b"\n")
         state = _State.model_validate_json(body[cut + 1 :])
-        if state.format != FORMAT or state.seq != len(records) or state.hash != records[-1].hash:
+    except ValueError:  # pydantic's ValidationError is a ValueError
+        return None
+    return SnapshotState(state, body[:cut]) if state.format == FORMAT else None
+
+
+def decode_snapshot(records: list[Record], body: bytes) -> Snapshot | None:
+    """The state a snapshot body describes for ``records`` (all of the log up to its seq), or
+    ``None`` if it does not describe them (its messages are checked when restored)."""
+    parsed = parse_snapshot(body)
+    return None if parsed is None else parsed.bind(records)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotState:
+    """A parsed snapshot, not yet bound to the records it describes."""
+
+    _state: _State
+    _messages: bytes
+
+    @property
+    def seq(self) -> int:
+        return self._state.seq
+
+    @property
+    def latest_start(self) -> int:
+        """The log index of the latest execution's start (``seq`` if none)."""
+        rows = self._state.executions
+        return rows[-1][2] if rows else self._state.seq
+
+    @property
+    def created(self) -> int:
+        """The log index of the last ``conversation_created`` record (-1 if none)."""
+        return self._state.created
+
+    def submission_ids(self) -> dict[int, str | None]:
+        """Each execution's start index -> its submission id."""
+        return {start: submission for _, submission, start, *_ in self._state.executions}
+
+    def bind(self, records: list[Record]) -> Snapshot | None:
+        """The snapshot of ``records``, or ``None`` if it does not describe them."""
+        state = self._state
+        try:
+            if state.seq != len(records) or state.hash != records[-1].hash:
+                return None
+            return Snapshot(
+                executions_from_rows(records, state.executions),
+                SnapshotTranscript(
+                    state.path, state.parents, state.groups, state.before_latest, self._messages
+                ),
+                None if state.created < 0 else records[state.created],
+                state.fork_seq,
+                state.steer_sources,
+            )
+        except (ValueError, IndexError):
             return None
-        return Snapshot(
-            executions_from_rows(records, state.executions),
-            SnapshotTranscript(
-                state.path, state.parents, state.groups, state.before_latest, body[:cut]
-            ),
-            None if state.created < 0 else records[state.created],
-            state.fork_seq,
-            state.steer_sources,
-        )
-    except (ValueError, IndexError):
-        return None  # pydantic's ValidationError is a ValueError

@@ -554,7 +554,7 @@ class Turn:
             if view is None:
                 raise JournalError("this journal keeps no view of its log, so it cannot compact")
             await self._append(())  # the kept messages are counted from the durable log
-            await view.refresh(self._log.store, self._log.conversation_id)
+            await view.refresh(self._log.store, self._log.conversation_id, lean=True)
             seqs = view.message_seqs()
             if not seqs:
                 return

@@ -1,0 +1,47 @@
+"""Records a lean view knows the place of but has not read.
+
+A view that takes a long log in from its snapshot to start the next execution reads only the
+records after the snapshot and the latest execution's own (see ``LogView.refresh``). Every
+older record stands in the view as an :class:`Unread` placeholder: its seq, and for an
+execution's start its submission id, are known from the snapshot, which is all that the next
+execution and the next snapshot need of it. Anything else raises, so a reader that needs the
+records themselves fails loudly unless it brought the view up to date in full first.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn, cast
+
+from tether.records import Record
+
+__all__ = ("is_unread", "unread", "unread_prefix")
+
+
+class Unread:
+    __slots__ = ("seq", "submission_id")
+
+    def __init__(self, seq: int, submission_id: str | None) -> None:
+        self.seq = seq
+        self.submission_id = submission_id
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise LookupError(
+            f"record {self.seq} has not been read: refresh the view in full before using it"
+        )
+
+    def __repr__(self) -> str:
+        return f"Unread(seq={self.seq})"
+
+
+def unread(seq: int, submission_id: str | None = None) -> Record:
+    """A placeholder for record ``seq``, typed as the record it stands for."""
+    return cast(Record, Unread(seq, submission_id))
+
+
+def unread_prefix(count: int) -> list[Record]:
+    """Placeholders for records 1..``count``."""
+    return cast(list[Record], [Unread(seq, None) for seq in range(1, count + 1)])
+
+
+def is_unread(record: object) -> bool:
+    return type(record) is Unread
