@@ -539,9 +539,10 @@ def run(quick: bool, out: Path, *, scripts: bool = True) -> Path:
         "- **DBOS**: one `@DBOS.workflow` per conversation, `@DBOS.step` model and tool "
         "calls (2T+1 steps), `start_workflow` + `get_result`, no queue.",
         "- **Cold resume** (a fresh process, imports done beforehand): Tether opens the store "
-        "and the journal and loads the log into the view the next turn starts from (past "
-        "4,096 records, from the snapshot the log's writer kept as it grew, plus every "
-        "record after it; all records are read either way); LangGraph "
+        "and the journal and takes in what the next turn starts from, as `Journal.exec` "
+        "does (past 4,096 records: the snapshot the log's writer kept as it grew, the latest "
+        "execution's records and every record after the snapshot; older records are read "
+        "only when a full view is asked for); LangGraph "
         "connects and loads the thread's latest checkpoint (`get_state`; the checkpoint is "
         "written in one `update_state`, so its history of checkpoints is shorter than a real "
         "run's); DBOS is killed (`os._exit`) mid-workflow, then `DBOS.launch()` recovers the "

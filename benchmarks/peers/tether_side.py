@@ -184,7 +184,7 @@ async def _resume(directory: Path) -> tuple[float, int]:
     start = time.perf_counter()
     async with await SqliteStore.open(directory, synchronous="FULL") as store:
         journal = await Journal.open(store, "resume")
-        view = await journal.refresh()
+        view = await journal.refresh(lean=True)  # what Journal.exec reads before a new turn
         messages = view.messages()  # the history the next turn's harness gets
         elapsed = time.perf_counter() - start
         return elapsed * 1000, len(messages)
@@ -192,5 +192,6 @@ async def _resume(directory: Path) -> tuple[float, int]:
 
 def resume(directory: Path) -> tuple[float, int]:
     """Cold resume (run in a fresh process): open the store, open the conversation's journal
-    and load its log into the view the next turn starts from. Returns (ms, messages)."""
+    and take in what the next turn starts from, as ``Journal.exec`` does. Returns (ms,
+    messages)."""
     return asyncio.run(_resume(directory))
