@@ -214,10 +214,21 @@ class Journal:
         conversation, created = await store.ensure_conversation(
             key, conversation_id=conversation_id or new_ulid(), created_at=datetime.now(UTC)
         )
-        return await cls.open(
+        if not created:
+            return await cls.open(
+                store,
+                conversation.id,
+                model=model,
+                tools=tools,
+                observer=observer,
+                steer_source=steer_source,
+                wrappers=wrappers,
+            )
+        return cls(
             store,
-            conversation.id,
-            fence=0 if created else None,
+            conversation,
+            fence=0,
+            head=1,  # a new conversation holds only its conversation_created record
             model=model,
             tools=tools,
             observer=observer,
