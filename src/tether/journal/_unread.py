@@ -10,11 +10,12 @@ records themselves fails loudly unless it brought the view up to date in full fi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NoReturn, cast
 
 from tether.records import Record
 
-__all__ = ("is_unread", "unread", "unread_prefix")
+__all__ = ("is_unread", "unread_prefix")
 
 
 class Unread:
@@ -33,14 +34,11 @@ class Unread:
         return f"Unread(seq={self.seq})"
 
 
-def unread(seq: int, submission_id: str | None = None) -> Record:
-    """A placeholder for record ``seq``, typed as the record it stands for."""
-    return cast(Record, Unread(seq, submission_id))
-
-
-def unread_prefix(count: int) -> list[Record]:
-    """Placeholders for records 1..``count``."""
-    return cast(list[Record], [Unread(seq, None) for seq in range(1, count + 1)])
+def unread_prefix(count: int, submission_ids: Mapping[int, str | None]) -> list[Record]:
+    """Placeholders for records 1..``count``, typed as the records they stand for; an
+    execution's start (by its log index in ``submission_ids``) carries its submission id."""
+    submission_of = submission_ids.get
+    return cast(list[Record], [Unread(index + 1, submission_of(index)) for index in range(count)])
 
 
 def is_unread(record: object) -> bool:

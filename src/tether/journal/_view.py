@@ -23,7 +23,7 @@ from tether.journal._snapshot import (
     parse_snapshot,
     snapshot_due,
 )
-from tether.journal._unread import is_unread, unread, unread_prefix
+from tether.journal._unread import is_unread, unread_prefix
 from tether.messages import Message
 from tether.records import ConversationCreated, ExecutionStarted, Record, SteerReceived
 from tether.store import Conversation, LogStore, SessionKey
@@ -32,6 +32,7 @@ __all__ = ("LogView",)
 
 _PAGE = 5000
 logger = logging.getLogger("tether.journal")
+_UNFIT = "the snapshot of %s does not fit its log: ignored"
 
 
 class LogView:
@@ -149,10 +150,7 @@ class LogView:
             return False
         seq, first = parsed.seq, min(parsed.latest_start, parsed.seq - 1)
         read = await _read_range(store, conversation_id, first, seq - first)
-        records = unread_prefix(first)
-        for index, submission_id in parsed.submission_ids().items():
-            if index < first:
-                records[index] = unread(index + 1, submission_id)
+        records = unread_prefix(first, parsed.submission_ids())
         if 0 <= parsed.created < first:
             created = await _read_range(store, conversation_id, parsed.created, 1)
             records[parsed.created : parsed.created + 1] = created
@@ -182,7 +180,7 @@ class LogView:
                 if self._patch_executions():
                     return
             # The log does not match what its snapshot said of it: take it in from its records.
-            logger.info("the snapshot of %s does not fit its log: ignored", conversation_id)
+            logger.info(_UNFIT, conversation_id)
             tail = records[count:]
             self._start_over()
             for record in [*read, *tail]:
@@ -226,7 +224,7 @@ class LogView:
         with collector_paused(len(records)):
             state = decode_snapshot(records, body) if len(records) == seq else None
             if state is None:
-                logger.info("the snapshot of %s does not fit its log: ignored", conversation_id)
+                logger.info(_UNFIT, conversation_id)
                 for record in records:
                     self.add(record)
                 return
