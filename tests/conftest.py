@@ -9,6 +9,7 @@ import pytest
 from tether.store import MemoryStore, SqliteStore, Store
 
 from .postgres import drop_schemas, fresh_schema, postgres_reachable, store_url
+from .processes import reap_started
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -20,6 +21,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _reap_child_processes() -> Iterator[None]:
+    """A test that failed half-way leaves no child running, nor a ``Popen`` whose collection
+    would warn (and so fail) in some later test."""
+    yield
+    reap_started()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,7 +4,6 @@ import asyncio
 import itertools
 import os
 import random
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from tether.engine import Runtime
 from tether.journal._executions import project
 from tether.store import SqliteStore, SubmissionStatus
 
+from ..processes import kill, start
 from .agents import echo_agent
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -24,7 +24,7 @@ TEXTS = ("lookup the weather", "charge the card", "lookup and charge", "just cha
 def start_worker(directory: Path, effects: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     with (directory / "worker.log").open("ab") as log:
-        return subprocess.Popen(
+        return start(
             [sys.executable, str(WORKER), str(directory), str(effects), *extra],
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -50,21 +50,19 @@ async def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_pa
         ]:
             break  # everything is done: nothing left to kill mid-run
         worker = start_worker(tmp_path, effects)
-        async with asyncio.timeout(30):  # let it get going, then kill it at a random moment
+        async with asyncio.timeout(60):  # let it get going, then kill it at a random moment
             while (  # noqa: ASYNC110 - polling another process's progress through the store
                 not await store.list_submissions(SubmissionStatus.RUNNING) and worker.poll() is None
             ):
                 await asyncio.sleep(0.02)
         await asyncio.sleep(rng.uniform(0.0, 0.5))
         killed_mid_run += bool(await store.list_submissions(SubmissionStatus.RUNNING))
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(10)
+        kill(worker)
     final = start_worker(tmp_path, effects, "--settle-and-exit")
     try:
-        await asyncio.wait_for(asyncio.to_thread(final.wait), 120)
+        await asyncio.wait_for(asyncio.to_thread(final.wait), 90)  # under the test's 120 s
     finally:
-        if final.poll() is None:
-            final.kill()
+        kill(final)
     assert final.returncode == 0, (tmp_path / "worker.log").read_text()
     assert killed_mid_run > 0, "no kill landed while work was running"
 

@@ -67,16 +67,15 @@ def test_spans_are_exported_over_otlp_under_the_callers_trace(
             params={"wait": True},
             json={"body": "research tides"},
             headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
-            timeout=30,
+            timeout=90,
         )
         assert accepted.json()["status"] == "succeeded", accepted.text
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not any(s.name.startswith("execute_tool") for s in collector.spans):
             assert time.monotonic() < deadline, [s.name for s in collector.spans]
             time.sleep(0.1)
     finally:
-        server.process.terminate()
-        server.process.wait(10)
+        server.stop()
     by_name = {span.name: span for span in collector.spans}
     agent = by_name["invoke_agent assistant"]
     assert agent.trace_id.hex() == TRACE_ID and agent.parent_span_id.hex() == PARENT_ID

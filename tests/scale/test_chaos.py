@@ -71,8 +71,8 @@ from tether.journal._executions import project
 from tether.store.postgres import PostgresStore
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
+from ..processes import free_port, kill, start, wait_ready
 from .chaos_app import AGENT, LOG_ENV, answer, model_seconds
-from .processes import free_port, wait_ready
 
 pytestmark = pytest.mark.postgres
 
@@ -106,7 +106,7 @@ class Cluster:
             "PGAPPNAME": f"chaos-{name}",  # names its sessions in pg_stat_activity
         }
         with (self.directory / f"{name}.log").open("ab") as log:
-            process = subprocess.Popen(
+            process = start(
                 [*TETHER, *args, "--app", APP, "--store", self.url, "--lease", str(LEASE)],
                 stdout=log,
                 stderr=log,
@@ -134,10 +134,7 @@ class Cluster:
 
     def kill_all(self) -> None:
         for process in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)  # also ends a stopped process
-        for process in self.processes.values():
-            process.wait(10)
+            kill(process)  # SIGKILL also ends a stopped process
 
 
 async def _until(what: str, predicate: Callable[[], T | None], seconds: float) -> T:

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from ..postgres import drop_schemas, fresh_schema, store_url
-from .processes import free_port, log_text, wait_ready
+from ..processes import free_port, log_text, reap, start, wait_ready
 
 pytestmark = pytest.mark.postgres
 
@@ -42,17 +42,7 @@ def _schemas() -> Iterator[None]:
 def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TETHER_DEMO_RESEARCH_SECONDS": "0.3"}
     with log.open("ab") as out:
-        return subprocess.Popen([*TETHER, *args], stdout=out, stderr=out, env=env)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        return start([*TETHER, *args], stdout=out, stderr=out, env=env)
 
 
 @dataclass
@@ -110,8 +100,8 @@ async def test_sse_on_the_api_node_follows_a_run_on_the_worker(tmp_path: Path) -
                 await client.get(f"{AGENT}/records", params={"session": "tides", "limit": 1000})
             ).json()["records"]
     finally:
-        _stop(api)
-        _stop(worker)
+        reap(api)
+        reap(worker)
 
     assert info["status"] == "settled" and len(info["attempts"]) == 1, info
     assert [f.id for f in frames] == list(range(1, len(records) + 1)), "holes or duplicates"

@@ -10,7 +10,7 @@ from tether.store import SqliteStore
 
 
 async def main(path: str, conversation_id: str, start_at: float, name: str) -> str:
-    store = await SqliteStore.open(path)
+    store = await SqliteStore.open(path, busy_timeout=30)  # 8 racers on a loaded machine
     try:
         await asyncio.sleep(max(0.0, start_at - time.time()))
         try:

@@ -30,6 +30,7 @@ from tether.store._sqlite_schema import (
 )
 
 from ..kill import killed_repeatedly
+from ..processes import start
 
 KEY = SessionKey("support", "acme")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -331,7 +332,7 @@ def test_eight_processes_race_one_append(tmp_path: Path) -> None:
     cid = asyncio.run(setup())
     start_at = time.time() + 4.0
     racers = [
-        subprocess.Popen(
+        start(
             [sys.executable, str(worker), str(tmp_path), cid, str(start_at), f"racer-{n}"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
