@@ -32,6 +32,16 @@ class TestPostgresStore(StoreConformance):
                 (body, conversation_id, seq),
             )
 
+    async def truncate(self, store: Store, conversation_id: str, seq: int) -> None:
+        assert isinstance(store, PostgresStore)
+        async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
+            await conn.execute(
+                sql.SQL("DELETE FROM {}.records WHERE conversation_id = %s AND seq > %s").format(
+                    sql.Identifier(store.schema)
+                ),
+                (conversation_id, seq),
+            )
+
 
 async def test_two_stores_on_one_schema_keep_one_chain() -> None:
     """Each store remembers the head it last wrote; a write by another process must neither be

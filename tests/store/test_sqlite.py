@@ -19,6 +19,16 @@ class TestSqliteStore(StoreConformance):
             )
         conn.close()
 
+    async def truncate(self, store: Store, conversation_id: str, seq: int) -> None:
+        assert isinstance(store, SqliteStore)
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(
+                "DELETE FROM records "
+                "WHERE conversation = (SELECT number FROM conversations WHERE id = ?) AND seq > ?",
+                (conversation_id, seq),
+            )
+        conn.close()
+
 
 class TestSqliteStoreInlineCommits(TestSqliteStore):
     """The same contract when idle-writer commits run on the caller's thread."""

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from tether._payloads import AttachmentRef, ConversationCreated, ConversationParent
-from tether.errors import Conflict, Fenced, SeqOutOfRange
-from tether.records import Record, RecordDraft, format_time, seal
+from tether.errors import Conflict, Fenced, LogTampered, SeqOutOfRange
+from tether.records import Record, RecordDraft, format_time, seal, verify_chain
 from tether.store._types import Conversation, SessionKey, Submission, SubmissionStatus
 
 __all__ = (
@@ -22,9 +23,11 @@ __all__ = (
     "check_limit",
     "conversation_created_draft",
     "fork_parent",
+    "record_time",
     "seal_append",
     "seal_batch",
     "submission_from_row",
+    "verify_anchored",
 )
 
 SUBMISSION_COLUMNS = (
@@ -74,6 +77,7 @@ def seal_append(
     session: str,
     head: int,
     head_hash: str,
+    head_time: str,
 ) -> list[Record]:
     """Check an append against its conversation's state by the rules of DESIGN §3, in their
     fixed order (CAS first, then the fence), and seal its drafts as the records after ``head``."""
@@ -82,22 +86,78 @@ def seal_append(
     if fence < current_fence:
         raise Fenced(conversation_id, fence, current_fence)
     return seal_batch(
-        drafts, conversation_id=conversation_id, session=session, head=head, prev_hash=head_hash
+        drafts,
+        conversation_id=conversation_id,
+        session=session,
+        head=head,
+        prev_hash=head_hash,
+        prev_time=head_time,
     )
 
 
 def seal_batch(
-    drafts: Sequence[RecordDraft], *, conversation_id: str, session: str, head: int, prev_hash: str
+    drafts: Sequence[RecordDraft],
+    *,
+    conversation_id: str,
+    session: str,
+    head: int,
+    prev_hash: str,
+    prev_time: str,
 ) -> list[Record]:
-    """Seal drafts as the records following ``head`` (whose hash is ``prev_hash``)."""
+    """Seal drafts as the records following ``head`` (whose hash is ``prev_hash`` and whose
+    time is ``prev_time``, empty before the first record).
+
+    A draft is stamped before it reaches the store, so a writer whose clock stepped back, or
+    one that lost a race to another writer, may hold a time earlier than the record it now
+    follows: it takes its predecessor's time instead, and a log's times never go back.
+    """
     sealed: list[Record] = []
     for seq, draft in enumerate(drafts, start=head + 1):
+        if draft.time < prev_time:  # one format (RFC 3339, UTC, fixed width): text order
+            draft = dataclasses.replace(draft, time=prev_time)
         record = seal(
             draft, conversation_id=conversation_id, session=session, seq=seq, prev_hash=prev_hash
         )
         sealed.append(record)
-        prev_hash = record.hash
+        prev_hash, prev_time = record.hash, draft.time
     return sealed
+
+
+_TIME_KEY = b'"time":"'
+
+
+def record_time(canonical: bytes) -> str:
+    """The ``time`` of a record from its canonical bytes, without decoding them: the
+    envelope's ``time`` sorts after every key that can hold a payload, and only ``turn`` (a
+    number) follows it, so its key is the last one in the bytes."""
+    start = canonical.rfind(_TIME_KEY) + len(_TIME_KEY)
+    return canonical[start : canonical.index(b'"', start)].decode()
+
+
+def verify_anchored(
+    conversation_id: str, records: Iterable[Record], *, head: int, head_hash: str
+) -> int:
+    """Verify the chain, then that it ends where the conversation's anchor (the head seq and
+    hash written in the same commit as every append) says it does: a log cut short, or
+    lengthened, behind the store's back, is detected even though each record still links."""
+    last: list[Record] = []
+
+    def tracked() -> Iterator[Record]:
+        for record in records:
+            last[:] = (record,)
+            yield record
+
+    count = verify_chain(conversation_id, tracked())
+    last_hash = last[0].hash if last else ""
+    if count != head:
+        raise LogTampered(
+            conversation_id, min(count, head) + 1, f"log ends at {count}, head is {head}"
+        )
+    if last_hash != head_hash:
+        raise LogTampered(
+            conversation_id, count, f"log ends at {count}, head is {head} with another hash"
+        )
+    return count
 
 
 def check_fork_seq(conversation_id: str, at_seq: int, head: int) -> None:

@@ -27,7 +27,7 @@ from tether.errors import (
     StoreUnavailable,
     SubmissionNotFound,
 )
-from tether.records import Record, RecordDraft, seal, verify_chain
+from tether.records import Record, RecordDraft
 from tether.store._common import (
     attachment_ref,
     check_drafts,
@@ -35,7 +35,10 @@ from tether.store._common import (
     check_limit,
     conversation_created_draft,
     fork_parent,
+    record_time,
     seal_append,
+    seal_batch,
+    verify_anchored,
 )
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
@@ -60,14 +63,18 @@ class _Log:
     fence: int = 0
     rows: list[_Row] = field(default_factory=list)
     snapshot: tuple[int, bytes] | None = None
+    head: int = 0
+    head_hash: str = ""
+    """The anchor (as a conversation row holds it): moved with every append, so ``verify``
+    sees a log whose rows were cut short or lengthened behind the store's back."""
+
+    def extend(self, records: Sequence[Record]) -> None:
+        self.rows.extend(_row(record) for record in records)
+        self.head, self.head_hash = records[-1].seq, records[-1].hash
 
     @property
-    def head(self) -> int:
-        return len(self.rows)
-
-    @property
-    def head_hash(self) -> str:
-        return self.rows[-1][4] if self.rows else ""
+    def head_time(self) -> str:
+        return record_time(self.rows[-1][2]) if self.rows else ""
 
 
 @dataclass
@@ -115,6 +122,9 @@ class MemoryStore:
     ) -> None:
         await self.close()
 
+    async def ping(self) -> None:
+        self._check_open()  # memory takes any write while the store is open
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreUnavailable("the store is closed")
@@ -130,14 +140,16 @@ class MemoryStore:
 
     def _create_log(self, conversation: Conversation, prefix: Sequence[_Row] = ()) -> None:
         log = _Log(conversation, rows=list(prefix))
-        record = seal(
-            conversation_created_draft(conversation),
-            conversation_id=conversation.id,
-            session=conversation.key.session,
-            seq=log.head + 1,
-            prev_hash=log.head_hash,
+        log.extend(
+            seal_batch(
+                [conversation_created_draft(conversation)],
+                conversation_id=conversation.id,
+                session=conversation.key.session,
+                head=len(prefix),
+                prev_hash=prefix[-1][4] if prefix else "",
+                prev_time=log.head_time,
+            )
         )
-        log.rows.append(_row(record))
         self._logs[conversation.id] = log
         self._by_key[conversation.key] = conversation.id
 
@@ -182,8 +194,9 @@ class MemoryStore:
             session=log.conversation.key.session,
             head=log.head,
             head_hash=log.head_hash,
+            head_time=log.head_time,
         )
-        log.rows.extend(_row(record) for record in sealed)
+        log.extend(sealed)
         self._notifier.notify([conversation_id])
         return [Record(*_row(record)) for record in sealed]
 
@@ -209,6 +222,26 @@ class MemoryStore:
         )
         return records
 
+    async def append_decision(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        wake: str | None,
+    ) -> list[Record]:
+        log = self._log(conversation_id)
+        # No await below: the append (which checks before it writes) at a fence of its own,
+        # and the wake-up, happen together or not at all.
+        records = await self.append(
+            conversation_id, drafts, expected_seq=expected_seq, fence=log.fence + 1
+        )
+        log.fence += 1
+        waiting = self._submissions.get(wake) if wake is not None else None
+        if waiting is not None:
+            self._wake(waiting)
+        return records
+
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
@@ -226,8 +259,13 @@ class MemoryStore:
         return log.fence
 
     async def verify(self, conversation_id: str) -> int:
-        rows = self._log(conversation_id).rows
-        return verify_chain(conversation_id, (Record(*row) for row in rows))
+        log = self._log(conversation_id)
+        return verify_anchored(
+            conversation_id,
+            (Record(*row) for row in log.rows),
+            head=log.head,
+            head_hash=log.head_hash,
+        )
 
     async def fork(
         self,
@@ -457,32 +495,50 @@ class MemoryStore:
             attempt_count=submission.attempt_count - (1 if refund_attempt else 0),
         )
 
-    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
+    async def park(
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        reason: str,
+        expected_seq: int | None = None,
+    ) -> Submission:
         stored = self._owned(submission_id, attempt_id, "park")
+        submission = stored.submission
+        woken = submission.cancel_requested_at is not None or (
+            expected_seq is not None and self._logs[submission.conversation_id].head != expected_seq
+        )
         return self._update(
             stored,
-            status=SubmissionStatus.WAITING,
+            status=SubmissionStatus.QUEUED if woken else SubmissionStatus.WAITING,
             attempt_id=None,
             owner_id=None,
             lease_expires_at=None,
             wait_reason=reason,
+            attempt_count=submission.attempt_count - 1,
         )
+
+    def _wake(self, stored: _StoredSubmission) -> None:
+        """Waiting → queued. ``wait_reason`` says what it waited for until its next claim."""
+        if stored.submission.status is SubmissionStatus.WAITING:
+            self._update(stored, status=SubmissionStatus.QUEUED)
 
     async def unpark(self, submission_id: str) -> Submission:
         stored = self._stored(submission_id)
         if stored.submission.status is not SubmissionStatus.WAITING:
             raise ClaimLost(submission_id, f"cannot unpark: status is {stored.submission.status}")
-        return self._update(stored, status=SubmissionStatus.QUEUED, wait_reason=None)
+        self._wake(stored)
+        return self._public(stored)
 
     async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
         stored = self._stored(submission_id)
         submission = stored.submission
-        if (
-            submission.status is SubmissionStatus.SETTLED
-            or submission.cancel_requested_at is not None
-        ):
+        if submission.status is SubmissionStatus.SETTLED:
             return self._public(stored)
-        return self._update(stored, cancel_requested_at=now)
+        if submission.cancel_requested_at is None:
+            self._update(stored, cancel_requested_at=now)
+        self._wake(stored)  # nothing it waits for will come: its next claim settles it
+        return self._public(stored)
 
     async def reserve_settlement(
         self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]

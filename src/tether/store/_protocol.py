@@ -113,8 +113,23 @@ class SubmissionStore(Protocol):
         """
         ...
 
-    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
-        """Running → waiting for the owning attempt (approval, child tasks); no lease is held."""
+    async def park(
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        reason: str,
+        expected_seq: int | None = None,
+    ) -> Submission:
+        """Running → waiting for the owning attempt (approval, child tasks); no lease is held
+        and the attempt is refunded (waiting is not failing). ``ClaimLost`` for any other
+        attempt.
+
+        Unless the wait may already be over: if a cancel was requested, or the conversation's
+        head has moved past ``expected_seq`` (the head the attempt last saw: the decision it
+        would wait for may be in the log already), it goes running → queued instead, refunded
+        too, so that the next claim reads the log as it is now. Check the returned status.
+        """
         ...
 
     async def unpark(self, submission_id: str) -> Submission:
@@ -122,7 +137,10 @@ class SubmissionStore(Protocol):
         ...
 
     async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
-        """Stamp a cancel request (the first stamp is kept); a settled submission is untouched."""
+        """Stamp a cancel request (the first stamp is kept); a settled submission is untouched.
+
+        A waiting submission is requeued in the same commit (waiting → queued): nothing it
+        waits for will come, and its next claim settles it before any user code runs."""
         ...
 
     async def reserve_settlement(
@@ -264,6 +282,35 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         The one-commit form of reserve → append → finalize, for a writer that owns both the
         claim and the log. Raises ``ClaimLost`` (checked first), then ``Conflict`` and
         ``Fenced`` as ``append`` does; nothing is written on error.
+        """
+        ...
+
+    async def ping(self) -> None:
+        """Prove the store can write now: a small write that commits (a heartbeat), not a
+        read. Raises ``StoreUnavailable`` when it cannot (a full disk, a lost database, a
+        closed store). What a readiness probe asks.
+
+        Example::
+
+            await store.ping()  # returns once a heartbeat committed
+        """
+        ...
+
+    async def append_decision(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        wake: str | None,
+    ) -> list[Record]:
+        """Append a host's decision on parked work (``approval_decided``) and, in the same
+        atomic commit, supersede every earlier writer (a fence is minted for it, as
+        ``mint_fence`` would) and wake ``wake``, the submission that waits for it:
+        waiting → queued if it is waiting; in any other status (or unknown) it is left as it
+        is (an attempt that has yet to park finds the head moved: see ``park``).
+
+        Raises ``Conflict`` if the head is not ``expected_seq``; nothing is written on error.
         """
         ...
 

@@ -21,9 +21,9 @@ from typing import Any, Self, TypeVar
 
 from tether._payloads import AttachmentRef
 from tether.errors import ConversationNotFound, StoreUnavailable
-from tether.records import Record, RecordDraft, verify_chain
+from tether.records import Record, RecordDraft
 from tether.store import _sqlite_ops as ops
-from tether.store._common import check_drafts, check_limit
+from tether.store._common import check_drafts, check_limit, verify_anchored
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._sqlite_append import AppendRequest
 from tether.store._sqlite_schema import Synchronous, connect, migrate, translate_errors
@@ -37,6 +37,7 @@ from tether.store._types import (
     SessionKey,
     Submission,
     SubmissionStatus,
+    utc_now,
 )
 
 __all__ = ("SqliteStore",)
@@ -157,6 +158,9 @@ class SqliteStore:
     ) -> None:
         await self.close()
 
+    async def ping(self) -> None:
+        await self._write(ops.ping, utc_now())
+
     # --- plumbing ---------------------------------------------------------------------
 
     def _reader(self) -> sqlite3.Connection:
@@ -226,6 +230,19 @@ class SqliteStore:
             ops.append_settled, conversation_id, list(drafts), expected_seq, fence, settle
         )
 
+    async def append_decision(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        wake: str | None,
+    ) -> list[Record]:
+        check_drafts(drafts)
+        return await self._write_touching(
+            ops.append_decision, conversation_id, list(drafts), expected_seq, wake
+        )
+
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
@@ -240,13 +257,19 @@ class SqliteStore:
 
     async def verify(self, conversation_id: str) -> int:
         def run(conn: sqlite3.Connection) -> int:
-            ops.head(conn, conversation_id)
-            cursor = conn.execute(
-                f"SELECT {ops.RECORD_COLUMNS} FROM records "
-                "WHERE conversation = (SELECT number FROM conversations WHERE id = ?) ORDER BY seq",
-                (conversation_id,),
-            )
-            return verify_chain(conversation_id, ops.chained(cursor))
+            conn.execute("BEGIN")  # one snapshot: the anchor and the records it anchors
+            try:
+                head, head_hash = ops.anchor(conn, conversation_id)
+                cursor = conn.execute(
+                    f"SELECT {ops.RECORD_COLUMNS} FROM records WHERE conversation = "
+                    "(SELECT number FROM conversations WHERE id = ?) ORDER BY seq",
+                    (conversation_id,),
+                )
+                return verify_anchored(
+                    conversation_id, ops.chained(cursor), head=head, head_hash=head_hash
+                )
+            finally:
+                conn.execute("COMMIT")
 
         return self._read(run)
 
@@ -343,8 +366,15 @@ class SqliteStore:
     ) -> Submission:
         return await self._write(ops.release, submission_id, attempt_id, last_error, refund_attempt)
 
-    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
-        return await self._write(ops.park, submission_id, attempt_id, reason)
+    async def park(
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        reason: str,
+        expected_seq: int | None = None,
+    ) -> Submission:
+        return await self._write(ops.park, submission_id, attempt_id, reason, expected_seq)
 
     async def unpark(self, submission_id: str) -> Submission:
         return await self._write(ops.unpark, submission_id)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from tether.errors import ConversationNotFound
 from tether.records import Record, RecordDraft
-from tether.store._common import seal_append
+from tether.store._common import record_time, seal_append
+from tether.store._sqlite_ops import HEAD_STATE_COLUMNS, move_anchors
 from tether.store._sqlite_schema import kind_code
 
 __all__ = ("AppendRequest", "Appender")
@@ -48,6 +49,7 @@ class _State:
     session: str
     head: int
     head_hash: str
+    head_time: str
 
 
 class Appender:
@@ -77,21 +79,18 @@ class Appender:
         for start in range(0, len(missing), _MAX_VARIABLES):
             chunk = missing[start : start + _MAX_VARIABLES]
             marks = ",".join("?" * len(chunk))
-            # MAX(seq) per conversation is one index seek (SQLite's min/max optimization).
-            for cid, number, fence, session, seq, hash_ in conn.execute(
-                "SELECT c.id, c.number, c.fence, c.session, r.seq, r.hash FROM conversations c "
-                "LEFT JOIN records r ON r.conversation = c.number AND r.seq = "
-                "(SELECT MAX(seq) FROM records WHERE conversation = c.number) "
-                f"WHERE c.id IN ({marks})",
+            for cid, number, fence, session, seq, hash_, body in conn.execute(
+                f"SELECT {HEAD_STATE_COLUMNS} FROM conversations c WHERE c.id IN ({marks})",
                 chunk,
             ):
-                head_hash = hash_.hex() if hash_ else ""
-                self._states[cid] = _State(number, fence, session, seq or 0, head_hash)
+                head_time = record_time(body) if body else ""
+                self._states[cid] = _State(number, fence, session, seq, hash_.hex(), head_time)
 
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
         self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
         rows: list[tuple[int, int, int | str, bytes, bytes]] = []
+        heads: dict[int, _State] = {}  # by conversation number: each anchor moves once
         for request in requests:
             cid = request.conversation_id
             state = self._states.get(cid)
@@ -107,11 +106,18 @@ class Appender:
                     session=state.session,
                     head=state.head,
                     head_hash=state.head_hash,
+                    head_time=state.head_time,
                 )
             except Exception as exc:  # a typed error, or a payload that cannot be encoded
                 request.error = exc
                 continue
-            state.head, state.head_hash = sealed[-1].seq, sealed[-1].hash
+            last = sealed[-1]
+            state.head, state.head_hash, state.head_time = (
+                last.seq,
+                last.hash,
+                record_time(last.canonical),
+            )
+            heads[state.number] = state
             rows.extend(
                 (state.number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
                 for r in sealed
@@ -126,3 +132,4 @@ class Appender:
                 + ",".join(["(?,?,?,?,?)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )
+        move_anchors(conn, ((st.head, bytes.fromhex(st.head_hash), n) for n, st in heads.items()))

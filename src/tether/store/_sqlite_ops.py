@@ -23,14 +23,16 @@ from tether.errors import (
     SessionExists,
     SubmissionNotFound,
 )
-from tether.records import Record, RecordDraft, seal
+from tether.records import Record, RecordDraft
 from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
     check_fork_seq,
     conversation_created_draft,
     fork_parent,
+    record_time,
     seal_append,
+    seal_batch,
     submission_from_row,
 )
 from tether.store._sqlite_schema import kind_code, kind_name
@@ -101,6 +103,13 @@ def find_conversation(conn: sqlite3.Connection, key: SessionKey) -> Conversation
     return None if row is None else _conversation(row)
 
 
+HEAD_STATE_COLUMNS = (
+    "c.id, c.number, c.fence, c.session, c.head, c.head_hash, "
+    "(SELECT body FROM records WHERE conversation = c.number AND seq = c.head)"
+)
+"""What an append checks and seals against, from a conversation row ``c``: its anchor and
+the head record's bytes (for its time)."""
+
 _NUMBER = "(SELECT number FROM conversations WHERE id = ?)"
 """A conversation's number, by id: what a records row holds instead of the id."""
 
@@ -120,9 +129,17 @@ def _create_conversation(
 ) -> None:
     key = conversation.key
     parent = conversation.parent
+    [created] = seal_batch(
+        [conversation_created_draft(conversation)],
+        conversation_id=conversation.id,
+        session=key.session,
+        head=len(prefix),
+        prev_hash=prefix[-1].hash if prefix else "",
+        prev_time=record_time(prefix[-1].canonical) if prefix else "",
+    )
     number = conn.execute(
-        "INSERT INTO conversations (id, agent, instance, session, created_at, parent) "
-        "VALUES (?, ?, ?, ?, ?, ?) RETURNING number",
+        "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
+        "head_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
         (
             conversation.id,
             key.agent,
@@ -130,15 +147,10 @@ def _create_conversation(
             key.session,
             to_micros(conversation.created_at),
             None if parent is None else canonical_json(parent.to_json_object()),
+            created.seq,
+            bytes.fromhex(created.hash),
         ),
     ).fetchone()[0]
-    created = seal(
-        conversation_created_draft(conversation),
-        conversation_id=conversation.id,
-        session=key.session,
-        seq=len(prefix) + 1,
-        prev_hash=prefix[-1].hash if prefix else "",
-    )
     insert_records(conn, number, [*prefix, created])
     touched.append(conversation.id)
 
@@ -169,12 +181,22 @@ def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
 
 
 def head(conn: sqlite3.Connection, conversation_id: str) -> int:
+    return anchor(conn, conversation_id)[0]
+
+
+def anchor(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str]:
+    """The head seq and hash the conversation row holds (moved by every append)."""
     row = conn.execute(
-        f"SELECT MAX(seq) FROM records WHERE conversation = {_NUMBER}", (conversation_id,)
+        "SELECT head, head_hash FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
-    if row[0] is None:  # every conversation has seq 1, so no record means no conversation
+    if row is None:
         raise ConversationNotFound(conversation_id)
-    return int(row[0])
+    return int(row[0]), bytes(row[1]).hex()
+
+
+def move_anchors(conn: sqlite3.Connection, heads: Iterable[tuple[int, bytes, int]]) -> None:
+    """Set each ``(head, head_hash, conversation number)``: in the commit of the append."""
+    conn.executemany("UPDATE conversations SET head = ?, head_hash = ? WHERE number = ?", heads)
 
 
 def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Record]:
@@ -455,15 +477,25 @@ def release(
     )
 
 
-def park(conn: sqlite3.Connection, submission_id: str, attempt_id: str, reason: str) -> Submission:
+def park(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str,
+    reason: str,
+    expected_seq: int | None,
+) -> Submission:
+    # One transaction: the head read here is the head when the park commits.
+    current = get_submission(conn, submission_id)
+    moved = expected_seq is not None and head(conn, current.conversation_id) != expected_seq
     return _update_owned(
         conn,
         submission_id,
         attempt_id,
         "park",
-        "status = 'waiting', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
-        "wait_reason = ?",
-        (reason,),
+        "status = CASE WHEN ? OR cancel_requested_at IS NOT NULL THEN 'queued' ELSE 'waiting' "
+        "END, attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, wait_reason = ?, "
+        "attempt_count = attempt_count - 1",
+        (moved, reason),
     )
 
 
@@ -473,16 +505,18 @@ def unpark(conn: sqlite3.Connection, submission_id: str) -> Submission:
         submission_id,
         None,
         "unpark",
-        "status = 'queued', wait_reason = NULL",
+        "status = 'queued'",
         (),
         from_status=SubmissionStatus.WAITING,
     )
 
 
 def request_cancel(conn: sqlite3.Connection, submission_id: str, now: datetime) -> Submission:
+    # A waiting submission is requeued: nothing it waits for will come.
     conn.execute(
-        "UPDATE submissions SET cancel_requested_at = ? WHERE id = ? AND status != 'settled' "
-        "AND cancel_requested_at IS NULL",
+        "UPDATE submissions SET cancel_requested_at = COALESCE(cancel_requested_at, ?), "
+        "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
+        "WHERE id = ? AND status != 'settled'",
         (to_micros(now), submission_id),
     )
     return get_submission(conn, submission_id)
@@ -534,6 +568,15 @@ def finalize_settlement(conn: sqlite3.Connection, submission_id: str, now: datet
     )
 
 
+def ping(conn: sqlite3.Connection, now: datetime) -> None:
+    """A one-row write: what proves the database takes writes (``Store.ping``)."""
+    conn.execute(
+        "INSERT INTO heartbeat (singleton, at) VALUES (1, ?) "
+        "ON CONFLICT (singleton) DO UPDATE SET at = excluded.at",
+        (to_micros(now),),
+    )
+
+
 # --- attachments ----------------------------------------------------------------------
 
 
@@ -556,15 +599,43 @@ def append_settled(
         "status = 'settled', lease_expires_at = NULL, settlement = ?, settled_at = ?",
         (canonical_json(settle.settlement), to_micros(settle.settled_at)),
     )
+    return append_checked(conn, conversation_id, drafts, expected_seq, fence, touched)
+
+
+def append_decision(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    drafts: Sequence[RecordDraft],
+    expected_seq: int,
+    wake: str | None,
+    touched: list[str],
+) -> list[Record]:
+    """Append at a fence minted for it and wake the submission waiting for the decision: the
+    writer's transaction (or savepoint) rolls the fence and the wake-up back if the append
+    is refused."""
+    fence = mint_fence(conn, conversation_id)
+    if wake is not None:
+        conn.execute(
+            "UPDATE submissions SET status = 'queued' WHERE id = ? AND status = 'waiting'", (wake,)
+        )
+    return append_checked(conn, conversation_id, drafts, expected_seq, fence, touched)
+
+
+def append_checked(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    drafts: Sequence[RecordDraft],
+    expected_seq: int,
+    fence: int,
+    touched: list[str],
+) -> list[Record]:
+    """An append inside a transaction that writes more than the records."""
     row = conn.execute(
-        "SELECT c.number, c.fence, c.session, r.seq, r.hash FROM conversations c "
-        "JOIN records r ON r.conversation = c.number "
-        "WHERE c.id = ? ORDER BY r.seq DESC LIMIT 1",
-        (conversation_id,),
+        f"SELECT {HEAD_STATE_COLUMNS} FROM conversations c WHERE c.id = ?", (conversation_id,)
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    number, current_fence, session, current_head, head_hash = row
+    _, number, current_fence, session, current_head, head_hash, head_body = row
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -574,8 +645,10 @@ def append_settled(
         session=session,
         head=current_head,
         head_hash=head_hash.hex(),
+        head_time=record_time(head_body) if head_body else "",
     )
     insert_records(conn, number, sealed)
+    move_anchors(conn, [(sealed[-1].seq, bytes.fromhex(sealed[-1].hash), number)])
     touched.append(conversation_id)
     return sealed
 

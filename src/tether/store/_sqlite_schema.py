@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -159,6 +159,22 @@ ALTER TABLE conversations_v4 RENAME TO conversations;
 ALTER TABLE records_v4 RENAME TO records;
 """
 
+# v6: the chain's anchor on the conversation row, its head seq and hash, written in the same
+# commit as every append (and backfilled here from each log's last record): ``verify`` then
+# tells a log cut short from a whole one. And a one-row table ``ping`` writes to.
+_SCHEMA_V6: Final = """
+ALTER TABLE conversations ADD COLUMN head INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN head_hash BLOB NOT NULL DEFAULT x'';
+UPDATE conversations SET
+    head = COALESCE((SELECT MAX(seq) FROM records WHERE conversation = number), 0),
+    head_hash = COALESCE((SELECT hash FROM records WHERE conversation = number
+                          ORDER BY seq DESC LIMIT 1), x'');
+CREATE TABLE heartbeat (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    at        INTEGER NOT NULL
+);
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -172,6 +188,7 @@ _MIGRATIONS: Final = (
         seq          INTEGER NOT NULL,
         body         BLOB NOT NULL
     );""",
+    _SCHEMA_V6,
 )
 
 

@@ -25,6 +25,7 @@ from tether.store._common import (
     check_fork_seq,
     conversation_created_draft,
     fork_parent,
+    record_time,
     seal_append,
     seal_batch,
 )
@@ -160,6 +161,7 @@ async def _create_conversation(
         session=key.session,
         head=len(prefix),
         prev_hash=prefix[-1].hash if prefix else "",
+        prev_time=record_time(prefix[-1].canonical) if prefix else "",
     )
     records = [*prefix, first]
     await _insert_records(conn, conversation.id, records)
@@ -237,16 +239,21 @@ async def read(conn: Conn, conversation_id: str, after_seq: int, limit: int) -> 
     return [_record(row) for row in rows]
 
 
-async def read_all(conn: Conn, conversation_id: str) -> list[Record]:
-    """The whole log, for verification."""
-    await head(conn, conversation_id)  # ConversationNotFound for an unknown id
+async def read_all(conn: Conn, conversation_id: str) -> tuple[list[Record], int, str]:
+    """The whole log with the anchor (head seq and hash) of its conversation row, for
+    verification: one statement, so one snapshot."""
     rows = await (
         await conn.execute(
-            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = %s ORDER BY seq",
+            "SELECT c.head, c.head_hash, r.seq, r.kind, r.body, r.prev_hash, r.hash "
+            "FROM conversations c LEFT JOIN records r ON r.conversation_id = c.id "
+            "WHERE c.id = %s ORDER BY r.seq",
             (conversation_id,),
         )
     ).fetchall()
-    return [_record(row) for row in rows]
+    if not rows:
+        raise ConversationNotFound(conversation_id)
+    records = [_record(row[2:]) for row in rows if row[2] is not None]
+    return records, int(rows[0][0]), bytes(rows[0][1]).hex()
 
 
 async def append(
@@ -261,13 +268,15 @@ async def append(
     # The row lock orders every append of this conversation: seqs commit in order.
     row = await (
         await conn.execute(
-            "SELECT fence, session, head, head_hash FROM conversations WHERE id = %s FOR UPDATE",
+            "SELECT c.fence, c.session, c.head, c.head_hash, r.body FROM conversations c "
+            "LEFT JOIN records r ON r.conversation_id = c.id AND r.seq = c.head "
+            "WHERE c.id = %s FOR UPDATE OF c",
             (conversation_id,),
         )
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    current_fence, session, current_head, head_hash = row
+    current_fence, session, current_head, head_hash, head_body = row
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -277,6 +286,7 @@ async def append(
         session=session,
         head=current_head,
         head_hash=bytes(head_hash).hex(),
+        head_time=record_time(bytes(head_body)) if head_body is not None else "",
     )
     await _insert_records(conn, conversation_id, sealed)
     await conn.execute(

@@ -108,6 +108,14 @@ MIGRATIONS: Final = (
         body            BYTEA NOT NULL
     );
     """,
+    # v3: a one-row table ``ping`` writes to (the conversation row's head and head_hash,
+    # the chain's anchor, have been there since v1)
+    """
+    CREATE TABLE heartbeat (
+        singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+        at        TIMESTAMPTZ NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 _LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database

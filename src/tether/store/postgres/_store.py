@@ -20,8 +20,14 @@ from psycopg_pool import AsyncConnectionPool
 from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef
 from tether.errors import ClaimLost, ConversationNotFound, StoreUnavailable, TetherError
-from tether.records import Record, RecordDraft, verify_chain
-from tether.store._common import check_drafts, check_limit, seal_batch
+from tether.records import Record, RecordDraft
+from tether.store._common import (
+    check_drafts,
+    check_limit,
+    record_time,
+    seal_batch,
+    verify_anchored,
+)
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
     Admission,
@@ -50,6 +56,7 @@ class _Head:
     session: str
     seq: int
     hash: str
+    time: str
 
 
 Conn = psycopg.AsyncConnection[TupleRow]
@@ -164,6 +171,13 @@ class PostgresStore:
     ) -> None:
         await self.close()
 
+    async def ping(self) -> None:
+        async with self._connection(atomic=False) as conn:
+            await conn.execute(
+                "INSERT INTO heartbeat (at) VALUES (now()) "
+                "ON CONFLICT (singleton) DO UPDATE SET at = excluded.at"
+            )
+
     # --- plumbing ---------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
@@ -274,6 +288,7 @@ class PostgresStore:
                 session=known.session,
                 head=known.seq,
                 prev_hash=known.hash,
+                prev_time=known.time,
             )
             if await self._autocommit(
                 _log.append_if_head,
@@ -305,6 +320,42 @@ class PostgresStore:
         sealed, session = await self._run(checked)
         return self._appended(conversation_id, session, sealed, settle)
 
+    async def append_decision(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        wake: str | None,
+    ) -> list[Record]:
+        check_drafts(drafts)
+
+        async def decide(conn: Conn) -> tuple[list[Record], str, bool]:
+            if wake is not None:
+                # The claim's row before the conversation's, as append_settled and park lock
+                # them: a park in flight commits wholly before this reads the status, or
+                # waits for this commit and then sees the head moved.
+                await conn.execute("SELECT 1 FROM submissions WHERE id = %s FOR UPDATE", (wake,))
+            fence = await _log.mint_fence(conn, conversation_id)
+            woken = False
+            if wake is not None:
+                cursor = await conn.execute(
+                    "UPDATE submissions SET status = 'queued' WHERE id = %s AND status = 'waiting'",
+                    (wake,),
+                )
+                woken = cursor.rowcount == 1
+                if woken:
+                    await _log.notify(conn, self._channels.work, wake)
+            sealed, session = await _log.append(
+                conn, conversation_id, list(drafts), expected_seq, fence, self._channels
+            )
+            return sealed, session, woken
+
+        sealed, session, woken = await self._run(decide)
+        if woken:
+            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+        return self._appended(conversation_id, session, sealed, None)
+
     def _appended(
         self,
         conversation_id: str,
@@ -321,7 +372,9 @@ class PostgresStore:
     def _remember(self, conversation_id: str, session: str, last: Record) -> None:
         if len(self._heads) >= _HEADS_LIMIT:
             self._heads.clear()
-        self._heads[conversation_id] = _Head(session, last.seq, last.hash)
+        self._heads[conversation_id] = _Head(
+            session, last.seq, last.hash, record_time(last.canonical)
+        )
 
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
@@ -350,8 +403,8 @@ class PostgresStore:
         return await self._autocommit(_log.get_snapshot, conversation_id)
 
     async def verify(self, conversation_id: str) -> int:
-        records = await self._autocommit(_log.read_all, conversation_id)
-        return verify_chain(conversation_id, iter(records))
+        records, head, head_hash = await self._autocommit(_log.read_all, conversation_id)
+        return verify_anchored(conversation_id, records, head=head, head_hash=head_hash)
 
     async def fork(
         self,
@@ -460,37 +513,77 @@ class PostgresStore:
             work=True,
         )
 
-    async def park(self, submission_id: str, *, attempt_id: str, reason: str) -> Submission:
-        return await self._owned(
-            submission_id,
-            attempt_id,
-            "park",
-            "status = 'waiting', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
-            "wait_reason = %s",
-            (reason,),
-        )
+    async def park(
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        reason: str,
+        expected_seq: int | None = None,
+    ) -> Submission:
+        async def run(conn: Conn) -> Submission:
+            # The claim's row first (as append_decision locks it), then the head in a statement
+            # of its own: a decision committed while we waited for the row is seen.
+            row = await (
+                await conn.execute(
+                    "SELECT conversation_id FROM submissions WHERE id = %s FOR UPDATE",
+                    (submission_id,),
+                )
+            ).fetchone()
+            moved = False
+            if row is not None and expected_seq is not None:
+                moved = await _log.head(conn, row[0]) != expected_seq
+            return await _submissions.update_owned(
+                conn,
+                submission_id,
+                attempt_id,
+                "park",
+                "status = CASE WHEN %s::boolean OR cancel_requested_at IS NOT NULL "
+                "THEN 'queued' ELSE 'waiting' END, attempt_id = NULL, owner_id = NULL, "
+                "lease_expires_at = NULL, wait_reason = %s, attempt_count = attempt_count - 1",
+                (moved, reason),
+                notify=self._channels.work,
+            )
+
+        parked = await self._run(run)
+        if parked.status is SubmissionStatus.QUEUED:
+            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+        return parked
 
     async def unpark(self, submission_id: str) -> Submission:
         return await self._owned(
             submission_id,
             None,
             "unpark",
-            "status = 'queued', wait_reason = NULL",
+            "status = 'queued'",
             (),
             from_status=SubmissionStatus.WAITING,
             work=True,
         )
 
     async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
-        async def run(conn: Conn) -> Submission:
+        async def run(conn: Conn) -> tuple[Submission, bool]:
+            row = await (
+                await conn.execute(
+                    "SELECT status FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)
+                )
+            ).fetchone()
+            waiting = row is not None and row[0] == SubmissionStatus.WAITING.value
+            # A waiting submission is requeued: nothing it waits for will come.
             await conn.execute(
-                "UPDATE submissions SET cancel_requested_at = %s WHERE id = %s "
-                "AND status <> 'settled' AND cancel_requested_at IS NULL",
+                "UPDATE submissions SET cancel_requested_at = COALESCE(cancel_requested_at, %s), "
+                "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
+                "WHERE id = %s AND status <> 'settled'",
                 (now, submission_id),
             )
-            return await _submissions.get_submission(conn, submission_id)
+            if waiting:
+                await _log.notify(conn, self._channels.work, submission_id)
+            return await _submissions.get_submission(conn, submission_id), waiting
 
-        return await self._run(run)
+        cancelled, requeued = await self._run(run)
+        if requeued:
+            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+        return cancelled
 
     async def reserve_settlement(
         self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]

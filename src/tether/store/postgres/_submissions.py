@@ -169,6 +169,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
         session=key.session,
         head=0,
         prev_hash="",
+        prev_time="",
     )
     row = await (
         await conn.execute(

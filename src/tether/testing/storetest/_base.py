@@ -31,6 +31,10 @@ class BaseConformance:
         """Overwrite the stored bytes of one record behind the store's back (keep its hashes)."""
         raise NotImplementedError
 
+    async def truncate(self, store: Store, conversation_id: str, seq: int) -> None:
+        """Delete the records after ``seq`` behind the store's back (and nothing else)."""
+        raise NotImplementedError
+
 
 def case(
     fn: Callable[[SelfT, Store, Fixtures], Awaitable[None]],

@@ -19,7 +19,13 @@ from tether.errors import (
     SessionExists,
     StoreUnavailable,
 )
-from tether.records import ConversationCreated, UserMessage, decode_record
+from tether.records import (
+    ConversationCreated,
+    RecordDraft,
+    UserMessage,
+    decode_record,
+    format_time,
+)
 from tether.store import Store
 from tether.testing.storetest._base import T0, BaseConformance, Fixtures, case
 
@@ -229,6 +235,59 @@ class LogCases(BaseConformance):
         with pytest.raises(LogTampered) as caught:
             await store.verify(cid)
         assert caught.value.seq == 3
+
+    @case
+    async def test_verify_detects_a_log_cut_short(self, store: Store, fx: Fixtures) -> None:
+        """Each remaining record still links to the one before it: only the anchor the
+        conversation keeps (its head seq and hash, moved by every append) tells the loss."""
+        cid = await fx.conversation()
+        await fx.fill(cid, 4)
+        child = await store.fork(
+            cid, at_seq=3, key=fx.key("fork"), new_conversation_id="conv-fork", created_at=T0
+        )
+        assert await store.verify(cid) == 5 and await store.verify(child.id) == 4
+        try:
+            await self.truncate(store, cid, 4)
+            await self.truncate(store, child.id, 3)
+        except NotImplementedError:
+            pytest.skip("the backend supplies no truncate hook")
+        with pytest.raises(LogTampered, match="log ends at 4, head is 5") as caught:
+            await store.verify(cid)
+        assert caught.value.seq == 5
+        with pytest.raises(LogTampered, match="log ends at 3, head is 4"):
+            await store.verify(child.id)
+
+    @case
+    async def test_a_record_time_never_goes_back(self, store: Store, fx: Fixtures) -> None:
+        """Drafts are stamped before they reach the store (two writers, or a clock stepped
+        back): a later seq takes its predecessor's time rather than an earlier one."""
+        cid = await fx.conversation()  # created at T0
+
+        def at(seconds: float) -> RecordDraft:
+            return RecordDraft(UserMessage(body="t"), time=format_time(fx.at(seconds)))
+
+        await store.append(cid, [at(10)], expected_seq=1, fence=0)
+        await store.append(cid, [at(5), at(20), at(15)], expected_seq=2, fence=0)
+        await store.append(cid, [at(1)], expected_seq=5, fence=0)
+        await store.append(cid, [at(30)], expected_seq=6, fence=0)
+        times = [record.time for record in await store.read(cid)]
+        expected = [0, 10, 10, 20, 20, 20, 30]
+        assert times == [format_time(fx.at(seconds)) for seconds in expected]
+        assert await store.verify(cid) == 7
+        child = await store.fork(
+            cid, at_seq=4, key=fx.key("fork"), new_conversation_id="conv-f", created_at=fx.at(2)
+        )
+        [marker] = await store.read(child.id, after_seq=4)
+        assert marker.time == format_time(fx.at(20))
+        assert await store.verify(child.id) == 5
+
+    @case
+    async def test_ping_writes_or_says_why_not(self, store: Store, fx: Fixtures) -> None:
+        await store.ping()
+        await store.ping()
+        await store.close()
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
 
     @case
     async def test_fork_shares_the_prefix_hashes(self, store: Store, fx: Fixtures) -> None:
