@@ -199,6 +199,17 @@ class Runtime:
     ) -> None:
         await self.close()
 
+    async def ready(self) -> None:
+        """Return once the store has committed a small write (:meth:`Store.ping`); raise
+        ``StoreUnavailable`` if it cannot write (a full disk, a lost database), or
+        ``RuntimeClosed``. What ``/readyz`` asks.
+
+        Example::
+
+            await runtime.ready()
+        """
+        await self._check_open().ping()
+
     def _check_open(self) -> Store:
         if self.closing:
             raise RuntimeClosed("the runtime is closed")

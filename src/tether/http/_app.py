@@ -323,9 +323,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
     @app.get("/readyz")
     async def readyz() -> Response:
         try:
-            await runtime.store.find_conversation(SessionKey("_", "_", "_"))
-        except ConversationNotFound:
-            return json_response({"ready": True})
+            await runtime.ready()  # a write that commits: a full disk is not ready
         except Exception as exc:
-            raise ApiError(503, "not_ready", f"the store is not ready: {exc}") from None
+            raise ApiError(503, "not_ready", f"the store cannot write: {exc}") from None
         return json_response({"ready": True})
