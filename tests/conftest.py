@@ -31,6 +31,29 @@ def _reap_child_processes() -> Iterator[None]:
     reap_started()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _environment_restored(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test module leaves ``os.environ`` as it found it: a setting left behind would change
+    what every later module runs with (use ``monkeypatch``, or ``MonkeyPatch.context()`` in a
+    module-scoped fixture). A leak is undone, then reported as an error of the module."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(
+        name
+        for name in before.keys() | after.keys()
+        if before.get(name) != after.get(name) and name != "PYTEST_CURRENT_TEST"  # pytest's own
+    )
+    if not changed:
+        return
+    for name in changed:
+        if name in before:
+            os.environ[name] = before[name]
+        else:
+            del os.environ[name]
+    pytest.fail(f"{request.node.nodeid} left environment variables changed: {changed}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _drop_postgres_schemas() -> Iterator[None]:
     yield

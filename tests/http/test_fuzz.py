@@ -31,7 +31,13 @@ SKIP = {("GET", "/agents/{agent}/{instance}")}
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    os.environ.setdefault("TETHER_DEMO_RESEARCH_SECONDS", "0.05")
+    with pytest.MonkeyPatch.context() as patch:  # restored when the module is done
+        if "TETHER_DEMO_RESEARCH_SECONDS" not in os.environ:
+            patch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.05")
+        yield from _serve_demo(tmp_path_factory)
+
+
+def _serve_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     runtime = Runtime(demo_agents(), f"sqlite:///{tmp_path_factory.mktemp('fuzz')}", **FAST)
     app = create_app(runtime, manage_runtime=True)
     sock = socket.socket()
@@ -40,13 +46,17 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    while not server.started:
-        thread.join(0.02)
-    httpx.post(f"{url}/agents/assistant/me", params={"wait": True}, json={"body": "seed"})
-    yield url
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the fuzzed server did not start"
+            thread.join(0.02)
+        seed = {"body": "seed"}
+        httpx.post(f"{url}/agents/assistant/me", params={"wait": True}, json=seed, timeout=90)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()
 
 
 def _operations() -> list[tuple[str, str]]:
