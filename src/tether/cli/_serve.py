@@ -7,12 +7,12 @@ import contextlib
 import gc
 import importlib
 import ipaddress
-import os
 from collections.abc import Iterator, Mapping
 
 import typer
 import uvicorn
 
+from tether.cli._logs import show_tether_logs, uvicorn_log_level
 from tether.engine import AgentDefinition, Interceptor, Runtime
 from tether.http import create_app
 from tether.store import DEFAULT_STORE_URL
@@ -113,6 +113,7 @@ def serve(
             param_hint="--host",
         )
     agents = load_agents(app, demo)
+    show_tether_logs()
     with _tracing(otlp_endpoint) as interceptors:
         runtime = Runtime(agents, store, lease=lease, interceptors=interceptors)
         application = create_app(
@@ -128,7 +129,7 @@ def serve(
             application,
             host=host,
             port=port,
-            log_level=os.environ.get("TETHER_LOG_LEVEL", "warning"),
+            log_level=uvicorn_log_level(),
         )
 
 
@@ -145,6 +146,7 @@ def worker(
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
+    show_tether_logs()
 
     async def run(interceptors: list[Interceptor]) -> None:
         async with Runtime(agents, store, lease=lease, interceptors=interceptors):

@@ -14,6 +14,7 @@ Example::
 from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
 from tether.engine._inbound import Inbound, SignalInfo
 from tether.engine._observe import (
+    ApprovalDecided,
     AttemptStarted,
     Compacted,
     Correlation,
@@ -34,6 +35,7 @@ from tether.engine._observe import (
     TurnEnded,
     TurnStarted,
 )
+from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._runtime import Multitask, Receipt, Runtime, SubmissionInfo
 from tether.engine._settle import (
     ABORTED,
@@ -56,6 +58,7 @@ __all__ = (
     "TIMEOUT_EXCEEDED",
     "AgentDefinition",
     "AgentSpec",
+    "ApprovalDecided",
     "AttemptStarted",
     "Compacted",
     "Correlation",
@@ -70,8 +73,10 @@ __all__ = (
     "OperationStarted",
     "Receipt",
     "RecoveryDecided",
+    "Redactor",
     "Runtime",
     "RuntimeConfig",
+    "SecretRedactor",
     "SignalInfo",
     "SubmissionAdmitted",
     "SubmissionClaimed",

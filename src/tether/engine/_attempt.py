@@ -202,7 +202,7 @@ class _Attempt:
             )
         if sub.attempt_count > self.max_attempts:
             last = f"; last error: {sub.last_error}" if sub.last_error else ""
-            message = f"attempt budget of {self.max_attempts} exhausted{last}"
+            message = self.runtime.redact(f"attempt budget of {self.max_attempts} exhausted{last}")
             return await self.settle(failed(ATTEMPT_BUDGET_EXHAUSTED, message))
         if datetime.now(UTC) >= self.deadline:
             return await self.settle(
@@ -294,7 +294,7 @@ class _Attempt:
             # Superseded while still owning the claim (a peer finishing a stale settlement, an
             # operator's journal): the work is not at fault. Hand it back to resume from the
             # log under a new claim; the attempt still counts against the budget.
-            detail = f"{type(error).__name__}: {error}"
+            detail = self.runtime.redact(f"{type(error).__name__}: {error}")
             await events.emit(
                 RecoveryDecided(self.correlation, decision="superseded", detail=detail)
             )
@@ -306,7 +306,7 @@ class _Attempt:
                 self.config.claim_interval * 2 ** max(sub.attempt_count - 1, 0),
                 self.config.backoff_cap,
             )
-            detail = f"{type(error).__name__}: {error}"
+            detail = self.runtime.redact(f"{type(error).__name__}: {error}")
             await events.emit(
                 RecoveryDecided(self.correlation, decision="transient_backoff", detail=detail)
             )
@@ -314,7 +314,8 @@ class _Attempt:
             with contextlib.suppress(ClaimLost):
                 await self.store.release(sub.id, attempt_id=str(sub.attempt_id), last_error=detail)
             return
-        await self.settle(failed(RUN_FAILED, f"{type(error).__name__}: {error}"))
+        message = self.runtime.redact(f"{type(error).__name__}: {error}")
+        await self.settle(failed(RUN_FAILED, message))
 
     # --- the work (user code from here on) ----------------------------------------------
 
@@ -348,6 +349,7 @@ class _Attempt:
             attempt_id=sub.attempt_id,
             view=self.runtime.view(sub.conversation_id),
             refresh=True,
+            redact=self.runtime.redact,
         )
 
     async def _operation(
@@ -383,7 +385,7 @@ class _Attempt:
             result = await events.intercept(Operation("operation", name, self.correlation), run)
             return result.output
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = self.runtime.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
             await events.emit(OperationEnded(self.correlation, operation=name, error=error))

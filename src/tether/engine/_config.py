@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from tether._ids import new_ulid
+from tether.engine._redact import Redactor
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model
@@ -67,6 +68,10 @@ class RuntimeConfig:
     shutdown_timeout: float = 10.0
     owner_id: str = field(default_factory=lambda: f"worker-{new_ulid()}")
     env: Mapping[str, str] = field(default_factory=dict)
+    redact: Redactor | None = None
+    """Applied to tool errors, model errors and settlement failures before they are
+    journaled. ``None``: a :class:`SecretRedactor` over the process environment and ``env``,
+    read when the runtime is built."""
 
     @property
     def heartbeat_interval(self) -> float:

@@ -22,6 +22,7 @@ from tether.models import DeltaSink, Model
 from tether.store import SessionKey, Submission
 
 __all__ = (
+    "ApprovalDecided",
     "AttemptStarted",
     "Compacted",
     "Correlation",
@@ -175,6 +176,17 @@ class SubmissionSettled(EngineEvent):
     settlement: dict[str, JsonValue] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided(EngineEvent):
+    """A decision on a parked tool call was recorded (or an identical one repeated)."""
+
+    kind = "approval_decided"
+    approval_id: str = ""
+    decision: str = ""
+    approver: str = ""
+    reason: str | None = None
+
+
 Observer = Callable[[EngineEvent], "Awaitable[None] | None"]
 
 
@@ -192,9 +204,17 @@ Interceptor = Callable[[Operation, Callable[[], Awaitable[Any]]], Awaitable[Any]
 
 
 class Instrumentation:
-    def __init__(self, observers: Sequence[Observer], interceptors: Sequence[Interceptor]) -> None:
+    def __init__(
+        self,
+        observers: Sequence[Observer],
+        interceptors: Sequence[Interceptor],
+        *,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
         self.observers = list(observers)
         self.interceptors = list(interceptors)
+        self.redact: Callable[[str], str] = redact or str
+        """Masks secrets in the error text events carry (observers export it)."""
 
     async def emit(self, event: EngineEvent) -> None:
         for observer in self.observers:
@@ -260,7 +280,7 @@ class _InstrumentedModel:
                 lambda: self._inner.request(request, stream),
             )
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = events.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
             await events.emit(TurnEnded(self._correlation, model=request.model, error=error))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,14 +31,17 @@ from tether._ids import new_ulid
 from tether.engine._attempt import _Stop
 from tether.engine._config import AgentDefinition, RuntimeConfig
 from tether.engine._coordinator import Coordinator
+from tether.engine._eventlog import log_event
 from tether.engine._inbound import Inbound, parse_inbound
 from tether.engine._observe import (
+    ApprovalDecided,
     Correlation,
     Instrumentation,
     Interceptor,
     Observer,
     SubmissionAdmitted,
 )
+from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._trace import trace_context
 from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import (
@@ -133,7 +137,12 @@ class Runtime:
         self._store_source = store
         self._store: Store | None = store if not isinstance(store, str) else None
         self.config = replace(config or RuntimeConfig(), **settings)
-        self.instrumentation = Instrumentation(observers, interceptors)
+        self.redact: Redactor = self.config.redact or SecretRedactor.from_env(
+            os.environ, self.config.env
+        )
+        self.instrumentation = Instrumentation(
+            [log_event, *observers], interceptors, redact=self.redact
+        )
         self.closing = False
         self._started = False
         self._coordinator: Coordinator | None = None
@@ -499,6 +508,18 @@ class Runtime:
                 if submission.status is SubmissionStatus.WAITING:
                     await store.unpark(submission.id)
         self._wake()
+        correlation = Correlation(
+            journal.conversation.key, conversation_id, record.submission_id or ""
+        )
+        await self.instrumentation.emit(
+            ApprovalDecided(
+                correlation,
+                approval_id=approval_id,
+                decision=decision,
+                approver=approver,
+                reason=reason,
+            )
+        )
         return record
 
     async def fork(

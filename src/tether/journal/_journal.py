@@ -104,6 +104,7 @@ class Journal:
         attempt_id: str | None = None,
         view: LogView | None = None,
         wrappers: EffectWrappers | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.store = store
         self.conversation = conversation
@@ -122,6 +123,7 @@ class Journal:
             attempt_id=attempt_id,
             observer=observer,
             view=self.view,
+            redact=redact,
         )
 
     @classmethod
@@ -140,13 +142,15 @@ class Journal:
         view: LogView | None = None,
         wrappers: EffectWrappers | None = None,
         refresh: bool = False,
+        redact: Callable[[str], str] | None = None,
     ) -> Journal:
         """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
 
         Pass the ``view`` a previous journal of this conversation kept, to skip re-reading
         the log (it is brought up to date either way); ``refresh=True`` brings it up to date
         now, as :meth:`refresh` would. ``wrappers`` wrap every model client and tool executor
-        the journal invokes.
+        the journal invokes. ``redact`` rewrites error text (tool errors, execution failures)
+        before it is journaled, to keep secrets out of the permanent log.
         """
         refreshed = False
         if view is not None and (view.head == 0 or refresh):
@@ -180,6 +184,7 @@ class Journal:
             attempt_id=attempt_id,
             view=view,
             wrappers=wrappers,
+            redact=redact,
         )
         if refresh and not refreshed:
             await journal.refresh()
@@ -197,6 +202,7 @@ class Journal:
         observer: JournalObserver | None = None,
         steer_source: SteerSource | None = None,
         wrappers: EffectWrappers | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> Journal:
         """Open the journal of a session's conversation, creating the conversation (with
         ``conversation_id``, else a new id) if the session has none.
@@ -223,6 +229,7 @@ class Journal:
                 observer=observer,
                 steer_source=steer_source,
                 wrappers=wrappers,
+                redact=redact,
             )
         return cls(
             store,
@@ -234,6 +241,7 @@ class Journal:
             observer=observer,
             steer_source=steer_source,
             wrappers=wrappers,
+            redact=redact,
         )
 
     @property
@@ -521,7 +529,7 @@ class Journal:
     async def _record_failure(self, turn: Turn, exc: BaseException) -> None:
         """``execution_failed`` is audit only: the execution stays pending and can be resumed."""
         failed = ExecutionFailed(
-            error=f"{type(exc).__name__}: {exc}",
+            error=self.log.redact(f"{type(exc).__name__}: {exc}"),
             error_code=exc.code if isinstance(exc, TetherError) else None,
         )
         try:

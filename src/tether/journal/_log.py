@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from tether._conformance import implements
@@ -19,12 +19,17 @@ __all__ = ("JournalLog",)
 logger = logging.getLogger("tether.journal")
 
 
+def _unchanged(text: str) -> str:
+    return text
+
+
 class JournalLog:
     """Appends the records of one writer to one conversation.
 
     Every append is a CAS on the head this writer last saw, under its fence, so a writer
     that was superseded (or raced) can never interleave records. ``submission_id`` and
-    ``attempt_id`` are stamped on every record it writes.
+    ``attempt_id`` are stamped on every record it writes; ``redact`` masks secrets in the
+    error text the journal writes through it.
     """
 
     def __init__(
@@ -38,6 +43,7 @@ class JournalLog:
         attempt_id: str | None = None,
         observer: JournalObserver | None = None,
         view: LogView | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.store = store
         self.conversation_id = conversation_id
@@ -47,6 +53,8 @@ class JournalLog:
         self.attempt_id = attempt_id
         self.observer = observer
         self.view = view
+        self.redact: Callable[[str], str] = redact or _unchanged
+        """Applied to error text (tool errors, execution failures) before it is written."""
         self._lock = asyncio.Lock()
 
     def draft(self, payload: Payload, execution_id: str | None) -> RecordDraft:

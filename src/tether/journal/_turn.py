@@ -468,6 +468,10 @@ class Turn:
                 is_error=True,
                 status=ToolOutcomeStatus.ERROR,
             )
+        if result.is_error:
+            # Masked before the harness sees it too: what it builds from the result (the next
+            # model input, whose hash is recorded) must match what replay serves from the log.
+            result = result.model_copy(update={"content": self._log.redact(result.content)})
         async with self._lock:
             self._check()
             await self._append([_outcome_of(result)])
