@@ -21,6 +21,7 @@ Example (a complete test module for a third-party backend)::
 """
 
 from tether.testing.storetest._base import BaseConformance, Fixtures
+from tether.testing.storetest._deciding import DecisionCases
 from tether.testing.storetest._log import AttachmentCases, LogCases, SnapshotCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._settling import SettlementCases
@@ -34,6 +35,7 @@ class StoreConformance(
     LogCases,
     SnapshotCases,
     SettlementCases,
+    DecisionCases,
     AttachmentCases,
     MachineCase,
     BaseConformance,

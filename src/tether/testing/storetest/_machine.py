@@ -179,16 +179,39 @@ class _ReferenceMachine(RuleBasedStateMachine):
         attempt = self._attempt_for(data, sid)
         lease = self._now() + timedelta(seconds=seconds)
         settlement = {"status": "succeeded", "result": result}
+        cid = self.loop.run_until_complete(self.reference.get_submission(sid)).conversation_id
+        head = self.loop.run_until_complete(self.reference.head(cid))
+        seen = data.draw(st.sampled_from((None, head, head, head - 1)))  # a park's CAS
         operations: dict[str, Callable[[Store], Awaitable[Any]]] = {
             "release": lambda s: s.release(sid, attempt_id=attempt, last_error=error),
             "refund": lambda s: s.release(sid, attempt_id=attempt, refund_attempt=True),
             "renew": lambda s: s.renew_lease(sid, attempt_id=attempt, lease_expires_at=lease),
-            "park": lambda s: s.park(sid, attempt_id=attempt, reason="approval"),
+            "park": lambda s: s.park(sid, attempt_id=attempt, reason="approval", expected_seq=seen),
             "reserve": lambda s: s.reserve_settlement(
                 sid, attempt_id=attempt, settlement=settlement
             ),
         }
         self._both(operations[action])
+
+    @precondition(lambda self: self.conversations)
+    @rule(data=st.data(), head_offset=st.sampled_from((0, 0, 0, -1, 1)))
+    def append_decision(self, data: st.DataObject, head_offset: int) -> None:
+        """A decision, usually on a waiting submission's conversation, waking it."""
+        waiting = self._ids(SubmissionStatus.WAITING)
+        sid = data.draw(st.sampled_from([*waiting, *waiting, *self.submissions, None]))
+        cid = (
+            self.loop.run_until_complete(self.reference.get_submission(sid)).conversation_id
+            if sid is not None
+            else data.draw(st.sampled_from(self.conversations))
+        )
+        head = self.loop.run_until_complete(self.reference.head(cid))
+        time = format_time(self._now())
+        drafts = [RecordDraft(UserMessage(body="decided"), id=self._id("rec"), time=time)]
+        kind, _ = self._both(
+            lambda s: s.append_decision(cid, drafts, expected_seq=head + head_offset, wake=sid)
+        )
+        if kind == "ok":  # at a fence of its own: every earlier writer is superseded
+            self.fences[cid] = self.fences.get(cid, 0) + 1
 
     @precondition(lambda self: self._has(SubmissionStatus.RUNNING))
     @rule(
