@@ -12,16 +12,54 @@ Example::
     store = await open_store("sqlite:///./tether-data")
 """
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from tether.engine import AgentDefinition, AgentSpec, Runtime
-from tether.records import Record, RecordDraft
-from tether.store import SessionKey, Store, open_store
+if TYPE_CHECKING:
+    from tether.engine import AgentDefinition, AgentSpec, Runtime
+    from tether.records import Record, RecordDraft
+    from tether.store import SessionKey, Store, open_store
 
-try:
-    __version__ = version("tether")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0"
+    __version__: str
+
+# Loaded on first use: every ``tether`` command starts with ``import tether``, and a client
+# command (``tether send``, ``tether --help``) must not pay for the engine, the stores and
+# pydantic, nor ``importlib.metadata``.
+_LAZY = {
+    "AgentDefinition": "tether.engine",
+    "AgentSpec": "tether.engine",
+    "Runtime": "tether.engine",
+    "Record": "tether.records",
+    "RecordDraft": "tether.records",
+    "SessionKey": "tether.store",
+    "Store": "tether.store",
+    "open_store": "tether.store",
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tether")
+    except PackageNotFoundError:  # running from a source tree without an install
+        return "0.0.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module 'tether' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = (
     "AgentDefinition",

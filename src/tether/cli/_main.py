@@ -1,295 +1,243 @@
-"""The ``tether`` command."""
+"""The ``tether`` command.
+
+Only what ``tether --help`` and the client commands need is imported here: the server stack
+(uvicorn, FastAPI, the engine, the stores) loads inside the commands that use it.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import inspect
+import enum
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-import orjson
 import typer
 from rich.console import Console
 
-from tether.cli._serve import load_agents, serve, worker
-from tether.errors import LogTampered, TetherError
-from tether.journal import Journal
-from tether.records import Record
-from tether.store import DEFAULT_STORE_URL, Store, open_store
-from tether.stream import CloseSpan, OpenSpan, SpanDeriver, StreamProjector
+from tether.cli import _client
+from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
+from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
 
 __all__ = ("app", "main")
 
 app = typer.Typer(
-    help="Tether: durable AI-agent sessions.", no_args_is_help=True, add_completion=False
+    help="Tether: durable AI-agent sessions.",
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,  # plain help: wraps to the terminal, never truncates an option
+    pretty_exceptions_enable=False,
 )
 app.command()(serve)
 app.command()(worker)
-console = Console(soft_wrap=True)  # ids and JSON must survive copy-paste and pipes
-URL = typer.Option("http://127.0.0.1:8484", "--url", envvar="TETHER_URL", help="The server.")
-TOKEN = typer.Option(None, "--auth-token", envvar="TETHER_AUTH_TOKEN")
-STORE = typer.Option(DEFAULT_STORE_URL, "--store", help="Store URL.")
-
-
-def _client(url: str, token: str | None, timeout: float | None = 30.0) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=url, headers=headers, timeout=timeout)
-
-
-def _check(response: httpx.Response) -> Any:
-    body = response.json() if response.content else {}
-    if response.is_error:
-        error = body.get("error", {}) if isinstance(body, dict) else {}
-        kind, message = error.get("type", "error"), error.get("message", body)
-        console.print(f"[red]{response.status_code} {kind}[/red]: {message}")
-        raise typer.Exit(1)
-    return body
+console = Console(
+    soft_wrap=True, highlight=False, emoji=False
+)  # ids and JSON survive copy-paste and pipes
+URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
+TOKEN = typer.Option(
+    None, "--auth-token", envvar="TETHER_AUTH_TOKEN", help="The server's bearer token."
+)
+STORE = typer.Option(
+    DEFAULT_STORE_URL, "--store", help="The store to read (sqlite:///dir, postgresql://...)."
+)
+SESSION = typer.Option("default", "--session", help="The session of the instance.")
 
 
 @app.command()
 def send(
-    agent: str,
-    instance: str,
-    text: str,
-    session: str = typer.Option("default", "--session"),
-    wait: bool = typer.Option(False, "--wait", help="Wait for the answer and print it."),
+    agent: str = typer.Argument(help="The agent's name."),
+    instance: str = typer.Argument(help="The agent instance (a user, a ticket...)."),
+    text: str = typer.Argument(help="The message."),
+    session: str = SESSION,
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="Wait for the answer and print it; if the run parks for approval, say so, "
+        "print the command that decides it and exit 9.",
+    ),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
     """Send a message; with --wait, print the answer."""
-    with _client(url, auth_token, timeout=None if wait else 30.0) as client:
-        body = _check(
-            client.post(
-                f"/agents/{agent}/{instance}",
-                params={"wait": wait},
-                json={"body": text, "session": session},
-            )
-        )
-    if wait:
-        result = body.get("result")
-        console.print(result if isinstance(result, str) else json.dumps(body, indent=2))
-        if body.get("status") != "succeeded":
-            raise typer.Exit(1)
-    else:
-        console.print_json(data=body)
+    path = f"/agents/{agent}/{instance}"
+    message = {"body": text, "session": session}
+    with _client.connect(url, auth_token, timeout=None if wait else 30.0) as client:
+        if not wait:
+            console.print_json(data=_client.check(client.post(path, json=message)))
+            return
+        params = {"wait": True, "timeout": _client.WAIT_SLICE}
+        answer = client.post(path, params=params, json=message)
+        outcome = _client.wait_for_settlement(client, agent, instance, session, answer)
+    if (gate := outcome.gate) is not None:
+        waiting = "queued behind a run waiting" if outcome.queued_behind else "waiting"
+        console.print(f"{waiting} for approval: {_client.describe_gate(gate)}")
+        console.print(f"  decide it: {_client.approve_command(gate, url)}")
+        console.print("  (or add --decision reject --reason TEXT; `tether tail` follows it)")
+        raise typer.Exit(ExitCode.WAITING_FOR_APPROVAL)
+    settlement = outcome.settlement
+    assert settlement is not None
+    result = settlement.get("result")
+    if settlement.get("status") == "succeeded":
+        console.print(result if isinstance(result, str) else json.dumps(result, indent=2))
+        return
+    console.print(json.dumps(settlement, indent=2))
+    fail(f"the run {settlement.get('status')}: {settlement.get('error') or 'no answer'}")
 
 
 @app.command()
 def tail(
-    agent: str,
-    instance: str,
-    session: str = typer.Option("default", "--session"),
+    agent: str = typer.Argument(help="The agent's name."),
+    instance: str = typer.Argument(help="The agent instance."),
+    session: str = SESSION,
     follow: bool = typer.Option(
-        False, "--follow", help="Keep following when the session goes idle."
+        False,
+        "--follow",
+        help="Keep following when the session goes idle (live progress too); Ctrl-C ends.",
     ),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
     """Render a session's stream: text live, tool calls, approvals, settlements."""
-    params: dict[str, str | bool] = {"session": session, "follow": follow}
+    from tether.cli._render import SessionRenderer, frames
+
+    renderer = SessionRenderer(console)
+    params: dict[str, str | bool | int] = {"session": session, "follow": follow}
     with (
-        _client(url, auth_token, timeout=None) as client,
+        _client.connect(url, auth_token, timeout=None) as client,
         client.stream("GET", f"/agents/{agent}/{instance}", params=params) as response,
     ):
         if response.is_error:
             response.read()
-            _check(response)
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                _render(orjson.loads(line[6:]))
-
-
-_PAST = {"approve": "approved", "reject": "rejected"}
-
-
-def _render(record: dict[str, Any]) -> None:
-    kind, payload = record["kind"], record.get("payload", {})
-    if kind == "user_message":
-        console.print(f"\n[bold]user[/bold]: {payload.get('body', '')}")
-    elif kind == "assistant_text_delta":
-        console.print(payload.get("text", ""), end="")
-    elif kind == "assistant_message_completed" and not payload.get("interrupted"):
-        console.print()
-    elif kind == "tool_called":
-        console.print(f"[cyan]→ {payload['tool']}({json.dumps(payload.get('args', {}))})[/cyan]")
-    elif kind == "tool_outcome":
-        console.print(f"[cyan]← {payload.get('status', 'ok')}: {payload.get('content', '')}[/cyan]")
-    elif kind == "approval_requested":
-        console.print(
-            f"[yellow]⏸ approval {payload['approvalId']} needed for {payload['tool']}[/yellow]"
-        )
-    elif kind == "approval_decided":
-        decided = _PAST.get(payload["decision"], payload["decision"])
-        console.print(f"[yellow]✓ {decided} by {payload['approver']}[/yellow]")
-    elif kind == "steer_received":
-        console.print(f"[magenta]steer[/magenta]: {payload.get('body', '')}")
-    elif kind == "submission_settled":
-        console.print(
-            f"[green]settled {payload.get('status')}[/green] {payload.get('error', '')}".rstrip()
-        )
+            _client.check(response)
+        for frame in frames(response.iter_lines()):
+            renderer.feed(frame)
 
 
 @app.command()
 def approvals(url: str = URL, auth_token: str | None = TOKEN) -> None:
     """List approvals waiting for a decision."""
-    with _client(url, auth_token) as client:
-        items = _check(client.get("/approvals"))["approvals"]
+    with _client.connect(url, auth_token) as client:
+        items = _client.check(client.get("/approvals"))["approvals"]
     if not items:
         console.print("no approvals waiting")
     for item in items:
         console.print(
             f"{item['approvalId']}  {item['status']:8}  "
             f"{item['agent']}/{item['instance']}/{item['session']}  "
-            f"{item['tool']}({json.dumps(item['args'])})"
+            f"{_client.describe_gate(item)}"
         )
+
+
+class Decision(enum.StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+    EDIT = "edit"
+
+
+DECISION = typer.Option(
+    Decision.APPROVE, "--decision", help="Approve, reject, or edit the call's arguments."
+)
+_PAST = {"approve": "approved", "reject": "rejected", "edit": "approved with edited arguments"}
 
 
 @app.command()
 def approve(
-    approval_id: str,
-    decision: str = typer.Option("approve", "--decision", help="approve | reject"),
-    reason: str | None = typer.Option(None, "--reason"),
-    approver: str = typer.Option("cli", "--approver"),
+    approval_id: str = typer.Argument(help="The approval's id (see `tether approvals`)."),
+    decision: Decision = DECISION,
+    args: str | None = typer.Option(
+        None,
+        "--args",
+        help="With --decision edit: the arguments to run the tool with, a JSON object "
+        '(e.g. \'{"to": "amy@example.com"}\').',
+    ),
+    reason: str | None = typer.Option(
+        None, "--reason", help="Why; the agent sees it with a rejection."
+    ),
+    approver: str = typer.Option("cli", "--approver", help="Who decides, as recorded."),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
     """Decide a waiting approval."""
-    with _client(url, auth_token) as client:
-        _check(
-            client.post(
-                f"/approvals/{approval_id}",
-                json={"decision": decision, "reason": reason, "approver": approver},
-            )
-        )
-    console.print(f"{_PAST.get(decision, decision)} {approval_id}")
+    body: dict[str, Any] = {"decision": decision.value, "reason": reason, "approver": approver}
+    if decision is Decision.EDIT:
+        if args is None:
+            fail("--decision edit needs --args JSON (the edited arguments)", ExitCode.USAGE)
+        body["args"] = _json_object(args)
+    elif args is not None:
+        fail("--args goes with --decision edit only", ExitCode.USAGE)
+    with _client.connect(url, auth_token) as client:
+        _client.check(client.post(f"/approvals/{approval_id}", json=body))
+    console.print(f"{_PAST[decision.value]} {approval_id}")
 
 
-def _run(coroutine: Any) -> Any:
+def _json_object(text: str) -> dict[str, Any]:
     try:
-        return asyncio.run(coroutine)
-    except TetherError as exc:
-        console.print(f"[red]{exc.code}[/red]: {exc}")
-        raise typer.Exit(1) from None
+        value = json.loads(text)
+    except ValueError as exc:
+        fail(f"--args is not JSON: {exc}", ExitCode.USAGE)
+    if not isinstance(value, dict):
+        fail(f"--args must be a JSON object, not {type(value).__name__}", ExitCode.USAGE)
+    return value
 
 
-async def _each_record(store: Store, conversation: str) -> AsyncIterator[Record]:
-    after = 0
-    while page := await store.read(conversation, after_seq=after, limit=1000):
-        for record in page:
-            yield record
-        after = page[-1].seq
+CONVERSATION = typer.Argument(help="The conversation id (records carry it).")
 
 
 @app.command()
-def records(conversation: str, store: str = STORE) -> None:
+def records(conversation: str = CONVERSATION, store: str = STORE) -> None:
     """Print a conversation's records, one JSON object a line."""
+    from tether.cli import _local
 
-    async def run() -> None:
-        async with await open_store(store) as opened:
-            async for record in _each_record(opened, conversation):
-                typer.echo(record.to_json().decode())
-
-    _run(run())
+    _local.records(conversation, store)
 
 
 @app.command()
-def spans(conversation: str, store: str = STORE) -> None:
+def spans(conversation: str = CONVERSATION, store: str = STORE) -> None:
     """Re-derive a conversation's span signals (tools, reasoning) from its log, one JSON
     object a line; spans still open at the end are closed as incomplete."""
+    from tether.cli import _local
 
-    async def run() -> None:
-        projector, deriver = StreamProjector(), SpanDeriver()
-        async with await open_store(store) as opened:
-            async for record in _each_record(opened, conversation):
-                for event in projector.feed(record):
-                    for signal in deriver.observe(event):
-                        _print_signal(record.seq, signal)
-        for signal in deriver.flush():
-            _print_signal(None, signal)
-
-    _run(run())
-
-
-def _print_signal(seq: int | None, signal: OpenSpan | CloseSpan) -> None:
-    kind = "open" if isinstance(signal, OpenSpan) else "close"
-    line = {"signal": kind, "seq": seq, **dataclasses.asdict(signal)}
-    typer.echo(orjson.dumps(line).decode())
+    _local.spans(conversation, store)
 
 
 @app.command()
-def verify(conversation: str, store: str = STORE) -> None:
+def verify(conversation: str = CONVERSATION, store: str = STORE) -> None:
     """Re-derive a conversation's hash chain: exit 0 if intact, 1 naming the first bad seq."""
+    from tether.cli import _local
 
-    async def run() -> int:
-        async with await open_store(store) as opened:
-            return await opened.verify(conversation)
-
-    try:
-        count = asyncio.run(run())
-    except LogTampered as exc:
-        console.print(f"[red]broken at seq {exc.seq}[/red]: {exc.reason}")
-        raise typer.Exit(1) from None
-    except TetherError as exc:
-        console.print(f"[red]{exc.code}[/red]: {exc}")
-        raise typer.Exit(1) from None
-    console.print(f"ok: {count} records verified")
+    _local.verify(conversation, store, console)
 
 
 @app.command()
 def replay(
-    conversation: str,
+    conversation: str = CONVERSATION,
     store: str = STORE,
-    app_: str | None = typer.Option(None, "--app", help="module:factory of the agents."),
-    demo: bool = typer.Option(False, "--demo"),
+    app_: str | None = typer.Option(
+        None, "--app", help="module:factory returning the agents {name: AgentDefinition}."
+    ),
+    demo: bool = typer.Option(False, "--demo", help="The keyless demo agents."),
 ) -> None:
     """Re-run a conversation from its log: zero model and tool calls; exit 1 on divergence."""
-    agents = load_agents(app_, demo)
+    from tether.cli import _local
+    from tether.cli._serve import load_agents
 
-    async def run() -> list[Any]:
-        async with await open_store(store) as opened:
-            found = await opened.get_conversation(conversation)
-            definition = agents.get(found.key.agent)
-            if definition is None:
-                raise typer.BadParameter(f"agent {found.key.agent!r} is not in the given agents")
-            spec = definition.initialize(found.key.instance, {})
-            if inspect.isawaitable(spec):
-                spec = await spec
-            journal = await Journal.open(
-                opened, conversation, fence=0
-            )  # no model, no tools: replay only
-            return await journal.replay(spec.harness)
-
-    outputs = _run(run())
-    for output in outputs:
-        console.print(output if isinstance(output, str) else json.dumps(output))
-    console.print(f"replayed {len(outputs)} executions; model and tool invocations: 0")
+    _local.replay(conversation, store, load_agents(app_, demo), console)
 
 
 @app.command()
 def fork(
-    conversation: str,
-    at: int = typer.Option(..., "--at", help="Keep records 1..AT."),
+    conversation: str = CONVERSATION,
+    at: int = typer.Option(..., "--at", min=1, help="Keep records 1..AT."),
     store: str = STORE,
 ) -> None:
     """Fork a conversation into a new session sharing its first AT records."""
+    from tether.cli import _local
 
-    async def run() -> str:
-        from tether.engine import Runtime
-
-        async with await open_store(store) as opened:
-            runtime = Runtime({}, opened)
-            await runtime.start(worker=False)
-            try:
-                child = await runtime.fork(conversation, at_seq=at)
-            finally:
-                await runtime.close()
-            return f"{child.id} ({child.key})"
-
-    console.print(f"forked: {_run(run())}")
+    _local.fork(conversation, at, store, console)
 
 
 def main() -> None:
-    app()
+    """The ``tether`` console script."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        raise SystemExit(ExitCode.INTERRUPTED) from None

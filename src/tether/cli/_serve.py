@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import importlib
 import ipaddress
-from collections.abc import Iterator, Mapping
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import typer
-import uvicorn
 
-from tether.cli._logs import show_tether_logs, uvicorn_log_level
-from tether.engine import AgentDefinition, Interceptor, Runtime
-from tether.http import create_app
-from tether.store import DEFAULT_STORE_URL
+from tether._urls import redact_url
+from tether.cli._exit import ExitCode, fail, one_line
+from tether.cli._stores import open_store_or_fail
 
-__all__ = ("load_agents", "serve", "worker")
+if TYPE_CHECKING:
+    from tether.engine import AgentDefinition, Interceptor, Runtime
+
+# The server stack (uvicorn, FastAPI, the engine, the stores) is imported by the commands that
+# run it, never at import: ``tether --help`` and the client commands load this module too.
+
+__all__ = ("DEFAULT_STORE_URL", "load_agents", "serve", "worker")
+
+DEFAULT_STORE_URL = "sqlite:///./tether-data"
+"""``tether.store.DEFAULT_STORE_URL``, without importing the stores (a test holds them equal)."""
 
 LEASE = typer.Option(
     30.0,
@@ -63,14 +76,45 @@ def load_agents(app: str | None, demo: bool) -> Mapping[str, AgentDefinition]:
 
         agents.update(demo_agents())
     if app is not None:
-        module_name, _, attribute = app.partition(":")
-        if not module_name or not attribute:
-            raise typer.BadParameter("use module:factory", param_hint="--app")
-        factory = getattr(importlib.import_module(module_name), attribute)
-        agents.update(factory() if callable(factory) else factory)
+        agents.update(_load_app(app))
     if not agents:
         raise typer.BadParameter("give --demo or --app module:factory")
     return agents
+
+
+def _load_app(app: str) -> Mapping[str, AgentDefinition]:
+    """The agents ``module:factory`` names; exits with :attr:`ExitCode.BAD_APP` if it cannot."""
+    module_name, _, attribute = app.partition(":")
+    if not module_name or not attribute:
+        fail(f"--app {app}: use module:factory (e.g. myapp:agents)", ExitCode.BAD_APP)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the console script's path lacks it, unlike python -m
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and f"{module_name}.".startswith(f"{exc.name}."):
+            fail(f"--app {app}: no module named {exc.name!r}", ExitCode.BAD_APP)
+        fail(f"--app {app}: importing {module_name} failed: {exc}", ExitCode.BAD_APP)
+    except Exception as exc:  # the application's own import-time error, shown in one line
+        fail(f"--app {app}: importing {module_name} failed: {_describe(exc)}", ExitCode.BAD_APP)
+    try:
+        factory = getattr(module, attribute)
+    except AttributeError:
+        fail(f"--app {app}: module {module_name} has no {attribute!r}", ExitCode.BAD_APP)
+    try:
+        agents = factory() if callable(factory) else factory
+    except Exception as exc:
+        fail(f"--app {app}: {attribute}() failed: {_describe(exc)}", ExitCode.BAD_APP)
+    if not isinstance(agents, Mapping):
+        fail(
+            f"--app {app}: expected {{name: AgentDefinition}}, got {type(agents).__name__}",
+            ExitCode.BAD_APP,
+        )
+    return agents
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {one_line(exc)}"
 
 
 def _loopback(host: str) -> bool:
@@ -92,12 +136,19 @@ def serve(
         "--store",
         help="Store URL (sqlite:///dir, postgresql://user@host/db, memory://).",
     ),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8484, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on."),
+    port: int = typer.Option(
+        8484, "--port", min=0, max=65535, help="The port to listen on (0: any free port)."
+    ),
     no_worker: bool = typer.Option(
         False, "--no-worker", help="Serve the API only; run no submissions."
     ),
-    auth_token: str | None = typer.Option(None, "--auth-token", envvar="TETHER_AUTH_TOKEN"),
+    auth_token: str | None = typer.Option(
+        None,
+        "--auth-token",
+        envvar="TETHER_AUTH_TOKEN",
+        help="Require this bearer token on every request.",
+    ),
     allow_unauthenticated: bool = typer.Option(
         False, "--allow-unauthenticated", help="Serve a non-loopback address without a token."
     ),
@@ -113,24 +164,102 @@ def serve(
             param_hint="--host",
         )
     agents = load_agents(app, demo)
-    show_tether_logs()
-    with _tracing(otlp_endpoint) as interceptors:
-        runtime = Runtime(agents, store, lease=lease, interceptors=interceptors)
-        application = create_app(
-            runtime,
-            auth_token=auth_token,
-            heartbeat=heartbeat,
-            manage_runtime=True,
-            worker=not no_worker,
+    listener = _listen(host, port)  # before the store opens: a busy port changes nothing
+    with listener, _tracing(otlp_endpoint) as interceptors:
+        _run(
+            _serve(
+                listener,
+                host,
+                agents,
+                store,
+                worker=not no_worker,
+                runtime_options={"lease": lease, "interceptors": interceptors},
+                app_options={"auth_token": auth_token, "heartbeat": heartbeat},
+            )
         )
-        typer.echo(f"tether serving {', '.join(agents)} on http://{host}:{port} (store {store})")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound and listening on ``host:port``; exits with
+    :attr:`ExitCode.ADDRESS_UNAVAILABLE` if the address is taken or not one of this host's."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        hint = " (another server holds it: stop it or choose another --port)"
+        hint = hint if exc.errno == errno.EADDRINUSE else ""
+        fail(f"cannot listen on {host}:{port}: {reason}{hint}", ExitCode.ADDRESS_UNAVAILABLE)
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    try:
+        asyncio.run(main)
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    agents: Mapping[str, AgentDefinition], store_url: str, *, worker: bool, options: Any
+) -> AsyncIterator[tuple[Runtime, asyncio.Event]]:
+    """A started runtime on the store ``store_url`` names (one line and an exit code if it
+    cannot be opened), and the event SIGINT or SIGTERM sets: both stop the process gracefully,
+    releasing running work without burning an attempt."""
+    from tether.engine import Runtime
+
+    store = await open_store_or_fail(store_url, create=True)
+    try:
+        runtime = Runtime(agents, store, **options)
+        await runtime.start(worker=worker)
+        try:
+            loop, stop = asyncio.get_running_loop(), asyncio.Event()
+            # A loop handler, not signal.signal: uvicorn swaps in its own while serving and,
+            # once stopped, raises the signal again, which must then land here, not kill us
+            # before the runtime is closed.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop.set)
+            try:
+                yield runtime, stop
+            finally:
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(signum)
+        finally:
+            await runtime.close()
+    finally:
+        await store.close()
+
+
+async def _serve(
+    listener: socket.socket,
+    host: str,
+    agents: Mapping[str, AgentDefinition],
+    store_url: str,
+    *,
+    worker: bool,
+    runtime_options: dict[str, Any],
+    app_options: dict[str, Any],
+) -> None:
+    import uvicorn
+
+    from tether.cli._announce import AnnouncingServer
+    from tether.http import create_app
+
+    async with _running(agents, store_url, worker=worker, options=runtime_options) as (
+        runtime,
+        _,
+    ):
+        application = create_app(runtime, worker=worker, **app_options)
+        port = listener.getsockname()[1]
+        shown_host = f"[{host}]" if ":" in host else host
+        banner = (
+            f"tether serving {', '.join(agents)} on http://{shown_host}:{port} "
+            f"(store {redact_url(store_url)})"
+        )
+        level = os.environ.get("TETHER_LOG_LEVEL", "warning")
+        server = AnnouncingServer(uvicorn.Config(application, log_level=level), banner)
         _freeze_startup_heap()
-        uvicorn.run(
-            application,
-            host=host,
-            port=port,
-            log_level=uvicorn_log_level(),
-        )
+        await server.serve(sockets=[listener])
 
 
 def worker(
@@ -139,22 +268,25 @@ def worker(
         "--store",
         help="Store URL (sqlite:///dir, postgresql://user@host/db); run several on PostgreSQL.",
     ),
-    app: str | None = typer.Option(None, "--app"),
-    demo: bool = typer.Option(False, "--demo"),
+    app: str | None = typer.Option(
+        None, "--app", help="module:factory returning {name: AgentDefinition}."
+    ),
+    demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agent `assistant`."),
     lease: float = LEASE,
     otlp_endpoint: str | None = OTLP,
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
-    show_tether_logs()
 
     async def run(interceptors: list[Interceptor]) -> None:
-        async with Runtime(agents, store, lease=lease, interceptors=interceptors):
-            await asyncio.Event().wait()
+        options = {"lease": lease, "interceptors": interceptors}
+        async with _running(agents, store, worker=True, options=options) as (_, stop):
+            typer.echo(f"tether worker running {', '.join(agents)} (store {redact_url(store)})")
+            _freeze_startup_heap()
+            await stop.wait()
 
-    with _tracing(otlp_endpoint) as interceptors, contextlib.suppress(KeyboardInterrupt):
-        _freeze_startup_heap()
-        asyncio.run(run(interceptors))
+    with _tracing(otlp_endpoint) as interceptors:
+        _run(run(interceptors))
 
 
 def _freeze_startup_heap() -> None:

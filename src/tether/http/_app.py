@@ -171,8 +171,12 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
             trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
         )
         base = {**_receipt(receipt), "session": receipt.session}
-        if wait and (settled := await _wait(runtime, receipt.submission_id, wait_seconds)):
-            return json_response({**base, **settled}, 200)
+        if wait:
+            if settled := await _wait(runtime, receipt.submission_id, wait_seconds):
+                return json_response({**base, **settled}, 200)
+            # Not settled in time: say where it stands (``waiting`` = parked for approval).
+            info = await runtime.submission(receipt.submission_id)
+            base["status"] = info.submission.status.value
         stream = f"/agents/{agent}/{instance}?session={receipt.session}"
         return json_response(
             {**base, "streamUrl": stream},

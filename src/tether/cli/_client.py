@@ -1,0 +1,131 @@
+"""The client side of the CLI: talking to a ``tether serve`` over HTTP, failing in one line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tether.cli._exit import ExitCode, fail, one_line
+
+__all__ = (
+    "DEFAULT_URL",
+    "Outcome",
+    "approve_command",
+    "check",
+    "connect",
+    "describe_gate",
+    "pending_gate",
+    "wait_for_settlement",
+)
+
+DEFAULT_URL = "http://127.0.0.1:8484"
+WAIT_SLICE = 1.0
+"""Seconds one ``?wait`` may hold a request: how soon ``send --wait`` notices a parked run."""
+
+
+@contextlib.contextmanager
+def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[httpx.Client]:
+    """A client of the server at ``url``; a server that cannot be reached (or is lost midway)
+    ends the command with one line and :attr:`ExitCode.SERVER_UNREACHABLE`."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=timeout) as client:
+            yield client
+    except httpx.ConnectError as exc:
+        fail(
+            f"cannot reach the server at {url} ({_reason(exc)}): is `tether serve` running? "
+            "(--url or TETHER_URL names another)",
+            ExitCode.SERVER_UNREACHABLE,
+        )
+    except httpx.TimeoutException:
+        fail(f"the server at {url} did not answer in time", ExitCode.SERVER_UNREACHABLE)
+    except httpx.TransportError as exc:
+        fail(f"lost the server at {url}: {_reason(exc)}", ExitCode.SERVER_UNREACHABLE)
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    text = str(exc)
+    return text.split("] ", 1)[-1].lower() if text else type(exc).__name__  # "[Errno 111] X"
+
+
+def check(response: httpx.Response) -> Any:
+    """The JSON body of a successful answer; an error answer ends the command with one line
+    (``error: 404 unknown_agent: ...``) and :attr:`ExitCode.FAILED`."""
+    try:
+        body = response.json() if response.content else {}
+    except ValueError:
+        body = {"error": {"type": "not_json", "message": response.text[:200]}}
+    if response.is_error:
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        kind, message = error.get("type", "error"), error.get("message", body)
+        hint = " (give --auth-token or TETHER_AUTH_TOKEN)" if response.status_code == 401 else ""
+        fail(f"{response.status_code} {kind}: {one_line(message)}{hint}")
+    return body
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a dispatch stands: settled (``settlement``), or held by ``gate``, a pending
+    approval of its own or of a run ahead of it in the session."""
+
+    submission_id: str
+    settlement: dict[str, Any] | None = None
+    gate: dict[str, Any] | None = None
+
+    @property
+    def queued_behind(self) -> bool:
+        return self.gate is not None and self.gate["submissionId"] != self.submission_id
+
+
+def wait_for_settlement(
+    client: httpx.Client, agent: str, instance: str, session: str, answer: httpx.Response
+) -> Outcome:
+    """Follow a dispatch answered ``answer`` until it settles or waits for an approval. A
+    ``?wait`` holds each request a second at most, so a park is noticed that fast."""
+    body = check(answer)
+    submission_id = body["submissionId"]
+    if answer.status_code == 200:
+        return Outcome(submission_id, settlement=body)
+    status = body.get("status")
+    while True:
+        if status in ("waiting", "queued") and (
+            gate := pending_gate(client, agent, instance, session)
+        ):
+            return Outcome(submission_id, gate=gate)
+        view = check(
+            client.get(
+                f"/submissions/{submission_id}", params={"wait": True, "timeout": WAIT_SLICE}
+            )
+        )
+        status = view["status"]
+        if status == "settled":
+            return Outcome(submission_id, settlement=view["settlement"])
+
+
+def pending_gate(
+    client: httpx.Client, agent: str, instance: str, session: str
+) -> dict[str, Any] | None:
+    """The approval a session waits for, if any."""
+    listing = check(
+        client.get("/approvals", params={"agent": agent, "instance": instance, "status": "pending"})
+    )
+    gates = [item for item in listing["approvals"] if item["session"] == session]
+    return gates[0] if gates else None
+
+
+def approve_command(gate: dict[str, Any], url: str) -> str:
+    """The command that decides ``gate`` (with ``--url`` when it is not the default)."""
+    words = ["tether", "approve", gate["approvalId"]]
+    if url != DEFAULT_URL:
+        words += ["--url", url]
+    return shlex.join(words)
+
+
+def describe_gate(gate: dict[str, Any]) -> str:
+    return f"{gate['tool']}({json.dumps(gate.get('args', {}))})"
