@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from tether.cli import _client
+from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
 
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.command()(serve)
 app.command()(worker)
+app.command()(backup)
 console = Console(
     soft_wrap=True, highlight=False, emoji=False
 )  # ids and JSON survive copy-paste and pipes
