@@ -31,11 +31,14 @@ __all__ = (
     "DuplicateCallId",
     "Fenced",
     "HarnessMismatch",
+    "HostOwnedOutcome",
     "IncompleteInvocation",
     "InheritedToolIntent",
     "InvalidApproval",
     "InvalidDispatch",
+    "InvalidEditArgs",
     "InvalidExecutionLog",
+    "InvalidSeq",
     "JournalError",
     "LogTampered",
     "MissingIdempotencyKey",
@@ -185,6 +188,18 @@ class SeqOutOfRange(StoreError, ValueError):
         self.seq = seq
         self.head = head
         super().__init__(f"conversation {conversation_id}: seq {seq} is outside 1..{head}")
+
+
+class InvalidSeq(TetherError, ValueError):
+    """A sequence number no log can hold: negative, or past ``2**63 - 1`` (the largest a
+    store keeps). Raised before any store is asked; ``field`` names the culprit."""
+
+    code = "invalid_seq"
+
+    def __init__(self, value: int, *, field: str, least: int = 0) -> None:
+        self.value = value
+        self.field = field
+        super().__init__(f"{field}: {value} is outside {least}..{2**63 - 1}")
 
 
 class SessionExists(StoreError):
@@ -352,6 +367,25 @@ class InvalidApproval(JournalError):
     """The approval cannot be decided here: it is inherited from a fork parent or superseded."""
 
     code = "invalid_approval"
+
+
+class InvalidEditArgs(JournalError, ValueError):
+    """An ``edit`` decision's arguments do not fit the parameters schema of the gated tool
+    (as the approval request recorded it); nothing was written. ``field`` locates the first
+    offending value, e.g. ``args.to``."""
+
+    code = "invalid_edit_args"
+
+    def __init__(self, message: str, *, field: str = "args") -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class HostOwnedOutcome(JournalError, ValueError):
+    """A harness reported a tool outcome with a status only the host writes (``denied``, for
+    a rejected approval; ``unknown``, for an outcome recovery could not establish)."""
+
+    code = "host_owned_outcome"
 
 
 class MissingIdempotencyKey(JournalError, ValueError):

@@ -25,9 +25,17 @@ class Event:
     data: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """A live event without an ``id:`` (tool progress)."""
+
+    kind: str
+    data: dict[str, Any]
+
+
 async def events(
     client: httpx.AsyncClient, *, last_event_id: int | None = None, **params: Any
-) -> AsyncIterator[Event | str]:
+) -> AsyncIterator[Event | Progress | str]:
     """Parsed SSE events; comment lines come through as ``str``."""
     headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
     async with client.stream("GET", STREAM, params=params, headers=headers) as response:
@@ -40,6 +48,9 @@ async def events(
             elif line:
                 name, _, value = line.partition(": ")
                 fields[name] = value
+            elif "data" in fields and "id" not in fields:
+                yield Progress(fields["event"], orjson.loads(fields["data"]))
+                fields = {}
             elif "data" in fields:
                 yield Event(int(fields["id"]), fields["event"], orjson.loads(fields["data"]))
                 fields = {}
@@ -179,7 +190,8 @@ async def raw_frames(
                 name, _, value = line.partition(": ")
                 fields[name] = value
             elif "data" in fields:
-                frames.append((fields["id"], orjson.loads(fields["data"])))
+                if "id" in fields:  # progress (no id) is live only, not part of the log
+                    frames.append((fields["id"], orjson.loads(fields["data"])))
                 fields = {}
     return frames
 

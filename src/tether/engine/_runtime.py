@@ -32,6 +32,7 @@ from tether.engine._attempt import _Stop
 from tether.engine._config import AgentDefinition, RuntimeConfig
 from tether.engine._coordinator import Coordinator
 from tether.engine._eventlog import log_event
+from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, parse_inbound
 from tether.engine._observe import (
     ApprovalDecided,
@@ -48,6 +49,7 @@ from tether.errors import (
     ApprovalNotFound,
     ConversationNotFound,
     InvalidDispatch,
+    InvalidSeq,
     NoRunInFlight,
     RuntimeClosed,
     SessionBusy,
@@ -73,6 +75,11 @@ __all__ = ("Multitask", "Receipt", "Runtime", "SubmissionInfo")
 Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
 _WAIT_POLL = 0.25
 _VIEWS_KEPT = 512
+_VIEW_BYTES_KEPT = 64 * 1024 * 1024
+_PLACEHOLDER_BYTES = 64
+MAX_SEQ = 2**63 - 1
+"""The largest sequence number a store keeps (a signed 64-bit integer): the bound every
+number that names a record is checked against, at the HTTP and the Runtime boundary."""
 _NAME_LIMIT = 200
 
 
@@ -109,6 +116,14 @@ class _Run:
 
 def _set_event(event: asyncio.Event, _: object) -> None:
     event.set()
+
+
+def check_seq(value: int, *, field: str, least: int = 0) -> int:
+    """``value`` if it can name a record position, else ``InvalidSeq`` (never a store's
+    overflow)."""
+    if not least <= value <= MAX_SEQ:
+        raise InvalidSeq(value, field=field, least=least)
+    return value
 
 
 def _check_name(kind: str, value: str) -> None:
@@ -148,8 +163,15 @@ class Runtime:
         self._coordinator: Coordinator | None = None
         self._runs: dict[str, _Run] = {}
         self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
+        self._waiting: dict[str, int] = {}  # wait() calls in progress, by submission id
         self._zombies: set[asyncio.Task[Any]] = set()
         self._views: OrderedDict[str, LogView] = OrderedDict()
+        self._view_sizes: dict[str, tuple[int, int]] = {}  # id -> (records counted, bytes)
+        self._view_bytes = 0
+        self.view_cache_bytes = _VIEW_BYTES_KEPT
+        """The encoded bytes of records the kept views may hold together (the newest view
+        is kept whatever its size); views past it, or past ``_VIEWS_KEPT``, are dropped
+        least recently used first and read again from the store when next needed."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -252,12 +274,33 @@ class Runtime:
             task.exception()
 
     def view(self, conversation_id: str) -> LogView:
-        """This process's incremental view of a conversation (kept for the most recent ones)."""
+        """This process's incremental view of a conversation (kept for the most recent ones,
+        bounded by count and by the encoded size of their records)."""
         view = self._views.pop(conversation_id, None) or LogView()
         self._views[conversation_id] = view
-        if len(self._views) > _VIEWS_KEPT:
-            self._views.popitem(last=False)
+        self._count_view_bytes(conversation_id, view)
+        while len(self._views) > 1 and (
+            len(self._views) > _VIEWS_KEPT or self._view_bytes > self.view_cache_bytes
+        ):
+            forgotten, _ = self._views.popitem(last=False)
+            self._view_bytes -= self._view_sizes.pop(forgotten, (0, 0))[1]
         return view
+
+    def _count_view_bytes(self, conversation_id: str, view: LogView) -> None:
+        """Bring a view's byte count up to date, counting only records new since last time."""
+        records = view.records
+        counted, before = self._view_sizes.get(conversation_id, (0, 0))
+        if counted > len(records):  # the view started over: count it again
+            counted, size = 0, 0
+        else:
+            size = before
+        # A lean view's placeholders (not Records) count for the little they hold.
+        size += sum(
+            len(record.canonical) if isinstance(record, Record) else _PLACEHOLDER_BYTES
+            for record in records[counted:]
+        )
+        self._view_sizes[conversation_id] = (len(records), size)
+        self._view_bytes += size - before
 
     def notify_settled(self, submission_id: str, settlement: Mapping[str, JsonValue]) -> None:
         """Hand a just-finalized settlement to in-process waiters (others poll the store)."""
@@ -429,38 +472,53 @@ class Runtime:
         are polled). Bound it with ``asyncio.timeout``."""
         store = self._check_open()
         feed = self.change_feed
-        while True:
-            waiter = self._settled.get(submission_id)
-            if waiter is None or waiter.done():
-                waiter = self._settled[submission_id] = asyncio.get_running_loop().create_future()
-            woken = asyncio.Event()
-            wake = functools.partial(_set_event, woken)
-            waiter.add_done_callback(wake)
-            with (
-                feed.listen(f"settled:{submission_id}", woken)
-                if feed is not None
-                else contextlib.nullcontext()
-            ):
-                submission = await store.get_submission(submission_id)
-                if (
-                    submission.status is SubmissionStatus.SETTLED
-                    and submission.settlement is not None
-                ):
-                    return dict(submission.settlement)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(_WAIT_POLL):
-                        await woken.wait()
-            waiter.remove_done_callback(wake)
-            if not waiter.done() and submission_id in self._runs:
-                # Its attempt runs here and hands the settlement over once it has finished:
-                # a change feed's wake-up at the commit need not send us to the store for it.
-                await asyncio.wait({waiter}, timeout=_WAIT_POLL)
-            if waiter.done() and not waiter.cancelled():
-                return dict(waiter.result())  # settled in this process: the payload is here
+        # Waiters of one submission share its future; the last one out removes it, however
+        # it leaves (settled, unknown id, timed out, or on a node that runs no attempts).
+        self._waiting[submission_id] = self._waiting.get(submission_id, 0) + 1
+        try:
+            while True:
+                waiter = self._settled.get(submission_id)
+                if waiter is None or waiter.done():
+                    waiter = asyncio.get_running_loop().create_future()
+                    self._settled[submission_id] = waiter
+                woken = asyncio.Event()
+                wake = functools.partial(_set_event, woken)
+                waiter.add_done_callback(wake)
+                try:
+                    with (
+                        feed.listen(f"settled:{submission_id}", woken)
+                        if feed is not None
+                        else contextlib.nullcontext()
+                    ):
+                        submission = await store.get_submission(submission_id)
+                        if (
+                            submission.status is SubmissionStatus.SETTLED
+                            and submission.settlement is not None
+                        ):
+                            return dict(submission.settlement)
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(_WAIT_POLL):
+                                await woken.wait()
+                finally:
+                    waiter.remove_done_callback(wake)
+                if not waiter.done() and submission_id in self._runs:
+                    # Its attempt runs here and hands the settlement over once it has
+                    # finished: a change feed's wake-up at the commit need not send us to
+                    # the store for it.
+                    await asyncio.wait({waiter}, timeout=_WAIT_POLL)
+                if waiter.done() and not waiter.cancelled():
+                    return dict(waiter.result())  # settled in this process: the payload is here
+        finally:
+            left = self._waiting.pop(submission_id) - 1
+            if left:
+                self._waiting[submission_id] = left
+            else:
+                self._settled.pop(submission_id, None)
 
     async def records(
         self, conversation_id: str, *, after: int = 0, limit: int = 1000
     ) -> list[Record]:
+        check_seq(after, field="after")
         return await self._check_open().read(conversation_id, after_seq=after, limit=limit)
 
     async def usage(self, conversation_id: str, *, submission_id: str | None = None) -> UsageTotals:
@@ -524,17 +582,24 @@ class Runtime:
 
     async def fork(
         self, conversation_id: str, *, at_seq: int, session: str | None = None
-    ) -> Conversation:
-        """A new session whose log starts with this conversation's first ``at_seq`` records."""
+    ) -> Fork:
+        """A new session whose log starts with this conversation's first ``at_seq`` records.
+
+        A cut inside an execution is repaired as recovery would (``Fork.repaired``): a tool
+        call separated from its result gets an ``unknown`` one, so the fork's next turn sees
+        a whole history."""
         store = self._check_open()
+        check_seq(at_seq, field="atSeq", least=1)
         parent = await store.get_conversation(conversation_id)
         name = session or f"fork-{new_ulid().lower()}"
         _check_name("session", name)
         key = SessionKey(parent.key.agent, parent.key.instance, name)
-        return await store.fork(
+        child = await store.fork(
             conversation_id,
             at_seq=at_seq,
             key=key,
             new_conversation_id=new_ulid(),
             created_at=datetime.now(UTC),
         )
+        journal = await Journal.open(store, child.id, fence=0, view=self.view(child.id))
+        return Fork.of(child, tuple(await journal.repair_cut()))

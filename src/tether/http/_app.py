@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import FastAPI, Header, Query
 from fastapi.responses import Response, StreamingResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from tether.engine import Receipt, Runtime
 from tether.engine._inbound import InboundKind, SignalInfo
+from tether.engine._runtime import MAX_SEQ
 from tether.errors import ConversationNotFound
 from tether.http._errors import ApiError, install_error_handlers, json_response
 from tether.http._guard import Guard
+from tether.http._progress import ProgressHub
 from tether.http._sse import RecentRecords, View, session_stream
 from tether.http._views import approval_items, submission_view
 from tether.journal import Decision
@@ -62,7 +66,7 @@ class DecisionBody(_Body):
 
 
 class ForkBody(_Body):
-    at_seq: int = Field(ge=1)
+    at_seq: int = Field(ge=1, le=MAX_SEQ)
     session: str | None = None
 
 
@@ -72,16 +76,26 @@ def create_app(
     auth_token: str | None = None,
     heartbeat: float = 15.0,
     max_body: int = MIB,
+    body_timeout: float = 60.0,
     manage_runtime: bool = False,
     worker: bool = True,
 ) -> FastAPI:
     """The HTTP face of a runtime. With ``manage_runtime`` the app starts and closes it.
+
+    ``auth_token`` (non-empty) is required as ``Authorization: Bearer <token>`` on every
+    route but the health checks; a request body must arrive within ``body_timeout``
+    seconds (else 408) and weigh at most ``max_body`` bytes (else 413). ``/docs`` and
+    ``/redoc`` serve their assets from this server: they work offline.
 
     Example::
 
         app = create_app(Runtime(demo_agents(), "sqlite:///./tether-data"), manage_runtime=True)
         # uvicorn.run(app, port=8484)
     """
+
+    # Tool progress reaches the streams of this process's runs (it is never stored).
+    progress = ProgressHub()
+    runtime.instrumentation.observers.append(progress)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -93,11 +107,12 @@ def create_app(
             if manage_runtime:
                 await runtime.close()
 
-    app = FastAPI(title="Tether", version="1", lifespan=lifespan)
+    # FastAPIOffline: the docs pages load Swagger UI and ReDoc from this server, not a CDN.
+    app = FastAPIOffline(title="Tether", version="1", lifespan=lifespan)
     install_error_handlers(app)
 
-    app.add_middleware(Guard, auth_token=auth_token, max_body=max_body)
-    _routes(app, runtime, heartbeat)
+    app.add_middleware(Guard, auth_token=auth_token, max_body=max_body, body_timeout=body_timeout)
+    _routes(app, runtime, heartbeat, progress)
     return app
 
 
@@ -124,6 +139,17 @@ def _receipt(receipt: Receipt) -> dict[str, Any]:
     return {"submissionId": receipt.submission_id, "conversationId": receipt.conversation_id}
 
 
+_SEQ = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() takes "¹" too
+
+
+def _number(text: str) -> int | None:
+    """A record position written in ASCII digits, within what a store can hold."""
+    if not _SEQ.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value <= MAX_SEQ else None
+
+
 def _resume_point(after: int, last_event_id: str | None, view: View) -> tuple[int, int]:
     """Where a stream starts: (records to skip, events of the next record already sent).
 
@@ -133,16 +159,20 @@ def _resume_point(after: int, last_event_id: str | None, view: View) -> tuple[in
     """
     if last_event_id is None:
         return after, 0
-    seq, colon, n = last_event_id.strip().partition(":")
-    if view == "records" and not colon and seq.isdigit():
-        return max(after, int(seq)), 0
-    if view == "stream" and colon and seq.isdigit() and n.isdigit() and int(seq) > 0:
-        return (int(seq) - 1, int(n) + 1) if int(seq) > after else (after, 0)
+    text, colon, index = last_event_id.strip().partition(":")
+    seq, n = _number(text), _number(index)
+    if view == "records" and not colon and seq is not None:
+        return max(after, seq), 0
+    if view == "stream" and colon and seq is not None and n is not None and seq > 0:
+        return (seq - 1, n + 1) if seq > after else (after, 0)
     shape = "a record seq" if view == "records" else "<seq>:<n> as sent"
     raise ApiError(400, "invalid_last_event_id", f"Last-Event-ID must be {shape}")
 
 
-def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
+SEQ_AFTER = Query(default=0, ge=0, le=MAX_SEQ, description="Records after this seq.")
+
+
+def _routes(app: FastAPI, runtime: Runtime, heartbeat: float, progress: ProgressHub) -> None:
     recent = RecentRecords(runtime)
 
     @app.post("/agents/{agent}/{instance}", status_code=202)
@@ -189,7 +219,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
         agent: str,
         instance: str,
         session: str = "default",
-        after: int | None = Query(default=None, ge=0),
+        after: int = SEQ_AFTER,
         follow: bool = False,
         view: View = "records",
         last_event_id: str | None = Header(default=None),
@@ -200,7 +230,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
         except ConversationNotFound:
             if not follow:
                 raise
-        start, skip = _resume_point(after or 0, last_event_id, view)
+        start, skip = _resume_point(after, last_event_id, view)
         frames = session_stream(
             runtime,
             recent,
@@ -211,6 +241,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
             heartbeat=heartbeat,
             view=view,
             skip=skip,
+            progress=progress,
         )
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
@@ -220,7 +251,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float) -> None:
         agent: str,
         instance: str,
         session: str = "default",
-        after: int = Query(default=0, ge=0),
+        after: int = SEQ_AFTER,
         limit: int = Query(default=100, ge=1, le=1000),
     ) -> Response:
         conversation = await runtime.conversation(agent, instance, session=session)

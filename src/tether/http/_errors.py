@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -12,28 +13,75 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether import errors
 
-__all__ = ("ApiError", "error_response", "install_error_handlers", "json_response", "status_of")
+__all__ = (
+    "ApiError",
+    "error_response",
+    "install_error_handlers",
+    "internal_error_response",
+    "json_response",
+    "status_of",
+)
 
-# Most specific first: the first class an error is an instance of decides.
-_STATUS: list[tuple[type[errors.TetherError], int]] = [
-    (errors.InvalidDispatch, 422),
-    (errors.SeqOutOfRange, 422),
-    (errors.RecordDecodeError, 422),
-    (errors.CanonicalizationError, 422),
-    (errors.NotFound, 404),
-    (errors.DispatchConflict, 409),
-    (errors.SessionBusy, 409),
-    (errors.NoRunInFlight, 409),
-    (errors.ApprovalConflict, 409),
-    (errors.InvalidApproval, 409),
-    (errors.ApprovalBlocked, 409),
-    (errors.SessionExists, 409),
-    (errors.Conflict, 409),
-    (errors.Fenced, 409),
-    (errors.LogTampered, 409),
-    (errors.RuntimeClosed, 503),
-    (errors.StoreUnavailable, 503),
-]
+E = errors
+# Every error class Tether defines, with the status it answers (tests/http/test_errors.py
+# checks none is missing). 4xx: the caller can act on it. 5xx: the server's side failed;
+# those a client should retry later are 503, a model provider's failure is 502.
+_STATUS: dict[type[errors.TetherError], int] = {
+    E.TetherError: 500,
+    # encoding: a value the caller sent cannot be written or read back
+    E.CanonicalizationError: 422,
+    E.RecordDecodeError: 422,
+    # stores
+    E.StoreError: 503,
+    E.StoreUnavailable: 503,
+    E.UnsupportedSchema: 500,
+    E.Conflict: 409,
+    E.Fenced: 409,
+    E.ClaimLost: 409,
+    E.DispatchConflict: 409,
+    E.SeqOutOfRange: 422,
+    E.InvalidSeq: 422,
+    E.SessionExists: 409,
+    E.LogTampered: 409,
+    E.NotFound: 404,
+    E.SubmissionNotFound: 404,
+    E.ConversationNotFound: 404,
+    E.AttachmentNotFound: 404,
+    # journal: a harness's misuse is the server's failure, not the caller's
+    E.JournalError: 500,
+    E.ReplayDiverged: 500,
+    E.RecordedModelFailure: 500,
+    E.InvalidExecutionLog: 500,
+    E.IncompleteInvocation: 500,
+    E.InheritedToolIntent: 409,
+    E.HarnessMismatch: 500,
+    E.ApprovalParked: 409,
+    E.ApprovalBlocked: 409,
+    E.ApprovalNotFound: 404,
+    E.ApprovalConflict: 409,
+    E.InvalidApproval: 409,
+    E.InvalidEditArgs: 422,
+    E.HostOwnedOutcome: 500,
+    E.MissingIdempotencyKey: 500,
+    E.UnmediatedToolCall: 500,
+    E.DuplicateCallId: 500,
+    E.MissingToolExecutor: 500,
+    E.TurnClosed: 500,
+    # engine
+    E.TransientError: 503,
+    E.UnknownAgent: 404,
+    E.InvalidDispatch: 422,
+    E.SessionBusy: 409,
+    E.NoRunInFlight: 409,
+    E.RuntimeClosed: 503,
+    # models
+    E.ModelError: 502,
+    E.ModelTransientError: 503,
+    E.ModelFatalError: 502,
+    E.ContextOverflow: 502,
+}
+
+logger = logging.getLogger("tether.http")
 
 
 class ApiError(Exception):
@@ -48,10 +96,18 @@ class ApiError(Exception):
 
 
 def status_of(error: errors.TetherError) -> int:
-    for kind, status in _STATUS:
-        if isinstance(error, kind):
+    """The status of an error's own class, else of its nearest mapped base class (an
+    application's own subclass of, say, ``TransientError`` answers like it)."""
+    for kind in type(error).__mro__:
+        status = _STATUS.get(kind)
+        if status is not None:
             return status
-    return 400 if isinstance(error, ValueError) else 500
+    return 500
+
+
+def internal_error_response() -> Response:
+    """The envelope of an unexpected exception: nothing of it reaches the client."""
+    return error_response(500, "internal", "internal server error; the server log has the details")
 
 
 def error_response(status: int, type_: str, message: str, details: Any = None) -> Response:
@@ -77,7 +133,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def tether_error(request: Request, exc: errors.TetherError) -> Response:
         field = getattr(exc, "field", None)
         details = {"field": field} if field else None
-        return error_response(status_of(exc), exc.code, str(exc), details)
+        status = status_of(exc)
+        if status == 500:  # a defect on the server's side: worth its traceback, once
+            logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return error_response(status, exc.code, str(exc), details)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
@@ -106,9 +165,18 @@ def install_error_handlers(app: FastAPI) -> None:
             400: "malformed_json",
             404: "not_found",
             405: "method_not_allowed",
+            408: "request_timeout",
             413: "payload_too_large",
             415: "unsupported_media_type",
         }
-        return error_response(
+        response = error_response(
             exc.status_code, names.get(exc.status_code, "http_error"), str(exc.detail)
         )
+        response.headers.update(exc.headers or {})  # e.g. Allow on a 405
+        return response
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # Only reached without the Guard in front (it answers these itself); Starlette then
+        # re-raises, and the server logs the traceback.
+        return internal_error_response()

@@ -1,5 +1,6 @@
-"""Checks every request passes before it reaches a route (auth, body size, content type),
-and ``X-Content-Type-Options: nosniff`` on every response, whatever produced it.
+"""Checks every request passes before it reaches a route (auth, body size and time, content
+type), ``X-Content-Type-Options: nosniff`` on every response whatever produced it, HEAD, and
+the last word on unexpected exceptions.
 
 A plain ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``: that one
 re-buffers streaming responses, and SSE streams must go out frame by frame.
@@ -7,55 +8,101 @@ re-buffers streaming responses, and SSE streams must go out frame by frame.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
 from typing import Any
 
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tether.http._errors import error_response
+from tether.http._errors import error_response, internal_error_response
 
 __all__ = ("Guard",)
 
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
+logger = logging.getLogger("tether.http")
+
+
+class _HeadAnswered(Exception):
+    """A HEAD request's headers are out: the app producing the GET body can stop."""
 
 
 class Guard:
-    """Answer 401/413/415 in the error envelope; cap bodies whether sized or chunked."""
+    """Answer 401/408/413/415 in the error envelope; cap bodies whether sized or chunked and
+    bound the time they take to arrive; answer HEAD wherever GET is answered; and give an
+    unexpected exception, wherever it is raised, the JSON envelope (500 ``internal``) and one
+    line with its traceback in the log."""
 
-    def __init__(self, app: ASGIApp, *, auth_token: str | None, max_body: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        auth_token: str | None,
+        max_body: int,
+        body_timeout: float = 60.0,
+    ) -> None:
+        if auth_token is not None and not auth_token.strip():
+            raise ValueError("auth_token is empty: give a token, or None for no auth")
         self.app = app
-        self.expected = f"Bearer {auth_token}".encode() if auth_token is not None else None
+        self.token = auth_token.encode() if auth_token is not None else None
         self.max_body = max_body
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        head = scope["method"] == "HEAD"
+        started = False
 
-        async def send_nosniff(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message["headers"] = [*message.get("headers", ()), _NOSNIFF]
+            elif head and message["type"] == "http.response.body":
+                # The server sends no body for HEAD; end it here rather than let a GET
+                # route produce one (a followed stream never would end).
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                if message.get("more_body", False):
+                    raise _HeadAnswered
+                return
             await send(message)
 
-        refusal = self._refusal(scope, headers)
-        if refusal is not None:
-            await refusal(scope, receive, send_nosniff)
+        if head:  # answered as the GET would be, minus the body
+            scope = {**scope, "method": "GET"}
+        try:
+            refusal = self._refusal(scope, headers)
+            if refusal is not None:
+                await refusal(scope, receive, guarded_send)
+                return
+            await self._forward(scope, receive, guarded_send)
+        except _HeadAnswered:
             return
-        await self._forward(scope, receive, send_nosniff)
+        except Exception:
+            if started:  # too late for an answer: the server logs it and cuts the response
+                raise
+            logger.exception("%s %s failed", scope["method"], scope["path"])
+            await internal_error_response()(scope, receive, guarded_send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> Any:
-        if self.expected is not None and scope["path"] not in _OPEN_PATHS:
-            given = headers.get("authorization", "").encode("latin-1")
-            if not hmac.compare_digest(given, self.expected):
+        if self.token is not None and scope["path"] not in _OPEN_PATHS:
+            # The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in
+            # constant time.
+            scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+            given = token.strip().encode("latin-1")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given, self.token):
                 return error_response(401, "unauthorized", "a bearer token is required")
         if scope["method"] not in _BODY_METHODS:
             return None
         length = headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+        if length is not None and (
+            not (length.isascii() and length.isdigit()) or int(length) > self.max_body
+        ):
             return self._too_large()
         media_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if length != "0" and media_type not in ("application/json", ""):
@@ -67,15 +114,33 @@ class Guard:
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         received = 0
+        body_done = scope["method"] not in _BODY_METHODS
+        deadline: float | None = None
 
         async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done, deadline
+            if body_done:  # e.g. a stream listening for the client to go away: no bound
+                return await receive()
+            loop = asyncio.get_running_loop()
+            if deadline is None:
+                deadline = loop.time() + self.body_timeout
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise HTTPException(
+                    408,
+                    f"the body did not arrive within {self.body_timeout:g} s",
+                    headers={"Connection": "close"},
+                ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body:
                     # Chunked bodies carry no Content-Length; stop reading at the cap.
                     raise HTTPException(413, f"the body is over {self.max_body} bytes")
+                body_done = not message.get("more_body", False)
+            else:
+                body_done = True
             return message
 
         await self.app(scope, counted_receive, send)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from tether.engine import Runtime
 from tether.errors import ConversationNotFound
+from tether.http._progress import ProgressHub, ProgressSubscription
 from tether.records import Record
 from tether.store import SessionKey, Store, SubmissionStatus
 from tether.stream import StreamProjector
@@ -19,6 +20,7 @@ View = Literal["records", "stream"]
 Render = Callable[[Sequence[Record]], bytes]
 
 _PAGE = 500
+MIB = 1024 * 1024
 RETRY_MS = 2000
 _CREATION_POLL = 0.05
 
@@ -90,6 +92,7 @@ async def session_stream(
     heartbeat: float,
     view: View = "records",
     skip: int = 0,
+    progress: ProgressHub | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream of one session; a followed session that does not exist yet is awaited.
 
@@ -112,17 +115,23 @@ async def session_stream(
         if view == "records"
         else await _stream_renderer(runtime.store, conversation_id, after, skip)
     )
-    async for chunk in record_stream(
-        runtime,
-        recent,
-        conversation_id,
-        after=after,
-        follow=follow,
-        heartbeat=heartbeat,
-        render=render,
-    ):
-        if chunk:
-            yield chunk
+    subscription = progress.subscribe(conversation_id) if progress is not None else None
+    try:
+        async for chunk in record_stream(
+            runtime,
+            recent,
+            conversation_id,
+            after=after,
+            follow=follow,
+            heartbeat=heartbeat,
+            render=render,
+            progress=subscription,
+        ):
+            if chunk:
+                yield chunk
+    finally:
+        if progress is not None and subscription is not None:
+            progress.unsubscribe(conversation_id, subscription)
 
 
 class RecentRecords:
@@ -133,12 +142,28 @@ class RecentRecords:
     subscriber. Records are immutable once appended, so a cached record is never stale.
     """
 
-    def __init__(self, runtime: Runtime, *, keep: int = 1000, conversations: int = 1024) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        keep: int = 1000,
+        conversations: int = 1024,
+        keep_bytes: int = 4 * MIB,
+        total_bytes: int = 64 * MIB,
+    ) -> None:
         self._runtime = runtime
         self._keep = keep
+        self._keep_bytes = keep_bytes
         self._conversations = conversations
+        self._total_bytes = total_bytes
         self._tails: OrderedDict[str, list[Record]] = OrderedDict()
+        self._sizes: dict[str, int] = {}  # encoded bytes of each tail
+        self.size = 0
+        """The encoded bytes of every record held: at most ``total_bytes``."""
         self._locks: dict[str, asyncio.Lock] = {}
+
+    def __len__(self) -> int:
+        return len(self._tails)
 
     async def read(self, conversation_id: str, *, after: int, head: int) -> list[Record]:
         """Records ``after+1 ..`` (at most a page), known to exist up to ``head``."""
@@ -157,10 +182,21 @@ class RecentRecords:
 
     def _remember(self, conversation_id: str, tail: list[Record], page: list[Record]) -> None:
         joined = tail + page if tail and tail[-1].seq + 1 == page[0].seq else page
-        self._tails[conversation_id] = joined[-self._keep :]
+        joined = joined[-self._keep :]
+        size = sum(len(record.canonical) for record in joined)
+        first = 0
+        while size > self._keep_bytes and first < len(joined) - 1:  # keep at least the newest
+            size -= len(joined[first].canonical)
+            first += 1
+        self._tails[conversation_id] = joined[first:]
+        self.size += size - self._sizes.get(conversation_id, 0)
+        self._sizes[conversation_id] = size
         self._tails.move_to_end(conversation_id)
-        while len(self._tails) > self._conversations:
+        while len(self._tails) > 1 and (
+            len(self._tails) > self._conversations or self.size > self._total_bytes
+        ):
             forgotten, _ = self._tails.popitem(last=False)
+            self.size -= self._sizes.pop(forgotten)
             self._locks.pop(forgotten, None)
 
 
@@ -173,8 +209,10 @@ async def record_stream(
     follow: bool,
     heartbeat: float,
     render: Render = _render_records,
+    progress: ProgressSubscription | None = None,
 ) -> AsyncIterator[bytes]:
-    """Frames for every record after ``after``, then live ones as they are appended.
+    """Frames for every record after ``after``, then live ones as they are appended, with
+    ``progress`` frames (no ``id:``) sent whenever they come while it waits for records.
 
     Without ``follow`` the stream ends once the session is idle (nothing queued or running;
     parked counts as idle) and every record has been sent. Frames of one page go out in one write.
@@ -182,29 +220,46 @@ async def record_stream(
     store = runtime.store
     cursor = after
     behind = True  # until a read comes back short, there may be more in the store
-    while True:
-        if behind:
-            page = await store.read(conversation_id, after_seq=cursor, limit=_PAGE)
-            if page:
+    append: asyncio.Task[int] | None = None  # a wait for the next record, across heartbeats
+    try:
+        while True:
+            if behind:
+                page = await store.read(conversation_id, after_seq=cursor, limit=_PAGE)
+                if page:
+                    cursor = page[-1].seq
+                    yield render(page)
+                    continue
+                behind = False
+            if not follow and await _idle(runtime, conversation_id):
+                # Idle now; anything appended before it went idle is already readable.
+                if not await store.read(conversation_id, after_seq=cursor, limit=1):
+                    return
+                behind = True
+                continue
+            if append is None:
+                append = asyncio.create_task(
+                    store.wait_for_append(conversation_id, after_seq=cursor)
+                )
+            waits: set[asyncio.Future[Any]] = {append}
+            if progress is not None:
+                waits.add(progress.arrived())
+            done, _ = await asyncio.wait(
+                waits, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
+            )
+            if progress is not None and (frames := progress.take()):
+                yield frames
+            if append not in done:
+                if not done:
+                    yield b": heartbeat\n\n"
+                continue
+            head, append = append.result(), None
+            while cursor < head:
+                page = await recent.read(conversation_id, after=cursor, head=head)
+                if not page:
+                    break
                 cursor = page[-1].seq
                 yield render(page)
-                continue
-            behind = False
-        if not follow and await _idle(runtime, conversation_id):
-            # Idle now; anything appended before it went idle is already readable.
-            if not await store.read(conversation_id, after_seq=cursor, limit=1):
-                return
-            behind = True
-            continue
-        try:
-            async with asyncio.timeout(heartbeat):
-                head = await store.wait_for_append(conversation_id, after_seq=cursor)
-        except TimeoutError:
-            yield b": heartbeat\n\n"
-            continue
-        while cursor < head:
-            page = await recent.read(conversation_id, after=cursor, head=head)
-            if not page:
-                break
-            cursor = page[-1].seq
-            yield render(page)
+    finally:
+        if append is not None:
+            append.cancel()
+            await asyncio.wait({append})
