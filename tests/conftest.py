@@ -11,10 +11,21 @@ from tether.store import MemoryStore, SqliteStore, Store
 from .postgres import drop_schemas, fresh_schema, postgres_reachable, store_url
 from .processes import reap_started
 
+SOAK_TIMEOUT = 3600  # seconds a test may take under TETHER_SOAK=1 (ten times the work)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """PostgreSQL tests need the server. CI always has one (``.ci/run`` starts it), so there a
+    """``slow`` tests run only under ``TETHER_SOAK=1``, which also lifts the state machines'
+    timeout along with their budget.
+
+    PostgreSQL tests need the server. CI always has one (``.ci/run`` starts it), so there a
     missing server fails them; elsewhere they are skipped with the reason."""
+    soak = bool(os.environ.get("TETHER_SOAK"))
+    for item in items:
+        if "slow" in item.keywords and not soak:
+            item.add_marker(pytest.mark.skip(reason="a soak setting: set TETHER_SOAK=1"))
+        if soak and ("slow" in item.keywords or item.name.startswith("test_state_machine")):
+            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
     if os.environ.get("CI") or postgres_reachable():
         return
     skip = pytest.mark.skip(reason="no PostgreSQL server at TETHER_TEST_POSTGRES_URL")
