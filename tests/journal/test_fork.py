@@ -44,3 +44,57 @@ async def test_an_inherited_unresolved_intent_is_refused(store: Store) -> None:
     assert await store.head(child.id) == head and not tools.calls
     result = await child_journal.exec(LoopHarness(), [user("lookup instead")])  # the escape
     assert result.output == "done after 1 tool results"
+
+
+async def test_repair_cut_answers_every_call_the_cut_left_open_once(store: Store) -> None:
+    cid = await new_conversation(store)
+    parent = await journal(store, cid, model=planning_model(), tools=RecordingTools())
+    await parent.exec(LoopHarness(), [user("lookup then charge")])  # one batch of two calls
+    records = await store.read(cid)
+    cut = next(r.seq for r in records if r.kind == "tool_called")  # the first call's intent
+    child = await j_fork(store, cid, cut, "child")
+    repairs = await child.repair_cut()
+    assert [r.kind for r in repairs] == ["tool_outcome", "tool_outcome"]
+    assert [r.seq for r in repairs] == [cut + 2, cut + 3] and all(
+        r.execution_id is None for r in repairs
+    )
+    outcomes = [r.payload.to_json_object() for r in repairs]
+    assert [o["callId"] for o in outcomes] == ["call-1-0", "call-1-1"]  # the second never ran
+    assert {o["status"] for o in outcomes} == {"unknown"}
+    messages = (await child.refresh()).messages()
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool"]
+    assert await child.repair_cut() == []  # nothing left open
+    with pytest.raises(InheritedToolIntent):  # the copied execution stays the parent's
+        await child.resume(LoopHarness())
+
+
+async def test_repair_cut_closes_a_message_cut_mid_stream(store: Store) -> None:
+    cid = await new_conversation(store)
+    parent = await journal(store, cid, model=planning_model(chunk=3))
+    await parent.exec(EchoHarness(), [user("hello")])
+    records = await store.read(cid)
+    cut = next(r.seq for r in records if r.kind == "assistant_text_delta")
+    child = await j_fork(store, cid, cut, "child")
+    [closing] = await child.repair_cut()
+    assert closing.kind == "assistant_message_completed"
+    assert closing.payload.to_json_object()["interrupted"] is True
+    assert await child.repair_cut() == []
+
+
+async def test_a_clean_cut_or_a_log_that_is_no_fork_needs_no_repair(store: Store) -> None:
+    cid = await new_conversation(store)
+    parent = await journal(store, cid, model=planning_model(), tools=RecordingTools())
+    await parent.exec(LoopHarness(), [user("lookup")])
+    assert await parent.repair_cut() == []
+    outcome = next(r.seq for r in await store.read(cid) if r.kind == "tool_outcome")
+    child = await j_fork(store, cid, outcome, "child")
+    assert await child.repair_cut() == []
+    assert await store.head(child.conversation.id) == outcome + 1
+
+
+async def j_fork(store: Store, cid: str, at_seq: int, session: str) -> Journal:
+    """The journal of a fork of ``cid`` at ``at_seq``, opened as Runtime.fork opens it."""
+    conversation = await (await journal(store, cid)).fork(
+        at_seq, SessionKey("agent", "inst", session)
+    )
+    return await Journal.open(store, conversation.id, fence=0)

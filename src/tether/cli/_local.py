@@ -121,6 +121,13 @@ def fork(conversation: str, at: int, store_url: str, console: Console) -> None:
                 child = await runtime.fork(conversation, at_seq=at)
             finally:
                 await runtime.close()
-            return f"{child.id} ({child.key})"
+            repaired = ", ".join(child.repaired_calls)
+            note = (
+                f"\nrecord {at} falls between a tool call and its result: the fork gave "
+                f"{repaired} an interrupted result, as recovery would"
+                if repaired
+                else ""
+            )
+            return f"{child.id} ({child.key}){note}"
 
     console.print(f"forked: {_run(run())}")

@@ -12,6 +12,7 @@ Example::
 """
 
 from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
+from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, SignalInfo
 from tether.engine._observe import (
     ApprovalDecided,
@@ -64,6 +65,7 @@ __all__ = (
     "Correlation",
     "DeltaReceived",
     "EngineEvent",
+    "Fork",
     "Inbound",
     "Interceptor",
     "Multitask",

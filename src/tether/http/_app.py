@@ -342,6 +342,7 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float, progress: Progress
                 "agent": key.agent,
                 "instance": key.instance,
                 "session": key.session,
+                "repairedCalls": child.repaired_calls,
             },
             201,
         )

@@ -30,12 +30,13 @@ from tether.errors import (
     TetherError,
 )
 from tether.journal._approvals import ApprovalState, Decision, find_decision, latest_gate
+from tether.journal._cut import fork_cut_outcome, open_streams, unanswered_calls
 from tether.journal._executions import Execution
 from tether.journal._harness import EffectWrappers, Harness, JournalObserver, ToolExecutor
 from tether.journal._history import PrefixTranscripts, messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
-from tether.journal._turn import Mode, SteerSource, Turn, interrupted_completion
+from tether.journal._turn import Mode, SteerSource, Turn
 from tether.journal._view import LogView
 from tether.messages import Message, args_digest
 from tether.models import Model
@@ -43,13 +44,11 @@ from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
-    AssistantMessageStarted,
-    AssistantTextDelta,
-    AssistantThinkingDelta,
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
     ModelCalled,
+    Payload,
     Record,
     RecordDraft,
     Signal,
@@ -394,26 +393,39 @@ class Journal:
     ) -> None:
         """A crash mid-stream leaves a started message with deltas and no completion; close it
         with an interrupted completion (not an effect) before the call is re-driven."""
-        completed = {
-            record.payload.call_id
-            for record in records[pending.start_index :]
-            if record.kind == AssistantMessageCompleted.KIND
-            and isinstance(record.payload, AssistantMessageCompleted)
-        }
-        text: dict[str, dict[str, list[str]]] = {}
-        for record in records[pending.start_index :]:
-            payload = record.payload if record.execution_id == pending.id else None
-            if isinstance(payload, AssistantMessageStarted) and payload.call_id not in completed:
-                text[payload.call_id] = {"text": [], "thinking": []}
-            elif (
-                isinstance(payload, AssistantTextDelta | AssistantThinkingDelta)
-                and payload.call_id in text
-            ):
-                kind = "text" if isinstance(payload, AssistantTextDelta) else "thinking"
-                text[payload.call_id][kind].append(payload.text)
-        for call_id, streamed in text.items():
-            closing = interrupted_completion(call_id, streamed)
+        for closing in open_streams(records, pending):
             await self.log.append([self.log.draft(closing, pending.id)])
+
+    async def repair_cut(self) -> list[Record]:
+        """Close what a fork's cut left open in the parent's execution it copied, as recovery
+        would, so that the child's next execution starts from a whole history: a message cut
+        mid-stream gets an interrupted completion, and each tool call cut from its result
+        gets an ``unknown`` result saying so. Nothing is written if the cut is clean (or this
+        is no fork). Returns the records written.
+
+        They belong to no execution: the copied one stays the parent's, which the child may
+        not resume (``InheritedToolIntent``); it execs a new turn instead.
+
+        Example::
+
+            child = await store.fork(parent_id, at_seq=12, key=key, ...)
+            repaired = await (await Journal.open(store, child.id, fence=0)).repair_cut()
+        """
+        view = await self.refresh()
+        pending = view.latest
+        if pending is None or pending.completed or not 0 < pending.start.seq < view.fork_seq:
+            return []
+        closing: list[Payload] = [
+            *open_streams(view.records, pending),
+            *map(fork_cut_outcome, unanswered_calls(view.records, pending)),
+        ]
+        if not closing:
+            return []
+        # Only now that there is something to write, as for a decision: a clean fork costs
+        # no commit, and a writer already at work in the child is superseded only for this.
+        self.log.fence = await self.store.mint_fence(self.conversation.id)
+        drafts = [self.log.draft(payload, None) for payload in closing]
+        return await self.log.append(drafts, expected_seq=view.head)
 
     # --- replay -----------------------------------------------------------------------
 
