@@ -142,6 +142,7 @@ PUBLIC = {
         "LogStore",
         "MemoryStore",
         "NewSubmission",
+        "OwnerLiveness",
         "SessionKey",
         "SqliteStore",
         "Store",

@@ -19,6 +19,7 @@ import typer
 
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail, one_line
+from tether.cli._logs import show_tether_logs, uvicorn_log_level
 from tether.cli._stores import open_store_or_fail
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ def serve(
             param_hint="--host",
         )
     agents = load_agents(app, demo)
+    show_tether_logs()
     listener = _listen(host, port)  # before the store opens: a busy port changes nothing
     with listener, _tracing(otlp_endpoint) as interceptors:
         _run(
@@ -256,7 +258,7 @@ async def _serve(
             f"tether serving {', '.join(agents)} on http://{shown_host}:{port} "
             f"(store {redact_url(store_url)})"
         )
-        level = os.environ.get("TETHER_LOG_LEVEL", "warning")
+        level = uvicorn_log_level()
         server = AnnouncingServer(uvicorn.Config(application, log_level=level), banner)
         _freeze_startup_heap()
         await server.serve(sockets=[listener])
@@ -277,6 +279,7 @@ def worker(
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
+    show_tether_logs()
 
     async def run(interceptors: list[Interceptor]) -> None:
         options = {"lease": lease, "interceptors": interceptors}

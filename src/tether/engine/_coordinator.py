@@ -11,8 +11,9 @@ import contextlib
 import functools
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from tether._conformance import implements
 from tether._ids import new_ulid
 from tether._tasks import cancel_and_wait
 from tether.engine._attempt import run_attempt
@@ -21,7 +22,7 @@ from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.errors import ClaimLost, Fenced, TetherError
 from tether.records import SubmissionSettled
-from tether.store import SubmissionStatus
+from tether.store import OwnerLiveness, SubmissionStatus
 
 if TYPE_CHECKING:
     from tether.engine._runtime import Runtime
@@ -38,6 +39,8 @@ class Coordinator:
         self.active: dict[str, asyncio.Task[None]] = {}  # conversation id -> its running attempt
         self._task: asyncio.Task[None] | None = None
         self._terminalizing: set[str] = set()
+        self._liveness: OwnerLiveness | None = None
+        """The store's liveness locks, once this worker holds its own."""
         self._waits_for_a_finish = True
         """A run's end may let a claim through that the store's wake-up alone would not (one
         was turned away for want of room, or for its session's run still winding down)."""
@@ -52,8 +55,27 @@ class Coordinator:
             await asyncio.wait(
                 set(self.active.values()), timeout=self.runtime.config.shutdown_timeout
             )
+        if self._liveness is not None and not self.active:
+            # Every run gave its claim back: nothing of ours for a peer to take over. (A run
+            # still going keeps the lock until the store closes or the process ends.)
+            with contextlib.suppress(TetherError):
+                await self._liveness.release_liveness(self.runtime.config.owner_id)
+
+    async def _hold_liveness(self) -> None:
+        """Hold this worker's liveness lock before its first claim, for as long as it runs."""
+        store = self.runtime.store
+        if not implements(store, OwnerLiveness):
+            return
+        liveness = cast(OwnerLiveness, store)
+        try:
+            await liveness.hold_liveness(self.runtime.config.owner_id)
+        except TetherError as exc:
+            logger.warning("no liveness lock (%s): a crash will be taken over after a lease", exc)
+            return
+        self._liveness = liveness
 
     async def _loop(self) -> None:
+        await self._hold_liveness()
         feed = self.runtime.change_feed
         with contextlib.ExitStack() as stack:
             if feed is not None:  # admissions and settlements in any process
@@ -128,18 +150,44 @@ class Coordinator:
             )
 
     async def reclaim_expired(self) -> None:
+        """Release the claims whose lease expired, and (where the store offers liveness
+        locks) at once every claim of a worker whose lock is free: its process died."""
         store = self.runtime.store
-        for submission in await store.list_expired_leases(datetime.now(UTC)):
+        lost = [
+            (submission, "lease_expired", "lease expired")
+            for submission in await store.list_expired_leases(datetime.now(UTC))
+        ]
+        dead: set[str] = set()
+        liveness = self._liveness
+        if liveness is not None:
+            expired = {submission.id for submission, _, _ in lost}
+            running = [
+                submission
+                for submission in await store.list_submissions(SubmissionStatus.RUNNING)
+                if submission.id not in expired and submission.owner_id
+            ]
+            owners = {str(s.owner_id) for s in running} - {self.runtime.config.owner_id}
+            dead = await liveness.dead_owners(owners) if owners else set()
+            lost += [
+                (s, "owner_died", f"worker {s.owner_id} died")
+                for s in running
+                if s.owner_id in dead
+            ]
+        for submission, decision, why in lost:
             if submission.conversation_id in self.active:
                 continue  # ours and still running: its heartbeat will renew or give it up
             with contextlib.suppress(ClaimLost):
                 await store.release(
-                    submission.id, attempt_id=str(submission.attempt_id), last_error="lease expired"
+                    submission.id, attempt_id=str(submission.attempt_id), last_error=why
                 )
                 correlation = Correlation.of(submission)
+                detail = "released" if decision == "lease_expired" else f"released: {why}"
                 await self.runtime.instrumentation.emit(
-                    RecoveryDecided(correlation, decision="lease_expired", detail="released")
+                    RecoveryDecided(correlation, decision=decision, detail=detail)
                 )
+        if liveness is not None:
+            for owner_id in dead:  # its claims are released: nothing of it is left to find
+                await liveness.forget_owner(owner_id)
 
     async def claim_runnable(self) -> None:
         runtime = self.runtime

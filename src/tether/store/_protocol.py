@@ -8,7 +8,7 @@ All methods are coroutines; no backend exception escapes (see :mod:`tether.error
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
@@ -27,7 +27,14 @@ from tether.store._types import (
     SubmissionStatus,
 )
 
-__all__ = ("AttachmentStore", "ChangeFeed", "LogStore", "Store", "SubmissionStore")
+__all__ = (
+    "AttachmentStore",
+    "ChangeFeed",
+    "LogStore",
+    "OwnerLiveness",
+    "Store",
+    "SubmissionStore",
+)
 
 
 @runtime_checkable
@@ -338,4 +345,41 @@ class ChangeFeed(Protocol):
     ) -> AbstractContextManager[asyncio.Event]:
         """Set ``event`` (or a new one) whenever ``topic`` is notified in any process:
         ``work`` (a submission may have become runnable) or ``settled:<submission id>``."""
+        ...
+
+
+@runtime_checkable
+class OwnerLiveness(Protocol):
+    """Liveness locks of workers, offered by a store that can tell a dead process from a slow
+    one: an OS file lock beside a SQLite file, a session-level advisory lock on PostgreSQL.
+    A worker holds its owner id's lock for as long as it lives; the operating system (or the
+    database, when the session ends) frees it when the process dies, even by ``kill -9``. So
+    a worker that finds an owner's lock free may take that owner's claims over at once,
+    instead of waiting out their leases (which still bound a process that is only paused).
+    Without it, the engine waits for leases to expire.
+
+    Example::
+
+        if implements(store, OwnerLiveness):
+            await store.hold_liveness(owner_id)
+    """
+
+    async def hold_liveness(self, owner_id: str) -> None:
+        """Take ``owner_id``'s lock and hold it until ``release_liveness``, ``close``, or the
+        process's end. ``StoreUnavailable`` if a live process holds it already."""
+        ...
+
+    async def release_liveness(self, owner_id: str) -> None:
+        """Give the lock up and forget the owner (an orderly shutdown); idempotent."""
+        ...
+
+    async def dead_owners(self, owner_ids: Collection[str]) -> set[str]:
+        """Those of ``owner_ids`` that took their lock here and no longer hold it: their
+        process died. An owner that never took one (a worker of another kind, or of an older
+        version) is never among them, nor is one whose lock this process holds."""
+        ...
+
+    async def forget_owner(self, owner_id: str) -> None:
+        """Drop what is kept of a dead owner (once its claims are released), unless its lock
+        is held again meanwhile."""
         ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -41,6 +41,7 @@ from tether.store._types import (
 )
 from tether.store.postgres import _log, _submissions
 from tether.store.postgres._listen import Listener
+from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
 
 __all__ = ("PostgresStore",)
@@ -114,6 +115,7 @@ class PostgresStore:
                 self._channels.settled: self._on_settled,
             },
         )
+        self._owners = OwnerSessions(conninfo, schema, lambda: self._connection(atomic=False))
         self._closed = False
 
     @classmethod
@@ -157,6 +159,7 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
+        await self._owners.release_all()
         await self._listener.close()
         await self._pool.close()
 
@@ -177,6 +180,22 @@ class PostgresStore:
                 "INSERT INTO heartbeat (at) VALUES (now()) "
                 "ON CONFLICT (singleton) DO UPDATE SET at = excluded.at"
             )
+
+    # --- owner liveness (OwnerLiveness): session-level advisory locks ------------------
+
+    async def hold_liveness(self, owner_id: str) -> None:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        await self._owners.hold(owner_id)
+
+    async def release_liveness(self, owner_id: str) -> None:
+        await self._owners.release(owner_id)
+
+    async def dead_owners(self, owner_ids: Collection[str]) -> set[str]:
+        return await self._owners.dead(owner_ids)
+
+    async def forget_owner(self, owner_id: str) -> None:
+        await self._owners.forget(owner_id)
 
     # --- plumbing ---------------------------------------------------------------------
 
