@@ -12,6 +12,7 @@ from tether.store._protocol import (
     AttachmentStore,
     ChangeFeed,
     LogStore,
+    OwnerLiveness,
     Store,
     SubmissionStore,
 )
@@ -39,6 +40,7 @@ __all__ = (
     "LogStore",
     "MemoryStore",
     "NewSubmission",
+    "OwnerLiveness",
     "SessionKey",
     "SqliteStore",
     "Store",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +26,7 @@ from tether.store import _sqlite_ops as ops
 from tether.store._common import check_drafts, check_limit, verify_anchored
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._sqlite_append import AppendRequest
+from tether.store._sqlite_liveness import OwnerLocks
 from tether.store._sqlite_schema import Synchronous, connect, migrate, translate_errors
 from tether.store._sqlite_writer import SqliteWriter
 from tether.store._types import (
@@ -100,6 +101,7 @@ class SqliteStore:
             name=f"tether-sqlite-writer:{path.name}",
             inline=inline_commits,
         )
+        self._owners = OwnerLocks(path)
         self._closed = False
 
     @classmethod
@@ -141,6 +143,7 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = True
+        self._owners.release_all()
         await self._writer.close()
         with self._readers_lock:
             for conn in self._reader_conns:
@@ -160,6 +163,22 @@ class SqliteStore:
 
     async def ping(self) -> None:
         await self._write(ops.ping, utc_now())
+
+    # --- owner liveness (OwnerLiveness): lock files beside the database ---------------
+
+    async def hold_liveness(self, owner_id: str) -> None:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        self._owners.hold(owner_id)
+
+    async def release_liveness(self, owner_id: str) -> None:
+        self._owners.release(owner_id)
+
+    async def dead_owners(self, owner_ids: Collection[str]) -> set[str]:
+        return self._owners.dead(owner_ids)
+
+    async def forget_owner(self, owner_id: str) -> None:
+        self._owners.forget(owner_id)
 
     # --- plumbing ---------------------------------------------------------------------
 

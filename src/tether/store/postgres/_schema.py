@@ -109,11 +109,15 @@ MIGRATIONS: Final = (
     );
     """,
     # v3: a one-row table ``ping`` writes to (the conversation row's head and head_hash,
-    # the chain's anchor, have been there since v1)
+    # the chain's anchor, have been there since v1); the workers that hold a liveness lock
     """
     CREATE TABLE heartbeat (
         singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
         at        TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE owners (
+        id         TEXT PRIMARY KEY,
+        started_at TIMESTAMPTZ NOT NULL
     );
     """,
 )
