@@ -29,9 +29,14 @@ class Server:
 async def serve(store: Store) -> AsyncIterator[Callable[..., Any]]:
     started: list[tuple[uvicorn.Server, asyncio.Task[None], Runtime, httpx.AsyncClient]] = []
 
-    async def start(agents: dict[str, Any], **options: Any) -> Server:
+    async def start(
+        agents: dict[str, Any], *, customize: Callable[[Any], None] | None = None, **options: Any
+    ) -> Server:
+        """``customize(app)`` may add to the app before it serves (a test's own middleware)."""
         runtime = Runtime(agents, store, **FAST)
         app = create_app(runtime, manage_runtime=True, **options)
+        if customize is not None:
+            customize(app)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
