@@ -160,6 +160,9 @@ class ApprovalRequested(Payload):
     args: JsonObject
     args_digest: str
     reason: str | None = None
+    parameters: JsonObject | None = None
+    """The JSON Schema of the tool's arguments as the model was offered it, when the turn
+    knew it: an ``edit`` decision must fit it."""
 
 
 class ApprovalDecided(Payload):

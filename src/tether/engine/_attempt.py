@@ -59,7 +59,7 @@ from tether.errors import (
     TetherError,
     TransientError,
 )
-from tether.journal import EffectWrappers, Ending, Journal
+from tether.journal import ApprovalState, EffectWrappers, Ending, Journal, open_gate
 from tether.models import StreamDelta
 from tether.records import (
     Compaction,
@@ -148,6 +148,8 @@ class _Attempt:
         self._settles_with_end = False
         """The end's commit settles the claim too (``append_settled``): nothing left to do."""
         self.inbound = Inbound.model_validate(submission.input)
+        self._journal_used: Journal | None = None
+        """The journal the work opened: the head it last saw is what a park compares."""
 
     async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
         absorbed = await self._absorbed()
@@ -163,6 +165,13 @@ class _Attempt:
             await self._settled(self.submission, payload)
             for steer in absorbed:
                 await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
+
+    async def _open_gate(self) -> ApprovalState | None:
+        """The approval gate this submission's execution waits on, if it does."""
+        sub = self.submission
+        view = self.runtime.view(sub.conversation_id)
+        await view.refresh(self.store, sub.conversation_id)
+        return open_gate(view.executions.by_submission.get(sub.id, []), view.fork_seq)
 
     async def _absorbed(self) -> list[Submission]:
         """Queued steer submissions this run delivered: they settle with it."""
@@ -195,7 +204,11 @@ class _Attempt:
         )
         # Everything here runs before any user code.
         if sub.cancel_requested_at is not None:
-            return await self.settle(failed(ABORTED, "aborted before it started"))
+            waiting = await self._open_gate() is not None
+            reason = (
+                "aborted while waiting for approval" if waiting else "aborted before it started"
+            )
+            return await self.settle(failed(ABORTED, reason))
         if self.definition is None:
             return await self.settle(
                 failed(RUN_FAILED, f"agent {sub.key.agent!r} is not registered")
@@ -287,8 +300,20 @@ class _Attempt:
         if error is None:
             return await self.settle(work.result())
         if isinstance(error, ApprovalParked):
+            # A CAS on the head this attempt saw: a decision (or abort) that came while it
+            # was still running requeues it instead, to be resumed with the log as it is now.
+            seen = self._journal_used.head if self._journal_used is not None else None
             with contextlib.suppress(ClaimLost):
-                await self.store.park(sub.id, attempt_id=str(sub.attempt_id), reason="approval")
+                parked = await self.store.park(
+                    sub.id, attempt_id=str(sub.attempt_id), reason="approval", expected_seq=seen
+                )
+                if parked.status is SubmissionStatus.QUEUED:
+                    detail = f"approval {error.approval_id}: decided or aborted before the park"
+                    await events.emit(
+                        RecoveryDecided(
+                            self.correlation, decision="woken_before_park", detail=detail
+                        )
+                    )
             return
         if isinstance(error, Fenced):
             # Superseded while still owning the claim (a peer finishing a stale settlement, an
@@ -437,7 +462,7 @@ class _Attempt:
 
     async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
         sub = self.submission
-        journal = await self._journal(spec)  # its view brought up to date
+        journal = self._journal_used = await self._journal(spec)  # its view brought up to date
         view = journal.view
         # Steer submissions delivered in this conversation -> the submission each joined.
         self._delivered = dict(view.steer_sources)

@@ -21,15 +21,40 @@ from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaim
 from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.errors import ClaimLost, Fenced, TetherError
+from tether.journal import open_gate
 from tether.records import SubmissionSettled
-from tether.store import OwnerLiveness, SubmissionStatus
+from tether.store import OwnerLiveness, Submission, SubmissionStatus
 
 if TYPE_CHECKING:
     from tether.engine._runtime import Runtime
 
-__all__ = ("Coordinator",)
+__all__ = ("Coordinator", "requeue_if_stranded")
 
 logger = logging.getLogger("tether.engine")
+
+
+async def requeue_if_stranded(runtime: Runtime, submission: Submission) -> bool:
+    """Requeue a waiting submission whose wait is over: a cancel was requested, or the gate
+    it waits on is decided (or no longer open). Today the decision and the wake-up commit
+    together, and so do a cancel and its wake-up; a store written by an earlier version
+    (which decided, then requeued, in two commits) may hold such strays. Returns whether it
+    requeued the submission."""
+    if submission.status is not SubmissionStatus.WAITING:
+        return False
+    if submission.cancel_requested_at is None:
+        view = runtime.view(submission.conversation_id)
+        await view.refresh(runtime.store, submission.conversation_id)
+        gate = open_gate(view.executions.by_submission.get(submission.id, []), view.fork_seq)
+        if gate is not None and gate.request is not None and gate.decision is None:
+            return False  # still waiting for a decision
+    try:
+        await runtime.store.unpark(submission.id)
+    except ClaimLost:
+        return False  # woken meanwhile
+    await runtime.instrumentation.emit(
+        RecoveryDecided(Correlation.of(submission), decision="requeue_stranded", detail="waiting")
+    )
+    return True
 
 
 class Coordinator:
@@ -114,8 +139,12 @@ class Coordinator:
         At start all of them; later (``stuck_only``) those found terminalizing on the previous
         sweep too, a lease ago, so a settlement that failed midway in a live process does not
         block its session until a restart. Finishing one twice is harmless: it is idempotent.
+        At start, also requeue the waits that are over (see :func:`requeue_if_stranded`).
         """
         store = self.runtime.store
+        if not stuck_only:
+            for waiting in await store.list_submissions(SubmissionStatus.WAITING):
+                await requeue_if_stranded(self.runtime, waiting)
         found = await store.list_submissions(SubmissionStatus.TERMINALIZING)
         stuck = [s for s in found if s.id in self._terminalizing] if stuck_only else found
         self._terminalizing = {s.id for s in found}

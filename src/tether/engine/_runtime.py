@@ -30,7 +30,7 @@ from tether._conformance import implements
 from tether._ids import new_ulid
 from tether.engine._attempt import _Stop
 from tether.engine._config import AgentDefinition, RuntimeConfig
-from tether.engine._coordinator import Coordinator
+from tether.engine._coordinator import Coordinator, requeue_if_stranded
 from tether.engine._eventlog import log_event
 from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, parse_inbound
@@ -547,13 +547,18 @@ class Runtime:
         reason: str | None = None,
         args: dict[str, JsonValue] | None = None,
     ) -> Record:
-        """Decide a parked tool call and requeue its submission (idempotent)."""
+        """Decide a parked tool call and requeue its submission, in one commit.
+
+        Idempotent: the same decision again (concurrently too) returns the same record; a
+        different one raises ``ApprovalConflict``. An ``edit`` whose ``args`` do not fit the
+        tool's parameters schema raises ``InvalidEditArgs`` and writes nothing.
+        """
         store = self._check_open()
         conversation_id, _, _ = approval_id.rpartition(".")
         if not conversation_id:
             raise ApprovalNotFound(approval_id)
         # fence=0: opening must not supersede a run that a decision already resumed; the
-        # journal mints a fence itself, and only when it has a new decision to write.
+        # decision commits at a fence of its own, and only when there is one to write.
         journal = await Journal.open(
             store, conversation_id, fence=0, view=self.view(conversation_id)
         )
@@ -561,10 +566,9 @@ class Runtime:
             approval_id, decision, approver=approver, reason=reason, args=args
         )
         if record.submission_id is not None:
+            # Repeating a decision an earlier version wrote without its wake-up finishes it.
             with contextlib.suppress(SubmissionNotFound):
-                submission = await store.get_submission(record.submission_id)
-                if submission.status is SubmissionStatus.WAITING:
-                    await store.unpark(submission.id)
+                await requeue_if_stranded(self, await store.get_submission(record.submission_id))
         self._wake()
         correlation = Correlation(
             journal.conversation.key, conversation_id, record.submission_id or ""

@@ -9,8 +9,9 @@ from typing import Final
 from pydantic import JsonValue
 
 from tether.errors import ClaimLost, Conflict
-from tether.journal import Journal, LogView
-from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
+from tether.journal import Journal, LogView, open_gate
+from tether.messages import ToolOutcomeStatus
+from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled, ToolOutcome
 from tether.store import Store, Submission
 
 __all__ = (
@@ -62,6 +63,32 @@ async def settled_record(journal: Journal, submission_id: str) -> Record | None:
     return None
 
 
+def _closing(
+    view: LogView, submission: Submission, payload: SubmissionSettled
+) -> list[RecordDraft]:
+    """The outcome that closes the gate a settling submission leaves open (it settles while
+    waiting for approval: aborted, timed out, out of attempts), so that the log reads the
+    gate as closed: it can no longer be decided, and the session's next execution is not
+    blocked by it."""
+    gate = open_gate(view.executions.by_submission.get(submission.id, []), view.fork_seq)
+    if gate is None:
+        return []
+    outcome = ToolOutcome(
+        call_id=gate.tool_call.call_id,
+        content=f"Tool execution did not run: {payload.error or payload.status.value}.",
+        is_error=True,
+        status=ToolOutcomeStatus.DENIED,
+    )
+    return [
+        RecordDraft(
+            outcome,
+            submission_id=submission.id,
+            attempt_id=submission.attempt_id,
+            execution_id=gate.execution_id,
+        )
+    ]
+
+
 async def _append_once(
     journal: Journal, submission: Submission, payload: SubmissionSettled, *, mint: bool
 ) -> Record:
@@ -76,7 +103,9 @@ async def _append_once(
             mint = False
         draft = RecordDraft(payload, submission_id=submission.id, attempt_id=submission.attempt_id)
         try:
-            [record] = await journal.log.append([draft])
+            *_, record = await journal.log.append(
+                [*_closing(journal.view, submission, payload), draft]
+            )
             return record
         except Conflict:
             continue  # someone appended meanwhile: look again, then retry at the new head

@@ -51,8 +51,11 @@ async def approval_items(runtime: Runtime) -> list[dict[str, Any]]:
     items = []
     store = runtime.store
     parked = await store.list_submissions(SubmissionStatus.WAITING)
+    # Woken from an approval wait and not yet claimed again (an aborted one is on its way out).
     queued = [
-        s for s in await store.list_submissions(SubmissionStatus.QUEUED) if s.attempt_count > 0
+        s
+        for s in await store.list_submissions(SubmissionStatus.QUEUED)
+        if s.wait_reason == "approval" and s.cancel_requested_at is None
     ]
     for submission in [*parked, *queued]:
         journal = await Journal.open(

@@ -10,7 +10,7 @@ Example::
     outputs = await (await Journal.open(store, conversation_id)).replay(harness)  # 0 model calls
 """
 
-from tether.journal._approvals import ApprovalState, Decision
+from tether.journal._approvals import ApprovalState, Decision, open_gate
 from tether.journal._executions import Execution
 from tether.journal._harness import (
     EffectWrappers,
@@ -43,5 +43,6 @@ __all__ = (
     "ToolScope",
     "Turn",
     "messages_of",
+    "open_gate",
     "transcript",
 )

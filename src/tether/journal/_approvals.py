@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import jsonschema
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json
-from tether.errors import ApprovalConflict, ApprovalNotFound, InvalidApproval
+from tether.errors import ApprovalConflict, ApprovalNotFound, InvalidApproval, InvalidEditArgs
 from tether.journal._executions import Execution
 from tether.messages import Mediation
 from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolCalled, ToolOutcome
 
-__all__ = ("ApprovalState", "Decision", "find_decision", "gate_of", "latest_gate")
+__all__ = (
+    "ApprovalState",
+    "Decision",
+    "check_decidable",
+    "check_edit",
+    "find_decision",
+    "gate_of",
+    "latest_gate",
+    "open_gate",
+)
+
+logger = logging.getLogger("tether.journal")
 
 Decision = Literal["approve", "reject", "edit"]
 
@@ -130,3 +143,60 @@ def find_decision(
                 )
             return request, record
     return request, None
+
+
+def check_decidable(
+    request: Record, latest: Execution | None, fork_seq: int, approval_id: str
+) -> None:
+    """``InvalidApproval`` unless the request is the open gate of the log's latest execution
+    (not a fork parent's, not superseded by a later gate or execution, not yet answered)."""
+    if request.seq <= fork_seq:
+        raise InvalidApproval(f"approval {approval_id} belongs to the fork parent")
+    gate = latest_gate(latest, 0) if latest is not None else None
+    if (
+        latest is None
+        or latest.id != request.execution_id
+        or latest.completed
+        or gate is None
+        or (gate.request is None or gate.request.seq != request.seq or gate.receipt is not None)
+    ):
+        raise InvalidApproval(f"approval {approval_id} was superseded or already completed")
+
+
+def check_edit(requested: ApprovalRequested, args: dict[str, JsonValue]) -> None:
+    """Edited arguments must fit the parameters schema the model was offered for the tool,
+    which the request recorded: the decision is checked against what the log holds, not
+    against whatever tools the agent defines by the time someone decides. A request that
+    recorded no schema (its harness offered none) takes any JSON object."""
+    schema = requested.parameters
+    if schema is None:
+        return
+    validator = jsonschema.validators.validator_for(schema)
+    try:
+        validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        logger.warning(
+            "the parameters schema of %s is not valid (%s): edits are not checked",
+            requested.tool,
+            exc.message,
+        )
+        return
+    error = jsonschema.exceptions.best_match(validator(schema).iter_errors(args))
+    if error is not None:
+        path = ".".join(str(part) for part in error.absolute_path)
+        raise InvalidEditArgs(
+            f"the edited args do not fit the parameters of {requested.tool}: {error.message}",
+            field=f"args.{path}" if path else "args",
+        )
+
+
+def open_gate(executions: Sequence[Execution], fork_seq: int) -> ApprovalState | None:
+    """The gate a submission's executions (in start order) leave unanswered, if any: the
+    last gated call of its last execution, while that execution is pending and the call has
+    no outcome."""
+    if not executions or executions[-1].completed:
+        return None
+    gate = latest_gate(executions[-1], fork_seq)
+    if gate is None or gate.receipt is not None or gate.inherited:
+        return None
+    return gate

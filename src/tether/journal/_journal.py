@@ -13,23 +13,34 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from typing import cast
 
 from pydantic import JsonValue, ValidationError
 
 from tether._canonical import canonical_json
+from tether._conformance import implements
 from tether._gc import BULK, collector_paused
 from tether._ids import new_ulid
 from tether.errors import (
     ApprovalBlocked,
     ApprovalParked,
+    Conflict,
+    Fenced,
     HarnessMismatch,
     InheritedToolIntent,
-    InvalidApproval,
     JournalError,
     ReplayDiverged,
+    StoreUnavailable,
     TetherError,
 )
-from tether.journal._approvals import ApprovalState, Decision, find_decision, latest_gate
+from tether.journal._approvals import (
+    ApprovalState,
+    Decision,
+    check_decidable,
+    check_edit,
+    find_decision,
+    latest_gate,
+)
 from tether.journal._cut import fork_cut_outcome, open_streams, unanswered_calls
 from tether.journal._executions import Execution
 from tether.journal._harness import EffectWrappers, Harness, JournalObserver, ToolExecutor
@@ -56,9 +67,13 @@ from tether.records import (
     ToolOutcome,
     UserMessage,
 )
-from tether.store import ClaimSettlement, Conversation, LogStore, SessionKey
+from tether.store import ClaimSettlement, Conversation, LogStore, SessionKey, Store
 
 __all__ = ("Ending", "ExecutionResult", "Finisher", "Journal")
+
+_DECISION_TRIES = 50
+"""Decisions lost to a moving log before ``approve`` gives up (each loss means another
+writer appended: the log does not stay busy for long while a gate waits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,50 +580,64 @@ class Journal:
         reason: str | None = None,
         args: dict[str, JsonValue] | None = None,
     ) -> Record:
-        """Record a decision on a parked tool call, under a newly minted fence.
+        """Record a decision on a parked tool call, superseding every earlier writer, and
+        requeue the submission waiting for it, in one commit (``Store.append_decision``).
 
         Idempotent: the same decision again returns the original record (nothing written);
-        a different one raises ``ApprovalConflict``. ``edit`` runs the tool with ``args``.
+        a different one raises ``ApprovalConflict``, also when it loses a race with the
+        first. ``edit`` runs the tool with ``args``, which must fit the tool's parameters
+        schema as the request recorded it (``InvalidEditArgs``).
         """
-        view = await self.refresh()
-        request, existing = find_decision(
-            view.records,
-            approval_id,
-            decision=decision,
-            approver=approver,
-            reason=reason,
-            args=args,
-        )
-        if existing is not None:
-            return existing
-        requested = request.payload
-        assert isinstance(requested, ApprovalRequested)
-        if request.seq <= view.fork_seq:
-            raise InvalidApproval(f"approval {approval_id} belongs to the fork parent")
-        latest = view.latest
-        gate = latest_gate(latest, 0) if latest is not None else None
-        if (
-            latest is None
-            or latest.id != request.execution_id
-            or latest.completed
-            or gate is None
-            or (gate.request is None or gate.request.seq != request.seq or gate.receipt is not None)
-        ):
-            raise InvalidApproval(f"approval {approval_id} was superseded or already completed")
-        self.log.fence = await self.store.mint_fence(self.conversation.id)
-        decided = ApprovalDecided(
-            approval_id=approval_id,
-            call_id=requested.call_id,
-            decision=decision,
-            args=args,
-            reason=reason,
-            approver=approver,
-        )
-        draft = RecordDraft(
-            decided, submission_id=request.submission_id, execution_id=request.execution_id
-        )
-        [record] = await self.log.append([draft], expected_seq=view.head)
-        return record
+        for _ in range(_DECISION_TRIES):
+            view = await self.refresh()
+            request, existing = find_decision(
+                view.records,
+                approval_id,
+                decision=decision,
+                approver=approver,
+                reason=reason,
+                args=args,
+            )
+            if existing is not None:
+                return existing
+            requested = request.payload
+            assert isinstance(requested, ApprovalRequested)
+            check_decidable(request, view.latest, view.fork_seq, approval_id)
+            if args is not None:
+                check_edit(requested, args)
+            decided = ApprovalDecided(
+                approval_id=approval_id,
+                call_id=requested.call_id,
+                decision=decision,
+                args=args,
+                reason=reason,
+                approver=approver,
+            )
+            draft = RecordDraft(
+                decided, submission_id=request.submission_id, execution_id=request.execution_id
+            )
+            try:
+                [record] = await self._append_decision(draft, view.head, request.submission_id)
+            except (Conflict, Fenced):
+                continue  # the log moved (a concurrent decision, most likely): read it again
+            return record
+        raise StoreUnavailable(f"approval {approval_id}: the log kept moving; try again")
+
+    async def _append_decision(
+        self, draft: RecordDraft, expected_seq: int, wake: str | None
+    ) -> list[Record]:
+        if implements(self.store, Store):
+            records = await cast(Store, self.store).append_decision(
+                self.conversation.id, [draft], expected_seq=expected_seq, wake=wake
+            )
+        else:  # a bare log store keeps no submissions to wake, nor appends without a fence
+            self.log.fence = await self.store.mint_fence(self.conversation.id)
+            records = await self.store.append(
+                self.conversation.id, [draft], expected_seq=expected_seq, fence=self.log.fence
+            )
+        self.log.head = records[-1].seq
+        self.view.extend(records)
+        return records
 
     # --- fork and verify --------------------------------------------------------------
 

@@ -28,9 +28,11 @@ from pydantic import JsonValue
 
 from tether._canonical import canonical_json
 from tether._ids import new_ulid
+from tether._wire import JsonObject
 from tether.errors import (
     ApprovalParked,
     DuplicateCallId,
+    HostOwnedOutcome,
     JournalError,
     MissingIdempotencyKey,
     MissingToolExecutor,
@@ -85,6 +87,9 @@ UNKNOWN_OUTCOME = (
     "result was recorded. The tool is not declared idempotent, so it was not run again; "
     "it may or may not have taken effect."
 )
+_HOST_OWNED = frozenset({ToolOutcomeStatus.DENIED, ToolOutcomeStatus.UNKNOWN})
+"""Outcomes only the host writes (a gate's rejection, a recovery's unknown): a harness's
+report may not claim them."""
 _FLUSH_BYTES = 1024
 _FLUSH_SECONDS = 0.2
 
@@ -135,6 +140,9 @@ class Turn:
         self._call_ids: set[str] = set()
         self._behind: list[Payload] = []  # written with the next append
         self._lock = asyncio.Lock()
+        self._offered: dict[str, JsonObject] = {}
+        """The parameters schema of each tool the model was last offered, by tool name: an
+        approval request records its tool's, for edits to be checked against."""
 
     @property
     def history(self) -> list[Message]:
@@ -228,6 +236,7 @@ class Turn:
         was never answered: a framework adapter passes the framework's own call."""
         async with self._lock:
             self._check()
+            self._offered.update((spec.name, spec.parameters) for spec in request.tools)
             input_hash = request.input_hash()
             intent = self._recorded.peek_intent()
             if intent is not None:
@@ -441,6 +450,7 @@ class Turn:
             tool=call.name,
             args=call.args,
             args_digest=args_digest(call.args),
+            parameters=self._offered.get(call.name),
         )
         await self._append([request] if after_intent else [intent, request])
         self._stick(ApprovalParked(approval_id, self.execution_id, call.call_id, request_seq))
@@ -501,6 +511,11 @@ class Turn:
                     self._diverge(f"seq {intent.seq} recorded {intent.kind}; got {got}")
                 return _result_of(self._recorded.take_intent())
             self._live_allowed(f"a report for {result.call_id}")
+            if result.status in _HOST_OWNED:
+                raise HostOwnedOutcome(
+                    f"a report for {result.call_id} may not claim status {result.status.value!r}: "
+                    "only the host writes it (a rejected approval, an unknown outcome)"
+                )
             await self._append([_outcome_of(result)])
             return result
 

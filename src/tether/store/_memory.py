@@ -231,12 +231,11 @@ class MemoryStore:
         wake: str | None,
     ) -> list[Record]:
         log = self._log(conversation_id)
-        # No await below: the append (which checks before it writes) at a fence of its own,
-        # and the wake-up, happen together or not at all.
+        # No await below: the append (which checks before it writes) and the wake-up happen
+        # together or not at all.
         records = await self.append(
-            conversation_id, drafts, expected_seq=expected_seq, fence=log.fence + 1
+            conversation_id, drafts, expected_seq=expected_seq, fence=log.fence
         )
-        log.fence += 1
         waiting = self._submissions.get(wake) if wake is not None else None
         if waiting is not None:
             self._wake(waiting)

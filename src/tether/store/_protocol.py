@@ -312,12 +312,13 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         wake: str | None,
     ) -> list[Record]:
         """Append a host's decision on parked work (``approval_decided``) and, in the same
-        atomic commit, supersede every earlier writer (a fence is minted for it, as
-        ``mint_fence`` would) and wake ``wake``, the submission that waits for it:
-        waiting → queued if it is waiting; in any other status (or unknown) it is left as it
-        is (an attempt that has yet to park finds the head moved: see ``park``).
+        atomic commit, wake ``wake``, the submission that waits for it: waiting → queued if
+        it is waiting; in any other status (or unknown) it is left as it is (an attempt that
+        has yet to park finds the head moved: see ``park``).
 
-        Raises ``Conflict`` if the head is not ``expected_seq``; nothing is written on error.
+        A decision is no writer's turn: it is appended at the conversation's current fence,
+        superseding no one and refused by no fence. Raises ``Conflict`` if the head is not
+        ``expected_seq``; nothing is written on error.
         """
         ...
 

@@ -610,10 +610,15 @@ def append_decision(
     wake: str | None,
     touched: list[str],
 ) -> list[Record]:
-    """Append at a fence minted for it and wake the submission waiting for the decision: the
-    writer's transaction (or savepoint) rolls the fence and the wake-up back if the append
+    """Append at the conversation's current fence and wake the submission waiting for the
+    decision: the writer's transaction (or savepoint) rolls the wake-up back if the append
     is refused."""
-    fence = mint_fence(conn, conversation_id)
+    row = conn.execute(
+        "SELECT fence FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    fence = int(row[0])
     if wake is not None:
         conn.execute(
             "UPDATE submissions SET status = 'queued' WHERE id = ? AND status = 'waiting'", (wake,)

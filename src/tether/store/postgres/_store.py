@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef
+from tether._urls import redact_url
 from tether.errors import ClaimLost, ConversationNotFound, StoreUnavailable, TetherError
 from tether.records import Record, RecordDraft
 from tether.store._common import (
@@ -88,7 +89,8 @@ class PostgresStore:
         pool_max: int = 10,
         poll_interval: float = 1.0,
     ) -> None:
-        self.url = conninfo
+        self.url = redact_url(conninfo)
+        """The store's URL without its password, to show (the pool keeps the real one)."""
         self.schema = schema
         self._conninfo = conninfo
         self._poll_interval = poll_interval
@@ -138,7 +140,7 @@ class PostgresStore:
             await store._pool.open(wait=True, timeout=30)
         except psycopg.Error as exc:
             await store.close()
-            raise StoreUnavailable(f"postgresql open failed: {exc}") from exc
+            raise StoreUnavailable(f"postgresql open failed: {redact_url(str(exc))}") from exc
         except BaseException:
             await store.close()
             raise
@@ -355,7 +357,14 @@ class PostgresStore:
                 # them: a park in flight commits wholly before this reads the status, or
                 # waits for this commit and then sees the head moved.
                 await conn.execute("SELECT 1 FROM submissions WHERE id = %s FOR UPDATE", (wake,))
-            fence = await _log.mint_fence(conn, conversation_id)
+            row = await (
+                await conn.execute(
+                    "SELECT fence FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,)
+                )
+            ).fetchone()
+            if row is None:
+                raise ConversationNotFound(conversation_id)
+            fence = int(row[0])  # a decision is no writer's turn: it supersedes no one
             woken = False
             if wake is not None:
                 cursor = await conn.execute(

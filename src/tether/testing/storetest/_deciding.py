@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.errors import ClaimLost, Conflict, Fenced
+from tether.errors import ClaimLost, Conflict, ConversationNotFound
 from tether.store import Store, Submission, SubmissionStatus
 from tether.testing.storetest._base import BaseConformance, Fixtures, case
 
@@ -41,19 +41,17 @@ class DecisionCases(BaseConformance):
         assert await store.verify(cid) == head + 1
 
     @case
-    async def test_append_decision_supersedes_every_earlier_writer(
-        self, store: Store, fx: Fixtures
-    ) -> None:
-        """The decision commits at a fence of its own: whoever held the conversation before
-        (an attempt that has yet to park) can no longer append."""
+    async def test_append_decision_is_no_writers_turn(self, store: Store, fx: Fixtures) -> None:
+        """A decision is appended at the conversation's current fence, whatever fence its
+        writer holds: it supersedes no one (the holder of the current fence appends on) and
+        no fence refuses it. A running attempt is left alone; its park finds the head moved."""
         claimed = await fx.claim(await fx.admit())
         cid = claimed.conversation_id
         head = await store.head(cid)
-        await store.append_decision(cid, [fx.draft("decided")], expected_seq=head, wake=None)
-        with pytest.raises(Fenced):
-            await store.append(cid, [fx.draft()], expected_seq=head + 1, fence=claimed.fence)
-        assert await store.mint_fence(cid) == claimed.fence + 2
-        # Still running: the decision leaves it alone, and its park finds the head moved.
+        await store.append_decision(cid, [fx.draft("decided")], expected_seq=head, wake=claimed.id)
+        await store.append(cid, [fx.draft()], expected_seq=head + 1, fence=claimed.fence)
+        assert await store.mint_fence(cid) == claimed.fence + 1
+        await store.append_decision(cid, [fx.draft()], expected_seq=head + 2, wake=None)
         assert (await store.get_submission(claimed.id)).status is SubmissionStatus.RUNNING
         requeued = await store.park(
             claimed.id, attempt_id=str(claimed.attempt_id), reason="approval", expected_seq=head
@@ -67,15 +65,14 @@ class DecisionCases(BaseConformance):
         parked = await _parked(store, fx)
         cid = parked.conversation_id
         log = await store.read(cid)
-        fence = await store.mint_fence(cid)
         with pytest.raises(Conflict):
             await store.append_decision(
                 cid, [fx.draft()], expected_seq=len(log) - 1, wake=parked.id
             )
         assert await store.read(cid) == log
         assert await store.get_submission(parked.id) == parked
-        # Nor was a fence minted: the holder of the latest one still appends.
-        await store.append(cid, [fx.draft()], expected_seq=len(log), fence=fence)
+        with pytest.raises(ConversationNotFound):
+            await store.append_decision("conv-absent", [fx.draft()], expected_seq=1, wake=None)
 
     @case
     async def test_append_decision_leaves_other_statuses_alone(

@@ -208,11 +208,9 @@ class _ReferenceMachine(RuleBasedStateMachine):
         head = self.loop.run_until_complete(self.reference.head(cid))
         time = format_time(self._now())
         drafts = [RecordDraft(UserMessage(body="decided"), id=self._id("rec"), time=time)]
-        kind, _ = self._both(
+        self._both(
             lambda s: s.append_decision(cid, drafts, expected_seq=head + head_offset, wake=sid)
         )
-        if kind == "ok":  # at a fence of its own: every earlier writer is superseded
-            self.fences[cid] = self.fences.get(cid, 0) + 1
 
     @precondition(lambda self: self._has(SubmissionStatus.RUNNING))
     @rule(
