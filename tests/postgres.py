@@ -30,7 +30,7 @@ def store_url(schema: str, **options: str) -> str:
 
 def postgres_reachable() -> bool:
     try:
-        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+        with psycopg.connect(POSTGRES_URL, connect_timeout=10):
             return True
     except psycopg.Error:
         return False

@@ -83,7 +83,7 @@ async def test_steers_after_a_tool_batch_and_follow_ups_after_an_answer(make_run
     @tool
     async def slow(ctx: ToolContext) -> str:
         """Slow."""
-        await asyncio.wait_for(release.wait(), 10)
+        await asyncio.wait_for(release.wait(), 60)
         return "slow done"
 
     def reply(request: ModelRequest) -> str | ToolUse:

@@ -54,7 +54,10 @@ async def test_hello_time_and_structured_answers(make_runtime: Make) -> None:
         }
 
 
-async def test_research_reports_progress_and_mentions_a_steer(make_runtime: Make) -> None:
+async def test_research_reports_progress_and_mentions_a_steer(
+    make_runtime: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "3")  # the steer lands while it runs
     progress: list[str] = []
     async with make_runtime(
         demo_agents(),
@@ -62,7 +65,9 @@ async def test_research_reports_progress_and_mentions_a_steer(make_runtime: Make
     ) as runtime:
         receipt = await runtime.dispatch("assistant", "demo", "research tides")
         await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.RUNNING)
-        await asyncio.sleep(0.05)
+        async with asyncio.timeout(60):
+            while not progress:  # noqa: ASYNC110 - the research tool has started
+                await asyncio.sleep(0.01)
         await runtime.steer("assistant", "demo", "focus on the moon")
         answer = str((await settle(runtime, receipt.submission_id))["result"])
     assert answer.startswith("Here is what I found: three findings about tides")

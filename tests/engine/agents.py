@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,11 +37,17 @@ def loop_agent(tools: RecordingTools | None = None, **policy: Any) -> AgentDefin
     return agent(LoopHarness(), ScriptedModel(planner), tools or RecordingTools(), **policy)
 
 
-def slow_tools(delay: float, started: asyncio.Event | None = None) -> RecordingTools:
+def slow_tools(
+    delay: float, started: asyncio.Event | None = None, release: asyncio.Event | None = None
+) -> RecordingTools:
+    """Tools that take ``delay`` seconds, or until ``release`` is set if sooner (a test that
+    needs a tool still running while it checks something holds it with ``release``)."""
+
     async def slow(call: ToolCall, scope: ToolScope) -> JsonValue:
         if started is not None:
             started.set()
-        await asyncio.sleep(delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for((release or asyncio.Event()).wait(), delay)
         return "slow done"
 
     return RecordingTools({"lookup": slow, "charge": slow})
@@ -61,7 +68,7 @@ class Steerable:
         return (await turn.model(request)).message.text
 
     async def _wait(self) -> JsonValue:
-        await asyncio.wait_for(self.arrived.wait(), 10)
+        await asyncio.wait_for(self.arrived.wait(), 60)
         return "waited"
 
 

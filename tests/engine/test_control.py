@@ -23,7 +23,7 @@ Make = Callable[..., Runtime]
 
 
 async def wait_for_status(runtime: Runtime, submission_id: str, status: SubmissionStatus) -> None:
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         while (await runtime.submission(submission_id)).status is not status:  # noqa: ASYNC110 - polling the store
             await asyncio.sleep(0.02)
 
@@ -52,7 +52,7 @@ async def test_abort_settles_running_and_queued_work(make_runtime: Make) -> None
     async with make_runtime({"slow": loop_agent(slow_tools(30, started))}) as runtime:
         running = await runtime.dispatch("slow", "acme", "lookup slowly")
         queued = await runtime.dispatch("slow", "acme", "next")
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
         aborted = await runtime.abort("slow", "acme")
         assert set(aborted) == {running.submission_id, queued.submission_id}
         for receipt in (running, queued):
@@ -64,7 +64,7 @@ async def test_multitask_policies(make_runtime: Make) -> None:
     started = asyncio.Event()
     async with make_runtime({"slow": loop_agent(slow_tools(30, started))}) as runtime:
         first = await runtime.dispatch("slow", "acme", "lookup slowly")
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
         with pytest.raises(SessionBusy):
             await runtime.dispatch("slow", "acme", "no waiting", multitask="reject")
         second = await runtime.dispatch("slow", "acme", "hello instead", multitask="interrupt")

@@ -19,7 +19,7 @@ Make = Callable[..., Runtime]
 
 
 async def settle(runtime: Runtime, submission_id: str) -> dict[str, JsonValue]:
-    async with asyncio.timeout(15):
+    async with asyncio.timeout(60):  # room for a loaded machine, under the 120 s test timeout
         return await runtime.wait(submission_id)
 
 
@@ -76,15 +76,16 @@ async def test_malformed_messages_write_nothing(
 
 
 async def test_sessions_run_in_order_and_concurrently(make_runtime: Make) -> None:
-    started = asyncio.Event()
-    slow = loop_agent(slow_tools(0.4, started))
+    started, release = asyncio.Event(), asyncio.Event()
+    slow = loop_agent(slow_tools(60, started, release))  # a1's tool runs until released
     async with make_runtime({"slow": slow, "echo": echo_agent()}) as runtime:
         a1 = await runtime.dispatch("slow", "acme", "lookup one", session="a")
         a2 = await runtime.dispatch("slow", "acme", "hello two", session="a")
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(started.wait(), 60)
         fast = await runtime.dispatch("echo", "acme", "quick", session="b")
         await settle(runtime, fast.submission_id)
         assert (await runtime.submission(a1.submission_id)).status is SubmissionStatus.RUNNING
+        release.set()
         await settle(runtime, a2.submission_id)
         records = await runtime.records(a1.conversation_id)
         first_settled = next(r.seq for r in records if r.kind == "submission_settled")
@@ -194,7 +195,7 @@ async def test_graceful_shutdown_releases_without_burning_an_attempt(
     runtime = make_runtime({"slow": loop_agent(slow_tools(30, started))})
     await runtime.start()
     receipt = await runtime.dispatch("slow", "acme", "lookup slowly")
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), 60)
     await runtime.close()
     submission = await store.get_submission(receipt.submission_id)
     assert submission.status is SubmissionStatus.QUEUED and submission.attempt_count == 0

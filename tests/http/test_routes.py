@@ -147,7 +147,7 @@ async def test_approvals_over_http(serve: Serve) -> None:
     server: Server = await serve(demo_agents())
     c = server.client
     body = (await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})).json()
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         while not (  # noqa: ASYNC110 - polling the API as a client would
             items := (await c.get("/approvals", params={"status": "pending"})).json()["approvals"]
         ):
@@ -171,11 +171,17 @@ async def test_approvals_over_http(serve: Serve) -> None:
     assert info["settlement"]["result"].startswith("Email sent")
 
 
-async def test_steer_abort_and_compact(serve: Serve) -> None:
+async def test_steer_abort_and_compact(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "3")  # the steer lands while it runs
     c = (await serve(demo_agents())).client
     assert (await c.post("/agents/assistant/me/steer", json={"body": "x"})).status_code == 409
     running = (await c.post("/agents/assistant/me", json={"body": "research tides"})).json()
-    await asyncio.sleep(0.1)
+    async with asyncio.timeout(60):
+        while not any(  # noqa: ASYNC110 - polling the API as a client would: research started
+            r["kind"] == "tool_called"
+            for r in (await c.get("/agents/assistant/me/records")).json()["records"]
+        ):
+            await asyncio.sleep(0.05)
     assert (
         await c.post("/agents/assistant/me/steer", json={"body": "the moon"})
     ).status_code == 200
@@ -310,7 +316,7 @@ async def test_a_busy_session_rejects_and_a_failed_run_still_answers_200(serve: 
 async def test_an_edited_approval_runs_with_the_new_args(serve: Serve) -> None:
     c = (await serve(demo_agents())).client
     body = (await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})).json()
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(60):
         while not (items := (await c.get("/approvals")).json()["approvals"]):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
     edited = {"to": "ann@example.com", "text": "hello"}

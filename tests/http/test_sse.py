@@ -162,7 +162,7 @@ async def test_idle_streams_end_unless_followed_and_followers_get_heartbeats(
     await server.client.post(STREAM, params={"wait": True}, json={"body": "hi"})
     assert await collect(server.client)  # returns: the session is idle
     comments: list[str] = []
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(60):
         async for event in events(server.client, follow=True):
             if isinstance(event, str):
                 comments.append(event)

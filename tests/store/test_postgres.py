@@ -163,7 +163,7 @@ async def test_a_store_listens_only_for_what_its_process_waits_on() -> None:
         key = SessionKey("a", "i", "s")
         await writer.ensure_conversation(key, conversation_id="c1", created_at=datetime.now(UTC))
         with waiter.listen("work") as work:  # the claim loop's wait: work and settlements
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 await work.wait()  # the LISTEN is in place: every waiter is told to look again
                 work.clear()
                 await writer.admit(_submission(key))
@@ -171,7 +171,7 @@ async def test_a_store_listens_only_for_what_its_process_waits_on() -> None:
         fence = await writer.mint_fence("c1")
         appended = asyncio.ensure_future(waiter.wait_for_append("c1", after_seq=1))
         await writer.append("c1", [RecordDraft(UserMessage(body="x"))], expected_seq=1, fence=fence)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             assert await appended == 2
     finally:
         await waiter.close()
@@ -185,7 +185,7 @@ async def test_a_dropped_listen_connection_comes_back_with_every_channel() -> No
     try:
         key = SessionKey("a", "i", "s")
         with waiter.listen("work") as work:
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 await work.wait()  # listening
             work.clear()
             async with await psycopg.AsyncConnection.connect(
@@ -195,7 +195,7 @@ async def test_a_dropped_listen_connection_comes_back_with_every_channel() -> No
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s",
                     (f'LISTEN "{waiter.schema}.%%',),
                 )
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):
                 await work.wait()  # back: every waiter is told to look again
                 work.clear()
                 await writer.admit(_submission(key))

@@ -176,7 +176,7 @@ async def test_feeding_record_by_record_equals_projecting_the_log(
     async with make_runtime(demo_agents()) as runtime:
         for text in ("hello", "research tides", "what time is it?"):
             receipt = await runtime.dispatch("assistant", "me", text)
-            async with asyncio.timeout(15):
+            async with asyncio.timeout(60):
                 settled = await runtime.wait(receipt.submission_id)
         records = await runtime.records(receipt.conversation_id)
     whole = list(project(records))

@@ -1,6 +1,7 @@
 """A LangGraph ReAct graph as a durable Tether agent: live, replay, resume, fork, approval."""
 
 import asyncio
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -30,12 +31,13 @@ Make = Callable[..., Runtime]
 
 
 async def settle(runtime: Runtime, submission_id: str) -> dict[str, JsonValue]:
-    async with asyncio.timeout(15):
+    async with asyncio.timeout(60):
         return await runtime.wait(submission_id)
 
 
 async def wait_for(runtime: Runtime, conversation_id: str, kind: str) -> list[Record]:
-    for _ in range(500):
+    deadline = time.monotonic() + 60  # a count of polls would shrink with a slower machine
+    while time.monotonic() < deadline:
         found = [r for r in await runtime.records(conversation_id) if r.kind == kind]
         if found:
             return found
