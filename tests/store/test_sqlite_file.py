@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
+from tether.errors import Conflict, Fenced, LogTampered, StoreUnavailable, UnsupportedSchema
 from tether.records import PAYLOAD_TYPES, RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
 from tether.store._sqlite_schema import (
@@ -435,3 +435,40 @@ async def test_a_record_without_its_conversation_fails_the_v4_migration(tmp_path
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
         assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 1
     conn.close()
+
+
+async def test_a_version_5_file_gets_its_anchors_from_its_logs(tmp_path: Path) -> None:
+    """v6 anchors each log in its conversation row; a v5 file's anchors are backfilled from
+    its last records, so its logs verify, and a log cut short afterwards does not."""
+    written, old = tmp_path / "written", tmp_path / "old"
+    async with await SqliteStore.open(written) as store:
+        ids = [await _conversation(store, session) for session in ("a", "b")]
+        for head, cid in enumerate(ids, start=1):
+            for seq in range(1, head + 2):
+                await store.append(cid, [_draft(f"{seq}")], expected_seq=seq, fence=0)
+    old.mkdir()
+    with sqlite3.connect(old / "tether.db") as conn:
+        conn.create_function("tether_unhex", 1, bytes.fromhex)
+        conn.create_function("tether_kind_code", 1, kind_code)
+        for step in _MIGRATIONS[:5]:
+            conn.executescript(step)
+        conn.execute("PRAGMA user_version = 5")
+        conn.execute("ATTACH DATABASE ? AS written", (str(written / "tether.db"),))
+        conn.execute(
+            "INSERT INTO conversations (number, id, agent, instance, session, created_at, parent, "
+            "fence) SELECT number, id, agent, instance, session, created_at, parent, fence "
+            "FROM written.conversations"
+        )
+        conn.execute("INSERT INTO records SELECT * FROM written.records")
+        conn.commit()
+        conn.execute("DETACH DATABASE written")
+    conn.close()
+    async with await SqliteStore.open(old) as store:
+        assert [await store.verify(cid) for cid in ids] == [3, 4]
+        assert [await store.head(cid) for cid in ids] == [3, 4]
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("DELETE FROM records WHERE seq = 4")
+        conn.close()
+        assert await store.verify(ids[0]) == 3
+        with pytest.raises(LogTampered, match="log ends at 3, head is 4"):
+            await store.verify(ids[1])
