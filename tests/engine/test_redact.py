@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import SecretRedactor
+from tether.engine import EngineEvent, SecretRedactor
 from tether.errors import ModelFatalError, ModelTransientError
 from tether.journal import Journal, ToolScope
 from tether.messages import ModelRequest, ModelResponse, ToolCall
@@ -73,7 +73,9 @@ def _failing_model() -> ScriptedModel:
 async def test_model_errors_and_the_failed_settlement_are_masked(
     make_runtime: Make, store: Store, secret_env: str
 ) -> None:
-    async with make_runtime({"echo": agent(EchoHarness(), _failing_model())}) as runtime:
+    events: list[EngineEvent] = []
+    definition = agent(EchoHarness(), _failing_model())
+    async with make_runtime({"echo": definition}, observers=[events.append]) as runtime:
         receipt = await runtime.dispatch("echo", "acme", "hello")
         settlement = await runtime.wait(receipt.submission_id)
         info = await runtime.submission(receipt.submission_id)
@@ -84,6 +86,10 @@ async def test_model_errors_and_the_failed_settlement_are_masked(
     kinds = [r.kind for r in await store.read(receipt.conversation_id)]
     assert kinds.count("execution_failed") == 2  # the transient failure, then the fatal one
     assert await _leaks(store, receipt.conversation_id, secret_env) == []
+    # Observers (tracing, the event log) get the masked text too.
+    errors = [str(getattr(e, "error", None) or getattr(e, "detail", "")) for e in events]
+    assert "ModelFatalError: invalid api key ***" in errors
+    assert not [error for error in errors if secret_env in error]
 
 
 async def test_a_custom_redact_hook_replaces_the_default(
