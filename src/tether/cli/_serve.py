@@ -158,6 +158,12 @@ def serve(
     otlp_endpoint: str | None = OTLP,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
+    if auth_token is not None and not auth_token.strip():
+        # An empty token (e.g. TETHER_AUTH_TOKEN="") would let in "Bearer " with no secret.
+        raise typer.BadParameter(
+            "the token is empty: give one, or unset TETHER_AUTH_TOKEN to serve without",
+            param_hint="--auth-token",
+        )
     if not _loopback(host) and auth_token is None and not allow_unauthenticated:
         raise typer.BadParameter(
             f"refusing to serve {host} without --auth-token (or TETHER_AUTH_TOKEN); "

@@ -93,6 +93,8 @@ def create_app(
         # uvicorn.run(app, port=8484)
     """
 
+    if auth_token is not None and not auth_token.strip():
+        raise ValueError("auth_token is empty: give a token, or None to serve without auth")
     # Tool progress reaches the streams of this process's runs (it is never stored).
     progress = ProgressHub()
     runtime.instrumentation.observers.append(progress)

@@ -1,0 +1,134 @@
+"""HTTP details (issue 18, item 10): HEAD everywhere GET is, the bearer scheme in any case,
+no empty token, and a body that never arrives times out (no slowloris)."""
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from starlette.routing import Mount, Route
+
+from tether.demo import demo_agents
+from tether.engine import Runtime
+from tether.http import create_app
+
+from .conftest import Server
+
+Serve = Callable[..., Any]
+
+
+@pytest.fixture(autouse=True)
+def quick_research(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.3")
+
+
+def _get_paths(ids: dict[str, str]) -> list[str]:
+    """Every GET route of the app, its path parameters filled in."""
+    app = create_app(Runtime(demo_agents(), "memory://"))
+    paths = []
+    for route in app.routes:
+        if isinstance(route, Route) and "GET" in (route.methods or ()):
+            paths.append(route.path.format(**ids))
+        elif isinstance(route, Mount):  # the docs' assets
+            paths.append(f"{route.path}/swagger-ui.css")
+    return paths
+
+
+async def test_head_answers_every_get_route_like_get_without_a_body(serve: Serve) -> None:
+    server: Server = await serve(demo_agents(), heartbeat=0.05)
+    c = server.client
+    done = (await c.post("/agents/assistant/me", params={"wait": True}, json={"body": "hi"})).json()
+    ids = {
+        "agent": "assistant",
+        "instance": "me",
+        "submission_id": done["submissionId"],
+        "conversation_id": done["conversationId"],
+    }
+    paths = _get_paths(ids)
+    assert {"/agents/assistant/me", "/healthz", "/docs", "/openapi.json"} <= set(paths)
+    for path in paths:
+        got = await c.get(path)
+        head = await c.head(path)
+        assert head.status_code == got.status_code == 200, (path, head.status_code, got.text)
+        assert head.content == b"", path
+        assert head.headers["content-type"] == got.headers["content-type"], path
+        assert head.headers["x-content-type-options"] == "nosniff"
+    # A followed stream never ends; its HEAD does, at once.
+    async with asyncio.timeout(30):
+        followed = await c.head("/agents/assistant/me", params={"follow": True})
+    assert followed.status_code == 200 and followed.content == b""
+    assert followed.headers["content-type"].startswith("text/event-stream")
+    missing = await c.head("/submissions/nope")
+    assert missing.status_code == 404 and missing.content == b""
+    post_only = await c.head("/approvals/x")
+    assert post_only.status_code == 405
+
+
+async def test_the_bearer_scheme_is_case_insensitive(serve: Serve) -> None:
+    server: Server = await serve(demo_agents(), auth_token="s3cret")
+    c = server.client
+    for given in ("Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"):
+        response = await c.get("/approvals", headers={"Authorization": given})
+        assert response.status_code == 200, given
+    for given in ("Bearer", "Bearer s3cre", "Basic s3cret", "s3cret", "Bearers3cret"):
+        response = await c.get("/approvals", headers={"Authorization": given})
+        assert response.status_code == 401, given
+        assert response.json()["error"]["type"] == "unauthorized"
+    assert (await c.head("/approvals")).status_code == 401
+
+
+@pytest.mark.parametrize("token", ["", " ", "\t"])
+def test_an_empty_auth_token_is_refused(token: str) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        create_app(Runtime(demo_agents(), "memory://"), auth_token=token)
+
+
+async def _raw_request(server: Server, request: bytes, *, trickle: int = 0) -> bytes:
+    """Send ``request`` as it is, then up to ``trickle`` single bytes 0.1 s apart while no
+    answer has come, and read the answer until the server closes."""
+    host, port = server.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request)
+        await writer.drain()
+        async with asyncio.timeout(60), asyncio.TaskGroup() as tasks:
+            answer = tasks.create_task(reader.read())  # to EOF: the server closes after a 408
+            for _ in range(trickle):
+                await asyncio.sleep(0.1)
+                if answer.done():
+                    break
+                writer.write(b" ")
+        return answer.result()
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def test_a_body_that_never_arrives_times_out_with_408(serve: Serve) -> None:
+    server: Server = await serve(demo_agents(), body_timeout=0.5)
+    headers = (
+        b"POST /agents/assistant/me HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    )
+    for sent in (headers, headers + b'{"body": "x'):  # nothing of the body, or some of it
+        answer = await _raw_request(server, sent)
+        status_line, _, rest = answer.partition(b"\r\n")
+        assert status_line.startswith(b"HTTP/1.1 408"), answer
+        assert b'"type":"request_timeout"' in rest
+    assert await server.store.list_submissions() == []
+    # Slow but complete bodies within the bound, and bodiless requests, are unaffected.
+    ok = await server.client.post("/agents/assistant/me", json={"body": "hi"})
+    assert ok.status_code == 202
+
+
+async def test_a_slow_body_is_bounded_in_total_not_per_chunk(serve: Serve) -> None:
+    server: Server = await serve(demo_agents(), body_timeout=1.0)
+    headers = (
+        b"POST /agents/assistant/me HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    # A byte every 0.1 s: each well within the bound, the whole body (100 s) far past it.
+    answer = await _raw_request(server, headers, trickle=900)
+    assert answer.startswith(b"HTTP/1.1 408"), answer
