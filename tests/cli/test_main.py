@@ -1,5 +1,5 @@
 """The CLI end to end against a real ``tether serve``: send, approve, tail, records, verify,
-replay, fork."""
+replay, fork, each run as the real ``tether`` console script."""
 
 import gc
 import json
@@ -12,15 +12,13 @@ from typer.testing import CliRunner
 
 from tether.cli import app
 
+from .command import tether
 from .conftest import ServerProcess
-
-runner = CliRunner()
 
 
 def cli(*args: str, code: int = 0) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == code, result.output
-    return result.output
+    result = tether(*args, code=code)
+    return result.stdout + result.stderr
 
 
 def test_a_session_from_the_command_line(server: ServerProcess) -> None:
@@ -61,21 +59,25 @@ def test_a_session_from_the_command_line(server: ServerProcess) -> None:
 
 
 def test_errors_are_one_line_and_exit_1(server: ServerProcess) -> None:
-    out = cli("send", "nobody", "me", "hi", "--url", server.url, code=1)
-    assert "404 unknown_agent" in out
-    assert "conversation_not_found" in cli("verify", "c-missing", "--store", server.store, code=1)
-    refused = runner.invoke(app, ["serve", "--demo", "--host", "0.0.0.0"])
-    assert refused.exit_code == 2 and "--auth-token" in refused.output
+    failed = tether("send", "nobody", "me", "hi", "--url", server.url, code=1)
+    assert failed.error.startswith("error: 404 unknown_agent: ")
+    failed = tether("verify", "c-missing", "--store", server.store, code=1)
+    assert failed.error.startswith("error: conversation_not_found: ")
+    refused = tether("serve", "--demo", "--host", "0.0.0.0", code=2)
+    assert "--auth-token" in refused.stderr
 
 
 def test_a_server_freezes_its_startup_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     """Full collections in a long-running server must not rescan what was imported at start."""
     served: list[int] = []
-    monkeypatch.setattr(
-        "tether.cli._serve.uvicorn.run", lambda *a, **k: served.append(gc.get_freeze_count())
-    )
+
+    async def serve(*args: object, **kwargs: object) -> None:
+        served.append(gc.get_freeze_count())
+
+    monkeypatch.setattr("uvicorn.Server.serve", serve)
     try:
-        cli("serve", "--demo", "--store", "memory://")
+        result = CliRunner().invoke(app, ["serve", "--demo", "--store", "memory://", "--port", "0"])
+        assert result.exit_code == 0, result.output
         assert served and served[0] > 0
     finally:
         gc.unfreeze()

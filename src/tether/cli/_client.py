@@ -7,11 +7,12 @@ import json
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from tether.cli._exit import ExitCode, fail, one_line
+
+if TYPE_CHECKING:
+    import httpx  # imported when a command talks to a server, not for --help
 
 __all__ = (
     "DEFAULT_URL",
@@ -33,6 +34,8 @@ WAIT_SLICE = 1.0
 def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[httpx.Client]:
     """A client of the server at ``url``; a server that cannot be reached (or is lost midway)
     ends the command with one line and :attr:`ExitCode.SERVER_UNREACHABLE`."""
+    import httpx
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         with httpx.Client(base_url=url, headers=headers, timeout=timeout) as client:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import cast
 from urllib.parse import parse_qs
 
+from tether._urls import redact_url
 from tether.store._memory import MemoryStore
 from tether.store._protocol import Store
 from tether.store._sqlite import SqliteStore
@@ -32,11 +33,12 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
             print(await store.list_runnable())
     """
     scheme, _, rest = url.partition("://")
+    shown = redact_url(url)  # error messages get logged: never with a password
     if scheme == "memory":
         return MemoryStore()
     if scheme == "sqlite":
         if not rest.startswith("/") or rest == "/":
-            raise ValueError(f"a sqlite URL looks like sqlite:///path/to/dir, not {url!r}")
+            raise ValueError(f"a sqlite URL looks like sqlite:///path/to/dir, not {shown!r}")
         path, _, query = rest[1:].partition("?")
         options = {key: values[-1] for key, values in parse_qs(query).items()}
         unknown = set(options) - {"synchronous", "busy_timeout", "inline_commits"}
@@ -57,9 +59,9 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
             from tether.store.postgres import PostgresStore
         except ImportError as exc:  # the extra is not installed
             raise ValueError(
-                f"{url!r} needs the postgres extra (pip install 'tether[postgres]'): {exc}"
+                f"{shown!r} needs the postgres extra (pip install 'tether[postgres]'): {exc}"
             ) from exc
         return await PostgresStore.open(url)
     raise ValueError(
-        f"unsupported store URL {url!r}: use memory://, sqlite:///path or postgresql://..."
+        f"unsupported store URL {shown!r}: use memory://, sqlite:///path or postgresql://..."
     )

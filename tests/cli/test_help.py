@@ -1,0 +1,106 @@
+"""The CLI's help: every option explained, 80 columns wide, and cheap to reach (the client
+commands and ``--help`` never import the server stack)."""
+
+import os
+import subprocess
+
+import pytest
+import typer
+from typer.core import TyperGroup
+
+from tether.cli import app
+from tether.cli._exit import ExitCode
+from tether.store import DEFAULT_STORE_URL
+
+from ..processes import free_port
+from .command import TETHER, tether
+from .conftest import cli_env
+
+_GROUP = typer.main.get_command(app)
+assert isinstance(_GROUP, TyperGroup)
+COMMAND: TyperGroup = _GROUP
+COMMANDS = sorted(COMMAND.commands)
+
+# What a client must not load: the server, the web framework, the engine, the stores.
+SERVER_STACK = (
+    "uvicorn",
+    "fastapi",
+    "starlette",
+    "psycopg",
+    "tether.engine",
+    "tether.http",
+    "tether.store",
+    "tether.journal",
+    "tether.records",
+)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_option_and_argument_has_help(name: str) -> None:
+    command = COMMAND.commands[name]
+    assert command.help, name
+    for param in command.params:
+        assert getattr(param, "help", None), f"tether {name} {param.name}: no help text"
+
+
+@pytest.mark.parametrize("name", [None, *COMMANDS])
+def test_help_fits_80_columns(name: str | None) -> None:
+    args = ["--help"] if name is None else [name, "--help"]
+    shown = tether(*args, COLUMNS="80").stdout
+    too_wide = [line for line in shown.splitlines() if len(line) > 80]
+    assert not too_wide, "\n".join(too_wide)
+    assert "…" not in shown  # nothing cut short
+
+
+def test_the_exit_codes_are_listed() -> None:
+    shown = tether("--help").stdout
+    for code in ExitCode:
+        if code is not ExitCode.OK:
+            assert f"  {int(code)}  " in shown, code
+
+
+def _imported(*args: str) -> set[str]:
+    """The modules ``tether *args`` imports (``python -X importtime``, through the script)."""
+    done = subprocess.run(
+        [TETHER, *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(PYTHONPROFILEIMPORTTIME="1"),
+        timeout=90,
+        check=False,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert lines, done.stderr
+    return {line.rsplit("|", 1)[1].strip() for line in lines}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["send", "--help"],
+        ["serve", "--help"],
+        ["send", "assistant", "me", "hi", "--wait"],
+        ["approvals"],
+        ["approve", "a-1", "--decision", "reject"],
+        ["tail", "assistant", "me"],
+    ],
+    ids=" ".join,
+)
+def test_help_and_client_commands_do_not_import_the_server_stack(args: list[str]) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # the client commands fail fast: nobody there
+    imported = _imported(*args, *(["--url", down] if "--help" not in args else []))
+    assert "tether.cli._main" in imported
+    loaded = sorted(
+        module
+        for module in imported
+        if any(module == banned or module.startswith(f"{banned}.") for banned in SERVER_STACK)
+    )
+    assert loaded == []
+
+
+def test_the_cli_default_store_is_the_stores_default() -> None:
+    from tether.cli._serve import DEFAULT_STORE_URL as CLI_DEFAULT
+
+    assert CLI_DEFAULT == DEFAULT_STORE_URL
+    assert os.path.basename(DEFAULT_STORE_URL) == "tether-data"

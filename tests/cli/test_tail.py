@@ -1,0 +1,95 @@
+"""``tether tail`` reads true: a rejection shows as rejected, each settlement once, and live
+progress (SSE ``event: progress``, no ``id:``) as a dim line."""
+
+import io
+import subprocess
+import time
+
+import httpx
+from rich.console import Console
+
+from tether.cli._render import SessionRenderer, frames
+
+from ..processes import reap, start
+from .command import TETHER, read_line, tether
+from .conftest import ServerProcess, cli_env
+
+
+def _rendered(stream: str) -> str:
+    out = io.StringIO()
+    renderer = SessionRenderer(Console(file=out, soft_wrap=True, emoji=False))
+    for frame in frames(stream.splitlines()):
+        renderer.feed(frame)
+    return out.getvalue()
+
+
+SETTLED = (
+    'id: 9\nevent: submission_settled\ndata: {"seq": 9, "kind": "submission_settled", '
+    '"payload": {"status": "succeeded", "result": "hi"}}\n\n'
+)
+
+
+def test_each_record_is_rendered_once() -> None:
+    shown = _rendered("retry: 2000\n\n" + SETTLED + ": heartbeat\n\n" + SETTLED)
+    assert shown == "✓ settled succeeded\n"
+
+
+def test_progress_frames_are_rendered_between_records() -> None:
+    progress = (
+        'event: progress\ndata: {"type": "tool_progress", "conversationId": "c", '
+        '"submissionId": "s", "callId": "call-1", "text": "step 1 of 3"}\n\n'
+    )
+    delta = (
+        'id: 4\nevent: assistant_text_delta\ndata: {"seq": 4, "kind": '
+        '"assistant_text_delta", "payload": {"text": "thinking"}}\n\n'
+    )
+    assert _rendered(delta + progress + SETTLED) == (
+        "thinking\n… step 1 of 3\n✓ settled succeeded\n"
+    )
+
+
+def test_failures_are_not_ticks() -> None:
+    failed = (
+        'id: 3\ndata: {"seq": 3, "kind": "submission_settled", '
+        '"payload": {"status": "aborted", "error": "aborted while waiting for approval"}}\n\n'
+    )
+    assert _rendered(failed) == "✗ settled aborted: aborted while waiting for approval\n"
+
+
+def test_a_rejection_is_shown_as_rejected(server: ServerProcess) -> None:
+    url = ("--url", server.url)
+    tether("send", "assistant", "me", "email bob@example.com: hi", "--wait", *url, code=9)
+    approval = tether("approvals", *url).stdout.split()[0]
+    tether("approve", approval, "--decision", "reject", "--reason", "not now", *url)
+    deadline = time.monotonic() + 60
+    while (shown := tether("tail", "assistant", "me", *url).stdout).count("settled") < 1:
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.1)
+    assert "✗ rejected by cli: not now" in shown
+    assert "✓ rejected" not in shown
+    assert "← denied: " in shown
+    assert shown.count("settled succeeded") == 1
+
+
+def test_tail_follow_shows_live_progress(server: ServerProcess) -> None:
+    # The research tool reports a step every ~0.1 s (TETHER_DEMO_RESEARCH_SECONDS=0.3).
+    follow = start(
+        [TETHER, "tail", "assistant", "me", "--follow", "--url", server.url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        lines: list[str] = []
+        while not any(line.startswith("… researching tides") for line in lines):
+            assert time.monotonic() < deadline, lines
+            # Progress is live, not stored: research again until the stream catches some.
+            httpx.post(
+                f"{server.url}/agents/assistant/me", json={"body": "research tides"}, timeout=30
+            )
+            while (line := read_line(follow)) and "settled" not in line:
+                lines.append(line.rstrip("\n"))
+    finally:
+        reap(follow)
