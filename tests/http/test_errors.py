@@ -18,14 +18,14 @@ from .conftest import Server
 Serve = Callable[..., Any]
 
 
-def _subclasses(cls: type) -> Iterator[type]:
+def _subclasses(cls: type[Exception]) -> Iterator[type[Exception]]:
     for sub in cls.__subclasses__():
         yield sub
         yield from _subclasses(sub)
 
 
 def test_every_tether_error_class_has_its_own_status() -> None:
-    defined = {
+    defined: set[type[Exception]] = {
         cls
         for cls in [errors.TetherError, *_subclasses(errors.TetherError)]
         if cls.__module__ == "tether.errors"
