@@ -25,11 +25,8 @@ def _subclasses(cls: type[Exception]) -> Iterator[type[Exception]]:
 
 
 def test_every_tether_error_class_has_its_own_status() -> None:
-    defined: set[type[Exception]] = {
-        cls
-        for cls in [errors.TetherError, *_subclasses(errors.TetherError)]
-        if cls.__module__ == "tether.errors"
-    }
+    classes: list[type[Exception]] = [errors.TetherError, *_subclasses(errors.TetherError)]
+    defined = {cls for cls in classes if cls.__module__ == "tether.errors"}
     assert defined == {vars(errors)[name] for name in errors.__all__}
     unmapped = sorted(cls.__name__ for cls in defined if cls not in _STATUS)
     assert not unmapped, f"give these a status in tether/http/_errors.py: {unmapped}"
