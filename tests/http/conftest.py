@@ -43,10 +43,15 @@ async def serve(store: Store) -> AsyncIterator[Callable[..., Any]]:
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(60):  # a loaded machine starts it in seconds, not ms
+            while not server.started:  # uvicorn exposes a flag, not an event
+                if task.done():
+                    await task  # it failed to start: its error, not a timeout
+                    raise AssertionError("uvicorn stopped before it started")
+                await asyncio.sleep(0.01)
         url = f"http://127.0.0.1:{port}"
-        client = httpx.AsyncClient(base_url=url, timeout=20)
+        # ?wait holds a request for up to 60 s on the server: the client waits longer
+        client = httpx.AsyncClient(base_url=url, timeout=90)
         started.append((server, task, runtime, client))
         return Server(url, runtime, client, store)
 
