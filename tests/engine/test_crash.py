@@ -8,14 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tether.engine import Runtime
 from tether.journal._executions import project
-from tether.store import SqliteStore, SubmissionStatus
+from tether.store import SqliteStore, SubmissionStatus, open_store
 
+from ..postgres import fresh_schema, store_url
 from ..processes import kill, start
 from .agents import echo_agent
+from .conftest import FAST
+from .test_approvals import gates_agent, pending_gate
+from .test_runtime import settle
 
 WORKER = Path(__file__).with_name("crash_worker.py")
+APPROVER = Path(__file__).with_name("approve_worker.py")
 SESSIONS = 10
 PER_SESSION = 5
 TEXTS = ("lookup the weather", "charge the card", "lookup and charge", "just chat", "charge twice")
@@ -96,3 +103,42 @@ async def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_pa
         assert await store.verify(mine[0].conversation_id) == len(records)
     await api.close()
     await store.close()
+
+
+def start_approver(directory: Path, url: str, approval_id: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with (directory / "approver.log").open("ab") as log:
+        return start([sys.executable, str(APPROVER), url, approval_id], stderr=log, env=env)
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_an_approver_killed_right_after_its_decision_strands_nothing(
+    tmp_path: Path, backend: str
+) -> None:
+    """The cut "after the decision, before the requeue": the approver's process is SIGKILLed
+    the moment its decision is durable. The decision and the requeue are one commit, so the
+    parked run resumes at once, and the submission queued behind it runs after it."""
+    url = f"sqlite:///{tmp_path}" if backend == "sqlite" else store_url(fresh_schema())
+    store = await open_store(url)
+    runtime = Runtime({"mail": gates_agent()}, store, **FAST)
+    try:
+        await runtime.start()
+        parked = await runtime.dispatch("mail", "acme", "send it")
+        behind = await runtime.dispatch("mail", "acme", "then this")
+        approval_id = await pending_gate(runtime, store, parked)
+        approver = start_approver(tmp_path, url, approval_id)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(approver.wait), 60)
+        finally:
+            kill(approver)
+        assert approver.returncode == -9, (tmp_path / "approver.log").read_text()
+        kinds = [r.kind for r in await store.read(parked.conversation_id)]
+        assert kinds.count("approval_decided") == 1
+        assert (await settle(runtime, parked.submission_id))["status"] == "succeeded"
+        # The next message parks on a gate of its own: the session is not stranded.
+        await pending_gate(runtime, store, behind)
+    finally:
+        await runtime.close()
+        await store.close()

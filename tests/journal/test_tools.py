@@ -7,13 +7,14 @@ from pydantic import JsonValue
 
 from tether.errors import (
     DuplicateCallId,
+    HostOwnedOutcome,
     MissingIdempotencyKey,
     MissingToolExecutor,
     UnmediatedToolCall,
 )
 from tether.journal import Journal, ToolScope, Turn
-from tether.messages import Mediation, ToolCall, ToolResult
-from tether.records import SteerReceived
+from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult
+from tether.records import SteerReceived, ToolOutcome
 from tether.store import Store
 from tether.testing import RecordingTools
 
@@ -119,6 +120,33 @@ async def test_reported_results_are_journaled_and_replayed(store: Store) -> None
     await (await journal(store, cid)).exec(Reporter(), [])
     assert kinds(await store.read(cid))[-2:] == ["tool_outcome", "execution_ended"]
     assert await (await Journal.open(store, cid, fence=0)).replay(Reporter()) == ["ok"]
+
+
+@pytest.mark.parametrize("status", [ToolOutcomeStatus.DENIED, ToolOutcomeStatus.UNKNOWN])
+async def test_a_report_may_not_claim_a_host_owned_outcome(
+    store: Store, status: ToolOutcomeStatus
+) -> None:
+    """``denied`` is the receipt of a rejected approval and ``unknown`` a recovery's verdict:
+    only the host writes them. A harness that reports one is refused, and nothing is written."""
+    cid = await new_conversation(store)
+    refused: list[HostOwnedOutcome] = []
+
+    class Forger:
+        name, version = "forger", "1"
+
+        async def run(self, turn: Turn) -> JsonValue:
+            forged = ToolResult(call_id="r1", content="denied by ann", is_error=True, status=status)
+            try:
+                await turn.report(forged)
+            except HostOwnedOutcome as exc:
+                refused.append(exc)
+            await turn.report(ToolResult(call_id="r1", content="ran"))
+            return "ok"
+
+    await (await journal(store, cid)).exec(Forger(), [])
+    assert len(refused) == 1 and status.value in str(refused[0])
+    outcomes = [r.payload for r in await store.read(cid) if r.kind == "tool_outcome"]
+    assert [o.status for o in outcomes if isinstance(o, ToolOutcome)] == [ToolOutcomeStatus.OK]
 
 
 async def test_steps_run_once_and_are_served_on_recovery(store: Store) -> None:
