@@ -193,7 +193,15 @@ def check_edit(requested: ApprovalRequested, args: dict[str, JsonValue]) -> None
 def open_gate(executions: Sequence[Execution], fork_seq: int) -> ApprovalState | None:
     """The gate a submission's executions (in start order) leave unanswered, if any: the
     last gated call of its last execution, while that execution is pending and the call has
-    no outcome."""
+    no outcome (``status`` tells a pending gate from a decided one).
+
+    Example::
+
+        view = await journal.refresh()
+        gate = open_gate(view.executions.by_submission.get(submission_id, []), view.fork_seq)
+        if gate is not None and gate.status == "pending":
+            print("waiting for", gate.approval_id)
+    """
     if not executions or executions[-1].completed:
         return None
     gate = latest_gate(executions[-1], fork_seq)
