@@ -1,12 +1,13 @@
 """The real ``tether`` console script, run as a user runs it: a child process."""
 
-import selectors
+import queue
 import subprocess
 import sys
-import time
+import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .conftest import cli_env
 
@@ -47,14 +48,31 @@ def tether(
     return result
 
 
+_lines: "weakref.WeakKeyDictionary[subprocess.Popen[Any], queue.Queue[str]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def read_line(process: subprocess.Popen[Any], seconds: float = 60) -> str:
-    """The next line ``process`` writes on its stdout pipe ("" once it exits without one)."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + seconds
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if selector.select(timeout=0.2):
-                line: str = process.stdout.readline()
-                return line
-    raise AssertionError(f"no line from {process.args!r} in {seconds} s")
+    """The next line ``process`` writes on its stdout pipe ("" once it exits without one).
+
+    A thread reads the pipe: waiting on the file descriptor would miss lines already taken
+    into the pipe's buffer along with an earlier one."""
+    lines = _lines.get(process)
+    if lines is None:
+        lines = _lines[process] = queue.Queue()
+        threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+    try:
+        return lines.get(timeout=seconds)
+    except queue.Empty:
+        raise AssertionError(f"no line from {process.args!r} in {seconds} s") from None
+
+
+def _pump(stream: IO[str], lines: "queue.Queue[str]") -> None:
+    try:
+        for line in stream:
+            lines.put(line)
+    except (OSError, ValueError):  # the pipe was closed under us: the process is gone
+        pass
+    finally:
+        lines.put("")

@@ -4,13 +4,14 @@ progress (SSE ``event: progress``, no ``id:``) as a dim line."""
 import io
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 from rich.console import Console
 
 from tether.cli._render import SessionRenderer, frames
 
-from ..processes import reap, start
+from ..processes import free_port, kill, reap, start
 from .command import TETHER, read_line, tether
 from .conftest import ServerProcess, cli_env
 
@@ -91,5 +92,57 @@ def test_tail_follow_shows_live_progress(server: ServerProcess) -> None:
             )
             while (line := read_line(follow)) and "settled" not in line:
                 lines.append(line.rstrip("\n"))
+    finally:
+        reap(follow)
+
+
+def test_tail_follow_outlives_a_server_restart(tmp_path: Path) -> None:
+    port, store = free_port(), f"sqlite:///{tmp_path / 'data'}"
+    url = f"http://127.0.0.1:{port}"
+
+    def serve() -> subprocess.Popen[str]:
+        server = start(
+            [TETHER, "serve", "--demo", "--port", str(port), "--store", store],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=cli_env(),
+        )
+        assert read_line(server).startswith("tether serving"), "no banner"
+        return server
+
+    def said(body: str) -> None:
+        answer = httpx.post(
+            f"{url}/agents/assistant/me", params={"wait": True}, json={"body": body}, timeout=60
+        )
+        assert answer.json()["status"] == "succeeded"
+
+    def until_settled(tail: subprocess.Popen[str]) -> list[str]:
+        lines: list[str] = []
+        while "settled" not in (line := read_line(tail)):
+            assert line, lines  # the tail exited
+            lines.append(line.rstrip("\n"))
+        return lines
+
+    first = serve()
+    said("hello")
+    follow = start(
+        [TETHER, "tail", "assistant", "me", "--follow", "--url", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+    try:
+        assert "You said: hello" in until_settled(follow)
+        kill(first)
+        second = serve()
+        try:
+            said("again")
+            shown = until_settled(follow)
+        finally:
+            reap(second)
+        assert "You said: again" in shown
+        assert not any("hello" in line for line in shown)  # nothing shown twice
     finally:
         reap(follow)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.cli._exit import ExitCode, fail, one_line
+from tether.cli._exit import ExitCode, fail, one_line, stderr
 
 if TYPE_CHECKING:
     import httpx  # imported when a command talks to a server, not for --help
+
+    from tether.cli._render import SessionRenderer
 
 __all__ = (
     "DEFAULT_URL",
@@ -22,6 +25,7 @@ __all__ = (
     "connect",
     "describe_gate",
     "pending_gate",
+    "render_stream",
     "wait_for_settlement",
 )
 
@@ -50,6 +54,39 @@ def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterat
         fail(f"the server at {url} did not answer in time", ExitCode.SERVER_UNREACHABLE)
     except httpx.TransportError as exc:
         fail(f"lost the server at {url}: {_reason(exc)}", ExitCode.SERVER_UNREACHABLE)
+
+
+def render_stream(
+    client: httpx.Client, path: str, params: dict[str, Any], renderer: SessionRenderer
+) -> None:
+    """Render the session stream at ``path`` until it ends. A followed stream that drops (the
+    server restarted) is reopened after the last record shown, every second until the
+    server is back: nothing is shown twice, and only progress sent meanwhile is missed."""
+    import httpx
+
+    from tether.cli._render import frames
+
+    opened = False
+    while True:
+        resume = {"after": renderer.last_seq} if renderer.last_seq else {}
+        try:
+            with client.stream("GET", path, params={**params, **resume}) as response:
+                if response.is_error:
+                    response.read()
+                    check(response)
+                if opened:
+                    stderr.print("[dim](reconnected)[/dim]")
+                opened = True
+                for frame in frames(response.iter_lines()):
+                    renderer.feed(frame)
+            if not params.get("follow"):
+                return
+        except httpx.TransportError:
+            if not (opened and params.get("follow")):
+                raise
+        renderer.end_line()
+        stderr.print("[dim](connection lost; reconnecting)[/dim]")
+        time.sleep(1.0)
 
 
 def _reason(exc: httpx.TransportError) -> str:

@@ -67,8 +67,11 @@ def send(
             console.print_json(data=_client.check(client.post(path, json=message)))
             return
         params = {"wait": True, "timeout": _client.WAIT_SLICE}
-        answer = client.post(path, params=params, json=message)
-        outcome = _client.wait_for_settlement(client, agent, instance, session, answer)
+        try:
+            answer = client.post(path, params=params, json=message)
+            outcome = _client.wait_for_settlement(client, agent, instance, session, answer)
+        except KeyboardInterrupt:  # the message stays sent: only the waiting stops
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
     if (gate := outcome.gate) is not None:
         waiting = "queued behind a run waiting" if outcome.queued_behind else "waiting"
         console.print(f"{waiting} for approval: {_client.describe_gate(gate)}")
@@ -99,19 +102,15 @@ def tail(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Render a session's stream: text live, tool calls, approvals, settlements."""
-    from tether.cli._render import SessionRenderer, frames
+    from tether.cli._render import SessionRenderer
 
     renderer = SessionRenderer(console)
     params: dict[str, str | bool | int] = {"session": session, "follow": follow}
-    with (
-        _client.connect(url, auth_token, timeout=None) as client,
-        client.stream("GET", f"/agents/{agent}/{instance}", params=params) as response,
-    ):
-        if response.is_error:
-            response.read()
-            _client.check(response)
-        for frame in frames(response.iter_lines()):
-            renderer.feed(frame)
+    try:
+        with _client.connect(url, auth_token, timeout=None) as client:
+            _client.render_stream(client, f"/agents/{agent}/{instance}", params, renderer)
+    except KeyboardInterrupt:
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
 @app.command()

@@ -65,10 +65,14 @@ class SessionRenderer:
             self.last_seq = seq
         self._record(record)
 
-    def _line(self, text: str) -> None:
-        if self._open_line:  # text deltas were printed without their newline
+    def end_line(self) -> None:
+        """End the line text deltas left open (they are printed without their newline)."""
+        if self._open_line:
             self.console.print()
             self._open_line = False
+
+    def _line(self, text: str) -> None:
+        self.end_line()
         self.console.print(text, highlight=False)
 
     def _progress(self, event: dict[str, Any]) -> None:
@@ -81,9 +85,8 @@ class SessionRenderer:
         elif kind == "assistant_text_delta":
             self.console.print(escape(payload.get("text", "")), end="", highlight=False)
             self._open_line = True
-        elif kind == "assistant_message_completed" and self._open_line:
-            self.console.print()
-            self._open_line = False
+        elif kind == "assistant_message_completed":
+            self.end_line()
         elif kind == "tool_called":
             args = json.dumps(payload.get("args", {}))
             self._line(f"[cyan]→ {escape(payload['tool'])}({escape(args)})[/cyan]")
