@@ -11,7 +11,7 @@ took a lock (a worker of an older version: its claims keep the lease as their bo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 
 import psycopg
@@ -107,7 +107,8 @@ class OwnerSessions:
                 await conn.execute("SELECT id FROM owners WHERE id = ANY(%s)", (candidates,))
             ).fetchall()
             for (owner_id,) in rows:
-                async for _ in self._free(conn, owner_id):
+                if await self._try_lock(conn, owner_id):
+                    await self._unlock(conn, owner_id)
                     dead.add(owner_id)
         return dead
 
@@ -115,16 +116,19 @@ class OwnerSessions:
         if owner_id in self._held:
             return
         async with self._connection() as conn:
-            async for _ in self._free(conn, owner_id):
+            if not await self._try_lock(conn, owner_id):
+                return  # held again: alive
+            try:
                 await conn.execute("DELETE FROM owners WHERE id = %s", (owner_id,))
+            finally:
+                await self._unlock(conn, owner_id)
 
-    async def _free(self, conn: Conn, owner_id: str) -> AsyncIterator[None]:
-        """Yields once, holding ``owner_id``'s lock on ``conn``, if it is free; lets it go."""
-        key = self.key(owner_id)
-        row = await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone()
-        if row is None or not row[0]:
-            return
-        try:
-            yield
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    async def _try_lock(self, conn: Conn, owner_id: str) -> bool:
+        """Take ``owner_id``'s lock on ``conn`` if it is free (its holder is gone)."""
+        row = await (
+            await conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key(owner_id),))
+        ).fetchone()
+        return row is not None and bool(row[0])
+
+    async def _unlock(self, conn: Conn, owner_id: str) -> None:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (self.key(owner_id),))
