@@ -370,9 +370,9 @@ class InvalidApproval(JournalError):
 
 
 class InvalidEditArgs(JournalError, ValueError):
-    """An ``edit`` decision's arguments do not fit the parameters schema of the gated tool
-    (as the approval request recorded it); nothing was written. ``field`` locates the first
-    offending value, e.g. ``args.to``."""
+    """An ``edit`` decision's arguments are missing or do not fit the parameters schema of
+    the gated tool (as the approval request recorded it), or another decision carries some;
+    nothing was written. ``field`` locates the first offending value, e.g. ``args.to``."""
 
     code = "invalid_edit_args"
 

@@ -12,6 +12,7 @@ from tether.errors import (
     ApprovalParked,
     InheritedToolIntent,
     InvalidApproval,
+    InvalidEditArgs,
     MissingToolExecutor,
 )
 from tether.journal import Decision, Journal, ToolScope, Turn
@@ -146,17 +147,22 @@ async def test_approve_is_idempotent_and_final(store: Store) -> None:
             await j.approve(parked.approval_id, other[0], approver=other[1], reason=other[2])
     with pytest.raises(ApprovalNotFound):
         await j.approve("nope", "approve", approver="ann")
-    with pytest.raises(InvalidApproval):
+    with pytest.raises(InvalidEditArgs):
         await j.approve(parked.approval_id, "edit", approver="ann")
+    with pytest.raises(InvalidEditArgs):
+        await j.approve(parked.approval_id, "reject", approver="ann", args={"to": "x"})
 
 
-async def test_a_decision_mints_a_fence(store: Store) -> None:
+async def test_a_decision_is_no_writers_turn(store: Store) -> None:
+    """A decision commits at the conversation's current fence, whatever its approver holds:
+    it supersedes no writer, so the journal holding the fence resumes right after it."""
     cid = await new_conversation(store)
     parked = await park(store, cid)
-    worker = await journal(store, cid)
-    approver = await journal(store, cid)
+    approver = await Journal.open(store, cid, fence=0)  # as Runtime.approve opens it
+    holder = await journal(store, cid, model=planning_model(), tools=RecordingTools())
     await approver.approve(parked.approval_id, "approve", approver="ann")
-    assert approver.log.fence > worker.log.fence
+    result = await holder.resume(LoopHarness())
+    assert result.output == "done after 1 tool results"
 
 
 async def decide_and_resume(

@@ -124,9 +124,9 @@ def find_decision(
     if request is None:
         raise ApprovalNotFound(approval_id)
     if decision == "edit" and args is None:
-        raise InvalidApproval("an edit decision needs the edited args")
+        raise InvalidEditArgs("an edit decision needs the edited args")
     if decision != "edit" and args is not None:
-        raise InvalidApproval("only an edit decision carries args")
+        raise InvalidEditArgs("only an edit decision carries args")
     for record in records:
         payload = record.payload if record.kind == ApprovalDecided.KIND else None
         if isinstance(payload, ApprovalDecided) and payload.approval_id == approval_id:
