@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import cast
 
@@ -12,7 +13,14 @@ import pytest
 
 from tether._conformance import implements
 from tether.errors import StoreUnavailable
-from tether.store import MemoryStore, OwnerLiveness, open_store
+from tether.store import (
+    MemoryStore,
+    NewSubmission,
+    OwnerLiveness,
+    SessionKey,
+    Store,
+    open_store,
+)
 
 from ..postgres import drop_schemas, fresh_schema, store_url
 from ..processes import kill, reap, start
@@ -90,6 +98,41 @@ async def test_an_orderly_stop_leaves_nothing_behind(
     assert await liveness.dead_owners({"worker-stopping"}) == set()  # ours: never dead
     await liveness.release_liveness("worker-stopping")
     await liveness.release_liveness("worker-stopping")
+
+
+async def test_a_new_worker_forgets_the_dead_that_hold_no_claim(
+    url: str, liveness: OwnerLiveness, tmp_path: Path
+) -> None:
+    """Workers that died idle leave nothing for a peer to take over, so nothing would ever
+    look at their lock again: the next worker to take its own lock forgets them. One that
+    died holding a claim is kept until its claim is taken over."""
+    store = cast(Store, liveness)
+    new = NewSubmission(
+        id="sub-1",
+        key=SessionKey("agent", "me"),
+        conversation_id="conv-1",
+        input={"kind": "user", "body": "hi"},
+        created_at=datetime.now(UTC),
+    )
+    await store.admit(new)
+    now = datetime.now(UTC)
+    await store.claim(
+        "sub-1",
+        attempt_id="att-1",
+        owner_id="worker-busy",
+        lease_expires_at=now + timedelta(seconds=30),
+        now=now,
+    )
+    holders = [_holder(url, owner) for owner in ("worker-idle", "worker-busy")]
+    for holder in holders:
+        kill(holder)
+    owners = {"worker-idle", "worker-busy"}
+    assert await liveness.dead_owners(owners) == owners
+    await liveness.hold_liveness("worker-new")
+    assert await liveness.dead_owners(owners) == {"worker-busy"}
+    if url.startswith("sqlite"):
+        names = {path.name for path in (tmp_path / "data" / "tether.db-owners").iterdir()}
+        assert names == {"worker-busy.lock", "worker-new.lock"}
 
 
 def test_the_memory_store_offers_no_liveness() -> None:

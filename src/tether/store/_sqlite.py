@@ -10,6 +10,7 @@ keeps the log consistent.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
 import threading
@@ -170,6 +171,11 @@ class SqliteStore:
         if self._closed:
             raise StoreUnavailable("the store is closed")
         self._owners.hold(owner_id)
+        with contextlib.suppress(StoreUnavailable):  # tidying only: the lock is held
+            self._owners.sweep(self._has_claims)
+
+    def _has_claims(self, owner_id: str) -> bool:
+        return self._read(lambda conn: ops.owner_has_claims(conn, owner_id))
 
     async def release_liveness(self, owner_id: str) -> None:
         self._owners.release(owner_id)

@@ -17,7 +17,7 @@ import fcntl
 import hashlib
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from tether.errors import StoreUnavailable
@@ -55,7 +55,20 @@ class OwnerLocks:
             raise StoreUnavailable(
                 f"owner id {owner_id!r} is in use by a live process on this store"
             ) from None
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, owner_id.encode())  # a hashed name still says whose it is
         self._held[owner_id] = descriptor
+
+    def sweep(self, has_claims: Callable[[str], bool]) -> None:
+        """Forget the dead owners that hold no claim: workers that died while idle leave
+        their lock file behind, and nobody else would ever look at it again."""
+        if not self.directory.is_dir():
+            return
+        for path in self.directory.glob("*.lock"):
+            with contextlib.suppress(OSError):
+                owner_id = path.read_text()
+                if owner_id and path == self.path(owner_id) and not has_claims(owner_id):
+                    self.forget(owner_id)
 
     def release(self, owner_id: str) -> None:
         descriptor = self._held.pop(owner_id, None)

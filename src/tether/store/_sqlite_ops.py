@@ -568,6 +568,15 @@ def finalize_settlement(conn: sqlite3.Connection, submission_id: str, now: datet
     )
 
 
+def owner_has_claims(conn: sqlite3.Connection, owner_id: str) -> bool:
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM submissions WHERE status = 'running' AND owner_id = ? LIMIT 1",
+            (owner_id,),
+        ).fetchone()
+    )
+
+
 def ping(conn: sqlite3.Connection, now: datetime) -> None:
     """A one-row write: what proves the database takes writes (``Store.ping``)."""
     conn.execute(

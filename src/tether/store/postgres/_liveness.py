@@ -10,6 +10,7 @@ took a lock (a worker of an older version: its claims keep the lease as their bo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
@@ -81,6 +82,21 @@ class OwnerSessions:
                 raise StoreUnavailable(f"postgresql: {exc}") from exc
             raise
         self._held[owner_id] = session
+        with contextlib.suppress(StoreUnavailable):  # tidying only: the lock is held
+            await self._sweep()
+
+    async def _sweep(self) -> None:
+        """Forget the dead owners that hold no claim: workers that died while idle leave
+        their row behind, and nobody else would ever look at it again."""
+        async with self._connection() as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT id FROM owners o WHERE NOT EXISTS (SELECT 1 FROM submissions "
+                    "WHERE status = 'running' AND owner_id = o.id)"
+                )
+            ).fetchall()
+        for (owner_id,) in rows:
+            await self.forget(owner_id)
 
     async def release(self, owner_id: str) -> None:
         session = self._held.pop(owner_id, None)
