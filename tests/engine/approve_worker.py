@@ -1,11 +1,12 @@
-"""An approver that dies the moment its decision is durable: the crash test's cut "after the
-decision, before the requeue".
+"""An approver that dies around its decision's commit: the crash test's cut "after the
+decision, before the requeue", and the one just before the decision.
 
-    python approve_worker.py STORE_URL APPROVAL_ID
+    python approve_worker.py STORE_URL APPROVAL_ID before|after
 
-It decides the gate through ``Runtime.approve`` over a store that SIGKILLs the process as
-soon as a write that holds an ``approval_decided`` record returns, before the runtime can do
-anything more (an earlier version requeued the parked run in a second commit, lost here).
+It decides the gate through ``Runtime.approve`` over a store that SIGKILLs the process just
+before the write that holds the ``approval_decided`` record is made (``before``), or as soon
+as it returns (``after``), before the runtime can do anything more: an earlier version
+requeued the parked run in a second commit, which ``after`` loses.
 """
 
 from __future__ import annotations
@@ -14,23 +15,29 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from tether.engine import Runtime
-from tether.records import ApprovalDecided, Record
+from tether.records import ApprovalDecided, Record, RecordDraft
 from tether.store import Store, open_store
 
 
-def dying_after_the_decision(store: Store) -> Store:
+def dying_at_the_decision(store: Store, when: str) -> Store:
     class Dying:
         def __getattr__(self, name: str) -> Any:
             found = getattr(store, name)
             if name not in ("append", "append_decision"):
                 return found
 
-            async def write(*args: Any, **kwargs: Any) -> list[Record]:
-                records: list[Record] = await found(*args, **kwargs)
-                if any(r.kind == ApprovalDecided.KIND for r in records):
+            async def write(
+                conversation_id: str, drafts: Sequence[RecordDraft], **kwargs: Any
+            ) -> list[Record]:
+                deciding = any(d.payload.KIND == ApprovalDecided.KIND for d in drafts)
+                if deciding and when == "before":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                records: list[Record] = await found(conversation_id, drafts, **kwargs)
+                if deciding and when == "after":
                     os.kill(os.getpid(), signal.SIGKILL)
                 return records
 
@@ -39,8 +46,8 @@ def dying_after_the_decision(store: Store) -> Store:
     return Dying()
 
 
-async def main(url: str, approval_id: str) -> None:
-    store = dying_after_the_decision(await open_store(url))
+async def main(url: str, approval_id: str, when: str) -> None:
+    store = dying_at_the_decision(await open_store(url), when)
     runtime = Runtime({}, store)
     await runtime.start(worker=False)
     await runtime.approve(approval_id, "approve", approver="ann")
@@ -48,4 +55,4 @@ async def main(url: str, approval_id: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))

@@ -105,21 +105,26 @@ async def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_pa
     await store.close()
 
 
-def start_approver(directory: Path, url: str, approval_id: str) -> subprocess.Popen[bytes]:
+def start_approver(
+    directory: Path, url: str, approval_id: str, when: str
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     with (directory / "approver.log").open("ab") as log:
-        return start([sys.executable, str(APPROVER), url, approval_id], stderr=log, env=env)
+        return start([sys.executable, str(APPROVER), url, approval_id, when], stderr=log, env=env)
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
-async def test_an_approver_killed_right_after_its_decision_strands_nothing(
-    tmp_path: Path, backend: str
+async def test_an_approver_killed_at_its_decision_strands_nothing(
+    tmp_path: Path, backend: str, when: str
 ) -> None:
-    """The cut "after the decision, before the requeue": the approver's process is SIGKILLed
-    the moment its decision is durable. The decision and the requeue are one commit, so the
-    parked run resumes at once, and the submission queued behind it runs after it."""
+    """The cut "after the decision, before the requeue" (and the one just before it): the
+    approver's process is SIGKILLed the moment its decision is durable, or just before it is
+    written. The decision and the requeue are one commit: after it the parked run resumes at
+    once; before it nothing was written and the gate is decided again. Either way the
+    submission queued behind runs next."""
     url = f"sqlite:///{tmp_path}" if backend == "sqlite" else store_url(fresh_schema())
     store = await open_store(url)
     runtime = Runtime({"mail": gates_agent()}, store, **FAST)
@@ -128,14 +133,18 @@ async def test_an_approver_killed_right_after_its_decision_strands_nothing(
         parked = await runtime.dispatch("mail", "acme", "send it")
         behind = await runtime.dispatch("mail", "acme", "then this")
         approval_id = await pending_gate(runtime, store, parked)
-        approver = start_approver(tmp_path, url, approval_id)
+        approver = start_approver(tmp_path, url, approval_id, when)
         try:
             await asyncio.wait_for(asyncio.to_thread(approver.wait), 60)
         finally:
             kill(approver)
         assert approver.returncode == -9, (tmp_path / "approver.log").read_text()
         kinds = [r.kind for r in await store.read(parked.conversation_id)]
-        assert kinds.count("approval_decided") == 1
+        assert kinds.count("approval_decided") == (1 if when == "after" else 0)
+        if when == "before":
+            info = await runtime.submission(parked.submission_id)
+            assert info.status is SubmissionStatus.WAITING
+            await runtime.approve(approval_id, "approve", approver="ann")
         assert (await settle(runtime, parked.submission_id))["status"] == "succeeded"
         # The next message parks on a gate of its own: the session is not stranded.
         await pending_gate(runtime, store, behind)
