@@ -303,3 +303,24 @@ async def test_repeating_a_stranded_decision_requeues_its_run(
         assert status is SubmissionStatus.WAITING
         await runtime.approve(approval_id, "approve", approver="ann")
         assert (await settle(runtime, receipt.submission_id))["status"] == "succeeded"
+
+
+async def test_abort_after_the_decision_before_the_run_resumed(
+    make_runtime: Make, store: Store
+) -> None:
+    """Decided but not yet resumed (no worker is up): an abort settles it before the approved
+    tool runs, and closes the gate."""
+    tools = RecordingTools()
+    async with make_runtime({"mail": gates_agent(1, tools)}) as runtime:
+        receipt = await runtime.dispatch("mail", "acme", "send it")
+        approval_id = await pending_gate(runtime, store, receipt)
+    api = make_runtime({})
+    await api.start(worker=False)
+    await api.approve(approval_id, "approve", approver="ann")
+    assert await api.abort("mail", "acme") == [receipt.submission_id]
+    async with make_runtime({"mail": gates_agent(1, tools)}) as runtime:
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["error"] == "aborted before its approved tool call ran"
+    assert not tools.calls
+    state = await (await Journal.open(store, receipt.conversation_id, fence=0)).inspect_approval()
+    assert state is not None and state.status == "completed"

@@ -204,9 +204,13 @@ class _Attempt:
         )
         # Everything here runs before any user code.
         if sub.cancel_requested_at is not None:
-            waiting = await self._open_gate() is not None
+            gate = await self._open_gate()
             reason = (
-                "aborted while waiting for approval" if waiting else "aborted before it started"
+                "aborted before it started"
+                if gate is None
+                else "aborted while waiting for approval"
+                if gate.decision is None
+                else "aborted before its approved tool call ran"
             )
             return await self.settle(failed(ABORTED, reason))
         if self.definition is None:
