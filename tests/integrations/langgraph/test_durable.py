@@ -139,6 +139,7 @@ async def test_an_approval_tool_parks_until_decided(make_runtime: Make) -> None:
         receipt = await runtime.dispatch("react", "acme", "tides")
         [request] = await wait_for(runtime, receipt.conversation_id, "approval_requested")
         approval_id = str(request.payload.to_json_object()["approvalId"])
+        assert request.payload.to_json_object()["parameters"]["type"] == "object"
         await runtime.approve(approval_id, "reject", approver="ops", reason="not now")
         outcome = await settle(runtime, receipt.submission_id)
     assert str(outcome["result"]).startswith("answer: Tool execution was denied by ops")
