@@ -144,7 +144,10 @@ class Coordinator:
         store = self.runtime.store
         if not stuck_only:
             for waiting in await store.list_submissions(SubmissionStatus.WAITING):
-                await requeue_if_stranded(self.runtime, waiting)
+                try:
+                    await requeue_if_stranded(self.runtime, waiting)
+                except TetherError:  # one unreadable log must not keep the others waiting
+                    logger.exception("could not check whether %s still waits", waiting.id)
         found = await store.list_submissions(SubmissionStatus.TERMINALIZING)
         stuck = [s for s in found if s.id in self._terminalizing] if stuck_only else found
         self._terminalizing = {s.id for s in found}
