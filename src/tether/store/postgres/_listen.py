@@ -16,6 +16,7 @@ import psycopg
 from psycopg import sql
 
 from tether._tasks import cancel_and_wait
+from tether._urls import redact_url
 
 __all__ = ("Listener",)
 
@@ -71,7 +72,8 @@ class Listener:
                 ) as conn:
                     await self._listen(conn)
             except psycopg.Error as exc:
-                logger.warning("LISTEN connection lost (%s); polling until it is back", exc)
+                reason = redact_url(str(exc))
+                logger.warning("LISTEN connection lost (%s); polling until it is back", reason)
                 await asyncio.sleep(_RETRY_SECONDS)
 
     async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
