@@ -23,6 +23,15 @@ def quick_research(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.6")
 
 
+async def _subscribed(server: Server, conversations: int) -> None:
+    """Until that many conversations have a live stream subscribed to their progress (a
+    fixed pause is not enough on a loaded machine, and progress is never replayed)."""
+    [hub] = [o for o in server.runtime.instrumentation.observers if isinstance(o, ProgressHub)]
+    async with asyncio.timeout(60):
+        while len(hub) < conversations:  # noqa: ASYNC110 - the server subscribes in its task
+            await asyncio.sleep(0.01)
+
+
 async def _frames_until_settled(c: httpx.AsyncClient, **params: Any) -> list[Frame]:
     """Every SSE event of a followed stream (its fields) until the run settles."""
     frames: list[Frame] = []
@@ -49,7 +58,7 @@ async def test_progress_reaches_a_live_stream_without_an_id(serve: Serve, view: 
     await c.post(STREAM, params={"wait": True}, json={"body": "hello"})  # the session exists
     head = (await c.get(f"{STREAM}/records")).json()["next"]
     reader = asyncio.create_task(_frames_until_settled(c, view=view, after=head))
-    await asyncio.sleep(0.2)
+    await _subscribed(server, 1)
     accepted = (await c.post(STREAM, json={"body": "research tides"})).json()
     async with asyncio.timeout(60):
         frames = await reader
@@ -90,7 +99,7 @@ async def test_progress_goes_only_to_its_own_conversation(serve: Serve) -> None:
 
     other = asyncio.create_task(bystander())
     reader = asyncio.create_task(_frames_until_settled(c, after=head))
-    await asyncio.sleep(0.2)
+    await _subscribed(server, 2)
     await c.post(STREAM, json={"body": "research tides"})
     async with asyncio.timeout(60):
         frames = await reader
