@@ -194,7 +194,8 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), family=family, backlog=2048)
     except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        # socket.create_server appends "(while attempting to bind ...)" to the reason.
+        reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
         hint = " (another server holds it: stop it or choose another --port)"
         hint = hint if exc.errno == errno.EADDRINUSE else ""
         fail(f"cannot listen on {host}:{port}: {reason}{hint}", ExitCode.ADDRESS_UNAVAILABLE)
