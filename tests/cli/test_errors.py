@@ -46,6 +46,11 @@ def test_a_busy_port(tmp_path: Path) -> None:
         failed = tether("serve", "--demo", "--port", str(port), "--store", store, code=8)
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in failed.error
     assert not (tmp_path / "data").exists()  # refused before the store was opened
+    failed = tether(
+        "serve", "--demo", "--host", "no-such-host.invalid", "--allow-unauthenticated", code=8
+    )
+    assert failed.error.startswith("error: cannot listen on no-such-host.invalid:8484: ")
+    assert "errno" not in failed.error.lower() and "while attempting" not in failed.error
 
 
 def test_an_unreachable_postgresql_and_its_password(tmp_path: Path) -> None:
