@@ -280,10 +280,28 @@ def _remember(cache: OrderedDict[int, Any], key: int, value: Any, size: int) -> 
 
 
 _PREFIXES_SIZE = 256
+_PREFIXES_MESSAGES = 16_384
+"""The messages the remembered histories may hold together: each entry holds a whole
+history, so a count alone would let memory grow with the length of conversations."""
 _prefixes: OrderedDict[int, tuple[tuple[Message, ...], hashlib._Hash]] = OrderedDict()
 """Keyed by the id of a history's first message: the messages last hashed after it, and
 the SHA-256 state once they were fed (the tuple holds the first message, so its id is
 not reused while the entry lives)."""
+_prefixes_held = [0]  # messages held by _prefixes' entries (approximate if threads race)
+
+
+def _remember_prefix(messages: tuple[Message, ...], digest: hashlib._Hash) -> None:
+    replaced = _prefixes.pop(id(messages[0]), None)
+    _prefixes_held[0] += len(messages) - (len(replaced[0]) if replaced is not None else 0)
+    _prefixes[id(messages[0])] = (messages, digest)
+    while len(_prefixes) > 1 and (
+        len(_prefixes) > _PREFIXES_SIZE or _prefixes_held[0] > _PREFIXES_MESSAGES
+    ):
+        try:
+            _, (forgotten, _) = _prefixes.popitem(last=False)
+        except KeyError:  # another thread emptied it meanwhile
+            break
+        _prefixes_held[0] -= len(forgotten)
 
 
 def _messages_digest(messages: tuple[Message, ...]) -> hashlib._Hash:
@@ -305,7 +323,7 @@ def _messages_digest(messages: tuple[Message, ...]) -> hashlib._Hash:
     if rest:
         body = b",".join(_canonical(message) for message in rest)
         digest.update(b"," + body if start else body)
-        _remember(_prefixes, id(messages[0]), (messages, digest.copy()), _PREFIXES_SIZE)
+        _remember_prefix(messages, digest.copy())
     return digest
 
 

@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
+from tether import messages
 from tether.demo import demo_agents
 from tether.engine import Runtime
 from tether.http._sse import RecentRecords
+from tether.messages import Message, ModelRequest
+from tether.records import Record
 
 from .conftest import Server
 
@@ -73,18 +76,38 @@ async def test_the_view_cache_is_bounded_by_bytes(serve: Serve) -> None:
     server: Server = await serve(demo_agents())
     runtime = server.runtime
     runtime.view_cache_bytes = 6000  # a session's chat turn is about 2-3 kB of records
-    for n in range(12):
-        await server.client.post(
-            f"/agents/assistant/s{n}", params={"wait": True}, json={"body": "hello " * 20}
-        )
-    # Count what the kept views hold now (they took in records since they were last handed out).
-    for conversation_id in list(runtime._views):
-        runtime.view(conversation_id)
-    held = sum(len(record.canonical) for view in runtime._views.values() for record in view.records)
-    assert runtime._view_bytes == held
-    newest = list(runtime._views.values())[-1]
-    assert held <= runtime.view_cache_bytes + sum(len(r.canonical) for r in newest.records)
-    assert 1 <= len(runtime._views) < 12
+    for turn in range(3):  # sessions in turn: each view is dropped and read again (lean)
+        for n in range(8):
+            await server.client.post(
+                f"/agents/assistant/s{n}", params={"wait": True}, json={"body": f"hi {turn}"}
+            )
+    # What the kept views hold now, however they grew since they were handed out.
+    sizes = [
+        sum(len(r.canonical) for r in view.records if isinstance(r, Record))
+        for view in runtime._views.values()
+    ]
+    assert 1 <= len(sizes) < 8
+    assert sum(sizes) <= runtime.view_cache_bytes + 2 * max(sizes), sizes
+    runtime.view(next(iter(runtime._views)))  # a recount: the books match what is held
+    held = sum(
+        len(r.canonical)
+        for v in runtime._views.values()
+        for r in v.records
+        if isinstance(r, Record)
+    )
+    assert abs(runtime._view_bytes - held) <= 64 * sum(
+        len(v.records) for v in runtime._views.values()
+    )
+
+
+def test_remembered_histories_are_bounded_by_messages() -> None:
+    # Each remembered history holds all its messages: a count bound alone let them grow.
+    for n in range(40):
+        history = tuple(Message.user(f"conversation {n}, message {i}") for i in range(2_000))
+        ModelRequest(model="m", messages=history).input_hash()
+        assert messages._prefixes_held[0] <= messages._PREFIXES_MESSAGES
+    held = sum(len(entry[0]) for entry in messages._prefixes.values())
+    assert held == messages._prefixes_held[0] <= messages._PREFIXES_MESSAGES
 
 
 async def test_the_sse_recent_records_are_bounded_by_bytes(serve: Serve) -> None:

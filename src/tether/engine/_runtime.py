@@ -75,8 +75,9 @@ __all__ = ("Multitask", "Receipt", "Runtime", "SubmissionInfo")
 Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
 _WAIT_POLL = 0.25
 _VIEWS_KEPT = 512
-_VIEW_BYTES_KEPT = 64 * 1024 * 1024
+_VIEW_BYTES_KEPT = 8 * 1024 * 1024
 _PLACEHOLDER_BYTES = 64
+_VIEW_RECOUNT_EVERY = 16
 MAX_SEQ = 2**63 - 1
 """The largest sequence number a store keeps (a signed 64-bit integer): the bound every
 number that names a record is checked against, at the HTTP and the Runtime boundary."""
@@ -166,8 +167,10 @@ class Runtime:
         self._waiting: dict[str, int] = {}  # wait() calls in progress, by submission id
         self._zombies: set[asyncio.Task[Any]] = set()
         self._views: OrderedDict[str, LogView] = OrderedDict()
-        self._view_sizes: dict[str, tuple[int, int]] = {}  # id -> (records counted, bytes)
+        # id -> (records counted, their bytes, the first of them)
+        self._view_sizes: dict[str, tuple[int, int, object]] = {}
         self._view_bytes = 0
+        self._view_calls = 0
         self.view_cache_bytes = _VIEW_BYTES_KEPT
         """The encoded bytes of records the kept views may hold together (the newest view
         is kept whatever its size); views past it, or past ``_VIEWS_KEPT``, are dropped
@@ -276,21 +279,32 @@ class Runtime:
     def view(self, conversation_id: str) -> LogView:
         """This process's incremental view of a conversation (kept for the most recent ones,
         bounded by count and by the encoded size of their records)."""
-        view = self._views.pop(conversation_id, None) or LogView()
+        kept = self._views.pop(conversation_id, None)
+        view = kept or LogView()
         self._views[conversation_id] = view
-        self._count_view_bytes(conversation_id, view)
+        self._view_calls += 1
+        if kept is None or self._view_calls % _VIEW_RECOUNT_EVERY == 0:
+            # Views grow after they are handed out (a refresh, a journal's appends): before
+            # one is added, and every so often, count what all of them hold now.
+            for kept_id, kept_view in self._views.items():
+                self._count_view_bytes(kept_id, kept_view)
+        else:
+            self._count_view_bytes(conversation_id, view)
         while len(self._views) > 1 and (
             len(self._views) > _VIEWS_KEPT or self._view_bytes > self.view_cache_bytes
         ):
             forgotten, _ = self._views.popitem(last=False)
-            self._view_bytes -= self._view_sizes.pop(forgotten, (0, 0))[1]
+            self._view_bytes -= self._view_sizes.pop(forgotten, (0, 0, None))[1]
         return view
 
     def _count_view_bytes(self, conversation_id: str, view: LogView) -> None:
-        """Bring a view's byte count up to date, counting only records new since last time."""
+        """Bring a view's byte count up to date, counting only records new since last time
+        (all of them again if its first record changed: it started over, or a full refresh
+        put the records a lean one had left as placeholders in their place)."""
         records = view.records
-        counted, before = self._view_sizes.get(conversation_id, (0, 0))
-        if counted > len(records):  # the view started over: count it again
+        first = records[0] if records else None
+        counted, before, first_counted = self._view_sizes.get(conversation_id, (0, 0, None))
+        if first is not first_counted or counted > len(records):
             counted, size = 0, 0
         else:
             size = before
@@ -299,7 +313,7 @@ class Runtime:
             len(record.canonical) if isinstance(record, Record) else _PLACEHOLDER_BYTES
             for record in records[counted:]
         )
-        self._view_sizes[conversation_id] = (len(records), size)
+        self._view_sizes[conversation_id] = (len(records), size, first)
         self._view_bytes += size - before
 
     def notify_settled(self, submission_id: str, settlement: Mapping[str, JsonValue]) -> None:
