@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -176,6 +177,8 @@ def main() -> None:
         "--check", action="store_true", help="exit 1 if the goal is not met (off: it only says)"
     )
     args = parser.parse_args()
+    # Stopped early (SIGTERM), still stop the server: the finally below runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="tether-soak-") as scratch:
         data, log = Path(scratch) / "data", Path(scratch) / "serve.log"
         port = _free_port()
