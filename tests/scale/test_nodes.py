@@ -65,7 +65,7 @@ async def _follow(client: httpx.AsyncClient, frames: list[Frame], connected: asy
                 name, _, value = line.partition(": ")
                 fields[name] = value
                 continue
-            if "event" in fields:
+            if "id" in fields:  # records only: live progress events carry no id
                 frames.append(Frame(int(fields["id"]), fields["event"], fields["data"]))
                 if fields["event"] == "submission_settled":
                     return

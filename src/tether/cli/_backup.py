@@ -63,7 +63,10 @@ def _sqlite_source(url: str) -> Path:
             ExitCode.FAILED,
         )
     if scheme != "sqlite" or not rest.startswith("/") or rest == "/":
-        fail(f"tether backup copies a SQLite store (sqlite:///path), not {url}", ExitCode.FAILED)
+        fail(
+            f"tether backup copies a SQLite store (sqlite:///path), not {redact_url(url)}",
+            ExitCode.FAILED,
+        )
     from tether.store._sqlite import DEFAULT_FILENAME
 
     given = Path(rest[1:].partition("?")[0])
