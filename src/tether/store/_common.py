@@ -26,6 +26,7 @@ __all__ = (
     "record_time",
     "seal_append",
     "seal_batch",
+    "seal_created",
     "submission_from_row",
     "verify_anchored",
 )
@@ -48,6 +49,20 @@ def conversation_created_draft(conversation: Conversation) -> RecordDraft:
         id=conversation.id,
         time=format_time(conversation.created_at),
     )
+
+
+def seal_created(conversation: Conversation, prefix: Sequence[Record] = ()) -> Record:
+    """The sealed ``conversation_created`` record of ``conversation``, chained after ``prefix``
+    (a fork's inherited records; none for a new session)."""
+    [created] = seal_batch(
+        [conversation_created_draft(conversation)],
+        conversation_id=conversation.id,
+        session=conversation.key.session,
+        head=len(prefix),
+        prev_hash=prefix[-1].hash if prefix else "",
+        prev_time=record_time(prefix[-1].canonical) if prefix else "",
+    )
+    return created
 
 
 def fork_parent(conversation_id: str, at_seq: int) -> ConversationParent:

@@ -28,11 +28,10 @@ from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
     check_fork_seq,
-    conversation_created_draft,
     fork_parent,
     record_time,
     seal_append,
-    seal_batch,
+    seal_created,
     submission_from_row,
 )
 from tether.store._sqlite_schema import kind_code, kind_name
@@ -129,14 +128,7 @@ def _create_conversation(
 ) -> None:
     key = conversation.key
     parent = conversation.parent
-    [created] = seal_batch(
-        [conversation_created_draft(conversation)],
-        conversation_id=conversation.id,
-        session=key.session,
-        head=len(prefix),
-        prev_hash=prefix[-1].hash if prefix else "",
-        prev_time=record_time(prefix[-1].canonical) if prefix else "",
-    )
+    created = seal_created(conversation, prefix)
     number = conn.execute(
         "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
         "head_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",

@@ -23,11 +23,10 @@ from tether.errors import (
 from tether.records import Record, RecordDraft
 from tether.store._common import (
     check_fork_seq,
-    conversation_created_draft,
     fork_parent,
     record_time,
     seal_append,
-    seal_batch,
+    seal_created,
 )
 from tether.store._types import (
     ClaimSettlement,
@@ -155,14 +154,7 @@ async def _create_conversation(
     ).fetchone()
     if created is None:
         return False
-    [first] = seal_batch(
-        [conversation_created_draft(conversation)],
-        conversation_id=conversation.id,
-        session=key.session,
-        head=len(prefix),
-        prev_hash=prefix[-1].hash if prefix else "",
-        prev_time=record_time(prefix[-1].canonical) if prefix else "",
-    )
+    first = seal_created(conversation, prefix)
     records = [*prefix, first]
     await _insert_records(conn, conversation.id, records)
     await conn.execute(

@@ -24,8 +24,7 @@ from tether.errors import (
 from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
-    conversation_created_draft,
-    seal_batch,
+    seal_created,
     submission_from_row,
 )
 from tether.store._types import (
@@ -163,14 +162,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
     conflict, which the checked path then sorts out."""
     key = new.key
     conversation = Conversation(new.conversation_id, key, new.created_at)
-    [first] = seal_batch(
-        [conversation_created_draft(conversation)],
-        conversation_id=conversation.id,
-        session=key.session,
-        head=0,
-        prev_hash="",
-        prev_time="",
-    )
+    first = seal_created(conversation)
     row = await (
         await conn.execute(
             _ADMIT,
