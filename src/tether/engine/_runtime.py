@@ -598,9 +598,7 @@ class Runtime:
         )
         return record
 
-    async def fork(
-        self, conversation_id: str, *, at_seq: int, session: str | None = None
-    ) -> Fork:
+    async def fork(self, conversation_id: str, *, at_seq: int, session: str | None = None) -> Fork:
         """A new session whose log starts with this conversation's first ``at_seq`` records.
 
         A cut inside an execution is repaired as recovery would (``Fork.repaired``): a tool
