@@ -24,7 +24,7 @@ def quick_research(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def _subscribed(server: Server, conversations: int) -> None:
-    """Until that many conversations have a live stream subscribed to their progress (a
+    """Until that many sessions have a live stream subscribed to their progress (a
     fixed pause is not enough on a loaded machine, and progress is never replayed)."""
     [hub] = [o for o in server.runtime.instrumentation.observers if isinstance(o, ProgressHub)]
     async with asyncio.timeout(60):
@@ -107,3 +107,20 @@ async def test_progress_goes_only_to_its_own_conversation(serve: Serve) -> None:
     other.cancel()
     await asyncio.gather(other, return_exceptions=True)
     assert seen and not any("progress" in line for line in seen)
+
+
+async def test_a_stream_opened_before_its_session_exists_gets_all_its_progress(
+    serve: Serve,
+) -> None:
+    """A browser opens its stream, then sends the first message: the first tool's progress
+    comes before the stream has found the new conversation, and must not be lost."""
+    server: Server = await serve(demo_agents())
+    c = server.client
+    reader = asyncio.create_task(_frames_until_settled(c))
+    await _subscribed(server, 1)
+    await c.post(STREAM, json={"body": "research tides"})
+    async with asyncio.timeout(60):
+        frames = await reader
+    assert [f["data"]["text"] for f in frames if f["event"] == "progress"] == [
+        f"researching tides: step {step} of 3" for step in (1, 2, 3)
+    ]

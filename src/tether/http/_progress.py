@@ -2,7 +2,7 @@
 
 A running tool's ``ctx.progress(text)`` reaches the engine's observers as ``ToolProgress``;
 :class:`ProgressHub` is one of them, and hands each event to the streams open on its
-conversation. They send it as an SSE event without an ``id:``, so ``Last-Event-ID`` keeps
+session. They send it as an SSE event without an ``id:``, so ``Last-Event-ID`` keeps
 naming records: a client that reconnects resumes at the records and misses only the
 progress reported while it was away, which was never meant to last.
 """
@@ -15,6 +15,7 @@ from collections import deque
 import orjson
 
 from tether.engine import EngineEvent, ToolProgress
+from tether.store import SessionKey
 
 __all__ = ("ProgressHub", "ProgressSubscription", "progress_frame")
 
@@ -63,33 +64,35 @@ class ProgressSubscription:
 
 
 class ProgressHub:
-    """Fans a runtime's ``ToolProgress`` events out to the streams of their conversation."""
+    """Fans a runtime's ``ToolProgress`` events out to the streams of their session."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[str, set[ProgressSubscription]] = {}
+        # Keyed by session, not conversation: a stream opened before its session's first
+        # message subscribes before the conversation exists, and misses none of its progress.
+        self._subscribers: dict[SessionKey, set[ProgressSubscription]] = {}
 
     def __call__(self, event: EngineEvent) -> None:
         """The engine observer."""
         if not isinstance(event, ToolProgress):
             return
-        subscribers = self._subscribers.get(event.correlation.conversation_id)
+        subscribers = self._subscribers.get(event.correlation.session_key)
         if subscribers:
             frame = progress_frame(event)
             for subscription in subscribers:
                 subscription.put(frame)
 
-    def subscribe(self, conversation_id: str) -> ProgressSubscription:
+    def subscribe(self, key: SessionKey) -> ProgressSubscription:
         subscription = ProgressSubscription()
-        self._subscribers.setdefault(conversation_id, set()).add(subscription)
+        self._subscribers.setdefault(key, set()).add(subscription)
         return subscription
 
-    def unsubscribe(self, conversation_id: str, subscription: ProgressSubscription) -> None:
-        subscribers = self._subscribers.get(conversation_id)
+    def unsubscribe(self, key: SessionKey, subscription: ProgressSubscription) -> None:
+        subscribers = self._subscribers.get(key)
         if subscribers is not None:
             subscribers.discard(subscription)
             if not subscribers:
-                del self._subscribers[conversation_id]
+                del self._subscribers[key]
 
     def __len__(self) -> int:
-        """Conversations with a subscriber."""
+        """Sessions with a subscriber."""
         return len(self._subscribers)

@@ -100,23 +100,23 @@ async def session_stream(
     of a session with no conversation gets heartbeats until the first dispatch creates it.
     """
     yield b"retry: %d\n\n" % RETRY_MS
-    loop = asyncio.get_running_loop()
-    beat_at = loop.time() + heartbeat
-    while conversation_id is None:
-        await asyncio.sleep(_CREATION_POLL)
-        try:
-            conversation_id = (await runtime.store.find_conversation(key)).id
-        except ConversationNotFound:
-            if loop.time() >= beat_at:
-                beat_at = loop.time() + heartbeat
-                yield b": heartbeat\n\n"
-    render = (
-        _render_records
-        if view == "records"
-        else await _stream_renderer(runtime.store, conversation_id, after, skip)
-    )
-    subscription = progress.subscribe(conversation_id) if progress is not None else None
+    subscription = progress.subscribe(key) if progress is not None else None
     try:
+        loop = asyncio.get_running_loop()
+        beat_at = loop.time() + heartbeat
+        while conversation_id is None:
+            await asyncio.sleep(_CREATION_POLL)
+            try:
+                conversation_id = (await runtime.store.find_conversation(key)).id
+            except ConversationNotFound:
+                if loop.time() >= beat_at:
+                    beat_at = loop.time() + heartbeat
+                    yield b": heartbeat\n\n"
+        render = (
+            _render_records
+            if view == "records"
+            else await _stream_renderer(runtime.store, conversation_id, after, skip)
+        )
         async for chunk in record_stream(
             runtime,
             recent,
@@ -131,7 +131,7 @@ async def session_stream(
                 yield chunk
     finally:
         if progress is not None and subscription is not None:
-            progress.unsubscribe(conversation_id, subscription)
+            progress.unsubscribe(key, subscription)
 
 
 class RecentRecords:
