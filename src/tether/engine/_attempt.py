@@ -230,10 +230,16 @@ class _Attempt:
         work = asyncio.create_task(self._work(), name=f"tether-attempt-{sub.id}")
         self.runtime.register_run(sub, work, stop)
         try:
-            await self._supervise(work, stop)
+            try:
+                await self._supervise(work, stop)
+            finally:
+                self.runtime.unregister_run(sub)
+            await self._classify(work, stop)
         finally:
-            self.runtime.unregister_run(sub)
-        await self._classify(work, stop)
+            # The journal refers back to this attempt (its steer source, its wrappers): a
+            # cycle that would keep the journal's view, a whole conversation's records, alive
+            # until the collector's next full pass, long after the view cache dropped it.
+            self._journal_used = None
 
     async def _supervise(self, work: asyncio.Task[SubmissionSettled], stop: _Stop) -> None:
         sub = self.submission
