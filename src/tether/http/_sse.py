@@ -140,6 +140,10 @@ class RecentRecords:
     When an append wakes a hundred subscribers, one of them reads the new records from the
     store and the rest are served from here: one store read per append, not one per
     subscriber. Records are immutable once appended, so a cached record is never stale.
+
+    A record held costs about twice its encoded size once read, so the 16 MiB default keeps
+    this cache to some 32 MiB of a server's memory; a subscriber further behind than the
+    tail reads from the store, as a new one does.
     """
 
     def __init__(
@@ -148,8 +152,8 @@ class RecentRecords:
         *,
         keep: int = 1000,
         conversations: int = 1024,
-        keep_bytes: int = 4 * MIB,
-        total_bytes: int = 64 * MIB,
+        keep_bytes: int = 1 * MIB,
+        total_bytes: int = 16 * MIB,
     ) -> None:
         self._runtime = runtime
         self._keep = keep
