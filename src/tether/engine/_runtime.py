@@ -395,11 +395,7 @@ class Runtime:
             conversation = await self.store.find_conversation(key)
         except ConversationNotFound:
             return []
-        return [
-            s
-            for s in await self.store.list_submissions(conversation_id=conversation.id)
-            if s.status is not SubmissionStatus.SETTLED
-        ]
+        return await self.store.list_submissions(conversation_id=conversation.id, unsettled=True)
 
     async def _cancel(self, submission: Submission) -> None:
         await self.store.request_cancel(submission.id, now=datetime.now(UTC))

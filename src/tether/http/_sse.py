@@ -77,7 +77,9 @@ _AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
 async def _idle(runtime: Runtime, conversation_id: str) -> bool:
     """Nothing queued or running: every submission settled or parked (for a human or a child
     task, which may take days; a parked session's stream ends and is reopened later)."""
-    submissions = await runtime.store.list_submissions(conversation_id=conversation_id)
+    submissions = await runtime.store.list_submissions(
+        conversation_id=conversation_id, unsettled=True
+    )
     return all(s.status in _AT_REST for s in submissions)
 
 

@@ -27,6 +27,7 @@ __all__ = (
     "seal_append",
     "seal_batch",
     "seal_created",
+    "submission_filter",
     "submission_from_row",
     "verify_anchored",
 )
@@ -232,3 +233,27 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
         settled_at=moment(settled_at),
         trace=None if trace is None else orjson.loads(trace),
     )
+
+
+def submission_filter(
+    status: SubmissionStatus | None,
+    conversation_id: str | None,
+    unsettled: bool,
+    placeholder: str,
+) -> tuple[str, list[str]]:
+    """The ``WHERE`` clause (empty without filters) and parameters of ``list_submissions``.
+
+    Only the filters given, each a plain term: ``(? IS NULL OR status = ?)`` reads every row.
+    ``status <> 'settled'`` is spelled as the open-submissions partial index says, so that
+    the planner may use it whenever the rows asked for cannot be settled ones."""
+    terms: list[str] = []
+    params: list[str] = []
+    if status is not None:
+        terms.append(f"status = {placeholder}")
+        params.append(status.value)
+    if conversation_id is not None:
+        terms.append(f"conversation_id = {placeholder}")
+        params.append(conversation_id)
+    if unsettled or (status is not None and status is not SubmissionStatus.SETTLED):
+        terms.append("status <> 'settled'")
+    return (f"WHERE {' AND '.join(terms)} " if terms else ""), params

@@ -378,7 +378,11 @@ class MemoryStore:
         return self._public(self._stored(submission_id))
 
     async def list_submissions(
-        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+        self,
+        status: SubmissionStatus | None = None,
+        *,
+        conversation_id: str | None = None,
+        unsettled: bool = False,
     ) -> list[Submission]:
         self._check_open()
         return [
@@ -386,6 +390,7 @@ class MemoryStore:
             for stored in self._submissions.values()
             if (status is None or stored.submission.status is status)
             and (conversation_id is None or stored.submission.conversation_id == conversation_id)
+            and not (unsettled and stored.submission.status is SubmissionStatus.SETTLED)
         ]
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:

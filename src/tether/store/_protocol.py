@@ -54,9 +54,15 @@ class SubmissionStore(Protocol):
         ...
 
     async def list_submissions(
-        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+        self,
+        status: SubmissionStatus | None = None,
+        *,
+        conversation_id: str | None = None,
+        unsettled: bool = False,
     ) -> list[Submission]:
-        """Submissions in admission order, optionally filtered by status and conversation."""
+        """Submissions in admission order, optionally filtered by status and conversation;
+        ``unsettled`` keeps only those not settled yet. Every combination is served by an
+        index: the engine asks on every steer, abort and stream."""
         ...
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:

@@ -335,9 +335,15 @@ class SqliteStore:
         return self._read(lambda conn: ops.get_submission(conn, submission_id))
 
     async def list_submissions(
-        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+        self,
+        status: SubmissionStatus | None = None,
+        *,
+        conversation_id: str | None = None,
+        unsettled: bool = False,
     ) -> list[Submission]:
-        return self._read(lambda conn: ops.list_submissions(conn, status, conversation_id))
+        return self._read(
+            lambda conn: ops.list_submissions(conn, status, conversation_id, unsettled)
+        )
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)

@@ -32,6 +32,7 @@ from tether.store._common import (
     record_time,
     seal_append,
     seal_created,
+    submission_filter,
     submission_from_row,
 )
 from tether.store._sqlite_schema import kind_code, kind_name
@@ -278,13 +279,14 @@ def get_submission(conn: sqlite3.Connection, submission_id: str) -> Submission:
 
 
 def list_submissions(
-    conn: sqlite3.Connection, status: SubmissionStatus | None, conversation_id: str | None
+    conn: sqlite3.Connection,
+    status: SubmissionStatus | None,
+    conversation_id: str | None,
+    unsettled: bool,
 ) -> list[Submission]:
+    where, params = submission_filter(status, conversation_id, unsettled, "?")
     rows = conn.execute(
-        f"SELECT {SUBMISSION_COLUMNS} FROM submissions "
-        "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR conversation_id = ?2) "
-        "ORDER BY position",
-        (None if status is None else status.value, conversation_id),
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions {where}ORDER BY position", params
     ).fetchall()
     return [_submission(row) for row in rows]
 

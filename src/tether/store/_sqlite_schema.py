@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -175,6 +175,13 @@ CREATE TABLE heartbeat (
 );
 """
 
+# v7: every query the engine runs per request is served by an index. A conversation's
+# submissions, settled ones included, in admission order (steer, abort, ``tether`` reading
+# a session); the open ones keep their partial index (``submissions_open``).
+_SCHEMA_V7: Final = """
+CREATE INDEX submissions_by_conversation ON submissions (conversation_id, position);
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -189,6 +196,7 @@ _MIGRATIONS: Final = (
         body         BLOB NOT NULL
     );""",
     _SCHEMA_V6,
+    _SCHEMA_V7,
 )
 
 

@@ -120,6 +120,13 @@ MIGRATIONS: Final = (
         started_at TIMESTAMPTZ NOT NULL
     );
     """,
+    # v4: every query the engine runs per request is served by an index: submissions by
+    # status (reconciliation, the lease sweep, the approvals inbox) and by conversation,
+    # settled ones included (steer, abort, reading a session)
+    """
+    CREATE INDEX submissions_by_status ON submissions (status, position);
+    CREATE INDEX submissions_by_conversation ON submissions (conversation_id, position);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 _LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database

@@ -471,9 +471,15 @@ class PostgresStore:
         return await self._autocommit(_submissions.get_submission, submission_id)
 
     async def list_submissions(
-        self, status: SubmissionStatus | None = None, *, conversation_id: str | None = None
+        self,
+        status: SubmissionStatus | None = None,
+        *,
+        conversation_id: str | None = None,
+        unsettled: bool = False,
     ) -> list[Submission]:
-        return await self._autocommit(_submissions.list_submissions, status, conversation_id)
+        return await self._autocommit(
+            _submissions.list_submissions, status, conversation_id, unsettled
+        )
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)

@@ -25,6 +25,7 @@ from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
     seal_created,
+    submission_filter,
     submission_from_row,
 )
 from tether.store._types import (
@@ -84,18 +85,12 @@ async def get_submission(conn: Conn, submission_id: str, *, lock: bool = False) 
 
 
 async def list_submissions(
-    conn: Conn, status: SubmissionStatus | None, conversation_id: str | None
+    conn: Conn, status: SubmissionStatus | None, conversation_id: str | None, unsettled: bool
 ) -> list[Submission]:
+    where, params = submission_filter(status, conversation_id, unsettled, "%s")
     rows = await (
         await conn.execute(
-            f"SELECT {SUBMISSION_COLUMNS} FROM submissions "
-            "WHERE (%(status)s::text IS NULL OR status = %(status)s) "
-            "AND (%(conversation)s::text IS NULL OR conversation_id = %(conversation)s) "
-            "ORDER BY position",
-            {
-                "status": None if status is None else status.value,
-                "conversation": conversation_id,
-            },
+            f"SELECT {SUBMISSION_COLUMNS} FROM submissions {where}ORDER BY position", params
         )
     ).fetchall()
     return [_submission(row) for row in rows]

@@ -129,6 +129,33 @@ class SubmissionCases(BaseConformance):
         assert await store.list_submissions(conversation_id=queued.conversation_id) == [queued]
 
     @case
+    async def test_list_filters_combine(self, store: Store, fx: Fixtures) -> None:
+        first = await fx.claim(await fx.admit("session-a"))
+        await store.reserve_settlement(
+            first.id, attempt_id=str(first.attempt_id), settlement={"status": "succeeded"}
+        )
+        settled = await store.finalize_settlement(first.id, now=fx.at(1))
+        running = await fx.claim(await fx.admit("session-a"))
+        queued = await fx.admit("session-a")
+        elsewhere = await fx.admit("session-b")
+        conversation = settled.conversation_id
+        assert await store.list_submissions(conversation_id=conversation) == [
+            settled,
+            running,
+            queued,
+        ]
+        assert await store.list_submissions(conversation_id=conversation, unsettled=True) == [
+            running,
+            queued,
+        ]
+        assert await store.list_submissions(unsettled=True) == [running, queued, elsewhere]
+        assert await store.list_submissions(
+            SubmissionStatus.QUEUED, conversation_id=conversation
+        ) == [queued]
+        assert await store.list_submissions(SubmissionStatus.SETTLED) == [settled]
+        assert await store.list_submissions(SubmissionStatus.SETTLED, unsettled=True) == []
+
+    @case
     async def test_claim_cas(self, store: Store, fx: Fixtures) -> None:
         submission = await fx.admit()
         claimed = await fx.claim(submission)
