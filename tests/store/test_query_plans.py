@@ -1,0 +1,203 @@
+"""Every query a served request runs is served by an index, on SQLite and on PostgreSQL.
+
+A real server is driven through what users do per request (chat turns with and without
+tools, steer, follow-up, abort, a stream, the approvals inbox and a decision, reads), while
+every statement its store runs is captured. Each one is then explained: a full scan of a
+table that grows with use (``SCAN submissions`` on SQLite, ``Seq Scan on submissions`` on
+PostgreSQL with sequential scans disabled, so that any usable index is preferred) fails.
+Start-up (migrations, reconciliation) runs before the capture and is not judged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tether.demo import demo_agents
+from tether.store import SqliteStore, Store
+from tether.store import _sqlite as sqlite_module
+from tether.store.postgres import PostgresStore
+
+from ..http.conftest import Server, serve
+from ..postgres import POSTGRES_URL, fresh_schema, store_url
+
+GROWING = ("records", "submissions", "conversations", "attempts", "snapshots", "attachments")
+_SQLITE_SCAN = re.compile(rf"^SCAN ({'|'.join(GROWING)})\b")
+_POSTGRES_SCAN = re.compile(rf"Seq Scan on ({'|'.join(GROWING)})\b")
+_JUDGED = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
+
+
+async def _served_requests(server: Server) -> None:
+    """One of everything a client does per request, over HTTP."""
+    client = server.client
+
+    async def send(instance: str, body: str, **params: str) -> dict[str, Any]:
+        response = await client.post(
+            f"/agents/assistant/{instance}", json={"body": body}, params=params
+        )
+        assert response.status_code in (200, 202), response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    await send("ann", "hello", wait="true")
+    await send("ann", "hello again", wait="true")
+    await send("bob", "what time is it?", wait="true")
+    research = await send("cid", "research sqlite")
+    steered = await client.post("/agents/assistant/cid/steer", json={"body": "focus"})
+    assert steered.is_success, steered.text  # queued research counts as running
+    followed = await client.post("/agents/assistant/cid/followup", json={"body": "and then?"})
+    assert followed.is_success, followed.text
+    await client.get(f"/submissions/{research['submissionId']}", params={"wait": "true"})
+    await send("dan", "research aborts")
+    await client.post("/agents/assistant/dan/abort")
+    async with client.stream("GET", "/agents/assistant/ann") as stream:
+        await stream.aread()
+    await client.get("/agents/assistant/ann/records", params={"after": "2", "limit": "5"})
+    await client.get("/agents/assistant/ann/messages")
+    parked = await send("eve", "email ops@example.com: hi")
+    for _ in range(6000):  # until the run parks (a minute at most)
+        items = (await client.get("/approvals")).json()["approvals"]
+        if items:
+            break
+        await asyncio.sleep(0.01)
+    approval = items[0]
+    decided = await client.post(
+        f"/approvals/{approval['approvalId']}", json={"decision": "approve", "approver": "me"}
+    )
+    assert decided.status_code == 200, decided.text
+    await client.get(f"/submissions/{parked['submissionId']}", params={"wait": "true"})
+    await client.get("/approvals")
+
+
+# --- capture ------------------------------------------------------------------------
+
+
+@dataclass
+class Capture:
+    """The statements a store ran, and how to find the full scans among them."""
+
+    statements: list[Any] = field(default_factory=list)
+    scans: Callable[[], list[str]] = list
+
+
+def _capture_sqlite(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None:
+    connect = sqlite_module.connect
+
+    def tracing(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(capture.statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite_module, "connect", tracing)
+
+
+def _capture_postgres(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None:
+    execute = psycopg.AsyncConnection.execute
+
+    async def tracing(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        capture.statements.append((query, params))
+        return await execute(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", tracing)
+
+
+def sqlite_scans(path: Path, statements: list[str]) -> list[str]:
+    """The plan lines of ``statements`` that scan a growing table whole."""
+    found = []
+    conn = sqlite3.connect(path)
+    try:
+        for statement in sorted(set(statements)):
+            if not _JUDGED.match(statement):
+                continue
+            plan = conn.execute(f"EXPLAIN QUERY PLAN {statement}").fetchall()
+            found += [f"{row[3]}  <-  {statement}" for row in plan if _SQLITE_SCAN.match(row[3])]
+    finally:
+        conn.close()
+    return found
+
+
+def postgres_scans(url: str, schema: str, statements: list[tuple[Any, Any]]) -> list[str]:
+    """The plan lines of ``statements`` that scan a growing table whole, with sequential
+    scans disabled: the planner then takes any index that can serve the query."""
+    found: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("SET enable_seqscan = off")
+        for query, params in statements:
+            text = query if isinstance(query, str) else query.as_string(conn)
+            if not _JUDGED.match(text) or (text, repr(params)) in seen:
+                continue
+            seen.add((text, repr(params)))
+            with conn.transaction(force_rollback=True):
+                plan = conn.execute(f"EXPLAIN {text}", params).fetchall()
+            found += [
+                f"{row[0].strip()}  <-  {text}" for row in plan if _POSTGRES_SCAN.search(row[0])
+            ]
+    return found
+
+
+@pytest.fixture
+def capture() -> Capture:
+    return Capture()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def store(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capture: Capture,
+) -> AsyncIterator[Store]:
+    """The server's store, every statement it runs captured."""
+    opened: Store
+    if request.param == "sqlite":
+        _capture_sqlite(monkeypatch, capture)
+        sqlite = await SqliteStore.open(tmp_path)
+        capture.scans = lambda: sqlite_scans(sqlite.path, capture.statements)
+        opened = sqlite
+    else:
+        _capture_postgres(monkeypatch, capture)
+        schema = fresh_schema()
+        opened = await PostgresStore.open(store_url(schema))
+        capture.scans = lambda: postgres_scans(POSTGRES_URL, schema, capture.statements)
+    yield opened
+    await opened.close()
+
+
+async def test_every_query_of_a_served_request_is_served_by_an_index(
+    serve: Callable[..., Any], capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.3")
+    server: Server = await serve(demo_agents())
+    await server.runtime.ready()
+    capture.statements.clear()  # start-up is not judged
+    await _served_requests(server)
+    judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
+    assert len(judged) > 15  # the capture saw the workload
+    assert capture.scans() == []
+
+
+def test_the_sqlite_check_catches_a_full_scan(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute("CREATE TABLE submissions (status TEXT, conversation_id TEXT)")
+    conn.close()
+    query = "SELECT * FROM submissions WHERE ('queued' IS NULL OR status = 'queued')"
+    assert len(sqlite_scans(tmp_path / "t.db", [query])) == 1
+
+
+def test_the_postgres_check_catches_a_full_scan() -> None:
+    assert _POSTGRES_SCAN.search("  ->  Seq Scan on submissions  (cost=0.00..1.01 rows=1)")
+    assert not _POSTGRES_SCAN.search("Index Scan using submissions_open on submissions")
+
+
+__all__ = ("serve",)  # the server fixture, shared with the HTTP tests
