@@ -25,6 +25,7 @@ from psycopg import sql
 from tether.demo import demo_agents
 from tether.store import SqliteStore, Store
 from tether.store import _sqlite as sqlite_module
+from tether.store import _sqlite_schema as sqlite_schema
 from tether.store.postgres import PostgresStore
 
 from ..http.conftest import Server, serve
@@ -90,7 +91,7 @@ class Capture:
 
 
 def _capture_sqlite(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None:
-    connect = sqlite_module.connect
+    connect = sqlite_schema.connect
 
     def tracing(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         conn = connect(*args, **kwargs)
