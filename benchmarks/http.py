@@ -44,6 +44,7 @@ if __package__ in (None, ""):
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import signal
 import socket
@@ -187,10 +188,18 @@ async def measure(
     prefix = f"n{clients}"
     failures: list[str] = []
     unsettled: list[str] = []
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=limits) as client:
+    # A client of its own for each (one connection each): one shared pool of 64 connections
+    # costs httpx several times the CPU a request, and this process is on the same machine.
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    async with contextlib.AsyncExitStack() as stack:
+        pool = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=server.url, timeout=120, limits=limits)
+            )
+            for _ in range(clients)
+        ]
 
-        async def loop(until: float, latencies: list[float]) -> None:
+        async def loop(client: httpx.AsyncClient, until: float, latencies: list[float]) -> None:
             while time.perf_counter() < until and not failures:
                 n = next(numbers)
                 start = time.perf_counter()
@@ -209,8 +218,8 @@ async def measure(
             latencies: list[float] = []
             until = time.perf_counter() + length
             async with asyncio.TaskGroup() as group:
-                for _ in range(clients):
-                    group.create_task(loop(until, latencies))
+                for client in pool:
+                    group.create_task(loop(client, until, latencies))
             return latencies
 
         if warmup > 0:
