@@ -5,7 +5,11 @@ conversation grows, and throughput across parallel sessions.
 
 Runs on SQLite at ``synchronous=FULL`` (every acknowledged step is on disk) and prints,
 beside each figure, the floor measured in the same run: one raw ``sqlite3`` commit, and
-the raw model call the harness wraps.
+the raw model call the harness wraps. It ends with its goals: admission → settled p50 at
+most 2 ms (judged from 100 samples); a turn's time, less its raw model call, flat in the
+conversation's length (the longest within +20% of the shortest, judged with lengths of 100
+and more); an agent turn (a tool call and 20 streamed deltas) at most 1 ms over its raw model
+call (judged from 10 turns).
 """
 
 from __future__ import annotations
@@ -14,17 +18,20 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # Run as a script, this file's folder would head sys.path, and benchmarks/http.py stand in
+    # for the standard library's http package: the repository's root instead.
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 
 from pydantic import JsonValue
 
-from benchmarks._measure import percentile, raw_commit_ms
-from benchmarks._table import print_table
+from benchmarks._measure import percentile, raw_commit_ms, scratch
+from benchmarks._table import Goal, judged, print_goals, print_table
 from tether.agent import agent_spec, tool
 from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.journal import Turn
@@ -142,9 +149,9 @@ async def main() -> None:
     agents = {
         "chat": AgentDefinition(lambda instance, env: AgentSpec(harness=ChatHarness(), model=model))
     }
-    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir=Path.cwd()) as tmp:
-        floor = raw_commit_ms(Path(tmp) / "raw.db")
-        async with await SqliteStore.open(Path(tmp) / "engine") as store:
+    with scratch() as tmp:
+        floor = raw_commit_ms(tmp / "raw.db")
+        async with await SqliteStore.open(tmp / "engine") as store:
             async with Runtime(agents, store, claim_interval=0.25) as runtime:
                 times = await latency(runtime, args.samples)
                 commits_before = store.commits
@@ -157,28 +164,24 @@ async def main() -> None:
     print_table(
         f"Engine on SQLite (synchronous=FULL), zero-latency model; "
         f"one raw sqlite3 commit = {floor:.2f} ms; {commits:.1f} commits per submission",
-        ("metric", "tether", "floor", "goal", "met"),
+        ("metric", "tether", "floor"),
         [
             (
                 "admission -> settled p50",
                 f"{p50:.2f} ms",
                 f"{commits * floor:.2f} ms ({commits:.0f} commits)",
-                "<= 2 ms",
-                "yes" if p50 <= 2 else "NO",
             ),
-            ("admission -> settled p99", f"{p99:.2f} ms", "", "", ""),
+            ("admission -> settled p99", f"{p99:.2f} ms", ""),
             *[
                 (
                     f"turn at conversation length {turn}",
                     f"{t:.2f} ms",
                     f"raw model call {raw:.3f} ms",
-                    "flat in length",
-                    "",
                 )
                 for turn, (t, raw) in overhead.items()
             ],
             *[
-                (f"turns/s with {n} parallel sessions", f"{rate:,.0f}", "", "", "")
+                (f"turns/s with {n} parallel sessions", f"{rate:,.0f}", "")
                 for n, rate in rates.items()
             ],
             *[
@@ -186,13 +189,42 @@ async def main() -> None:
                     f"agent turn (tool + 20 deltas), {n} turns",
                     f"{t:.2f} ms",
                     f"raw model call {raw:.3f} ms",
-                    "<= 1 ms overhead",
-                    "yes" if t - raw <= 1 else "NO",
                 )
                 for n, (t, raw) in tool_figures.items()
             ],
         ],
     )
+    goals = [
+        Goal(
+            "engine admission → settled p50 ≤ 2 ms",
+            f"{p50:.3f} ms ({len(times)} samples)",
+            judged(p50 <= 2, len(times) >= 100),
+        )
+    ]
+    first, last = min(overhead), max(overhead)
+    own = {turn: t - raw for turn, (t, raw) in overhead.items()}
+    growth = own[last] / own[first] if own[first] > 0 else float("inf")
+    goals.append(
+        Goal(
+            "engine turn, less its raw model call, flat in conversation length "
+            "(the longest within +20% of the shortest)",
+            f"{growth:.2f}x (length {last}: {own[last]:.2f} ms, length {first}: "
+            f"{own[first]:.2f} ms)"
+            if last != first
+            else f"one length only ({first}: {own[first]:.2f} ms)",
+            judged(growth <= 1.2, last != first and last >= 100),
+        )
+    )
+    for n, (t, raw) in tool_figures.items():
+        goals.append(
+            Goal(
+                f"engine agent turn (a tool call + 20 streamed deltas), {n} turns, "
+                "≤ 1 ms over its raw model call",
+                f"{t - raw:.2f} ms over ({t:.2f} ms, raw {raw:.3f} ms)",
+                judged(t - raw <= 1, n >= 10),
+            )
+        )
+    print_goals(goals)
 
 
 if __name__ == "__main__":

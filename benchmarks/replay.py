@@ -15,7 +15,8 @@ whole history each time, as every framework adapter does. Then times, in the sam
 
 The goal (issue 3) is a replay within 3x the read and decode, for the first harness: the
 second one's extra cost is its own, building and sending a request as long as the history
-(which a live run pays as well), shown so that growth stays in view.
+(which a live run pays as well), shown so that growth stays in view. It is judged from
+10,000 records; the script ends with its goals table.
 """
 
 from __future__ import annotations
@@ -25,18 +26,22 @@ import asyncio
 import gc
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # Run as a script, this file's folder would head sys.path, and benchmarks/http.py stand in
+    # for the standard library's http package: the repository's root instead.
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 
 from pydantic import JsonValue
 
-from benchmarks._table import print_table
+from benchmarks._measure import scratch
+from benchmarks._table import Goal, judged, print_goals, print_table
 from tether.journal import Journal, Turn
 from tether.messages import Message, ModelRequest, ModelResponse, ToolCall
 from tether.records import UserMessage
@@ -138,8 +143,8 @@ async def main() -> None:
     args = parser.parse_args()
     turns = max(1, args.records // RECORDS_PER_TURN)
     harnesses = (BenchHarness(), AgentHarness())
-    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir=Path.cwd()) as tmp:
-        async with await SqliteStore.open(Path(tmp)) as store:
+    with scratch() as tmp:
+        async with await SqliteStore.open(tmp) as store:
             ids = [await build(store, turns, harness) for harness in harnesses]
             total = await store.head(ids[0])
 
@@ -169,30 +174,36 @@ async def main() -> None:
     t = {name: statistics.median(values) for name, values in times.items()}
     read_s, decode_s = t["read"], t["decode"]
 
-    def row(label: str, seconds: float, goal: str = "") -> tuple[str, ...]:
-        ratio = seconds / decode_s
-        met = ("yes" if ratio <= 3 else "NO") if goal else ""
+    def row(label: str, seconds: float) -> tuple[str, ...]:
         return (
             label,
             f"{seconds * 1000:.1f} ms",
             f"{total / seconds:,.0f}",
             f"{seconds / read_s:.2f}x",
-            f"{ratio:.2f}x",
-            goal,
-            met,
+            f"{seconds / decode_s:.2f}x",
         )
 
-    goal = "<= 3x read and decode"
+    replay_s = t[harnesses[0].name]
     print_table(
         f"Replay of a {total:,}-record session ({turns:,} turns) vs reading it "
         f"(SQLite, median of {args.rounds})",
-        ("metric", "time", "records/s", "vs read", "vs read+decode", "goal", "met"),
+        ("metric", "time", "records/s", "vs read", "vs read+decode"),
         [
             row("read the log", read_s),
             row("read and decode every record", decode_s),
-            row("replay every turn", t[harnesses[0].name], goal),
+            row("replay every turn", replay_s),
             row("replay, harness sends its history", t[harnesses[1].name]),
         ],
+    )
+    ratio = replay_s / decode_s
+    print_goals(
+        [
+            Goal(
+                "replay ≤ 3x the read and decode of its log",
+                f"{ratio:.2f}x ({total:,} records)",
+                judged(ratio <= 3, args.records >= 10_000),
+            )
+        ]
     )
 
 

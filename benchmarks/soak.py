@@ -25,16 +25,20 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # Run as a script, this file's folder would head sys.path, and benchmarks/http.py stand in
+    # for the standard library's http package: the repository's root instead.
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 
 import httpx
 
-from benchmarks._table import print_table
+from benchmarks._measure import scratch
+from benchmarks._table import Goal, judged, print_goals, print_table
 
 MIB = 1024 * 1024
 
@@ -137,8 +141,12 @@ async def drive(
     return samples
 
 
+JUDGED_BASELINE = 2_000  # a smaller baseline: the goal is not judged (a smoke run)
+
+
 def report(samples: list[tuple[int, float, int]], baseline: int, tolerance: float) -> bool:
-    """Print the table and the verdict; true if the goal is met."""
+    """Print the table, the verdict and the goals table; true if the goal is met (or not
+    judged: fewer submissions than the baseline)."""
     rows = []
     previous = (0, 0.0)
     for count, seconds, rss in samples:
@@ -152,8 +160,10 @@ def report(samples: list[tuple[int, float, int]], baseline: int, tolerance: floa
     )
     at_baseline = next((rss for count, _, rss in samples if count >= baseline), None)
     final_count, _, final = samples[-1]
+    goal = f"soak: server RSS after all submissions within {tolerance:.0%} of RSS after the first"
     if at_baseline is None or final_count <= baseline:
         print(f"goal not judged: fewer than {baseline:,} submissions after the baseline")
+        print_goals([Goal(f"{goal} {baseline:,}", "too few submissions", None)])
         return True
     change = (final - at_baseline) / at_baseline
     met = abs(change) <= tolerance
@@ -161,6 +171,16 @@ def report(samples: list[tuple[int, float, int]], baseline: int, tolerance: floa
         f"RSS after {final_count:,} submissions: {final / MIB:.1f} MiB; after the first "
         f"{baseline:,}: {at_baseline / MIB:.1f} MiB; change {change:+.1%} "
         f"(goal: within {tolerance:.0%}): {'met' if met else 'NOT met'}"
+    )
+    print_goals(
+        [
+            Goal(
+                f"{goal} {baseline:,}",
+                f"{change:+.1%} ({final_count:,} submissions: {final / MIB:.1f} MiB, "
+                f"{baseline:,}: {at_baseline / MIB:.1f} MiB)",
+                judged(met, baseline >= JUDGED_BASELINE),
+            )
+        ]
     )
     return met
 
@@ -179,8 +199,8 @@ def main() -> None:
     args = parser.parse_args()
     # Stopped early (SIGTERM), still stop the server: the finally below runs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with tempfile.TemporaryDirectory(prefix="tether-soak-") as scratch:
-        data, log = Path(scratch) / "data", Path(scratch) / "serve.log"
+    with scratch("tether-soak-") as tmp:
+        data, log = tmp / "data", tmp / "serve.log"
         port = _free_port()
         server = start_server(data, log, port)
         try:

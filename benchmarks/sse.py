@@ -24,18 +24,22 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # Run as a script, this file's folder would head sys.path, and benchmarks/http.py stand in
+    # for the standard library's http package: the repository's root instead.
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 
 import httpx
 import orjson
 
+from benchmarks._measure import scratch
 from benchmarks._table import print_table
 
 KEY = ("assistant", "bench", "default")
@@ -233,8 +237,7 @@ def main() -> None:
         return
 
     rows: list[list[str]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp)
+    with scratch() as path:
         asyncio.run(_prepare(path, args.records))
         results: dict[str, list[float]] = {}
         for kind in ("starlette", "tether"):

@@ -10,6 +10,10 @@ the same run; rounds alternate between the two and the table shows medians:
 - group commit: 64 conversations appending concurrently (one record per append) vs the
   same rows inserted 64 per transaction by one raw connection (the floor for that work);
 - read-back: ``read()`` of a 10k-record conversation vs a raw ``fetchall`` of the same rows.
+
+It ends with its goals: one record per commit within 1.5x raw sqlite3's time (judged from
+1,000 records a run), group commit at least 25,000 appends/s with 64 conversations (from 100
+appends each), read-back within 2x raw sqlite3's time (from 10,000 records).
 """
 
 from __future__ import annotations
@@ -19,15 +23,19 @@ import asyncio
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # Run as a script, this file's folder would head sys.path, and benchmarks/http.py stand in
+    # for the standard library's http package: the repository's root instead.
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 
-from benchmarks._table import print_table
+from benchmarks._measure import scratch
+from benchmarks._table import Goal, judged, print_goals, print_table
 from tether.records import RecordDraft, UserMessage
 from tether.store import SessionKey, SqliteStore
 from tether.store._sqlite_schema import connect, kind_code, migrate
@@ -159,9 +167,9 @@ async def main() -> None:
     def note(name: str, value: float) -> None:
         figures.setdefault(name, []).append(value)
 
-    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir=Path.cwd()) as tmp:
+    with scratch() as tmp:
         for round_ in range(args.rounds):
-            d = Path(tmp) / f"round-{round_}"
+            d = tmp / f"round-{round_}"
             d.mkdir()
             note("raw single", raw_single(d / "raw-single.db", args.records, sync))
             note("tether single", await tether_single(d / "single.db", args.records, sync))
@@ -186,31 +194,46 @@ async def main() -> None:
             f"{m['tether single']:,.0f}",
             f"{m['raw single']:,.0f}",
             f"{single_ratio:.2f}x the time",
-            "within 1.5x",
-            "yes" if single_ratio <= 1.5 else "NO",
         ),
         (
             f"appends/s, {args.writers} conversations (group commit)",
             f"{m['tether grouped']:,.0f}",
             f"{m['raw grouped']:,.0f}",
             f"{m['tether grouped'] / m['raw grouped']:.2f}x the rate",
-            ">= 25,000/s",
-            "yes" if m["tether grouped"] >= 25_000 else "NO",
         ),
         (
             f"read-back rows/s ({args.read_records:,} records)",
             f"{m['tether read']:,.0f}",
             f"{m['raw read']:,.0f}",
             f"{read_ratio:.2f}x the time",
-            "within 2x",
-            "yes" if read_ratio <= 2 else "NO",
         ),
     ]
     print_table(
         f"Tether SQLite store vs raw sqlite3 (synchronous={sync}, 300-byte messages, median of "
         f"{args.rounds} rounds; group commit averaged {m['per commit']:.1f} records per commit)",
-        ("metric", "tether", "raw sqlite3", "tether vs raw", "goal", "met"),
+        ("metric", "tether", "raw sqlite3", "tether vs raw"),
         rows,
+    )
+    print_goals(
+        [
+            Goal(
+                "store append, 1 record per commit, within 1.5x raw sqlite3's time",
+                f"{single_ratio:.2f}x ({m['tether single']:,.0f}/s vs {m['raw single']:,.0f}/s)",
+                judged(single_ratio <= 1.5, args.records >= 1_000),
+            ),
+            Goal(
+                f"store append, group commit, {args.writers} conversations ≥ 25,000/s",
+                f"{m['tether grouped']:,.0f}/s (raw sqlite3 {m['raw grouped']:,.0f}/s)",
+                judged(
+                    m["tether grouped"] >= 25_000, args.writers >= 64 and args.per_writer >= 100
+                ),
+            ),
+            Goal(
+                "store read-back within 2x raw sqlite3's time",
+                f"{read_ratio:.2f}x ({args.read_records:,} records)",
+                judged(read_ratio <= 2, args.read_records >= 10_000),
+            ),
+        ]
     )
 
 

@@ -2,13 +2,16 @@
 
     python -m benchmarks.peers.resume {tether,langgraph,dbos} {build,resume} DIR [SIZE]
 
-``build`` takes the log size (Tether: records; LangGraph and DBOS: turns). Prints one JSON
-object: ``{"ms": ..., "count": ...}`` (``count``: records, messages or steps).
+``build`` takes the log size (Tether: records; LangGraph and DBOS: turns). ``resume`` times
+the open and the first turn after it (one more turn of the fake model: a tool call, its
+result, the final answer). Prints one JSON object: ``{"ms": ..., "count": ...}``
+(``count``: records, messages or steps).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +22,8 @@ __all__ = ("in_fresh_process",)
 def in_fresh_process(system: str, action: str, directory: Path, size: int = 0) -> dict[str, float]:
     """Run ``action`` in a new interpreter; its imports are done before anything is timed."""
     root = Path(__file__).resolve().parent.parent.parent
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    directory.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [
             sys.executable,
@@ -29,7 +34,8 @@ def in_fresh_process(system: str, action: str, directory: Path, size: int = 0) -
             str(directory),
             str(size),
         ],
-        cwd=root,
+        cwd=directory.parent,  # the caller's scratch directory, not the working one
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(root), pythonpath)))},
         capture_output=True,
         text=True,
         timeout=900,

@@ -180,18 +180,36 @@ def build_log(directory: Path, records: int) -> int:
     return asyncio.run(_build_log(directory, records))
 
 
+class _NextTurnModel:
+    """The fake model for the turn after a resume: a tool call, then (once its result is in)
+    the final answer; O(1) a call however long the history it is sent."""
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        if request.messages[-1].role == "tool":
+            return ModelResponse(message=Message.assistant(TEXT), finish_reason="stop")
+        parts = (TextPart(text=TEXT), ToolCallPart(call_id="c-next", name=TOOL, args={"n": 0}))
+        return ModelResponse(
+            message=Message(role="assistant", parts=parts), finish_reason="tool_calls"
+        )
+
+
 async def _resume(directory: Path) -> tuple[float, int]:
     start = time.perf_counter()
-    async with await SqliteStore.open(directory, synchronous="FULL") as store:
-        journal = await Journal.open(store, "resume")
-        view = await journal.refresh(lean=True)  # what Journal.exec reads before a new turn
-        messages = view.messages()  # the history the next turn's harness gets
+    async with await SqliteStore.open(directory, synchronous="FULL", inline_commits=True) as store:
+        journal = await Journal.open(
+            store, "resume", model=_NextTurnModel(), tools=Toolbox([lookup])
+        )
+        result = await journal.exec(Agent(model="bench", tools=[lookup]), [UserMessage(body=TEXT)])
         elapsed = time.perf_counter() - start
-        return elapsed * 1000, len(messages)
+        assert result.output == TEXT, result.output
+        return elapsed * 1000, await store.head("resume")
 
 
 def resume(directory: Path) -> tuple[float, int]:
-    """Cold resume (run in a fresh process): open the store, open the conversation's journal
-    and take in what the next turn starts from, as ``Journal.exec`` does. Returns (ms,
-    messages)."""
+    """Cold resume (run in a fresh process): open the store and the conversation's journal,
+    then run the first turn after it, a ``Journal.exec`` of the agent with the fake model
+    (a tool call, its outcome, the final answer; commits on this thread, as in ``run_turns``),
+    until it returns, every record on disk. Returns (ms, records in the log after the turn)."""
     return asyncio.run(_resume(directory))
