@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import gc
 import importlib
 import ipaddress
 import os
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from tether._gc import freeze_startup_heap
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail, one_line
 from tether.cli._logs import show_tether_logs, uvicorn_log_level
@@ -267,7 +267,7 @@ async def _serve(
         )
         level = uvicorn_log_level()
         server = AnnouncingServer(uvicorn.Config(application, log_level=level), banner)
-        _freeze_startup_heap()
+        freeze_startup_heap()
         await server.serve(sockets=[listener])
 
 
@@ -292,17 +292,8 @@ def worker(
         options = {"lease": lease, "interceptors": interceptors}
         async with _running(agents, store, worker=True, options=options) as (_, stop):
             typer.echo(f"tether worker running {', '.join(agents)} (store {redact_url(store)})")
-            _freeze_startup_heap()
+            freeze_startup_heap()
             await stop.wait()
 
     with _tracing(otlp_endpoint) as interceptors:
         _run(run(interceptors))
-
-
-def _freeze_startup_heap() -> None:
-    """Move everything allocated so far (the interpreter, the libraries, the app) out of the
-    collector's reach: a full collection otherwise rescans it all, about 45 ms here, a stall
-    that lands on whichever request is running. This process is ours, so the collector
-    settings are ours to choose; an application embedding a ``Runtime`` may do the same."""
-    gc.collect()
-    gc.freeze()

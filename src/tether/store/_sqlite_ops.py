@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tether._canonical import canonical_json
-from tether._gc import collector_paused
+from tether._gc import BULK, collector_paused
 from tether._payloads import AttachmentRef, ConversationParent
 from tether.errors import (
     AttachmentNotFound,
@@ -205,12 +205,17 @@ def read(
     conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
 ) -> list[Record]:
     # From the record at after_seq itself: its hash is the first one's prev_hash.
-    with collector_paused(limit):
-        rows = conn.execute(
-            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
-            "ORDER BY seq LIMIT ?",
-            (conversation_id, after_seq, limit + 1),
-        ).fetchall()
+    cursor = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
+        "ORDER BY seq LIMIT ?",
+        (conversation_id, after_seq, limit + 1),
+    )
+    # The collector is paused for what is there, not for what was asked: most reads are of
+    # a few new records however large their page.
+    rows = cursor.fetchmany(BULK)
+    with collector_paused(len(rows)):
+        if len(rows) == BULK:
+            rows += cursor.fetchall()
         prev_hash = ""
         if rows and rows[0][0] == after_seq:
             prev_hash = rows[0][3].hex()
