@@ -52,13 +52,12 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 
 from benchmarks._measure import percentile
-from benchmarks._table import print_table
+from benchmarks._table import Goal, judged, print_goals, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_GOAL = 3.0  # server CPU per request, at most this times the floor's
@@ -272,9 +271,7 @@ def figures(level: Level) -> list[float]:
     ]
 
 
-def report(
-    levels: dict[int, dict[str, Level]], seconds: float, sessions: int, judged: bool
-) -> None:
+def report(levels: dict[int, dict[str, Level]], seconds: float, sessions: int, judge: bool) -> None:
     rows: list[list[str]] = []
     for clients, by_server in levels.items():
         tether, floor = by_server["tether"], by_server["floor"]
@@ -297,44 +294,28 @@ def report(
         rows,
     )
 
-    goals: list[tuple[str, str, str]] = []
+    goals: list[Goal] = []
     for clients, by_server in levels.items():
         tether, floor = by_server["tether"], by_server["floor"]
         cpu_t = tether.per_request(tether.server_cpu)
         cpu_f = floor.per_request(floor.server_cpu)
         ratio = cpu_t / cpu_f if cpu_f else float("inf")
-        ok = judged and cpu_f > 0
         goals.append(
-            (
+            Goal(
                 f"server CPU per request ≤ {CPU_GOAL:g}x the floor's (N={clients})",
-                f"{ratio:.2f}x" if cpu_f else "n/a",
-                ("yes" if ratio <= CPU_GOAL else "no") if ok else "n/a",
+                f"{ratio:.2f}x ({cpu_t * 1000:.2f} vs {cpu_f * 1000:.2f} ms)" if cpu_f else "n/a",
+                judged(ratio <= CPU_GOAL, judge and cpu_f > 0),
             )
         )
+    goal = f"requests/s at N={RATE_GOAL_CLIENTS} ≥ {RATE_GOAL:g}x the floor's"
     top = levels.get(RATE_GOAL_CLIENTS)
-    if top is not None:
-        ratio = top["tether"].rate / top["floor"].rate if top["floor"].rate else 0.0
-        goals.append(
-            (
-                f"requests/s at N={RATE_GOAL_CLIENTS} ≥ {RATE_GOAL:g}x the floor's",
-                f"{ratio:.2f}x",
-                ("yes" if ratio >= RATE_GOAL else "no") if judged else "n/a",
-            )
-        )
+    if top is not None and top["floor"].rate:
+        ratio = top["tether"].rate / top["floor"].rate
+        measured = f"{ratio:.2f}x ({top['tether'].rate:,.0f} vs {top['floor'].rate:,.0f}/s)"
+        goals.append(Goal(goal, measured, judged(ratio >= RATE_GOAL, judge)))
     else:
-        goals.append(
-            (f"requests/s at N={RATE_GOAL_CLIENTS} ≥ {RATE_GOAL:g}x the floor's", "n/a", "n/a")
-        )
+        goals.append(Goal(goal, f"not run (no N={RATE_GOAL_CLIENTS})", None))
     print_goals(goals)
-
-
-def print_goals(goals: Sequence[tuple[str, str, str]]) -> None:
-    """The closing goals table, in the markdown shape the suite parses."""
-    print("\n## Goals")
-    print("| goal | measured | met |")
-    print("|---|---|---|")
-    for goal, measured, met in goals:
-        print(f"| {goal} | {measured} | {met} |")
 
 
 async def run(args: argparse.Namespace, servers: dict[str, Server]) -> dict[int, dict[str, Level]]:
@@ -383,7 +364,7 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.stop()
-    report(levels, args.seconds, args.sessions, judged=args.seconds >= JUDGED_SECONDS)
+    report(levels, args.seconds, args.sessions, judge=args.seconds >= JUDGED_SECONDS)
 
 
 if __name__ == "__main__":

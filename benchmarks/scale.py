@@ -59,7 +59,7 @@ import psycopg
 from psycopg import sql
 
 from benchmarks._measure import percentile
-from benchmarks._table import print_table
+from benchmarks._table import Goal, judged, print_goals, print_table
 from tether._ids import new_ulid
 from tether.demo import demo_agents
 from tether.engine import Runtime
@@ -396,23 +396,14 @@ def report(results: dict[str, list[Figures] | str], args: argparse.Namespace) ->
     for backend, figures in results.items():
         goal = f"per-submission CPU at {largest:,} ≤ {GOAL:g}x of {smallest:,} ({backend})"
         if isinstance(figures, str):
-            goals.append((goal, "skipped", "n/a"))
+            goals.append(Goal(goal, figures, None))
             continue
         by_size = {f.size: f for f in figures}
         low, high = by_size[smallest].cpu_ms, by_size[largest].cpu_ms
         ratio = high / low if low else float("inf")
-        met = ("yes" if ratio <= GOAL else "no") if judge else "n/a"
-        goals.append((goal, f"{ratio:.2f}x ({low:.2f} → {high:.2f} ms)", met))
+        measured = f"{ratio:.2f}x ({low:.2f} → {high:.2f} ms)"
+        goals.append(Goal(goal, measured, judged(ratio <= GOAL, judge)))
     print_goals(goals)
-
-
-def print_goals(goals: Sequence[tuple[str, str, str]]) -> None:
-    """The closing goals table, in the markdown shape the suite parses."""
-    print("\n## Goals")
-    print("| goal | measured | met |")
-    print("|---|---|---|")
-    for goal, measured, met in goals:
-        print(f"| {goal} | {measured} | {met} |", flush=True)
 
 
 async def main() -> None:
