@@ -1,7 +1,7 @@
 """HTTP: a real ``tether serve`` beside the floor of a durable endpoint, at 1, 8 and 64 clients.
 
     python benchmarks/http.py [--clients 1 8 64] [--seconds 10] [--warmup 2] [--sessions 512]
-    python benchmarks/http.py --clients 1 8 --seconds 0.5 --warmup 0.2   # a CI smoke run
+    python benchmarks/http.py --clients 1 8 64 --seconds 0.3 --warmup 0.1   # a CI smoke run
 
 Starts two servers in child processes, each on a free port of 127.0.0.1, and keeps both up for
 the whole run:
@@ -51,13 +51,12 @@ import socket
 import ssl
 import statistics
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 
 import httpx
 
-from benchmarks._measure import percentile
+from benchmarks._measure import percentile, scratch
 from benchmarks._table import Goal, judged, print_goals, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,9 +112,9 @@ class Server:
             self.process.wait(30)
 
 
-def start_tether(scratch: Path) -> Server:
+def start_tether(directory: Path) -> Server:
     """``tether serve --demo`` as a user starts it: the console script, default settings."""
-    port, log = _free_port(), scratch / "tether.log"
+    port, log = _free_port(), directory / "tether.log"
     tether = Path(sys.executable).with_name("tether")
     command = [str(tether)] if tether.exists() else [sys.executable, "-m", "tether.cli"]
     process = subprocess.Popen(
@@ -124,7 +123,7 @@ def start_tether(scratch: Path) -> Server:
             "serve",
             "--demo",
             "--store",
-            f"sqlite:///{scratch / 'tether-data'}",
+            f"sqlite:///{directory / 'tether-data'}",
             "--host",
             "127.0.0.1",
             "--port",
@@ -132,14 +131,14 @@ def start_tether(scratch: Path) -> Server:
         ],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
-        cwd=scratch,
+        cwd=directory,
     )
     return Server("tether serve", process, f"http://127.0.0.1:{port}", log)
 
 
-def start_floor(scratch: Path) -> Server:
+def start_floor(directory: Path) -> Server:
     """The floor app under uvicorn, at the log level ``tether serve`` gives uvicorn."""
-    port, log = _free_port(), scratch / "floor.log"
+    port, log = _free_port(), directory / "floor.log"
     process = subprocess.Popen(
         [
             sys.executable,
@@ -156,7 +155,7 @@ def start_floor(scratch: Path) -> Server:
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         cwd=ROOT,
-        env={**os.environ, "TETHER_FLOOR_DB": str(scratch / "floor.db")},
+        env={**os.environ, "TETHER_FLOOR_DB": str(directory / "floor.db")},
     )
     return Server("floor", process, f"http://127.0.0.1:{port}", log)
 
@@ -355,12 +354,11 @@ def main() -> None:
         parser.error("--clients must be at least 1, and --sessions at least the most clients")
     # Stopped early (SIGTERM), still stop the servers: the finally below runs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with tempfile.TemporaryDirectory(prefix="tether-http-") as tmp:
-        scratch = Path(tmp)
+    with scratch("tether-http-") as directory:
         servers: dict[str, Server] = {}
         try:
-            servers["tether"] = start_tether(scratch)
-            servers["floor"] = start_floor(scratch)
+            servers["tether"] = start_tether(directory)
+            servers["floor"] = start_floor(directory)
             for server in servers.values():
                 server.ready()
             levels = asyncio.run(run(args, servers))

@@ -37,7 +37,6 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -58,7 +57,7 @@ if __package__ in (None, ""):
 import psycopg
 from psycopg import sql
 
-from benchmarks._measure import percentile
+from benchmarks._measure import percentile, scratch
 from benchmarks._table import Goal, judged, print_goals, print_table
 from tether._ids import new_ulid
 from tether.demo import demo_agents
@@ -269,8 +268,8 @@ async def measure(
 async def run_sqlite(turn: Template, args: argparse.Namespace) -> list[Figures]:
     figures = []
     for size in args.sizes:
-        with tempfile.TemporaryDirectory(prefix="tether-scale-") as tmp:
-            path = Path(tmp) / "tether.db"
+        with scratch("tether-scale-") as directory:
+            path = directory / "tether.db"
             async with await SqliteStore.open(path, synchronous="OFF") as filler:
                 seconds = await fill(filler, turn, size, args.batch)
                 await check_filled(filler, turn, size)
