@@ -1,9 +1,14 @@
-"""``tether serve`` survives SIGKILL mid-run: a restart takes the run over and settles it once."""
+"""``tether serve`` survives SIGKILL mid-run (a restart takes the run over and settles it once),
+and answers without Nagle's delays."""
 
+import asyncio
+import socket
 import time
 from pathlib import Path
 
 import httpx
+
+from tether.cli._serve import _listen
 
 from .conftest import start_server
 
@@ -48,3 +53,27 @@ def test_sigkill_mid_research_then_restart_settles_once(tmp_path: Path) -> None:
     attempts = {r["attemptId"] for r in records if r.get("attemptId")}
     assert len(attempts) == 2, attempts
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+
+
+async def test_served_connections_have_nagle_off() -> None:
+    """asyncio sets TCP_NODELAY on a connection only if its socket says IPPROTO_TCP; with Nagle
+    on, every request of a kept-alive connection waited some 40 ms for a delayed ACK."""
+    listener = _listen("127.0.0.1", 0)
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+    try:
+        port = listener.getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        async with asyncio.timeout(30):
+            assert await accepted != 0
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()

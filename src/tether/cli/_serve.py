@@ -191,9 +191,20 @@ def _listen(host: str, port: int) -> socket.socket:
     """A socket bound and listening on ``host:port``; exits with
     :attr:`ExitCode.ADDRESS_UNAVAILABLE` if the address is taken or not one of this host's."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # Made as a TCP socket by name: asyncio turns Nagle's algorithm off (TCP_NODELAY) only
+    # for connections whose socket says IPPROTO_TCP, and socket.create_server's says 0. With
+    # Nagle on, a response written in two parts (uvicorn writes headers, then the body) waits
+    # for the client's delayed ACK: some 40 ms on every request of a kept-alive connection.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((host, port), family=family, backlog=2048)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        return sock
     except OSError as exc:
+        sock.close()
         # socket.create_server appends "(while attempting to bind ...)" to the reason.
         reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
         hint = " (another server holds it: stop it or choose another --port)"
