@@ -35,6 +35,7 @@ __all__ = (
     "IncompleteInvocation",
     "InheritedToolIntent",
     "InvalidApproval",
+    "InvalidCursor",
     "InvalidDispatch",
     "InvalidEditArgs",
     "InvalidExecutionLog",
@@ -200,6 +201,17 @@ class InvalidSeq(TetherError, ValueError):
         self.value = value
         self.field = field
         super().__init__(f"{field}: {value} is outside {least}..{2**63 - 1}")
+
+
+class InvalidCursor(TetherError, ValueError):
+    """A paging cursor that no listing handed out (``Store.list_gates``' ``after``,
+    ``GET /approvals?cursor=``). Raised before any row is read; ``field`` names it."""
+
+    code = "invalid_cursor"
+
+    def __init__(self, message: str, *, field: str = "cursor") -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
 
 
 class SessionExists(StoreError):

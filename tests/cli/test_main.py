@@ -37,6 +37,10 @@ def test_a_session_from_the_command_line(server: ServerProcess) -> None:
     ).json()
     assert done["status"] == "settled"
     assert "no approvals waiting" in cli("approvals", *url)
+    history = cli("approvals", "--status", "decided", "--agent", "assistant", *url)
+    assert history.split()[:2] == [approval_id, "decided"] and "-> approve by cli at" in history
+    assert "no approvals" in cli("approvals", "--status", "closed", *url)
+    assert "422 invalid_cursor" in cli("approvals", "--cursor", "nope", *url, code=1)
 
     rendered = cli("tail", "assistant", "me", *url)
     assert "→ send_email" in rendered and "approved by cli" in rendered

@@ -14,7 +14,8 @@ def test_send_wait_reports_a_parked_run_and_its_approve_command(server: ServerPr
     url = ("--url", server.url)
     parked = tether("send", "assistant", "me", "email bob@example.com: hi", "--wait", *url, code=9)
     lines = parked.stdout.splitlines()
-    assert lines[0] == 'waiting for approval: send_email({"to": "bob@example.com", "text": "hi"})'
+    # The arguments as the log holds them: canonical JSON, keys sorted.
+    assert lines[0] == 'waiting for approval: send_email({"text": "hi", "to": "bob@example.com"})'
     command = lines[1].split("decide it: ", 1)[1].split()
     assert command[:2] == ["tether", "approve"] and command[3:] == ["--url", server.url]
 

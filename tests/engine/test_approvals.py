@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, Receipt, Runtime
-from tether.errors import ApprovalConflict, InvalidApproval, InvalidEditArgs
+from tether.engine import AgentDefinition, ApprovalPage, Receipt, Runtime
+from tether.errors import ApprovalConflict, InvalidApproval, InvalidCursor, InvalidEditArgs
 from tether.journal import Journal, Turn
 from tether.messages import Mediation, ModelRequest, ToolCall, ToolOutcomeStatus, ToolSpec
 from tether.records import ApprovalDecided, ApprovalRequested, Record, RecordDraft, ToolOutcome
-from tether.store import Store, SubmissionStatus
+from tether.store import GateStatus, Store, SubmissionStatus
 from tether.testing import RecordingTools, ScriptedModel
 
 from .agents import agent
@@ -152,6 +152,22 @@ async def test_parks_do_not_use_the_attempt_budget(make_runtime: Make, store: St
         assert len(tools.calls) == 4
         info = await runtime.submission(receipt.submission_id)
         assert len(info.attempts) == 5 and info.submission.attempt_count == 1
+        # Nothing waits; the four decisions page in request order, and the last page says so.
+        assert (await runtime.approvals()) == ApprovalPage((), None)
+        first = await runtime.approvals(status=GateStatus.DECIDED, agent="mail", limit=3)
+        assert len(first.gates) == 3 and first.next_cursor == first.gates[-1].cursor
+        rest = await runtime.approvals(status=GateStatus.DECIDED, cursor=first.next_cursor)
+        decided = [*first.gates, *rest.gates]
+        assert rest.next_cursor is None and [g.call_id for g in decided] == [
+            f"mail-{n}" for n in range(4)
+        ]
+        assert {(g.approver, g.decision, g.submission_id) for g in decided} == {
+            ("ann", "approve", receipt.submission_id)
+        }
+        with pytest.raises(InvalidCursor):
+            await runtime.approvals(cursor="not-a-cursor")
+        with pytest.raises(ValueError):
+            await runtime.approvals(limit=1001)
 
 
 async def test_abort_settles_a_parked_session_and_closes_its_gate(
@@ -190,6 +206,11 @@ async def test_abort_settles_a_parked_session_and_closes_its_gate(
         # Nor does it block the session: the next message runs (and parks on its own gate).
         again = await runtime.dispatch("mail", "acme", "try again")
         assert await pending_gate(runtime, store, again) != approval_id
+        [closed] = (await runtime.approvals(status=GateStatus.CLOSED)).gates
+        assert (closed.approval_id, closed.decision) == (approval_id, None)
+        assert closed.closed_at is not None and closed.closed_at >= closed.requested_at
+        [waiting] = (await runtime.approvals()).gates
+        assert waiting.submission_id == again.submission_id
 
 
 async def test_concurrent_decisions_agree(make_runtime: Make, store: Store) -> None:
@@ -324,3 +345,10 @@ async def test_abort_after_the_decision_before_the_run_resumed(
     assert not tools.calls
     state = await (await Journal.open(store, receipt.conversation_id, fence=0)).inspect_approval()
     assert state is not None and state.status == "completed"
+    # The decision was made: the audit keeps it as decided (closing an undecided gate only).
+    [gate] = (await api.approvals(status=None)).gates
+    assert (gate.approval_id, gate.status, gate.approver) == (
+        approval_id,
+        GateStatus.DECIDED,
+        "ann",
+    )

@@ -69,3 +69,90 @@ async def test_an_aborted_gate_is_closed(serve: Serve) -> None:
         f"/approvals/{item['approvalId']}", json={"decision": "approve", "approver": "ann"}
     )
     assert late.status_code == 409 and late.json()["error"]["type"] == "invalid_approval"
+
+
+async def listed(c: httpx.AsyncClient, count: int, **params: str) -> list[dict[str, Any]]:
+    """The approvals listed with ``params`` once there are ``count`` of them."""
+    async with asyncio.timeout(60):
+        while True:  # polling the API as a client would
+            items = (await c.get("/approvals", params=params)).json()["approvals"]
+            if len(items) == count:
+                return list(items)
+            await asyncio.sleep(0.05)
+
+
+async def test_decided_and_closed_gates_stay_listed_for_the_audit(serve: Serve) -> None:
+    """A decision leaves the inbox (pending) for the history (decided: who, what, why, when);
+    an abort closes its gate (closed); every status pages in request order by nextCursor."""
+    server: Server = await serve(demo_agents())
+    c = server.client
+    sent = {}
+    for instance in ("ann", "bob", "cat"):
+        body = {"body": f"email {instance}@example.com: hi"}
+        sent[instance] = (await c.post(f"/agents/assistant/{instance}", json=body)).json()
+        await listed(c, len(sent))  # one at a time: the request order is the sending order
+    pending = await listed(c, 3)
+    assert [item["instance"] for item in pending] == ["ann", "bob", "cat"]
+    assert all(item["status"] == "pending" and item["requestedAt"] for item in pending)
+    approve, reject, _ = (item["approvalId"] for item in pending)
+    assert (
+        await c.post(f"/approvals/{approve}", json={"approver": "ann", "decision": "approve"})
+    ).status_code == 200
+    refused = {"approver": "eve", "decision": "reject", "reason": "not today"}
+    assert (await c.post(f"/approvals/{reject}", json=refused)).status_code == 200
+    assert (await c.post("/agents/assistant/cat/abort", json={})).status_code in (200, 202)
+    for receipt in sent.values():
+        await c.get(f"/submissions/{receipt['submissionId']}", params={"wait": True})
+    assert await listed(c, 0) == []
+
+    decided = await listed(c, 2, status="decided")
+    assert [item["approvalId"] for item in decided] == [approve, reject]
+    assert decided[1]["decision"] == {
+        "approvalId": reject,
+        "callId": decided[1]["callId"],
+        "decision": "reject",
+        "reason": "not today",
+        "approver": "eve",
+    }
+    assert decided[0]["decision"]["approver"] == "ann" and "reason" not in decided[0]["decision"]
+    assert all(item["decidedAt"] >= item["requestedAt"] for item in decided)
+    [closed] = await listed(c, 1, status="closed")
+    assert closed["instance"] == "cat" and "decision" not in closed and closed["closedAt"]
+
+    pages, cursor = [], None
+    while True:
+        params = {"status": "all", "limit": "1", **({"cursor": cursor} if cursor else {})}
+        page = (await c.get("/approvals", params=params)).json()
+        pages += page["approvals"]
+        if (cursor := page["nextCursor"]) is None:
+            break
+    assert [item["approvalId"] for item in pages] == [item["approvalId"] for item in pending]
+    assert [item["status"] for item in pages] == ["decided", "decided", "closed"]
+
+    assert [i["instance"] for i in await listed(c, 1, status="all", instance="bob")] == ["bob"]
+    assert len(await listed(c, 2, status="decided", tool="send_email", agent="assistant")) == 2
+    assert await listed(c, 0, status="all", agent="nobody") == []
+    assert await listed(c, 0, status="all", tool="\x00") == []
+
+
+async def test_bad_approval_queries_are_422(serve: Serve) -> None:
+    server: Server = await serve(demo_agents())
+    c = server.client
+    for params in (
+        {"status": "completed"},
+        {"status": ""},
+        {"limit": "0"},
+        {"limit": "1001"},
+        {"limit": str(2**63)},
+        {"limit": "ten"},
+        {"cursor": "not a cursor"},
+        {"cursor": ""},
+        {"cursor": "MTox"},  # base64 of "1:1": no conversation
+        {"cursor": "x" * 3000},
+        {"agent": "a" * 201},
+    ):
+        response = await c.get("/approvals", params=params)
+        assert response.status_code == 422, (params, response.text)
+        assert response.json()["error"]["message"]
+    bad = (await c.get("/approvals", params={"cursor": "MTox"})).json()["error"]
+    assert bad["type"] == "invalid_cursor" and bad["details"] == {"field": "cursor"}

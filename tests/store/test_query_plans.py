@@ -31,7 +31,15 @@ from tether.store.postgres import PostgresStore
 from ..http.conftest import Server, serve
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
 
-GROWING = ("records", "submissions", "conversations", "attempts", "snapshots", "attachments")
+GROWING = (
+    "records",
+    "submissions",
+    "conversations",
+    "attempts",
+    "snapshots",
+    "attachments",
+    "gates",
+)
 _SQLITE_SCAN = re.compile(rf"^SCAN ({'|'.join(GROWING)})\b")
 _POSTGRES_SCAN = re.compile(rf"Seq Scan on ({'|'.join(GROWING)})\b")
 _JUDGED = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
@@ -77,6 +85,8 @@ async def _served_requests(server: Server) -> None:
     assert decided.status_code == 200, decided.text
     await client.get(f"/submissions/{parked['submissionId']}", params={"wait": "true"})
     await client.get("/approvals")
+    for params in ({"status": "all"}, {"status": "decided", "agent": "assistant"}):
+        assert (await client.get("/approvals", params=params)).json()["approvals"]
 
 
 # --- capture ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ __all__ = (
     "approve_command",
     "check",
     "connect",
+    "describe_decision",
     "describe_gate",
     "pending_gate",
     "render_stream",
@@ -151,12 +152,19 @@ def wait_for_settlement(
 def pending_gate(
     client: httpx.Client, agent: str, instance: str, session: str
 ) -> dict[str, Any] | None:
-    """The approval a session waits for, if any."""
-    listing = check(
-        client.get("/approvals", params={"agent": agent, "instance": instance, "status": "pending"})
-    )
-    gates = [item for item in listing["approvals"] if item["session"] == session]
-    return gates[0] if gates else None
+    """The approval a session waits for, if any (paging through the instance's pending ones)."""
+    params: dict[str, str | int] = {
+        "agent": agent,
+        "instance": instance,
+        "status": "pending",
+        "limit": 1000,
+    }
+    while True:
+        listing = check(client.get("/approvals", params=params))
+        gates = [item for item in listing["approvals"] if item["session"] == session]
+        if gates or not listing.get("nextCursor"):
+            return gates[0] if gates else None
+        params["cursor"] = listing["nextCursor"]
 
 
 def approve_command(gate: dict[str, Any], url: str) -> str:
@@ -169,3 +177,15 @@ def approve_command(gate: dict[str, Any], url: str) -> str:
 
 def describe_gate(gate: dict[str, Any]) -> str:
     return f"{gate['tool']}({json.dumps(gate.get('args', {}))})"
+
+
+def describe_decision(gate: dict[str, Any]) -> str:
+    """``  -> approve by ann at <time>: <reason>`` for a decided gate, ``  closed at <time>``
+    for a closed one, nothing for a pending one."""
+    decided = gate.get("decision")
+    if not decided:
+        return f"  closed at {gate['closedAt']}" if gate.get("closedAt") else ""
+    edited = f" {json.dumps(decided['args'])}" if decided.get("args") is not None else ""
+    reason = f": {decided['reason']}" if decided.get("reason") else ""
+    when = f" at {gate['decidedAt']}" if gate.get("decidedAt") else ""
+    return f"  -> {decided['decision']}{edited} by {decided['approver']}{when}{reason}"

@@ -113,19 +113,51 @@ def tail(
         raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
+class GateFilter(enum.StrEnum):
+    PENDING = "pending"
+    DECIDED = "decided"
+    CLOSED = "closed"
+    ALL = "all"
+
+
+GATE_STATUS = typer.Option(
+    GateFilter.PENDING,
+    "--status",
+    help="pending: waiting for a decision; decided: the decisions made (who, what, why, "
+    "when); closed: settled before anyone decided; all.",
+)
+
+
 @app.command()
-def approvals(url: str = URL, auth_token: str | None = TOKEN) -> None:
-    """List approvals waiting for a decision."""
+def approvals(
+    status: GateFilter = GATE_STATUS,
+    agent: str | None = typer.Option(None, "--agent", help="Only this agent's."),
+    instance: str | None = typer.Option(None, "--instance", help="Only this instance's."),
+    tool: str | None = typer.Option(None, "--tool", help="Only calls of this tool."),
+    limit: int = typer.Option(100, "--limit", min=1, max=1000, help="At most this many."),
+    cursor: str | None = typer.Option(
+        None, "--cursor", help="Where the previous page said the next one starts."
+    ),
+    url: str = URL,
+    auth_token: str | None = TOKEN,
+) -> None:
+    """List approvals, oldest request first: by default those waiting for a decision."""
+    given = {"agent": agent, "instance": instance, "tool": tool, "cursor": cursor}
+    params: dict[str, str | int] = {"status": status.value, "limit": limit}
+    params |= {name: value for name, value in given.items() if value is not None}
     with _client.connect(url, auth_token) as client:
-        items = _client.check(client.get("/approvals"))["approvals"]
+        page = _client.check(client.get("/approvals", params=params))
+    items = page["approvals"]
     if not items:
-        console.print("no approvals waiting")
+        console.print("no approvals waiting" if status is GateFilter.PENDING else "no approvals")
     for item in items:
         console.print(
             f"{item['approvalId']}  {item['status']:8}  "
             f"{item['agent']}/{item['instance']}/{item['session']}  "
-            f"{_client.describe_gate(item)}"
+            f"{_client.describe_gate(item)}{_client.describe_decision(item)}"
         )
+    if page.get("nextCursor"):
+        console.print(f"more: add --cursor {page['nextCursor']}")
 
 
 class Decision(enum.StrEnum):

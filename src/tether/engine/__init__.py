@@ -11,6 +11,7 @@ Example::
         print(await runtime.wait(receipt.submission_id))
 """
 
+from tether.engine._approvals import ApprovalPage
 from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
 from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, SignalInfo
@@ -60,6 +61,7 @@ __all__ = (
     "AgentDefinition",
     "AgentSpec",
     "ApprovalDecided",
+    "ApprovalPage",
     "AttemptStarted",
     "Compacted",
     "Correlation",

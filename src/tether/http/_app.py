@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from tether.engine import Receipt, Runtime
+from tether.engine._approvals import MAX_APPROVALS_PAGE
 from tether.engine._inbound import InboundKind, SignalInfo
 from tether.engine._runtime import MAX_SEQ
 from tether.errors import ConversationNotFound
@@ -22,10 +23,10 @@ from tether.http._errors import ApiError, install_error_handlers, json_response
 from tether.http._guard import Guard
 from tether.http._progress import ProgressHub
 from tether.http._sse import RecentRecords, View, session_stream
-from tether.http._views import approval_items, submission_view
+from tether.http._views import approval_item, submission_view
 from tether.journal import Decision
 from tether.records import AttachmentRef
-from tether.store import SessionKey
+from tether.store import GateStatus, SessionKey
 
 __all__ = ("create_app",)
 
@@ -309,19 +310,33 @@ def _routes(app: FastAPI, runtime: Runtime, heartbeat: float, progress: Progress
 
     @app.get("/approvals")
     async def approvals(
-        status: Literal["pending", "decided"] | None = None,
-        agent: str | None = None,
-        instance: str | None = None,
+        status: Literal["pending", "decided", "closed", "all"] = Query(
+            default="pending",
+            description="pending (waits for a decision), decided (the decisions made, the "
+            "audit trail), closed (settled undecided) or all.",
+        ),
+        agent: str | None = Query(default=None, max_length=200),
+        instance: str | None = Query(default=None, max_length=200),
+        tool: str | None = Query(default=None, max_length=200),
+        limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
+        cursor: str | None = Query(
+            default=None, max_length=2000, description="A page's nextCursor: the page after it."
+        ),
     ) -> Response:
-        items = await approval_items(runtime)
-        chosen = [
-            item
-            for item in items
-            if (status is None or item["status"] == status)
-            and (agent is None or item["agent"] == agent)
-            and (instance is None or item["instance"] == instance)
-        ]
-        return json_response({"approvals": chosen})
+        page = await runtime.approvals(
+            status=None if status == "all" else GateStatus(status),
+            agent=agent,
+            instance=instance,
+            tool=tool,
+            limit=limit,
+            cursor=cursor,
+        )
+        return json_response(
+            {
+                "approvals": [approval_item(gate) for gate in page.gates],
+                "nextCursor": page.next_cursor,
+            }
+        )
 
     @app.post("/approvals/{approval_id}")
     async def decide(approval_id: str, payload: DecisionBody) -> Response:

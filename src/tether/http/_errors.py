@@ -41,6 +41,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.DispatchConflict: 409,
     E.SeqOutOfRange: 422,
     E.InvalidSeq: 422,
+    E.InvalidCursor: 422,
     E.SessionExists: 409,
     E.LogTampered: 409,
     E.NotFound: 404,

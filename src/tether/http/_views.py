@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.engine import Runtime, SubmissionInfo
-from tether.journal import Journal
-from tether.records import ApprovalDecided, ApprovalRequested
-from tether.store import SubmissionStatus
+from tether.engine import SubmissionInfo
+from tether.records import ApprovalDecided
+from tether.store import Gate
 
-__all__ = ("approval_items", "submission_view")
+__all__ = ("approval_item", "submission_view")
 
 
 def _time(value: object) -> str | None:
@@ -46,44 +45,34 @@ def submission_view(info: SubmissionInfo) -> dict[str, Any]:
     return {key: value for key, value in view.items() if value is not None}
 
 
-async def approval_items(runtime: Runtime) -> list[dict[str, Any]]:
-    """The gates of submissions parked for a decision (pending, or decided and about to resume)."""
-    items = []
-    store = runtime.store
-    parked = await store.list_submissions(SubmissionStatus.WAITING)
-    # Woken from an approval wait and not yet claimed again (an aborted one is on its way out).
-    queued = [
-        s
-        for s in await store.list_submissions(SubmissionStatus.QUEUED)
-        if s.wait_reason == "approval" and s.cancel_requested_at is None
-    ]
-    for submission in [*parked, *queued]:
-        journal = await Journal.open(
-            store,
-            submission.conversation_id,
-            fence=0,
-            view=runtime.view(submission.conversation_id),
-        )
-        state = await journal.inspect_approval()
-        if state is None or state.request is None or state.receipt is not None:
-            continue
-        request = state.request.payload
-        assert isinstance(request, ApprovalRequested)
-        item: dict[str, Any] = {
-            "approvalId": request.approval_id,
-            "agent": submission.key.agent,
-            "instance": submission.key.instance,
-            "session": submission.key.session,
-            "submissionId": submission.id,
-            "conversationId": submission.conversation_id,
-            "tool": request.tool,
-            "args": request.args,
-            "argsDigest": request.args_digest,
-            "status": state.status,
-        }
-        if state.decision is not None:
-            decided = state.decision.payload
-            assert isinstance(decided, ApprovalDecided)
-            item["decision"] = decided.to_json_object()
-        items.append(item)
-    return items
+def approval_item(gate: Gate) -> dict[str, Any]:
+    """A gate as ``GET /approvals`` lists it: the request, where it stands, and once decided
+    the decision as its record holds it (with its time), or the time it was closed."""
+    item: dict[str, Any] = {
+        "approvalId": gate.approval_id,
+        "agent": gate.key.agent,
+        "instance": gate.key.instance,
+        "session": gate.key.session,
+        "submissionId": gate.submission_id,
+        "conversationId": gate.conversation_id,
+        "executionId": gate.execution_id,
+        "callId": gate.call_id,
+        "seq": gate.seq,
+        "tool": gate.tool,
+        "args": gate.args,
+        "argsDigest": gate.args_digest,
+        "status": gate.status.value,
+        "requestedAt": _time(gate.requested_at),
+        "decidedAt": _time(gate.decided_at),
+        "closedAt": _time(gate.closed_at),
+    }
+    if gate.decision is not None and gate.approver is not None:
+        item["decision"] = ApprovalDecided(
+            approval_id=gate.approval_id,
+            call_id=gate.call_id,
+            decision=gate.decision,
+            args=None if gate.edited_args is None else dict(gate.edited_args),
+            reason=gate.reason,
+            approver=gate.approver,
+        ).to_json_object()
+    return {key: value for key, value in item.items() if value is not None}

@@ -7,6 +7,7 @@ Example::
     store = await open_store("sqlite:///./tether-data")
 """
 
+from tether.store._gates import Gate, GateStatus
 from tether.store._memory import MemoryStore
 from tether.store._protocol import (
     AttachmentStore,
@@ -37,6 +38,8 @@ __all__ = (
     "ChangeFeed",
     "ClaimSettlement",
     "Conversation",
+    "Gate",
+    "GateStatus",
     "LogStore",
     "MemoryStore",
     "NewSubmission",

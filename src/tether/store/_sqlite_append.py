@@ -3,9 +3,9 @@
 The writer hands a run of consecutive append requests to :meth:`Appender.append_all`,
 which checks each request in order against the conversations' state (so two requests
 for one conversation see each other), seals the records, and inserts every accepted
-record with a few multi-row ``INSERT`` statements. A request that fails its check
-writes nothing and fails alone; no savepoint is needed because nothing is written until
-every check has run.
+record with a few multi-row ``INSERT`` statements (then indexes the gates they open,
+decide or close). A request that fails its check writes nothing and fails alone; no
+savepoint is needed because nothing is written until every check has run.
 
 The state (fence, session, head) of recently written conversations is cached on the
 writer. The cache is only trusted while ``PRAGMA data_version`` shows that no other
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from tether.errors import ConversationNotFound
 from tether.records import Record, RecordDraft
 from tether.store._common import record_time, seal_append
+from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_ops import HEAD_STATE_COLUMNS, move_anchors
 from tether.store._sqlite_schema import kind_code
 
@@ -133,3 +134,6 @@ class Appender:
                 [value for row in chunk for value in row],
             )
         move_anchors(conn, ((st.head, bytes.fromhex(st.head_hash), n) for n, st in heads.items()))
+        for request in requests:  # in request order: a conversation's gates change in seq order
+            if request.result is not None:
+                index_gates(conn, request.conversation_id, request.result)

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -182,6 +182,51 @@ _SCHEMA_V7: Final = """
 CREATE INDEX submissions_by_conversation ON submissions (conversation_id, position);
 """
 
+# v8: the approval gates, an index derived from the logs in the commit of the records that
+# open, decide or close them (see ``_sqlite_gates``; the migration backfills it from the
+# logs). One listing index per combination of the optional filters (agent, instance, tool),
+# each led by the status and ending with the listing order, so that every page is read in
+# order from one index; and the open gates of a conversation, which a decision looks up.
+_SCHEMA_V8: Final = """
+CREATE TABLE gates (
+    conversation_id TEXT NOT NULL,
+    seq             INTEGER NOT NULL,
+    approval_id     TEXT NOT NULL,
+    agent           TEXT NOT NULL,
+    instance        TEXT NOT NULL,
+    session         TEXT NOT NULL,
+    submission_id   TEXT,
+    execution_id    TEXT,
+    call_id         TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    args            BLOB NOT NULL,
+    args_digest     TEXT NOT NULL,
+    requested_at    INTEGER NOT NULL,
+    status          TEXT NOT NULL,
+    decision        TEXT,
+    edited_args     BLOB,
+    reason          TEXT,
+    approver        TEXT,
+    decided_at      INTEGER,
+    closed_at       INTEGER,
+    PRIMARY KEY (conversation_id, seq)
+);
+CREATE INDEX gates_open ON gates (conversation_id) WHERE status = 'pending';
+CREATE INDEX gates_by_status ON gates (status, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_agent ON gates (status, agent, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_instance
+    ON gates (status, instance, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_tool ON gates (status, tool, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_agent_instance
+    ON gates (status, agent, instance, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_agent_tool
+    ON gates (status, agent, tool, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_instance_tool
+    ON gates (status, instance, tool, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_agent_instance_tool
+    ON gates (status, agent, instance, tool, requested_at, conversation_id, seq);
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -197,7 +242,18 @@ _MIGRATIONS: Final = (
     );""",
     _SCHEMA_V6,
     _SCHEMA_V7,
+    _SCHEMA_V8,
 )
+
+
+def _backfill_gates(conn: sqlite3.Connection) -> None:
+    from tether.store._sqlite_gates import backfill  # it reads the kind codes defined here
+
+    backfill(conn)
+
+
+_BACKFILLS: Final = {8: _backfill_gates}
+"""What a step derives from the data already stored, after its statements ran (by version)."""
 
 
 KIND_CODES: Final = (
@@ -293,10 +349,12 @@ def migrate(conn: sqlite3.Connection, busy_timeout: float) -> None:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
         conn.create_function("tether_unhex", 1, _unhex, deterministic=True)
         conn.create_function("tether_kind_code", 1, kind_code, deterministic=True)
-        for step in _MIGRATIONS[version:]:
+        for number, step in enumerate(_MIGRATIONS[version:], start=version + 1):
             for statement in step.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            if number in _BACKFILLS:
+                _BACKFILLS[number](conn)
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")

@@ -7,14 +7,16 @@ dispatch id of a session, and only the known statuses.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 from psycopg import AsyncConnection, sql
 from psycopg.rows import TupleRow
 
 from tether.errors import UnsupportedSchema
+from tether.store.postgres._gates import backfill as backfill_gates
 
-__all__ = ("MIGRATIONS", "SCHEMA_VERSION", "migrate")
+__all__ = ("BACKFILLS", "MIGRATIONS", "SCHEMA_VERSION", "migrate")
 
 MIGRATIONS: Final = (
     # v1
@@ -127,8 +129,61 @@ MIGRATIONS: Final = (
     CREATE INDEX submissions_by_status ON submissions (status, position);
     CREATE INDEX submissions_by_conversation ON submissions (conversation_id, position);
     """,
+    # v5: the approval gates, an index derived from the logs in the transaction of the
+    # records that open, decide or close them (``_gates``; the migration backfills it). One
+    # listing index per combination of the optional filters (agent, instance, tool), each led
+    # by the status and ending with the listing order; conversation ids sort bytewise
+    # (COLLATE "C"), as on every backend; and the open gates a decision looks up.
+    """
+    CREATE TABLE gates (
+        conversation_id TEXT COLLATE "C" NOT NULL REFERENCES conversations (id),
+        seq             BIGINT NOT NULL CHECK (seq > 0),
+        approval_id     TEXT NOT NULL,
+        agent           TEXT NOT NULL,
+        instance        TEXT NOT NULL,
+        session         TEXT NOT NULL,
+        submission_id   TEXT,
+        execution_id    TEXT,
+        call_id         TEXT NOT NULL,
+        tool            TEXT NOT NULL,
+        args            BYTEA NOT NULL,
+        args_digest     TEXT NOT NULL,
+        requested_at    TIMESTAMPTZ NOT NULL,
+        status          TEXT NOT NULL CHECK (status IN ('pending', 'decided', 'closed')),
+        decision        TEXT CHECK (decision IN ('approve', 'reject', 'edit')),
+        edited_args     BYTEA,
+        reason          TEXT,
+        approver        TEXT,
+        decided_at      TIMESTAMPTZ,
+        closed_at       TIMESTAMPTZ,
+        PRIMARY KEY (conversation_id, seq),
+        CHECK ((status = 'decided') = (decision IS NOT NULL AND approver IS NOT NULL
+                                       AND decided_at IS NOT NULL)),
+        CHECK ((status = 'closed') = (closed_at IS NOT NULL))
+    );
+    CREATE INDEX gates_open ON gates (conversation_id) WHERE status = 'pending';
+    CREATE INDEX gates_by_status ON gates (status, requested_at, conversation_id, seq);
+    CREATE INDEX gates_by_status_agent
+        ON gates (status, agent, requested_at, conversation_id, seq);
+    CREATE INDEX gates_by_status_instance
+        ON gates (status, instance, requested_at, conversation_id, seq);
+    CREATE INDEX gates_by_status_tool
+        ON gates (status, tool, requested_at, conversation_id, seq);
+    CREATE INDEX gates_by_status_agent_instance
+        ON gates (status, agent, instance, requested_at, conversation_id, seq);
+    CREATE INDEX gates_by_status_agent_tool
+        ON gates (status, agent, tool, requested_at, conversation_id, seq);
+    CREATE INDEX gates_by_status_instance_tool
+        ON gates (status, instance, tool, requested_at, conversation_id, seq);
+    CREATE INDEX gates_by_status_agent_instance_tool
+        ON gates (status, agent, instance, tool, requested_at, conversation_id, seq);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
+BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {
+    5: backfill_gates,
+}
+"""What a step derives from the data already stored, after its statements ran (by version)."""
 _LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database
 
 
@@ -151,7 +206,9 @@ async def migrate(conn: AsyncConnection[TupleRow], schema: str) -> None:
             version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
-        for step in MIGRATIONS[version:]:
+        for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
             await conn.execute(step)
+            if number in BACKFILLS:
+                await BACKFILLS[number](conn)
         if version < SCHEMA_VERSION:
             await conn.execute("UPDATE tether_schema SET version = %s", (SCHEMA_VERSION,))

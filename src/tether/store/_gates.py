@@ -1,0 +1,378 @@
+"""Approval gates: an index of the approval requests in every log, and what became of them.
+
+A gate is one ``approval_requested`` record. A store keeps its gates beside the records,
+written in the commit of the record that changes them, so the index never disagrees with
+the log it is derived from (the log stays the only truth):
+
+- ``approval_requested`` opens a gate, ``pending``;
+- ``approval_decided`` decides the pending gate of its conversation with that approval id
+  (``decided``, with the decision, the edited arguments, the reason, the approver and the
+  decision's time); a decided gate stays decided, whatever follows;
+- a ``denied`` ``tool_outcome`` of a pending gate's call (same conversation, execution and
+  call id) closes it undecided (``closed``): the host writes one when a submission settles
+  with its gate open (aborted, timed out, out of attempts).
+
+A fork's copied records are not indexed for the child: a gate it inherits belongs to the
+parent (its approval id names the parent's conversation, and only the parent may decide
+it), so it is listed once, under the parent.
+
+Gates are listed in the order of their requests: the request record's ``time``, then the
+conversation id, then the record's seq (a total order, the same on every backend; the
+cursor of a gate names its place in it, and ``after`` lists the gates past that place).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Literal
+
+import orjson
+
+from tether._canonical import canonical_json
+from tether.errors import InvalidCursor, RecordDecodeError
+from tether.messages import ToolOutcomeStatus
+from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolOutcome
+from tether.store._common import check_limit, record_time
+from tether.store._types import Conversation, SessionKey
+
+__all__ = (
+    "DENIED_MARK",
+    "GATE_KINDS",
+    "Gate",
+    "GateChange",
+    "GateClosed",
+    "GateDecided",
+    "GateIndex",
+    "GateRequested",
+    "GateStatus",
+    "OrderKey",
+    "decode_cursor",
+    "encode_cursor",
+    "from_micros",
+    "gate_changes",
+    "has_gate_changes",
+    "merge_pages",
+    "parse_time",
+    "to_micros",
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_MAX_SEQ = 2**63 - 1
+_MICROS = re.compile(r"-?[0-9]{1,19}")  # ASCII digits only: int() takes "¹", " 1" and "1_0"
+_SEQ = re.compile(r"[0-9]{1,19}")
+
+GATE_KINDS = frozenset({ApprovalRequested.KIND, ApprovalDecided.KIND, ToolOutcome.KIND})
+"""The record kinds that may change a gate (a ``tool_outcome`` only when denied)."""
+DENIED_MARK = b'"status":"denied"'
+"""In a record's canonical bytes only a denied outcome's payload holds this sequence (a quote
+inside a string is escaped): what a backfill reads of the tool outcomes, before decoding."""
+
+
+class GateStatus(StrEnum):
+    """Where a gate stands: ``pending`` (waits for a human), ``decided`` (a human decided
+    it: approve, reject or edit), ``closed`` (its submission settled before anyone did)."""
+
+    PENDING = "pending"
+    DECIDED = "decided"
+    CLOSED = "closed"
+
+
+OrderKey = tuple[datetime, str, int]
+"""Where a gate sorts: its request's time, its conversation id, its request's seq."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """One approval request and what became of it, as ``Store.list_gates`` lists it.
+
+    Example::
+
+        page = await store.list_gates(status=GateStatus.DECIDED, agent="support", limit=50)
+        for gate in page:
+            print(gate.approval_id, gate.tool, gate.decision, gate.approver, gate.decided_at)
+        more = await store.list_gates(status=GateStatus.DECIDED, agent="support",
+                                      after=page[-1].cursor) if len(page) == 50 else []
+    """
+
+    approval_id: str
+    conversation_id: str
+    seq: int
+    """The seq of the ``approval_requested`` record."""
+    key: SessionKey
+    submission_id: str | None
+    execution_id: str | None
+    call_id: str
+    tool: str
+    args: Mapping[str, Any]
+    args_digest: str
+    requested_at: datetime
+    status: GateStatus
+    decision: Literal["approve", "reject", "edit"] | None = None
+    edited_args: Mapping[str, Any] | None = None
+    """The arguments an ``edit`` decision runs the tool with."""
+    reason: str | None = None
+    """The decision's reason."""
+    approver: str | None = None
+    decided_at: datetime | None = None
+    closed_at: datetime | None = None
+
+    @property
+    def order_key(self) -> OrderKey:
+        return (self.requested_at, self.conversation_id, self.seq)
+
+    @property
+    def cursor(self) -> str:
+        """An opaque string naming this gate's place in the listing order: pass it as
+        ``after`` for the gates that follow."""
+        return encode_cursor(self.order_key)
+
+
+# --- cursors --------------------------------------------------------------------------
+
+
+def to_micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    return _EPOCH + micros * _MICROSECOND
+
+
+def encode_cursor(key: OrderKey) -> str:
+    moment, conversation_id, seq = key
+    text = f"{to_micros(moment)}:{seq}:{conversation_id}"
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str) -> OrderKey:
+    """The order key a cursor names; ``InvalidCursor`` for anything ``encode_cursor`` did
+    not write (checked before any store is asked: no backend sees a value it cannot hold)."""
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        micros, seq, conversation_id = raw.decode("utf-8").split(":", 2)
+        if not (_MICROS.fullmatch(micros) and _SEQ.fullmatch(seq)):
+            raise ValueError("not ASCII digits")
+        moment, number = _EPOCH + int(micros) * _MICROSECOND, int(seq)
+    except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError):
+        raise InvalidCursor("not a cursor a listing handed out") from None
+    if not 0 < number <= _MAX_SEQ or not conversation_id or "\x00" in conversation_id:
+        raise InvalidCursor("not a cursor a listing handed out")
+    if not datetime(1, 1, 2, tzinfo=UTC) <= moment <= datetime(9999, 12, 30, tzinfo=UTC):
+        raise InvalidCursor("not a cursor a listing handed out")
+    return moment, conversation_id, number
+
+
+def merge_pages(pages: Iterable[Sequence[Gate]], limit: int) -> list[Gate]:
+    """The first ``limit`` gates of several pages (each in listing order): a listing of
+    every status reads each status's page from its own index and merges them."""
+    return sorted((gate for page in pages for gate in page), key=lambda g: g.order_key)[:limit]
+
+
+# --- deriving gates from records ------------------------------------------------------
+
+
+def parse_time(text: str) -> datetime:
+    """A record's ``time`` (RFC 3339, UTC, ``Z``) as an aware datetime."""
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class GateRequested:
+    """A new pending gate at ``seq`` of the record's conversation."""
+
+    seq: int
+    approval_id: str
+    submission_id: str | None
+    execution_id: str | None
+    call_id: str
+    tool: str
+    args: bytes
+    """Canonical JSON."""
+    args_digest: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecided:
+    """Decides the conversation's pending gates with ``approval_id``."""
+
+    approval_id: str
+    decision: Literal["approve", "reject", "edit"]
+    args: bytes | None
+    reason: str | None
+    approver: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GateClosed:
+    """Closes the conversation's pending gates of this execution's call."""
+
+    execution_id: str | None
+    call_id: str
+    at: datetime
+
+
+GateChange = GateRequested | GateDecided | GateClosed
+
+
+def _is_denied(record: Record) -> bool:
+    payload = record.payload
+    return isinstance(payload, ToolOutcome) and payload.status == ToolOutcomeStatus.DENIED
+
+
+def has_gate_changes(records: Iterable[Record]) -> bool:
+    """Whether any of ``records`` changes a gate: an append without one costs a set lookup
+    a record (a sealed record's payload is at hand, so a tool outcome decodes nothing)."""
+    for record in records:
+        if record.kind in GATE_KINDS and (record.kind != ToolOutcome.KIND or _is_denied(record)):
+            return True
+    return False
+
+
+def gate_changes(records: Iterable[Record]) -> list[GateChange]:
+    """What ``records`` (of one conversation, in seq order) do to its gates, in order.
+
+    A record whose stored payload does not decode changes nothing (verification reports
+    it); every store applies these changes, in this order, in the commit of the records.
+    """
+    changes: list[GateChange] = []
+    for record in records:
+        if record.kind not in GATE_KINDS:
+            continue
+        try:
+            payload = record.payload
+        except RecordDecodeError:
+            continue
+        at = parse_time(record_time(record.canonical))
+        if isinstance(payload, ApprovalRequested):
+            changes.append(
+                GateRequested(
+                    seq=record.seq,
+                    approval_id=payload.approval_id,
+                    submission_id=record.submission_id,
+                    execution_id=record.execution_id,
+                    call_id=payload.call_id,
+                    tool=payload.tool,
+                    args=canonical_json(payload.args),
+                    args_digest=payload.args_digest,
+                    at=at,
+                )
+            )
+        elif isinstance(payload, ApprovalDecided):
+            changes.append(
+                GateDecided(
+                    approval_id=payload.approval_id,
+                    decision=payload.decision,
+                    args=None if payload.args is None else canonical_json(payload.args),
+                    reason=payload.reason,
+                    approver=payload.approver,
+                    at=at,
+                )
+            )
+        elif isinstance(payload, ToolOutcome) and payload.status == ToolOutcomeStatus.DENIED:
+            changes.append(GateClosed(record.execution_id, payload.call_id, at))
+    return changes
+
+
+# --- the reference index --------------------------------------------------------------
+
+
+@dataclass
+class _Stored:
+    gate: Gate  # args/edited_args are placeholders; the bytes below are the truth
+    args: bytes
+    edited_args: bytes | None = None
+
+
+@dataclass
+class GateIndex:
+    """The gates of a store held in memory, kept obviously correct (the memory store's,
+    and the model every other backend is checked against)."""
+
+    _gates: dict[tuple[str, int], _Stored] = field(default_factory=dict)
+
+    def index(self, conversation: Conversation, records: Sequence[Record]) -> None:
+        """Apply what ``records``, just appended to ``conversation``, do to its gates."""
+        for change in gate_changes(records):
+            if isinstance(change, GateRequested):
+                gate = Gate(
+                    approval_id=change.approval_id,
+                    conversation_id=conversation.id,
+                    seq=change.seq,
+                    key=conversation.key,
+                    submission_id=change.submission_id,
+                    execution_id=change.execution_id,
+                    call_id=change.call_id,
+                    tool=change.tool,
+                    args={},
+                    args_digest=change.args_digest,
+                    requested_at=change.at,
+                    status=GateStatus.PENDING,
+                )
+                self._gates[(conversation.id, change.seq)] = _Stored(gate, change.args)
+                continue
+            for stored in self._gates.values():
+                gate = stored.gate
+                if gate.conversation_id != conversation.id or gate.status is not GateStatus.PENDING:
+                    continue
+                if isinstance(change, GateDecided) and gate.approval_id == change.approval_id:
+                    stored.edited_args = change.args
+                    stored.gate = dataclasses.replace(
+                        gate,
+                        status=GateStatus.DECIDED,
+                        decision=change.decision,
+                        reason=change.reason,
+                        approver=change.approver,
+                        decided_at=change.at,
+                    )
+                elif isinstance(change, GateClosed) and (gate.execution_id, gate.call_id) == (
+                    change.execution_id,
+                    change.call_id,
+                ):
+                    stored.gate = dataclasses.replace(
+                        gate, status=GateStatus.CLOSED, closed_at=change.at
+                    )
+
+    def list(
+        self,
+        *,
+        status: GateStatus | None = None,
+        agent: str | None = None,
+        instance: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Gate]:
+        check_limit(limit)
+        start = decode_cursor(after) if after is not None else None
+        chosen = sorted(
+            (
+                stored
+                for stored in self._gates.values()
+                if (status is None or stored.gate.status is status)
+                and (agent is None or stored.gate.key.agent == agent)
+                and (instance is None or stored.gate.key.instance == instance)
+                and (tool is None or stored.gate.tool == tool)
+                and (start is None or stored.gate.order_key > start)
+            ),
+            key=lambda stored: stored.gate.order_key,
+        )
+        return [_public(stored) for stored in chosen[:limit]]
+
+
+def _public(stored: _Stored) -> Gate:
+    """A fresh copy: no caller can change what is stored."""
+    return dataclasses.replace(
+        stored.gate,
+        args=orjson.loads(stored.args),
+        edited_args=None if stored.edited_args is None else orjson.loads(stored.edited_args),
+    )

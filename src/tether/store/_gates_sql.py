@@ -1,0 +1,192 @@
+"""The SQL of the gate index, shared by the SQLite and PostgreSQL stores.
+
+Both keep a ``gates`` table (SQLite v8, PostgreSQL v5) with one index per combination of
+the optional filters, each led by the status and ending with the listing order
+(``requested_at, conversation_id, seq``): every page of every filter is an index range
+read in order, ``limit`` rows long. A listing of every status reads one such page per
+status and merges them (:func:`tether.store._gates.merge_pages`), so the statuses need no
+indexes of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import combinations
+from typing import Any
+
+import orjson
+
+from tether.store._gates import (
+    Gate,
+    GateChange,
+    GateClosed,
+    GateDecided,
+    GateRequested,
+    GateStatus,
+)
+from tether.store._types import SessionKey
+
+__all__ = (
+    "FILTERS",
+    "GATE_COLUMNS",
+    "INDEXED",
+    "gate_from_row",
+    "gate_query",
+    "gate_statements",
+)
+
+FILTERS = ("agent", "instance", "tool")
+"""The optional filters of a listing, besides its status."""
+
+INDEXED: tuple[tuple[str, ...], ...] = tuple(
+    ("status", *chosen) for n in range(len(FILTERS) + 1) for chosen in combinations(FILTERS, n)
+)
+"""The equality columns of each listing index, in the order the schemas create them."""
+
+GATE_COLUMNS = (
+    "approval_id, conversation_id, seq, agent, instance, session, submission_id, execution_id, "
+    "call_id, tool, args, args_digest, requested_at, status, decision, edited_args, reason, "
+    "approver, decided_at, closed_at"
+)
+"""The columns a gate row is read with, in the order ``gate_from_row`` takes."""
+
+_ORDER = "requested_at, conversation_id, seq"
+
+
+def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
+    """A row of ``GATE_COLUMNS`` as a gate; ``moment`` reads the backend's times."""
+    (
+        approval_id,
+        conversation_id,
+        seq,
+        agent,
+        instance,
+        session,
+        submission_id,
+        execution_id,
+        call_id,
+        tool,
+        args,
+        args_digest,
+        requested_at,
+        status,
+        decision,
+        edited_args,
+        reason,
+        approver,
+        decided_at,
+        closed_at,
+    ) = row
+    return Gate(
+        approval_id=approval_id,
+        conversation_id=conversation_id,
+        seq=int(seq),
+        key=SessionKey(agent, instance, session),
+        submission_id=submission_id,
+        execution_id=execution_id,
+        call_id=call_id,
+        tool=tool,
+        args=orjson.loads(args),
+        args_digest=args_digest,
+        requested_at=moment(requested_at),
+        status=GateStatus(status),
+        decision=decision,
+        edited_args=None if edited_args is None else orjson.loads(edited_args),
+        reason=reason,
+        approver=approver,
+        decided_at=None if decided_at is None else moment(decided_at),
+        closed_at=None if closed_at is None else moment(closed_at),
+    )
+
+
+def gate_query(
+    status: GateStatus,
+    filters: dict[str, str | None],
+    after: tuple[Any, str, int] | None,
+    limit: int,
+    placeholder: str,
+) -> tuple[str, list[Any]]:
+    """The page of one status: only the filters given, each a plain equality (spelled as the
+    index of exactly those columns leads), then the rows past ``after`` in listing order."""
+    p = placeholder
+    terms: list[str] = [f"status = {p}"]
+    params: list[Any] = [status.value]
+    for column in FILTERS:
+        value = filters.get(column)
+        if value is not None:
+            terms.append(f"{column} = {p}")
+            params.append(value)
+    if after is not None:
+        terms.append(f"({_ORDER}) > ({p}, {p}, {p})")
+        params.extend(after)
+    return (
+        f"SELECT {GATE_COLUMNS} FROM gates WHERE {' AND '.join(terms)} ORDER BY {_ORDER} LIMIT {p}",
+        [*params, limit],
+    )
+
+
+def gate_statements(
+    conversation_id: str,
+    changes: Sequence[GateChange],
+    *,
+    placeholder: str,
+    moment: Callable[[Any], Any],
+    same: str,
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements that apply ``changes`` to the conversation's gates, in order.
+
+    ``moment`` writes a time as the backend stores it; ``same`` is the backend's null-safe
+    equality (``IS`` on SQLite, ``IS NOT DISTINCT FROM`` on PostgreSQL). The updates name
+    ``status = 'pending'`` as the partial index of open gates says."""
+    p = placeholder
+    statements: list[tuple[str, tuple[Any, ...]]] = []
+    for change in changes:
+        if isinstance(change, GateRequested):
+            statements.append(
+                (
+                    "INSERT INTO gates (conversation_id, seq, approval_id, agent, instance, "
+                    "session, submission_id, execution_id, call_id, tool, args, args_digest, "
+                    f"requested_at, status) SELECT id, {p}, {p}, agent, instance, session, "
+                    f"{p}, {p}, {p}, {p}, {p}, {p}, {p}, 'pending' FROM conversations "
+                    f"WHERE id = {p}",
+                    (
+                        change.seq,
+                        change.approval_id,
+                        change.submission_id,
+                        change.execution_id,
+                        change.call_id,
+                        change.tool,
+                        change.args,
+                        change.args_digest,
+                        moment(change.at),
+                        conversation_id,
+                    ),
+                )
+            )
+        elif isinstance(change, GateDecided):
+            statements.append(
+                (
+                    f"UPDATE gates SET status = 'decided', decision = {p}, edited_args = {p}, "
+                    f"reason = {p}, approver = {p}, decided_at = {p} "
+                    f"WHERE conversation_id = {p} AND status = 'pending' AND approval_id = {p}",
+                    (
+                        change.decision,
+                        change.args,
+                        change.reason,
+                        change.approver,
+                        moment(change.at),
+                        conversation_id,
+                        change.approval_id,
+                    ),
+                )
+            )
+        elif isinstance(change, GateClosed):
+            statements.append(
+                (
+                    f"UPDATE gates SET status = 'closed', closed_at = {p} "
+                    f"WHERE conversation_id = {p} AND status = 'pending' AND call_id = {p} "
+                    f"AND execution_id {same} {p}",
+                    (moment(change.at), conversation_id, change.call_id, change.execution_id),
+                )
+            )
+    return statements

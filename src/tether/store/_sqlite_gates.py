@@ -1,0 +1,101 @@
+"""The SQLite store's gate index: kept in the commit of every append, listed by index.
+
+Every append path (the writer's bulk appends and the checked appends of decisions and
+settlements) calls :func:`index_gates` with the records it sealed, inside its transaction;
+the v8 migration calls :func:`backfill` once, which runs the same code over the logs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+from tether._payloads import ConversationParent
+from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolOutcome
+from tether.store._common import check_limit
+from tether.store._gates import (
+    DENIED_MARK,
+    Gate,
+    GateStatus,
+    decode_cursor,
+    from_micros,
+    gate_changes,
+    has_gate_changes,
+    merge_pages,
+    to_micros,
+)
+from tether.store._gates_sql import gate_from_row, gate_query, gate_statements
+from tether.store._sqlite_schema import kind_code, kind_name
+
+__all__ = ("backfill", "index_gates", "list_gates")
+
+
+def index_gates(conn: sqlite3.Connection, conversation_id: str, records: Sequence[Record]) -> None:
+    """Apply what ``records``, just inserted into ``conversation_id``'s log, do to its gates:
+    in the caller's transaction, so they commit (or roll back) with the records."""
+    if not has_gate_changes(records):
+        return
+    for statement, params in gate_statements(
+        conversation_id, gate_changes(records), placeholder="?", moment=to_micros, same="IS"
+    ):
+        conn.execute(statement, params)
+
+
+def list_gates(
+    conn: sqlite3.Connection,
+    status: GateStatus | None,
+    agent: str | None,
+    instance: str | None,
+    tool: str | None,
+    limit: int,
+    after: str | None,
+) -> list[Gate]:
+    check_limit(limit)
+    start = decode_cursor(after) if after is not None else None
+    past = None if start is None else (to_micros(start[0]), start[1], start[2])
+    filters = {"agent": agent, "instance": instance, "tool": tool}
+
+    def page(one: GateStatus) -> list[Gate]:
+        query, params = gate_query(one, filters, past, limit, "?")
+        return [gate_from_row(row, from_micros) for row in conn.execute(query, params)]
+
+    if status is not None:
+        return page(status)
+    conn.execute("BEGIN")  # one snapshot for the pages of every status: no gate seen twice
+    try:
+        return merge_pages([page(one) for one in GateStatus], limit)
+    finally:
+        conn.execute("COMMIT")
+
+
+_REQUEST, _DECISION, _OUTCOME = (
+    kind_code(kind) for kind in (ApprovalRequested.KIND, ApprovalDecided.KIND, ToolOutcome.KIND)
+)
+
+
+def backfill(conn: sqlite3.Connection) -> None:
+    """Index the gates of every log written before the index existed (the v8 migration):
+    each conversation's own records that may change a gate, in seq order, through the code
+    every append runs. A fork's copied records are its parent's: skipped."""
+    forks = {
+        cid: ConversationParent.model_validate_json(parent).seq
+        for cid, parent in conn.execute(
+            "SELECT id, parent FROM conversations WHERE parent IS NOT NULL"
+        )
+    }
+    rows = conn.execute(
+        "SELECT c.id, r.seq, r.kind, r.body FROM records r "
+        "JOIN conversations c ON c.number = r.conversation "
+        "WHERE r.kind IN (?, ?) OR (r.kind = ? AND instr(r.body, ?) > 0) "
+        "ORDER BY r.conversation, r.seq",
+        (_REQUEST, _DECISION, _OUTCOME, DENIED_MARK),
+    ).fetchall()
+    for cid, group in itertools.groupby(rows, key=lambda row: str(row[0])):
+        index_gates(conn, cid, list(_records(group, forks.get(cid, 0))))
+
+
+def _records(rows: Iterator[tuple[str, int, int | str, bytes]], fork_seq: int) -> Iterator[Record]:
+    for _, seq, kind, body in rows:
+        if seq > fork_seq:
+            yield Record(seq, kind_name(kind), bytes(body), "", "")
