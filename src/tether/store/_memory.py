@@ -40,6 +40,7 @@ from tether.store._common import (
     seal_batch,
     verify_anchored,
 )
+from tether.store._gates import Gate, GateIndex, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
     Admission,
@@ -104,6 +105,7 @@ class MemoryStore:
         self._attempts: dict[str, list[Attempt]] = {}
         self._attachments: dict[str, tuple[AttachmentRef, bytes]] = {}
         self._notifier = AppendNotifier()
+        self._gates = GateIndex()  # derived from the logs: every append indexes its records
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -197,6 +199,7 @@ class MemoryStore:
             head_time=log.head_time,
         )
         log.extend(sealed)
+        self._gates.index(log.conversation, sealed)
         self._notifier.notify([conversation_id])
         return [Record(*_row(record)) for record in sealed]
 
@@ -373,6 +376,27 @@ class MemoryStore:
         self._submissions[new.id] = stored
         self._dispatch_ids[dispatch_key] = new.id
         return Admission(self._public(stored), created=True)
+
+    async def admit_and_claim(
+        self,
+        new: NewSubmission,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> Admission:
+        admission = await self.admit(new)  # neither awaits anything: one step, as a commit
+        if not admission.created or not self._is_head(admission.submission):
+            return admission
+        claimed = await self.claim(
+            new.id,
+            attempt_id=attempt_id,
+            owner_id=owner_id,
+            lease_expires_at=lease_expires_at,
+            now=now,
+        )
+        return Admission(claimed, created=True)
 
     async def get_submission(self, submission_id: str) -> Submission:
         return self._public(self._stored(submission_id))
@@ -573,6 +597,23 @@ class MemoryStore:
         if status is not SubmissionStatus.TERMINALIZING:
             raise ClaimLost(submission_id, f"cannot finalize: status is {status}")
         return self._update(stored, status=SubmissionStatus.SETTLED, settled_at=now)
+
+    # --- approval gates ---------------------------------------------------------------
+
+    async def list_gates(
+        self,
+        *,
+        status: GateStatus | None = None,
+        agent: str | None = None,
+        instance: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Gate]:
+        self._check_open()
+        return self._gates.list(
+            status=status, agent=agent, instance=instance, tool=tool, limit=limit, after=after
+        )
 
     # --- attachments ------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 from tether._payloads import AttachmentRef
 from tether.records import Record, RecordDraft
+from tether.store._gates import Gate, GateStatus
 from tether.store._types import (
     Admission,
     Attempt,
@@ -47,6 +48,22 @@ class SubmissionStore(Protocol):
         Idempotent per ``(key, dispatch id)``: an equal input returns the original
         submission with ``created=False``; a different input raises ``DispatchConflict``.
         """
+        ...
+
+    async def admit_and_claim(
+        self,
+        new: NewSubmission,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> Admission:
+        """Admit as ``admit`` does and, in the same commit, claim the new submission as
+        ``claim`` would if it is its session's head: the worker that admits it runs it, at the
+        cost of one commit instead of two. An idempotent replay is returned as it stands, and
+        a submission behind an unsettled one of its session stays queued; the returned
+        submission is running under ``attempt_id`` exactly when it was claimed."""
         ...
 
     async def get_submission(self, submission_id: str) -> Submission:
@@ -325,6 +342,33 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         A decision is no writer's turn: it is appended at the conversation's current fence,
         superseding no one and refused by no fence. Raises ``Conflict`` if the head is not
         ``expected_seq``; nothing is written on error.
+        """
+        ...
+
+    async def list_gates(
+        self,
+        *,
+        status: GateStatus | None = None,
+        agent: str | None = None,
+        instance: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Gate]:
+        """Up to ``limit`` approval gates (``None`` filters match anything), in the order of
+        their requests (request time, conversation id, request seq), oldest first: those
+        past ``after``, a gate's ``cursor`` (``InvalidCursor`` for any other string).
+
+        The gates are an index of the logs, kept in the commit of every append of a record
+        that opens (``approval_requested``), decides (``approval_decided``) or closes (a
+        denied ``tool_outcome`` of a pending gate's call) one; a fork's copied records stay
+        its parent's. A decided gate stays decided; only a pending one closes. Every page
+        of every filter is served by an index.
+
+        Example::
+
+            page = await store.list_gates(status=GateStatus.PENDING, agent="support")
+            more = await store.list_gates(status=GateStatus.PENDING, after=page[-1].cursor)
         """
         ...
 

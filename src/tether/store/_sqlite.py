@@ -25,8 +25,10 @@ from tether.errors import ConversationNotFound, StoreUnavailable
 from tether.records import Record, RecordDraft
 from tether.store import _sqlite_ops as ops
 from tether.store._common import check_drafts, check_limit, verify_anchored
+from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._sqlite_append import AppendRequest
+from tether.store._sqlite_gates import list_gates
 from tether.store._sqlite_liveness import OwnerLocks
 from tether.store._sqlite_schema import Synchronous, connect, migrate, translate_errors
 from tether.store._sqlite_writer import SqliteWriter
@@ -331,6 +333,19 @@ class SqliteStore:
     async def admit(self, new: NewSubmission) -> Admission:
         return await self._write_touching(ops.admit, new)
 
+    async def admit_and_claim(
+        self,
+        new: NewSubmission,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> Admission:
+        return await self._write_touching(
+            ops.admit_and_claim, new, attempt_id, owner_id, lease_expires_at, now
+        )
+
     async def get_submission(self, submission_id: str) -> Submission:
         return self._read(lambda conn: ops.get_submission(conn, submission_id))
 
@@ -370,7 +385,10 @@ class SqliteStore:
         lease_expires_at: datetime,
         now: datetime,
     ) -> list[Submission]:
-        if not attempt_ids:
+        # Most passes of a claim loop find nothing: a read says so on this thread, without a
+        # transaction and two thread hand-offs on the writer. (It is only a hint: what the
+        # transaction finds is what is claimed.)
+        if not attempt_ids or not self._read(lambda conn: ops.list_runnable(conn, 1)):
             return []
         return await self._write(
             ops.claim_runnable, list(attempt_ids), owner_id, lease_expires_at, now
@@ -427,6 +445,22 @@ class SqliteStore:
 
     async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
         return await self._write(ops.finalize_settlement, submission_id, now)
+
+    # --- approval gates ---------------------------------------------------------------
+
+    async def list_gates(
+        self,
+        *,
+        status: GateStatus | None = None,
+        agent: str | None = None,
+        instance: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Gate]:
+        return self._read(
+            lambda conn: list_gates(conn, status, agent, instance, tool, limit, after)
+        )
 
     # --- attachments ------------------------------------------------------------------
 

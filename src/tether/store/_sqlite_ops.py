@@ -35,6 +35,7 @@ from tether.store._common import (
     submission_filter,
     submission_from_row,
 )
+from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_schema import kind_code, kind_name
 from tether.store._types import (
     Admission,
@@ -353,6 +354,25 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
     return Admission(get_submission(conn, new.id), created=True)
 
 
+def admit_and_claim(
+    conn: sqlite3.Connection,
+    new: NewSubmission,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+    touched: list[str],
+) -> Admission:
+    admission = admit(conn, new, touched)
+    if not admission.created:
+        return admission
+    try:
+        claimed = claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now)
+    except ClaimLost:  # behind an unsettled submission of its session: it waits its turn
+        return admission
+    return Admission(claimed, created=True)
+
+
 def _update_owned(
     conn: sqlite3.Connection,
     submission_id: str,
@@ -662,6 +682,7 @@ def append_checked(
     )
     insert_records(conn, number, sealed)
     move_anchors(conn, [(sealed[-1].seq, bytes.fromhex(sealed[-1].hash), number)])
+    index_gates(conn, conversation_id, sealed)
     touched.append(conversation_id)
     return sealed
 

@@ -28,11 +28,13 @@ from tether.store._common import (
     seal_append,
     seal_created,
 )
+from tether.store._gates import has_gate_changes
 from tether.store._types import (
     ClaimSettlement,
     Conversation,
     SessionKey,
 )
+from tether.store.postgres._gates import index_gates
 
 __all__ = (
     "RECORD_COLUMNS",
@@ -64,6 +66,8 @@ class Channels:
         self.append = f"{schema}.append"
         self.work = f"{schema}.work"
         self.settled = f"{schema}.settled"
+        self.steer = f"{schema}.steer"
+        """A steer or follow-up was admitted; the payload is its conversation's id."""
 
 
 async def notify(conn: Conn, channel: str, payload: str) -> None:
@@ -285,6 +289,7 @@ async def append(
         "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
         (sealed[-1].seq, bytes.fromhex(sealed[-1].hash), conversation_id),
     )
+    await index_gates(conn, conversation_id, sealed)
     await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
     return sealed, session
 
@@ -364,7 +369,10 @@ async def append_if_head(
     """Write records sealed against a head this process believes current, in one statement
     (its own transaction), settling ``settle``'s claim with them if given: ``False``, writing
     nothing, unless the head, its hash, the fence (and the claim) still allow it. The
-    conversation's row lock still orders the seqs."""
+    conversation's row lock still orders the seqs. Records that change a gate are declined
+    (``False``) before anything runs: the checked path indexes them."""
+    if has_gate_changes(sealed):
+        return False
     params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
     if settle is None:
         row = await (await conn.execute(_APPEND_IF_HEAD, params)).fetchone()

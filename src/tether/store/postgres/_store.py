@@ -29,6 +29,7 @@ from tether.store._common import (
     seal_batch,
     verify_anchored,
 )
+from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
     Admission,
@@ -40,7 +41,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store.postgres import _log, _submissions
+from tether.store.postgres import _gates, _log, _submissions
 from tether.store.postgres._listen import Listener
 from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
@@ -115,6 +116,7 @@ class PostgresStore:
                 self._channels.append: self._on_append,
                 self._channels.work: lambda _: self._signals.notify(["work"]),
                 self._channels.settled: self._on_settled,
+                self._channels.steer: self._on_steer,
             },
         )
         self._owners = OwnerSessions(conninfo, schema, lambda: self._connection(atomic=False))
@@ -244,16 +246,24 @@ class PostgresStore:
             return
         self._signals.notify([f"settled:{payload}", "work"])  # a settlement frees a head
 
+    def _on_steer(self, payload: str) -> None:
+        if not payload:  # the listener reconnected: anything may have been missed
+            self._signals.notify_all()
+            return
+        self._signals.notify([f"steer:{payload}"])
+
     def listen(
         self, topic: str, event: asyncio.Event | None = None
     ) -> contextlib.AbstractContextManager[asyncio.Event]:
         """An event set on each notification for ``topic``, from any process: ``work``
-        (something may be runnable) or ``settled:<submission id>``. Register, then check,
-        then wait."""
+        (something may be runnable), ``settled:<submission id>`` or ``steer:<conversation
+        id>`` (a steer or follow-up was admitted). Register, then check, then wait."""
         # A settlement frees a session's next head, so it wakes the claim loop too.
         self._listener.want(self._channels.settled)
         if topic == "work":
             self._listener.want(self._channels.work)
+        elif topic.startswith("steer:"):
+            self._listener.want(self._channels.steer)
         return self._signals.listen(topic, event)
 
     # --- conversations and logs -------------------------------------------------------
@@ -464,7 +474,36 @@ class PostgresStore:
         if admitted is None:  # a new session, an idempotent replay, or a conflict
             admitted = await self._run(_submissions.admit, new, self._channels)
         if admitted.created:
-            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+            self._echo_admitted(admitted.submission)
+        return admitted
+
+    def _echo_admitted(self, submission: Submission) -> None:
+        """What the admission's NOTIFYs tell other processes, told here (an echo of our own
+        is skipped)."""
+        self._signals.notify(["work"])
+        if submission.input.get("kind") in ("steer", "follow_up"):
+            self._signals.notify([f"steer:{submission.conversation_id}"])
+
+    async def admit_and_claim(
+        self,
+        new: NewSubmission,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> Admission:
+        admitted = await self._run(
+            _submissions.admit_and_claim,
+            new,
+            attempt_id,
+            owner_id,
+            lease_expires_at,
+            now,
+            self._channels,
+        )
+        if admitted.created and admitted.submission.attempt_id != attempt_id:
+            self._echo_admitted(admitted.submission)  # queued behind another
         return admitted
 
     async def get_submission(self, submission_id: str) -> Submission:
@@ -706,6 +745,22 @@ class PostgresStore:
         if work:
             self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
         return updated
+
+    # --- approval gates ---------------------------------------------------------------
+
+    async def list_gates(
+        self,
+        *,
+        status: GateStatus | None = None,
+        agent: str | None = None,
+        instance: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Gate]:
+        return await self._autocommit(
+            _gates.list_gates, status, agent, instance, tool, limit, after
+        )
 
     # --- attachments ------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from tether.store.postgres._log import Channels, Conn, ensure_conversation, noti
 
 __all__ = (
     "admit",
+    "admit_and_claim",
     "admit_at_once",
     "claim",
     "claim_runnable",
@@ -53,10 +54,13 @@ __all__ = (
     "update_owned",
 )
 
-# The oldest unsettled submission of its conversation is the only one that may run.
+# The oldest unsettled submission of its conversation is the only one that may run, and
+# only while nothing else of its session runs or waits: an admission that committed after a
+# later one of the same session was claimed (positions are drawn at insert, visibility
+# comes at commit) waits for that run to end instead of running beside it.
 _HEAD_OF_SESSION = (
     "NOT EXISTS (SELECT 1 FROM submissions e WHERE e.conversation_id = s.conversation_id "
-    "AND e.status <> 'settled' AND e.position < s.position)"
+    "AND e.status <> 'settled' AND (e.position < s.position OR e.status <> 'queued'))"
 )
 
 
@@ -146,9 +150,15 @@ WITH created AS (
     RETURNING {SUBMISSION_COLUMNS}
 )
 SELECT admitted.*, pg_notify(%(work)s, admitted.id),
-       (SELECT pg_notify(%(append)s, created.id || ':1') FROM created)
+       (SELECT pg_notify(%(append)s, created.id || ':1') FROM created),
+       CASE WHEN %(steers)s THEN pg_notify(%(steer)s, admitted.conversation_id) END
 FROM admitted
 """
+
+
+def _steers(new: NewSubmission) -> bool:
+    """Whether the submission steers a running one (its runner then looks for it)."""
+    return new.input.get("kind") in ("steer", "follow_up")
 
 
 async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> Admission | None:
@@ -177,13 +187,45 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
                 "trace": canonical_json(dict(new.trace)) if new.trace else None,
                 "work": channels.work,
                 "append": channels.append,
+                "steers": _steers(new),
+                "steer": channels.steer,
             },
         )
     ).fetchone()
-    return None if row is None else Admission(_submission(row[:-2]), created=True)
+    return None if row is None else Admission(_submission(row[:-3]), created=True)
 
 
-async def admit(conn: Conn, new: NewSubmission, channels: Channels) -> Admission:
+async def admit_and_claim(
+    conn: Conn,
+    new: NewSubmission,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+    channels: Channels,
+) -> Admission:
+    """In one transaction: admit, take the conversation's row lock, then claim if it is the
+    head. The claim is a statement of its own, begun once the lock is held, so it sees every
+    claim of the session that committed before (a claim takes that lock too): two admitting
+    workers can never both find their submission the head."""
+    admission = await admit(conn, new, channels, wake=False)
+    if not admission.created:
+        return admission
+    await conn.execute(
+        "SELECT 1 FROM conversations WHERE id = %s FOR UPDATE",
+        (admission.submission.conversation_id,),
+    )
+    try:
+        claimed = await claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now)
+    except ClaimLost:  # behind an unsettled submission of its session: it waits its turn
+        await notify(conn, channels.work, new.id)
+        return admission
+    return Admission(claimed, created=True)
+
+
+async def admit(
+    conn: Conn, new: NewSubmission, channels: Channels, *, wake: bool = True
+) -> Admission:
     payload = canonical_json(new.input)
     key = new.key
     existing = await (
@@ -217,7 +259,10 @@ async def admit(conn: Conn, new: NewSubmission, channels: Channels) -> Admission
             )
         ).fetchone()
         if inserted is not None:
-            await notify(conn, channels.work, new.id)
+            if wake:
+                await notify(conn, channels.work, new.id)
+            if _steers(new):
+                await notify(conn, channels.steer, conversation.id)
             return Admission(await get_submission(conn, new.id), created=True)
         # A concurrent admission of the same dispatch won the race, or the id is taken.
         existing = await (

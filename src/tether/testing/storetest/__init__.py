@@ -20,8 +20,10 @@ Example (a complete test module for a third-party backend)::
             await store.raw_update_record(conversation_id, seq, body)
 """
 
+from tether.testing.storetest._admitting import AdmitAndClaimCases
 from tether.testing.storetest._base import BaseConformance, Fixtures
 from tether.testing.storetest._deciding import DecisionCases
+from tether.testing.storetest._gates import GateCases
 from tether.testing.storetest._log import AttachmentCases, LogCases, SnapshotCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._settling import SettlementCases
@@ -32,10 +34,12 @@ __all__ = ("Fixtures", "StoreConformance", "run_reference_machine")
 
 class StoreConformance(
     SubmissionCases,
+    AdmitAndClaimCases,
     LogCases,
     SnapshotCases,
     SettlementCases,
     DecisionCases,
+    GateCases,
     AttachmentCases,
     MachineCase,
     BaseConformance,

@@ -3,7 +3,8 @@
 Every rule runs one operation on both stores with the same arguments (ids and times
 are deterministic) and requires the same outcome: an equal result, or the same error
 class. Records compare by their bytes and hashes, so any divergence in sealing,
-ordering or chaining fails the run.
+ordering or chaining fails the run; gates compare whole, so does any divergence in what
+the index derives from the records (forks included) or in how it lists and pages them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from tether.store import (
     SubmissionStatus,
 )
 from tether.testing.storetest._base import T0, BaseConformance
+from tether.testing.storetest._machine_gates import GateRules
 
 __all__ = ("MachineCase", "run_reference_machine")
 
@@ -75,7 +77,7 @@ def _normalize(value: Any) -> Any:
     return value
 
 
-class _ReferenceMachine(RuleBasedStateMachine):
+class _ReferenceMachine(GateRules, RuleBasedStateMachine):
     factory: ClassVar[tuple[Callable[[Path], Awaitable[Store]]]]  # a tuple keeps it unbound
     directory: ClassVar[Path]
     steps: ClassVar[list[int]]
@@ -146,6 +148,33 @@ class _ReferenceMachine(RuleBasedStateMachine):
         if kind == "ok":
             self.submissions.append(result.submission.id)
             self.conversations.append(result.submission.conversation_id)
+
+    @rule(
+        key=st.sampled_from(SESSIONS),
+        payload=st.sampled_from(INPUTS),
+        dispatch=st.sampled_from((None, None, "d1", "d2")),
+        lease=st.integers(1, 60),
+    )
+    def admit_and_claim(
+        self, key: SessionKey, payload: dict[str, Any], dispatch: str | None, lease: int
+    ) -> None:
+        new = NewSubmission(self._id("sub"), key, self._id("conv"), payload, self._now(), dispatch)
+        attempt, now = self._id("att"), self._now()
+        self.attempts.append(attempt)
+        kind, result = self._both(
+            lambda store: store.admit_and_claim(
+                new,
+                attempt_id=attempt,
+                owner_id="o",
+                lease_expires_at=now + timedelta(seconds=lease),
+                now=now,
+            )
+        )
+        if kind == "ok":
+            self.submissions.append(result.submission.id)
+            self.conversations.append(result.submission.conversation_id)
+            if result.submission.attempt_id == attempt:
+                self.fences[result.submission.conversation_id] = result.submission.fence
 
     @precondition(lambda self: self._has(SubmissionStatus.QUEUED))
     @rule(data=st.data(), lease=st.integers(1, 60))
