@@ -12,7 +12,7 @@ import pytest
 
 from tether.engine import Runtime
 from tether.journal._executions import project
-from tether.store import SqliteStore, SubmissionStatus, open_store
+from tether.store import SessionKey, SqliteStore, SubmissionStatus, open_store
 
 from ..postgres import fresh_schema, store_url
 from ..processes import kill, start
@@ -150,4 +150,57 @@ async def test_an_approver_killed_at_its_decision_strands_nothing(
         await pending_gate(runtime, store, behind)
     finally:
         await runtime.close()
+        await store.close()
+
+
+ADMIT_WORKER = Path(__file__).with_name("admit_crash_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("point", ["claimed", "invoked", "settled"])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_a_server_killed_at_each_boundary_of_a_claimed_admission_settles_once(
+    tmp_path: Path, point: str, backend: str
+) -> None:
+    """The server that admits a message claims it in the same commit and runs it, its start
+    held behind until the settlement: SIGKILLed right after the claim, after the model call
+    (nothing of the run written) or after the settlement, a restart settles it exactly once,
+    with one model call more at most."""
+    url = f"sqlite:///{tmp_path}" if backend == "sqlite" else store_url(fresh_schema())
+    calls = tmp_path / "model-calls.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with (tmp_path / "worker.log").open("ab") as log:
+        worker = start(
+            [sys.executable, str(ADMIT_WORKER), url, point, str(calls)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+        )
+    try:
+        assert await asyncio.to_thread(worker.wait, 60) == -9, (tmp_path / "worker.log").read_text()
+    finally:
+        kill(worker)
+    store = await open_store(url)
+    try:
+        conversation = await store.find_conversation(SessionKey("bot", "acme", "default"))
+        [submission] = await store.list_submissions(conversation_id=conversation.id)
+        before = await store.read(conversation.id)
+        if point == "claimed":
+            assert submission.status is SubmissionStatus.RUNNING and len(before) == 1
+        if point == "invoked":
+            assert len(before) == 1  # the model ran; nothing of the execution was written
+        calls_before = calls.read_text().count("call") if calls.exists() else 0
+        async with Runtime({"bot": echo_agent()}, store, **FAST) as runtime:
+            settled = await settle(runtime, submission.id)
+        assert settled == {"status": "succeeded", "result": "echo: hello"}
+        records = await store.read(conversation.id)
+        assert [r.kind for r in records].count("submission_settled") == 1
+        assert [r.kind for r in records].count("execution_ended") == 1
+        assert await store.verify(conversation.id) == len(records)
+        assert calls_before == (1 if point == "invoked" else 0)  # it died in the one call
+        if point == "settled":
+            assert records == before  # already settled: the restart only reads
+    finally:
         await store.close()

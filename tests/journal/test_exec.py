@@ -1,5 +1,6 @@
 """Exec: the journal shape, the CAS-guarded start, streaming, observers and sealing."""
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -8,8 +9,8 @@ from pydantic import JsonValue
 
 from tether.errors import Conflict, Fenced, JournalError, TurnClosed
 from tether.journal import Journal, ToolScope, Turn
-from tether.messages import ModelRequest, ToolCall, ToolResult
-from tether.models import StreamDelta
+from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
+from tether.models import DeltaSink, StreamDelta
 from tether.records import AssistantTextDelta, ExecutionStarted, Record
 from tether.store import SessionKey, SqliteStore, Store
 from tether.testing import CountingModel, RecordingTools, ScriptedModel
@@ -186,12 +187,14 @@ async def test_a_provider_error_mid_stream_closes_the_message(store: Store) -> N
     class Cut:
         calls = 0
 
-        async def request(self, request: ModelRequest, stream: object = None) -> object:
+        async def request(
+            self, request: ModelRequest, stream: DeltaSink | None = None
+        ) -> ModelResponse:
             assert callable(stream)
             await stream(StreamDelta("text", "partial"))
             raise ConnectionError("stream cut")
 
-    j = await Journal.open(store, cid, model=Cut())  # type: ignore[arg-type]
+    j = await Journal.open(store, cid, model=Cut())
     with pytest.raises(ConnectionError):
         await j.exec(EchoHarness(), [user("hi")])
     records = await store.read(cid)
@@ -271,3 +274,92 @@ async def test_tool_loop_records_intent_before_outcome(store: Store) -> None:
         "assistant_message_completed",
         "execution_ended",
     ]
+
+
+# --- a deferred start ------------------------------------------------------------------
+
+
+class _CountingAppends:
+    """Counts the store's appends (each one commit)."""
+
+    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = store.append
+
+        async def counting(*args: object, **kwargs: object) -> list[Record]:
+            self.count += 1
+            return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store, "append", counting)
+
+
+async def test_a_deferred_start_rides_the_executions_end(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start and inputs commit with the first durable write: for a turn without a tool,
+    its end, so the whole execution is one commit with the same records as ever."""
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=ScriptedModel(["echo:hi"]))
+    appends = _CountingAppends(store, monkeypatch)
+    result = await j.exec(EchoHarness(), [user("hi")], expected_seq=1, defer_start=True)
+    assert appends.count == 1
+    records = await store.read(cid)
+    assert kinds(records)[1:] == [
+        "execution_started",
+        "user_message",
+        "model_called",
+        "assistant_message_completed",
+        "execution_ended",
+    ]
+    assert {r.execution_id for r in records[1:]} == {result.execution_id}
+    assert await store.verify(cid) == 6
+
+
+async def test_a_deferred_start_on_a_moved_log_invokes_nothing(store: Store) -> None:
+    cid = await new_conversation(store)
+    model = CountingModel()
+    j = await journal(store, cid, model=model)
+    await j.exec(EchoHarness(), [user("one")])
+    head = await store.head(cid)
+    with pytest.raises(Conflict):
+        await j.exec(EchoHarness(), [user("two")], expected_seq=1, defer_start=True)
+    assert await store.head(cid) == head and model.invocations == 1
+
+
+async def test_a_deferred_start_keeps_the_inputs_messages(store: Store) -> None:
+    """The history of the next execution hands the harness the very objects its inputs were
+    (a harness that re-sends its history hashes only what each call adds)."""
+    seen: list[object] = []
+
+    class Keeping(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            seen.extend(turn.inputs)
+            return await super().run(turn)
+
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=ScriptedModel(["echo:hi"]))
+    await j.exec(Keeping(), [user("hi")], expected_seq=1, defer_start=True)
+    history = (await j.refresh()).messages()
+    assert any(message is seen[0] for message in history)
+
+
+async def test_a_slow_model_call_writes_what_is_held_behind_first(store: Store) -> None:
+    """Readers of the log see a turn under way whose model is slow to answer."""
+    seen_during_call: list[int] = []
+
+    class Slow(ScriptedModel):
+        async def request(
+            self, request: ModelRequest, stream: DeltaSink | None = None
+        ) -> ModelResponse:
+            for _ in range(6000):  # until the flush lands (a minute at most)
+                if await store.head(cid) > 1:
+                    break
+                await asyncio.sleep(0.01)
+            seen_during_call.append(await store.head(cid))
+            return await super().request(request, None)
+
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=Slow(["echo:hi"]))
+    await j.exec(EchoHarness(), [user("hi")], expected_seq=1, defer_start=True)
+    assert seen_during_call == [4]  # start, input and the model call's intent
+    assert kinds(await store.read(cid))[-2:] == ["assistant_message_completed", "execution_ended"]

@@ -50,6 +50,7 @@ from tether.engine._settle import (
     settle,
     succeeded,
 )
+from tether.engine._steering import SteerWatch
 from tether.errors import (
     ApprovalParked,
     ClaimLost,
@@ -117,10 +118,11 @@ class _Observer:
         )
 
 
-async def run_attempt(runtime: Runtime, submission: Submission) -> None:
-    """Run a claimed submission to settlement, a park, or a release. Never raises."""
+async def run_attempt(runtime: Runtime, submission: Submission, steering: SteerWatch) -> None:
+    """Run a claimed submission to settlement, a park, or a release. Never raises.
+    ``steering`` says when a check for steer messages must ask the store."""
     try:
-        await _Attempt(runtime, submission).run()
+        await _Attempt(runtime, submission, steering).run()
     except Exception:  # an attempt must never take the coordinator down
         import logging
 
@@ -128,8 +130,9 @@ async def run_attempt(runtime: Runtime, submission: Submission) -> None:
 
 
 class _Attempt:
-    def __init__(self, runtime: Runtime, submission: Submission) -> None:
+    def __init__(self, runtime: Runtime, submission: Submission, steering: SteerWatch) -> None:
         self.runtime = runtime
+        self.steering = steering
         self.store = runtime.store
         self.submission = submission
         self.config = runtime.config
@@ -384,6 +387,7 @@ class _Attempt:
             attempt_id=sub.attempt_id,
             view=self.runtime.view(sub.conversation_id),
             refresh=True,
+            lean=True,  # a cold view reads the tail: the first turn costs O(tail), not O(log)
             redact=self.runtime.redact,
         )
 
@@ -414,6 +418,7 @@ class _Attempt:
                         expected_seq=head,
                         finish=finish,
                         config=self._exec_config(),
+                        defer_start=True,  # under this claim's fresh fence
                     )
                 )
             )
@@ -533,15 +538,21 @@ class _Attempt:
 
     async def _steer_source(self, modes: tuple[str, ...]) -> list[SteerReceived]:
         sub = self.submission
+        if not self.steering.due():
+            return []  # nothing was heard of steering since the last look
         queued = await self.store.list_submissions(
             SubmissionStatus.QUEUED, conversation_id=sub.conversation_id
         )
         steers: list[SteerReceived] = []
         for other in queued:
             inbound = Inbound.model_validate(other.input)
-            if inbound.kind in modes and other.id not in self._delivered:
+            if other.id in self._delivered or inbound.kind not in ("steer", "follow_up"):
+                continue
+            if inbound.kind in modes:
                 self._delivered[other.id] = sub.id
                 steers.append(inbound.steer_payload(other.id))
+            else:
+                self.steering.heard()  # for a later safe point (a follow-up after a steer)
         return steers
 
 

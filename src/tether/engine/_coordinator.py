@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, cast
 
@@ -20,6 +21,7 @@ from tether.engine._attempt import run_attempt
 from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
 from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
+from tether.engine._steering import SteerWatch
 from tether.errors import ClaimLost, Fenced, TetherError
 from tether.journal import open_gate
 from tether.records import SubmissionSettled
@@ -69,6 +71,12 @@ class Coordinator:
         self._waits_for_a_finish = True
         """A run's end may let a claim through that the store's wake-up alone would not (one
         was turned away for want of room, or for its session's run still winding down)."""
+        self._reserved = 0
+        """Slots held for admissions that claim what they admit (see :meth:`reserve`)."""
+        self._claiming = False
+        """Past start-up (liveness lock held, reconciliation done): claims may be made."""
+        self._next: dict[str, Submission] = {}
+        """Claimed at admission while the session's previous run here still winds down."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="tether-coordinator")
@@ -76,10 +84,17 @@ class Coordinator:
     async def stop(self) -> None:
         if self._task is not None:
             await cancel_and_wait(self._task)
+        self._claiming = False
         if self.active:
             await asyncio.wait(
                 set(self.active.values()), timeout=self.runtime.config.shutdown_timeout
             )
+        for waiting in self._next.values():  # claimed, never started: hand it back whole
+            with contextlib.suppress(TetherError):
+                await self.runtime.store.release(
+                    waiting.id, attempt_id=str(waiting.attempt_id), refund_attempt=True
+                )
+        self._next.clear()
         if self._liveness is not None and not self.active:
             # Every run gave its claim back: nothing of ours for a peer to take over. (A run
             # still going keeps the lock until the store closes or the process ends.)
@@ -109,6 +124,7 @@ class Coordinator:
 
     async def _claim_loop(self) -> None:
         await self.reconcile()
+        self._claiming = True
         interval = self.runtime.config.claim_interval
         lease = self.runtime.config.lease
         loop = asyncio.get_running_loop()
@@ -223,7 +239,7 @@ class Coordinator:
 
     async def claim_runnable(self) -> None:
         runtime = self.runtime
-        free = runtime.config.max_concurrent_runs - len(self.active)
+        free = runtime.config.max_concurrent_runs - len(self.active) - self._reserved
         # Without a change feed, only a run's end says that its session's next head is up.
         self._waits_for_a_finish = free <= 0 or runtime.change_feed is None
         if free <= 0 or runtime.closing:
@@ -245,20 +261,63 @@ class Coordinator:
                         submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
                     )
                 continue
-            await runtime.instrumentation.emit(
-                SubmissionClaimed(
-                    Correlation.of(submission),
-                    owner_id=runtime.config.owner_id,
-                    attempt_count=submission.attempt_count,
-                )
+            self._start(submission)
+
+    @contextlib.contextmanager
+    def reserve(self) -> Iterator[bool]:
+        """Hold a slot for an admission that would claim what it admits: true if one is free
+        (then the admission must :meth:`adopt` what it claimed before leaving)."""
+        runtime = self.runtime
+        free = runtime.config.max_concurrent_runs - len(self.active) - self._reserved
+        if free <= 0 or runtime.closing or not self._claiming:
+            yield False
+            return
+        self._reserved += 1
+        try:
+            yield True
+        finally:
+            self._reserved -= 1
+
+    def adopt(self, submission: Submission) -> None:
+        """Run a submission claimed at its admission, as the claim loop runs what it claims."""
+        if self.runtime.closing:
+            # Shutting down: not started, it is handed back with whatever did not start.
+            self._next.setdefault(submission.conversation_id, submission)
+            return
+        if submission.conversation_id in self.active:
+            # Its session's previous run here has settled (else this were not the head) and
+            # is still winding down: this one starts when it ends, never beside it.
+            self._next[submission.conversation_id] = submission
+            return
+        # Claimed with nothing else of its session unsettled: no steer can predate it.
+        self._start(submission, known_clear=True)
+
+    def _start(self, submission: Submission, *, known_clear: bool = False) -> None:
+        runtime = self.runtime
+        watch = runtime.steering.open(
+            submission.conversation_id, feed=runtime.change_feed, known_clear=known_clear
+        )
+        task = asyncio.create_task(self._run(submission, watch), name=f"tether-run-{submission.id}")
+        task.add_done_callback(
+            functools.partial(runtime.steering.close, submission.conversation_id, watch)
+        )
+        self.active[submission.conversation_id] = task
+        task.add_done_callback(functools.partial(self._finished, submission.conversation_id))
+
+    async def _run(self, submission: Submission, watch: SteerWatch) -> None:
+        runtime = self.runtime
+        await runtime.instrumentation.emit(
+            SubmissionClaimed(
+                Correlation.of(submission),
+                owner_id=runtime.config.owner_id,
+                attempt_count=submission.attempt_count,
             )
-            task = asyncio.create_task(
-                run_attempt(runtime, submission), name=f"tether-run-{submission.id}"
-            )
-            self.active[submission.conversation_id] = task
-            task.add_done_callback(functools.partial(self._finished, submission.conversation_id))
+        )
+        await run_attempt(runtime, submission, watch)
 
     def _finished(self, conversation_id: str, _task: asyncio.Task[None]) -> None:
         self.active.pop(conversation_id, None)
+        if conversation_id in self._next and not self.runtime.closing:
+            self._start(self._next.pop(conversation_id))  # closing: stop() gives it back
         if self._waits_for_a_finish:
             self.wake.set()  # a session head or a slot just freed up

@@ -20,7 +20,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, Self, cast
 
@@ -28,6 +28,7 @@ from pydantic import JsonValue
 
 from tether._conformance import implements
 from tether._ids import new_ulid
+from tether.engine._approvals import ApprovalPage, approval_page
 from tether.engine._attempt import _Stop
 from tether.engine._config import AgentDefinition, RuntimeConfig
 from tether.engine._coordinator import Coordinator, requeue_if_stranded
@@ -43,6 +44,7 @@ from tether.engine._observe import (
     SubmissionAdmitted,
 )
 from tether.engine._redact import Redactor, SecretRedactor
+from tether.engine._steering import SteerWatches
 from tether.engine._trace import trace_context
 from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import (
@@ -59,9 +61,11 @@ from tether.errors import (
 from tether.journal import Decision, Journal, LogView
 from tether.records import Record
 from tether.store import (
+    Admission,
     Attempt,
     ChangeFeed,
     Conversation,
+    GateStatus,
     NewSubmission,
     SessionKey,
     Store,
@@ -119,6 +123,17 @@ def _set_event(event: asyncio.Event, _: object) -> None:
     event.set()
 
 
+def _adopt_claimed(
+    coordinator: Coordinator, attempt_id: str, claiming: asyncio.Future[Admission]
+) -> None:
+    """Start what an admission claimed, as soon as its commit is known (awaited or not)."""
+    if claiming.cancelled() or claiming.exception() is not None:
+        return
+    submission = claiming.result().submission
+    if submission.attempt_id == attempt_id:
+        coordinator.adopt(submission)
+
+
 def check_seq(value: int, *, field: str, least: int = 0) -> int:
     """``value`` if it can name a record position, else ``InvalidSeq`` (never a store's
     overflow)."""
@@ -166,11 +181,14 @@ class Runtime:
         self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
         self._waiting: dict[str, int] = {}  # wait() calls in progress, by submission id
         self._zombies: set[asyncio.Task[Any]] = set()
+        self.steering = SteerWatches(poll=self.config.claim_interval)
+        """What running attempts have heard of steering (see :mod:`._steering`)."""
         self._views: OrderedDict[str, LogView] = OrderedDict()
         # id -> (records counted, their bytes, the first of them)
         self._view_sizes: dict[str, tuple[int, int, object]] = {}
         self._view_bytes = 0
         self._view_calls = 0
+        self._handed_out: set[str] = set()  # views handed out since the last full count
         self.view_cache_bytes = _VIEW_BYTES_KEPT
         """The encoded bytes of records the kept views may hold together (the newest view
         is kept whatever its size); views past it, or past ``_VIEWS_KEPT``, are dropped
@@ -283,18 +301,25 @@ class Runtime:
         view = kept or LogView()
         self._views[conversation_id] = view
         self._view_calls += 1
-        if kept is None or self._view_calls % _VIEW_RECOUNT_EVERY == 0:
-            # Views grow after they are handed out (a refresh, a journal's appends): before
-            # one is added, and every so often, count what all of them hold now.
+        # Views grow after they are handed out (a refresh, a journal's appends). Those handed
+        # out since the last full count are counted on every call, all of them every so often
+        # (a run holds its view for long): a call costs what changed, not the cache's size.
+        if self._view_calls % _VIEW_RECOUNT_EVERY == 0:
+            self._handed_out.clear()
             for kept_id, kept_view in self._views.items():
                 self._count_view_bytes(kept_id, kept_view)
         else:
-            self._count_view_bytes(conversation_id, view)
+            self._handed_out.add(conversation_id)
+            for handed_id in self._handed_out:
+                handed = self._views.get(handed_id)
+                if handed is not None:
+                    self._count_view_bytes(handed_id, handed)
         while len(self._views) > 1 and (
             len(self._views) > _VIEWS_KEPT or self._view_bytes > self.view_cache_bytes
         ):
             forgotten, _ = self._views.popitem(last=False)
             self._view_bytes -= self._view_sizes.pop(forgotten, (0, 0, None))[1]
+            self._handed_out.discard(forgotten)
         return view
 
     def _count_view_bytes(self, conversation_id: str, view: LogView) -> None:
@@ -371,24 +396,54 @@ class Runtime:
         trace: Mapping[str, str] | None = None,
     ) -> Receipt:
         now = datetime.now(UTC)
-        admission = await self.store.admit(
-            NewSubmission(
-                id=new_ulid(),
-                key=key,
-                conversation_id=new_ulid(),
-                input=inbound.to_json_object(),
-                created_at=now,
-                dispatch_id=dispatch_id,
-                trace=trace,
+        new = NewSubmission(
+            id=new_ulid(),
+            key=key,
+            conversation_id=new_ulid(),
+            input=inbound.to_json_object(),
+            created_at=now,
+            dispatch_id=dispatch_id,
+            trace=trace,
+        )
+        coordinator = self._coordinator
+        with (
+            coordinator.reserve() if coordinator is not None else contextlib.nullcontext(False)
+        ) as room:
+            attempt_id = new_ulid()
+            if room and coordinator is not None:
+                admission = await self._admit_and_claim(coordinator, new, attempt_id)
+            else:
+                admission = await self.store.admit(new)
+            submission = admission.submission
+            correlation = Correlation.of(submission)
+            await self.instrumentation.emit(
+                SubmissionAdmitted(
+                    correlation, input=dict(submission.input), created=admission.created
+                )
+            )
+            if not (room and submission.attempt_id == attempt_id):
+                self._wake()
+            if inbound.kind in ("steer", "follow_up"):
+                self.steering.heard(submission.conversation_id)  # durable now: worth a look
+        return Receipt(submission.id, submission.conversation_id, key.session, admission.created)
+
+    async def _admit_and_claim(
+        self, coordinator: Coordinator, new: NewSubmission, attempt_id: str
+    ) -> Admission:
+        """Admit, claiming in the same commit if the session is free, and run what was
+        claimed. The commit and the start are shielded: a caller that gives up meanwhile
+        (a shutdown, a client gone) must not leave a claim that nobody runs."""
+        claiming = asyncio.ensure_future(
+            self.store.admit_and_claim(
+                new,
+                attempt_id=attempt_id,
+                owner_id=self.config.owner_id,
+                lease_expires_at=new.created_at + timedelta(seconds=self.config.lease),
+                now=new.created_at,
             )
         )
-        submission = admission.submission
-        correlation = Correlation.of(submission)
-        await self.instrumentation.emit(
-            SubmissionAdmitted(correlation, input=dict(submission.input), created=admission.created)
-        )
-        self._wake()
-        return Receipt(submission.id, submission.conversation_id, key.session, admission.created)
+        claiming.add_done_callback(functools.partial(_adopt_claimed, coordinator, attempt_id))
+        return await asyncio.shield(claiming)
 
     async def _unsettled(self, key: SessionKey) -> list[Submission]:
         try:
@@ -547,6 +602,37 @@ class Runtime:
         return await store.find_conversation(SessionKey(agent, instance, session))
 
     # --- approvals and forks ----------------------------------------------------------
+
+    async def approvals(
+        self,
+        *,
+        status: GateStatus | None = GateStatus.PENDING,
+        agent: str | None = None,
+        instance: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ApprovalPage:
+        """A page of approval gates, oldest request first, from the store's gate index (no
+        log is read): by default those waiting for a decision; ``status=None`` lists every
+        status, ``GateStatus.DECIDED`` the decisions made (the audit trail). ``cursor`` is a
+        page's ``next_cursor`` (``InvalidCursor`` for anything else); ``limit`` 1..1000.
+
+        Example::
+
+            page = await runtime.approvals(agent="support")
+            for gate in page.gates:
+                await runtime.approve(gate.approval_id, "approve", approver="ann")
+        """
+        return await approval_page(
+            self._check_open(),
+            status=status,
+            agent=agent,
+            instance=instance,
+            tool=tool,
+            limit=limit,
+            cursor=cursor,
+        )
 
     async def approve(
         self,

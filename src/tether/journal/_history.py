@@ -17,7 +17,14 @@ from tether.records import (
 )
 from tether.tree import Reducer
 
-__all__ = ("SIGNAL_MEDIA_TYPE", "PrefixTranscripts", "Transcript", "messages_of", "transcript")
+__all__ = (
+    "SIGNAL_MEDIA_TYPE",
+    "PrefixTranscripts",
+    "Transcript",
+    "messages_of",
+    "projected",
+    "transcript",
+)
 
 SIGNAL_MEDIA_TYPE = "application/vnd.tether.signal+json"
 _MESSAGE_KINDS = frozenset(
@@ -47,6 +54,12 @@ def messages_of(records: Iterable[Record]) -> list[Message]:
             projected = record._messages = _project(record.payload)
         messages.extend(projected)
     return messages
+
+
+def projected(payloads: Iterable[Payload]) -> dict[int, tuple[Message, ...]]:
+    """The chat messages that payloads not yet appended stand for, by ``id`` of the payload:
+    once appended, their records are given the very same objects (see :func:`messages_of`)."""
+    return {id(payload): _project(payload) for payload in payloads}
 
 
 def _project(payload: Payload) -> tuple[Message, ...]:

@@ -44,7 +44,7 @@ from tether.journal._approvals import (
 from tether.journal._cut import fork_cut_outcome, open_streams, unanswered_calls
 from tether.journal._executions import Execution
 from tether.journal._harness import EffectWrappers, Harness, JournalObserver, ToolExecutor
-from tether.journal._history import PrefixTranscripts, messages_of
+from tether.journal._history import PrefixTranscripts, messages_of, projected
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
 from tether.journal._turn import Mode, SteerSource, Turn
@@ -157,6 +157,7 @@ class Journal:
         wrappers: EffectWrappers | None = None,
         refresh: bool = False,
         redact: Callable[[str], str] | None = None,
+        lean: bool = False,
     ) -> Journal:
         """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
 
@@ -164,10 +165,19 @@ class Journal:
         the log (it is brought up to date either way); ``refresh=True`` brings it up to date
         now, as :meth:`refresh` would. ``wrappers`` wrap every model client and tool executor
         the journal invokes. ``redact`` rewrites error text (tool errors, execution failures)
-        before it is journaled, to keep secrets out of the permanent log.
+        before it is journaled, to keep secrets out of the permanent log. ``lean``: a view
+        that has read nothing yet takes in only what the next execution needs (the log's
+        snapshot and its tail, see :meth:`LogView.refresh`), so that the first turn on a long
+        log read cold costs what its tail costs, not its length.
         """
         refreshed = False
-        if view is not None and (view.head == 0 or refresh):
+        if view is not None and lean and (view.head == 0 or refresh):
+            # A new view asks how long the log is (ConversationNotFound for an unknown id); a
+            # kept one, lean or whole, reads what follows its head.
+            head = await store.head(conversation_id) if view.head == 0 else 0
+            await view.refresh(store, conversation_id, lean=True, known_head=head)
+            refreshed = True
+        elif view is not None and (view.head == 0 or refresh):
             # A new view's first refresh reads the conversation from its first record (an
             # unknown id raises ConversationNotFound), so it costs no lookup of its own.
             await view.refresh(store, conversation_id)
@@ -287,11 +297,20 @@ class Journal:
         expected_seq: int | None = None,
         config: dict[str, JsonValue] | None = None,
         finish: Finisher | None = None,
+        defer_start: bool = False,
     ) -> ExecutionResult:
         """Start a new execution: journal its start and inputs (one CAS-guarded append at
         ``expected_seq``, the head by default), then run the harness live. A caller whose
         view already stands at ``expected_seq`` saves the read that brings it up to date: if
         the log moved on meanwhile, the append fails with ``Conflict`` either way.
+
+        ``defer_start``: the start and inputs are held behind instead, and written with the
+        execution's first durable write (a tool's intent, a delta flush, a slow model call's
+        flush, or its end), saving a commit. Nothing that a crash could repeat is invoked on
+        their account: a crash before that write leaves no trace of the execution, which is
+        simply started again. For a caller that has just taken the conversation (the engine,
+        under a claim's fresh fence): a writer superseded meanwhile would run its harness up
+        to that write, a model call at most, before its first write fails.
 
         ``finish(output)`` may add records to append atomically with ``execution_ended``, and a
         claim to settle in that commit (the engine settles a submission with its execution's
@@ -312,13 +331,22 @@ class Journal:
             config=config,
         )
         history = view.messages()  # before the append: the view takes in what we write
-        drafts = [self.log.draft(payload, execution_id) for payload in (start, *inputs)]
-        appended = await self.log.append(
-            drafts, expected_seq=self.log.head if expected_seq is None else expected_seq
-        )
-        turn = self._turn(
-            Mode.LIVE, execution_id, Recorded(), history, messages_of(appended[1:]), config
-        )
+        if not defer_start:
+            drafts = [self.log.draft(payload, execution_id) for payload in (start, *inputs)]
+            appended = await self.log.append(
+                drafts, expected_seq=self.log.head if expected_seq is None else expected_seq
+            )
+            turn = self._turn(
+                Mode.LIVE, execution_id, Recorded(), history, messages_of(appended[1:]), config
+            )
+            return await self._run(harness, turn, finish)
+        if expected_seq is not None and expected_seq != view.head:
+            # The log moved on: the start's append would fail, so invoke nothing first.
+            raise Conflict(self.conversation.id, expected_seq, view.head)
+        messages = projected(inputs)
+        inputs_messages = [message for projection in messages.values() for message in projection]
+        turn = self._turn(Mode.LIVE, execution_id, Recorded(), history, inputs_messages, config)
+        turn.hold_behind([start, *inputs], messages)  # like a model call's intent
         return await self._run(harness, turn, finish)
 
     # --- resume -----------------------------------------------------------------------
@@ -547,7 +575,7 @@ class Journal:
         ending = await finish(ended.output) if finish is not None else Ending()
         # What the turn holds behind (its last completion) commits with its end.
         batch = [*turn.take_behind(), self.log.draft(ended, turn.execution_id), *ending.records]
-        await self.log.append(batch, settle=ending.settle)
+        turn.keep_messages(batch, await self.log.append(batch, settle=ending.settle))
         await self.view.save_snapshot(self.store, self.conversation.id)
         return ExecutionResult(
             turn.execution_id, ended.output, turn.model_invocations, turn.tool_invocations

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import StrEnum
-from typing import Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 from pydantic import JsonValue
 
@@ -139,6 +139,7 @@ class Turn:
         self._closed = False
         self._call_ids: set[str] = set()
         self._behind: list[Payload] = []  # written with the next append
+        self._held_messages: dict[int, tuple[Message, ...]] = {}
         self._lock = asyncio.Lock()
         self._offered: dict[str, JsonObject] = {}
         """The parameters schema of each tool the model was last offered, by tool name: an
@@ -181,11 +182,38 @@ class Turn:
         if not batch:
             return []
         try:
-            return await self._log.append(batch)
+            records = await self._log.append(batch)
         except TetherError as exc:
             # The log is no longer where this turn believes: nothing more may be written.
             self._failure = exc
             raise
+        self.keep_messages(batch, records)
+        return records
+
+    def hold_behind(
+        self, payloads: Sequence[Payload], messages: dict[int, tuple[Message, ...]]
+    ) -> None:
+        """Hold ``payloads`` to be written with the next append (records that need not be
+        durable on their own: nothing was invoked on their account). ``messages`` (by ``id``
+        of the payload) are what the harness was handed for them: their records keep them."""
+        self._behind.extend(payloads)
+        self._held_messages.update(messages)
+
+    def keep_messages(self, drafts: Sequence[RecordDraft], records: Sequence[Record]) -> None:
+        """Give the records of held inputs the messages the harness was handed for them, so
+        that the history and the inputs are the same objects (see ``messages_of``)."""
+        if not self._held_messages:
+            return
+        for draft, record in zip(drafts, records, strict=True):
+            held = self._held_messages.pop(id(draft.payload), None)
+            if held is not None:
+                record._messages = held
+
+    async def flush_behind(self) -> None:
+        """Write what is held behind now, so that readers of the log see it."""
+        async with self._lock:
+            if self._behind and self._failure is None and not self._closed:
+                await self._append(())
 
     def take_behind(self) -> list[RecordDraft]:
         """The records held behind, as drafts; the caller must append them (the journal puts
@@ -284,7 +312,7 @@ class Turn:
     ) -> ModelResponse:
         stream = _DeltaStream(self, call_id, request.model)
         try:
-            response = await model.request(request, stream.on_delta)
+            response = await self._answered(model.request(request, stream.on_delta))
         except BaseException:
             await stream.close_interrupted()  # the intent stays, unanswered (recorded failure)
             raise
@@ -301,6 +329,22 @@ class Turn:
             self._behind.extend(stream.take())
             self._behind.append(completed)
         return response
+
+    async def _answered(self, answer: Coroutine[Any, Any, ModelResponse]) -> ModelResponse:
+        """The model's answer. What is held behind (the call's intent, an execution's start)
+        rides with the answer's commit; if the answer is slow to come, it is written first,
+        after :data:`_FLUSH_SECONDS`, so that readers of the log see the turn under way (a
+        streaming model's deltas flush it sooner)."""
+        pending = asyncio.ensure_future(answer)
+        try:
+            done, _ = await asyncio.wait({pending}, timeout=_FLUSH_SECONDS)
+            if not done:
+                await self.flush_behind()
+            return await pending
+        finally:
+            if not pending.done():
+                pending.cancel()
+                await asyncio.wait({pending})
 
     # --- tools ------------------------------------------------------------------------
 
