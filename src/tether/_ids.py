@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Sequence
+from typing import overload
 
-__all__ = ("new_ulid",)
+__all__ = ("UlidsOnDemand", "new_ulid")
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _LOW_FIVE_BITS = bytes(_ALPHABET[byte & 31].encode()[0] for byte in range(256))
@@ -37,3 +39,32 @@ def new_ulid() -> str:
         prefix = _encode_time(milliseconds)
         _time_prefix = (milliseconds, prefix)
     return prefix + _random.randbytes(16).translate(_LOW_FIVE_BITS).decode("ascii")
+
+
+class UlidsOnDemand(Sequence[str]):
+    """``count`` ULIDs, each made when first read: a claim offers an attempt id for every free
+    slot (64 by default) and most passes claim none or one."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._made: list[str] = []
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        while len(self._made) <= index:
+            self._made.append(new_ulid())
+        return self._made[index]

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, cast
 
 from tether._conformance import implements
-from tether._ids import new_ulid
+from tether._ids import UlidsOnDemand
 from tether._tasks import cancel_and_wait
 from tether.engine._attempt import run_attempt
 from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
@@ -247,7 +247,7 @@ class Coordinator:
         now = datetime.now(UTC)
         # One batch: on PostgreSQL it skips heads other workers are taking instead of waiting.
         claimed = await runtime.store.claim_runnable(
-            attempt_ids=[new_ulid() for _ in range(free)],
+            attempt_ids=UlidsOnDemand(free),
             owner_id=runtime.config.owner_id,
             lease_expires_at=now + timedelta(seconds=runtime.config.lease),
             now=now,

@@ -391,7 +391,7 @@ class SqliteStore:
         if not attempt_ids or not self._read(lambda conn: ops.list_runnable(conn, 1)):
             return []
         return await self._write(
-            ops.claim_runnable, list(attempt_ids), owner_id, lease_expires_at, now
+            ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
         )
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
