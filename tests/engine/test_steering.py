@@ -33,6 +33,22 @@ def _agents(model: ScriptedModel, *tools: Tool) -> dict[str, AgentDefinition]:
     return {"bot": AgentDefinition(lambda i, e: agent_spec(model, tools=list(tools)))}
 
 
+def _held_agent(release: asyncio.Event) -> dict[str, AgentDefinition]:
+    """An agent whose one tool waits for ``release``, then answers with every user message."""
+
+    @tool
+    async def slow() -> str:
+        """Slow."""
+        await asyncio.wait_for(release.wait(), 60)
+        return "slow done"
+
+    def reply(request: ModelRequest) -> str | ToolUse:
+        users = [m.text for m in request.messages if m.role == "user"]
+        return ToolUse("slow") if len(users) == 1 else " | ".join(users)
+
+    return _agents(ScriptedModel(reply), slow)
+
+
 def _count_queued_lookups(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The steering lookups (queued submissions of one conversation) the store is asked."""
     asked: list[Any] = []
@@ -70,19 +86,9 @@ async def test_a_steer_admitted_here_is_looked_for_at_the_next_safe_point(
     make_runtime: Make, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = asyncio.Event()
-
-    @tool
-    async def slow() -> str:
-        """Slow."""
-        await asyncio.wait_for(release.wait(), 60)
-        return "slow done"
-
-    def reply(request: ModelRequest) -> str | ToolUse:
-        users = [m.text for m in request.messages if m.role == "user"]
-        return ToolUse("slow") if len(users) == 1 else " | ".join(users)
-
+    agents = _held_agent(release)
     asked = _count_queued_lookups(store, monkeypatch)
-    runtime = make_runtime(_agents(ScriptedModel(reply), slow), claim_interval=30)
+    runtime = make_runtime(agents, claim_interval=30)
     async with runtime:
         host = await runtime.dispatch("bot", "acme", "start")
         await wait_for_status(runtime, host.submission_id, SubmissionStatus.RUNNING)
@@ -97,22 +103,12 @@ async def test_steers_queued_before_a_run_is_claimed_are_looked_for_at_once(
 ) -> None:
     """A run the claim loop takes (not its admission) may find steering queued behind it."""
     release = asyncio.Event()
-
-    @tool
-    async def slow() -> str:
-        """Slow."""
-        await asyncio.wait_for(release.wait(), 60)
-        return "slow done"
-
-    def reply(request: ModelRequest) -> str | ToolUse:
-        users = [m.text for m in request.messages if m.role == "user"]
-        return ToolUse("slow") if len(users) == 1 else " | ".join(users)
-
-    admitting = make_runtime(_agents(ScriptedModel(reply), slow))
+    agents = _held_agent(release)
+    admitting = make_runtime(agents)
     await admitting.start(worker=False)  # an API-only node: it admits, another runs
     host = await admitting.dispatch("bot", "acme", "start")
     steer = await admitting.steer("bot", "acme", "turn left")
-    running = make_runtime(_agents(ScriptedModel(reply), slow), claim_interval=30)
+    running = make_runtime(agents, claim_interval=30)
     async with running:
         release.set()
         assert (await settle(running, host.submission_id))["result"] == "start | turn left"

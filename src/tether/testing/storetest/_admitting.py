@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from tether.errors import DispatchConflict
-from tether.store import Admission, Store, SubmissionStatus
-from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.store import Admission, NewSubmission, Store, SubmissionStatus
+from tether.testing.storetest._base import T0, BaseConformance, Fixtures, case
 
 __all__ = ("AdmitAndClaimCases",)
+
+
+async def _admit_and_claim(store: Store, new: NewSubmission, attempt_id: str) -> Admission:
+    return await store.admit_and_claim(
+        new,
+        attempt_id=attempt_id,
+        owner_id="owner-1",
+        lease_expires_at=T0 + timedelta(seconds=60),
+        now=T0,
+    )
 
 
 class AdmitAndClaimCases(BaseConformance):
@@ -16,13 +28,7 @@ class AdmitAndClaimCases(BaseConformance):
     async def test_admit_and_claim_claims_an_idle_sessions_head(
         self, store: Store, fx: Fixtures
     ) -> None:
-        admission = await store.admit_and_claim(
-            fx.new(),
-            attempt_id="att-1",
-            owner_id="owner-1",
-            lease_expires_at=fx.at(60),
-            now=fx.at(0),
-        )
+        admission = await _admit_and_claim(store, fx.new(), "att-1")
         claimed = admission.submission
         assert admission.created and claimed.status is SubmissionStatus.RUNNING
         assert (claimed.attempt_id, claimed.owner_id, claimed.attempt_count) == (
@@ -41,13 +47,7 @@ class AdmitAndClaimCases(BaseConformance):
         self, store: Store, fx: Fixtures
     ) -> None:
         first = await fx.admit()
-        admission = await store.admit_and_claim(
-            fx.new(),
-            attempt_id="att-1",
-            owner_id="owner-1",
-            lease_expires_at=fx.at(60),
-            now=fx.at(0),
-        )
+        admission = await _admit_and_claim(store, fx.new(), "att-1")
         queued = admission.submission
         assert admission.created and queued.status is SubmissionStatus.QUEUED
         assert queued.attempt_id is None and queued.attempt_count == 0
@@ -55,13 +55,7 @@ class AdmitAndClaimCases(BaseConformance):
         assert [s.id for s in await store.list_runnable()] == [first.id]
         # Nor beside a run of its session: a running head keeps the next one queued.
         running = await fx.claim(first)
-        behind = await store.admit_and_claim(
-            fx.new(),
-            attempt_id="att-2",
-            owner_id="owner-1",
-            lease_expires_at=fx.at(60),
-            now=fx.at(0),
-        )
+        behind = await _admit_and_claim(store, fx.new(), "att-2")
         assert behind.submission.status is SubmissionStatus.QUEUED
         assert await store.list_submissions(SubmissionStatus.RUNNING) == [running]
 
@@ -70,21 +64,9 @@ class AdmitAndClaimCases(BaseConformance):
         self, store: Store, fx: Fixtures
     ) -> None:
         original = await fx.admit(dispatch_id="d1")
-        replay = await store.admit_and_claim(
-            fx.new(dispatch_id="d1"),
-            attempt_id="att-1",
-            owner_id="owner-1",
-            lease_expires_at=fx.at(60),
-            now=fx.at(0),
-        )
+        replay = await _admit_and_claim(store, fx.new(dispatch_id="d1"), "att-1")
         assert replay == Admission(original, created=False)
         with pytest.raises(DispatchConflict):
-            await store.admit_and_claim(
-                fx.new(dispatch_id="d1", body="something else"),
-                attempt_id="att-2",
-                owner_id="owner-1",
-                lease_expires_at=fx.at(60),
-                now=fx.at(0),
-            )
+            await _admit_and_claim(store, fx.new(dispatch_id="d1", body="something else"), "att-2")
         assert await store.list_submissions() == [original]
         assert await store.list_attempts(original.id) == []
