@@ -65,7 +65,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 def record_hash(canonical_record: bytes, prev_hash: str, seq: int) -> str:
-    """The chain hash of a record (DESIGN §3).
+    """The chain hash of a record (docs/architecture.md §3).
 
     Equal to ``sha256_hex(canonical_json({"record": r, "prev_hash": prev_hash, "seq": str(seq)}))``
     where ``canonical_record == canonical_json(r)``; assembling the outer object from the

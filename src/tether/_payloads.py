@@ -1,4 +1,4 @@
-"""Typed payloads, one model per record kind (DESIGN §3).
+"""Typed payloads, one model per record kind (docs/architecture.md §3).
 
 Payloads are frozen pydantic models with camelCase wire names. Fields are only ever
 added, never repurposed: a log written today must decode the same way forever.

@@ -1,4 +1,4 @@
-"""The record log's envelope, its typed payloads, sealing and decoding (DESIGN §3).
+"""The record log's envelope, its typed payloads, sealing and decoding (docs/architecture.md §3).
 
 A :class:`RecordDraft` is what a writer proposes; a store *seals* it into a
 :class:`Record` by assigning ``seq``, ``conversationId``, ``session`` and the chain

@@ -1,5 +1,5 @@
-"""The durable submission engine (DESIGN §6): admitted work is never lost and never settles
-twice, however processes die.
+"""The durable submission engine (docs/architecture.md §6): admitted work is never lost and
+never settles twice, however processes die.
 
 Example::
 

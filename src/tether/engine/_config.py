@@ -52,7 +52,7 @@ class AgentDefinition:
 
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
-    """Engine settings (DESIGN §8 defaults). Times are in seconds."""
+    """Engine settings (docs/architecture.md §8). Times are in seconds."""
 
     lease: float = 30.0
     heartbeat: float | None = None

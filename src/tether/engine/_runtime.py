@@ -150,7 +150,7 @@ def _check_name(kind: str, value: str) -> None:
 
 
 class Runtime:
-    """Durable agent sessions over a store (DESIGN §6)."""
+    """Durable agent sessions over a store (docs/architecture.md §6)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The HTTP/SSE face of a runtime (DESIGN §7): ``create_app(runtime)`` is an ASGI app.
+"""The HTTP/SSE face of a runtime (docs/architecture.md §7): ``create_app(runtime)`` is an ASGI app.
 
 Example::
 

@@ -1,4 +1,4 @@
-"""The ASGI app (DESIGN §7): every route, typed errors, OpenAPI at ``/openapi.json``."""
+"""The ASGI app (docs/architecture.md §7): every route, typed errors, ``/openapi.json``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The effect journal (DESIGN §5): every nondeterministic effect of an execution is recorded
-in the conversation log, which is then the checkpoint, the audit trail and the replay source.
+"""The effect journal (docs/architecture.md §5): every nondeterministic effect of an execution
+is recorded in the conversation log, which is then the checkpoint, the audit trail and the
+replay source.
 
 Example::
 

@@ -1,4 +1,4 @@
-"""Durable storage: the store contract and its backends (DESIGN §4).
+"""Durable storage: the store contract and its backends (docs/architecture.md §4).
 
 Example::
 

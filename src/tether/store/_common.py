@@ -95,8 +95,9 @@ def seal_append(
     head_hash: str,
     head_time: str,
 ) -> list[Record]:
-    """Check an append against its conversation's state by the rules of DESIGN §3, in their
-    fixed order (CAS first, then the fence), and seal its drafts as the records after ``head``."""
+    """Check an append against its conversation's state by the rules of docs/architecture.md
+    §3, in their fixed order (CAS first, then the fence), and seal its drafts as the records
+    after ``head``."""
     if expected_seq != head:
         raise Conflict(conversation_id, expected_seq, head)
     if fence < current_fence:

@@ -1,4 +1,4 @@
-"""The store contract (DESIGN §4): three narrow protocols and the whole they make.
+"""The store contract (docs/architecture.md §4): three narrow protocols and the whole they make.
 
 The meaning of every method is pinned by the conformance suite
 :mod:`tether.testing.storetest`; a backend that passes it unchanged is a Tether store.

@@ -390,9 +390,7 @@ class SqliteStore:
         # transaction finds is what is claimed.)
         if not attempt_ids or not self._read(lambda conn: ops.list_runnable(conn, 1)):
             return []
-        return await self._write(
-            ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
-        )
+        return await self._write(ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now)
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         return self._read(lambda conn: ops.list_attempts(conn, submission_id))
