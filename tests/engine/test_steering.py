@@ -11,7 +11,10 @@ from tether.engine import AgentDefinition, Runtime
 from tether.messages import ModelRequest
 from tether.models import ScriptedModel, ToolUse
 from tether.store import Store, SubmissionStatus
+from tether.store.postgres import PostgresStore
 
+from ..postgres import fresh_schema, store_url
+from .conftest import FAST
 from .test_control import wait_for_status
 from .test_runtime import settle
 
@@ -29,8 +32,8 @@ def three_tool_rounds(request: ModelRequest) -> str | ToolUse:
     return ToolUse("step", {"n": done}) if done < 3 else "finished"
 
 
-def _agents(model: ScriptedModel, *tools: Tool) -> dict[str, AgentDefinition]:
-    return {"bot": AgentDefinition(lambda i, e: agent_spec(model, tools=list(tools)))}
+def _agents(model: ScriptedModel, *tools: Tool, name: str = "bot") -> dict[str, AgentDefinition]:
+    return {name: AgentDefinition(lambda i, e: agent_spec(model, tools=list(tools)))}
 
 
 def _held_agent(release: asyncio.Event) -> dict[str, AgentDefinition]:
@@ -113,3 +116,43 @@ async def test_steers_queued_before_a_run_is_claimed_are_looked_for_at_once(
         release.set()
         assert (await settle(running, host.submission_id))["result"] == "start | turn left"
         assert (await settle(running, steer.submission_id))["status"] == "succeeded"
+
+
+@pytest.mark.postgres
+async def test_a_steer_admitted_by_another_process_is_announced() -> None:
+    """PostgreSQL NOTIFY tells the running worker of a steer another node admitted: it looks
+    at its next safe point without polling (the claim interval is far beyond the run)."""
+    schema = fresh_schema()
+    release = asyncio.Event()
+    agents = {**_held_agent(release), **_agents(ScriptedModel(["ready"]), name="quick")}
+    async with (
+        await PostgresStore.open(store_url(schema)) as running_store,
+        await PostgresStore.open(store_url(schema)) as api_store,
+    ):
+        api = Runtime(agents, api_store, **{**FAST, "claim_interval": 30})
+        await api.start(worker=False)
+        try:
+            async with Runtime(agents, running_store, **{**FAST, "claim_interval": 30}) as worker:
+                # Once its claim loop is up, the worker claims what it admits: its run then
+                # knows that no steer came before it, and looks only when one is announced.
+                warm_up = await worker.dispatch("quick", "warm-up", "ready")
+                await settle(worker, warm_up.submission_id)
+                host = await worker.dispatch("bot", "acme", "start")
+                await _until_the_tool_runs(running_store, host.conversation_id)
+                with running_store.listen(f"steer:{host.conversation_id}") as announced:
+                    await api.steer("bot", "acme", "turn left")
+                    async with asyncio.timeout(60):  # the worker's watch heard it too
+                        await announced.wait()
+                release.set()
+                result = (await settle(worker, host.submission_id))["result"]
+                assert result == "start | turn left"
+        finally:
+            await api.close()
+
+
+async def _until_the_tool_runs(store: Store, conversation_id: str) -> None:
+    for _ in range(6000):  # a minute at most
+        if any(r.kind == "tool_called" for r in await store.read(conversation_id)):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the tool never started")

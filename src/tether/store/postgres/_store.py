@@ -258,11 +258,13 @@ class PostgresStore:
         """An event set on each notification for ``topic``, from any process: ``work``
         (something may be runnable), ``settled:<submission id>`` or ``steer:<conversation
         id>`` (a steer or follow-up was admitted). Register, then check, then wait."""
-        # A settlement frees a session's next head, so it wakes the claim loop too.
+        # A settlement frees a session's next head, so it wakes the claim loop too. A worker
+        # (it listens for work) hears of steers from the start, so that none is announced
+        # before a run of its has subscribed.
         self._listener.want(self._channels.settled)
         if topic == "work":
             self._listener.want(self._channels.work)
-        elif topic.startswith("steer:"):
+        if topic == "work" or topic.startswith("steer:"):
             self._listener.want(self._channels.steer)
         return self._signals.listen(topic, event)
 
