@@ -1,15 +1,17 @@
-"""An attempt leaves nothing behind once it settles (issue 18, item 7: memory stays flat)."""
+"""An attempt leaves nothing behind once it settles (memory stays flat), and checks what user
+code hands it with typed errors."""
 
 import asyncio
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from tether.engine import Runtime
+from tether.engine import AgentDefinition, Runtime
 from tether.journal import Journal, LogView
 from tether.store import Store
 
 from .agents import echo_agent
+from .test_runtime import settle
 
 Make = Callable[..., Runtime]
 
@@ -48,3 +50,17 @@ async def test_a_settled_attempt_leaves_no_journal_for_the_collector(
                     await runtime.wait(receipt.submission_id)
             assert _alive(Journal) == journals
             assert _alive(LogView) <= views + 1  # the view cache's one
+
+
+async def test_an_initializer_that_returns_no_agent_spec_fails_the_run(
+    make_runtime: Make,
+) -> None:
+    """User code, checked with a typed error that says what came back (an ``assert`` would
+    vanish under ``python -O`` and fail later, somewhere else)."""
+    odd = AgentDefinition(lambda instance, env: {"harness": "not a spec"})  # type: ignore[arg-type,return-value]
+    agents = {"odd": odd}
+    async with make_runtime(agents) as runtime:
+        receipt = await runtime.dispatch("odd", "acme", "hi")
+        settled = await settle(runtime, receipt.submission_id)
+    assert settled["status"] == "failed" and settled["errorCode"] == "run_failed"
+    assert "returned dict, not an AgentSpec" in str(settled["error"])

@@ -363,7 +363,11 @@ class _Attempt:
         spec = self.definition.initialize(self.submission.key.instance, self.config.env)
         if inspect.isawaitable(spec):
             spec = await spec
-        assert isinstance(spec, AgentSpec), "initialize must return an AgentSpec"
+        if not isinstance(spec, AgentSpec):  # user code: a typed error, not an assert
+            raise TypeError(
+                f"the initializer of agent {self.submission.key.agent!r} returned "
+                f"{type(spec).__name__}, not an AgentSpec"
+            )
         operation = Operation("attempt", self.submission.key.agent, self.correlation)
         result: SubmissionSettled = await events.intercept(operation, lambda: self._drive(spec))
         return result
