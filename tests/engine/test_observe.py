@@ -106,3 +106,21 @@ async def test_an_interceptor_that_refuses_settles_run_failed_without_a_model_ca
             outcome = await settle(runtime, receipt.submission_id)
         assert outcome["errorCode"] == "run_failed" and message in str(outcome["error"])
         assert model.invocations == 0
+
+
+async def test_a_submission_claimed_at_its_admission_is_admitted_then_claimed(
+    make_runtime: Make,
+) -> None:
+    """The admission that claims (the claim loop is up, the session free) and the run it starts
+    at once: observers hear of the admission first."""
+    events: list[EngineEvent] = []
+    async with make_runtime(
+        {"loop": loop_agent(RecordingTools())}, observers=[events.append]
+    ) as runtime:
+        warm_up = await runtime.dispatch("loop", "warm-up", "hello")
+        await settle(runtime, warm_up.submission_id)
+        events.clear()
+        receipt = await runtime.dispatch("loop", "acme", "hello")
+        await settle(runtime, receipt.submission_id)
+    kinds = [e.kind for e in events]
+    assert kinds[:3] == ["admitted", "claimed", "attempt_started"], kinds

@@ -415,13 +415,18 @@ class Runtime:
             else:
                 admission = await self.store.admit(new)
             submission = admission.submission
+            claimed = room and submission.attempt_id == attempt_id
             correlation = Correlation.of(submission)
-            await self.instrumentation.emit(
-                SubmissionAdmitted(
-                    correlation, input=dict(submission.input), created=admission.created
+            try:
+                await self.instrumentation.emit(
+                    SubmissionAdmitted(
+                        correlation, input=dict(submission.input), created=admission.created
+                    )
                 )
-            )
-            if not (room and submission.attempt_id == attempt_id):
+            finally:  # admitted, then claimed: observers hear it in that order
+                if claimed and coordinator is not None:
+                    coordinator.adopt(submission)
+            if not claimed:
                 self._wake()
             if inbound.kind in ("steer", "follow_up"):
                 self.steering.heard(submission.conversation_id)  # durable now: worth a look
@@ -430,9 +435,9 @@ class Runtime:
     async def _admit_and_claim(
         self, coordinator: Coordinator, new: NewSubmission, attempt_id: str
     ) -> Admission:
-        """Admit, claiming in the same commit if the session is free, and run what was
-        claimed. The commit and the start are shielded: a caller that gives up meanwhile
-        (a shutdown, a client gone) must not leave a claim that nobody runs."""
+        """Admit, claiming in the same commit if the session is free; the caller runs what
+        was claimed. The commit is shielded: a caller that gives up meanwhile (a shutdown, a
+        client gone) must not leave a claim that nobody runs, so it is run once known."""
         claiming = asyncio.ensure_future(
             self.store.admit_and_claim(
                 new,
@@ -442,8 +447,11 @@ class Runtime:
                 now=new.created_at,
             )
         )
-        claiming.add_done_callback(functools.partial(_adopt_claimed, coordinator, attempt_id))
-        return await asyncio.shield(claiming)
+        try:
+            return await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            claiming.add_done_callback(functools.partial(_adopt_claimed, coordinator, attempt_id))
+            raise
 
     async def _unsettled(self, key: SessionKey) -> list[Submission]:
         try:
