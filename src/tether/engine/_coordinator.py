@@ -298,11 +298,8 @@ class Coordinator:
             submission.conversation_id, feed=runtime.change_feed, known_clear=known_clear
         )
         task = asyncio.create_task(self._run(submission, watch), name=f"tether-run-{submission.id}")
-        task.add_done_callback(
-            functools.partial(runtime.steering.close, submission.conversation_id, watch)
-        )
         self.active[submission.conversation_id] = task
-        task.add_done_callback(functools.partial(self._finished, submission.conversation_id))
+        task.add_done_callback(functools.partial(self._finished, submission.conversation_id, watch))
 
     async def _run(self, submission: Submission, watch: SteerWatch) -> None:
         runtime = self.runtime
@@ -315,7 +312,8 @@ class Coordinator:
         )
         await run_attempt(runtime, submission, watch)
 
-    def _finished(self, conversation_id: str, _task: asyncio.Task[None]) -> None:
+    def _finished(self, conversation_id: str, watch: SteerWatch, _task: asyncio.Task[None]) -> None:
+        self.runtime.steering.close(conversation_id, watch)
         self.active.pop(conversation_id, None)
         if conversation_id in self._next and not self.runtime.closing:
             self._start(self._next.pop(conversation_id))  # closing: stop() gives it back

@@ -409,13 +409,13 @@ class Runtime:
         with (
             coordinator.reserve() if coordinator is not None else contextlib.nullcontext(False)
         ) as room:
-            attempt_id = new_ulid()
-            if room and coordinator is not None:
+            attempt_id = new_ulid() if room else None
+            if attempt_id is not None and coordinator is not None:
                 admission = await self._admit_and_claim(coordinator, new, attempt_id)
             else:
                 admission = await self.store.admit(new)
             submission = admission.submission
-            claimed = room and submission.attempt_id == attempt_id
+            claimed = attempt_id is not None and submission.attempt_id == attempt_id
             correlation = Correlation.of(submission)
             try:
                 await self.instrumentation.emit(

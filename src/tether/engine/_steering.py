@@ -19,7 +19,6 @@ run it was meant for has settled.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 
@@ -31,12 +30,18 @@ __all__ = ("SteerWatch", "SteerWatches")
 class SteerWatch:
     """One attempt's: :meth:`due` says whether its next check must ask the store."""
 
-    def __init__(self, *, known_clear: bool, poll: float | None) -> None:
+    def __init__(
+        self, conversation_id: str, *, feed: ChangeFeed | None, known_clear: bool, poll: float
+    ) -> None:
         self._pending = not known_clear
-        self._poll = poll
+        self._poll = None if feed is not None else poll  # a change feed announces steers
         self._asked_at = time.monotonic()
         self._stack = contextlib.ExitStack()
-        self._announced: asyncio.Event | None = None
+        self._announced = (
+            self._stack.enter_context(feed.listen(f"steer:{conversation_id}"))
+            if feed is not None
+            else None
+        )
 
     def heard(self) -> None:
         """A steer or follow-up for this conversation was admitted."""
@@ -54,9 +59,6 @@ class SteerWatch:
         self._asked_at = time.monotonic()
         return True
 
-    def _follow(self, feed: ChangeFeed, conversation_id: str) -> None:
-        self._announced = self._stack.enter_context(feed.listen(f"steer:{conversation_id}"))
-
     def close(self) -> None:
         self._stack.close()
 
@@ -73,17 +75,14 @@ class SteerWatches:
     ) -> SteerWatch:
         """A watch for an attempt about to run in ``conversation_id``; ``known_clear``: its
         claim committed with nothing else of its session unsettled."""
-        watch = SteerWatch(known_clear=known_clear, poll=None if feed is not None else self._poll)
-        if feed is not None:
-            watch._follow(feed, conversation_id)
+        watch = SteerWatch(conversation_id, feed=feed, known_clear=known_clear, poll=self._poll)
         previous = self._watches.get(conversation_id)
         if previous is not None:
             previous.close()
         self._watches[conversation_id] = watch
         return watch
 
-    def close(self, conversation_id: str, watch: SteerWatch, *_: object) -> None:
-        """Close ``watch`` (a task's done callback: what else it is given is ignored)."""
+    def close(self, conversation_id: str, watch: SteerWatch) -> None:
         watch.close()
         if self._watches.get(conversation_id) is watch:
             del self._watches[conversation_id]

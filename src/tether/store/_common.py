@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -23,12 +23,14 @@ __all__ = (
     "check_limit",
     "conversation_created_draft",
     "fork_parent",
+    "from_micros",
     "record_time",
     "seal_append",
     "seal_batch",
     "seal_created",
     "submission_filter",
     "submission_from_row",
+    "to_micros",
     "verify_anchored",
 )
 
@@ -38,6 +40,21 @@ SUBMISSION_COLUMNS = (
     "cancel_requested_at, settlement, settled_at, trace"
 )
 """The columns a submission row is read with, in the order ``submission_from_row`` takes."""
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_micros(moment: datetime) -> int:
+    """An aware datetime as integer microseconds since the epoch (how SQLite keeps times)."""
+    if moment.tzinfo is None:
+        raise ValueError("datetimes given to a store must be timezone-aware")
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    return _EPOCH + micros * _MICROSECOND
 
 
 def conversation_created_draft(conversation: Conversation) -> RecordDraft:

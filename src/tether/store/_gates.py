@@ -29,7 +29,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -39,7 +39,7 @@ from tether._canonical import canonical_json
 from tether.errors import InvalidCursor, RecordDecodeError
 from tether.messages import ToolOutcomeStatus
 from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolOutcome
-from tether.store._common import check_limit, record_time
+from tether.store._common import check_limit, from_micros, record_time, to_micros
 from tether.store._types import Conversation, SessionKey
 
 __all__ = (
@@ -55,16 +55,12 @@ __all__ = (
     "OrderKey",
     "decode_cursor",
     "encode_cursor",
-    "from_micros",
     "gate_changes",
     "has_gate_changes",
     "merge_pages",
     "parse_time",
-    "to_micros",
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _MAX_SEQ = 2**63 - 1
 _MICROS = re.compile(r"-?[0-9]{1,19}")  # ASCII digits only: int() takes "¹", " 1" and "1_0"
 _SEQ = re.compile(r"[0-9]{1,19}")
@@ -138,14 +134,6 @@ class Gate:
 # --- cursors --------------------------------------------------------------------------
 
 
-def to_micros(moment: datetime) -> int:
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-def from_micros(micros: int) -> datetime:
-    return _EPOCH + micros * _MICROSECOND
-
-
 def encode_cursor(key: OrderKey) -> str:
     moment, conversation_id, seq = key
     text = f"{to_micros(moment)}:{seq}:{conversation_id}"
@@ -160,7 +148,7 @@ def decode_cursor(cursor: str) -> OrderKey:
         micros, seq, conversation_id = raw.decode("utf-8").split(":", 2)
         if not (_MICROS.fullmatch(micros) and _SEQ.fullmatch(seq)):
             raise ValueError("not ASCII digits")
-        moment, number = _EPOCH + int(micros) * _MICROSECOND, int(seq)
+        moment, number = from_micros(int(micros)), int(seq)
     except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError):
         raise InvalidCursor("not a cursor a listing handed out") from None
     if not 0 < number <= _MAX_SEQ or not conversation_id or "\x00" in conversation_id:

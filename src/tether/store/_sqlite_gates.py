@@ -13,17 +13,15 @@ from collections.abc import Iterator, Sequence
 
 from tether._payloads import ConversationParent
 from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolOutcome
-from tether.store._common import check_limit
+from tether.store._common import check_limit, from_micros, to_micros
 from tether.store._gates import (
     DENIED_MARK,
     Gate,
     GateStatus,
     decode_cursor,
-    from_micros,
     gate_changes,
     has_gate_changes,
     merge_pages,
-    to_micros,
 )
 from tether.store._gates_sql import gate_from_row, gate_query, gate_statements
 from tether.store._sqlite_schema import kind_code, kind_name

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from tether._canonical import canonical_json
@@ -29,11 +29,13 @@ from tether.store._common import (
     attachment_ref,
     check_fork_seq,
     fork_parent,
+    from_micros,
     record_time,
     seal_append,
     seal_created,
     submission_filter,
     submission_from_row,
+    to_micros,
 )
 from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_schema import kind_code, kind_name
@@ -48,29 +50,16 @@ from tether.store._types import (
     SubmissionStatus,
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
 RECORD_COLUMNS = "seq, kind, body, hash"
 _CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
 
 
-def to_micros(moment: datetime) -> int:
-    if moment.tzinfo is None:
-        raise ValueError("datetimes given to a store must be timezone-aware")
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-def from_micros(micros: int | None) -> datetime | None:
-    return None if micros is None else _EPOCH + micros * _MICROSECOND
+def from_micros_or_none(micros: int | None) -> datetime | None:
+    return None if micros is None else from_micros(micros)
 
 
 def _submission(row: tuple[Any, ...]) -> Submission:
-    return submission_from_row(row, from_micros)
-
-
-def _from_micros(micros: int) -> datetime:
-    return _EPOCH + micros * _MICROSECOND
+    return submission_from_row(row, from_micros_or_none)
 
 
 # --- conversations and records --------------------------------------------------------
@@ -81,7 +70,7 @@ def _conversation(row: tuple[Any, ...]) -> Conversation:
     return Conversation(
         cid,
         SessionKey(agent, instance, session),
-        _from_micros(created_at),
+        from_micros(created_at),
         None if parent is None else ConversationParent.model_validate_json(parent),
     )
 
@@ -462,7 +451,7 @@ def list_attempts(conn: sqlite3.Connection, submission_id: str) -> list[Attempt]
         "WHERE submission_id = ? ORDER BY number",
         (submission_id,),
     ).fetchall()
-    return [Attempt(r[0], r[1], r[2], r[3], r[4], _from_micros(r[5])) for r in rows]
+    return [Attempt(r[0], r[1], r[2], r[3], r[4], from_micros(r[5])) for r in rows]
 
 
 def renew_lease(

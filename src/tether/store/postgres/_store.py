@@ -483,7 +483,7 @@ class PostgresStore:
         """What the admission's NOTIFYs tell other processes, told here (an echo of our own
         is skipped)."""
         self._signals.notify(["work"])
-        if submission.input.get("kind") in ("steer", "follow_up"):
+        if _submissions.steers(submission.input):
             self._signals.notify([f"steer:{submission.conversation_id}"])
 
     async def admit_and_claim(

@@ -6,7 +6,7 @@ conditional ``UPDATE`` (owned by an attempt where the contract says so).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +51,7 @@ __all__ = (
     "list_runnable",
     "list_submissions",
     "put_attachment",
+    "steers",
     "update_owned",
 )
 
@@ -156,9 +157,9 @@ FROM admitted
 """
 
 
-def _steers(new: NewSubmission) -> bool:
-    """Whether the submission steers a running one (its runner then looks for it)."""
-    return new.input.get("kind") in ("steer", "follow_up")
+def steers(submission_input: Mapping[str, Any]) -> bool:
+    """Whether a submission steers a running one (its runner then looks for it)."""
+    return submission_input.get("kind") in ("steer", "follow_up")
 
 
 async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> Admission | None:
@@ -187,7 +188,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
                 "trace": canonical_json(dict(new.trace)) if new.trace else None,
                 "work": channels.work,
                 "append": channels.append,
-                "steers": _steers(new),
+                "steers": steers(new.input),
                 "steer": channels.steer,
             },
         )
@@ -261,7 +262,7 @@ async def admit(
         if inserted is not None:
             if wake:
                 await notify(conn, channels.work, new.id)
-            if _steers(new):
+            if steers(new.input):
                 await notify(conn, channels.steer, conversation.id)
             return Admission(await get_submission(conn, new.id), created=True)
         # A concurrent admission of the same dispatch won the race, or the id is taken.
