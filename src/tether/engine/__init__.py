@@ -11,10 +11,10 @@ Example::
         print(await runtime.wait(receipt.submission_id))
 """
 
-from tether.engine._approvals import ApprovalPage
+from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
 from tether.engine._fork import Fork
-from tether.engine._inbound import Inbound, SignalInfo
+from tether.engine._inbound import Inbound, InboundKind, SignalInfo
 from tether.engine._observe import (
     ApprovalDecided,
     AttemptStarted,
@@ -54,6 +54,7 @@ __all__ = (
     "ABORTED",
     "ATTEMPT_BUDGET_EXHAUSTED",
     "CANCELLED_BY_PARENT",
+    "MAX_APPROVALS_PAGE",
     "RESULT_SCHEMA_INVALID",
     "RUN_FAILED",
     "SETTLEMENT_INDETERMINATE",
@@ -69,6 +70,7 @@ __all__ = (
     "EngineEvent",
     "Fork",
     "Inbound",
+    "InboundKind",
     "Interceptor",
     "Multitask",
     "Observer",

@@ -59,8 +59,10 @@ from tether.errors import (
     UnknownAgent,
 )
 from tether.journal import Decision, Journal, LogView
+from tether.messages import Message
 from tether.records import Record
 from tether.store import (
+    MAX_SEQ,
     Admission,
     Attempt,
     ChangeFeed,
@@ -82,10 +84,8 @@ _VIEWS_KEPT = 512
 _VIEW_BYTES_KEPT = 4 * 1024 * 1024
 _PLACEHOLDER_BYTES = 64
 _VIEW_RECOUNT_EVERY = 16
-MAX_SEQ = 2**63 - 1
-"""The largest sequence number a store keeps (a signed 64-bit integer): the bound every
-number that names a record is checked against, at the HTTP and the Runtime boundary."""
 _NAME_LIMIT = 200
+_AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
 
 
 @dataclass(frozen=True, slots=True)
@@ -593,6 +593,39 @@ class Runtime:
     ) -> list[Record]:
         check_seq(after, field="after")
         return await self._check_open().read(conversation_id, after_seq=after, limit=limit)
+
+    async def messages(self, conversation_id: str) -> list[Message]:
+        """The session's history as the model sees it next turn (compactions applied).
+
+        Example::
+
+            conversation = await runtime.conversation("assistant", "acme")
+            for message in await runtime.messages(conversation.id):
+                print(message.role, message.text)
+        """
+        view = self.view(conversation_id)
+        await view.refresh(self._check_open(), conversation_id)
+        return view.messages()
+
+    async def verify(self, conversation_id: str) -> int:
+        """Re-derive a conversation's whole hash chain; the number of records it holds
+        (``LogTampered`` if a record was altered, ``ConversationNotFound``)."""
+        return await self._check_open().verify(conversation_id)
+
+    async def wait_for_append(self, conversation_id: str, *, after: int) -> int:
+        """Wait until the conversation's log passes seq ``after``; return its new head.
+        Wakes at once for appends in this process and, with a change feed, in others.
+        Bound it with ``asyncio.timeout``."""
+        check_seq(after, field="after")
+        return await self._check_open().wait_for_append(conversation_id, after_seq=after)
+
+    async def at_rest(self, conversation_id: str) -> bool:
+        """Whether nothing of the conversation is queued or running: every submission is
+        settled or parked (for a human, or for a child task, which may take days)."""
+        unsettled = await self._check_open().list_submissions(
+            conversation_id=conversation_id, unsettled=True
+        )
+        return all(s.status in _AT_REST for s in unsettled)
 
     async def usage(self, conversation_id: str, *, submission_id: str | None = None) -> UsageTotals:
         """Token usage and cost of a session's model calls, or of one submission's."""

@@ -14,10 +14,7 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from tether.engine import Receipt, Runtime
-from tether.engine._approvals import MAX_APPROVALS_PAGE
-from tether.engine._inbound import InboundKind, SignalInfo
-from tether.engine._runtime import MAX_SEQ
+from tether.engine import MAX_APPROVALS_PAGE, InboundKind, Receipt, Runtime, SignalInfo
 from tether.errors import ConversationNotFound
 from tether.http._errors import ApiError, install_error_handlers, json_response
 from tether.http._guard import Guard
@@ -26,7 +23,7 @@ from tether.http._sse import RecentRecords, View, session_stream
 from tether.http._views import approval_item, submission_view
 from tether.journal import Decision
 from tether.records import AttachmentRef
-from tether.store import GateStatus, SessionKey
+from tether.store import MAX_SEQ, GateStatus, SessionKey
 
 __all__ = ("create_app",)
 

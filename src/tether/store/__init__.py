@@ -19,6 +19,7 @@ from tether.store._protocol import (
 )
 from tether.store._sqlite import SqliteStore
 from tether.store._types import (
+    MAX_SEQ,
     Admission,
     Attempt,
     ClaimSettlement,
@@ -32,6 +33,7 @@ from tether.store._url import DEFAULT_STORE_URL, open_store
 
 __all__ = (
     "DEFAULT_STORE_URL",
+    "MAX_SEQ",
     "Admission",
     "AttachmentStore",
     "Attempt",

@@ -40,7 +40,7 @@ from tether.errors import InvalidCursor, RecordDecodeError
 from tether.messages import ToolOutcomeStatus
 from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolOutcome
 from tether.store._common import check_limit, from_micros, record_time, to_micros
-from tether.store._types import Conversation, SessionKey
+from tether.store._types import MAX_SEQ, Conversation, SessionKey
 
 __all__ = (
     "DENIED_MARK",
@@ -61,7 +61,6 @@ __all__ = (
     "parse_time",
 )
 
-_MAX_SEQ = 2**63 - 1
 _MICROS = re.compile(r"-?[0-9]{1,19}")  # ASCII digits only: int() takes "¹", " 1" and "1_0"
 _SEQ = re.compile(r"[0-9]{1,19}")
 
@@ -151,7 +150,7 @@ def decode_cursor(cursor: str) -> OrderKey:
         moment, number = from_micros(int(micros)), int(seq)
     except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError):
         raise InvalidCursor("not a cursor a listing handed out") from None
-    if not 0 < number <= _MAX_SEQ or not conversation_id or "\x00" in conversation_id:
+    if not 0 < number <= MAX_SEQ or not conversation_id or "\x00" in conversation_id:
         raise InvalidCursor("not a cursor a listing handed out")
     if not datetime(1, 1, 2, tzinfo=UTC) <= moment <= datetime(9999, 12, 30, tzinfo=UTC):
         raise InvalidCursor("not a cursor a listing handed out")

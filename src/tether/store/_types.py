@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from tether._payloads import ConversationParent
 
 __all__ = (
+    "MAX_SEQ",
     "Admission",
     "Attempt",
     "Conversation",
@@ -20,6 +21,11 @@ __all__ = (
     "SubmissionStatus",
     "utc_now",
 )
+
+
+MAX_SEQ: Final = 2**63 - 1
+"""The largest sequence number a store keeps (a signed 64-bit integer): the bound every
+number that names a record is checked against, at the HTTP and the Runtime boundary."""
 
 
 def utc_now() -> datetime:
