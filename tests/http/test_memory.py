@@ -21,7 +21,7 @@ Serve = Callable[..., Any]
 
 
 def _waiters(runtime: Runtime) -> int:
-    return len(runtime._settled) + len(runtime._waiting)
+    return runtime._runs.waiters
 
 
 async def test_waiting_on_an_unknown_submission_leaves_no_waiter(serve: Serve) -> None:
@@ -84,19 +84,19 @@ async def test_the_view_cache_is_bounded_by_bytes(serve: Serve) -> None:
     # What the kept views hold now, however they grew since they were handed out.
     sizes = [
         sum(len(r.canonical) for r in view.records if isinstance(r, Record))
-        for view in runtime._views.values()
+        for view in runtime.views.held()
     ]
     assert 1 <= len(sizes) < 8
     assert sum(sizes) <= runtime.view_cache_bytes + 2 * max(sizes), sizes
-    runtime.view(next(iter(runtime._views)))  # a recount: the books match what is held
+    runtime.view(next(iter(runtime.views)))  # a recount: the books match what is held
     held = sum(
         len(r.canonical)
-        for v in runtime._views.values()
+        for v in runtime.views.held()
         for r in v.records
         if isinstance(r, Record)
     )
-    assert abs(runtime._view_bytes - held) <= 64 * sum(
-        len(v.records) for v in runtime._views.values()
+    assert abs(runtime.views.bytes - held) <= 64 * sum(
+        len(v.records) for v in runtime.views.held()
     )
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tether.demo import demo_agents
-from tether.engine._runtime import MAX_SEQ
 from tether.errors import InvalidSeq
+from tether.store import MAX_SEQ
 
 from .conftest import Server
 

@@ -12,6 +12,7 @@ Example::
 """
 
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
+from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
 from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, InboundKind, SignalInfo
@@ -64,6 +65,7 @@ __all__ = (
     "ApprovalDecided",
     "ApprovalPage",
     "AttemptStarted",
+    "Clock",
     "Compacted",
     "Correlation",
     "DeltaReceived",
@@ -72,6 +74,7 @@ __all__ = (
     "Inbound",
     "InboundKind",
     "Interceptor",
+    "ManualClock",
     "Multitask",
     "Observer",
     "Operation",
@@ -89,6 +92,7 @@ __all__ = (
     "SubmissionInfo",
     "SubmissionSettled",
     "Summarizer",
+    "SystemClock",
     "ToolEnded",
     "ToolProgress",
     "ToolStarted",

@@ -1,10 +1,8 @@
 """One attempt at one claimed submission: check the budgets, run, classify, settle.
 
 Before any user code runs the attempt checks the abort flag, the registered agent, the
-attempt budget and the deadline. It then runs the work under supervision: the lease is
-renewed every ``lease / 3``; a lost lease, an abort, the deadline or a shutdown cancel the
-work, which gets ``timeout_grace`` to unwind before it is settled over with a fresh fence
-(so a run that ignores cancellation can never write again).
+attempt budget and the deadline. It then runs the work under supervision (see
+:mod:`._supervise`) and classifies how it ended: settled, parked, handed back or retried.
 """
 
 from __future__ import annotations
@@ -13,17 +11,14 @@ import asyncio
 import contextlib
 import functools
 import inspect
-import json
-import re
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from datetime import timedelta
 
-import jsonschema
 from pydantic import JsonValue
 
 from tether.engine._config import AgentDefinition, AgentSpec
+from tether.engine._context import EngineContext
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
     AttemptStarted,
@@ -39,10 +34,11 @@ from tether.engine._observe import (
 from tether.engine._observe import (
     SubmissionSettled as SettledEvent,
 )
+from tether.engine._results import correction, judge
+from tether.engine._runs import Stop
 from tether.engine._settle import (
     ABORTED,
     ATTEMPT_BUDGET_EXHAUSTED,
-    RESULT_SCHEMA_INVALID,
     RUN_FAILED,
     TIMEOUT_EXCEEDED,
     complete,
@@ -51,6 +47,7 @@ from tether.engine._settle import (
     succeeded,
 )
 from tether.engine._steering import SteerWatch
+from tether.engine._supervise import supervise
 from tether.errors import (
     ApprovalParked,
     ClaimLost,
@@ -73,13 +70,9 @@ from tether.records import (
 )
 from tether.store import ClaimSettlement, Submission, SubmissionStatus
 
-if TYPE_CHECKING:
-    from tether.engine._runtime import Runtime
-
 __all__ = ("run_attempt",)
 
-StopReason = Literal["lease_lost", "aborted", "timeout", "shutdown"]
-_FENCED_JSON = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+logger = logging.getLogger("tether.engine")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -89,16 +82,11 @@ def is_transient(exc: BaseException) -> bool:
     ) or bool(getattr(exc, "transient", False))
 
 
-@dataclass
-class _Stop:
-    reason: StopReason | None = None
-
-
 class _Observer:
     """Feeds journal deltas and tool progress to engine observers."""
 
-    def __init__(self, runtime: Runtime, correlation: Correlation) -> None:
-        self._runtime = runtime
+    def __init__(self, context: EngineContext, correlation: Correlation) -> None:
+        self._events = context.instrumentation
         self._correlation = correlation
 
     async def on_record(self, records: Sequence[Record]) -> None:
@@ -106,37 +94,36 @@ class _Observer:
         settlement from the attempt once it has finished."""
 
     async def on_progress(self, execution_id: str, call_id: str, text: str) -> None:
-        await self._runtime.instrumentation.emit(
-            ToolProgress(self._correlation, call_id=call_id, text=text)
-        )
+        await self._events.emit(ToolProgress(self._correlation, call_id=call_id, text=text))
 
     async def on_delta(self, execution_id: str, call_id: str, delta: StreamDelta) -> None:
-        await self._runtime.instrumentation.emit(
+        await self._events.emit(
             DeltaReceived(
                 self._correlation, call_id=call_id, delta_kind=delta.kind, text=delta.text
             )
         )
 
 
-async def run_attempt(runtime: Runtime, submission: Submission, steering: SteerWatch) -> None:
+async def run_attempt(context: EngineContext, submission: Submission, steering: SteerWatch) -> None:
     """Run a claimed submission to settlement, a park, or a release. Never raises.
     ``steering`` says when a check for steer messages must ask the store."""
     try:
-        await _Attempt(runtime, submission, steering).run()
+        await _Attempt(context, submission, steering).run()
     except Exception:  # an attempt must never take the coordinator down
-        import logging
-
-        logging.getLogger("tether.engine").exception("attempt on %s crashed", submission.id)
+        logger.exception("attempt on %s crashed", submission.id)
 
 
 class _Attempt:
-    def __init__(self, runtime: Runtime, submission: Submission, steering: SteerWatch) -> None:
-        self.runtime = runtime
+    def __init__(
+        self, context: EngineContext, submission: Submission, steering: SteerWatch
+    ) -> None:
+        self.context = context
         self.steering = steering
-        self.store = runtime.store
+        self.store = context.store
+        self.events = context.instrumentation
         self.submission = submission
-        self.config = runtime.config
-        self.definition: AgentDefinition | None = runtime.agents.get(submission.key.agent)
+        self.config = context.config
+        self.definition: AgentDefinition | None = context.agents.get(submission.key.agent)
         self.correlation = Correlation.of(submission)
         self.max_attempts = (
             self.definition.max_attempts if self.definition else None
@@ -162,7 +149,7 @@ class _Attempt:
             payload,
             fence=None if fresh_fence else self.submission.fence,
             absorbed=absorbed,
-            view=self.runtime.view(self.submission.conversation_id),
+            view=self.context.views.get(self.submission.conversation_id),
         )
         if done:
             await self._settled(self.submission, payload)
@@ -172,7 +159,7 @@ class _Attempt:
     async def _open_gate(self) -> ApprovalState | None:
         """The approval gate this submission's execution waits on, if it does."""
         sub = self.submission
-        view = self.runtime.view(sub.conversation_id)
+        view = self.context.views.get(sub.conversation_id)
         await view.refresh(self.store, sub.conversation_id)
         return open_gate(view.executions.by_submission.get(sub.id, []), view.fork_seq)
 
@@ -192,14 +179,14 @@ class _Attempt:
     async def _settled(self, submission: Submission, payload: SubmissionSettled) -> None:
         correlation = Correlation.of(submission)
         settlement = payload.to_json_object()
-        self.runtime.notify_settled(submission.id, settlement)
-        await self.runtime.instrumentation.emit(SettledEvent(correlation, settlement=settlement))
+        self.context.runs.notify_settled(submission.id, settlement)
+        await self.events.emit(SettledEvent(correlation, settlement=settlement))
 
     # --- the attempt ------------------------------------------------------------------
 
     async def run(self) -> None:
         sub = self.submission
-        events = self.runtime.instrumentation
+        events = self.events
         await events.emit(
             AttemptStarted(
                 self.correlation, attempt_count=sub.attempt_count, max_attempts=self.max_attempts
@@ -222,21 +209,22 @@ class _Attempt:
             )
         if sub.attempt_count > self.max_attempts:
             last = f"; last error: {sub.last_error}" if sub.last_error else ""
-            message = self.runtime.redact(f"attempt budget of {self.max_attempts} exhausted{last}")
+            message = self.context.redact(f"attempt budget of {self.max_attempts} exhausted{last}")
             return await self.settle(failed(ATTEMPT_BUDGET_EXHAUSTED, message))
-        if datetime.now(UTC) >= self.deadline:
+        if self.context.clock.now() >= self.deadline:
             return await self.settle(
                 failed(TIMEOUT_EXCEEDED, "the submission timed out before it ran")
             )
 
-        stop = _Stop()
+        stop = Stop()
         work = asyncio.create_task(self._work(), name=f"tether-attempt-{sub.id}")
-        self.runtime.register_run(sub, work, stop)
+        runs = self.context.runs
+        runs.register(sub.id, work, stop)
         try:
             try:
-                await self._supervise(work, stop)
+                await supervise(self.context, sub, work, stop, deadline=self.deadline)
             finally:
-                self.runtime.unregister_run(sub)
+                runs.unregister(sub.id)
             await self._classify(work, stop)
         finally:
             # The journal refers back to this attempt (its steer source, its wrappers): a
@@ -244,48 +232,9 @@ class _Attempt:
             # until the collector's next full pass, long after the view cache dropped it.
             self._journal_used = None
 
-    async def _supervise(self, work: asyncio.Task[SubmissionSettled], stop: _Stop) -> None:
+    async def _classify(self, work: asyncio.Task[SubmissionSettled], stop: Stop) -> None:
         sub = self.submission
-        interval = self.config.heartbeat_interval
-        while not work.done():
-            remaining = (self.deadline - datetime.now(UTC)).total_seconds()
-            waiters: set[asyncio.Future[Any]] = {work, self.runtime.shutdown_signal(sub)}
-            await asyncio.wait(
-                waiters,
-                timeout=max(0.0, min(interval, remaining)),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if work.done():
-                break
-            if self.runtime.closing:
-                stop.reason = "shutdown"
-            elif stop.reason is None and datetime.now(UTC) >= self.deadline:
-                stop.reason = "timeout"
-            elif stop.reason is None:
-                try:
-                    renewed = await self.store.renew_lease(
-                        sub.id,
-                        attempt_id=str(sub.attempt_id),
-                        lease_expires_at=datetime.now(UTC) + timedelta(seconds=self.config.lease),
-                    )
-                except ClaimLost:
-                    stop.reason = "lease_lost"
-                except TetherError:
-                    continue  # a store hiccup: the lease still has two renewals of slack
-                else:
-                    if renewed.cancel_requested_at is not None:
-                        stop.reason = "aborted"
-            if stop.reason is not None:
-                break
-        if not work.done():
-            work.cancel()
-            await asyncio.wait({work}, timeout=self.config.timeout_grace)
-            if not work.done():  # it ignores cancellation: settle over it with a fresh fence
-                self.runtime.adopt_zombie(work)
-
-    async def _classify(self, work: asyncio.Task[SubmissionSettled], stop: _Stop) -> None:
-        sub = self.submission
-        events = self.runtime.instrumentation
+        events = self.events
         if stop.reason == "lease_lost":
             await events.emit(
                 RecoveryDecided(self.correlation, decision="lease_lost", detail="abandoned")
@@ -332,7 +281,7 @@ class _Attempt:
             # Superseded while still owning the claim (a peer finishing a stale settlement, an
             # operator's journal): the work is not at fault. Hand it back to resume from the
             # log under a new claim; the attempt still counts against the budget.
-            detail = self.runtime.redact(f"{type(error).__name__}: {error}")
+            detail = self.context.redact(f"{type(error).__name__}: {error}")
             await events.emit(
                 RecoveryDecided(self.correlation, decision="superseded", detail=detail)
             )
@@ -344,22 +293,22 @@ class _Attempt:
                 self.config.claim_interval * 2 ** max(sub.attempt_count - 1, 0),
                 self.config.backoff_cap,
             )
-            detail = self.runtime.redact(f"{type(error).__name__}: {error}")
+            detail = self.context.redact(f"{type(error).__name__}: {error}")
             await events.emit(
                 RecoveryDecided(self.correlation, decision="transient_backoff", detail=detail)
             )
-            await asyncio.sleep(delay)
+            await self.context.clock.sleep(delay)
             with contextlib.suppress(ClaimLost):
                 await self.store.release(sub.id, attempt_id=str(sub.attempt_id), last_error=detail)
             return
-        message = self.runtime.redact(f"{type(error).__name__}: {error}")
+        message = self.context.redact(f"{type(error).__name__}: {error}")
         await self.settle(failed(RUN_FAILED, message))
 
     # --- the work (user code from here on) ----------------------------------------------
 
     async def _work(self) -> SubmissionSettled:
         assert self.definition is not None
-        events = self.runtime.instrumentation
+        events = self.events
         spec = self.definition.initialize(self.submission.key.instance, self.config.env)
         if inspect.isawaitable(spec):
             spec = await spec
@@ -374,7 +323,7 @@ class _Attempt:
 
     async def _journal(self, spec: AgentSpec) -> Journal:
         sub = self.submission
-        events = self.runtime.instrumentation
+        events = self.events
         return await Journal.open(
             self.store,
             sub.conversation_id,
@@ -385,14 +334,14 @@ class _Attempt:
                 model=lambda model: events.model(model, self.correlation),
                 tools=lambda tools: events.tools(tools, self.correlation),
             ),
-            observer=_Observer(self.runtime, self.correlation),
+            observer=_Observer(self.context, self.correlation),
             steer_source=self._steer_source,
             submission_id=sub.id,
             attempt_id=sub.attempt_id,
-            view=self.runtime.view(sub.conversation_id),
+            view=self.context.views.get(sub.conversation_id),
             refresh=True,
             lean=True,  # a cold view reads the tail: the first turn costs O(tail), not O(log)
-            redact=self.runtime.redact,
+            redact=self.context.redact,
         )
 
     async def _operation(
@@ -407,7 +356,7 @@ class _Attempt:
         """Exec (``inputs`` given; at ``head`` if the view was just refreshed) or resume,
         ending the execution and, when the output settles the submission, settling it in the
         same commit."""
-        events = self.runtime.instrumentation
+        events = self.events
         await events.emit(OperationStarted(self.correlation, operation=name))
         error: str | None = None
         finish = functools.partial(self._finish, journal)
@@ -429,7 +378,7 @@ class _Attempt:
             result = await events.intercept(Operation("operation", name, self.correlation), run)
             return result.output
         except BaseException as exc:
-            error = self.runtime.redact(f"{type(exc).__name__}: {exc}")
+            error = self.context.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
             await events.emit(OperationEnded(self.correlation, operation=name, error=error))
@@ -441,18 +390,14 @@ class _Attempt:
 
     def _decide(self, output: JsonValue, journal: Journal) -> tuple[SubmissionSettled | None, str]:
         """The settlement this output earns, or ``None`` and the problem if a structured result
-        does not conform yet and corrective turns are left."""
-        schema = self.inbound.result_schema
-        if schema is None:
-            return succeeded(output), ""
-        parsed, problem = _validate(output, schema)
-        if problem is None:
-            return succeeded(parsed), ""
-        corrections = len(journal.view.executions.by_submission.get(self.submission.id, [])) - 1
+        does not conform yet and corrective turns are left (see :func:`judge`)."""
         retries = self.inbound.result_retries
-        if corrections >= (retries if retries is not None else self.config.result_retries):
-            return failed(RESULT_SCHEMA_INVALID, problem), problem
-        return None, problem
+        return judge(
+            output,
+            self.inbound.result_schema,
+            corrections=len(journal.view.executions.by_submission.get(self.submission.id, [])) - 1,
+            retries=retries if retries is not None else self.config.result_retries,
+        )
 
     async def _finish(self, journal: Journal, output: JsonValue) -> Ending:
         """Hand the settlement's record to the journal, to append with the end: settling the
@@ -476,7 +421,7 @@ class _Attempt:
             )
             return Ending(records)
         self._settles_with_end = True
-        claim = ClaimSettlement(sub.id, str(sub.attempt_id), payload, datetime.now(UTC))
+        claim = ClaimSettlement(sub.id, str(sub.attempt_id), payload, self.context.clock.now())
         return Ending(records, settle=claim)
 
     async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
@@ -490,7 +435,7 @@ class _Attempt:
         if self.inbound.kind == "compact":
             return await self._compact(journal, spec)
         mine = view.executions.by_submission.get(sub.id, [])
-        events = self.runtime.instrumentation
+        events = self.events
         first: Sequence[UserMessage | Signal] = [self.inbound.input_payload()]
         if not mine:
             output = await self._operation("exec", journal, spec, first, head=view.head)
@@ -512,11 +457,7 @@ class _Attempt:
             settlement, problem = self._decide(output, journal)
             if settlement is not None:
                 return settlement
-            feedback = (
-                f"Your reply did not match the required JSON Schema: {problem}\n"
-                f"Schema: {json.dumps(self.inbound.result_schema)}\n"
-                "Reply with ONLY a JSON document that conforms to the schema."
-            )
+            feedback = correction(problem, self.inbound.result_schema)
             output = await self._operation("exec", journal, spec, [UserMessage(body=feedback)])
         return self._reserved[0]
 
@@ -535,7 +476,7 @@ class _Attempt:
         await journal.log.append(
             [RecordDraft(compaction, submission_id=sub.id, attempt_id=sub.attempt_id)]
         )
-        await self.runtime.instrumentation.emit(Compacted(self.correlation, reason="manual"))
+        await self.events.emit(Compacted(self.correlation, reason="manual"))
         return succeeded({"compacted": True, "firstKeptSeq": users[-1]})
 
     # --- steering -------------------------------------------------------------------
@@ -558,26 +499,3 @@ class _Attempt:
             else:
                 self.steering.heard()  # for a later safe point (a follow-up after a steer)
         return steers
-
-
-def _validate(output: JsonValue, schema: dict[str, JsonValue]) -> tuple[JsonValue, str | None]:
-    """Parse a reply (the whole text, or its first fenced block) and check it against a schema."""
-    value: JsonValue = output
-    if isinstance(output, str):
-        text = output.strip()
-        match = _FENCED_JSON.search(text)
-        for candidate in (text, match.group(1).strip() if match else None):
-            if candidate is None:
-                continue
-            try:
-                value = json.loads(candidate)
-                break
-            except ValueError:
-                value = None
-        else:
-            return None, "the reply is not JSON"
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as exc:
-        return None, exc.message
-    return value, None

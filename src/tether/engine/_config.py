@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from tether._ids import new_ulid
+from tether.engine._clock import Clock
 from tether.engine._redact import Redactor
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
@@ -72,6 +73,9 @@ class RuntimeConfig:
     """Applied to tool errors, model errors and settlement failures before they are
     journaled. ``None``: a :class:`SecretRedactor` over the process environment and ``env``,
     read when the runtime is built."""
+    clock: Clock | None = None
+    """What leases, heartbeats, ticks and deadlines are measured by; ``None``: the system's.
+    Tests pass a :class:`ManualClock` to move time on without waiting."""
 
     @property
     def heartbeat_interval(self) -> float:

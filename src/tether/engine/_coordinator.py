@@ -11,13 +11,12 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, cast
+from datetime import timedelta
 
-from tether._conformance import implements
 from tether._ids import UlidsOnDemand
 from tether._tasks import cancel_and_wait
 from tether.engine._attempt import run_attempt
+from tether.engine._context import EngineContext
 from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
 from tether.engine._observe import SubmissionSettled as SettledEvent
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
@@ -27,15 +26,12 @@ from tether.journal import open_gate
 from tether.records import SubmissionSettled
 from tether.store import OwnerLiveness, Submission, SubmissionStatus
 
-if TYPE_CHECKING:
-    from tether.engine._runtime import Runtime
-
 __all__ = ("Coordinator", "requeue_if_stranded")
 
 logger = logging.getLogger("tether.engine")
 
 
-async def requeue_if_stranded(runtime: Runtime, submission: Submission) -> bool:
+async def requeue_if_stranded(context: EngineContext, submission: Submission) -> bool:
     """Requeue a waiting submission whose wait is over: a cancel was requested, or the gate
     it waits on is decided (or no longer open). Today the decision and the wake-up commit
     together, and so do a cancel and its wake-up; a store written by an earlier version
@@ -44,24 +40,24 @@ async def requeue_if_stranded(runtime: Runtime, submission: Submission) -> bool:
     if submission.status is not SubmissionStatus.WAITING:
         return False
     if submission.cancel_requested_at is None:
-        view = runtime.view(submission.conversation_id)
-        await view.refresh(runtime.store, submission.conversation_id)
+        view = context.views.get(submission.conversation_id)
+        await view.refresh(context.store, submission.conversation_id)
         gate = open_gate(view.executions.by_submission.get(submission.id, []), view.fork_seq)
         if gate is not None and gate.request is not None and gate.decision is None:
             return False  # still waiting for a decision
     try:
-        await runtime.store.unpark(submission.id)
+        await context.store.unpark(submission.id)
     except ClaimLost:
         return False  # woken meanwhile
-    await runtime.instrumentation.emit(
+    await context.instrumentation.emit(
         RecoveryDecided(Correlation.of(submission), decision="requeue_stranded", detail="waiting")
     )
     return True
 
 
 class Coordinator:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, context: EngineContext) -> None:
+        self.context = context
         self.wake = asyncio.Event()
         self.active: dict[str, asyncio.Task[None]] = {}  # conversation id -> its running attempt
         self._task: asyncio.Task[None] | None = None
@@ -87,11 +83,11 @@ class Coordinator:
         self._claiming = False
         if self.active:
             await asyncio.wait(
-                set(self.active.values()), timeout=self.runtime.config.shutdown_timeout
+                set(self.active.values()), timeout=self.context.config.shutdown_timeout
             )
         for waiting in self._next.values():  # claimed, never started: hand it back whole
             with contextlib.suppress(TetherError):
-                await self.runtime.store.release(
+                await self.context.store.release(
                     waiting.id, attempt_id=str(waiting.attempt_id), refund_attempt=True
                 )
         self._next.clear()
@@ -99,16 +95,15 @@ class Coordinator:
             # Every run gave its claim back: nothing of ours for a peer to take over. (A run
             # still going keeps the lock until the store closes or the process ends.)
             with contextlib.suppress(TetherError):
-                await self._liveness.release_liveness(self.runtime.config.owner_id)
+                await self._liveness.release_liveness(self.context.config.owner_id)
 
     async def _hold_liveness(self) -> None:
         """Hold this worker's liveness lock before its first claim, for as long as it runs."""
-        store = self.runtime.store
-        if not implements(store, OwnerLiveness):
+        liveness = self.context.capabilities.liveness
+        if liveness is None:
             return
-        liveness = cast(OwnerLiveness, store)
         try:
-            await liveness.hold_liveness(self.runtime.config.owner_id)
+            await liveness.hold_liveness(self.context.config.owner_id)
         except TetherError as exc:
             logger.warning("no liveness lock (%s): a crash will be taken over after a lease", exc)
             return
@@ -116,7 +111,7 @@ class Coordinator:
 
     async def _loop(self) -> None:
         await self._hold_liveness()
-        feed = self.runtime.change_feed
+        feed = self.context.capabilities.change_feed
         with contextlib.ExitStack() as stack:
             if feed is not None:  # admissions and settlements in any process
                 stack.enter_context(feed.listen("work", self.wake))
@@ -125,28 +120,26 @@ class Coordinator:
     async def _claim_loop(self) -> None:
         await self.reconcile()
         self._claiming = True
-        interval = self.runtime.config.claim_interval
-        lease = self.runtime.config.lease
-        loop = asyncio.get_running_loop()
-        next_sweep = loop.time() + lease
+        interval = self.context.config.claim_interval
+        lease = self.context.config.lease
+        clock = self.context.clock
+        next_sweep = clock.monotonic() + lease
         # Expired leases are looked for on a clock, not on every wake-up: a busy change feed
         # wakes the loop per admission and settlement, and expiry is measured in leases anyway.
         reclaim_every = min(lease / 4, 1.0)
-        next_reclaim = loop.time()
+        next_reclaim = clock.monotonic()
         while True:
             try:
-                if loop.time() >= next_reclaim:
+                if clock.monotonic() >= next_reclaim:
                     await self.reclaim_expired()
-                    next_reclaim = loop.time() + reclaim_every
+                    next_reclaim = clock.monotonic() + reclaim_every
                 await self.claim_runnable()
-                if loop.time() >= next_sweep:
+                if clock.monotonic() >= next_sweep:
                     await self.reconcile(stuck_only=True)
-                    next_sweep = loop.time() + self.runtime.config.lease
+                    next_sweep = clock.monotonic() + lease
             except TetherError:
                 logger.exception("claim loop pass failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await self.wake.wait()
+            await clock.wait_event(self.wake, interval)
             self.wake.clear()
 
     async def reconcile(self, *, stuck_only: bool = False) -> None:
@@ -157,11 +150,11 @@ class Coordinator:
         block its session until a restart. Finishing one twice is harmless: it is idempotent.
         At start, also requeue the waits that are over (see :func:`requeue_if_stranded`).
         """
-        store = self.runtime.store
+        store = self.context.store
         if not stuck_only:
             for waiting in await store.list_submissions(SubmissionStatus.WAITING):
                 try:
-                    await requeue_if_stranded(self.runtime, waiting)
+                    await requeue_if_stranded(self.context, waiting)
                 except TetherError:  # one unreadable log must not keep the others waiting
                     logger.exception("could not check whether %s still waits", waiting.id)
         found = await store.list_submissions(SubmissionStatus.TERMINALIZING)
@@ -182,28 +175,31 @@ class Coordinator:
             ):
                 continue  # finished since it was listed (by its own attempt, or a peer)
             correlation = Correlation.of(submission)
-            await self.runtime.instrumentation.emit(
+            await self.context.instrumentation.emit(
                 RecoveryDecided(correlation, decision="finish_settlement", detail=payload.status)
             )
             try:
                 await finish_reserved(
-                    store, submission, payload, view=self.runtime.view(submission.conversation_id)
+                    store,
+                    submission,
+                    payload,
+                    view=self.context.views.get(submission.conversation_id),
                 )
             except Fenced:
                 continue  # another process is finishing it under a newer fence: let it
             settlement = payload.to_json_object()
-            self.runtime.notify_settled(submission.id, settlement)
-            await self.runtime.instrumentation.emit(
+            self.context.runs.notify_settled(submission.id, settlement)
+            await self.context.instrumentation.emit(
                 SettledEvent(correlation, settlement=settlement)
             )
 
     async def reclaim_expired(self) -> None:
         """Release the claims whose lease expired, and (where the store offers liveness
         locks) at once every claim of a worker whose lock is free: its process died."""
-        store = self.runtime.store
+        store = self.context.store
         lost = [
             (submission, "lease_expired", "lease expired")
-            for submission in await store.list_expired_leases(datetime.now(UTC))
+            for submission in await store.list_expired_leases(self.context.clock.now())
         ]
         dead: set[str] = set()
         liveness = self._liveness
@@ -214,7 +210,7 @@ class Coordinator:
                 for submission in await store.list_submissions(SubmissionStatus.RUNNING)
                 if submission.id not in expired and submission.owner_id
             ]
-            owners = {str(s.owner_id) for s in running} - {self.runtime.config.owner_id}
+            owners = {str(s.owner_id) for s in running} - {self.context.config.owner_id}
             dead = await liveness.dead_owners(owners) if owners else set()
             lost += [
                 (s, "owner_died", f"worker {s.owner_id} died")
@@ -230,7 +226,7 @@ class Coordinator:
                 )
                 correlation = Correlation.of(submission)
                 detail = "released" if decision == "lease_expired" else f"released: {why}"
-                await self.runtime.instrumentation.emit(
+                await self.context.instrumentation.emit(
                     RecoveryDecided(correlation, decision=decision, detail=detail)
                 )
         if liveness is not None:
@@ -238,18 +234,18 @@ class Coordinator:
                 await liveness.forget_owner(owner_id)
 
     async def claim_runnable(self) -> None:
-        runtime = self.runtime
-        free = runtime.config.max_concurrent_runs - len(self.active) - self._reserved
+        context = self.context
+        free = context.config.max_concurrent_runs - len(self.active) - self._reserved
         # Without a change feed, only a run's end says that its session's next head is up.
-        self._waits_for_a_finish = free <= 0 or runtime.change_feed is None
-        if free <= 0 or runtime.closing:
+        self._waits_for_a_finish = free <= 0 or context.capabilities.change_feed is None
+        if free <= 0 or context.closing:
             return
-        now = datetime.now(UTC)
+        now = context.clock.now()
         # One batch: on PostgreSQL it skips heads other workers are taking instead of waiting.
-        claimed = await runtime.store.claim_runnable(
+        claimed = await context.store.claim_runnable(
             attempt_ids=UlidsOnDemand(free),
-            owner_id=runtime.config.owner_id,
-            lease_expires_at=now + timedelta(seconds=runtime.config.lease),
+            owner_id=context.config.owner_id,
+            lease_expires_at=now + timedelta(seconds=context.config.lease),
             now=now,
         )
         for submission in claimed:
@@ -257,7 +253,7 @@ class Coordinator:
                 # Our previous attempt released it and is still winding down: not twice at once.
                 self._waits_for_a_finish = True
                 with contextlib.suppress(ClaimLost):
-                    await runtime.store.release(
+                    await context.store.release(
                         submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
                     )
                 continue
@@ -267,9 +263,9 @@ class Coordinator:
     def reserve(self) -> Iterator[bool]:
         """Hold a slot for an admission that would claim what it admits: true if one is free
         (then the admission must :meth:`adopt` what it claimed before leaving)."""
-        runtime = self.runtime
-        free = runtime.config.max_concurrent_runs - len(self.active) - self._reserved
-        if free <= 0 or runtime.closing or not self._claiming:
+        context = self.context
+        free = context.config.max_concurrent_runs - len(self.active) - self._reserved
+        if free <= 0 or context.closing or not self._claiming:
             yield False
             return
         self._reserved += 1
@@ -280,7 +276,7 @@ class Coordinator:
 
     def adopt(self, submission: Submission) -> None:
         """Run a submission claimed at its admission, as the claim loop runs what it claims."""
-        if self.runtime.closing:
+        if self.context.closing:
             # Shutting down: not started, it is handed back with whatever did not start.
             self._next.setdefault(submission.conversation_id, submission)
             return
@@ -293,29 +289,31 @@ class Coordinator:
         self._start(submission, known_clear=True)
 
     def _start(self, submission: Submission, *, known_clear: bool = False) -> None:
-        runtime = self.runtime
-        watch = runtime.steering.open(
-            submission.conversation_id, feed=runtime.change_feed, known_clear=known_clear
+        context = self.context
+        watch = context.steering.open(
+            submission.conversation_id,
+            feed=context.capabilities.change_feed,
+            known_clear=known_clear,
         )
         task = asyncio.create_task(self._run(submission, watch), name=f"tether-run-{submission.id}")
         self.active[submission.conversation_id] = task
         task.add_done_callback(functools.partial(self._finished, submission.conversation_id, watch))
 
     async def _run(self, submission: Submission, watch: SteerWatch) -> None:
-        runtime = self.runtime
-        await runtime.instrumentation.emit(
+        context = self.context
+        await context.instrumentation.emit(
             SubmissionClaimed(
                 Correlation.of(submission),
-                owner_id=runtime.config.owner_id,
+                owner_id=context.config.owner_id,
                 attempt_count=submission.attempt_count,
             )
         )
-        await run_attempt(runtime, submission, watch)
+        await run_attempt(context, submission, watch)
 
     def _finished(self, conversation_id: str, watch: SteerWatch, _task: asyncio.Task[None]) -> None:
-        self.runtime.steering.close(conversation_id, watch)
+        self.context.steering.close(conversation_id, watch)
         self.active.pop(conversation_id, None)
-        if conversation_id in self._next and not self.runtime.closing:
+        if conversation_id in self._next and not self.context.closing:
             self._start(self._next.pop(conversation_id))  # closing: stop() gives it back
         if self._waits_for_a_finish:
             self.wake.set()  # a session head or a slot just freed up

@@ -17,20 +17,19 @@ import asyncio
 import contextlib
 import functools
 import os
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal, Self, cast
+from typing import Any, Literal, Self
 
 from pydantic import JsonValue
 
-from tether._conformance import implements
 from tether._ids import new_ulid
 from tether.engine._approvals import ApprovalPage, approval_page
-from tether.engine._attempt import _Stop
+from tether.engine._clock import Clock, SystemClock
 from tether.engine._config import AgentDefinition, RuntimeConfig
+from tether.engine._context import EngineContext
 from tether.engine._coordinator import Coordinator, requeue_if_stranded
 from tether.engine._eventlog import log_event
 from tether.engine._fork import Fork
@@ -44,9 +43,11 @@ from tether.engine._observe import (
     SubmissionAdmitted,
 )
 from tether.engine._redact import Redactor, SecretRedactor
+from tether.engine._runs import RunRegistry
 from tether.engine._steering import SteerWatches
 from tether.engine._trace import trace_context
 from tether.engine._usage import UsageTotals, total_usage
+from tether.engine._views import ViewCache
 from tether.errors import (
     ApprovalNotFound,
     ConversationNotFound,
@@ -71,6 +72,7 @@ from tether.store import (
     NewSubmission,
     SessionKey,
     Store,
+    StoreCapabilities,
     Submission,
     SubmissionStatus,
     open_store,
@@ -80,10 +82,6 @@ __all__ = ("Multitask", "Receipt", "Runtime", "SubmissionInfo")
 
 Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
 _WAIT_POLL = 0.25
-_VIEWS_KEPT = 512
-_VIEW_BYTES_KEPT = 4 * 1024 * 1024
-_PLACEHOLDER_BYTES = 64
-_VIEW_RECOUNT_EVERY = 16
 _NAME_LIMIT = 200
 _AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
 
@@ -110,13 +108,6 @@ class SubmissionInfo:
     @property
     def settlement(self) -> Mapping[str, Any] | None:
         return self.submission.settlement
-
-
-@dataclass(slots=True)
-class _Run:
-    task: asyncio.Task[Any]
-    stop: _Stop
-    wake: asyncio.Future[None]
 
 
 def _set_event(event: asyncio.Event, _: object) -> None:
@@ -174,25 +165,15 @@ class Runtime:
         self.instrumentation = Instrumentation(
             [log_event, *observers], interceptors, redact=self.redact
         )
-        self.closing = False
+        self.clock: Clock = self.config.clock or SystemClock()
         self._started = False
+        self._context: EngineContext | None = None
         self._coordinator: Coordinator | None = None
-        self._runs: dict[str, _Run] = {}
-        self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
-        self._waiting: dict[str, int] = {}  # wait() calls in progress, by submission id
-        self._zombies: set[asyncio.Task[Any]] = set()
-        self.steering = SteerWatches(poll=self.config.claim_interval)
+        self._runs = RunRegistry()
+        self.steering = SteerWatches(poll=self.config.claim_interval, clock=self.clock)
         """What running attempts have heard of steering (see :mod:`._steering`)."""
-        self._views: OrderedDict[str, LogView] = OrderedDict()
-        # id -> (records counted, their bytes, the first of them)
-        self._view_sizes: dict[str, tuple[int, int, object]] = {}
-        self._view_bytes = 0
-        self._view_calls = 0
-        self._handed_out: set[str] = set()  # views handed out since the last full count
-        self.view_cache_bytes = _VIEW_BYTES_KEPT
-        """The encoded bytes of records the kept views may hold together (the newest view
-        is kept whatever its size); views past it, or past ``_VIEWS_KEPT``, are dropped
-        least recently used first and read again from the store when next needed."""
+        self.views = ViewCache()
+        """This process's log views, by conversation (see :class:`ViewCache`)."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -205,8 +186,28 @@ class Runtime:
     @property
     def change_feed(self) -> ChangeFeed | None:
         """The store, if it has a change feed (wake-ups from other processes)."""
-        store = self.store
-        return cast(ChangeFeed, store) if implements(store, ChangeFeed) else None
+        return self._started_context().capabilities.change_feed
+
+    @property
+    def closing(self) -> bool:
+        """Set once :meth:`close` began: nothing new is admitted or claimed."""
+        return self._runs.closing
+
+    @property
+    def view_cache_bytes(self) -> int:
+        """The encoded bytes of records the kept views may hold together (the newest view
+        is kept whatever its size); views past it are dropped least recently used first
+        and read again from the store when next needed."""
+        return self.views.max_bytes
+
+    @view_cache_bytes.setter
+    def view_cache_bytes(self, value: int) -> None:
+        self.views.max_bytes = value
+
+    def _started_context(self) -> EngineContext:
+        if self._context is None:
+            raise RuntimeClosed("the runtime has not been started")
+        return self._context
 
     async def start(self, *, worker: bool = True) -> None:
         """Open the store and (unless ``worker=False``, an API-only node) start the coordinator."""
@@ -214,28 +215,34 @@ class Runtime:
             raise RuntimeError("the runtime is already started")
         if self.closing:
             raise RuntimeClosed("the runtime is closed")
-        if self._store is None:
-            assert isinstance(self._store_source, str)
+        if self._store is None and isinstance(self._store_source, str):
             self._store = await open_store(self._store_source)
+        store = self.store
+        self._context = EngineContext(
+            store=store,
+            capabilities=StoreCapabilities.of(store),
+            agents=self.agents,
+            config=self.config,
+            instrumentation=self.instrumentation,
+            redact=self.redact,
+            clock=self.clock,
+            runs=self._runs,
+            steering=self.steering,
+            views=self.views,
+        )
         self._started = True
         if worker:
-            self._coordinator = Coordinator(self)
+            self._coordinator = Coordinator(self._context)
             self._coordinator.start()
 
     async def close(self) -> None:
         """Stop claiming, release running work without burning an attempt, close an owned store."""
         if self.closing:
             return
-        self.closing = True
-        for run in self._runs.values():
-            if not run.wake.done():
-                run.wake.set_result(None)
+        self._runs.close()
         if self._coordinator is not None:
             await self._coordinator.stop()
-        for zombie in self._zombies:
-            zombie.cancel()
-        if self._zombies:
-            await asyncio.wait(self._zombies, timeout=1)
+        await self._runs.bury_zombies(grace=1)
         if isinstance(self._store_source, str) and self._store is not None:
             await self._store.close()
 
@@ -271,81 +278,10 @@ class Runtime:
         if self._coordinator is not None:
             self._coordinator.wake.set()
 
-    # --- hooks for attempts -----------------------------------------------------------
-
-    def register_run(self, submission: Submission, task: asyncio.Task[Any], stop: _Stop) -> None:
-        self._runs[submission.id] = _Run(task, stop, asyncio.get_running_loop().create_future())
-
-    def unregister_run(self, submission: Submission) -> None:
-        self._runs.pop(submission.id, None)
-
-    def shutdown_signal(self, submission: Submission) -> asyncio.Future[None]:
-        """Resolves when this run should stop now (shutdown or an in-process abort)."""
-        return self._runs[submission.id].wake
-
-    def adopt_zombie(self, task: asyncio.Task[Any]) -> None:
-        """Keep a run that ignored its cancellation until it ends; whatever it raises then is
-        moot (its work was settled over it) and is retrieved, not logged as never retrieved."""
-        self._zombies.add(task)
-        task.add_done_callback(self._bury)
-
-    def _bury(self, task: asyncio.Task[Any]) -> None:
-        self._zombies.discard(task)
-        if not task.cancelled():
-            task.exception()
-
     def view(self, conversation_id: str) -> LogView:
         """This process's incremental view of a conversation (kept for the most recent ones,
         bounded by count and by the encoded size of their records)."""
-        kept = self._views.pop(conversation_id, None)
-        view = kept or LogView()
-        self._views[conversation_id] = view
-        self._view_calls += 1
-        # Views grow after they are handed out (a refresh, a journal's appends). Those handed
-        # out since the last full count are counted on every call, all of them every so often
-        # (a run holds its view for long): a call costs what changed, not the cache's size.
-        if self._view_calls % _VIEW_RECOUNT_EVERY == 0:
-            self._handed_out.clear()
-            for kept_id, kept_view in self._views.items():
-                self._count_view_bytes(kept_id, kept_view)
-        else:
-            self._handed_out.add(conversation_id)
-            for handed_id in self._handed_out:
-                handed = self._views.get(handed_id)
-                if handed is not None:
-                    self._count_view_bytes(handed_id, handed)
-        while len(self._views) > 1 and (
-            len(self._views) > _VIEWS_KEPT or self._view_bytes > self.view_cache_bytes
-        ):
-            forgotten, _ = self._views.popitem(last=False)
-            self._view_bytes -= self._view_sizes.pop(forgotten, (0, 0, None))[1]
-            self._handed_out.discard(forgotten)
-        return view
-
-    def _count_view_bytes(self, conversation_id: str, view: LogView) -> None:
-        """Bring a view's byte count up to date, counting only records new since last time
-        (all of them again if its first record changed: it started over, or a full refresh
-        put the records a lean one had left as placeholders in their place)."""
-        records = view.records
-        first = records[0] if records else None
-        counted, before, first_counted = self._view_sizes.get(conversation_id, (0, 0, None))
-        if first is not first_counted or counted > len(records):
-            counted, size = 0, 0
-        else:
-            size = before
-        # A lean view's placeholders (not Records) count for the little they hold.
-        size += sum(
-            len(record.canonical) if isinstance(record, Record) else _PLACEHOLDER_BYTES
-            for record in records[counted:]
-        )
-        self._view_sizes[conversation_id] = (len(records), size, first)
-        self._view_bytes += size - before
-
-    def notify_settled(self, submission_id: str, settlement: Mapping[str, JsonValue]) -> None:
-        """Hand a just-finalized settlement to in-process waiters (others poll the store)."""
-        waiter = self._settled.pop(submission_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(dict(settlement))
+        return self.views.get(conversation_id)
 
     # --- admission --------------------------------------------------------------------
 
@@ -395,7 +331,7 @@ class Runtime:
         dispatch_id: str | None,
         trace: Mapping[str, str] | None = None,
     ) -> Receipt:
-        now = datetime.now(UTC)
+        now = self.clock.now()
         new = NewSubmission(
             id=new_ulid(),
             key=key,
@@ -461,12 +397,8 @@ class Runtime:
         return await self.store.list_submissions(conversation_id=conversation.id, unsettled=True)
 
     async def _cancel(self, submission: Submission) -> None:
-        await self.store.request_cancel(submission.id, now=datetime.now(UTC))
-        run = self._runs.get(submission.id)
-        if run is not None:
-            run.stop.reason = "aborted"
-            if not run.wake.done():
-                run.wake.set_result(None)
+        await self.store.request_cancel(submission.id, now=self.clock.now())
+        self._runs.abort(submission.id)
 
     async def steer(
         self,
@@ -547,13 +479,11 @@ class Runtime:
         feed = self.change_feed
         # Waiters of one submission share its future; the last one out removes it, however
         # it leaves (settled, unknown id, timed out, or on a node that runs no attempts).
-        self._waiting[submission_id] = self._waiting.get(submission_id, 0) + 1
+        runs = self._runs
+        runs.join(submission_id)
         try:
             while True:
-                waiter = self._settled.get(submission_id)
-                if waiter is None or waiter.done():
-                    waiter = asyncio.get_running_loop().create_future()
-                    self._settled[submission_id] = waiter
+                waiter = runs.settlement_waiter(submission_id)
                 woken = asyncio.Event()
                 wake = functools.partial(_set_event, woken)
                 waiter.add_done_callback(wake)
@@ -574,7 +504,7 @@ class Runtime:
                                 await woken.wait()
                 finally:
                     waiter.remove_done_callback(wake)
-                if not waiter.done() and submission_id in self._runs:
+                if not waiter.done() and submission_id in runs:
                     # Its attempt runs here and hands the settlement over once it has
                     # finished: a change feed's wake-up at the commit need not send us to
                     # the store for it.
@@ -582,11 +512,7 @@ class Runtime:
                 if waiter.done() and not waiter.cancelled():
                     return dict(waiter.result())  # settled in this process: the payload is here
         finally:
-            left = self._waiting.pop(submission_id) - 1
-            if left:
-                self._waiting[submission_id] = left
-            else:
-                self._settled.pop(submission_id, None)
+            runs.leave(submission_id)
 
     async def records(
         self, conversation_id: str, *, after: int = 0, limit: int = 1000
@@ -705,7 +631,8 @@ class Runtime:
         if record.submission_id is not None:
             # Repeating a decision an earlier version wrote without its wake-up finishes it.
             with contextlib.suppress(SubmissionNotFound):
-                await requeue_if_stranded(self, await store.get_submission(record.submission_id))
+                submission = await store.get_submission(record.submission_id)
+                await requeue_if_stranded(self._started_context(), submission)
         self._wake()
         correlation = Correlation(
             journal.conversation.key, conversation_id, record.submission_id or ""
@@ -738,7 +665,7 @@ class Runtime:
             at_seq=at_seq,
             key=key,
             new_conversation_id=new_ulid(),
-            created_at=datetime.now(UTC),
+            created_at=self.clock.now(),
         )
         journal = await Journal.open(store, child.id, fence=0, view=self.view(child.id))
         return Fork.of(child, tuple(await journal.repair_cut()))

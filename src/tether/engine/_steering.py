@@ -20,8 +20,8 @@ run it was meant for has settled.
 from __future__ import annotations
 
 import contextlib
-import time
 
+from tether.engine._clock import Clock
 from tether.store import ChangeFeed
 
 __all__ = ("SteerWatch", "SteerWatches")
@@ -31,11 +31,18 @@ class SteerWatch:
     """One attempt's: :meth:`due` says whether its next check must ask the store."""
 
     def __init__(
-        self, conversation_id: str, *, feed: ChangeFeed | None, known_clear: bool, poll: float
+        self,
+        conversation_id: str,
+        *,
+        feed: ChangeFeed | None,
+        known_clear: bool,
+        poll: float,
+        clock: Clock,
     ) -> None:
         self._pending = not known_clear
         self._poll = None if feed is not None else poll  # a change feed announces steers
-        self._asked_at = time.monotonic()
+        self._clock = clock
+        self._asked_at = clock.monotonic()
         self._stack = contextlib.ExitStack()
         self._announced = (
             self._stack.enter_context(feed.listen(f"steer:{conversation_id}"))
@@ -50,13 +57,13 @@ class SteerWatch:
     def due(self) -> bool:
         """Whether to ask the store now; if so, what is heard from here on is news."""
         announced = self._announced is not None and self._announced.is_set()
-        polled = self._poll is not None and time.monotonic() - self._asked_at >= self._poll
+        polled = self._poll is not None and self._clock.monotonic() - self._asked_at >= self._poll
         if not (self._pending or announced or polled):
             return False
         self._pending = False
         if self._announced is not None:
             self._announced.clear()
-        self._asked_at = time.monotonic()
+        self._asked_at = self._clock.monotonic()
         return True
 
     def close(self) -> None:
@@ -66,8 +73,9 @@ class SteerWatch:
 class SteerWatches:
     """The runtime's watches, by conversation: one per attempt running here."""
 
-    def __init__(self, *, poll: float) -> None:
+    def __init__(self, *, poll: float, clock: Clock) -> None:
         self._poll = poll
+        self._clock = clock
         self._watches: dict[str, SteerWatch] = {}
 
     def open(
@@ -75,7 +83,13 @@ class SteerWatches:
     ) -> SteerWatch:
         """A watch for an attempt about to run in ``conversation_id``; ``known_clear``: its
         claim committed with nothing else of its session unsettled."""
-        watch = SteerWatch(conversation_id, feed=feed, known_clear=known_clear, poll=self._poll)
+        watch = SteerWatch(
+            conversation_id,
+            feed=feed,
+            known_clear=known_clear,
+            poll=self._poll,
+            clock=self._clock,
+        )
         previous = self._watches.get(conversation_id)
         if previous is not None:
             previous.close()

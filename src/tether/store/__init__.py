@@ -7,6 +7,7 @@ Example::
     store = await open_store("sqlite:///./tether-data")
 """
 
+from tether.store._capabilities import StoreCapabilities
 from tether.store._gates import Gate, GateStatus
 from tether.store._memory import MemoryStore
 from tether.store._protocol import (
@@ -49,6 +50,7 @@ __all__ = (
     "SessionKey",
     "SqliteStore",
     "Store",
+    "StoreCapabilities",
     "Submission",
     "SubmissionStatus",
     "SubmissionStore",

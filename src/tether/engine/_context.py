@@ -1,0 +1,43 @@
+"""What the coordinator and its attempts work with: the narrow parts of a started runtime.
+
+The :class:`Runtime` builds one context when it starts and hands it to the coordinator, which
+hands it to every attempt; neither sees the runtime itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tether.engine._clock import Clock
+from tether.engine._config import AgentDefinition, RuntimeConfig
+from tether.engine._observe import Instrumentation
+from tether.engine._redact import Redactor
+from tether.engine._runs import RunRegistry
+from tether.engine._steering import SteerWatches
+from tether.engine._views import ViewCache
+from tether.store import Store, StoreCapabilities
+
+__all__ = ("EngineContext",)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineContext:
+    """A started runtime's store (with its capabilities, detected once at start), agent
+    registry, settings, observers, redactor, clock, and the shared state of this process's
+    runs: their registry (the wake-up hub), steering watches and log views."""
+
+    store: Store
+    capabilities: StoreCapabilities
+    agents: Mapping[str, AgentDefinition]
+    config: RuntimeConfig
+    instrumentation: Instrumentation
+    redact: Redactor
+    clock: Clock
+    runs: RunRegistry
+    steering: SteerWatches
+    views: ViewCache
+
+    @property
+    def closing(self) -> bool:
+        return self.runs.closing

@@ -1,0 +1,126 @@
+"""The runs of this process and who waits on them: the engine's wake-up hub.
+
+Attempts register here while they run; an abort or a shutdown wakes them through it, and a
+settlement made here is handed to this process's waiters without a store read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import JsonValue
+
+__all__ = ("RunRegistry", "Stop", "StopReason")
+
+StopReason = Literal["lease_lost", "aborted", "timeout", "shutdown"]
+
+
+@dataclass
+class Stop:
+    """Why a run's supervisor stopped its work, once it has (``None`` while it may go on)."""
+
+    reason: StopReason | None = None
+
+
+@dataclass(slots=True)
+class _Run:
+    task: asyncio.Task[Any]
+    stop: Stop
+    wake: asyncio.Future[None]
+
+
+class RunRegistry:
+    """Runs in progress by submission id, settlement waiters, and the runs that outlived
+    their cancellation (kept until they end)."""
+
+    def __init__(self) -> None:
+        self.closing = False
+        """Set once the runtime shuts down: no new claims, running work is released."""
+        self._runs: dict[str, _Run] = {}
+        self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
+        self._waiting: dict[str, int] = {}  # waiters in progress, by submission id
+        self._zombies: set[asyncio.Task[Any]] = set()
+
+    def __contains__(self, submission_id: object) -> bool:
+        return submission_id in self._runs
+
+    def register(self, submission_id: str, task: asyncio.Task[Any], stop: Stop) -> None:
+        loop = asyncio.get_running_loop()
+        self._runs[submission_id] = _Run(task, stop, loop.create_future())
+
+    def unregister(self, submission_id: str) -> None:
+        self._runs.pop(submission_id, None)
+
+    def shutdown_signal(self, submission_id: str) -> asyncio.Future[None]:
+        """Resolves when this run should stop now (shutdown or an in-process abort)."""
+        return self._runs[submission_id].wake
+
+    def abort(self, submission_id: str) -> None:
+        """Stop a run of this process now, if one runs (it settles ``aborted``)."""
+        run = self._runs.get(submission_id)
+        if run is not None:
+            run.stop.reason = "aborted"
+            if not run.wake.done():
+                run.wake.set_result(None)
+
+    def close(self) -> None:
+        """Mark the runtime closing and wake every run to give its claim back."""
+        self.closing = True
+        for run in self._runs.values():
+            if not run.wake.done():
+                run.wake.set_result(None)
+
+    async def bury_zombies(self, grace: float) -> None:
+        """Cancel the runs that outlived their cancellation; wait ``grace`` for them to end."""
+        for zombie in self._zombies:
+            zombie.cancel()
+        if self._zombies:
+            await asyncio.wait(self._zombies, timeout=grace)
+
+    def adopt_zombie(self, task: asyncio.Task[Any]) -> None:
+        """Keep a run that ignored its cancellation until it ends; whatever it raises then is
+        moot (its work was settled over it) and is retrieved, not logged as never retrieved."""
+        self._zombies.add(task)
+        task.add_done_callback(self._bury)
+
+    def _bury(self, task: asyncio.Task[Any]) -> None:
+        self._zombies.discard(task)
+        if not task.cancelled():
+            task.exception()
+
+    # --- settlement waiters -----------------------------------------------------------
+
+    @property
+    def waiters(self) -> int:
+        """Waiters and shared futures held (none once every waiter has left)."""
+        return len(self._settled) + len(self._waiting)
+
+    def notify_settled(self, submission_id: str, settlement: Mapping[str, JsonValue]) -> None:
+        """Hand a just-finalized settlement to in-process waiters (others poll the store)."""
+        waiter = self._settled.pop(submission_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(dict(settlement))
+
+    def settlement_waiter(self, submission_id: str) -> asyncio.Future[dict[str, JsonValue]]:
+        """The future a settlement made here resolves (shared by the submission's waiters)."""
+        waiter = self._settled.get(submission_id)
+        if waiter is None or waiter.done():
+            waiter = asyncio.get_running_loop().create_future()
+            self._settled[submission_id] = waiter
+        return waiter
+
+    def join(self, submission_id: str) -> None:
+        """A waiter of ``submission_id`` arrives; each :meth:`join` needs a :meth:`leave`."""
+        self._waiting[submission_id] = self._waiting.get(submission_id, 0) + 1
+
+    def leave(self, submission_id: str) -> None:
+        """A waiter leaves, however (settled, unknown id, timed out): the last one out
+        removes the shared future."""
+        left = self._waiting.pop(submission_id) - 1
+        if left:
+            self._waiting[submission_id] = left
+        else:
+            self._settled.pop(submission_id, None)
