@@ -9,7 +9,7 @@ from pydantic import JsonValue
 
 from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.errors import NoRunInFlight, SessionBusy
-from tether.journal import Journal
+from tether.journal import Journal, Stamp
 from tether.messages import Message
 from tether.records import UserMessage
 from tether.store import SessionKey, Store, SubmissionStatus
@@ -157,8 +157,7 @@ async def test_completed_but_unsettled_settles_without_a_model_call(
         "conv-c",
         fence=claimed.fence,
         model=ScriptedModel(["done before the crash"]),
-        submission_id="sub-c",
-        attempt_id="dead",
+        stamp=Stamp("sub-c", "dead"),
     )
     await journal.exec(EchoHarness(), [UserMessage(body="hi")])  # then the worker died
     model = ScriptedModel(["never"])

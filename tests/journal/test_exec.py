@@ -8,7 +8,7 @@ import pytest
 from pydantic import JsonValue
 
 from tether.errors import Conflict, Fenced, JournalError, TurnClosed
-from tether.journal import Journal, ToolScope, Turn
+from tether.journal import Journal, JournalHooks, ToolScope, Turn
 from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
 from tether.models import DeltaSink, StreamDelta
 from tether.records import AssistantTextDelta, ExecutionStarted, Record
@@ -166,7 +166,7 @@ async def test_streamed_deltas_reach_the_observer_and_batch_into_records(store: 
     cid = await new_conversation(store)
     observer = Observer()
     model = ScriptedModel(["hello world"], chunk=3)
-    j = await Journal.open(store, cid, model=model, observer=observer)
+    j = await Journal.open(store, cid, model=model, hooks=JournalHooks(observer=observer))
     await j.exec(EchoHarness(), [user("hi")])
     assert observer.deltas == ["hel", "lo ", "wor", "ld"]
     records = await store.read(cid)

@@ -13,7 +13,7 @@ import pytest
 from pydantic import JsonValue
 
 from tether.errors import RecordDecodeError, StoreUnavailable
-from tether.journal import Journal, LogView, Turn
+from tether.journal import Journal, JournalHooks, LogView, Turn
 from tether.journal._snapshot import snapshot_due
 from tether.messages import Message, ModelRequest
 from tether.records import Record, Signal, SteerReceived
@@ -86,7 +86,11 @@ async def _varied_log(store: Store) -> str:
         return delivered
 
     live = await Journal.open(
-        store, cid, model=planning_model(), tools=RecordingTools(), steer_source=source
+        store,
+        cid,
+        model=planning_model(),
+        tools=RecordingTools(),
+        hooks=JournalHooks(steer_source=source),
     )
     await live.exec(LoopHarness(), [user("hello")])
     await live.exec(LoopHarness(), [user("lookup and charge")])

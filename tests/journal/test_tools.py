@@ -12,7 +12,7 @@ from tether.errors import (
     MissingToolExecutor,
     UnmediatedToolCall,
 )
-from tether.journal import Journal, ToolScope, Turn
+from tether.journal import Journal, JournalHooks, ToolScope, Turn
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult
 from tether.records import SteerReceived, ToolOutcome
 from tether.store import Store
@@ -195,7 +195,13 @@ async def test_steering_is_delivered_once_and_replayed(store: Store) -> None:
         return delivered
 
     model = planning_model()
-    j = await Journal.open(store, cid, model=model, tools=RecordingTools(), steer_source=source)
+    j = await Journal.open(
+        store,
+        cid,
+        model=model,
+        tools=RecordingTools(),
+        hooks=JournalHooks(steer_source=source),
+    )
     result = await j.exec(LoopHarness(), [user("hello")])
     assert result.output == "done after 1 tool results"  # the steer asked for a lookup
     assert kinds(await store.read(cid)).count("steer_received") == 1

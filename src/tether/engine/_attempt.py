@@ -57,7 +57,15 @@ from tether.errors import (
     TetherError,
     TransientError,
 )
-from tether.journal import ApprovalState, EffectWrappers, Ending, Journal, open_gate
+from tether.journal import (
+    ApprovalState,
+    EffectWrappers,
+    Ending,
+    Journal,
+    JournalHooks,
+    Stamp,
+    open_gate,
+)
 from tether.models import StreamDelta
 from tether.records import (
     Compaction,
@@ -330,18 +338,19 @@ class _Attempt:
             fence=sub.fence,
             model=spec.model,
             tools=spec.tools,
-            wrappers=EffectWrappers(
-                model=lambda model: events.model(model, self.correlation),
-                tools=lambda tools: events.tools(tools, self.correlation),
-            ),
-            observer=_Observer(self.context, self.correlation),
-            steer_source=self._steer_source,
-            submission_id=sub.id,
-            attempt_id=sub.attempt_id,
             view=self.context.views.get(sub.conversation_id),
             refresh=True,
             lean=True,  # a cold view reads the tail: the first turn costs O(tail), not O(log)
-            redact=self.context.redact,
+            stamp=Stamp(sub.id, sub.attempt_id),
+            hooks=JournalHooks(
+                observer=_Observer(self.context, self.correlation),
+                steer_source=self._steer_source,
+                wrappers=EffectWrappers(
+                    model=lambda model: events.model(model, self.correlation),
+                    tools=lambda tools: events.tools(tools, self.correlation),
+                ),
+                redact=self.context.redact,
+            ),
         )
 
     async def _operation(

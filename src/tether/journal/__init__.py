@@ -12,17 +12,20 @@ Example::
 """
 
 from tether.journal._approvals import ApprovalState, Decision, open_gate
-from tether.journal._executions import Execution
-from tether.journal._harness import (
+from tether.journal._effects import (
     EffectWrappers,
-    Harness,
+    JournalHooks,
     JournalObserver,
+    Stamp,
+    SteerSource,
     ToolExecutor,
     ToolScope,
 )
+from tether.journal._executions import Execution
+from tether.journal._harness import Harness
 from tether.journal._history import messages_of, transcript
 from tether.journal._journal import Ending, ExecutionResult, Finisher, Journal
-from tether.journal._turn import UNKNOWN_OUTCOME, Mode, SteerSource, Turn
+from tether.journal._turn import UNKNOWN_OUTCOME, Mode, Turn
 from tether.journal._view import LogView
 
 __all__ = (
@@ -36,9 +39,11 @@ __all__ = (
     "Finisher",
     "Harness",
     "Journal",
+    "JournalHooks",
     "JournalObserver",
     "LogView",
     "Mode",
+    "Stamp",
     "SteerSource",
     "ToolExecutor",
     "ToolScope",

@@ -13,12 +13,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import cast
 
 from pydantic import JsonValue, ValidationError
 
 from tether._canonical import canonical_json
-from tether._conformance import implements
 from tether._gc import BULK, collector_paused
 from tether._ids import new_ulid
 from tether.errors import (
@@ -42,12 +40,13 @@ from tether.journal._approvals import (
     latest_gate,
 )
 from tether.journal._cut import fork_cut_outcome, open_streams, unanswered_calls
+from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp, ToolExecutor
 from tether.journal._executions import Execution
-from tether.journal._harness import EffectWrappers, Harness, JournalObserver, ToolExecutor
+from tether.journal._harness import Harness
 from tether.journal._history import PrefixTranscripts, messages_of, projected
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
-from tether.journal._turn import Mode, SteerSource, Turn
+from tether.journal._turn import Mode, Turn
 from tether.journal._view import LogView
 from tether.messages import Message, args_digest
 from tether.models import Model
@@ -67,7 +66,7 @@ from tether.records import (
     ToolOutcome,
     UserMessage,
 )
-from tether.store import ClaimSettlement, Conversation, LogStore, SessionKey, Store
+from tether.store import ClaimSettlement, Conversation, LogStore, SessionKey
 
 __all__ = ("Ending", "ExecutionResult", "Finisher", "Journal")
 
@@ -112,32 +111,18 @@ class Journal:
         head: int,
         model: Model | None = None,
         tools: ToolExecutor | None = None,
-        observer: JournalObserver | None = None,
-        steer_source: SteerSource | None = None,
-        submission_id: str | None = None,
-        attempt_id: str | None = None,
         view: LogView | None = None,
-        wrappers: EffectWrappers | None = None,
-        redact: Callable[[str], str] | None = None,
+        stamp: Stamp = NO_STAMP,
+        hooks: JournalHooks = NO_HOOKS,
     ) -> None:
         self.store = store
         self.conversation = conversation
-        self.wrappers = wrappers
-        self.model = model if wrappers is None or model is None else wrappers.model(model)
-        self.tools = tools if wrappers is None or tools is None else wrappers.tools(tools)
-        self.observer = observer
-        self.steer_source = steer_source
+        self.hooks = hooks
+        self.model = model if model is None else hooks.model(model)
+        self.tools = tools if tools is None else hooks.tools(tools)
         self.view = view if view is not None else LogView()
         self.log = JournalLog(
-            store,
-            conversation.id,
-            fence=fence,
-            head=head,
-            submission_id=submission_id,
-            attempt_id=attempt_id,
-            observer=observer,
-            view=self.view,
-            redact=redact,
+            store, conversation.id, fence=fence, head=head, view=self.view, stamp=stamp, hooks=hooks
         )
 
     @classmethod
@@ -149,23 +134,19 @@ class Journal:
         fence: int | None = None,
         model: Model | None = None,
         tools: ToolExecutor | None = None,
-        observer: JournalObserver | None = None,
-        steer_source: SteerSource | None = None,
-        submission_id: str | None = None,
-        attempt_id: str | None = None,
         view: LogView | None = None,
-        wrappers: EffectWrappers | None = None,
         refresh: bool = False,
-        redact: Callable[[str], str] | None = None,
         lean: bool = False,
+        stamp: Stamp = NO_STAMP,
+        hooks: JournalHooks = NO_HOOKS,
     ) -> Journal:
         """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
 
         Pass the ``view`` a previous journal of this conversation kept, to skip re-reading
         the log (it is brought up to date either way); ``refresh=True`` brings it up to date
-        now, as :meth:`refresh` would. ``wrappers`` wrap every model client and tool executor
-        the journal invokes. ``redact`` rewrites error text (tool errors, execution failures)
-        before it is journaled, to keep secrets out of the permanent log. ``lean``: a view
+        now, as :meth:`refresh` would. ``stamp`` names the claim every record is written
+        under; ``hooks`` attach an observer, a steer source, effect wrappers and a redactor
+        (see :class:`JournalHooks`). ``lean``: a view
         that has read nothing yet takes in only what the next execution needs (the log's
         snapshot and its tail, see :meth:`LogView.refresh`), so that the first turn on a long
         log read cold costs what its tail costs, not its length.
@@ -202,13 +183,9 @@ class Journal:
             head=head,
             model=model,
             tools=tools,
-            observer=observer,
-            steer_source=steer_source,
-            submission_id=submission_id,
-            attempt_id=attempt_id,
             view=view,
-            wrappers=wrappers,
-            redact=redact,
+            stamp=stamp,
+            hooks=hooks,
         )
         if refresh and not refreshed:
             await journal.refresh()
@@ -223,10 +200,7 @@ class Journal:
         conversation_id: str | None = None,
         model: Model | None = None,
         tools: ToolExecutor | None = None,
-        observer: JournalObserver | None = None,
-        steer_source: SteerSource | None = None,
-        wrappers: EffectWrappers | None = None,
-        redact: Callable[[str], str] | None = None,
+        hooks: JournalHooks = NO_HOOKS,
     ) -> Journal:
         """Open the journal of a session's conversation, creating the conversation (with
         ``conversation_id``, else a new id) if the session has none.
@@ -245,16 +219,7 @@ class Journal:
             key, conversation_id=conversation_id or new_ulid(), created_at=datetime.now(UTC)
         )
         if not created:
-            return await cls.open(
-                store,
-                conversation.id,
-                model=model,
-                tools=tools,
-                observer=observer,
-                steer_source=steer_source,
-                wrappers=wrappers,
-                redact=redact,
-            )
+            return await cls.open(store, conversation.id, model=model, tools=tools, hooks=hooks)
         return cls(
             store,
             conversation,
@@ -262,10 +227,7 @@ class Journal:
             head=1,  # a new conversation holds only its conversation_created record
             model=model,
             tools=tools,
-            observer=observer,
-            steer_source=steer_source,
-            wrappers=wrappers,
-            redact=redact,
+            hooks=hooks,
         )
 
     @property
@@ -538,9 +500,7 @@ class Journal:
             config=dict(config) if config is not None else None,
             model=None if replay else self.model,
             tools=None if replay else self.tools,
-            observer=None if replay else self.observer,
-            steer_source=None if replay else self.steer_source,
-            wrappers=None if replay else self.wrappers,
+            hooks=self.hooks.replaying() if replay else self.hooks,
         )
 
     async def _run(
@@ -654,8 +614,8 @@ class Journal:
     async def _append_decision(
         self, draft: RecordDraft, expected_seq: int, wake: str | None
     ) -> list[Record]:
-        if implements(self.store, Store):
-            records = await cast(Store, self.store).append_decision(
+        if (whole := self.log.capabilities.whole) is not None:
+            records = await whole.append_decision(
                 self.conversation.id, [draft], expected_seq=expected_seq, wake=wake
             )
         else:  # a bare log store keeps no submissions to wake, nor appends without a fence

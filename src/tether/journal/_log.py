@@ -4,32 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from typing import cast
+from collections.abc import Sequence
 
-from tether._conformance import implements
 from tether.errors import JournalError
-from tether.journal._harness import JournalObserver
+from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp
 from tether.journal._view import LogView
 from tether.records import Payload, Record, RecordDraft
-from tether.store import ClaimSettlement, LogStore, Store
+from tether.store import ClaimSettlement, LogStore, StoreCapabilities
 
 __all__ = ("JournalLog",)
 
 logger = logging.getLogger("tether.journal")
 
 
-def _unchanged(text: str) -> str:
-    return text
-
-
 class JournalLog:
     """Appends the records of one writer to one conversation.
 
     Every append is a CAS on the head this writer last saw, under its fence, so a writer
-    that was superseded (or raced) can never interleave records. ``submission_id`` and
-    ``attempt_id`` are stamped on every record it writes; ``redact`` masks secrets in the
-    error text the journal writes through it.
+    that was superseded (or raced) can never interleave records. The ``stamp``'s ids are
+    stamped on every record it writes; the ``hooks``' observer hears every append, and
+    their ``redact`` masks secrets in the error text the journal writes through it.
     """
 
     def __init__(
@@ -39,22 +33,21 @@ class JournalLog:
         *,
         fence: int,
         head: int,
-        submission_id: str | None = None,
-        attempt_id: str | None = None,
-        observer: JournalObserver | None = None,
         view: LogView | None = None,
-        redact: Callable[[str], str] | None = None,
+        stamp: Stamp = NO_STAMP,
+        hooks: JournalHooks = NO_HOOKS,
     ) -> None:
         self.store = store
         self.conversation_id = conversation_id
         self.fence = fence
         self.head = head
-        self.submission_id = submission_id
-        self.attempt_id = attempt_id
-        self.observer = observer
+        self.submission_id = stamp.submission_id
+        self.attempt_id = stamp.attempt_id
+        self.observer = hooks.observer
         self.view = view
-        self.redact: Callable[[str], str] = redact or _unchanged
+        self.redact = hooks.redact
         """Applied to error text (tool errors, execution failures) before it is written."""
+        self.capabilities = StoreCapabilities.of(store)
         self._lock = asyncio.Lock()
 
     def draft(self, payload: Payload, execution_id: str | None) -> RecordDraft:
@@ -80,8 +73,8 @@ class JournalLog:
                 records = await self.store.append(
                     self.conversation_id, drafts, expected_seq=head, fence=self.fence
                 )
-            elif implements(self.store, Store):
-                records = await cast(Store, self.store).append_settled(
+            elif (whole := self.capabilities.whole) is not None:
+                records = await whole.append_settled(
                     self.conversation_id, drafts, expected_seq=head, fence=self.fence, settle=settle
                 )
             else:

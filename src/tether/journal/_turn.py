@@ -42,7 +42,7 @@ from tether.errors import (
     TurnClosed,
     UnmediatedToolCall,
 )
-from tether.journal._harness import EffectWrappers, JournalObserver, ToolExecutor, ToolScope
+from tether.journal._effects import NO_HOOKS, JournalHooks, ToolExecutor, ToolScope
 from tether.journal._history import messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
@@ -79,9 +79,6 @@ from tether.records import (
 
 __all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn", "interrupted_completion")
 
-SteerSource = Callable[[tuple[str, ...]], Awaitable[Sequence[SteerReceived]]]
-"""Called with the modes a safe point accepts; returns the messages to deliver there."""
-
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: the process running it stopped before its "
     "result was recorded. The tool is not declared idempotent, so it was not run again; "
@@ -116,9 +113,7 @@ class Turn:
         config: dict[str, JsonValue] | None,
         model: Model | None = None,
         tools: ToolExecutor | None = None,
-        observer: JournalObserver | None = None,
-        steer_source: SteerSource | None = None,
-        wrappers: EffectWrappers | None = None,
+        hooks: JournalHooks = NO_HOOKS,
     ) -> None:
         self.execution_id = execution_id
         self._history = history
@@ -132,9 +127,9 @@ class Turn:
         self._recorded = recorded
         self._model = model
         self._tools = tools
-        self._observer = observer
-        self._steer_source = steer_source
-        self._wrappers = wrappers
+        self._hooks = hooks
+        self._observer = hooks.observer
+        self._steer_source = hooks.steer_source
         self._failure: TetherError | None = None
         self._closed = False
         self._call_ids: set[str] = set()
@@ -299,13 +294,10 @@ class Turn:
                 self._behind.append(
                     ModelCalled(call_id=call_id, model=request.model, input_hash=input_hash)
                 )
-            model = self._model if client is None else self._wrap_model(client)
+            model = self._model if client is None else self._hooks.model(client)
             if model is None:
                 self._stick(JournalError("this journal has no model client"))
         return await self._invoke(model, request, call_id, purpose)
-
-    def _wrap_model(self, client: Model) -> Model:
-        return client if self._wrappers is None else self._wrappers.model(client)
 
     async def _invoke(
         self, model: Model, request: ModelRequest, call_id: str, purpose: Literal["summary"] | None
@@ -355,10 +347,7 @@ class Turn:
         needs approval parks the execution (raises ``ApprovalParked``) until decided.
         ``executor`` runs this call instead of the journal's tool executor.
         """
-        if executor is None:
-            tools = self._tools
-        else:
-            tools = executor if self._wrappers is None else self._wrappers.tools(executor)
+        tools = self._tools if executor is None else self._hooks.tools(executor)
         async with self._lock:
             self._check()
             if call.mediation is Mediation.REPORTED:

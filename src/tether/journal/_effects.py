@@ -1,0 +1,120 @@
+"""What a journal needs around a harness: tool executors, observers, wrappers, and the two
+small values that say who writes (``Stamp``) and what the host attaches (``JournalHooks``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol, runtime_checkable
+
+from pydantic import JsonValue
+
+from tether.messages import ToolCall, ToolResult
+from tether.models import Model, StreamDelta
+from tether.records import Record, SteerReceived
+
+__all__ = (
+    "NO_HOOKS",
+    "NO_STAMP",
+    "EffectWrappers",
+    "JournalHooks",
+    "JournalObserver",
+    "Stamp",
+    "SteerSource",
+    "ToolExecutor",
+    "ToolScope",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolScope:
+    """What a tool executor gets besides the call: where it runs, how to deduplicate, and
+    ``step`` for durable steps (recorded once, served again on recovery)."""
+
+    conversation_id: str
+    session: str
+    execution_id: str
+    idempotency_key: str
+    step: Callable[[str, Callable[[], Awaitable[JsonValue]]], Awaitable[JsonValue]]
+    progress: Callable[[str], Awaitable[None]] | None = None
+
+
+@runtime_checkable
+class ToolExecutor(Protocol):
+    """Runs host-mediated tools. It must deduplicate on ``scope.idempotency_key`` if a tool
+    is declared idempotent: recovery may call it again with the same key."""
+
+    async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult: ...
+
+
+class JournalObserver(Protocol):
+    """Hooks for streaming: ``on_record`` after each durable append, ``on_delta`` per chunk.
+
+    Deltas are never effects: replay emits none. A failing observer never fails a run.
+    An observer may also define ``async on_progress(execution_id, call_id, text)`` for the
+    partial output tools report.
+    """
+
+    async def on_record(self, records: Sequence[Record]) -> None: ...
+
+    async def on_delta(self, execution_id: str, call_id: str, delta: StreamDelta) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EffectWrappers:
+    """How the host wraps every model client and tool executor a journal invokes (tracing,
+    interceptors): the journal's own and any a harness hands to a single call."""
+
+    model: Callable[[Model], Model]
+    tools: Callable[[ToolExecutor], ToolExecutor]
+
+
+SteerSource = Callable[[tuple[str, ...]], Awaitable[Sequence[SteerReceived]]]
+"""Called with the modes a safe point accepts; returns the messages to deliver there."""
+
+
+def _unchanged(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """Who writes: the ids stamped on every record a journal appends (an engine's claim)."""
+
+    submission_id: str | None = None
+    attempt_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalHooks:
+    """What a host attaches to a journal's live executions.
+
+    ``observer`` hears appends, deltas and tool progress; ``steer_source`` delivers steer
+    messages at safe points; ``wrappers`` wrap every model client and tool executor invoked;
+    ``redact`` rewrites error text (tool errors, execution failures) before it is journaled,
+    to keep secrets out of the permanent log. A replay keeps only ``redact``.
+
+    Example::
+
+        hooks = JournalHooks(observer=printer, redact=SecretRedactor.from_env(os.environ))
+        journal = await Journal.open(store, conversation_id, model=model, hooks=hooks)
+    """
+
+    observer: JournalObserver | None = None
+    steer_source: SteerSource | None = None
+    wrappers: EffectWrappers | None = None
+    redact: Callable[[str], str] = _unchanged
+
+    def replaying(self) -> JournalHooks:
+        """The hooks of a replay: no observer, steering or wrappers (nothing is invoked)."""
+        return JournalHooks(redact=self.redact)
+
+    def model(self, model: Model) -> Model:
+        return model if self.wrappers is None else self.wrappers.model(model)
+
+    def tools(self, tools: ToolExecutor) -> ToolExecutor:
+        return tools if self.wrappers is None else self.wrappers.tools(tools)
+
+
+NO_HOOKS: Final = JournalHooks()
+NO_STAMP: Final = Stamp()
