@@ -248,7 +248,7 @@ PUBLIC = {
         "ATTEMPT_BUDGET_EXHAUSTED",
         "AgentDefinition",
         "AgentSpec",
-        "ApprovalDecided",
+        "ApprovalDecidedEvent",
         "ApprovalPage",
         "AttemptStarted",
         "CANCELLED_BY_PARENT",
@@ -282,7 +282,7 @@ PUBLIC = {
         "SubmissionAdmitted",
         "SubmissionClaimed",
         "SubmissionInfo",
-        "SubmissionSettled",
+        "SubmissionSettledEvent",
         "Summarizer",
         "TIMEOUT_EXCEEDED",
         "ToolEnded",
@@ -380,3 +380,16 @@ def test_import_tether_imports_no_framework_or_test_tool() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_renamed_engine_events_still_import_with_a_warning() -> None:
+    import tether.engine as engine
+
+    for old, new in (
+        ("SubmissionSettled", engine.SubmissionSettledEvent),
+        ("ApprovalDecided", engine.ApprovalDecidedEvent),
+    ):
+        with pytest.warns(DeprecationWarning, match=f"now tether.engine.{new.__name__}"):
+            assert getattr(engine, old) is new
+    with pytest.raises(AttributeError):
+        engine.NoSuchName  # noqa: B018

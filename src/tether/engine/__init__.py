@@ -17,7 +17,7 @@ from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Sum
 from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, InboundKind, SignalInfo
 from tether.engine._observe import (
-    ApprovalDecided,
+    ApprovalDecidedEvent,
     AttemptStarted,
     Compacted,
     Correlation,
@@ -31,7 +31,7 @@ from tether.engine._observe import (
     RecoveryDecided,
     SubmissionAdmitted,
     SubmissionClaimed,
-    SubmissionSettled,
+    SubmissionSettledEvent,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -62,7 +62,7 @@ __all__ = (
     "TIMEOUT_EXCEEDED",
     "AgentDefinition",
     "AgentSpec",
-    "ApprovalDecided",
+    "ApprovalDecidedEvent",
     "ApprovalPage",
     "AttemptStarted",
     "Clock",
@@ -90,7 +90,7 @@ __all__ = (
     "SubmissionAdmitted",
     "SubmissionClaimed",
     "SubmissionInfo",
-    "SubmissionSettled",
+    "SubmissionSettledEvent",
     "Summarizer",
     "SystemClock",
     "ToolEnded",
@@ -100,3 +100,25 @@ __all__ = (
     "TurnStarted",
     "UsageTotals",
 )
+
+_RENAMED = {
+    "ApprovalDecided": "ApprovalDecidedEvent",
+    "SubmissionSettled": "SubmissionSettledEvent",
+}
+"""Engine events renamed apart from the record payloads of the same names in
+:mod:`tether.records`; the old names still import, with a warning."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _RENAMED:
+        import warnings
+
+        new = _RENAMED[name]
+        warnings.warn(
+            f"tether.engine.{name} is now tether.engine.{new} (tether.records.{name} is the "
+            "record payload)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

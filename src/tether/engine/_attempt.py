@@ -29,10 +29,8 @@ from tether.engine._observe import (
     OperationEnded,
     OperationStarted,
     RecoveryDecided,
+    SubmissionSettledEvent,
     ToolProgress,
-)
-from tether.engine._observe import (
-    SubmissionSettled as SettledEvent,
 )
 from tether.engine._results import correction, judge
 from tether.engine._runs import Stop
@@ -188,7 +186,7 @@ class _Attempt:
         correlation = Correlation.of(submission)
         settlement = payload.to_json_object()
         self.context.runs.notify_settled(submission.id, settlement)
-        await self.events.emit(SettledEvent(correlation, settlement=settlement))
+        await self.events.emit(SubmissionSettledEvent(correlation, settlement=settlement))
 
     # --- the attempt ------------------------------------------------------------------
 

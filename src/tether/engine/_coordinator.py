@@ -17,8 +17,12 @@ from tether._ids import UlidsOnDemand
 from tether._tasks import cancel_and_wait
 from tether.engine._attempt import run_attempt
 from tether.engine._context import EngineContext
-from tether.engine._observe import Correlation, RecoveryDecided, SubmissionClaimed
-from tether.engine._observe import SubmissionSettled as SettledEvent
+from tether.engine._observe import (
+    Correlation,
+    RecoveryDecided,
+    SubmissionClaimed,
+    SubmissionSettledEvent,
+)
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.engine._steering import SteerWatch
 from tether.errors import ClaimLost, Fenced, TetherError
@@ -190,7 +194,7 @@ class Coordinator:
             settlement = payload.to_json_object()
             self.context.runs.notify_settled(submission.id, settlement)
             await self.context.instrumentation.emit(
-                SettledEvent(correlation, settlement=settlement)
+                SubmissionSettledEvent(correlation, settlement=settlement)
             )
 
     async def reclaim_expired(self) -> None:

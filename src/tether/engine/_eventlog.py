@@ -13,11 +13,11 @@ import logging
 from typing import Any
 
 from tether.engine._observe import (
-    ApprovalDecided,
+    ApprovalDecidedEvent,
     Correlation,
     EngineEvent,
     RecoveryDecided,
-    SubmissionSettled,
+    SubmissionSettledEvent,
 )
 
 __all__ = ("log_event", "logger")
@@ -30,7 +30,7 @@ def log_event(event: EngineEvent) -> None:
     if isinstance(event, RecoveryDecided):
         detail = f" ({event.detail})" if event.detail else ""
         _log(logging.INFO, event.correlation, f"recovery {event.decision}{detail}")
-    elif isinstance(event, ApprovalDecided):
+    elif isinstance(event, ApprovalDecidedEvent):
         reason = f": {event.reason}" if event.reason else ""
         _log(
             logging.INFO,
@@ -38,7 +38,7 @@ def log_event(event: EngineEvent) -> None:
             f"approval {event.approval_id} decided {event.decision} by {event.approver}{reason}",
             approval_id=event.approval_id,
         )
-    elif isinstance(event, SubmissionSettled):
+    elif isinstance(event, SubmissionSettledEvent):
         settlement = event.settlement
         status = settlement.get("status")
         if status == "succeeded":

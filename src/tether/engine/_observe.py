@@ -22,7 +22,7 @@ from tether.models import DeltaSink, Model
 from tether.store import SessionKey, Submission
 
 __all__ = (
-    "ApprovalDecided",
+    "ApprovalDecidedEvent",
     "AttemptStarted",
     "Compacted",
     "Correlation",
@@ -37,7 +37,7 @@ __all__ = (
     "RecoveryDecided",
     "SubmissionAdmitted",
     "SubmissionClaimed",
-    "SubmissionSettled",
+    "SubmissionSettledEvent",
     "ToolEnded",
     "ToolProgress",
     "ToolStarted",
@@ -171,14 +171,18 @@ class RecoveryDecided(EngineEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class SubmissionSettled(EngineEvent):
+class SubmissionSettledEvent(EngineEvent):
+    """A submission settled: ``settlement`` is its ``submission_settled`` record's payload
+    (:class:`tether.records.SubmissionSettled`), as JSON."""
+
     kind = "settled"
     settlement: dict[str, JsonValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
-class ApprovalDecided(EngineEvent):
-    """A decision on a parked tool call was recorded (or an identical one repeated)."""
+class ApprovalDecidedEvent(EngineEvent):
+    """A decision on a parked tool call was recorded (or an identical one repeated); the
+    record itself is a :class:`tether.records.ApprovalDecided`."""
 
     kind = "approval_decided"
     approval_id: str = ""

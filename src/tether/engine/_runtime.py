@@ -35,7 +35,7 @@ from tether.engine._eventlog import log_event
 from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, parse_inbound
 from tether.engine._observe import (
-    ApprovalDecided,
+    ApprovalDecidedEvent,
     Correlation,
     Instrumentation,
     Interceptor,
@@ -638,7 +638,7 @@ class Runtime:
             journal.conversation.key, conversation_id, record.submission_id or ""
         )
         await self.instrumentation.emit(
-            ApprovalDecided(
+            ApprovalDecidedEvent(
                 correlation,
                 approval_id=approval_id,
                 decision=decision,
