@@ -12,7 +12,7 @@ from functools import partial
 from pydantic import JsonValue
 
 from tests.engine.agents import echo_agent, loop_agent, slow_tools
-from tether.engine import ManualClock, Runtime, SystemClock
+from tether.engine import EngineEvent, ManualClock, RecoveryDecided, Runtime, SystemClock
 from tether.records import SubmissionSettled
 from tether.store import NewSubmission, SessionKey, Store, SubmissionStatus
 
@@ -199,3 +199,46 @@ async def test_a_stuck_settlement_is_finished_by_the_sweep_a_lease_later(
         # The first sweep, a lease after start, notes it; the next one finishes it.
         await nudge(clock, partial(settled, store, "sub-s"), step=10)
         assert await settle(runtime, "sub-s") == payload
+
+
+async def test_an_abort_from_elsewhere_is_heard_at_the_next_heartbeat(
+    make_runtime: Make, store: Store
+) -> None:
+    clock = ManualClock()
+    started = asyncio.Event()
+    agents = {"slow": loop_agent(slow_tools(3600, started))}
+    async with make_runtime(agents, clock=clock, lease=30, heartbeat=10) as runtime:
+        receipt = await runtime.dispatch("slow", "acme", "lookup x")
+        async with asyncio.timeout(60):
+            await started.wait()
+        # Another process asks (only the store knows): this one hears it when it renews.
+        await store.request_cancel(receipt.submission_id, now=clock.now())
+        await clock.advance(10)
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["status"] == "aborted"
+
+
+async def test_a_lost_lease_is_noticed_at_the_next_heartbeat_and_the_run_gives_up(
+    make_runtime: Make, store: Store
+) -> None:
+    clock = ManualClock()
+    started = asyncio.Event()
+    decisions: list[str] = []
+
+    def observe(event: EngineEvent) -> None:
+        if isinstance(event, RecoveryDecided):
+            decisions.append(event.decision)
+
+    agents = {"slow": loop_agent(slow_tools(3600, started))}
+    async with make_runtime(
+        agents, clock=clock, lease=30, heartbeat=10, observers=[observe]
+    ) as runtime:
+        receipt = await runtime.dispatch("slow", "acme", "lookup x")
+        async with asyncio.timeout(60):
+            await started.wait()
+        running = await store.get_submission(receipt.submission_id)
+        # Its claim is taken away (as a peer that judged it dead would): the renewal fails.
+        await store.release(running.id, attempt_id=str(running.attempt_id), last_error="taken")
+        await clock.advance(10)
+        await until(lambda: "lease_lost" in decisions, "the run notices it lost its lease")
+        assert (await store.get_submission(running.id)).status is not SubmissionStatus.SETTLED
