@@ -5,7 +5,7 @@ cold reader to. (Run as a script by ``test_snapshot``.)"""
 import asyncio
 import sys
 
-import tether.journal._view as view_module
+import tether.journal._snapshot_cache as cache_module
 from tether.journal import Journal, Turn
 from tether.messages import ModelRequest
 from tether.records import UserMessage
@@ -26,7 +26,7 @@ def every_time(head: int, last: int) -> bool:
 
 
 async def main(path: str, conversation_id: str) -> None:
-    setattr(view_module, "snapshot_due", every_time)  # noqa: B010 - a private name, replaced
+    setattr(cache_module, "snapshot_due", every_time)  # noqa: B010 - a private name, replaced
     store = await SqliteStore.open(path, inline_commits=True)
     model = ScriptedModel(lambda request: f"echo {len(request.messages)}")
     journal = await Journal.open(store, conversation_id, model=model)

@@ -1,7 +1,9 @@
-"""An incrementally maintained reading of one conversation's log.
+"""An incrementally maintained reading of one conversation's log: the records folded into
+executions, the transcript, the steer map.
 
 A journal refreshes its view before each operation by reading only the records appended
-since, so a long conversation costs O(new records) per turn, not O(log).
+since, so a long conversation costs O(new records) per turn, not O(log). A new view of a long
+log starts from its snapshot instead of from seq 1 (:mod:`._snapshot_cache`).
 """
 
 from __future__ import annotations
@@ -12,27 +14,24 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tether._gc import collector_paused
-from tether.journal import _snapshot
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript, transcript
-from tether.journal._snapshot import (
-    Snapshot,
-    SnapshotTranscript,
-    decode_snapshot,
-    encode_snapshot,
-    parse_snapshot,
-    snapshot_due,
+from tether.journal._snapshot import Snapshot, SnapshotTranscript, encode_snapshot
+from tether.journal._snapshot_cache import (
+    PAGE,
+    UNFIT,
+    LeanStart,
+    SnapshotCache,
+    fill_placeholders,
+    read_range,
 )
-from tether.journal._unread import is_unread, unread_prefix
 from tether.messages import Message
 from tether.records import ConversationCreated, ExecutionStarted, Record, SteerReceived
 from tether.store import Conversation, LogStore, SessionKey
 
 __all__ = ("LogView",)
 
-_PAGE = 5000
 logger = logging.getLogger("tether.journal")
-_UNFIT = "the snapshot of %s does not fit its log: ignored"
 
 
 class LogView:
@@ -59,7 +58,7 @@ class LogView:
         self._before_latest: tuple[int, list[Message]] | None = None
         """The transcript just before the latest execution started, and that start's index:
         what resuming it needs, without transcribing the log a second time."""
-        self._snapshot_seq = 0  # the seq of the last snapshot this view took in or saved
+        self._snapshots = SnapshotCache()
         self._unrestored: SnapshotTranscript | None = None
         """The transcript of the snapshot taken in, until it is first asked for."""
         self._unread = 0
@@ -108,97 +107,70 @@ class LogView:
         async with self._lock:
             if self._unread and not lean:
                 await self._read_unread(store, conversation_id)
-            if (
-                lean
-                and not self.records
-                and known_head >= _snapshot.MIN_RECORDS
-                and await self._take_in_lean(store, conversation_id)
-            ):
-                await self._read_after_head(store, conversation_id)
-                return
-            page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
-            # Only a log past MIN_RECORDS is snapshotted (see snapshot_due), so a new view of
-            # a shorter one, most views, does not ask the store for a snapshot.
-            if not self.records and len(page) >= min(_snapshot.MIN_RECORDS, _PAGE):
-                await self._take_in_snapshot(store, conversation_id, page)
+            if lean and not self.records:
+                lean_start = await self._snapshots.lean_start(store, conversation_id, known_head)
+                if lean_start is not None:
+                    self._take_lean(lean_start)
+                    await self._read_after_head(store, conversation_id)
+                    return
+            page = await store.read(conversation_id, after_seq=self.head, limit=PAGE)
+            if not self.records:
+                await self._start_from_snapshot(store, conversation_id, page)
             await self._read_after_head(store, conversation_id, page)
 
     async def _read_after_head(
         self, store: LogStore, conversation_id: str, page: list[Record] | None = None
     ) -> None:
         if page is None:
-            page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
+            page = await store.read(conversation_id, after_seq=self.head, limit=PAGE)
         while True:
             with collector_paused(len(page)):
                 for record in page:
                     if record.seq > self.head:
                         self.add(record)
-            if len(page) < _PAGE:  # a short page reached the head as it was read
+            if len(page) < PAGE:  # a short page reached the head as it was read
                 break
-            page = await store.read(conversation_id, after_seq=self.head, limit=_PAGE)
+            page = await store.read(conversation_id, after_seq=self.head, limit=PAGE)
         created = self._created
         if self.conversation is None and created is not None and created.id == conversation_id:
             self.conversation = _conversation_of(created)
 
-    async def _take_in_lean(self, store: LogStore, conversation_id: str) -> bool:
-        """Start from the snapshot, reading only the records the next execution needs: the
-        latest execution's, from its start, and the last ``conversation_created``. The
-        transcript is restored at once, since the next execution starts from it."""
-        snapshot = await store.get_snapshot(conversation_id)
-        parsed = None if snapshot is None else parse_snapshot(snapshot[1])
-        if parsed is None or snapshot is None or parsed.seq != snapshot[0]:
-            return False
-        seq, first = parsed.seq, min(parsed.latest_start, parsed.seq - 1)
-        read = await _read_range(store, conversation_id, first, seq - first)
-        records = unread_prefix(first, parsed.submission_ids())
-        if 0 <= parsed.created < first:
-            created = await _read_range(store, conversation_id, parsed.created, 1)
-            records[parsed.created : parsed.created + 1] = created
-        records.extend(read)
-        with collector_paused(seq):
-            state = parsed.bind(records) if len(records) == seq else None
-            if state is None:
-                return False
-            try:
-                transcript, before_latest = state.transcript.restore()
-            except ValueError:
-                return False
-        self._take(records, state)
+    def _take_lean(self, start: LeanStart) -> None:
+        self._take(start.records, start.state)
         self._unrestored = None
-        self._transcript, self._before_latest = transcript, before_latest
-        self._unread = first
-        return True
+        self._transcript, self._before_latest = start.transcript, start.before_latest
+        self._unread = start.unread
 
     async def _read_unread(self, store: LogStore, conversation_id: str) -> None:
         """Read the records a lean refresh left as placeholders, and put them in place."""
         count, self._unread = self._unread, 0
-        read = await _read_range(store, conversation_id, 0, count)
+        read = await read_range(store, conversation_id, 0, count)
         records = self.records
         with collector_paused(len(records)):
-            if len(read) == count:
-                records[:count] = read
-                if self._patch_executions():
-                    return
+            if fill_placeholders(records, self.executions, read, count):
+                return
             # The log does not match what its snapshot said of it: take it in from its records.
-            logger.info(_UNFIT, conversation_id)
+            logger.info(UNFIT, conversation_id)
             tail = records[count:]
             self._start_over()
             for record in [*read, *tail]:
                 self.add(record)
 
-    def _patch_executions(self) -> bool:
-        """Swap the executions' placeholders for the records read; false if a start is not."""
-        records = self.records
-        for execution in self.executions.by_id.values():
-            if is_unread(execution.start):
-                execution.start = records[execution.start_index]
-                if execution.start.kind != ExecutionStarted.KIND:
-                    return False
-            execution.inputs = [records[r.seq - 1] for r in execution.inputs]
-            execution.effects = [records[r.seq - 1] for r in execution.effects]
-            if execution.end is not None:
-                execution.end = records[execution.end.seq - 1]
-        return True
+    async def _start_from_snapshot(
+        self, store: LogStore, conversation_id: str, first: list[Record]
+    ) -> None:
+        """Start from the store's snapshot of this log, if it has one; ``first`` is the log's
+        first page, already read."""
+        started = await self._snapshots.start(store, conversation_id, first)
+        if started is None:
+            return
+        records, state = started
+        if state is not None:
+            self._take(records, state)
+            return
+        with collector_paused(len(records)):
+            for record in records:
+                self.add(record)
 
     def _take(self, records: list[Record], state: Snapshot) -> None:
         self.records = records
@@ -208,49 +180,22 @@ class LogView:
         self._created = state.created
         self.fork_seq = state.fork_seq
         self.steer_sources = state.steer_sources
-        self._snapshot_seq = len(records)
-
-    async def _take_in_snapshot(
-        self, store: LogStore, conversation_id: str, first: list[Record]
-    ) -> None:
-        """Start from the store's snapshot of this log, if it has one this view can use;
-        ``first`` is the log's first page, already read."""
-        snapshot = await store.get_snapshot(conversation_id)
-        if snapshot is None:
-            return
-        seq, body = snapshot
-        records = first[:seq]
-        records += await _read_range(store, conversation_id, len(records), seq - len(records))
-        with collector_paused(len(records)):
-            state = decode_snapshot(records, body) if len(records) == seq else None
-            if state is None:
-                logger.info(_UNFIT, conversation_id)
-                for record in records:
-                    self.add(record)
-                return
-        self._take(records, state)
 
     async def save_snapshot(self, store: LogStore, conversation_id: str) -> None:
         """Keep a snapshot of this view in the store if the log grew enough since the last
-        (see :func:`~tether.journal._snapshot.snapshot_due`). A cache: failing to make or
-        keep one is logged, never raised, and not retried before the log grows again."""
-        head = self.head
-        if not snapshot_due(head, self._snapshot_seq):
-            return
-        self._snapshot_seq = head
-        try:
-            body = encode_snapshot(
-                self.records,
-                self.executions,
-                self._transcribed_up(),
-                self._created,
-                self.fork_seq,
-                self.steer_sources,
-                self._before_latest,
-            )
-            await store.put_snapshot(conversation_id, seq=head, body=body)
-        except Exception:  # whatever it is, the run it follows has succeeded
-            logger.warning("could not keep a snapshot of %s", conversation_id, exc_info=True)
+        (a cache: a failure is logged, never raised; see :meth:`SnapshotCache.keep`)."""
+        await self._snapshots.keep(store, conversation_id, self.head, self._snapshot_body)
+
+    def _snapshot_body(self) -> bytes:
+        return encode_snapshot(
+            self.records,
+            self.executions,
+            self._transcribed_up(),
+            self._created,
+            self.fork_seq,
+            self.steer_sources,
+            self._before_latest,
+        )
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""
@@ -296,23 +241,6 @@ class LogView:
             return list(self._before_latest[1])
         with collector_paused(execution.start_index):
             return transcript(self.records[: execution.start_index])
-
-
-async def _read_range(
-    store: LogStore, conversation_id: str, after_seq: int, count: int
-) -> list[Record]:
-    """Up to ``count`` records after ``after_seq``, in pages (fewer only if the log is short)."""
-    records: list[Record] = []
-    while len(records) < count:
-        page = await store.read(
-            conversation_id,
-            after_seq=after_seq + len(records),
-            limit=min(_PAGE, count - len(records)),
-        )
-        if not page:
-            break
-        records.extend(page)
-    return records
 
 
 def _conversation_of(created: Record) -> Conversation:
