@@ -1,4 +1,5 @@
-"""Writing a framework turn's canonical events into the durable log (``auto_send_turn``).
+"""Writing a framework turn's canonical events into the durable log (``auto_send_turn``): the
+one module of the stream that writes, and so the only one that imports the journal.
 
 A tapped framework runs its own model and tools, so the journal cannot re-run them. What it
 can do is make the turn's output durable: each assistant message (text, reasoning, tool
@@ -12,7 +13,7 @@ resumed execution keeps what was recorded and runs the framework turn again from
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
@@ -32,7 +33,7 @@ from tether.messages import (
 from tether.models import DeltaSink, StreamDelta
 from tether.records import ModelCalled, ToolOutcome
 from tether.stream._arguments import parse_tool_arguments
-from tether.stream._turn import TurnUsage
+from tether.stream._turn import HarnessTurn, TurnResult, TurnUsage
 from tether.stream._types import (
     MessageContent,
     ReasoningContent,
@@ -51,12 +52,27 @@ from tether.stream._types import (
     ToolResponseDelta,
 )
 
-__all__ = ("USAGE_STEP", "AutoSend")
+__all__ = ("USAGE_STEP", "AutoSend", "auto_send")
 
 USAGE_STEP = "tether.turn_usage"
 """The step that closes an auto-sent turn, carrying its usage (a replay returns it)."""
 
 Trace = Callable[[StreamEvent], Awaitable[None]]
+"""Hears each event as it is pulled off the source (what spans are derived from)."""
+
+
+async def auto_send(turn: HarnessTurn, journal: Turn, trace: Trace) -> TurnResult:
+    """Write ``turn`` into the durable log through ``journal`` (see the module docstring).
+    The source is closed however this ends: never started on a replay, cut short on a
+    failure."""
+    events = turn.events
+    sender = AutoSend(journal, events, turn.usage().model or "tap", trace)
+    try:
+        usage = await sender.run(turn.usage)
+    finally:
+        if isinstance(events, AsyncGenerator):
+            await events.aclose()
+    return TurnResult(final_text=sender.final_text, usage=usage)
 
 
 @dataclass

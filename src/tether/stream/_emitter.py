@@ -1,4 +1,5 @@
-"""Passing a framework turn's events on, with spans derived on the side."""
+"""Delivering a framework turn, with spans derived on the side: its events passed on, or
+written into the durable log (that writing is :mod:`._auto_send`'s)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from tether.journal import Turn
-from tether.stream._auto_send import AutoSend
+from tether.stream._auto_send import auto_send
 from tether.stream._spans import SpanDeriver, SpanSignal
 from tether.stream._turn import HarnessTurn, TurnResult
 from tether.stream._types import StreamEvent
+
+if TYPE_CHECKING:  # only the writer, _auto_send, uses the journal
+    from tether.journal import Turn
 
 __all__ = ("SpanSink", "UnifiedEmitter")
 
@@ -79,16 +83,11 @@ class UnifiedEmitter:
             for signal in deriver.observe(event) if deriver is not None else ():
                 await self._trace(signal)
 
-        events = turn.events
-        sender = AutoSend(journal, events, turn.usage().model or "tap", trace)
         try:
-            usage = await sender.run(turn.usage)
+            return await auto_send(turn, journal, trace)
         finally:
-            if isinstance(events, AsyncGenerator):
-                await events.aclose()  # never started on a replay; cut short on a failure
             for signal in deriver.flush() if deriver is not None else ():
                 await self._trace(signal)
-        return TurnResult(final_text=sender.final_text, usage=usage)
 
     async def _trace(self, signal: SpanSignal) -> None:
         assert self.tracer is not None
