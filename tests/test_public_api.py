@@ -136,6 +136,7 @@ PUBLIC = {
     ),
     "tether.store": (
         "MAX_SEQ",
+        "SQLITE_FILENAME",
         "Admission",
         "AttachmentStore",
         "ChangeFeed",

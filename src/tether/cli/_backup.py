@@ -67,19 +67,19 @@ def _sqlite_source(url: str) -> Path:
             f"tether backup copies a SQLite store (sqlite:///path), not {redact_url(url)}",
             ExitCode.FAILED,
         )
-    from tether.store._sqlite import DEFAULT_FILENAME
+    from tether.store import SQLITE_FILENAME
 
     given = Path(rest[1:].partition("?")[0])
-    database = given / DEFAULT_FILENAME if given.is_dir() else given
+    database = given / SQLITE_FILENAME if given.is_dir() else given
     if not database.is_file():
         fail(f"no store at {given} ({database} does not exist)", ExitCode.NO_STORE)
     return database
 
 
 def _target(dest: Path) -> Path:
-    from tether.store._sqlite import DEFAULT_FILENAME
+    from tether.store import SQLITE_FILENAME
 
-    target = dest / DEFAULT_FILENAME if dest.is_dir() else dest
+    target = dest / SQLITE_FILENAME if dest.is_dir() else dest
     if target.exists():
         fail(f"{target} already exists: tether backup never overwrites", ExitCode.FAILED)
     if not target.parent.is_dir():

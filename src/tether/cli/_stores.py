@@ -45,12 +45,12 @@ async def _require_existing(url: str) -> None:
 
 
 def _require_sqlite_file(path: str) -> None:
-    from tether.store._sqlite import DEFAULT_FILENAME
+    from tether.store import SQLITE_FILENAME
 
     given = Path(path)
-    database = given / DEFAULT_FILENAME if given.is_dir() else given
+    database = given / SQLITE_FILENAME if given.is_dir() else given
     if not database.is_file():
-        missing = f"no {DEFAULT_FILENAME} in it" if given.is_dir() else "it does not exist"
+        missing = f"no {SQLITE_FILENAME} in it" if given.is_dir() else "it does not exist"
         fail(
             f"no store at {path}: {missing} (a reading command never creates one; "
             "--store sqlite:///path names the store)",
@@ -62,10 +62,10 @@ async def _require_postgres_schema(url: str) -> None:
     try:
         import psycopg
 
-        from tether.store.postgres._store import _split_options
+        from tether.store.postgres import split_store_url
     except ImportError:
         return  # open_store names the missing extra
-    conninfo, options = _split_options(url)
+    conninfo, options = split_store_url(url)
     schema = options.get("schema", "tether")
     try:
         async with await psycopg.AsyncConnection.connect(conninfo) as conn:

@@ -18,6 +18,7 @@ from tether.store._protocol import (
     Store,
     SubmissionStore,
 )
+from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
 from tether.store._sqlite import SqliteStore
 from tether.store._types import (
     MAX_SEQ,
@@ -35,6 +36,7 @@ from tether.store._url import DEFAULT_STORE_URL, open_store
 __all__ = (
     "DEFAULT_STORE_URL",
     "MAX_SEQ",
+    "SQLITE_FILENAME",
     "Admission",
     "AttachmentStore",
     "Attempt",

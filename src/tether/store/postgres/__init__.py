@@ -11,6 +11,6 @@ Or by URL anywhere a store URL goes: ``tether worker --store postgresql://tether
 """
 
 from tether.store.postgres._schema import SCHEMA_VERSION
-from tether.store.postgres._store import PostgresStore
+from tether.store.postgres._store import PostgresStore, split_store_url
 
-__all__ = ("SCHEMA_VERSION", "PostgresStore")
+__all__ = ("SCHEMA_VERSION", "PostgresStore", "split_store_url")

@@ -46,7 +46,7 @@ from tether.store.postgres._listen import Listener
 from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
 
-__all__ = ("PostgresStore",)
+__all__ = ("PostgresStore", "split_store_url")
 
 T = TypeVar("T")
 _HEADS_LIMIT = 10_000
@@ -127,7 +127,7 @@ class PostgresStore:
         """Open (migrating if needed) the store a ``postgresql://`` URL names. Query options:
         ``schema`` (default ``tether``), ``pool_min``, ``pool_max``, ``poll_interval``; the
         rest of the URL goes to libpq as it is."""
-        conninfo, parsed = _split_options(url)
+        conninfo, parsed = split_store_url(url)
         settings: dict[str, Any] = {
             "schema": parsed.get("schema", "tether"),
             "pool_min": int(parsed.get("pool_min", 1)),
@@ -773,8 +773,14 @@ class PostgresStore:
         return await self._autocommit(_submissions.get_attachment, digest)
 
 
-def _split_options(url: str) -> tuple[str, dict[str, str]]:
-    """Tether's own query options out of a libpq URL (the rest stays for libpq)."""
+def split_store_url(url: str) -> tuple[str, dict[str, str]]:
+    """A store URL as libpq's connection URL and Tether's own query options (``schema``...).
+
+    Example::
+
+        conninfo, options = split_store_url("postgresql://db/tether?schema=ops")
+        assert options == {"schema": "ops"}
+    """
     parts = urlsplit(url)
     ours: dict[str, str] = {}
     theirs: list[tuple[str, str]] = []
