@@ -395,7 +395,9 @@ class ChangeFeed(Protocol):
         self, topic: str, event: asyncio.Event | None = None
     ) -> AbstractContextManager[asyncio.Event]:
         """Set ``event`` (or a new one) whenever ``topic`` is notified in any process:
-        ``work`` (a submission may have become runnable) or ``settled:<submission id>``."""
+        ``work`` (a submission may have become runnable), ``settled:<submission id>``, or
+        ``steer:<conversation id>`` (a steer or follow-up was admitted for a running
+        execution)."""
         ...
 
 
