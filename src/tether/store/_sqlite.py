@@ -23,7 +23,9 @@ from typing import Any, Self, TypeVar
 from tether._payloads import AttachmentRef
 from tether.errors import ConversationNotFound, StoreUnavailable
 from tether.records import Record, RecordDraft
-from tether.store import _sqlite_ops as ops
+from tether.store import _sqlite_log as log_sql
+from tether.store import _sqlite_steps as steps_sql
+from tether.store import _sqlite_submissions as submission_sql
 from tether.store._common import check_drafts, check_limit, verify_anchored
 from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
@@ -165,7 +167,7 @@ class SqliteStore:
         await self.close()
 
     async def ping(self) -> None:
-        await self._write(ops.ping, utc_now())
+        await self._write(steps_sql.ping, utc_now())
 
     # --- owner liveness (OwnerLiveness): lock files beside the database ---------------
 
@@ -177,7 +179,7 @@ class SqliteStore:
             self._owners.sweep(self._has_claims)
 
     def _has_claims(self, owner_id: str) -> bool:
-        return self._read(lambda conn: ops.owner_has_claims(conn, owner_id))
+        return self._read(lambda conn: submission_sql.owner_has_claims(conn, owner_id))
 
     async def release_liveness(self, owner_id: str) -> None:
         self._owners.release(owner_id)
@@ -221,16 +223,18 @@ class SqliteStore:
     async def ensure_conversation(
         self, key: SessionKey, *, conversation_id: str, created_at: datetime
     ) -> tuple[Conversation, bool]:
-        existing = self._read(lambda conn: ops.find_conversation(conn, key))
+        existing = self._read(lambda conn: log_sql.find_conversation(conn, key))
         if existing is not None:
             return existing, False
-        return await self._write_touching(ops.ensure_conversation, key, conversation_id, created_at)
+        return await self._write_touching(
+            log_sql.ensure_conversation, key, conversation_id, created_at
+        )
 
     async def get_conversation(self, conversation_id: str) -> Conversation:
-        return self._read(lambda conn: ops.get_conversation(conn, conversation_id))
+        return self._read(lambda conn: log_sql.get_conversation(conn, conversation_id))
 
     async def find_conversation(self, key: SessionKey) -> Conversation:
-        found = self._read(lambda conn: ops.find_conversation(conn, key))
+        found = self._read(lambda conn: log_sql.find_conversation(conn, key))
         if found is None:
             raise ConversationNotFound(str(key))
         return found
@@ -254,7 +258,7 @@ class SqliteStore:
     ) -> list[Record]:
         check_drafts(drafts)
         return await self._write_touching(
-            ops.append_settled, conversation_id, list(drafts), expected_seq, fence, settle
+            steps_sql.append_settled, conversation_id, list(drafts), expected_seq, fence, settle
         )
 
     async def append_decision(
@@ -267,33 +271,33 @@ class SqliteStore:
     ) -> list[Record]:
         check_drafts(drafts)
         return await self._write_touching(
-            ops.append_decision, conversation_id, list(drafts), expected_seq, wake
+            steps_sql.append_decision, conversation_id, list(drafts), expected_seq, wake
         )
 
     async def read(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
         check_limit(limit)
-        return self._read(lambda conn: ops.read(conn, conversation_id, after_seq, limit))
+        return self._read(lambda conn: log_sql.read(conn, conversation_id, after_seq, limit))
 
     async def head(self, conversation_id: str) -> int:
-        return self._read(lambda conn: ops.head(conn, conversation_id))
+        return self._read(lambda conn: log_sql.head(conn, conversation_id))
 
     async def mint_fence(self, conversation_id: str) -> int:
-        return await self._write(ops.mint_fence, conversation_id)
+        return await self._write(log_sql.mint_fence, conversation_id)
 
     async def verify(self, conversation_id: str) -> int:
         def run(conn: sqlite3.Connection) -> int:
             conn.execute("BEGIN")  # one snapshot: the anchor and the records it anchors
             try:
-                head, head_hash = ops.anchor(conn, conversation_id)
+                head, head_hash = log_sql.anchor(conn, conversation_id)
                 cursor = conn.execute(
-                    f"SELECT {ops.RECORD_COLUMNS} FROM records WHERE conversation = "
+                    f"SELECT {log_sql.RECORD_COLUMNS} FROM records WHERE conversation = "
                     "(SELECT number FROM conversations WHERE id = ?) ORDER BY seq",
                     (conversation_id,),
                 )
                 return verify_anchored(
-                    conversation_id, ops.chained(cursor), head=head, head_hash=head_hash
+                    conversation_id, log_sql.chained(cursor), head=head, head_hash=head_hash
                 )
             finally:
                 conn.execute("COMMIT")
@@ -310,14 +314,14 @@ class SqliteStore:
         created_at: datetime,
     ) -> Conversation:
         return await self._write_touching(
-            ops.fork, conversation_id, at_seq, key, new_conversation_id, created_at
+            log_sql.fork, conversation_id, at_seq, key, new_conversation_id, created_at
         )
 
     async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
-        await self._write(ops.put_snapshot, conversation_id, seq, body)
+        await self._write(log_sql.put_snapshot, conversation_id, seq, body)
 
     async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
-        return self._read(lambda conn: ops.get_snapshot(conn, conversation_id))
+        return self._read(lambda conn: log_sql.get_snapshot(conn, conversation_id))
 
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
         return await wait_for_head(
@@ -331,7 +335,7 @@ class SqliteStore:
     # --- submissions ------------------------------------------------------------------
 
     async def admit(self, new: NewSubmission) -> Admission:
-        return await self._write_touching(ops.admit, new)
+        return await self._write_touching(submission_sql.admit, new)
 
     async def admit_and_claim(
         self,
@@ -343,11 +347,11 @@ class SqliteStore:
         now: datetime,
     ) -> Admission:
         return await self._write_touching(
-            ops.admit_and_claim, new, attempt_id, owner_id, lease_expires_at, now
+            submission_sql.admit_and_claim, new, attempt_id, owner_id, lease_expires_at, now
         )
 
     async def get_submission(self, submission_id: str) -> Submission:
-        return self._read(lambda conn: ops.get_submission(conn, submission_id))
+        return self._read(lambda conn: submission_sql.get_submission(conn, submission_id))
 
     async def list_submissions(
         self,
@@ -357,12 +361,12 @@ class SqliteStore:
         unsettled: bool = False,
     ) -> list[Submission]:
         return self._read(
-            lambda conn: ops.list_submissions(conn, status, conversation_id, unsettled)
+            lambda conn: submission_sql.list_submissions(conn, status, conversation_id, unsettled)
         )
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)
-        return self._read(lambda conn: ops.list_runnable(conn, limit))
+        return self._read(lambda conn: submission_sql.list_runnable(conn, limit))
 
     async def claim(
         self,
@@ -374,7 +378,7 @@ class SqliteStore:
         now: datetime,
     ) -> Submission:
         return await self._write(
-            ops.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
+            submission_sql.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
         )
 
     async def claim_runnable(
@@ -388,20 +392,24 @@ class SqliteStore:
         # Most passes of a claim loop find nothing: a read says so on this thread, without a
         # transaction and two thread hand-offs on the writer. (It is only a hint: what the
         # transaction finds is what is claimed.)
-        if not attempt_ids or not self._read(lambda conn: ops.list_runnable(conn, 1)):
+        if not attempt_ids or not self._read(lambda conn: submission_sql.list_runnable(conn, 1)):
             return []
-        return await self._write(ops.claim_runnable, attempt_ids, owner_id, lease_expires_at, now)
+        return await self._write(
+            submission_sql.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
+        )
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
-        return self._read(lambda conn: ops.list_attempts(conn, submission_id))
+        return self._read(lambda conn: submission_sql.list_attempts(conn, submission_id))
 
     async def renew_lease(
         self, submission_id: str, *, attempt_id: str, lease_expires_at: datetime
     ) -> Submission:
-        return await self._write(ops.renew_lease, submission_id, attempt_id, lease_expires_at)
+        return await self._write(
+            submission_sql.renew_lease, submission_id, attempt_id, lease_expires_at
+        )
 
     async def list_expired_leases(self, now: datetime) -> list[Submission]:
-        return self._read(lambda conn: ops.list_expired_leases(conn, now))
+        return self._read(lambda conn: submission_sql.list_expired_leases(conn, now))
 
     async def release(
         self,
@@ -411,7 +419,9 @@ class SqliteStore:
         last_error: str | None = None,
         refund_attempt: bool = False,
     ) -> Submission:
-        return await self._write(ops.release, submission_id, attempt_id, last_error, refund_attempt)
+        return await self._write(
+            submission_sql.release, submission_id, attempt_id, last_error, refund_attempt
+        )
 
     async def park(
         self,
@@ -421,28 +431,32 @@ class SqliteStore:
         reason: str,
         expected_seq: int | None = None,
     ) -> Submission:
-        return await self._write(ops.park, submission_id, attempt_id, reason, expected_seq)
+        return await self._write(
+            submission_sql.park, submission_id, attempt_id, reason, expected_seq
+        )
 
     async def unpark(self, submission_id: str) -> Submission:
-        return await self._write(ops.unpark, submission_id)
+        return await self._write(submission_sql.unpark, submission_id)
 
     async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
-        return await self._write(ops.request_cancel, submission_id, now)
+        return await self._write(submission_sql.request_cancel, submission_id, now)
 
     async def reserve_settlement(
         self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]
     ) -> Submission:
         return await self._write(
-            ops.reserve_settlement, submission_id, attempt_id, dict(settlement)
+            submission_sql.reserve_settlement, submission_id, attempt_id, dict(settlement)
         )
 
     async def settle_absorbed(
         self, submission_id: str, *, settlement: Mapping[str, Any], now: datetime
     ) -> Submission:
-        return await self._write(ops.settle_absorbed, submission_id, dict(settlement), now)
+        return await self._write(
+            submission_sql.settle_absorbed, submission_id, dict(settlement), now
+        )
 
     async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
-        return await self._write(ops.finalize_settlement, submission_id, now)
+        return await self._write(submission_sql.finalize_settlement, submission_id, now)
 
     # --- approval gates ---------------------------------------------------------------
 
@@ -463,10 +477,10 @@ class SqliteStore:
     # --- attachments ------------------------------------------------------------------
 
     async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
-        return await self._write(ops.put_attachment, bytes(data), media_type)
+        return await self._write(steps_sql.put_attachment, bytes(data), media_type)
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
-        return self._read(lambda conn: ops.get_attachment(conn, digest))
+        return self._read(lambda conn: steps_sql.get_attachment(conn, digest))
 
 
 def _call_without_touched(

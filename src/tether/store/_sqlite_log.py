@@ -1,0 +1,283 @@
+"""The SQL of a conversation's log (``LogStore``): conversations, their records and anchors,
+forks and snapshots, as plain functions over a connection.
+
+Write functions run on the writer thread inside its transaction and append the ids of the
+conversations they wrote to ``touched``; read functions run on any reader connection. Both
+raise only Tether errors (the caller maps ``sqlite3.Error``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from tether._canonical import canonical_json
+from tether._gc import BULK, collector_paused
+from tether._payloads import ConversationParent
+from tether.errors import ConversationNotFound, SessionExists
+from tether.records import Record, RecordDraft
+from tether.store._common import (
+    check_fork_seq,
+    fork_parent,
+    from_micros,
+    record_time,
+    seal_append,
+    seal_created,
+    to_micros,
+)
+from tether.store._sqlite_gates import index_gates
+from tether.store._sqlite_schema import kind_code, kind_name
+from tether.store._types import Conversation, SessionKey
+
+__all__ = (
+    "HEAD_STATE_COLUMNS",
+    "RECORD_COLUMNS",
+    "anchor",
+    "append_checked",
+    "chained",
+    "ensure_conversation",
+    "find_conversation",
+    "fork",
+    "get_conversation",
+    "get_snapshot",
+    "head",
+    "insert_records",
+    "mint_fence",
+    "move_anchors",
+    "put_snapshot",
+    "read",
+)
+
+RECORD_COLUMNS = "seq, kind, body, hash"
+_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
+
+
+def _conversation(row: tuple[Any, ...]) -> Conversation:
+    cid, agent, instance, session, created_at, parent = row
+    return Conversation(
+        cid,
+        SessionKey(agent, instance, session),
+        from_micros(created_at),
+        None if parent is None else ConversationParent.model_validate_json(parent),
+    )
+
+
+def get_conversation(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
+    row = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return _conversation(row)
+
+
+def find_conversation(conn: sqlite3.Connection, key: SessionKey) -> Conversation | None:
+    row = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+        "WHERE agent = ? AND instance = ? AND session = ?",
+        (key.agent, key.instance, key.session),
+    ).fetchone()
+    return None if row is None else _conversation(row)
+
+
+HEAD_STATE_COLUMNS = (
+    "c.id, c.number, c.fence, c.session, c.head, c.head_hash, "
+    "(SELECT body FROM records WHERE conversation = c.number AND seq = c.head)"
+)
+"""What an append checks and seals against, from a conversation row ``c``: its anchor and
+the head record's bytes (for its time)."""
+
+_NUMBER = "(SELECT number FROM conversations WHERE id = ?)"
+"""A conversation's number, by id: what a records row holds instead of the id."""
+
+
+def insert_records(conn: sqlite3.Connection, number: int, records: Sequence[Record]) -> None:
+    conn.executemany(
+        "INSERT INTO records (conversation, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
+        [(number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash)) for r in records],
+    )
+
+
+def _create_conversation(
+    conn: sqlite3.Connection,
+    conversation: Conversation,
+    touched: list[str],
+    prefix: Sequence[Record] = (),
+) -> None:
+    key = conversation.key
+    parent = conversation.parent
+    created = seal_created(conversation, prefix)
+    number = conn.execute(
+        "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
+        "head_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
+        (
+            conversation.id,
+            key.agent,
+            key.instance,
+            key.session,
+            to_micros(conversation.created_at),
+            None if parent is None else canonical_json(parent.to_json_object()),
+            created.seq,
+            bytes.fromhex(created.hash),
+        ),
+    ).fetchone()[0]
+    insert_records(conn, number, [*prefix, created])
+    touched.append(conversation.id)
+
+
+def ensure_conversation(
+    conn: sqlite3.Connection,
+    key: SessionKey,
+    conversation_id: str,
+    created_at: datetime,
+    touched: list[str],
+) -> tuple[Conversation, bool]:
+    existing = find_conversation(conn, key)
+    if existing is not None:
+        return existing, False
+    conversation = Conversation(conversation_id, key, created_at)
+    _create_conversation(conn, conversation, touched)
+    return conversation, True
+
+
+def mint_fence(conn: sqlite3.Connection, conversation_id: str) -> int:
+    row = conn.execute(
+        "UPDATE conversations SET fence = fence + 1 WHERE id = ? RETURNING fence",
+        (conversation_id,),
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0])
+
+
+def head(conn: sqlite3.Connection, conversation_id: str) -> int:
+    return anchor(conn, conversation_id)[0]
+
+
+def anchor(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str]:
+    """The head seq and hash the conversation row holds (moved by every append)."""
+    row = conn.execute(
+        "SELECT head, head_hash FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0]), bytes(row[1]).hex()
+
+
+def move_anchors(conn: sqlite3.Connection, heads: Iterable[tuple[int, bytes, int]]) -> None:
+    """Set each ``(head, head_hash, conversation number)``: in the commit of the append."""
+    conn.executemany("UPDATE conversations SET head = ?, head_hash = ? WHERE number = ?", heads)
+
+
+def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Record]:
+    """Stored rows, in seq order, as records: each one's ``prev_hash`` is the hash of the row
+    before it (hashes are stored as raw bytes, carried as hex)."""
+    for seq, kind, body, hash_ in rows:
+        hash_hex = hash_.hex()
+        yield Record(seq, kind_name(kind), body, prev_hash, hash_hex)
+        prev_hash = hash_hex
+
+
+def read(
+    conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
+) -> list[Record]:
+    # From the record at after_seq itself: its hash is the first one's prev_hash.
+    cursor = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
+        "ORDER BY seq LIMIT ?",
+        (conversation_id, after_seq, limit + 1),
+    )
+    # The collector is paused for what is there, not for what was asked: most reads are of
+    # a few new records however large their page.
+    rows = cursor.fetchmany(BULK)
+    with collector_paused(len(rows)):
+        if len(rows) == BULK:
+            rows += cursor.fetchall()
+        prev_hash = ""
+        if rows and rows[0][0] == after_seq:
+            prev_hash = rows[0][3].hex()
+            del rows[0]
+        records = list(chained(rows[:limit], prev_hash))
+    if not records:
+        head(conn, conversation_id)  # raises ConversationNotFound for an unknown id
+    return records
+
+
+def fork(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    at_seq: int,
+    key: SessionKey,
+    new_conversation_id: str,
+    created_at: datetime,
+    touched: list[str],
+) -> Conversation:
+    check_fork_seq(conversation_id, at_seq, head(conn, conversation_id))
+    if find_conversation(conn, key) is not None:
+        raise SessionExists(str(key))
+    prefix = read(conn, conversation_id, 0, at_seq)
+    conversation = Conversation(
+        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+    )
+    _create_conversation(conn, conversation, touched, prefix)
+    # A snapshot of the shared records describes the child's first records as well.
+    conn.execute(
+        f"INSERT INTO snapshots (conversation, seq, body) SELECT {_NUMBER}, seq, body "
+        f"FROM snapshots WHERE conversation = {_NUMBER} AND seq <= ?",
+        (new_conversation_id, conversation_id, at_seq),
+    )
+    return conversation
+
+
+def put_snapshot(conn: sqlite3.Connection, conversation_id: str, seq: int, body: bytes) -> None:
+    cursor = conn.execute(
+        "INSERT INTO snapshots (conversation, seq, body) "
+        "SELECT number, ?, ? FROM conversations WHERE id = ? "
+        "ON CONFLICT (conversation) DO UPDATE SET seq = excluded.seq, body = excluded.body "
+        "WHERE excluded.seq > snapshots.seq",
+        (seq, body, conversation_id),
+    )
+    if cursor.rowcount == 0:
+        head(conn, conversation_id)  # ConversationNotFound, or an older snapshot: kept as is
+
+
+def get_snapshot(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, bytes] | None:
+    row = conn.execute(
+        f"SELECT seq, body FROM snapshots WHERE conversation = {_NUMBER}", (conversation_id,)
+    ).fetchone()
+    return None if row is None else (int(row[0]), bytes(row[1]))
+
+
+def append_checked(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    drafts: Sequence[RecordDraft],
+    expected_seq: int,
+    fence: int,
+    touched: list[str],
+) -> list[Record]:
+    """An append inside a transaction that writes more than the records."""
+    row = conn.execute(
+        f"SELECT {HEAD_STATE_COLUMNS} FROM conversations c WHERE c.id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    _, number, current_fence, session, current_head, head_hash, head_body = row
+    sealed = seal_append(
+        drafts,
+        conversation_id=conversation_id,
+        expected_seq=expected_seq,
+        fence=fence,
+        current_fence=current_fence,
+        session=session,
+        head=current_head,
+        head_hash=head_hash.hex(),
+        head_time=record_time(head_body) if head_body else "",
+    )
+    insert_records(conn, number, sealed)
+    move_anchors(conn, [(sealed[-1].seq, bytes.fromhex(sealed[-1].hash), number)])
+    index_gates(conn, conversation_id, sealed)
+    touched.append(conversation_id)
+    return sealed

@@ -1,0 +1,383 @@
+"""The SQL of submissions (``SubmissionStore``): admission, claims and attempts, leases,
+parking, cancellation and settlement, as plain functions over a connection.
+
+Write functions run on the writer thread inside its transaction (admitting appends the id of
+a conversation it creates to ``touched``); read functions run on any reader connection. Both
+raise only Tether errors (the caller maps ``sqlite3.Error``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from tether._canonical import canonical_json
+from tether.errors import ClaimLost, DispatchConflict, SubmissionNotFound
+from tether.store._common import (
+    SUBMISSION_COLUMNS,
+    from_micros,
+    submission_filter,
+    submission_from_row,
+    to_micros,
+)
+from tether.store._sqlite_log import ensure_conversation, head, mint_fence
+from tether.store._types import (
+    Admission,
+    Attempt,
+    NewSubmission,
+    Submission,
+    SubmissionStatus,
+)
+
+__all__ = (
+    "admit",
+    "admit_and_claim",
+    "claim",
+    "claim_runnable",
+    "finalize_settlement",
+    "get_submission",
+    "list_attempts",
+    "list_expired_leases",
+    "list_runnable",
+    "list_submissions",
+    "owner_has_claims",
+    "park",
+    "release",
+    "renew_lease",
+    "request_cancel",
+    "reserve_settlement",
+    "settle_absorbed",
+    "unpark",
+    "update_owned",
+)
+
+
+def _from_micros_or_none(micros: int | None) -> datetime | None:
+    return None if micros is None else from_micros(micros)
+
+
+def _submission(row: tuple[Any, ...]) -> Submission:
+    return submission_from_row(row, _from_micros_or_none)
+
+
+def get_submission(conn: sqlite3.Connection, submission_id: str) -> Submission:
+    row = conn.execute(
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE id = ?", (submission_id,)
+    ).fetchone()
+    if row is None:
+        raise SubmissionNotFound(submission_id)
+    return _submission(row)
+
+
+def list_submissions(
+    conn: sqlite3.Connection,
+    status: SubmissionStatus | None,
+    conversation_id: str | None,
+    unsettled: bool,
+) -> list[Submission]:
+    where, params = submission_filter(status, conversation_id, unsettled, "?")
+    rows = conn.execute(
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions {where}ORDER BY position", params
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+_HEAD_OF_SESSION = (
+    "position = (SELECT MIN(o.position) FROM submissions o "
+    "WHERE o.conversation_id = submissions.conversation_id AND o.status != 'settled')"
+)
+
+
+def list_runnable(conn: sqlite3.Connection, limit: int) -> list[Submission]:
+    rows = conn.execute(
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE status = 'queued' AND "
+        f"{_HEAD_OF_SESSION} ORDER BY position LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+def list_expired_leases(conn: sqlite3.Connection, now: datetime) -> list[Submission]:
+    rows = conn.execute(
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' "
+        "AND lease_expires_at <= ? ORDER BY position",
+        (to_micros(now),),
+    ).fetchall()
+    return [_submission(row) for row in rows]
+
+
+def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> Admission:
+    payload = canonical_json(new.input)
+    key = new.key
+    row = conn.execute(
+        "SELECT id, input FROM submissions WHERE agent = ? AND instance = ? AND session = ? "
+        "AND dispatch_id = ?",
+        (key.agent, key.instance, key.session, new.idempotency_key),
+    ).fetchone()
+    if row is not None:
+        if row[1] != payload:
+            raise DispatchConflict(new.idempotency_key, str(key))
+        return Admission(get_submission(conn, row[0]), created=False)
+    if conn.execute("SELECT 1 FROM submissions WHERE id = ?", (new.id,)).fetchone():
+        raise DispatchConflict(new.id, str(key))
+    conversation, _ = ensure_conversation(conn, key, new.conversation_id, new.created_at, touched)
+    conn.execute(
+        "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
+        "status, input, created_at, trace) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+        (
+            new.id,
+            new.idempotency_key,
+            key.agent,
+            key.instance,
+            key.session,
+            conversation.id,
+            payload,
+            to_micros(new.created_at),
+            canonical_json(dict(new.trace)) if new.trace else None,
+        ),
+    )
+    return Admission(get_submission(conn, new.id), created=True)
+
+
+def admit_and_claim(
+    conn: sqlite3.Connection,
+    new: NewSubmission,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+    touched: list[str],
+) -> Admission:
+    admission = admit(conn, new, touched)
+    if not admission.created:
+        return admission
+    try:
+        claimed = claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now)
+    except ClaimLost:  # behind an unsettled submission of its session: it waits its turn
+        return admission
+    return Admission(claimed, created=True)
+
+
+def update_owned(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str | None,
+    action: str,
+    assignments: str,
+    params: tuple[Any, ...],
+    *,
+    from_status: SubmissionStatus = SubmissionStatus.RUNNING,
+) -> Submission:
+    """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given)."""
+    row = conn.execute(
+        f"UPDATE submissions SET {assignments} WHERE id = ? AND status = ? "
+        "AND (? IS NULL OR attempt_id = ?) RETURNING id",
+        (*params, submission_id, from_status.value, attempt_id, attempt_id),
+    ).fetchone()
+    if row is None:
+        current = get_submission(conn, submission_id)  # raises SubmissionNotFound
+        owner = f" under attempt {attempt_id}" if attempt_id is not None else ""
+        raise ClaimLost(
+            submission_id,
+            f"cannot {action}: status {current.status}, attempt {current.attempt_id}, "
+            f"not {from_status}{owner}",
+        )
+    return get_submission(conn, submission_id)
+
+
+def claim(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+) -> Submission:
+    current = get_submission(conn, submission_id)
+    if current.status is not SubmissionStatus.QUEUED:
+        raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
+    is_head = conn.execute(
+        f"SELECT 1 FROM submissions WHERE id = ? AND {_HEAD_OF_SESSION}", (submission_id,)
+    ).fetchone()
+    if not is_head:
+        raise ClaimLost(
+            submission_id, "cannot claim: an earlier submission of its session is unsettled"
+        )
+    fence = mint_fence(conn, current.conversation_id)
+    # ``number`` orders the attempt markers; ``attempt_count`` is the budget (a refund lowers it).
+    (number,) = conn.execute(
+        "SELECT COUNT(*) + 1 FROM attempts WHERE submission_id = ?", (submission_id,)
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (submission_id, number, attempt_id, owner_id, fence, to_micros(now)),
+    )
+    return update_owned(
+        conn,
+        submission_id,
+        None,
+        "claim",
+        "status = 'running', attempt_count = attempt_count + 1, attempt_id = ?, owner_id = ?, "
+        "lease_expires_at = ?, fence = ?, wait_reason = NULL",
+        (attempt_id, owner_id, to_micros(lease_expires_at), fence),
+        from_status=SubmissionStatus.QUEUED,
+    )
+
+
+def claim_runnable(
+    conn: sqlite3.Connection,
+    attempt_ids: Sequence[str],
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+) -> list[Submission]:
+    # One write transaction: no other writer can take these heads in between.
+    heads = list_runnable(conn, len(attempt_ids))
+    return [
+        claim(conn, head.id, attempt_id, owner_id, lease_expires_at, now)
+        for head, attempt_id in zip(heads, attempt_ids, strict=False)
+    ]
+
+
+def list_attempts(conn: sqlite3.Connection, submission_id: str) -> list[Attempt]:
+    get_submission(conn, submission_id)
+    rows = conn.execute(
+        "SELECT id, submission_id, owner_id, fence, number, started_at FROM attempts "
+        "WHERE submission_id = ? ORDER BY number",
+        (submission_id,),
+    ).fetchall()
+    return [Attempt(r[0], r[1], r[2], r[3], r[4], from_micros(r[5])) for r in rows]
+
+
+def renew_lease(
+    conn: sqlite3.Connection, submission_id: str, attempt_id: str, lease: datetime
+) -> Submission:
+    return update_owned(
+        conn,
+        submission_id,
+        attempt_id,
+        "renew the lease",
+        "lease_expires_at = ?",
+        (to_micros(lease),),
+    )
+
+
+def release(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str,
+    last_error: str | None,
+    refund_attempt: bool,
+) -> Submission:
+    return update_owned(
+        conn,
+        submission_id,
+        attempt_id,
+        "release",
+        "status = 'queued', attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, "
+        "last_error = COALESCE(?, last_error), attempt_count = attempt_count - ?",
+        (last_error, 1 if refund_attempt else 0),
+    )
+
+
+def park(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    attempt_id: str,
+    reason: str,
+    expected_seq: int | None,
+) -> Submission:
+    # One transaction: the head read here is the head when the park commits.
+    current = get_submission(conn, submission_id)
+    moved = expected_seq is not None and head(conn, current.conversation_id) != expected_seq
+    return update_owned(
+        conn,
+        submission_id,
+        attempt_id,
+        "park",
+        "status = CASE WHEN ? OR cancel_requested_at IS NOT NULL THEN 'queued' ELSE 'waiting' "
+        "END, attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, wait_reason = ?, "
+        "attempt_count = attempt_count - 1",
+        (moved, reason),
+    )
+
+
+def unpark(conn: sqlite3.Connection, submission_id: str) -> Submission:
+    return update_owned(
+        conn,
+        submission_id,
+        None,
+        "unpark",
+        "status = 'queued'",
+        (),
+        from_status=SubmissionStatus.WAITING,
+    )
+
+
+def request_cancel(conn: sqlite3.Connection, submission_id: str, now: datetime) -> Submission:
+    # A waiting submission is requeued: nothing it waits for will come.
+    conn.execute(
+        "UPDATE submissions SET cancel_requested_at = COALESCE(cancel_requested_at, ?), "
+        "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
+        "WHERE id = ? AND status != 'settled'",
+        (to_micros(now), submission_id),
+    )
+    return get_submission(conn, submission_id)
+
+
+def reserve_settlement(
+    conn: sqlite3.Connection, submission_id: str, attempt_id: str, settlement: Mapping[str, Any]
+) -> Submission:
+    return update_owned(
+        conn,
+        submission_id,
+        attempt_id,
+        "reserve the settlement",
+        "status = 'terminalizing', lease_expires_at = NULL, settlement = ?",
+        (canonical_json(settlement),),
+    )
+
+
+def settle_absorbed(
+    conn: sqlite3.Connection, submission_id: str, settlement: Mapping[str, Any], now: datetime
+) -> Submission:
+    payload = canonical_json(settlement)
+    current = get_submission(conn, submission_id)
+    if current.status is SubmissionStatus.SETTLED:
+        return current
+    return update_owned(
+        conn,
+        submission_id,
+        None,
+        "settle as absorbed",
+        "status = 'settled', settlement = ?, settled_at = ?",
+        (payload, to_micros(now)),
+        from_status=SubmissionStatus.QUEUED,
+    )
+
+
+def finalize_settlement(conn: sqlite3.Connection, submission_id: str, now: datetime) -> Submission:
+    current = get_submission(conn, submission_id)
+    if current.status is SubmissionStatus.SETTLED:
+        return current
+    return update_owned(
+        conn,
+        submission_id,
+        None,
+        "finalize",
+        "status = 'settled', settled_at = ?",
+        (to_micros(now),),
+        from_status=SubmissionStatus.TERMINALIZING,
+    )
+
+
+def owner_has_claims(conn: sqlite3.Connection, owner_id: str) -> bool:
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM submissions WHERE status = 'running' AND owner_id = ? LIMIT 1",
+            (owner_id,),
+        ).fetchone()
+    )
