@@ -90,14 +90,9 @@ async def test_the_view_cache_is_bounded_by_bytes(serve: Serve) -> None:
     assert sum(sizes) <= runtime.view_cache_bytes + 2 * max(sizes), sizes
     runtime.view(next(iter(runtime.views)))  # a recount: the books match what is held
     held = sum(
-        len(r.canonical)
-        for v in runtime.views.held()
-        for r in v.records
-        if isinstance(r, Record)
+        len(r.canonical) for v in runtime.views.held() for r in v.records if isinstance(r, Record)
     )
-    assert abs(runtime.views.bytes - held) <= 64 * sum(
-        len(v.records) for v in runtime.views.held()
-    )
+    assert abs(runtime.views.bytes - held) <= 64 * sum(len(v.records) for v in runtime.views.held())
 
 
 def test_remembered_histories_are_bounded_by_messages() -> None:

@@ -1,4 +1,10 @@
-"""The error envelope: every failure answers ``{"error": {"type", "message", "details"?}}``."""
+"""The error envelope: every failure answers ``{"error": {"type", "message", "details"?}}``.
+
+Here are the status of every error Tether defines, the handlers that answer them, and the
+envelope's model with :func:`failures`, which documents a route's error answers in
+``/openapi.json``. Envelopes are written by hand (orjson), not by the model: the model is
+the contract, and tests/http/test_openapi.py checks that real answers keep to it.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,19 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether import errors
 
 __all__ = (
+    "BODY_FAILURES",
     "ApiError",
+    "ErrorBody",
+    "ErrorEnvelope",
+    "FieldProblem",
     "error_response",
+    "failures",
     "install_error_handlers",
     "internal_error_response",
     "json_response",
@@ -83,6 +95,69 @@ _STATUS: dict[type[errors.TetherError], int] = {
 }
 
 logger = logging.getLogger("tether.http")
+
+
+class FieldProblem(BaseModel):
+    """What is wrong with one field of a request: its dotted path (``session``,
+    ``args.to``) and, for an invalid request, what is wrong with it."""
+
+    field: str
+    message: str | None = None
+
+
+class ErrorBody(BaseModel):
+    type: str = Field(
+        description="Stable and machine-readable: the error class's code (``session_busy``, "
+        "``unknown_agent``...) or the HTTP layer's own (``invalid_request``, ``unauthorized``...)."
+    )
+    message: str = Field(description="For a human; never holds the server's internals.")
+    details: FieldProblem | list[FieldProblem] | None = Field(
+        default=None,
+        description="Absent unless there is more to say: for ``invalid_request`` every "
+        "field's problem, for a typed error the field it is about.",
+    )
+
+
+class ErrorEnvelope(BaseModel):
+    """Every failure's body, whatever its status."""
+
+    error: ErrorBody
+
+
+_FAILURE_DESCRIPTIONS: dict[int, str] = {
+    400: "The body is not JSON (``malformed_json``), or the request is malformed in a way "
+    "the route names (``invalid_last_event_id``).",
+    401: "No valid ``Authorization: Bearer <token>`` (``unauthorized``).",
+    404: "Nothing by that name: an unknown agent, conversation, submission or approval.",
+    408: "The body did not arrive in time (``request_timeout``).",
+    409: "Conflicts with the state of things (the type says which: ``session_busy``, "
+    "``dispatch_conflict``, ``approval_conflict``, ``log_tampered``...).",
+    413: "The body is over the server's limit (``payload_too_large``).",
+    415: "The body is not ``application/json`` (``unsupported_media_type``).",
+    422: "A parameter or the body does not validate (``invalid_request``, with every problem "
+    "in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, "
+    "``invalid_cursor``, ``invalid_edit_args``...).",
+    500: "The server's own failure: ``internal`` (the details are in the server's log) or a "
+    "server-side error's own type.",
+    503: "Try again later: the store is unavailable or the runtime is closing.",
+}
+
+BODY_FAILURES = (400, 408, 413, 415, 422)
+"""What a route that reads a JSON body can answer before it runs (the Guard and parsing)."""
+
+
+def failures(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route that can answer these statuses (500 always): each is
+    the error envelope.
+
+    Example::
+
+        @router.get("/submissions/{id}", responses=failures(404, 422, 503))
+    """
+    return {
+        status: {"model": ErrorEnvelope, "description": _FAILURE_DESCRIPTIONS[status]}
+        for status in sorted({*statuses, 500})
+    }
 
 
 class ApiError(Exception):

@@ -1,4 +1,8 @@
-"""Server-sent events: replay a session's records after an offset, then tail it live."""
+"""Server-sent events: replay a session's records after an offset, then tail it live.
+
+Everything is read through the runtime's public operations (``records``,
+``wait_for_append``, ``at_rest``, ``conversation``), as an embedding application would.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from tether.engine import Runtime
 from tether.errors import ConversationNotFound
 from tether.http._progress import ProgressHub, ProgressSubscription
 from tether.records import Record
-from tether.store import SessionKey, Store, SubmissionStatus
+from tether.store import SessionKey
 from tether.stream import StreamProjector
 
 __all__ = ("RecentRecords", "View", "frame", "record_stream", "session_stream")
@@ -38,7 +42,7 @@ def _render_records(page: Sequence[Record]) -> bytes:
     return b"".join(frame(record) for record in page)
 
 
-async def _stream_renderer(store: Store, conversation_id: str, after: int, skip: int) -> Render:
+async def _stream_renderer(runtime: Runtime, conversation_id: str, after: int, skip: int) -> Render:
     """Frames of canonical stream events with ids ``<seq>:<n>``: the n-th event projected
     from record ``seq``. Resuming after ``seq:n`` re-projects record ``seq`` and drops its
     first ``n + 1`` events, so a cut between the events of one record loses and repeats
@@ -48,7 +52,9 @@ async def _stream_renderer(store: Store, conversation_id: str, after: int, skip:
     projector = StreamProjector()
     cursor = 0
     while cursor < after:
-        page = await store.read(conversation_id, after_seq=cursor, limit=min(_PAGE, after - cursor))
+        page = await runtime.records(
+            conversation_id, after=cursor, limit=min(_PAGE, after - cursor)
+        )
         if not page:
             break
         for record in page:
@@ -69,18 +75,6 @@ async def _stream_renderer(store: Store, conversation_id: str, after: int, skip:
         return b"".join(frames)
 
     return render
-
-
-_AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
-
-
-async def _idle(runtime: Runtime, conversation_id: str) -> bool:
-    """Nothing queued or running: every submission settled or parked (for a human or a child
-    task, which may take days; a parked session's stream ends and is reopened later)."""
-    submissions = await runtime.store.list_submissions(
-        conversation_id=conversation_id, unsettled=True
-    )
-    return all(s.status in _AT_REST for s in submissions)
 
 
 async def session_stream(
@@ -109,7 +103,11 @@ async def session_stream(
         while conversation_id is None:
             await asyncio.sleep(_CREATION_POLL)
             try:
-                conversation_id = (await runtime.store.find_conversation(key)).id
+                # The route has checked the agent: only the conversation may be missing.
+                conversation = await runtime.conversation(
+                    key.agent, key.instance, session=key.session
+                )
+                conversation_id = conversation.id
             except ConversationNotFound:
                 if loop.time() >= beat_at:
                     beat_at = loop.time() + heartbeat
@@ -117,7 +115,7 @@ async def session_stream(
         render = (
             _render_records
             if view == "records"
-            else await _stream_renderer(runtime.store, conversation_id, after, skip)
+            else await _stream_renderer(runtime, conversation_id, after, skip)
         )
         async for chunk in record_stream(
             runtime,
@@ -179,7 +177,7 @@ class RecentRecords:
             if tail and tail[0].seq <= after + 1 and tail[-1].seq >= head:
                 start = after + 1 - tail[0].seq
                 return tail[start : start + _PAGE]
-            page = await self._runtime.store.read(conversation_id, after_seq=after, limit=_PAGE)
+            page = await self._runtime.records(conversation_id, after=after, limit=_PAGE)
             if page:
                 self._remember(conversation_id, tail, page)
             elif conversation_id not in self._tails:
@@ -220,32 +218,30 @@ async def record_stream(
     """Frames for every record after ``after``, then live ones as they are appended, with
     ``progress`` frames (no ``id:``) sent whenever they come while it waits for records.
 
-    Without ``follow`` the stream ends once the session is idle (nothing queued or running;
-    parked counts as idle) and every record has been sent. Frames of one page go out in one write.
+    Without ``follow`` the stream ends once the session is at rest (nothing queued or
+    running; parked for a human or a child task, which may take days, counts: the stream is
+    reopened later) and every record has been sent. Frames of one page go out in one write.
     """
-    store = runtime.store
     cursor = after
     behind = True  # until a read comes back short, there may be more in the store
     append: asyncio.Task[int] | None = None  # a wait for the next record, across heartbeats
     try:
         while True:
             if behind:
-                page = await store.read(conversation_id, after_seq=cursor, limit=_PAGE)
+                page = await runtime.records(conversation_id, after=cursor, limit=_PAGE)
                 if page:
                     cursor = page[-1].seq
                     yield render(page)
                     continue
                 behind = False
-            if not follow and await _idle(runtime, conversation_id):
-                # Idle now; anything appended before it went idle is already readable.
-                if not await store.read(conversation_id, after_seq=cursor, limit=1):
+            if not follow and await runtime.at_rest(conversation_id):
+                # At rest now; anything appended before it came to rest is already readable.
+                if not await runtime.records(conversation_id, after=cursor, limit=1):
                     return
                 behind = True
                 continue
             if append is None:
-                append = asyncio.create_task(
-                    store.wait_for_append(conversation_id, after_seq=cursor)
-                )
+                append = asyncio.create_task(runtime.wait_for_append(conversation_id, after=cursor))
             waits: set[asyncio.Future[Any]] = {append}
             if progress is not None:
                 waits.add(progress.arrived())

@@ -1,0 +1,427 @@
+"""What the HTTP API takes and answers: request bodies, shared query parameters, response
+models. ``/openapi.json`` is generated from them (the error envelope is in ``_errors``).
+
+On the wire every name is camelCase, and an optional field that holds nothing is omitted
+(:func:`optional`), never ``null``; a field that may say ``null`` says so in its type and
+has no default (``nextCursor``). Wire objects of the log's own (a record, a message, a
+decision) are served as they are: a response holds them, and their own serializer writes
+them (:data:`WireRecord`, :data:`WireMessage`).
+
+Response schemas are these models' validation schemas (``create_app`` sets
+``separate_input_output_schemas=False``): what a model holds, not how a serializer
+annotation on one of its fields would be typed, which is what the wire shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import Query
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    PlainValidator,
+)
+from pydantic.alias_generators import to_camel
+
+from tether import records
+from tether.engine import InboundKind, Receipt, SignalInfo, SubmissionInfo
+from tether.journal import Decision
+from tether.messages import Message
+from tether.records import ApprovalDecided, AttachmentRef, SettlementStatus
+from tether.store import MAX_SEQ, Gate, GateStatus, SubmissionStatus
+
+__all__ = (
+    "SEQ_AFTER",
+    "WAIT_TIMEOUT",
+    "Aborted",
+    "Alive",
+    "ApprovalItem",
+    "ApprovalsPage",
+    "AttemptView",
+    "DecisionBody",
+    "DecisionReceipt",
+    "DispatchAccepted",
+    "DispatchBody",
+    "DispatchSettled",
+    "ForkBody",
+    "Forked",
+    "MessageBody",
+    "MessagesPage",
+    "Ready",
+    "RecordEnvelope",
+    "RecordsPage",
+    "SessionBody",
+    "Settlement",
+    "SubmissionReceipt",
+    "SubmissionView",
+    "Verified",
+    "WireMessage",
+    "WireRecord",
+)
+
+# --- shared query parameters -----------------------------------------------------------
+
+WAIT_TIMEOUT = Query(
+    default=60.0,
+    gt=0,
+    le=3600,
+    alias="timeout",
+    description="Seconds ?wait may hold the request open.",
+)
+SEQ_AFTER = Query(default=0, ge=0, le=MAX_SEQ, description="Records after this seq.")
+
+# --- request bodies --------------------------------------------------------------------
+
+
+def _title(name: str, _: object) -> str:
+    return name.replace("_", " ").capitalize()  # "Submission id", not "Submissionid"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+        field_title_generator=_title,
+    )
+
+
+class DispatchBody(_Body):
+    kind: InboundKind = "user"
+    body: str = ""
+    signal: SignalInfo | None = None
+    attachments: list[AttachmentRef] | None = None
+    result_schema: dict[str, JsonValue] | None = None
+    result_retries: int | None = Field(default=None, ge=0, le=10)
+    session: str = "default"
+    dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class MessageBody(_Body):
+    body: str = Field(min_length=1)
+    session: str = "default"
+
+
+class SessionBody(_Body):
+    session: str = "default"
+
+
+class DecisionBody(_Body):
+    decision: Decision
+    reason: str | None = None
+    args: dict[str, JsonValue] | None = None
+    approver: str = Field(default="api", min_length=1, max_length=200)
+
+
+class ForkBody(_Body):
+    at_seq: int = Field(ge=1, le=MAX_SEQ)
+    session: str | None = None
+
+
+# --- response models -------------------------------------------------------------------
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+def optional(**schema: Any) -> Any:
+    """An optional field, omitted from the wire when it holds None."""
+    return Field(default=None, exclude_if=_absent, **schema)
+
+
+def _time(value: object) -> str | None:
+    return value.isoformat() if value is not None else None  # type: ignore[attr-defined]
+
+
+_TIMESTAMP: dict[str, Any] = {"json_schema_extra": {"format": "date-time"}}
+"""Times are written as Python's ``isoformat`` writes them (``+00:00``), so they are held as
+the strings sent; the schema says what they are."""
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        field_title_generator=_title,
+    )
+
+
+def _a_record(value: object) -> records.Record:
+    if not isinstance(value, records.Record):
+        raise ValueError(f"a Record, not {type(value).__name__}")
+    return value
+
+
+class RecordEnvelope(_Response):
+    """A record of the log as it is stored and sent (SSE ``data`` too): its envelope, its
+    kind's payload, and its place in the hash chain."""
+
+    seq: int
+    id: str
+    kind: str
+    conversation_id: str
+    session: str
+    submission_id: str | None = optional()
+    attempt_id: str | None = optional()
+    execution_id: str | None = optional()
+    turn: int | None = optional()
+    time: str = Field(**_TIMESTAMP)
+    payload: dict[str, JsonValue]
+    prev_hash: str
+    hash: str
+
+
+WireRecord = Annotated[
+    records.Record,
+    # A record is checked once, when it is written; a response holds it as it is.
+    PlainValidator(_a_record, json_schema_input_type=RecordEnvelope),
+    PlainSerializer(records.Record.to_wire),
+]
+"""A stored record in a response: documented as :class:`RecordEnvelope`, sent as stored."""
+
+# Wire models omit their absent optionals (``to_json_object``), which a response's own dump
+# would not do for them.
+WireMessage = Annotated[Message, PlainSerializer(Message.to_json_object)]
+"""A message in a response, in its wire form."""
+WireDecision = Annotated[ApprovalDecided, PlainSerializer(ApprovalDecided.to_json_object)]
+
+
+class SubmissionReceipt(_Response):
+    """What was admitted (``steer``, ``followup``, ``compact``)."""
+
+    submission_id: str
+    conversation_id: str
+
+    @classmethod
+    def of(cls, receipt: Receipt) -> SubmissionReceipt:
+        return cls(submission_id=receipt.submission_id, conversation_id=receipt.conversation_id)
+
+
+class DispatchAccepted(_Response):
+    """An admitted dispatch (202, ``Location: /submissions/<id>``): follow it on
+    ``streamUrl``, or poll the submission."""
+
+    submission_id: str
+    conversation_id: str
+    session: str
+    status: SubmissionStatus | None = optional(
+        description="Only when ``?wait`` ran out first: where the submission stands "
+        "(``waiting``: parked for an approval)."
+    )
+    stream_url: str
+
+    @classmethod
+    def of(
+        cls, receipt: Receipt, agent: str, instance: str, status: SubmissionStatus | None = None
+    ) -> DispatchAccepted:
+        return cls(
+            submission_id=receipt.submission_id,
+            conversation_id=receipt.conversation_id,
+            session=receipt.session,
+            status=status,
+            stream_url=f"/agents/{agent}/{instance}?session={receipt.session}",
+        )
+
+
+class Settlement(_Response):
+    """How a submission ended: its ``result`` when it succeeded, else its ``error`` and
+    ``errorCode``."""
+
+    status: SettlementStatus
+    result: JsonValue = optional()
+    error: str | None = optional()
+    error_code: str | None = optional()
+
+
+class DispatchSettled(Settlement):
+    """A dispatch waited for (``?wait=true``) and settled in time: its settlement (200,
+    whatever the run's outcome)."""
+
+    submission_id: str
+    conversation_id: str
+    session: str
+
+    @classmethod
+    def of(cls, receipt: Receipt, settled: Mapping[str, JsonValue]) -> DispatchSettled:
+        return cls.model_validate(
+            {
+                **settled,
+                "submissionId": receipt.submission_id,
+                "conversationId": receipt.conversation_id,
+                "session": receipt.session,
+            }
+        )
+
+
+class Aborted(_Response):
+    aborted: list[str] = Field(description="The submissions the abort cancelled.")
+
+
+class AttemptView(_Response):
+    attempt_id: str
+    number: int
+    owner_id: str
+    started_at: str = Field(**_TIMESTAMP)
+
+
+class SubmissionView(_Response):
+    """A submission: where it stands, its attempts and, once settled, its settlement."""
+
+    submission_id: str
+    dispatch_id: str | None = optional()
+    agent: str
+    instance: str
+    session: str
+    conversation_id: str
+    status: SubmissionStatus
+    input: JsonValue = optional()
+    attempt_count: int
+    attempts: list[AttemptView]
+    last_error: str | None = optional()
+    created_at: str | None = optional(**_TIMESTAMP)
+    settled_at: str | None = optional(**_TIMESTAMP)
+    settlement: Settlement | None = optional()
+
+    @classmethod
+    def of(cls, info: SubmissionInfo) -> SubmissionView:
+        s = info.submission
+        return cls(
+            submission_id=s.id,
+            dispatch_id=s.dispatch_id,
+            agent=s.key.agent,
+            instance=s.key.instance,
+            session=s.key.session,
+            conversation_id=s.conversation_id,
+            status=s.status,
+            input=dict(s.input),
+            attempt_count=s.attempt_count,
+            attempts=[
+                AttemptView(
+                    attempt_id=a.id,
+                    number=a.number,
+                    owner_id=a.owner_id,
+                    started_at=a.started_at.isoformat(),
+                )
+                for a in info.attempts
+            ],
+            last_error=s.last_error,
+            created_at=_time(s.created_at),
+            settled_at=_time(s.settled_at),
+            settlement=(
+                None if s.settlement is None else Settlement.model_validate(dict(s.settlement))
+            ),
+        )
+
+
+class ApprovalItem(_Response):
+    """A gate as ``GET /approvals`` lists it: the request, where it stands, and once decided
+    the decision as its record holds it (with its time), or the time it was closed."""
+
+    approval_id: str
+    agent: str
+    instance: str
+    session: str
+    submission_id: str | None = optional()
+    conversation_id: str
+    execution_id: str | None = optional()
+    call_id: str
+    seq: int = Field(description="The seq of the approval_requested record.")
+    tool: str
+    args: dict[str, JsonValue]
+    args_digest: str
+    status: GateStatus
+    requested_at: str | None = optional(**_TIMESTAMP)
+    decided_at: str | None = optional(**_TIMESTAMP)
+    closed_at: str | None = optional(**_TIMESTAMP)
+    decision: WireDecision | None = optional()
+
+    @classmethod
+    def of(cls, gate: Gate) -> ApprovalItem:
+        decision = None
+        if gate.decision is not None and gate.approver is not None:
+            decision = ApprovalDecided(
+                approval_id=gate.approval_id,
+                call_id=gate.call_id,
+                decision=gate.decision,
+                args=None if gate.edited_args is None else dict(gate.edited_args),
+                reason=gate.reason,
+                approver=gate.approver,
+            )
+        return cls(
+            approval_id=gate.approval_id,
+            agent=gate.key.agent,
+            instance=gate.key.instance,
+            session=gate.key.session,
+            submission_id=gate.submission_id,
+            conversation_id=gate.conversation_id,
+            execution_id=gate.execution_id,
+            call_id=gate.call_id,
+            seq=gate.seq,
+            tool=gate.tool,
+            args=dict(gate.args),
+            args_digest=gate.args_digest,
+            status=gate.status,
+            requested_at=_time(gate.requested_at),
+            decided_at=_time(gate.decided_at),
+            closed_at=_time(gate.closed_at),
+            decision=decision,
+        )
+
+
+class ApprovalsPage(_Response):
+    approvals: list[ApprovalItem]
+    next_cursor: str | None = Field(
+        description="The ``cursor`` of the next page; null on the last page."
+    )
+
+
+class DecisionReceipt(_Response):
+    approval_id: str
+    decision: WireRecord = Field(description="The approval_decided record.")
+
+
+class RecordsPage(_Response):
+    conversation_id: str
+    records: list[WireRecord]
+    next: int = Field(description="The ``after`` of the next page: the last seq sent.")
+
+
+class MessagesPage(_Response):
+    conversation_id: str
+    messages: list[WireMessage] = Field(
+        description="The history as the model sees it next turn (compactions applied)."
+    )
+
+
+class Forked(_Response):
+    conversation_id: str
+    agent: str
+    instance: str
+    session: str
+    repaired_calls: list[str] = Field(
+        description="The tool calls the cut separated from their results, each now given an "
+        "``unknown`` result."
+    )
+
+
+class Verified(_Response):
+    conversation_id: str
+    ok: bool
+    records: int = Field(description="The records whose hash chain was verified.")
+
+
+class Alive(_Response):
+    ok: bool
+
+
+class Ready(_Response):
+    ready: bool
