@@ -18,15 +18,13 @@ import pytest
 from tether.errors import Conflict, Fenced, LogTampered, StoreUnavailable, UnsupportedSchema
 from tether.records import PAYLOAD_TYPES, RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
+from tether.store._sqlite_kinds import KIND_CODES, kind_code, kind_name
 from tether.store._sqlite_schema import (
     _MIGRATIONS,
     _SCHEMA_V1,
-    KIND_CODES,
     PAGE_SIZE,
     SCHEMA_VERSION,
     WAL_AUTOCHECKPOINT_PAGES,
-    kind_code,
-    kind_name,
 )
 
 from ..kill import killed_repeatedly

@@ -22,8 +22,8 @@ from tether.errors import ConversationNotFound
 from tether.records import Record, RecordDraft
 from tether.store._common import record_time, seal_append
 from tether.store._sqlite_gates import index_gates
+from tether.store._sqlite_kinds import kind_code
 from tether.store._sqlite_log import HEAD_STATE_COLUMNS, move_anchors
-from tether.store._sqlite_schema import kind_code
 
 __all__ = ("AppendRequest", "Appender")
 

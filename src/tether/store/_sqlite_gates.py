@@ -24,7 +24,7 @@ from tether.store._gates import (
     merge_pages,
 )
 from tether.store._gates_sql import gate_from_row, gate_query, gate_statements
-from tether.store._sqlite_schema import kind_code, kind_name
+from tether.store._sqlite_kinds import kind_code, kind_name
 
 __all__ = ("backfill", "index_gates", "list_gates")
 

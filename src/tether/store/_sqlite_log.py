@@ -28,7 +28,7 @@ from tether.store._common import (
     to_micros,
 )
 from tether.store._sqlite_gates import index_gates
-from tether.store._sqlite_schema import kind_code, kind_name
+from tether.store._sqlite_kinds import kind_code, kind_name
 from tether.store._types import Conversation, SessionKey
 
 __all__ = (

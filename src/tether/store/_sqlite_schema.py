@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Final, Literal
 
 from tether.errors import StoreUnavailable, UnsupportedSchema
+from tether.store._sqlite_gates import backfill as backfill_gates
+from tether.store._sqlite_kinds import kind_code
 
 __all__ = (
-    "KIND_CODES",
     "PAGE_SIZE",
     "SCHEMA_VERSION",
     "Synchronous",
     "connect",
-    "kind_code",
-    "kind_name",
     "migrate",
     "translate_errors",
 )
@@ -246,50 +245,8 @@ _MIGRATIONS: Final = (
 )
 
 
-def _backfill_gates(conn: sqlite3.Connection) -> None:
-    from tether.store._sqlite_gates import backfill  # it reads the kind codes defined here
-
-    backfill(conn)
-
-
-_BACKFILLS: Final = {8: _backfill_gates}
+_BACKFILLS: Final = {8: backfill_gates}
 """What a step derives from the data already stored, after its statements ran (by version)."""
-
-
-KIND_CODES: Final = (
-    "conversation_created",
-    "user_message",
-    "signal",
-    "execution_started",
-    "execution_ended",
-    "execution_failed",
-    "model_called",
-    "assistant_message_started",
-    "assistant_text_delta",
-    "assistant_thinking_delta",
-    "assistant_message_completed",
-    "tool_called",
-    "tool_outcome",
-    "approval_requested",
-    "approval_decided",
-    "step_recorded",
-    "steer_received",
-    "compaction",
-    "submission_settled",
-    "task_spawned",
-    "task_finished",
-)
-"""Record kinds stored as their index here. Stored codes are forever: only append."""
-_CODE_OF: Final = {kind: code for code, kind in enumerate(KIND_CODES)}
-
-
-def kind_code(kind: str) -> int | str:
-    """What the ``kind`` column holds: a known kind's code, any other kind's name."""
-    return _CODE_OF.get(kind, kind)
-
-
-def kind_name(stored: int | str) -> str:
-    return KIND_CODES[stored] if type(stored) is int else str(stored)
 
 
 def _unhex(value: str | bytes) -> bytes:
