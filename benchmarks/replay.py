@@ -44,9 +44,10 @@ from benchmarks._measure import scratch
 from benchmarks._table import Goal, judged, print_goals, print_table
 from tether.journal import Journal, Turn
 from tether.messages import Message, ModelRequest, ModelResponse, ToolCall
+from tether.models import ScriptedModel
 from tether.records import UserMessage
 from tether.store import SessionKey, SqliteStore
-from tether.testing import RecordingTools, ScriptedModel, tool_call_response
+from tether.testing import RecordingTools, tool_call_response
 
 RECORDS_PER_TURN = 9
 

@@ -84,7 +84,6 @@ PUBLIC = {
         "ExecutionEnded",
         "ExecutionFailed",
         "ExecutionStarted",
-        "Mediation",
         "ModelCalled",
         "PAYLOAD_TYPES",
         "Payload",
@@ -99,8 +98,6 @@ PUBLIC = {
         "TaskSpawned",
         "ToolCalled",
         "ToolOutcome",
-        "ToolOutcomeStatus",
-        "Usage",
         "UserMessage",
         "decode_record",
         "format_time",
@@ -348,7 +345,6 @@ PUBLIC = {
     "tether.testing": (
         "CountingModel",
         "RecordingTools",
-        "ScriptedModel",
         "copy_prefix",
         "tool_call_response",
     ),
@@ -367,6 +363,28 @@ def test_public_surface_is_pinned(module_name: str) -> None:
     assert sorted(module.__all__) == sorted(PUBLIC[module_name])
     for name in module.__all__:
         assert hasattr(module, name), name
+
+
+# Names that moved to their one home: the old path still imports, with a warning.
+MOVED = {
+    ("tether.testing", "ScriptedModel"): "tether.models",
+    ("tether.records", "Mediation"): "tether.messages",
+    ("tether.records", "ToolOutcomeStatus"): "tether.messages",
+    ("tether.records", "Usage"): "tether.messages",
+}
+
+
+@pytest.mark.parametrize(("old", "name"), sorted(MOVED))
+def test_a_moved_name_imports_from_its_old_path_with_a_warning(old: str, name: str) -> None:
+    home = importlib.import_module(MOVED[old, name])
+    with pytest.warns(DeprecationWarning, match=f"{old}.{name} has moved: import it from"):
+        value = getattr(importlib.import_module(old), name)
+    assert value is getattr(home, name) and name in home.__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = importlib.import_module("tether.testing").Nope
 
 
 def test_import_tether_imports_no_framework_or_test_tool() -> None:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tether._canonical import canonical_json, record_hash
 from tether.errors import LogTampered, RecordDecodeError
+from tether.messages import Mediation, Usage
 from tether.records import (
     PAYLOAD_TYPES,
     ApprovalDecided,
@@ -24,7 +25,6 @@ from tether.records import (
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
-    Mediation,
     ModelCalled,
     Payload,
     Record,
@@ -37,7 +37,6 @@ from tether.records import (
     TaskSpawned,
     ToolCalled,
     ToolOutcome,
-    Usage,
     UserMessage,
     decode_record,
     seal,

@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from tether._canonical import canonical_json, encode_string, format_number, record_hash
 from tether._ids import new_ulid
+from tether._moved import moved
 from tether._payloads import (
     ApprovalDecided,
     ApprovalRequested,
@@ -57,7 +58,7 @@ from tether._payloads import (
 )
 from tether._wire import WireModel
 from tether.errors import LogTampered, RecordDecodeError
-from tether.messages import Mediation, Message, ToolOutcomeStatus, Usage
+from tether.messages import Message
 
 __all__ = (
     "PAYLOAD_TYPES",
@@ -74,7 +75,6 @@ __all__ = (
     "ExecutionEnded",
     "ExecutionFailed",
     "ExecutionStarted",
-    "Mediation",
     "ModelCalled",
     "Payload",
     "Record",
@@ -88,8 +88,6 @@ __all__ = (
     "TaskSpawned",
     "ToolCalled",
     "ToolOutcome",
-    "ToolOutcomeStatus",
-    "Usage",
     "UserMessage",
     "decode_record",
     "format_time",
@@ -97,6 +95,15 @@ __all__ = (
     "seal",
     "verify_chain",
 )
+
+# Deprecated paths: the payloads' field types have one home, tether.messages; these still
+# import from here, with a warning.
+_MOVED = dict.fromkeys(("Mediation", "ToolOutcomeStatus", "Usage"), "tether.messages")
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
+
 
 PAYLOAD_TYPES: Final[Mapping[str, type[Payload]]] = {
     model.KIND: model

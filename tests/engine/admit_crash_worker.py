@@ -20,8 +20,8 @@ from typing import Any
 
 from tether.engine import Runtime
 from tether.messages import ModelRequest
+from tether.models import ScriptedModel
 from tether.store import open_store
-from tether.testing import ScriptedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.engine.agents import echo_agent

@@ -12,7 +12,8 @@ from pydantic import JsonValue
 from tether.engine import AgentDefinition, AgentSpec
 from tether.journal import ToolScope, Turn
 from tether.messages import ModelRequest, ToolCall
-from tether.testing import RecordingTools, ScriptedModel
+from tether.models import ScriptedModel
+from tether.testing import RecordingTools
 
 from ..journal.harnesses import EchoHarness, LoopHarness, planner
 

@@ -21,9 +21,9 @@ from pydantic import JsonValue
 from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.journal import ToolScope
 from tether.messages import ModelRequest, ModelResponse, ToolCall
-from tether.models import DeltaSink
+from tether.models import DeltaSink, ScriptedModel
 from tether.store import SqliteStore, SubmissionStatus
-from tether.testing import RecordingTools, ScriptedModel
+from tether.testing import RecordingTools
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.journal.harnesses import LoopHarness, planner

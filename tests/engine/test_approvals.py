@@ -14,9 +14,10 @@ from tether.engine import AgentDefinition, ApprovalPage, Receipt, Runtime
 from tether.errors import ApprovalConflict, InvalidApproval, InvalidCursor, InvalidEditArgs
 from tether.journal import Journal, Turn
 from tether.messages import Mediation, ModelRequest, ToolCall, ToolOutcomeStatus, ToolSpec
+from tether.models import ScriptedModel
 from tether.records import ApprovalDecided, ApprovalRequested, Record, RecordDraft, ToolOutcome
 from tether.store import GateStatus, Store, SubmissionStatus
-from tether.testing import RecordingTools, ScriptedModel
+from tether.testing import RecordingTools
 
 from .agents import agent
 from .conftest import FAST

@@ -11,9 +11,10 @@ from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.errors import NoRunInFlight, SessionBusy
 from tether.journal import Journal, Stamp
 from tether.messages import Message
+from tether.models import ScriptedModel
 from tether.records import UserMessage
 from tether.store import SessionKey, Store, SubmissionStatus
-from tether.testing import RecordingTools, ScriptedModel
+from tether.testing import RecordingTools
 
 from ..journal.harnesses import EchoHarness, LoopHarness, planner
 from .agents import Steerable, agent, echo_agent, loop_agent, slow_tools

@@ -8,9 +8,10 @@ from tether.engine import Fork, Runtime
 from tether.journal import Journal
 from tether.journal._cut import FORK_CUT_OUTCOME
 from tether.messages import ModelRequest, ModelResponse, ToolResultPart
+from tether.models import ScriptedModel
 from tether.records import ToolCalled
 from tether.store import Store
-from tether.testing import RecordingTools, ScriptedModel
+from tether.testing import RecordingTools
 
 from ..journal.harnesses import LoopHarness, planner
 from .agents import agent

@@ -5,8 +5,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.engine import EngineEvent, Operation, Runtime
+from tether.models import ScriptedModel
 from tether.store import Store
-from tether.testing import RecordingTools, ScriptedModel
+from tether.testing import RecordingTools
 
 from .agents import echo_agent, loop_agent
 from .test_runtime import settle

@@ -12,8 +12,9 @@ from tether.engine import EngineEvent, SecretRedactor
 from tether.errors import ModelFatalError, ModelTransientError
 from tether.journal import Journal, ToolScope
 from tether.messages import ModelRequest, ModelResponse, ToolCall
+from tether.models import ScriptedModel
 from tether.store import Store
-from tether.testing import RecordingTools, ScriptedModel
+from tether.testing import RecordingTools
 
 from ..journal.harnesses import EchoHarness, LoopHarness
 from .agents import agent, loop_agent

@@ -9,9 +9,10 @@ from pydantic import JsonValue
 
 from tether.engine import Runtime
 from tether.errors import DispatchConflict, InvalidDispatch, RuntimeClosed, UnknownAgent
+from tether.models import ScriptedModel
 from tether.records import SubmissionSettled
 from tether.store import NewSubmission, SessionKey, Store, SubmissionStatus
-from tether.testing import RecordingTools, ScriptedModel
+from tether.testing import RecordingTools
 
 from .agents import echo_agent, loop_agent, slow_tools
 

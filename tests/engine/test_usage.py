@@ -6,8 +6,8 @@ import pytest
 
 from tether.engine import Runtime
 from tether.messages import Message, ModelResponse, Usage
+from tether.models import ScriptedModel
 from tether.models._prices import cost_of
-from tether.testing import ScriptedModel
 
 from ..journal.harnesses import EchoHarness
 from .agents import agent, echo_agent

@@ -8,10 +8,10 @@ from pydantic import JsonValue
 
 from tether.journal import Journal, Turn
 from tether.messages import Mediation, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
-from tether.models import Model
+from tether.models import Model, ScriptedModel
 from tether.records import UserMessage
 from tether.store import SessionKey, Store
-from tether.testing import RecordingTools, ScriptedModel, tool_call_response
+from tether.testing import RecordingTools, tool_call_response
 
 TOOLS = {
     "lookup": ToolSpec(name="lookup", idempotent=True),

@@ -8,9 +8,9 @@ import sys
 import tether.journal._snapshot_cache as cache_module
 from tether.journal import Journal, Turn
 from tether.messages import ModelRequest
+from tether.models import ScriptedModel
 from tether.records import UserMessage
 from tether.store import SqliteStore
-from tether.testing import ScriptedModel
 
 
 class Echo:

@@ -20,6 +20,7 @@ import pytest
 
 from tether.errors import ApprovalParked, IncompleteInvocation
 from tether.journal import Journal
+from tether.models import ScriptedModel
 from tether.records import (
     ApprovalDecided,
     AssistantMessageCompleted,
@@ -28,7 +29,7 @@ from tether.records import (
     ToolCalled,
 )
 from tether.store import MemoryStore, SqliteStore, Store
-from tether.testing import RecordingTools, ScriptedModel, copy_prefix
+from tether.testing import RecordingTools, copy_prefix
 
 from .harnesses import LoopHarness, journal, new_conversation, planner, user
 

@@ -10,10 +10,10 @@ from pydantic import JsonValue
 from tether.errors import Conflict, Fenced, JournalError, TurnClosed
 from tether.journal import Journal, JournalHooks, ToolScope, Turn
 from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
-from tether.models import DeltaSink, StreamDelta
+from tether.models import DeltaSink, ScriptedModel, StreamDelta
 from tether.records import AssistantTextDelta, ExecutionStarted, Record
 from tether.store import SessionKey, SqliteStore, Store
-from tether.testing import CountingModel, RecordingTools, ScriptedModel
+from tether.testing import CountingModel, RecordingTools
 
 from .harnesses import EchoHarness, LoopHarness, journal, new_conversation, planning_model, user
 

@@ -10,9 +10,10 @@ from tether.errors import HarnessMismatch, IncompleteInvocation, InvalidExecutio
 from tether.journal import Journal, Turn
 from tether.journal._history import Transcript
 from tether.messages import Message, ModelRequest, ToolResult
+from tether.models import ScriptedModel
 from tether.records import ExecutionStarted, Record, RecordDraft, UserMessage
 from tether.store import MemoryStore, SqliteStore, Store
-from tether.testing import CountingModel, RecordingTools, ScriptedModel
+from tether.testing import CountingModel, RecordingTools
 
 from .harnesses import EchoHarness, LoopHarness, journal, new_conversation, planning_model, user
 

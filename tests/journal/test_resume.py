@@ -8,8 +8,9 @@ from pydantic import JsonValue
 from tether.errors import Fenced, RecordedModelFailure, ReplayDiverged
 from tether.journal import UNKNOWN_OUTCOME, Journal, Turn
 from tether.messages import ModelRequest, ToolCall, ToolOutcomeStatus, ToolResult
+from tether.models import ScriptedModel
 from tether.store import MemoryStore, Store
-from tether.testing import CountingModel, RecordingTools, ScriptedModel, copy_prefix
+from tether.testing import CountingModel, RecordingTools, copy_prefix
 
 from .harnesses import EchoHarness, LoopHarness, journal, new_conversation, planning_model, user
 from .test_exec import kinds

@@ -1,8 +1,19 @@
-"""Test support shipped with Tether: deterministic models, a recording tool executor, log
-copying for crash simulation, and the store conformance suite (:mod:`.storetest`)."""
+"""Test support shipped with Tether: a deliberately nondeterministic model, a recording tool
+executor, log copying for crash simulation, and the store conformance suite
+(:mod:`.storetest`). The scripted model itself is :class:`tether.models.ScriptedModel`."""
 
+from typing import Any
+
+from tether._moved import moved
 from tether.testing._logs import copy_prefix
-from tether.testing._models import CountingModel, ScriptedModel, tool_call_response
+from tether.testing._models import CountingModel, tool_call_response
 from tether.testing._tools import RecordingTools
 
-__all__ = ("CountingModel", "RecordingTools", "ScriptedModel", "copy_prefix", "tool_call_response")
+__all__ = ("CountingModel", "RecordingTools", "copy_prefix", "tool_call_response")
+
+# Deprecated paths: the name's one home is its package; these still import, with a warning.
+_MOVED = {"ScriptedModel": "tether.models"}
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)

@@ -1,4 +1,4 @@
-"""Test helpers around the scripted model."""
+"""Test helpers around the scripted model (:class:`tether.models.ScriptedModel`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from tether._wire import JsonObject
 from tether.messages import Message, ModelResponse, TextPart, ToolCallPart
 from tether.models import ScriptedModel
 
-__all__ = ("CountingModel", "ScriptedModel", "tool_call_response")
+__all__ = ("CountingModel", "tool_call_response")
 
 
 def tool_call_response(*calls: tuple[str, str, JsonObject], text: str = "") -> ModelResponse:
