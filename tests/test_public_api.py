@@ -157,6 +157,7 @@ PUBLIC = {
         "open_store",
     ),
     "tether.journal": (
+        "SIGNAL_MEDIA_TYPE",
         "ApprovalState",
         "EffectWrappers",
         "Decision",
@@ -193,6 +194,7 @@ PUBLIC = {
         "Text",
         "Thinking",
         "ToolUse",
+        "cost_of",
         "estimate_tokens",
     ),
     "tether.integrations": (

@@ -2,12 +2,9 @@
 
 from collections.abc import Callable
 
-import pytest
-
 from tether.engine import Runtime
 from tether.messages import Message, ModelResponse, Usage
 from tether.models import ScriptedModel
-from tether.models._prices import cost_of
 
 from ..journal.harnesses import EchoHarness
 from .agents import agent, echo_agent
@@ -49,9 +46,3 @@ async def test_an_unknown_model_has_an_unknown_cost(make_runtime: Make) -> None:
         await settle(runtime, receipt.submission_id)
         totals = await runtime.usage(receipt.conversation_id)
     assert totals.calls == 1 and totals.cost is None
-
-
-def test_cost_of_a_known_model() -> None:
-    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=500_000)
-    assert cost_of("openai:gpt-4o", usage) == pytest.approx(0.5 * 2.5 + 0.5 * 1.25 + 10.0)
-    assert cost_of("openai:gpt-4o", Usage()) is None

@@ -17,8 +17,7 @@ from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
 from tether.engine import AgentSpec
 from tether.errors import ContextOverflow, JournalError, RecordedModelFailure
-from tether.journal import Turn
-from tether.journal._history import SIGNAL_MEDIA_TYPE
+from tether.journal import SIGNAL_MEDIA_TYPE, Turn
 from tether.messages import DataPart, Mediation, Message, ModelRequest, TextPart, ToolCall
 from tether.models import Model, estimate_tokens
 

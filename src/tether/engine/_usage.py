@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tether.messages import Usage
-from tether.models._prices import cost_of
+from tether.models import cost_of
 from tether.records import AssistantMessageCompleted, ModelCalled, Record
 
 __all__ = ("UsageTotals", "total_usage")

@@ -23,12 +23,13 @@ from tether.journal._effects import (
 )
 from tether.journal._executions import Execution
 from tether.journal._harness import Harness
-from tether.journal._history import messages_of, transcript
+from tether.journal._history import SIGNAL_MEDIA_TYPE, messages_of, transcript
 from tether.journal._journal import Ending, ExecutionResult, Finisher, Journal
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, Turn
 from tether.journal._view import LogView
 
 __all__ = (
+    "SIGNAL_MEDIA_TYPE",
     "UNKNOWN_OUTCOME",
     "ApprovalState",
     "Decision",

@@ -27,6 +27,8 @@ __all__ = (
 )
 
 SIGNAL_MEDIA_TYPE = "application/vnd.tether.signal+json"
+"""The media type of the data part by which a transcript carries a signal (its payload, as
+JSON): what tells a harness a signal from what a user wrote."""
 _MESSAGE_KINDS = frozenset(
     kind.KIND
     for kind in (

@@ -8,6 +8,7 @@ Example::
 """
 
 from tether.models._echo import EchoModel
+from tether.models._prices import cost_of
 from tether.models._protocol import DeltaSink, Model, StreamDelta
 from tether.models._scripted import (
     Delay,
@@ -34,5 +35,6 @@ __all__ = (
     "Text",
     "Thinking",
     "ToolUse",
+    "cost_of",
     "estimate_tokens",
 )
