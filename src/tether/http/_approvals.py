@@ -7,15 +7,15 @@ from typing import Literal
 from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE, Runtime
-from tether.http._errors import BODY_FAILURES, failures
+from tether.http._errors import BODY_FAILURES, Responses, failures
 from tether.http._schemas import ApprovalItem, ApprovalsPage, DecisionBody, DecisionReceipt
 from tether.store import GateStatus
 
 __all__ = ("approvals_router",)
 
 
-def approvals_router(runtime: Runtime) -> APIRouter:
-    router = APIRouter(tags=["approvals"])
+def approvals_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    router = APIRouter(tags=["approvals"], responses=responses)
 
     @router.get("/approvals", responses=failures(422, 503))
     async def approvals(

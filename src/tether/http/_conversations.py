@@ -6,14 +6,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 
 from tether.engine import Runtime
-from tether.http._errors import BODY_FAILURES, failures
+from tether.http._errors import BODY_FAILURES, Responses, failures
 from tether.http._schemas import SEQ_AFTER, ForkBody, Forked, MessagesPage, RecordsPage, Verified
 
 __all__ = ("conversations_router",)
 
 
-def conversations_router(runtime: Runtime) -> APIRouter:
-    router = APIRouter(tags=["conversations"])
+def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    router = APIRouter(tags=["conversations"], responses=responses)
 
     @router.get("/agents/{agent}/{instance}/records", responses=failures(404, 422, 503))
     async def records(

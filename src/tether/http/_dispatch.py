@@ -11,7 +11,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from tether.engine import Runtime
 from tether.errors import ConversationNotFound
-from tether.http._errors import BODY_FAILURES, ApiError, failures
+from tether.http._errors import BODY_FAILURES, ApiError, Responses, failures
 from tether.http._progress import ProgressHub
 from tether.http._schemas import (
     SEQ_AFTER,
@@ -76,8 +76,10 @@ def _json(body: DispatchAccepted | DispatchSettled, status: int, **headers: str)
     )
 
 
-def dispatch_router(runtime: Runtime, *, heartbeat: float, progress: ProgressHub) -> APIRouter:
-    router = APIRouter(tags=["sessions"])
+def dispatch_router(
+    runtime: Runtime, *, heartbeat: float, progress: ProgressHub, responses: Responses
+) -> APIRouter:
+    router = APIRouter(tags=["sessions"], responses=responses)
     recent = RecentRecords(runtime)
 
     @router.post(

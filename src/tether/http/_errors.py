@@ -26,6 +26,7 @@ __all__ = (
     "ErrorBody",
     "ErrorEnvelope",
     "FieldProblem",
+    "Responses",
     "error_response",
     "failures",
     "install_error_handlers",
@@ -142,11 +143,14 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
     503: "Try again later: the store is unavailable or the runtime is closing.",
 }
 
+Responses = dict[int | str, dict[str, Any]]
+"""A route's (or a router's) ``responses=``: its documented answers by status."""
+
 BODY_FAILURES = (400, 408, 413, 415, 422)
 """What a route that reads a JSON body can answer before it runs (the Guard and parsing)."""
 
 
-def failures(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def failures(*statuses: int) -> Responses:
     """The ``responses=`` of a route that can answer these statuses (500 always): each is
     the error envelope.
 

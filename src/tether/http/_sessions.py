@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from tether.engine import Runtime
-from tether.http._errors import BODY_FAILURES, failures
+from tether.http._errors import BODY_FAILURES, Responses, failures
 from tether.http._schemas import Aborted, MessageBody, SessionBody, SubmissionReceipt
 
 __all__ = ("sessions_router",)
@@ -13,8 +13,8 @@ __all__ = ("sessions_router",)
 _CONTROL_FAILURES = failures(*BODY_FAILURES, 404, 409, 503)
 
 
-def sessions_router(runtime: Runtime) -> APIRouter:
-    router = APIRouter(tags=["sessions"])
+def sessions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    router = APIRouter(tags=["sessions"], responses=responses)
 
     @router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)
     async def steer(agent: str, instance: str, payload: MessageBody) -> SubmissionReceipt:

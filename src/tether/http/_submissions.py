@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import JsonValue
 
 from tether.engine import Runtime
-from tether.http._errors import failures
+from tether.http._errors import Responses, failures
 from tether.http._schemas import WAIT_TIMEOUT, SubmissionView
 
 __all__ = ("settled_within", "submissions_router")
@@ -26,8 +26,8 @@ async def settled_within(
         return None
 
 
-def submissions_router(runtime: Runtime) -> APIRouter:
-    router = APIRouter(tags=["submissions"])
+def submissions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    router = APIRouter(tags=["submissions"], responses=responses)
 
     @router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))
     async def submission(
