@@ -38,7 +38,8 @@ from benchmarks._measure import scratch
 from benchmarks._table import Goal, judged, print_goals, print_table
 from tether.records import RecordDraft, UserMessage
 from tether.store import SessionKey, SqliteStore
-from tether.store._sqlite_schema import connect, kind_code, migrate
+from tether.store._sqlite_kinds import kind_code
+from tether.store._sqlite_schema import connect, migrate
 
 BODY = "x" * 300  # a 300-byte message, the size the peers are measured with
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
