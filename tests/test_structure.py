@@ -94,3 +94,43 @@ def test_no_import_cycles() -> None:
         if module not in index:
             visit(module)
     assert not cycles, f"modules that import each other: {cycles}"
+
+
+CORE = frozenset({"records", "messages", "errors", "tree"})
+"""With the top package's private modules: the vocabulary every layer may use."""
+MAY_IMPORT = {
+    "store": set(),
+    "models": set(),
+    "journal": {"store", "models"},
+    "stream": {"journal", "models"},
+    "engine": {"journal", "store", "models"},
+    "agent": {"engine", "journal", "models"},
+    "integrations": {"engine", "journal", "stream", "models"},
+    "otel": {"engine", "stream"},
+    "http": {"engine", "stream", "journal", "store"},
+    "testing": {"store", "journal", "models"},
+    "demo": {"agent", "engine", "models"},
+    "cli": {"demo", "engine", "http", "journal", "otel", "store", "stream"},
+}
+"""docs/architecture.md §2: what each package may import of Tether besides the core."""
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1].startswith("_") or parts[1] in CORE:
+        return None  # the top package or the core
+    return parts[1]
+
+
+def test_imports_point_inward() -> None:
+    assert set(MAY_IMPORT) == {_layer(m) for m in MODULES} - {None}, "a package is unlisted"
+    offences = []
+    for module in MODULES:
+        layer = _layer(module)
+        if layer is None:
+            continue
+        for imported, line in _imports(module):
+            target = _layer(imported)
+            if target not in (None, layer) and target not in MAY_IMPORT[layer]:
+                offences.append(f"{module}:{line} ({layer}) imports {imported} ({target})")
+    assert not offences, "imports against the layering:\n" + "\n".join(offences)
