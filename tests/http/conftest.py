@@ -1,10 +1,13 @@
-"""A real uvicorn on 127.0.0.1 with an ephemeral port, per test."""
+"""Two ways to serve the app per test: in this process (``asgi``, for request/response
+routes) and a real uvicorn on 127.0.0.1 with an ephemeral port (``serve``, for streams,
+sockets and what the server itself does)."""
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -16,6 +19,9 @@ from tether.store import Store
 
 from ..engine.conftest import FAST
 
+T = TypeVar("T")
+IN_PROCESS_URL = "http://tether.test"
+
 
 @dataclass
 class Server:
@@ -23,6 +29,47 @@ class Server:
     runtime: Runtime
     client: httpx.AsyncClient
     store: Store
+
+
+@pytest.fixture
+async def asgi(store: Store) -> AsyncIterator[Callable[..., Awaitable[Server]]]:
+    """The app in this process, called through ``httpx.ASGITransport``: no socket, no server
+    to start and wait for. For the routes that answer a request and are done.
+
+    ASGITransport runs no lifespan, so this runs the app's own (``manage_runtime``: the
+    runtime starts and closes as it does under a server). It hands a response over only
+    once the app has written all of it, so a stream read here must end (not followed), and
+    an exception the app lets out is raised here (``raise_app_exceptions``), where a server
+    would log it. What needs the real thing stays on ``serve``: SSE read as it comes, a body
+    trickled or cut short on a socket, HEAD (the server drops the body), what uvicorn logs,
+    and processes that crash.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(agents: dict[str, Any], **options: Any) -> Server:
+            runtime = Runtime(agents, store, **FAST)
+            app = create_app(runtime, manage_runtime=True, **options)
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            client = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url=IN_PROCESS_URL, timeout=90
+            )
+            await stack.enter_async_context(client)
+            return Server(IN_PROCESS_URL, runtime, client, store)
+
+        yield start
+
+
+async def until_appended(
+    server: Server, conversation_id: str, ready: Callable[[], Awaitable[T | None]]
+) -> T:
+    """``ready()``'s first answer that is not empty, asked again after each append to the
+    conversation (``Runtime.wait_for_append``): no polling, no sleeping. Whatever ``ready``
+    waits for must be committed with a record of this conversation."""
+    head = 0
+    async with asyncio.timeout(60):  # room for a loaded machine, under the test timeout
+        while not (answer := await ready()):
+            head = await server.runtime.wait_for_append(conversation_id, after=head)
+    return answer
 
 
 @pytest.fixture

@@ -1,33 +1,33 @@
-"""Approvals over HTTP: edits checked against the tool's schema, aborted gates closed."""
+"""Approvals over HTTP: edits checked against the tool's schema, aborted gates closed.
 
-import asyncio
+In process (``asgi``); a gate is waited for by the appends of its conversation (its index
+entry commits with the record that opens it), never by polling.
+"""
+
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from tether.demo import demo_agents
 
-from .conftest import Server
+from .conftest import Server, until_appended
 
 Serve = Callable[..., Any]
 
 
-async def pending_item(c: httpx.AsyncClient) -> dict[str, Any]:
-    async with asyncio.timeout(60):
-        while not (  # noqa: ASYNC110 - polling the API as a client would
-            items := (await c.get("/approvals", params={"status": "pending"})).json()["approvals"]
-        ):
-            await asyncio.sleep(0.05)
-    [item] = items
+async def pending_item(server: Server, conversation_id: str) -> dict[str, Any]:
+    async def pending() -> list[dict[str, Any]]:
+        response = await server.client.get("/approvals", params={"status": "pending"})
+        return list(response.json()["approvals"])
+
+    [item] = await until_appended(server, conversation_id, pending)
     return dict(item)
 
 
-async def test_an_edit_that_does_not_fit_the_tool_is_422(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_an_edit_that_does_not_fit_the_tool_is_422(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     body = (await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})).json()
-    item = await pending_item(c)
+    item = await pending_item(server, body["conversationId"])
     before = (await c.get("/agents/assistant/me/records")).json()["records"]
     refused = await c.post(
         f"/approvals/{item['approvalId']}",
@@ -51,11 +51,11 @@ async def test_an_edit_that_does_not_fit_the_tool_is_422(serve: Serve) -> None:
     assert info["settlement"]["status"] == "succeeded"
 
 
-async def test_an_aborted_gate_is_closed(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_an_aborted_gate_is_closed(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     body = (await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})).json()
-    item = await pending_item(c)
+    item = await pending_item(server, body["conversationId"])
     aborted = await c.post("/agents/assistant/me/abort", json={})
     assert aborted.status_code in (200, 202), aborted.text
     info = (await c.get(f"/submissions/{body['submissionId']}", params={"wait": True})).json()
@@ -71,27 +71,36 @@ async def test_an_aborted_gate_is_closed(serve: Serve) -> None:
     assert late.status_code == 409 and late.json()["error"]["type"] == "invalid_approval"
 
 
-async def listed(c: httpx.AsyncClient, count: int, **params: str) -> list[dict[str, Any]]:
-    """The approvals listed with ``params`` once there are ``count`` of them."""
-    async with asyncio.timeout(60):
-        while True:  # polling the API as a client would
-            items = (await c.get("/approvals", params=params)).json()["approvals"]
-            if len(items) == count:
-                return list(items)
-            await asyncio.sleep(0.05)
+async def listed(
+    server: Server, count: int, awaiting: str | None = None, **params: str
+) -> list[dict[str, Any]]:
+    """The approvals listed with ``params`` once there are ``count`` of them, waiting on the
+    appends of conversation ``awaiting``; without one, what is settled is final: one look."""
+
+    async def counted() -> tuple[list[dict[str, Any]]] | None:
+        items = (await server.client.get("/approvals", params=params)).json()["approvals"]
+        if len(items) == count:
+            return (list(items),)  # found, even when there are none to find
+        assert awaiting is not None, f"{len(items)} approvals listed, not {count}: {items}"
+        return None
+
+    found = await counted() if awaiting is None else await until_appended(server, awaiting, counted)
+    assert found is not None
+    return found[0]
 
 
-async def test_decided_and_closed_gates_stay_listed_for_the_audit(serve: Serve) -> None:
+async def test_decided_and_closed_gates_stay_listed_for_the_audit(asgi: Serve) -> None:
     """A decision leaves the inbox (pending) for the history (decided: who, what, why, when);
     an abort closes its gate (closed); every status pages in request order by nextCursor."""
-    server: Server = await serve(demo_agents())
+    server: Server = await asgi(demo_agents())
     c = server.client
     sent = {}
     for instance in ("ann", "bob", "cat"):
         body = {"body": f"email {instance}@example.com: hi"}
         sent[instance] = (await c.post(f"/agents/assistant/{instance}", json=body)).json()
-        await listed(c, len(sent))  # one at a time: the request order is the sending order
-    pending = await listed(c, 3)
+        # One at a time: the request order is the sending order.
+        await listed(server, len(sent), awaiting=sent[instance]["conversationId"])
+    pending = await listed(server, 3)
     assert [item["instance"] for item in pending] == ["ann", "bob", "cat"]
     assert all(item["status"] == "pending" and item["requestedAt"] for item in pending)
     approve, reject, _ = (item["approvalId"] for item in pending)
@@ -103,9 +112,9 @@ async def test_decided_and_closed_gates_stay_listed_for_the_audit(serve: Serve) 
     assert (await c.post("/agents/assistant/cat/abort", json={})).status_code in (200, 202)
     for receipt in sent.values():
         await c.get(f"/submissions/{receipt['submissionId']}", params={"wait": True})
-    assert await listed(c, 0) == []
+    assert await listed(server, 0) == []
 
-    decided = await listed(c, 2, status="decided")
+    decided = await listed(server, 2, status="decided")
     assert [item["approvalId"] for item in decided] == [approve, reject]
     assert decided[1]["decision"] == {
         "approvalId": reject,
@@ -116,7 +125,7 @@ async def test_decided_and_closed_gates_stay_listed_for_the_audit(serve: Serve) 
     }
     assert decided[0]["decision"]["approver"] == "ann" and "reason" not in decided[0]["decision"]
     assert all(item["decidedAt"] >= item["requestedAt"] for item in decided)
-    [closed] = await listed(c, 1, status="closed")
+    [closed] = await listed(server, 1, status="closed")
     assert closed["instance"] == "cat" and "decision" not in closed and closed["closedAt"]
 
     pages, cursor = [], None
@@ -129,14 +138,14 @@ async def test_decided_and_closed_gates_stay_listed_for_the_audit(serve: Serve) 
     assert [item["approvalId"] for item in pages] == [item["approvalId"] for item in pending]
     assert [item["status"] for item in pages] == ["decided", "decided", "closed"]
 
-    assert [i["instance"] for i in await listed(c, 1, status="all", instance="bob")] == ["bob"]
-    assert len(await listed(c, 2, status="decided", tool="send_email", agent="assistant")) == 2
-    assert await listed(c, 0, status="all", agent="nobody") == []
-    assert await listed(c, 0, status="all", tool="\x00") == []
+    assert [i["instance"] for i in await listed(server, 1, status="all", instance="bob")] == ["bob"]
+    assert len(await listed(server, 2, status="decided", tool="send_email", agent="assistant")) == 2
+    assert await listed(server, 0, status="all", agent="nobody") == []
+    assert await listed(server, 0, status="all", tool="\x00") == []
 
 
-async def test_bad_approval_queries_are_422(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_bad_approval_queries_are_422(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     for params in (
         {"status": "completed"},

@@ -16,8 +16,8 @@ _ASSET = re.compile(r"""(?:src|href)=["']([^"']+)["']|url:\s*['"]([^'"]+)['"]"""
 
 
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
-async def test_the_docs_pages_load_only_local_assets(serve: Serve, page: str) -> None:
-    server: Server = await serve(demo_agents())
+async def test_the_docs_pages_load_only_local_assets(asgi: Serve, page: str) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     html = await c.get(page)
     assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")

@@ -9,8 +9,8 @@ from .conftest import Server
 Serve = Callable[..., Any]
 
 
-async def test_a_fork_response_names_the_calls_its_cut_repaired(serve: Serve) -> None:
-    server: Server = await serve({"loop": loop_agent()})
+async def test_a_fork_response_names_the_calls_its_cut_repaired(asgi: Serve) -> None:
+    server: Server = await asgi({"loop": loop_agent()})
     c = server.client
     done = (await c.post("/agents/loop/me", params={"wait": True}, json={"body": "lookup"})).json()
     cid = done["conversationId"]

@@ -39,6 +39,8 @@ def _get_paths(ids: dict[str, str]) -> list[str]:
 
 
 async def test_head_answers_every_get_route_like_get_without_a_body(serve: Serve) -> None:
+    """On uvicorn: a HEAD is answered by the Guard and the server together (the server sends
+    no body for it), and a followed stream's HEAD must end on a real connection."""
     server: Server = await serve(demo_agents(), heartbeat=0.05)
     c = server.client
     done = (await c.post("/agents/assistant/me", params={"wait": True}, json={"body": "hi"})).json()
@@ -68,8 +70,8 @@ async def test_head_answers_every_get_route_like_get_without_a_body(serve: Serve
     assert post_only.status_code == 405
 
 
-async def test_the_bearer_scheme_is_case_insensitive(serve: Serve) -> None:
-    server: Server = await serve(demo_agents(), auth_token="s3cret")
+async def test_the_bearer_scheme_is_case_insensitive(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), auth_token="s3cret")
     c = server.client
     for given in ("Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"):
         response = await c.get("/approvals", headers={"Authorization": given})

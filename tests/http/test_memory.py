@@ -24,16 +24,16 @@ def _waiters(runtime: Runtime) -> int:
     return runtime._runs.waiters
 
 
-async def test_waiting_on_an_unknown_submission_leaves_no_waiter(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_waiting_on_an_unknown_submission_leaves_no_waiter(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     for n in range(20):
         response = await server.client.get(f"/submissions/nope-{n}", params={"wait": True})
         assert response.status_code == 404
     assert _waiters(server.runtime) == 0
 
 
-async def test_waits_on_an_api_only_node_leave_no_waiter(serve: Serve) -> None:
-    server: Server = await serve(demo_agents(), worker=False)
+async def test_waits_on_an_api_only_node_leave_no_waiter(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), worker=False)
     c = server.client
     for n in range(10):  # nothing runs here: every wait times out into a 202
         accepted = await c.post(
@@ -48,8 +48,8 @@ async def test_waits_on_an_api_only_node_leave_no_waiter(serve: Serve) -> None:
     assert _waiters(server.runtime) == 0
 
 
-async def test_settled_and_concurrent_waits_leave_no_waiter(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_settled_and_concurrent_waits_leave_no_waiter(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     accepted = (await c.post("/agents/assistant/me", json={"body": "hello"})).json()
     waits = [
@@ -62,8 +62,8 @@ async def test_settled_and_concurrent_waits_leave_no_waiter(serve: Serve) -> Non
     assert _waiters(server.runtime) == 0
 
 
-async def test_a_timed_out_in_process_wait_leaves_no_waiter(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_a_timed_out_in_process_wait_leaves_no_waiter(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     runtime = server.runtime
     accepted = await runtime.dispatch("assistant", "me", "email bob@example.com: hi")
     with pytest.raises(TimeoutError):
@@ -72,8 +72,8 @@ async def test_a_timed_out_in_process_wait_leaves_no_waiter(serve: Serve) -> Non
     assert _waiters(runtime) == 0
 
 
-async def test_the_view_cache_is_bounded_by_bytes(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_the_view_cache_is_bounded_by_bytes(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     runtime = server.runtime
     runtime.view_cache_bytes = 6000  # a session's chat turn is about 2-3 kB of records
     for turn in range(3):  # sessions in turn: each view is dropped and read again (lean)
@@ -105,8 +105,8 @@ def test_remembered_histories_are_bounded_by_messages() -> None:
     assert held == messages._prefixes_held[0] <= messages._PREFIXES_MESSAGES
 
 
-async def test_the_sse_recent_records_are_bounded_by_bytes(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_the_sse_recent_records_are_bounded_by_bytes(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     conversations = []
     for n in range(8):

@@ -55,8 +55,8 @@ CASES: list[tuple[str, str, dict[str, Any], int]] = [
 ]
 
 
-async def test_out_of_range_numbers_are_typed_4xx_and_change_nothing(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_out_of_range_numbers_are_typed_4xx_and_change_nothing(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     done = (await c.post(STREAM, params={"wait": True}, json={"body": "hi"})).json()
     before = await server.store.read(done["conversationId"])
@@ -68,8 +68,8 @@ async def test_out_of_range_numbers_are_typed_4xx_and_change_nothing(serve: Serv
     assert len(await server.store.list_submissions()) == 1
 
 
-async def test_the_largest_seq_is_accepted(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_the_largest_seq_is_accepted(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     await c.post(STREAM, params={"wait": True}, json={"body": "hi"})
     records = await c.get(f"{STREAM}/records", params={"after": MAX_SEQ})
@@ -78,8 +78,8 @@ async def test_the_largest_seq_is_accepted(serve: Serve) -> None:
     assert stream.status_code == 200 and "id:" not in stream.text
 
 
-async def test_the_runtime_checks_the_same_bound(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_the_runtime_checks_the_same_bound(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     done = (await server.client.post(STREAM, params={"wait": True}, json={"body": "hi"})).json()
     runtime, conversation_id = server.runtime, done["conversationId"]
     with pytest.raises(InvalidSeq) as raised:

@@ -1,6 +1,5 @@
-"""Every route and its errors, against a real uvicorn."""
+"""Every route and its errors, in process (the ``asgi`` fixture: none of them streams)."""
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +8,7 @@ import pytest
 from tether.demo import demo_agents
 from tether.journal import Journal
 
-from .conftest import Server
+from .conftest import Server, until_appended
 
 Serve = Callable[..., Any]
 
@@ -19,8 +18,8 @@ def quick_research(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.3")
 
 
-async def test_dispatch_wait_and_submission(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_dispatch_wait_and_submission(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     accepted = await c.post("/agents/assistant/me", json={"body": "hello"})
     assert accepted.status_code == 202 and accepted.headers["location"].startswith("/submissions/")
@@ -35,8 +34,8 @@ async def test_dispatch_wait_and_submission(serve: Serve) -> None:
     assert waited.headers["x-content-type-options"] == "nosniff"
 
 
-async def test_idempotency_by_header_and_body(serve: Serve) -> None:
-    c = (await serve(demo_agents())).client
+async def test_idempotency_by_header_and_body(asgi: Serve) -> None:
+    c = (await asgi(demo_agents())).client
     first = await c.post(
         "/agents/assistant/me", json={"body": "hi"}, headers={"Idempotency-Key": "k1"}
     )
@@ -100,17 +99,17 @@ async def test_idempotency_by_header_and_body(serve: Serve) -> None:
     ],
 )
 async def test_bad_dispatches_are_typed_4xx_and_write_nothing(
-    serve: Serve, kwargs: dict[str, Any], status: int, type_: str
+    asgi: Serve, kwargs: dict[str, Any], status: int, type_: str
 ) -> None:
-    server: Server = await serve(demo_agents())
+    server: Server = await asgi(demo_agents())
     response = await server.client.post("/agents/assistant/me", **kwargs)
     assert response.status_code == status, response.text
     assert response.json()["error"]["type"] == type_
     assert await server.store.list_submissions() == []
 
 
-async def test_router_errors_use_the_envelope(serve: Serve) -> None:
-    c = (await serve(demo_agents())).client
+async def test_router_errors_use_the_envelope(asgi: Serve) -> None:
+    c = (await asgi(demo_agents())).client
     missing = await c.get("/nope")
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
     wrong = await c.delete("/agents/assistant/me")
@@ -124,8 +123,8 @@ async def test_router_errors_use_the_envelope(serve: Serve) -> None:
     assert (await c.get("/openapi.json")).json()["info"]["title"] == "Tether"
 
 
-async def test_records_messages_fork_and_verify(serve: Serve) -> None:
-    c = (await serve(demo_agents())).client
+async def test_records_messages_fork_and_verify(asgi: Serve) -> None:
+    c = (await asgi(demo_agents())).client
     done = (
         await c.post("/agents/assistant/me", params={"wait": True}, json={"body": "hello"})
     ).json()
@@ -143,16 +142,15 @@ async def test_records_messages_fork_and_verify(serve: Serve) -> None:
     assert (await c.get("/conversations/nope/verify")).status_code == 404
 
 
-async def test_approvals_over_http(serve: Serve) -> None:
-    server: Server = await serve(demo_agents())
+async def test_approvals_over_http(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
     c = server.client
     body = (await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})).json()
-    async with asyncio.timeout(60):
-        while not (  # noqa: ASYNC110 - polling the API as a client would
-            items := (await c.get("/approvals", params={"status": "pending"})).json()["approvals"]
-        ):
-            await asyncio.sleep(0.05)
-    [item] = items
+
+    async def pending() -> list[dict[str, Any]]:
+        return list((await c.get("/approvals", params={"status": "pending"})).json()["approvals"])
+
+    [item] = await until_appended(server, body["conversationId"], pending)
     assert item["tool"] == "send_email" and item["args"] == {"to": "bob@example.com", "text": "hi"}
     assert item["submissionId"] == body["submissionId"] and item["argsDigest"].startswith("sha256:")
     decided = await c.post(
@@ -171,17 +169,18 @@ async def test_approvals_over_http(serve: Serve) -> None:
     assert info["settlement"]["result"].startswith("Email sent")
 
 
-async def test_steer_abort_and_compact(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_steer_abort_and_compact(asgi: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "3")  # the steer lands while it runs
-    c = (await serve(demo_agents())).client
+    server: Server = await asgi(demo_agents())
+    c = server.client
     assert (await c.post("/agents/assistant/me/steer", json={"body": "x"})).status_code == 409
     running = (await c.post("/agents/assistant/me", json={"body": "research tides"})).json()
-    async with asyncio.timeout(60):
-        while not any(  # noqa: ASYNC110 - polling the API as a client would: research started
-            r["kind"] == "tool_called"
-            for r in (await c.get("/agents/assistant/me/records")).json()["records"]
-        ):
-            await asyncio.sleep(0.05)
+
+    async def researching() -> bool:
+        records = (await c.get("/agents/assistant/me/records")).json()["records"]
+        return any(r["kind"] == "tool_called" for r in records)
+
+    await until_appended(server, running["conversationId"], researching)
     assert (
         await c.post("/agents/assistant/me/steer", json={"body": "the moon"})
     ).status_code == 200
@@ -194,8 +193,8 @@ async def test_steer_abort_and_compact(serve: Serve, monkeypatch: pytest.MonkeyP
     assert compact.status_code == 202
 
 
-async def test_auth_guards_everything_but_health(serve: Serve) -> None:
-    server: Server = await serve(demo_agents(), auth_token="s3cret")
+async def test_auth_guards_everything_but_health(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), auth_token="s3cret")
     c = server.client
     assert (await c.get("/healthz")).status_code == 200
     denied = await c.post("/agents/assistant/me", json={"body": "hi"})
@@ -207,8 +206,8 @@ async def test_auth_guards_everything_but_health(serve: Serve) -> None:
     _ = Journal
 
 
-async def test_chunked_bodies_are_capped_too(serve: Serve) -> None:
-    server: Server = await serve(demo_agents(), max_body=1000)
+async def test_chunked_bodies_are_capped_too(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), max_body=1000)
 
     async def chunks() -> Any:
         for _ in range(10):
@@ -268,9 +267,9 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
 
 @pytest.mark.parametrize(("method", "path", "kwargs", "status", "type_"), BAD_REQUESTS)
 async def test_bad_requests_anywhere_are_typed_and_change_nothing(
-    serve: Serve, method: str, path: str, kwargs: dict[str, Any], status: int, type_: str
+    asgi: Serve, method: str, path: str, kwargs: dict[str, Any], status: int, type_: str
 ) -> None:
-    server: Server = await serve(demo_agents())
+    server: Server = await asgi(demo_agents())
     c = server.client
     done = (await c.post("/agents/assistant/me", params={"wait": True}, json={"body": "hi"})).json()
     before = await server.store.read(done["conversationId"])
@@ -283,8 +282,8 @@ async def test_bad_requests_anywhere_are_typed_and_change_nothing(
     assert await server.store.list_submissions() == submissions
 
 
-async def test_waiting_on_a_parked_run_times_out_into_a_202(serve: Serve) -> None:
-    c = (await serve(demo_agents())).client
+async def test_waiting_on_a_parked_run_times_out_into_a_202(asgi: Serve) -> None:
+    c = (await asgi(demo_agents())).client
     parked = await c.post(
         "/agents/assistant/me",
         params={"wait": True, "timeout": 0.3},
@@ -297,8 +296,8 @@ async def test_waiting_on_a_parked_run_times_out_into_a_202(serve: Serve) -> Non
     assert polled.status_code == 200 and polled.json()["status"] != "settled"
 
 
-async def test_a_busy_session_rejects_and_a_failed_run_still_answers_200(serve: Serve) -> None:
-    c = (await serve(demo_agents())).client
+async def test_a_busy_session_rejects_and_a_failed_run_still_answers_200(asgi: Serve) -> None:
+    c = (await asgi(demo_agents())).client
     await c.post("/agents/assistant/me", json={"body": "research tides"})
     busy = await c.post(
         "/agents/assistant/me", params={"multitask": "reject"}, json={"body": "hello"}
@@ -313,12 +312,15 @@ async def test_a_busy_session_rejects_and_a_failed_run_still_answers_200(serve: 
     assert failed.json()["status"] == "failed" and failed.json()["errorCode"]
 
 
-async def test_an_edited_approval_runs_with_the_new_args(serve: Serve) -> None:
-    c = (await serve(demo_agents())).client
+async def test_an_edited_approval_runs_with_the_new_args(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
+    c = server.client
     body = (await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})).json()
-    async with asyncio.timeout(60):
-        while not (items := (await c.get("/approvals")).json()["approvals"]):  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+
+    async def pending() -> list[dict[str, Any]]:
+        return list((await c.get("/approvals")).json()["approvals"])
+
+    items = await until_appended(server, body["conversationId"], pending)
     edited = {"to": "ann@example.com", "text": "hello"}
     decided = await c.post(
         f"/approvals/{items[0]['approvalId']}", json={"decision": "edit", "args": edited}
