@@ -1,0 +1,298 @@
+"""``/openapi.json`` describes every route, every response body and every error envelope
+(issue 20, item 6): the document is pinned (openapi_snapshot.json), and real answers are
+checked against it.
+
+After a deliberate change to the API, rewrite the snapshot and review its diff::
+
+    TETHER_UPDATE_OPENAPI=1 .venv/bin/pytest tests/http/test_openapi.py
+"""
+
+import copy
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+
+from tether.demo import demo_agents
+from tether.engine import Runtime
+from tether.http import create_app
+from tether.store import MemoryStore, Store
+
+from .conftest import Server, until_appended
+
+Serve = Callable[..., Any]
+SNAPSHOT = Path(__file__).with_name("openapi_snapshot.json")
+UPDATE = "TETHER_UPDATE_OPENAPI"
+ENVELOPE = "#/components/schemas/ErrorEnvelope"
+OPEN = {("GET", "/healthz"), ("GET", "/readyz")}  # answered without a token
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[Store]:
+    """The document does not depend on the store: the reference in-memory one serves."""
+    yield MemoryStore()
+
+
+def _document(**options: Any) -> dict[str, Any]:
+    return create_app(Runtime(demo_agents(), "memory://"), **options).openapi()
+
+
+def _operations(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        f"{method.upper()} {path}": operation
+        for path, methods in doc["paths"].items()
+        for method, operation in methods.items()
+    }
+
+
+def _named(schema: dict[str, Any]) -> str:
+    """A schema by the component it refers to, else the shape it has."""
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    return json.dumps(schema, sort_keys=True)
+
+
+def _answers(operation: dict[str, Any]) -> dict[str, str]:
+    """Each documented status with what it answers: a component's name, or a media type."""
+    answers = {}
+    for status, response in operation["responses"].items():
+        content = response.get("content", {})
+        answers[status] = " | ".join(
+            _named(media["schema"]) if kind == "application/json" else kind
+            for kind, media in sorted(content.items())
+        )
+    return answers
+
+
+def _component(schema: dict[str, Any]) -> dict[str, Any]:
+    described: dict[str, Any] = {}
+    if "properties" in schema:
+        described["properties"] = sorted(schema["properties"])
+        described["required"] = sorted(schema.get("required", []))
+    if "enum" in schema:
+        described["enum"] = sorted(schema["enum"])
+    return described
+
+
+def summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """What the snapshot pins: every operation's parameters, body and answers by status, and
+    every component's properties (or enum)."""
+    operations = {}
+    for name, operation in sorted(_operations(doc).items()):
+        body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        operations[name] = {
+            "parameters": sorted(f"{p['in']}:{p['name']}" for p in operation.get("parameters", [])),
+            "body": _named(body["schema"]) if body else None,
+            "responses": _answers(operation),
+        }
+    schemas = {
+        name: _component(schema) for name, schema in sorted(doc["components"]["schemas"].items())
+    }
+    return {"operations": operations, "schemas": schemas}
+
+
+def _differences(pinned: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    lines = []
+    for part in ("operations", "schemas"):
+        for name in sorted(pinned[part].keys() | now[part].keys()):
+            was, is_ = pinned[part].get(name), now[part].get(name)
+            if was != is_:
+                lines.append(f"  {part[:-1]} {name}:\n    pinned {was}\n    now    {is_}")
+    return lines
+
+
+def test_the_openapi_document_is_pinned() -> None:
+    now = summary(_document())
+    if os.environ.get(UPDATE):
+        SNAPSHOT.write_text(json.dumps(now, indent=2, sort_keys=True) + "\n")
+    pinned = json.loads(SNAPSHOT.read_text())
+    differences = _differences(pinned, now)
+    assert not differences, (
+        "the HTTP API's OpenAPI document changed:\n"
+        + "\n".join(differences)
+        + f"\nIf that is meant, rewrite {SNAPSHOT.name} with {UPDATE}=1 and review its diff."
+    )
+
+
+def test_every_operation_documents_its_body_and_its_errors() -> None:
+    doc = _document()
+    assert len(_operations(doc)) == 15
+    for name, operation in _operations(doc).items():
+        responses = operation["responses"]
+        successes = {status: r for status, r in responses.items() if status.startswith("2")}
+        assert successes, name
+        for status, response in successes.items():
+            content = response.get("content", {})
+            assert content, f"{name} {status} documents no body"
+            for kind, media in content.items():
+                if kind == "text/event-stream":
+                    continue
+                assert kind == "application/json", (name, status, kind)
+                assert media["schema"].get("$ref"), f"{name} {status}: no response model"
+        errors = {status: r for status, r in responses.items() if int(status) >= 400}
+        assert "500" in errors, name
+        for status, response in errors.items():
+            assert response["content"] == {"application/json": {"schema": {"$ref": ENVELOPE}}}, (
+                name,
+                status,
+            )
+        if operation.get("parameters") or operation.get("requestBody"):
+            assert "422" in errors, f"{name} takes input but documents no 422"
+        assert "401" not in errors, f"{name}: 401 only when auth is on"
+    # FastAPI's own 422 schema is not what this API answers with.
+    assert not {"HTTPValidationError", "ValidationError"} & set(doc["components"]["schemas"])
+
+
+def test_with_auth_every_route_but_the_health_checks_documents_401() -> None:
+    for name, operation in _operations(_document(auth_token="s3cret")).items():
+        method, path = name.split(" ")
+        documented = "401" in operation["responses"]
+        assert documented != ((method, path) in OPEN), name
+        if documented:
+            assert operation["responses"]["401"]["content"]["application/json"]["schema"] == {
+                "$ref": ENVELOPE
+            }
+
+
+def _strict(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document's schemas, closed: an object with documented properties admits no
+    others (the models leave extra keys open; the server must not send any)."""
+    strict = copy.deepcopy(doc)
+
+    def close(node: Any) -> None:
+        if isinstance(node, dict):
+            if "properties" in node and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(strict["components"])
+    return strict
+
+
+class Checked:
+    """A client whose every answer is checked against the document: its status documented
+    for the operation, its body valid against the schema documented for that status."""
+
+    def __init__(self, client: httpx.AsyncClient, doc: dict[str, Any]) -> None:
+        self.client = client
+        self.doc = _strict(doc)
+        self.seen: set[tuple[str, str]] = set()
+        self.templates = [
+            (method.upper(), path) for path, methods in doc["paths"].items() for method in methods
+        ]
+
+    def _operation(self, method: str, url: str) -> tuple[str, dict[str, Any]]:
+        parts = url.split("?")[0].strip("/").split("/")
+        for template_method, template in self.templates:
+            pattern = template.strip("/").split("/")
+            if template_method == method and len(pattern) == len(parts):
+                if all(
+                    p.startswith("{") or p == part for p, part in zip(pattern, parts, strict=True)
+                ):
+                    return template, self.doc["paths"][template][method.lower()]
+        raise AssertionError(f"{method} {url} is not a documented operation")
+
+    async def __call__(self, method: str, url: str, **options: Any) -> httpx.Response:
+        response = await self.client.request(method, url, **options)
+        template, operation = self._operation(method, url)
+        documented = operation["responses"].get(str(response.status_code))
+        assert documented, f"{method} {template} answered {response.status_code}: undocumented"
+        kind = response.headers["content-type"].split(";")[0]
+        assert kind in documented["content"], (method, template, kind)
+        if kind == "application/json":
+            schema = {**documented["content"][kind]["schema"], "components": self.doc["components"]}
+            errors = sorted(
+                Draft202012Validator(schema).iter_errors(response.json()), key=lambda e: e.path
+            )
+            assert not errors, (method, url, response.status_code, [str(e) for e in errors])
+        self.seen.add((method, template))
+        return response
+
+
+async def test_every_answer_keeps_to_the_documented_schemas(
+    asgi: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every operation answers, in success and in failure, with what the document says."""
+    monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "30")  # until aborted: steered meanwhile
+    server: Server = await asgi(demo_agents())
+    call = Checked(server.client, _document())
+    me = "/agents/assistant/me"
+
+    assert (await call("GET", "/healthz")).status_code == 200
+    assert (await call("GET", "/readyz")).status_code == 200
+    accepted = (await call("POST", me, json={"body": "hello"})).json()
+    waited = await call("GET", f"/submissions/{accepted['submissionId']}", params={"wait": True})
+    assert waited.json()["status"] == "settled"
+    settled = await call("POST", me, params={"wait": True}, json={"body": "what time is it?"})
+    assert settled.status_code == 200
+    failed = await call(
+        "POST",
+        "/agents/assistant/failing",
+        params={"wait": True},
+        json={"body": "hi", "resultSchema": {"not": {}}, "resultRetries": 0},
+    )
+    assert failed.json()["status"] == "failed"
+    parked = await call(
+        "POST",
+        me,
+        params={"wait": True, "timeout": 0.3},
+        json={"body": "email bob@example.com: hi"},
+    )
+    assert parked.status_code == 202 and parked.json()["status"]
+
+    async def pending() -> list[dict[str, Any]]:
+        return list((await call("GET", "/approvals")).json()["approvals"])
+
+    [gate] = await until_appended(server, accepted["conversationId"], pending)
+    edit = {"decision": "edit", "args": {"to": "ann@example.com", "text": "yo"}, "reason": "r"}
+    assert (await call("POST", f"/approvals/{gate['approvalId']}", json=edit)).status_code == 200
+    await call("GET", f"/submissions/{parked.json()['submissionId']}", params={"wait": True})
+    assert (await call("GET", "/approvals", params={"status": "all"})).json()["approvals"]
+    assert (await call("GET", "/approvals", params={"cursor": "MTox"})).status_code == 422
+    assert (await call("GET", f"{me}/records", params={"limit": 3})).status_code == 200
+    assert (await call("GET", f"{me}/messages")).status_code == 200
+    cid = accepted["conversationId"]
+    assert (await call("GET", f"/conversations/{cid}/verify")).status_code == 200
+    forked = await call("POST", f"/conversations/{cid}/fork", json={"atSeq": 3})
+    assert forked.status_code == 201
+    assert (await call("POST", f"/conversations/{cid}/fork", json={"atSeq": 0})).status_code == 422
+    assert (await call("GET", me)).headers["content-type"].startswith("text/event-stream")
+    assert (await call("GET", me, headers={"Last-Event-ID": "x"})).status_code == 400
+    assert (await call("POST", f"{me}/steer", json={"body": "x"})).status_code == 409
+    head = (await call("GET", f"{me}/records", params={"limit": 1000})).json()["next"]
+    researching = (await call("POST", me, json={"body": "research tides"})).json()
+
+    async def running() -> bool:
+        records = (await call("GET", f"{me}/records", params={"after": head})).json()["records"]
+        return any(r["kind"] == "tool_called" for r in records)
+
+    await until_appended(server, cid, running)
+    assert (await call("POST", f"{me}/steer", json={"body": "the moon"})).status_code == 200
+    assert (await call("POST", f"{me}/followup", json={"body": "later"})).status_code == 200
+    aborted = (await call("POST", f"{me}/abort", json={})).json()["aborted"]
+    assert researching["submissionId"] in aborted
+    assert (await call("POST", f"{me}/compact", json={})).status_code == 202
+    assert (await call("POST", "/agents/nobody/me", json={"body": "x"})).status_code == 404
+    assert (await call("GET", "/submissions/nope")).status_code == 404
+    malformed = {"content": b"{", "headers": {"content-type": "application/json"}}
+    assert (await call("POST", me, **malformed)).status_code == 400
+    assert (await call("POST", me, json={"body": 7})).status_code == 422
+    assert (await call("POST", "/approvals/nope", json={"decision": "approve"})).status_code == 404
+    assert set(call.templates) <= call.seen, set(call.templates) - call.seen
+
+
+async def test_an_authenticated_refusal_keeps_to_the_documented_schema(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), auth_token="s3cret")
+    call = Checked(server.client, _document(auth_token="s3cret"))
+    assert (await call("GET", "/approvals")).status_code == 401
+    assert (await call("POST", "/agents/assistant/me", json={"body": "x"})).status_code == 401
+    assert (await call("GET", "/healthz")).status_code == 200
