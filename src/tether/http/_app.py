@@ -2,8 +2,9 @@
 typed errors, ``/openapi.json``.
 
 A request reads top-down: the Guard (``_guard``), then one router module, whose route
-calls the runtime and returns a response model (``_schemas``); a failure anywhere is an
-error envelope (``_errors``). Streams are written by ``_sse``.
+calls the runtime and returns a response model (``_responses``; the bodies it takes are
+in ``_requests``); a failure anywhere is an error envelope (``_errors``). Streams are
+written by ``_sse``.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def create_app(
                 await runtime.close()
 
     # FastAPIOffline: the docs pages load Swagger UI and ReDoc from this server, not a CDN.
-    # One schema per model, the one it validates: see _schemas on the wire models it holds.
+    # One schema per model, the one it validates: see _responses on the wire models it holds.
     app = FastAPIOffline(
         title="Tether", version="1", lifespan=lifespan, separate_input_output_schemas=False
     )

@@ -8,13 +8,15 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE, Runtime
 from tether.http._errors import BODY_FAILURES, Responses, failures
-from tether.http._schemas import ApprovalItem, ApprovalsPage, DecisionBody, DecisionReceipt
+from tether.http._requests import DecisionBody
+from tether.http._responses import ApprovalItem, ApprovalsPage, DecisionReceipt
 from tether.store import GateStatus
 
 __all__ = ("approvals_router",)
 
 
 def approvals_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    """The approvals page and a decision; ``responses`` are documented on both."""
     router = APIRouter(tags=["approvals"], responses=responses)
 
     @router.get("/approvals", responses=failures(422, 503))

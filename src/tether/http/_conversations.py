@@ -7,12 +7,14 @@ from fastapi import APIRouter, Query
 
 from tether.engine import Runtime
 from tether.http._errors import BODY_FAILURES, Responses, failures
-from tether.http._schemas import SEQ_AFTER, ForkBody, Forked, MessagesPage, RecordsPage, Verified
+from tether.http._requests import SEQ_AFTER, ForkBody
+from tether.http._responses import Forked, MessagesPage, RecordsPage, Verified
 
 __all__ = ("conversations_router",)
 
 
 def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    """Records, messages, fork, verify; ``responses`` are documented on each."""
     router = APIRouter(tags=["conversations"], responses=responses)
 
     @router.get("/agents/{agent}/{instance}/records", responses=failures(404, 422, 503))

@@ -13,13 +13,8 @@ from tether.engine import Runtime
 from tether.errors import ConversationNotFound
 from tether.http._errors import BODY_FAILURES, ApiError, Responses, failures
 from tether.http._progress import ProgressHub
-from tether.http._schemas import (
-    SEQ_AFTER,
-    WAIT_TIMEOUT,
-    DispatchAccepted,
-    DispatchBody,
-    DispatchSettled,
-)
+from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT, DispatchBody
+from tether.http._responses import DispatchAccepted, DispatchSettled
 from tether.http._sse import RecentRecords, View, session_stream
 from tether.http._submissions import settled_within
 from tether.store import MAX_SEQ, SessionKey
@@ -79,6 +74,7 @@ def _json(body: DispatchAccepted | DispatchSettled, status: int, **headers: str)
 def dispatch_router(
     runtime: Runtime, *, heartbeat: float, progress: ProgressHub, responses: Responses
 ) -> APIRouter:
+    """Admission and the SSE stream of a session; ``responses`` are documented on both."""
     router = APIRouter(tags=["sessions"], responses=responses)
     recent = RecentRecords(runtime)
 

@@ -1,9 +1,10 @@
 """The error envelope: every failure answers ``{"error": {"type", "message", "details"?}}``.
 
-Here are the status of every error Tether defines, the handlers that answer them, and the
-envelope's model with :func:`failures`, which documents a route's error answers in
-``/openapi.json``. Envelopes are written by hand (orjson), not by the model: the model is
-the contract, and tests/http/test_openapi.py checks that real answers keep to it.
+This module holds the status of every error Tether defines, the handlers that answer
+them, and the envelope's model with :func:`failures`, which documents a route's error
+answers in ``/openapi.json``. Envelopes are written by hand (orjson), not from the model:
+the model is the contract, and tests/http/test_openapi.py checks that real answers keep
+to it.
 """
 
 from __future__ import annotations

@@ -7,12 +7,13 @@ from fastapi import APIRouter
 
 from tether.engine import Runtime
 from tether.http._errors import ApiError, failures
-from tether.http._schemas import Alive, Ready
+from tether.http._responses import Alive, Ready
 
 __all__ = ("health_router",)
 
 
 def health_router(runtime: Runtime) -> APIRouter:
+    """Liveness and readiness, open whatever the auth."""
     router = APIRouter(tags=["health"])
 
     @router.get("/healthz", responses=failures())

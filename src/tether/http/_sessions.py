@@ -6,7 +6,8 @@ from fastapi import APIRouter
 
 from tether.engine import Runtime
 from tether.http._errors import BODY_FAILURES, Responses, failures
-from tether.http._schemas import Aborted, MessageBody, SessionBody, SubmissionReceipt
+from tether.http._requests import MessageBody, SessionBody
+from tether.http._responses import Aborted, SubmissionReceipt
 
 __all__ = ("sessions_router",)
 
@@ -14,6 +15,7 @@ _CONTROL_FAILURES = failures(*BODY_FAILURES, 404, 409, 503)
 
 
 def sessions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    """Steer, follow up, abort, compact; ``responses`` are documented on each."""
     router = APIRouter(tags=["sessions"], responses=responses)
 
     @router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)

@@ -9,7 +9,8 @@ from pydantic import JsonValue
 
 from tether.engine import Runtime
 from tether.http._errors import Responses, failures
-from tether.http._schemas import WAIT_TIMEOUT, SubmissionView
+from tether.http._requests import WAIT_TIMEOUT
+from tether.http._responses import SubmissionView
 
 __all__ = ("settled_within", "submissions_router")
 
@@ -27,6 +28,7 @@ async def settled_within(
 
 
 def submissions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    """A submission's view; ``responses`` are documented on it."""
     router = APIRouter(tags=["submissions"], responses=responses)
 
     @router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))

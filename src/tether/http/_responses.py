@@ -1,5 +1,5 @@
-"""What the HTTP API takes and answers: request bodies, shared query parameters, response
-models. ``/openapi.json`` is generated from them (the error envelope is in ``_errors``).
+"""What the HTTP API answers: a response model for every body a route returns.
+``/openapi.json`` is generated from them (the error envelope's is in ``_errors``).
 
 On the wire every name is camelCase, and an optional field that holds nothing is omitted
 (:func:`optional`), never ``null``; a field that may say ``null`` says so in its type and
@@ -15,116 +15,41 @@ annotation on one of its fields would be typed, which is what the wire shows.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Query
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    JsonValue,
-    PlainSerializer,
-    PlainValidator,
-)
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, PlainValidator
 from pydantic.alias_generators import to_camel
 
 from tether import records
-from tether.engine import InboundKind, Receipt, SignalInfo, SubmissionInfo
-from tether.journal import Decision
+from tether.engine import Receipt, SubmissionInfo
+from tether.http._requests import title
 from tether.messages import Message
-from tether.records import ApprovalDecided, AttachmentRef, SettlementStatus
-from tether.store import MAX_SEQ, Gate, GateStatus, SubmissionStatus
+from tether.records import ApprovalDecided, SettlementStatus
+from tether.store import Gate, GateStatus, SubmissionStatus
 
 __all__ = (
-    "SEQ_AFTER",
-    "WAIT_TIMEOUT",
     "Aborted",
     "Alive",
     "ApprovalItem",
     "ApprovalsPage",
     "AttemptView",
-    "DecisionBody",
     "DecisionReceipt",
     "DispatchAccepted",
-    "DispatchBody",
     "DispatchSettled",
-    "ForkBody",
     "Forked",
-    "MessageBody",
     "MessagesPage",
     "Ready",
     "RecordEnvelope",
     "RecordsPage",
-    "SessionBody",
     "Settlement",
     "SubmissionReceipt",
     "SubmissionView",
     "Verified",
     "WireMessage",
     "WireRecord",
+    "optional",
 )
-
-# --- shared query parameters -----------------------------------------------------------
-
-WAIT_TIMEOUT = Query(
-    default=60.0,
-    gt=0,
-    le=3600,
-    alias="timeout",
-    description="Seconds ?wait may hold the request open.",
-)
-SEQ_AFTER = Query(default=0, ge=0, le=MAX_SEQ, description="Records after this seq.")
-
-# --- request bodies --------------------------------------------------------------------
-
-
-def _title(name: str, _: object) -> str:
-    return name.replace("_", " ").capitalize()  # "Submission id", not "Submissionid"
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        extra="forbid",
-        field_title_generator=_title,
-    )
-
-
-class DispatchBody(_Body):
-    kind: InboundKind = "user"
-    body: str = ""
-    signal: SignalInfo | None = None
-    attachments: list[AttachmentRef] | None = None
-    result_schema: dict[str, JsonValue] | None = None
-    result_retries: int | None = Field(default=None, ge=0, le=10)
-    session: str = "default"
-    dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-class MessageBody(_Body):
-    body: str = Field(min_length=1)
-    session: str = "default"
-
-
-class SessionBody(_Body):
-    session: str = "default"
-
-
-class DecisionBody(_Body):
-    decision: Decision
-    reason: str | None = None
-    args: dict[str, JsonValue] | None = None
-    approver: str = Field(default="api", min_length=1, max_length=200)
-
-
-class ForkBody(_Body):
-    at_seq: int = Field(ge=1, le=MAX_SEQ)
-    session: str | None = None
-
-
-# --- response models -------------------------------------------------------------------
 
 
 def _absent(value: object) -> bool:
@@ -136,8 +61,8 @@ def optional(**schema: Any) -> Any:
     return Field(default=None, exclude_if=_absent, **schema)
 
 
-def _time(value: object) -> str | None:
-    return value.isoformat() if value is not None else None  # type: ignore[attr-defined]
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 _TIMESTAMP: dict[str, Any] = {"json_schema_extra": {"format": "date-time"}}
@@ -151,7 +76,7 @@ class _Response(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         serialize_by_alias=True,
-        field_title_generator=_title,
+        field_title_generator=title,
     )
 
 

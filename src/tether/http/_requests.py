@@ -1,0 +1,85 @@
+"""What the HTTP API takes: request bodies, and the query parameters several routes share.
+``/openapi.json`` is generated from them with the response models (``_responses``)."""
+
+from __future__ import annotations
+
+from fastapi import Query
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+from tether.engine import InboundKind, SignalInfo
+from tether.journal import Decision
+from tether.records import AttachmentRef
+from tether.store import MAX_SEQ
+
+__all__ = (
+    "SEQ_AFTER",
+    "WAIT_TIMEOUT",
+    "DecisionBody",
+    "DispatchBody",
+    "ForkBody",
+    "MessageBody",
+    "SessionBody",
+    "title",
+)
+
+
+def title(name: str, _: object) -> str:
+    """A field's title in the schema: "Submission id", not pydantic's "Submissionid"."""
+    return name.replace("_", " ").capitalize()
+
+
+# --- shared query parameters -----------------------------------------------------------
+
+WAIT_TIMEOUT = Query(
+    default=60.0,
+    gt=0,
+    le=3600,
+    alias="timeout",
+    description="Seconds ?wait may hold the request open.",
+)
+SEQ_AFTER = Query(default=0, ge=0, le=MAX_SEQ, description="Records after this seq.")
+
+# --- request bodies --------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+        field_title_generator=title,
+    )
+
+
+class DispatchBody(_Body):
+    kind: InboundKind = "user"
+    body: str = ""
+    signal: SignalInfo | None = None
+    attachments: list[AttachmentRef] | None = None
+    result_schema: dict[str, JsonValue] | None = None
+    result_retries: int | None = Field(default=None, ge=0, le=10)
+    session: str = "default"
+    dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class MessageBody(_Body):
+    body: str = Field(min_length=1)
+    session: str = "default"
+
+
+class SessionBody(_Body):
+    session: str = "default"
+
+
+class DecisionBody(_Body):
+    decision: Decision
+    reason: str | None = None
+    args: dict[str, JsonValue] | None = None
+    approver: str = Field(default="api", min_length=1, max_length=200)
+
+
+class ForkBody(_Body):
+    at_seq: int = Field(ge=1, le=MAX_SEQ)
+    session: str | None = None
