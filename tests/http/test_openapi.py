@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
 from tether.demo import demo_agents
 from tether.engine import Runtime
 from tether.http import create_app
+from tether.http._responses import RecordsPage
 from tether.store import MemoryStore, Store
 
 from .conftest import Server, until_appended
@@ -296,3 +298,19 @@ async def test_an_authenticated_refusal_keeps_to_the_documented_schema(asgi: Ser
     assert (await call("GET", "/approvals")).status_code == 401
     assert (await call("POST", "/agents/assistant/me", json={"body": "x"})).status_code == 401
     assert (await call("GET", "/healthz")).status_code == 200
+
+
+async def test_a_page_of_records_written_from_their_stored_bytes_says_what_its_model_does(
+    asgi: Serve,
+) -> None:
+    """``RecordsPage.to_json`` sends each record's stored bytes rather than the model's own
+    dump: the two must be the same JSON."""
+    server: Server = await asgi(demo_agents())
+    done = (
+        await server.client.post("/agents/assistant/me", params={"wait": True}, json={"body": "hi"})
+    ).json()
+    records = await server.runtime.records(done["conversationId"])
+    page = RecordsPage(conversation_id=done["conversationId"], records=records, next=3)
+    assert orjson.loads(page.to_json()) == orjson.loads(page.model_dump_json())
+    served = await server.client.get("/agents/assistant/me/records")
+    assert served.json() == {**orjson.loads(page.to_json()), "next": len(records)}

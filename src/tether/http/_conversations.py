@@ -4,11 +4,12 @@ a verification of the hash chain."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
+from fastapi.responses import Response
 
 from tether.engine import Runtime
 from tether.http._errors import BODY_FAILURES, Responses, failures
 from tether.http._requests import SEQ_AFTER, ForkBody
-from tether.http._responses import Forked, MessagesPage, RecordsPage, Verified
+from tether.http._responses import Forked, MessagesPage, RecordsPage, Verified, respond
 
 __all__ = ("conversations_router",)
 
@@ -17,21 +18,24 @@ def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter
     """Records, messages, fork, verify; ``responses`` are documented on each."""
     router = APIRouter(tags=["conversations"], responses=responses)
 
-    @router.get("/agents/{agent}/{instance}/records", responses=failures(404, 422, 503))
+    @router.get(
+        "/agents/{agent}/{instance}/records",
+        response_model=RecordsPage,
+        responses=failures(404, 422, 503),
+    )
     async def records(
         agent: str,
         instance: str,
         session: str = "default",
         after: int = SEQ_AFTER,
         limit: int = Query(default=100, ge=1, le=1000),
-    ) -> RecordsPage:
+    ) -> Response:
         """A page of the session's records after ``after``; ``next`` is where the next
         page starts."""
         conversation = await runtime.conversation(agent, instance, session=session)
         page = await runtime.records(conversation.id, after=after, limit=limit)
-        return RecordsPage(
-            conversation_id=conversation.id, records=page, next=page[-1].seq if page else after
-        )
+        next_after = page[-1].seq if page else after
+        return respond(RecordsPage(conversation_id=conversation.id, records=page, next=next_after))
 
     @router.get("/agents/{agent}/{instance}/messages", responses=failures(404, 422, 503))
     async def messages(agent: str, instance: str, session: str = "default") -> MessagesPage:

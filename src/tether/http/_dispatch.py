@@ -14,7 +14,7 @@ from tether.errors import ConversationNotFound
 from tether.http._errors import BODY_FAILURES, ApiError, Responses, failures
 from tether.http._progress import ProgressHub
 from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT, DispatchBody
-from tether.http._responses import DispatchAccepted, DispatchSettled
+from tether.http._responses import DispatchAccepted, DispatchSettled, respond
 from tether.http._sse import RecentRecords, View, session_stream
 from tether.http._submissions import settled_within
 from tether.store import MAX_SEQ, SessionKey
@@ -58,17 +58,6 @@ def _resume_point(after: int, last_event_id: str | None, view: View) -> tuple[in
         return (seq - 1, n + 1) if seq > after else (after, 0)
     shape = "a record seq" if view == "records" else "<seq>:<n> as sent"
     raise ApiError(400, "invalid_last_event_id", f"Last-Event-ID must be {shape}")
-
-
-def _json(body: DispatchAccepted | DispatchSettled, status: int, **headers: str) -> Response:
-    """The route answers two shapes, by status: it writes its own response (FastAPI's
-    ``response_model`` is one shape, and would check the body against it)."""
-    return Response(
-        body.__pydantic_serializer__.to_json(body),
-        status_code=status,
-        media_type="application/json",
-        headers=headers,
-    )
 
 
 def dispatch_router(
@@ -125,11 +114,11 @@ def dispatch_router(
         status = None
         if wait:
             if settled := await settled_within(runtime, receipt.submission_id, wait_seconds):
-                return _json(DispatchSettled.of(receipt, settled), 200)
+                return respond(DispatchSettled.of(receipt, settled))
             # Not settled in time: say where it stands (``waiting`` = parked for approval).
             status = (await runtime.submission(receipt.submission_id)).status
         accepted = DispatchAccepted.of(receipt, agent, instance, status)
-        return _json(accepted, 202, Location=f"/submissions/{receipt.submission_id}")
+        return respond(accepted, 202, Location=f"/submissions/{receipt.submission_id}")
 
     @router.get(
         "/agents/{agent}/{instance}",
