@@ -410,7 +410,7 @@ def test_renamed_engine_events_still_import_with_a_warning() -> None:
         ("SubmissionSettled", engine.SubmissionSettledEvent),
         ("ApprovalDecided", engine.ApprovalDecidedEvent),
     ):
-        with pytest.warns(DeprecationWarning, match=f"now tether.engine.{new.__name__}"):
+        with pytest.warns(DeprecationWarning, match=f"from tether.engine as {new.__name__}"):
             assert getattr(engine, old) is new
     with pytest.raises(AttributeError):
         engine.NoSuchName  # noqa: B018

@@ -3,7 +3,7 @@
 A package whose public name moved keeps the old path for its users through a module
 ``__getattr__`` (so the name is in neither its namespace nor its ``__all__``)::
 
-    _MOVED = {"ScriptedModel": "tether.models"}
+    _MOVED = {"ScriptedModel": "tether.models", "Old": "tether.engine:NewName"}
 
     def __getattr__(name: str) -> Any:
         return moved(__name__, name, _MOVED)
@@ -20,14 +20,17 @@ __all__ = ("moved",)
 
 
 def moved(module: str, name: str, homes: Mapping[str, str]) -> Any:
-    """``name`` from its home ``homes[name]``, warning that ``module`` no longer has it;
-    ``AttributeError`` for a name that never moved (what a module ``__getattr__`` owes)."""
+    """``name`` from its home ``homes[name]`` (a module, or ``module:new_name`` for a name
+    that was renamed too), warning that ``module`` no longer has it; ``AttributeError`` for a
+    name that never moved (what a module ``__getattr__`` owes)."""
     home = homes.get(name)
     if home is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    home, _, new_name = home.partition(":")
+    where = f"{home} as {new_name}" if new_name else home
     warnings.warn(
-        f"{module}.{name} has moved: import it from {home}",
+        f"{module}.{name} has moved: import it from {where}",
         DeprecationWarning,
         stacklevel=3,  # the caller of the module's __getattr__: the import or attribute use
     )
-    return getattr(importlib.import_module(home), name)
+    return getattr(importlib.import_module(home), new_name or name)

@@ -11,6 +11,9 @@ Example::
         print(await runtime.wait(receipt.submission_id))
 """
 
+from typing import Any
+
+from tether._moved import moved
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
@@ -101,24 +104,13 @@ __all__ = (
     "UsageTotals",
 )
 
-_RENAMED = {
-    "ApprovalDecided": "ApprovalDecidedEvent",
-    "SubmissionSettled": "SubmissionSettledEvent",
+_MOVED = {
+    "ApprovalDecided": "tether.engine:ApprovalDecidedEvent",
+    "SubmissionSettled": "tether.engine:SubmissionSettledEvent",
 }
 """Engine events renamed apart from the record payloads of the same names in
 :mod:`tether.records`; the old names still import, with a warning."""
 
 
-def __getattr__(name: str) -> object:
-    if name in _RENAMED:
-        import warnings
-
-        new = _RENAMED[name]
-        warnings.warn(
-            f"tether.engine.{name} is now tether.engine.{new} (tether.records.{name} is the "
-            "record payload)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return globals()[new]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
