@@ -282,6 +282,8 @@ PUBLIC = {
         "SubmissionAdmitted",
         "SubmissionClaimed",
         "SubmissionInfo",
+        "SubagentLimits",
+        "SubagentPolicy",
         "SubmissionSettledEvent",
         "Summarizer",
         "TIMEOUT_EXCEEDED",

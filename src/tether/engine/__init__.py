@@ -52,6 +52,7 @@ from tether.engine._settle import (
     SETTLEMENT_INDETERMINATE,
     TIMEOUT_EXCEEDED,
 )
+from tether.engine._subagents import SubagentLimits, SubagentPolicy
 from tether.engine._usage import UsageTotals
 
 __all__ = (
@@ -90,6 +91,8 @@ __all__ = (
     "RuntimeConfig",
     "SecretRedactor",
     "SignalInfo",
+    "SubagentLimits",
+    "SubagentPolicy",
     "SubmissionAdmitted",
     "SubmissionClaimed",
     "SubmissionInfo",

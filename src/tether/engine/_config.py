@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tether._ids import new_ulid
 from tether.engine._clock import Clock
 from tether.engine._redact import Redactor
+from tether.engine._subagents import SubagentLimits
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model
@@ -49,6 +50,8 @@ class AgentDefinition:
     initialize: Initializer
     max_attempts: int | None = None
     timeout: float | None = None
+    description: str | None = None
+    """What the agent is for: shown to a parent agent's model in its task tool, to route by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,10 @@ class RuntimeConfig:
     """Applied to tool errors, model errors and settlement failures before they are
     journaled. ``None``: a :class:`SecretRedactor` over the process environment and ``env``,
     read when the runtime is built."""
+    subagents: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Which agents each agent may delegate to through its task tool (absent: no task tool);
+    every name must be a registered agent."""
+    subagent_limits: SubagentLimits = field(default_factory=SubagentLimits)
     clock: Clock | None = None
     """What leases, heartbeats, ticks and deadlines are measured by; ``None``: the system's.
     Tests pass a :class:`ManualClock` to move time on without waiting."""

@@ -45,6 +45,7 @@ from tether.engine._observe import (
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._runs import RunRegistry
 from tether.engine._steering import SteerWatches
+from tether.engine._subagents import SubagentPolicy
 from tether.engine._trace import trace_context
 from tether.engine._usage import UsageTotals, total_usage
 from tether.engine._views import ViewCache
@@ -159,6 +160,10 @@ class Runtime:
         self._store_source = store
         self._store: Store | None = store if not isinstance(store, str) else None
         self.config = replace(config or RuntimeConfig(), **settings)
+        self.subagents = SubagentPolicy.of(
+            self.config.subagents, self.config.subagent_limits, list(self.agents)
+        )
+        """Who may delegate to whom (see :class:`SubagentPolicy`), checked once, here."""
         self.redact: Redactor = self.config.redact or SecretRedactor.from_env(
             os.environ, self.config.env
         )
