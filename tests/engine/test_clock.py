@@ -12,7 +12,14 @@ from functools import partial
 from pydantic import JsonValue
 
 from tests.engine.agents import echo_agent, loop_agent, slow_tools
-from tether.engine import EngineEvent, ManualClock, RecoveryDecided, Runtime, SystemClock
+from tether.engine import (
+    EngineEvent,
+    ManualClock,
+    Receipt,
+    RecoveryDecided,
+    Runtime,
+    SystemClock,
+)
 from tether.records import SubmissionSettled
 from tether.store import NewSubmission, SessionKey, Store, SubmissionStatus
 
@@ -43,6 +50,14 @@ async def nudge(clock: ManualClock, until: Callable[[], Awaitable[bool]], step: 
         while not await until():
             await clock.advance(step)
             await asyncio.sleep(0.01)
+
+
+async def dispatch_until_started(runtime: Runtime, agent: str, started: asyncio.Event) -> Receipt:
+    """Dispatch to ``agent`` and return once its (slow) tool has started."""
+    receipt = await runtime.dispatch(agent, "acme", "lookup x")
+    async with asyncio.timeout(60):
+        await started.wait()
+    return receipt
 
 
 async def settled(store: Store, submission_id: str) -> bool:
@@ -105,9 +120,7 @@ async def test_a_hung_tool_is_stopped_when_time_passes_its_deadline(make_runtime
     started = asyncio.Event()
     hung = loop_agent(slow_tools(3600, started), timeout=600)
     async with make_runtime({"hung": hung}, clock=clock) as runtime:
-        receipt = await runtime.dispatch("hung", "acme", "lookup forever")
-        async with asyncio.timeout(60):
-            await started.wait()
+        receipt = await dispatch_until_started(runtime, "hung", started)
         await clock.advance(601)
         outcome = await settle(runtime, receipt.submission_id)
     assert outcome["errorCode"] == "timeout_exceeded"
@@ -120,9 +133,7 @@ async def test_a_heartbeat_renews_the_lease_as_time_passes(
     started, release = asyncio.Event(), asyncio.Event()
     agents = {"slow": loop_agent(slow_tools(3600, started, release))}
     async with make_runtime(agents, clock=clock, lease=30, heartbeat=10) as runtime:
-        receipt = await runtime.dispatch("slow", "acme", "lookup x")
-        async with asyncio.timeout(60):
-            await started.wait()
+        receipt = await dispatch_until_started(runtime, "slow", started)
         first = (await store.get_submission(receipt.submission_id)).lease_expires_at
         assert first is not None
         leases: list[object] = []
@@ -208,9 +219,7 @@ async def test_an_abort_from_elsewhere_is_heard_at_the_next_heartbeat(
     started = asyncio.Event()
     agents = {"slow": loop_agent(slow_tools(3600, started))}
     async with make_runtime(agents, clock=clock, lease=30, heartbeat=10) as runtime:
-        receipt = await runtime.dispatch("slow", "acme", "lookup x")
-        async with asyncio.timeout(60):
-            await started.wait()
+        receipt = await dispatch_until_started(runtime, "slow", started)
         # Another process asks (only the store knows): this one hears it when it renews.
         await store.request_cancel(receipt.submission_id, now=clock.now())
         await clock.advance(10)
@@ -233,9 +242,7 @@ async def test_a_lost_lease_is_noticed_at_the_next_heartbeat_and_the_run_gives_u
     async with make_runtime(
         agents, clock=clock, lease=30, heartbeat=10, observers=[observe]
     ) as runtime:
-        receipt = await runtime.dispatch("slow", "acme", "lookup x")
-        async with asyncio.timeout(60):
-            await started.wait()
+        receipt = await dispatch_until_started(runtime, "slow", started)
         running = await store.get_submission(receipt.submission_id)
         # Its claim is taken away (as a peer that judged it dead would): the renewal fails.
         await store.release(running.id, attempt_id=str(running.attempt_id), last_error="taken")

@@ -62,7 +62,6 @@ from tether.journal import (
     Journal,
     JournalHooks,
     Stamp,
-    open_gate,
 )
 from tether.models import StreamDelta
 from tether.records import (
@@ -165,9 +164,8 @@ class _Attempt:
     async def _open_gate(self) -> ApprovalState | None:
         """The approval gate this submission's execution waits on, if it does."""
         sub = self.submission
-        view = self.context.views.get(sub.conversation_id)
-        await view.refresh(self.store, sub.conversation_id)
-        return open_gate(view.executions.by_submission.get(sub.id, []), view.fork_seq)
+        view = await self.context.views.refreshed(self.store, sub.conversation_id)
+        return view.open_gate(sub.id)
 
     async def _absorbed(self) -> list[Submission]:
         """Queued steer submissions this run delivered: they settle with it."""

@@ -26,7 +26,6 @@ from tether.engine._observe import (
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.engine._steering import SteerWatch
 from tether.errors import ClaimLost, Fenced, TetherError
-from tether.journal import open_gate
 from tether.records import SubmissionSettled
 from tether.store import OwnerLiveness, Submission, SubmissionStatus
 
@@ -44,9 +43,8 @@ async def requeue_if_stranded(context: EngineContext, submission: Submission) ->
     if submission.status is not SubmissionStatus.WAITING:
         return False
     if submission.cancel_requested_at is None:
-        view = context.views.get(submission.conversation_id)
-        await view.refresh(context.store, submission.conversation_id)
-        gate = open_gate(view.executions.by_submission.get(submission.id, []), view.fork_seq)
+        view = await context.views.refreshed(context.store, submission.conversation_id)
+        gate = view.open_gate(submission.id)
         if gate is not None and gate.request is not None and gate.decision is None:
             return False  # still waiting for a decision
     try:

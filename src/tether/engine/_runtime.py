@@ -171,7 +171,6 @@ class Runtime:
             [log_event, *observers], interceptors, redact=self.redact
         )
         self.clock: Clock = self.config.clock or SystemClock()
-        self._started = False
         self._context: EngineContext | None = None
         self._coordinator: Coordinator | None = None
         self._runs = RunRegistry()
@@ -216,7 +215,7 @@ class Runtime:
 
     async def start(self, *, worker: bool = True) -> None:
         """Open the store and (unless ``worker=False``, an API-only node) start the coordinator."""
-        if self._started:
+        if self._context is not None:
             raise RuntimeError("the runtime is already started")
         if self.closing:
             raise RuntimeClosed("the runtime is closed")
@@ -235,7 +234,6 @@ class Runtime:
             steering=self.steering,
             views=self.views,
         )
-        self._started = True
         if worker:
             self._coordinator = Coordinator(self._context)
             self._coordinator.start()
@@ -534,8 +532,7 @@ class Runtime:
             for message in await runtime.messages(conversation.id):
                 print(message.role, message.text)
         """
-        view = self.view(conversation_id)
-        await view.refresh(self._check_open(), conversation_id)
+        view = await self.views.refreshed(self._check_open(), conversation_id)
         return view.messages()
 
     async def verify(self, conversation_id: str) -> int:
@@ -560,8 +557,7 @@ class Runtime:
 
     async def usage(self, conversation_id: str, *, submission_id: str | None = None) -> UsageTotals:
         """Token usage and cost of a session's model calls, or of one submission's."""
-        view = self.view(conversation_id)
-        await view.refresh(self._check_open(), conversation_id)
+        view = await self.views.refreshed(self._check_open(), conversation_id)
         return total_usage(view.records, submission_id=submission_id)
 
     async def conversation(

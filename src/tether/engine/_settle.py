@@ -9,7 +9,7 @@ from typing import Final
 from pydantic import JsonValue
 
 from tether.errors import ClaimLost, Conflict
-from tether.journal import Journal, LogView, open_gate
+from tether.journal import Journal, LogView
 from tether.messages import ToolOutcomeStatus
 from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled, ToolOutcome
 from tether.store import Store, Submission
@@ -70,7 +70,7 @@ def _closing(
     waiting for approval: aborted, timed out, out of attempts), so that the log reads the
     gate as closed: it can no longer be decided, and the session's next execution is not
     blocked by it."""
-    gate = open_gate(view.executions.by_submission.get(submission.id, []), view.fork_seq)
+    gate = view.open_gate(submission.id)
     if gate is None:
         return []
     outcome = ToolOutcome(

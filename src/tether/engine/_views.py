@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from tether.journal import LogView
 from tether.records import Record
+from tether.store import LogStore
 
 __all__ = ("ViewCache",)
 
@@ -45,6 +46,12 @@ class ViewCache:
     def __iter__(self) -> Iterator[str]:
         """The ids of the kept views, least recently used first."""
         return iter(list(self._views))
+
+    async def refreshed(self, store: LogStore, conversation_id: str) -> LogView:
+        """The kept view of a conversation, brought up to the log's head."""
+        view = self.get(conversation_id)
+        await view.refresh(store, conversation_id)
+        return view
 
     def held(self) -> list[LogView]:
         """The kept views, least recently used first (without touching their order)."""

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tether._gc import collector_paused
+from tether.journal._approvals import ApprovalState, open_gate
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript, transcript
 from tether.journal._snapshot import Snapshot, SnapshotTranscript, encode_snapshot
@@ -196,6 +197,11 @@ class LogView:
             self.steer_sources,
             self._before_latest,
         )
+
+    def open_gate(self, submission_id: str) -> ApprovalState | None:
+        """The approval gate a submission's execution waits on, if it does (see
+        :func:`open_gate`)."""
+        return open_gate(self.executions.by_submission.get(submission_id, []), self.fork_seq)
 
     def messages(self) -> list[Message]:
         """The transcript of the whole log."""
