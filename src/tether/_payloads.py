@@ -66,6 +66,8 @@ class ConversationParent(WireModel):
     conversation_id: str
     seq: int = Field(ge=1)
     reason: Literal["fork", "task"]
+    call_id: str | None = None
+    """For a task child: the parent's task call it answers (``seq`` is its record)."""
 
 
 class SettlementStatus(StrEnum):

@@ -22,6 +22,7 @@ from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
 from tether.store._sqlite import SqliteStore
 from tether.store._types import (
     MAX_SEQ,
+    WAIT_FOR_CHILDREN,
     Admission,
     Attempt,
     ClaimSettlement,
@@ -30,6 +31,7 @@ from tether.store._types import (
     SessionKey,
     Submission,
     SubmissionStatus,
+    TaskParent,
 )
 from tether.store._url import DEFAULT_STORE_URL, open_store
 
@@ -37,6 +39,7 @@ __all__ = (
     "DEFAULT_STORE_URL",
     "MAX_SEQ",
     "SQLITE_FILENAME",
+    "WAIT_FOR_CHILDREN",
     "Admission",
     "AttachmentStore",
     "Attempt",
@@ -56,5 +59,6 @@ __all__ = (
     "Submission",
     "SubmissionStatus",
     "SubmissionStore",
+    "TaskParent",
     "open_store",
 )

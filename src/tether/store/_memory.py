@@ -17,7 +17,7 @@ from typing import Any, Self
 import orjson
 
 from tether._canonical import canonical_json
-from tether._payloads import AttachmentRef
+from tether._payloads import AttachmentRef, ConversationParent
 from tether.errors import (
     AttachmentNotFound,
     ClaimLost,
@@ -42,6 +42,7 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateIndex, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._types import WAIT_FOR_CHILDREN as CHILDREN
 from tether.store._types import (
     Admission,
     Attempt,
@@ -156,12 +157,16 @@ class MemoryStore:
         self._by_key[conversation.key] = conversation.id
 
     def _ensure(
-        self, key: SessionKey, conversation_id: str, created_at: datetime
+        self,
+        key: SessionKey,
+        conversation_id: str,
+        created_at: datetime,
+        parent: ConversationParent | None = None,
     ) -> tuple[Conversation, bool]:
         existing = self._by_key.get(key)
         if existing is not None:
             return self._logs[existing].conversation, False
-        conversation = Conversation(conversation_id, key, created_at)
+        conversation = Conversation(conversation_id, key, created_at, parent)
         self._create_log(conversation)
         self._notifier.notify([conversation.id])
         return conversation, True
@@ -217,12 +222,7 @@ class MemoryStore:
         # happen together or not at all.
         records = await self.append(conversation_id, drafts, expected_seq=expected_seq, fence=fence)
         stored.settlement = canonical_json(settle.settlement)
-        self._update(
-            stored,
-            status=SubmissionStatus.SETTLED,
-            lease_expires_at=None,
-            settled_at=settle.settled_at,
-        )
+        self._settle(stored, lease_expires_at=None, settled_at=settle.settled_at)
         return records
 
     async def append_decision(
@@ -361,7 +361,13 @@ class MemoryStore:
             return Admission(self._public(existing), created=False)
         if new.id in self._submissions:
             raise DispatchConflict(new.id, str(new.key))
-        conversation, _ = self._ensure(new.key, new.conversation_id, new.created_at)
+        parent = new.parent
+        conversation, _ = self._ensure(
+            new.key,
+            new.conversation_id,
+            new.created_at,
+            None if parent is None else parent.conversation_parent(),
+        )
         submission = Submission(
             id=new.id,
             dispatch_id=new.idempotency_key,
@@ -371,6 +377,9 @@ class MemoryStore:
             input={},
             created_at=new.created_at,
             trace=dict(new.trace) if new.trace else None,
+            parent_submission_id=None if parent is None else parent.submission_id,
+            parent_call_id=None if parent is None else parent.call_id,
+            depth=0 if parent is None else parent.depth,
         )
         stored = _StoredSubmission(submission, payload)
         self._submissions[new.id] = stored
@@ -483,6 +492,44 @@ class MemoryStore:
             wait_reason=None,
         )
 
+    async def list_children(self, submission_id: str) -> list[Submission]:
+        self._check_open()
+        return [
+            self._public(stored)
+            for stored in self._submissions.values()
+            if stored.submission.parent_submission_id == submission_id
+        ]
+
+    async def list_expired_waits(self, now: datetime) -> list[Submission]:
+        self._check_open()
+        return [
+            self._public(stored)
+            for stored in self._submissions.values()
+            if stored.submission.status is SubmissionStatus.WAITING
+            and stored.submission.wait_until is not None
+            and stored.submission.wait_until <= now
+        ]
+
+    def _has_unsettled_children(self, submission_id: str) -> bool:
+        return any(
+            stored.submission.parent_submission_id == submission_id
+            and stored.submission.status is not SubmissionStatus.SETTLED
+            for stored in self._submissions.values()
+        )
+
+    def _settle(self, stored: _StoredSubmission, **changes: Any) -> Submission:
+        """Settle, and wake the parent if this was the last unsettled child it waits for."""
+        settled = self._update(stored, status=SubmissionStatus.SETTLED, **changes)
+        parent = self._submissions.get(settled.parent_submission_id or "")
+        if (
+            parent is not None
+            and parent.submission.status is SubmissionStatus.WAITING
+            and parent.submission.wait_reason == CHILDREN
+            and not self._has_unsettled_children(parent.submission.id)
+        ):
+            self._wake(parent)
+        return settled
+
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         self._stored(submission_id)
         return list(self._attempts.get(submission_id, ()))
@@ -530,11 +577,17 @@ class MemoryStore:
         attempt_id: str,
         reason: str,
         expected_seq: int | None = None,
+        wait_until: datetime | None = None,
     ) -> Submission:
         stored = self._owned(submission_id, attempt_id, "park")
         submission = stored.submission
-        woken = submission.cancel_requested_at is not None or (
-            expected_seq is not None and self._logs[submission.conversation_id].head != expected_seq
+        woken = (
+            submission.cancel_requested_at is not None
+            or (
+                expected_seq is not None
+                and self._logs[submission.conversation_id].head != expected_seq
+            )
+            or (reason == CHILDREN and not self._has_unsettled_children(submission_id))
         )
         return self._update(
             stored,
@@ -543,6 +596,7 @@ class MemoryStore:
             owner_id=None,
             lease_expires_at=None,
             wait_reason=reason,
+            wait_until=wait_until,
             attempt_count=submission.attempt_count - 1,
         )
 
@@ -587,7 +641,7 @@ class MemoryStore:
         if status is not SubmissionStatus.QUEUED:
             raise ClaimLost(submission_id, f"cannot settle as absorbed: status is {status}")
         stored.settlement = payload
-        return self._update(stored, status=SubmissionStatus.SETTLED, settled_at=now)
+        return self._settle(stored, settled_at=now)
 
     async def finalize_settlement(self, submission_id: str, *, now: datetime) -> Submission:
         stored = self._stored(submission_id)
@@ -596,7 +650,7 @@ class MemoryStore:
             return self._public(stored)
         if status is not SubmissionStatus.TERMINALIZING:
             raise ClaimLost(submission_id, f"cannot finalize: status is {status}")
-        return self._update(stored, status=SubmissionStatus.SETTLED, settled_at=now)
+        return self._settle(stored, settled_at=now)
 
     # --- approval gates ---------------------------------------------------------------
 

@@ -40,13 +40,24 @@ __all__ = (
 
 @runtime_checkable
 class SubmissionStore(Protocol):
-    """Admission, claiming, leases and two-phase settlement of submissions."""
+    """Admission, claiming, leases and two-phase settlement of submissions.
+
+    **The wake of a parent.** Every operation that settles a child submission (one with a
+    parent: ``finalize_settlement``, ``settle_absorbed``, ``Store.append_settled``) also,
+    in the same commit, requeues its parent (waiting → queued) if the parent waits for
+    ``children`` and this was its last unsettled child. So a parent is never left waiting
+    on children that have all settled, whatever a crash cuts.
+    """
 
     async def admit(self, new: NewSubmission) -> Admission:
         """Admit a submission, materializing its session's conversation if needed.
 
         Idempotent per ``(key, dispatch id)``: an equal input returns the original
         submission with ``created=False``; a different input raises ``DispatchConflict``.
+
+        A child (``new.parent`` set) keeps its parent's submission id, call id and its
+        depth; the conversation it materializes carries ``new.parent``'s link in its
+        ``conversation_created`` record (an existing conversation is left as it is).
         """
         ...
 
@@ -114,6 +125,15 @@ class SubmissionStore(Protocol):
         disjoint heads; a head another caller is taking is skipped, not waited for."""
         ...
 
+    async def list_children(self, submission_id: str) -> list[Submission]:
+        """The child submissions of a submission (those admitted with it as their
+        ``parent``), in admission order; empty for an unknown id. Served by an index."""
+        ...
+
+    async def list_expired_waits(self, now: datetime) -> list[Submission]:
+        """Waiting submissions whose ``wait_until`` is at or before ``now``."""
+        ...
+
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         """The attempts of a submission in start order."""
         ...
@@ -150,15 +170,19 @@ class SubmissionStore(Protocol):
         attempt_id: str,
         reason: str,
         expected_seq: int | None = None,
+        wait_until: datetime | None = None,
     ) -> Submission:
-        """Running → waiting for the owning attempt (approval, child tasks); no lease is held
-        and the attempt is refunded (waiting is not failing). ``ClaimLost`` for any other
-        attempt.
+        """Running → waiting for the owning attempt (``reason``: ``approval``, ``children``);
+        no lease is held and the attempt is refunded (waiting is not failing). ``ClaimLost``
+        for any other attempt. ``wait_until`` is kept until the next park (``None`` clears
+        it): past it, the wait is listed by ``list_expired_waits``.
 
         Unless the wait may already be over: if a cancel was requested, or the conversation's
         head has moved past ``expected_seq`` (the head the attempt last saw: the decision it
-        would wait for may be in the log already), it goes running → queued instead, refunded
-        too, so that the next claim reads the log as it is now. Check the returned status.
+        would wait for may be in the log already), or it would wait for ``children`` and
+        none of its children is unsettled, it goes running → queued instead, refunded too,
+        so that the next claim reads the log (and its children) as they are now. Check the
+        returned status.
         """
         ...
 

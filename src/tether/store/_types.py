@@ -12,6 +12,7 @@ from tether._payloads import ConversationParent
 
 __all__ = (
     "MAX_SEQ",
+    "WAIT_FOR_CHILDREN",
     "Admission",
     "Attempt",
     "Conversation",
@@ -19,6 +20,7 @@ __all__ = (
     "SessionKey",
     "Submission",
     "SubmissionStatus",
+    "TaskParent",
     "utc_now",
 )
 
@@ -26,6 +28,11 @@ __all__ = (
 MAX_SEQ: Final = 2**63 - 1
 """The largest sequence number a store keeps (a signed 64-bit integer): the bound every
 number that names a record is checked against, at the HTTP and the Runtime boundary."""
+
+
+WAIT_FOR_CHILDREN: Final = "children"
+"""The park ``reason`` of a parent waiting for its child submissions: a store wakes it when
+its last child settles (see ``SubmissionStore``)."""
 
 
 def utc_now() -> datetime:
@@ -69,6 +76,25 @@ class SubmissionStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class TaskParent:
+    """The task call a child submission answers: the parent submission and the record (in
+    the parent's conversation) of the call that spawned it. ``depth`` is the child's own
+    (a root submission is depth 0, its children depth 1)."""
+
+    submission_id: str
+    conversation_id: str
+    seq: int
+    call_id: str
+    depth: int = 1
+
+    def conversation_parent(self) -> ConversationParent:
+        """The ``parent`` link of the child's conversation."""
+        return ConversationParent(
+            conversation_id=self.conversation_id, seq=self.seq, reason="task", call_id=self.call_id
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class NewSubmission:
     """What a dispatch asks a store to admit.
 
@@ -85,6 +111,9 @@ class NewSubmission:
     trace: Mapping[str, str] | None = None
     """The caller's W3C trace context (``traceparent``, ``tracestate``), kept beside the
     input: it is not part of what makes a dispatch the same one."""
+    parent: TaskParent | None = None
+    """Set for a child submission (a task call's): its conversation, created by this
+    admission, links back to the call, and the parent is woken when its last child settles."""
 
     @property
     def idempotency_key(self) -> str:
@@ -113,6 +142,13 @@ class Submission:
     settlement: Mapping[str, Any] | None = None
     settled_at: datetime | None = None
     trace: Mapping[str, str] | None = None
+    parent_submission_id: str | None = None
+    """For a child submission: the submission whose task call spawned it."""
+    parent_call_id: str | None = None
+    depth: int = 0
+    """How deep in a subagent tree: 0 for a root submission, its children 1, and so on."""
+    wait_until: datetime | None = None
+    """Set by a park with a deadline: a wait past it is listed by ``list_expired_waits``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ Example (a complete test module for a third-party backend)::
 
 from tether.testing.storetest._admitting import AdmitAndClaimCases
 from tether.testing.storetest._base import BaseConformance, Fixtures
+from tether.testing.storetest._children import ChildCases
 from tether.testing.storetest._deciding import DecisionCases
 from tether.testing.storetest._gates import GateCases
 from tether.testing.storetest._log import AttachmentCases, LogCases, SnapshotCases
@@ -39,6 +40,7 @@ class StoreConformance(
     SnapshotCases,
     SettlementCases,
     DecisionCases,
+    ChildCases,
     GateCases,
     AttachmentCases,
     MachineCase,

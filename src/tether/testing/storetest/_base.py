@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tether.records import RecordDraft, UserMessage, format_time
-from tether.store import NewSubmission, SessionKey, Store, Submission
+from tether.store import NewSubmission, SessionKey, Store, Submission, TaskParent
 
 __all__ = ("BaseConformance", "Fixtures", "case")
 
@@ -87,6 +87,7 @@ class Fixtures:
         body: str = "hello",
         instance: str = INSTANCE,
         trace: dict[str, str] | None = None,
+        parent: TaskParent | None = None,
     ) -> NewSubmission:
         return NewSubmission(
             id=self.id("sub"),
@@ -96,6 +97,7 @@ class Fixtures:
             created_at=self.at(0),
             dispatch_id=dispatch_id,
             trace=trace,
+            parent=parent,
         )
 
     async def admit(self, session: str = "default", **kwargs: Any) -> Submission:
