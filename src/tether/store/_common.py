@@ -37,9 +37,13 @@ __all__ = (
 SUBMISSION_COLUMNS = (
     "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
     "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
-    "cancel_requested_at, settlement, settled_at, trace"
+    "cancel_requested_at, settlement, settled_at, trace, "
+    "parent_submission_id, parent_call_id, depth, wait_until"
 )
 """The columns a submission row is read with, in the order ``submission_from_row`` takes."""
+
+_BASE_COLUMNS = 20
+"""How many of ``SUBMISSION_COLUMNS`` precede the parent link and the wait's deadline."""
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -206,7 +210,11 @@ def attachment_ref(data: bytes, media_type: str) -> AttachmentRef:
 
 def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | None]) -> Submission:
     """A row of ``SUBMISSION_COLUMNS`` as a submission; ``moment`` reads the backend's times
-    (JSON columns hold canonical bytes)."""
+    (JSON columns hold canonical bytes). A row of the first twenty columns only (the
+    columns before a child's parent link) reads as a root submission without a deadline."""
+    parent_submission_id, parent_call_id, depth, wait_until = (
+        row[_BASE_COLUMNS:] if len(row) > _BASE_COLUMNS else (None, None, 0, None)
+    )
     (
         sid,
         dispatch_id,
@@ -228,7 +236,7 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
         settlement,
         settled_at,
         trace,
-    ) = row
+    ) = row[:_BASE_COLUMNS]
     created = moment(created_at)
     assert created is not None  # NOT NULL in every schema
     return Submission(
@@ -250,6 +258,10 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
         settlement=None if settlement is None else orjson.loads(settlement),
         settled_at=moment(settled_at),
         trace=None if trace is None else orjson.loads(trace),
+        parent_submission_id=parent_submission_id,
+        parent_call_id=parent_call_id,
+        depth=depth,
+        wait_until=moment(wait_until),
     )
 
 
