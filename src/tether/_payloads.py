@@ -220,6 +220,13 @@ class TaskSpawned(Payload):
 
 
 class TaskFinished(Payload):
+    """A child's end as its parent recorded it, beside the task call's ``tool_outcome``.
+
+    ``result`` is the child's answer (its text, or its JSON for a result schema), or for a
+    child that did not succeed the partial output it left; ``usage``, ``model_calls`` and
+    ``cost`` total the child's model calls (its own children's included), so the parent's
+    log alone rolls them up."""
+
     KIND = "task_finished"
     call_id: str
     child_conversation_id: str
@@ -227,6 +234,11 @@ class TaskFinished(Payload):
     status: SettlementStatus
     result: JsonValue = None
     error: str | None = None
+    error_code: str | None = None
+    agent: str | None = None
+    usage: Usage | None = None
+    model_calls: int | None = None
+    cost: float | None = None
 
 
 class ExecutionEnded(Payload):

@@ -23,6 +23,7 @@ __all__ = (
     "ApprovalParked",
     "AttachmentNotFound",
     "CanonicalizationError",
+    "ChildrenPending",
     "ClaimLost",
     "Conflict",
     "ContextOverflow",
@@ -49,6 +50,7 @@ __all__ = (
     "ModelTransientError",
     "NoRunInFlight",
     "NotFound",
+    "Parked",
     "RecordDecodeError",
     "RecordedModelFailure",
     "ReplayDiverged",
@@ -336,7 +338,17 @@ class HarnessMismatch(JournalError):
         )
 
 
-class ApprovalParked(JournalError):
+class Parked(JournalError):
+    """The execution parked durably, waiting for something outside it: not a failure.
+
+    Nothing is written for the park itself (no end, no failure record): the log already
+    says what it waits for, and ``resume`` carries on once that has come.
+    """
+
+    code = "parked"
+
+
+class ApprovalParked(Parked):
     """The execution parked durably on a tool that needs a human decision.
 
     Not a failure: nothing more is written until :meth:`Journal.approve` records a
@@ -351,6 +363,23 @@ class ApprovalParked(JournalError):
         self.call_id = call_id
         self.request_seq = request_seq
         super().__init__(f"execution {execution_id} is waiting for approval {approval_id}")
+
+
+class ChildrenPending(Parked):
+    """The execution parked durably on task calls whose child submissions have not settled.
+
+    Each call's ``task_spawned`` record is in the log; ``resume`` serves the children's
+    answers once they have settled (the engine requeues the parent when the last does).
+    """
+
+    code = "children_pending"
+
+    def __init__(self, execution_id: str, call_ids: tuple[str, ...]) -> None:
+        self.execution_id = execution_id
+        self.call_ids = call_ids
+        super().__init__(
+            f"execution {execution_id} is waiting for the children of {', '.join(call_ids)}"
+        )
 
 
 class ApprovalBlocked(JournalError):

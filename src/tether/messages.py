@@ -145,11 +145,13 @@ class Usage(WireModel):
 
 
 class Mediation(StrEnum):
-    """Who runs a tool: the host (journaled), the harness (reported), or the host after a human."""
+    """Who runs a tool: the host (journaled), the harness (reported), the host after a human,
+    or a child submission (a ``task`` call: see ``Turn.delegate``)."""
 
     HOST = "host"
     REPORTED = "reported"
     APPROVAL = "approval"
+    TASK = "task"
 
 
 def _empty_object_schema() -> JsonObject:

@@ -15,10 +15,19 @@ from pydantic import JsonValue
 
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
-from tether.engine import AgentSpec
+from tether.engine import TASK_TOOL, AgentSpec, task_tool
 from tether.errors import ContextOverflow, JournalError, RecordedModelFailure
 from tether.journal import SIGNAL_MEDIA_TYPE, Turn
-from tether.messages import DataPart, Mediation, Message, ModelRequest, TextPart, ToolCall
+from tether.messages import (
+    DataPart,
+    Mediation,
+    Message,
+    ModelRequest,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResult,
+)
 from tether.models import Model, estimate_tokens
 
 __all__ = ("Agent", "AgentLoopError", "agent_spec", "render_signal")
@@ -118,14 +127,40 @@ class Agent:
         settings = dict(self.settings)
         if config and "resultSchema" in config:
             settings["resultSchema"] = config["resultSchema"]
+        tools = tuple(t.spec for t in self.tools.values())
+        if _delegates(config):
+            assert config is not None
+            tools += (task_tool(config["subagents"]),)
         return ModelRequest(
-            model=self.model,
-            messages=(*system, *messages),
-            tools=tuple(t.spec for t in self.tools.values()),
-            settings=settings,
+            model=self.model, messages=(*system, *messages), tools=tools, settings=settings
         )
 
+    async def _call(self, turn: Turn, part: ToolCallPart) -> ToolResult | None:
+        """Run one of the model's tool calls: a task call as a child submission (when the
+        execution offers the task tool), any other through the journal's tool executor."""
+        task = part.name == TASK_TOOL and _delegates(turn.config)
+        tool = None if task else self.tools.get(part.name)
+        call = ToolCall(
+            call_id=part.call_id,
+            name=part.name,
+            args=part.args,
+            # From recorded values: a replay or a resume derives the same key.
+            idempotency_key=f"{turn.execution_id}:{part.call_id}",
+            mediation=Mediation.TASK
+            if task
+            else tool.spec.mediation
+            if tool is not None
+            else Mediation.HOST,
+            idempotent=tool is not None and tool.idempotent,
+        )
+        return await (turn.delegate(call) if task else turn.tool(call))
+
     async def run(self, turn: Turn) -> JsonValue:
+        if _delegates(turn.config) and TASK_TOOL in self.tools:
+            raise AgentLoopError(
+                f"a tool named {TASK_TOOL!r} would shadow the task tool this agent is given "
+                "for its subagents: rename the tool"
+            )
         messages = _render([*turn.history, *turn.inputs])
         overflows = 0
         used = 0  # the prompt tokens the last call reported
@@ -145,22 +180,9 @@ class Agent:
             messages.append(response.message)
             calls = response.message.tool_calls
             if calls:
-                results = await _all(
-                    turn.tool(
-                        ToolCall(
-                            call_id=part.call_id,
-                            name=part.name,
-                            args=part.args,
-                            # From recorded values: a replay or a resume derives the same key.
-                            idempotency_key=f"{turn.execution_id}:{part.call_id}",
-                            mediation=self.tools[part.name].spec.mediation
-                            if part.name in self.tools
-                            else Mediation.HOST,
-                            idempotent=part.name in self.tools and self.tools[part.name].idempotent,
-                        )
-                    )
-                    for part in calls
-                )
+                answers = await _all(self._call(turn, part) for part in calls)
+                turn.wait_for_children()  # parks here while a task call's child runs
+                results = [answer for answer in answers if answer is not None]
                 messages += [
                     Message(role="tool", parts=(result.to_part(part.name),))
                     for part, result in zip(calls, results, strict=True)
@@ -190,6 +212,11 @@ class Agent:
         await turn.compact(summary, keep=keep, reason=reason)
         kept = messages[len(messages) - keep :] if keep else []
         return [Message.user(f"Summary of the conversation so far:\n{summary}"), *kept]
+
+
+def _delegates(config: dict[str, JsonValue] | None) -> bool:
+    """The execution offers the task tool: its recorded config names subagents."""
+    return bool(config and config.get("subagents"))
 
 
 async def _all(calls: Iterable[Coroutine[Any, Any, T]]) -> list[T]:

@@ -17,6 +17,7 @@ from tether._moved import moved
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
+from tether.engine._delegation import TASK_TOOL, TASK_WAIT_EXCEEDED, TaskArgs, task_tool
 from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, InboundKind, SignalInfo
 from tether.engine._observe import (
@@ -34,7 +35,10 @@ from tether.engine._observe import (
     RecoveryDecided,
     SubmissionAdmitted,
     SubmissionClaimed,
+    SubmissionResumed,
     SubmissionSettledEvent,
+    SubmissionSpawned,
+    SubmissionWaiting,
     ToolEnded,
     ToolProgress,
     ToolStarted,
@@ -63,6 +67,8 @@ __all__ = (
     "RESULT_SCHEMA_INVALID",
     "RUN_FAILED",
     "SETTLEMENT_INDETERMINATE",
+    "TASK_TOOL",
+    "TASK_WAIT_EXCEEDED",
     "TIMEOUT_EXCEEDED",
     "AgentDefinition",
     "AgentSpec",
@@ -96,15 +102,20 @@ __all__ = (
     "SubmissionAdmitted",
     "SubmissionClaimed",
     "SubmissionInfo",
+    "SubmissionResumed",
     "SubmissionSettledEvent",
+    "SubmissionSpawned",
+    "SubmissionWaiting",
     "Summarizer",
     "SystemClock",
+    "TaskArgs",
     "ToolEnded",
     "ToolProgress",
     "ToolStarted",
     "TurnEnded",
     "TurnStarted",
     "UsageTotals",
+    "task_tool",
 )
 
 _MOVED = {

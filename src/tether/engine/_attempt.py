@@ -19,6 +19,7 @@ from pydantic import JsonValue
 
 from tether.engine._config import AgentDefinition, AgentSpec
 from tether.engine._context import EngineContext
+from tether.engine._delegation import ChildDelegation, cancel_children, children_awaited
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
     AttemptStarted,
@@ -29,7 +30,9 @@ from tether.engine._observe import (
     OperationEnded,
     OperationStarted,
     RecoveryDecided,
+    SubmissionResumed,
     SubmissionSettledEvent,
+    SubmissionWaiting,
     ToolProgress,
 )
 from tether.engine._results import correction, judge
@@ -37,6 +40,7 @@ from tether.engine._runs import Stop
 from tether.engine._settle import (
     ABORTED,
     ATTEMPT_BUDGET_EXHAUSTED,
+    CANCELLED_BY_PARENT,
     RUN_FAILED,
     TIMEOUT_EXCEEDED,
     complete,
@@ -48,10 +52,13 @@ from tether.engine._steering import SteerWatch
 from tether.engine._supervise import supervise
 from tether.errors import (
     ApprovalParked,
+    ChildrenPending,
     ClaimLost,
     Fenced,
     IncompleteInvocation,
+    Parked,
     StoreUnavailable,
+    SubmissionNotFound,
     TetherError,
     TransientError,
 )
@@ -71,9 +78,10 @@ from tether.records import (
     Signal,
     SteerReceived,
     SubmissionSettled,
+    TaskFinished,
     UserMessage,
 )
-from tether.store import ClaimSettlement, Submission, SubmissionStatus
+from tether.store import WAIT_FOR_CHILDREN, ClaimSettlement, Submission, SubmissionStatus
 
 __all__ = ("run_attempt",)
 
@@ -145,6 +153,11 @@ class _Attempt:
         self.inbound = Inbound.model_validate(submission.input)
         self._journal_used: Journal | None = None
         """The journal the work opened: the head it last saw is what a park compares."""
+        self.targets = context.subagents.targets(submission.key.agent, submission.depth)
+        self.delegation = (
+            ChildDelegation(context, submission, self.targets) if self.targets else None
+        )
+        """Runs the task calls of an agent that may delegate (its task tool is offered)."""
 
     async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
         absorbed = await self._absorbed()
@@ -185,6 +198,27 @@ class _Attempt:
         settlement = payload.to_json_object()
         self.context.runs.notify_settled(submission.id, settlement)
         await self.events.emit(SubmissionSettledEvent(correlation, settlement=settlement))
+        if submission.id == self.submission.id and self.delegation is not None:
+            await cancel_children(self.context, submission)
+
+    async def _aborted(self, reason: str) -> SubmissionSettled:
+        """An abort's settlement: ``cancelled_by_parent`` for a child its parent gave up on
+        (the parent settled, or recorded this child's end: its wait lapsed)."""
+        sub = self.submission
+        if sub.parent_submission_id is not None:
+            with contextlib.suppress(SubmissionNotFound):
+                parent = await self.store.get_submission(sub.parent_submission_id)
+                if parent.status is SubmissionStatus.SETTLED:
+                    return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} has settled")
+                view = await self.context.views.refreshed(self.store, parent.conversation_id)
+                if any(
+                    isinstance(record.payload, TaskFinished)
+                    and record.payload.child_submission_id == sub.id
+                    for record in view.records
+                    if record.kind == TaskFinished.KIND
+                ):
+                    return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} gave up on it")
+        return failed(ABORTED, reason)
 
     # --- the attempt ------------------------------------------------------------------
 
@@ -206,7 +240,7 @@ class _Attempt:
                 if gate.decision is None
                 else "aborted before its approved tool call ran"
             )
-            return await self.settle(failed(ABORTED, reason))
+            return await self.settle(await self._aborted(reason))
         if self.definition is None:
             return await self.settle(
                 failed(RUN_FAILED, f"agent {sub.key.agent!r} is not registered")
@@ -258,29 +292,15 @@ class _Attempt:
                     failed(TIMEOUT_EXCEEDED, "the submission exceeded its timeout"),
                     fresh_fence=True,
                 )
-            return await self.settle(failed(ABORTED, "aborted"), fresh_fence=True)
+            return await self.settle(await self._aborted("aborted"), fresh_fence=True)
         error = work.exception()
         if error is None and self._reserved is not None:
             settlement, absorbed = self._reserved  # its record is durable: only bookkeeping is left
             return await self._complete(settlement, absorbed)
         if error is None:
             return await self.settle(work.result())
-        if isinstance(error, ApprovalParked):
-            # A CAS on the head this attempt saw: a decision (or abort) that came while it
-            # was still running requeues it instead, to be resumed with the log as it is now.
-            seen = self._journal_used.head if self._journal_used is not None else None
-            with contextlib.suppress(ClaimLost):
-                parked = await self.store.park(
-                    sub.id, attempt_id=str(sub.attempt_id), reason="approval", expected_seq=seen
-                )
-                if parked.status is SubmissionStatus.QUEUED:
-                    detail = f"approval {error.approval_id}: decided or aborted before the park"
-                    await events.emit(
-                        RecoveryDecided(
-                            self.correlation, decision="woken_before_park", detail=detail
-                        )
-                    )
-            return
+        if isinstance(error, Parked):
+            return await self._park(error)
         if isinstance(error, Fenced):
             # Superseded while still owning the claim (a peer finishing a stale settlement, an
             # operator's journal): the work is not at fault. Hand it back to resume from the
@@ -307,6 +327,38 @@ class _Attempt:
             return
         message = self.context.redact(f"{type(error).__name__}: {error}")
         await self.settle(failed(RUN_FAILED, message))
+
+    async def _park(self, error: Parked) -> None:
+        """Wait without a lease. A CAS on the head this attempt saw (and, for children, on
+        their being unsettled still): a decision, an abort or a child's end that came while
+        it was still running requeues it instead, to be resumed as things are now."""
+        sub = self.submission
+        seen = self._journal_used.head if self._journal_used is not None else None
+        delegation = self.delegation
+        children = isinstance(error, ChildrenPending) and delegation is not None
+        with contextlib.suppress(ClaimLost):
+            parked = await self.store.park(
+                sub.id,
+                attempt_id=str(sub.attempt_id),
+                reason=WAIT_FOR_CHILDREN if children else "approval",
+                expected_seq=seen,
+                wait_until=delegation.wait_until if children and delegation else None,
+            )
+            if parked.status is SubmissionStatus.QUEUED:
+                what = (
+                    f"approval {error.approval_id}"
+                    if isinstance(error, ApprovalParked)
+                    else "its children"
+                )
+                detail = f"{what}: decided, settled or aborted before the park"
+                await self.events.emit(
+                    RecoveryDecided(self.correlation, decision="woken_before_park", detail=detail)
+                )
+                return
+            waited = tuple(delegation.waiting_for) if children and delegation else ()
+            await self.events.emit(
+                SubmissionWaiting(self.correlation, reason=str(parked.wait_reason), children=waited)
+            )
 
     # --- the work (user code from here on) ----------------------------------------------
 
@@ -341,6 +393,7 @@ class _Attempt:
             hooks=JournalHooks(
                 observer=_Observer(self.context, self.correlation),
                 steer_source=self._steer_source,
+                delegation=self.delegation,
                 wrappers=EffectWrappers(
                     model=lambda model: events.model(model, self.correlation),
                     tools=lambda tools: events.tools(tools, self.correlation),
@@ -389,9 +442,18 @@ class _Attempt:
             await events.emit(OperationEnded(self.correlation, operation=name, error=error))
 
     def _exec_config(self) -> dict[str, JsonValue] | None:
-        """Recorded on the execution, so a harness can ask its model for the right shape."""
+        """Recorded on the execution, so that a harness (its replay too) asks its model for
+        the right shape, and offers the task tool with the agents it may delegate to."""
+        config: dict[str, JsonValue] = {}
         schema = self.inbound.result_schema
-        return {"resultSchema": dict(schema)} if schema is not None else None
+        if schema is not None:
+            config["resultSchema"] = dict(schema)
+        if self.targets:
+            config["subagents"] = [
+                {"agent": name, "description": self.context.agents[name].description or ""}
+                for name in self.targets
+            ]
+        return config or None
 
     def _decide(self, output: JsonValue, journal: Journal) -> tuple[SubmissionSettled | None, str]:
         """The settlement this output earns, or ``None`` and the problem if a structured result
@@ -454,6 +516,9 @@ class _Attempt:
             await events.emit(
                 RecoveryDecided(self.correlation, decision="resume", detail=mine[-1].id)
             )
+            waited = children_awaited(mine[-1].effects)
+            if waited:
+                await events.emit(SubmissionResumed(self.correlation, children=waited))
             try:
                 output = await self._operation("resume", journal, spec, None)
             except IncompleteInvocation:  # only a cut inside the atomic start batch: start over

@@ -15,6 +15,7 @@ from tether.engine._observe import Instrumentation
 from tether.engine._redact import Redactor
 from tether.engine._runs import RunRegistry
 from tether.engine._steering import SteerWatches
+from tether.engine._subagents import SubagentPolicy
 from tether.engine._views import ViewCache
 from tether.store import Store, StoreCapabilities
 
@@ -37,6 +38,7 @@ class EngineContext:
     runs: RunRegistry
     steering: SteerWatches
     views: ViewCache
+    subagents: SubagentPolicy
 
     @property
     def closing(self) -> bool:

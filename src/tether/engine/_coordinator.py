@@ -17,6 +17,7 @@ from tether._ids import UlidsOnDemand
 from tether._tasks import cancel_and_wait
 from tether.engine._attempt import run_attempt
 from tether.engine._context import EngineContext
+from tether.engine._delegation import cancel_children
 from tether.engine._observe import (
     Correlation,
     RecoveryDecided,
@@ -27,7 +28,7 @@ from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reser
 from tether.engine._steering import SteerWatch
 from tether.errors import ClaimLost, Fenced, TetherError
 from tether.records import SubmissionSettled
-from tether.store import OwnerLiveness, Submission, SubmissionStatus
+from tether.store import WAIT_FOR_CHILDREN, OwnerLiveness, Submission, SubmissionStatus
 
 __all__ = ("Coordinator", "requeue_if_stranded")
 
@@ -35,14 +36,22 @@ logger = logging.getLogger("tether.engine")
 
 
 async def requeue_if_stranded(context: EngineContext, submission: Submission) -> bool:
-    """Requeue a waiting submission whose wait is over: a cancel was requested, or the gate
-    it waits on is decided (or no longer open). Today the decision and the wake-up commit
-    together, and so do a cancel and its wake-up; a store written by an earlier version
-    (which decided, then requeued, in two commits) may hold such strays. Returns whether it
-    requeued the submission."""
+    """Requeue a waiting submission whose wait is over: a cancel was requested, the gate it
+    waits on is decided (or no longer open), its children have all settled, or its wait for
+    them lapsed. Today each of those commits with its wake-up; a store written by an earlier
+    version (which decided, then requeued, in two commits) may hold strays, and a lapsed
+    wait has no commit of its own. Returns whether it requeued the submission."""
     if submission.status is not SubmissionStatus.WAITING:
         return False
-    if submission.cancel_requested_at is None:
+    detail = "waiting"
+    if submission.cancel_requested_at is None and submission.wait_reason == WAIT_FOR_CHILDREN:
+        lapsed = submission.wait_until is not None and submission.wait_until <= context.clock.now()
+        if not lapsed:
+            children = await context.store.list_children(submission.id)
+            if any(child.status is not SubmissionStatus.SETTLED for child in children):
+                return False  # still waiting for a child
+        detail = "its wait for its children lapsed" if lapsed else "its children have settled"
+    elif submission.cancel_requested_at is None:
         view = await context.views.refreshed(context.store, submission.conversation_id)
         gate = view.open_gate(submission.id)
         if gate is not None and gate.request is not None and gate.decision is None:
@@ -52,15 +61,30 @@ async def requeue_if_stranded(context: EngineContext, submission: Submission) ->
     except ClaimLost:
         return False  # woken meanwhile
     await context.instrumentation.emit(
-        RecoveryDecided(Correlation.of(submission), decision="requeue_stranded", detail="waiting")
+        RecoveryDecided(Correlation.of(submission), decision="requeue_stranded", detail=detail)
     )
+    context.runs.wake_claims()
     return True
+
+
+async def cancel_orphans(context: EngineContext) -> None:
+    """Cancel the unsettled children of settled parents: a parent settles, then cancels its
+    children, and a crash between the two leaves them running for nobody."""
+    parents: dict[str, Submission] = {}
+    for child in await context.store.list_submissions(unsettled=True):
+        parent_id = child.parent_submission_id
+        if parent_id is None or child.cancel_requested_at is not None:
+            continue
+        if parent_id not in parents:
+            parents[parent_id] = await context.store.get_submission(parent_id)
+        if parents[parent_id].status is SubmissionStatus.SETTLED:
+            await cancel_children(context, parents[parent_id])
 
 
 class Coordinator:
     def __init__(self, context: EngineContext) -> None:
         self.context = context
-        self.wake = asyncio.Event()
+        self.wake = context.runs.claims
         self.active: dict[str, asyncio.Task[None]] = {}  # conversation id -> its running attempt
         self._task: asyncio.Task[None] | None = None
         self._terminalizing: set[str] = set()
@@ -150,15 +174,23 @@ class Coordinator:
         At start all of them; later (``stuck_only``) those found terminalizing on the previous
         sweep too, a lease ago, so a settlement that failed midway in a live process does not
         block its session until a restart. Finishing one twice is harmless: it is idempotent.
-        At start, also requeue the waits that are over (see :func:`requeue_if_stranded`).
+        Also requeue the waits that are over (see :func:`requeue_if_stranded`): at start all
+        of them, on a sweep the waits for children (a wake a crash cut, were there one); and
+        at start cancel the children of settled parents (see :func:`cancel_orphans`).
         """
         store = self.context.store
+        for waiting in await store.list_submissions(SubmissionStatus.WAITING):
+            if stuck_only and waiting.wait_reason != WAIT_FOR_CHILDREN:
+                continue  # a gate's decision commits with its wake-up: found at start only
+            try:
+                await requeue_if_stranded(self.context, waiting)
+            except TetherError:  # one unreadable log must not keep the others waiting
+                logger.exception("could not check whether %s still waits", waiting.id)
         if not stuck_only:
-            for waiting in await store.list_submissions(SubmissionStatus.WAITING):
-                try:
-                    await requeue_if_stranded(self.context, waiting)
-                except TetherError:  # one unreadable log must not keep the others waiting
-                    logger.exception("could not check whether %s still waits", waiting.id)
+            try:
+                await cancel_orphans(self.context)
+            except TetherError:
+                logger.exception("could not cancel the children of settled parents")
         found = await store.list_submissions(SubmissionStatus.TERMINALIZING)
         stuck = [s for s in found if s.id in self._terminalizing] if stuck_only else found
         self._terminalizing = {s.id for s in found}
@@ -197,8 +229,11 @@ class Coordinator:
 
     async def reclaim_expired(self) -> None:
         """Release the claims whose lease expired, and (where the store offers liveness
-        locks) at once every claim of a worker whose lock is free: its process died."""
+        locks) at once every claim of a worker whose lock is free: its process died. Requeue
+        the waits past their deadline."""
         store = self.context.store
+        for waiting in await store.list_expired_waits(self.context.clock.now()):
+            await requeue_if_stranded(self.context, waiting)  # the resume lands the lapse
         lost = [
             (submission, "lease_expired", "lease expired")
             for submission in await store.list_expired_leases(self.context.clock.now())

@@ -37,7 +37,10 @@ __all__ = (
     "RecoveryDecided",
     "SubmissionAdmitted",
     "SubmissionClaimed",
+    "SubmissionResumed",
     "SubmissionSettledEvent",
+    "SubmissionSpawned",
+    "SubmissionWaiting",
     "ToolEnded",
     "ToolProgress",
     "ToolStarted",
@@ -90,6 +93,33 @@ class SubmissionClaimed(EngineEvent):
     kind = "claimed"
     owner_id: str = ""
     attempt_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionSpawned(EngineEvent):
+    """A task call admitted a child submission (the correlation is the child's)."""
+
+    kind = "spawned"
+    parent_submission_id: str = ""
+    call_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionWaiting(EngineEvent):
+    """A submission parked, holding no lease: for an approval or for its children."""
+
+    kind = "waiting"
+    reason: str = ""
+    children: tuple[str, ...] = ()
+    """For ``reason="children"``: the child submissions it waits for."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionResumed(EngineEvent):
+    """A parent's task calls got their children's answers, and its run goes on."""
+
+    kind = "resumed"
+    children: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,12 @@ class RunRegistry:
         self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
         self._waiting: dict[str, int] = {}  # waiters in progress, by submission id
         self._zombies: set[asyncio.Task[Any]] = set()
+        self.claims = asyncio.Event()
+        """Set when there may be work to claim here (the coordinator's wake-up)."""
+
+    def wake_claims(self) -> None:
+        """Tell this process's coordinator to look for work now (say, a child just admitted)."""
+        self.claims.set()
 
     def __contains__(self, submission_id: object) -> bool:
         return submission_id in self._runs

@@ -233,6 +233,7 @@ class Runtime:
             runs=self._runs,
             steering=self.steering,
             views=self.views,
+            subagents=self.subagents,
         )
         if worker:
             self._coordinator = Coordinator(self._context)

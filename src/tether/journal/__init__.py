@@ -13,6 +13,7 @@ Example::
 
 from tether.journal._approvals import ApprovalState, Decision, open_gate
 from tether.journal._effects import (
+    Delegation,
     EffectWrappers,
     JournalHooks,
     JournalObserver,
@@ -33,6 +34,7 @@ __all__ = (
     "UNKNOWN_OUTCOME",
     "ApprovalState",
     "Decision",
+    "Delegation",
     "EffectWrappers",
     "Ending",
     "Execution",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tether.journal._deltas import interrupted_completion
 from tether.journal._executions import Execution
-from tether.journal._turn import interrupted_completion
 from tether.messages import ToolOutcomeStatus
 from tether.records import (
     AssistantMessageCompleted,

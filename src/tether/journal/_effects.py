@@ -11,11 +11,12 @@ from pydantic import JsonValue
 
 from tether.messages import ToolCall, ToolResult
 from tether.models import Model, StreamDelta
-from tether.records import Record, SteerReceived
+from tether.records import Record, SteerReceived, TaskFinished, TaskSpawned
 
 __all__ = (
     "NO_HOOKS",
     "NO_STAMP",
+    "Delegation",
     "EffectWrappers",
     "JournalHooks",
     "JournalObserver",
@@ -69,6 +70,31 @@ class EffectWrappers:
     tools: Callable[[ToolExecutor], ToolExecutor]
 
 
+@runtime_checkable
+class Delegation(Protocol):
+    """Runs task calls (``Mediation.TASK``) as child submissions: the host's side of
+    :meth:`Turn.delegate`. The journal records the call, the spawn and the answer; a
+    delegation decides whether a call may spawn, admits its child, and reads its end.
+
+    A spawn must be idempotent per ``call.idempotency_key``: recovery re-drives one that a
+    crash cut before its ``task_spawned`` record, and must get the same child back.
+    """
+
+    async def refuse(self, call: ToolCall) -> str | None:
+        """Why a new task call gets an error result at once (a limit reached, an agent it may
+        not spawn, arguments that do not fit), or ``None`` to spawn it."""
+        ...
+
+    async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned:
+        """Admit the child of the call whose ``tool_called`` record is ``intent``."""
+        ...
+
+    async def answer(self, spawned: Record) -> tuple[TaskFinished, ToolResult] | None:
+        """The child's end, as the parent records it and as the model reads it, once it
+        has settled (or its wait has lapsed); ``None`` while it still runs."""
+        ...
+
+
 SteerSource = Callable[[tuple[str, ...]], Awaitable[Sequence[SteerReceived]]]
 """Called with the modes a safe point accepts; returns the messages to deliver there."""
 
@@ -90,7 +116,8 @@ class JournalHooks:
     """What a host attaches to a journal's live executions.
 
     ``observer`` hears appends, deltas and tool progress; ``steer_source`` delivers steer
-    messages at safe points; ``wrappers`` wrap every model client and tool executor invoked;
+    messages at safe points; ``delegation`` runs task calls as child submissions;
+    ``wrappers`` wrap every model client and tool executor invoked;
     ``redact`` rewrites error text (tool errors, execution failures) before it is journaled,
     to keep secrets out of the permanent log. A replay keeps only ``redact``.
 
@@ -102,11 +129,13 @@ class JournalHooks:
 
     observer: JournalObserver | None = None
     steer_source: SteerSource | None = None
+    delegation: Delegation | None = None
     wrappers: EffectWrappers | None = None
     redact: Callable[[str], str] = _unchanged
 
     def replaying(self) -> JournalHooks:
-        """The hooks of a replay: no observer, steering or wrappers (nothing is invoked)."""
+        """The hooks of a replay: no observer, steering, delegation or wrappers (nothing is
+        invoked)."""
         return JournalHooks(redact=self.redact)
 
     def model(self, model: Model) -> Model:

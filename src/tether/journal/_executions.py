@@ -25,6 +25,8 @@ from tether.records import (
     Signal,
     SteerReceived,
     StepRecorded,
+    TaskFinished,
+    TaskSpawned,
     ToolCalled,
     ToolOutcome,
     UserMessage,
@@ -55,6 +57,8 @@ EFFECT_KINDS = frozenset(
         StepRecorded.KIND,
         SteerReceived.KIND,
         Compaction.KIND,
+        TaskSpawned.KIND,
+        TaskFinished.KIND,
     }
 )
 

@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,11 +23,13 @@ from tether._ids import new_ulid
 from tether.errors import (
     ApprovalBlocked,
     ApprovalParked,
+    ChildrenPending,
     Conflict,
     Fenced,
     HarnessMismatch,
     InheritedToolIntent,
     JournalError,
+    Parked,
     ReplayDiverged,
     StoreUnavailable,
     TetherError,
@@ -510,14 +513,17 @@ class Journal:
             output = await harness.run(turn)
         except BaseException as exc:
             turn.close()
-            if isinstance(turn.failure, ApprovalParked):
+            if isinstance(turn.failure, Parked):
                 raise turn.failure from None  # parked: no end and no failure record
             await self._record_failure(turn, exc)
             if turn.failure is not None and not isinstance(exc, TetherError):
                 raise turn.failure from exc
             raise
+        if turn.failure is None:
+            with contextlib.suppress(ChildrenPending):
+                turn.wait_for_children()  # a harness that ended with a child still running
         turn.close()
-        if isinstance(turn.failure, ApprovalParked):
+        if isinstance(turn.failure, Parked):
             raise turn.failure  # the harness swallowed the park; the execution is still parked
         try:
             if turn.failure is not None:

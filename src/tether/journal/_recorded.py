@@ -21,6 +21,8 @@ from tether.records import (
     Record,
     SteerReceived,
     StepRecorded,
+    TaskFinished,
+    TaskSpawned,
     ToolCalled,
     ToolOutcome,
 )
@@ -32,6 +34,8 @@ _OUTCOME_ROLES = {
     ApprovalRequested.KIND: "request",
     ApprovalDecided.KIND: "decision",
     ToolOutcome.KIND: "outcome",
+    TaskSpawned.KIND: "spawned",
+    TaskFinished.KIND: "finished",
 }
 
 
@@ -93,7 +97,7 @@ class Recorded:
 
     def outcome(self, role: str, call_id: str) -> Record | None:
         """The recorded outcome of a call (``completion``, ``request``, ``decision``,
-        ``outcome``), marking it consumed."""
+        ``outcome``, ``spawned``, ``finished``), marking it consumed."""
         index = self._outcomes.get((role, call_id))
         if index is None:
             return None

@@ -19,7 +19,6 @@ That is one commit per model call instead of two. Anything that runs outside the
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import StrEnum
 from typing import Any, Literal, NoReturn
@@ -31,6 +30,7 @@ from tether._ids import new_ulid
 from tether._wire import JsonObject
 from tether.errors import (
     ApprovalParked,
+    ChildrenPending,
     DuplicateCallId,
     HostOwnedOutcome,
     JournalError,
@@ -42,7 +42,8 @@ from tether.errors import (
     TurnClosed,
     UnmediatedToolCall,
 )
-from tether.journal._effects import NO_HOOKS, JournalHooks, ToolExecutor, ToolScope
+from tether.journal._deltas import FLUSH_SECONDS, DeltaStream
+from tether.journal._effects import NO_HOOKS, Delegation, JournalHooks, ToolExecutor, ToolScope
 from tether.journal._history import messages_of
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
@@ -51,21 +52,16 @@ from tether.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    TextPart,
-    ThinkingPart,
     ToolCall,
     ToolOutcomeStatus,
     ToolResult,
     args_digest,
 )
-from tether.models import Model, StreamDelta
+from tether.models import Model
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
-    AssistantMessageStarted,
-    AssistantTextDelta,
-    AssistantThinkingDelta,
     Compaction,
     ModelCalled,
     Payload,
@@ -77,7 +73,7 @@ from tether.records import (
     ToolOutcome,
 )
 
-__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn", "interrupted_completion")
+__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn")
 
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: the process running it stopped before its "
@@ -87,8 +83,6 @@ UNKNOWN_OUTCOME = (
 _HOST_OWNED = frozenset({ToolOutcomeStatus.DENIED, ToolOutcomeStatus.UNKNOWN})
 """Outcomes only the host writes (a gate's rejection, a recovery's unknown): a harness's
 report may not claim them."""
-_FLUSH_BYTES = 1024
-_FLUSH_SECONDS = 0.2
 
 
 class Mode(StrEnum):
@@ -130,6 +124,9 @@ class Turn:
         self._hooks = hooks
         self._observer = hooks.observer
         self._steer_source = hooks.steer_source
+        self._delegation = hooks.delegation
+        self._pending_children: list[str] = []
+        """Task calls of this turn whose child has not settled: it parks on them."""
         self._failure: TetherError | None = None
         self._closed = False
         self._call_ids: set[str] = set()
@@ -259,6 +256,7 @@ class Turn:
         was never answered: a framework adapter passes the framework's own call."""
         async with self._lock:
             self._check()
+            self.wait_for_children()  # the model cannot be asked before the children answer
             self._offered.update((spec.name, spec.parameters) for spec in request.tools)
             input_hash = request.input_hash()
             intent = self._recorded.peek_intent()
@@ -302,7 +300,9 @@ class Turn:
     async def _invoke(
         self, model: Model, request: ModelRequest, call_id: str, purpose: Literal["summary"] | None
     ) -> ModelResponse:
-        stream = _DeltaStream(self, call_id, request.model)
+        stream = DeltaStream(
+            call_id, request.model, self.execution_id, self._observer, self._write_deltas
+        )
         try:
             response = await self._answered(model.request(request, stream.on_delta))
         except BaseException:
@@ -322,14 +322,20 @@ class Turn:
             self._behind.append(completed)
         return response
 
+    async def _write_deltas(self, payloads: Sequence[Payload], *, closing: bool) -> None:
+        async with self._lock:
+            if not closing:
+                self._check()
+            await self._append(payloads)
+
     async def _answered(self, answer: Coroutine[Any, Any, ModelResponse]) -> ModelResponse:
         """The model's answer. What is held behind (the call's intent, an execution's start)
         rides with the answer's commit; if the answer is slow to come, it is written first,
-        after :data:`_FLUSH_SECONDS`, so that readers of the log see the turn under way (a
+        after :data:`FLUSH_SECONDS`, so that readers of the log see the turn under way (a
         streaming model's deltas flush it sooner)."""
         pending = asyncio.ensure_future(answer)
         try:
-            done, _ = await asyncio.wait({pending}, timeout=_FLUSH_SECONDS)
+            done, _ = await asyncio.wait({pending}, timeout=FLUSH_SECONDS)
             if not done:
                 await self.flush_behind()
             return await pending
@@ -552,6 +558,91 @@ class Turn:
             await self._append([_outcome_of(result)])
             return result
 
+    # --- task calls -------------------------------------------------------------------
+
+    async def delegate(self, call: ToolCall) -> ToolResult | None:
+        """Run a task call (``Mediation.TASK``) as a child submission, at most once per call.
+
+        Live: the intent is durable, then the host's delegation admits the child (or refuses
+        the call: an error result at once), then ``task_spawned`` is appended. Returns the
+        child's answer once it is in the log (a replay serves it from there; a resume that
+        finds the child settled records it, with ``task_finished``), or ``None`` while the
+        child runs: the harness then ends its tool batch with :meth:`wait_for_children`.
+
+        Example::
+
+            results = [await turn.delegate(call) for call in task_calls]
+            turn.wait_for_children()  # parks the execution if a child is still running
+        """
+        async with self._lock:
+            self._check()
+            if call.mediation is not Mediation.TASK:
+                raise UnmediatedToolCall(f"{call.name}: only a task call is delegated")
+            if not call.idempotency_key:
+                raise MissingIdempotencyKey(f"task call {call.call_id} has no idempotency key")
+            spawned: Record | None = None
+            intent = self._recorded.peek_intent()
+            if intent is not None:
+                self._match_tool(call, intent)
+                self._recorded.take_intent()
+                self._call_ids.add(call.call_id)
+                outcome = self._recorded.outcome("outcome", call.call_id)
+                spawned = self._recorded.outcome("spawned", call.call_id)
+                self._recorded.outcome("finished", call.call_id)
+                if outcome is not None:
+                    return _result_of(outcome)
+                if self.mode is Mode.REPLAY:
+                    self._diverge(f"the task call at seq {intent.seq} has no recorded answer")
+                delegation = self._delegation_for(call)
+            else:
+                self._live_allowed(f"task call {call.call_id}")
+                if call.call_id in self._call_ids:
+                    raise DuplicateCallId(
+                        f"call id {call.call_id} was already used in this execution"
+                    )
+                self._call_ids.add(call.call_id)
+                delegation = self._delegation_for(call)
+                called = ToolCalled(
+                    call_id=call.call_id,
+                    tool=call.name,
+                    args=call.args,
+                    idempotency_key=call.idempotency_key,
+                    mediation=Mediation.TASK,
+                )
+                refusal = await delegation.refuse(call)
+                if refusal is not None:
+                    refused = ToolResult(
+                        call_id=call.call_id,
+                        content=refusal,
+                        is_error=True,
+                        status=ToolOutcomeStatus.ERROR,
+                    )
+                    await self._append([called, _outcome_of(refused)])
+                    return refused
+                intent = (await self._append([called]))[-1]
+            if spawned is None:
+                spawned = (await self._append([await delegation.spawn(call, intent)]))[-1]
+            answer = await delegation.answer(spawned)
+            if answer is None:
+                self._pending_children.append(call.call_id)
+                return None
+            finished, result = answer
+            result = result.model_copy(update={"call_id": call.call_id})
+            await self._append([_outcome_of(result), finished])
+            return result
+
+    def _delegation_for(self, call: ToolCall) -> Delegation:
+        if self._delegation is None:
+            self._stick(MissingToolExecutor(f"no delegation to run task call {call.call_id}"))
+        return self._delegation
+
+    def wait_for_children(self) -> None:
+        """Park the execution (raise ``ChildrenPending``) if a task call of this turn still
+        waits for its child; return at once otherwise. A model call, or the execution's
+        end, while one waits parks it just the same."""
+        if self._pending_children:
+            self._stick(ChildrenPending(self.execution_id, tuple(self._pending_children)))
+
     # --- steps and steering -----------------------------------------------------------
 
     async def step(self, name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
@@ -636,79 +727,6 @@ class Turn:
             if not steers:
                 return []
             return messages_of(await self._append(steers))
-
-
-class _DeltaStream:
-    """Streams chunks to the observer and batches them into delta records.
-
-    Delta records are flushed at 1 KiB or 200 ms and ride with the completion otherwise;
-    they are never effects. A stream cut by an error is closed by an interrupted
-    completion, which is not an effect either, so the model call stays unanswered.
-    """
-
-    def __init__(self, turn: Turn, call_id: str, model: str) -> None:
-        self._turn = turn
-        self._call_id = call_id
-        self._model = model
-        self._pending: list[Payload] = []
-        self._started = False
-        self._size = 0
-        self._first_at = 0.0
-        self._text: dict[str, list[str]] = {"text": [], "thinking": []}
-
-    async def on_delta(self, delta: StreamDelta) -> None:
-        if not delta.text:
-            return
-        observer = self._turn._observer
-        if observer is not None:
-            try:
-                await observer.on_delta(self._turn.execution_id, self._call_id, delta)
-            except Exception:
-                logger.exception("journal observer failed on_delta")
-        if not self._started:
-            self._started = True
-            self._pending.append(AssistantMessageStarted(call_id=self._call_id, model=self._model))
-        self._text[delta.kind].append(delta.text)
-        kind = AssistantTextDelta if delta.kind == "text" else AssistantThinkingDelta
-        last = self._pending[-1] if self._pending else None
-        if isinstance(last, kind):
-            self._pending[-1] = kind(call_id=self._call_id, text=last.text + delta.text)
-        else:
-            self._pending.append(kind(call_id=self._call_id, text=delta.text))
-        if self._size == 0:
-            self._first_at = time.monotonic()
-        self._size += len(delta.text)
-        if self._size >= _FLUSH_BYTES or time.monotonic() - self._first_at >= _FLUSH_SECONDS:
-            async with self._turn._lock:
-                self._turn._check()
-                await self._turn._append(self.take())
-
-    def take(self) -> list[Payload]:
-        pending, self._pending, self._size = self._pending, [], 0
-        return pending
-
-    async def close_interrupted(self) -> None:
-        """Write the unanswered intent (held behind) and, if it streamed, close its stream."""
-        closing = [interrupted_completion(self._call_id, self._text)] if self._started else []
-        try:
-            async with self._turn._lock:
-                await self._turn._append([*self.take(), *closing])
-        except TetherError:
-            logger.warning("could not close the interrupted call %s", self._call_id)
-
-
-def interrupted_completion(
-    call_id: str, streamed: dict[str, list[str]]
-) -> AssistantMessageCompleted:
-    """Closes a stream that was cut: the partial message, marked interrupted (not an effect)."""
-    thinking = "".join(streamed.get("thinking", ()))
-    parts = (
-        *((ThinkingPart(text=thinking),) if thinking else ()),
-        TextPart(text="".join(streamed.get("text", ()))),
-    )
-    return AssistantMessageCompleted(
-        call_id=call_id, message=Message(role="assistant", parts=parts), interrupted=True
-    )
 
 
 def _result_of(record: Record) -> ToolResult:

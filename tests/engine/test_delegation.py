@@ -1,0 +1,340 @@
+"""Durable subagents (issue 21): the task tool, the parent's wait without a lease, the wake,
+cancellation and limits, on every store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tether.agent import agent_spec
+from tether.engine import (
+    CANCELLED_BY_PARENT,
+    TASK_WAIT_EXCEEDED,
+    AgentDefinition,
+    EngineEvent,
+    Runtime,
+    SubagentLimits,
+    SubmissionResumed,
+    SubmissionSpawned,
+    SubmissionWaiting,
+)
+from tether.journal import Journal
+from tether.messages import ModelRequest, ToolResultPart
+from tether.models import Delay, ScriptedModel, Text, ToolUse
+from tether.records import TaskFinished, TaskSpawned, ToolCalled, ToolOutcome
+from tether.store import Store, SubmissionStatus
+
+WAIT = 30
+
+
+def _last_tool_results(request: ModelRequest) -> list[str]:
+    results: list[str] = []
+    for message in reversed(request.messages):
+        if message.role != "tool":
+            break
+        results[:0] = [p.content for p in message.parts if isinstance(p, ToolResultPart)]
+    return results
+
+
+def delegating(*tasks: dict[str, Any]) -> ScriptedModel:
+    """A parent model: its first answer calls ``task`` once per entry (in parallel), its
+    next one reports what the children said."""
+
+    def reply(request: ModelRequest) -> object:
+        if request.messages[-1].role == "tool":
+            return "Findings: " + " | ".join(_last_tool_results(request))
+        return [ToolUse("task", task, call_id=f"call-{i}") for i, task in enumerate(tasks)]
+
+    return ScriptedModel(reply)
+
+
+def researcher(delay: float = 0.0, answer: Callable[[str], str] | None = None) -> ScriptedModel:
+    def reply(request: ModelRequest) -> object:
+        text = request.messages[-1].text
+        found = answer(text) if answer else f"notes on {text}"
+        return [Delay(delay), Text(found)] if delay else found
+
+    return ScriptedModel(reply)
+
+
+def define(model: ScriptedModel, description: str | None = None) -> AgentDefinition:
+    spec = agent_spec(model)
+    return AgentDefinition(lambda instance, env: spec, description=description)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[EngineEvent] = []
+
+    async def __call__(self, event: EngineEvent) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[EngineEvent]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+async def _records(store: Store, conversation_id: str) -> list[Any]:
+    journal = await Journal.open(store, conversation_id)
+    return list(await journal.records())
+
+
+async def test_a_task_call_runs_a_child_and_its_answer_is_the_tool_result(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    parent_model = delegating({"agent": "researcher", "prompt": "tides"})
+    child_model = researcher()
+    recorder = Recorder()
+    runtime = make_runtime(
+        {
+            "assistant": define(parent_model),
+            "researcher": define(child_model, "answers lookups"),
+        },
+        subagents={"assistant": ["researcher"]},
+        observers=[recorder],
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "ask the researcher about tides")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert settled == {"status": "succeeded", "result": "Findings: notes on tides"}
+
+    # The task tool was offered with the child's description; the child got none.
+    [offered] = [t for t in parent_model.calls[0].tools if t.name == "task"]
+    assert "researcher: answers lookups" in offered.description
+    assert all(t.name != "task" for t in child_model.calls[0].tools)
+
+    records = await _records(store, receipt.conversation_id)
+    [intent] = [r for r in records if isinstance(r.payload, ToolCalled)]
+    [spawned] = [r.payload for r in records if isinstance(r.payload, TaskSpawned)]
+    [finished] = [r.payload for r in records if isinstance(r.payload, TaskFinished)]
+    [outcome] = [r.payload for r in records if isinstance(r.payload, ToolOutcome)]
+    assert intent.payload.mediation == "task" and outcome.content == "notes on tides"
+    assert finished.status == "succeeded" and finished.result == "notes on tides"
+    assert finished.model_calls == 1 and finished.agent == "researcher"
+
+    child = await store.get_submission(spawned.child_submission_id)
+    assert child.parent_submission_id == receipt.submission_id and child.depth == 1
+    assert child.parent_call_id == "call-0" and child.key.agent == "researcher"
+    assert (child.key.instance, child.key.session) == ("acme", spawned.session)
+    conversation = await store.get_conversation(child.conversation_id)
+    assert conversation.parent is not None and conversation.parent.reason == "task"
+    assert (conversation.parent.conversation_id, conversation.parent.seq) == (
+        receipt.conversation_id,
+        intent.seq,
+    )
+
+    [spawn_event] = recorder.of(SubmissionSpawned)
+    assert spawn_event.parent_submission_id == receipt.submission_id
+    waiting = recorder.of(SubmissionWaiting)
+    resumed = recorder.of(SubmissionResumed)
+    # A child this fast may settle before its parent parks: then it is requeued at once.
+    assert [w.children for w in waiting] in ([], [(child.id,)])
+    assert [r.children for r in resumed] == [(child.id,)]
+    parent = await store.get_submission(receipt.submission_id)
+    assert parent.attempt_count == 1  # waiting is not failing
+
+
+async def test_parallel_task_calls_fan_out_and_the_parent_waits_without_a_lease(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> None:
+        await asyncio.wait_for(release.wait(), WAIT)
+
+    child_model = ScriptedModel(lambda r: f"about {r.messages[-1].text}")
+    original = child_model.request
+
+    async def gated(request: ModelRequest, stream: Any = None) -> Any:
+        await slow(request)
+        return await original(request, stream)
+
+    child_model.request = gated  # type: ignore[method-assign]
+    runtime = make_runtime(
+        {
+            "assistant": define(
+                delegating(
+                    {"agent": "researcher", "prompt": "X"}, {"agent": "researcher", "prompt": "Y"}
+                )
+            ),
+            "researcher": define(child_model),
+        },
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "ask about X and about Y")
+    async with asyncio.timeout(WAIT):
+        while True:
+            parent = await store.get_submission(receipt.submission_id)
+            children = await store.list_children(receipt.submission_id)
+            if parent.status is SubmissionStatus.WAITING and len(children) == 2:
+                break
+            await asyncio.sleep(0.01)
+    assert parent.lease_expires_at is None and parent.owner_id is None
+    assert parent.wait_reason == "children"
+    assert {c.status for c in children} <= {SubmissionStatus.RUNNING, SubmissionStatus.QUEUED}
+    release.set()
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert settled["result"] == "Findings: about X | about Y"
+    after = [await store.get_submission(c.id) for c in children]
+    assert {c.status for c in after} == {SubmissionStatus.SETTLED}
+
+
+async def test_calls_past_the_limit_get_an_error_result_at_once(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    tasks = [{"agent": "researcher", "prompt": f"topic {i}"} for i in range(3)]
+    runtime = make_runtime(
+        {"assistant": define(delegating(*tasks)), "researcher": define(researcher())},
+        subagents={"assistant": ["researcher"]},
+        subagent_limits=SubagentLimits(max_children_per_run=2),
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "three topics")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    result = str(settled["result"])
+    assert "notes on topic 0" in result and "notes on topic 1" in result
+    assert "the limit of 2 subagent tasks" in result
+    assert len(await store.list_children(receipt.submission_id)) == 2
+
+
+@pytest.mark.parametrize(
+    ("task", "problem"),
+    [
+        ({"agent": "nobody", "prompt": "x"}, "cannot delegate to 'nobody'"),
+        ({"agent": "researcher"}, "prompt"),
+        ({"agent": "researcher", "prompt": "x", "result_schema": {"type": 7}}, "JSON Schema"),
+    ],
+)
+async def test_a_bad_task_call_gets_an_error_result_and_spawns_nothing(
+    make_runtime: Callable[..., Runtime], store: Store, task: dict[str, Any], problem: str
+) -> None:
+    runtime = make_runtime(
+        {"assistant": define(delegating(task)), "researcher": define(researcher())},
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert problem in str(settled["result"])
+    assert await store.list_children(receipt.submission_id) == []
+
+
+async def test_a_result_schema_makes_the_answer_validated_json(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    runtime = make_runtime(
+        {
+            "assistant": define(
+                delegating({"agent": "researcher", "prompt": "count", "result_schema": schema})
+            ),
+            "researcher": define(researcher(answer=lambda text: json.dumps({"n": 3}))),
+        },
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "count it")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert settled["result"] == 'Findings: {"n":3}'
+    records = await _records(store, receipt.conversation_id)
+    [outcome] = [r.payload for r in records if isinstance(r.payload, ToolOutcome)]
+    assert outcome.data == {"n": 3}
+
+
+async def test_a_failed_child_comes_back_as_an_error_result(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    def broken(request: ModelRequest) -> object:
+        raise RuntimeError("the archive is on fire")
+
+    runtime = make_runtime(
+        {
+            "assistant": define(delegating({"agent": "researcher", "prompt": "x"})),
+            "researcher": AgentDefinition(
+                lambda instance, env: agent_spec(ScriptedModel(broken)), max_attempts=1
+            ),
+        },
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert settled["status"] == "succeeded"  # the parent went on
+    assert "The researcher task failed (run_failed)" in str(settled["result"])
+    assert "the archive is on fire" in str(settled["result"])
+
+
+async def test_a_lapsed_wait_lands_an_error_and_cancels_the_child(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    runtime = make_runtime(
+        {
+            "assistant": define(delegating({"agent": "researcher", "prompt": "x"})),
+            "researcher": define(researcher(delay=WAIT)),
+        },
+        subagents={"assistant": ["researcher"]},
+        subagent_limits=SubagentLimits(max_wait=0.3),
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert TASK_WAIT_EXCEEDED in str(settled["result"])
+    [child] = await store.list_children(receipt.submission_id)
+    async with asyncio.timeout(WAIT):
+        child_settled = await runtime.wait(child.id)
+    assert child_settled["errorCode"] == CANCELLED_BY_PARENT
+
+
+async def test_a_parent_that_settles_cancels_its_live_children(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    runtime = make_runtime(
+        {
+            "assistant": define(delegating({"agent": "researcher", "prompt": "x"})),
+            "researcher": define(researcher(delay=WAIT)),
+        },
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        while not await store.list_children(receipt.submission_id):
+            await asyncio.sleep(0.01)
+    await runtime.abort("assistant", "acme")
+    async with asyncio.timeout(WAIT):
+        assert (await runtime.wait(receipt.submission_id))["status"] == "aborted"
+        [child] = await store.list_children(receipt.submission_id)
+        child_settled = await runtime.wait(child.id)
+    assert child_settled["errorCode"] == CANCELLED_BY_PARENT
+
+
+async def test_replaying_the_parent_spawns_nothing(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    parent_model = delegating({"agent": "researcher", "prompt": "tides"})
+    runtime = make_runtime(
+        {"assistant": define(parent_model), "researcher": define(researcher())},
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        await runtime.wait(receipt.submission_id)
+    calls = parent_model.invocations
+    spec = agent_spec(parent_model)
+    journal = await Journal.open(store, receipt.conversation_id)
+    [output] = await journal.replay(spec.harness)
+    assert output == "Findings: notes on tides"
+    assert parent_model.invocations == calls
+    assert len(await store.list_children(receipt.submission_id)) == 1
