@@ -338,3 +338,61 @@ async def test_replaying_the_parent_spawns_nothing(
     assert output == "Findings: notes on tides"
     assert parent_model.invocations == calls
     assert len(await store.list_children(receipt.submission_id)) == 1
+
+
+async def test_an_operator_abort_of_a_child_gives_the_parent_an_error_and_it_goes_on(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    runtime = make_runtime(
+        {
+            "assistant": define(delegating({"agent": "researcher", "prompt": "x"})),
+            "researcher": define(researcher(delay=WAIT)),
+        },
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        while not (children := await store.list_children(receipt.submission_id)):
+            await asyncio.sleep(0.01)
+    info = await runtime.abort_submission(children[0].id)
+    assert info.submission.cancel_requested_at is not None
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+        child_settled = await runtime.wait(children[0].id)
+    assert child_settled["errorCode"] == "aborted"
+    assert settled["status"] == "succeeded"
+    assert "The researcher task failed (aborted)" in str(settled["result"])
+    again = await runtime.abort_submission(receipt.submission_id)  # settled: left as it is
+    assert again.submission.settlement == settled
+
+
+async def test_the_tree_and_the_usage_roll_up_the_children(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    runtime = make_runtime(
+        {
+            "assistant": define(
+                delegating(
+                    {"agent": "researcher", "prompt": "X"}, {"agent": "researcher", "prompt": "Y"}
+                )
+            ),
+            "researcher": define(researcher()),
+        },
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "X and Y")
+    async with asyncio.timeout(WAIT):
+        await runtime.wait(receipt.submission_id)
+    info = await runtime.submission(receipt.submission_id)
+    assert [c.key.agent for c in info.children] == ["researcher", "researcher"]
+    tree = await runtime.tree(receipt.submission_id)
+    assert tree.submission.id == receipt.submission_id and not tree.truncated
+    assert [node.submission.status for node in tree.children] == ["settled", "settled"]
+    assert [node.usage.calls for node in tree.children] == [1, 1]
+    assert [node.children for node in tree.children] == [(), ()]
+    usage = await runtime.usage(receipt.conversation_id, submission_id=receipt.submission_id)
+    assert usage.calls == 2 + 2  # its own two model calls and one per child
+    assert [child.submission_id for child in usage.children] == [c.id for c in info.children]
+    assert [child.calls for child in usage.children] == [1, 1]

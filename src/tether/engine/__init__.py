@@ -57,13 +57,15 @@ from tether.engine._settle import (
     TIMEOUT_EXCEEDED,
 )
 from tether.engine._subagents import SubagentLimits, SubagentPolicy
-from tether.engine._usage import UsageTotals
+from tether.engine._subtree import MAX_TREE_NODES, SubmissionTree
+from tether.engine._usage import ChildUsage, UsageTotals
 
 __all__ = (
     "ABORTED",
     "ATTEMPT_BUDGET_EXHAUSTED",
     "CANCELLED_BY_PARENT",
     "MAX_APPROVALS_PAGE",
+    "MAX_TREE_NODES",
     "RESULT_SCHEMA_INVALID",
     "RUN_FAILED",
     "SETTLEMENT_INDETERMINATE",
@@ -75,6 +77,7 @@ __all__ = (
     "ApprovalDecidedEvent",
     "ApprovalPage",
     "AttemptStarted",
+    "ChildUsage",
     "Clock",
     "Compacted",
     "Correlation",
@@ -105,6 +108,7 @@ __all__ = (
     "SubmissionResumed",
     "SubmissionSettledEvent",
     "SubmissionSpawned",
+    "SubmissionTree",
     "SubmissionWaiting",
     "Summarizer",
     "SystemClock",

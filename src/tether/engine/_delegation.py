@@ -22,7 +22,7 @@ from tether._ids import new_ulid
 from tether._wire import JsonObject, WireModel
 from tether.engine._context import EngineContext
 from tether.engine._inbound import Inbound
-from tether.engine._observe import Correlation, RecoveryDecided, SubmissionSpawned
+from tether.engine._observe import Correlation, Operation, RecoveryDecided, SubmissionSpawned
 from tether.engine._usage import total_usage
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult, ToolSpec, Usage
 from tether.records import (
@@ -167,6 +167,16 @@ class ChildDelegation:
     # --- spawning ---------------------------------------------------------------------
 
     async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned:
+        """Admit the child, inside an ``execute_tool task`` operation: a tracing interceptor
+        makes it the span the child's attempts join (when the parent's dispatch brought no
+        trace of its own, the child's is this one)."""
+        operation = Operation("tool", TASK_TOOL, Correlation.of(self.parent), call.call_id)
+        spawned: TaskSpawned = await self.context.instrumentation.intercept(
+            operation, lambda: self._spawn(call, intent)
+        )
+        return spawned
+
+    async def _spawn(self, call: ToolCall, intent: Record) -> TaskSpawned:
         args = TaskArgs.model_validate(call.args)
         parent = self.parent
         session = task_session(parent.id, call.idempotency_key)
@@ -179,7 +189,7 @@ class ChildDelegation:
             input=inbound.to_json_object(),
             created_at=self.context.clock.now(),
             dispatch_id=session,
-            trace=parent.trace,
+            trace=parent.trace or self.context.instrumentation.trace_context(),
             parent=TaskParent(
                 submission_id=parent.id,
                 conversation_id=parent.conversation_id,

@@ -266,6 +266,17 @@ class Instrumentation:
         result: T = await call()
         return result
 
+    def trace_context(self) -> dict[str, str] | None:
+        """The current trace context (``traceparent``…) as an interceptor that traces sees
+        it, for work handed on to run elsewhere (a child submission) to join the trace: the
+        first interceptor with a ``current_trace_context()`` that answers one."""
+        for interceptor in self.interceptors:
+            current = getattr(interceptor, "current_trace_context", None)
+            found = current() if callable(current) else None
+            if found:
+                return dict(found)
+        return None
+
     def model(self, inner: Model, correlation: Correlation) -> Model:
         return _InstrumentedModel(inner, self, correlation)
 

@@ -18,7 +18,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -46,6 +46,7 @@ from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._runs import RunRegistry
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
+from tether.engine._subtree import SubmissionTree, submission_tree
 from tether.engine._trace import trace_context
 from tether.engine._usage import UsageTotals, total_usage
 from tether.engine._views import ViewCache
@@ -81,6 +82,7 @@ from tether.store import (
 
 __all__ = ("Multitask", "Receipt", "Runtime", "SubmissionInfo")
 
+
 Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
 _WAIT_POLL = 0.25
 _NAME_LIMIT = 200
@@ -99,8 +101,12 @@ class Receipt:
 
 @dataclass(frozen=True, slots=True)
 class SubmissionInfo:
+    """A submission as stored, its attempts in start order, and the child submissions its
+    task calls spawned (in spawn order)."""
+
     submission: Submission
     attempts: list[Attempt]
+    children: list[Submission] = field(default_factory=list)
 
     @property
     def status(self) -> SubmissionStatus:
@@ -473,7 +479,34 @@ class Runtime:
     async def submission(self, submission_id: str) -> SubmissionInfo:
         store = self._check_open()
         submission = await store.get_submission(submission_id)
-        return SubmissionInfo(submission, await store.list_attempts(submission_id))
+        return SubmissionInfo(
+            submission,
+            await store.list_attempts(submission_id),
+            await store.list_children(submission_id),
+        )
+
+    async def tree(self, submission_id: str) -> SubmissionTree:
+        """The submission's subagent tree: its children, theirs, with statuses and usage
+        (``SubmissionNotFound`` for an unknown id)."""
+        store = self._check_open()
+        return await submission_tree(store, self.views, await store.get_submission(submission_id))
+
+    async def abort_submission(self, submission_id: str) -> SubmissionInfo:
+        """Abort one submission (an operator's cancel): it settles ``aborted`` at its next
+        safe point, wherever it runs. A child's parent gets an error result for the task
+        and goes on. A settled submission is left as it is. ``SubmissionNotFound`` for an
+        unknown id.
+
+        Example::
+
+            info = await runtime.abort_submission(child_id)
+        """
+        store = self._check_open()
+        submission = await store.get_submission(submission_id)
+        if submission.status is not SubmissionStatus.SETTLED:
+            await self._cancel(submission)
+            self._wake()
+        return await self.submission(submission_id)
 
     async def wait(self, submission_id: str) -> dict[str, JsonValue]:
         """The settled payload, once the submission settles; works across processes and

@@ -50,6 +50,12 @@ class OtelInterceptor:
     def __init__(self, tracer: Tracer | None = None) -> None:
         self.tracer = tracer or trace.get_tracer("tether")
 
+    def current_trace_context(self) -> dict[str, str]:
+        """The current span's W3C trace context: a child submission spawned here joins it."""
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier)
+        return carrier
+
     async def __call__(self, operation: Operation, call_next: Callable[[], Awaitable[Any]]) -> Any:
         name, attributes = _describe(operation)
         with self.tracer.start_as_current_span(
