@@ -26,7 +26,7 @@ from tether.journal import Journal
 from tether.messages import ModelRequest, ToolResultPart
 from tether.models import Delay, ScriptedModel, Text, ToolUse
 from tether.records import TaskFinished, TaskSpawned, ToolCalled, ToolOutcome
-from tether.store import Store, SubmissionStatus
+from tether.store import Store, Submission, SubmissionStatus
 
 WAIT = 30
 
@@ -75,6 +75,16 @@ class Recorder:
 
     def of(self, kind: type[EngineEvent]) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
+
+
+async def _children_of(store: Store, submission_id: str) -> list[Submission]:
+    """The children of a submission, once it has spawned one."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            children = await store.list_children(submission_id)
+            if children:
+                return children
+            await asyncio.sleep(0.01)
 
 
 async def _records(store: Store, conversation_id: str) -> list[Any]:
@@ -308,9 +318,7 @@ async def test_a_parent_that_settles_cancels_its_live_children(
     )
     await runtime.start()
     receipt = await runtime.dispatch("assistant", "acme", "go")
-    async with asyncio.timeout(WAIT):
-        while not await store.list_children(receipt.submission_id):
-            await asyncio.sleep(0.01)
+    await _children_of(store, receipt.submission_id)
     await runtime.abort("assistant", "acme")
     async with asyncio.timeout(WAIT):
         assert (await runtime.wait(receipt.submission_id))["status"] == "aborted"
@@ -352,9 +360,7 @@ async def test_an_operator_abort_of_a_child_gives_the_parent_an_error_and_it_goe
     )
     await runtime.start()
     receipt = await runtime.dispatch("assistant", "acme", "go")
-    async with asyncio.timeout(WAIT):
-        while not (children := await store.list_children(receipt.submission_id)):
-            await asyncio.sleep(0.01)
+    children = await _children_of(store, receipt.submission_id)
     info = await runtime.abort_submission(children[0].id)
     assert info.submission.cancel_requested_at is not None
     async with asyncio.timeout(WAIT):
