@@ -16,6 +16,7 @@ from tether.engine import (
     TASK_WAIT_EXCEEDED,
     AgentDefinition,
     EngineEvent,
+    RecoveryDecided,
     Runtime,
     SubagentLimits,
     SubmissionResumed,
@@ -25,8 +26,8 @@ from tether.engine import (
 from tether.journal import Journal
 from tether.messages import ModelRequest, ToolResultPart
 from tether.models import Delay, ScriptedModel, Text, ToolUse
-from tether.records import TaskFinished, TaskSpawned, ToolCalled, ToolOutcome
-from tether.store import Store, Submission, SubmissionStatus
+from tether.records import SubmissionSettled, TaskFinished, TaskSpawned, ToolCalled, ToolOutcome
+from tether.store import MemoryStore, Store, Submission, SubmissionStatus
 
 WAIT = 30
 
@@ -402,3 +403,69 @@ async def test_the_tree_and_the_usage_roll_up_the_children(
     assert usage.calls == 2 + 2  # its own two model calls and one per child
     assert [child.submission_id for child in usage.children] == [c.id for c in info.children]
     assert [child.calls for child in usage.children] == [1, 1]
+
+
+async def test_a_fork_before_the_spawn_spawns_new_children_and_one_after_inherits_the_answer(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    parent_model = delegating({"agent": "researcher", "prompt": "tides"})
+    runtime = make_runtime(
+        {"assistant": define(parent_model), "researcher": define(researcher())},
+        subagents={"assistant": ["researcher"]},
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        await runtime.wait(receipt.submission_id)
+    records = await _records(store, receipt.conversation_id)
+    [original] = await store.list_children(receipt.submission_id)
+    [intent] = [r for r in records if isinstance(r.payload, ToolCalled)]
+
+    before = await runtime.fork(receipt.conversation_id, at_seq=intent.seq - 1, session="before")
+    again = await runtime.dispatch("assistant", "acme", "go again", session=before.key.session)
+    async with asyncio.timeout(WAIT):
+        assert (await runtime.wait(again.submission_id))["status"] == "succeeded"
+    [respawned] = await store.list_children(again.submission_id)
+    assert respawned.id != original.id and respawned.conversation_id != original.conversation_id
+
+    after = await runtime.fork(receipt.conversation_id, at_seq=len(records), session="after")
+    assert after.repaired == ()
+    inherited = [r for r in await _records(store, after.id) if isinstance(r.payload, TaskFinished)]
+    assert [r.payload.child_submission_id for r in inherited] == [original.id]
+    # Its history holds the child's answer: replaying it spawns nothing and calls no model.
+    calls = parent_model.invocations
+    journal = await Journal.open(store, after.id)
+    await journal.replay(agent_spec(parent_model).harness)
+    assert parent_model.invocations == calls
+    assert len(await store.list_children(receipt.submission_id)) == 1
+
+
+async def test_a_lost_wake_is_replayed_by_the_sweep(
+    make_runtime: Callable[..., Runtime], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that settled the last child without requeuing its parent (as an older version
+    of the contract, or a crash between two commits of a store without the atomic wake, would
+    leave it): the periodic sweep finds the parent waiting on settled children and requeues
+    it, once; the parent gets exactly one outcome."""
+    if not isinstance(store, MemoryStore):
+        pytest.skip("the lost wake is simulated on the reference model")
+    monkeypatch.setattr(MemoryStore, "_has_unsettled_children", lambda self, sid: True)
+    recorder = Recorder()
+    runtime = make_runtime(
+        {
+            "assistant": define(delegating({"agent": "researcher", "prompt": "x"})),
+            "researcher": define(researcher(delay=0.05)),
+        },
+        subagents={"assistant": ["researcher"]},
+        observers=[recorder],
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "go")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert settled["result"] == "Findings: notes on x"
+    stranded = [e for e in recorder.of(RecoveryDecided) if e.decision == "requeue_stranded"]
+    assert [e.detail for e in stranded] == ["its children have settled"]
+    records = await _records(store, receipt.conversation_id)
+    assert len([r for r in records if isinstance(r.payload, ToolOutcome)]) == 1
+    assert len([r for r in records if isinstance(r.payload, SubmissionSettled)]) == 1
