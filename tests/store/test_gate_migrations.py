@@ -16,6 +16,8 @@ from pydantic import JsonValue
 from tether.messages import ToolOutcomeStatus, args_digest
 from tether.records import ApprovalDecided, ApprovalRequested, RecordDraft, ToolOutcome
 from tether.store import Gate, GateStatus, SessionKey, SqliteStore, Store
+from tether.store._sqlite_kinds import kind_code
+from tether.store._sqlite_schema import _MIGRATIONS
 from tether.store.postgres import PostgresStore
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
@@ -83,14 +85,24 @@ async def _write(store: Store) -> list[Gate]:
 
 
 async def test_the_sqlite_v8_migration_backfills_the_gates(tmp_path: Path) -> None:
-    async with await SqliteStore.open(tmp_path) as store:
+    new, old = tmp_path / "new", tmp_path / "old"
+    async with await SqliteStore.open(new) as store:
         written = await _write(store)
         path = store.path
-    with sqlite3.connect(path) as conn:  # the file as v7 left it: logs, no gates
-        conn.execute("DROP TABLE gates")
+    old.mkdir()
+    with sqlite3.connect(old / "tether.db") as conn:  # the file as v7 left it: logs, no gates
+        conn.create_function("tether_unhex", 1, bytes.fromhex)
+        conn.create_function("tether_kind_code", 1, kind_code)
+        for step in _MIGRATIONS[:7]:
+            conn.executescript(step)
         conn.execute("PRAGMA user_version = 7")
+        conn.execute("ATTACH DATABASE ? AS written", (str(path),))
+        for table in ("conversations", "records", "snapshots"):  # as v7 has them
+            conn.execute(f"INSERT INTO {table} SELECT * FROM written.{table}")
+        conn.commit()
+        conn.execute("DETACH DATABASE written")
     conn.close()
-    async with await SqliteStore.open(tmp_path) as store:
+    async with await SqliteStore.open(old) as store:
         assert await store.list_gates(limit=100) == written
         assert await store.list_gates(status=GateStatus.PENDING, tool="mail") == written[2:]
 

@@ -23,10 +23,11 @@ import pytest
 from psycopg import sql
 
 from tether.demo import demo_agents
-from tether.store import SqliteStore, Store
+from tether.store import WAIT_FOR_CHILDREN, SqliteStore, Store, SubmissionStatus, TaskParent
 from tether.store import _sqlite as sqlite_module
 from tether.store import _sqlite_schema as sqlite_schema
 from tether.store.postgres import PostgresStore
+from tether.testing.storetest import Fixtures
 
 from ..http.conftest import Server, serve
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
@@ -195,6 +196,45 @@ async def test_every_query_of_a_served_request_is_served_by_an_index(
     await _served_requests(server)
     judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
     assert len(judged) > 15  # the capture saw the workload
+    assert capture.scans() == []
+
+
+async def _subagent_steps(store: Store) -> None:
+    """What the subagent steps run against a store: children admitted under a parent that
+    parks for them (with a deadline), listed, settled one way each, the expired waits swept."""
+    fx = Fixtures(store)
+    root = await fx.claim(await fx.admit("root"))
+    children = [
+        await fx.admit(
+            f"task-{call}",
+            dispatch_id=f"{root.id}:{call}",
+            parent=TaskParent(root.id, root.conversation_id, 1, call, depth=1),
+        )
+        for call in ("a", "b")
+    ]
+    parked = await store.park(
+        root.id,
+        attempt_id=str(root.attempt_id),
+        reason=WAIT_FOR_CHILDREN,
+        wait_until=fx.at(60),
+    )
+    assert parked.status is SubmissionStatus.WAITING
+    assert [c.id for c in await store.list_children(root.id)] == [c.id for c in children]
+    assert [s.id for s in await store.list_expired_waits(fx.at(61))] == [root.id]
+    first = await fx.claim(children[0])
+    await store.reserve_settlement(first.id, attempt_id=str(first.attempt_id), settlement={})
+    await store.finalize_settlement(first.id, now=fx.at(1))
+    await store.settle_absorbed(children[1].id, settlement={}, now=fx.at(2))
+    assert (await store.get_submission(root.id)).status is SubmissionStatus.QUEUED
+
+
+async def test_every_query_of_the_subagent_steps_is_served_by_an_index(
+    store: Store, capture: Capture
+) -> None:
+    capture.statements.clear()  # opening (the migrations) is not judged
+    await _subagent_steps(store)
+    judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
+    assert any("wait_until" in statement for statement in judged)
     assert capture.scans() == []
 
 

@@ -23,6 +23,7 @@ from typing import Any, Self, TypeVar
 from tether._payloads import AttachmentRef
 from tether.errors import ConversationNotFound, StoreUnavailable
 from tether.records import Record, RecordDraft
+from tether.store import _sqlite_children as children_sql
 from tether.store import _sqlite_log as log_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
@@ -398,6 +399,12 @@ class SqliteStore:
             submission_sql.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
         )
 
+    async def list_children(self, submission_id: str) -> list[Submission]:
+        return self._read(lambda conn: children_sql.list_children(conn, submission_id))
+
+    async def list_expired_waits(self, now: datetime) -> list[Submission]:
+        return self._read(lambda conn: children_sql.list_expired_waits(conn, now))
+
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         return self._read(lambda conn: submission_sql.list_attempts(conn, submission_id))
 
@@ -430,9 +437,10 @@ class SqliteStore:
         attempt_id: str,
         reason: str,
         expected_seq: int | None = None,
+        wait_until: datetime | None = None,
     ) -> Submission:
         return await self._write(
-            submission_sql.park, submission_id, attempt_id, reason, expected_seq
+            submission_sql.park, submission_id, attempt_id, reason, expected_seq, wait_until
         )
 
     async def unpark(self, submission_id: str) -> Submission:

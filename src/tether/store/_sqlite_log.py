@@ -133,11 +133,14 @@ def ensure_conversation(
     conversation_id: str,
     created_at: datetime,
     touched: list[str],
+    parent: ConversationParent | None = None,
 ) -> tuple[Conversation, bool]:
+    """The conversation of ``key``, created (its first record linking to ``parent``, if
+    given) unless it exists; an existing one is left as it is."""
     existing = find_conversation(conn, key)
     if existing is not None:
         return existing, False
-    conversation = Conversation(conversation_id, key, created_at)
+    conversation = Conversation(conversation_id, key, created_at, parent)
     _create_conversation(conn, conversation, touched)
     return conversation, True
 

@@ -22,7 +22,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -226,6 +226,22 @@ CREATE INDEX gates_by_status_agent_instance_tool
     ON gates (status, agent, instance, tool, requested_at, conversation_id, seq);
 """
 
+# v9: subagents. A child submission keeps its parent's submission id, the task call it
+# answers and its depth; a park may carry a deadline. The children of a submission in
+# admission order (``list_children``, and the check that wakes a parent when its last child
+# settles), and the waits with a deadline, by deadline (``list_expired_waits``): both partial,
+# so a root submission, or a wait without one, costs them nothing.
+_SCHEMA_V9: Final = """
+ALTER TABLE submissions ADD COLUMN parent_submission_id TEXT;
+ALTER TABLE submissions ADD COLUMN parent_call_id TEXT;
+ALTER TABLE submissions ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE submissions ADD COLUMN wait_until INTEGER;
+CREATE INDEX submissions_children ON submissions (parent_submission_id, position)
+    WHERE parent_submission_id IS NOT NULL;
+CREATE INDEX submissions_wait_deadlines ON submissions (wait_until)
+    WHERE status = 'waiting' AND wait_until IS NOT NULL;
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -242,6 +258,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V6,
     _SCHEMA_V7,
     _SCHEMA_V8,
+    _SCHEMA_V9,
 )
 
 

@@ -18,7 +18,7 @@ from tether.errors import AttachmentNotFound, ConversationNotFound
 from tether.records import Record, RecordDraft
 from tether.store._common import attachment_ref, to_micros
 from tether.store._sqlite_log import append_checked
-from tether.store._sqlite_submissions import update_owned
+from tether.store._sqlite_submissions import settled, update_owned
 from tether.store._types import ClaimSettlement
 
 __all__ = ("append_decision", "append_settled", "get_attachment", "ping", "put_attachment")
@@ -33,9 +33,10 @@ def append_settled(
     settle: ClaimSettlement,
     touched: list[str],
 ) -> list[Record]:
-    """Settle the owned submission, then append: the writer's transaction (or savepoint)
-    rolls the settlement back if the append is refused."""
-    update_owned(
+    """Settle the owned submission (waking its parent, if it is the last child the parent
+    waits for), then append: the writer's transaction (or savepoint) rolls the settlement
+    back if the append is refused."""
+    submission = update_owned(
         conn,
         settle.submission_id,
         settle.attempt_id,
@@ -43,6 +44,7 @@ def append_settled(
         "status = 'settled', lease_expires_at = NULL, settlement = ?, settled_at = ?",
         (canonical_json(settle.settlement), to_micros(settle.settled_at)),
     )
+    settled(conn, submission)
     return append_checked(conn, conversation_id, drafts, expected_seq, fence, touched)
 
 

@@ -15,15 +15,12 @@ from typing import Any
 
 from tether._canonical import canonical_json
 from tether.errors import ClaimLost, DispatchConflict, SubmissionNotFound
-from tether.store._common import (
-    SUBMISSION_COLUMNS,
-    from_micros,
-    submission_filter,
-    submission_from_row,
-    to_micros,
-)
+from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_filter, to_micros
+from tether.store._sqlite_children import has_unsettled_children, wake_parent
+from tether.store._sqlite_children import submission as _submission
 from tether.store._sqlite_log import ensure_conversation, head, mint_fence
 from tether.store._types import (
+    WAIT_FOR_CHILDREN,
     Admission,
     Attempt,
     NewSubmission,
@@ -49,17 +46,10 @@ __all__ = (
     "request_cancel",
     "reserve_settlement",
     "settle_absorbed",
+    "settled",
     "unpark",
     "update_owned",
 )
-
-
-def _from_micros_or_none(micros: int | None) -> datetime | None:
-    return None if micros is None else from_micros(micros)
-
-
-def _submission(row: tuple[Any, ...]) -> Submission:
-    return submission_from_row(row, _from_micros_or_none)
 
 
 def get_submission(conn: sqlite3.Connection, submission_id: str) -> Submission:
@@ -122,10 +112,19 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
         return Admission(get_submission(conn, row[0]), created=False)
     if conn.execute("SELECT 1 FROM submissions WHERE id = ?", (new.id,)).fetchone():
         raise DispatchConflict(new.id, str(key))
-    conversation, _ = ensure_conversation(conn, key, new.conversation_id, new.created_at, touched)
+    parent = new.parent
+    conversation, _ = ensure_conversation(
+        conn,
+        key,
+        new.conversation_id,
+        new.created_at,
+        touched,
+        None if parent is None else parent.conversation_parent(),
+    )
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
-        "status, input, created_at, trace) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+        "status, input, created_at, trace, parent_submission_id, parent_call_id, depth) "
+        "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
         (
             new.id,
             new.idempotency_key,
@@ -136,6 +135,9 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
             payload,
             to_micros(new.created_at),
             canonical_json(dict(new.trace)) if new.trace else None,
+            None if parent is None else parent.submission_id,
+            None if parent is None else parent.call_id,
+            0 if parent is None else parent.depth,
         ),
     )
     return Admission(get_submission(conn, new.id), created=True)
@@ -170,10 +172,11 @@ def update_owned(
     *,
     from_status: SubmissionStatus = SubmissionStatus.RUNNING,
 ) -> Submission:
-    """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given)."""
+    """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given):
+    the submission as updated."""
     row = conn.execute(
         f"UPDATE submissions SET {assignments} WHERE id = ? AND status = ? "
-        "AND (? IS NULL OR attempt_id = ?) RETURNING id",
+        f"AND (? IS NULL OR attempt_id = ?) RETURNING {SUBMISSION_COLUMNS}",
         (*params, submission_id, from_status.value, attempt_id, attempt_id),
     ).fetchone()
     if row is None:
@@ -184,7 +187,7 @@ def update_owned(
             f"cannot {action}: status {current.status}, attempt {current.attempt_id}, "
             f"not {from_status}{owner}",
         )
-    return get_submission(conn, submission_id)
+    return _submission(row)
 
 
 def claim(
@@ -289,10 +292,13 @@ def park(
     attempt_id: str,
     reason: str,
     expected_seq: int | None,
+    wait_until: datetime | None,
 ) -> Submission:
-    # One transaction: the head read here is the head when the park commits.
+    # One transaction: the head (and the children) read here are those when the park commits.
     current = get_submission(conn, submission_id)
-    moved = expected_seq is not None and head(conn, current.conversation_id) != expected_seq
+    over = expected_seq is not None and head(conn, current.conversation_id) != expected_seq
+    if reason == WAIT_FOR_CHILDREN and not over:
+        over = not has_unsettled_children(conn, submission_id)
     return update_owned(
         conn,
         submission_id,
@@ -300,8 +306,8 @@ def park(
         "park",
         "status = CASE WHEN ? OR cancel_requested_at IS NOT NULL THEN 'queued' ELSE 'waiting' "
         "END, attempt_id = NULL, owner_id = NULL, lease_expires_at = NULL, wait_reason = ?, "
-        "attempt_count = attempt_count - 1",
-        (moved, reason),
+        "wait_until = ?, attempt_count = attempt_count - 1",
+        (over, reason, None if wait_until is None else to_micros(wait_until)),
     )
 
 
@@ -348,14 +354,17 @@ def settle_absorbed(
     current = get_submission(conn, submission_id)
     if current.status is SubmissionStatus.SETTLED:
         return current
-    return update_owned(
+    return settled(
         conn,
-        submission_id,
-        None,
-        "settle as absorbed",
-        "status = 'settled', settlement = ?, settled_at = ?",
-        (payload, to_micros(now)),
-        from_status=SubmissionStatus.QUEUED,
+        update_owned(
+            conn,
+            submission_id,
+            None,
+            "settle as absorbed",
+            "status = 'settled', settlement = ?, settled_at = ?",
+            (payload, to_micros(now)),
+            from_status=SubmissionStatus.QUEUED,
+        ),
     )
 
 
@@ -363,15 +372,26 @@ def finalize_settlement(conn: sqlite3.Connection, submission_id: str, now: datet
     current = get_submission(conn, submission_id)
     if current.status is SubmissionStatus.SETTLED:
         return current
-    return update_owned(
+    return settled(
         conn,
-        submission_id,
-        None,
-        "finalize",
-        "status = 'settled', settled_at = ?",
-        (to_micros(now),),
-        from_status=SubmissionStatus.TERMINALIZING,
+        update_owned(
+            conn,
+            submission_id,
+            None,
+            "finalize",
+            "status = 'settled', settled_at = ?",
+            (to_micros(now),),
+            from_status=SubmissionStatus.TERMINALIZING,
+        ),
     )
+
+
+def settled(conn: sqlite3.Connection, submission: Submission) -> Submission:
+    """After ``submission`` settled, in its transaction: the wake of its parent, if it has
+    one (see ``SubmissionStore``); nothing more for a root submission."""
+    if submission.parent_submission_id is not None:
+        wake_parent(conn, submission.parent_submission_id)
+    return submission
 
 
 def owner_has_claims(conn: sqlite3.Connection, owner_id: str) -> bool:
