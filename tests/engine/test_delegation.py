@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tether.agent import agent_spec
+from tether.agent import agent_spec, tool
 from tether.engine import (
     CANCELLED_BY_PARENT,
     TASK_WAIT_EXCEEDED,
@@ -27,7 +27,10 @@ from tether.journal import Journal
 from tether.messages import ModelRequest, ToolResultPart
 from tether.models import Delay, ScriptedModel, Text, ToolUse
 from tether.records import SubmissionSettled, TaskFinished, TaskSpawned, ToolCalled, ToolOutcome
-from tether.store import MemoryStore, Store, Submission, SubmissionStatus
+from tether.store import MemoryStore, Store, Submission, SubmissionStatus, open_store
+
+from ..postgres import store_url
+from .conftest import FAST
 
 WAIT = 30
 
@@ -469,3 +472,65 @@ async def test_a_lost_wake_is_replayed_by_the_sweep(
     records = await _records(store, receipt.conversation_id)
     assert len([r for r in records if isinstance(r.payload, ToolOutcome)]) == 1
     assert len([r for r in records if isinstance(r.payload, SubmissionSettled)]) == 1
+
+
+async def test_a_child_may_run_on_another_worker_than_its_parent(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    """Two workers on one store, one run at a time each: the parent's batch holds its worker
+    (a task call beside a tool still running), so its child can only be claimed by the other
+    worker; the parent is woken, wherever it resumes, by the child's settlement there."""
+    if isinstance(store, MemoryStore):
+        pytest.skip("workers share a store across processes on SQLite and PostgreSQL")
+    release = asyncio.Event()
+
+    @tool(name="hold")
+    async def hold() -> str:
+        """Wait until the test lets go."""
+        await asyncio.wait_for(release.wait(), WAIT)
+        return "held"
+
+    def reply(request: ModelRequest) -> object:
+        if request.messages[-1].role == "tool":
+            return "Findings: " + " | ".join(_last_tool_results(request))
+        return [
+            ToolUse("task", {"agent": "researcher", "prompt": "tides"}, call_id="call-0"),
+            ToolUse("hold", call_id="call-1"),
+        ]
+
+    spec = agent_spec(ScriptedModel(reply), tools=[hold])
+    agents = {
+        "assistant": AgentDefinition(lambda instance, env: spec),
+        "researcher": define(researcher()),
+    }
+    schema = getattr(store, "schema", None)  # PostgreSQL: the same schema, another pool
+    other_store = await open_store(store_url(schema) if schema else store.url)
+    try:
+        first = make_runtime(agents, subagents={"assistant": ["researcher"]}, max_concurrent_runs=1)
+        await first.start()
+        receipt = await first.dispatch("assistant", "acme", "go")
+        [child] = await _children_of(store, receipt.submission_id)
+        second = Runtime(
+            agents,
+            other_store,
+            subagents={"assistant": ["researcher"]},
+            max_concurrent_runs=1,
+            **FAST,
+        )
+        await second.start()
+        try:
+            async with asyncio.timeout(WAIT):
+                child_settled = await second.wait(child.id)
+            release.set()
+            async with asyncio.timeout(WAIT):
+                settled = await first.wait(receipt.submission_id)
+        finally:
+            await second.close()
+    finally:
+        release.set()
+        await other_store.close()
+    assert child_settled["status"] == "succeeded"
+    assert settled["result"] == "Findings: notes on tides | held"
+    [child_attempt] = await store.list_attempts(child.id)
+    [parent_attempt, *_] = await store.list_attempts(receipt.submission_id)
+    assert child_attempt.owner_id == second.config.owner_id != parent_attempt.owner_id
