@@ -323,7 +323,9 @@ PUBLIC = {
     "tether.demo": (
         "assistant",
         "demo_agents",
+        "demo_subagents",
         "demo_tools",
+        "researcher",
     ),
     "tether.otel": ("OtelInterceptor", "OtelSpanSink", "otlp_provider"),
     "tether.stream": (

@@ -71,7 +71,8 @@ def test_serve_announces_itself_once_it_answers(tmp_path: Path) -> None:
     )
     try:
         banner = read_line(process)
-        assert banner.startswith("tether serving assistant on http://127.0.0.1:"), banner
+        serving = "tether serving assistant, researcher on http://127.0.0.1:"
+        assert banner.startswith(serving), banner
         url = banner.split(" on ")[1].split()[0]
         # No retry: once the banner is out, the store is open and the port answers.
         assert httpx.get(f"{url}/readyz", timeout=30).json() == {"ready": True}

@@ -83,6 +83,15 @@ def load_agents(app: str | None, demo: bool) -> Mapping[str, AgentDefinition]:
     return agents
 
 
+def _demo_settings(demo: bool) -> dict[str, Any]:
+    """The runtime settings the demo needs: ``assistant`` may delegate to ``researcher``."""
+    if not demo:
+        return {}
+    from tether.demo import demo_subagents
+
+    return {"subagents": demo_subagents()}
+
+
 def _load_app(app: str) -> Mapping[str, AgentDefinition]:
     """The agents ``module:factory`` names; exits with :attr:`ExitCode.BAD_APP` if it cannot."""
     module_name, _, attribute = app.partition(":")
@@ -128,7 +137,7 @@ def _loopback(host: str) -> bool:
 
 
 def serve(
-    demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agent `assistant`."),
+    demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agents."),
     app: str | None = typer.Option(
         None, "--app", help="module:factory returning {name: AgentDefinition}."
     ),
@@ -181,7 +190,11 @@ def serve(
                 agents,
                 store,
                 worker=not no_worker,
-                runtime_options={"lease": lease, "interceptors": interceptors},
+                runtime_options={
+                    "lease": lease,
+                    "interceptors": interceptors,
+                    **_demo_settings(demo),
+                },
                 app_options={"auth_token": auth_token, "heartbeat": heartbeat},
             )
         )
@@ -291,7 +304,7 @@ def worker(
     app: str | None = typer.Option(
         None, "--app", help="module:factory returning {name: AgentDefinition}."
     ),
-    demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agent `assistant`."),
+    demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agents."),
     lease: float = LEASE,
     otlp_endpoint: str | None = OTLP,
 ) -> None:
@@ -300,7 +313,7 @@ def worker(
     show_tether_logs()
 
     async def run(interceptors: list[Interceptor]) -> None:
-        options = {"lease": lease, "interceptors": interceptors}
+        options = {"lease": lease, "interceptors": interceptors, **_demo_settings(demo)}
         async with _running(agents, store, worker=True, options=options) as (_, stop):
             typer.echo(f"tether worker running {', '.join(agents)} (store {redact_url(store)})")
             freeze_startup_heap()

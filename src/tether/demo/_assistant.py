@@ -1,4 +1,5 @@
-"""The demo assistant: an echo model and three tools that show durability off."""
+"""The demo agents: ``assistant``, an echo model with three tools that show durability off,
+and ``researcher``, which it delegates to (a durable subagent) when asked."""
 
 from __future__ import annotations
 
@@ -9,14 +10,20 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from tether.agent import Tool, ToolContext, agent_spec, tool
+from tether.demo._model import DemoModel
 from tether.engine import AgentDefinition, AgentSpec
-from tether.models import EchoModel
 
-__all__ = ("assistant", "demo_agents", "demo_tools")
+__all__ = ("assistant", "demo_agents", "demo_subagents", "demo_tools", "researcher")
 
 logger = logging.getLogger("tether.demo")
 SYSTEM_PROMPT = (
-    "You are the Tether demo assistant. You can tell the time, research, and send email."
+    "You are the Tether demo assistant. You can tell the time, research, send email, "
+    "and ask the researcher."
+)
+RESEARCHER_PROMPT = "You are the Tether demo researcher. Research the topic you are given."
+RESEARCHER_DESCRIPTION = (
+    "Researches a topic with a slow research tool that reports its progress, and answers "
+    "with its findings."
 )
 
 
@@ -51,9 +58,31 @@ def demo_tools() -> list[Tool]:
 def assistant(instance: str, env: Mapping[str, str]) -> AgentSpec:
     """The demo agent's initializer (per instance, as any agent's)."""
     return agent_spec(
-        EchoModel(chunk=4), model_name="echo", system_prompt=SYSTEM_PROMPT, tools=demo_tools()
+        DemoModel(chunk=4), model_name="echo", system_prompt=SYSTEM_PROMPT, tools=demo_tools()
+    )
+
+
+def researcher(instance: str, env: Mapping[str, str]) -> AgentSpec:
+    """The demo subagent's initializer: the same model, with the ``research`` tool only."""
+    return agent_spec(
+        DemoModel(chunk=4), model_name="echo", system_prompt=RESEARCHER_PROMPT, tools=[research]
     )
 
 
 def demo_agents() -> dict[str, AgentDefinition]:
-    return {"assistant": AgentDefinition(assistant)}
+    """``assistant``, and ``researcher``, the subagent it delegates to (with
+    :func:`demo_subagents` as the runtime's ``subagents`` policy)."""
+    return {
+        "assistant": AgentDefinition(assistant),
+        "researcher": AgentDefinition(researcher, description=RESEARCHER_DESCRIPTION),
+    }
+
+
+def demo_subagents() -> dict[str, list[str]]:
+    """The demo's delegation policy: ``assistant`` may hand tasks to ``researcher``.
+
+    Example::
+
+        Runtime(demo_agents(), store, subagents=demo_subagents())
+    """
+    return {"assistant": ["researcher"]}
