@@ -34,6 +34,7 @@ from tether.store._types import (
     Conversation,
     SessionKey,
 )
+from tether.store.postgres._children import wake_parent
 from tether.store.postgres._gates import index_gates
 
 __all__ = (
@@ -51,6 +52,7 @@ __all__ = (
     "notify",
     "read",
     "read_all",
+    "stored_parent",
 )
 
 Conn = AsyncConnection[TupleRow]
@@ -136,6 +138,11 @@ async def _insert_records(conn: Conn, conversation_id: str, records: Sequence[Re
         )
 
 
+def stored_parent(parent: ConversationParent | None) -> bytes | None:
+    """A conversation's ``parent`` as its column keeps it."""
+    return None if parent is None else canonical_json(parent.to_json_object())
+
+
 async def _create_conversation(
     conn: Conn, conversation: Conversation, channels: Channels, prefix: Sequence[Record] = ()
 ) -> bool:
@@ -152,7 +159,7 @@ async def _create_conversation(
                 key.instance,
                 key.session,
                 conversation.created_at,
-                None if parent is None else canonical_json(parent.to_json_object()),
+                stored_parent(parent),
             ),
         )
     ).fetchone()
@@ -170,9 +177,15 @@ async def _create_conversation(
 
 
 async def ensure_conversation(
-    conn: Conn, key: SessionKey, conversation_id: str, created_at: datetime, channels: Channels
+    conn: Conn,
+    key: SessionKey,
+    conversation_id: str,
+    created_at: datetime,
+    channels: Channels,
+    parent: ConversationParent | None = None,
 ) -> tuple[Conversation, bool]:
-    conversation = Conversation(conversation_id, key, created_at)
+    """The session's conversation, created (linked to ``parent``, if given) if it is new."""
+    conversation = Conversation(conversation_id, key, created_at, parent)
     if await _create_conversation(conn, conversation, channels):
         return conversation, True
     existing = await find_conversation(conn, key)
@@ -313,7 +326,7 @@ WITH moved AS ({_MOVE_HEAD} RETURNING id
 SELECT (SELECT count(*) FROM written), (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved)
 """
 # The claim is locked first and the head moves only while it holds, so the settlement and
-# the records commit together or not at all.
+# the records commit together or not at all; so does the wake of a child's parent.
 _APPEND_SETTLED_IF_HEAD = f"""
 WITH owned AS (
     SELECT id FROM submissions
@@ -324,11 +337,12 @@ WITH owned AS (
     UPDATE submissions SET status = 'settled', lease_expires_at = NULL,
         settlement = %(settlement)s, settled_at = %(settled_at)s
     WHERE id = (SELECT id FROM owned) AND EXISTS (SELECT 1 FROM moved)
-    RETURNING id
+    RETURNING id, parent_submission_id
 ), written AS ({_INSERT_SEALED})
 SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM settled),
        (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved),
-       (SELECT pg_notify(%(settled_channel)s, id) FROM settled)
+       (SELECT pg_notify(%(settled_channel)s, id) FROM settled),
+       (SELECT {wake_parent("parent_submission_id", "%(work_channel)s")} FROM settled)
 """
 
 
@@ -383,6 +397,7 @@ async def append_if_head(
         "settlement": canonical_json(dict(settle.settlement)),
         "settled_at": settle.settled_at,
         "settled_channel": channels.settled,
+        "work_channel": channels.work,
     }
     row = await (await conn.execute(_APPEND_SETTLED_IF_HEAD, params)).fetchone()
     return row is not None and row[0] == len(sealed) and row[1] == 1

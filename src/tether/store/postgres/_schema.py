@@ -14,6 +14,7 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import TupleRow
 
 from tether.errors import UnsupportedSchema
+from tether.store.postgres._children import WAKE_PARENT_FUNCTION
 from tether.store.postgres._gates import backfill as backfill_gates
 
 __all__ = ("BACKFILLS", "MIGRATIONS", "SCHEMA_VERSION", "migrate")
@@ -178,6 +179,24 @@ MIGRATIONS: Final = (
     CREATE INDEX gates_by_status_agent_instance_tool
         ON gates (status, agent, instance, tool, requested_at, conversation_id, seq);
     """,
+    # v6: subagents. A child submission keeps its parent's submission id, the task call it
+    # answers and its depth; a park may carry a deadline. The children of a submission in
+    # admission order (``list_children``, and the check that wakes a parent when its last
+    # child settles) and the waits with a deadline (``list_expired_waits``), both partial, so
+    # a root submission, or a wait without one, costs them nothing; and the wake itself
+    # (``_children``), called by every statement that settles a child. Idempotent, so that a
+    # schema whose version was set back (a test re-running an earlier step) can run it again.
+    """
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS parent_submission_id TEXT;
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS parent_call_id TEXT;
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS depth INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS wait_until TIMESTAMPTZ;
+    CREATE INDEX IF NOT EXISTS submissions_children
+        ON submissions (parent_submission_id, position) WHERE parent_submission_id IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS submissions_wait_deadlines ON submissions (wait_until)
+        WHERE status = 'waiting' AND wait_until IS NOT NULL;
+    """
+    + WAKE_PARENT_FUNCTION,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

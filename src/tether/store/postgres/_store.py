@@ -32,6 +32,7 @@ from tether.store._common import (
 from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
+    WAIT_FOR_CHILDREN,
     Admission,
     Attempt,
     ClaimSettlement,
@@ -41,7 +42,8 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store.postgres import _gates, _log, _submissions
+from tether.store.postgres import _admission, _children, _gates, _log, _submissions
+from tether.store.postgres._children import UNSETTLED_CHILDREN
 from tether.store.postgres._listen import Listener
 from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
@@ -345,6 +347,7 @@ class PostgresStore:
                     "status = 'settled', lease_expires_at = NULL, settlement = %s, settled_at = %s",
                     (canonical_json(dict(settle.settlement)), settle.settled_at),
                     notify=self._channels.settled,
+                    wake=self._channels.work,
                 )
             return await _log.append(
                 conn, conversation_id, list(drafts), expected_seq, fence, self._channels
@@ -472,9 +475,9 @@ class PostgresStore:
     # --- submissions ------------------------------------------------------------------
 
     async def admit(self, new: NewSubmission) -> Admission:
-        admitted = await self._autocommit(_submissions.admit_at_once, new, self._channels)
+        admitted = await self._autocommit(_admission.admit_at_once, new, self._channels)
         if admitted is None:  # a new session, an idempotent replay, or a conflict
-            admitted = await self._run(_submissions.admit, new, self._channels)
+            admitted = await self._run(_admission.admit, new, self._channels)
         if admitted.created:
             self._echo_admitted(admitted.submission)
         return admitted
@@ -483,7 +486,7 @@ class PostgresStore:
         """What the admission's NOTIFYs tell other processes, told here (an echo of our own
         is skipped)."""
         self._signals.notify(["work"])
-        if _submissions.steers(submission.input):
+        if _admission.steers(submission.input):
             self._signals.notify([f"steer:{submission.conversation_id}"])
 
     async def admit_and_claim(
@@ -496,7 +499,7 @@ class PostgresStore:
         now: datetime,
     ) -> Admission:
         admitted = await self._run(
-            _submissions.admit_and_claim,
+            _admission.admit_and_claim,
             new,
             attempt_id,
             owner_id,
@@ -553,6 +556,12 @@ class PostgresStore:
             _submissions.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
         )
 
+    async def list_children(self, submission_id: str) -> list[Submission]:
+        return await self._autocommit(_children.list_children, submission_id)
+
+    async def list_expired_waits(self, now: datetime) -> list[Submission]:
+        return await self._autocommit(_children.list_expired_waits, now)
+
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         return await self._autocommit(_submissions.list_attempts, submission_id)
 
@@ -595,10 +604,12 @@ class PostgresStore:
         attempt_id: str,
         reason: str,
         expected_seq: int | None = None,
+        wait_until: datetime | None = None,
     ) -> Submission:
         async def run(conn: Conn) -> Submission:
-            # The claim's row first (as append_decision locks it), then the head in a statement
-            # of its own: a decision committed while we waited for the row is seen.
+            # The claim's row first (as append_decision and a settling child lock it), then the
+            # head and the children in statements of their own: a decision, or the settlement
+            # of a last child, committed while we waited for the row is seen.
             row = await (
                 await conn.execute(
                     "SELECT conversation_id FROM submissions WHERE id = %s FOR UPDATE",
@@ -608,15 +619,22 @@ class PostgresStore:
             moved = False
             if row is not None and expected_seq is not None:
                 moved = await _log.head(conn, row[0]) != expected_seq
+            # Nothing to wait for if no child is unsettled (they may all have settled first).
+            over = (
+                f" OR NOT {UNSETTLED_CHILDREN.format(parent='submissions.id')}"
+                if reason == WAIT_FOR_CHILDREN
+                else ""
+            )
             return await _submissions.update_owned(
                 conn,
                 submission_id,
                 attempt_id,
                 "park",
-                "status = CASE WHEN %s::boolean OR cancel_requested_at IS NOT NULL "
-                "THEN 'queued' ELSE 'waiting' END, attempt_id = NULL, owner_id = NULL, "
-                "lease_expires_at = NULL, wait_reason = %s, attempt_count = attempt_count - 1",
-                (moved, reason),
+                "status = CASE WHEN %s::boolean OR cancel_requested_at IS NOT NULL"
+                f"{over} THEN 'queued' ELSE 'waiting' END, attempt_id = NULL, owner_id = NULL, "
+                "lease_expires_at = NULL, wait_reason = %s, wait_until = %s, "
+                "attempt_count = attempt_count - 1",
+                (moved, reason, wait_until),
                 notify=self._channels.work,
             )
 
@@ -710,6 +728,7 @@ class PostgresStore:
                     params=params,
                     from_status=from_status,
                     notify=self._channels.settled,
+                    wake=self._channels.work,
                 )
             )
             self._on_settled(submission_id)  # our own NOTIFY's echo is skipped

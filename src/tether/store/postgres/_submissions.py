@@ -1,4 +1,5 @@
-"""The SQL of the PostgreSQL store's submissions: admission, claims, leases, settlement.
+"""The SQL of the PostgreSQL store's submissions: reads, claims, leases, settlement (their
+admission is ``_admission``'s).
 
 Claims take session heads with ``FOR UPDATE SKIP LOCKED``; every state change is one
 conditional ``UPDATE`` (owned by an attempt where the contract says so).
@@ -6,42 +7,27 @@ conditional ``UPDATE`` (owned by an attempt where the contract says so).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import orjson
 from psycopg.rows import TupleRow
 
-from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef
-from tether.errors import (
-    AttachmentNotFound,
-    ClaimLost,
-    DispatchConflict,
-    SubmissionNotFound,
-)
+from tether.errors import AttachmentNotFound, ClaimLost, SubmissionNotFound
 from tether.store._common import (
     SUBMISSION_COLUMNS,
     attachment_ref,
-    seal_created,
     submission_filter,
     submission_from_row,
 )
-from tether.store._types import (
-    Admission,
-    Attempt,
-    Conversation,
-    NewSubmission,
-    Submission,
-    SubmissionStatus,
-)
-from tether.store.postgres._log import Channels, Conn, ensure_conversation, notify
+from tether.store._types import Attempt, Submission, SubmissionStatus
+from tether.store.postgres._children import wake_parent
+from tether.store.postgres._log import Conn
 
 __all__ = (
-    "admit",
-    "admit_and_claim",
-    "admit_at_once",
+    "COLUMN_COUNT",
     "claim",
     "claim_runnable",
     "get_attachment",
@@ -51,7 +37,7 @@ __all__ = (
     "list_runnable",
     "list_submissions",
     "put_attachment",
-    "steers",
+    "submission",
     "update_owned",
 )
 
@@ -65,10 +51,13 @@ _HEAD_OF_SESSION = (
 )
 
 
+COLUMN_COUNT = len(SUBMISSION_COLUMNS.split(","))
+"""How many leading columns of a row are the submission's (``SUBMISSION_COLUMNS``)."""
+
 # --- submissions ----------------------------------------------------------------------
 
 
-def _submission(row: TupleRow) -> Submission:
+def submission(row: TupleRow) -> Submission:
     return submission_from_row(row, _same)
 
 
@@ -86,7 +75,7 @@ async def get_submission(conn: Conn, submission_id: str, *, lock: bool = False) 
     ).fetchone()
     if row is None:
         raise SubmissionNotFound(submission_id)
-    return _submission(row)
+    return submission(row)
 
 
 async def list_submissions(
@@ -98,7 +87,7 @@ async def list_submissions(
             f"SELECT {SUBMISSION_COLUMNS} FROM submissions {where}ORDER BY position", params
         )
     ).fetchall()
-    return [_submission(row) for row in rows]
+    return [submission(row) for row in rows]
 
 
 async def list_runnable(conn: Conn, limit: int) -> list[Submission]:
@@ -109,7 +98,7 @@ async def list_runnable(conn: Conn, limit: int) -> list[Submission]:
             (limit,),
         )
     ).fetchall()
-    return [_submission(row) for row in rows]
+    return [submission(row) for row in rows]
 
 
 async def list_expired_leases(conn: Conn, now: datetime) -> list[Submission]:
@@ -120,164 +109,7 @@ async def list_expired_leases(conn: Conn, now: datetime) -> list[Submission]:
             (now,),
         )
     ).fetchall()
-    return [_submission(row) for row in rows]
-
-
-_ADMIT = f"""
-WITH created AS (
-    -- A new session's conversation, with its first record; not if the id is taken, so a
-    -- conflicting dispatch leaves nothing behind.
-    INSERT INTO conversations (id, agent, instance, session, created_at, head, head_hash)
-    SELECT %(cid)s, %(agent)s, %(instance)s, %(session)s, %(at)s, 1, %(hash)s
-    WHERE NOT EXISTS (SELECT 1 FROM submissions WHERE id = %(id)s)
-    ON CONFLICT (agent, instance, session) DO NOTHING
-    RETURNING id
-), first_record AS (
-    INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash)
-    SELECT id, 1, %(kind)s, %(body)s, %(prev)s, %(hash)s FROM created
-), conversation AS (
-    -- The one just created, or the session's own (a statement does not see its own insert).
-    SELECT id FROM created
-    UNION ALL
-    SELECT id FROM conversations
-    WHERE agent = %(agent)s AND instance = %(instance)s AND session = %(session)s
-), admitted AS (
-    INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id,
-                             status, input, created_at, trace)
-    SELECT %(id)s, %(dispatch)s, %(agent)s, %(instance)s, %(session)s, conversation.id,
-           'queued', %(input)s, %(at)s, %(trace)s
-    FROM conversation
-    ON CONFLICT DO NOTHING
-    RETURNING {SUBMISSION_COLUMNS}
-)
-SELECT admitted.*, pg_notify(%(work)s, admitted.id),
-       (SELECT pg_notify(%(append)s, created.id || ':1') FROM created),
-       CASE WHEN %(steers)s THEN pg_notify(%(steer)s, admitted.conversation_id) END
-FROM admitted
-"""
-
-
-def steers(submission_input: Mapping[str, Any]) -> bool:
-    """Whether a submission steers a running one (its runner then looks for it)."""
-    return submission_input.get("kind") in ("steer", "follow_up")
-
-
-async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> Admission | None:
-    """An admission in one statement (its own transaction), creating the session's
-    conversation if it is new; ``None``, writing nothing, for an idempotent replay or a
-    conflict, which the checked path then sorts out."""
-    key = new.key
-    conversation = Conversation(new.conversation_id, key, new.created_at)
-    first = seal_created(conversation)
-    row = await (
-        await conn.execute(
-            _ADMIT,
-            {
-                "cid": conversation.id,
-                "agent": key.agent,
-                "instance": key.instance,
-                "session": key.session,
-                "at": new.created_at,
-                "kind": first.kind,
-                "body": first.canonical,
-                "prev": b"",
-                "hash": bytes.fromhex(first.hash),
-                "id": new.id,
-                "dispatch": new.idempotency_key,
-                "input": canonical_json(new.input),
-                "trace": canonical_json(dict(new.trace)) if new.trace else None,
-                "work": channels.work,
-                "append": channels.append,
-                "steers": steers(new.input),
-                "steer": channels.steer,
-            },
-        )
-    ).fetchone()
-    return None if row is None else Admission(_submission(row[:-3]), created=True)
-
-
-async def admit_and_claim(
-    conn: Conn,
-    new: NewSubmission,
-    attempt_id: str,
-    owner_id: str,
-    lease_expires_at: datetime,
-    now: datetime,
-    channels: Channels,
-) -> Admission:
-    """In one transaction: admit, take the conversation's row lock, then claim if it is the
-    head. The claim is a statement of its own, begun once the lock is held, so it sees every
-    claim of the session that committed before (a claim takes that lock too): two admitting
-    workers can never both find their submission the head."""
-    admission = await admit(conn, new, channels, wake=False)
-    if not admission.created:
-        return admission
-    await conn.execute(
-        "SELECT 1 FROM conversations WHERE id = %s FOR UPDATE",
-        (admission.submission.conversation_id,),
-    )
-    try:
-        claimed = await claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now)
-    except ClaimLost:  # behind an unsettled submission of its session: it waits its turn
-        await notify(conn, channels.work, new.id)
-        return admission
-    return Admission(claimed, created=True)
-
-
-async def admit(
-    conn: Conn, new: NewSubmission, channels: Channels, *, wake: bool = True
-) -> Admission:
-    payload = canonical_json(new.input)
-    key = new.key
-    existing = await (
-        await conn.execute(
-            "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
-            "AND session = %s AND dispatch_id = %s",
-            (key.agent, key.instance, key.session, new.idempotency_key),
-        )
-    ).fetchone()
-    if existing is None:
-        conversation, _ = await ensure_conversation(
-            conn, key, new.conversation_id, new.created_at, channels
-        )
-        inserted = await (
-            await conn.execute(
-                "INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
-                "conversation_id, status, input, created_at, trace) "
-                "VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, %s, %s) "
-                "ON CONFLICT DO NOTHING RETURNING id",
-                (
-                    new.id,
-                    new.idempotency_key,
-                    key.agent,
-                    key.instance,
-                    key.session,
-                    conversation.id,
-                    payload,
-                    new.created_at,
-                    canonical_json(dict(new.trace)) if new.trace else None,
-                ),
-            )
-        ).fetchone()
-        if inserted is not None:
-            if wake:
-                await notify(conn, channels.work, new.id)
-            if steers(new.input):
-                await notify(conn, channels.steer, conversation.id)
-            return Admission(await get_submission(conn, new.id), created=True)
-        # A concurrent admission of the same dispatch won the race, or the id is taken.
-        existing = await (
-            await conn.execute(
-                "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
-                "AND session = %s AND dispatch_id = %s",
-                (key.agent, key.instance, key.session, new.idempotency_key),
-            )
-        ).fetchone()
-        if existing is None:
-            raise DispatchConflict(new.id, str(key))
-    if bytes(existing[1]) != payload:
-        raise DispatchConflict(new.idempotency_key, str(key))
-    return Admission(await get_submission(conn, existing[0]), created=False)
+    return [submission(row) for row in rows]
 
 
 async def update_owned(
@@ -290,17 +122,30 @@ async def update_owned(
     *,
     from_status: SubmissionStatus = SubmissionStatus.RUNNING,
     notify: str | None = None,
+    wake: str | None = None,
 ) -> Submission:
     """Apply ``assignments`` if in ``from_status`` (and owned by ``attempt_id``, if given),
-    and NOTIFY ``notify`` with the submission id if it applied: one statement."""
+    and NOTIFY ``notify`` with the submission id if it applied: one statement. A settlement
+    gives ``wake``, the work channel: a settled child wakes its parent in the statement
+    (``_children``)."""
+    woken = "" if wake is None else f", {wake_parent('changed.parent_submission_id', '%s')}"
     row = await (
         await conn.execute(
             f"WITH changed AS (UPDATE submissions SET {assignments} WHERE id = %s "
             "AND status = %s AND (%s::text IS NULL OR attempt_id = %s) "
             f"RETURNING {SUBMISSION_COLUMNS}) "
             "SELECT changed.*, CASE WHEN %s::text IS NULL THEN NULL "
-            "ELSE pg_notify(%s, changed.id) END FROM changed",
-            (*params, submission_id, from_status.value, attempt_id, attempt_id, notify, notify),
+            f"ELSE pg_notify(%s, changed.id) END{woken} FROM changed",
+            (
+                *params,
+                submission_id,
+                from_status.value,
+                attempt_id,
+                attempt_id,
+                notify,
+                notify,
+                *(() if wake is None else (wake,)),
+            ),
         )
     ).fetchone()
     if row is None:
@@ -311,7 +156,7 @@ async def update_owned(
             f"cannot {action}: status {current.status}, attempt {current.attempt_id}, "
             f"not {from_status}{owner}",
         )
-    return _submission(row[:-1])
+    return submission(row[:COLUMN_COUNT])
 
 
 async def claim(
@@ -335,7 +180,7 @@ async def claim(
         )
     ).fetchone()
     if row is not None:
-        return _submission(row[:-1])
+        return submission(row[:-1])
     current = await get_submission(conn, submission_id)  # SubmissionNotFound
     if current.status is not SubmissionStatus.QUEUED:
         raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
@@ -422,7 +267,7 @@ async def claim_runnable(
             },
         )
     ).fetchall()
-    return [_submission(row[:-1]) for row in sorted(rows, key=lambda row: row[-1])]
+    return [submission(row[:-1]) for row in sorted(rows, key=lambda row: row[-1])]
 
 
 async def list_attempts(conn: Conn, submission_id: str) -> list[Attempt]:

@@ -1,0 +1,206 @@
+"""The SQL of the PostgreSQL store's admissions: a new session's in one statement, the
+checked path (idempotent replays, conflicts, a racing admission of the same dispatch), and
+an admission that claims at once.
+
+A child submission (``NewSubmission.parent``) keeps its parent link and depth, and the
+conversation it materializes links back to the task call in its ``conversation_created``
+record (an existing conversation is left as it is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from tether._canonical import canonical_json
+from tether._payloads import ConversationParent
+from tether.errors import ClaimLost, DispatchConflict
+from tether.store._common import SUBMISSION_COLUMNS, seal_created
+from tether.store._types import Admission, Conversation, NewSubmission
+from tether.store.postgres._log import (
+    Channels,
+    Conn,
+    ensure_conversation,
+    notify,
+    stored_parent,
+)
+from tether.store.postgres._submissions import COLUMN_COUNT, claim, get_submission, submission
+
+__all__ = ("admit", "admit_and_claim", "admit_at_once", "steers")
+
+_ADMIT = f"""
+WITH created AS (
+    -- A new session's conversation, with its first record; not if the id is taken, so a
+    -- conflicting dispatch leaves nothing behind.
+    INSERT INTO conversations (id, agent, instance, session, created_at, parent, head,
+                               head_hash)
+    SELECT %(cid)s, %(agent)s, %(instance)s, %(session)s, %(at)s, %(parent)s, 1, %(hash)s
+    WHERE NOT EXISTS (SELECT 1 FROM submissions WHERE id = %(id)s)
+    ON CONFLICT (agent, instance, session) DO NOTHING
+    RETURNING id
+), first_record AS (
+    INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash)
+    SELECT id, 1, %(kind)s, %(body)s, %(prev)s, %(hash)s FROM created
+), conversation AS (
+    -- The one just created, or the session's own (a statement does not see its own insert).
+    SELECT id FROM created
+    UNION ALL
+    SELECT id FROM conversations
+    WHERE agent = %(agent)s AND instance = %(instance)s AND session = %(session)s
+), admitted AS (
+    INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id,
+                             status, input, created_at, trace, parent_submission_id,
+                             parent_call_id, depth)
+    SELECT %(id)s, %(dispatch)s, %(agent)s, %(instance)s, %(session)s, conversation.id,
+           'queued', %(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s
+    FROM conversation
+    ON CONFLICT DO NOTHING
+    RETURNING {SUBMISSION_COLUMNS}
+)
+SELECT admitted.*, pg_notify(%(work)s, admitted.id),
+       (SELECT pg_notify(%(append)s, created.id || ':1') FROM created),
+       CASE WHEN %(steers)s THEN pg_notify(%(steer)s, admitted.conversation_id) END
+FROM admitted
+"""
+
+
+def _link(new: NewSubmission) -> ConversationParent | None:
+    """The ``parent`` of the conversation a child submission materializes."""
+    return None if new.parent is None else new.parent.conversation_parent()
+
+
+def _parent_columns(new: NewSubmission) -> dict[str, Any]:
+    parent = new.parent
+    return {
+        "parent_id": None if parent is None else parent.submission_id,
+        "call_id": None if parent is None else parent.call_id,
+        "depth": 0 if parent is None else parent.depth,
+    }
+
+
+def steers(submission_input: Mapping[str, Any]) -> bool:
+    """Whether a submission steers a running one (its runner then looks for it)."""
+    return submission_input.get("kind") in ("steer", "follow_up")
+
+
+async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> Admission | None:
+    """An admission in one statement (its own transaction), creating the session's
+    conversation if it is new; ``None``, writing nothing, for an idempotent replay or a
+    conflict, which the checked path then sorts out."""
+    key = new.key
+    conversation = Conversation(new.conversation_id, key, new.created_at, _link(new))
+    first = seal_created(conversation)
+    row = await (
+        await conn.execute(
+            _ADMIT,
+            {
+                "cid": conversation.id,
+                "agent": key.agent,
+                "instance": key.instance,
+                "session": key.session,
+                "at": new.created_at,
+                "parent": stored_parent(conversation.parent),
+                "kind": first.kind,
+                "body": first.canonical,
+                "prev": b"",
+                "hash": bytes.fromhex(first.hash),
+                "id": new.id,
+                "dispatch": new.idempotency_key,
+                "input": canonical_json(new.input),
+                "trace": canonical_json(dict(new.trace)) if new.trace else None,
+                **_parent_columns(new),
+                "work": channels.work,
+                "append": channels.append,
+                "steers": steers(new.input),
+                "steer": channels.steer,
+            },
+        )
+    ).fetchone()
+    return None if row is None else Admission(submission(row[:COLUMN_COUNT]), created=True)
+
+
+async def admit_and_claim(
+    conn: Conn,
+    new: NewSubmission,
+    attempt_id: str,
+    owner_id: str,
+    lease_expires_at: datetime,
+    now: datetime,
+    channels: Channels,
+) -> Admission:
+    """In one transaction: admit, take the conversation's row lock, then claim if it is the
+    head. The claim is a statement of its own, begun once the lock is held, so it sees every
+    claim of the session that committed before (a claim takes that lock too): two admitting
+    workers can never both find their submission the head."""
+    admission = await admit(conn, new, channels, wake=False)
+    if not admission.created:
+        return admission
+    await conn.execute(
+        "SELECT 1 FROM conversations WHERE id = %s FOR UPDATE",
+        (admission.submission.conversation_id,),
+    )
+    try:
+        claimed = await claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now)
+    except ClaimLost:  # behind an unsettled submission of its session: it waits its turn
+        await notify(conn, channels.work, new.id)
+        return admission
+    return Admission(claimed, created=True)
+
+
+async def admit(
+    conn: Conn, new: NewSubmission, channels: Channels, *, wake: bool = True
+) -> Admission:
+    payload = canonical_json(new.input)
+    key = new.key
+    existing = await (
+        await conn.execute(
+            "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
+            "AND session = %s AND dispatch_id = %s",
+            (key.agent, key.instance, key.session, new.idempotency_key),
+        )
+    ).fetchone()
+    if existing is None:
+        conversation, _ = await ensure_conversation(
+            conn, key, new.conversation_id, new.created_at, channels, _link(new)
+        )
+        inserted = await (
+            await conn.execute(
+                "INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
+                "conversation_id, status, input, created_at, trace, parent_submission_id, "
+                "parent_call_id, depth) VALUES (%(id)s, %(dispatch)s, %(agent)s, %(instance)s, "
+                "%(session)s, %(cid)s, 'queued', %(input)s, %(at)s, %(trace)s, %(parent_id)s, "
+                "%(call_id)s, %(depth)s) ON CONFLICT DO NOTHING RETURNING id",
+                {
+                    "id": new.id,
+                    "dispatch": new.idempotency_key,
+                    "agent": key.agent,
+                    "instance": key.instance,
+                    "session": key.session,
+                    "cid": conversation.id,
+                    "input": payload,
+                    "at": new.created_at,
+                    "trace": canonical_json(dict(new.trace)) if new.trace else None,
+                    **_parent_columns(new),
+                },
+            )
+        ).fetchone()
+        if inserted is not None:
+            if wake:
+                await notify(conn, channels.work, new.id)
+            if steers(new.input):
+                await notify(conn, channels.steer, conversation.id)
+            return Admission(await get_submission(conn, new.id), created=True)
+        # A concurrent admission of the same dispatch won the race, or the id is taken.
+        existing = await (
+            await conn.execute(
+                "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
+                "AND session = %s AND dispatch_id = %s",
+                (key.agent, key.instance, key.session, new.idempotency_key),
+            )
+        ).fetchone()
+        if existing is None:
+            raise DispatchConflict(new.id, str(key))
+    if bytes(existing[1]) != payload:
+        raise DispatchConflict(new.idempotency_key, str(key))
+    return Admission(await get_submission(conn, existing[0]), created=False)
