@@ -31,6 +31,7 @@ class FakeDelegation:
         self.refusal = refuse
         self.spawns: list[str] = []
         self.settled: dict[str, str] = {}
+        self.delivered_calls: list[str] = []
 
     async def refuse(self, call: ToolCall) -> str | None:
         return self.refusal
@@ -60,6 +61,9 @@ class FakeDelegation:
             result=text,
         )
         return finished, ToolResult(call_id=task.call_id, content=text)
+
+    async def delivered(self, finished: Record) -> None:
+        self.delivered_calls.append(str(finished.fields["payload"]["callId"]))
 
 
 def task(call_id: str, turn: Turn) -> ToolCall:
@@ -122,7 +126,7 @@ async def test_a_resume_delivers_the_answers_once_and_a_replay_serves_them(store
     records = await store.read(cid)
     outcomes = [r.payload.call_id for r in records if isinstance(r.payload, ToolOutcome)]
     finished = [r.payload.call_id for r in records if isinstance(r.payload, TaskFinished)]
-    assert outcomes == finished == ["a", "b"]
+    assert outcomes == finished == delegation.delivered_calls == ["a", "b"]
     replayed = await (await _open(store, cid, None)).replay(Fanout())
     assert replayed == ["summed: A + B"]
 

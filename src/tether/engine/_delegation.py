@@ -135,6 +135,9 @@ class ChildDelegation:
         """The earliest deadline of the children found still running (``max_wait``)."""
         self.waiting_for: list[str] = []
         """The children found still running, by submission id."""
+        self._given_up: set[str] = set()
+        """Children whose wait lapsed: cancelled once the parent's log says so (their
+        abort then reads as ``cancelled_by_parent``)."""
 
     # --- refusing ---------------------------------------------------------------------
 
@@ -237,14 +240,23 @@ class ChildDelegation:
                 if deadline is not None:
                     self.wait_until = min(deadline, self.wait_until or deadline)
                 return None
-            await store.request_cancel(child.id, now=now)
-            self.context.runs.abort(child.id)
+            self._given_up.add(child.id)  # cancelled once this answer is durable
             error = f"the {task.agent} task did not finish within {max_wait:g} s; it was cancelled"
             lapsed = SubmissionSettled(
                 status=SettlementStatus.FAILED, error=error, error_code=TASK_WAIT_EXCEEDED
             )
             return await self._finished(task, child, lapsed)
         return await self._finished(task, child, SubmissionSettled.model_validate(child.settlement))
+
+    async def delivered(self, finished: Record) -> None:
+        payload = finished.payload
+        assert isinstance(payload, TaskFinished)
+        if payload.child_submission_id in self._given_up:
+            self._given_up.discard(payload.child_submission_id)
+            child_id = payload.child_submission_id
+            await self.context.store.request_cancel(child_id, now=self.context.clock.now())
+            self.context.runs.abort(child_id)
+            self.context.runs.wake_claims()
 
     async def _finished(
         self, task: TaskSpawned, child: Submission, settled: SubmissionSettled

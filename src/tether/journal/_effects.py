@@ -94,6 +94,11 @@ class Delegation(Protocol):
         has settled (or its wait has lapsed); ``None`` while it still runs."""
         ...
 
+    async def delivered(self, finished: Record) -> None:
+        """The answer's ``task_finished`` record is durable in the parent's log (what was
+        given up on, a child whose wait lapsed, may be cancelled now)."""
+        ...
+
 
 SteerSource = Callable[[tuple[str, ...]], Awaitable[Sequence[SteerReceived]]]
 """Called with the modes a safe point accepts; returns the messages to deliver there."""

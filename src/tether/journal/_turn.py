@@ -628,7 +628,8 @@ class Turn:
                 return None
             finished, result = answer
             result = result.model_copy(update={"call_id": call.call_id})
-            await self._append([_outcome_of(result), finished])
+            *_, record = await self._append([_outcome_of(result), finished])
+            await delegation.delivered(record)
             return result
 
     def _delegation_for(self, call: ToolCall) -> Delegation:
