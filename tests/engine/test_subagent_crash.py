@@ -17,7 +17,8 @@ The boundaries, in the order a task call crosses them (``subagent_crash_worker.C
 - (f) ``parent-settled`` / ``cascade``: the parent's settlement committed and its
   bookkeeping did not run; in ``cascade`` it was aborted while parked, so its running child
   is left for reconciliation to cancel; ``cascade-settling`` cuts that aborted parent's
-  two-phase settlement before its finalize (a known gap: ``CASCADE_LOST``).
+  two-phase settlement before its finalize: the reconciliation that finishes it cancels
+  the child too.
 
 The fan-out cases give the parent two task calls in one turn: the cut then falls after the
 first child's admission, after the first child's settlement (the parent must go on waiting
@@ -99,16 +100,6 @@ class Case:
 
 
 SLOW = pytest.mark.slow
-CASCADE_LOST = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "a parent cut while settling (terminalizing) with a live child: the restart's "
-        "reconcile runs cancel_orphans before it finishes the settlement, and never after "
-        "(the periodic sweep does not), so the child runs on for nobody and settles succeeded "
-        "instead of cancelled_by_parent"
-    ),
-)
 CASES = [
     pytest.param(Case("intent", ONE), id="a-spawn-intent"),
     pytest.param(Case("admitted", ONE), id="b-child-admitted"),
@@ -120,7 +111,7 @@ CASES = [
     pytest.param(Case("answering", ONE), id="e-answering", marks=SLOW),
     pytest.param(Case("parent-settled", ONE), id="f-parent-settled"),
     pytest.param(Case("cascade", ONE), id="f-cascade"),
-    pytest.param(Case("cascade-settling", ONE), id="f-cascade-settling", marks=CASCADE_LOST),
+    pytest.param(Case("cascade-settling", ONE), id="f-cascade-settling"),
     pytest.param(Case("admitted", TWO), id="fanout-admitted", marks=SLOW),
     pytest.param(Case("child-settled", TWO), id="fanout-child-settled"),
     pytest.param(Case("delivered", TWO), id="fanout-delivered", marks=SLOW),

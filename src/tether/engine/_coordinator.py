@@ -226,6 +226,8 @@ class Coordinator:
             await self.context.instrumentation.emit(
                 SubmissionSettledEvent(correlation, settlement=settlement)
             )
+            if self.context.subagents.targets(submission.key.agent, submission.depth):
+                await cancel_children(self.context, submission)  # as its attempt would have
 
     async def reclaim_expired(self) -> None:
         """Release the claims whose lease expired, and (where the store offers liveness
