@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tether.demo import demo_agents
+from tether.demo import demo_agents, demo_subagents
 from tether.otel import OtelInterceptor
 
 Make = Callable[..., Any]
@@ -80,3 +80,27 @@ async def test_an_attempt_joins_the_trace_it_was_dispatched_with(
         assert f"{agent.context.trace_id:032x}" == TRACE_ID
     else:
         assert agent.parent is None
+
+
+async def test_a_childs_spans_join_its_parents_trace(make_runtime: Make) -> None:
+    """No caller trace: the child's attempts are still in the parent's trace, under the
+    ``execute_tool task`` span of the call that spawned it."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    interceptor = OtelInterceptor(provider.get_tracer("test"))
+    async with make_runtime(
+        demo_agents(), interceptors=[interceptor], subagents=demo_subagents()
+    ) as runtime:
+        receipt = await runtime.dispatch("assistant", "me", "ask the researcher about tides")
+        async with asyncio.timeout(60):
+            await runtime.wait(receipt.submission_id)
+    spans = exporter.get_finished_spans()
+    parents = [s for s in spans if s.name == "invoke_agent assistant"]
+    [task] = [s for s in spans if s.name == "execute_tool task"]
+    [child] = [s for s in spans if s.name == "invoke_agent researcher"]
+    assert len(parents) == 2  # it parked for the child, then resumed
+    assert parents[0].context.trace_id == task.context.trace_id
+    assert child.context.trace_id == task.context.trace_id
+    assert child.parent is not None and child.parent.span_id == task.context.span_id
+    assert dict(task.attributes or {})["gen_ai.tool.name"] == "task"
