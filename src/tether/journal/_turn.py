@@ -371,22 +371,10 @@ class Turn:
                 self._call_ids.add(call.call_id)
                 plan = await self._recorded_tool(call, intent, tools)
             else:
-                self._live_allowed(f"tool call {call.call_id}")
-                if call.call_id in self._call_ids:
-                    raise DuplicateCallId(
-                        f"call id {call.call_id} was already used in this execution"
-                    )
                 if tools is None and call.mediation is Mediation.HOST:
+                    self._live_allowed(f"tool call {call.call_id}")
                     raise MissingToolExecutor(f"no tool executor to run {call.name}")
-                self._call_ids.add(call.call_id)
-                intent_payload = ToolCalled(
-                    call_id=call.call_id,
-                    tool=call.name,
-                    args=call.args,
-                    idempotency_key=call.idempotency_key,
-                    mediation=call.mediation,
-                    idempotent=call.idempotent or None,
-                )
+                intent_payload = self._live_intent(call, "tool call")
                 if call.mediation is Mediation.APPROVAL:
                     await self._request_approval(call, intent_payload)
                 await self._append([intent_payload])
@@ -395,6 +383,21 @@ class Turn:
             return plan
         assert tools is not None  # checked on the way in, live or recovering
         return await self._execute(plan, tools)
+
+    def _live_intent(self, call: ToolCall, what: str) -> ToolCalled:
+        """The intent of a call the log does not hold: allowed live, and new to it."""
+        self._live_allowed(f"{what} {call.call_id}")
+        if call.call_id in self._call_ids:
+            raise DuplicateCallId(f"call id {call.call_id} was already used in this execution")
+        self._call_ids.add(call.call_id)
+        return ToolCalled(
+            call_id=call.call_id,
+            tool=call.name,
+            args=call.args,
+            idempotency_key=call.idempotency_key,
+            mediation=call.mediation,
+            idempotent=call.idempotent or None,
+        )
 
     def _match_tool(self, call: ToolCall, intent: Record) -> None:
         recorded = intent.payload
@@ -595,20 +598,8 @@ class Turn:
                     self._diverge(f"the task call at seq {intent.seq} has no recorded answer")
                 delegation = self._delegation_for(call)
             else:
-                self._live_allowed(f"task call {call.call_id}")
-                if call.call_id in self._call_ids:
-                    raise DuplicateCallId(
-                        f"call id {call.call_id} was already used in this execution"
-                    )
-                self._call_ids.add(call.call_id)
+                called = self._live_intent(call, "task call")
                 delegation = self._delegation_for(call)
-                called = ToolCalled(
-                    call_id=call.call_id,
-                    tool=call.name,
-                    args=call.args,
-                    idempotency_key=call.idempotency_key,
-                    mediation=Mediation.TASK,
-                )
                 refusal = await delegation.refuse(call)
                 if refusal is not None:
                     refused = ToolResult(
