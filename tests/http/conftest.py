@@ -46,8 +46,11 @@ async def asgi(store: Store) -> AsyncIterator[Callable[..., Awaitable[Server]]]:
     """
     async with contextlib.AsyncExitStack() as stack:
 
-        async def start(agents: dict[str, Any], **options: Any) -> Server:
-            runtime = Runtime(agents, store, **FAST)
+        async def start(
+            agents: dict[str, Any], *, settings: dict[str, Any] | None = None, **options: Any
+        ) -> Server:
+            """``settings`` go to the runtime (``subagents=...``), ``options`` to the app."""
+            runtime = Runtime(agents, store, **{**FAST, **(settings or {})})
             app = create_app(runtime, manage_runtime=True, **options)
             await stack.enter_async_context(app.router.lifespan_context(app))
             client = httpx.AsyncClient(
@@ -77,10 +80,15 @@ async def serve(store: Store) -> AsyncIterator[Callable[..., Any]]:
     started: list[tuple[uvicorn.Server, asyncio.Task[None], Runtime, httpx.AsyncClient]] = []
 
     async def start(
-        agents: dict[str, Any], *, customize: Callable[[Any], None] | None = None, **options: Any
+        agents: dict[str, Any],
+        *,
+        customize: Callable[[Any], None] | None = None,
+        settings: dict[str, Any] | None = None,
+        **options: Any,
     ) -> Server:
-        """``customize(app)`` may add to the app before it serves (a test's own middleware)."""
-        runtime = Runtime(agents, store, **FAST)
+        """``customize(app)`` may add to the app before it serves (a test's own middleware);
+        ``settings`` go to the runtime (``subagents=...``), ``options`` to the app."""
+        runtime = Runtime(agents, store, **{**FAST, **(settings or {})})
         app = create_app(runtime, manage_runtime=True, **options)
         if customize is not None:
             customize(app)

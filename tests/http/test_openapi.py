@@ -123,7 +123,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 15
+    assert len(_operations(doc)) == 17
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -285,6 +285,11 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("POST", f"{me}/compact", json={})).status_code == 202
     assert (await call("POST", "/agents/nobody/me", json={"body": "x"})).status_code == 404
     assert (await call("GET", "/submissions/nope")).status_code == 404
+    sid = accepted["submissionId"]
+    assert (await call("GET", f"/submissions/{sid}/tree")).json()["children"] == []
+    assert (await call("GET", "/submissions/nope/tree")).status_code == 404
+    assert (await call("POST", f"/submissions/{sid}/abort")).json()["status"] == "settled"
+    assert (await call("POST", "/submissions/nope/abort")).status_code == 404
     malformed = {"content": b"{", "headers": {"content-type": "application/json"}}
     assert (await call("POST", me, **malformed)).status_code == 400
     assert (await call("POST", me, json={"body": 7})).status_code == 422

@@ -61,17 +61,19 @@ def render_stream(
     client: httpx.Client, path: str, params: dict[str, Any], renderer: SessionRenderer
 ) -> None:
     """Render the session stream at ``path`` until it ends. A followed stream that drops (the
-    server restarted) is reopened after the last record shown, every second until the
-    server is back: nothing is shown twice, and only progress sent meanwhile is missed."""
+    server restarted) is reopened after the last event shown (``Last-Event-ID``: the
+    session's records and its subagents' alike), every second until the server is back:
+    nothing is shown twice, and only progress sent meanwhile is missed."""
     import httpx
 
     from tether.cli._render import frames
 
     opened = False
     while True:
-        resume = {"after": renderer.last_seq} if renderer.last_seq else {}
+        last = renderer.last_event_id
+        resume = {"Last-Event-ID": last} if last is not None else {}
         try:
-            with client.stream("GET", path, params={**params, **resume}) as response:
+            with client.stream("GET", path, params=params, headers=resume) as response:
                 if response.is_error:
                     response.read()
                     check(response)

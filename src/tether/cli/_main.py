@@ -98,14 +98,24 @@ def tail(
         "--follow",
         help="Keep following when the session goes idle (live progress too); Ctrl-C ends.",
     ),
+    children: bool = typer.Option(
+        True,
+        "--children/--no-children",
+        help="Show the subagents a task call spawns, indented under the call.",
+    ),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
-    """Render a session's stream: text live, tool calls, approvals, settlements."""
+    """Render a session's stream: text live, tool calls, approvals, settlements, and the
+    subagent tree (each child under its task call, with how it ended)."""
     from tether.cli._render import SessionRenderer
 
     renderer = SessionRenderer(console)
-    params: dict[str, str | bool | int] = {"session": session, "follow": follow}
+    params: dict[str, str | bool | int] = {
+        "session": session,
+        "follow": follow,
+        "children": children,
+    }
     try:
         with _client.connect(url, auth_token, timeout=None) as client:
             _client.render_stream(client, f"/agents/{agent}/{instance}", params, renderer)

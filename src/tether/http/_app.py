@@ -4,7 +4,7 @@ typed errors, ``/openapi.json``.
 A request reads top-down: the Guard (``_guard``), then one router module, whose route
 calls the runtime and returns a response model (``_responses``; the bodies it takes are
 in ``_requests``); a failure anywhere is an error envelope (``_errors``). Streams are
-written by ``_sse``.
+written by ``_sse`` (with the events of a session's subagents: ``_family``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from fastapi import APIRouter, Header
@@ -11,53 +10,29 @@ from fastapi.responses import Response, StreamingResponse
 
 from tether.engine import Runtime
 from tether.errors import ConversationNotFound
-from tether.http._errors import BODY_FAILURES, ApiError, Responses, failures
+from tether.http._cursors import family_cursor, resume_point
+from tether.http._errors import BODY_FAILURES, Responses, failures
 from tether.http._progress import ProgressHub
 from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT, DispatchBody
 from tether.http._responses import DispatchAccepted, DispatchSettled, respond
 from tether.http._sse import RecentRecords, View, session_stream
 from tether.http._submissions import settled_within
-from tether.store import MAX_SEQ, SessionKey
+from tether.store import SessionKey
 
 __all__ = ("dispatch_router",)
-
-_SEQ = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() takes "¹" too
 
 _EVENT_STREAM = {
     "description": "Server-sent events. Each record is ``id: <seq>``, ``event: <kind>``, "
     "``data: <the record's JSON>`` (``view=stream``: ``id: <seq>:<n>``, ``event: <type>``, "
     "``data: <a stream event>``). Tool progress comes as ``event: progress`` without an "
     "``id``; a ``: heartbeat`` comment while nothing happens. Reconnect with "
-    "``Last-Event-ID`` to resume after the last event received.",
+    "``Last-Event-ID`` to resume after the last event received. With ``children=true`` "
+    "the events of the subagents its task calls spawned come too, as ``event: child`` "
+    "(``data``: the child's ids, and its ``record``, or in the stream view its ``event``), "
+    "between the call's ``task_spawned`` and its outcome; an ``id`` then also holds each "
+    "open child's position (``<seq>;<path>=<seq>``, stream view ``<seq>:<n>;<path>=<seq>:<n>``).",
     "content": {"text/event-stream": {"schema": {"type": "string"}}},
 }
-
-
-def _number(text: str) -> int | None:
-    """A record position written in ASCII digits, within what a store can hold."""
-    if not _SEQ.fullmatch(text):
-        return None
-    value = int(text)
-    return value if value <= MAX_SEQ else None
-
-
-def _resume_point(after: int, last_event_id: str | None, view: View) -> tuple[int, int]:
-    """Where a stream starts: (records to skip, events of the next record already sent).
-
-    ``Last-Event-ID`` is a seq (records view) or ``<seq>:<n>`` (stream view: the n-th event
-    of record seq, so the record is projected again and its first n + 1 events dropped).
-    The later of it and ``?after`` wins.
-    """
-    if last_event_id is None:
-        return after, 0
-    text, colon, index = last_event_id.strip().partition(":")
-    seq, n = _number(text), _number(index)
-    if view == "records" and not colon and seq is not None:
-        return max(after, seq), 0
-    if view == "stream" and colon and seq is not None and n is not None and seq > 0:
-        return (seq - 1, n + 1) if seq > after else (after, 0)
-    shape = "a record seq" if view == "records" else "<seq>:<n> as sent"
-    raise ApiError(400, "invalid_last_event_id", f"Last-Event-ID must be {shape}")
 
 
 def dispatch_router(
@@ -132,18 +107,25 @@ def dispatch_router(
         after: int = SEQ_AFTER,
         follow: bool = False,
         view: View = "records",
+        children: bool = False,
         last_event_id: str | None = Header(default=None),
     ) -> StreamingResponse:
         """The session's records after ``after`` (or ``Last-Event-ID``), as SSE; it ends
         once the session is at rest, unless ``?follow=true`` (then it is awaited if it does
-        not exist yet). ``view=stream`` sends canonical stream events instead."""
+        not exist yet). ``view=stream`` sends canonical stream events instead.
+        ``children=true`` sends the subagents' events too, each under its task call, and
+        ends once they are at rest as well."""
         conversation_id: str | None = None
         try:
             conversation_id = (await runtime.conversation(agent, instance, session=session)).id
         except ConversationNotFound:
             if not follow:
                 raise
-        start, skip = _resume_point(after, last_event_id, view)
+        cursor = None
+        if children:
+            cursor, start, skip = family_cursor(last_event_id, view), after, 0
+        else:
+            start, skip = resume_point(after, last_event_id, view)
         frames = session_stream(
             runtime,
             recent,
@@ -155,6 +137,8 @@ def dispatch_router(
             view=view,
             skip=skip,
             progress=progress,
+            children=children,
+            cursor=cursor,
         )
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(frames, media_type="text/event-stream", headers=headers)

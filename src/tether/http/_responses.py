@@ -1,5 +1,6 @@
-"""What the HTTP API answers: a response model for every body a route returns.
-``/openapi.json`` is generated from them (the error envelope's is in ``_errors``).
+"""What the HTTP API answers: a response model for every body a route returns (a
+submission's, with its tree, in ``_submission_views``). ``/openapi.json`` is generated from
+them (the error envelope's is in ``_errors``).
 
 On the wire every name is camelCase, and an optional field that holds nothing is omitted
 (:func:`optional`), never ``null``; a field that may say ``null`` says so in its type and
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import orjson
 from fastapi.responses import Response
@@ -24,18 +26,18 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, P
 from pydantic.alias_generators import to_camel
 
 from tether import records
-from tether.engine import Receipt, SubmissionInfo
+from tether.engine import Receipt
 from tether.http._requests import title
 from tether.messages import Message
 from tether.records import ApprovalDecided, SettlementStatus
-from tether.store import Gate, GateStatus, SubmissionStatus
+from tether.store import Gate, GateStatus, SessionKey, SubmissionStatus
 
 __all__ = (
+    "TIMESTAMP",
     "Aborted",
     "Alive",
     "ApprovalItem",
     "ApprovalsPage",
-    "AttemptView",
     "DecisionReceipt",
     "DispatchAccepted",
     "DispatchSettled",
@@ -46,12 +48,14 @@ __all__ = (
     "RecordsPage",
     "Settlement",
     "SubmissionReceipt",
-    "SubmissionView",
     "Verified",
     "WireMessage",
     "WireRecord",
+    "WireResponse",
     "optional",
     "respond",
+    "stream_url",
+    "time_of",
 )
 
 
@@ -64,16 +68,23 @@ def optional(**schema: Any) -> Any:
     return Field(default=None, exclude_if=_absent, **schema)
 
 
-def _time(value: datetime | None) -> str | None:
+def stream_url(key: SessionKey) -> str:
+    """Where the session's stream is served: ``/agents/{agent}/{instance}?session=...``
+    (what ``streamUrl`` says, and the canonical stream's task events link to)."""
+    path = f"/agents/{quote(key.agent, safe='')}/{quote(key.instance, safe='')}"
+    return f"{path}?session={quote(key.session, safe='')}"
+
+
+def time_of(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-_TIMESTAMP: dict[str, Any] = {"json_schema_extra": {"format": "date-time"}}
+TIMESTAMP: dict[str, Any] = {"json_schema_extra": {"format": "date-time"}}
 """Times are written as Python's ``isoformat`` writes them (``+00:00``), so they are held as
 the strings sent; the schema says what they are."""
 
 
-class _Response(BaseModel):
+class WireResponse(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
         validate_by_name=True,
@@ -87,7 +98,7 @@ class _Response(BaseModel):
         return self.__pydantic_serializer__.to_json(self)
 
 
-def respond(body: _Response, status: int = 200, **headers: str) -> Response:
+def respond(body: WireResponse, status: int = 200, **headers: str) -> Response:
     """An answer a route writes itself, its model documented by the route's
     ``response_model`` or ``responses``: when the route answers two shapes (FastAPI would
     check the body against one), or when the body writes faster than the model dumps."""
@@ -102,7 +113,7 @@ def _a_record(value: object) -> records.Record:
     return value
 
 
-class RecordEnvelope(_Response):
+class RecordEnvelope(WireResponse):
     """A record of the log as it is stored and sent (SSE ``data`` too): its envelope, its
     kind's payload, and its place in the hash chain."""
 
@@ -115,7 +126,7 @@ class RecordEnvelope(_Response):
     attempt_id: str | None = optional()
     execution_id: str | None = optional()
     turn: int | None = optional()
-    time: str = Field(**_TIMESTAMP)
+    time: str = Field(**TIMESTAMP)
     payload: dict[str, JsonValue]
     prev_hash: str
     hash: str
@@ -136,7 +147,7 @@ WireMessage = Annotated[Message, PlainSerializer(Message.to_json_object)]
 WireDecision = Annotated[ApprovalDecided, PlainSerializer(ApprovalDecided.to_json_object)]
 
 
-class SubmissionReceipt(_Response):
+class SubmissionReceipt(WireResponse):
     """What was admitted (``steer``, ``followup``, ``compact``)."""
 
     submission_id: str
@@ -147,7 +158,7 @@ class SubmissionReceipt(_Response):
         return cls(submission_id=receipt.submission_id, conversation_id=receipt.conversation_id)
 
 
-class DispatchAccepted(_Response):
+class DispatchAccepted(WireResponse):
     """An admitted dispatch (202, ``Location: /submissions/<id>``): follow it on
     ``streamUrl``, or poll the submission."""
 
@@ -169,11 +180,11 @@ class DispatchAccepted(_Response):
             conversation_id=receipt.conversation_id,
             session=receipt.session,
             status=status,
-            stream_url=f"/agents/{agent}/{instance}?session={receipt.session}",
+            stream_url=stream_url(SessionKey(agent, instance, receipt.session)),
         )
 
 
-class Settlement(_Response):
+class Settlement(WireResponse):
     """How a submission ended: its ``result`` when it succeeded, else its ``error`` and
     ``errorCode``."""
 
@@ -203,67 +214,11 @@ class DispatchSettled(Settlement):
         )
 
 
-class Aborted(_Response):
+class Aborted(WireResponse):
     aborted: list[str] = Field(description="The submissions the abort cancelled.")
 
 
-class AttemptView(_Response):
-    attempt_id: str
-    number: int
-    owner_id: str
-    started_at: str = Field(**_TIMESTAMP)
-
-
-class SubmissionView(_Response):
-    """A submission: where it stands, its attempts and, once settled, its settlement."""
-
-    submission_id: str
-    dispatch_id: str | None = optional()
-    agent: str
-    instance: str
-    session: str
-    conversation_id: str
-    status: SubmissionStatus
-    input: JsonValue = optional()
-    attempt_count: int
-    attempts: list[AttemptView]
-    last_error: str | None = optional()
-    created_at: str | None = optional(**_TIMESTAMP)
-    settled_at: str | None = optional(**_TIMESTAMP)
-    settlement: Settlement | None = optional()
-
-    @classmethod
-    def of(cls, info: SubmissionInfo) -> SubmissionView:
-        s = info.submission
-        return cls(
-            submission_id=s.id,
-            dispatch_id=s.dispatch_id,
-            agent=s.key.agent,
-            instance=s.key.instance,
-            session=s.key.session,
-            conversation_id=s.conversation_id,
-            status=s.status,
-            input=dict(s.input),
-            attempt_count=s.attempt_count,
-            attempts=[
-                AttemptView(
-                    attempt_id=a.id,
-                    number=a.number,
-                    owner_id=a.owner_id,
-                    started_at=a.started_at.isoformat(),
-                )
-                for a in info.attempts
-            ],
-            last_error=s.last_error,
-            created_at=_time(s.created_at),
-            settled_at=_time(s.settled_at),
-            settlement=(
-                None if s.settlement is None else Settlement.model_validate(dict(s.settlement))
-            ),
-        )
-
-
-class ApprovalItem(_Response):
+class ApprovalItem(WireResponse):
     """A gate as ``GET /approvals`` lists it: the request, where it stands, and once decided
     the decision as its record holds it (with its time), or the time it was closed."""
 
@@ -280,9 +235,9 @@ class ApprovalItem(_Response):
     args: dict[str, JsonValue]
     args_digest: str
     status: GateStatus
-    requested_at: str | None = optional(**_TIMESTAMP)
-    decided_at: str | None = optional(**_TIMESTAMP)
-    closed_at: str | None = optional(**_TIMESTAMP)
+    requested_at: str | None = optional(**TIMESTAMP)
+    decided_at: str | None = optional(**TIMESTAMP)
+    closed_at: str | None = optional(**TIMESTAMP)
     decision: WireDecision | None = optional()
 
     @classmethod
@@ -311,26 +266,26 @@ class ApprovalItem(_Response):
             args=dict(gate.args),
             args_digest=gate.args_digest,
             status=gate.status,
-            requested_at=_time(gate.requested_at),
-            decided_at=_time(gate.decided_at),
-            closed_at=_time(gate.closed_at),
+            requested_at=time_of(gate.requested_at),
+            decided_at=time_of(gate.decided_at),
+            closed_at=time_of(gate.closed_at),
             decision=decision,
         )
 
 
-class ApprovalsPage(_Response):
+class ApprovalsPage(WireResponse):
     approvals: list[ApprovalItem]
     next_cursor: str | None = Field(
         description="The ``cursor`` of the next page; null on the last page."
     )
 
 
-class DecisionReceipt(_Response):
+class DecisionReceipt(WireResponse):
     approval_id: str
     decision: WireRecord = Field(description="The approval_decided record.")
 
 
-class RecordsPage(_Response):
+class RecordsPage(WireResponse):
     conversation_id: str
     records: list[WireRecord]
     next: int = Field(description="The ``after`` of the next page: the last seq sent.")
@@ -347,14 +302,14 @@ class RecordsPage(_Response):
         )
 
 
-class MessagesPage(_Response):
+class MessagesPage(WireResponse):
     conversation_id: str
     messages: list[WireMessage] = Field(
         description="The history as the model sees it next turn (compactions applied)."
     )
 
 
-class Forked(_Response):
+class Forked(WireResponse):
     conversation_id: str
     agent: str
     instance: str
@@ -365,15 +320,15 @@ class Forked(_Response):
     )
 
 
-class Verified(_Response):
+class Verified(WireResponse):
     conversation_id: str
     ok: bool
     records: int = Field(description="The records whose hash chain was verified.")
 
 
-class Alive(_Response):
+class Alive(WireResponse):
     ok: bool
 
 
-class Ready(_Response):
+class Ready(WireResponse):
     ready: bool

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from tether.engine import Runtime
 from tether.errors import ConversationNotFound
+from tether.http._cursors import FamilyCursor, View
+from tether.http._family import family_stream
 from tether.http._progress import ProgressHub, ProgressSubscription
 from tether.records import Record
 from tether.store import SessionKey
@@ -20,7 +22,6 @@ from tether.stream import StreamProjector
 
 __all__ = ("RecentRecords", "View", "frame", "record_stream", "session_stream")
 
-View = Literal["records", "stream"]
 Render = Callable[[Sequence[Record]], bytes]
 
 _PAGE = 500
@@ -89,11 +90,15 @@ async def session_stream(
     view: View = "records",
     skip: int = 0,
     progress: ProgressHub | None = None,
+    children: bool = False,
+    cursor: FamilyCursor | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream of one session; a followed session that does not exist yet is awaited.
 
     A browser commonly opens its stream before sending the first message, so a follower
     of a session with no conversation gets heartbeats until the first dispatch creates it.
+    With ``children`` the subagents' events are merged in (``_family``), resumed at
+    ``cursor`` or after ``after``; ``skip`` is the plain stream view's alone.
     """
     yield b"retry: %d\n\n" % RETRY_MS
     subscription = progress.subscribe(key) if progress is not None else None
@@ -112,6 +117,20 @@ async def session_stream(
                 if loop.time() >= beat_at:
                     beat_at = loop.time() + heartbeat
                     yield b": heartbeat\n\n"
+        if children:
+            async for chunk in family_stream(
+                runtime,
+                conversation_id,
+                view=view,
+                after=after,
+                cursor=cursor,
+                follow=follow,
+                heartbeat=heartbeat,
+                progress=subscription,
+                hub=progress,
+            ):
+                yield chunk
+            return
         render = (
             _render_records
             if view == "records"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import JsonValue
 
@@ -19,6 +20,8 @@ from tether.records import (
     Record,
     Signal,
     SteerReceived,
+    TaskFinished,
+    TaskSpawned,
     ToolCalled,
     ToolOutcome,
     UserMessage,
@@ -41,7 +44,15 @@ from tether.stream._types import (
     ToolResponseContent,
 )
 
-__all__ = ("StreamProjector", "project")
+__all__ = ("StreamProjector", "project", "stream_url")
+
+
+def stream_url(agent: str, instance: str, session: str) -> str:
+    """Where a session's stream is served over HTTP (``GET /agents/{agent}/{instance}``):
+    the link a ``task_spawned`` or ``task_finished`` event gives to the child's own stream."""
+    path = f"/agents/{quote(agent, safe='')}/{quote(instance, safe='')}"
+    return f"{path}?session={quote(session, safe='')}"
+
 
 # Records after which no slot of the execution can still be open.
 _CLOSING = frozenset({"execution_ended", "execution_failed", "submission_settled"})
@@ -68,6 +79,7 @@ class StreamProjector:
         self._reasoning_slot: int | None = None
         self._streamed: set[str] = set()  # what the current message has streamed so far
         self._tool_names: dict[str, str] = {}
+        self._children: dict[str, str] = {}  # a spawned child's stream URL, by submission id
 
     def feed(self, record: Record) -> list[StreamEvent]:
         payload = record.payload
@@ -161,6 +173,18 @@ class StreamProjector:
     def _approval_decided(self, payload: ApprovalDecided) -> list[StreamEvent]:
         return [self._data("user", "approval_decided", payload)]
 
+    def _task_spawned(self, payload: TaskSpawned) -> list[StreamEvent]:
+        """A child submission spawned by a task call: its ids, agent and stream URL."""
+        url = stream_url(payload.agent, payload.instance, payload.session)
+        self._children[payload.child_submission_id] = url
+        return [self._data("agent", "task_spawned", payload, streamUrl=url)]
+
+    def _task_finished(self, payload: TaskFinished) -> list[StreamEvent]:
+        """A child's end as its parent recorded it (status, result or error, usage)."""
+        url = self._children.pop(payload.child_submission_id, None)
+        extra: dict[str, JsonValue] = {} if url is None else {"streamUrl": url}
+        return [self._data("agent", "task_finished", payload, **extra)]
+
     # --- slots -------------------------------------------------------------------------------
 
     def _claim(self) -> int:
@@ -170,8 +194,8 @@ class StreamProjector:
     def _full(self, content: MessageContent) -> StreamEvent:
         return StreamTaskMessageFull(content=content, index=self._claim())
 
-    def _data(self, author: Author, kind: str, payload: Payload) -> StreamEvent:
-        data: dict[str, JsonValue] = {"kind": kind, **payload.to_json_object()}
+    def _data(self, author: Author, kind: str, payload: Payload, **extra: JsonValue) -> StreamEvent:
+        data: dict[str, JsonValue] = {"kind": kind, **payload.to_json_object(), **extra}
         return self._full(DataContent(author=author, data=data))
 
     def _close_reasoning(self) -> list[StreamEvent]:
@@ -203,6 +227,8 @@ _HANDLERS: dict[type[Payload], Callable[[StreamProjector, Any], list[StreamEvent
     ToolOutcome: StreamProjector._tool_outcome,
     ApprovalRequested: StreamProjector._approval_requested,
     ApprovalDecided: StreamProjector._approval_decided,
+    TaskSpawned: StreamProjector._task_spawned,
+    TaskFinished: StreamProjector._task_finished,
 }
 
 
