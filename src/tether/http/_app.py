@@ -50,7 +50,8 @@ def create_app(
 
     Example::
 
-        app = create_app(Runtime(demo_agents(), "sqlite:///./tether-data"), manage_runtime=True)
+        runtime = Runtime(demo_agents(), "sqlite:///./tether-data", subagents=demo_subagents())
+        app = create_app(runtime, manage_runtime=True)
         # uvicorn.run(app, port=8484)
     """
 
