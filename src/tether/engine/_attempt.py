@@ -19,7 +19,12 @@ from pydantic import JsonValue
 
 from tether.engine._config import AgentDefinition, AgentSpec
 from tether.engine._context import EngineContext
-from tether.engine._delegation import ChildDelegation, cancel_children, children_awaited
+from tether.engine._delegation import (
+    ChildDelegation,
+    abort_settlement,
+    cancel_children,
+    children_awaited,
+)
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
     AttemptStarted,
@@ -38,9 +43,7 @@ from tether.engine._observe import (
 from tether.engine._results import correction, judge
 from tether.engine._runs import Stop
 from tether.engine._settle import (
-    ABORTED,
     ATTEMPT_BUDGET_EXHAUSTED,
-    CANCELLED_BY_PARENT,
     RUN_FAILED,
     TIMEOUT_EXCEEDED,
     complete,
@@ -58,7 +61,6 @@ from tether.errors import (
     IncompleteInvocation,
     Parked,
     StoreUnavailable,
-    SubmissionNotFound,
     TetherError,
     TransientError,
 )
@@ -78,7 +80,6 @@ from tether.records import (
     Signal,
     SteerReceived,
     SubmissionSettled,
-    TaskFinished,
     UserMessage,
 )
 from tether.store import WAIT_FOR_CHILDREN, ClaimSettlement, Submission, SubmissionStatus
@@ -201,25 +202,6 @@ class _Attempt:
         if submission.id == self.submission.id and self.delegation is not None:
             await cancel_children(self.context, submission)
 
-    async def _aborted(self, reason: str) -> SubmissionSettled:
-        """An abort's settlement: ``cancelled_by_parent`` for a child its parent gave up on
-        (the parent settled, or recorded this child's end: its wait lapsed)."""
-        sub = self.submission
-        if sub.parent_submission_id is not None:
-            with contextlib.suppress(SubmissionNotFound):
-                parent = await self.store.get_submission(sub.parent_submission_id)
-                if parent.status is SubmissionStatus.SETTLED:
-                    return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} has settled")
-                view = await self.context.views.refreshed(self.store, parent.conversation_id)
-                if any(
-                    isinstance(record.payload, TaskFinished)
-                    and record.payload.child_submission_id == sub.id
-                    for record in view.records
-                    if record.kind == TaskFinished.KIND
-                ):
-                    return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} gave up on it")
-        return failed(ABORTED, reason)
-
     # --- the attempt ------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -240,7 +222,7 @@ class _Attempt:
                 if gate.decision is None
                 else "aborted before its approved tool call ran"
             )
-            return await self.settle(await self._aborted(reason))
+            return await self.settle(await abort_settlement(self.context, sub, reason))
         if self.definition is None:
             return await self.settle(
                 failed(RUN_FAILED, f"agent {sub.key.agent!r} is not registered")
@@ -292,7 +274,9 @@ class _Attempt:
                     failed(TIMEOUT_EXCEEDED, "the submission exceeded its timeout"),
                     fresh_fence=True,
                 )
-            return await self.settle(await self._aborted("aborted"), fresh_fence=True)
+            return await self.settle(
+                await abort_settlement(self.context, sub, "aborted"), fresh_fence=True
+            )
         error = work.exception()
         if error is None and self._reserved is not None:
             settlement, absorbed = self._reserved  # its record is durable: only bookkeeping is left

@@ -10,6 +10,7 @@ requeues it in the commit that settles its last child.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -23,7 +24,9 @@ from tether._wire import JsonObject, WireModel
 from tether.engine._context import EngineContext
 from tether.engine._inbound import Inbound
 from tether.engine._observe import Correlation, Operation, RecoveryDecided, SubmissionSpawned
+from tether.engine._settle import ABORTED, CANCELLED_BY_PARENT, failed
 from tether.engine._usage import total_usage
+from tether.errors import SubmissionNotFound
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult, ToolSpec, Usage
 from tether.records import (
     AssistantMessageCompleted,
@@ -41,6 +44,7 @@ __all__ = (
     "TASK_WAIT_EXCEEDED",
     "ChildDelegation",
     "TaskArgs",
+    "abort_settlement",
     "cancel_children",
     "children_awaited",
     "task_session",
@@ -340,3 +344,25 @@ async def cancel_children(context: EngineContext, parent: Submission) -> list[st
             )
         )
     return cancelled
+
+
+async def abort_settlement(
+    context: EngineContext, submission: Submission, reason: str
+) -> SubmissionSettled:
+    """An abort's settlement: ``cancelled_by_parent`` for a child its parent gave up on (the
+    parent settled, or recorded this child's end: its wait lapsed), else ``aborted``."""
+    parent_id = submission.parent_submission_id
+    if parent_id is not None:
+        with contextlib.suppress(SubmissionNotFound):
+            parent = await context.store.get_submission(parent_id)
+            if parent.status is SubmissionStatus.SETTLED:
+                return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} has settled")
+            view = await context.views.refreshed(context.store, parent.conversation_id)
+            if any(
+                isinstance(record.payload, TaskFinished)
+                and record.payload.child_submission_id == submission.id
+                for record in view.records
+                if record.kind == TaskFinished.KIND
+            ):
+                return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} gave up on it")
+    return failed(ABORTED, reason)
