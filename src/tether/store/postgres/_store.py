@@ -32,7 +32,6 @@ from tether.store._common import (
 from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._types import (
-    WAIT_FOR_CHILDREN,
     Admission,
     Attempt,
     ClaimSettlement,
@@ -42,8 +41,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store.postgres import _admission, _children, _gates, _log, _submissions
-from tether.store.postgres._children import UNSETTLED_CHILDREN
+from tether.store.postgres import _admission, _children, _gates, _log, _submissions, _waits
 from tether.store.postgres._listen import Listener
 from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
@@ -606,38 +604,15 @@ class PostgresStore:
         expected_seq: int | None = None,
         wait_until: datetime | None = None,
     ) -> Submission:
-        async def run(conn: Conn) -> Submission:
-            # The claim's row first (as append_decision and a settling child lock it), then the
-            # head and the children in statements of their own: a decision, or the settlement
-            # of a last child, committed while we waited for the row is seen.
-            row = await (
-                await conn.execute(
-                    "SELECT conversation_id FROM submissions WHERE id = %s FOR UPDATE",
-                    (submission_id,),
-                )
-            ).fetchone()
-            moved = False
-            if row is not None and expected_seq is not None:
-                moved = await _log.head(conn, row[0]) != expected_seq
-            # Nothing to wait for if no child is unsettled (they may all have settled first).
-            over = (
-                f" OR NOT {UNSETTLED_CHILDREN.format(parent='submissions.id')}"
-                if reason == WAIT_FOR_CHILDREN
-                else ""
-            )
-            return await _submissions.update_owned(
-                conn,
-                submission_id,
-                attempt_id,
-                "park",
-                "status = CASE WHEN %s::boolean OR cancel_requested_at IS NOT NULL"
-                f"{over} THEN 'queued' ELSE 'waiting' END, attempt_id = NULL, owner_id = NULL, "
-                "lease_expires_at = NULL, wait_reason = %s, wait_until = %s, "
-                "attempt_count = attempt_count - 1",
-                (moved, reason, wait_until),
-                notify=self._channels.work,
-            )
-
+        run = functools.partial(
+            _waits.park,
+            work=self._channels.work,
+            submission_id=submission_id,
+            attempt_id=attempt_id,
+            reason=reason,
+            expected_seq=expected_seq,
+            wait_until=wait_until,
+        )
         parked = await self._run(run)
         if parked.status is SubmissionStatus.QUEUED:
             self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
@@ -655,24 +630,9 @@ class PostgresStore:
         )
 
     async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
-        async def run(conn: Conn) -> tuple[Submission, bool]:
-            row = await (
-                await conn.execute(
-                    "SELECT status FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)
-                )
-            ).fetchone()
-            waiting = row is not None and row[0] == SubmissionStatus.WAITING.value
-            # A waiting submission is requeued: nothing it waits for will come.
-            await conn.execute(
-                "UPDATE submissions SET cancel_requested_at = COALESCE(cancel_requested_at, %s), "
-                "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
-                "WHERE id = %s AND status <> 'settled'",
-                (now, submission_id),
-            )
-            if waiting:
-                await _log.notify(conn, self._channels.work, submission_id)
-            return await _submissions.get_submission(conn, submission_id), waiting
-
+        run = functools.partial(
+            _waits.request_cancel, work=self._channels.work, submission_id=submission_id, now=now
+        )
         cancelled, requeued = await self._run(run)
         if requeued:
             self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
