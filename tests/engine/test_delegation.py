@@ -331,12 +331,13 @@ async def test_a_parent_that_settles_cancels_its_live_children(
     assert child_settled["errorCode"] == CANCELLED_BY_PARENT
 
 
-async def test_replaying_the_parent_spawns_nothing(
+async def test_replaying_the_parent_spawns_nothing_and_a_child_replays_alone(
     make_runtime: Callable[..., Runtime], store: Store
 ) -> None:
     parent_model = delegating({"agent": "researcher", "prompt": "tides"})
+    child_model = researcher()
     runtime = make_runtime(
-        {"assistant": define(parent_model), "researcher": define(researcher())},
+        {"assistant": define(parent_model), "researcher": define(child_model)},
         subagents={"assistant": ["researcher"]},
     )
     await runtime.start()
@@ -349,7 +350,12 @@ async def test_replaying_the_parent_spawns_nothing(
     [output] = await journal.replay(spec.harness)
     assert output == "Findings: notes on tides"
     assert parent_model.invocations == calls
-    assert len(await store.list_children(receipt.submission_id)) == 1
+    [child] = await store.list_children(receipt.submission_id)
+    # The child replays on its own, from its own conversation: no model call either.
+    child_calls = child_model.invocations
+    child_journal = await Journal.open(store, child.conversation_id)
+    assert await child_journal.replay(agent_spec(child_model).harness) == ["notes on tides"]
+    assert child_model.invocations == child_calls == 1
 
 
 async def test_an_operator_abort_of_a_child_gives_the_parent_an_error_and_it_goes_on(
