@@ -18,6 +18,7 @@ from tether.store._protocol import (
     Store,
     SubmissionStore,
 )
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
 from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
 from tether.store._sqlite import SqliteStore
 from tether.store._types import (
@@ -46,13 +47,16 @@ __all__ = (
     "ChangeFeed",
     "ClaimSettlement",
     "Conversation",
+    "ErasedSession",
     "Gate",
     "GateStatus",
     "LogStore",
     "MemoryStore",
     "NewSubmission",
     "OwnerLiveness",
+    "ScheduleRow",
     "SessionKey",
+    "SessionRow",
     "SqliteStore",
     "Store",
     "StoreCapabilities",

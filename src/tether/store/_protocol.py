@@ -17,6 +17,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from tether._payloads import AttachmentRef
 from tether.records import Record, RecordDraft
 from tether.store._gates import Gate, GateStatus
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
 from tether.store._types import (
     Admission,
     Attempt,
@@ -394,6 +395,73 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
             page = await store.list_gates(status=GateStatus.PENDING, agent="support")
             more = await store.list_gates(status=GateStatus.PENDING, after=page[-1].cursor)
         """
+        ...
+
+    # --- sessions, erasure, import and schedules (issue 22) ----------------------------
+
+    async def list_sessions(
+        self,
+        *,
+        agent: str | None = None,
+        instance: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[SessionRow]:
+        """Up to ``limit`` conversations (forks and task children included), newest activity
+        first (the time of the last record, then the conversation id), optionally of one
+        agent, or one agent and instance; those past ``after``, a row's ``cursor``
+        (``InvalidCursor`` for any other string). ``last_activity_at``, ``records`` and
+        ``bytes`` are kept in the commit of every append; every page of every filter is
+        served by an index.
+
+        Example::
+
+            page = await store.list_sessions(agent="support", limit=50)
+        """
+        ...
+
+    async def erase_session(self, conversation_id: str) -> ErasedSession:
+        """Remove a conversation for good, in one commit: its records, its snapshot, its gates,
+        its submissions and their attempts, and the attachments that no other conversation's
+        records reference (a fork that copied a reference keeps the attachment). The
+        caller decides whether the session may go (the store erases a running one too).
+        ``ConversationNotFound`` for an unknown id.
+
+        Example::
+
+            erased = await store.erase_session(conversation_id)
+            print(erased.records, erased.submissions, erased.attachments)
+        """
+        ...
+
+    async def import_conversation(
+        self, conversation: Conversation, records: Sequence[Record]
+    ) -> bool:
+        """Create ``conversation`` holding exactly ``records`` (its whole log, from its
+        ``conversation_created`` at seq 1, with their hashes), in one commit: how an exported
+        log comes back. Nothing is written unless the records chain (``LogTampered`` at the
+        first bad seq), the first is the ``conversation_created`` of ``conversation`` (its
+        id, key and parent), and neither the id nor the session key is taken
+        (``SessionExists``). Importing a log the store already holds, identical to its head
+        hash, is a no-op: returns ``False``; ``True`` when it was created.
+
+        Example::
+
+            created = await store.import_conversation(conversation, records)
+        """
+        ...
+
+    async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
+        """Keep a schedule; idempotent for an equal definition under the same id, which
+        returns the one kept; a different definition under a kept id is ``DispatchConflict``."""
+        ...
+
+    async def list_schedules(self) -> list[ScheduleRow]:
+        """Every kept schedule, oldest first (then by id)."""
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Forget a schedule; ``False`` if none had that id."""
         ...
 
     async def close(self) -> None:

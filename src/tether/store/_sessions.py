@@ -1,0 +1,62 @@
+"""What a store keeps of a session besides its log: its summary in the sessions index, what
+an erase removed, and the durable schedules a runtime fires."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tether._payloads import ConversationParent
+from tether.store._types import SessionKey
+
+__all__ = ("ErasedSession", "ScheduleRow", "SessionRow")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """One conversation as the sessions index lists it, newest activity first.
+
+    ``last_activity_at`` is the time of its last record; ``records`` its head; ``bytes`` the
+    canonical bytes of its records (what it costs to keep). ``cursor`` names its place in
+    the order, for the page after it.
+
+    Example::
+
+        page = await store.list_sessions(agent="support", limit=50)
+        more = await store.list_sessions(agent="support", after=page[-1].cursor)
+    """
+
+    conversation_id: str
+    key: SessionKey
+    created_at: datetime
+    last_activity_at: datetime
+    records: int
+    bytes: int
+    parent: ConversationParent | None = None
+    cursor: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ErasedSession:
+    """What ``Store.erase_session`` removed: the conversation's records, its submissions
+    (with their attempts), whether a snapshot was kept, and the attachments no other log
+    referenced (by digest)."""
+
+    conversation_id: str
+    key: SessionKey
+    records: int
+    submissions: int
+    snapshot: bool
+    attachments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """A durable schedule as a store keeps it: an id, the JSON of its definition (the engine's
+    to read; the store does not interpret it), and when it was put."""
+
+    id: str
+    definition: Mapping[str, Any]
+    created_at: datetime
