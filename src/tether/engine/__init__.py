@@ -47,6 +47,7 @@ from tether.engine._observe import (
 )
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._runtime import Multitask, Receipt, Runtime, SubmissionInfo
+from tether.engine._sessions import MAX_SESSIONS_PAGE, SessionInfo, SessionPage, SessionState
 from tether.engine._settle import (
     ABORTED,
     ATTEMPT_BUDGET_EXHAUSTED,
@@ -65,6 +66,7 @@ __all__ = (
     "ATTEMPT_BUDGET_EXHAUSTED",
     "CANCELLED_BY_PARENT",
     "MAX_APPROVALS_PAGE",
+    "MAX_SESSIONS_PAGE",
     "MAX_TREE_NODES",
     "RESULT_SCHEMA_INVALID",
     "RUN_FAILED",
@@ -99,6 +101,9 @@ __all__ = (
     "Runtime",
     "RuntimeConfig",
     "SecretRedactor",
+    "SessionInfo",
+    "SessionPage",
+    "SessionState",
     "SignalInfo",
     "SubagentLimits",
     "SubagentPolicy",

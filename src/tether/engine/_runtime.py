@@ -44,6 +44,7 @@ from tether.engine._observe import (
 )
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._runs import RunRegistry
+from tether.engine._sessions import SessionPage, SessionState, erase_session, session_page
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
 from tether.engine._subtree import SubmissionTree, submission_tree
@@ -70,6 +71,7 @@ from tether.store import (
     Attempt,
     ChangeFeed,
     Conversation,
+    ErasedSession,
     GateStatus,
     NewSubmission,
     SessionKey,
@@ -483,6 +485,48 @@ class Runtime:
             submission,
             await store.list_attempts(submission_id),
             await store.list_children(submission_id),
+        )
+
+    async def sessions(
+        self,
+        *,
+        agent: str | None = None,
+        instance: str | None = None,
+        status: SessionState | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        usage: bool = False,
+    ) -> SessionPage:
+        """Sessions newest activity first, each with where it stands (see
+        :class:`SessionPage`); ``usage`` also totals each one's model calls (it reads their
+        logs). ``instance`` needs ``agent``."""
+        return await session_page(
+            self._started_context(),
+            agent=agent,
+            instance=instance,
+            status=status,
+            limit=limit,
+            cursor=cursor,
+            usage=usage,
+        )
+
+    async def erase_session(
+        self, agent: str, instance: str, *, session: str = "default", force: bool = False
+    ) -> ErasedSession:
+        """Erase a session for good: its log, submissions, snapshot and the attachments no
+        other log references. ``SessionBusy`` if anything of it is unsettled, unless
+        ``force``, which aborts that first (waiting up to ``shutdown_timeout`` for it to
+        settle). ``ConversationNotFound`` for a session that has no conversation.
+
+        Example::
+
+            erased = await runtime.erase_session("support", "acme", session="s1", force=True)
+        """
+        return await erase_session(
+            self._started_context(),
+            SessionKey(agent, instance, session),
+            force=force,
+            settle_within=self.config.shutdown_timeout,
         )
 
     async def tree(self, submission_id: str) -> SubmissionTree:

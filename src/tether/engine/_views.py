@@ -53,6 +53,12 @@ class ViewCache:
         await view.refresh(store, conversation_id)
         return view
 
+    def forget(self, conversation_id: str) -> None:
+        """Drop a conversation's view (its log was erased)."""
+        if self._views.pop(conversation_id, None) is not None:
+            self.bytes -= self._sizes.pop(conversation_id, (0, 0, None))[1]
+        self._handed_out.discard(conversation_id)
+
     def held(self) -> list[LogView]:
         """The kept views, least recently used first (without touching their order)."""
         return list(self._views.values())
