@@ -17,6 +17,7 @@ from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
+from tether.cli._sessions import delete, sessions
 
 __all__ = ("app", "main")
 
@@ -31,6 +32,8 @@ app = typer.Typer(
 app.command()(serve)
 app.command()(worker)
 app.command()(backup)
+app.command()(sessions)
+app.command()(delete)
 console = Console(
     soft_wrap=True, highlight=False, emoji=False
 )  # ids and JSON survive copy-paste and pipes

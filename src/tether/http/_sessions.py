@@ -1,13 +1,16 @@
-"""Controlling a session's run: steer it, queue a follow-up, abort it, compact its history."""
+"""Sessions: list them; control a session's run (steer it, queue a follow-up, abort it,
+compact its history); erase one."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from tether.engine import Runtime
+from tether.engine import MAX_SESSIONS_PAGE, Runtime, SessionState
+from tether.errors import InvalidDispatch
 from tether.http._errors import BODY_FAILURES, Responses, failures
 from tether.http._requests import MessageBody, SessionBody
 from tether.http._responses import Aborted, SubmissionReceipt
+from tether.http._session_views import ErasedView, SessionItem, SessionsPage
 
 __all__ = ("sessions_router",)
 
@@ -15,8 +18,44 @@ _CONTROL_FAILURES = failures(*BODY_FAILURES, 404, 409, 503)
 
 
 def sessions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """Steer, follow up, abort, compact; ``responses`` are documented on each."""
+    """List, steer, follow up, abort, compact, erase; ``responses`` are documented on each."""
     router = APIRouter(tags=["sessions"], responses=responses)
+
+    @router.get("/sessions", responses=failures(422, 503))
+    async def sessions(
+        agent: str | None = Query(default=None, max_length=200),
+        instance: str | None = Query(default=None, max_length=200, description="Needs agent."),
+        status: SessionState | None = None,
+        limit: int = Query(default=50, ge=1, le=MAX_SESSIONS_PAGE),
+        cursor: str | None = Query(
+            default=None, max_length=2000, description="A page's nextCursor: the page after it."
+        ),
+        usage: bool = Query(default=False, description="Total each session's model calls."),
+    ) -> SessionsPage:
+        """A page of sessions, newest activity first, with where each stands."""
+        if instance is not None and agent is None:
+            raise InvalidDispatch("an instance filter needs its agent", field="instance")
+        page = await runtime.sessions(
+            agent=agent, instance=instance, status=status, limit=limit, cursor=cursor, usage=usage
+        )
+        return SessionsPage(
+            sessions=[SessionItem.of(info) for info in page.sessions],
+            next_cursor=page.next_cursor,
+        )
+
+    @router.delete("/agents/{agent}/{instance}", responses=failures(404, 409, 422, 503))
+    async def erase(
+        agent: str,
+        instance: str,
+        session: str = Query(default="default", min_length=1, max_length=200),
+        force: bool = Query(
+            default=False, description="Abort what is unsettled first, instead of a 409."
+        ),
+    ) -> ErasedView:
+        """Erase a session for good: its log, submissions, snapshot, and the attachments no
+        other log references (409 ``session_busy`` while something of it is unsettled)."""
+        erased = await runtime.erase_session(agent, instance, session=session, force=force)
+        return ErasedView.of(erased)
 
     @router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)
     async def steer(agent: str, instance: str, payload: MessageBody) -> SubmissionReceipt:

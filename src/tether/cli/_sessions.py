@@ -1,0 +1,114 @@
+"""``tether sessions`` and ``tether delete``: the sessions a server holds, and erasing one."""
+
+from __future__ import annotations
+
+import enum
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tether.cli import _client
+
+__all__ = ("delete", "sessions")
+
+console = Console(soft_wrap=True, highlight=False, emoji=False)
+URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
+TOKEN = typer.Option(
+    None, "--auth-token", envvar="TETHER_AUTH_TOKEN", help="The server's bearer token."
+)
+
+
+class SessionFilter(enum.StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+    WAITING = "waiting"
+    FAILED = "failed"
+
+
+STATUS = typer.Option(None, "--status", help="Only sessions in it.")
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    size = float(count)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def sessions(
+    agent: str | None = typer.Option(None, "--agent", help="Only this agent's."),
+    instance: str | None = typer.Option(
+        None, "--instance", help="Only this instance's (needs --agent)."
+    ),
+    status: SessionFilter | None = STATUS,
+    limit: int = typer.Option(50, "--limit", min=1, max=500, help="At most this many."),
+    cursor: str | None = typer.Option(
+        None, "--cursor", help="Where the previous page said the next one starts."
+    ),
+    usage: bool = typer.Option(False, "--usage", help="Total each session's model calls too."),
+    url: str = URL,
+    auth_token: str | None = TOKEN,
+) -> None:
+    """List sessions, newest activity first, with where each stands."""
+    given = {"agent": agent, "instance": instance, "cursor": cursor}
+    params: dict[str, str | int | bool] = {"limit": limit, "usage": usage}
+    params |= {name: value for name, value in given.items() if value is not None}
+    if status is not None:
+        params["status"] = status.value
+    with _client.connect(url, auth_token) as client:
+        page = _client.check(client.get("/sessions", params=params))
+    items = page["sessions"]
+    if not items:
+        console.print("no sessions")
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("session", "status", "records", "size", "approvals", "last activity"):
+        table.add_column(column)
+    if usage:
+        table.add_column("model calls")
+    for item in items:
+        key = f"{item['agent']}/{item['instance']}/{item['session']}"
+        if item.get("parent"):
+            key += f"  (from {item['parent']['reason']} of {item['parent']['conversationId']})"
+        row = [
+            key,
+            item["status"],
+            str(item["records"]),
+            _size(item["bytes"]),
+            str(item["pendingApprovals"] or ""),
+            item["lastActivityAt"][:19].replace("T", " "),
+        ]
+        if usage:
+            row.append(str(item.get("usage", {}).get("calls", 0)))
+        table.add_row(*row)
+    console.print(table)
+    if page.get("nextCursor"):
+        console.print(f"more: add --cursor {page['nextCursor']}")
+
+
+def delete(
+    agent: str = typer.Argument(help="The agent's name."),
+    instance: str = typer.Argument(help="The agent instance."),
+    session: str = typer.Option("default", "--session", help="The session of the instance."),
+    force: bool = typer.Option(
+        False, "--force", help="Abort what is unsettled first (else a busy session is refused)."
+    ),
+    url: str = URL,
+    auth_token: str | None = TOKEN,
+) -> None:
+    """Erase a session for good: its log, submissions, snapshot and unshared attachments."""
+    params: dict[str, str | bool] = {"session": session, "force": force}
+    with _client.connect(url, auth_token) as client:
+        erased = _client.check(client.delete(f"/agents/{agent}/{instance}", params=params))
+    attachments = len(erased["attachments"])
+    console.print(
+        f"erased {erased['agent']}/{erased['instance']}/{erased['session']} "
+        f"({erased['conversationId']}): {erased['records']} records, "
+        f"{erased['submissions']} submissions, {attachments} attachments"
+        + (", its snapshot" if erased["snapshot"] else "")
+    )

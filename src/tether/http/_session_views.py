@@ -1,0 +1,104 @@
+"""What the sessions routes answer: a page of sessions, and what an erase removed."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tether.engine import SessionInfo, SessionState
+from tether.http._responses import TIMESTAMP, WireResponse, optional, stream_url
+from tether.http._submission_views import UsageView
+from tether.store import ErasedSession
+
+__all__ = ("ErasedView", "SessionItem", "SessionParent", "SessionsPage")
+
+
+class SessionParent(WireResponse):
+    """Where a fork or a task child branched off: the parent's conversation and record (and
+    for a task child, the call)."""
+
+    conversation_id: str
+    seq: int
+    reason: str
+    call_id: str | None = optional()
+
+
+class SessionItem(WireResponse):
+    """One session: its key, its log's size and age, where it stands."""
+
+    agent: str
+    instance: str
+    session: str
+    conversation_id: str
+    created_at: str = Field(**TIMESTAMP)
+    last_activity_at: str = Field(**TIMESTAMP)
+    records: int
+    bytes: int = Field(description="The canonical bytes of its records.")
+    status: SessionState = Field(
+        description="running (something is queued or running), waiting (an approval, its "
+        "children), failed (its last submission failed) or idle."
+    )
+    pending_approvals: int
+    parent: SessionParent | None = optional()
+    usage: UsageView | None = optional(description="With ?usage=true.")
+    stream_url: str
+
+    @classmethod
+    def of(cls, info: SessionInfo) -> SessionItem:
+        parent = info.parent
+        return cls(
+            agent=info.key.agent,
+            instance=info.key.instance,
+            session=info.key.session,
+            conversation_id=info.conversation_id,
+            created_at=info.created_at.isoformat(),
+            last_activity_at=info.last_activity_at.isoformat(),
+            records=info.records,
+            bytes=info.bytes,
+            status=info.status,
+            pending_approvals=info.pending_approvals,
+            parent=None
+            if parent is None
+            else SessionParent(
+                conversation_id=parent.conversation_id,
+                seq=parent.seq,
+                reason=parent.reason,
+                call_id=parent.call_id,
+            ),
+            usage=None if info.usage is None else UsageView.of(info.usage),
+            stream_url=stream_url(info.key),
+        )
+
+
+class SessionsPage(WireResponse):
+    """A page of sessions, newest activity first; ``nextCursor`` is the next page's cursor,
+    ``null`` when none follows (a page filtered by status may be short and still have
+    one)."""
+
+    sessions: list[SessionItem]
+    next_cursor: str | None
+
+
+class ErasedView(WireResponse):
+    """What an erase removed."""
+
+    agent: str
+    instance: str
+    session: str
+    conversation_id: str
+    records: int
+    submissions: int
+    snapshot: bool
+    attachments: list[str] = Field(description="The digests of the attachments erased.")
+
+    @classmethod
+    def of(cls, erased: ErasedSession) -> ErasedView:
+        return cls(
+            agent=erased.key.agent,
+            instance=erased.key.instance,
+            session=erased.key.session,
+            conversation_id=erased.conversation_id,
+            records=erased.records,
+            submissions=erased.submissions,
+            snapshot=erased.snapshot,
+            attachments=list(erased.attachments),
+        )
