@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = (
     "ApprovalBlocked",
     "ApprovalConflict",
@@ -289,9 +291,34 @@ class ReplayDiverged(JournalError):
     Raised for a model input whose hash differs from the recorded one (I0), a tool call
     whose identity differs, an effect of the wrong kind, one effect too many, or effects
     left unconsumed. Once raised in a turn, every later effect call raises it again.
+
+    The details, as far as the journal knows them: ``execution_id``; ``seq``, the record at
+    which the code and the log part (``None`` when the code asked for more than the execution
+    recorded); ``expected``, what the log holds there (``{"kind": ..., "payload": ...}``, the
+    record's kind and payload; ``None`` when it holds nothing); ``got``, what the code asked
+    for in the same shape (the record it would have written); ``request``, the
+    :class:`~tether.messages.ModelRequest` the code made when it asked for the model (the
+    log keeps only its hash).
     """
 
     code = "replay_diverged"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        execution_id: str | None = None,
+        seq: int | None = None,
+        expected: dict[str, Any] | None = None,
+        got: dict[str, Any] | None = None,
+        request: object = None,
+    ) -> None:
+        self.execution_id = execution_id
+        self.seq = seq
+        self.expected = expected
+        self.got = got
+        self.request = request
+        super().__init__(message)
 
 
 class RecordedModelFailure(JournalError):

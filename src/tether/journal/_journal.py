@@ -475,7 +475,15 @@ class Journal:
             turn.close()
             turn.check_consumed()
             if canonical_json(output) != canonical_json(execution.output):
-                raise ReplayDiverged(f"execution {execution.id}: output mismatch")
+                end = execution.end
+                assert end is not None  # only completed executions are replayed
+                raise ReplayDiverged(
+                    f"execution {execution.id}: output mismatch",
+                    execution_id=execution.id,
+                    seq=end.seq,
+                    expected={"kind": end.kind, "payload": end.fields.get("payload")},
+                    got={"kind": end.kind, "payload": {"output": output}},
+                )
             outputs.append(output)
         return outputs
 

@@ -164,8 +164,25 @@ class Turn:
         self._failure = error
         raise error
 
-    def _diverge(self, message: str) -> NoReturn:
-        self._stick(ReplayDiverged(f"execution {self.execution_id}: {message}"))
+    def _diverge(
+        self,
+        message: str,
+        *,
+        at: Record | None = None,
+        got: Payload | JsonObject | None = None,
+        request: ModelRequest | None = None,
+    ) -> NoReturn:
+        """Fail the turn: the code asked for ``got`` where the log holds ``at``."""
+        self._stick(
+            ReplayDiverged(
+                f"execution {self.execution_id}: {message}",
+                execution_id=self.execution_id,
+                seq=None if at is None else at.seq,
+                expected=None if at is None else _effect_of(at),
+                got=_asked(got),
+                request=request,
+            )
+        )
 
     async def _append(self, payloads: Sequence[Payload]) -> list[Record]:
         """Append ``payloads`` after whatever is held behind; durable when this returns."""
@@ -213,9 +230,16 @@ class Turn:
         behind, self._behind = self._behind, []
         return [self._log.draft(p, self.execution_id) for p in behind]
 
-    def _live_allowed(self, what: str) -> None:
+    def _live_allowed(
+        self,
+        what: str,
+        got: Payload | JsonObject | None = None,
+        request: ModelRequest | None = None,
+    ) -> None:
         if self.mode is Mode.REPLAY:
-            self._diverge(f"replay asked for {what} beyond the recorded effects")
+            self._diverge(
+                f"replay asked for {what} beyond the recorded effects", got=got, request=request
+            )
 
     def next_recorded(self) -> Record | None:
         """The effect replay or resume will serve next (``None`` once the turn is live):
@@ -235,7 +259,9 @@ class Turn:
             kinds = ", ".join(f"{r.kind}@{r.seq}" for r in left[:5])
             total = len(self._recorded.records)
             self._diverge(
-                f"consumed {total - len(left)} of {total} recorded effects; left: {kinds}"
+                f"consumed {total - len(left)} of {total} recorded effects; left: {kinds}",
+                at=left[0],
+                got={"kind": "execution_ended"},
             )
 
     # --- model ------------------------------------------------------------------------
@@ -259,17 +285,27 @@ class Turn:
             self.wait_for_children()  # the model cannot be asked before the children answer
             self._offered.update((spec.name, spec.parameters) for spec in request.tools)
             input_hash = request.input_hash()
+            asked: JsonObject = {
+                "kind": ModelCalled.KIND,
+                "payload": {"model": request.model, "inputHash": input_hash},
+            }
             intent = self._recorded.peek_intent()
             if intent is not None:
                 called = intent.payload
                 if not isinstance(called, ModelCalled):
                     self._diverge(
-                        f"seq {intent.seq} recorded {intent.kind}; the harness asked for the model"
+                        f"seq {intent.seq} recorded {intent.kind}; the harness asked for the model",
+                        at=intent,
+                        got=asked,
+                        request=request,
                     )
                 if called.input_hash != input_hash:
                     self._diverge(
                         f"model input hash mismatch at seq {intent.seq} (I0): recorded "
-                        f"{called.input_hash[:12]}, got {input_hash[:12]}"
+                        f"{called.input_hash[:12]}, got {input_hash[:12]}",
+                        at=intent,
+                        got=asked,
+                        request=request,
                     )
                 self._recorded.take_intent()
                 completion = self._recorded.outcome("completion", called.call_id)
@@ -287,7 +323,7 @@ class Turn:
                     )
                 call_id = called.call_id  # the crash point: invoke once, answering this intent
             else:
-                self._live_allowed("a model call")
+                self._live_allowed("a model call", asked, request)
                 call_id = new_ulid()
                 self._behind.append(
                     ModelCalled(call_id=call_id, model=request.model, input_hash=input_hash)
@@ -372,7 +408,7 @@ class Turn:
                 plan = await self._recorded_tool(call, intent, tools)
             else:
                 if tools is None and call.mediation is Mediation.HOST:
-                    self._live_allowed(f"tool call {call.call_id}")
+                    self._live_allowed(f"tool call {call.call_id}", _intent_of(call))
                     raise MissingToolExecutor(f"no tool executor to run {call.name}")
                 intent_payload = self._live_intent(call, "tool call")
                 if call.mediation is Mediation.APPROVAL:
@@ -386,24 +422,20 @@ class Turn:
 
     def _live_intent(self, call: ToolCall, what: str) -> ToolCalled:
         """The intent of a call the log does not hold: allowed live, and new to it."""
-        self._live_allowed(f"{what} {call.call_id}")
+        intent = _intent_of(call)
+        self._live_allowed(f"{what} {call.call_id}", intent)
         if call.call_id in self._call_ids:
             raise DuplicateCallId(f"call id {call.call_id} was already used in this execution")
         self._call_ids.add(call.call_id)
-        return ToolCalled(
-            call_id=call.call_id,
-            tool=call.name,
-            args=call.args,
-            idempotency_key=call.idempotency_key,
-            mediation=call.mediation,
-            idempotent=call.idempotent or None,
-        )
+        return intent
 
     def _match_tool(self, call: ToolCall, intent: Record) -> None:
         recorded = intent.payload
         if not isinstance(recorded, ToolCalled):
             self._diverge(
-                f"seq {intent.seq} recorded {intent.kind}; the harness asked for tool {call.name}"
+                f"seq {intent.seq} recorded {intent.kind}; the harness asked for tool {call.name}",
+                at=intent,
+                got=_intent_of(call),
             )
         mismatch = [
             name
@@ -418,7 +450,11 @@ class Turn:
         if canonical_json(call.args) != canonical_json(recorded.args):
             mismatch.append("args")
         if mismatch:
-            self._diverge(f"tool call at seq {intent.seq} differs in {', '.join(mismatch)}")
+            self._diverge(
+                f"tool call at seq {intent.seq} differs in {', '.join(mismatch)}",
+                at=intent,
+                got=_intent_of(call),
+            )
 
     async def _recorded_tool(
         self, call: ToolCall, intent: Record, tools: ToolExecutor | None
@@ -433,7 +469,7 @@ class Turn:
             self._recorded.consume_tool_steps(call.call_id)
             return _result_of(outcome)
         if self.mode is Mode.REPLAY:
-            self._diverge(f"the tool call at seq {intent.seq} has no recorded outcome")
+            self._diverge(f"the tool call at seq {intent.seq} has no recorded outcome", at=intent)
         if call.mediation is Mediation.APPROVAL:
             if request is None:  # the cut fell between the intent and its request: repair
                 await self._request_approval(call, recorded, after_intent=True)
@@ -550,9 +586,13 @@ class Turn:
                 recorded = intent.payload
                 if not isinstance(recorded, ToolOutcome) or recorded.call_id != result.call_id:
                     got = f"a report for {result.call_id}"
-                    self._diverge(f"seq {intent.seq} recorded {intent.kind}; got {got}")
+                    self._diverge(
+                        f"seq {intent.seq} recorded {intent.kind}; got {got}",
+                        at=intent,
+                        got=_outcome_of(result),
+                    )
                 return _result_of(self._recorded.take_intent())
-            self._live_allowed(f"a report for {result.call_id}")
+            self._live_allowed(f"a report for {result.call_id}", _outcome_of(result))
             if result.status in _HOST_OWNED:
                 raise HostOwnedOutcome(
                     f"a report for {result.call_id} may not claim status {result.status.value!r}: "
@@ -595,7 +635,9 @@ class Turn:
                 if outcome is not None:
                     return _result_of(outcome)
                 if self.mode is Mode.REPLAY:
-                    self._diverge(f"the task call at seq {intent.seq} has no recorded answer")
+                    self._diverge(
+                        f"the task call at seq {intent.seq} has no recorded answer", at=intent
+                    )
                 delegation = self._delegation_for(call)
             else:
                 called = self._live_intent(call, "task call")
@@ -656,11 +698,15 @@ class Turn:
                     payload = intent.payload
                     if not isinstance(payload, StepRecorded) or payload.name != name:
                         self._diverge(
-                            f"seq {intent.seq} recorded {intent.kind}; the harness ran step {name}"
+                            f"seq {intent.seq} recorded {intent.kind}; the harness ran step {name}",
+                            at=intent,
+                            got={"kind": StepRecorded.KIND, "payload": {"name": name}},
                         )
                     self._recorded.take_intent()
                     return payload.value
-            self._live_allowed(f"step {name}")
+            self._live_allowed(
+                f"step {name}", {"kind": StepRecorded.KIND, "payload": {"name": name}}
+            )
             await self._append(())  # fn acts outside the journal: what it follows is durable
         value = await fn()
         payload = StepRecorded(call_id=call_id, name=name, value=value)
@@ -681,10 +727,14 @@ class Turn:
             intent = self._recorded.peek_intent()
             if intent is not None:
                 if intent.kind != Compaction.KIND:
-                    self._diverge(f"seq {intent.seq} recorded {intent.kind}; the harness compacted")
+                    self._diverge(
+                        f"seq {intent.seq} recorded {intent.kind}; the harness compacted",
+                        at=intent,
+                        got={"kind": Compaction.KIND},
+                    )
                 self._recorded.take_intent()
                 return
-            self._live_allowed("a compaction")
+            self._live_allowed("a compaction", {"kind": Compaction.KIND})
             view = self._log.view
             if view is None:
                 raise JournalError("this journal keeps no view of its log, so it cannot compact")
@@ -747,3 +797,26 @@ def _step_value(record: Record) -> JsonValue:
     payload = record.payload
     assert isinstance(payload, StepRecorded)
     return payload.value
+
+
+def _intent_of(call: ToolCall) -> ToolCalled:
+    return ToolCalled(
+        call_id=call.call_id,
+        tool=call.name,
+        args=call.args,
+        idempotency_key=call.idempotency_key,
+        mediation=call.mediation,
+        idempotent=call.idempotent or None,
+    )
+
+
+def _effect_of(record: Record) -> JsonObject:
+    """A recorded effect as a divergence reports it: its kind and payload."""
+    return {"kind": record.kind, "payload": record.fields.get("payload")}
+
+
+def _asked(got: Payload | JsonObject | None) -> JsonObject | None:
+    """What the code asked for, in the shape of :func:`_effect_of`."""
+    if got is None or isinstance(got, dict):
+        return got
+    return {"kind": got.KIND, "payload": got.to_json_object()}
