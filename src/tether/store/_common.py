@@ -2,28 +2,52 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-from tether._payloads import AttachmentRef, ConversationCreated, ConversationParent
-from tether.errors import Conflict, Fenced, LogTampered, SeqOutOfRange
+from tether._payloads import (
+    AttachmentRef,
+    ConversationCreated,
+    ConversationParent,
+    SteerReceived,
+    UserMessage,
+)
+from tether.errors import (
+    Conflict,
+    Fenced,
+    InvalidCursor,
+    LogTampered,
+    RecordDecodeError,
+    SeqOutOfRange,
+)
 from tether.records import Record, RecordDraft, format_time, seal, verify_chain
 from tether.store._types import Conversation, SessionKey, Submission, SubmissionStatus
 
 __all__ = (
+    "ATTACHING_KINDS",
     "SUBMISSION_COLUMNS",
+    "attachment_digests",
     "attachment_ref",
     "check_drafts",
     "check_fork_seq",
+    "check_import",
     "check_limit",
+    "check_session_filter",
     "conversation_created_draft",
+    "decode_session_cursor",
+    "encode_session_cursor",
     "fork_parent",
     "from_micros",
+    "own_log_start",
+    "record_micros",
     "record_time",
     "seal_append",
     "seal_batch",
@@ -172,6 +196,12 @@ def record_time(canonical: bytes) -> str:
     return canonical[start : canonical.index(b'"', start)].decode()
 
 
+def record_micros(canonical: bytes) -> int:
+    """The ``time`` of a record as integer microseconds since the epoch: a conversation's
+    last activity, as the sessions index orders it."""
+    return to_micros(datetime.fromisoformat(record_time(canonical)))
+
+
 def verify_anchored(
     conversation_id: str, records: Iterable[Record], *, head: int, head_hash: str
 ) -> int:
@@ -287,3 +317,107 @@ def submission_filter(
     if unsettled or (status is not None and status is not SubmissionStatus.SETTLED):
         terms.append("status <> 'settled'")
     return (f"WHERE {' AND '.join(terms)} " if terms else ""), params
+
+
+# --- attachments a log references -----------------------------------------------------
+
+ATTACHING_KINDS: Final = frozenset({UserMessage.KIND, SteerReceived.KIND})
+"""The record kinds whose payload may carry ``attachments`` (references by digest)."""
+_ATTACHMENTS_KEY = b'"attachments":'
+"""In the canonical bytes of a record of those kinds, only a payload with attachments holds
+this sequence (an absent list is omitted, and a quote inside the body is escaped)."""
+
+
+def attachment_digests(records: Iterable[Record]) -> list[str]:
+    """The attachment digests ``records`` reference, each once, in order of first reference:
+    what a store's index of references (the attachments an erase may remove) keeps for them.
+
+    A record of any other kind costs a set lookup, one of those kinds without attachments a
+    search of its bytes; a sealed record's payload is at hand, a stored one's is decoded. A
+    payload that does not decode references nothing (verification reports it)."""
+    digests: dict[str, None] = {}
+    for record in records:
+        if record.kind not in ATTACHING_KINDS or _ATTACHMENTS_KEY not in record.canonical:
+            continue
+        try:
+            payload = record.payload
+        except RecordDecodeError:
+            continue
+        if isinstance(payload, UserMessage | SteerReceived):
+            for ref in payload.attachments or ():
+                digests[ref.digest] = None
+    return list(digests)
+
+
+# --- the sessions index ---------------------------------------------------------------
+
+_CURSOR_MICROS = re.compile(r"-?[0-9]{1,19}")  # ASCII digits only: int() takes "¹" and "1_0"
+_CURSOR_TAG = "s"
+"""Leads a sessions cursor, so that no gate cursor passes for one (nor one for a gate's)."""
+_FIRST_MICROS = to_micros(datetime(1, 1, 2, tzinfo=UTC))
+_LAST_MICROS = to_micros(datetime(9999, 12, 30, tzinfo=UTC))
+
+
+def encode_session_cursor(last_activity: int, conversation_id: str) -> str:
+    """The cursor of a sessions row: its place in the order (last activity in microseconds,
+    newest first, then the conversation id)."""
+    text = f"{_CURSOR_TAG}:{last_activity}:{conversation_id}"
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode("ascii")
+
+
+def decode_session_cursor(cursor: str) -> tuple[int, str]:
+    """The place ``cursor`` names, ``(last activity micros, conversation id)``: the rows past
+    it are those older, or as old with a greater id. ``InvalidCursor`` for anything
+    ``encode_session_cursor`` did not write (checked before any store is asked)."""
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        tag, micros, conversation_id = raw.decode("utf-8").split(":", 2)
+        if tag != _CURSOR_TAG or not _CURSOR_MICROS.fullmatch(micros):
+            raise ValueError("not a sessions cursor")
+        moment = int(micros)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidCursor("not a cursor a listing handed out") from None
+    if not conversation_id or "\x00" in conversation_id:
+        raise InvalidCursor("not a cursor a listing handed out")
+    if not _FIRST_MICROS <= moment <= _LAST_MICROS:
+        raise InvalidCursor("not a cursor a listing handed out")
+    return moment, conversation_id
+
+
+def check_session_filter(agent: str | None, instance: str | None) -> None:
+    """A sessions listing filters by agent, or by agent and instance: an instance names one
+    only within its agent."""
+    if instance is not None and agent is None:
+        raise ValueError("list_sessions filters by instance only together with agent")
+
+
+# --- importing a log ------------------------------------------------------------------
+
+
+def own_log_start(conversation: Conversation) -> int:
+    """The seq of ``conversation``'s own ``conversation_created`` record: 1, or after the
+    records a fork copied from its parent."""
+    parent = conversation.parent
+    return parent.seq + 1 if parent is not None and parent.reason == "fork" else 1
+
+
+def check_import(conversation: Conversation, records: Sequence[Record]) -> int:
+    """Check, before anything is written, that ``records`` are the whole log of
+    ``conversation`` as a store keeps it: they chain from seq 1 (each hash re-derived from
+    the bytes), the record its own log begins with (seq 1, or a fork's after the copied
+    ones) is its ``conversation_created`` exactly as a store seals it (its id, key, parent
+    and creation time), and every record from there on names it. ``LogTampered`` at the
+    first seq that fails; the seq of that ``conversation_created`` otherwise."""
+    cid = conversation.id
+    count = verify_chain(cid, records)
+    start = own_log_start(conversation)
+    if count < start:
+        raise LogTampered(
+            cid, count + 1, f"the log ends at {count}, before its conversation_created"
+        )
+    if records[start - 1] != seal_created(conversation, records[: start - 1]):
+        raise LogTampered(cid, start, "not the conversation_created of this conversation")
+    for record in records[start:]:
+        if record.fields.get("conversationId") != cid:
+            raise LogTampered(cid, record.seq, "a record of another conversation")
+    return start

@@ -29,19 +29,27 @@ from tether.errors import (
 )
 from tether.records import Record, RecordDraft
 from tether.store._common import (
+    attachment_digests,
     attachment_ref,
     check_drafts,
     check_fork_seq,
+    check_import,
     check_limit,
-    conversation_created_draft,
+    check_session_filter,
+    decode_session_cursor,
+    encode_session_cursor,
     fork_parent,
+    from_micros,
+    record_micros,
     record_time,
     seal_append,
-    seal_batch,
+    seal_created,
+    to_micros,
     verify_anchored,
 )
 from tether.store._gates import Gate, GateIndex, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
 from tether.store._types import WAIT_FOR_CHILDREN as CHILDREN
 from tether.store._types import (
     Admission,
@@ -69,14 +77,27 @@ class _Log:
     head_hash: str = ""
     """The anchor (as a conversation row holds it): moved with every append, so ``verify``
     sees a log whose rows were cut short or lengthened behind the store's back."""
-
-    def extend(self, records: Sequence[Record]) -> None:
-        self.rows.extend(_row(record) for record in records)
-        self.head, self.head_hash = records[-1].seq, records[-1].hash
+    bytes: int = 0
+    """The canonical bytes of its records (a fork's copied ones included)."""
+    last_activity: int = 0
+    """The time of its last record, in microseconds since the epoch."""
+    digests: set[str] = field(default_factory=set)
+    """The attachments its records reference (a fork's copied ones included)."""
 
     @property
     def head_time(self) -> str:
         return record_time(self.rows[-1][2]) if self.rows else ""
+
+    @property
+    def order_key(self) -> tuple[int, str]:
+        """Where it sorts in the sessions index: newest activity first, then by id."""
+        return (-self.last_activity, self.conversation.id)
+
+
+class _Gates(GateIndex):
+    def forget(self, conversation_id: str) -> None:
+        """Drop the gates of an erased conversation."""
+        self._gates = {k: v for k, v in self._gates.items() if k[0] != conversation_id}
 
 
 @dataclass
@@ -105,8 +126,10 @@ class MemoryStore:
         self._dispatch_ids: dict[tuple[SessionKey, str], str] = {}
         self._attempts: dict[str, list[Attempt]] = {}
         self._attachments: dict[str, tuple[AttachmentRef, bytes]] = {}
+        self._references: dict[str, set[str]] = {}  # digest -> the conversations referencing it
+        self._schedules: dict[str, tuple[ScheduleRow, bytes]] = {}  # definition's bytes: truth
         self._notifier = AppendNotifier()
-        self._gates = GateIndex()  # derived from the logs: every append indexes its records
+        self._gates = _Gates()  # derived from the logs: every append indexes its records
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -141,20 +164,27 @@ class MemoryStore:
             raise ConversationNotFound(conversation_id)
         return log
 
-    def _create_log(self, conversation: Conversation, prefix: Sequence[_Row] = ()) -> None:
-        log = _Log(conversation, rows=list(prefix))
-        log.extend(
-            seal_batch(
-                [conversation_created_draft(conversation)],
-                conversation_id=conversation.id,
-                session=conversation.key.session,
-                head=len(prefix),
-                prev_hash=prefix[-1][4] if prefix else "",
-                prev_time=log.head_time,
-            )
-        )
+    def _create_log(self, conversation: Conversation, prefix: Sequence[Record] = ()) -> None:
+        self._install(conversation, [*prefix, seal_created(conversation, prefix)])
+
+    def _install(self, conversation: Conversation, records: Sequence[Record]) -> _Log:
+        log = _Log(conversation)
+        self._extend(log, records)
         self._logs[conversation.id] = log
         self._by_key[conversation.key] = conversation.id
+        return log
+
+    def _extend(self, log: _Log, records: Sequence[Record]) -> None:
+        """Add ``records`` to ``log`` with all that is kept of them: the anchor, the sessions
+        index's size and last activity, and the attachments they reference."""
+        log.rows.extend(_row(record) for record in records)
+        last = records[-1]
+        log.head, log.head_hash = last.seq, last.hash
+        log.bytes += sum(len(record.canonical) for record in records)
+        log.last_activity = record_micros(last.canonical)
+        for digest in attachment_digests(records):
+            log.digests.add(digest)
+            self._references.setdefault(digest, set()).add(log.conversation.id)
 
     def _ensure(
         self,
@@ -203,7 +233,7 @@ class MemoryStore:
             head_hash=log.head_hash,
             head_time=log.head_time,
         )
-        log.extend(sealed)
+        self._extend(log, sealed)
         self._gates.index(log.conversation, sealed)
         self._notifier.notify([conversation_id])
         return [Record(*_row(record)) for record in sealed]
@@ -285,7 +315,7 @@ class MemoryStore:
         conversation = Conversation(
             new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
         )
-        self._create_log(conversation, parent.rows[:at_seq])
+        self._create_log(conversation, [Record(*row) for row in parent.rows[:at_seq]])
         if parent.snapshot is not None and parent.snapshot[0] <= at_seq:
             # A snapshot of the shared records describes the child's first records as well.
             self._logs[new_conversation_id].snapshot = parent.snapshot
@@ -669,6 +699,125 @@ class MemoryStore:
             status=status, agent=agent, instance=instance, tool=tool, limit=limit, after=after
         )
 
+    # --- sessions, erasure, import and schedules ---------------------------------------
+
+    def _session_row(self, log: _Log) -> SessionRow:
+        conversation = log.conversation
+        return SessionRow(
+            conversation_id=conversation.id,
+            key=conversation.key,
+            created_at=conversation.created_at,
+            last_activity_at=from_micros(log.last_activity),
+            records=log.head,
+            bytes=log.bytes,
+            parent=conversation.parent,
+            cursor=encode_session_cursor(log.last_activity, conversation.id),
+        )
+
+    async def list_sessions(
+        self,
+        *,
+        agent: str | None = None,
+        instance: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[SessionRow]:
+        check_limit(limit)
+        check_session_filter(agent, instance)
+        start = None
+        if after is not None:
+            micros, conversation_id = decode_session_cursor(after)
+            start = (-micros, conversation_id)
+        self._check_open()
+        chosen = sorted(
+            (
+                log
+                for log in self._logs.values()
+                if (agent is None or log.conversation.key.agent == agent)
+                and (instance is None or log.conversation.key.instance == instance)
+                and (start is None or log.order_key > start)
+            ),
+            key=lambda log: log.order_key,
+        )
+        return [self._session_row(log) for log in chosen[:limit]]
+
+    async def erase_session(self, conversation_id: str) -> ErasedSession:
+        log = self._log(conversation_id)
+        key = log.conversation.key
+        del self._logs[conversation_id]
+        del self._by_key[key]
+        erased = [
+            stored.submission
+            for stored in self._submissions.values()
+            if stored.submission.conversation_id == conversation_id
+        ]
+        for submission in erased:
+            del self._submissions[submission.id]
+            self._dispatch_ids.pop((submission.key, submission.dispatch_id), None)
+            self._attempts.pop(submission.id, None)
+        self._gates.forget(conversation_id)
+        removed: list[str] = []
+        for digest in sorted(log.digests):
+            holders = self._references[digest]
+            holders.discard(conversation_id)
+            if not holders:  # no other conversation's records reference it
+                del self._references[digest]
+                if self._attachments.pop(digest, None) is not None:
+                    removed.append(digest)
+        self._notifier.notify([conversation_id])  # a tailer finds it gone
+        return ErasedSession(
+            conversation_id=conversation_id,
+            key=key,
+            records=log.head,
+            submissions=len(erased),
+            snapshot=log.snapshot is not None,
+            attachments=tuple(removed),
+        )
+
+    async def import_conversation(
+        self, conversation: Conversation, records: Sequence[Record]
+    ) -> bool:
+        self._check_open()
+        records = list(records)
+        start = check_import(conversation, records)
+        existing = self._logs.get(conversation.id)
+        if (
+            existing is not None
+            and existing.conversation.key == conversation.key
+            and (existing.head, existing.head_hash) == (records[-1].seq, records[-1].hash)
+        ):
+            return False  # this very log is held already
+        if existing is not None or conversation.key in self._by_key:
+            raise SessionExists(str(conversation.key))
+        fresh = [Record(*_row(record)) for record in records]  # nothing of the caller's kept
+        log = self._install(conversation, fresh)
+        self._gates.index(log.conversation, fresh[start - 1 :])  # a fork's copied: its parent's
+        self._notifier.notify([conversation.id])
+        return True
+
+    async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
+        self._check_open()
+        payload = canonical_json(schedule.definition)
+        to_micros(schedule.created_at)  # aware, as every time given to a store
+        kept = self._schedules.get(schedule.id)
+        if kept is None:
+            kept = self._schedules[schedule.id] = (
+                ScheduleRow(schedule.id, {}, schedule.created_at),
+                payload,
+            )
+        elif kept[1] != payload:
+            raise DispatchConflict(schedule.id, "the schedules")
+        return _schedule(kept)
+
+    async def list_schedules(self) -> list[ScheduleRow]:
+        self._check_open()
+        kept = sorted(self._schedules.values(), key=lambda k: (k[0].created_at, k[0].id))
+        return [_schedule(one) for one in kept]
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        self._check_open()
+        return self._schedules.pop(schedule_id, None) is not None
+
     # --- attachments ------------------------------------------------------------------
 
     async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
@@ -683,6 +832,11 @@ class MemoryStore:
         if stored is None:
             raise AttachmentNotFound(digest)
         return stored
+
+
+def _schedule(kept: tuple[ScheduleRow, bytes]) -> ScheduleRow:
+    """A fresh copy: no caller can change what is kept."""
+    return dataclasses.replace(kept[0], definition=orjson.loads(kept[1]))
 
 
 def _row(record: Record) -> _Row:

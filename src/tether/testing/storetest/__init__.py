@@ -27,6 +27,7 @@ from tether.testing.storetest._deciding import DecisionCases
 from tether.testing.storetest._gates import GateCases
 from tether.testing.storetest._log import AttachmentCases, LogCases, SnapshotCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
+from tether.testing.storetest._sessions import SessionCases
 from tether.testing.storetest._settling import SettlementCases
 from tether.testing.storetest._submissions import SubmissionCases
 
@@ -42,6 +43,7 @@ class StoreConformance(
     DecisionCases,
     ChildCases,
     GateCases,
+    SessionCases,
     AttachmentCases,
     MachineCase,
     BaseConformance,
