@@ -47,6 +47,13 @@ from tether.engine._observe import (
 )
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._runtime import Multitask, Receipt, Runtime, SubmissionInfo
+from tether.engine._schedules import (
+    InvalidSchedule,
+    Schedule,
+    ScheduleConflict,
+    ScheduleInfo,
+    ScheduleNotFound,
+)
 from tether.engine._sessions import MAX_SESSIONS_PAGE, SessionInfo, SessionPage, SessionState
 from tether.engine._settle import (
     ABORTED,
@@ -89,6 +96,7 @@ __all__ = (
     "Inbound",
     "InboundKind",
     "Interceptor",
+    "InvalidSchedule",
     "ManualClock",
     "Multitask",
     "Observer",
@@ -100,6 +108,10 @@ __all__ = (
     "Redactor",
     "Runtime",
     "RuntimeConfig",
+    "Schedule",
+    "ScheduleConflict",
+    "ScheduleInfo",
+    "ScheduleNotFound",
     "SecretRedactor",
     "SessionInfo",
     "SessionPage",

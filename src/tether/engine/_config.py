@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from tether._ids import new_ulid
 from tether.engine._clock import Clock
 from tether.engine._redact import Redactor
+from tether.engine._schedules import Schedule
 from tether.engine._subagents import SubagentLimits
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
@@ -83,6 +84,11 @@ class RuntimeConfig:
     clock: Clock | None = None
     """What leases, heartbeats, ticks and deadlines are measured by; ``None``: the system's.
     Tests pass a :class:`ManualClock` to move time on without waiting."""
+    schedules: Sequence[Schedule] = ()
+    """Schedules that every worker of this configuration fires (docs/schedules.md); more
+    are added at run time with :meth:`Runtime.add_schedule`, kept in the store."""
+    schedule_poll: float = 1.0
+    """How often a worker lists the store's schedules (those added on another node)."""
 
     @property
     def heartbeat_interval(self) -> float:
