@@ -378,7 +378,12 @@ PUBLIC = {
     "tether.testing": (
         "CountingModel",
         "RecordingTools",
+        "ReplayDivergence",
+        "ReplayReport",
+        "assert_replays",
         "copy_prefix",
+        "read_log",
+        "replay_log",
         "tool_call_response",
     ),
     "tether.testing.storetest": (

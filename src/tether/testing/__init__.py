@@ -1,15 +1,33 @@
 """Test support shipped with Tether: a deliberately nondeterministic model, a recording tool
-executor, log copying for crash simulation, and the store conformance suite
-(:mod:`.storetest`). The scripted model itself is :class:`tether.models.ScriptedModel`."""
+executor, log copying for crash simulation, recorded sessions replayed as regression tests
+(:func:`assert_replays`), and the store conformance suite (:mod:`.storetest`). The scripted
+model itself is :class:`tether.models.ScriptedModel`."""
 
 from typing import Any
 
 from tether._moved import moved
 from tether.testing._logs import copy_prefix
 from tether.testing._models import CountingModel, tool_call_response
+from tether.testing._replay import (
+    ReplayDivergence,
+    ReplayReport,
+    assert_replays,
+    read_log,
+    replay_log,
+)
 from tether.testing._tools import RecordingTools
 
-__all__ = ("CountingModel", "RecordingTools", "copy_prefix", "tool_call_response")
+__all__ = (
+    "CountingModel",
+    "RecordingTools",
+    "ReplayDivergence",
+    "ReplayReport",
+    "assert_replays",
+    "copy_prefix",
+    "read_log",
+    "replay_log",
+    "tool_call_response",
+)
 
 # Deprecated paths: the name's one home is its package; these still import, with a warning.
 _MOVED = {"ScriptedModel": "tether.models"}
