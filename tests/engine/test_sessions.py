@@ -1,0 +1,152 @@
+"""Sessions an operator can list and erase (issue 22, items 1 and 2), on every store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from tether.engine import Runtime, SessionState
+from tether.errors import ConversationNotFound, SessionBusy, SubmissionNotFound
+from tether.messages import ModelRequest
+from tether.models import ScriptedModel
+from tether.store import Store
+
+from ..journal.harnesses import LoopHarness, planning_model
+from .agents import agent, echo_agent, slow_tools
+
+WAIT = 30
+
+
+async def _settle(runtime: Runtime, session: str, body: str = "hello", agent_: str = "echo") -> str:
+    receipt = await runtime.dispatch(agent_, "acme", body, session=session)
+    async with asyncio.timeout(WAIT):
+        await runtime.wait(receipt.submission_id)
+    return receipt.conversation_id
+
+
+async def test_sessions_newest_activity_first_with_their_state(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    runtime = make_runtime({"echo": echo_agent(), "other": echo_agent()})
+    await runtime.start()
+    first = await _settle(runtime, "s1")
+    second = await _settle(runtime, "s2")
+    await _settle(runtime, "o1", agent_="other")
+    await _settle(runtime, "s1", body="again")  # s1 is now the newest of echo's
+    page = await runtime.sessions(agent="echo")
+    assert [s.conversation_id for s in page.sessions] == [first, second]
+    assert page.next_cursor is None
+    newest = page.sessions[0]
+    assert newest.status is SessionState.IDLE and newest.pending_approvals == 0
+    assert newest.records > page.sessions[1].records and newest.bytes > 0
+    assert newest.last_activity_at >= page.sessions[1].last_activity_at
+    assert newest.usage is None
+    with_usage = await runtime.sessions(agent="echo", instance="acme", usage=True)
+    assert [s.usage.calls if s.usage else None for s in with_usage.sessions] == [2, 1]
+    everything = await runtime.sessions()
+    assert len(everything.sessions) == 3
+
+
+async def test_paging_goes_through_every_session_once(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    runtime = make_runtime({"echo": echo_agent()})
+    await runtime.start()
+    made = [await _settle(runtime, f"s{i}") for i in range(5)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await runtime.sessions(limit=2, cursor=cursor)
+        assert len(page.sessions) <= 2
+        seen += [s.conversation_id for s in page.sessions]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == list(reversed(made))
+
+
+async def test_a_status_filter(make_runtime: Callable[..., Runtime], store: Store) -> None:
+    release = asyncio.Event()
+    runtime = make_runtime(
+        {
+            "echo": echo_agent(),
+            "slow": agent(LoopHarness(), planning_model(), slow_tools(WAIT, release=release)),
+            "broken": echo_agent(max_attempts=1, model=_broken()),
+        }
+    )
+    await runtime.start()
+    await _settle(runtime, "idle")
+    await _settle(runtime, "bad", agent_="broken")
+    receipt = await runtime.dispatch("slow", "acme", "lookup", session="busy")
+    try:
+        async with asyncio.timeout(WAIT):
+            while True:
+                running = await runtime.sessions(status=SessionState.RUNNING)
+                if running.sessions:
+                    break
+                await asyncio.sleep(0.01)
+        assert [s.key.session for s in running.sessions] == ["busy"]
+        failed = await runtime.sessions(status=SessionState.FAILED)
+        assert [s.key.session for s in failed.sessions] == ["bad"]
+        idle = await runtime.sessions(status=SessionState.IDLE)
+        assert [s.key.session for s in idle.sessions] == ["idle"]
+    finally:
+        release.set()
+        async with asyncio.timeout(WAIT):
+            await runtime.wait(receipt.submission_id)
+
+
+def _broken() -> ScriptedModel:
+    def fail(request: ModelRequest) -> object:
+        raise RuntimeError("no")
+
+    return ScriptedModel(fail)
+
+
+async def test_bad_pages_are_refused(make_runtime: Callable[..., Runtime], store: Store) -> None:
+    runtime = make_runtime({"echo": echo_agent()})
+    await runtime.start()
+    with pytest.raises(ValueError):
+        await runtime.sessions(limit=0)
+    with pytest.raises(ValueError):
+        await runtime.sessions(instance="acme")
+
+
+async def test_erase_removes_the_session_and_a_busy_one_needs_force(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    release = asyncio.Event()
+    runtime = make_runtime(
+        {
+            "echo": echo_agent(),
+            "slow": agent(LoopHarness(), planning_model(), slow_tools(WAIT, release=release)),
+        }
+    )
+    await runtime.start()
+    conversation = await _settle(runtime, "gone")
+    [submission] = await store.list_submissions(conversation_id=conversation)
+    erased = await runtime.erase_session("echo", "acme", session="gone")
+    assert (erased.conversation_id, erased.submissions) == (conversation, 1)
+    assert erased.records >= 5
+    with pytest.raises(ConversationNotFound):
+        await store.read(conversation)
+    with pytest.raises(SubmissionNotFound):
+        await store.get_submission(submission.id)
+    with pytest.raises(ConversationNotFound):
+        await runtime.erase_session("echo", "acme", session="gone")
+    again = await _settle(runtime, "gone")  # the key is free: a fresh conversation
+    assert again != conversation
+
+    receipt = await runtime.dispatch("slow", "acme", "lookup", session="busy")
+    async with asyncio.timeout(WAIT):
+        while True:
+            if (await store.get_submission(receipt.submission_id)).status.value == "running":
+                break
+            await asyncio.sleep(0.01)
+    with pytest.raises(SessionBusy):
+        await runtime.erase_session("slow", "acme", session="busy")
+    forced = await runtime.erase_session("slow", "acme", session="busy", force=True)
+    assert forced.submissions == 1
+    assert all(s.key.session != "busy" for s in (await runtime.sessions()).sessions)
