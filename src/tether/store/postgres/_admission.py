@@ -16,7 +16,7 @@ from typing import Any
 from tether._canonical import canonical_json
 from tether._payloads import ConversationParent
 from tether.errors import ClaimLost, DispatchConflict
-from tether.store._common import SUBMISSION_COLUMNS, seal_created
+from tether.store._common import SUBMISSION_COLUMNS, record_time, seal_created
 from tether.store._types import Admission, Conversation, NewSubmission
 from tether.store.postgres._log import (
     Channels,
@@ -34,8 +34,9 @@ WITH created AS (
     -- A new session's conversation, with its first record; not if the id is taken, so a
     -- conflicting dispatch leaves nothing behind.
     INSERT INTO conversations (id, agent, instance, session, created_at, parent, head,
-                               head_hash)
-    SELECT %(cid)s, %(agent)s, %(instance)s, %(session)s, %(at)s, %(parent)s, 1, %(hash)s
+                               head_hash, last_activity_at, bytes)
+    SELECT %(cid)s, %(agent)s, %(instance)s, %(session)s, %(at)s, %(parent)s, 1, %(hash)s,
+           %(first_at)s::timestamptz, %(bytes)s
     WHERE NOT EXISTS (SELECT 1 FROM submissions WHERE id = %(id)s)
     ON CONFLICT (agent, instance, session) DO NOTHING
     RETURNING id
@@ -105,6 +106,8 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
                 "body": first.canonical,
                 "prev": b"",
                 "hash": bytes.fromhex(first.hash),
+                "first_at": record_time(first.canonical),
+                "bytes": len(first.canonical),
                 "id": new.id,
                 "dispatch": new.idempotency_key,
                 "input": canonical_json(new.input),

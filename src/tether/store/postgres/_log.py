@@ -22,6 +22,7 @@ from tether.errors import (
 )
 from tether.records import Record, RecordDraft
 from tether.store._common import (
+    attachment_digests,
     check_fork_seq,
     fork_parent,
     record_time,
@@ -36,6 +37,7 @@ from tether.store._types import (
 )
 from tether.store.postgres._children import wake_parent
 from tether.store.postgres._gates import index_gates
+from tether.store.postgres._refs import INSERT_REFS, index_refs
 
 __all__ = (
     "RECORD_COLUMNS",
@@ -48,6 +50,9 @@ __all__ = (
     "fork",
     "get_conversation",
     "head",
+    "insert_conversation",
+    "insert_records",
+    "log_bytes",
     "mint_fence",
     "notify",
     "read",
@@ -118,7 +123,7 @@ async def find_conversation(conn: Conn, key: SessionKey) -> Conversation | None:
     return None if row is None else _conversation(row)
 
 
-async def _insert_records(conn: Conn, conversation_id: str, records: Sequence[Record]) -> None:
+async def insert_records(conn: Conn, conversation_id: str, records: Sequence[Record]) -> None:
     async with conn.cursor() as cursor:
         await cursor.executemany(
             "INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash, "
@@ -147,33 +152,52 @@ async def _create_conversation(
     conn: Conn, conversation: Conversation, channels: Channels, prefix: Sequence[Record] = ()
 ) -> bool:
     """Insert the conversation with its records; ``False`` if the session already has one."""
-    key, parent = conversation.key, conversation.parent
+    first = seal_created(conversation, prefix)
+    records = [*prefix, first]
+    if not await insert_conversation(
+        conn, conversation, records, conflict="(agent, instance, session)"
+    ):
+        return False
+    await insert_records(conn, conversation.id, records)
+    await index_refs(conn, conversation.id, records)
+    await notify(conn, channels.append, f"{conversation.id}:{first.seq}")
+    return True
+
+
+async def insert_conversation(
+    conn: Conn, conversation: Conversation, records: Sequence[Record], *, conflict: str = ""
+) -> bool:
+    """Insert the row of ``conversation`` whose log will be ``records`` (inserted next, in
+    the same transaction): its head, head hash, last activity and bytes are theirs.
+    ``False``, inserting nothing, if a unique column (those ``conflict`` names, or any)
+    is taken."""
+    key, last = conversation.key, records[-1]
     created = await (
         await conn.execute(
-            "INSERT INTO conversations (id, agent, instance, session, created_at, parent) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (agent, instance, session) DO NOTHING "
-            "RETURNING id",
+            "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
+            "head_hash, last_activity_at, bytes) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::timestamptz, %s) "
+            f"ON CONFLICT {conflict} DO NOTHING RETURNING id",
             (
                 conversation.id,
                 key.agent,
                 key.instance,
                 key.session,
                 conversation.created_at,
-                stored_parent(parent),
+                stored_parent(conversation.parent),
+                last.seq,
+                bytes.fromhex(last.hash),
+                record_time(last.canonical),
+                log_bytes(records),
             ),
         )
     ).fetchone()
-    if created is None:
-        return False
-    first = seal_created(conversation, prefix)
-    records = [*prefix, first]
-    await _insert_records(conn, conversation.id, records)
-    await conn.execute(
-        "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
-        (first.seq, bytes.fromhex(first.hash), conversation.id),
-    )
-    await notify(conn, channels.append, f"{conversation.id}:{first.seq}")
-    return True
+    return created is not None
+
+
+def log_bytes(records: Sequence[Record]) -> int:
+    """What ``records`` add to their conversation's ``bytes``: their canonical bytes."""
+    return sum(len(record.canonical) for record in records)
 
 
 async def ensure_conversation(
@@ -297,12 +321,21 @@ async def append(
         head_hash=bytes(head_hash).hex(),
         head_time=record_time(bytes(head_body)) if head_body is not None else "",
     )
-    await _insert_records(conn, conversation_id, sealed)
+    await insert_records(conn, conversation_id, sealed)
+    last = sealed[-1]
     await conn.execute(
-        "UPDATE conversations SET head = %s, head_hash = %s WHERE id = %s",
-        (sealed[-1].seq, bytes.fromhex(sealed[-1].hash), conversation_id),
+        "UPDATE conversations SET head = %s, head_hash = %s, "
+        "last_activity_at = %s::timestamptz, bytes = bytes + %s WHERE id = %s",
+        (
+            last.seq,
+            bytes.fromhex(last.hash),
+            record_time(last.canonical),
+            log_bytes(sealed),
+            conversation_id,
+        ),
     )
     await index_gates(conn, conversation_id, sealed)
+    await index_refs(conn, conversation_id, sealed)
     await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
     return sealed, session
 
@@ -316,34 +349,52 @@ _INSERT_SEALED = """
     WHERE EXISTS (SELECT 1 FROM moved)
     RETURNING 1
 """
+# The head, the last activity and the bytes move in the one update of the row.
 _MOVE_HEAD = """
-    UPDATE conversations SET head = %(head)s, head_hash = %(hash)s
+    UPDATE conversations SET head = %(head)s, head_hash = %(hash)s,
+        last_activity_at = %(at)s::timestamptz, bytes = bytes + %(bytes)s
     WHERE id = %(cid)s AND head = %(expected)s AND head_hash = %(prev)s AND fence <= %(fence)s
 """
-_APPEND_IF_HEAD = f"""
-WITH moved AS ({_MOVE_HEAD} RETURNING id
-), written AS ({_INSERT_SEALED})
+_REFS = f"""
+), referenced AS ({INSERT_REFS.format(where="WHERE EXISTS (SELECT 1 FROM moved) ")}"""
+_APPEND_IF_HEAD = """
+WITH moved AS ({move} RETURNING id
+), written AS ({insert}{refs})
 SELECT (SELECT count(*) FROM written), (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved)
 """
+_APPEND_IF_HEAD_STATEMENTS = tuple(
+    _APPEND_IF_HEAD.format(move=_MOVE_HEAD, insert=_INSERT_SEALED, refs=refs)
+    for refs in ("", _REFS)
+)
+"""Without, then with, the references of records that carry attachments."""
 # The claim is locked first and the head moves only while it holds, so the settlement and
 # the records commit together or not at all; so does the wake of a child's parent.
-_APPEND_SETTLED_IF_HEAD = f"""
+_APPEND_SETTLED_IF_HEAD = """
 WITH owned AS (
     SELECT id FROM submissions
     WHERE id = %(sid)s AND status = 'running' AND attempt_id = %(aid)s
     FOR UPDATE
-), moved AS ({_MOVE_HEAD} AND EXISTS (SELECT 1 FROM owned) RETURNING id
+), moved AS ({move} AND EXISTS (SELECT 1 FROM owned) RETURNING id
 ), settled AS (
     UPDATE submissions SET status = 'settled', lease_expires_at = NULL,
         settlement = %(settlement)s, settled_at = %(settled_at)s
     WHERE id = (SELECT id FROM owned) AND EXISTS (SELECT 1 FROM moved)
     RETURNING id, parent_submission_id
-), written AS ({_INSERT_SEALED})
+), written AS ({insert}{refs})
 SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM settled),
        (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved),
        (SELECT pg_notify(%(settled_channel)s, id) FROM settled),
-       (SELECT {wake_parent("parent_submission_id", "%(work_channel)s")} FROM settled)
+       (SELECT {wake} FROM settled)
 """
+_APPEND_SETTLED_IF_HEAD_STATEMENTS = tuple(
+    _APPEND_SETTLED_IF_HEAD.format(
+        move=_MOVE_HEAD,
+        insert=_INSERT_SEALED,
+        refs=refs,
+        wake=wake_parent("parent_submission_id", "%(work_channel)s"),
+    )
+    for refs in ("", _REFS)
+)
 
 
 def _if_head_params(
@@ -368,6 +419,9 @@ def _if_head_params(
         "submissions": [_settled_submission(r) for r in sealed],
         "channel": channels.append,
         "payload": f"{conversation_id}:{sealed[-1].seq}",
+        "at": record_time(sealed[-1].canonical),
+        "bytes": log_bytes(sealed),
+        "digests": attachment_digests(sealed),
     }
 
 
@@ -388,8 +442,9 @@ async def append_if_head(
     if has_gate_changes(sealed):
         return False
     params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
+    refs = 1 if params["digests"] else 0
     if settle is None:
-        row = await (await conn.execute(_APPEND_IF_HEAD, params)).fetchone()
+        row = await (await conn.execute(_APPEND_IF_HEAD_STATEMENTS[refs], params)).fetchone()
         return row is not None and row[0] == len(sealed)
     params |= {
         "sid": settle.submission_id,
@@ -399,7 +454,7 @@ async def append_if_head(
         "settled_channel": channels.settled,
         "work_channel": channels.work,
     }
-    row = await (await conn.execute(_APPEND_SETTLED_IF_HEAD, params)).fetchone()
+    row = await (await conn.execute(_APPEND_SETTLED_IF_HEAD_STATEMENTS[refs], params)).fetchone()
     return row is not None and row[0] == len(sealed) and row[1] == 1
 
 

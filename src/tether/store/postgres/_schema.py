@@ -16,6 +16,7 @@ from psycopg.rows import TupleRow
 from tether.errors import UnsupportedSchema
 from tether.store.postgres._children import WAKE_PARENT_FUNCTION
 from tether.store.postgres._gates import backfill as backfill_gates
+from tether.store.postgres._sessions import backfill as backfill_sessions
 
 __all__ = ("BACKFILLS", "MIGRATIONS", "SCHEMA_VERSION", "migrate")
 
@@ -197,10 +198,43 @@ MIGRATIONS: Final = (
         WHERE status = 'waiting' AND wait_until IS NOT NULL;
     """
     + WAKE_PARENT_FUNCTION,
+    # v7: sessions (issue 22). A conversation's last activity (its last record's time) and
+    # the bytes of its records, kept in the update of its row that every append makes; the
+    # index of newest activity first (then ids, bytewise), one per filter (none, the agent,
+    # the agent and instance). The attachments each conversation's records reference, one
+    # row per conversation and digest, written only with records that carry some: what an
+    # erase checks before it drops an attachment. The durable schedules, oldest first. The
+    # backfill (``_sessions``) derives the times, the bytes and the references from the
+    # logs already stored; every statement is idempotent, like v6's.
+    """
+    ALTER TABLE conversations ADD COLUMN IF NOT EXISTS last_activity_at TIMESTAMPTZ;
+    ALTER TABLE conversations ADD COLUMN IF NOT EXISTS bytes BIGINT NOT NULL DEFAULT 0;
+    UPDATE conversations SET last_activity_at = created_at WHERE last_activity_at IS NULL;
+    ALTER TABLE conversations ALTER COLUMN last_activity_at SET NOT NULL;
+    CREATE INDEX IF NOT EXISTS conversations_by_activity
+        ON conversations (last_activity_at DESC, id COLLATE "C");
+    CREATE INDEX IF NOT EXISTS conversations_by_agent_activity
+        ON conversations (agent, last_activity_at DESC, id COLLATE "C");
+    CREATE INDEX IF NOT EXISTS conversations_by_agent_instance_activity
+        ON conversations (agent, instance, last_activity_at DESC, id COLLATE "C");
+    CREATE TABLE IF NOT EXISTS attachment_refs (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id),
+        digest          TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, digest)
+    );
+    CREATE INDEX IF NOT EXISTS attachment_refs_by_digest ON attachment_refs (digest);
+    CREATE TABLE IF NOT EXISTS schedules (
+        id          TEXT COLLATE "C" PRIMARY KEY,
+        definition  BYTEA NOT NULL,
+        created_at  TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS schedules_by_age ON schedules (created_at, id);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {
     5: backfill_gates,
+    7: backfill_sessions,
 }
 """What a step derives from the data already stored, after its statements ran (by version)."""
 _LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database

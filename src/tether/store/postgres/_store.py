@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -31,6 +30,7 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
 from tether.store._types import (
     Admission,
     Attempt,
@@ -41,10 +41,20 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store.postgres import _admission, _children, _gates, _log, _submissions, _waits
+from tether.store.postgres import (
+    _admission,
+    _children,
+    _gates,
+    _log,
+    _schedules,
+    _sessions,
+    _submissions,
+    _waits,
+)
 from tether.store.postgres._listen import Listener
 from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
+from tether.store.postgres._url import split_store_url
 
 __all__ = ("PostgresStore", "split_store_url")
 
@@ -63,7 +73,6 @@ class _Head:
 
 
 Conn = psycopg.AsyncConnection[TupleRow]
-_OPTIONS = {"schema", "pool_min", "pool_max", "poll_interval"}
 
 
 class PostgresStore:
@@ -743,6 +752,38 @@ class PostgresStore:
             _gates.list_gates, status, agent, instance, tool, limit, after
         )
 
+    # --- sessions, erasure, import and schedules ------------------------------------------
+
+    async def list_sessions(
+        self,
+        *,
+        agent: str | None = None,
+        instance: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[SessionRow]:
+        return await self._autocommit(_sessions.list_sessions, agent, instance, limit, after)
+
+    async def erase_session(self, conversation_id: str) -> ErasedSession:
+        erased = await _sessions.erase(self._run, conversation_id, self._channels)
+        self._heads.pop(conversation_id, None)
+        self._appends.notify([conversation_id])  # its tailers look, and find it gone
+        return erased
+
+    async def import_conversation(
+        self, conversation: Conversation, records: Sequence[Record]
+    ) -> bool:
+        return await self._run(_sessions.import_conversation, conversation, records, self._channels)
+
+    async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
+        return await self._autocommit(_schedules.put_schedule, schedule)
+
+    async def list_schedules(self) -> list[ScheduleRow]:
+        return await self._autocommit(_schedules.list_schedules)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        return await self._autocommit(_schedules.delete_schedule, schedule_id)
+
     # --- attachments ------------------------------------------------------------------
 
     async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
@@ -750,22 +791,3 @@ class PostgresStore:
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
         return await self._autocommit(_submissions.get_attachment, digest)
-
-
-def split_store_url(url: str) -> tuple[str, dict[str, str]]:
-    """A store URL as libpq's connection URL and Tether's own query options (``schema``...).
-
-    Example::
-
-        conninfo, options = split_store_url("postgresql://db/tether?schema=ops")
-        assert options == {"schema": "ops"}
-    """
-    parts = urlsplit(url)
-    ours: dict[str, str] = {}
-    theirs: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key in _OPTIONS:
-            ours[key] = value
-        else:
-            theirs.append((key, value))
-    return urlunsplit(parts._replace(query=urlencode(theirs))), ours

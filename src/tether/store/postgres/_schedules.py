@@ -1,0 +1,66 @@
+"""Durable schedules on PostgreSQL: one row per schedule id, its definition as canonical JSON
+(compared bytewise, so an equal definition is the same bytes), oldest first."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from tether._canonical import canonical_json
+from tether.errors import DispatchConflict
+from tether.store._common import to_micros
+from tether.store._sessions import ScheduleRow
+
+__all__ = ("delete_schedule", "list_schedules", "put_schedule")
+
+Conn = AsyncConnection[TupleRow]
+
+_PUT: Final = """
+WITH put AS (
+    INSERT INTO schedules (id, definition, created_at) VALUES (%(id)s, %(definition)s, %(at)s)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, definition, created_at
+)
+SELECT id, definition, created_at FROM put
+UNION ALL
+SELECT id, definition, created_at FROM schedules
+WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM put)
+"""
+"""The schedule put, or the one kept under its id (one statement, its own transaction)."""
+
+
+def _row(row: TupleRow) -> ScheduleRow:
+    schedule_id, definition, created_at = row
+    return ScheduleRow(schedule_id, orjson.loads(bytes(definition)), created_at)
+
+
+async def put_schedule(conn: Conn, schedule: ScheduleRow) -> ScheduleRow:
+    definition = canonical_json(dict(schedule.definition))
+    to_micros(schedule.created_at)  # aware, as every time given to a store
+    params = {"id": schedule.id, "definition": definition, "at": schedule.created_at}
+    while True:
+        row = await (await conn.execute(_PUT, params)).fetchone()
+        # None: a schedule of that id was put or deleted while this statement ran (the
+        # conflict is seen, not the row): again, in a snapshot that has it.
+        if row is not None:
+            break
+    if bytes(row[1]) != definition:
+        raise DispatchConflict(schedule.id, "the schedules")
+    return _row(row)
+
+
+async def list_schedules(conn: Conn) -> list[ScheduleRow]:
+    rows = await (
+        await conn.execute(
+            "SELECT id, definition, created_at FROM schedules ORDER BY created_at, id"
+        )
+    ).fetchall()
+    return [_row(row) for row in rows]
+
+
+async def delete_schedule(conn: Conn, schedule_id: str) -> bool:
+    cursor = await conn.execute("DELETE FROM schedules WHERE id = %s", (schedule_id,))
+    return cursor.rowcount == 1
