@@ -110,7 +110,7 @@ MAY_IMPORT = {
     "http": {"engine", "stream", "journal", "store"},
     "testing": {"store", "journal", "models"},
     "demo": {"agent", "engine", "models"},
-    "cli": {"demo", "engine", "http", "journal", "otel", "store", "stream"},
+    "cli": {"demo", "engine", "http", "journal", "otel", "store", "stream", "testing"},
 }
 """docs/architecture.md §2: what each package may import of Tether besides the core."""
 
