@@ -94,3 +94,12 @@ async def export_to(store: Store, conversation_id: str, path: Path) -> Path:
     records = await store.read(conversation_id, limit=100_000)
     await asyncio.to_thread(path.write_bytes, b"".join(r.to_json() + b"\n" for r in records))
     return path
+
+
+RECORDED = agents()
+"""The recording agents as a mapping (``--app tests.testing.replayed:RECORDED``)."""
+
+
+def rome() -> dict[str, AgentDefinition]:
+    """The forecaster asking for another city than it recorded (``--app ...:rome``)."""
+    return agents(Forecaster(city="Rome"))

@@ -16,6 +16,7 @@ from rich.console import Console
 from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
+from tether.cli._export import export, import_log
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
 from tether.cli._sessions import delete, sessions
 
@@ -34,6 +35,8 @@ app.command()(worker)
 app.command()(backup)
 app.command()(sessions)
 app.command()(delete)
+app.command()(export)
+app.command(name="import")(import_log)
 console = Console(
     soft_wrap=True, highlight=False, emoji=False
 )  # ids and JSON survive copy-paste and pipes
@@ -255,8 +258,16 @@ def verify(conversation: str = CONVERSATION, store: str = STORE) -> None:
 
 @app.command()
 def replay(
-    conversation: str = CONVERSATION,
+    conversation: str | None = typer.Argument(
+        None, help="The conversation id (records carry it); or give --from."
+    ),
     store: str = STORE,
+    from_: str | None = typer.Option(
+        None,
+        "--from",
+        help="Replay a file `tether export` wrote instead, in memory (no store is opened): "
+        'print "identical" or the first seq where the code diverges from it.',
+    ),
     app_: str | None = typer.Option(
         None, "--app", help="module:factory returning the agents {name: AgentDefinition}."
     ),
@@ -264,9 +275,17 @@ def replay(
 ) -> None:
     """Re-run a conversation from its log: zero model and tool calls; exit 1 on divergence."""
     from tether.cli import _local
+    from tether.cli._export import replay_file
     from tether.cli._serve import load_agents
 
-    _local.replay(conversation, store, load_agents(app_, demo), console)
+    if (conversation is None) == (from_ is None):
+        fail("give a conversation id or --from FILE (one of them)", ExitCode.USAGE)
+    agents = load_agents(app_, demo)
+    if from_ is not None:
+        replay_file(from_, agents, console)
+    else:
+        assert conversation is not None
+        _local.replay(conversation, store, agents, console)
 
 
 @app.command()

@@ -94,8 +94,9 @@ class ReplayReport:
 
     def __str__(self) -> str:
         if self.divergence is None:
+            executions = "execution" if self.replayed == 1 else "executions"
             return (
-                f"identical: {self.replayed} executions of conversation {self.conversation_id} "
+                f"identical: {self.replayed} {executions} of conversation {self.conversation_id} "
                 f"(agent {self.agent}) replayed; model and tool invocations: 0"
             )
         return "\n".join(self.divergence.lines)
