@@ -82,7 +82,8 @@ async def record(store: Store | None = None, *messages: str) -> str:
         receipt = None
         for text in messages or ("hello", "and tomorrow?"):
             receipt = await runtime.dispatch("forecaster", "ann", text)
-            await runtime.wait(receipt.submission_id)
+            settled = await runtime.wait(receipt.submission_id)
+            assert settled["status"] == "succeeded", settled
         assert receipt is not None
         return receipt.conversation_id
     finally:

@@ -1,7 +1,9 @@
 """``tether.testing``'s replay of a recorded session against today's code: identical, or the
 first diverging seq with what the log holds and what the code asked for."""
 
+import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -12,7 +14,7 @@ from tether.errors import LogTampered, RecordDecodeError
 from tether.journal import Turn
 from tether.messages import Message
 from tether.records import Record
-from tether.store import MemoryStore, Store
+from tether.store import MemoryStore, SessionKey, Store
 from tether.testing import ReplayReport, assert_replays, read_log, replay_log
 
 from .replayed import Forecaster, agents, export_to, record
@@ -45,8 +47,6 @@ async def test_the_recorded_code_replays_identically(session: tuple[Path, list[R
 
 
 def test_assert_replays_passes_in_a_plain_test(tmp_path: Path) -> None:
-    import asyncio
-
     store = MemoryStore()
     conversation_id = asyncio.run(record(store, "hello"))
     path = asyncio.run(export_to(store, conversation_id, tmp_path / "s.jsonl"))
@@ -225,6 +225,21 @@ async def test_a_log_from_any_store_replays(store: Store, tmp_path: Path) -> Non
     assert conversation == await store.get_conversation(conversation_id)
     assert records == await store.read(conversation_id)
     assert (await replay_log(path, agents(Forecaster()))).identical
+
+
+async def test_a_log_with_nothing_to_replay_fails_a_test(tmp_path: Path) -> None:
+    store = MemoryStore()
+    conversation, _ = await store.ensure_conversation(
+        SessionKey("forecaster", "ann"), conversation_id="c-empty", created_at=datetime.now(UTC)
+    )
+    records = await store.read(conversation.id)
+    report = await replay_log(records, agents(Forecaster()))
+    assert report.identical and report.executions == 0
+    assert str(report) == (
+        "nothing to replay: conversation c-empty (agent forecaster) holds no completed execution"
+    )
+    with pytest.raises(AssertionError, match="nothing to replay"):
+        await asyncio.to_thread(assert_replays, records, agents(Forecaster()))
 
 
 def test_reports_are_frozen() -> None:

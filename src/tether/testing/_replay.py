@@ -93,6 +93,11 @@ class ReplayReport:
         return self.divergence is None
 
     def __str__(self) -> str:
+        if self.divergence is None and self.executions == 0:
+            return (
+                f"nothing to replay: conversation {self.conversation_id} (agent {self.agent}) "
+                "holds no completed execution"
+            )
         if self.divergence is None:
             executions = "execution" if self.replayed == 1 else "executions"
             return (
@@ -181,7 +186,7 @@ async def replay_log(
         except ReplayDiverged as exc:
             divergence = _explain(exc, records, completed)
         except HarnessMismatch as exc:
-            divergence = _harness_mismatch(exc, records, harness, completed)
+            divergence = _harness_mismatch(exc, harness, completed)
     finally:
         await store.close()
     agent = conversation.key.agent
@@ -198,7 +203,8 @@ def assert_replays(
     env: Mapping[str, str] | None = None,
 ) -> ReplayReport:
     """Replay ``log`` (see :func:`replay_log`) and fail the test with the divergence report
-    (an ``AssertionError``) unless today's code asks for exactly what the log recorded.
+    (an ``AssertionError``) unless today's code asks for exactly what the log recorded. A
+    log with no completed execution fails it too: a test of nothing is a mistake.
 
     It runs its own event loop: in an ``async`` test, ``await replay_log(...)`` instead.
 
@@ -217,7 +223,7 @@ def assert_replays(
             "`report = await replay_log(...)` and `assert report.identical, report`"
         )
     report = asyncio.run(replay_log(log, agents, env=env))
-    if not report.identical:
+    if not report.identical or report.executions == 0:
         raise AssertionError(str(report))
     return report
 
@@ -282,23 +288,14 @@ def _explain(
 
 
 def _harness_mismatch(
-    exc: HarnessMismatch,
-    records: Sequence[Record],
-    harness: Harness,
-    completed: Sequence[tuple[str, Record, Record]],
+    exc: HarnessMismatch, harness: Harness, completed: Sequence[tuple[str, Record, Record]]
 ) -> ReplayDivergence:
-    """A log recorded by another harness (or version) than the code's."""
+    """A log recorded by another harness (or version) than the code's: the first execution
+    that names another, as the journal checks them."""
     served = {"harness": harness.name, "harnessVersion": harness.version}
+    identities = ((start, start.fields["payload"]) for _, start, _ in completed)
     start = next(
-        (
-            start
-            for _, start, _ in completed
-            if (
-                start.fields["payload"].get("harness"),
-                start.fields["payload"].get("harnessVersion"),
-            )
-            != (harness.name, harness.version)
-        ),
+        (start for start, p in identities if (p["harness"], p["harnessVersion"]) == exc.recorded),
         None,
     )
     seq = None if start is None else start.seq
