@@ -97,8 +97,9 @@ async def test_the_sqlite_v8_migration_backfills_the_gates(tmp_path: Path) -> No
             conn.executescript(step)
         conn.execute("PRAGMA user_version = 7")
         conn.execute("ATTACH DATABASE ? AS written", (str(path),))
-        for table in ("conversations", "records", "snapshots"):  # as v7 has them
-            conn.execute(f"INSERT INTO {table} SELECT * FROM written.{table}")
+        for table in ("conversations", "records", "snapshots"):  # the columns v7 has
+            columns = ", ".join(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
+            conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM written.{table}")
         conn.commit()
         conn.execute("DETACH DATABASE written")
     conn.close()

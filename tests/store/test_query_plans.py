@@ -23,7 +23,18 @@ import pytest
 from psycopg import sql
 
 from tether.demo import demo_agents
-from tether.store import WAIT_FOR_CHILDREN, SqliteStore, Store, SubmissionStatus, TaskParent
+from tether.records import RecordDraft, UserMessage
+from tether.store import (
+    WAIT_FOR_CHILDREN,
+    MemoryStore,
+    NewSubmission,
+    ScheduleRow,
+    SessionKey,
+    SqliteStore,
+    Store,
+    SubmissionStatus,
+    TaskParent,
+)
 from tether.store import _sqlite as sqlite_module
 from tether.store import _sqlite_schema as sqlite_schema
 from tether.store.postgres import PostgresStore
@@ -40,10 +51,13 @@ GROWING = (
     "snapshots",
     "attachments",
     "gates",
+    "attachment_refs",
 )
 _SQLITE_SCAN = re.compile(rf"^SCAN ({'|'.join(GROWING)})\b")
 _POSTGRES_SCAN = re.compile(rf"Seq Scan on ({'|'.join(GROWING)})\b")
 _JUDGED = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
+_SQLITE_SORT = re.compile(r"^USE TEMP B-TREE\b")
+_POSTGRES_SORT = re.compile(r"\bSort\b")
 
 
 async def _served_requests(server: Server) -> None:
@@ -99,6 +113,8 @@ class Capture:
 
     statements: list[Any] = field(default_factory=list)
     scans: Callable[[], list[str]] = list
+    sorts: Callable[[], list[str]] = list
+    """The plan lines that sort what a statement read (an ordered listing should not)."""
 
 
 def _capture_sqlite(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None:
@@ -122,8 +138,10 @@ def _capture_postgres(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None
     monkeypatch.setattr(psycopg.AsyncConnection, "execute", tracing)
 
 
-def sqlite_scans(path: Path, statements: list[str]) -> list[str]:
-    """The plan lines of ``statements`` that scan a growing table whole."""
+def sqlite_scans(
+    path: Path, statements: list[str], bad: re.Pattern[str] = _SQLITE_SCAN
+) -> list[str]:
+    """The plan lines of ``statements`` that scan a growing table whole (or match ``bad``)."""
     found = []
     conn = sqlite3.connect(path)
     try:
@@ -131,15 +149,21 @@ def sqlite_scans(path: Path, statements: list[str]) -> list[str]:
             if not _JUDGED.match(statement):
                 continue
             plan = conn.execute(f"EXPLAIN QUERY PLAN {statement}").fetchall()
-            found += [f"{row[3]}  <-  {statement}" for row in plan if _SQLITE_SCAN.match(row[3])]
+            found += [f"{row[3]}  <-  {statement}" for row in plan if bad.match(row[3])]
     finally:
         conn.close()
     return found
 
 
-def postgres_scans(url: str, schema: str, statements: list[tuple[Any, Any]]) -> list[str]:
-    """The plan lines of ``statements`` that scan a growing table whole, with sequential
-    scans disabled: the planner then takes any index that can serve the query."""
+def postgres_scans(
+    url: str,
+    schema: str,
+    statements: list[tuple[Any, Any]],
+    bad: re.Pattern[str] = _POSTGRES_SCAN,
+) -> list[str]:
+    """The plan lines of ``statements`` that scan a growing table whole (or match ``bad``),
+    with sequential scans disabled: the planner then takes any index that can serve the
+    query."""
     found: list[str] = []
     seen: set[tuple[str, str]] = set()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -152,9 +176,7 @@ def postgres_scans(url: str, schema: str, statements: list[tuple[Any, Any]]) -> 
             seen.add((text, repr(params)))
             with conn.transaction(force_rollback=True):
                 plan = conn.execute(f"EXPLAIN {text}", params).fetchall()
-            found += [
-                f"{row[0].strip()}  <-  {text}" for row in plan if _POSTGRES_SCAN.search(row[0])
-            ]
+            found += [f"{row[0].strip()}  <-  {text}" for row in plan if bad.search(row[0])]
     return found
 
 
@@ -176,12 +198,16 @@ async def store(
         _capture_sqlite(monkeypatch, capture)
         sqlite = await SqliteStore.open(tmp_path)
         capture.scans = lambda: sqlite_scans(sqlite.path, capture.statements)
+        capture.sorts = lambda: sqlite_scans(sqlite.path, capture.statements, _SQLITE_SORT)
         opened = sqlite
     else:
         _capture_postgres(monkeypatch, capture)
         schema = fresh_schema()
         opened = await PostgresStore.open(store_url(schema))
         capture.scans = lambda: postgres_scans(POSTGRES_URL, schema, capture.statements)
+        capture.sorts = lambda: postgres_scans(
+            POSTGRES_URL, schema, capture.statements, _POSTGRES_SORT
+        )
     yield opened
     await opened.close()
 
@@ -236,6 +262,69 @@ async def test_every_query_of_the_subagent_steps_is_served_by_an_index(
     judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
     assert any("wait_until" in statement for statement in judged)
     assert capture.scans() == []
+
+
+async def _fill_sessions(store: Store) -> None:
+    """Conversations of two agents and three instances, with attachments in some logs (one
+    shared by two), so that the planner has rows to weigh."""
+    shared = await store.put_attachment(b"shared", media_type="text/plain")
+    for n in range(9):
+        key = SessionKey(("a", "b")[n % 2], ("x", "y", "z")[n % 3], f"s{n}")
+        new = NewSubmission(f"sub-{n}", key, f"conv-{n}", {"body": "hi"}, Fixtures.at(n))
+        cid = (await store.admit(new)).submission.conversation_id
+        own = await store.put_attachment(f"own {n}".encode(), media_type="text/plain")
+        refs = (own, shared) if n % 3 == 0 else (own,)
+        drafts = [
+            RecordDraft(UserMessage(body=f"m{n}", attachments=refs)),
+            RecordDraft(UserMessage(body="plain")),
+        ]
+        await store.append(cid, drafts, expected_seq=await store.head(cid), fence=0)
+
+
+async def _list_every_filter(store: Store) -> None:
+    for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
+        first = await store.list_sessions(limit=2, **filters)
+        await store.list_sessions(limit=2, after=first[-1].cursor, **filters)
+
+
+async def _session_steps(store: Store) -> None:
+    """Erasure (a log whose attachments are all its own, and one that shares one), an
+    import, the schedules."""
+    await _fill_sessions(store)
+    await _list_every_filter(store)
+    for cid in ("conv-1", "conv-0"):
+        await store.erase_session(cid)
+    async with MemoryStore() as source:
+        conversation, _ = await source.ensure_conversation(
+            SessionKey("a", "x", "imported"), conversation_id="conv-in", created_at=Fixtures.at(0)
+        )
+        await store.import_conversation(conversation, await source.read(conversation.id))
+    await store.put_schedule(ScheduleRow("sched-1", {"every": 60}, Fixtures.at(0)))
+    await store.list_schedules()
+    await store.delete_schedule("sched-1")
+
+
+async def test_every_query_of_the_session_steps_is_served_by_an_index(
+    store: Store, capture: Capture
+) -> None:
+    capture.statements.clear()  # opening (the migrations) is not judged
+    await _session_steps(store)
+    judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
+    assert any("attachment_refs" in statement for statement in judged)
+    assert capture.scans() == []
+
+
+async def test_every_page_of_the_sessions_index_is_an_ordered_index_read(
+    store: Store, capture: Capture
+) -> None:
+    """No page of any filter, the first or the next, sorts what it read: each is a range of
+    one index read in the listing order, as long as the page."""
+    await _fill_sessions(store)
+    capture.statements.clear()
+    await _list_every_filter(store)
+    assert capture.statements
+    assert capture.scans() == []
+    assert capture.sorts() == []
 
 
 def test_the_sqlite_check_catches_a_full_scan(tmp_path: Path) -> None:

@@ -45,14 +45,13 @@ async def test_a_version_8_file_migrates_to_the_fresh_schema(tmp_path: Path) -> 
             conn.executescript(step)
         conn.execute("PRAGMA user_version = 8")
         conn.execute("ATTACH DATABASE ? AS written", (str(written / "tether.db"),))
-        for table in ("conversations", "records", "attempts"):
+        for table in ("records", "attempts"):
             conn.execute(f"INSERT INTO {table} SELECT * FROM written.{table}")
-        columns = ", ".join(
-            row[1] for row in conn.execute("PRAGMA table_info(submissions)").fetchall()
-        )
-        conn.execute(  # the v8 columns only: v9 added its own at the end
-            f"INSERT INTO submissions ({columns}) SELECT {columns} FROM written.submissions"
-        )
+        for table in ("conversations", "submissions"):  # the v8 columns only: later steps
+            columns = ", ".join(  # added theirs at the end
+                row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()
+            )
+            conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM written.{table}")
         conn.commit()
         conn.execute("DETACH DATABASE written")
     conn.close()

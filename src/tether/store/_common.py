@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import orjson
 
+from tether._canonical import canonical_json
 from tether._payloads import (
     AttachmentRef,
     ConversationCreated,
@@ -36,6 +37,7 @@ __all__ = (
     "SUBMISSION_COLUMNS",
     "attachment_digests",
     "attachment_ref",
+    "bare_records",
     "check_drafts",
     "check_fork_seq",
     "check_import",
@@ -54,6 +56,7 @@ __all__ = (
     "seal_created",
     "submission_filter",
     "submission_from_row",
+    "time_micros",
     "to_micros",
     "verify_anchored",
 )
@@ -196,10 +199,15 @@ def record_time(canonical: bytes) -> str:
     return canonical[start : canonical.index(b'"', start)].decode()
 
 
+def time_micros(text: str) -> int:
+    """A record's ``time`` (RFC 3339, UTC) as integer microseconds since the epoch."""
+    return to_micros(datetime.fromisoformat(text))
+
+
 def record_micros(canonical: bytes) -> int:
     """The ``time`` of a record as integer microseconds since the epoch: a conversation's
     last activity, as the sessions index orders it."""
-    return to_micros(datetime.fromisoformat(record_time(canonical)))
+    return time_micros(record_time(canonical))
 
 
 def verify_anchored(
@@ -344,9 +352,8 @@ def attachment_digests(records: Iterable[Record]) -> list[str]:
         except RecordDecodeError:
             continue
         if isinstance(payload, UserMessage | SteerReceived):
-            for ref in payload.attachments or ():
-                digests[ref.digest] = None
-    return list(digests)
+            digests.update(dict.fromkeys(ref.digest for ref in payload.attachments or ()))
+    return list(digests) if digests else []
 
 
 # --- the sessions index ---------------------------------------------------------------
@@ -401,15 +408,36 @@ def own_log_start(conversation: Conversation) -> int:
     return parent.seq + 1 if parent is not None and parent.reason == "fork" else 1
 
 
+def _canonical_only(conversation_id: str, records: Iterable[Record]) -> Iterator[Record]:
+    """``records``, each refused (``LogTampered``) unless its bytes are canonical JSON, as a
+    store keeps them: a hash is derived from the canonical form of what a record's bytes
+    decode to, so bytes that re-encode to it (spaces added, keys reordered) would pass."""
+    for position, record in enumerate(records, start=1):
+        try:
+            canonical = canonical_json(orjson.loads(record.canonical))
+        except (orjson.JSONDecodeError, ValueError):
+            canonical = record.canonical  # not JSON: the chain's check names it
+        if canonical != record.canonical:
+            raise LogTampered(conversation_id, position, "stored bytes are not canonical JSON")
+        yield record
+
+
+def bare_records(records: Iterable[Record]) -> list[Record]:
+    """Copies of ``records`` holding only what a store keeps of them (seq, kind, bytes and
+    hashes): nothing decoded and cached on a caller's objects is trusted, or kept."""
+    return [Record(r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in records]
+
+
 def check_import(conversation: Conversation, records: Sequence[Record]) -> int:
     """Check, before anything is written, that ``records`` are the whole log of
     ``conversation`` as a store keeps it: they chain from seq 1 (each hash re-derived from
-    the bytes), the record its own log begins with (seq 1, or a fork's after the copied
-    ones) is its ``conversation_created`` exactly as a store seals it (its id, key, parent
-    and creation time), and every record from there on names it. ``LogTampered`` at the
-    first seq that fails; the seq of that ``conversation_created`` otherwise."""
+    the bytes, which must be canonical JSON), the record its own log begins with (seq 1, or
+    a fork's after the copied ones) is its ``conversation_created`` exactly as a store seals
+    it (its id, key, parent and creation time), and every record from there on names it.
+    ``LogTampered`` at the first seq that fails; the seq of that ``conversation_created``
+    otherwise. Give it ``bare_records``: what it checks is then what is written."""
     cid = conversation.id
-    count = verify_chain(cid, records)
+    count = verify_chain(cid, _canonical_only(cid, records))
     start = own_log_start(conversation)
     if count < start:
         raise LogTampered(

@@ -31,6 +31,7 @@ from tether.records import Record, RecordDraft
 from tether.store._common import (
     attachment_digests,
     attachment_ref,
+    bare_records,
     check_drafts,
     check_fork_seq,
     check_import,
@@ -778,7 +779,7 @@ class MemoryStore:
         self, conversation: Conversation, records: Sequence[Record]
     ) -> bool:
         self._check_open()
-        records = list(records)
+        records = bare_records(records)  # what is checked is what is kept
         start = check_import(conversation, records)
         existing = self._logs.get(conversation.id)
         if (
@@ -789,9 +790,8 @@ class MemoryStore:
             return False  # this very log is held already
         if existing is not None or conversation.key in self._by_key:
             raise SessionExists(str(conversation.key))
-        fresh = [Record(*_row(record)) for record in records]  # nothing of the caller's kept
-        log = self._install(conversation, fresh)
-        self._gates.index(log.conversation, fresh[start - 1 :])  # a fork's copied: its parent's
+        log = self._install(conversation, records)
+        self._gates.index(log.conversation, records[start - 1 :])  # a fork's copied: its parent's
         self._notifier.notify([conversation.id])
         return True
 

@@ -25,11 +25,19 @@ from tether.errors import ConversationNotFound, StoreUnavailable
 from tether.records import Record, RecordDraft
 from tether.store import _sqlite_children as children_sql
 from tether.store import _sqlite_log as log_sql
+from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
-from tether.store._common import check_drafts, check_limit, verify_anchored
+from tether.store._common import (
+    bare_records,
+    check_drafts,
+    check_import,
+    check_limit,
+    verify_anchored,
+)
 from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
 from tether.store._sqlite_append import AppendRequest
 from tether.store._sqlite_gates import list_gates
 from tether.store._sqlite_liveness import OwnerLocks
@@ -481,6 +489,42 @@ class SqliteStore:
         return self._read(
             lambda conn: list_gates(conn, status, agent, instance, tool, limit, after)
         )
+
+    # --- sessions, erasure, import and schedules ---------------------------------------
+
+    async def list_sessions(
+        self,
+        *,
+        agent: str | None = None,
+        instance: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[SessionRow]:
+        return self._read(
+            lambda conn: sessions_sql.list_sessions(conn, agent, instance, limit, after)
+        )
+
+    async def erase_session(self, conversation_id: str) -> ErasedSession:
+        return await self._write_touching(sessions_sql.erase_session, conversation_id)
+
+    async def import_conversation(
+        self, conversation: Conversation, records: Sequence[Record]
+    ) -> bool:
+        records = bare_records(records)  # what is checked is what is written
+        # The chain is re-derived here, before the writer is asked: its commit only writes.
+        start = check_import(conversation, records)
+        return await self._write_touching(
+            sessions_sql.import_conversation, conversation, records, start
+        )
+
+    async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
+        return await self._write(sessions_sql.put_schedule, schedule)
+
+    async def list_schedules(self) -> list[ScheduleRow]:
+        return self._read(sessions_sql.list_schedules)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        return await self._write(sessions_sql.delete_schedule, schedule_id)
 
     # --- attachments ------------------------------------------------------------------
 

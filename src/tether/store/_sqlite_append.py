@@ -3,8 +3,10 @@
 The writer hands a run of consecutive append requests to :meth:`Appender.append_all`,
 which checks each request in order against the conversations' state (so two requests
 for one conversation see each other), seals the records, and inserts every accepted
-record with a few multi-row ``INSERT`` statements (then indexes the gates they open,
-decide or close). A request that fails its check writes nothing and fails alone; no
+record with a few multi-row ``INSERT`` statements, moves each conversation's row (its
+anchor, last activity and size: the sessions index) with one ``UPDATE``, then indexes the
+gates the records open, decide or close and the attachments they reference (statements only
+for records that do). A request that fails its check writes nothing and fails alone; no
 savepoint is needed because nothing is written until every check has run.
 
 The state (fence, session, head) of recently written conversations is cached on the
@@ -20,10 +22,10 @@ from dataclasses import dataclass, field
 
 from tether.errors import ConversationNotFound
 from tether.records import Record, RecordDraft
-from tether.store._common import record_time, seal_append
+from tether.store._common import record_time, seal_append, time_micros
 from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_kinds import kind_code
-from tether.store._sqlite_log import HEAD_STATE_COLUMNS, move_anchors
+from tether.store._sqlite_log import HEAD_STATE_COLUMNS, index_attachments, move_anchors
 
 __all__ = ("AppendRequest", "Appender")
 
@@ -92,6 +94,7 @@ class Appender:
         self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
         rows: list[tuple[int, int, int | str, bytes, bytes]] = []
         heads: dict[int, _State] = {}  # by conversation number: each anchor moves once
+        added: dict[int, int] = {}  # the bytes of its records, by conversation number
         for request in requests:
             cid = request.conversation_id
             state = self._states.get(cid)
@@ -119,10 +122,13 @@ class Appender:
                 record_time(last.canonical),
             )
             heads[state.number] = state
-            rows.extend(
-                (state.number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
-                for r in sealed
-            )
+            size = added.get(state.number, 0)
+            for r in sealed:
+                rows.append(
+                    (state.number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
+                )
+                size += len(r.canonical)
+            added[state.number] = size
             request.result = sealed
             request.touched.append(cid)
         for start in range(0, len(rows), _ROWS_PER_INSERT):
@@ -133,7 +139,15 @@ class Appender:
                 + ",".join(["(?,?,?,?,?)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )
-        move_anchors(conn, ((st.head, bytes.fromhex(st.head_hash), n) for n, st in heads.items()))
+        # The anchor, the last activity and the size: one UPDATE of the row per conversation.
+        move_anchors(
+            conn,
+            (
+                (st.head, bytes.fromhex(st.head_hash), time_micros(st.head_time), added[n], n)
+                for n, st in heads.items()
+            ),
+        )
         for request in requests:  # in request order: a conversation's gates change in seq order
             if request.result is not None:
                 index_gates(conn, request.conversation_id, request.result)
+                index_attachments(conn, request.conversation_id, request.result)

@@ -19,9 +19,11 @@ from tether._payloads import ConversationParent
 from tether.errors import ConversationNotFound, SessionExists
 from tether.records import Record, RecordDraft
 from tether.store._common import (
+    attachment_digests,
     check_fork_seq,
     fork_parent,
     from_micros,
+    record_micros,
     record_time,
     seal_append,
     seal_created,
@@ -43,6 +45,8 @@ __all__ = (
     "get_conversation",
     "get_snapshot",
     "head",
+    "index_attachments",
+    "insert_conversation",
     "insert_records",
     "mint_fence",
     "move_anchors",
@@ -100,18 +104,35 @@ def insert_records(conn: sqlite3.Connection, number: int, records: Sequence[Reco
     )
 
 
-def _create_conversation(
+def index_attachments(
+    conn: sqlite3.Connection, conversation_id: str, records: Sequence[Record]
+) -> None:
+    """Keep the attachments ``records`` (just written to ``conversation_id``'s log) reference,
+    in the caller's transaction; a batch without any (nearly every one) runs no statement."""
+    digests = attachment_digests(records)
+    if digests:
+        conn.executemany(
+            "INSERT INTO attachment_refs (digest, conversation_id) VALUES (?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [(digest, conversation_id) for digest in digests],
+        )
+
+
+def insert_conversation(
     conn: sqlite3.Connection,
     conversation: Conversation,
+    records: Sequence[Record],
     touched: list[str],
-    prefix: Sequence[Record] = (),
-) -> None:
+) -> int:
+    """Write ``conversation`` holding exactly ``records`` (sealed or checked already): its row
+    with its anchor and sessions index columns, its records, the attachments they reference.
+    Its number."""
     key = conversation.key
     parent = conversation.parent
-    created = seal_created(conversation, prefix)
-    number = conn.execute(
+    last = records[-1]
+    number: int = conn.execute(
         "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
-        "head_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
+        "head_hash, last_activity, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
         (
             conversation.id,
             key.agent,
@@ -119,12 +140,25 @@ def _create_conversation(
             key.session,
             to_micros(conversation.created_at),
             None if parent is None else canonical_json(parent.to_json_object()),
-            created.seq,
-            bytes.fromhex(created.hash),
+            last.seq,
+            bytes.fromhex(last.hash),
+            record_micros(last.canonical),
+            sum(len(record.canonical) for record in records),
         ),
     ).fetchone()[0]
-    insert_records(conn, number, [*prefix, created])
+    insert_records(conn, number, records)
+    index_attachments(conn, conversation.id, records)
     touched.append(conversation.id)
+    return number
+
+
+def _create_conversation(
+    conn: sqlite3.Connection,
+    conversation: Conversation,
+    touched: list[str],
+    prefix: Sequence[Record] = (),
+) -> None:
+    insert_conversation(conn, conversation, [*prefix, seal_created(conversation, prefix)], touched)
 
 
 def ensure_conversation(
@@ -169,9 +203,16 @@ def anchor(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str]:
     return int(row[0]), bytes(row[1]).hex()
 
 
-def move_anchors(conn: sqlite3.Connection, heads: Iterable[tuple[int, bytes, int]]) -> None:
-    """Set each ``(head, head_hash, conversation number)``: in the commit of the append."""
-    conn.executemany("UPDATE conversations SET head = ?, head_hash = ? WHERE number = ?", heads)
+def move_anchors(
+    conn: sqlite3.Connection, heads: Iterable[tuple[int, bytes, int, int, int]]
+) -> None:
+    """Set each ``(head, head_hash, last activity, bytes added, conversation number)``: the
+    anchor and the sessions index columns, in the commit of the append, by one statement."""
+    conn.executemany(
+        "UPDATE conversations SET head = ?, head_hash = ?, last_activity = ?, "
+        "bytes = bytes + ? WHERE number = ?",
+        heads,
+    )
 
 
 def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Record]:
@@ -280,7 +321,13 @@ def append_checked(
         head_time=record_time(head_body) if head_body else "",
     )
     insert_records(conn, number, sealed)
-    move_anchors(conn, [(sealed[-1].seq, bytes.fromhex(sealed[-1].hash), number)])
+    last = sealed[-1]
+    added = sum(len(record.canonical) for record in sealed)
+    move_anchors(
+        conn,
+        [(last.seq, bytes.fromhex(last.hash), record_micros(last.canonical), added, number)],
+    )
     index_gates(conn, conversation_id, sealed)
+    index_attachments(conn, conversation_id, sealed)
     touched.append(conversation_id)
     return sealed

@@ -12,6 +12,7 @@ from typing import Final, Literal
 from tether.errors import StoreUnavailable, UnsupportedSchema
 from tether.store._sqlite_gates import backfill as backfill_gates
 from tether.store._sqlite_kinds import kind_code
+from tether.store._sqlite_sessions import backfill as backfill_sessions
 
 __all__ = (
     "PAGE_SIZE",
@@ -22,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -242,6 +243,39 @@ CREATE INDEX submissions_wait_deadlines ON submissions (wait_until)
     WHERE status = 'waiting' AND wait_until IS NOT NULL;
 """
 
+# v10: the sessions index, erasure and schedules. Each conversation row keeps its last
+# activity (the time of its last record, in microseconds) and the canonical bytes of its
+# records beside its head, all three moved by the UPDATE every append already runs (see
+# ``_sqlite_append``); one index per filter of ``list_sessions`` (none, agent, agent and
+# instance), each ending with the listing order, so that every page is read in order from
+# one index. The attachments each conversation's records reference, one row per
+# (digest, conversation), written only for records that carry attachments: what an erase
+# checks before it removes an attachment. And the durable schedules. The backfill derives
+# the activity and the references from the logs; the bytes are summed here.
+_SCHEMA_V10: Final = """
+ALTER TABLE conversations ADD COLUMN last_activity INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE conversations SET last_activity = created_at,
+    bytes = COALESCE((SELECT SUM(length(CAST(body AS BLOB))) FROM records
+                      WHERE conversation = number), 0);
+CREATE INDEX conversations_by_activity ON conversations (last_activity DESC, id);
+CREATE INDEX conversations_by_agent_activity ON conversations (agent, last_activity DESC, id);
+CREATE INDEX conversations_by_instance_activity
+    ON conversations (agent, instance, last_activity DESC, id);
+CREATE TABLE attachment_refs (
+    digest          TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    PRIMARY KEY (digest, conversation_id)
+) WITHOUT ROWID;
+CREATE INDEX attachment_refs_by_conversation ON attachment_refs (conversation_id);
+CREATE TABLE schedules (
+    id         TEXT PRIMARY KEY,
+    definition BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX schedules_by_age ON schedules (created_at, id);
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -259,10 +293,11 @@ _MIGRATIONS: Final = (
     _SCHEMA_V7,
     _SCHEMA_V8,
     _SCHEMA_V9,
+    _SCHEMA_V10,
 )
 
 
-_BACKFILLS: Final = {8: backfill_gates}
+_BACKFILLS: Final = {8: backfill_gates, 10: backfill_sessions}
 """What a step derives from the data already stored, after its statements ran (by version)."""
 
 

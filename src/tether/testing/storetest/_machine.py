@@ -33,6 +33,7 @@ from tether.errors import TetherError
 from tether.records import Record, RecordDraft, StepRecorded, UserMessage, format_time
 from tether.store import (
     ClaimSettlement,
+    Conversation,
     MemoryStore,
     NewSubmission,
     SessionKey,
@@ -41,6 +42,7 @@ from tether.store import (
 )
 from tether.testing.storetest._base import T0, BaseConformance
 from tether.testing.storetest._machine_gates import GateRules
+from tether.testing.storetest._machine_sessions import SessionRules
 
 __all__ = ("MachineCase", "run_reference_machine")
 
@@ -77,7 +79,7 @@ def _normalize(value: Any) -> Any:
     return value
 
 
-class _ReferenceMachine(GateRules, RuleBasedStateMachine):
+class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
     factory: ClassVar[tuple[Callable[[Path], Awaitable[Store]]]]  # a tuple keeps it unbound
     directory: ClassVar[Path]
     steps: ClassVar[list[int]]
@@ -96,6 +98,7 @@ class _ReferenceMachine(GateRules, RuleBasedStateMachine):
         self.attempts: list[str] = []
         self.conversations: list[str] = []
         self.fences: dict[str, int] = {}  # the latest fence minted per conversation
+        self.exports: list[tuple[Conversation, list[Record]]] = []  # logs as they were read
 
     def teardown(self) -> None:
         self.loop.run_until_complete(self.subject.close())

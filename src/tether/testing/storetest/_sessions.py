@@ -558,6 +558,7 @@ class SessionCases(BaseConformance):
         tampered = {
             3: [*records[:2], changed, *records[3:]],
             4: [*records[:3], _forged(fourth, hash="0" * 64), *records[4:]],
+            5: [*records[:4], _forged(records[4], canonical=records[4].canonical + b" ")],
             2: [records[0], *records[2:]],  # a record missing
             1: records[1:],  # no conversation_created
         }

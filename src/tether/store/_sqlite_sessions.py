@@ -1,0 +1,243 @@
+"""The SQL of what a store keeps of a session besides its log (issue 22): the sessions index
+(``list_sessions``), erasure, the import of an exported log, and durable schedules, as plain
+functions over a connection; and the v10 migration's backfill.
+
+The index is the conversation row itself: its head, its last activity and its size, moved
+by the one ``UPDATE`` every append runs (``_sqlite_log.move_anchors``). Every page of every
+filter is one range of one of the v10 indexes read in order: the first page too, which
+starts past the newest place there is, so that it is the same statement as the next ones.
+Write functions run on the writer thread inside its transaction (or a savepoint of it):
+an erase or an import is one commit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Final
+
+import orjson
+
+from tether._canonical import canonical_json
+from tether._payloads import ConversationParent
+from tether.errors import ConversationNotFound, DispatchConflict, SessionExists
+from tether.records import Record
+from tether.store._common import (
+    ATTACHING_KINDS,
+    check_limit,
+    check_session_filter,
+    decode_session_cursor,
+    encode_session_cursor,
+    from_micros,
+    record_micros,
+    to_micros,
+)
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
+from tether.store._sqlite_gates import index_gates
+from tether.store._sqlite_kinds import kind_code, kind_name
+from tether.store._sqlite_log import find_conversation, index_attachments, insert_conversation
+from tether.store._types import Conversation, SessionKey
+
+__all__ = (
+    "backfill",
+    "delete_schedule",
+    "erase_session",
+    "import_conversation",
+    "list_schedules",
+    "list_sessions",
+    "put_schedule",
+)
+
+_SESSION_COLUMNS = "id, agent, instance, session, created_at, parent, last_activity, head, bytes"
+_NEWEST: Final = 2**63 - 1
+"""Past every last activity: where the first page starts (with an id before every id)."""
+
+
+def _session(row: Sequence[Any]) -> SessionRow:
+    cid, agent, instance, session, created_at, parent, last_activity, head, size = row
+    return SessionRow(
+        conversation_id=cid,
+        key=SessionKey(agent, instance, session),
+        created_at=from_micros(created_at),
+        last_activity_at=from_micros(last_activity),
+        records=int(head),
+        bytes=int(size),
+        parent=None if parent is None else ConversationParent.model_validate_json(parent),
+        cursor=encode_session_cursor(last_activity, cid),
+    )
+
+
+def list_sessions(
+    conn: sqlite3.Connection,
+    agent: str | None,
+    instance: str | None,
+    limit: int,
+    after: str | None,
+) -> list[SessionRow]:
+    """A page: the rows past ``after`` (older, or as old with a greater id), newest first.
+    The filters given are plain equalities, as the index of exactly those columns leads;
+    the place is a range of its next column (the ties at its time are read past by id)."""
+    check_limit(limit)
+    check_session_filter(agent, instance)
+    micros, past_id = decode_session_cursor(after) if after is not None else (_NEWEST, "")
+    terms: list[str] = []
+    params: list[Any] = []
+    for column, value in (("agent", agent), ("instance", instance)):
+        if value is not None:
+            terms.append(f"{column} = ?")
+            params.append(value)
+    terms.append("last_activity <= ? AND (last_activity < ? OR id > ?)")
+    params += [micros, micros, past_id, limit]
+    rows = conn.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM conversations WHERE {' AND '.join(terms)} "
+        "ORDER BY last_activity DESC, id LIMIT ?",
+        params,
+    ).fetchall()
+    return [_session(row) for row in rows]
+
+
+def erase_session(
+    conn: sqlite3.Connection, conversation_id: str, touched: list[str]
+) -> ErasedSession:
+    """Everything of the conversation, in the caller's transaction: its submissions and their
+    attempts, its records, snapshot and gates, its references to attachments, and each
+    attachment no other conversation references any more; then its row."""
+    row = conn.execute(
+        "SELECT number, agent, instance, session, head FROM conversations WHERE id = ?",
+        (conversation_id,),
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    number, agent, instance, session, head = row
+    conn.execute(
+        "DELETE FROM attempts WHERE submission_id IN "
+        "(SELECT id FROM submissions WHERE conversation_id = ?)",
+        (conversation_id,),
+    )
+    submissions = conn.execute(
+        "DELETE FROM submissions WHERE conversation_id = ?", (conversation_id,)
+    ).rowcount
+    conn.execute("DELETE FROM records WHERE conversation = ?", (number,))
+    snapshot = conn.execute("DELETE FROM snapshots WHERE conversation = ?", (number,)).rowcount
+    conn.execute("DELETE FROM gates WHERE conversation_id = ?", (conversation_id,))
+    digests = sorted(
+        digest
+        for (digest,) in conn.execute(
+            "DELETE FROM attachment_refs WHERE conversation_id = ? RETURNING digest",
+            (conversation_id,),
+        ).fetchall()
+    )
+    removed = [
+        digest
+        for digest in digests
+        if conn.execute(
+            "DELETE FROM attachments WHERE digest = ?1 AND NOT EXISTS "
+            "(SELECT 1 FROM attachment_refs WHERE digest = ?1) RETURNING digest",
+            (digest,),
+        ).fetchone()
+        is not None
+    ]
+    conn.execute("DELETE FROM conversations WHERE number = ?", (number,))
+    touched.append(conversation_id)  # a tailer finds it gone
+    return ErasedSession(
+        conversation_id=conversation_id,
+        key=SessionKey(agent, instance, session),
+        records=int(head),
+        submissions=submissions,
+        snapshot=snapshot > 0,
+        attachments=tuple(removed),
+    )
+
+
+def import_conversation(
+    conn: sqlite3.Connection,
+    conversation: Conversation,
+    records: Sequence[Record],
+    start: int,
+    touched: list[str],
+) -> bool:
+    """Write a log ``check_import`` passed (``start``: the seq of its own
+    ``conversation_created``), unless its id or key is taken: ``False`` if this very log
+    is held already, ``SessionExists`` if another one is."""
+    key = conversation.key
+    held = conn.execute(
+        "SELECT agent, instance, session, head, head_hash FROM conversations WHERE id = ?",
+        (conversation.id,),
+    ).fetchone()
+    last = records[-1]
+    if held is not None and (SessionKey(*held[:3]), held[3], bytes(held[4]).hex()) == (
+        key,
+        last.seq,
+        last.hash,
+    ):
+        return False
+    if held is not None or find_conversation(conn, key) is not None:
+        raise SessionExists(str(key))
+    insert_conversation(conn, conversation, records, touched)
+    index_gates(conn, conversation.id, records[start - 1 :])  # a fork's copied: its parent's
+    return True
+
+
+# --- schedules ------------------------------------------------------------------------
+
+
+def _schedule(sid: str, definition: bytes, created_at: int) -> ScheduleRow:
+    return ScheduleRow(sid, orjson.loads(definition), from_micros(created_at))
+
+
+def put_schedule(conn: sqlite3.Connection, schedule: ScheduleRow) -> ScheduleRow:
+    payload = canonical_json(schedule.definition)
+    conn.execute(
+        "INSERT INTO schedules (id, definition, created_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (id) DO NOTHING",
+        (schedule.id, payload, to_micros(schedule.created_at)),
+    )
+    definition, created_at = conn.execute(
+        "SELECT definition, created_at FROM schedules WHERE id = ?", (schedule.id,)
+    ).fetchone()
+    if bytes(definition) != payload:
+        raise DispatchConflict(schedule.id, "the schedules")
+    return _schedule(schedule.id, definition, created_at)
+
+
+def list_schedules(conn: sqlite3.Connection) -> list[ScheduleRow]:
+    rows = conn.execute(
+        "SELECT id, definition, created_at FROM schedules ORDER BY created_at, id"
+    ).fetchall()
+    return [_schedule(*row) for row in rows]
+
+
+def delete_schedule(conn: sqlite3.Connection, schedule_id: str) -> bool:
+    return conn.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount > 0
+
+
+# --- the v10 migration ----------------------------------------------------------------
+
+_ATTACHING_CODES = tuple(kind_code(kind) for kind in sorted(ATTACHING_KINDS))
+
+
+def backfill(conn: sqlite3.Connection) -> None:
+    """Derive the sessions index of the logs written before it existed (the v10 migration):
+    each conversation's last activity from its head record, and the attachments its records
+    reference, through the code every append runs (the sizes are summed in SQL)."""
+    heads = conn.execute(
+        "SELECT c.number, r.body FROM conversations c "
+        "JOIN records r ON r.conversation = c.number AND r.seq = c.head"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE conversations SET last_activity = ? WHERE number = ?",
+        [(record_micros(bytes(body)), number) for number, body in heads],
+    )
+    marks = ", ".join("?" * len(_ATTACHING_CODES))
+    rows = conn.execute(
+        "SELECT c.id, r.seq, r.kind, r.body FROM records r "
+        "JOIN conversations c ON c.number = r.conversation "
+        f"WHERE r.kind IN ({marks}) AND instr(r.body, ?) > 0 ORDER BY r.conversation, r.seq",
+        (*_ATTACHING_CODES, b'"attachments":'),
+    ).fetchall()
+    for cid, group in itertools.groupby(rows, key=lambda row: str(row[0])):
+        records = [
+            Record(seq, kind_name(kind), bytes(body), "", "") for _, seq, kind, body in group
+        ]
+        index_attachments(conn, cid, records)
