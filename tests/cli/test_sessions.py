@@ -1,0 +1,23 @@
+"""``tether sessions`` and ``tether delete`` against a real ``tether serve``."""
+
+from .command import tether
+from .conftest import ServerProcess
+
+
+def test_sessions_lists_and_delete_erases(server: ServerProcess) -> None:
+    for session in ("one", "two"):
+        tether(
+            "send", "assistant", "me", "hello", "--session", session, "--wait", "--url", server.url
+        )
+    listed = tether("sessions", "--url", server.url).stdout
+    assert listed.index("assistant/me/two") < listed.index("assistant/me/one")  # newest first
+    assert "idle" in listed
+    paged = tether("sessions", "--limit", "1", "--url", server.url).stdout
+    assert "assistant/me/two" in paged and "more: add --cursor" in paged
+    erased = tether("delete", "assistant", "me", "--session", "one", "--url", server.url).stdout
+    assert erased.startswith("erased assistant/me/one") and "1 submissions" in erased
+    assert "assistant/me/one" not in tether("sessions", "--url", server.url).stdout
+    missing = tether("delete", "assistant", "me", "--session", "one", "--url", server.url, code=1)
+    assert "not found" in missing.error
+    bad = tether("sessions", "--instance", "me", "--url", server.url, code=1)
+    assert "needs its agent" in bad.error
