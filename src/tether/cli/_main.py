@@ -17,6 +17,7 @@ from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._export import export, import_log
+from tether.cli._schedules import schedules_app
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
 from tether.cli._sessions import delete, sessions
 
@@ -37,6 +38,7 @@ app.command()(sessions)
 app.command()(delete)
 app.command()(export)
 app.command(name="import")(import_log)
+app.add_typer(schedules_app, name="schedules")
 console = Console(
     soft_wrap=True, highlight=False, emoji=False
 )  # ids and JSON survive copy-paste and pipes

@@ -44,6 +44,8 @@ from tether.engine._observe import (
 )
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._runs import RunRegistry
+from tether.engine._scheduler import ScheduleBook, Scheduler
+from tether.engine._schedules import Schedule, ScheduleInfo
 from tether.engine._sessions import SessionPage, SessionState, erase_session, session_page
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
@@ -181,6 +183,10 @@ class Runtime:
         self.clock: Clock = self.config.clock or SystemClock()
         self._context: EngineContext | None = None
         self._coordinator: Coordinator | None = None
+        self._book = ScheduleBook(
+            self.config.schedules, self.agents, poll=self.config.schedule_poll
+        )
+        self._scheduler: Scheduler | None = None
         self._runs = RunRegistry()
         self.steering = SteerWatches(poll=self.config.claim_interval, clock=self.clock)
         """What running attempts have heard of steering (see :mod:`._steering`)."""
@@ -246,12 +252,16 @@ class Runtime:
         if worker:
             self._coordinator = Coordinator(self._context)
             self._coordinator.start()
+            self._scheduler = Scheduler(self._book, store, self.clock, self.dispatch)
+            self._scheduler.start()
 
     async def close(self) -> None:
         """Stop claiming, release running work without burning an attempt, close an owned store."""
         if self.closing:
             return
         self._runs.close()
+        if self._scheduler is not None:
+            await self._scheduler.stop()
         if self._coordinator is not None:
             await self._coordinator.stop()
         await self._runs.bury_zombies(grace=1)
@@ -646,6 +656,36 @@ class Runtime:
         if agent not in self.agents:
             raise UnknownAgent(agent)
         return await store.find_conversation(SessionKey(agent, instance, session))
+
+    # --- schedules --------------------------------------------------------------------
+
+    async def add_schedule(self, schedule: Schedule) -> ScheduleInfo:
+        """Keep a schedule in the store: every worker on it fires its windows, each once
+        (docs/schedules.md). Idempotent for the same definition; ``ScheduleConflict`` for
+        an id another definition (or the configuration) has, ``UnknownAgent``.
+
+        Example::
+
+            info = await runtime.add_schedule(
+                Schedule("digest", "acme", cron="0 9 * * *", timezone="Europe/Paris",
+                         body="Send the daily digest")
+            )
+            print(info.id, info.next_fire_at)
+        """
+        info = await self._book.add(self._check_open(), schedule, self.clock.now())
+        if self._scheduler is not None:
+            self._scheduler.wake.set()
+        return info
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, each with the start of its next window: the configuration's,
+        then the store's (oldest first)."""
+        return await self._book.list(self._check_open(), self.clock.now())
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Forget a durable schedule (``ScheduleNotFound``; ``ScheduleConflict`` for one of
+        the configuration). What its windows admitted stays admitted."""
+        await self._book.delete(self._check_open(), schedule_id)
 
     # --- approvals and forks ----------------------------------------------------------
 

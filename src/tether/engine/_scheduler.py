@@ -63,7 +63,13 @@ class ScheduleBook:
     """A runtime's schedules: those of its configuration (fixed for its life) and the
     durable ones its store keeps (added and deleted at run time, by any node)."""
 
-    def __init__(self, configured: Sequence[Schedule], agents: Collection[str]) -> None:
+    def __init__(
+        self, configured: Sequence[Schedule], agents: Collection[str], *, poll: float = 1.0
+    ) -> None:
+        if not poll > 0:
+            raise ValueError(f"schedule_poll must be a positive number of seconds, not {poll}")
+        self.poll = poll
+        """How often a worker lists the store's schedules."""
         self.configured: dict[str, Schedule] = {}
         for schedule in configured:
             if not isinstance(schedule, Schedule):
@@ -136,14 +142,11 @@ class Scheduler:
         store: Store,
         clock: Clock,
         dispatch: Dispatch,
-        *,
-        poll: float,
     ) -> None:
         self.book = book
         self.store = store
         self.clock = clock
         self.dispatch = dispatch
-        self.poll = poll
         self.wake = asyncio.Event()
         """Set to look again now (a schedule was added in this process)."""
         self._handled: dict[str, tuple[Schedule, datetime]] = {}
@@ -166,7 +169,7 @@ class Scheduler:
                 wake_at = await self.tick()
             except TetherError:
                 logger.exception("schedule pass failed; retrying")
-            delay = self.poll
+            delay = self.book.poll
             if wake_at is not None:
                 delay = min(delay, (wake_at - self.clock.now()).total_seconds())
             if delay > 0:  # else a window started during the pass: look again at once

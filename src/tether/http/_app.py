@@ -23,6 +23,7 @@ from tether.http._errors import failures, install_error_handlers
 from tether.http._guard import Guard
 from tether.http._health import health_router
 from tether.http._progress import ProgressHub
+from tether.http._schedules import schedules_router
 from tether.http._sessions import sessions_router
 from tether.http._submissions import submissions_router
 
@@ -86,6 +87,7 @@ def create_app(
         conversations_router(runtime, responses=guarded),
         submissions_router(runtime, responses=guarded),
         approvals_router(runtime, responses=guarded),
+        schedules_router(runtime, responses=guarded),
         health_router(runtime),
     ):
         _add_routes(app, router)
