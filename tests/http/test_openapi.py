@@ -123,7 +123,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 17
+    assert len(_operations(doc)) == 23
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -132,8 +132,8 @@ def test_every_operation_documents_its_body_and_its_errors() -> None:
             content = response.get("content", {})
             assert content, f"{name} {status} documents no body"
             for kind, media in content.items():
-                if kind == "text/event-stream":
-                    continue
+                if kind in ("text/event-stream", "application/x-ndjson"):
+                    continue  # a stream: its frames (records, events) are documented apart
                 assert kind == "application/json", (name, status, kind)
                 assert media["schema"].get("$ref"), f"{name} {status}: no response model"
         errors = {status: r for status, r in responses.items() if int(status) >= 400}
@@ -294,6 +294,23 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("POST", me, **malformed)).status_code == 400
     assert (await call("POST", me, json={"body": 7})).status_code == 422
     assert (await call("POST", "/approvals/nope", json={"decision": "approve"})).status_code == 404
+    exported = await call("GET", f"/conversations/{cid}/export")
+    assert exported.headers["content-type"].startswith("application/x-ndjson")
+    assert (await call("GET", "/conversations/nope/export")).status_code == 404
+    listed = (await call("GET", "/sessions", params={"agent": "assistant"})).json()
+    assert cid in {item["conversationId"] for item in listed["sessions"]}
+    assert (await call("GET", "/sessions", params={"limit": 0})).status_code == 422
+    fork_session = forked.json()["session"]
+    erased = await call("DELETE", me, params={"session": fork_session})
+    assert erased.json()["conversationId"] == forked.json()["conversationId"]
+    assert (await call("DELETE", me, params={"session": fork_session})).status_code == 404
+    every_hour = {"agent": "assistant", "instance": "me", "every": 3600, "body": "hi"}
+    schedule = await call("POST", "/schedules", json=every_hour)
+    assert schedule.status_code == 201
+    assert (await call("POST", "/schedules", json={"agent": "assistant"})).status_code == 422
+    assert (await call("GET", "/schedules")).status_code == 200
+    assert (await call("DELETE", f"/schedules/{schedule.json()['id']}")).status_code == 200
+    assert (await call("DELETE", "/schedules/nope")).status_code == 404
     assert set(call.templates) <= call.seen, set(call.templates) - call.seen
 
 

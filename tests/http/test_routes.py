@@ -112,7 +112,7 @@ async def test_router_errors_use_the_envelope(asgi: Serve) -> None:
     c = (await asgi(demo_agents())).client
     missing = await c.get("/nope")
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
-    wrong = await c.delete("/agents/assistant/me")
+    wrong = await c.put("/agents/assistant/me")
     assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "method_not_allowed"
     unknown = await c.post("/agents/nobody/me", json={"body": "x"})
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "unknown_agent"

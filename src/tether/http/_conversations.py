@@ -85,7 +85,7 @@ def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter
     @router.get(
         "/conversations/{conversation_id}/export",
         response_class=StreamingResponse,
-        responses={200: _NDJSON, **failures(404, 503)},
+        responses={200: _NDJSON, **failures(404, 422, 503)},
     )
     async def export(conversation_id: str) -> StreamingResponse:
         """The whole log as JSON lines (``application/x-ndjson``), the records exactly as the
