@@ -95,6 +95,8 @@ def test_a_log_goes_out_and_comes_back_as_stored(
         f"{len(records)} records, every hash verified\n"
     )
     assert stored(target, conversation_id) == (conversation, records)
+    from_stdin = runner.invoke(app, ["import", "-", "--store", target], input=out)
+    assert from_stdin.exit_code == 0 and "already in the store" in from_stdin.stdout
     again = cli("import", str(file), "--store", target).stdout
     assert again.startswith("already in the store: ") and "nothing to do" in again
     assert cli("export", conversation_id, "--store", target).stdout_bytes == out
