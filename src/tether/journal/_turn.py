@@ -46,6 +46,14 @@ from tether.journal._deltas import FLUSH_SECONDS, DeltaStream
 from tether.journal._effects import NO_HOOKS, Delegation, JournalHooks, ToolExecutor, ToolScope
 from tether.journal._history import messages_of
 from tether.journal._log import JournalLog, logger
+from tether.journal._outcomes import (
+    asked,
+    effect_of,
+    intent_of,
+    outcome_of,
+    result_of,
+    step_value,
+)
 from tether.journal._recorded import Recorded
 from tether.messages import (
     Mediation,
@@ -178,8 +186,8 @@ class Turn:
                 f"execution {self.execution_id}: {message}",
                 execution_id=self.execution_id,
                 seq=None if at is None else at.seq,
-                expected=None if at is None else _effect_of(at),
-                got=_asked(got),
+                expected=None if at is None else effect_of(at),
+                got=asked(got),
                 request=request,
             )
         )
@@ -408,7 +416,7 @@ class Turn:
                 plan = await self._recorded_tool(call, intent, tools)
             else:
                 if tools is None and call.mediation is Mediation.HOST:
-                    self._live_allowed(f"tool call {call.call_id}", _intent_of(call))
+                    self._live_allowed(f"tool call {call.call_id}", intent_of(call))
                     raise MissingToolExecutor(f"no tool executor to run {call.name}")
                 intent_payload = self._live_intent(call, "tool call")
                 if call.mediation is Mediation.APPROVAL:
@@ -422,7 +430,7 @@ class Turn:
 
     def _live_intent(self, call: ToolCall, what: str) -> ToolCalled:
         """The intent of a call the log does not hold: allowed live, and new to it."""
-        intent = _intent_of(call)
+        intent = intent_of(call)
         self._live_allowed(f"{what} {call.call_id}", intent)
         if call.call_id in self._call_ids:
             raise DuplicateCallId(f"call id {call.call_id} was already used in this execution")
@@ -435,7 +443,7 @@ class Turn:
             self._diverge(
                 f"seq {intent.seq} recorded {intent.kind}; the harness asked for tool {call.name}",
                 at=intent,
-                got=_intent_of(call),
+                got=intent_of(call),
             )
         mismatch = [
             name
@@ -453,7 +461,7 @@ class Turn:
             self._diverge(
                 f"tool call at seq {intent.seq} differs in {', '.join(mismatch)}",
                 at=intent,
-                got=_intent_of(call),
+                got=intent_of(call),
             )
 
     async def _recorded_tool(
@@ -467,7 +475,7 @@ class Turn:
         decision = self._recorded.outcome("decision", call.call_id)
         if outcome is not None:
             self._recorded.consume_tool_steps(call.call_id)
-            return _result_of(outcome)
+            return result_of(outcome)
         if self.mode is Mode.REPLAY:
             self._diverge(f"the tool call at seq {intent.seq} has no recorded outcome", at=intent)
         if call.mediation is Mediation.APPROVAL:
@@ -492,7 +500,7 @@ class Turn:
                     is_error=True,
                     status=ToolOutcomeStatus.DENIED,
                 )
-                await self._append([_outcome_of(denied)])
+                await self._append([outcome_of(denied)])
                 return denied
             if tools is None:
                 self._stick(MissingToolExecutor(f"no tool executor to run approved {call.name}"))
@@ -512,7 +520,7 @@ class Turn:
             is_error=True,
             status=ToolOutcomeStatus.UNKNOWN,
         )
-        await self._append([_outcome_of(unknown)])
+        await self._append([outcome_of(unknown)])
         return unknown
 
     async def _request_approval(
@@ -562,7 +570,7 @@ class Turn:
             result = result.model_copy(update={"content": self._log.redact(result.content)})
         async with self._lock:
             self._check()
-            await self._append([_outcome_of(result)])
+            await self._append([outcome_of(result)])
         return result
 
     async def _progress(self, call_id: str, text: str) -> None:
@@ -589,16 +597,16 @@ class Turn:
                     self._diverge(
                         f"seq {intent.seq} recorded {intent.kind}; got {got}",
                         at=intent,
-                        got=_outcome_of(result),
+                        got=outcome_of(result),
                     )
-                return _result_of(self._recorded.take_intent())
-            self._live_allowed(f"a report for {result.call_id}", _outcome_of(result))
+                return result_of(self._recorded.take_intent())
+            self._live_allowed(f"a report for {result.call_id}", outcome_of(result))
             if result.status in _HOST_OWNED:
                 raise HostOwnedOutcome(
                     f"a report for {result.call_id} may not claim status {result.status.value!r}: "
                     "only the host writes it (a rejected approval, an unknown outcome)"
                 )
-            await self._append([_outcome_of(result)])
+            await self._append([outcome_of(result)])
             return result
 
     # --- task calls -------------------------------------------------------------------
@@ -633,7 +641,7 @@ class Turn:
                 spawned = self._recorded.outcome("spawned", call.call_id)
                 self._recorded.outcome("finished", call.call_id)
                 if outcome is not None:
-                    return _result_of(outcome)
+                    return result_of(outcome)
                 if self.mode is Mode.REPLAY:
                     self._diverge(
                         f"the task call at seq {intent.seq} has no recorded answer", at=intent
@@ -650,7 +658,7 @@ class Turn:
                         is_error=True,
                         status=ToolOutcomeStatus.ERROR,
                     )
-                    await self._append([called, _outcome_of(refused)])
+                    await self._append([called, outcome_of(refused)])
                     return refused
                 intent = (await self._append([called]))[-1]
             if spawned is None:
@@ -661,7 +669,7 @@ class Turn:
                 return None
             finished, result = answer
             result = result.model_copy(update={"call_id": call.call_id})
-            *_, record = await self._append([_outcome_of(result), finished])
+            *_, record = await self._append([outcome_of(result), finished])
             await delegation.delivered(record)
             return result
 
@@ -691,7 +699,7 @@ class Turn:
             if call_id:
                 recorded = self._recorded.tool_step(call_id, name)
                 if recorded is not None:
-                    return _step_value(recorded)
+                    return step_value(recorded)
             else:
                 intent = self._recorded.peek_intent()
                 if intent is not None:
@@ -769,54 +777,3 @@ class Turn:
             if not steers:
                 return []
             return messages_of(await self._append(steers))
-
-
-def _result_of(record: Record) -> ToolResult:
-    payload = record.payload
-    assert isinstance(payload, ToolOutcome)
-    return ToolResult(
-        call_id=payload.call_id,
-        content=payload.content,
-        data=payload.data,
-        is_error=payload.is_error,
-        status=payload.status,
-    )
-
-
-def _outcome_of(result: ToolResult) -> ToolOutcome:
-    return ToolOutcome(
-        call_id=result.call_id,
-        content=result.content,
-        data=result.data,
-        is_error=result.is_error,
-        status=result.status,
-    )
-
-
-def _step_value(record: Record) -> JsonValue:
-    payload = record.payload
-    assert isinstance(payload, StepRecorded)
-    return payload.value
-
-
-def _intent_of(call: ToolCall) -> ToolCalled:
-    return ToolCalled(
-        call_id=call.call_id,
-        tool=call.name,
-        args=call.args,
-        idempotency_key=call.idempotency_key,
-        mediation=call.mediation,
-        idempotent=call.idempotent or None,
-    )
-
-
-def _effect_of(record: Record) -> JsonObject:
-    """A recorded effect as a divergence reports it: its kind and payload."""
-    return {"kind": record.kind, "payload": record.fields.get("payload")}
-
-
-def _asked(got: Payload | JsonObject | None) -> JsonObject | None:
-    """What the code asked for, in the shape of :func:`_effect_of`."""
-    if got is None or isinstance(got, dict):
-        return got
-    return {"kind": got.KIND, "payload": got.to_json_object()}

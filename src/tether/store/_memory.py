@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -42,13 +41,18 @@ from tether.store._common import (
     fork_parent,
     from_micros,
     record_micros,
-    record_time,
     seal_append,
     seal_created,
-    to_micros,
     verify_anchored,
 )
-from tether.store._gates import Gate, GateIndex, GateStatus
+from tether.store._gates import Gate, GateStatus
+from tether.store._memory_parts import (
+    MemoryGates,
+    MemoryLog,
+    ScheduleBook,
+    StoredSubmission,
+    row_of,
+)
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
 from tether.store._types import WAIT_FOR_CHILDREN as CHILDREN
@@ -65,48 +69,6 @@ from tether.store._types import (
 
 __all__ = ("MemoryStore",)
 
-_Row = tuple[int, str, bytes, str, str]  # seq, kind, canonical, prev_hash, hash
-
-
-@dataclass
-class _Log:
-    conversation: Conversation
-    fence: int = 0
-    rows: list[_Row] = field(default_factory=list)
-    snapshot: tuple[int, bytes] | None = None
-    head: int = 0
-    head_hash: str = ""
-    """The anchor (as a conversation row holds it): moved with every append, so ``verify``
-    sees a log whose rows were cut short or lengthened behind the store's back."""
-    bytes: int = 0
-    """The canonical bytes of its records (a fork's copied ones included)."""
-    last_activity: int = 0
-    """The time of its last record, in microseconds since the epoch."""
-    digests: set[str] = field(default_factory=set)
-    """The attachments its records reference (a fork's copied ones included)."""
-
-    @property
-    def head_time(self) -> str:
-        return record_time(self.rows[-1][2]) if self.rows else ""
-
-    @property
-    def order_key(self) -> tuple[int, str]:
-        """Where it sorts in the sessions index: newest activity first, then by id."""
-        return (-self.last_activity, self.conversation.id)
-
-
-class _Gates(GateIndex):
-    def forget(self, conversation_id: str) -> None:
-        """Drop the gates of an erased conversation."""
-        self._gates = {k: v for k, v in self._gates.items() if k[0] != conversation_id}
-
-
-@dataclass
-class _StoredSubmission:
-    submission: Submission  # input/settlement are placeholders; the bytes below are the truth
-    input: bytes
-    settlement: bytes | None = None
-
 
 class MemoryStore:
     """A complete store held in process memory (``memory://``). Nothing survives the process.
@@ -121,16 +83,16 @@ class MemoryStore:
     url = "memory://"
 
     def __init__(self) -> None:
-        self._logs: dict[str, _Log] = {}
+        self._logs: dict[str, MemoryLog] = {}
         self._by_key: dict[SessionKey, str] = {}
-        self._submissions: dict[str, _StoredSubmission] = {}  # insertion order = admission order
+        self._submissions: dict[str, StoredSubmission] = {}  # insertion order = admission order
         self._dispatch_ids: dict[tuple[SessionKey, str], str] = {}
         self._attempts: dict[str, list[Attempt]] = {}
         self._attachments: dict[str, tuple[AttachmentRef, bytes]] = {}
         self._references: dict[str, set[str]] = {}  # digest -> the conversations referencing it
-        self._schedules: dict[str, tuple[ScheduleRow, bytes]] = {}  # definition's bytes: truth
+        self._schedules = ScheduleBook()
         self._notifier = AppendNotifier()
-        self._gates = _Gates()  # derived from the logs: every append indexes its records
+        self._gates = MemoryGates()  # derived from the logs: every append indexes its records
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -158,7 +120,7 @@ class MemoryStore:
 
     # --- conversations and logs -------------------------------------------------------
 
-    def _log(self, conversation_id: str) -> _Log:
+    def _log(self, conversation_id: str) -> MemoryLog:
         self._check_open()
         log = self._logs.get(conversation_id)
         if log is None:
@@ -168,17 +130,17 @@ class MemoryStore:
     def _create_log(self, conversation: Conversation, prefix: Sequence[Record] = ()) -> None:
         self._install(conversation, [*prefix, seal_created(conversation, prefix)])
 
-    def _install(self, conversation: Conversation, records: Sequence[Record]) -> _Log:
-        log = _Log(conversation)
+    def _install(self, conversation: Conversation, records: Sequence[Record]) -> MemoryLog:
+        log = MemoryLog(conversation)
         self._extend(log, records)
         self._logs[conversation.id] = log
         self._by_key[conversation.key] = conversation.id
         return log
 
-    def _extend(self, log: _Log, records: Sequence[Record]) -> None:
+    def _extend(self, log: MemoryLog, records: Sequence[Record]) -> None:
         """Add ``records`` to ``log`` with all that is kept of them: the anchor, the sessions
         index's size and last activity, and the attachments they reference."""
-        log.rows.extend(_row(record) for record in records)
+        log.rows.extend(row_of(record) for record in records)
         last = records[-1]
         log.head, log.head_hash = last.seq, last.hash
         log.bytes += sum(len(record.canonical) for record in records)
@@ -237,7 +199,7 @@ class MemoryStore:
         self._extend(log, sealed)
         self._gates.index(log.conversation, sealed)
         self._notifier.notify([conversation_id])
-        return [Record(*_row(record)) for record in sealed]
+        return [Record(*row_of(record)) for record in sealed]
 
     async def append_settled(
         self,
@@ -343,25 +305,25 @@ class MemoryStore:
 
     # --- submissions ------------------------------------------------------------------
 
-    def _stored(self, submission_id: str) -> _StoredSubmission:
+    def _stored(self, submission_id: str) -> StoredSubmission:
         self._check_open()
         stored = self._submissions.get(submission_id)
         if stored is None:
             raise SubmissionNotFound(submission_id)
         return stored
 
-    def _public(self, stored: _StoredSubmission) -> Submission:
+    def _public(self, stored: StoredSubmission) -> Submission:
         return dataclasses.replace(
             stored.submission,
             input=orjson.loads(stored.input),
             settlement=None if stored.settlement is None else orjson.loads(stored.settlement),
         )
 
-    def _update(self, stored: _StoredSubmission, **changes: Any) -> Submission:
+    def _update(self, stored: StoredSubmission, **changes: Any) -> Submission:
         stored.submission = dataclasses.replace(stored.submission, **changes)
         return self._public(stored)
 
-    def _owned(self, submission_id: str, attempt_id: str, action: str) -> _StoredSubmission:
+    def _owned(self, submission_id: str, attempt_id: str, action: str) -> StoredSubmission:
         stored = self._stored(submission_id)
         submission = stored.submission
         if submission.status is not SubmissionStatus.RUNNING or submission.attempt_id != attempt_id:
@@ -412,7 +374,7 @@ class MemoryStore:
             parent_call_id=None if parent is None else parent.call_id,
             depth=0 if parent is None else parent.depth,
         )
-        stored = _StoredSubmission(submission, payload)
+        stored = StoredSubmission(submission, payload)
         self._submissions[new.id] = stored
         self._dispatch_ids[dispatch_key] = new.id
         return Admission(self._public(stored), created=True)
@@ -460,7 +422,7 @@ class MemoryStore:
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)
         self._check_open()
-        heads: dict[str, _StoredSubmission] = {}
+        heads: dict[str, StoredSubmission] = {}
         for stored in self._submissions.values():
             submission = stored.submission
             if submission.status is not SubmissionStatus.SETTLED:
@@ -548,7 +510,7 @@ class MemoryStore:
             for stored in self._submissions.values()
         )
 
-    def _settle(self, stored: _StoredSubmission, **changes: Any) -> Submission:
+    def _settle(self, stored: StoredSubmission, **changes: Any) -> Submission:
         """Settle, and wake the parent if this was the last unsettled child it waits for."""
         settled = self._update(stored, status=SubmissionStatus.SETTLED, **changes)
         parent = self._submissions.get(settled.parent_submission_id or "")
@@ -631,7 +593,7 @@ class MemoryStore:
             attempt_count=submission.attempt_count - 1,
         )
 
-    def _wake(self, stored: _StoredSubmission) -> None:
+    def _wake(self, stored: StoredSubmission) -> None:
         """Waiting → queued. ``wait_reason`` says what it waited for until its next claim."""
         if stored.submission.status is SubmissionStatus.WAITING:
             self._update(stored, status=SubmissionStatus.QUEUED)
@@ -702,7 +664,7 @@ class MemoryStore:
 
     # --- sessions, erasure, import and schedules ---------------------------------------
 
-    def _session_row(self, log: _Log) -> SessionRow:
+    def _session_row(self, log: MemoryLog) -> SessionRow:
         conversation = log.conversation
         return SessionRow(
             conversation_id=conversation.id,
@@ -797,26 +759,15 @@ class MemoryStore:
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
         self._check_open()
-        payload = canonical_json(schedule.definition)
-        to_micros(schedule.created_at)  # aware, as every time given to a store
-        kept = self._schedules.get(schedule.id)
-        if kept is None:
-            kept = self._schedules[schedule.id] = (
-                ScheduleRow(schedule.id, {}, schedule.created_at),
-                payload,
-            )
-        elif kept[1] != payload:
-            raise DispatchConflict(schedule.id, "the schedules")
-        return _schedule(kept)
+        return self._schedules.put(schedule)
 
     async def list_schedules(self) -> list[ScheduleRow]:
         self._check_open()
-        kept = sorted(self._schedules.values(), key=lambda k: (k[0].created_at, k[0].id))
-        return [_schedule(one) for one in kept]
+        return self._schedules.list()
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         self._check_open()
-        return self._schedules.pop(schedule_id, None) is not None
+        return self._schedules.delete(schedule_id)
 
     # --- attachments ------------------------------------------------------------------
 
@@ -832,12 +783,3 @@ class MemoryStore:
         if stored is None:
             raise AttachmentNotFound(digest)
         return stored
-
-
-def _schedule(kept: tuple[ScheduleRow, bytes]) -> ScheduleRow:
-    """A fresh copy: no caller can change what is kept."""
-    return dataclasses.replace(kept[0], definition=orjson.loads(kept[1]))
-
-
-def _row(record: Record) -> _Row:
-    return (record.seq, record.kind, record.canonical, record.prev_hash, record.hash)
