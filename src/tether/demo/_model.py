@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from pydantic import JsonValue
@@ -13,9 +12,8 @@ from tether.messages import (
     ModelResponse,
     ToolCallPart,
     ToolResultPart,
-    Usage,
 )
-from tether.models import DeltaSink, EchoModel, StreamDelta, estimate_tokens
+from tether.models import DeltaSink, EchoModel
 
 __all__ = ("DemoModel", "delegated_topics")
 
@@ -52,8 +50,6 @@ class DemoModel:
     """
 
     def __init__(self, *, chunk: int = 4, delay: float = 0.0) -> None:
-        self.chunk = chunk
-        self.delay = delay
         self.echo = EchoModel(chunk=chunk, delay=delay)
 
     async def request(
@@ -66,19 +62,7 @@ class DemoModel:
             message = _delegate(topics, len(request.messages))
         else:
             return await self.echo.request(request, stream)
-        text = message.text
-        if stream is not None:
-            for start in range(0, len(text), self.chunk):
-                if self.delay:
-                    await asyncio.sleep(self.delay)
-                await stream(StreamDelta("text", text[start : start + self.chunk]))
-        prompt = " ".join(m.text for m in request.messages)
-        usage = Usage(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(text))
-        return ModelResponse(
-            message=message,
-            usage=usage,
-            finish_reason="tool_calls" if message.tool_calls else "stop",
-        )
+        return await self.echo.respond(request, message, stream)
 
     @staticmethod
     def _delegation(request: ModelRequest) -> list[str]:

@@ -47,6 +47,13 @@ class EchoModel:
             message = Message.assistant(self._after_tools(request))
         else:
             message = self._answer(last.text, tools, request)
+        return await self.respond(request, message, stream)
+
+    async def respond(
+        self, request: ModelRequest, message: Message, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        """``message`` as this model answers ``request``: its text streamed in chunks, its
+        usage estimated from the prompt and the answer (for a model built on this one)."""
         text = message.text
         if stream is not None:
             for start in range(0, len(text), self.chunk):
