@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tether._canonical import canonical_json, record_hash
 from tether.errors import LogTampered, RecordDecodeError
-from tether.messages import Mediation, Usage
+from tether.messages import Mediation, Message, Usage
 from tether.records import (
     PAYLOAD_TYPES,
     ApprovalDecided,
@@ -25,6 +25,7 @@ from tether.records import (
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
+    LogTruncated,
     ModelCalled,
     Payload,
     Record,
@@ -106,6 +107,18 @@ SAMPLES: list[Payload] = [
     ExecutionEnded(output="done"),
     ExecutionFailed(error="rate limited", error_code="provider_transient", transient=True),
     SubmissionSettled(status="succeeded", result={"answer": 42}),
+    LogTruncated(
+        last_hash="ab" * 32,
+        truncated_at="2026-12-02T00:00:00.000000Z",
+        removed=9,
+        path=[1, 4],
+        parents=[None, 1],
+        groups=[(4, 1)],
+        messages=[Message.user("hi")],
+        fork_seq=0,
+        usage=Usage(input_tokens=3),
+        model_calls=1,
+    ),
 ]
 
 

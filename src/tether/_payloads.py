@@ -28,6 +28,7 @@ __all__ = (
     "ExecutionEnded",
     "ExecutionFailed",
     "ExecutionStarted",
+    "LogTruncated",
     "Mediation",
     "ModelCalled",
     "Payload",
@@ -259,3 +260,34 @@ class SubmissionSettled(Payload):
     error: str | None = None
     error_code: str | None = None
     result: JsonValue = None
+
+
+class LogTruncated(Payload):
+    """What stands in for a log's head once retention removed it (docs/retention.md).
+
+    A store keeps this record at the seq of the last record removed, with that record's
+    ``prevHash`` and ``hash``: the record after it links to it as it linked to the one it
+    replaces, so the rest of the chain verifies from here (``last_hash`` binds this record's
+    content to that place). It carries what reading the removed records would have left: the
+    transcript as it stood (the active path of the tree, each node's parent, how many
+    messages each record on it stood for, and the messages), the log's last
+    ``conversation_created`` (its wire form), the fork marker's seq, the delivered steers,
+    and the usage of the model calls removed.
+    """
+
+    KIND = "log_truncated"
+    last_hash: str = Field(min_length=1)
+    truncated_at: str
+    """When the head was removed (RFC 3339); the record's own ``time`` is the removed one's."""
+    removed: int = Field(ge=1)
+    """Records removed, this one's place included: every seq up to its own."""
+    path: list[int]
+    parents: list[int | None]
+    groups: list[tuple[int, int]]
+    messages: list[Message]
+    created: JsonObject | None = None
+    fork_seq: int = Field(default=0, ge=0)
+    steer_sources: dict[str, str] = Field(default_factory=dict)
+    usage: Usage | None = None
+    model_calls: int = Field(default=0, ge=0)
+    cost: float | None = None

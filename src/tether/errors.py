@@ -58,6 +58,7 @@ __all__ = (
     "ReplayDiverged",
     "RuntimeClosed",
     "SeqOutOfRange",
+    "SeqTruncated",
     "SessionBusy",
     "SessionExists",
     "StoreError",
@@ -193,6 +194,22 @@ class SeqOutOfRange(StoreError, ValueError):
         self.seq = seq
         self.head = head
         super().__init__(f"conversation {conversation_id}: seq {seq} is outside 1..{head}")
+
+
+class SeqTruncated(StoreError, LookupError):
+    """A sequence number names a record that retention removed: the log now starts at its
+    ``log_truncated`` record, at ``first`` (docs/retention.md)."""
+
+    code = "seq_truncated"
+
+    def __init__(self, conversation_id: str, seq: int, first: int) -> None:
+        self.conversation_id = conversation_id
+        self.seq = seq
+        self.first = first
+        super().__init__(
+            f"conversation {conversation_id}: seq {seq} was truncated away; the log starts "
+            f"at {first}"
+        )
 
 
 class InvalidSeq(TetherError, ValueError):

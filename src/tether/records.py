@@ -43,6 +43,7 @@ from tether._payloads import (
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
+    LogTruncated,
     ModelCalled,
     Payload,
     SettlementStatus,
@@ -75,6 +76,7 @@ __all__ = (
     "ExecutionEnded",
     "ExecutionFailed",
     "ExecutionStarted",
+    "LogTruncated",
     "ModelCalled",
     "Payload",
     "Record",
@@ -129,6 +131,7 @@ PAYLOAD_TYPES: Final[Mapping[str, type[Payload]]] = {
         ExecutionEnded,
         ExecutionFailed,
         SubmissionSettled,
+        LogTruncated,
     )
 }
 """Every record kind and the model of its payload."""
@@ -485,33 +488,31 @@ def decode_record(data: bytes | str | Mapping[str, Any]) -> Record:
 
 
 def verify_chain(conversation_id: str, records: Iterable[Record], prev_hash: str = "") -> int:
-    """Re-derive every hash of a log from its stored content; return how many records it checked.
+    """Re-derive every hash of a log from its stored content; return the seq of the last
+    record checked (how many records it checked, for a log that starts at seq 1).
 
     Nothing stored is trusted: each record's canonical bytes are decoded and re-encoded,
     its seq must follow the previous one, its ``prevHash`` must equal the previous hash
-    and its hash must equal the one derived. Raises :class:`LogTampered` at the first
-    record that fails.
+    and its hash must equal the one derived. A log whose head retention removed starts
+    with its ``log_truncated`` record (see :class:`LogTruncated`): it holds the place and
+    hashes of the last record removed, so the chain is verified from it on; anywhere else
+    one is refused. Raises :class:`LogTampered` at the first record that fails.
     """
     expected_seq = 1
     for record in records:
         seq = record.seq
+        fields, canonical = _stored_fields(conversation_id, record)
+        if record.kind == LogTruncated.KIND:
+            if expected_seq != 1 or prev_hash:
+                raise LogTampered(conversation_id, seq, "a log_truncated record inside the log")
+            if fields.get("payload", {}).get("lastHash") != record.hash:
+                raise LogTampered(conversation_id, seq, "log_truncated does not hold its hash")
+            prev_hash, expected_seq = record.hash, seq + 1
+            continue
         if seq != expected_seq:
             raise LogTampered(
                 conversation_id, expected_seq, f"found seq {seq} where {expected_seq} belongs"
             )
-        try:
-            fields = orjson.loads(record.canonical)
-            canonical = canonical_json(fields)
-        except (orjson.JSONDecodeError, ValueError) as exc:
-            raise LogTampered(
-                conversation_id, seq, f"stored record is not valid JSON: {exc}"
-            ) from None
-        if (
-            not isinstance(fields, dict)
-            or fields.get("seq") != seq
-            or fields.get("kind") != record.kind
-        ):
-            raise LogTampered(conversation_id, seq, "stored envelope disagrees with its position")
         if record.prev_hash != prev_hash:
             raise LogTampered(conversation_id, seq, "prevHash does not link to the previous record")
         if record_hash(canonical, prev_hash, seq) != record.hash:
@@ -519,3 +520,21 @@ def verify_chain(conversation_id: str, records: Iterable[Record], prev_hash: str
         prev_hash = record.hash
         expected_seq += 1
     return expected_seq - 1
+
+
+def _stored_fields(conversation_id: str, record: Record) -> tuple[dict[str, Any], bytes]:
+    """A stored record's envelope decoded and re-encoded, checked to agree with its seq and
+    kind."""
+    seq = record.seq
+    try:
+        fields = orjson.loads(record.canonical)
+        canonical = canonical_json(fields)
+    except (orjson.JSONDecodeError, ValueError) as exc:
+        raise LogTampered(conversation_id, seq, f"stored record is not valid JSON: {exc}") from None
+    if (
+        not isinstance(fields, dict)
+        or fields.get("seq") != seq
+        or fields.get("kind") != record.kind
+    ):
+        raise LogTampered(conversation_id, seq, "stored envelope disagrees with its position")
+    return fields, canonical

@@ -54,6 +54,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.ClaimLost: 409,
     E.DispatchConflict: 409,
     E.SeqOutOfRange: 422,
+    E.SeqTruncated: 410,
     E.InvalidSeq: 422,
     E.InvalidCursor: 422,
     E.SessionExists: 409,

@@ -18,7 +18,7 @@ from tether.store._protocol import (
     Store,
     SubmissionStore,
 )
-from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
 from tether.store._sqlite import SqliteStore
 from tether.store._types import (
@@ -64,5 +64,6 @@ __all__ = (
     "SubmissionStatus",
     "SubmissionStore",
     "TaskParent",
+    "TruncatedLog",
     "open_store",
 )

@@ -7,7 +7,7 @@ import binascii
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -18,6 +18,7 @@ from tether._payloads import (
     AttachmentRef,
     ConversationCreated,
     ConversationParent,
+    LogTruncated,
     SteerReceived,
     UserMessage,
 )
@@ -107,7 +108,7 @@ def seal_created(conversation: Conversation, prefix: Sequence[Record] = ()) -> R
         [conversation_created_draft(conversation)],
         conversation_id=conversation.id,
         session=conversation.key.session,
-        head=len(prefix),
+        head=prefix[-1].seq if prefix else 0,
         prev_hash=prefix[-1].hash if prefix else "",
         prev_time=record_time(prefix[-1].canonical) if prefix else "",
     )
@@ -118,12 +119,15 @@ def fork_parent(conversation_id: str, at_seq: int) -> ConversationParent:
     return ConversationParent(conversation_id=conversation_id, seq=at_seq, reason="fork")
 
 
+_STORE_WRITTEN: Final = frozenset({ConversationCreated.KIND, LogTruncated.KIND})
+
+
 def check_drafts(drafts: Sequence[RecordDraft]) -> None:
     if not drafts:
         raise ValueError("append needs at least one record")
     for draft in drafts:
-        if draft.kind == ConversationCreated.KIND:
-            raise ValueError("conversation_created records are written by the store itself")
+        if draft.kind in _STORE_WRITTEN:
+            raise ValueError(f"{draft.kind} records are written by the store itself")
 
 
 def check_limit(limit: int) -> None:
@@ -430,22 +434,42 @@ def bare_records(records: Iterable[Record]) -> list[Record]:
 
 def check_import(conversation: Conversation, records: Sequence[Record]) -> int:
     """Check, before anything is written, that ``records`` are the whole log of
-    ``conversation`` as a store keeps it: they chain from seq 1 (each hash re-derived from
-    the bytes, which must be canonical JSON), the record its own log begins with (seq 1, or
-    a fork's after the copied ones) is its ``conversation_created`` exactly as a store seals
-    it (its id, key, parent and creation time), and every record from there on names it.
-    ``LogTampered`` at the first seq that fails; the seq of that ``conversation_created``
-    otherwise. Give it ``bare_records``: what it checks is then what is written."""
+    ``conversation`` as a store keeps it: they chain from seq 1, or from the ``log_truncated``
+    record retention left (each hash re-derived from the bytes, which must be canonical
+    JSON), the record its own log begins with (seq 1, or a fork's after the copied ones) is
+    its ``conversation_created`` exactly as a store seals it (its id, key, parent and
+    creation time), or is carried as such by the ``log_truncated`` record that replaced it,
+    and every record from there on names it. ``LogTampered`` at the first seq that fails;
+    the seq of that ``conversation_created`` otherwise. Give it ``bare_records``: what it
+    checks is then what is written."""
     cid = conversation.id
-    count = verify_chain(cid, _canonical_only(cid, records))
+    last = verify_chain(cid, _canonical_only(cid, records))
     start = own_log_start(conversation)
-    if count < start:
-        raise LogTampered(
-            cid, count + 1, f"the log ends at {count}, before its conversation_created"
-        )
-    if records[start - 1] != seal_created(conversation, records[: start - 1]):
-        raise LogTampered(cid, start, "not the conversation_created of this conversation")
-    for record in records[start:]:
-        if record.fields.get("conversationId") != cid:
+    if last < start:
+        raise LogTampered(cid, last + 1, f"the log ends at {last}, before its conversation_created")
+    first = records[0].seq
+    if start < first or (start == first and records[0].kind == LogTruncated.KIND):
+        carried = records[0].fields["payload"].get("created")
+        if not isinstance(carried, dict) or not _is_created_of(conversation, carried):
+            raise LogTampered(cid, first, "log_truncated does not carry this conversation_created")
+        own = records[1:] if start == first else records
+    else:
+        at = start - first
+        if records[at] != seal_created(conversation, records[:at]):
+            raise LogTampered(cid, start, "not the conversation_created of this conversation")
+        own = records[at + 1 :]
+    for record in own:
+        if record.seq > start and record.fields.get("conversationId") != cid:
             raise LogTampered(cid, record.seq, "a record of another conversation")
     return start
+
+
+def _is_created_of(conversation: Conversation, wire: Mapping[str, Any]) -> bool:
+    """Whether a record's wire form is ``conversation``'s own ``conversation_created``."""
+    draft = conversation_created_draft(conversation)
+    return (
+        wire.get("kind") == ConversationCreated.KIND
+        and wire.get("id") == conversation.id == wire.get("conversationId")
+        and wire.get("time") == draft.time
+        and wire.get("payload") == orjson.loads(draft.payload_canonical)
+    )

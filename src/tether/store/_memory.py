@@ -22,6 +22,7 @@ from tether.errors import (
     ClaimLost,
     ConversationNotFound,
     DispatchConflict,
+    SeqTruncated,
     SessionExists,
     StoreUnavailable,
     SubmissionNotFound,
@@ -54,7 +55,7 @@ from tether.store._memory_parts import (
     row_of,
 )
 from tether.store._notify import AppendNotifier, wait_for_head
-from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import WAIT_FOR_CHILDREN as CHILDREN
 from tether.store._types import (
     Admission,
@@ -131,7 +132,7 @@ class MemoryStore:
         self._install(conversation, [*prefix, seal_created(conversation, prefix)])
 
     def _install(self, conversation: Conversation, records: Sequence[Record]) -> MemoryLog:
-        log = MemoryLog(conversation)
+        log = MemoryLog(conversation, first=records[0].seq)
         self._extend(log, records)
         self._logs[conversation.id] = log
         self._by_key[conversation.key] = conversation.id
@@ -241,9 +242,9 @@ class MemoryStore:
         self, conversation_id: str, *, after_seq: int = 0, limit: int = 1000
     ) -> list[Record]:
         check_limit(limit)
-        rows = self._log(conversation_id).rows
-        start = max(after_seq, 0)
-        return [Record(*row) for row in rows[start : start + limit]]
+        log = self._log(conversation_id)
+        start = max(after_seq - log.first + 1, 0)  # a truncated log's rows start at its anchor
+        return [Record(*row) for row in log.rows[start : start + limit]]
 
     async def head(self, conversation_id: str) -> int:
         return self._log(conversation_id).head
@@ -273,12 +274,15 @@ class MemoryStore:
     ) -> Conversation:
         parent = self._log(conversation_id)
         check_fork_seq(conversation_id, at_seq, parent.head)
+        if at_seq < parent.first:
+            raise SeqTruncated(conversation_id, at_seq, parent.first)
         if key in self._by_key:
             raise SessionExists(str(key))
         conversation = Conversation(
             new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
         )
-        self._create_log(conversation, [Record(*row) for row in parent.rows[:at_seq]])
+        copied = parent.rows[: at_seq - parent.first + 1]
+        self._create_log(conversation, [Record(*row) for row in copied])
         if parent.snapshot is not None and parent.snapshot[0] <= at_seq:
             # A snapshot of the shared records describes the child's first records as well.
             self._logs[new_conversation_id].snapshot = parent.snapshot
@@ -286,6 +290,8 @@ class MemoryStore:
 
     async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
         log = self._log(conversation_id)
+        if seq <= log.first and log.first > 1:
+            return  # it describes records retention removed
         if log.snapshot is None or seq > log.snapshot[0]:
             log.snapshot = (seq, bytes(body))
 
@@ -736,6 +742,12 @@ class MemoryStore:
             snapshot=log.snapshot is not None,
             attachments=tuple(removed),
         )
+
+    async def truncate_log(self, conversation_id: str, anchor: RecordDraft) -> TruncatedLog:
+        log = self._log(conversation_id)
+        truncated = log.truncate(anchor)
+        self._notifier.notify([conversation_id])  # a tailer behind the anchor reads it next
+        return truncated
 
     async def import_conversation(
         self, conversation: Conversation, records: Sequence[Record]

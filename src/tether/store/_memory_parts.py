@@ -10,10 +10,11 @@ import orjson
 
 from tether._canonical import canonical_json
 from tether.errors import DispatchConflict
-from tether.records import Record
+from tether.records import Record, RecordDraft
 from tether.store._common import record_time, to_micros
 from tether.store._gates import GateIndex
-from tether.store._sessions import ScheduleRow
+from tether.store._sessions import ScheduleRow, TruncatedLog
+from tether.store._truncation import check_truncation, seal_anchor
 from tether.store._types import Conversation, Submission
 
 __all__ = ("MemoryGates", "MemoryLog", "Row", "ScheduleBook", "StoredSubmission", "row_of")
@@ -39,10 +40,31 @@ class MemoryLog:
     """The time of its last record, in microseconds since the epoch."""
     digests: set[str] = field(default_factory=set)
     """The attachments its records reference (a fork's copied ones included)."""
+    first: int = 1
+    """The seq of ``rows[0]``: 1, or its ``log_truncated`` record's once truncated."""
 
     @property
     def head_time(self) -> str:
         return record_time(self.rows[-1][2]) if self.rows else ""
+
+    def truncate(self, anchor: RecordDraft) -> TruncatedLog:
+        """Replace the rows up to the seq ``anchor`` names by it (see ``Store.truncate_log``)."""
+        cid = self.conversation.id
+        through = check_truncation(cid, anchor, head=self.head, first=self.first)
+        cut = through - self.first + 1
+        sealed = seal_anchor(
+            anchor,
+            conversation_id=cid,
+            session=self.conversation.key.session,
+            replaced=Record(*self.rows[cut - 1]),
+        )
+        before = self.bytes
+        self.bytes -= sum(len(row[2]) for row in self.rows[:cut]) - len(sealed.canonical)
+        self.rows[:cut] = [row_of(sealed)]
+        self.first = through
+        if self.snapshot is not None and self.snapshot[0] <= through:
+            self.snapshot = None
+        return TruncatedLog(cid, cut, through, before, self.bytes)
 
     @property
     def order_key(self) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from tether._payloads import AttachmentRef
 from tether.records import Record, RecordDraft
 from tether.store._gates import Gate, GateStatus
-from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
     Admission,
     Attempt,
@@ -431,6 +431,27 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
 
             erased = await store.erase_session(conversation_id)
             print(erased.records, erased.submissions, erased.attachments)
+        """
+        ...
+
+    async def truncate_log(self, conversation_id: str, anchor: RecordDraft) -> TruncatedLog:
+        """Remove the head of a log for good, in one commit: every record up to the seq the
+        ``anchor`` names (its :class:`~tether.records.LogTruncated` payload's ``removed``),
+        which the anchor takes the place of, sealed there with the removed record's
+        ``prevHash`` and ``hash`` (so the next record links to it, and ``verify`` checks the
+        chain from it). A snapshot at or before that seq goes too; the head, the last
+        activity, the submissions, the gates and the attachments stay (the anchor's
+        transcript may reference them). ``read`` from before the anchor starts at it;
+        ``fork`` before it is ``SeqTruncated``. ``SeqOutOfRange`` past the head;
+        ``SeqTruncated`` at or before an earlier anchor; ``ValueError`` for a draft that is
+        no ``log_truncated`` or was built from another record than the one held there;
+        ``ConversationNotFound`` for an unknown id. The caller (the engine's pruner) decides
+        where a log may be cut and what the anchor carries.
+
+        Example::
+
+            truncated = await store.truncate_log(conversation_id, anchor)
+            print(truncated.removed, truncated.first_seq, truncated.bytes_after)
         """
         ...
 

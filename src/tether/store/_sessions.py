@@ -11,7 +11,7 @@ from typing import Any
 from tether._payloads import ConversationParent
 from tether.store._types import SessionKey
 
-__all__ = ("ErasedSession", "ScheduleRow", "SessionRow")
+__all__ = ("ErasedSession", "ScheduleRow", "SessionRow", "TruncatedLog")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,20 @@ class ErasedSession:
     submissions: int
     snapshot: bool
     attachments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TruncatedLog:
+    """What ``Store.truncate_log`` did: the records it removed from the head, the first seq
+    the log now holds (its ``log_truncated`` record's), and the canonical bytes the log kept
+    before and after (the anchor carries the transcript, so a log of few, large messages
+    may not shrink)."""
+
+    conversation_id: str
+    removed: int
+    first_seq: int
+    bytes_before: int
+    bytes_after: int
 
 
 @dataclass(frozen=True, slots=True)

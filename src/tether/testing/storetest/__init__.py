@@ -30,6 +30,7 @@ from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._sessions import SessionCases
 from tether.testing.storetest._settling import SettlementCases
 from tether.testing.storetest._submissions import SubmissionCases
+from tether.testing.storetest._truncation import TruncationCases
 
 __all__ = ("Fixtures", "StoreConformance", "run_reference_machine")
 
@@ -44,6 +45,7 @@ class StoreConformance(
     ChildCases,
     GateCases,
     SessionCases,
+    TruncationCases,
     AttachmentCases,
     MachineCase,
     BaseConformance,

@@ -97,7 +97,7 @@ async def _say(store: Store, fx: Fixtures, cid: str, at: float, *refs: Attachmen
 async def _export(store: Store, cid: str) -> tuple[Conversation, list[Record]]:
     """A conversation and its whole log, as an export reads them."""
     records: list[Record] = []
-    while batch := await store.read(cid, after_seq=len(records), limit=3):
+    while batch := await store.read(cid, after_seq=records[-1].seq if records else 0, limit=3):
         records += batch
     return await store.get_conversation(cid), records
 
@@ -119,7 +119,7 @@ async def _expected_row(store: Store, cid: str) -> SessionRow:
         key=conversation.key,
         created_at=conversation.created_at,
         last_activity_at=datetime.fromisoformat(records[-1].time),
-        records=len(records),
+        records=records[-1].seq,
         bytes=sum(len(record.canonical) for record in records),
         parent=conversation.parent,
     )

@@ -1,0 +1,230 @@
+"""Conformance cases for retention's truncation of a log's head (``Store.truncate_log``).
+
+A truncated log starts at its ``log_truncated`` record, which holds the seq and hashes of the
+last record removed: everything after it reads, links, verifies, forks, exports and imports
+as before, and nothing but the removed records (and a snapshot of them) goes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.errors import (
+    AttachmentNotFound,
+    ConversationNotFound,
+    LogTampered,
+    SeqOutOfRange,
+    SeqTruncated,
+)
+from tether.messages import Message
+from tether.records import LogTruncated, Record, RecordDraft, UserMessage, format_time
+from tether.store import MemoryStore, Store
+from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.testing.storetest._sessions import (
+    _append,
+    _draft,
+    _export,
+    _forged,
+    _matches_its_log,
+    _open,
+    _said,
+)
+
+__all__ = ("TruncationCases",)
+
+
+def _anchor(fx: Fixtures, records: list[Record], through: int, **changes: object) -> RecordDraft:
+    """The anchor of a truncation through ``through``, as the engine would build it from
+    ``records`` (the log, from its start), carrying the first record as its created one."""
+    [replaced] = [record for record in records if record.seq == through]
+    payload = LogTruncated(
+        last_hash=replaced.hash,
+        truncated_at=format_time(fx.at(100)),
+        removed=through,
+        path=[through],
+        parents=[None],
+        groups=[(through, 1)],
+        messages=[Message.user(f"all of it up to {through}")],
+        created=records[0].to_wire() if records[0].seq == 1 else None,
+    )
+    payload = payload.model_copy(update=changes)
+    return RecordDraft(payload, id=fx.id("cut"), time=replaced.time)
+
+
+async def _log_of(store: Store, fx: Fixtures, records: int = 6) -> tuple[str, list[Record]]:
+    cid = await _open(store, "conv-1")
+    await _append(store, cid, *(_draft(fx, n) for n in range(1, records)))
+    return cid, (await _export(store, cid))[1]
+
+
+class TruncationCases(BaseConformance):
+    @case
+    async def test_truncation_puts_the_anchor_in_place_of_the_head(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """The anchor takes the removed record's seq and hashes; the rest reads, links and
+        verifies unchanged; the head, last activity and key stay; the bytes are the log's."""
+        cid, before = await _log_of(store, fx, 6)
+        row = await _matches_its_log(store, cid)
+        truncated = await store.truncate_log(cid, _anchor(fx, before, 3))
+        assert (truncated.conversation_id, truncated.removed, truncated.first_seq) == (cid, 3, 3)
+        assert truncated.bytes_before == row.bytes
+        _, after = await _export(store, cid)
+        anchor = after[0]
+        assert [record.seq for record in after] == [3, 4, 5, 6]
+        assert (anchor.kind, anchor.prev_hash, anchor.hash) == (
+            LogTruncated.KIND,
+            before[2].prev_hash,
+            before[2].hash,
+        )
+        assert anchor.payload == _anchor(fx, before, 3).payload
+        assert (anchor.conversation_id, anchor.session, anchor.time) == (
+            cid,
+            "default",
+            before[2].time,
+        )
+        assert after[1:] == before[3:]
+        assert await store.head(cid) == 6
+        assert await store.verify(cid) == 6
+        new = await _matches_its_log(store, cid)
+        assert (new.records, new.last_activity_at, new.key) == (6, row.last_activity_at, row.key)
+        assert new.bytes == truncated.bytes_after
+        # A read from before the anchor starts at it; one from it, after it.
+        for after_seq in (0, 1, 2):
+            assert (await store.read(cid, after_seq=after_seq, limit=2)) == after[:2]
+        assert await store.read(cid, after_seq=3) == after[1:]
+        # Appends chain on from the head as before.
+        await _append(store, cid, _draft(fx, 7))
+        assert await store.verify(cid) == 7
+
+    @case
+    async def test_a_log_truncates_again_further_on(self, store: Store, fx: Fixtures) -> None:
+        cid, before = await _log_of(store, fx, 8)
+        await store.truncate_log(cid, _anchor(fx, before, 3))
+        truncated = await store.truncate_log(cid, _anchor(fx, before, 6))
+        assert (truncated.removed, truncated.first_seq) == (4, 6)  # the first anchor, 4 and 5
+        _, after = await _export(store, cid)
+        assert [record.seq for record in after] == [6, 7, 8]
+        assert after[0].payload == _anchor(fx, before, 6).payload
+        assert await store.verify(cid) == 8
+        await _matches_its_log(store, cid)
+        # Up to the whole log: the anchor is then the head record.
+        await store.truncate_log(cid, _anchor(fx, before, 8))
+        _, after = await _export(store, cid)
+        assert [(record.seq, record.kind) for record in after] == [(8, LogTruncated.KIND)]
+        assert await store.verify(cid) == await store.head(cid) == 8
+        await _append(store, cid, _draft(fx, 9))
+        assert await store.verify(cid) == 9
+
+    @case
+    async def test_a_bad_truncation_changes_nothing(self, store: Store, fx: Fixtures) -> None:
+        cid, before = await _log_of(store, fx, 6)
+        await store.truncate_log(cid, _anchor(fx, before, 2))
+        kept = await _export(store, cid)
+        with pytest.raises(SeqOutOfRange):
+            await store.truncate_log(cid, _anchor(fx, before, 6, removed=7))
+        for through in (1, 2):  # at or before the anchor kept
+            with pytest.raises(SeqTruncated):
+                await store.truncate_log(cid, _anchor(fx, before, through))
+        with pytest.raises(ValueError):  # built from another record than the one at 4
+            await store.truncate_log(cid, _anchor(fx, before, 4, last_hash=before[2].hash))
+        with pytest.raises(ValueError):  # no anchor at all
+            await store.truncate_log(cid, _draft(fx, 9))
+        with pytest.raises(ConversationNotFound):
+            await store.truncate_log("conv-none", _anchor(fx, before, 4))
+        with pytest.raises(ValueError):  # only a store writes an anchor
+            await _append(store, cid, _anchor(fx, before, 6))
+        assert await _export(store, cid) == kept
+        assert await store.verify(cid) == 6
+
+    @case
+    async def test_snapshots_of_the_removed_records_go(self, store: Store, fx: Fixtures) -> None:
+        cid, before = await _log_of(store, fx, 6)
+        await store.put_snapshot(cid, seq=3, body=b"up to 3")
+        await store.truncate_log(cid, _anchor(fx, before, 3))
+        assert await store.get_snapshot(cid) is None
+        await store.put_snapshot(cid, seq=2, body=b"stale")  # of records removed: not kept
+        await store.put_snapshot(cid, seq=3, body=b"stale")
+        assert await store.get_snapshot(cid) is None
+        await store.put_snapshot(cid, seq=5, body=b"up to 5")
+        await store.truncate_log(cid, _anchor(fx, before, 4))
+        assert await store.get_snapshot(cid) == (5, b"up to 5")
+
+    @case
+    async def test_a_fork_of_a_truncated_log(self, store: Store, fx: Fixtures) -> None:
+        """Before the anchor there is nothing to fork; from it on, the child's log starts
+        with the parent's anchor and verifies."""
+        cid, before = await _log_of(store, fx, 6)
+        await store.truncate_log(cid, _anchor(fx, before, 3))
+        with pytest.raises(SeqTruncated):
+            await store.fork(
+                cid,
+                at_seq=2,
+                key=fx.key("early"),
+                new_conversation_id="conv-2",
+                created_at=fx.at(9),
+            )
+        with pytest.raises(ConversationNotFound):
+            await store.get_conversation("conv-2")
+        fork = await store.fork(
+            cid, at_seq=4, key=fx.key("late"), new_conversation_id="conv-3", created_at=fx.at(9)
+        )
+        _, parent = await _export(store, cid)
+        _, child = await _export(store, fork.id)
+        assert child[:2] == parent[:2]
+        assert [record.seq for record in child] == [3, 4, 5]
+        assert await store.verify(fork.id) == 5
+        await _matches_its_log(store, fork.id)
+
+    @case
+    async def test_truncation_keeps_the_attachments(self, store: Store, fx: Fixtures) -> None:
+        """The anchor's transcript may still show them; erasing the session removes them."""
+        ref = await store.put_attachment(b"pic", media_type="image/png")
+        cid = await _open(store, "conv-1")
+        await _append(store, cid, _draft(fx, 1, _said(ref)), _draft(fx, 2), _draft(fx, 3))
+        _, records = await _export(store, cid)
+        await store.truncate_log(cid, _anchor(fx, records, 3))
+        assert (await store.get_attachment(ref.digest))[1] == b"pic"
+        assert (await store.erase_session(cid)).attachments == (ref.digest,)
+        with pytest.raises(AttachmentNotFound):
+            await store.get_attachment(ref.digest)
+
+    @case
+    async def test_a_truncated_log_exports_and_imports(self, store: Store, fx: Fixtures) -> None:
+        """Whole, from its anchor, in either direction; an anchor that does not hold its
+        hash, or carries another conversation's creation, is refused with its seq."""
+        cid, before = await _log_of(store, fx, 5)
+        await store.truncate_log(cid, _anchor(fx, before, 3))
+        conversation, records = await _export(store, cid)
+        async with MemoryStore() as target:
+            assert await target.import_conversation(conversation, records) is True
+            assert await _export(target, cid) == (conversation, records)
+            assert await target.verify(cid) == 5
+            assert await target.import_conversation(conversation, records) is False
+        await store.erase_session(cid)
+        forged_hash = [_forged(records[0], hash="ab" * 32), *records[1:]]
+        other = records[0].payload.model_copy(
+            update={"created": {**before[0].to_wire(), "id": "x"}}
+        )
+        assert isinstance(other, LogTruncated)
+        forged_created = [
+            _forged(records[0], canonical=_recanonical(records[0], other)),
+            *records[1:],
+        ]
+        for forged in (forged_hash, forged_created):
+            with pytest.raises(LogTampered) as refused:
+                await store.import_conversation(conversation, forged)
+            assert refused.value.seq == 3
+        with pytest.raises(ConversationNotFound):
+            await store.get_conversation(cid)
+        assert await store.import_conversation(conversation, records) is True
+        assert await store.verify(cid) == 5
+        await _append(store, cid, RecordDraft(UserMessage(body="back"), id=fx.id("rec")))
+        assert await store.verify(cid) == 6
+
+
+def _recanonical(record: Record, payload: LogTruncated) -> bytes:
+    """``record``'s canonical bytes with another payload (its hashes then no longer hold it)."""
+    from tether._canonical import canonical_json
+
+    return canonical_json({**record.fields, "payload": payload.to_json_object()})
