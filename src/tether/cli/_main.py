@@ -17,6 +17,7 @@ from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._export import export, import_log
+from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
 from tether.cli._schedules import schedules_app
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
 from tether.cli._sessions import delete, sessions
@@ -288,6 +289,21 @@ def replay(
     else:
         assert conversation is not None
         _local.replay(conversation, store, agents, console)
+
+
+@app.command()
+def prune(
+    store: str = STORE,
+    retain_days: list[str] | None = RETAIN_DAYS,
+    keep_records: int | None = KEEP_RECORDS,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Show what would go, and remove nothing."
+    ),
+) -> None:
+    """Apply a retention policy once: erase idle sessions, cut the head of long logs."""
+    from tether.cli import _retention
+
+    _retention.prune(store, retain_days, keep_records, dry_run=dry_run, console=console)
 
 
 @app.command()

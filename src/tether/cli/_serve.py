@@ -20,6 +20,7 @@ from tether._gc import freeze_startup_heap
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail, one_line
 from tether.cli._logs import show_tether_logs, uvicorn_log_level
+from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
 from tether.cli._stores import open_store_or_fail
 
 if TYPE_CHECKING:
@@ -165,6 +166,9 @@ def serve(
     heartbeat: float = typer.Option(15.0, "--heartbeat", help="Seconds between SSE heartbeats."),
     lease: float = LEASE,
     otlp_endpoint: str | None = OTLP,
+    retain_days: list[str] | None = RETAIN_DAYS,
+    keep_records: int | None = KEEP_RECORDS,
+    prune_every: float = PRUNE_EVERY,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
     if auth_token is not None and not auth_token.strip():
@@ -180,6 +184,7 @@ def serve(
             param_hint="--host",
         )
     agents = load_agents(app, demo)
+    retention = retention_of(retain_days, keep_records, prune_every)
     show_tether_logs()
     listener = _listen(host, port)  # before the store opens: a busy port changes nothing
     with listener, _tracing(otlp_endpoint) as interceptors:
@@ -193,6 +198,7 @@ def serve(
                 runtime_options={
                     "lease": lease,
                     "interceptors": interceptors,
+                    "retention": retention,
                     **_demo_settings(demo),
                 },
                 app_options={"auth_token": auth_token, "heartbeat": heartbeat},
@@ -307,13 +313,22 @@ def worker(
     demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agents."),
     lease: float = LEASE,
     otlp_endpoint: str | None = OTLP,
+    retain_days: list[str] | None = RETAIN_DAYS,
+    keep_records: int | None = KEEP_RECORDS,
+    prune_every: float = PRUNE_EVERY,
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
+    retention = retention_of(retain_days, keep_records, prune_every)
     show_tether_logs()
 
     async def run(interceptors: list[Interceptor]) -> None:
-        options = {"lease": lease, "interceptors": interceptors, **_demo_settings(demo)}
+        options = {
+            "lease": lease,
+            "interceptors": interceptors,
+            "retention": retention,
+            **_demo_settings(demo),
+        }
         async with _running(agents, store, worker=True, options=options) as (_, stop):
             typer.echo(f"tether worker running {', '.join(agents)} (store {redact_url(store)})")
             freeze_startup_heap()

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from tether.cli import _client
 
-__all__ = ("delete", "sessions")
+__all__ = ("delete", "sessions", "size_of")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
@@ -29,7 +29,8 @@ class SessionFilter(enum.StrEnum):
 STATUS = typer.Option(None, "--status", help="Only sessions in it.")
 
 
-def _size(count: int) -> str:
+def size_of(count: int) -> str:
+    """A byte count as people read it (``512 B``, ``3.2 MiB``)."""
     if count < 1024:
         return f"{count} B"
     size = float(count)
@@ -79,7 +80,7 @@ def sessions(
             key,
             item["status"],
             str(item["records"]),
-            _size(item["bytes"]),
+            size_of(item["bytes"]),
             str(item["pendingApprovals"] or ""),
             item["lastActivityAt"][:19].replace("T", " "),
         ]

@@ -45,7 +45,9 @@ from tether.engine._observe import (
     TurnEnded,
     TurnStarted,
 )
+from tether.engine._pruner import PruneAction, PruneOutcome, PruneReport
 from tether.engine._redact import Redactor, SecretRedactor
+from tether.engine._retention import Retention
 from tether.engine._runtime import Multitask, Receipt, Runtime, SubmissionInfo
 from tether.engine._schedules import (
     InvalidSchedule,
@@ -103,9 +105,13 @@ __all__ = (
     "Operation",
     "OperationEnded",
     "OperationStarted",
+    "PruneAction",
+    "PruneOutcome",
+    "PruneReport",
     "Receipt",
     "RecoveryDecided",
     "Redactor",
+    "Retention",
     "Runtime",
     "RuntimeConfig",
     "Schedule",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from tether._ids import new_ulid
 from tether.engine._clock import Clock
 from tether.engine._redact import Redactor
+from tether.engine._retention import Retention
 from tether.engine._schedules import Schedule
 from tether.engine._subagents import SubagentLimits
 from tether.journal import Harness, ToolExecutor
@@ -89,6 +90,8 @@ class RuntimeConfig:
     are added at run time with :meth:`Runtime.add_schedule`, kept in the store."""
     schedule_poll: float = 1.0
     """How often a worker lists the store's schedules (those added on another node)."""
+    retention: Retention | None = None
+    """What a worker's pruner erases and truncates (docs/retention.md); ``None``: nothing."""
 
     @property
     def heartbeat_interval(self) -> float:

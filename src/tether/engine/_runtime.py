@@ -42,7 +42,9 @@ from tether.engine._observe import (
     Observer,
     SubmissionAdmitted,
 )
+from tether.engine._pruner import Pruner, PruneReport, prune
 from tether.engine._redact import Redactor, SecretRedactor
+from tether.engine._retention import Retention
 from tether.engine._runs import RunRegistry
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
@@ -187,6 +189,7 @@ class Runtime:
             self.config.schedules, self.agents, poll=self.config.schedule_poll
         )
         self._scheduler: Scheduler | None = None
+        self._pruner: Pruner | None = None
         self._runs = RunRegistry()
         self.steering = SteerWatches(poll=self.config.claim_interval, clock=self.clock)
         """What running attempts have heard of steering (see :mod:`._steering`)."""
@@ -254,6 +257,10 @@ class Runtime:
             self._coordinator.start()
             self._scheduler = Scheduler(self._book, store, self.clock, self.dispatch)
             self._scheduler.start()
+            retention = self.config.retention
+            if retention is not None and retention.prunes:
+                self._pruner = Pruner(self._context, retention)
+                self._pruner.start()
 
     async def close(self) -> None:
         """Stop claiming, release running work without burning an attempt, close an owned store."""
@@ -262,6 +269,8 @@ class Runtime:
         self._runs.close()
         if self._scheduler is not None:
             await self._scheduler.stop()
+        if self._pruner is not None:
+            await self._pruner.stop()
         if self._coordinator is not None:
             await self._coordinator.stop()
         await self._runs.bury_zombies(grace=1)
@@ -686,6 +695,24 @@ class Runtime:
         """Forget a durable schedule (``ScheduleNotFound``; ``ScheduleConflict`` for one of
         the configuration). What its windows admitted stays admitted."""
         await self._book.delete(self._check_open(), schedule_id)
+
+    # --- retention --------------------------------------------------------------------
+
+    async def prune(
+        self, retention: Retention | None = None, *, dry_run: bool = False
+    ) -> PruneReport:
+        """One retention pass over every session (docs/retention.md): by ``retention``, or
+        the configuration's. With ``dry_run`` nothing is removed; the report says what would.
+
+        Example::
+
+            report = await runtime.prune(Retention(keep_records=10_000), dry_run=True)
+            for outcome in report.outcomes:
+                print(outcome.action, outcome.key, outcome.removed)
+        """
+        self._check_open()
+        policy = retention or self.config.retention or Retention()
+        return await prune(self._started_context(), policy, dry_run=dry_run)
 
     # --- approvals and forks ----------------------------------------------------------
 

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 from tether.messages import Usage
 from tether.models import cost_of
-from tether.records import AssistantMessageCompleted, ModelCalled, Record, TaskFinished
+from tether.records import (
+    AssistantMessageCompleted,
+    LogTruncated,
+    ModelCalled,
+    Record,
+    TaskFinished,
+)
 
 __all__ = ("ChildUsage", "UsageTotals", "total_usage")
 
@@ -69,6 +75,12 @@ def total_usage(records: Iterable[Record], *, submission_id: str | None = None) 
             children.append(child)
             cost = None if cost is None or child.cost is None else cost + child.cost
             totals = _plus(totals, child.usage, child.calls)
+        elif record.kind == LogTruncated.KIND:  # what the model calls it replaced used
+            removed = record.payload
+            assert isinstance(removed, LogTruncated)
+            if removed.model_calls:
+                cost = None if cost is None or removed.cost is None else cost + removed.cost
+                totals = _plus(totals, removed.usage or Usage(), removed.model_calls)
         elif record.kind == ModelCalled.KIND:
             called = record.payload
             assert isinstance(called, ModelCalled)

@@ -79,8 +79,10 @@ def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter
     async def verify(conversation_id: str) -> Verified:
         """Re-derive the conversation's whole hash chain (409 ``log_tampered`` if a record
         was altered)."""
-        count = await runtime.verify(conversation_id)
-        return Verified(conversation_id=conversation_id, ok=True, records=count)
+        head = await runtime.verify(conversation_id)
+        first = await runtime.records(conversation_id, limit=1)
+        first_seq = first[0].seq if first else 1
+        return Verified(conversation_id=conversation_id, ok=True, records=head, first_seq=first_seq)
 
     @router.get(
         "/conversations/{conversation_id}/export",

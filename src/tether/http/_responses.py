@@ -323,7 +323,12 @@ class Forked(WireResponse):
 class Verified(WireResponse):
     conversation_id: str
     ok: bool
-    records: int = Field(description="The records whose hash chain was verified.")
+    records: int = Field(description="The seq the hash chain was verified up to (the head).")
+    first_seq: int = Field(
+        default=1,
+        description="Where the chain was verified from: 1, or the seq of the log_truncated "
+        "record retention left in place of the records before it.",
+    )
 
 
 class Alive(WireResponse):

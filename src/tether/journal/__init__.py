@@ -26,6 +26,7 @@ from tether.journal._executions import Execution
 from tether.journal._harness import Harness
 from tether.journal._history import SIGNAL_MEDIA_TYPE, messages_of, transcript
 from tether.journal._journal import Ending, ExecutionResult, Finisher, Journal
+from tether.journal._truncate import truncation_anchor, truncation_point
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, Turn
 from tether.journal._view import LogView
 
@@ -54,4 +55,6 @@ __all__ = (
     "messages_of",
     "open_gate",
     "transcript",
+    "truncation_anchor",
+    "truncation_point",
 )

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from tether.errors import InvalidExecutionLog
+from tether.journal._unread import is_gap
 from tether.messages import DataPart, FilePart, Message, TextPart, ToolResultPart
 from tether.records import (
     AssistantMessageCompleted,
     Compaction,
+    LogTruncated,
     Payload,
     Record,
     Signal,
@@ -101,6 +104,11 @@ class Transcript:
         self._messages: list[Message] = []
 
     def add(self, record: Record) -> None:
+        if record.kind == LogTruncated.KIND:
+            self._resume(record)
+            return
+        if is_gap(record):  # removed by retention: the log_truncated after it carries it
+            return
         rebuilt = self._reducer.add(record)
         messages = messages_of((record,))
         if messages:
@@ -113,6 +121,20 @@ class Transcript:
             ]
         else:
             self._messages.extend(messages)
+
+    def _resume(self, anchor: Record) -> None:
+        """Go on from the transcript a ``log_truncated`` record carries, as it stood at the
+        last record it replaced: what reading the removed records would have left."""
+        payload = anchor.payload
+        assert isinstance(payload, LogTruncated)
+        try:
+            restored = Transcript.restored(
+                payload.path, payload.parents, payload.groups, list(payload.messages)
+            )
+        except ValueError as exc:
+            raise InvalidExecutionLog(f"seq {anchor.seq}: log_truncated {exc}") from None
+        self._reducer, self._by_seq = restored._reducer, restored._by_seq
+        self._messages = restored._messages
 
     def messages(self) -> list[Message]:
         """A copy of the current transcript."""

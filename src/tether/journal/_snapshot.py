@@ -198,5 +198,5 @@ class SnapshotState:
                 state.fork_seq,
                 state.steer_sources,
             )
-        except (ValueError, IndexError):
+        except (ValueError, LookupError):  # LookupError: a placeholder (or gap) where it points
             return None

@@ -71,9 +71,13 @@ class SnapshotCache:
             return None
         seq, first = parsed.seq, min(parsed.latest_start, parsed.seq - 1)
         read = await read_range(store, conversation_id, first, seq - first)
+        if read and read[0].seq != first + 1:
+            return None  # truncated by retention past the latest execution's start
         records = unread_prefix(first, parsed.submission_ids())
         if 0 <= parsed.created < first:
             created = await read_range(store, conversation_id, parsed.created, 1)
+            if [record.seq for record in created] != [parsed.created + 1]:
+                return None  # truncated by retention since: the view reads it whole
             records[parsed.created : parsed.created + 1] = created
         records.extend(read)
         with collector_paused(seq):

@@ -15,7 +15,7 @@ from typing import NoReturn, cast
 
 from tether.records import Record
 
-__all__ = ("is_unread", "unread_prefix")
+__all__ = ("GAP", "gap_prefix", "is_gap", "is_unread", "unread_prefix")
 
 
 class Unread:
@@ -43,3 +43,34 @@ def unread_prefix(count: int, submission_ids: Mapping[int, str | None]) -> list[
 
 def is_unread(record: object) -> bool:
     return type(record) is Unread
+
+
+class _Gap:
+    """A record retention removed: it stands before a truncated log's ``log_truncated``
+    record, which carries all that reading it would have given. It belongs to no execution
+    and no submission, and stands for no message; anything else about it raises."""
+
+    __slots__ = ()
+    kind = ""
+    execution_id = None
+    submission_id = None
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise LookupError("this record was truncated away by retention (see log_truncated)")
+
+    def __repr__(self) -> str:
+        return "GAP"
+
+
+GAP: Record = cast(Record, _Gap())
+"""The one placeholder of every record retention removed: a truncated log of a million
+records costs a view a pointer per removed record, not an object."""
+
+
+def gap_prefix(count: int) -> list[Record]:
+    """Placeholders for the ``count`` records before a truncated log's anchor."""
+    return [GAP] * count
+
+
+def is_gap(record: object) -> bool:
+    return record is GAP

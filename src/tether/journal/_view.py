@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tether._gc import collector_paused
+from tether.errors import RecordDecodeError
 from tether.journal._approvals import ApprovalState, open_gate
 from tether.journal._executions import Execution, Executions, is_fork_marker
 from tether.journal._history import Transcript, transcript
@@ -26,11 +27,19 @@ from tether.journal._snapshot_cache import (
     fill_placeholders,
     read_range,
 )
+from tether.journal._unread import gap_prefix
 from tether.messages import Message
-from tether.records import ConversationCreated, ExecutionStarted, Record, SteerReceived
+from tether.records import (
+    ConversationCreated,
+    ExecutionStarted,
+    LogTruncated,
+    Record,
+    SteerReceived,
+    decode_record,
+)
 from tether.store import Conversation, LogStore, SessionKey
 
-__all__ = ("LogView",)
+__all__ = ("LogView", "steer_source")
 
 logger = logging.getLogger("tether.journal")
 
@@ -64,6 +73,9 @@ class LogView:
         """The transcript of the snapshot taken in, until it is first asked for."""
         self._unread = 0
         """Records 1.._unread stand as placeholders (see :meth:`refresh`, ``lean``)."""
+        self.truncated_at = 0
+        """The seq of the ``log_truncated`` record retention left, if any: the records before
+        it stand as gaps (:data:`~tether.journal._unread.GAP`)."""
 
     @property
     def head(self) -> int:
@@ -75,19 +87,46 @@ class LogView:
 
     def add(self, record: Record) -> None:
         records = self.records
+        kind = record.kind
         if record.seq != len(records) + 1:
-            raise ValueError(f"record {record.seq} does not follow the view's head {self.head}")
+            if kind != LogTruncated.KIND or record.seq <= len(records):
+                raise ValueError(f"record {record.seq} does not follow the view's head {self.head}")
+            self._truncated_before(record.seq)
+            records = self.records
         records.append(record)
         self.executions.add(record)
-        kind = record.kind
-        if kind == SteerReceived.KIND:
-            source = record.fields["payload"].get("sourceSubmissionId")
-            if source:
-                self.steer_sources[str(source)] = str(record.submission_id)
+        if kind == LogTruncated.KIND:
+            self._take_anchor(record)
+        elif kind == SteerReceived.KIND and (steer := steer_source(record)) is not None:
+            self.steer_sources[steer[0]] = steer[1]
         elif kind == ConversationCreated.KIND:
             self._created = record
             if is_fork_marker(record):
                 self.fork_seq = record.seq
+
+    def _truncated_before(self, seq: int) -> None:
+        """Retention removed the records before ``seq`` (and those this view holds of them):
+        take the log in from its anchor, with a gap for each record it replaced."""
+        if self.records:
+            logger.info("the log this view reads was truncated past its head: reading it anew")
+            self._start_over()
+        self.records = gap_prefix(seq - 1)
+        self.executions.count = seq - 1
+        self.truncated_at = seq
+
+    def _take_anchor(self, anchor: Record) -> None:
+        """What a ``log_truncated`` record carries of the records it replaced (the transcript
+        it carries is taken in with the rest: see ``Transcript``)."""
+        payload = anchor.payload
+        assert isinstance(payload, LogTruncated)
+        self.truncated_at = anchor.seq
+        self.fork_seq = payload.fork_seq
+        self.steer_sources.update(payload.steer_sources)
+        if payload.created is not None:
+            try:
+                self._created = decode_record(payload.created)
+            except RecordDecodeError:
+                logger.warning("seq %d: log_truncated carries no readable creation", anchor.seq)
 
     def extend(self, records: Sequence[Record]) -> None:
         """Take in records just appended, if they follow on (else the next refresh reads them)."""
@@ -154,7 +193,8 @@ class LogView:
             logger.info(UNFIT, conversation_id)
             tail = records[count:]
             self._start_over()
-            for record in [*read, *tail]:
+            # A log truncated since the lean start reads past the placeholders: from its anchor.
+            for record in [*(record for record in read if record.seq <= count), *tail]:
                 self.add(record)
 
     async def _start_from_snapshot(
@@ -162,6 +202,8 @@ class LogView:
     ) -> None:
         """Start from the store's snapshot of this log, if it has one; ``first`` is the log's
         first page, already read."""
+        if first and first[0].seq != 1:  # truncated: its snapshots are not for this view
+            return
         started = await self._snapshots.start(store, conversation_id, first)
         if started is None:
             return
@@ -185,6 +227,8 @@ class LogView:
     async def save_snapshot(self, store: LogStore, conversation_id: str) -> None:
         """Keep a snapshot of this view in the store if the log grew enough since the last
         (a cache: a failure is logged, never raised; see :meth:`SnapshotCache.keep`)."""
+        if self.truncated_at:  # a truncated log is short: it is read whole (docs/retention.md)
+            return
         await self._snapshots.keep(store, conversation_id, self.head, self._snapshot_body)
 
     def _snapshot_body(self) -> bytes:
@@ -247,6 +291,15 @@ class LogView:
             return list(self._before_latest[1])
         with collector_paused(execution.start_index):
             return transcript(self.records[: execution.start_index])
+
+
+def steer_source(record: Record) -> tuple[str, str] | None:
+    """A delivered steer's own submission id and the submission whose execution took it,
+    if ``record`` is one."""
+    if record.kind != SteerReceived.KIND:
+        return None
+    source = record.fields["payload"].get("sourceSubmissionId")
+    return (str(source), str(record.submission_id)) if source else None
 
 
 def _conversation_of(created: Record) -> Conversation:

@@ -37,6 +37,7 @@ from tether.records import (
     ConversationCreated,
     ExecutionEnded,
     ExecutionStarted,
+    LogTruncated,
     Record,
     decode_record,
     verify_chain,
@@ -128,8 +129,16 @@ def read_log(lines: Iterable[bytes | str]) -> tuple[Conversation, list[Record]]:
 
 def _conversation_of(conversation_id: str, records: Sequence[Record]) -> Conversation:
     """The conversation whose ``conversation_created`` record (its id is the conversation's)
-    the log holds: at seq 1, or after a fork's inherited prefix."""
-    for record in records:
+    the log holds: at seq 1, after a fork's inherited prefix, or carried by the
+    ``log_truncated`` record that replaced it."""
+    for stored in records:
+        record = stored
+        if stored.kind == LogTruncated.KIND:  # retention removed it: the anchor carries it
+            carried = stored.payload
+            assert isinstance(carried, LogTruncated)
+            if carried.created is None:
+                continue
+            record = decode_record(carried.created)
         if record.kind == ConversationCreated.KIND and record.id == conversation_id:
             created = record.payload
             assert isinstance(created, ConversationCreated)
