@@ -375,3 +375,35 @@ def test_a_malformed_stored_payload_names_its_field() -> None:
         stored.payload  # noqa: B018
     assert caught.value.field == "payload.callId"
     assert stored.session == "d"
+
+
+def _anchored_log() -> tuple[list[Record], list[Record]]:
+    """Records 1..4 of a chain, and the same with the first three replaced by the anchor at 3."""
+    chain: list[Record] = []
+    for seq in range(1, 5):
+        prev = chain[-1].hash if chain else ""
+        chain.append(
+            seal(
+                RecordDraft(UserMessage(body=str(seq))),
+                conversation_id="c",
+                session="d",
+                seq=seq,
+                prev_hash=prev,
+            )
+        )
+    payload = SAMPLES[-1].model_copy(update={"last_hash": chain[2].hash, "removed": 3})
+    sealed = seal(RecordDraft(payload), conversation_id="c", session="d", seq=3, prev_hash="x")
+    anchor = Record(3, sealed.kind, sealed.canonical, chain[2].prev_hash, chain[2].hash)
+    return chain, [anchor, chain[3]]
+
+
+def test_a_truncated_chain_verifies_from_its_anchor() -> None:
+    chain, log = _anchored_log()
+    assert verify_chain("c", log) == 4
+    forged = Record(3, log[0].kind, log[0].canonical, log[0].prev_hash, "ab" * 32)
+    with pytest.raises(LogTampered, match="does not hold its hash") as broken:
+        verify_chain("c", [forged, log[1]])
+    assert broken.value.seq == 3
+    with pytest.raises(LogTampered, match="inside the log") as inside:
+        verify_chain("c", [chain[0], log[0]])
+    assert inside.value.seq == 3

@@ -2,7 +2,8 @@
 
 A cut through seq K removes records 1..K for good, so it may only fall where nothing after K
 still needs them: every submission with a record at or before K has settled by K (its
-``submission_settled`` record) and has no record after it. Records a fork copied from its
+``submission_settled`` record) and has no record after it (for a log a journal wrote without
+the engine, every execution has ended). Records a fork copied from its
 parent (those up to the fork marker) are the parent's and inert here, whatever their state.
 What the removed records gave a reader (the transcript, the last ``conversation_created``,
 the fork marker's seq, the delivered steers, the usage) is carried by the anchor.
@@ -19,6 +20,7 @@ from tether.journal._view import steer_source
 from tether.messages import Usage
 from tether.records import (
     ConversationCreated,
+    ExecutionEnded,
     LogTruncated,
     Record,
     RecordDraft,
@@ -38,16 +40,19 @@ def truncation_point(records: Sequence[Record], *, keep: int, fork_seq: int = 0)
     limit = head - max(keep, 0)
     if limit <= first + 1:  # nothing past the current anchor (at index ``first``)
         return 0
-    spans: dict[str, list[int]] = {}  # submission -> [first seq, last seq, settled (0/1)]
+    # What must stay whole: a submission until it settles; an execution a journal ran
+    # without one (no engine) until it ends. Each: [first seq, last seq, done (0/1)].
+    spans: dict[tuple[bool, str], list[int]] = {}
     for record in records[first:]:
-        submission = record.submission_id
-        if submission is None:
+        owner = record.submission_id
+        key = (True, owner) if owner is not None else (False, record.execution_id or "")
+        if not key[1]:
             continue
-        span = spans.get(submission)
+        span = spans.get(key)
         if span is None:
-            span = spans[submission] = [record.seq, record.seq, 0]
+            span = spans[key] = [record.seq, record.seq, 0]
         span[1] = record.seq
-        if record.kind == SubmissionSettled.KIND:
+        if record.kind == (SubmissionSettled.KIND if key[0] else ExecutionEnded.KIND):
             span[2] = 1
     blocked = [0] * (head + 2)  # a difference array of the seqs a cut may not fall on
     for start, last, settled in spans.values():

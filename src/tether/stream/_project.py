@@ -8,7 +8,8 @@ from urllib.parse import quote
 
 from pydantic import JsonValue
 
-from tether.messages import TextPart, ThinkingPart
+from tether.journal import SIGNAL_MEDIA_TYPE
+from tether.messages import DataPart, TextPart, ThinkingPart, ToolResultPart
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
@@ -16,6 +17,7 @@ from tether.records import (
     AssistantTextDelta,
     AssistantThinkingDelta,
     AttachmentRef,
+    LogTruncated,
     Payload,
     Record,
     Signal,
@@ -167,6 +169,34 @@ class StreamProjector:
         )
         return [self._full(content)]
 
+    def _log_truncated(self, payload: LogTruncated) -> list[StreamEvent]:
+        """The history retention cut from the log's head, as the transcript it left: each
+        message whole, so a reader of a truncated session still sees the conversation."""
+        events: list[StreamEvent] = []
+        for message in payload.messages:
+            if message.role == "assistant":
+                events += self._completed(AssistantMessageCompleted(call_id="", message=message))
+                continue
+            for part in message.parts:
+                if isinstance(part, TextPart):
+                    author: Author = "agent" if message.role == "system" else "user"
+                    events.append(self._full(TextContent(author=author, content=part.text)))
+                elif isinstance(part, ToolResultPart):
+                    events += self._tool_outcome(
+                        ToolOutcome(
+                            call_id=part.call_id,
+                            content=part.content,
+                            data=part.data,
+                            is_error=part.is_error,
+                        )
+                    )
+                elif isinstance(part, DataPart):
+                    data: dict[str, JsonValue] = {"kind": "data", "data": part.data}
+                    if part.media_type == SIGNAL_MEDIA_TYPE and isinstance(part.data, dict):
+                        data = {"kind": "signal", **part.data}
+                    events.append(self._full(DataContent(author="user", data=data)))
+        return events
+
     def _approval_requested(self, payload: ApprovalRequested) -> list[StreamEvent]:
         return [self._data("agent", "approval_requested", payload)]
 
@@ -229,6 +259,7 @@ _HANDLERS: dict[type[Payload], Callable[[StreamProjector, Any], list[StreamEvent
     ApprovalDecided: StreamProjector._approval_decided,
     TaskSpawned: StreamProjector._task_spawned,
     TaskFinished: StreamProjector._task_finished,
+    LogTruncated: StreamProjector._log_truncated,
 }
 
 
