@@ -31,7 +31,8 @@ Serve = Callable[..., Any]
 SNAPSHOT = Path(__file__).with_name("openapi_snapshot.json")
 UPDATE = "TETHER_UPDATE_OPENAPI"
 ENVELOPE = "#/components/schemas/ErrorEnvelope"
-OPEN = {("GET", "/healthz"), ("GET", "/readyz")}  # answered without a token
+# Answered without a token (the console's sign-out too: it only clears a cookie).
+OPEN = {("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/ui/logout")}
 
 
 @pytest.fixture
@@ -123,7 +124,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 23
+    assert len(_operations(doc)) == 29
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -311,6 +312,18 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("GET", "/schedules")).status_code == 200
     assert (await call("DELETE", f"/schedules/{schedule.json()['id']}")).status_code == 200
     assert (await call("DELETE", "/schedules/nope")).status_code == 404
+    # What the web console reads besides (issue 23): the agents, a session's head, its
+    # spans and usage, and its sign-in.
+    assert (await call("GET", "/agents")).json()["agents"]
+    assert (await call("GET", f"{me}/conversation")).json()["head"] > 0
+    assert (await call("GET", f"{me}/conversation", params={"session": "x"})).status_code == 404
+    assert (await call("GET", f"/conversations/{cid}/spans")).json()["spans"]
+    assert (await call("GET", "/conversations/nope/spans")).status_code == 404
+    assert (await call("GET", f"/conversations/{cid}/usage")).json()["usage"]["calls"] > 0
+    assert (await call("GET", "/conversations/nope/usage")).status_code == 404
+    assert (await call("POST", "/ui/login", json={"token": "t"})).status_code == 200
+    assert (await call("POST", "/ui/login", json={})).status_code == 422
+    assert (await call("POST", "/ui/logout")).status_code == 200
     assert set(call.templates) <= call.seen, set(call.templates) - call.seen
 
 
@@ -320,6 +333,8 @@ async def test_an_authenticated_refusal_keeps_to_the_documented_schema(asgi: Ser
     assert (await call("GET", "/approvals")).status_code == 401
     assert (await call("POST", "/agents/assistant/me", json={"body": "x"})).status_code == 401
     assert (await call("GET", "/healthz")).status_code == 200
+    assert (await call("POST", "/ui/login", json={"token": "wrong"})).status_code == 401
+    assert (await call("POST", "/ui/logout")).status_code == 200
 
 
 async def test_a_page_of_records_written_from_their_stored_bytes_says_what_its_model_does(

@@ -17,11 +17,14 @@ from fastapi_offline import FastAPIOffline
 
 from tether.engine import Runtime
 from tether.http._approvals import approvals_router
+from tether.http._console import console_router
+from tether.http._console_auth import console_auth_router
 from tether.http._conversations import conversations_router
 from tether.http._dispatch import dispatch_router
 from tether.http._errors import failures, install_error_handlers
 from tether.http._guard import Guard
 from tether.http._health import health_router
+from tether.http._insights import insights_router
 from tether.http._progress import ProgressHub
 from tether.http._schedules import schedules_router
 from tether.http._sessions import sessions_router
@@ -47,7 +50,8 @@ def create_app(
     ``auth_token`` (non-empty) is required as ``Authorization: Bearer <token>`` on every
     route but the health checks; a request body must arrive within ``body_timeout``
     seconds (else 408) and weigh at most ``max_body`` bytes (else 413). ``/docs`` and
-    ``/redoc`` serve their assets from this server: they work offline.
+    ``/redoc`` serve their assets from this server: they work offline. ``/ui`` is the web
+    console (docs/console.md), whose sign-in trades the token for a cookie.
 
     Example::
 
@@ -88,7 +92,11 @@ def create_app(
         submissions_router(runtime, responses=guarded),
         approvals_router(runtime, responses=guarded),
         schedules_router(runtime, responses=guarded),
+        insights_router(runtime, responses=guarded),
         health_router(runtime),
+        # The web console last: no API request is matched against its routes first.
+        console_auth_router(auth_token),
+        console_router(),
     ):
         _add_routes(app, router)
     return app

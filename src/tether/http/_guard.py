@@ -1,6 +1,6 @@
-"""Checks every request passes before it reaches a route (auth, body size and time, content
-type), ``X-Content-Type-Options: nosniff`` on every response whatever produced it, HEAD, and
-the last word on unexpected exceptions.
+"""Checks every request passes before it reaches a route (auth: the bearer token, or the
+console's cookie; body size and time, content type), ``X-Content-Type-Options: nosniff`` on
+every response whatever produced it, HEAD, and the last word on unexpected exceptions.
 
 A plain ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``: that one
 re-buffers streaming responses, and SSE streams must go out frame by frame.
@@ -16,11 +16,14 @@ from typing import Any
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tether.http._console_auth import cookie_value, request_cookie
 from tether.http._errors import error_response, internal_error_response
 
 __all__ = ("Guard",)
 
-_OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+_OPEN_PATHS = frozenset({"/healthz", "/readyz", "/", "/ui"})
+_CONSOLE_PREFIX = "/ui/"  # the console's page, its files and its sign-in: no secrets there
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
 logger = logging.getLogger("tether.http")
@@ -31,10 +34,11 @@ class _HeadAnswered(Exception):
 
 
 class Guard:
-    """Answer 401/408/413/415 in the error envelope; cap bodies whether sized or chunked and
-    bound the time they take to arrive; answer HEAD wherever GET is answered; and give an
-    unexpected exception, wherever it is raised, the JSON envelope (500 ``internal``) and one
-    line with its traceback in the log."""
+    """Answer 401/408/413/415 in the error envelope (a request is authenticated by
+    ``Authorization: Bearer <token>`` or by the console's cookie, see ``_console_auth``);
+    cap bodies whether sized or chunked and bound the time they take to arrive; answer HEAD
+    wherever GET is answered; and give an unexpected exception, wherever it is raised, the
+    JSON envelope (500 ``internal``) and one line with its traceback in the log."""
 
     def __init__(
         self,
@@ -48,6 +52,7 @@ class Guard:
             raise ValueError("auth_token is empty: give a token, or None for no auth")
         self.app = app
         self.token = auth_token.encode() if auth_token is not None else None
+        self.cookie = cookie_value(self.token) if self.token is not None else None
         self.max_body = max_body
         self.body_timeout = body_timeout
 
@@ -90,13 +95,16 @@ class Guard:
             await internal_error_response()(scope, receive, guarded_send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> Any:
-        if self.token is not None and scope["path"] not in _OPEN_PATHS:
-            # The scheme is case-insensitive (RFC 9110 §11.1); the token is compared in
-            # constant time.
-            scheme, _, token = headers.get("authorization", "").strip().partition(" ")
-            given = token.strip().encode("latin-1")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given, self.token):
-                return error_response(401, "unauthorized", "a bearer token is required")
+        path = scope["path"]
+        if (
+            self.token is not None
+            and path not in _OPEN_PATHS
+            and not path.startswith(_CONSOLE_PREFIX)
+            and not self._authenticated(scope["method"], headers)
+        ):
+            return error_response(
+                401, "unauthorized", "a bearer token (or the console's sign-in) is required"
+            )
         if scope["method"] not in _BODY_METHODS:
             return None
         length = headers.get("content-length")
@@ -108,6 +116,22 @@ class Guard:
         if length != "0" and media_type not in ("application/json", ""):
             return error_response(415, "unsupported_media_type", "send application/json")
         return None
+
+    def _authenticated(self, method: str, headers: dict[str, str]) -> bool:
+        """The bearer token, or the console's cookie; both compared in constant time."""
+        assert self.token is not None and self.cookie is not None
+        # The scheme is case-insensitive (RFC 9110 §11.1).
+        scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode("latin-1"), self.token
+        ):
+            return True
+        cookie = request_cookie(headers.get("cookie", ""))
+        if cookie is None or not hmac.compare_digest(cookie, self.cookie):
+            return False
+        # SameSite=Strict keeps other sites' pages from sending the cookie; a request that
+        # changes something must also not come from another origin, whatever the browser.
+        return method in _SAFE_METHODS or _same_origin(headers)
 
     def _too_large(self) -> Any:
         return error_response(413, "payload_too_large", f"the body is over {self.max_body} bytes")
@@ -144,3 +168,11 @@ class Guard:
             return message
 
         await self.app(scope, counted_receive, send)
+
+
+def _same_origin(headers: dict[str, str]) -> bool:
+    """No ``Origin`` (not a cross-site browser request), or one naming this very host."""
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    return origin.partition("://")[2].rstrip("/") == headers.get("host", "")

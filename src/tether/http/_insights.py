@@ -1,0 +1,188 @@
+"""What a session's reader asks beyond its records (the console does, docs/console.md): the
+agents served, a session's conversation and head, the spans of its log, its usage.
+
+``GET /agents`` lists the registered agents; ``GET /agents/{agent}/{instance}/conversation``
+names a session's conversation and how far its log goes (so a reader can open its stream
+near the end of a long log); ``GET /conversations/{id}/spans`` pages the spans derived from
+the log (``_spans``); ``GET /conversations/{id}/usage`` totals its model calls, per child too.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+from pydantic import Field
+
+from tether.engine import ChildUsage, Runtime
+from tether.http._errors import Responses, failures
+from tether.http._requests import SEQ_AFTER
+from tether.http._responses import TIMESTAMP, WireResponse, optional, stream_url
+from tether.http._session_views import SessionParent
+from tether.http._spans import SpanBuilder, SpansPage
+from tether.http._submission_views import UsageView
+from tether.store import SessionKey
+
+__all__ = (
+    "AgentItem",
+    "AgentsPage",
+    "ChildUsageView",
+    "ConversationView",
+    "SessionUsage",
+    "insights_router",
+)
+
+_READ = 1000
+"""Records read per step while spans are derived."""
+MAX_SPANS_PAGE = 500
+
+
+class AgentItem(WireResponse):
+    """A registered agent: its name, what it is for, and whom it may delegate to."""
+
+    name: str
+    description: str | None = optional()
+    delegates_to: list[str] = Field(description="The agents its task tool may name.")
+
+
+class AgentsPage(WireResponse):
+    agents: list[AgentItem] = Field(description="By name.")
+
+
+class ConversationView(WireResponse):
+    """A session's conversation: its id, its key, where it branched off, and its head (the
+    seq of its last record: how many records it holds)."""
+
+    conversation_id: str
+    agent: str
+    instance: str
+    session: str
+    created_at: str = Field(**TIMESTAMP)
+    head: int
+    parent: SessionParent | None = optional()
+    stream_url: str
+
+
+class ChildUsageView(WireResponse):
+    """What one child submission's model calls used, as its parent recorded it."""
+
+    submission_id: str
+    conversation_id: str
+    agent: str | None = optional()
+    usage: UsageView
+
+    @classmethod
+    def of(cls, child: ChildUsage) -> ChildUsageView:
+        usage = child.usage
+        return cls(
+            submission_id=child.submission_id,
+            conversation_id=child.conversation_id,
+            agent=child.agent,
+            usage=UsageView(
+                calls=child.calls,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                cost=child.cost if child.calls else None,
+            ),
+        )
+
+
+class SessionUsage(WireResponse):
+    """A conversation's model calls in total (its children's included), and each child's."""
+
+    conversation_id: str
+    usage: UsageView
+    children: list[ChildUsageView] = Field(description="In the order they finished.")
+
+
+def insights_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
+    """Agents, a session's conversation, spans, usage; ``responses`` are documented on each."""
+    router = APIRouter(tags=["conversations"], responses=responses)
+
+    @router.get("/agents", tags=["sessions"], responses=failures())
+    async def agents() -> AgentsPage:
+        """The agents this server runs."""
+        return AgentsPage(
+            agents=[
+                AgentItem(
+                    name=name,
+                    description=definition.description,
+                    delegates_to=list(runtime.subagents.spawns.get(name, ())),
+                )
+                for name, definition in sorted(runtime.agents.items())
+            ]
+        )
+
+    @router.get("/agents/{agent}/{instance}/conversation", responses=failures(404, 422, 503))
+    async def conversation(
+        agent: str, instance: str, session: str = Query(default="default", max_length=200)
+    ) -> ConversationView:
+        """The session's conversation and its head (404 before its first message)."""
+        found = await runtime.conversation(agent, instance, session=session)
+        # A log is never empty (conversation_created comes first): this answers at once.
+        head = await runtime.wait_for_append(found.id, after=0)
+        parent = found.parent
+        return ConversationView(
+            conversation_id=found.id,
+            agent=agent,
+            instance=instance,
+            session=session,
+            created_at=found.created_at.isoformat(),
+            head=head,
+            parent=None
+            if parent is None
+            else SessionParent(
+                conversation_id=parent.conversation_id,
+                seq=parent.seq,
+                reason=parent.reason,
+                call_id=parent.call_id,
+            ),
+            stream_url=stream_url(SessionKey(agent, instance, session)),
+        )
+
+    @router.get("/conversations/{conversation_id}/spans", responses=failures(404, 422, 503))
+    async def spans(
+        conversation_id: str,
+        after: int = SEQ_AFTER,
+        limit: int = Query(default=200, ge=1, le=MAX_SPANS_PAGE),
+    ) -> SpansPage:
+        """A page of the spans derived from the log (executions, model calls, tool calls)
+        that start after seq ``after``, in the order they started, each with its duration
+        once it has ended. The log is read from ``after`` until the page's spans have
+        ended (or the log does)."""
+        builder = SpanBuilder(after=after)
+        cursor, ended, full = after, 0, False  # ended: how many of the first spans have
+        while not full:
+            page = await runtime.records(conversation_id, after=cursor, limit=_READ)
+            for record in page:
+                builder.feed(record)
+                cursor = record.seq
+                kept = builder.spans
+                while ended < min(limit, len(kept)) and kept[ended].end_seq is not None:
+                    ended += 1
+                if ended == limit:
+                    full = True  # the page's spans have all ended: no need to read on
+                    break
+            if len(page) < _READ:
+                break
+        kept = builder.spans[:limit]
+        more = full or len(builder.spans) > limit  # (a page after the last may be empty)
+        return SpansPage(
+            conversation_id=conversation_id,
+            spans=kept,
+            next=kept[-1].start_seq if more else None,
+        )
+
+    @router.get("/conversations/{conversation_id}/usage", responses=failures(404, 422, 503))
+    async def usage(conversation_id: str) -> SessionUsage:
+        """Token usage and cost of the conversation's model calls, its children's included
+        (each child also listed). An unknown price leaves ``cost`` out, never zero."""
+        totals = await runtime.usage(conversation_id)
+        return SessionUsage(
+            conversation_id=conversation_id,
+            usage=UsageView.of(totals),
+            children=[ChildUsageView.of(child) for child in totals.children],
+        )
+
+    return router

@@ -1,0 +1,87 @@
+// The HTTP API, as the console uses it: JSON in and out, the error envelope as an ApiError,
+// the token (kept for this tab in sessionStorage) sent as a bearer header. Streams cannot
+// send headers: for them POST /ui/login sets an HttpOnly cookie the server also accepts.
+
+const TOKEN_KEY = "tether.token";
+
+export class ApiError extends Error {
+  constructor(status, type, message, details) {
+    super(message);
+    this.status = status;
+    this.type = type;
+    this.details = details;
+  }
+}
+
+let unauthorized = () => {};
+
+/** Called whenever the server answers 401: the page asks for the token again. */
+export function onUnauthorized(callback) {
+  unauthorized = callback;
+}
+
+export function storedToken() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+function headers(extra = {}) {
+  const token = storedToken();
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+}
+
+async function failure(response) {
+  let type = "http_error";
+  let message = `${response.status} ${response.statusText}`;
+  let details;
+  try {
+    const body = await response.json();
+    if (body && body.error) ({ type, message, details } = body.error);
+  } catch {
+    // not the envelope: keep the status line
+  }
+  return new ApiError(response.status, type, message, details);
+}
+
+/** A JSON request; resolves to the decoded body, rejects with an ApiError (or a TypeError
+ * when the server cannot be reached). */
+export async function request(method, path, { query, body, signal } = {}) {
+  const url = query ? `${path}?${new URLSearchParams(clean(query))}` : path;
+  const options = { method, headers: headers(), signal, credentials: "same-origin" };
+  if (body !== undefined) {
+    options.body = JSON.stringify(body);
+    options.headers["Content-Type"] = "application/json";
+  }
+  const response = await fetch(url, options);
+  if (!response.ok) {
+    const error = await failure(response);
+    if (response.status === 401 && !path.startsWith("/ui/")) unauthorized(error);
+    throw error;
+  }
+  return response.json();
+}
+
+function clean(query) {
+  return Object.fromEntries(
+    Object.entries(query).filter(([, value]) => value !== undefined && value !== null),
+  );
+}
+
+export const get = (path, query, signal) => request("GET", path, { query, signal });
+export const post = (path, body, query) => request("POST", path, { body, query });
+
+/** Trade the token for the console's cookie; keep it for this tab. */
+export async function login(token) {
+  const answer = await request("POST", "/ui/login", { body: { token } });
+  sessionStorage.setItem(TOKEN_KEY, token);
+  return answer;
+}
+
+export async function logout() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  return request("POST", "/ui/logout");
+}
+
+/** The path of a session's routes: /agents/{agent}/{instance}. */
+export function agentPath(key, tail = "") {
+  return `/agents/${encodeURIComponent(key.agent)}/${encodeURIComponent(key.instance)}${tail}`;
+}

@@ -1,0 +1,203 @@
+// The console's entry: sign-in, the URL (agent, instance, session, panel), the panels and the
+// polls that keep the sessions list and the approvals badge live.
+
+import * as api from "./api.js";
+import { ApprovalsPanel } from "./approvals.js";
+import { ChatPanel } from "./chat.js";
+import { InspectorPanel } from "./inspector.js";
+import { SessionsPanel } from "./sessions.js";
+
+const PANELS = ["chat", "approvals", "inspector"];
+const SESSIONS_POLL_MS = 3000;
+const APPROVALS_POLL_MS = 2000;
+
+const $ = (selector) => document.querySelector(selector);
+
+const state = { key: null, panel: "chat", booted: false };
+
+function fromUrl() {
+  const query = new URLSearchParams(location.search);
+  const agent = query.get("agent");
+  const instance = query.get("instance");
+  const key = agent && instance ? { agent, instance, session: query.get("session") || "default" } : null;
+  const panel = PANELS.includes(query.get("panel")) ? query.get("panel") : "chat";
+  return { key, panel };
+}
+
+function toUrl(replace = false) {
+  const query = new URLSearchParams();
+  if (state.key) {
+    query.set("agent", state.key.agent);
+    query.set("instance", state.key.instance);
+    query.set("session", state.key.session);
+  }
+  query.set("panel", state.panel);
+  const url = `/ui?${query}`;
+  if (url === `${location.pathname}${location.search}`) return;
+  if (replace) history.replaceState(null, "", url);
+  else history.pushState(null, "", url);
+}
+
+function setConnection(text) {
+  const element = $("#connection");
+  element.textContent = text === "live" ? "live" : text;
+  element.className = text === "live" ? "live" : "away";
+}
+
+const sessions = new SessionsPanel($("#sessions"), { onSelect: (key) => navigate(key, "chat") });
+const chat = new ChatPanel($("#panel-chat"), {
+  onStatus: setConnection,
+  onOpenApprovals: () => navigate(state.key, "approvals"),
+  onActivity: () => {},
+});
+const approvals = new ApprovalsPanel($("#panel-approvals"), {
+  onCount: (text, count) => {
+    const badge = $("#approvals-badge");
+    badge.textContent = text;
+    badge.hidden = count === 0;
+  },
+});
+const inspector = new InspectorPanel($("#panel-inspector"), {
+  onNavigate: (key, panel) => navigate(key, panel),
+  findConversation: (id) => sessions.findConversation(id),
+});
+
+function showPanel(panel) {
+  state.panel = panel;
+  for (const name of PANELS) {
+    $(`#panel-${name}`).hidden = name !== panel;
+    const tab = $(`#tab-${name}`);
+    if (name === panel) tab.setAttribute("aria-current", "page");
+    else tab.removeAttribute("aria-current");
+  }
+  if (panel === "approvals") approvals.refresh({ decided: true }).catch(report);
+  if (panel === "inspector" && state.key) inspector.show(state.key).catch(report);
+  document.body.classList.remove("sessions-open");
+}
+
+function sameKey(a, b) {
+  return a && b && a.agent === b.agent && a.instance === b.instance && a.session === b.session;
+}
+
+/** Show a session (and a panel): the URL says it, so a reload comes back to it. */
+function navigate(key, panel = state.panel, { replace = false } = {}) {
+  const switched = key && !sameKey(key, state.key);
+  state.key = key || state.key;
+  if (switched) {
+    sessions.select(state.key);
+    const item = sessions.find(state.key);
+    chat.sessionStatus = item ? item.status : "idle";
+    chat.show(state.key).catch(report);
+  }
+  showPanel(panel);
+  toUrl(replace);
+  if (switched && panel === "chat") $("#message").focus();
+}
+
+function report(error) {
+  if (error instanceof api.ApiError && error.status === 401) return; // the sign-in asks
+  setConnection(error instanceof TypeError ? "server unreachable" : `error: ${error.message}`);
+}
+
+async function pollSessions() {
+  try {
+    await sessions.refresh();
+    const item = state.key && sessions.find(state.key);
+    if (item) chat.setStatus(item.status);
+    setConnection("live");
+  } catch (error) {
+    report(error);
+  }
+}
+
+async function boot() {
+  const agents = (await api.get("/agents")).agents;
+  sessions.setAgents(agents);
+  const listed = await sessions.refresh();
+  let { key, panel } = fromUrl();
+  if (!key && listed.length) key = listed[0];
+  if (!key && agents.length) key = { agent: agents[0].name, instance: "me", session: "default" };
+  if (key) key = { agent: key.agent, instance: key.instance, session: key.session };
+  navigate(key, panel, { replace: true });
+  await approvals.refresh();
+  document.body.dataset.ready = "true"; // for tests: what is typed from now on is sent
+  if (!state.booted) {
+    state.booted = true;
+    setInterval(pollSessions, SESSIONS_POLL_MS);
+    setInterval(() => approvals.refresh({ decided: state.panel === "approvals" }).catch(report), APPROVALS_POLL_MS);
+  }
+}
+
+// --- sign-in ---------------------------------------------------------------------------
+
+const dialog = $("#login");
+dialog.addEventListener("cancel", (event) => event.preventDefault()); // no way around it
+
+function askToken(message = "") {
+  $("#login-error").textContent = message;
+  if (!dialog.open) dialog.showModal();
+  $("#token").focus();
+}
+
+api.onUnauthorized(() => askToken("Sign in again: the server refused the token."));
+
+$("#login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  try {
+    const answer = await api.login($("#token").value);
+    $("#sign-out").hidden = !answer.authRequired;
+    $("#token").value = "";
+    dialog.close();
+    if (!state.booted) await boot();
+    else chat.show(state.key).catch(report);
+  } catch (error) {
+    $("#login-error").textContent = error.message;
+  }
+});
+
+$("#sign-out").addEventListener("click", async () => {
+  await api.logout().catch(() => {});
+  $("#sign-out").hidden = true;
+  askToken();
+});
+
+// --- layout --------------------------------------------------------------------------------
+
+for (const name of PANELS) {
+  $(`#tab-${name}`).addEventListener("click", (event) => {
+    event.preventDefault();
+    navigate(null, name);
+  });
+}
+$("#toggle-sessions").addEventListener("click", () => {
+  const open = document.body.classList.toggle("sessions-open");
+  $("#toggle-sessions").setAttribute("aria-expanded", String(open));
+});
+window.addEventListener("popstate", () => {
+  const { key, panel } = fromUrl();
+  navigate(key, panel, { replace: true });
+});
+
+async function start() {
+  const token = api.storedToken();
+  if (token) {
+    // The cookie may be gone (a new browser session): the tab's token gets it again.
+    try {
+      const answer = await api.login(token);
+      $("#sign-out").hidden = !answer.authRequired;
+    } catch {
+      sessionStorage.clear();
+    }
+  }
+  try {
+    await boot();
+  } catch (error) {
+    if (error instanceof api.ApiError && error.status === 401) askToken();
+    else {
+      report(error);
+      setTimeout(start, 2000); // the server is not up yet
+    }
+  }
+}
+
+start();

@@ -1,0 +1,161 @@
+// The approvals inbox: the gates waiting for a decision across every session (GET /approvals),
+// each with its tool, arguments and digest; Approve, Reject (with a reason) and Edit (the
+// arguments as JSON, checked against the tool's schema as you type); and the decisions made.
+
+import { agentPath, get, post } from "./api.js";
+import { fill, h, jsonBlock, sessionHref, timeTag } from "./dom.js";
+import { validate } from "./schema.js";
+
+const PAGE = 200;
+const DECIDED_SHOWN = 50;
+
+export class ApprovalsPanel {
+  constructor(root, { onCount }) {
+    this.root = root;
+    this.onCount = onCount;
+    this.pendingList = root.querySelector("#pending");
+    this.decidedList = root.querySelector("#decided");
+    this.approver = root.querySelector("#approver");
+    this.approver.value = localStorage.getItem("tether.approver") || "console";
+    this.approver.addEventListener("change", () => localStorage.setItem("tether.approver", this.approver.value));
+    this.shown = ""; // the ids of the pending cards on screen: they are rebuilt only if it changes
+    this.schemas = new Map();
+  }
+
+  /** Ask for the pending gates; the count goes to the badge. Cards are redrawn only when
+   * the set of gates changed, so an open editor is left alone. */
+  async refresh({ decided = false } = {}) {
+    const page = await get("/approvals", { status: "pending", limit: PAGE });
+    const count = page.nextCursor ? `${page.approvals.length}+` : `${page.approvals.length}`;
+    this.onCount(count, page.approvals.length);
+    const ids = page.approvals.map((gate) => gate.approvalId).join(" ");
+    if (ids !== this.shown) {
+      this.shown = ids;
+      fill(
+        this.pendingList,
+        page.approvals.length ? page.approvals.map((gate) => this.card(gate)) : h("li", { class: "empty" }, "Nothing waits for a decision."),
+      );
+    }
+    if (decided) await this.refreshDecided();
+  }
+
+  async refreshDecided() {
+    // Oldest first, page by page: the last pages hold the newest decisions.
+    let gates = [];
+    let cursor = null;
+    for (let page = 0; page < 5; page += 1) {
+      const answer = await get("/approvals", { status: "decided", limit: PAGE, cursor });
+      gates = [...gates, ...answer.approvals].slice(-DECIDED_SHOWN);
+      cursor = answer.nextCursor;
+      if (!cursor) break;
+    }
+    gates.reverse();
+    fill(this.decidedList, gates.length ? gates.map((gate) => this.decidedItem(gate)) : h("li", { class: "empty" }, "No decisions yet."));
+  }
+
+  where(gate) {
+    const key = { agent: gate.agent, instance: gate.instance, session: gate.session };
+    return h("a", { href: sessionHref(key) }, `${gate.agent} / ${gate.instance} / ${gate.session}`);
+  }
+
+  card(gate) {
+    const reason = h("input", { type: "text", "aria-label": "Reason", placeholder: "Reason (for a rejection)" });
+    const problem = h("p", { class: "error", role: "alert" });
+    const editorText = h("textarea", { "aria-label": "Edited arguments (JSON)", rows: 6, spellcheck: "false" });
+    const editorProblem = h("p", { class: "error", role: "alert" });
+    const saveEdit = h("button", { type: "button" }, "Approve with edits");
+    const editor = h("div", { class: "editor", hidden: true }, editorText, editorProblem, saveEdit);
+    const decide = async (decision, extra = {}) => {
+      problem.textContent = "";
+      try {
+        await post(`/approvals/${encodeURIComponent(gate.approvalId)}`, {
+          decision,
+          approver: this.approver.value.trim() || "console",
+          ...extra,
+        });
+        this.shown = "";
+        await this.refresh({ decided: true });
+      } catch (error) {
+        (decision === "edit" ? editorProblem : problem).textContent = error.message;
+      }
+    };
+    const edit = h("button", { type: "button", "aria-expanded": "false" }, "Edit");
+    edit.addEventListener("click", async () => {
+      const opening = editor.hidden;
+      editor.hidden = !opening;
+      edit.setAttribute("aria-expanded", String(opening));
+      if (opening && !editorText.value) {
+        editorText.value = JSON.stringify(gate.args, null, 2);
+        await this.check(gate, editorText, editorProblem, saveEdit);
+      }
+    });
+    editorText.addEventListener("input", () => this.check(gate, editorText, editorProblem, saveEdit));
+    saveEdit.addEventListener("click", async () => {
+      if (await this.check(gate, editorText, editorProblem, saveEdit)) {
+        await decide("edit", { args: JSON.parse(editorText.value), reason: reason.value.trim() || undefined });
+      }
+    });
+    return h(
+      "li",
+      { class: "gate", dataset: { approvalId: gate.approvalId } },
+      h("div", { class: "gate-head" }, h("strong", { class: "tool-name" }, gate.tool), " · ", this.where(gate), " · ", timeTag(gate.requestedAt || "")),
+      jsonBlock(gate.args, "args json"),
+      h("p", { class: "digest", title: "the digest of the arguments as requested" }, gate.argsDigest),
+      reason,
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { type: "button", class: "primary", onclick: () => decide("approve") }, "Approve"),
+        h("button", { type: "button", class: "danger", onclick: () => decide("reject", { reason: reason.value.trim() || undefined }) }, "Reject"),
+        edit,
+      ),
+      problem,
+      editor,
+    );
+  }
+
+  /** The tool's parameters schema, from the gate's approval_requested record. */
+  async schema(gate) {
+    if (!this.schemas.has(gate.approvalId)) {
+      const key = { agent: gate.agent, instance: gate.instance };
+      const page = await get(agentPath(key, "/records"), { session: gate.session, after: gate.seq - 1, limit: 1 });
+      const record = page.records[0];
+      this.schemas.set(gate.approvalId, (record && record.payload.parameters) || null);
+    }
+    return this.schemas.get(gate.approvalId);
+  }
+
+  async check(gate, textarea, problem, save) {
+    let args;
+    try {
+      args = JSON.parse(textarea.value);
+    } catch (error) {
+      problem.textContent = `Not JSON: ${error.message}`;
+      save.disabled = true;
+      return false;
+    }
+    let problems = typeof args === "object" && args !== null && !Array.isArray(args) ? [] : ["args: must be an object"];
+    if (!problems.length) {
+      const schema = await this.schema(gate).catch(() => null);
+      if (schema) problems = validate(args, schema);
+    }
+    problem.textContent = problems.join("; ");
+    save.disabled = problems.length > 0;
+    return problems.length === 0;
+  }
+
+  decidedItem(gate) {
+    const decision = gate.decision || {};
+    return h(
+      "li",
+      { class: `decided ${decision.decision || ""}` },
+      h("strong", {}, decision.decision || gate.status),
+      ` ${gate.tool} by ${decision.approver || "?"} `,
+      timeTag(gate.decidedAt || ""),
+      " · ",
+      this.where(gate),
+      decision.reason ? h("div", { class: "reason" }, `Reason: ${decision.reason}`) : null,
+      decision.args ? h("div", {}, "Edited to ", jsonBlock(decision.args, "args json")) : null,
+    );
+  }
+}

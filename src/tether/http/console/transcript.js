@@ -1,0 +1,238 @@
+// Renders canonical stream events (agentex's shapes, docs/console.md) into a transcript: a
+// slot per message index, text growing with its deltas, reasoning collapsed, tool calls with
+// their arguments, progress and results, data events (approvals, subagents, signals) as
+// notices, a JSON answer formatted.
+//
+// A crash can cut an answer mid-stream: the log then closes the partial message (an
+// interrupted completion) and the model streams its answer again in a new slot. Such a
+// partial is closed by a Done and followed at once by the Start of the next agent message;
+// `isInterrupted(seq)` confirms it from the record, and the partial is then removed, so the
+// answer shows once.
+
+import { h, jsonBlock, keyOfStreamUrl, sessionHref } from "./dom.js";
+
+function asJson(text) {
+  const trimmed = text.trim();
+  if (!/^[[{]/.test(trimmed)) return undefined;
+  try {
+    return JSON.parse(trimmed);
+  } catch {
+    return undefined;
+  }
+}
+
+export class Transcript {
+  constructor(root, { isInterrupted, onOpenApprovals }) {
+    this.root = root;
+    this.isInterrupted = isInterrupted;
+    this.onOpenApprovals = onOpenApprovals;
+    this.slots = new Map(); // index -> {element, kind, text}
+    this.tools = new Map(); // tool_call_id -> the tool call's card
+    this.closedAt = null; // {seq, slots}: agent slots a Done just closed, nothing after yet
+  }
+
+  apply(type, event, at) {
+    const closed = this.closedAt;
+    this.closedAt = null;
+    if (type === "start") {
+      if (closed && event.content.author === "agent" && event.content.type !== "tool_request") {
+        this.checkCut(closed);
+      }
+      this.open(event.index, event.content);
+    } else if (type === "delta") {
+      this.delta(event.index, event.delta);
+    } else if (type === "full") {
+      this.full(event.index, event.content);
+    } else if (type === "done") {
+      const slot = this.slots.get(event.index);
+      if (!slot) return;
+      this.finish(slot);
+      if (at && (slot.kind === "text" || slot.kind === "reasoning")) {
+        const same = closed && closed.seq === at[0] ? closed.slots : [];
+        this.closedAt = { seq: at[0], slots: [...same, slot] };
+      }
+    }
+  }
+
+  async checkCut({ seq, slots }) {
+    try {
+      if (await this.isInterrupted(seq)) {
+        for (const slot of slots) slot.element.remove();
+      }
+    } catch {
+      // could not tell: keep the partial
+    }
+  }
+
+  add(element) {
+    this.root.append(element);
+    return element;
+  }
+
+  open(index, content) {
+    if (content.type === "reasoning") {
+      const body = h("div", { class: "reasoning-body" }, (content.content || []).join(""));
+      const element = this.add(
+        h("details", { class: "reasoning streaming" }, h("summary", {}, "Reasoning"), body),
+      );
+      this.slots.set(index, { element, body, kind: "reasoning", text: "" });
+    } else if (content.type === "tool_request") {
+      const card = this.toolCard(content.name, content.tool_call_id, null);
+      this.slots.set(index, { element: card, kind: "tool_request", text: "" });
+    } else if (content.type === "text") {
+      const body = h("div", { class: "text" }, content.content || "");
+      const element = this.add(
+        h("div", { class: `msg ${content.author} streaming`, dataset: { index } }, body),
+      );
+      this.slots.set(index, { element, body, kind: "text", text: content.content || "" });
+    } else {
+      const body = h("pre", { class: "json" });
+      const element = this.add(h("div", { class: "notice" }, body));
+      this.slots.set(index, { element, body, kind: content.type, text: "" });
+    }
+  }
+
+  delta(index, delta) {
+    if (!delta) return;
+    let slot = this.slots.get(index);
+    if (!slot) {
+      // Its start came before the part of the log shown: open it here.
+      const content =
+        delta.type === "reasoning_content" || delta.type === "reasoning_summary"
+          ? { type: "reasoning", author: "agent" }
+          : delta.type === "tool_request"
+            ? { type: "tool_request", name: delta.name, tool_call_id: delta.tool_call_id }
+            : { type: "text", author: "agent", content: "" };
+      this.open(index, content);
+      slot = this.slots.get(index);
+    }
+    const piece =
+      delta.text_delta ??
+      delta.content_delta ??
+      delta.summary_delta ??
+      delta.arguments_delta ??
+      delta.data_delta ??
+      "";
+    slot.text += piece;
+    if (slot.kind === "tool_request") {
+      slot.element.querySelector(".args").textContent = slot.text;
+    } else if (slot.body) {
+      slot.body.append(piece);
+    }
+  }
+
+  finish(slot) {
+    slot.element.classList.remove("streaming");
+    if (slot.kind === "text") this.formatJson(slot.body, slot.text);
+    if (slot.kind === "tool_request") {
+      const args = asJson(slot.text || "{}");
+      if (args !== undefined) slot.element.querySelector(".args").replaceWith(argsBlock(args));
+    }
+  }
+
+  formatJson(body, text) {
+    const value = asJson(text);
+    if (value !== undefined && typeof value === "object") {
+      body.replaceChildren(jsonBlock(value, "json result"));
+    }
+  }
+
+  full(index, content) {
+    const author = content.author;
+    if (content.type === "text") {
+      const body = h("div", { class: "text" }, content.content);
+      this.add(h("div", { class: `msg ${author}`, dataset: { index } }, body));
+      if (author === "agent") this.formatJson(body, content.content);
+    } else if (content.type === "reasoning") {
+      const text = [...(content.summary || []), ...(content.content || [])].join("\n");
+      this.add(
+        h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"), h("div", {}, text)),
+      );
+    } else if (content.type === "tool_request") {
+      this.toolCard(content.name, content.tool_call_id, content.arguments);
+    } else if (content.type === "tool_response") {
+      this.toolResult(content);
+    } else if (content.type === "data") {
+      this.add(this.notice(content.data));
+    }
+  }
+
+  toolCard(name, callId, args) {
+    const known = this.tools.get(callId);
+    if (known) return known;
+    const card = this.add(
+      h(
+        "div",
+        { class: "tool", dataset: { callId } },
+        h("div", { class: "tool-head" }, h("span", { class: "tool-name" }, name), " ", "tool call"),
+        args === null ? h("pre", { class: "args json" }) : argsBlock(args),
+        h("div", { class: "progress", role: "status" }),
+      ),
+    );
+    this.tools.set(callId, card);
+    return card;
+  }
+
+  toolResult(content) {
+    const card = this.toolCard(content.name, content.tool_call_id, {});
+    card.classList.toggle("error", Boolean(content.is_error));
+    card.querySelector(".progress").textContent = "";
+    const value = content.content;
+    const shown =
+      typeof value === "string" && asJson(value) === undefined
+        ? h("div", { class: "tool-text" }, value)
+        : jsonBlock(typeof value === "string" ? asJson(value) : value);
+    card.append(
+      h("div", { class: "tool-result" }, h("span", { class: "label" }, content.is_error ? "error" : "result"), shown),
+    );
+  }
+
+  progress(event) {
+    const card = this.tools.get(event.callId);
+    if (card) card.querySelector(".progress").textContent = event.text;
+  }
+
+  notice(data) {
+    const kind = data.kind;
+    if (kind === "approval_requested") {
+      return h(
+        "div",
+        { class: "notice approval" },
+        h("strong", {}, "Waiting for approval: "),
+        `${data.tool}`,
+        jsonBlock(data.args),
+        h("a", { href: "#", onclick: (e) => (e.preventDefault(), this.onOpenApprovals()) }, "Open the approvals inbox"),
+      );
+    }
+    if (kind === "approval_decided") {
+      const reason = data.reason ? ` (${data.reason})` : "";
+      return h("div", { class: `notice decided ${data.decision}` }, `${data.decision} by ${data.approver}${reason}`);
+    }
+    if (kind === "task_spawned" || kind === "task_finished") {
+      const child = data.streamUrl ? keyOfStreamUrl(data.streamUrl) : null;
+      const link = child ? h("a", { href: sessionHref(child), class: "child-link" }, `${child.agent} / ${child.session}`) : data.agent;
+      if (kind === "task_spawned") return h("div", { class: "notice task" }, "Delegated to ", link);
+      const outcome = data.status === "succeeded" ? data.result : data.error;
+      return h(
+        "div",
+        { class: `notice task ${data.status}` },
+        "Subagent ",
+        link,
+        ` ${data.status}`,
+        outcome === undefined || outcome === null ? null : typeof outcome === "string" ? h("div", {}, outcome) : jsonBlock(outcome),
+      );
+    }
+    if (kind === "signal") {
+      return h("div", { class: "notice signal" }, `Signal ${data.type}: ${data.body}`);
+    }
+    return h("div", { class: "notice" }, jsonBlock(data));
+  }
+
+  error(text) {
+    this.add(h("div", { class: "notice error", role: "alert" }, text));
+  }
+}
+
+function argsBlock(args) {
+  return jsonBlock(args, "args json");
+}
