@@ -3,7 +3,10 @@ of a truncated log derives what the full one does (issue 22, item 3)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,11 +18,12 @@ from tether.records import (
     SubmissionSettled,
     UserMessage,
 )
-from tether.store import MemoryStore, Store
+from tether.store import MemoryStore, SqliteStore, Store
 from tether.testing import RecordingTools
 
+from ..kill import killed_repeatedly
 from .harnesses import EchoHarness, new_conversation, planning_model, user
-from .snapshots import taken_in, varied_log, view_state
+from .snapshots import taken_in, taken_in_lean, varied_log, view_state
 
 
 async def _cut(store: Store, cid: str, keep: int) -> int:
@@ -154,3 +158,53 @@ async def test_gaps_and_the_anchor_refuse_what_they_do_not_carry(store: Store) -
     with pytest.raises(LookupError, match="truncated away"):
         _ = view.records[0].payload
     assert view.records[0].submission_id is None and view.records[0].execution_id is None
+
+
+def test_sigkill_while_logs_are_cut_leaves_every_acknowledged_turn(tmp_path: Path) -> None:
+    """A process running executions and cutting its log's head every third one is killed at
+    random moments, three times over. Whatever the kill left, the log verifies to its head,
+    and a cold reader's transcript holds every turn once, in order: ``hello 0``, its answer,
+    ``hello 1``, ... (the next process numbers its message by the turns it reads)."""
+    worker = Path(__file__).with_name("truncate_worker.py")
+
+    async def setup() -> str:
+        async with await SqliteStore.open(tmp_path) as store:
+            return await new_conversation(store)
+
+    cid = asyncio.run(setup())
+    command = [sys.executable, str(worker), str(tmp_path), cid]
+    for acknowledged in killed_repeatedly(command, seed=7, acknowledgements=(8, 40)):
+
+        async def check(acknowledged: int) -> None:
+            async with await SqliteStore.open(tmp_path) as store:
+                head = await store.head(cid)
+                assert await store.verify(cid) == head >= acknowledged
+                [first] = await store.read(cid, limit=1)
+                assert first.kind == LogTruncated.KIND
+                view = await taken_in(store, cid, snapshot=False)
+                said = [m.text for m in view.messages() if m.role == "user"]
+                assert said == [f"hello {n}" for n in range(len(said))]
+                roles = [m.role for m in view.messages()]
+                assert roles[: 2 * len(said) - 1 : 2] == ["user"] * len(said)
+
+        asyncio.run(check(acknowledged))
+
+
+async def test_a_truncated_log_with_snapshots_reads_the_same_every_way(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snapshots taken before the cut (the store drops those it made stale) never mislead a
+    reader: started from one, lean or full, a view of what is left derives what the whole
+    log did, and goes on from it."""
+    monkeypatch.setattr("tether.journal._snapshot.MIN_RECORDS", 4)
+    cid = await varied_log(store)
+    assert await store.get_snapshot(cid) is not None
+    full = _derived(await taken_in(store, cid, snapshot=False))
+    await _cut(store, cid, keep=3)
+    assert _derived(await taken_in(store, cid, snapshot=True)) == full
+    lean, _ = await taken_in_lean(store, cid)
+    await lean.refresh(store, cid)
+    assert _derived(lean) == full
+    cold = await Journal.open(store, cid, model=planning_model(), tools=RecordingTools())
+    await cold.exec(EchoHarness(), [user("after the cut")])
+    assert await store.verify(cid) == await store.head(cid)
