@@ -61,10 +61,11 @@ def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter
     @router.post(
         "/conversations/{conversation_id}/fork",
         status_code=201,
-        responses=failures(*BODY_FAILURES, 404, 409, 503),
+        responses=failures(*BODY_FAILURES, 404, 409, 410, 503),
     )
     async def fork(conversation_id: str, payload: ForkBody) -> Forked:
-        """A new session whose log starts with this one's first ``atSeq`` records."""
+        """A new session whose log starts with this one's first ``atSeq`` records (410
+        ``seq_truncated`` for a seq retention removed)."""
         child = await runtime.fork(conversation_id, at_seq=payload.at_seq, session=payload.session)
         key = child.key
         return Forked(

@@ -137,6 +137,8 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
     408: "The body did not arrive in time (``request_timeout``).",
     409: "Conflicts with the state of things (the type says which: ``session_busy``, "
     "``dispatch_conflict``, ``approval_conflict``, ``log_tampered``...).",
+    410: "What the request names was removed by retention: records before a log's "
+    "``log_truncated`` record (``seq_truncated``).",
     413: "The body is over the server's limit (``payload_too_large``).",
     415: "The body is not ``application/json`` (``unsupported_media_type``).",
     422: "A parameter or the body does not validate (``invalid_request``, with every problem "
