@@ -18,6 +18,7 @@ from tether._canonical import canonical_json
 from tether._payloads import ConversationParent
 from tether.errors import (
     ConversationNotFound,
+    SeqTruncated,
     SessionExists,
 )
 from tether.records import Record, RecordDraft
@@ -48,6 +49,7 @@ __all__ = (
     "ensure_conversation",
     "find_conversation",
     "fork",
+    "fork_prefix",
     "get_conversation",
     "head",
     "insert_conversation",
@@ -57,6 +59,7 @@ __all__ = (
     "notify",
     "read",
     "read_all",
+    "record_of",
     "stored_parent",
 )
 
@@ -95,7 +98,7 @@ def _conversation(row: TupleRow) -> Conversation:
     )
 
 
-def _record(row: TupleRow) -> Record:
+def record_of(row: TupleRow) -> Record:
     """A stored row as a record (digests are stored as raw bytes, carried as hex)."""
     seq, kind, body, prev_hash, hash_ = row
     return Record(seq, kind, bytes(body), bytes(prev_hash).hex(), bytes(hash_).hex())
@@ -229,18 +232,6 @@ async def mint_fence(conn: Conn, conversation_id: str) -> int:
     return int(row[0])
 
 
-async def put_snapshot(conn: Conn, conversation_id: str, seq: int, body: bytes) -> None:
-    cursor = await conn.execute(
-        "INSERT INTO snapshots (conversation_id, seq, body) "
-        "SELECT id, %s, %s FROM conversations WHERE id = %s "
-        "ON CONFLICT (conversation_id) DO UPDATE SET seq = excluded.seq, body = excluded.body "
-        "WHERE excluded.seq > snapshots.seq",
-        (seq, body, conversation_id),
-    )
-    if cursor.rowcount == 0:
-        await head(conn, conversation_id)  # ConversationNotFound, or an older snapshot: kept
-
-
 async def get_snapshot(conn: Conn, conversation_id: str) -> tuple[int, bytes] | None:
     row = await (
         await conn.execute(
@@ -269,7 +260,7 @@ async def read(conn: Conn, conversation_id: str, after_seq: int, limit: int) -> 
     ).fetchall()
     if not rows:
         await head(conn, conversation_id)  # ConversationNotFound for an unknown id
-    return [_record(row) for row in rows]
+    return [record_of(row) for row in rows]
 
 
 async def read_all(conn: Conn, conversation_id: str) -> tuple[list[Record], int, str]:
@@ -285,7 +276,7 @@ async def read_all(conn: Conn, conversation_id: str) -> tuple[list[Record], int,
     ).fetchall()
     if not rows:
         raise ConversationNotFound(conversation_id)
-    records = [_record(row[2:]) for row in rows if row[2] is not None]
+    records = [record_of(row[2:]) for row in rows if row[2] is not None]
     return records, int(rows[0][0]), bytes(rows[0][1]).hex()
 
 
@@ -474,7 +465,7 @@ async def fork(
     channels: Channels,
 ) -> Conversation:
     check_fork_seq(conversation_id, at_seq, await head(conn, conversation_id))
-    prefix = await read(conn, conversation_id, 0, at_seq)
+    prefix = await fork_prefix(conn, conversation_id, at_seq)
     conversation = Conversation(
         new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
     )
@@ -487,3 +478,26 @@ async def fork(
         (new_conversation_id, conversation_id, at_seq),
     )
     return conversation
+
+
+async def fork_prefix(conn: Conn, conversation_id: str, at_seq: int) -> list[Record]:
+    """The records a fork at ``at_seq`` (at most the head) copies: from seq 1, or from the
+    anchor of a log retention truncated; ``SeqTruncated`` if ``at_seq`` is before it. One
+    statement, so one snapshot: a truncation committing meanwhile is seen whole or not at all."""
+    rows = await (
+        await conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation_id = %s AND seq <= %s "
+            "ORDER BY seq",
+            (conversation_id, at_seq),
+        )
+    ).fetchall()
+    if rows:
+        return [record_of(row) for row in rows]
+    first = await (
+        await conn.execute(
+            "SELECT min(seq) FROM records WHERE conversation_id = %s", (conversation_id,)
+        )
+    ).fetchone()
+    if first is None or first[0] is None:
+        raise ConversationNotFound(conversation_id)  # erased since its head was read
+    raise SeqTruncated(conversation_id, at_seq, int(first[0]))

@@ -238,7 +238,9 @@ async def import_conversation(
             return False
         raise SessionExists(str(conversation.key))
     await insert_records(conn, conversation.id, records)
-    await index_gates(conn, conversation.id, records[start - 1 :])
+    # Its own records' gates (a fork's copied ones are its parent's); a truncated log's
+    # records start at its anchor, so they are told apart by seq, not by position.
+    await index_gates(conn, conversation.id, [r for r in records if r.seq >= start])
     await index_refs(conn, conversation.id, records)
     await notify(conn, channels.append, f"{conversation.id}:{last.seq}")
     return True

@@ -30,7 +30,7 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
-from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
     Admission,
     Attempt,
@@ -49,6 +49,7 @@ from tether.store.postgres import (
     _schedules,
     _sessions,
     _submissions,
+    _truncate,
     _waits,
 )
 from tether.store.postgres._listen import Listener
@@ -447,7 +448,7 @@ class PostgresStore:
         return await self._autocommit(_log.mint_fence, conversation_id)
 
     async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
-        await self._autocommit(_log.put_snapshot, conversation_id, seq, body)
+        await self._run(_truncate.put_snapshot, conversation_id, seq, body)
 
     async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
         return await self._autocommit(_log.get_snapshot, conversation_id)
@@ -769,6 +770,14 @@ class PostgresStore:
         self._heads.pop(conversation_id, None)
         self._appends.notify([conversation_id])  # its tailers look, and find it gone
         return erased
+
+    async def truncate_log(self, conversation_id: str, anchor: RecordDraft) -> TruncatedLog:
+        truncated = await self._run(_truncate.truncate_log, conversation_id, anchor, self._channels)
+        # The head and its hash stay, but its record may now be the anchor: the next append
+        # seals against what the checked path reads.
+        self._heads.pop(conversation_id, None)
+        self._appends.notify([conversation_id])  # our own NOTIFY's echo is skipped
+        return truncated
 
     async def import_conversation(
         self, conversation: Conversation, records: Sequence[Record]
