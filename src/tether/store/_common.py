@@ -30,6 +30,7 @@ from tether.errors import (
     RecordDecodeError,
     SeqOutOfRange,
 )
+from tether.messages import FilePart
 from tether.records import Record, RecordDraft, format_time, seal, verify_chain
 from tether.store._types import Conversation, SessionKey, Submission, SubmissionStatus
 
@@ -349,6 +350,9 @@ def attachment_digests(records: Iterable[Record]) -> list[str]:
     payload that does not decode references nothing (verification reports it)."""
     digests: dict[str, None] = {}
     for record in records:
+        if record.kind == LogTruncated.KIND:  # the transcript it carries may show some
+            digests.update(dict.fromkeys(_carried_digests(record)))
+            continue
         if record.kind not in ATTACHING_KINDS or _ATTACHMENTS_KEY not in record.canonical:
             continue
         try:
@@ -358,6 +362,25 @@ def attachment_digests(records: Iterable[Record]) -> list[str]:
         if isinstance(payload, UserMessage | SteerReceived):
             digests.update(dict.fromkeys(ref.digest for ref in payload.attachments or ()))
     return list(digests) if digests else []
+
+
+def _carried_digests(anchor: Record) -> list[str]:
+    if _DIGEST_KEY not in anchor.canonical:
+        return []
+    try:
+        payload = anchor.payload
+    except RecordDecodeError:
+        return []
+    assert isinstance(payload, LogTruncated)
+    return [
+        part.digest
+        for message in payload.messages
+        for part in message.parts
+        if isinstance(part, FilePart)
+    ]
+
+
+_DIGEST_KEY = b'"digest":'
 
 
 # --- the sessions index ---------------------------------------------------------------
@@ -467,9 +490,18 @@ def check_import(conversation: Conversation, records: Sequence[Record]) -> int:
 def _is_created_of(conversation: Conversation, wire: Mapping[str, Any]) -> bool:
     """Whether a record's wire form is ``conversation``'s own ``conversation_created``."""
     draft = conversation_created_draft(conversation)
+    time = wire.get("time")
+    # A fork's is sealed no earlier than the parent's record it follows, so it may be later
+    # than its creation time (RFC 3339 in UTC with microseconds sorts as text).
+    on_time = time == draft.time or (
+        conversation.parent is not None
+        and isinstance(time, str)
+        and len(time) == len(draft.time)
+        and time > draft.time
+    )
     return (
-        wire.get("kind") == ConversationCreated.KIND
+        on_time
+        and wire.get("kind") == ConversationCreated.KIND
         and wire.get("id") == conversation.id == wire.get("conversationId")
-        and wire.get("time") == draft.time
         and wire.get("payload") == orjson.loads(draft.payload_canonical)
     )

@@ -737,7 +737,7 @@ class MemoryStore:
         return ErasedSession(
             conversation_id=conversation_id,
             key=key,
-            records=log.head,
+            records=len(log.rows),
             submissions=len(erased),
             snapshot=log.snapshot is not None,
             attachments=tuple(removed),
@@ -765,7 +765,8 @@ class MemoryStore:
         if existing is not None or conversation.key in self._by_key:
             raise SessionExists(str(conversation.key))
         log = self._install(conversation, records)
-        self._gates.index(log.conversation, records[start - 1 :])  # a fork's copied: its parent's
+        # A fork's copied records are its parent's gates, not its own.
+        self._gates.index(log.conversation, [record for record in records if record.seq >= start])
         self._notifier.notify([conversation.id])
         return True
 

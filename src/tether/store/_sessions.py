@@ -40,9 +40,9 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class ErasedSession:
-    """What ``Store.erase_session`` removed: the conversation's records, its submissions
-    (with their attempts), whether a snapshot was kept, and the attachments no other log
-    referenced (by digest)."""
+    """What ``Store.erase_session`` removed: the conversation's records (those it held:
+    fewer than its head once retention truncated it), its submissions (with their attempts),
+    whether a snapshot was kept, and the attachments no other log referenced (by digest)."""
 
     conversation_id: str
     key: SessionKey

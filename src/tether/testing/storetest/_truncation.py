@@ -16,7 +16,7 @@ from tether.errors import (
     SeqOutOfRange,
     SeqTruncated,
 )
-from tether.messages import Message
+from tether.messages import FilePart, Message
 from tether.records import LogTruncated, Record, RecordDraft, UserMessage, format_time
 from tether.store import MemoryStore, Store
 from tether.testing.storetest._base import BaseConformance, Fixtures, case
@@ -25,6 +25,7 @@ from tether.testing.storetest._sessions import (
     _draft,
     _export,
     _forged,
+    _gate,
     _matches_its_log,
     _open,
     _said,
@@ -35,7 +36,7 @@ __all__ = ("TruncationCases",)
 
 def _anchor(fx: Fixtures, records: list[Record], through: int, **changes: object) -> RecordDraft:
     """The anchor of a truncation through ``through``, as the engine would build it from
-    ``records`` (the log, from its start), carrying the first record as its created one."""
+    ``records`` (the log from seq 1), carrying the last ``conversation_created`` it removes."""
     [replaced] = [record for record in records if record.seq == through]
     payload = LogTruncated(
         last_hash=replaced.hash,
@@ -45,7 +46,10 @@ def _anchor(fx: Fixtures, records: list[Record], through: int, **changes: object
         parents=[None],
         groups=[(through, 1)],
         messages=[Message.user(f"all of it up to {through}")],
-        created=records[0].to_wire() if records[0].seq == 1 else None,
+        created=next(
+            (r.to_wire() for r in reversed(records[:through]) if r.kind == "conversation_created"),
+            None,
+        ),
     )
     payload = payload.model_copy(update=changes)
     return RecordDraft(payload, id=fx.id("cut"), time=replaced.time)
@@ -221,6 +225,59 @@ class TruncationCases(BaseConformance):
         assert await store.verify(cid) == 5
         await _append(store, cid, RecordDraft(UserMessage(body="back"), id=fx.id("rec")))
         assert await store.verify(cid) == 6
+
+    @case
+    async def test_an_erase_of_a_truncated_log_counts_what_it_held(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        cid, before = await _log_of(store, fx, 6)
+        await store.truncate_log(cid, _anchor(fx, before, 3))
+        assert (await store.erase_session(cid)).records == 4  # the anchor and 4..6
+
+    @case
+    async def test_a_truncated_fork_imports_with_its_gates(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """A fork made earlier than its parent's last record (its creation is sealed at that
+        record's time), truncated past its own creation: it imports whole, its gates too."""
+        cid = await _open(store, "conv-1")
+        await _append(store, cid, _draft(fx, 5), _draft(fx, 6))
+        fork = await store.fork(
+            cid, at_seq=3, key=fx.key("fork"), new_conversation_id="conv-2", created_at=fx.at(1)
+        )
+        await _append(store, fork.id, _draft(fx, 7), _draft(fx, 8, _gate(fork.id, 6)))
+        await _append(store, fork.id, _draft(fx, 9))
+        conversation, records = await _export(store, fork.id)
+        await store.truncate_log(fork.id, _anchor(fx, records, 5))
+        conversation, truncated = await _export(store, fork.id)
+        gates = await store.list_gates()
+        await store.erase_session(fork.id)
+        assert await store.list_gates() == []
+        assert await store.import_conversation(conversation, truncated) is True
+        assert await _export(store, fork.id) == (conversation, truncated)
+        assert await store.list_gates() == gates
+        assert await store.verify(fork.id) == 7
+
+    @case
+    async def test_attachments_an_anchor_shows_are_kept_for_it(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """An imported truncated log references the attachments its anchor's transcript
+        shows: erasing the other session that shared one leaves it."""
+        ref = await store.put_attachment(b"pic", media_type="image/png")
+        cid, before = await _log_of(store, fx, 4)
+        other = await _open(store, "conv-9", session="other")
+        await _append(store, other, _draft(fx, 1, _said(ref)))
+        shown = Message(
+            role="user", parts=(FilePart(digest=ref.digest, media_type=ref.media_type),)
+        )
+        await store.truncate_log(cid, _anchor(fx, before, 3, messages=[shown]))
+        conversation, records = await _export(store, cid)
+        await store.erase_session(cid)
+        assert await store.import_conversation(conversation, records) is True
+        assert (await store.erase_session(other)).attachments == ()
+        assert (await store.get_attachment(ref.digest))[1] == b"pic"
+        assert (await store.erase_session(cid)).attachments == (ref.digest,)
 
 
 def _recanonical(record: Record, payload: LogTruncated) -> bytes:
