@@ -5,13 +5,14 @@ sockets and what the server itself does)."""
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
 import pytest
 import uvicorn
+from fastapi import APIRouter
 
 from tether.engine import Runtime
 from tether.http import create_app
@@ -47,11 +48,17 @@ async def asgi(store: Store) -> AsyncIterator[Callable[..., Awaitable[Server]]]:
     async with contextlib.AsyncExitStack() as stack:
 
         async def start(
-            agents: dict[str, Any], *, settings: dict[str, Any] | None = None, **options: Any
+            agents: dict[str, Any],
+            *,
+            settings: dict[str, Any] | None = None,
+            webhooks: Callable[[Runtime], Sequence[APIRouter]] | None = None,
+            **options: Any,
         ) -> Server:
-            """``settings`` go to the runtime (``subagents=...``), ``options`` to the app."""
+            """``settings`` go to the runtime (``subagents=...``), ``options`` to the app,
+            with the ``webhooks`` made for the runtime."""
             runtime = Runtime(agents, store, **{**FAST, **(settings or {})})
-            app = create_app(runtime, manage_runtime=True, **options)
+            hooks = webhooks(runtime) if webhooks is not None else ()
+            app = create_app(runtime, manage_runtime=True, webhooks=hooks, **options)
             await stack.enter_async_context(app.router.lifespan_context(app))
             client = httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=app), base_url=IN_PROCESS_URL, timeout=90
@@ -84,12 +91,15 @@ async def serve(store: Store) -> AsyncIterator[Callable[..., Any]]:
         *,
         customize: Callable[[Any], None] | None = None,
         settings: dict[str, Any] | None = None,
+        webhooks: Callable[[Runtime], Sequence[APIRouter]] | None = None,
         **options: Any,
     ) -> Server:
         """``customize(app)`` may add to the app before it serves (a test's own middleware);
-        ``settings`` go to the runtime (``subagents=...``), ``options`` to the app."""
+        ``settings`` go to the runtime (``subagents=...``), ``options`` to the app, with the
+        ``webhooks`` made for the runtime."""
         runtime = Runtime(agents, store, **{**FAST, **(settings or {})})
-        app = create_app(runtime, manage_runtime=True, **options)
+        hooks = webhooks(runtime) if webhooks is not None else ()
+        app = create_app(runtime, manage_runtime=True, webhooks=hooks, **options)
         if customize is not None:
             customize(app)
         sock = socket.socket()

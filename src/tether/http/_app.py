@@ -9,7 +9,7 @@ written by ``_sse`` (with the events of a session's subagents: ``_family``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -44,6 +44,7 @@ def create_app(
     body_timeout: float = 60.0,
     manage_runtime: bool = False,
     worker: bool = True,
+    webhooks: Sequence[APIRouter] = (),
 ) -> FastAPI:
     """The HTTP face of a runtime. With ``manage_runtime`` the app starts and closes it.
 
@@ -51,7 +52,9 @@ def create_app(
     route but the health checks; a request body must arrive within ``body_timeout``
     seconds (else 408) and weigh at most ``max_body`` bytes (else 413). ``/docs`` and
     ``/redoc`` serve their assets from this server: they work offline. ``/ui`` is the web
-    console (docs/console.md), whose sign-in trades the token for a cookie.
+    console (docs/console.md), whose sign-in trades the token for a cookie. ``webhooks``
+    are routes made by :mod:`tether.http.webhooks`: their signature is their auth, so the
+    token does not guard their paths.
 
     Example::
 
@@ -82,7 +85,14 @@ def create_app(
         title="Tether", version="1", lifespan=lifespan, separate_input_output_schemas=False
     )
     install_error_handlers(app)
-    app.add_middleware(Guard, auth_token=auth_token, max_body=max_body, body_timeout=body_timeout)
+    hooks = {route.path for router in webhooks for route in router.routes if hasattr(route, "path")}
+    app.add_middleware(
+        Guard,
+        auth_token=auth_token,
+        max_body=max_body,
+        body_timeout=body_timeout,
+        open_paths=frozenset(hooks),
+    )
 
     guarded = failures(401) if auth_token is not None else {}  # health checks stay open
     for router in (
@@ -94,6 +104,7 @@ def create_app(
         schedules_router(runtime, responses=guarded),
         insights_router(runtime, responses=guarded),
         health_router(runtime),
+        *webhooks,
         # The web console last: no API request is matched against its routes first.
         console_auth_router(auth_token),
         console_router(),

@@ -47,10 +47,14 @@ class Guard:
         auth_token: str | None,
         max_body: int,
         body_timeout: float = 60.0,
+        open_paths: frozenset[str] = frozenset(),
     ) -> None:
         if auth_token is not None and not auth_token.strip():
             raise ValueError("auth_token is empty: give a token, or None for no auth")
         self.app = app
+        self.open_paths = _OPEN_PATHS | open_paths
+        """Paths the token does not guard: the health checks, the console's page, and
+        routes that authenticate themselves (a webhook's signature)."""
         self.token = auth_token.encode() if auth_token is not None else None
         self.cookie = cookie_value(self.token) if self.token is not None else None
         self.max_body = max_body
@@ -98,7 +102,7 @@ class Guard:
         path = scope["path"]
         if (
             self.token is not None
-            and path not in _OPEN_PATHS
+            and path not in self.open_paths
             and not path.startswith(_CONSOLE_PREFIX)
             and not self._authenticated(scope["method"], headers)
         ):
