@@ -1,0 +1,1 @@
+"""Runnable examples of Tether: ``python -m examples.<name>`` from the repository root."""

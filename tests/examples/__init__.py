@@ -1,0 +1,1 @@
+"""Tests that run each example's runbook against its keyless model."""
