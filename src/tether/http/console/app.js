@@ -48,7 +48,7 @@ const sessions = new SessionsPanel($("#sessions"), { onSelect: (key) => navigate
 const chat = new ChatPanel($("#panel-chat"), {
   onStatus: setConnection,
   onOpenApprovals: () => navigate(state.key, "approvals"),
-  onActivity: () => {},
+  onActivity: () => soon(),
 });
 const approvals = new ApprovalsPanel($("#panel-approvals"), {
   onCount: (text, count) => {
@@ -73,6 +73,7 @@ function showPanel(panel) {
   if (panel === "approvals") approvals.refresh({ decided: true }).catch(report);
   if (panel === "inspector" && state.key) inspector.show(state.key).catch(report);
   document.body.classList.remove("sessions-open");
+  $("#toggle-sessions").setAttribute("aria-expanded", "false");
 }
 
 function sameKey(a, b) {
@@ -97,6 +98,18 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
 function report(error) {
   if (error instanceof api.ApiError && error.status === 401) return; // the sign-in asks
   setConnection(error instanceof TypeError ? "server unreachable" : `error: ${error.message}`);
+}
+
+let pending = null;
+
+/** A refresh of the sessions and the tracked submissions shortly after the stream moved. */
+function soon() {
+  if (pending) return;
+  pending = setTimeout(() => {
+    pending = null;
+    chat.poll();
+    pollSessions();
+  }, 300);
 }
 
 async function pollSessions() {

@@ -18,7 +18,7 @@ export class ApprovalsPanel {
     this.approver = root.querySelector("#approver");
     this.approver.value = localStorage.getItem("tether.approver") || "console";
     this.approver.addEventListener("change", () => localStorage.setItem("tether.approver", this.approver.value));
-    this.shown = ""; // the ids of the pending cards on screen: they are rebuilt only if it changes
+    this.shown = null; // the ids of the pending cards on screen: they are rebuilt only if it changes
     this.schemas = new Map();
   }
 
@@ -73,7 +73,7 @@ export class ApprovalsPanel {
           approver: this.approver.value.trim() || "console",
           ...extra,
         });
-        this.shown = "";
+        this.shown = null; // redraw
         await this.refresh({ decided: true });
       } catch (error) {
         (decision === "edit" ? editorProblem : problem).textContent = error.message;

@@ -81,7 +81,7 @@ export class InspectorPanel {
     if (this.key !== key) return;
     this.after = after;
     const last = answer.records.length ? answer.records[answer.records.length - 1].seq : after;
-    this.pageLabel.textContent = `records ${after + 1}–${last} of ${this.info.head}`;
+    this.pageLabel.textContent = `records ${after + 1} to ${last} of ${this.info.head}`;
     fill(this.rows, answer.records.map((record) => this.row(record)));
   }
 
@@ -123,7 +123,7 @@ export class InspectorPanel {
     return h(
       "tr",
       { class: "detail" },
-      h("td", { colspan: 4 }, h("div", { class: "actions" }, fork, h("span", {}, `a new session with records 1–${record.seq}`)), problem, jsonBlock(record.payload), jsonBlock(meta, "json meta")),
+      h("td", { colspan: 4 }, h("div", { class: "actions" }, fork, h("span", {}, `a new session with records 1 to ${record.seq}`)), problem, jsonBlock(record.payload), jsonBlock(meta, "json meta")),
     );
   }
 

@@ -1,0 +1,160 @@
+"""The web console in a real browser (issue 23, item 8): Debian's Chromium, driven by
+Playwright for Python (``executable_path``: Playwright downloads no browser of its own),
+against ``tether serve`` run as a child process on 127.0.0.1, as a user would run it.
+
+Without Chromium (``apt-get install chromium``) or Playwright (the ``dev`` extra) every test
+here is skipped, with the reason. Screenshots of each panel are saved under
+``test-artifacts/console/`` (or ``$TETHER_TEST_ARTIFACTS``), which git ignores.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..processes import free_port, kill, reap, start, wait_ready_blocking
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("TETHER_TEST_CHROMIUM", "/usr/bin/chromium")
+TETHER = [sys.executable, "-c", "from tether.cli import main; main()"]
+WAIT_MS = 30_000
+"""How long a step may wait for the page (a loaded machine is slow; a pass is not)."""
+
+
+def _missing() -> str | None:
+    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+        return f"no Chromium at {CHROMIUM}: apt-get install -y chromium"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed: pip install -e '.[dev]'"
+    return None
+
+
+def artifacts() -> Path:
+    folder = Path(os.environ.get("TETHER_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "console"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator["Browser"]:
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=WAIT_MS)
+    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: "Browser") -> Iterator["Page"]:
+    """A fresh tab (its own storage), desktop-sized; the page's errors fail the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(WAIT_MS)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert not errors, errors
+
+
+@dataclass
+class ConsoleServer:
+    """``tether serve --demo`` (and the ``slow`` agent) on a port and a SQLite directory that
+    outlive its process: :meth:`start` after :meth:`kill` starts it again on both."""
+
+    data: Path
+    log: Path
+    port: int = field(default_factory=free_port)
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    process: "subprocess.Popen[Any] | None" = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def ui(self, **query: str) -> str:
+        from urllib.parse import urlencode
+
+        return f"{self.url}/ui?{urlencode(query)}" if query else f"{self.url}/ui"
+
+    def start(self) -> None:
+        command = [
+            *TETHER,
+            "serve",
+            "--demo",
+            "--app",
+            "tests.browser.agents:agents",
+            "--store",
+            f"sqlite:///{self.data}",
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
+        env = {**os.environ, "TETHER_DEMO_RESEARCH_SECONDS": "2.5", **self.env}
+        with self.log.open("ab") as out:
+            self.process = start(command, cwd=ROOT, stdout=out, stderr=out, env=env)
+        wait_ready_blocking(self.url, self.process, self.log)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        assert self.process is not None
+        kill(self.process)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            reap(self.process)
+
+
+@pytest.fixture
+def make_console(tmp_path: Path) -> Iterator[Callable[..., ConsoleServer]]:
+    """Start a server for the test (``args`` for ``tether serve``, ``env`` for it); stopped
+    after the test. Ask for it before ``page``: the tab then closes first, and the server,
+    whose graceful stop waits for open streams to end, stops at once."""
+    started: list[ConsoleServer] = []
+
+    def make(*args: str, **env: str) -> ConsoleServer:
+        server = ConsoleServer(tmp_path / "data", tmp_path / "serve.log", args=args, env=env)
+        server.start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def console(make_console: Callable[..., ConsoleServer]) -> ConsoleServer:
+    """``tether serve --demo`` and the ``slow`` agent, without auth."""
+    return make_console()
+
+
+def ready(page: "Page", url: str) -> None:
+    """Open the console at ``url`` and wait until it has shown its session."""
+    page.goto(url)
+    page.wait_for_selector("body[data-ready]", state="attached")
+
+
+def screenshot(page: "Page", name: str) -> Path:
+    """Save what the page shows as ``<artifacts>/<name>.png``."""
+    path = artifacts() / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return path
