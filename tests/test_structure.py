@@ -105,6 +105,7 @@ MAY_IMPORT = {
     "stream": {"journal", "models"},
     "engine": {"journal", "store", "models"},
     "agent": {"engine", "journal", "models"},
+    "tools": {"agent"},
     "integrations": {"engine", "journal", "stream", "models"},
     "otel": {"engine", "stream"},
     "http": {"engine", "stream", "journal", "store"},

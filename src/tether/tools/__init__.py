@@ -1,0 +1,69 @@
+"""Built-in tools for coding agents: ``workspace(root)`` gives ``read``, ``write``, ``edit``,
+``glob``, ``grep`` and ``bash``, rooted at a directory.
+
+Example::
+
+    from tether.agent import agent_spec
+    from tether.engine import AgentDefinition
+    from tether.tools import workspace
+
+    tools = workspace("./scratch", bash_approval=True)
+    coder = AgentDefinition(lambda instance, env: agent_spec(model, tools=tools))
+
+**The threat model.** The file tools (``read``, ``write``, ``edit``, ``glob``, ``grep``) are
+*confined* to the root: a path that is absolute, holds a ``..`` component, a NUL byte or more
+than 4096 bytes, or that leads through a symbolic link out of the root, is refused with a
+typed error (:class:`PathOutsideRoot`, :class:`InvalidPath`) the model reads as the tool's
+result. Paths are resolved one component at a time by file descriptor, with ``O_NOFOLLOW``,
+so a link swapped in mid-way is never followed (the technique, and what it leaves out, is in
+the docstring of ``tether/tools/_paths.py``). ``bash`` is **not a sandbox**: a command can
+read and write anything the process's user can, anywhere (``cat /etc/passwd``, ``cd ..``),
+open network connections, and start a daemon that leaves its process group. What it gets is
+hygiene: its own process group killed on timeout, a scrubbed environment (none of the
+parent's secrets), an output cap, the root as working directory. Where the model is not
+trusted with a shell, leave it out (``bash=False``), gate every command on a human
+(``bash_approval=True``), or run the worker in a container.
+
+**Recovery classes** (docs/architecture.md §5, I3: what a recovery does with a tool call
+whose intent is journaled and whose outcome is not):
+
+- ``read``, ``glob``, ``grep``: idempotent, they change nothing; re-run.
+- ``write``: idempotent by content: it replaces the whole file with the same bytes however
+  often it runs; re-run.
+- ``edit``: idempotent by content: a durable step journals the file's digest before and
+  after the edit before the file is touched, so a re-run finds the file edited (and leaves
+  it), unedited (and edits it), or changed by something else (and refuses:
+  :class:`FileChanged`); it never applies twice.
+- ``bash``: not idempotent: never re-run by a recovery, whose outcome is then ``unknown``
+  for the model to judge; approval optional.
+"""
+
+from tether.tools._errors import (
+    BinaryFile,
+    CommandTimedOut,
+    EditMismatch,
+    FileChanged,
+    FileTooLarge,
+    InvalidPath,
+    NotAFile,
+    PathNotFound,
+    PathOutsideRoot,
+    WorkspaceError,
+)
+from tether.tools._search import DEFAULT_IGNORE
+from tether.tools._workspace import workspace
+
+__all__ = (
+    "DEFAULT_IGNORE",
+    "BinaryFile",
+    "CommandTimedOut",
+    "EditMismatch",
+    "FileChanged",
+    "FileTooLarge",
+    "InvalidPath",
+    "NotAFile",
+    "PathNotFound",
+    "PathOutsideRoot",
+    "WorkspaceError",
+    "workspace",
+)

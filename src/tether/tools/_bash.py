@@ -1,0 +1,250 @@
+"""``bash``: one command, ``bash -c`` in its own process group, under a timeout.
+
+The command string goes to ``bash -c`` as one argument (never ``shell=True``): it is a bash
+program by design, which is the whole point of the tool, and is not confined (see
+:mod:`tether.tools`). What is controlled is everything around it:
+
+- **Its own session and process group** (``start_new_session=True``). On timeout the whole
+  group gets SIGTERM, then SIGKILL once the grace period is over; when the command ends
+  normally, whatever it left running in its group is ended the same way. The leader is
+  waited for with ``waitid(WNOWAIT)`` and reaped only after its group was signalled, so its
+  pid (the group's id) cannot be reused by another process while the group is signalled. A
+  process that leaves the group (``setsid``, a daemon) escapes this: only a container or a
+  cgroup catches those.
+- **A scrubbed environment**: ``PATH`` (passed on: commands need it and it is no secret),
+  ``HOME`` set to the workspace root, ``LANG=C.UTF-8``, ``TERM=dumb``, and what the workspace
+  was given as ``env``. Nothing else of the parent's environment (API keys, tokens) reaches
+  the command. stdin is ``/dev/null``; the working directory is the root.
+- **Its output** (stdout and stderr merged, in order) is streamed as tool progress as it
+  arrives, and capped: the result keeps the first and the last half of the cap and says how
+  much was left out between them; progress stops at the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tether.tools._errors import WorkspaceError
+
+__all__ = ("BashResult", "run_bash", "scrubbed_env")
+
+Progress = Callable[[str], Awaitable[None]]
+_CHUNK = 64 * 1024
+
+
+def scrubbed_env(root: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment a command gets: a short allowlist, plus ``extra``."""
+    env = {
+        "PATH": os.environ.get("PATH") or os.defpath,
+        "HOME": root,
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class BashResult:
+    output: str
+    status: str  # "exit code 0", "killed by signal SIGSEGV", "timed out"
+    exit_code: int | None
+    timed_out: bool
+    total_bytes: int
+    omitted_bytes: int
+
+    def render(self) -> str:
+        body = self.output if self.output.endswith("\n") or not self.output else self.output + "\n"
+        return f"{body}[{self.status}]" if self.output else f"[no output; {self.status}]"
+
+
+class _Output:
+    """The command's output: the head and tail of it kept, progress streamed up to the cap."""
+
+    def __init__(self, limit: int, progress: Progress | None) -> None:
+        self.head_cap = limit // 2
+        self.tail_cap = limit - self.head_cap
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.streamed = 0
+        self.progress = progress
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        self.head += chunk[:room] if room > 0 else b""
+        if len(chunk) > room:
+            self.tail += chunk[max(room, 0) :]
+            del self.tail[: max(0, len(self.tail) - self.tail_cap)]
+        if self.progress is None or self.streamed >= self.limit:
+            return
+        part = chunk[: self.limit - self.streamed]
+        self.streamed += len(part)
+        text = self.decoder.decode(part, final=self.streamed >= self.limit)
+        if self.streamed >= self.limit:
+            text += f"\n[output over {self.limit} bytes: no more is streamed]\n"
+        if text:
+            await self.progress(text)
+
+    @property
+    def omitted(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        if not self.omitted:
+            return bytes(self.head + self.tail).decode("utf-8", errors="replace")
+        tail = bytes(self.tail)
+        skip = 0
+        while skip < min(3, len(tail)) and tail[skip] & 0xC0 == 0x80:
+            skip += 1  # a character cut at the seam
+        return (
+            bytes(self.head).decode("utf-8", errors="replace")
+            + f"\n[... {self.omitted} bytes of output left out ...]\n"
+            + tail[skip:].decode("utf-8", errors="replace")
+        )
+
+
+class _Group:
+    """The command's process group, and a thread that sees its leader exit without reaping
+    it (``WNOWAIT``); the leader is reaped once :meth:`release` says the group was dealt with."""
+
+    def __init__(self, process: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
+        self.process = process
+        self.pgid = process.pid  # the session leader's pid is its group's id
+        self.exited: asyncio.Future[tuple[int, int]] = loop.create_future()
+        self._released = threading.Event()
+        threading.Thread(
+            target=self._watch, args=(loop,), name=f"tether-bash-{process.pid}", daemon=True
+        ).start()
+
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOWAIT)
+            status = (info.si_code, info.si_status) if info is not None else (0, 0)
+        except ChildProcessError:  # reaped by someone else
+            status = (0, 0)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+            loop.call_soon_threadsafe(self._exited, status)
+        self._released.wait()
+        self.process.wait()
+
+    def _exited(self, status: tuple[int, int]) -> None:
+        if not self.exited.done():
+            self.exited.set_result(status)
+
+    def signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def release(self) -> None:
+        self._released.set()
+
+
+def _status(code: int, status: int) -> tuple[str, int | None]:
+    if code == os.CLD_EXITED:
+        return f"exit code {status}", status
+    try:
+        name = signal.Signals(status).name
+    except ValueError:
+        name = str(status)
+    return f"killed by signal {name}", -status
+
+
+async def _within(futures: set[asyncio.Future[Any]], seconds: float) -> bool:
+    """Whether every one of ``futures`` is done within ``seconds`` (none is cancelled)."""
+    _, pending = await asyncio.wait(futures, timeout=max(seconds, 0.0))
+    return not pending
+
+
+async def run_bash(
+    command: str,
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    time_limit: float,
+    output_limit: int,
+    kill_grace: float,
+    progress: Progress | None = None,
+) -> BashResult:
+    """Run ``command`` with ``bash -c`` (see the module's docstring)."""
+    if "\x00" in command:
+        raise WorkspaceError("the command contains a NUL byte")
+    bash = shutil.which("bash", path=env.get("PATH"))
+    if bash is None:
+        raise WorkspaceError("bash is not installed (not found on PATH)")
+    loop = asyncio.get_running_loop()
+    # Popen, not asyncio's subprocesses: the leader must be reaped only after its group was
+    # signalled (see _Group), which asyncio's child watchers do not allow. Its fork is short.
+    process = subprocess.Popen(  # noqa: ASYNC220
+        [bash, "-c", command],
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+    )
+    group = _Group(process, loop)
+    output = _Output(output_limit, progress)
+    reader = asyncio.StreamReader(limit=_CHUNK)
+    transport: asyncio.BaseTransport | None = None
+    timed_out = False
+    try:
+        assert process.stdout is not None
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), process.stdout
+        )
+
+        async def pump() -> None:
+            while chunk := await reader.read(_CHUNK):
+                await output.add(chunk)
+
+        pumping = asyncio.ensure_future(pump())
+        try:
+            timed_out = not await _within({group.exited}, time_limit)
+            # The group goes, whether the leader timed out or left children behind: SIGTERM,
+            # then SIGKILL once the leader is gone and the output closed, or the grace is up.
+            group.signal(signal.SIGTERM)
+            await _within({group.exited, pumping}, kill_grace)
+            group.signal(signal.SIGKILL)
+            # A process that left the group may hold the pipe open: stop reading after a grace.
+            await _within({group.exited, pumping}, kill_grace)
+        finally:
+            pumping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pumping
+    finally:
+        group.signal(signal.SIGKILL)
+        group.release()
+        if transport is not None:
+            transport.close()
+        elif process.stdout is not None:
+            process.stdout.close()
+    if timed_out:
+        status, code = f"timed out after {time_limit:g} s; its process group was killed", None
+    elif group.exited.done():
+        status, code = _status(*group.exited.result())
+    else:
+        status, code = "did not end after SIGKILL", None
+    return BashResult(
+        output=output.text(),
+        status=status,
+        exit_code=code,
+        timed_out=timed_out,
+        total_bytes=output.total,
+        omitted_bytes=output.omitted,
+    )
