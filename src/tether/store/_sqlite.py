@@ -37,11 +37,12 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
-from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
+from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite_append import AppendRequest
 from tether.store._sqlite_gates import list_gates
 from tether.store._sqlite_liveness import OwnerLocks
 from tether.store._sqlite_schema import Synchronous, connect, migrate, translate_errors
+from tether.store._sqlite_truncate import truncate_log
 from tether.store._sqlite_writer import SqliteWriter
 from tether.store._types import (
     Admission,
@@ -506,6 +507,9 @@ class SqliteStore:
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
         return await self._write_touching(sessions_sql.erase_session, conversation_id)
+
+    async def truncate_log(self, conversation_id: str, anchor: RecordDraft) -> TruncatedLog:
+        return await self._write_touching(truncate_log, conversation_id, anchor)
 
     async def import_conversation(
         self, conversation: Conversation, records: Sequence[Record]

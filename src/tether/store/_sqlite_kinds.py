@@ -28,6 +28,7 @@ KIND_CODES: Final = (
     "submission_settled",
     "task_spawned",
     "task_finished",
+    "log_truncated",
 )
 """Record kinds stored as their index here. Stored codes are forever: only append."""
 _CODE_OF: Final = {kind: code for code, kind in enumerate(KIND_CODES)}

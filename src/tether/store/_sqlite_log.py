@@ -16,7 +16,7 @@ from typing import Any
 from tether._canonical import canonical_json
 from tether._gc import BULK, collector_paused
 from tether._payloads import ConversationParent
-from tether.errors import ConversationNotFound, SessionExists
+from tether.errors import ConversationNotFound, SeqTruncated, SessionExists
 from tether.records import Record, RecordDraft
 from tether.store._common import (
     attachment_digests,
@@ -125,14 +125,16 @@ def insert_conversation(
     touched: list[str],
 ) -> int:
     """Write ``conversation`` holding exactly ``records`` (sealed or checked already): its row
-    with its anchor and sessions index columns, its records, the attachments they reference.
-    Its number."""
+    with its anchor and sessions index columns (and the prevHash of a first record that is a
+    truncated log's ``log_truncated``), its records, the attachments they reference. Its
+    number."""
     key = conversation.key
     parent = conversation.parent
     last = records[-1]
     number: int = conn.execute(
         "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
-        "head_hash, last_activity, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
+        "head_hash, last_activity, bytes, first_prev_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
         (
             conversation.id,
             key.agent,
@@ -144,6 +146,7 @@ def insert_conversation(
             bytes.fromhex(last.hash),
             record_micros(last.canonical),
             sum(len(record.canonical) for record in records),
+            bytes.fromhex(records[0].prev_hash) or None,
         ),
     ).fetchone()[0]
     insert_records(conn, number, records)
@@ -203,6 +206,19 @@ def anchor(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str]:
     return int(row[0]), bytes(row[1]).hex()
 
 
+def _bounds(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, int]:
+    """The seq of the first record the log holds (1, or its ``log_truncated`` record's once
+    retention truncated it) and its head: one statement, one snapshot."""
+    row = conn.execute(
+        "SELECT (SELECT MIN(seq) FROM records WHERE conversation = number), head "
+        "FROM conversations WHERE id = ?",
+        (conversation_id,),
+    ).fetchone()
+    if row is None:
+        raise ConversationNotFound(conversation_id)
+    return int(row[0]), int(row[1])
+
+
 def move_anchors(
     conn: sqlite3.Connection, heads: Iterable[tuple[int, bytes, int, int, int]]
 ) -> None:
@@ -224,15 +240,23 @@ def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Re
         prev_hash = hash_hex
 
 
+def _first_prev_hash(conn: sqlite3.Connection, conversation_id: str) -> str:
+    row = conn.execute(
+        "SELECT first_prev_hash FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    return "" if row is None or row[0] is None else bytes(row[0]).hex()
+
+
 def read(
     conn: sqlite3.Connection, conversation_id: str, after_seq: int, limit: int
 ) -> list[Record]:
     # From the record at after_seq itself: its hash is the first one's prev_hash.
-    cursor = conn.execute(
+    statement = (
         f"SELECT {RECORD_COLUMNS} FROM records WHERE conversation = {_NUMBER} AND seq >= ? "
-        "ORDER BY seq LIMIT ?",
-        (conversation_id, after_seq, limit + 1),
+        "ORDER BY seq LIMIT ?"
     )
+    params = (conversation_id, after_seq, limit + 1)
+    cursor = conn.execute(statement, params)
     # The collector is paused for what is there, not for what was asked: most reads are of
     # a few new records however large their page.
     rows = cursor.fetchmany(BULK)
@@ -240,6 +264,19 @@ def read(
         if len(rows) == BULK:
             rows += cursor.fetchall()
         prev_hash = ""
+        if rows and rows[0][0] > max(after_seq, 1):
+            # A truncated log, read from before its log_truncated record: that record's
+            # prevHash (the hash of a record removed) is the conversation row's. Both in one
+            # snapshot, so that a truncation committed in between cannot mismatch them.
+            if conn.in_transaction:  # the writer's: a fork, a truncation
+                prev_hash = _first_prev_hash(conn, conversation_id)
+            else:
+                conn.execute("BEGIN")
+                try:
+                    rows = conn.execute(statement, params).fetchall()
+                    prev_hash = _first_prev_hash(conn, conversation_id)
+                finally:
+                    conn.execute("COMMIT")
         if rows and rows[0][0] == after_seq:
             prev_hash = rows[0][3].hex()
             del rows[0]
@@ -258,10 +295,13 @@ def fork(
     created_at: datetime,
     touched: list[str],
 ) -> Conversation:
-    check_fork_seq(conversation_id, at_seq, head(conn, conversation_id))
+    first, current_head = _bounds(conn, conversation_id)
+    check_fork_seq(conversation_id, at_seq, current_head)
+    if at_seq < first:  # retention removed it: the log starts at its log_truncated record
+        raise SeqTruncated(conversation_id, at_seq, first)
     if find_conversation(conn, key) is not None:
         raise SessionExists(str(key))
-    prefix = read(conn, conversation_id, 0, at_seq)
+    prefix = read(conn, conversation_id, 0, at_seq - first + 1)
     conversation = Conversation(
         new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
     )
@@ -276,15 +316,19 @@ def fork(
 
 
 def put_snapshot(conn: sqlite3.Connection, conversation_id: str, seq: int, body: bytes) -> None:
+    # Not one at or before a truncated log's log_truncated record: it describes records
+    # retention removed (its first seq is 1 until then).
     cursor = conn.execute(
         "INSERT INTO snapshots (conversation, seq, body) "
-        "SELECT number, ?, ? FROM conversations WHERE id = ? "
+        "SELECT number, ?1, ?2 FROM conversations WHERE id = ?3 "
+        "AND (SELECT MIN(seq) FROM records WHERE conversation = number) < max(2, ?1) "
         "ON CONFLICT (conversation) DO UPDATE SET seq = excluded.seq, body = excluded.body "
         "WHERE excluded.seq > snapshots.seq",
         (seq, body, conversation_id),
     )
     if cursor.rowcount == 0:
-        head(conn, conversation_id)  # ConversationNotFound, or an older snapshot: kept as is
+        # ConversationNotFound; or an older snapshot, or one of removed records: not kept
+        head(conn, conversation_id)
 
 
 def get_snapshot(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, bytes] | None:

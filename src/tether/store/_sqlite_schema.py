@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 11
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -276,6 +276,16 @@ CREATE TABLE schedules (
 CREATE INDEX schedules_by_age ON schedules (created_at, id);
 """
 
+# v11: retention truncates a log's head (``_sqlite_truncate``): the log then starts at its
+# ``log_truncated`` record, which keeps the place and both hashes of the last record removed.
+# A record's prevHash is not stored (v4: it is the hash of the row before it), and this one's
+# is the hash of a record that is gone: the conversation row keeps it (NULL for a log that
+# starts at seq 1, whose first prevHash is empty). Nothing to backfill: no v10 log is
+# truncated. (The record kind gets its one-byte code, 21, in ``_sqlite_kinds``.)
+_SCHEMA_V11: Final = """
+ALTER TABLE conversations ADD COLUMN first_prev_hash BLOB;
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -294,6 +304,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V8,
     _SCHEMA_V9,
     _SCHEMA_V10,
+    _SCHEMA_V11,
 )
 
 

@@ -104,12 +104,12 @@ def erase_session(
     attempts, its records, snapshot and gates, its references to attachments, and each
     attachment no other conversation references any more; then its row."""
     row = conn.execute(
-        "SELECT number, agent, instance, session, head FROM conversations WHERE id = ?",
+        "SELECT number, agent, instance, session FROM conversations WHERE id = ?",
         (conversation_id,),
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    number, agent, instance, session, head = row
+    number, agent, instance, session = row
     conn.execute(
         "DELETE FROM attempts WHERE submission_id IN "
         "(SELECT id FROM submissions WHERE conversation_id = ?)",
@@ -118,7 +118,8 @@ def erase_session(
     submissions = conn.execute(
         "DELETE FROM submissions WHERE conversation_id = ?", (conversation_id,)
     ).rowcount
-    conn.execute("DELETE FROM records WHERE conversation = ?", (number,))
+    # What it held: fewer than its head once retention truncated it.
+    records = conn.execute("DELETE FROM records WHERE conversation = ?", (number,)).rowcount
     snapshot = conn.execute("DELETE FROM snapshots WHERE conversation = ?", (number,)).rowcount
     conn.execute("DELETE FROM gates WHERE conversation_id = ?", (conversation_id,))
     digests = sorted(
@@ -143,7 +144,7 @@ def erase_session(
     return ErasedSession(
         conversation_id=conversation_id,
         key=SessionKey(agent, instance, session),
-        records=int(head),
+        records=records,
         submissions=submissions,
         snapshot=snapshot > 0,
         attachments=tuple(removed),
@@ -175,7 +176,9 @@ def import_conversation(
     if held is not None or find_conversation(conn, key) is not None:
         raise SessionExists(str(key))
     insert_conversation(conn, conversation, records, touched)
-    index_gates(conn, conversation.id, records[start - 1 :])  # a fork's copied: its parent's
+    # Its own records' gates (a fork's copied ones are its parent's): the records may start
+    # at a truncated log's log_truncated record, not at seq 1.
+    index_gates(conn, conversation.id, [record for record in records if record.seq >= start])
     return True
 
 
