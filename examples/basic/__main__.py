@@ -1,0 +1,5 @@
+"""``python -m examples.basic``."""
+
+from examples.basic import main
+
+main()
