@@ -43,6 +43,10 @@ class Example:
         """SIGTERM, as an operator would (SIGKILL if it does not exit in time)."""
         reap(self.process)
 
+    def wait_ready(self) -> None:
+        """Until it answers ``/readyz`` (killed, with its log in the failure, if it never does)."""
+        wait_ready_blocking(self.url, self.process, self.log)
+
     def wait_for_output(self, text: str, *, seconds: float = WAIT) -> None:
         """Until ``text`` is in the process's output."""
 
@@ -68,10 +72,10 @@ def start_example(
     command = [sys.executable, "-m", f"examples.{name}", "--port", str(port), "--store", store]
     with log.open("ab") as out:
         process = start([*command, *args], cwd=ROOT, env=env, stdout=out, stderr=out)
-    url = f"http://127.0.0.1:{port}"
+    example = Example(process, f"http://127.0.0.1:{port}", log)
     if ready:
-        wait_ready_blocking(url, process, log)
-    return Example(process, url, log)
+        example.wait_ready()
+    return example
 
 
 def until(check: Callable[[], bool], what: str, *, seconds: float = WAIT) -> None:

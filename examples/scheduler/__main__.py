@@ -1,0 +1,5 @@
+"""``python -m examples.scheduler``."""
+
+from examples.scheduler import main
+
+main()
