@@ -46,8 +46,11 @@ def artifacts() -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator["Browser"]:
+    """One Chromium for this folder's tests. Playwright's sync API runs an event loop of its
+    own on this thread while it is open: it is closed before the async tests of other
+    folders run."""
     missing = _missing()
     if missing:
         pytest.skip(missing)

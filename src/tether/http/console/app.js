@@ -124,9 +124,8 @@ async function pollSessions() {
 }
 
 async function boot() {
-  const agents = (await api.get("/agents")).agents;
+  const [{ agents }, listed] = await Promise.all([api.get("/agents"), sessions.refresh()]);
   sessions.setAgents(agents);
-  const listed = await sessions.refresh();
   let { key, panel } = fromUrl();
   if (!key && listed.length) key = listed[0];
   if (!key && agents.length) key = { agent: agents[0].name, instance: "me", session: "default" };

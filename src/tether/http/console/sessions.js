@@ -47,6 +47,7 @@ export class SessionsPanel {
       this.agentSelect,
       agents.map((agent) => h("option", { value: agent.name, title: agent.description || "" }, agent.name)),
     );
+    this.render();
   }
 
   /** The item of a session, if the pages read hold it. */
