@@ -1,0 +1,30 @@
+from pathlib import Path
+
+import pytest
+
+from tether.tools import workspace
+
+from .support import SECRET, Tools
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory next to the workspace, holding what no file tool may reach."""
+    directory = tmp_path / "outside"
+    directory.mkdir()
+    (directory / "secret.txt").write_text(SECRET)
+    (directory / "sub").mkdir()
+    (directory / "sub" / "secret.txt").write_text(SECRET)
+    return directory
+
+
+@pytest.fixture
+def root(tmp_path: Path, outside: Path) -> Path:
+    directory = tmp_path / "ws"
+    directory.mkdir()
+    return directory
+
+
+@pytest.fixture
+def tools(root: Path) -> Tools:
+    return Tools(workspace(root, bash_timeout=30, kill_grace=1.0))

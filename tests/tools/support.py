@@ -1,0 +1,132 @@
+"""Calling the workspace tools in tests: a context that records progress and steps, and the
+tools' results as the model sees them (through the agent's ``Toolbox``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from tether.agent import Tool, Toolbox, ToolContext
+from tether.journal import ToolScope
+from tether.messages import ToolCall, ToolResult
+
+SECRET = "the secret outside the workspace"
+
+
+@dataclass
+class Recorder:
+    """A tool scope's effects, kept: ``progress`` texts, and ``steps`` by name (a step whose
+    name is already recorded is served, as recovery does, instead of run)."""
+
+    progress: list[str] = field(default_factory=list)
+    steps: dict[str, JsonValue] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
+    on_progress: Callable[[str], None] | None = None
+
+    async def _step(self, name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+        if name in self.steps:
+            return self.steps[name]
+        self.runs.append(name)
+        self.steps[name] = value = await fn()
+        return value
+
+    async def _progress(self, text: str) -> None:
+        self.progress.append(text)
+        if self.on_progress is not None:
+            self.on_progress(text)
+
+    def scope(self, key: str = "e1:c1") -> ToolScope:
+        return ToolScope(
+            conversation_id="conv",
+            session="default",
+            execution_id="e1",
+            idempotency_key=key,
+            step=self._step,
+            progress=self._progress,
+        )
+
+    def context(self) -> ToolContext:
+        scope = self.scope()
+        return ToolContext(
+            call_id="c1",
+            idempotency_key=scope.idempotency_key,
+            conversation_id=scope.conversation_id,
+            session=scope.session,
+            execution_id=scope.execution_id,
+            scope=scope,
+            progress_sink=scope.progress,
+        )
+
+
+class Tools:
+    """``workspace(...)``'s tools by name, called directly (typed errors raise) or as the
+    model calls them (:meth:`result`: errors are results)."""
+
+    def __init__(self, tools: Sequence[Tool], recorder: Recorder | None = None) -> None:
+        self.all = tuple(tools)
+        self.by_name = {t.name: t for t in tools}
+        self.recorder = recorder or Recorder()
+
+    async def __call__(self, name: str, **args: Any) -> Any:
+        return await self.by_name[name].call(args, self.recorder.context())
+
+    async def result(self, name: str, **args: Any) -> ToolResult:
+        call = ToolCall(call_id="c1", name=name, args=args, idempotency_key="e1:c1")
+        return await Toolbox(self.all).execute(call, self.recorder.scope())
+
+
+def dead(pid: int) -> bool:
+    """The process is gone, or a zombie nobody reaped yet (an orphan's reaper may be slow)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except ProcessLookupError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
+def wait_dead(pids: Sequence[int], seconds: float = 20.0) -> list[int]:
+    """The pids still alive after a bounded wait (``[]`` when all died)."""
+    deadline = time.monotonic() + seconds
+    alive = [pid for pid in pids if not dead(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [pid for pid in alive if not dead(pid)]
+    return alive
+
+
+def pids_in(path: Path, count: int, seconds: float = 20.0) -> list[int]:
+    """The pids a command wrote to ``path``, one a line, once ``count`` of them are there."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            lines = path.read_text().split()
+            if len(lines) >= count:
+                return [int(line) for line in lines]
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never held {count} pids")
+
+
+def kill_quietly(pids: Sequence[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def real(path: Path) -> str:
+    """``path`` with its links resolved (what a command's ``pwd`` and ``HOME`` show)."""
+    return os.path.realpath(path)
+
+
+def names(directory: Path, pattern: str = "*") -> list[str]:
+    """The paths under ``directory`` matching ``pattern``, relative to it, sorted."""
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob(pattern))
