@@ -94,6 +94,8 @@ def inside(path: str, root: str) -> bool:
 def components(path: str) -> list[str]:
     """The components of a model-supplied path, relative to the root (``[]`` for the root
     itself); refuses a path that is not one, or that leaves the root on its face."""
+    if not path:
+        raise InvalidPath("the path is empty: give a path relative to the workspace root")
     if "\x00" in path:
         raise InvalidPath(f"the path {shown(path)} contains a NUL byte")
     try:
