@@ -2,8 +2,8 @@
 against a fake GitHub on loopback, and a ``kill -9`` while a reply is in flight.
 
 The bot is ``python -m examples.github_bot`` as a real child process. The delivery is the
-runbook's own ``issue.json`` (read from the module's docstring) and its signature the one
-the runbook's ``openssl`` line computes.
+runbook's own ``issue.json`` and delivery ids (read from the module's docstring), signed as
+its ``openssl`` line signs them (one test runs that line).
 """
 
 import ast
@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ..processes import free_port, kill, reap, start, wait_ready_blocking
+from ..processes import free_port
+from .runbook import ROOT, Example, start_example
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ast.get_docstring(ast.parse((ROOT / "examples/github_bot/__init__.py").read_text())) or ""
 SECRET = "change-me"
 TOKEN = "t0ken-for-the-test"
@@ -57,25 +56,20 @@ def deliver(
     return client.post("/webhooks/github", content=body, headers=headers)
 
 
-@dataclass
-class Bot:
-    url: str
-    process: subprocess.Popen[bytes]
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bot's settings come from the environment: the secret, and no token unless a
+    test gives one."""
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", SECRET)
+    for name in ("GITHUB_TOKEN", "GITHUB_API_URL"):
+        monkeypatch.delenv(name, raising=False)
 
 
-def start_bot(tmp_path: Path, **env: str) -> Bot:
+def start_bot(tmp_path: Path) -> Example:
     """``python -m examples.github_bot`` on a free port, its store and outbox in ``tmp_path``."""
-    port = free_port()
-    log = tmp_path / "bot.log"
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "GITHUB_"))}
-    environ.update(GITHUB_WEBHOOK_SECRET=SECRET, **env)
-    command = [sys.executable, "-m", "examples.github_bot", "--port", str(port)]
-    command += ["--store", f"sqlite:///{tmp_path / 'data'}", "--outbox", str(outbox(tmp_path))]
-    with log.open("ab") as out:
-        process = start(command, cwd=ROOT, env=environ, stdout=out, stderr=out)
-    url = f"http://127.0.0.1:{port}"
-    wait_ready_blocking(url, process, log)
-    return Bot(url, process)
+    store = f"sqlite:///{tmp_path / 'data'}"
+    outbox_file = str(outbox(tmp_path))
+    return start_example("github_bot", store, tmp_path / "bot.log", "--outbox", outbox_file)
 
 
 def outbox(tmp_path: Path) -> Path:
@@ -144,6 +138,12 @@ class FakeGitHub:
         self.thread.join(10)
 
 
+def with_token(monkeypatch: pytest.MonkeyPatch, github: FakeGitHub) -> None:
+    """The bot posts to the fake GitHub, with a token."""
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", github.url)
+
+
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
     fake = FakeGitHub()
@@ -205,6 +205,7 @@ def test_the_runbook_keyless(tmp_path: Path) -> None:
         client.get(SESSION, params={"session": "issue-7"})  # ends once the session rests
         assert len(outbox(tmp_path).read_text().splitlines()) == 1
         assert len(reply_records(client, "tool_called")) == 1
+    bot.stop()
 
 
 def test_without_a_secret_it_says_so(tmp_path: Path) -> None:
@@ -221,10 +222,11 @@ def test_without_a_secret_it_says_so(tmp_path: Path) -> None:
 
 
 def test_with_a_token_it_posts_to_github_once_across_a_kill(
-    tmp_path: Path, github: FakeGitHub
+    tmp_path: Path, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    with_token(monkeypatch, github)
     github.answer.clear()  # the comment is received, its answer held: the reply is in flight
-    bot = start_bot(tmp_path, GITHUB_TOKEN=TOKEN, GITHUB_API_URL=github.url)
+    bot = start_bot(tmp_path)
     with httpx.Client(base_url=bot.url, timeout=90) as client:
         receipt = deliver(client, PAYLOAD, SIGNED).json()
         assert github.received.wait(60), "the bot never posted"
@@ -236,10 +238,10 @@ def test_with_a_token_it_posts_to_github_once_across_a_kill(
     assert request["headers"]["idempotency-key"] == key
     assert request["body"]["body"].startswith(REPLY)
     assert request["body"]["body"].endswith(f"<!-- tether:github_bot key={key} -->")
-    kill(bot.process)  # kill -9, the POST sent and unanswered
+    bot.kill()  # kill -9, the POST sent and unanswered
     github.answer.set()
 
-    bot = start_bot(tmp_path, GITHUB_TOKEN=TOKEN, GITHUB_API_URL=github.url)
+    bot = start_bot(tmp_path)
     with httpx.Client(base_url=bot.url, timeout=90) as client:
         view = settled(client, receipt["submissionId"])
         (outcome,) = reply_records(client, "tool_outcome")
@@ -258,4 +260,4 @@ def test_with_a_token_it_posts_to_github_once_across_a_kill(
     assert len(github.requests) == 2
     assert github.requests[1]["body"]["body"].startswith("Thanks, @mona: noted.")
     assert not outbox(tmp_path).exists()  # the outbox is for keyless replies only
-    reap(bot.process)
+    bot.stop()

@@ -7,9 +7,7 @@ the runbook cannot drift from what is tested.
 
 import ast
 import json
-import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +16,8 @@ import httpx
 import jsonschema
 import pytest
 
-from ..processes import free_port, reap, start, wait_ready_blocking
+from .runbook import ROOT, start_example
 
-ROOT = Path(__file__).resolve().parents[2]
 POST = re.compile(
     r"curl -s -XPOST 'localhost:\d+(?P<path>[^']+)'.*?<<'EOF'\n(?P<body>.*?)\n\s*EOF", re.DOTALL
 )
@@ -62,22 +59,9 @@ def is_json(text: str) -> bool:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """``python -m examples.triage`` on a free port and a fresh SQLite store: its URL."""
-    port = free_port()
-    log = tmp_path / "triage.log"
-    env = {k: v for k, v in os.environ.items() if k != "TETHER_MODEL"}  # keyless
-    store = f"sqlite:///{tmp_path / 'data'}"
-    with log.open("ab") as out:
-        process = start(
-            [sys.executable, "-m", "examples.triage", "--port", str(port), "--store", store],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
-    url = f"http://127.0.0.1:{port}"
-    wait_ready_blocking(url, process, log)
-    yield url
-    reap(process)
+    example = start_example("triage", f"sqlite:///{tmp_path / 'data'}", tmp_path / "triage.log")
+    yield example.url
+    example.stop()
 
 
 def test_the_runbook(server: str) -> None:
