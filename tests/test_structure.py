@@ -111,7 +111,7 @@ MAY_IMPORT = {
     "http": {"engine", "stream", "journal", "store"},
     "testing": {"store", "journal", "models"},
     "demo": {"agent", "engine", "models"},
-    "cli": {"demo", "engine", "http", "journal", "otel", "store", "stream", "testing"},
+    "cli": {"demo", "engine", "http", "journal", "models", "otel", "store", "stream", "testing"},
 }
 """docs/architecture.md §2: what each package may import of Tether besides the core."""
 

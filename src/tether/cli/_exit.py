@@ -37,6 +37,9 @@ class ExitCode(enum.IntEnum):
     """``serve`` cannot listen on ``--host``/``--port`` (in use, or not an address here)."""
     WAITING_FOR_APPROVAL = 9
     """``send --wait``: the run is parked until a human decides its approval."""
+    BAD_MODEL = 10
+    """``serve``/``worker``: ``TETHER_MODEL`` names no usable model (an unknown provider, a
+    package or a key that is missing)."""
     INTERRUPTED = 130
     """Ctrl-C."""
 
@@ -53,6 +56,7 @@ Exit codes:
   7  --app cannot be loaded
   8  the address is in use (--host, --port)
   9  send --wait: the run waits for an approval
+  10  TETHER_MODEL names no usable model (serve, worker)
   130  interrupted (Ctrl-C)"""
 
 

@@ -20,6 +20,7 @@ from tether._gc import freeze_startup_heap
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail, one_line
 from tether.cli._logs import show_tether_logs, uvicorn_log_level
+from tether.cli._model import check_model
 from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
 from tether.cli._stores import open_store_or_fail
 
@@ -185,6 +186,7 @@ def serve(
         )
     agents = load_agents(app, demo)
     retention = retention_of(retain_days, keep_records, prune_every)
+    check_model()  # a bad TETHER_MODEL fails here, not at the first request
     show_tether_logs()
     listener = _listen(host, port)  # before the store opens: a busy port changes nothing
     with listener, _tracing(otlp_endpoint) as interceptors:
@@ -320,6 +322,7 @@ def worker(
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
     retention = retention_of(retain_days, keep_records, prune_every)
+    check_model()
     show_tether_logs()
 
     async def run(interceptors: list[Interceptor]) -> None:

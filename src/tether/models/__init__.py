@@ -1,13 +1,16 @@
-"""Models: the protocol the journal calls, and keyless deterministic models.
+"""Models: the protocol the journal calls, keyless deterministic models, and a real provider
+from ``TETHER_MODEL`` (:func:`model_from_env`, through ``tether.models.pydantic_ai``).
 
 Example::
 
-    from tether.models import Rule, ScriptedModel, ToolUse
+    from tether.models import EchoModel, Rule, ScriptedModel, ToolUse, model_from_env
 
     model = ScriptedModel([Rule("time", ToolUse("clock"))], default="Hello!")
+    chosen = model_from_env(EchoModel(), default_name="echo")  # TETHER_MODEL=openai:gpt-4.1-mini
 """
 
 from tether.models._echo import EchoModel
+from tether.models._env import ModelChoice, ModelConfigError, check_model_env, model_from_env
 from tether.models._prices import cost_of
 from tether.models._protocol import DeltaSink, Model, StreamDelta
 from tether.models._scripted import (
@@ -28,6 +31,8 @@ __all__ = (
     "EchoModel",
     "Failure",
     "Model",
+    "ModelChoice",
+    "ModelConfigError",
     "Reply",
     "Rule",
     "ScriptedModel",
@@ -35,6 +40,8 @@ __all__ = (
     "Text",
     "Thinking",
     "ToolUse",
+    "check_model_env",
     "cost_of",
     "estimate_tokens",
+    "model_from_env",
 )

@@ -4,8 +4,12 @@ Example::
 
     from tether.models.pydantic_ai import PydanticAIModel
 
-    model = PydanticAIModel("openai:gpt-4o")       # needs OPENAI_API_KEY
-    model = PydanticAIModel(FunctionModel(reply))  # offline, for tests
+    model = PydanticAIModel("openai:gpt-4.1-mini")  # needs OPENAI_API_KEY at the first request
+    model = PydanticAIModel(FunctionModel(reply))   # offline, for tests
+
+A model named by a string is built on first use (or by :meth:`PydanticAIModel.build`): the
+provider's client, which needs the key, is never made for a replay, which asks no model.
+:func:`tether.models.model_from_env` picks one from ``TETHER_MODEL``.
 
 Requests map to pydantic-ai messages and back: text, thinking (with its signature, id and
 provider), tool calls and tool results; usage is carried; streamed text and thinking reach
@@ -86,7 +90,10 @@ def classify_error(error: BaseException) -> BaseException:
 
 
 class PydanticAIModel:
-    """A Tether model over a pydantic-ai model (a ``"provider:model"`` name or an instance)."""
+    """A Tether model over a pydantic-ai model (a ``"provider:model"`` name or an instance).
+
+    A name is resolved (``infer_model``: the provider, its client, its key) on the first
+    request, or by :meth:`build`, not here: code that only replays never needs the key."""
 
     def __init__(
         self,
@@ -95,17 +102,43 @@ class PydanticAIModel:
         settings: ModelSettings | None = None,
         stream: bool | None = None,
     ) -> None:
-        self._model = infer_model(model) if isinstance(model, str) else model
+        self._name = model if isinstance(model, str) else None
+        self._model: PAModel | None = None if isinstance(model, str) else model
         self._settings = settings
         self._stream = stream is not False
 
     @property
     def model_name(self) -> str:
-        return self._model.model_name
+        """The provider's name of the model (``gpt-4.1-mini`` for ``openai:gpt-4.1-mini``)."""
+        if self._model is None and self._name is not None:
+            return self._name.partition(":")[2] or self._name
+        return self.build().model_name
+
+    def build(self) -> PAModel:
+        """The pydantic-ai model, resolved now if it was named: pydantic-ai's own error (an
+        unknown provider, a missing package or key) is raised here."""
+        if self._model is None:
+            assert self._name is not None
+            self._model = infer_model(self._name)
+        return self._model
+
+    def _resolved(self) -> PAModel:
+        """:meth:`build` for a request: a model that cannot be built is a fatal model error
+        (retrying would not find the key), and a client made on an event loop that has
+        ended is replaced, as pydantic-ai's own agents do at the start of a run."""
+        try:
+            model = self.build()
+        except (pa_errors.UserError, ImportError, ValueError) as exc:
+            raise ModelFatalError(f"cannot use the model {self._name}: {exc}") from exc
+        refresh = getattr(model, "_refresh_http_client", None)
+        if callable(refresh):
+            refresh()
+        return model
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
+        model = self._resolved()
         messages = to_pydantic_ai(request.messages)
         parameters = ModelRequestParameters(
             function_tools=[
@@ -120,7 +153,7 @@ class PydanticAIModel:
         )
         settings = _settings(self._settings, request)
         return await complete(
-            self._model, messages, settings, parameters, stream if self._stream else None
+            model, messages, settings, parameters, stream if self._stream else None
         )
 
 

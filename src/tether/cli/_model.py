@@ -1,0 +1,26 @@
+"""``TETHER_MODEL``, checked when ``serve`` or ``worker`` starts: a bad one fails there, in one
+line and with an exit code of its own, not at the first request."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from tether.cli._exit import ExitCode, fail
+
+__all__ = ("check_model",)
+
+
+def check_model() -> None:
+    """Build the model ``TETHER_MODEL`` names (its provider's client, so its key is checked);
+    exit with :attr:`ExitCode.BAD_MODEL` if it cannot be. Says which model is used."""
+    if not os.environ.get("TETHER_MODEL", "").strip():
+        return  # the keyless models: nothing to import or check
+    from tether.models import ModelConfigError, check_model_env
+
+    try:
+        name = check_model_env()
+    except ModelConfigError as exc:
+        fail(str(exc), ExitCode.BAD_MODEL)
+    typer.echo(f"tether model {name} (from TETHER_MODEL)", err=True)

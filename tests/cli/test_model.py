@@ -1,0 +1,50 @@
+"""``TETHER_MODEL`` at startup: ``serve`` and ``worker`` refuse a model they cannot use (an
+unknown provider, a missing package or key) in one line on stderr, with exit code 10, before
+anything starts; ``replay`` never builds the provider's client, so it needs no key."""
+
+import importlib.util
+
+import pytest
+
+from tether.cli._exit import ExitCode
+
+from .command import tether
+
+
+@pytest.fixture(autouse=True)
+def _no_provider_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TETHER_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+COMMANDS = [
+    ["serve", "--demo", "--port", "0", "--store", "memory://"],
+    ["worker", "--demo", "--store", "memory://"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=["serve", "worker"])
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        ("nosuchprovider:model", "unknown provider 'nosuchprovider'"),
+        ("gpt-4.1-mini", "use provider:model (e.g. openai:gpt-4.1-mini)"),
+        ("openai:gpt-4.1-mini", "Set the `OPENAI_API_KEY` environment variable"),
+    ],
+    ids=["unknown-provider", "no-provider", "missing-key"],
+)
+def test_a_bad_model_fails_at_startup_in_one_line(
+    command: list[str], model: str, reason: str
+) -> None:
+    failed = tether(*command, code=ExitCode.BAD_MODEL, TETHER_MODEL=model)
+    assert failed.error.startswith(f"error: TETHER_MODEL={model}: ") and reason in failed.error
+    assert "Traceback" not in failed.stderr and "tether serving" not in failed.stdout
+
+
+def test_a_missing_provider_package_names_the_extra() -> None:
+    if importlib.util.find_spec("anthropic") is not None:
+        pytest.skip("the anthropic SDK is installed here")
+    failed = tether(
+        *COMMANDS[0], code=ExitCode.BAD_MODEL, TETHER_MODEL="anthropic:claude-sonnet-4-5"
+    )
+    assert 'pip install "pydantic-ai-slim[anthropic]"' in failed.error
