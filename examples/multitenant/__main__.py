@@ -1,0 +1,5 @@
+"""``python -m examples.multitenant``."""
+
+from examples.multitenant import main
+
+main()
