@@ -358,6 +358,7 @@ PUBLIC = {
     "tether.tools": (
         "DEFAULT_IGNORE",
         "BinaryFile",
+        "CommandInterrupted",
         "CommandTimedOut",
         "EditMismatch",
         "FileChanged",

@@ -3,6 +3,7 @@ memory store. Every call is journaled with its recovery class; a replay runs no 
 resume serves what was recorded, re-drives an idempotent tool whose intent was cut, and
 gives an unknown outcome (never a re-run) to a ``bash`` command whose result was lost."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 from tether.agent import Agent, Tool, Toolbox
@@ -16,6 +17,7 @@ from tether.testing import copy_prefix
 from tether.tools import workspace
 
 from ..engine.conftest import FAST
+from ..engine.test_approvals import pending_gate
 from ..engine.test_runtime import settle
 
 PLAN = [
@@ -48,7 +50,11 @@ class Counting:
 
 
 async def _resume(
-    store: MemoryStore, conversation_id: str, tools: tuple[Tool, ...], cut: tuple[str, str]
+    store: MemoryStore,
+    conversation_id: str,
+    tools: tuple[Tool, ...],
+    cut: tuple[str, str],
+    model: Callable[[ModelRequest], ToolUse | str] = script,
 ) -> tuple[object, list[str], MemoryStore]:
     """A crash right after the record of kind ``cut[0]`` for call ``cut[1]``, resumed."""
     records = await store.read(conversation_id)
@@ -59,7 +65,7 @@ async def _resume(
     await copy_prefix(store, conversation_id, seq, crashed)
     counting = Counting(tools)
     journal = await Journal.open(
-        crashed, conversation_id, model=ScriptedModel(script), tools=counting
+        crashed, conversation_id, model=ScriptedModel(model), tools=counting
     )
     resumed = await journal.resume(Agent(tools=tools))
     return resumed.output, counting.calls, crashed
@@ -147,3 +153,46 @@ async def test_a_coding_session_is_journaled_replayed_and_resumed(tmp_path: Path
     # Cut after grep's intent: grep (idempotent) is re-driven; nothing before it runs.
     output, calls, _ = await _resume(store, cid, tools, ("tool_called", "c4"))
     assert calls == ["grep", "bash"] and output == answer
+
+
+def gated_script(request: ModelRequest) -> ToolUse | str:
+    results = [m.parts[0] for m in request.messages if m.role == "tool"]
+    if not results:
+        return ToolUse("bash", {"command": "echo ran >> bash.log; echo done"}, "b1")
+    return getattr(results[0], "content", "")
+
+
+async def test_an_approved_command_cut_short_is_not_run_again(tmp_path: Path) -> None:
+    """With ``bash_approval``, a recovery runs an approved call whose outcome is missing:
+    the command's journaled start mark makes that a refusal, not a second run."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    tools = workspace(root, bash_approval=True)
+    spec = AgentSpec(
+        harness=Agent(tools=tools), model=ScriptedModel(gated_script), tools=Counting(tools)
+    )
+    store = MemoryStore()
+    agents = {"coder": AgentDefinition(lambda instance, env: spec)}
+    async with Runtime(agents, store, **FAST) as runtime:
+        receipt = await runtime.dispatch("coder", "acme", "run it")
+        approval_id = await pending_gate(runtime, store, receipt)
+        assert not (root / "bash.log").exists()  # nothing runs before the decision
+        await runtime.approve(approval_id, "approve", approver="ann")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["result"] == "done\n[exit code 0]"
+    assert (root / "bash.log").read_text() == "ran\n"
+    cid = receipt.conversation_id
+    kinds = [r.kind for r in await store.read(cid)]
+    start = kinds.index("approval_decided")
+    assert kinds[start : start + 3] == ["approval_decided", "step_recorded", "tool_outcome"]
+
+    # Cut after the start mark: the command may have run; it is not run again.
+    output, calls, _ = await _resume(store, cid, tools, ("step_recorded", "b1"), gated_script)
+    assert calls == ["bash"] and isinstance(output, str)
+    assert output.startswith("bash failed: CommandInterrupted: this approved command had")
+    assert (root / "bash.log").read_text() == "ran\n"
+
+    # Cut after the decision, before the start: the approved command runs, once.
+    output, calls, _ = await _resume(store, cid, tools, ("approval_decided", "b1"), gated_script)
+    assert calls == ["bash"] and output == "done\n[exit code 0]"
+    assert (root / "bash.log").read_text() == "ran\nran\n"

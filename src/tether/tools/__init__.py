@@ -35,11 +35,14 @@ whose intent is journaled and whose outcome is not):
   it), unedited (and edits it), or changed by something else (and refuses:
   :class:`FileChanged`); it never applies twice.
 - ``bash``: not idempotent: never re-run by a recovery, whose outcome is then ``unknown``
-  for the model to judge; approval optional.
+  for the model to judge; approval optional. An approved command journals its start in a
+  durable step first (a recovery re-runs an approved call whose outcome is missing), so one
+  cut short is answered :class:`CommandInterrupted`, not run twice.
 """
 
 from tether.tools._errors import (
     BinaryFile,
+    CommandInterrupted,
     CommandTimedOut,
     EditMismatch,
     FileChanged,
@@ -56,6 +59,7 @@ from tether.tools._workspace import workspace
 __all__ = (
     "DEFAULT_IGNORE",
     "BinaryFile",
+    "CommandInterrupted",
     "CommandTimedOut",
     "EditMismatch",
     "FileChanged",
