@@ -21,7 +21,8 @@ function fromUrl() {
   const instance = query.get("instance");
   const key = agent && instance ? { agent, instance, session: query.get("session") || "default" } : null;
   const panel = PANELS.includes(query.get("panel")) ? query.get("panel") : "chat";
-  return { key, panel };
+  const windowSize = Number(query.get("window")) || undefined; // records shown at first
+  return { key, panel, windowSize };
 }
 
 function toUrl(replace = false) {
@@ -38,15 +39,30 @@ function toUrl(replace = false) {
   else history.pushState(null, "", url);
 }
 
-function setConnection(text) {
+// What the page says of its connection: the stream's state first (the browser is
+// reconnecting it), else the last API call's failure, else live.
+const connection = { stream: "live", api: null };
+
+function showConnection() {
+  const text = connection.stream !== "live" ? connection.stream : connection.api || "live";
   const element = $("#connection");
-  element.textContent = text === "live" ? "live" : text;
+  element.textContent = text;
   element.className = text === "live" ? "live" : "away";
+}
+
+function streamState(state) {
+  connection.stream = state;
+  showConnection();
+}
+
+function apiState(problem) {
+  connection.api = problem;
+  showConnection();
 }
 
 const sessions = new SessionsPanel($("#sessions"), { onSelect: (key) => navigate(key, "chat") });
 const chat = new ChatPanel($("#panel-chat"), {
-  onStatus: setConnection,
+  onStatus: streamState,
   onOpenApprovals: () => navigate(state.key, "approvals"),
   onActivity: () => soon(),
 });
@@ -97,7 +113,7 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
 
 function report(error) {
   if (error instanceof api.ApiError && error.status === 401) return; // the sign-in asks
-  setConnection(error instanceof TypeError ? "server unreachable" : `error: ${error.message}`);
+  apiState(error instanceof TypeError ? "server unreachable" : `error: ${error.message}`);
 }
 
 let pending = null;
@@ -117,7 +133,7 @@ async function pollSessions() {
     await sessions.refresh();
     const item = state.key && sessions.find(state.key);
     if (item) chat.setStatus(item.status);
-    setConnection("live");
+    apiState(null);
   } catch (error) {
     report(error);
   }
@@ -126,7 +142,8 @@ async function pollSessions() {
 async function boot() {
   const [{ agents }, listed] = await Promise.all([api.get("/agents"), sessions.refresh()]);
   sessions.setAgents(agents);
-  let { key, panel } = fromUrl();
+  let { key, panel, windowSize } = fromUrl();
+  if (windowSize) chat.window = windowSize;
   if (!key && listed.length) key = listed[0];
   if (!key && agents.length) key = { agent: agents[0].name, instance: "me", session: "default" };
   if (key) key = { agent: key.agent, instance: key.instance, session: key.session };

@@ -6,7 +6,8 @@ import { fill, h } from "./dom.js";
 import { LiveStream, readRange } from "./events.js";
 import { Transcript } from "./transcript.js";
 
-/** Records shown when a session opens: a long log opens at its end, the rest on demand. */
+/** Records shown when a session opens (`?window=` in the URL for another number): a long
+ * log opens at its end, the rest on demand. */
 export const WINDOW = 400;
 const POLL_MS = 1000;
 
@@ -27,6 +28,7 @@ export class ChatPanel {
     this.stream = null;
     this.tracked = new Set();
     this.sessionStatus = "idle";
+    this.window = WINDOW;
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.send("dispatch");
@@ -43,7 +45,7 @@ export class ChatPanel {
     setInterval(() => this.poll(), POLL_MS);
   }
 
-  /** Show a session: its last WINDOW records, then live. */
+  /** Show a session: its last `window` records, then live. */
   async show(key) {
     if (this.stream) this.stream.close();
     this.key = key;
@@ -63,7 +65,7 @@ export class ChatPanel {
       body.append(h("p", { class: "empty" }, "No messages yet: say something."));
     }
     if (this.key !== key) return; // switched meanwhile
-    const from = Math.max(0, head - WINDOW);
+    const from = Math.max(0, head - this.window);
     if (from > 0) this.offerEarlier(earlier, from);
     this.stream = new LiveStream(key, from, {
       onEvent: (type, event, at) => this.live(type, event, at),
@@ -89,12 +91,12 @@ export class ChatPanel {
     this.onActivity();
   }
 
-  /** A button that reads the previous WINDOW records' events into place. */
+  /** A button that reads the previous window's events into place. */
   offerEarlier(container, until) {
     const button = h("button", { type: "button", class: "link" }, "Show earlier messages");
     button.addEventListener("click", async () => {
       button.disabled = true;
-      const from = Math.max(0, until - WINDOW);
+      const from = Math.max(0, until - this.window);
       const part = h("div", { class: "part" });
       const transcript = this.newTranscript(part);
       try {

@@ -1,0 +1,171 @@
+"""The transcript renders every shape of the canonical stream, those the demo agents never
+send too (reasoning, a tool call whose arguments stream, a failed tool, data events), fed
+to the page's own renderer; and, live, a JSON answer, a follow-up, an abort, and the earlier
+part of a long session read on demand."""
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .conftest import ConsoleServer, ready, screenshot
+
+expect = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed").expect
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+Event = list[Any]  # [type, event, id], as the stream sends them (ids "<seq>:<n>")
+
+
+def _full(at: str, index: int, kind: str, **content: Any) -> Event:
+    return ["full", {"type": "full", "index": index, "content": {"type": kind, **content}}, at]
+
+
+def _start(at: str, index: int, kind: str, **content: Any) -> Event:
+    event = {
+        "type": "start",
+        "index": index,
+        "content": {"type": kind, "author": "agent", **content},
+    }
+    return ["start", event, at]
+
+
+def _delta(at: str, index: int, kind: str, **delta: Any) -> Event:
+    return ["delta", {"type": "delta", "index": index, "delta": {"type": kind, **delta}}, at]
+
+
+def _done(at: str, index: int) -> Event:
+    return ["done", {"type": "done", "index": index}, at]
+
+
+LOOKUP = {"name": "lookup", "tool_call_id": "c1"}
+EVENTS = [
+    _full("3:0", 0, "text", author="user", content="think"),
+    _start("5:0", 1, "reasoning", summary=[], content=[""]),
+    _delta("5:1", 1, "reasoning_content", content_index=0, content_delta="Let me see."),
+    _done("6:0", 1),  # the reasoning ends where the answer's text starts
+    _start("6:1", 2, "text", content=""),
+    _delta("6:2", 2, "text", text_delta="A cut ans"),
+    _done("7:0", 2),  # ... a crash cut it: the answer starts again at once
+    _start("9:0", 3, "text", content=""),
+    _delta("9:1", 3, "text", text_delta='{"answer": 42, '),
+    _delta("10:0", 3, "text", text_delta='"sure": true}'),
+    _start("11:0", 4, "tool_request", arguments={}, **LOOKUP),
+    _delta("11:1", 4, "tool_request", arguments_delta='{"q": "ti', **LOOKUP),
+    _delta("12:0", 4, "tool_request", arguments_delta='des"}', **LOOKUP),
+    _done("13:0", 3),
+    _done("13:1", 4),
+    _full(
+        "14:0", 5, "tool_response", author="agent", content="no such page", is_error=True, **LOOKUP
+    ),
+    _full(
+        "15:0",
+        6,
+        "data",
+        author="agent",
+        data={"kind": "approval_requested", "tool": "send_email", "args": {"to": "a@b.c"}},
+    ),
+    _full(
+        "16:0",
+        7,
+        "data",
+        author="agent",
+        data={
+            "kind": "task_spawned",
+            "agent": "researcher",
+            "streamUrl": "/agents/researcher/me?session=task-1",
+        },
+    ),
+    _full(
+        "17:0", 8, "data", author="user", data={"kind": "signal", "type": "webhook", "body": "ping"}
+    ),
+]
+RENDER = """async ([events]) => {
+  const { Transcript } = await import("/ui/transcript.js");
+  const root = document.createElement("div");
+  root.id = "synthetic";
+  document.body.append(root);
+  const asked = [];
+  const transcript = new Transcript(root, {
+    isInterrupted: async (seq) => { asked.push(seq); return seq === 7; },
+    onOpenApprovals: () => {},
+  });
+  for (const [type, event, id] of events) {
+    transcript.apply(type, event, id.split(":").map(Number));
+    if (id === "11:1") transcript.progress({ callId: "c1", text: "looking up tides" });
+  }
+  transcript.error("failed: boom (run_failed)");
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  return asked;
+}"""
+
+
+def test_every_event_shape_renders(console: ConsoleServer, page: "Page") -> None:
+    ready(page, console.ui())
+    asked = page.evaluate(RENDER, [EVENTS])
+    root = page.locator("#synthetic")
+    # A slot closed and followed at once by the next one is asked about; the cut is removed.
+    assert asked == [6, 7]
+    expect(root.locator(".msg.agent", has_text="A cut ans")).to_have_count(0)
+    reasoning = root.locator("details.reasoning")
+    expect(reasoning).not_to_have_attribute("open", "")  # collapsed
+    expect(reasoning.locator("summary")).to_have_text("Reasoning")
+    expect(reasoning).to_contain_text("Let me see.")
+    expect(root.locator(".msg.agent .json.result")).to_have_text(
+        '{\n  "answer": 42,\n  "sure": true\n}'
+    )
+    tool = root.locator(".tool")
+    expect(tool).to_have_count(1)
+    expect(tool.locator(".args")).to_have_text('{\n  "q": "tides"\n}')
+    expect(tool).to_have_class(re.compile(r"\berror\b"))
+    expect(tool.locator(".tool-result")).to_contain_text("no such page")
+    expect(root.locator(".notice.approval")).to_contain_text("Waiting for approval: send_email")
+    link = root.get_by_role("link", name="researcher / task-1")
+    expect(link).to_have_attribute("href", re.compile(r"agent=researcher.*session=task-1"))
+    expect(root.locator(".notice.signal")).to_have_text("Signal webhook: ping")
+    expect(root.get_by_role("alert")).to_have_text("failed: boom (run_failed)")
+
+
+def test_a_json_answer_a_follow_up_an_abort_and_earlier_messages(
+    console: ConsoleServer, page: "Page"
+) -> None:
+    ready(page, console.ui(agent="assistant", instance="me", session="t", panel="chat"))
+    message = page.get_by_role("textbox", name="Message")
+    transcript = page.get_by_role("log", name="Transcript")
+    page.locator("details.options summary").click()
+    page.get_by_label("Result schema (JSON)").fill(
+        '{"type": "object", "properties": {"city": {"type": "string"}}}'
+    )
+    message.fill("where?")
+    message.press("Enter")
+    expect(transcript.locator(".json.result")).to_have_text('{\n  "city": "example"\n}')
+    page.get_by_label("Result schema (JSON)").fill("")
+
+    message.fill("research tides")
+    message.press("Enter")
+    expect(transcript.locator(".tool .progress")).to_contain_text("researching tides")
+    message.fill("and then?")
+    page.get_by_role("button", name="Follow-up").click()
+    expect(transcript.locator(".msg.agent").last).to_have_text("You said: and then?")
+
+    message.fill("research the moon")
+    message.press("Enter")
+    expect(transcript.locator(".tool .progress").last).to_contain_text("researching the moon")
+    page.get_by_role("button", name="Abort").click()
+    expect(transcript.get_by_role("alert")).to_contain_text("aborted")
+    expect(page.get_by_role("button", name="Abort")).to_be_disabled()
+    screenshot(page, "chat-abort")
+
+    # Opened with a window of 12 records, the rest is read on demand, in order, once.
+    page.goto(console.ui(agent="assistant", instance="me", session="t", window="12"))
+    page.wait_for_selector("body[data-ready]", state="attached")
+    users = transcript.locator(".msg.user")
+    expect(users).to_have_text(["research the moon"])
+    earlier = page.get_by_role("button", name="Show earlier messages")
+    for _ in range(20):
+        if not earlier.count():
+            break
+        earlier.click()
+        expect(page.locator(".earlier button:disabled")).to_have_count(0)  # read and shown
+    expect(users).to_have_text(["where?", "research tides", "and then?", "research the moon"])
