@@ -8,7 +8,8 @@ program by design, which is the whole point of the tool, and is not confined (se
   group gets SIGTERM, then SIGKILL once the grace period is over; when the command ends
   normally, whatever it left running in its group is ended the same way. The leader is
   waited for with ``waitid(WNOWAIT)`` and reaped only after its group was signalled, so its
-  pid (the group's id) cannot be reused by another process while the group is signalled. A
+  pid (the group's id) cannot be reused by another process while the group is signalled
+  (where ``os.waitid`` is missing, the leader is reaped at once: a weaker guarantee). A
   process that leaves the group (``setsid``, a daemon) escapes this: only a container or a
   cgroup catches those.
 - **A scrubbed environment**: ``PATH`` (passed on: commands need it and it is no secret),
@@ -124,24 +125,34 @@ class _Group:
     def __init__(self, process: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
         self.process = process
         self.pgid = process.pid  # the session leader's pid is its group's id
-        self.exited: asyncio.Future[tuple[int, int]] = loop.create_future()
+        self.exited: asyncio.Future[int | None] = loop.create_future()
+        """The leader's exit: a return code as ``Popen`` has them (``-N``: signal N), or
+        ``None`` when something else reaped it."""
         self._released = threading.Event()
         threading.Thread(
             target=self._watch, args=(loop,), name=f"tether-bash-{process.pid}", daemon=True
         ).start()
 
     def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        status: int | None = None
+        waitid = getattr(os, "waitid", None)
         try:
-            info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOWAIT)
-            status = (info.si_code, info.si_status) if info is not None else (0, 0)
+            if waitid is None:  # no waitid (some BSDs): reaped at once, the weaker guarantee
+                status = self.process.wait()
+            else:
+                info = waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOWAIT)
+                if info is not None:
+                    exited = info.si_code == os.CLD_EXITED
+                    status = info.si_status if exited else -info.si_status
         except ChildProcessError:  # reaped by someone else
-            status = (0, 0)
+            pass
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
             loop.call_soon_threadsafe(self._exited, status)
         self._released.wait()
-        self.process.wait()
+        with contextlib.suppress(ChildProcessError):
+            self.process.wait()
 
-    def _exited(self, status: tuple[int, int]) -> None:
+    def _exited(self, status: int | None) -> None:
         if not self.exited.done():
             self.exited.set_result(status)
 
@@ -153,14 +164,16 @@ class _Group:
         self._released.set()
 
 
-def _status(code: int, status: int) -> tuple[str, int | None]:
-    if code == os.CLD_EXITED:
-        return f"exit code {status}", status
+def _status(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code >= 0:
+        return f"exit code {code}"
     try:
-        name = signal.Signals(status).name
+        name = signal.Signals(-code).name
     except ValueError:
-        name = str(status)
-    return f"killed by signal {name}", -status
+        name = str(-code)
+    return f"killed by signal {name}"
 
 
 async def _within(futures: set[asyncio.Future[Any]], seconds: float) -> bool:
@@ -237,7 +250,8 @@ async def run_bash(
     if timed_out:
         status, code = f"timed out after {time_limit:g} s; its process group was killed", None
     elif group.exited.done():
-        status, code = _status(*group.exited.result())
+        code = group.exited.result()
+        status = _status(code)
     else:
         status, code = "did not end after SIGKILL", None
     return BashResult(
