@@ -69,7 +69,14 @@ from tether.agent import Tool, ToolContext, agent_spec, tool
 from tether.engine import AgentDefinition, DeltaReceived, EngineEvent, Operation, Runtime
 from tether.http import create_app
 from tether.messages import ModelRequest, ToolResultPart
-from tether.models import Rule, ScriptedModel, ToolUse, model_from_env
+from tether.models import (
+    ModelConfigError,
+    Rule,
+    ScriptedModel,
+    ToolUse,
+    check_model_env,
+    model_from_env,
+)
 
 __all__ = ("agents", "main", "observe", "time_boundaries", "weather_tool")
 
@@ -179,6 +186,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store", default="sqlite:///./examples-data/basic")
     parser.add_argument("--station-seconds", type=float, default=1.0, help="default 1")
     args = parser.parse_args(argv)
+    try:
+        check_model_env()  # a bad TETHER_MODEL or a missing key fails now, not at a first call
+    except ModelConfigError as exc:
+        parser.exit(2, f"error: {exc}\n")
     runtime = Runtime(
         agents(args.station_seconds),
         args.store,

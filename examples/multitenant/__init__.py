@@ -53,7 +53,14 @@ from tether.agent import agent_spec
 from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.http import create_app
 from tether.messages import ModelRequest
-from tether.models import Delay, ScriptedModel, Text, model_from_env
+from tether.models import (
+    Delay,
+    ModelConfigError,
+    ScriptedModel,
+    Text,
+    check_model_env,
+    model_from_env,
+)
 
 __all__ = ("TENANTS", "UnknownTenant", "agents", "main")
 
@@ -110,6 +117,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store", default="sqlite:///./examples-data/multitenant")
     parser.add_argument("--model-seconds", type=float, default=0.3, help="default 0.3")
     args = parser.parse_args(argv)
+    try:
+        check_model_env()  # a bad TETHER_MODEL or a missing key fails now, not at a first call
+    except ModelConfigError as exc:
+        parser.exit(2, f"error: {exc}\n")
     runtime = Runtime(agents(args.model_seconds), args.store)
     print(f"serving support for {', '.join(TENANTS)} on http://{args.host}:{args.port}", flush=True)
     uvicorn.run(create_app(runtime, manage_runtime=True), host=args.host, port=args.port)

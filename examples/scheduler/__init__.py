@@ -20,7 +20,7 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
 
     # A second process on the same store: both fire every window; the first admission wins.
     python -m examples.scheduler --port 9488 & B=$!
-    sleep 5; kill -9 $A                         # B goes on (and finishes a run A was in)
+    sleep 5; kill -9 $A                         # B goes on, and finishes a window A was running
     sleep 5; python -m examples.scheduler & A=$!
     sleep 5
 
@@ -46,7 +46,9 @@ store and fired by every process on it::
     curl -s -XPOST localhost:8488/schedules -H 'content-type: application/json' \\
          -d '{"agent": "monitor", "instance": "db", "every": 10, "body": "check the database"}'
 
-With a real model::
+Every window adds a signal and its answer to the one session, whose whole history the model
+reads each time: a schedule meant to run for long would give its agent a ``context_window``
+(``agent_spec(context_window=...)`` compacts the history past it). With a real model::
 
     TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.scheduler --every 30
 """
@@ -62,7 +64,15 @@ from tether.agent import agent_spec
 from tether.engine import AgentDefinition, Runtime, Schedule
 from tether.http import create_app
 from tether.messages import ModelRequest
-from tether.models import Delay, Rule, ScriptedModel, Text, model_from_env
+from tether.models import (
+    Delay,
+    ModelConfigError,
+    Rule,
+    ScriptedModel,
+    Text,
+    check_model_env,
+    model_from_env,
+)
 
 __all__ = ("agents", "main", "schedule")
 
@@ -116,6 +126,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=float, default=2.0, help="seconds between windows (2)")
     parser.add_argument("--think-seconds", type=float, default=0.5, help="default 0.5")
     args = parser.parse_args(argv)
+    try:
+        check_model_env()  # a bad TETHER_MODEL or a missing key fails now, not at a first call
+    except ModelConfigError as exc:
+        parser.exit(2, f"error: {exc}\n")
     ticks = schedule(args.every)
     runtime = Runtime(agents(args.think_seconds), args.store, schedules=[ticks])
     print(
