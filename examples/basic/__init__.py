@@ -18,11 +18,14 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
          -H 'content-type: application/json' -d '{"body": "what is the weather in Oslo?"}'
 
     # 3. Watch the session live, from a second terminal, then send a message from the first:
-    curl -N 'localhost:8484/agents/assistant/me?follow=true'                # the records
-    curl -N 'localhost:8484/agents/assistant/me?follow=true&view=stream'    # or stream events
-    #   event: tool_called ...
+    curl -N 'localhost:8484/agents/assistant/me?follow=true'
+    curl -s -XPOST localhost:8484/agents/assistant/me -H 'content-type: application/json' \
+         -d '{"body": "what is the weather in Rome?"}'
+    #   the records, each an event of its kind: ... event: tool_called, then the tool's
     #   event: progress  data: {"type":"tool_progress",...,"text":"station 1 of 3 in Rome: 12 C"}
     #   ... event: tool_outcome ... event: assistant_message_completed ... submission_settled
+    curl -s 'localhost:8484/agents/assistant/me?view=stream'   # the same as stream events
+    #   (event: full for the tool_request and tool_response, start/delta/done for the text)
 
     # 4. Durability: start a slow call, kill -9 the server in the middle of the tool, restart.
     curl -s -XPOST localhost:8484/agents/assistant/me -H 'content-type: application/json' \\

@@ -85,6 +85,11 @@ def test_the_basic_runbook(tmp_path: Path) -> None:
             assert re.fullmatch(rf"station {station} of 3 in Rome: \d+ C", text)
         assert kinds.index("tool_called") < kinds.index("progress") < kinds.index("tool_outcome")
 
+        # The same session as stream events, read to its end (it is at rest).
+        stream = client.get("/agents/assistant/me", params={"view": "stream"}).text
+        contents = re.findall(r'"content":\{"type":"(\w+)"', stream)
+        assert contents[-4:] == ["text", "tool_request", "tool_response", "text"]  # Rome's
+
     # What the observer and the interceptor printed, one line each.
     output = server.output()
     assert "observer: settled assistant/me/default settlement=" in output
