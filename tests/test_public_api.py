@@ -302,6 +302,7 @@ PUBLIC = {
         "PruneAction",
         "PruneOutcome",
         "PruneReport",
+        "RESULT_CORRECTION",
         "RESULT_SCHEMA_INVALID",
         "RUN_FAILED",
         "Receipt",

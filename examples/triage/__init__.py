@@ -81,6 +81,7 @@ import uvicorn
 
 from tether import AgentDefinition, AgentSpec, Runtime
 from tether.agent import agent_spec, tool
+from tether.engine import RESULT_CORRECTION
 from tether.http import create_app
 from tether.messages import ModelRequest, ToolResultPart
 from tether.models import (
@@ -120,8 +121,8 @@ PLANS = {
 # --- the keyless models: rules that make every runbook flow deterministic ---------------
 
 CUSTOMER = re.compile(r"\bcustomer\s+([\w-]+)", re.IGNORECASE)
-# The engine's corrective prompt, after an answer that did not fit the schema.
-CORRECTION = "did not match the required JSON Schema"
+# The engine's corrective prompt, after an answer that did not fit the schema, begins so.
+CORRECTION = RESULT_CORRECTION
 CATEGORIES = (
     ("bug", ("crash", "error", "broken", "fails", "bug")),
     ("billing", ("refund", "charge", "invoice", "billing")),

@@ -47,6 +47,7 @@ from tether.engine._observe import (
 )
 from tether.engine._pruner import PruneAction, PruneOutcome, PruneReport
 from tether.engine._redact import Redactor, SecretRedactor
+from tether.engine._results import RESULT_CORRECTION
 from tether.engine._retention import Retention
 from tether.engine._runtime import Multitask, Receipt, Runtime, SubmissionInfo
 from tether.engine._schedules import (
@@ -77,6 +78,7 @@ __all__ = (
     "MAX_APPROVALS_PAGE",
     "MAX_SESSIONS_PAGE",
     "MAX_TREE_NODES",
+    "RESULT_CORRECTION",
     "RESULT_SCHEMA_INVALID",
     "RUN_FAILED",
     "SETTLEMENT_INDETERMINATE",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Final
 
 import jsonschema
 from pydantic import JsonValue
@@ -12,7 +13,7 @@ from pydantic import JsonValue
 from tether.engine._settle import RESULT_SCHEMA_INVALID, failed, succeeded
 from tether.records import SubmissionSettled
 
-__all__ = ("correction", "judge", "parse_result")
+__all__ = ("RESULT_CORRECTION", "correction", "judge", "parse_result")
 
 _FENCED_JSON = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
@@ -36,10 +37,21 @@ def judge(
     return None, problem
 
 
+RESULT_CORRECTION: Final = "Your reply did not match the required JSON Schema"
+"""How the message a model is told after a reply that missed a submission's result schema
+begins (what follows: the problem, the schema, and the request to answer again): a keyless
+model, or a test, can tell the corrective turn by it.
+
+Example::
+
+    Rule(lambda request: request.messages[-1].text.startswith(RESULT_CORRECTION), fixed)
+"""
+
+
 def correction(problem: str, schema: dict[str, JsonValue] | None) -> str:
     """What the model is told after a reply that missed the schema."""
     return (
-        f"Your reply did not match the required JSON Schema: {problem}\n"
+        f"{RESULT_CORRECTION}: {problem}\n"
         f"Schema: {json.dumps(schema)}\n"
         "Reply with ONLY a JSON document that conforms to the schema."
     )

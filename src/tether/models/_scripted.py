@@ -131,7 +131,8 @@ class ScriptedModel:
     that fits the request answers; ``default`` otherwise), or a function of the request.
     A reply is a string, a :class:`ModelResponse`, an exception to raise, or steps:
     :class:`Text`, :class:`Thinking`, :class:`ToolUse`, :class:`Failure`, :class:`Delay`.
-    ``chunk`` streams text in pieces of that many characters. ``calls`` lists the requests.
+    ``chunk`` streams text in pieces of that many characters. ``calls`` lists the requests
+    (``record=False``: none are kept; ``invocations`` still counts them).
 
     Example::
 
@@ -142,16 +143,25 @@ class ScriptedModel:
     """
 
     def __init__(
-        self, script: Script, *, chunk: int | None = None, default: Reply | None = None
+        self,
+        script: Script,
+        *,
+        chunk: int | None = None,
+        default: Reply | None = None,
+        record: bool = True,
     ) -> None:
         self._script = script
         self._chunk = chunk
         self._default = default
+        self._record = record
+        self._invocations = 0
         self.calls: list[ModelRequest] = []
+        """Every request, unless ``record=False`` (a long-running server's keyless model
+        keeps none: they would pile up)."""
 
     @property
     def invocations(self) -> int:
-        return len(self.calls)
+        return self._invocations
 
     def _reply(self, request: ModelRequest) -> object:
         script = self._script
@@ -165,16 +175,18 @@ class ScriptedModel:
             if self._default is None:
                 raise AssertionError(f"no rule fits {_plain(request.messages[-1])!r}")
             return self._default
-        if len(self.calls) > len(script):
+        if self._invocations > len(script):
             raise AssertionError(
-                f"the script has {len(script)} replies; this is call {len(self.calls)}"
+                f"the script has {len(script)} replies; this is call {self._invocations}"
             )
-        return script[len(self.calls) - 1]
+        return script[self._invocations - 1]
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
-        self.calls.append(request)
+        self._invocations += 1
+        if self._record:
+            self.calls.append(request)
         reply = self._reply(request)
         if isinstance(reply, BaseException):
             raise reply
