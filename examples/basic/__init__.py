@@ -136,6 +136,7 @@ KEYLESS = ScriptedModel(
     [Rule(_CITY, _ask_weather), Rule("", _report, on="tool")],
     chunk=4,
     default="Ask me about the weather, e.g. 'what is the weather in Paris?'",
+    record=False,  # a server's model keeps no requests
 )
 """Deterministic and offline: a weather question calls the tool, whose result is the answer."""
 

@@ -234,6 +234,7 @@ def _after_reply(request: ModelRequest) -> Text:
 BOT_MODEL = ScriptedModel(
     [Rule("<signal", _answer), Rule("", _after_reply, on="tool")],
     default=Text("I only answer GitHub issue events."),
+    record=False,  # a server's model keeps no requests
 )
 
 

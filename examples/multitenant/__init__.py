@@ -87,7 +87,7 @@ def keyless_model(seconds: float) -> ScriptedModel:
         asked = sum(message.role == "user" for message in messages)
         return [Delay(seconds), Text(f"{voice}: answer {asked} to {messages[-1].text!r}")]
 
-    return ScriptedModel(answer, chunk=8)
+    return ScriptedModel(answer, chunk=8, record=False)  # a server's model keeps no requests
 
 
 def agents(model_seconds: float = 0.3) -> dict[str, AgentDefinition]:

@@ -97,7 +97,9 @@ def keyless_model(think_seconds: float) -> ScriptedModel:
             Text(f"Checked the site for the window of {window}: all quiet."),
         ]
 
-    return ScriptedModel([Rule(_TAG, answer)], chunk=8, default="I answer scheduled checks.")
+    return ScriptedModel(
+        [Rule(_TAG, answer)], chunk=8, default="I answer scheduled checks.", record=False
+    )
 
 
 def agents(think_seconds: float = 0.5) -> dict[str, AgentDefinition]:

@@ -182,6 +182,7 @@ TRIAGE_MODEL = ScriptedModel(
         Rule("", _first_draft, on="tool"),  # the researcher answered: the first draft
     ],
     default=Text("{'category': 'question'}"),
+    record=False,  # a server's model keeps no requests
 )
 
 
@@ -196,6 +197,7 @@ RESEARCHER_MODEL = ScriptedModel(
         Rule("", lambda request: Text(_plan(request)), on="tool"),  # its result, as it is
     ],
     default=Text("I can only look up a customer's plan."),
+    record=False,
 )
 
 # --- the agents -------------------------------------------------------------------------
