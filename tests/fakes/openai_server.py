@@ -56,6 +56,7 @@ class Answer:
     input_tokens: int = 120
     output_tokens: int = 30
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
     hang_after: int | None = None
     """Stream this many text pieces, then stall until released (the rest is never sent)."""
     chunk: int | None = None
@@ -239,6 +240,7 @@ def _chat_usage(answer: Answer) -> dict[str, Any]:
         "completion_tokens": answer.output_tokens,
         "total_tokens": answer.input_tokens + answer.output_tokens,
         "prompt_tokens_details": {"cached_tokens": answer.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": answer.reasoning_tokens},
     }
 
 
@@ -305,7 +307,7 @@ def _response_usage(answer: Answer) -> dict[str, Any]:
         "input_tokens": answer.input_tokens,
         "input_tokens_details": {"cached_tokens": answer.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": answer.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": answer.reasoning_tokens},
         "total_tokens": answer.input_tokens + answer.output_tokens,
     }
 

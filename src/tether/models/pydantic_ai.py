@@ -289,9 +289,11 @@ def from_pydantic_ai(response: pa.ModelResponse) -> ModelResponse:
                 )
             )
     usage = response.usage
+    reasoning = getattr(usage, "output_reasoning_tokens", None)
     tokens = Usage(
         input_tokens=getattr(usage, "input_tokens", None),
         output_tokens=getattr(usage, "output_tokens", None),
+        reasoning_tokens=reasoning if isinstance(reasoning, int) and reasoning > 0 else None,
         cache_read_tokens=getattr(usage, "cache_read_tokens", None),
         cache_write_tokens=getattr(usage, "cache_write_tokens", None),
     )
