@@ -1,0 +1,5 @@
+"""``python -m examples.chat``."""
+
+from examples.chat import main
+
+main()
