@@ -1,8 +1,10 @@
 """``TETHER_MODEL`` at startup: ``serve`` and ``worker`` refuse a model they cannot use (an
 unknown provider, a missing package or key) in one line on stderr, with exit code 10, before
-anything starts; ``replay`` never builds the provider's client, so it needs no key."""
+anything starts; ``replay`` refuses a bad name the same way, but never builds the provider's
+client, so it needs no key."""
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +50,12 @@ def test_a_missing_provider_package_names_the_extra() -> None:
         *COMMANDS[0], code=ExitCode.BAD_MODEL, TETHER_MODEL="anthropic:claude-sonnet-4-5"
     )
     assert 'pip install "pydantic-ai-slim[anthropic]"' in failed.error
+
+
+def test_replay_refuses_a_bad_name_but_needs_no_key(tmp_path: Path) -> None:
+    replay = ["replay", "c-1", "--demo", "--store", f"sqlite:///{tmp_path / 'none'}"]
+    failed = tether(*replay, code=ExitCode.BAD_MODEL, TETHER_MODEL="nosuchprovider:model")
+    assert failed.error.startswith("error: TETHER_MODEL=nosuchprovider:model: unknown provider")
+    # No OPENAI_API_KEY: past the model check, to the store (which is not there).
+    failed = tether(*replay, code=ExitCode.NO_STORE, TETHER_MODEL="openai:gpt-4.1-mini")
+    assert "TETHER_MODEL" not in failed.error and "no store at" in failed.error

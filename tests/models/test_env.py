@@ -100,6 +100,10 @@ def test_a_missing_key_fails_the_check_in_one_clear_line() -> None:
     )
     with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
         check_model_env({"TETHER_MODEL": "openai:gpt-4.1-mini"})
+    # What a replay checks: the name and the package, not the key.
+    assert check_model_env({"TETHER_MODEL": "openai:gpt-4.1-mini"}, build_client=False) == (
+        "openai:gpt-4.1-mini"
+    )
 
 
 def test_with_the_key_the_check_builds_the_client_once(monkeypatch: pytest.MonkeyPatch) -> None:

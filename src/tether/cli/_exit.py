@@ -38,8 +38,8 @@ class ExitCode(enum.IntEnum):
     WAITING_FOR_APPROVAL = 9
     """``send --wait``: the run is parked until a human decides its approval."""
     BAD_MODEL = 10
-    """``serve``/``worker``: ``TETHER_MODEL`` names no usable model (an unknown provider, a
-    package or a key that is missing)."""
+    """``TETHER_MODEL`` names no usable model: an unknown provider, a package or (``serve``,
+    ``worker``) a key that is missing."""
     INTERRUPTED = 130
     """Ctrl-C."""
 
@@ -56,7 +56,7 @@ Exit codes:
   7  --app cannot be loaded
   8  the address is in use (--host, --port)
   9  send --wait: the run waits for an approval
-  10  TETHER_MODEL names no usable model (serve, worker)
+  10  TETHER_MODEL names no usable model (serve, worker, replay)
   130  interrupted (Ctrl-C)"""
 
 

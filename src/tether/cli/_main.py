@@ -279,11 +279,13 @@ def replay(
     """Re-run a conversation from its log: zero model and tool calls; exit 1 on divergence."""
     from tether.cli import _local
     from tether.cli._export import replay_file
+    from tether.cli._model import check_model
     from tether.cli._serve import load_agents
 
     if (conversation is None) == (from_ is None):
         fail("give a conversation id or --from FILE (one of them)", ExitCode.USAGE)
     agents = load_agents(app_, demo)
+    check_model(build_client=False)  # a bad TETHER_MODEL in one line; no key needed
     if from_ is not None:
         replay_file(from_, agents, console)
     else:

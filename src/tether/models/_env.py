@@ -96,9 +96,13 @@ def model_from_env(
     return ModelChoice(model=model, name=value, from_env=True)
 
 
-def check_model_env(environ: Mapping[str, str] | None = None) -> str | None:
+def check_model_env(
+    environ: Mapping[str, str] | None = None, *, build_client: bool = True
+) -> str | None:
     """Check ``TETHER_MODEL`` now, key included (the provider's client is built): the name
-    it gives, or ``None`` if it is unset. Raises :class:`ModelConfigError`.
+    it gives, or ``None`` if it is unset. Raises :class:`ModelConfigError`. With
+    ``build_client=False`` only the string and the provider's package are checked, as a
+    replay needs (no key).
 
     Example::
 
@@ -110,7 +114,9 @@ def check_model_env(environ: Mapping[str, str] | None = None) -> str | None:
     value = (os.environ if environ is None else environ).get(MODEL_VARIABLE, "").strip()
     if not value:
         return None
-    _build(value, _model(value))
+    model = _model(value)
+    if build_client:
+        _build(value, model)
     return value
 
 
