@@ -1,0 +1,5 @@
+"""``python -m examples.coder``."""
+
+from examples.coder import main
+
+main()
