@@ -151,28 +151,7 @@ def insights_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
         that start after seq ``after``, in the order they started, each with its duration
         once it has ended. The log is read from ``after`` until the page's spans have
         ended (or the log does)."""
-        builder = SpanBuilder(after=after)
-        cursor, ended, full = after, 0, False  # ended: how many of the first spans have
-        while not full:
-            page = await runtime.records(conversation_id, after=cursor, limit=_READ)
-            for record in page:
-                builder.feed(record)
-                cursor = record.seq
-                kept = builder.spans
-                while ended < min(limit, len(kept)) and kept[ended].end_seq is not None:
-                    ended += 1
-                if ended == limit:
-                    full = True  # the page's spans have all ended: no need to read on
-                    break
-            if len(page) < _READ:
-                break
-        kept = builder.spans[:limit]
-        more = full or len(builder.spans) > limit  # (a page after the last may be empty)
-        return SpansPage(
-            conversation_id=conversation_id,
-            spans=kept,
-            next=kept[-1].start_seq if more else None,
-        )
+        return await _spans_page(runtime, conversation_id, after=after, limit=limit)
 
     @router.get("/conversations/{conversation_id}/usage", responses=failures(404, 422, 503))
     async def usage(conversation_id: str) -> SessionUsage:
@@ -186,3 +165,30 @@ def insights_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
         )
 
     return router
+
+
+async def _spans_page(
+    runtime: Runtime, conversation_id: str, *, after: int, limit: int
+) -> SpansPage:
+    """Read the log from ``after`` until its first ``limit`` spans there have ended (or the
+    log does): a span's end may lie far past its start (a tool parked for a human)."""
+    builder = SpanBuilder(after=after)
+    cursor, ended, full = after, 0, False  # ended: how many of those first spans ended
+    while not full:
+        page = await runtime.records(conversation_id, after=cursor, limit=_READ)
+        for record in page:
+            builder.feed(record)
+            cursor = record.seq
+            spans = builder.spans
+            while ended < min(limit, len(spans)) and spans[ended].end_seq is not None:
+                ended += 1
+            full = ended == limit
+            if full:
+                break
+        if len(page) < _READ:
+            break
+    kept = builder.spans[:limit]
+    more = full or len(builder.spans) > limit  # (so a page after the last may be empty)
+    return SpansPage(
+        conversation_id=conversation_id, spans=kept, next=kept[-1].start_seq if more else None
+    )

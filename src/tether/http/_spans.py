@@ -136,11 +136,6 @@ class SpanBuilder:
         self.spans: list[SpanView] = []
         self._open: dict[Key, _Open] = {}
 
-    @property
-    def open(self) -> int:
-        """Spans kept (started after ``after``) that have not ended yet."""
-        return sum(1 for span in self._open.values() if span.view.start_seq > self.after)
-
     def feed(self, record: Record) -> None:
         if record.kind not in _KINDS:
             return

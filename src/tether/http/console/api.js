@@ -76,8 +76,12 @@ export async function login(token) {
   return answer;
 }
 
-export async function logout() {
+export function forgetToken() {
   sessionStorage.removeItem(TOKEN_KEY);
+}
+
+export async function logout() {
+  forgetToken();
   return request("POST", "/ui/logout");
 }
 

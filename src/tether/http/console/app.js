@@ -5,6 +5,7 @@ import * as api from "./api.js";
 import { ApprovalsPanel } from "./approvals.js";
 import { ChatPanel } from "./chat.js";
 import { InspectorPanel } from "./inspector.js";
+import { sameKey } from "./dom.js";
 import { SessionsPanel } from "./sessions.js";
 
 const PANELS = ["chat", "approvals", "inspector"];
@@ -92,10 +93,6 @@ function showPanel(panel) {
   $("#toggle-sessions").setAttribute("aria-expanded", "false");
 }
 
-function sameKey(a, b) {
-  return a && b && a.agent === b.agent && a.instance === b.instance && a.session === b.session;
-}
-
 /** Show a session (and a panel): the URL says it, so a reload comes back to it. */
 function navigate(key, panel = state.panel, { replace = false } = {}) {
   const switched = key && !sameKey(key, state.key);
@@ -168,7 +165,7 @@ function askToken(message = "") {
   $("#token").focus();
 }
 
-api.onUnauthorized(() => askToken("Sign in again: the server refused the token."));
+api.onUnauthorized(() => askToken(state.booted ? "Sign in again: the server refused the token." : ""));
 
 $("#login-form").addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -185,6 +182,7 @@ $("#login-form").addEventListener("submit", async (event) => {
 });
 
 $("#sign-out").addEventListener("click", async () => {
+  chat.close();
   await api.logout().catch(() => {});
   $("#sign-out").hidden = true;
   askToken();
@@ -215,7 +213,7 @@ async function start() {
       const answer = await api.login(token);
       $("#sign-out").hidden = !answer.authRequired;
     } catch {
-      sessionStorage.clear();
+      api.forgetToken(); // refused: the dialog asks for another
     }
   }
   try {

@@ -2,7 +2,7 @@
 // (Send; Steer, Follow-up and Abort act on the run in flight).
 
 import { agentPath, ApiError, get, post } from "./api.js";
-import { fill, h } from "./dom.js";
+import { atBottom, fill, h } from "./dom.js";
 import { LiveStream, readRange } from "./events.js";
 import { Transcript } from "./transcript.js";
 
@@ -42,13 +42,25 @@ export class ChatPanel {
     root.querySelector("#steer").addEventListener("click", () => this.send("steer"));
     root.querySelector("#followup").addEventListener("click", () => this.send("followup"));
     root.querySelector("#abort").addEventListener("click", () => this.abort());
+    // The transcript follows new content while its reader is at the end of it.
+    this.following = true;
+    this.scrolling = false;
+    this.log.addEventListener("scroll", () => (this.following = atBottom(this.log)));
     setInterval(() => this.poll(), POLL_MS);
+  }
+
+  /** Stop reading the session's stream (e.g. on sign-out). */
+  close() {
+    if (this.stream) this.stream.close();
+    this.stream = null;
   }
 
   /** Show a session: its last `window` records, then live. */
   async show(key) {
-    if (this.stream) this.stream.close();
+    this.close();
     this.key = key;
+    this.following = true;
+    this.emptyNote = null;
     this.tracked.clear();
     this.title.textContent = `${key.agent} / ${key.instance} / ${key.session}`;
     this.problem.textContent = "";
@@ -62,7 +74,7 @@ export class ChatPanel {
       head = (await get(agentPath(key, "/conversation"), { session: key.session })).head;
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 404)) throw error;
-      body.append(h("p", { class: "empty" }, "No messages yet: say something."));
+      this.emptyNote = body.appendChild(h("p", { class: "empty" }, "No messages yet: say something."));
     }
     if (this.key !== key) return; // switched meanwhile
     const from = Math.max(0, head - this.window);
@@ -84,10 +96,18 @@ export class ChatPanel {
   }
 
   live(type, event, at) {
-    const follow = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 64;
-    this.log.querySelector(".empty")?.remove();
+    if (this.emptyNote) {
+      this.emptyNote.remove();
+      this.emptyNote = null;
+    }
     this.transcript.apply(type, event, at);
-    if (follow) this.log.scrollTop = this.log.scrollHeight;
+    if (this.following && !this.scrolling) {
+      this.scrolling = true; // once a frame, however many events came: no layout per event
+      requestAnimationFrame(() => {
+        this.scrolling = false;
+        this.log.scrollTop = this.log.scrollHeight;
+      });
+    }
     this.onActivity();
   }
 

@@ -74,6 +74,11 @@ export function keyOfStreamUrl(url) {
   };
 }
 
+/** Whether two session keys name the same session. */
+export function sameKey(a, b) {
+  return Boolean(a && b && a.agent === b.agent && a.instance === b.instance && a.session === b.session);
+}
+
 /** Whether the user is reading the end of a scrolled element (then it follows new content). */
 export function atBottom(element, slack = 48) {
   return element.scrollHeight - element.scrollTop - element.clientHeight <= slack;

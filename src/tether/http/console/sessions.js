@@ -2,13 +2,9 @@
 // each with its status, last activity and pending approvals; and a new session.
 
 import { get } from "./api.js";
-import { fill, h, sessionHref, timeTag } from "./dom.js";
+import { fill, h, sameKey, sessionHref, timeTag } from "./dom.js";
 
 const PAGE = 100;
-
-function sameKey(a, b) {
-  return a && b && a.agent === b.agent && a.instance === b.instance && a.session === b.session;
-}
 
 function freshName() {
   return `s-${Date.now().toString(36)}`;
