@@ -4,7 +4,8 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
 
     python -m examples.chat & SERVER=$!         # prints the console's URL once it listens:
     #   console: http://127.0.0.1:8485/ui?agent=chat&instance=me&session=default&panel=chat
-    #   --open (opens it in your browser), --auth-token TOKEN (the console asks for it once),
+    #   --open (opens it in your browser), --auth-token TOKEN (or TETHER_AUTH_TOKEN: the
+    #   console asks for it once),
     #   --port, --host, --store sqlite:///./examples-data/chat (the default), --think-seconds
     #   (how long the agent thinks before it answers, 3 s), --chunk-delay (0.05 s a chunk)
 
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import webbrowser
 from urllib.parse import urlencode
 
@@ -168,14 +170,19 @@ def console_url(host: str, port: int, instance: str = "me") -> str:
 async def serve(app: FastAPI, host: str, port: int, url: str, open_browser: bool) -> None:
     """Serve ``app``; once the port accepts connections, print ``url`` (and open it)."""
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port))
-    serving = asyncio.create_task(server.serve())
-    while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn has no event
-        await asyncio.sleep(0.05)
-    if server.started:
+
+    async def announce() -> None:
+        while not server.started:  # noqa: ASYNC110 - uvicorn has no event for it
+            await asyncio.sleep(0.05)
         print(f"console: {url}", flush=True)
         if open_browser:
             webbrowser.open(url)
-    await serving
+
+    announcing = asyncio.create_task(announce())
+    try:
+        await server.serve()  # a port in use: uvicorn says so, and exits with code 3
+    finally:
+        announcing.cancel()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,7 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--store", default=STORE, help=f"a store URL (default {STORE})")
     parser.add_argument("--open", action="store_true", help="open the console in a browser")
-    parser.add_argument("--auth-token", help="require this bearer token (the console asks)")
+    parser.add_argument(
+        "--auth-token",
+        default=os.environ.get("TETHER_AUTH_TOKEN"),
+        help="require this bearer token, the console asks for it (default $TETHER_AUTH_TOKEN)",
+    )
     parser.add_argument("--think-seconds", type=float, default=3.0, help="default 3")
     parser.add_argument("--chunk-delay", type=float, default=0.05, help="default 0.05")
     args = parser.parse_args(argv)
