@@ -131,8 +131,7 @@ def test_the_printed_url_in_a_browser(tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
     expect = sync_api.expect
     store = f"sqlite:///{tmp_path / 'data'}"
-    args = ("--chunk-delay", "0.02")  # thinking takes the default 3 s: time to press Steer
-    server = start_example("chat", store, tmp_path / "chat.log", *args, ready=False)
+    server = start_example("chat", store, tmp_path / "chat.log", *FAST, ready=False)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM))  # meanwhile
         try:
@@ -143,11 +142,13 @@ def test_the_printed_url_in_a_browser(tmp_path: Path) -> None:
             message = page.get_by_role("textbox", name="Message")
             message.fill(QUESTION)
             message.press("Enter")
-            transcript = page.get_by_role("log", name="Transcript")
-            progress = transcript.locator(".tool .progress")
-            expect(progress).to_contain_text("thinking about", timeout=MS)
+            steer = page.get_by_role("button", name="Steer")
+            expect(steer).to_be_enabled(timeout=MS)  # the run is in flight: it thinks
             message.fill(STEER)
-            page.get_by_role("button", name="Steer").click()
+            steer.click()
+            transcript = page.get_by_role("log", name="Transcript")
+            result = transcript.locator(".tool .tool-result")
+            expect(result).to_contain_text(f"three thoughts on {QUESTION!r}", timeout=MS)
             answer = transcript.locator(".msg.agent").last
             expect(answer).to_contain_text(f"You also told me: {STEER}.", timeout=MS)
         finally:
