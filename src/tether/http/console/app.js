@@ -137,15 +137,21 @@ async function pollSessions() {
 }
 
 async function boot() {
-  const [{ agents }, listed] = await Promise.all([api.get("/agents"), sessions.refresh()]);
-  sessions.setAgents(agents);
-  let { key, panel, windowSize } = fromUrl();
+  const { key, panel, windowSize } = fromUrl();
   if (windowSize) chat.window = windowSize;
-  if (!key && listed.length) key = listed[0];
-  if (!key && agents.length) key = { agent: agents[0].name, instance: "me", session: "default" };
-  if (key) key = { agent: key.agent, instance: key.instance, session: key.session };
-  navigate(key, panel, { replace: true });
-  await approvals.refresh();
+  state.key = null; // (again after a sign-in: the session is shown anew)
+  // The session the URL names opens at once, beside the lists it does not wait for.
+  const lists = Promise.all([api.get("/agents"), sessions.refresh(), approvals.refresh()]);
+  if (key) navigate(key, panel, { replace: true });
+  const [{ agents }, listed] = await lists;
+  sessions.setAgents(agents);
+  if (key) {
+    const item = sessions.find(key);
+    if (item) chat.setStatus(item.status);
+  } else {
+    const first = listed[0] || (agents.length && { agent: agents[0].name, instance: "me", session: "default" });
+    if (first) navigate({ agent: first.agent, instance: first.instance, session: first.session }, panel, { replace: true });
+  }
   document.body.dataset.ready = "true"; // for tests: what is typed from now on is sent
   if (!state.booted) {
     state.booted = true;
