@@ -151,7 +151,7 @@ def plan(request: ModelRequest) -> Reply:
     )
 
 
-KEYLESS = ScriptedModel(plan, chunk=8)
+KEYLESS = ScriptedModel(plan, chunk=8, record=False)  # a server's model keeps no requests
 
 
 def agents(root: str = ROOT, approve_bash: bool = False) -> dict[str, AgentDefinition]:

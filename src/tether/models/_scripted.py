@@ -131,7 +131,8 @@ class ScriptedModel:
     that fits the request answers; ``default`` otherwise), or a function of the request.
     A reply is a string, a :class:`ModelResponse`, an exception to raise, or steps:
     :class:`Text`, :class:`Thinking`, :class:`ToolUse`, :class:`Failure`, :class:`Delay`.
-    ``chunk`` streams text in pieces of that many characters. ``calls`` lists the requests
+    ``chunk`` streams text in pieces of that many characters, ``delay`` seconds apart (a
+    reader can watch it stream, or steer it). ``calls`` lists the requests
     (``record=False``: none are kept; ``invocations`` still counts them).
 
     Example::
@@ -149,9 +150,11 @@ class ScriptedModel:
         chunk: int | None = None,
         default: Reply | None = None,
         record: bool = True,
+        delay: float = 0.0,
     ) -> None:
         self._script = script
         self._chunk = chunk
+        self._delay = delay
         self._default = default
         self._record = record
         self._invocations = 0
@@ -235,4 +238,6 @@ class ScriptedModel:
                     "text" if isinstance(part, TextPart) else "thinking"
                 )
                 for start in range(0, len(part.text), self._chunk):
+                    if self._delay and start:
+                        await asyncio.sleep(self._delay)
                     await stream(StreamDelta(kind, part.text[start : start + self._chunk]))
