@@ -359,7 +359,6 @@ PUBLIC = {
     "tether.tools": (
         "DEFAULT_IGNORE",
         "BinaryFile",
-        "CommandInterrupted",
         "CommandTimedOut",
         "EditMismatch",
         "FileChanged",

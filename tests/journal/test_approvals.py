@@ -262,6 +262,28 @@ async def test_effect_before_receipt_is_deduplicated(store: Store) -> None:
     assert tools.executions[key] == 2 and len(tools.effects) == 1
 
 
+async def test_an_approved_call_cut_while_running_is_not_run_again(store: Store) -> None:
+    """A call not declared idempotent, approved, marks its run durable before it starts: a
+    crash during the run ends in an unknown outcome, never a second run (a crash before the
+    mark still runs it: see the test above)."""
+    cid = await new_conversation(store)
+    parked = await park(store, cid)
+    await (await journal(store, cid)).approve(parked.approval_id, "approve", approver="ann")
+    tools = RecordingTools()
+    await (await journal(store, cid, model=planning_model(), tools=tools)).resume(LoopHarness())
+    records = await store.read(cid)
+    [marked] = [r for r in records if r.kind == "step_recorded"]
+    assert marked.payload.name == "tether.approved_run"  # type: ignore[attr-defined]
+    cut = await cut_after(store, cid, "step_recorded")  # crashed while the tool ran
+    again = RecordingTools()
+    result = await (await journal(cut, cid, model=planning_model(), tools=again)).resume(
+        LoopHarness()
+    )
+    assert not again.calls and result.output == "done after 1 tool results"
+    assert outcome(await cut.read(cid)).status is ToolOutcomeStatus.UNKNOWN
+    assert await (await Journal.open(cut, cid, fence=0)).replay(LoopHarness()) == [result.output]
+
+
 async def test_a_fork_child_cannot_decide_or_resume_an_inherited_gate(store: Store) -> None:
     cid = await new_conversation(store)
     parked = await park(store, cid)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tether.messages import Mediation
-from tether.tools import CommandInterrupted, CommandTimedOut, workspace
+from tether.tools import CommandTimedOut, workspace
 
 from .support import Recorder, Tools, kill_quietly, pids_in, real, wait_dead
 
@@ -156,20 +156,3 @@ def test_bash_can_be_left_out_or_gated(root: Path) -> None:
     assert gated.spec.mediation is Mediation.APPROVAL and gated.spec.idempotent is False
     [plain] = [t for t in workspace(root) if t.name == "bash"]
     assert plain.spec.mediation is Mediation.HOST and plain.spec.idempotent is False
-
-
-async def test_an_approved_command_runs_at_most_once(root: Path) -> None:
-    """Approved, a command marks its start in a durable step first; a recovery meeting the
-    mark (the command may have run) refuses to run it again."""
-    recorder = Recorder()
-    gated = Tools(workspace(root, bash_approval=True), recorder)
-    assert await gated("bash", command="echo once >> ran.log") == "[no output; exit code 0]"
-    assert recorder.runs == ["bash.started"]
-    # The recovery of the same call: the step is served, so the command is not run.
-    with pytest.raises(CommandInterrupted, match="it was not run again"):
-        await gated("bash", command="echo once >> ran.log")
-    assert (root / "ran.log").read_text() == "once\n"
-    # Without approval there is no such step: the journal never re-drives bash anyway.
-    plain = Recorder()
-    await Tools(workspace(root), plain)("bash", command="true")
-    assert plain.runs == []

@@ -88,6 +88,9 @@ UNKNOWN_OUTCOME = (
     "result was recorded. The tool is not declared idempotent, so it was not run again; "
     "it may or may not have taken effect."
 )
+APPROVED_RUN = "tether.approved_run"
+"""The step an approved call that is not idempotent records just before it runs (its value:
+the decision's seq): what tells a run cut short from one that never started."""
 _HOST_OWNED = frozenset({ToolOutcomeStatus.DENIED, ToolOutcomeStatus.UNKNOWN})
 """Outcomes only the host writes (a gate's rejection, a recovery's unknown): a harness's
 report may not claim them."""
@@ -504,6 +507,15 @@ class Turn:
                 return denied
             if tools is None:
                 self._stick(MissingToolExecutor(f"no tool executor to run approved {call.name}"))
+            if not recorded.idempotent:
+                # Approved, but not safe to run twice: the run is marked durable before it
+                # starts, so a cut during it ends in an unknown outcome, as for any such call,
+                # and a cut before it (the decision just recorded) still runs it.
+                if self._recorded.tool_step(call.call_id, APPROVED_RUN) is not None:
+                    return await self._unknown(call)
+                await self._append(
+                    [StepRecorded(call_id=call.call_id, name=APPROVED_RUN, value=decision.seq)]
+                )
             args = (
                 decided.args
                 if decided.decision == "edit" and decided.args is not None
@@ -514,6 +526,10 @@ class Turn:
             if tools is None:
                 self._stick(MissingToolExecutor(f"no tool executor to re-drive {call.name}"))
             return call  # safe to run again under the same key; its steps are served
+        return await self._unknown(call)
+
+    async def _unknown(self, call: ToolCall) -> ToolResult:
+        """Close a call that may have run, and is not safe to run again, as unknown."""
         unknown = ToolResult(
             call_id=call.call_id,
             content=UNKNOWN_OUTCOME,

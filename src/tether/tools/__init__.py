@@ -35,14 +35,12 @@ whose intent is journaled and whose outcome is not):
   it), unedited (and edits it), or changed by something else (and refuses:
   :class:`FileChanged`); it never applies twice.
 - ``bash``: not idempotent: never re-run by a recovery, whose outcome is then ``unknown``
-  for the model to judge; approval optional. An approved command journals its start in a
-  durable step first (a recovery re-runs an approved call whose outcome is missing), so one
-  cut short is answered :class:`CommandInterrupted`, not run twice.
+  for the model to judge; approval optional (the journal marks an approved call's run before
+  it starts, so an approved command cut short is not run twice either).
 """
 
 from tether.tools._errors import (
     BinaryFile,
-    CommandInterrupted,
     CommandTimedOut,
     EditMismatch,
     FileChanged,
@@ -59,7 +57,6 @@ from tether.tools._workspace import workspace
 __all__ = (
     "DEFAULT_IGNORE",
     "BinaryFile",
-    "CommandInterrupted",
     "CommandTimedOut",
     "EditMismatch",
     "FileChanged",

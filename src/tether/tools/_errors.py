@@ -11,7 +11,6 @@ from tether.errors import TetherError
 
 __all__ = (
     "BinaryFile",
-    "CommandInterrupted",
     "CommandTimedOut",
     "EditMismatch",
     "FileChanged",
@@ -84,13 +83,6 @@ class FileChanged(WorkspaceError):
     (by something other than this edit)."""
 
     code = "file_changed"
-
-
-class CommandInterrupted(WorkspaceError):
-    """An approved ``bash`` command met again by a recovery after it had started: the process
-    running it stopped before its outcome was recorded, so it is not run a second time."""
-
-    code = "command_interrupted"
 
 
 class CommandTimedOut(WorkspaceError):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from tether.agent import Tool, ToolContext
 from tether.tools._bash import run_bash, scrubbed_env
-from tether.tools._errors import CommandInterrupted, CommandTimedOut
+from tether.tools._errors import CommandTimedOut
 from tether.tools._files import Limits, apply_edit, plan_edit, read_text, write_text
 from tether.tools._paths import Root
 from tether.tools._search import DEFAULT_IGNORE, glob_paths, grep_files
@@ -63,25 +63,6 @@ class _Bash(_Arguments):
     timeout: float | None = Field(
         None, gt=0, description="Seconds before the command is killed (default: the maximum)."
     )
-
-
-async def _first_start(ctx: ToolContext) -> bool:
-    """Journal that a gated command starts; ``False`` if a recovery finds it started before.
-
-    A recovery runs an approved call again whenever its outcome is missing (it cannot tell a
-    call approved but not begun from one cut short), so an approved command marks its start
-    in a durable step: served again, the step says the command may already have run. Without
-    approval the journal never re-drives ``bash`` (it is not idempotent): no step is needed.
-    """
-    fresh = False
-
-    async def mark() -> JsonValue:
-        nonlocal fresh
-        fresh = True
-        return "started"
-
-    await ctx.step("bash.started", mark)
-    return fresh
 
 
 def workspace(
@@ -169,12 +150,6 @@ def workspace(
 
     # ``timeout`` is the argument's name in the schema the model sees.
     async def run(command: str, timeout: float | None, ctx: ToolContext) -> str:  # noqa: ASYNC109
-        if bash_approval and not await _first_start(ctx):
-            raise CommandInterrupted(
-                "this approved command had already started when the process running it "
-                "stopped, before its outcome was recorded; it was not run again. It may or may "
-                "not have taken effect: check before running it again"
-            )
         seconds = min(timeout or bash_timeout, bash_timeout)
         result = await run_bash(
             command,
