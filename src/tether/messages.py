@@ -199,6 +199,13 @@ class ModelResponse(WireModel):
     message: Message
     usage: Usage | None = None
     finish_reason: str | None = None
+    response_id: str | None = None
+    """The provider's id of this response (``chatcmpl-…``, ``resp_…``), when it reports one."""
+    response_model: str | None = None
+    """The model that answered, as the provider reports it (``gpt-4.1-mini-2025-04-14``).
+
+    Both are for tracing (``gen_ai.response.id`` and ``gen_ai.response.model``) and only
+    live: the journal does not keep them, so a response served from the log has neither."""
 
 
 class ToolOutcomeStatus(StrEnum):

@@ -232,6 +232,9 @@ class Operation:
     name: str
     correlation: Correlation
     call_id: str | None = None
+    provider: str | None = None
+    """For a model turn, the provider its client says it calls (the model's ``provider``
+    attribute, when it has one: ``openai``), for tracing; ``name`` is the request's model."""
 
 
 Interceptor = Callable[[Operation, Callable[[], Awaitable[Any]]], Awaitable[Any]]
@@ -319,16 +322,25 @@ class _InstrumentedModel:
         events = self._instrumentation
         await events.emit(TurnStarted(self._correlation, model=request.model))
         error: str | None = None
+        operation = Operation(
+            "turn", request.model, self._correlation, provider=_provider(self._inner)
+        )
         try:
-            return await events.intercept(
-                Operation("turn", request.model, self._correlation),
-                lambda: self._inner.request(request, stream),
-            )
+            return await events.intercept(operation, lambda: self._inner.request(request, stream))
         except BaseException as exc:
             error = events.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
             await events.emit(TurnEnded(self._correlation, model=request.model, error=error))
+
+
+def _provider(model: Model) -> str | None:
+    """The provider a model client says it calls; a failing attribute never fails a call."""
+    try:
+        provider = getattr(model, "provider", None)
+    except Exception:
+        return None
+    return provider if isinstance(provider, str) and provider else None
 
 
 class _InstrumentedTools:

@@ -81,8 +81,10 @@ async def step(name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
 
 
 class _NativeModel:
-    def __init__(self, native: NativeModelCall) -> None:
+    def __init__(self, native: NativeModelCall, provider: str | None) -> None:
         self._native = native
+        self.provider = provider
+        """What a trace reports as the call's ``gen_ai.provider.name`` (see ``tether.otel``)."""
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
@@ -98,9 +100,12 @@ class _NativeTools:
         return await self._native(call, scope)
 
 
-async def journaled_model(request: ModelRequest, native: NativeModelCall) -> ModelResponse:
-    """Ask the current turn's model: served from the log when recorded, else ``native`` runs."""
-    return await current_turn().model(request, client=_NativeModel(native))
+async def journaled_model(
+    request: ModelRequest, native: NativeModelCall, *, provider: str | None = None
+) -> ModelResponse:
+    """Ask the current turn's model: served from the log when recorded, else ``native`` runs.
+    ``provider`` names the provider the framework's model calls (``openai``), for tracing."""
+    return await current_turn().model(request, client=_NativeModel(native, provider))
 
 
 async def journaled_tool(call: ToolCall, native: NativeToolCall) -> ToolResult:

@@ -114,6 +114,15 @@ class PydanticAIModel:
             return self._name.partition(":")[2] or self._name
         return self.build().model_name
 
+    @property
+    def provider(self) -> str | None:
+        """The provider it calls, as pydantic-ai names it (``openai-chat`` for
+        ``openai-chat:gpt-4.1-mini``): what a trace reports (``gen_ai.provider.name``). Never
+        builds the model, so it needs no key."""
+        if self._name is not None and ":" in self._name:
+            return self._name.partition(":")[0]
+        return self._model.system if self._model is not None else None
+
     def build(self) -> PAModel:
         """The pydantic-ai model, resolved now if it was named: pydantic-ai's own error (an
         unknown provider, a missing package or key) is raised here."""
@@ -265,7 +274,8 @@ def _request_parts(message: Message, names: dict[str, str]) -> list[pa.ModelRequ
 
 
 def from_pydantic_ai(response: pa.ModelResponse) -> ModelResponse:
-    """A pydantic-ai response as Tether's (every part, usage and finish reason)."""
+    """A pydantic-ai response as Tether's (every part, usage and finish reason; the
+    provider's response id and model name, for tracing)."""
     parts: list[TextPart | ThinkingPart | ToolCallPart] = []
     for part in response.parts:
         if isinstance(part, pa.TextPart):
@@ -298,8 +308,12 @@ def from_pydantic_ai(response: pa.ModelResponse) -> ModelResponse:
         cache_write_tokens=getattr(usage, "cache_write_tokens", None),
     )
     finish = getattr(response, "finish_reason", None)
+    response_id = getattr(response, "provider_response_id", None)
+    model_name = getattr(response, "model_name", None)
     return ModelResponse(
         message=Message(role="assistant", parts=tuple(parts)),
         usage=tokens,
         finish_reason=str(finish) if finish is not None else None,
+        response_id=response_id if isinstance(response_id, str) and response_id else None,
+        response_model=model_name if isinstance(model_name, str) and model_name else None,
     )

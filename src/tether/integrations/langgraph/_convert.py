@@ -242,13 +242,16 @@ def usage_metadata_of(usage: Usage | None) -> UsageMetadata | None:
 def response_from_ai(message: AIMessage) -> ModelResponse:
     """The framework model's answer in Tether's terms (what the journal records)."""
     parts = _content_parts(message.content) + _tool_call_parts(message.tool_calls, mint=True)
-    finish = message.response_metadata.get("finish_reason") or message.response_metadata.get(
-        "stop_reason"
-    )
+    metadata = message.response_metadata
+    finish = metadata.get("finish_reason") or metadata.get("stop_reason")
+    model = metadata.get("model_name") or metadata.get("model")
+    response_id = metadata.get("id")  # the provider's (the message's own id may be LangChain's)
     return ModelResponse(
         message=Message(role="assistant", parts=tuple(parts)),
         usage=usage_from_metadata(message.usage_metadata),
         finish_reason=finish if isinstance(finish, str) else None,
+        response_id=response_id if isinstance(response_id, str) and response_id else None,
+        response_model=model if isinstance(model, str) and model else None,
     )
 
 

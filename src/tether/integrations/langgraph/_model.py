@@ -25,7 +25,7 @@ from tether.integrations.langgraph._tools import JournaledTool
 from tether.messages import Mediation, ModelRequest, ModelResponse, ToolSpec
 from tether.models import DeltaSink, StreamDelta
 
-__all__ = ("JournaledChatModel", "model_id")
+__all__ = ("JournaledChatModel", "model_id", "model_provider")
 
 AnyTool = dict[str, Any] | type | Callable[..., Any] | BaseTool
 
@@ -41,6 +41,16 @@ def model_id(model: BaseChatModel) -> str:
         if isinstance(value, str) and value:
             return value
     return model._llm_type
+
+
+def model_provider(model: BaseChatModel) -> str | None:
+    """The provider ``model`` calls, as LangChain names it (``ls_provider``: ``openai`` for
+    ``ChatOpenAI``), for tracing; ``None`` if it cannot say."""
+    try:
+        provider = model._get_ls_params().get("ls_provider")
+    except Exception:  # a model's tracing params never fail its call
+        return None
+    return provider if isinstance(provider, str) and provider else None
 
 
 class JournaledChatModel(BaseChatModel):
@@ -104,7 +114,7 @@ class JournaledChatModel(BaseChatModel):
         async def native(stream: DeltaSink | None) -> ModelResponse:
             return await self._call_inner(messages, stop, stream, **kwargs)
 
-        response = await journaled_model(request, native)
+        response = await journaled_model(request, native, provider=model_provider(self.inner))
         message = to_ai_message(response.message, usage=response.usage)
         if response.finish_reason is not None:
             message.response_metadata["finish_reason"] = response.finish_reason

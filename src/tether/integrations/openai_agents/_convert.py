@@ -18,6 +18,7 @@ from agents import FunctionTool, Handoff, ModelSettings, Tool
 from agents.agent_output import AgentOutputSchemaBase
 from agents.items import ModelResponse as SdkResponse
 from agents.items import TResponseInputItem, TResponseOutputItem
+from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.usage import Usage as SdkUsage
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -238,6 +239,10 @@ def response_from_sdk(response: SdkResponse) -> ModelResponse:
         message=Message(role="assistant", parts=tuple(parts)),
         usage=usage_from_sdk(response.usage),
         finish_reason="tool_calls" if has_calls else "stop",
+        # Chat Completions have no response id: the SDK's stand-in is not one.
+        response_id=response.response_id
+        if response.response_id and response.response_id != FAKE_RESPONSES_ID
+        else None,
     )
 
 

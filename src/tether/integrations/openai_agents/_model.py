@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Handoff, Model, ModelSettings, ModelTracing, Tool
+from agents import (
+    Handoff,
+    Model,
+    ModelSettings,
+    ModelTracing,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Tool,
+)
 from agents.agent_output import AgentOutputSchemaBase
 from agents.items import ModelResponse as SdkResponse
 from agents.items import TResponseInputItem, TResponseStreamEvent
@@ -52,6 +60,9 @@ class JournaledModel(Model):
             if inner is not None
             else "default"
         )
+        self.provider = _provider(inner)
+        """The provider the model calls (``openai``, or the one a ``litellm/…`` name routes
+        to), for tracing; ``None`` if it cannot be told."""
 
     def _real(self) -> Model:
         if isinstance(self._inner, Model):
@@ -90,9 +101,10 @@ class JournaledModel(Model):
             real = self._real()
             if stream is None:
                 return response_from_sdk(await real.get_response(*args, **kwargs))
-            return response_from_sdk(await _streamed(real.stream_response(*args, **kwargs), stream))
+            streamed, model = await _streamed(real.stream_response(*args, **kwargs), stream)
+            return response_from_sdk(streamed).model_copy(update={"response_model": model})
 
-        return response_to_sdk(await journaled_model(request, native))
+        return response_to_sdk(await journaled_model(request, native, provider=self.provider))
 
     async def stream_response(
         self,
@@ -146,8 +158,31 @@ class JournaledModel(Model):
         )
 
 
-async def _streamed(events: AsyncIterator[TResponseStreamEvent], sink: DeltaSink) -> SdkResponse:
-    """Consume a real model's stream: deltas to the journal, the completed response back."""
+def _provider(inner: Model | str | None) -> str | None:
+    """Whom the SDK's default provider would call for a name (``gpt-4.1`` and ``openai/…``:
+    OpenAI; ``litellm/anthropic/…``: Anthropic), or whom a model instance calls."""
+    if inner is None:
+        return "openai"  # the SDK's default model
+    if isinstance(inner, str):
+        head, routed, rest = inner.partition("/")
+        if not routed or head == "openai":
+            return "openai"
+        if head in ("litellm", "any-llm"):
+            return rest.partition("/")[0] or None
+        return head  # a prefix of the application's own provider map
+    if isinstance(inner, OpenAIResponsesModel | OpenAIChatCompletionsModel):
+        return "openai"
+    name = getattr(inner, "model", None)
+    if type(inner).__name__ in ("LitellmModel", "AnyLLMModel") and isinstance(name, str):
+        return name.partition("/")[0] if "/" in name else None
+    return None
+
+
+async def _streamed(
+    events: AsyncIterator[TResponseStreamEvent], sink: DeltaSink
+) -> tuple[SdkResponse, str | None]:
+    """Consume a real model's stream: deltas to the journal, the completed response back
+    (with the model that answered)."""
     completed: Response | None = None
     try:
         async for event in events:
@@ -184,4 +219,5 @@ async def _streamed(events: AsyncIterator[TResponseStreamEvent], sink: DeltaSink
                 reasoning_tokens=raw.output_tokens_details.reasoning_tokens or 0
             ),
         )
-    return SdkResponse(output=list(completed.output), usage=usage, response_id=completed.id)
+    response = SdkResponse(output=list(completed.output), usage=usage, response_id=completed.id)
+    return response, completed.model or None

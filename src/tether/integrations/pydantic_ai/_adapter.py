@@ -73,7 +73,8 @@ class _JournaledModel(WrapperModel):
             )
 
         # Live or served, the agent continues from the journaled form: live equals replay.
-        return to_response(await journaled_model(request, native), wrapped.model_name)
+        response = await journaled_model(request, native, provider=wrapped.system)
+        return to_response(response, wrapped.model_name)
 
 
 @dataclasses.dataclass
