@@ -8,11 +8,19 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
 
 from tether.demo import demo_agents, demo_subagents
 from tether.otel import OtelInterceptor
 
+from .test_otlp import derived as derived_hex
+
 Make = Callable[..., Any]
+
+
+def derived(submission_id: str) -> tuple[int, int]:
+    trace_id, span_id = derived_hex(submission_id)
+    return int(trace_id, 16), int(span_id, 16)
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +48,13 @@ async def test_an_agent_run_is_a_tree_of_genai_spans(make_runtime: Make) -> None
     chats = by_name["chat echo"]
     [tool] = by_name["execute_tool research"]
     assert len(chats) == 2  # ask for the tool, then answer with its result
-    assert agent.parent is None
+    # No caller trace: the submission's own, whose root is derived from its id.
+    trace_id, parent_id = derived(receipt.submission_id)
+    assert agent.parent is not None and agent.parent.is_remote
+    assert (agent.context.trace_id, agent.parent.span_id) == (trace_id, parent_id)
+    assert {s.kind for s in chats} == {SpanKind.CLIENT}
+    assert {s.kind for s in (agent, execution, tool)} == {SpanKind.INTERNAL}
+    assert all(s.status.status_code is StatusCode.UNSET for s in spans)
     assert execution.parent is not None and execution.parent.span_id == agent.context.span_id
     for child in [*chats, tool]:
         assert child.parent is not None and child.parent.span_id == execution.context.span_id
@@ -75,11 +89,13 @@ async def test_an_attempt_joins_the_trace_it_was_dispatched_with(
         stored = await runtime.submission(receipt.submission_id)
     assert (stored.submission.trace is not None) is joined  # a malformed context is dropped
     [agent] = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent assistant"]
+    assert agent.parent is not None
     if joined:
-        assert agent.parent is not None and f"{agent.parent.span_id:016x}" == PARENT_ID
+        assert f"{agent.parent.span_id:016x}" == PARENT_ID
         assert f"{agent.context.trace_id:032x}" == TRACE_ID
-    else:
-        assert agent.parent is None
+    else:  # the submission's own trace
+        trace_id, parent_id = derived(receipt.submission_id)
+        assert (agent.context.trace_id, agent.parent.span_id) == (trace_id, parent_id)
 
 
 async def test_a_childs_spans_join_its_parents_trace(make_runtime: Make) -> None:
@@ -100,7 +116,15 @@ async def test_a_childs_spans_join_its_parents_trace(make_runtime: Make) -> None
     [task] = [s for s in spans if s.name == "execute_tool task"]
     [child] = [s for s in spans if s.name == "invoke_agent researcher"]
     assert len(parents) == 2  # it parked for the child, then resumed
-    assert parents[0].context.trace_id == task.context.trace_id
+    assert parents[0].context.trace_id == parents[1].context.trace_id == task.context.trace_id
+    assert all(s.status.status_code is StatusCode.UNSET for s in spans)
+    [(event, attributes)] = [(e.name, dict(e.attributes or {})) for e in parents[0].events]
+    assert event == "tether.parked"
+    assert attributes["tether.parked.reason"] == "children"
+    assert attributes["tether.task.call_ids"] == (
+        dict(task.attributes or {})["gen_ai.tool.call.id"],
+    )
+    assert not parents[1].events
     assert child.context.trace_id == task.context.trace_id
     assert child.parent is not None and child.parent.span_id == task.context.span_id
     assert dict(task.attributes or {})["gen_ai.tool.name"] == "task"
