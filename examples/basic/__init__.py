@@ -201,4 +201,9 @@ def main(argv: list[str] | None = None) -> None:
         interceptors=[time_boundaries],
     )
     say(f"serving assistant on http://{args.host}:{args.port} (store {args.store})")
-    uvicorn.run(create_app(runtime, manage_runtime=True), host=args.host, port=args.port)
+    uvicorn.run(
+        create_app(runtime, manage_runtime=True),
+        host=args.host,
+        port=args.port,
+        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
+    )

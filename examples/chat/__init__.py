@@ -169,7 +169,8 @@ def console_url(host: str, port: int, instance: str = "me") -> str:
 
 async def serve(app: FastAPI, host: str, port: int, url: str, open_browser: bool) -> None:
     """Serve ``app``; once the port accepts connections, print ``url`` (and open it)."""
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port))
+    config = uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)  # an open console tab does not hold a Ctrl-C
 
     async def announce() -> None:
         while not server.started:  # noqa: ASYNC110 - uvicorn has no event for it

@@ -250,4 +250,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     gate = " (bash needs approval)" if args.approve_bash else ""
     say(f"serving coder on http://{args.host}:{args.port}, workspace {args.root}{gate}")
-    uvicorn.run(create_app(runtime, manage_runtime=True), host=args.host, port=args.port)
+    uvicorn.run(
+        create_app(runtime, manage_runtime=True),
+        host=args.host,
+        port=args.port,
+        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
+    )

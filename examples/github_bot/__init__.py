@@ -278,5 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     runtime = Runtime(agents(Poster(outbox, token, api_url, args.reply_delay)), args.store)
     hook = github_webhook(runtime, secret=secret, target=issue_session)
     uvicorn.run(
-        create_app(runtime, manage_runtime=True, webhooks=[hook]), host=args.host, port=args.port
+        create_app(runtime, manage_runtime=True, webhooks=[hook]),
+        host=args.host,
+        port=args.port,
+        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
     )

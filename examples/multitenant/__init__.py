@@ -123,4 +123,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {exc}\n")
     runtime = Runtime(agents(args.model_seconds), args.store)
     print(f"serving support for {', '.join(TENANTS)} on http://{args.host}:{args.port}", flush=True)
-    uvicorn.run(create_app(runtime, manage_runtime=True), host=args.host, port=args.port)
+    uvicorn.run(
+        create_app(runtime, manage_runtime=True),
+        host=args.host,
+        port=args.port,
+        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
+    )

@@ -139,4 +139,9 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.every:g} s (worker {runtime.config.owner_id})",
         flush=True,
     )
-    uvicorn.run(create_app(runtime, manage_runtime=True), host=args.host, port=args.port)
+    uvicorn.run(
+        create_app(runtime, manage_runtime=True),
+        host=args.host,
+        port=args.port,
+        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
+    )

@@ -249,4 +249,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {exc}\n")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     runtime = Runtime(agents(), args.store, subagents={"triage": ["researcher"]})
-    uvicorn.run(create_app(runtime, manage_runtime=True), host=args.host, port=args.port)
+    uvicorn.run(
+        create_app(runtime, manage_runtime=True),
+        host=args.host,
+        port=args.port,
+        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
+    )

@@ -77,3 +77,18 @@ async def test_served_connections_have_nagle_off() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_sigterm_stops_the_server_while_a_stream_is_followed(tmp_path: Path) -> None:
+    """An open followed stream (a console tab, ``tether tail -f``) does not hold a SIGTERM's
+    shutdown until its client leaves: after a short grace the server cuts it and exits."""
+    server = start_server(tmp_path / "data", tmp_path / "serve.log")
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as client:
+        client.sendall(
+            b"GET /agents/assistant/me?follow=true HTTP/1.1\r\nHost: x\r\n"
+            b"Accept: text/event-stream\r\n\r\n"
+        )
+        assert client.recv(1024).startswith(b"HTTP/1.1 200")
+        server.process.terminate()
+        assert server.process.wait(timeout=60) == 0

@@ -35,6 +35,8 @@ __all__ = ("DEFAULT_STORE_URL", "load_agents", "serve", "worker")
 DEFAULT_STORE_URL = "sqlite:///./tether-data"
 """``tether.store.DEFAULT_STORE_URL``, without importing the stores (a test holds them equal)."""
 
+SHUTDOWN_GRACE = 5.0
+"""Seconds a stopping server waits for open requests (followed streams) before it cuts them."""
 LEASE = typer.Option(
     30.0,
     "--lease",
@@ -298,7 +300,12 @@ async def _serve(
             f"(store {redact_url(store_url)})"
         )
         level = uvicorn_log_level()
-        server = AnnouncingServer(uvicorn.Config(application, log_level=level), banner)
+        # A followed stream (an open console tab, a `tail -f`) would hold a SIGTERM's shutdown
+        # until its client left: after the grace, uvicorn cancels what is still open.
+        config = uvicorn.Config(
+            application, log_level=level, timeout_graceful_shutdown=SHUTDOWN_GRACE
+        )
+        server = AnnouncingServer(config, banner)
         freeze_startup_heap()
         await server.serve(sockets=[listener])
 
