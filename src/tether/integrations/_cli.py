@@ -1,5 +1,7 @@
-"""What the claude-code and codex taps share: JSON-lines events from a file, an iterable or an
-async iterable, and an agent CLI run as a subprocess whose stdout is read as it comes.
+"""What the claude-code and codex integrations share: JSON-lines events from a file, an
+iterable or an async iterable; an agent CLI run as a subprocess whose stdout is read as it
+comes; and what their harnesses need around ``auto_send_turn`` (the prompt, and a marker in
+the transcript that lets the next execution continue the CLI's own session).
 
 The subprocess is started with ``asyncio.create_subprocess_exec`` (never a shell), only when
 its output is first read, so building a turn for a replay needs no CLI installed. It runs in

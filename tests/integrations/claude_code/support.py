@@ -172,6 +172,23 @@ def fake_cli(
     return script
 
 
+def paused_cli(bin_dir: Path, name: str, fixture: Path, *, after: int) -> tuple[Path, Path]:
+    """A fake CLI that prints the first ``after`` lines of ``fixture``, then waits (at most
+    a minute) for the returned file to exist before it prints the rest: a run caught in
+    the middle."""
+    script = fake_cli(bin_dir, name, None)
+    go = bin_dir / f"{name}.go"
+    with script.open("a") as body:
+        body.write(
+            f'head -n {after} "{fixture}"\n'
+            f'n=0; while [ ! -e "{go}" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done\n'
+            f'tail -n +{after + 1} "{fixture}"\n'
+        )
+    text = script.read_text().replace("exit 0\n", "") + "exit 0\n"
+    script.write_text(text)
+    return script, go
+
+
 def runs(script: Path) -> list[list[str]]:
     """The argument lists a fake CLI was run with, in order."""
     path = Path(f"{script}.argv")

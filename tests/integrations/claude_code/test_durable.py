@@ -24,6 +24,7 @@ from .support import (
     fake_cli,
     lines,
     logical,
+    paused_cli,
     runs,
     sending,
     served,
@@ -124,3 +125,33 @@ async def test_served_streams_over_sse_to_a_viewer_that_reconnects_and_after_a_r
     finally:
         await store.close()
     assert len(runs(claude)) == 1  # neither the restart nor the replay ran the CLI
+
+
+async def test_the_run_streams_over_sse_while_the_cli_is_still_writing(tmp_path: Path) -> None:
+    partial = CLAUDE_FIXTURES / "partial.jsonl"
+    said, _ = await tap_of("partial")
+    # The CLI stops after the Bash call's result, before the model's answer: what was
+    # written up to the tool's result is durable (a report commits what is held behind).
+    claude, go = paused_cli(tmp_path / "bin", "claude", partial, after=31)
+    path = "/agents/coder/me"
+    store = await SqliteStore.open(tmp_path / "data")
+    try:
+        async with served({"coder": durable(executable=str(claude))}, store) as server:
+            accepted = (await server.client.post(path, json={"body": "Run echo"})).json()
+
+            def streaming(frames: list[Frame]) -> bool:
+                return any(f.data.get("content", {}).get("type") == "tool_response" for f in frames)
+
+            early = await sse(server.client, path, view="stream", follow=True, until=streaming)
+            # The CLI has not gone on: what the viewer saw was streamed from the log mid-run.
+            assert not go.exists()
+            assert logical(stream_events(early)) == said[:4]
+            submission = await server.runtime.submission(accepted["submissionId"])
+            assert submission.status.value == "running"
+            go.touch()
+            settled = await settle(server.runtime, accepted["submissionId"])
+            assert settled["result"] == "The command printed: hello from bash"
+            frames = await sse(server.client, path, view="stream")
+            assert [f.id for f in frames[: len(early)]] == [f.id for f in early]
+    finally:
+        await store.close()
