@@ -11,8 +11,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tether.demo import demo_agents, demo_subagents
+from tether.models import Failure, ScriptedModel
 from tether.otel import OtelInterceptor
 
+from ..engine.agents import echo_agent
 from .test_otlp import derived as derived_hex
 
 Make = Callable[..., Any]
@@ -128,3 +130,23 @@ async def test_a_childs_spans_join_its_parents_trace(make_runtime: Make) -> None
     assert child.context.trace_id == task.context.trace_id
     assert child.parent is not None and child.parent.span_id == task.context.span_id
     assert dict(task.attributes or {})["gen_ai.tool.name"] == "task"
+
+
+async def test_a_failing_model_call_is_an_error_of_its_type(make_runtime: Make) -> None:
+    """Not a park: the model call, the execution and the attempt end ERROR, with the
+    exception and its class as ``error.type``."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    interceptor = OtelInterceptor(provider.get_tracer("test"))
+    model = ScriptedModel(lambda request: Failure("fatal", "no such model"))
+    async with make_runtime({"echo": echo_agent(model)}, interceptors=[interceptor]) as runtime:
+        receipt = await runtime.dispatch("echo", "me", "hello")
+        async with asyncio.timeout(60):
+            assert (await runtime.wait(receipt.submission_id))["status"] == "failed"
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    assert set(spans) == {"invoke_agent echo", "execution exec", "chat test"}
+    for span in spans.values():
+        assert span.status.status_code is StatusCode.ERROR, span.name
+        assert dict(span.attributes or {})["error.type"] == "ModelFatalError"
+        assert [event.name for event in span.events] == ["exception"]

@@ -5,6 +5,7 @@ kind CLIENT, ``gen_ai.provider.name=openai``, the response's model and id, and f
 ``tool_call`` then ``stop`` (though the journal keeps ``openai-chat:gpt-4.1-mini`` from one,
 ``tool_calls`` from another)."""
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -122,8 +123,6 @@ class OpenAIChat(BaseChatModel):
 
 
 def _json(text: str) -> dict[str, Any]:
-    import json
-
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 
