@@ -35,7 +35,7 @@ __all__ = ("DEFAULT_STORE_URL", "load_agents", "serve", "worker")
 DEFAULT_STORE_URL = "sqlite:///./tether-data"
 """``tether.store.DEFAULT_STORE_URL``, without importing the stores (a test holds them equal)."""
 
-SHUTDOWN_GRACE = 5.0
+SHUTDOWN_GRACE = 5
 """Seconds a stopping server waits for open requests (followed streams) before it cuts them."""
 LEASE = typer.Option(
     30.0,
