@@ -416,7 +416,7 @@ async def _wait(family: _Family, live: list[_Node], heartbeat: float) -> AsyncIt
     if frames := b"".join(s.take() for s in subscriptions):
         yield frames
     if not done:
-        yield b": heartbeat\n\n"
+        yield b": heartbeat\n"  # no blank line: see _sse.HEARTBEAT
     for node in live:
         if node.append is not None and node.append.done():
             task, node.append = node.append, None

@@ -28,6 +28,14 @@ _PAGE = 500
 MIB = 1024 * 1024
 RETRY_MS = 2000
 _CREATION_POLL = 0.05
+# A field line, not a frame: no blank line ends it, so it belongs to the first event. A
+# browser's EventSource takes the reconnection time as soon as it reads the line; a client
+# that dispatches whatever a blank line ends (agentex's SSEDecoder) would otherwise see an
+# event with no data and fail to parse it as JSON.
+RETRY = b"retry: %d\n" % RETRY_MS
+# A comment line, with no blank line after it for the same reason: agentex's decoder keeps
+# the last ``id:`` and dispatches an empty event at a blank line once it has seen one.
+HEARTBEAT = b": heartbeat\n"
 
 
 def _frame(event_id: bytes, event: str, data: bytes) -> bytes:
@@ -100,7 +108,7 @@ async def session_stream(
     With ``children`` the subagents' events are merged in (``_family``), resumed at
     ``cursor`` or after ``after``; ``skip`` is the plain stream view's alone.
     """
-    yield b"retry: %d\n\n" % RETRY_MS
+    yield RETRY
     subscription = progress.subscribe(key) if progress is not None else None
     try:
         loop = asyncio.get_running_loop()
@@ -116,7 +124,7 @@ async def session_stream(
             except ConversationNotFound:
                 if loop.time() >= beat_at:
                     beat_at = loop.time() + heartbeat
-                    yield b": heartbeat\n\n"
+                    yield HEARTBEAT
         if children:
             async for chunk in family_stream(
                 runtime,
@@ -271,7 +279,7 @@ async def record_stream(
                 yield frames
             if append not in done:
                 if not done:
-                    yield b": heartbeat\n\n"
+                    yield HEARTBEAT
                 continue
             head, append = append.result(), None
             while cursor < head:
