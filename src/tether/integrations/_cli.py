@@ -28,10 +28,11 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from pydantic import JsonValue
 
+from tether.journal import Turn
 from tether.messages import DataPart, Message
 from tether.stream import (
     DataContent,
@@ -43,12 +44,14 @@ from tether.stream import (
 
 __all__ = (
     "CliProcess",
+    "CliTurn",
     "EventLine",
     "EventSource",
     "MarkedTurn",
     "json_events",
     "last_marker",
     "prompt_of",
+    "recorded_failure",
 )
 
 logger = logging.getLogger("tether.integrations")
@@ -276,3 +279,60 @@ class MarkedTurn:
     def usage(self) -> TurnUsage:
         usage = self._inner.usage()
         return usage if self._usage is None else self._usage(usage)
+
+
+StateT = TypeVar("StateT")
+
+
+class CliTurn(Generic[StateT]):
+    """What a tapped CLI run's :class:`~tether.stream.HarnessTurn` shares: its source (events,
+    or a CLI run), the model it names, and the state its conversion keeps, made afresh each
+    time ``events`` is read. A tap says how to make the state and how to convert."""
+
+    def __init__(self, source: EventSource | CliProcess, *, model: str | None = None) -> None:
+        self._source = source
+        self._model = model
+        self._state = self._new_state()
+
+    def _new_state(self) -> StateT:
+        raise NotImplementedError
+
+    def _convert(self, lines: EventSource, state: StateT) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
+
+    @property
+    def process(self) -> CliProcess | None:
+        """The CLI run this turn reads, if it is one: its ``argv``, ``returncode`` and
+        ``stderr`` (valid once the events are exhausted)."""
+        return self._source if isinstance(self._source, CliProcess) else None
+
+    @property
+    def events(self) -> AsyncIterator[StreamEvent]:
+        self._state = self._new_state()
+        source = self._source
+        lines = source.lines() if isinstance(source, CliProcess) else source
+        return self._convert(lines, self._state)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the run failed (``None`` if it did not)."""
+        raise NotImplementedError
+
+
+async def recorded_failure(
+    turn: Turn, step: str, tapped: CliTurn[Any], ids: Mapping[str, JsonValue]
+) -> str | None:
+    """Journal how a CLI run ended (``ids``, its failure, its exit status) in the step
+    ``step``, and return its failure: a replay reads the step back, without a CLI."""
+
+    async def outcome() -> JsonValue:
+        process = tapped.process
+        return {
+            **ids,
+            "failure": tapped.failure,
+            "exitCode": None if process is None else process.returncode,
+        }
+
+    ended = await turn.step(step, outcome)
+    failure = ended.get("failure") if isinstance(ended, dict) else None
+    return failure if isinstance(failure, str) else None

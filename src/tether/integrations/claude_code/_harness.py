@@ -10,7 +10,7 @@ from pydantic import JsonValue
 
 from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition
-from tether.integrations._cli import MarkedTurn, last_marker, prompt_of
+from tether.integrations._cli import MarkedTurn, last_marker, prompt_of, recorded_failure
 from tether.integrations.claude_code._run import run_claude_code
 from tether.journal import Turn
 from tether.stream import SpanSink, UnifiedEmitter
@@ -94,17 +94,9 @@ class ClaudeCodeHarness:
             MarkedTurn(tapped, SESSION_KEY, session_marker), turn
         )
 
-        async def outcome() -> JsonValue:
-            process = tapped.process
-            return {
-                "sessionId": tapped.session_id,
-                "failure": tapped.failure,
-                "exitCode": None if process is None else process.returncode,
-            }
-
-        ended = await turn.step(OUTCOME_STEP, outcome)  # a replay reads how it ended
-        failure = ended.get("failure") if isinstance(ended, dict) else None
-        if isinstance(failure, str):
+        ids: dict[str, JsonValue] = {"sessionId": tapped.session_id}
+        failure = await recorded_failure(turn, OUTCOME_STEP, tapped, ids)
+        if failure is not None:
             raise ClaudeCodeFailed(failure)
         return result.final_text
 

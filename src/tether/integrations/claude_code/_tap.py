@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from tether.integrations._cli import CliProcess, EventSource, json_events
+from tether.integrations._cli import CliTurn, EventSource, json_events
 from tether.stream import (
     ReasoningContent,
     ReasoningContentDelta,
@@ -460,7 +460,7 @@ async def _convert(source: EventSource, state: _Converter) -> AsyncGenerator[Str
         yield converted
 
 
-class ClaudeCodeTurn:
+class ClaudeCodeTurn(CliTurn["_Converter"]):
     """One Claude Code run (``claude -p --output-format stream-json --verbose``) as a
     :class:`~tether.stream.HarnessTurn`: its canonical events, then its usage.
 
@@ -478,23 +478,11 @@ class ClaudeCodeTurn:
         print(turn.usage().cost_usd, turn.session_id, turn.failure)
     """
 
-    def __init__(self, source: EventSource | CliProcess, *, model: str | None = None) -> None:
-        self._source = source
-        self._model = model
-        self._state = _Converter()
+    def _new_state(self) -> _Converter:
+        return _Converter()
 
-    @property
-    def process(self) -> CliProcess | None:
-        """The CLI run this turn reads, if it is one: its ``argv``, ``returncode`` and
-        ``stderr`` (valid once the events are exhausted)."""
-        return self._source if isinstance(self._source, CliProcess) else None
-
-    @property
-    def events(self) -> AsyncIterator[StreamEvent]:
-        self._state = _Converter()
-        source = self._source
-        lines = source.lines() if isinstance(source, CliProcess) else source
-        return _convert(lines, self._state)
+    def _convert(self, lines: EventSource, state: _Converter) -> AsyncIterator[StreamEvent]:
+        return _convert(lines, state)
 
     @property
     def init(self) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from pydantic import JsonValue
 
 from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition
-from tether.integrations._cli import MarkedTurn, last_marker, prompt_of
+from tether.integrations._cli import MarkedTurn, last_marker, prompt_of, recorded_failure
 from tether.integrations.codex._run import run_codex
 from tether.journal import Turn
 from tether.stream import SpanSink, TurnUsage, UnifiedEmitter
@@ -117,17 +117,9 @@ class CodexHarness:
             MarkedTurn(tapped, THREAD_KEY, thread_marker, own_usage), turn
         )
 
-        async def outcome() -> JsonValue:
-            process = tapped.process
-            return {
-                "threadId": tapped.thread_id,
-                "failure": tapped.failure,
-                "exitCode": None if process is None else process.returncode,
-            }
-
-        ended = await turn.step(OUTCOME_STEP, outcome)  # a replay reads how it ended
-        failure = ended.get("failure") if isinstance(ended, dict) else None
-        if isinstance(failure, str):
+        ids: dict[str, JsonValue] = {"threadId": tapped.thread_id}
+        failure = await recorded_failure(turn, OUTCOME_STEP, tapped, ids)
+        if failure is not None:
             raise CodexFailed(failure)
         return result.final_text
 
