@@ -159,7 +159,7 @@ async def test_a_store_listens_only_for_what_its_process_waits_on() -> None:
     waiter = await PostgresStore.open(url, poll_interval=3600)
     writer = await PostgresStore.open(url)
     try:
-        assert waiter._listener._task is None  # nothing waited on: no LISTEN connection
+        assert waiter._wake.listener._task is None  # nothing waited on: no LISTEN connection
         key = SessionKey("a", "i", "s")
         await writer.ensure_conversation(key, conversation_id="c1", created_at=datetime.now(UTC))
         with waiter.listen("work") as work:  # the claim loop's wait: work and settlements

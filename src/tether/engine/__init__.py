@@ -46,10 +46,11 @@ from tether.engine._observe import (
     TurnStarted,
 )
 from tether.engine._pruner import PruneAction, PruneOutcome, PruneReport
+from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._results import RESULT_CORRECTION
 from tether.engine._retention import Retention
-from tether.engine._runtime import Multitask, Receipt, Runtime, SubmissionInfo
+from tether.engine._runtime import Runtime
 from tether.engine._schedules import (
     InvalidSchedule,
     Schedule,

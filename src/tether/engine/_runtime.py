@@ -18,10 +18,10 @@ import contextlib
 import functools
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from pydantic import JsonValue
 
@@ -43,6 +43,7 @@ from tether.engine._observe import (
     SubmissionAdmitted,
 )
 from tether.engine._pruner import Pruner, PruneReport, prune
+from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._retention import Retention
 from tether.engine._runs import RunRegistry
@@ -72,7 +73,6 @@ from tether.records import Record
 from tether.store import (
     MAX_SEQ,
     Admission,
-    Attempt,
     ChangeFeed,
     Conversation,
     ErasedSession,
@@ -86,41 +86,12 @@ from tether.store import (
     open_store,
 )
 
-__all__ = ("Multitask", "Receipt", "Runtime", "SubmissionInfo")
+__all__ = ("Runtime",)
 
 
-Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
 _WAIT_POLL = 0.25
 _NAME_LIMIT = 200
 _AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
-
-
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """What a dispatch returns; ``created`` is false for an idempotent replay."""
-
-    submission_id: str
-    conversation_id: str
-    session: str
-    created: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class SubmissionInfo:
-    """A submission as stored, its attempts in start order, and the child submissions its
-    task calls spawned (in spawn order)."""
-
-    submission: Submission
-    attempts: list[Attempt]
-    children: list[Submission] = field(default_factory=list)
-
-    @property
-    def status(self) -> SubmissionStatus:
-        return self.submission.status
-
-    @property
-    def settlement(self) -> Mapping[str, Any] | None:
-        return self.submission.settlement
 
 
 def _set_event(event: asyncio.Event, _: object) -> None:

@@ -29,7 +29,7 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateStatus
-from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._notify import wait_for_head
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
     Admission,
@@ -52,10 +52,10 @@ from tether.store.postgres import (
     _truncate,
     _waits,
 )
-from tether.store.postgres._listen import Listener
 from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
 from tether.store.postgres._url import split_store_url
+from tether.store.postgres._wakeups import Wakeups
 
 __all__ = ("PostgresStore", "split_store_url")
 
@@ -106,8 +106,7 @@ class PostgresStore:
         self._conninfo = conninfo
         self._poll_interval = poll_interval
         self._channels = _log.Channels(schema)
-        self._appends = AppendNotifier()
-        self._signals = AppendNotifier()  # "work" and settled submission ids
+        self._wake = Wakeups(conninfo, self._channels)
         # Autocommit: a lone statement is its own transaction (one round trip); work that
         # must be atomic opens a transaction explicitly.
         self._pool = AsyncConnectionPool(
@@ -120,15 +119,6 @@ class PostgresStore:
             name=f"tether-{schema}",
         )
         self._heads: dict[str, _Head] = {}
-        self._listener = Listener(
-            conninfo,
-            {
-                self._channels.append: self._on_append,
-                self._channels.work: lambda _: self._signals.notify(["work"]),
-                self._channels.settled: self._on_settled,
-                self._channels.steer: self._on_steer,
-            },
-        )
         self._owners = OwnerSessions(conninfo, schema, lambda: self._connection(atomic=False))
         self._closed = False
 
@@ -161,7 +151,7 @@ class PostgresStore:
     async def _configure(self, conn: Conn) -> None:
         await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         await conn.execute("SET TIME ZONE 'UTC'")
-        self._listener.own_backends.add(conn.info.backend_pid)
+        self._wake.listener.own_backends.add(conn.info.backend_pid)
         # Store transactions last milliseconds and never wait on anything but the database;
         # one left open (a process frozen or cut off mid-transaction) would hold its
         # conversation's lock: the server ends it instead.
@@ -174,7 +164,7 @@ class PostgresStore:
             return
         self._closed = True
         await self._owners.release_all()
-        await self._listener.close()
+        await self._wake.listener.close()
         await self._pool.close()
 
     async def __aenter__(self) -> Self:
@@ -244,39 +234,13 @@ class PostgresStore:
         async with self._connection(atomic=False) as conn:
             return await fn(conn, *args)
 
-    def _on_append(self, payload: str) -> None:
-        if not payload:
-            self._appends.notify_all()
-            return
-        self._appends.notify([payload.rpartition(":")[0]])
-
-    def _on_settled(self, payload: str) -> None:
-        if not payload:
-            self._signals.notify_all()
-            return
-        self._signals.notify([f"settled:{payload}", "work"])  # a settlement frees a head
-
-    def _on_steer(self, payload: str) -> None:
-        if not payload:  # the listener reconnected: anything may have been missed
-            self._signals.notify_all()
-            return
-        self._signals.notify([f"steer:{payload}"])
-
     def listen(
         self, topic: str, event: asyncio.Event | None = None
     ) -> contextlib.AbstractContextManager[asyncio.Event]:
         """An event set on each notification for ``topic``, from any process: ``work``
         (something may be runnable), ``settled:<submission id>`` or ``steer:<conversation
         id>`` (a steer or follow-up was admitted). Register, then check, then wait."""
-        # A settlement frees a session's next head, so it wakes the claim loop too. A worker
-        # (it listens for work) hears of steers from the start, so that none is announced
-        # before a run of its has subscribed.
-        self._listener.want(self._channels.settled)
-        if topic == "work":
-            self._listener.want(self._channels.work)
-        if topic == "work" or topic.startswith("steer:"):
-            self._listener.want(self._channels.steer)
-        return self._signals.listen(topic, event)
+        return self._wake.listen(topic, event)
 
     # --- conversations and logs -------------------------------------------------------
 
@@ -404,7 +368,7 @@ class PostgresStore:
 
         sealed, session, woken = await self._run(decide)
         if woken:
-            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+            self._wake.work()  # our own NOTIFY's echo is skipped
         return self._appended(conversation_id, session, sealed, None)
 
     def _appended(
@@ -415,9 +379,9 @@ class PostgresStore:
         settle: ClaimSettlement | None,
     ) -> list[Record]:
         self._remember(conversation_id, session, sealed[-1])
-        self._appends.notify([conversation_id])  # local tailers need not wait for the echo
+        self._wake.appends.notify([conversation_id])  # local tailers need not wait for the echo
         if settle is not None:
-            self._on_settled(settle.submission_id)  # our own NOTIFY's echo is skipped
+            self._wake.settled(settle.submission_id)  # our own NOTIFY's echo is skipped
         return sealed
 
     def _remember(self, conversation_id: str, session: str, last: Record) -> None:
@@ -471,9 +435,8 @@ class PostgresStore:
         )
 
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
-        self._listener.want(self._channels.append)
         return await wait_for_head(
-            self._appends,
+            self._wake.tail(),
             conversation_id,
             lambda: self.head(conversation_id),
             after_seq=after_seq,
@@ -493,9 +456,9 @@ class PostgresStore:
     def _echo_admitted(self, submission: Submission) -> None:
         """What the admission's NOTIFYs tell other processes, told here (an echo of our own
         is skipped)."""
-        self._signals.notify(["work"])
+        self._wake.work()
         if _admission.steers(submission.input):
-            self._signals.notify([f"steer:{submission.conversation_id}"])
+            self._wake.signals.notify([f"steer:{submission.conversation_id}"])
 
     async def admit_and_claim(
         self,
@@ -625,7 +588,7 @@ class PostgresStore:
         )
         parked = await self._run(run)
         if parked.status is SubmissionStatus.QUEUED:
-            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+            self._wake.work()  # our own NOTIFY's echo is skipped
         return parked
 
     async def unpark(self, submission_id: str) -> Submission:
@@ -645,7 +608,7 @@ class PostgresStore:
         )
         cancelled, requeued = await self._run(run)
         if requeued:
-            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+            self._wake.work()  # our own NOTIFY's echo is skipped
         return cancelled
 
     async def reserve_settlement(
@@ -701,7 +664,7 @@ class PostgresStore:
                     wake=self._channels.work,
                 )
             )
-            self._on_settled(submission_id)  # our own NOTIFY's echo is skipped
+            self._wake.settled(submission_id)  # our own NOTIFY's echo is skipped
             return settled
         except ClaimLost:
             current = await self.get_submission(submission_id)
@@ -734,7 +697,7 @@ class PostgresStore:
             )
         )
         if work:
-            self._signals.notify(["work"])  # our own NOTIFY's echo is skipped
+            self._wake.work()  # our own NOTIFY's echo is skipped
         return updated
 
     # --- approval gates ---------------------------------------------------------------
@@ -768,7 +731,7 @@ class PostgresStore:
     async def erase_session(self, conversation_id: str) -> ErasedSession:
         erased = await _sessions.erase(self._run, conversation_id, self._channels)
         self._heads.pop(conversation_id, None)
-        self._appends.notify([conversation_id])  # its tailers look, and find it gone
+        self._wake.appends.notify([conversation_id])  # its tailers look, and find it gone
         return erased
 
     async def truncate_log(self, conversation_id: str, anchor: RecordDraft) -> TruncatedLog:
@@ -776,7 +739,7 @@ class PostgresStore:
         # The head and its hash stay, but its record may now be the anchor: the next append
         # seals against what the checked path reads.
         self._heads.pop(conversation_id, None)
-        self._appends.notify([conversation_id])  # our own NOTIFY's echo is skipped
+        self._wake.appends.notify([conversation_id])  # our own NOTIFY's echo is skipped
         return truncated
 
     async def import_conversation(
