@@ -28,6 +28,8 @@ __all__ = (
     "ExecutionEnded",
     "ExecutionFailed",
     "ExecutionStarted",
+    "InputAnswered",
+    "InputRequested",
     "LogTruncated",
     "Mediation",
     "ModelCalled",
@@ -176,6 +178,32 @@ class ApprovalDecided(Payload):
     args: JsonObject | None = None
     reason: str | None = None
     approver: str
+
+
+class InputRequested(Payload):
+    """The execution asks a human for a value and parks until it is given (a call whose
+    result a person supplies: ``Mediation.INPUT``). ``input_id`` names the wait everywhere,
+    as an approval id does: ``{conversation id}.{seq of this record}``."""
+
+    KIND = "input_requested"
+    input_id: str
+    call_id: str
+    tool: str
+    """What asked: a harness's question (``ask``), LangGraph's ``interrupt``, a deferred tool."""
+    args: JsonObject
+    """What the asker passed along (an interrupt's value is ``{"value": ...}``)."""
+    prompt: str
+    """The question, as a person reads it."""
+    answer_schema: JsonObject | None = None
+    """The JSON Schema the answer must fit; ``None`` takes any JSON value."""
+
+
+class InputAnswered(Payload):
+    KIND = "input_answered"
+    input_id: str
+    call_id: str
+    value: JsonValue
+    responder: str
 
 
 class ToolOutcome(Payload):

@@ -37,6 +37,11 @@ __all__ = (
     "HostOwnedOutcome",
     "IncompleteInvocation",
     "InheritedToolIntent",
+    "InputClosed",
+    "InputConflict",
+    "InputNotFound",
+    "InputParked",
+    "InvalidAnswer",
     "InvalidApproval",
     "InvalidCursor",
     "InvalidDispatch",
@@ -409,6 +414,21 @@ class ApprovalParked(Parked):
         super().__init__(f"execution {execution_id} is waiting for approval {approval_id}")
 
 
+class InputParked(Parked):
+    """The execution parked durably on a question for a human (``Turn.ask``, or a call of
+    ``Mediation.INPUT``): nothing more is written until :meth:`Journal.answer` records the
+    answer; then ``resume`` hands it to the harness. ``input_id`` names the wait."""
+
+    code = "input_parked"
+
+    def __init__(self, input_id: str, execution_id: str, call_id: str, request_seq: int) -> None:
+        self.input_id = input_id
+        self.execution_id = execution_id
+        self.call_id = call_id
+        self.request_seq = request_seq
+        super().__init__(f"execution {execution_id} is waiting for input {input_id}")
+
+
 class ChildrenPending(Parked):
     """The execution parked durably on task calls whose child submissions have not settled.
 
@@ -462,6 +482,40 @@ class InvalidEditArgs(JournalError, ValueError):
     code = "invalid_edit_args"
 
     def __init__(self, message: str, *, field: str = "args") -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class InputNotFound(NotFound):
+    """No input request has this id in this conversation."""
+
+    code = "input_not_found"
+
+    def __init__(self, input_id: str) -> None:
+        self.input_id = input_id
+        super().__init__(f"input {input_id} not found")
+
+
+class InputConflict(JournalError):
+    """The input was already answered differently; answers are final."""
+
+    code = "input_conflict"
+
+
+class InputClosed(JournalError):
+    """The input can no longer be answered: its submission settled without an answer, a
+    later execution superseded it, or it belongs to a fork parent."""
+
+    code = "input_closed"
+
+
+class InvalidAnswer(JournalError, ValueError):
+    """An answer does not fit the JSON Schema its request recorded; nothing was written.
+    ``field`` locates the first offending value, e.g. ``value.email``."""
+
+    code = "invalid_answer"
+
+    def __init__(self, message: str, *, field: str = "value") -> None:
         self.field = field
         super().__init__(message)
 

@@ -146,12 +146,15 @@ class Usage(WireModel):
 
 class Mediation(StrEnum):
     """Who runs a tool: the host (journaled), the harness (reported), the host after a human,
-    or a child submission (a ``task`` call: see ``Turn.delegate``)."""
+    a child submission (a ``task`` call: see ``Turn.delegate``), or a human who answers it
+    (an ``input`` call: see ``Turn.ask``)."""
 
     HOST = "host"
     REPORTED = "reported"
     APPROVAL = "approval"
     TASK = "task"
+    INPUT = "input"
+    """A human gives the call's result: the execution parks until it is answered."""
 
 
 def _empty_object_schema() -> JsonObject:

@@ -1,4 +1,9 @@
-"""Approval gates as the log records them: finding, inspecting and deciding one."""
+"""Gates as the log records them: finding, inspecting and deciding one.
+
+A gate is a call that waits for a person: an approval (``Mediation.APPROVAL``: may the tool
+run?) or an input (``Mediation.INPUT``: what is the call's result?). Both park the
+execution the same way; ``ApprovalState.kind`` tells them apart.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,27 @@ import jsonschema
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json
-from tether.errors import ApprovalConflict, ApprovalNotFound, InvalidApproval, InvalidEditArgs
+from tether.errors import (
+    ApprovalConflict,
+    ApprovalNotFound,
+    InputClosed,
+    InvalidApproval,
+    InvalidEditArgs,
+)
 from tether.journal._executions import Execution
 from tether.messages import Mediation
-from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolCalled, ToolOutcome
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    InputAnswered,
+    InputRequested,
+    Record,
+    ToolCalled,
+    ToolOutcome,
+)
 
 __all__ = (
+    "GATED",
     "ApprovalState",
     "Decision",
     "check_decidable",
@@ -30,11 +50,17 @@ __all__ = (
 logger = logging.getLogger("tether.journal")
 
 Decision = Literal["approve", "reject", "edit"]
+GATED = frozenset({Mediation.APPROVAL, Mediation.INPUT})
+"""The mediations whose calls wait for a person."""
+_REQUESTS = {ApprovalRequested.KIND: "request", InputRequested.KIND: "request"}
+_ANSWERS = {ApprovalDecided.KIND: "decision", InputAnswered.KIND: "decision"}
+_GATE_RECORDS = (ApprovalRequested, ApprovalDecided, InputRequested, InputAnswered, ToolOutcome)
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalState:
-    """One gated tool call and what the log holds of it (the original records)."""
+    """One gated call and what the log holds of it (the original records): an approval's
+    request and decision, or an input's request and answer."""
 
     execution_id: str
     call: Record
@@ -47,10 +73,17 @@ class ApprovalState:
     """Its execution has ended."""
 
     @property
+    def kind(self) -> Literal["approval", "input"]:
+        return "input" if self.tool_call.mediation is Mediation.INPUT else "approval"
+
+    @property
     def approval_id(self) -> str | None:
+        """The gate's id: the approval id, or the input id of an input."""
         if self.request is None:
             return None
         payload = self.request.payload
+        if isinstance(payload, InputRequested):
+            return payload.input_id
         assert isinstance(payload, ApprovalRequested)
         return payload.approval_id
 
@@ -73,27 +106,29 @@ def gate_of(execution: Execution, call: Record, fork_seq: int) -> ApprovalState:
     found: dict[str, Record] = {}
     for record in execution.effects:
         other = record.payload
-        if isinstance(other, ApprovalRequested | ApprovalDecided | ToolOutcome) and (
-            other.call_id == payload.call_id
-        ):
-            found.setdefault(record.kind, record)
+        if isinstance(
+            other,
+            ApprovalRequested | ApprovalDecided | InputRequested | InputAnswered | ToolOutcome,
+        ) and (other.call_id == payload.call_id):
+            role = _REQUESTS.get(record.kind) or _ANSWERS.get(record.kind) or "receipt"
+            found.setdefault(role, record)
     return ApprovalState(
         execution_id=execution.id,
         call=call,
-        request=found.get(ApprovalRequested.KIND),
-        decision=found.get(ApprovalDecided.KIND),
-        receipt=found.get(ToolOutcome.KIND),
+        request=found.get("request"),
+        decision=found.get("decision"),
+        receipt=found.get("receipt"),
         inherited=call.seq <= fork_seq,
         completed=execution.completed,
     )
 
 
 def latest_gate(execution: Execution, fork_seq: int) -> ApprovalState | None:
-    """The state of the execution's last gated tool call, if it made one."""
+    """The state of the execution's last gated call, if it made one."""
     calls = [
         record
         for record in execution.effects
-        if isinstance(record.payload, ToolCalled) and record.payload.mediation is Mediation.APPROVAL
+        if isinstance(record.payload, ToolCalled) and record.payload.mediation in GATED
     ]
     return gate_of(execution, calls[-1], fork_seq) if calls else None
 
@@ -146,12 +181,19 @@ def find_decision(
 
 
 def check_decidable(
-    request: Record, latest: Execution | None, fork_seq: int, approval_id: str
+    request: Record,
+    latest: Execution | None,
+    fork_seq: int,
+    approval_id: str,
+    *,
+    refuse: type[InvalidApproval | InputClosed] = InvalidApproval,
 ) -> None:
-    """``InvalidApproval`` unless the request is the open gate of the log's latest execution
-    (not a fork parent's, not superseded by a later gate or execution, not yet answered)."""
+    """``refuse`` (``InvalidApproval``) unless the request is the open gate of the log's
+    latest execution (not a fork parent's, not superseded by a later gate or execution, not
+    yet answered)."""
+    what = "input" if refuse is InputClosed else "approval"
     if request.seq <= fork_seq:
-        raise InvalidApproval(f"approval {approval_id} belongs to the fork parent")
+        raise refuse(f"{what} {approval_id} belongs to the fork parent")
     gate = latest_gate(latest, 0) if latest is not None else None
     if (
         latest is None
@@ -160,7 +202,7 @@ def check_decidable(
         or gate is None
         or (gate.request is None or gate.request.seq != request.seq or gate.receipt is not None)
     ):
-        raise InvalidApproval(f"approval {approval_id} was superseded or already completed")
+        raise refuse(f"{what} {approval_id} was superseded or already completed")
 
 
 def check_edit(requested: ApprovalRequested, args: dict[str, JsonValue]) -> None:

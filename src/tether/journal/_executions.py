@@ -20,6 +20,8 @@ from tether.records import (
     ConversationCreated,
     ExecutionEnded,
     ExecutionStarted,
+    InputAnswered,
+    InputRequested,
     ModelCalled,
     Record,
     Signal,
@@ -46,6 +48,8 @@ __all__ = (
 )
 
 INPUT_KINDS = frozenset({UserMessage.KIND, Signal.KIND})
+_LATE_DECISIONS = frozenset({ApprovalDecided.KIND, InputAnswered.KIND})
+"""A person's decision may land after its execution ended (it lost a race with the end)."""
 EFFECT_KINDS = frozenset(
     {
         ModelCalled.KIND,
@@ -53,6 +57,8 @@ EFFECT_KINDS = frozenset(
         ToolCalled.KIND,
         ApprovalRequested.KIND,
         ApprovalDecided.KIND,
+        InputRequested.KIND,
+        InputAnswered.KIND,
         ToolOutcome.KIND,
         StepRecorded.KIND,
         SteerReceived.KIND,
@@ -141,7 +147,7 @@ class Executions:
             return
         if kind == ExecutionStarted.KIND:
             raise InvalidExecutionLog(f"seq {record.seq}: execution {execution_id} starts twice")
-        if execution.end is not None and kind != ApprovalDecided.KIND:
+        if execution.end is not None and kind not in _LATE_DECISIONS:
             raise InvalidExecutionLog(
                 f"seq {record.seq} ({kind}) follows the end of {execution_id}"
             )

@@ -28,6 +28,8 @@ from tether.errors import (
     Fenced,
     HarnessMismatch,
     InheritedToolIntent,
+    InputClosed,
+    InputParked,
     JournalError,
     Parked,
     ReplayDiverged,
@@ -47,6 +49,7 @@ from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp, Too
 from tether.journal._executions import Execution
 from tether.journal._harness import Harness
 from tether.journal._history import PrefixTranscripts, messages_of, projected
+from tether.journal._inputs import check_answer, find_answer
 from tether.journal._log import JournalLog, logger
 from tether.journal._recorded import Recorded
 from tether.journal._turn import Mode, Turn
@@ -60,6 +63,8 @@ from tether.records import (
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
+    InputAnswered,
+    InputRequested,
     ModelCalled,
     Payload,
     Record,
@@ -324,7 +329,8 @@ class Journal:
     async def resume(self, harness: Harness, *, finish: Finisher | None = None) -> ExecutionResult:
         """Finish the pending execution: serve its recorded prefix, then go live (I3, I4).
 
-        Raises ``ApprovalParked`` without running anything while its gate is undecided.
+        Raises ``ApprovalParked`` (``InputParked``) without running anything while its gate
+        is undecided (unanswered).
         """
         view = await self.refresh()
         pending = view.latest
@@ -356,6 +362,12 @@ class Journal:
 
     async def _park(self, pending: Execution, gate: ApprovalState) -> None:
         call = gate.tool_call
+        if gate.kind == "input":
+            if gate.request is None:
+                return  # only the harness knows its question: the turn asks it again
+            payload = gate.request.payload
+            assert isinstance(payload, InputRequested)
+            raise InputParked(payload.input_id, pending.id, call.call_id, gate.request.seq)
         if gate.request is None:  # the cut fell between the gated call and its request
             request_seq = self.log.head + 1
             approval_id = f"{self.conversation.id}.{request_seq}"
@@ -640,6 +652,39 @@ class Journal:
         self.log.head = records[-1].seq
         self.view.extend(records)
         return records
+
+    async def answer(self, input_id: str, value: JsonValue, *, responder: str) -> Record:
+        """Record the answer to a parked question and requeue the submission waiting for
+        it, in one commit (``Store.append_decision``), as :meth:`approve` does a decision.
+
+        Idempotent: the same answer again returns the original record (nothing written); a
+        different one raises ``InputConflict``. An answer that does not fit the request's
+        schema raises ``InvalidAnswer``; one the log can no longer take (its submission
+        settled, a fork parent's) ``InputClosed``.
+        """
+        for _ in range(_DECISION_TRIES):
+            view = await self.refresh()
+            request, existing = find_answer(
+                view.records, input_id, value=value, responder=responder
+            )
+            if existing is not None:
+                return existing
+            requested = request.payload
+            assert isinstance(requested, InputRequested)
+            check_decidable(request, view.latest, view.fork_seq, input_id, refuse=InputClosed)
+            check_answer(requested, value)
+            answered = InputAnswered(
+                input_id=input_id, call_id=requested.call_id, value=value, responder=responder
+            )
+            draft = RecordDraft(
+                answered, submission_id=request.submission_id, execution_id=request.execution_id
+            )
+            try:
+                [record] = await self._append_decision(draft, view.head, request.submission_id)
+            except (Conflict, Fenced):
+                continue
+            return record
+        raise StoreUnavailable(f"input {input_id}: the log kept moving; try again")
 
     # --- fork and verify --------------------------------------------------------------
 

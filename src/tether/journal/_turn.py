@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from enum import StrEnum
 from typing import Any, Literal, NoReturn
 
 from pydantic import JsonValue
@@ -33,28 +32,25 @@ from tether.errors import (
     ChildrenPending,
     DuplicateCallId,
     HostOwnedOutcome,
+    InputParked,
     JournalError,
     MissingIdempotencyKey,
     MissingToolExecutor,
     RecordedModelFailure,
-    ReplayDiverged,
-    TetherError,
-    TurnClosed,
     UnmediatedToolCall,
 )
 from tether.journal._deltas import FLUSH_SECONDS, DeltaStream
-from tether.journal._effects import NO_HOOKS, Delegation, JournalHooks, ToolExecutor, ToolScope
+from tether.journal._effects import Delegation, ToolExecutor, ToolScope
 from tether.journal._history import messages_of
-from tether.journal._log import JournalLog, logger
+from tether.journal._inputs import answer_result, input_prompt
+from tether.journal._log import logger
 from tether.journal._outcomes import (
-    asked,
-    effect_of,
     intent_of,
     outcome_of,
     result_of,
     step_value,
 )
-from tether.journal._recorded import Recorded
+from tether.journal._turn_core import Mode, Question, TurnCore
 from tether.messages import (
     Mediation,
     Message,
@@ -71,10 +67,11 @@ from tether.records import (
     ApprovalRequested,
     AssistantMessageCompleted,
     Compaction,
+    InputAnswered,
+    InputRequested,
     ModelCalled,
     Payload,
     Record,
-    RecordDraft,
     SteerReceived,
     StepRecorded,
     ToolCalled,
@@ -96,184 +93,8 @@ _HOST_OWNED = frozenset({ToolOutcomeStatus.DENIED, ToolOutcomeStatus.UNKNOWN})
 report may not claim them."""
 
 
-class Mode(StrEnum):
-    LIVE = "live"
-    REPLAY = "replay"
-    RESUME = "resume"
-
-
-class Turn:
+class Turn(TurnCore):
     """What a harness gets: its history and inputs, and the journaled effect methods."""
-
-    def __init__(
-        self,
-        *,
-        log: JournalLog,
-        execution_id: str,
-        session: str,
-        mode: Mode,
-        recorded: Recorded,
-        history: list[Message] | Callable[[], list[Message]],
-        inputs: list[Message],
-        config: dict[str, JsonValue] | None,
-        model: Model | None = None,
-        tools: ToolExecutor | None = None,
-        hooks: JournalHooks = NO_HOOKS,
-    ) -> None:
-        self.execution_id = execution_id
-        self._history = history
-        self.inputs = inputs
-        self.config = config
-        self.mode = mode
-        self.model_invocations = 0
-        self.tool_invocations = 0
-        self._log = log
-        self._session = session
-        self._recorded = recorded
-        self._model = model
-        self._tools = tools
-        self._hooks = hooks
-        self._observer = hooks.observer
-        self._steer_source = hooks.steer_source
-        self._delegation = hooks.delegation
-        self._pending_children: list[str] = []
-        """Task calls of this turn whose child has not settled: it parks on them."""
-        self._failure: TetherError | None = None
-        self._closed = False
-        self._call_ids: set[str] = set()
-        self._behind: list[Payload] = []  # written with the next append
-        self._held_messages: dict[int, tuple[Message, ...]] = {}
-        self._lock = asyncio.Lock()
-        self._offered: dict[str, JsonObject] = {}
-        """The parameters schema of each tool the model was last offered, by tool name: an
-        approval request records its tool's, for edits to be checked against."""
-
-    @property
-    def history(self) -> list[Message]:
-        """The transcript as it stood when this execution started (the reduced active path).
-
-        Built on first use: a harness that never reads it (one that keeps its own state)
-        costs no transcription."""
-        if callable(self._history):
-            self._history = self._history()
-        return self._history
-
-    # --- bookkeeping ------------------------------------------------------------------
-
-    @property
-    def failure(self) -> TetherError | None:
-        """The sticky failure (a divergence or a park), if one happened."""
-        return self._failure
-
-    def _check(self) -> None:
-        if self._closed:
-            raise TurnClosed(f"execution {self.execution_id} has ended; its turn is closed")
-        if self._failure is not None:
-            raise self._failure
-
-    def _stick(self, error: TetherError) -> NoReturn:
-        self._failure = error
-        raise error
-
-    def _diverge(
-        self,
-        message: str,
-        *,
-        at: Record | None = None,
-        got: Payload | JsonObject | None = None,
-        request: ModelRequest | None = None,
-    ) -> NoReturn:
-        """Fail the turn: the code asked for ``got`` where the log holds ``at``."""
-        self._stick(
-            ReplayDiverged(
-                f"execution {self.execution_id}: {message}",
-                execution_id=self.execution_id,
-                seq=None if at is None else at.seq,
-                expected=None if at is None else effect_of(at),
-                got=asked(got),
-                request=request,
-            )
-        )
-
-    async def _append(self, payloads: Sequence[Payload]) -> list[Record]:
-        """Append ``payloads`` after whatever is held behind; durable when this returns."""
-        batch = self.take_behind()
-        batch.extend(self._log.draft(p, self.execution_id) for p in payloads)
-        if not batch:
-            return []
-        try:
-            records = await self._log.append(batch)
-        except TetherError as exc:
-            # The log is no longer where this turn believes: nothing more may be written.
-            self._failure = exc
-            raise
-        self.keep_messages(batch, records)
-        return records
-
-    def hold_behind(
-        self, payloads: Sequence[Payload], messages: dict[int, tuple[Message, ...]]
-    ) -> None:
-        """Hold ``payloads`` to be written with the next append (records that need not be
-        durable on their own: nothing was invoked on their account). ``messages`` (by ``id``
-        of the payload) are what the harness was handed for them: their records keep them."""
-        self._behind.extend(payloads)
-        self._held_messages.update(messages)
-
-    def keep_messages(self, drafts: Sequence[RecordDraft], records: Sequence[Record]) -> None:
-        """Give the records of held inputs the messages the harness was handed for them, so
-        that the history and the inputs are the same objects (see ``messages_of``)."""
-        if not self._held_messages:
-            return
-        for draft, record in zip(drafts, records, strict=True):
-            held = self._held_messages.pop(id(draft.payload), None)
-            if held is not None:
-                record._messages = held
-
-    async def flush_behind(self) -> None:
-        """Write what is held behind now, so that readers of the log see it."""
-        async with self._lock:
-            if self._behind and self._failure is None and not self._closed:
-                await self._append(())
-
-    def take_behind(self) -> list[RecordDraft]:
-        """The records held behind, as drafts; the caller must append them (the journal puts
-        them in front of the execution's end or failure record)."""
-        behind, self._behind = self._behind, []
-        return [self._log.draft(p, self.execution_id) for p in behind]
-
-    def _live_allowed(
-        self,
-        what: str,
-        got: Payload | JsonObject | None = None,
-        request: ModelRequest | None = None,
-    ) -> None:
-        if self.mode is Mode.REPLAY:
-            self._diverge(
-                f"replay asked for {what} beyond the recorded effects", got=got, request=request
-            )
-
-    def next_recorded(self) -> Record | None:
-        """The effect replay or resume will serve next (``None`` once the turn is live):
-        lets a harness that mirrors an outside stream re-emit what was recorded."""
-        return self._recorded.peek_intent()
-
-    def close(self) -> None:
-        """Seal the turn: every later effect call raises ``TurnClosed``."""
-        self._closed = True
-
-    def check_consumed(self) -> None:
-        """Replay and resume must consume every recorded effect (else the harness diverged)."""
-        if self._failure is not None:
-            raise self._failure
-        left = self._recorded.unconsumed()
-        if left:
-            kinds = ", ".join(f"{r.kind}@{r.seq}" for r in left[:5])
-            total = len(self._recorded.records)
-            self._diverge(
-                f"consumed {total - len(left)} of {total} recorded effects; left: {kinds}",
-                at=left[0],
-                got={"kind": "execution_ended"},
-            )
 
     # --- model ------------------------------------------------------------------------
 
@@ -397,9 +218,47 @@ class Turn:
         """Run a host-mediated tool at most once per idempotency key (I3).
 
         Live: the intent is durable before the tool runs, then the outcome. A tool that
-        needs approval parks the execution (raises ``ApprovalParked``) until decided.
+        needs approval parks the execution (raises ``ApprovalParked``) until decided; a call
+        of ``Mediation.INPUT`` asks a person for its result (see :meth:`ask`).
         ``executor`` runs this call instead of the journal's tool executor.
         """
+        question = Question(input_prompt(call)) if call.mediation is Mediation.INPUT else None
+        return await self._tool(call, executor, question)
+
+    async def ask(
+        self,
+        prompt: str,
+        *,
+        schema: JsonObject | None = None,
+        tool: str = "ask",
+        args: JsonObject | None = None,
+        call_id: str | None = None,
+    ) -> JsonValue:
+        """Ask a person for a value and wait for the answer, durably: the execution parks
+        (raises ``InputParked``) until ``Runtime.answer`` records one that fits ``schema``
+        (a JSON Schema; none takes any JSON value), then the call returns it. Replay and
+        recovery serve the recorded answer. ``tool`` and ``args`` say what asked (listed with
+        the request); ``call_id`` defaults to ``ask-<n>``, the n-th ask of this turn.
+
+        Example::
+
+            email = await turn.ask("Which address should the invoice go to?",
+                                   schema={"type": "string", "format": "email"})
+        """
+        self._asks += 1
+        call_id = call_id or f"ask-{self._asks}"
+        call = ToolCall(
+            call_id=call_id,
+            name=tool,
+            args=args or {},
+            idempotency_key=f"{self.execution_id}:{call_id}",
+            mediation=Mediation.INPUT,
+        )
+        return (await self._tool(call, None, Question(prompt, schema))).data
+
+    async def _tool(
+        self, call: ToolCall, executor: ToolExecutor | None, question: Question | None
+    ) -> ToolResult:
         tools = self._tools if executor is None else self._hooks.tools(executor)
         async with self._lock:
             self._check()
@@ -416,7 +275,7 @@ class Turn:
                 self._match_tool(call, intent)
                 self._recorded.take_intent()
                 self._call_ids.add(call.call_id)
-                plan = await self._recorded_tool(call, intent, tools)
+                plan = await self._recorded_tool(call, intent, tools, question)
             else:
                 if tools is None and call.mediation is Mediation.HOST:
                     self._live_allowed(f"tool call {call.call_id}", intent_of(call))
@@ -424,6 +283,8 @@ class Turn:
                 intent_payload = self._live_intent(call, "tool call")
                 if call.mediation is Mediation.APPROVAL:
                     await self._request_approval(call, intent_payload)
+                if question is not None:
+                    await self._request_input(call, intent_payload, question)
                 await self._append([intent_payload])
                 plan = call
         if isinstance(plan, ToolResult):
@@ -468,7 +329,7 @@ class Turn:
             )
 
     async def _recorded_tool(
-        self, call: ToolCall, intent: Record, tools: ToolExecutor | None
+        self, call: ToolCall, intent: Record, tools: ToolExecutor | None, question: Question | None
     ) -> ToolResult | ToolCall:
         """Serve a recorded call's outcome, or decide how to finish an interrupted one."""
         recorded = intent.payload
@@ -481,6 +342,8 @@ class Turn:
             return result_of(outcome)
         if self.mode is Mode.REPLAY:
             self._diverge(f"the tool call at seq {intent.seq} has no recorded outcome", at=intent)
+        if question is not None:
+            return await self._recorded_input(call, recorded, request, decision, question)
         if call.mediation is Mediation.APPROVAL:
             if request is None:  # the cut fell between the intent and its request: repair
                 await self._request_approval(call, recorded, after_intent=True)
@@ -556,6 +419,47 @@ class Turn:
         )
         await self._append([request] if after_intent else [intent, request])
         self._stick(ApprovalParked(approval_id, self.execution_id, call.call_id, request_seq))
+
+    async def _recorded_input(
+        self,
+        call: ToolCall,
+        recorded: ToolCalled,
+        request: Record | None,
+        answer: Record | None,
+        question: Question,
+    ) -> ToolResult:
+        """An asked call the log holds: park while unanswered, else its answer is the result."""
+        if request is None:  # a log cut between the two records of one commit: repair it
+            await self._request_input(call, recorded, question, after_intent=True)
+        assert request is not None
+        if answer is None:
+            requested = request.payload
+            assert isinstance(requested, InputRequested)
+            self._stick(
+                InputParked(requested.input_id, self.execution_id, call.call_id, request.seq)
+            )
+        answered = answer.payload
+        assert isinstance(answered, InputAnswered)
+        result = answer_result(call.call_id, answered.value)
+        await self._append([outcome_of(result)])
+        return result
+
+    async def _request_input(
+        self, call: ToolCall, intent: ToolCalled, question: Question, *, after_intent: bool = False
+    ) -> NoReturn:
+        # As for an approval: the request's seq, known before its CAS-guarded append, names it.
+        request_seq = self._log.head + len(self._behind) + (1 if after_intent else 2)
+        input_id = f"{self._log.conversation_id}.{request_seq}"
+        request = InputRequested(
+            input_id=input_id,
+            call_id=call.call_id,
+            tool=call.name,
+            args=call.args,
+            prompt=question.prompt,
+            answer_schema=question.schema,
+        )
+        await self._append([request] if after_intent else [intent, request])
+        self._stick(InputParked(input_id, self.execution_id, call.call_id, request_seq))
 
     async def _execute(self, call: ToolCall, tools: ToolExecutor) -> ToolResult:
         scope = ToolScope(
