@@ -20,12 +20,15 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_URL",
     "Outcome",
+    "answer_command",
     "approve_command",
     "check",
     "connect",
     "describe_decision",
     "describe_gate",
+    "describe_input",
     "pending_gate",
+    "pending_input",
     "render_stream",
     "wait_for_settlement",
 )
@@ -33,6 +36,8 @@ __all__ = (
 DEFAULT_URL = "http://127.0.0.1:8484"
 WAIT_SLICE = 1.0
 """Seconds one ``?wait`` may hold a request: how soon ``send --wait`` notices a parked run."""
+PROMPT_WIDTH = 120
+"""How much of an input's prompt one line shows."""
 
 
 @contextlib.contextmanager
@@ -115,32 +120,37 @@ def check(response: httpx.Response) -> Any:
 @dataclass(frozen=True)
 class Outcome:
     """Where a dispatch stands: settled (``settlement``), or held by ``gate``, a pending
-    approval of its own or of a run ahead of it in the session."""
+    approval, or by ``input``, a pending input (``GET /inputs``), of its own or of a run
+    ahead of it in the session."""
 
     submission_id: str
     settlement: dict[str, Any] | None = None
     gate: dict[str, Any] | None = None
+    input: dict[str, Any] | None = None
 
     @property
     def queued_behind(self) -> bool:
-        return self.gate is not None and self.gate["submissionId"] != self.submission_id
+        held = self.gate if self.gate is not None else self.input
+        return held is not None and held.get("submissionId") != self.submission_id
 
 
 def wait_for_settlement(
     client: httpx.Client, agent: str, instance: str, session: str, answer: httpx.Response
 ) -> Outcome:
-    """Follow a dispatch answered ``answer`` until it settles or waits for an approval. A
-    ``?wait`` holds each request a second at most, so a park is noticed that fast."""
+    """Follow a dispatch answered ``answer`` until it settles or waits for a human (an
+    approval or an input). A ``?wait`` holds each request a second at most, so a park is
+    noticed that fast."""
     body = check(answer)
     submission_id = body["submissionId"]
     if answer.status_code == 200:
         return Outcome(submission_id, settlement=body)
     status = body.get("status")
     while True:
-        if status in ("waiting", "queued") and (
-            gate := pending_gate(client, agent, instance, session)
-        ):
-            return Outcome(submission_id, gate=gate)
+        if status in ("waiting", "queued"):
+            if gate := pending_gate(client, agent, instance, session):
+                return Outcome(submission_id, gate=gate)
+            if asked := pending_input(client, agent, instance, session):
+                return Outcome(submission_id, input=asked)
         view = check(
             client.get(
                 f"/submissions/{submission_id}", params={"wait": True, "timeout": WAIT_SLICE}
@@ -155,6 +165,19 @@ def pending_gate(
     client: httpx.Client, agent: str, instance: str, session: str
 ) -> dict[str, Any] | None:
     """The approval a session waits for, if any (paging through the instance's pending ones)."""
+    return _first_pending(client, "/approvals", "approvals", agent, instance, session)
+
+
+def pending_input(
+    client: httpx.Client, agent: str, instance: str, session: str
+) -> dict[str, Any] | None:
+    """The input a session waits for, if any (paging through the instance's pending ones)."""
+    return _first_pending(client, "/inputs", "inputs", agent, instance, session)
+
+
+def _first_pending(
+    client: httpx.Client, path: str, name: str, agent: str, instance: str, session: str
+) -> dict[str, Any] | None:
     params: dict[str, str | int] = {
         "agent": agent,
         "instance": instance,
@@ -162,10 +185,10 @@ def pending_gate(
         "limit": 1000,
     }
     while True:
-        listing = check(client.get("/approvals", params=params))
-        gates = [item for item in listing["approvals"] if item["session"] == session]
-        if gates or not listing.get("nextCursor"):
-            return gates[0] if gates else None
+        listing = check(client.get(path, params=params))
+        found = [item for item in listing[name] if item["session"] == session]
+        if found or not listing.get("nextCursor"):
+            return found[0] if found else None
         params["cursor"] = listing["nextCursor"]
 
 
@@ -175,6 +198,27 @@ def approve_command(gate: dict[str, Any], url: str) -> str:
     if url != DEFAULT_URL:
         words += ["--url", url]
     return shlex.join(words)
+
+
+def answer_command(item: dict[str, Any], url: str) -> str:
+    """The command that answers input ``item``, VALUE left for the person to give (with
+    ``--url`` when it is not the default)."""
+    words = ["tether", "answer", item["inputId"]]
+    command = shlex.join(words) + " VALUE"
+    if url != DEFAULT_URL:
+        command += " " + shlex.join(["--url", url])
+    return command
+
+
+def describe_input(item: dict[str, Any]) -> str:
+    """An input's prompt on one line (cut at :data:`PROMPT_WIDTH`), quoted, and the schema
+    its answer must fit, if it has one."""
+    prompt = one_line(item.get("prompt", ""))
+    if len(prompt) > PROMPT_WIDTH:
+        prompt = prompt[: PROMPT_WIDTH - 1] + "…"
+    schema = item.get("schema")
+    fits = f" (answer: {json.dumps(schema)})" if schema is not None else ""
+    return f"{json.dumps(prompt, ensure_ascii=False)}{fits}"
 
 
 def describe_gate(gate: dict[str, Any]) -> str:

@@ -36,7 +36,8 @@ class ExitCode(enum.IntEnum):
     ADDRESS_UNAVAILABLE = 8
     """``serve`` cannot listen on ``--host``/``--port`` (in use, or not an address here)."""
     WAITING_FOR_APPROVAL = 9
-    """``send --wait``: the run is parked until a human decides its approval."""
+    """``send --wait``: the run is parked until a human decides its approval or answers
+    its input."""
     BAD_MODEL = 10
     """``TETHER_MODEL`` names no usable model: an unknown provider, a package or (``serve``,
     ``worker``) a key that is missing."""
@@ -55,7 +56,7 @@ Exit codes:
   6  no store at --store (reading commands never create one)
   7  --app cannot be loaded
   8  the address is in use (--host, --port)
-  9  send --wait: the run waits for an approval
+  9  send --wait: the run waits for an approval or an input
   10  TETHER_MODEL names no usable model (serve, worker, replay)
   130  interrupted (Ctrl-C)"""
 

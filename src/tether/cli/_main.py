@@ -12,11 +12,13 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._export import export, import_log
+from tether.cli._inputs import answer, inputs
 from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
 from tether.cli._schedules import schedules_app
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
@@ -37,6 +39,8 @@ app.command()(worker)
 app.command()(backup)
 app.command()(sessions)
 app.command()(delete)
+app.command()(inputs)
+app.command()(answer)
 app.command()(export)
 app.command(name="import")(import_log)
 app.add_typer(schedules_app, name="schedules")
@@ -62,8 +66,8 @@ def send(
     wait: bool = typer.Option(
         False,
         "--wait",
-        help="Wait for the answer and print it; if the run parks for approval, say so, "
-        "print the command that decides it and exit 9.",
+        help="Wait for the answer and print it; if the run parks for an approval or an "
+        "input, say so, print the command that decides or answers it and exit 9.",
     ),
     url: str = URL,
     auth_token: str | None = TOKEN,
@@ -81,11 +85,16 @@ def send(
             outcome = _client.wait_for_settlement(client, agent, instance, session, answer)
         except KeyboardInterrupt:  # the message stays sent: only the waiting stops
             raise typer.Exit(ExitCode.INTERRUPTED) from None
+    waiting = "queued behind a run waiting" if outcome.queued_behind else "waiting"
     if (gate := outcome.gate) is not None:
-        waiting = "queued behind a run waiting" if outcome.queued_behind else "waiting"
         console.print(f"{waiting} for approval: {_client.describe_gate(gate)}")
         console.print(f"  decide it: {_client.approve_command(gate, url)}")
         console.print("  (or add --decision reject --reason TEXT; `tether tail` follows it)")
+        raise typer.Exit(ExitCode.WAITING_FOR_APPROVAL)
+    if (asked := outcome.input) is not None:
+        console.print(f"{waiting} for input: {escape(_client.describe_input(asked))}")
+        console.print(f"  answer it: {escape(_client.answer_command(asked, url))}")
+        console.print("  (VALUE is JSON if it parses, else text; `tether tail` follows it)")
         raise typer.Exit(ExitCode.WAITING_FOR_APPROVAL)
     settlement = outcome.settlement
     assert settlement is not None

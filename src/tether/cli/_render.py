@@ -146,6 +146,13 @@ class SessionRenderer:
             self._line(f"[yellow]⏸ approval {approval} needed for {escape(tool)}[/yellow]", depth)
         elif kind == "approval_decided":
             self._decision(payload, depth)
+        elif kind == "input_requested":
+            asked, prompt = payload["inputId"], " ".join(str(payload.get("prompt", "")).split())
+            self._line(f"[yellow]⏸ input {asked} needed: {escape(prompt)}[/yellow]", depth)
+        elif kind == "input_answered":
+            value = json.dumps(payload.get("value"), ensure_ascii=False)
+            responder = escape(str(payload.get("responder")))
+            self._line(f"[green]✓ answered by {responder}: {escape(value)}[/green]", depth)
         elif kind == "steer_received":
             self._line(f"[magenta]steer[/magenta]: {escape(str(payload.get('body', '')))}", depth)
         elif kind == "submission_settled":
