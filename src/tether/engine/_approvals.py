@@ -1,20 +1,33 @@
-"""The approvals inbox and its audit trail: pages of the store's gate index."""
+"""The inboxes of approvals and inputs, and their audit trail: pages of the store's gate
+index."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from tether.store import Gate, GateStatus, Store
+from tether.engine._observe import Correlation
+from tether.errors import ApprovalNotFound, InputNotFound
+from tether.journal import Journal, LogView
+from tether.records import Record
+from tether.store import Gate, GateKind, GateStatus, Store
 
-__all__ = ("MAX_APPROVALS_PAGE", "ApprovalPage", "approval_page")
+__all__ = (
+    "MAX_APPROVALS_PAGE",
+    "ApprovalPage",
+    "approval_page",
+    "gate_correlation",
+    "gate_journal",
+)
 
 MAX_APPROVALS_PAGE: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalPage:
-    """One page of approval gates, oldest request first, and where the next one starts.
+    """One page of gates (approvals or inputs), oldest request first, and where the next
+    one starts.
 
     Example::
 
@@ -37,6 +50,7 @@ class ApprovalPage:
 async def approval_page(
     store: Store,
     *,
+    kind: GateKind,
     status: GateStatus | None,
     agent: str | None,
     instance: str | None,
@@ -49,7 +63,35 @@ async def approval_page(
     if not 1 <= limit <= MAX_APPROVALS_PAGE:
         raise ValueError(f"limit must be 1..{MAX_APPROVALS_PAGE}, got {limit}")
     gates = await store.list_gates(
-        status=status, agent=agent, instance=instance, tool=tool, limit=limit + 1, after=cursor
+        kind=kind,
+        status=status,
+        agent=agent,
+        instance=instance,
+        tool=tool,
+        limit=limit + 1,
+        after=cursor,
     )
     page = tuple(gates[:limit])
     return ApprovalPage(page, page[-1].cursor if len(gates) > limit else None)
+
+
+async def gate_journal(
+    store: Store,
+    view: Callable[[str], LogView],
+    gate_id: str,
+    not_found: type[ApprovalNotFound | InputNotFound],
+) -> Journal:
+    """The journal of the conversation a gate id (``{conversation id}.{seq}``) names."""
+    conversation_id, _, _ = gate_id.rpartition(".")
+    if not conversation_id:
+        raise not_found(gate_id)
+    # fence=0: opening must not supersede a run that a decision already resumed; the
+    # decision commits at a fence of its own, and only when there is one to write.
+    return await Journal.open(store, conversation_id, fence=0, view=view(conversation_id))
+
+
+def gate_correlation(journal: Journal, record: Record) -> Correlation:
+    """Who a decision on a gate concerns, for its engine event."""
+    return Correlation(
+        journal.conversation.key, journal.conversation.id, record.submission_id or ""
+    )

@@ -59,6 +59,7 @@ from tether.errors import (
     ClaimLost,
     Fenced,
     IncompleteInvocation,
+    InputParked,
     Parked,
     StoreUnavailable,
     TetherError,
@@ -218,8 +219,10 @@ class _Attempt:
             reason = (
                 "aborted before it started"
                 if gate is None
-                else "aborted while waiting for approval"
+                else f"aborted while waiting for {gate.kind}"
                 if gate.decision is None
+                else "aborted before its answer was taken"
+                if gate.kind == "input"
                 else "aborted before its approved tool call ran"
             )
             return await self.settle(await abort_settlement(self.context, sub, reason))
@@ -324,7 +327,11 @@ class _Attempt:
             parked = await self.store.park(
                 sub.id,
                 attempt_id=str(sub.attempt_id),
-                reason=WAIT_FOR_CHILDREN if children else "approval",
+                reason=WAIT_FOR_CHILDREN
+                if children
+                else "input"
+                if isinstance(error, InputParked)
+                else "approval",
                 expected_seq=seen,
                 wait_until=delegation.wait_until if children and delegation else None,
             )
@@ -332,6 +339,8 @@ class _Attempt:
                 what = (
                     f"approval {error.approval_id}"
                     if isinstance(error, ApprovalParked)
+                    else f"input {error.input_id}"
+                    if isinstance(error, InputParked)
                     else "its children"
                 )
                 detail = f"{what}: decided, settled or aborted before the park"

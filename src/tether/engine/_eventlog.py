@@ -16,6 +16,7 @@ from tether.engine._observe import (
     ApprovalDecidedEvent,
     Correlation,
     EngineEvent,
+    InputAnsweredEvent,
     RecoveryDecided,
     SubmissionSettledEvent,
 )
@@ -37,6 +38,13 @@ def log_event(event: EngineEvent) -> None:
             event.correlation,
             f"approval {event.approval_id} decided {event.decision} by {event.approver}{reason}",
             approval_id=event.approval_id,
+        )
+    elif isinstance(event, InputAnsweredEvent):
+        _log(
+            logging.INFO,
+            event.correlation,
+            f"input {event.input_id} answered by {event.responder}",
+            input_id=event.input_id,
         )
     elif isinstance(event, SubmissionSettledEvent):
         settlement = event.settlement

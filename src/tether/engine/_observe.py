@@ -28,6 +28,7 @@ __all__ = (
     "Correlation",
     "DeltaReceived",
     "EngineEvent",
+    "InputAnsweredEvent",
     "Instrumentation",
     "Interceptor",
     "Observer",
@@ -219,6 +220,16 @@ class ApprovalDecidedEvent(EngineEvent):
     decision: str = ""
     approver: str = ""
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputAnsweredEvent(EngineEvent):
+    """The answer to a parked question was recorded (or an identical one repeated); the
+    record itself is a :class:`tether.records.InputAnswered`."""
+
+    kind = "input_answered"
+    input_id: str = ""
+    responder: str = ""
 
 
 Observer = Callable[[EngineEvent], "Awaitable[None] | None"]

@@ -7,13 +7,17 @@ settlement made here is handed to this process's waiters without a store read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import JsonValue
 
-__all__ = ("RunRegistry", "Stop", "StopReason")
+from tether.store import ChangeFeed, Store, SubmissionStatus
+
+__all__ = ("RunRegistry", "Stop", "StopReason", "wait_settled")
 
 StopReason = Literal["lease_lost", "aborted", "timeout", "shutdown"]
 
@@ -130,3 +134,53 @@ class RunRegistry:
             self._waiting[submission_id] = left
         else:
             self._settled.pop(submission_id, None)
+
+
+_WAIT_POLL = 0.25
+
+
+async def wait_settled(
+    store: Store, feed: ChangeFeed | None, runs: RunRegistry, submission_id: str
+) -> dict[str, JsonValue]:
+    """The settled payload of a submission, once it settles (``Runtime.wait``): read from
+    the store, woken by its change feed if it has one (else polled), or handed over by an
+    attempt of this process without a store read."""
+    # Waiters of one submission share its future; the last one out removes it, however
+    # it leaves (settled, unknown id, timed out, or on a node that runs no attempts).
+    runs.join(submission_id)
+    try:
+        while True:
+            waiter = runs.settlement_waiter(submission_id)
+            woken = asyncio.Event()
+            wake = functools.partial(_set_event, woken)
+            waiter.add_done_callback(wake)
+            try:
+                with (
+                    feed.listen(f"settled:{submission_id}", woken)
+                    if feed is not None
+                    else contextlib.nullcontext()
+                ):
+                    submission = await store.get_submission(submission_id)
+                    if (
+                        submission.status is SubmissionStatus.SETTLED
+                        and submission.settlement is not None
+                    ):
+                        return dict(submission.settlement)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(_WAIT_POLL):
+                            await woken.wait()
+            finally:
+                waiter.remove_done_callback(wake)
+            if not waiter.done() and submission_id in runs:
+                # Its attempt runs here and hands the settlement over once it has
+                # finished: a change feed's wake-up at the commit need not send us to
+                # the store for it.
+                await asyncio.wait({waiter}, timeout=_WAIT_POLL)
+            if waiter.done() and not waiter.cancelled():
+                return dict(waiter.result())  # settled in this process: the payload is here
+    finally:
+        runs.leave(submission_id)
+
+
+def _set_event(event: asyncio.Event, _: object) -> None:
+    event.set()

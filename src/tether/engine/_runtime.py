@@ -26,7 +26,12 @@ from typing import Any, Self
 from pydantic import JsonValue
 
 from tether._ids import new_ulid
-from tether.engine._approvals import ApprovalPage, approval_page
+from tether.engine._approvals import (
+    ApprovalPage,
+    approval_page,
+    gate_correlation,
+    gate_journal,
+)
 from tether.engine._clock import Clock, SystemClock
 from tether.engine._config import AgentDefinition, RuntimeConfig
 from tether.engine._context import EngineContext
@@ -37,6 +42,8 @@ from tether.engine._inbound import Inbound, parse_inbound
 from tether.engine._observe import (
     ApprovalDecidedEvent,
     Correlation,
+    EngineEvent,
+    InputAnsweredEvent,
     Instrumentation,
     Interceptor,
     Observer,
@@ -46,7 +53,7 @@ from tether.engine._pruner import Pruner, PruneReport, prune
 from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._retention import Retention
-from tether.engine._runs import RunRegistry
+from tether.engine._runs import RunRegistry, wait_settled
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
 from tether.engine._sessions import SessionPage, SessionState, erase_session, session_page
@@ -59,6 +66,7 @@ from tether.engine._views import ViewCache
 from tether.errors import (
     ApprovalNotFound,
     ConversationNotFound,
+    InputNotFound,
     InvalidDispatch,
     InvalidSeq,
     NoRunInFlight,
@@ -76,6 +84,7 @@ from tether.store import (
     ChangeFeed,
     Conversation,
     ErasedSession,
+    GateKind,
     GateStatus,
     NewSubmission,
     SessionKey,
@@ -89,13 +98,8 @@ from tether.store import (
 __all__ = ("Runtime",)
 
 
-_WAIT_POLL = 0.25
 _NAME_LIMIT = 200
 _AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
-
-
-def _set_event(event: asyncio.Event, _: object) -> None:
-    event.set()
 
 
 def _adopt_claimed(
@@ -546,44 +550,7 @@ class Runtime:
         """The settled payload, once the submission settles; works across processes and
         restarts (it reads the store; a store with a change feed wakes it at once, others
         are polled). Bound it with ``asyncio.timeout``."""
-        store = self._check_open()
-        feed = self.change_feed
-        # Waiters of one submission share its future; the last one out removes it, however
-        # it leaves (settled, unknown id, timed out, or on a node that runs no attempts).
-        runs = self._runs
-        runs.join(submission_id)
-        try:
-            while True:
-                waiter = runs.settlement_waiter(submission_id)
-                woken = asyncio.Event()
-                wake = functools.partial(_set_event, woken)
-                waiter.add_done_callback(wake)
-                try:
-                    with (
-                        feed.listen(f"settled:{submission_id}", woken)
-                        if feed is not None
-                        else contextlib.nullcontext()
-                    ):
-                        submission = await store.get_submission(submission_id)
-                        if (
-                            submission.status is SubmissionStatus.SETTLED
-                            and submission.settlement is not None
-                        ):
-                            return dict(submission.settlement)
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(_WAIT_POLL):
-                                await woken.wait()
-                finally:
-                    waiter.remove_done_callback(wake)
-                if not waiter.done() and submission_id in runs:
-                    # Its attempt runs here and hands the settlement over once it has
-                    # finished: a change feed's wake-up at the commit need not send us to
-                    # the store for it.
-                    await asyncio.wait({waiter}, timeout=_WAIT_POLL)
-                if waiter.done() and not waiter.cancelled():
-                    return dict(waiter.result())  # settled in this process: the payload is here
-        finally:
-            runs.leave(submission_id)
+        return await wait_settled(self._check_open(), self.change_feed, self._runs, submission_id)
 
     async def records(
         self, conversation_id: str, *, after: int = 0, limit: int = 1000
@@ -710,6 +677,7 @@ class Runtime:
         """
         return await approval_page(
             self._check_open(),
+            kind=GateKind.APPROVAL,
             status=status,
             agent=agent,
             instance=instance,
@@ -733,37 +701,77 @@ class Runtime:
         different one raises ``ApprovalConflict``. An ``edit`` whose ``args`` do not fit the
         tool's parameters schema raises ``InvalidEditArgs`` and writes nothing.
         """
-        store = self._check_open()
-        conversation_id, _, _ = approval_id.rpartition(".")
-        if not conversation_id:
-            raise ApprovalNotFound(approval_id)
-        # fence=0: opening must not supersede a run that a decision already resumed; the
-        # decision commits at a fence of its own, and only when there is one to write.
-        journal = await Journal.open(
-            store, conversation_id, fence=0, view=self.view(conversation_id)
-        )
+        journal = await gate_journal(self._check_open(), self.view, approval_id, ApprovalNotFound)
         record = await journal.approve(
             approval_id, decision, approver=approver, reason=reason, args=args
         )
-        if record.submission_id is not None:
-            # Repeating a decision an earlier version wrote without its wake-up finishes it.
-            with contextlib.suppress(SubmissionNotFound):
-                submission = await store.get_submission(record.submission_id)
-                await requeue_if_stranded(self._started_context(), submission)
-        self._wake()
-        correlation = Correlation(
-            journal.conversation.key, conversation_id, record.submission_id or ""
-        )
-        await self.instrumentation.emit(
+        await self._decided(
+            record,
             ApprovalDecidedEvent(
-                correlation,
+                gate_correlation(journal, record),
                 approval_id=approval_id,
                 decision=decision,
                 approver=approver,
                 reason=reason,
-            )
+            ),
         )
         return record
+
+    async def inputs(
+        self,
+        *,
+        status: GateStatus | None = GateStatus.PENDING,
+        agent: str | None = None,
+        instance: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ApprovalPage:
+        """A page of the questions runs asked a person (``Turn.ask``), oldest first, from
+        the store's gate index: by default those waiting for an answer; ``GateStatus.DECIDED``
+        lists the answered ones, ``status=None`` every status.
+
+        Example::
+
+            page = await runtime.inputs(agent="support")
+            for gate in page.gates:
+                print(gate.approval_id, gate.prompt, gate.answer_schema)
+                await runtime.answer(gate.approval_id, "ann@example.com", responder="ann")
+        """
+        return await approval_page(
+            self._check_open(),
+            kind=GateKind.INPUT,
+            status=status,
+            agent=agent,
+            instance=instance,
+            tool=None,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    async def answer(self, input_id: str, value: JsonValue, *, responder: str) -> Record:
+        """Answer a parked question and requeue its submission, in one commit.
+
+        Idempotent: the same answer again (concurrently too) returns the same record; a
+        different one raises ``InputConflict``. A value that does not fit the request's
+        schema raises ``InvalidAnswer`` and writes nothing; ``InputClosed`` once the input
+        can no longer be answered (its submission settled without it).
+        """
+        journal = await gate_journal(self._check_open(), self.view, input_id, InputNotFound)
+        record = await journal.answer(input_id, value, responder=responder)
+        event = InputAnsweredEvent(
+            gate_correlation(journal, record), input_id=input_id, responder=responder
+        )
+        await self._decided(record, event)
+        return record
+
+    async def _decided(self, record: Record, event: EngineEvent) -> None:
+        if record.submission_id is not None:
+            # Repeating a decision an earlier version wrote without its wake-up finishes it.
+            with contextlib.suppress(SubmissionNotFound):
+                submission = await self._check_open().get_submission(record.submission_id)
+                await requeue_if_stranded(self._started_context(), submission)
+        self._wake()
+        await self.instrumentation.emit(event)
 
     async def fork(self, conversation_id: str, *, at_seq: int, session: str | None = None) -> Fork:
         """A new session whose log starts with this conversation's first ``at_seq`` records.

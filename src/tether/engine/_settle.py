@@ -73,9 +73,10 @@ def _closing(
     gate = view.open_gate(submission.id)
     if gate is None:
         return []
+    what = "No answer was given" if gate.kind == "input" else "Tool execution did not run"
     outcome = ToolOutcome(
         call_id=gate.tool_call.call_id,
-        content=f"Tool execution did not run: {payload.error or payload.status.value}.",
+        content=f"{what}: {payload.error or payload.status.value}.",
         is_error=True,
         status=ToolOutcomeStatus.DENIED,
     )

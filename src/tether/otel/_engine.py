@@ -32,7 +32,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from tether.engine import Operation
-from tether.errors import ApprovalParked, ChildrenPending, Parked
+from tether.errors import ApprovalParked, ChildrenPending, InputParked, Parked
 from tether.messages import ModelResponse, ToolResult
 from tether.otel._semconv import finish_reason, model_identity, submission_ids
 
@@ -204,6 +204,12 @@ def _parked_attributes(parked: Parked) -> dict[str, AttributeValue]:
         tool = (_tool_names.get() or {}).get(parked.call_id)
         if tool is not None:
             attributes["gen_ai.tool.name"] = tool
+    elif isinstance(parked, InputParked):
+        attributes = {
+            "tether.parked.reason": "input",
+            "tether.input_id": parked.input_id,
+            "gen_ai.tool.call.id": parked.call_id,
+        }
     elif isinstance(parked, ChildrenPending):
         attributes = {
             "tether.parked.reason": "children",
