@@ -69,6 +69,8 @@ async def test_a_question_parks_and_its_answer_resumes_the_run(
         assert gate.answer_schema == NAME and gate.tool == "ask"
         assert (await store.get_submission(receipt.submission_id)).wait_reason == "input"
         assert (await runtime.approvals()).gates == ()  # an input is no approval
+        [session] = (await runtime.sessions()).sessions
+        assert (session.pending_inputs, session.pending_approvals) == (1, 0)
         answered = await runtime.answer(first, "Ann", responder="ann")
         assert isinstance(answered.payload, InputAnswered) and answered.payload.value == "Ann"
 

@@ -21,6 +21,7 @@ from tether.errors import SessionBusy
 from tether.records import SettlementStatus, SubmissionSettled
 from tether.store import (
     ErasedSession,
+    GateKind,
     GateStatus,
     SessionKey,
     SessionRow,
@@ -72,6 +73,8 @@ class SessionInfo:
     pending_approvals: int
     parent: ConversationParent | None = None
     usage: UsageTotals | None = None
+    pending_inputs: int = 0
+    """Questions its runs wait on a person to answer (``Runtime.inputs``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +113,10 @@ async def _state(store: Store, row: SessionRow) -> SessionState:
     return SessionState.IDLE
 
 
-async def _pending(store: Store, rows: list[SessionRow]) -> dict[str, int]:
-    """Pending gates per conversation, one gates query per agent and instance on the page."""
-    counts: dict[str, int] = {}
+async def _pending(store: Store, rows: list[SessionRow]) -> dict[tuple[str, GateKind], int]:
+    """Pending gates per conversation and kind, one gates query per agent and instance on
+    the page."""
+    counts: dict[tuple[str, GateKind], int] = {}
     for agent, instance in {(row.key.agent, row.key.instance) for row in rows}:
         after: str | None = None
         while True:
@@ -120,7 +124,8 @@ async def _pending(store: Store, rows: list[SessionRow]) -> dict[str, int]:
                 status=GateStatus.PENDING, agent=agent, instance=instance, limit=500, after=after
             )
             for gate in gates:
-                counts[gate.conversation_id] = counts.get(gate.conversation_id, 0) + 1
+                place = (gate.conversation_id, gate.kind)
+                counts[place] = counts.get(place, 0) + 1
             if len(gates) < 500:
                 break
             after = gates[-1].cursor
@@ -180,7 +185,8 @@ async def session_page(
                 records=row.records,
                 bytes=row.bytes,
                 status=state,
-                pending_approvals=pending.get(row.conversation_id, 0),
+                pending_approvals=pending.get((row.conversation_id, GateKind.APPROVAL), 0),
+                pending_inputs=pending.get((row.conversation_id, GateKind.INPUT), 0),
                 parent=row.parent,
                 usage=totals,
             )
