@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tether.engine import Runtime
+from tether.engine import Receipt, Runtime
 from tether.journal._executions import project
-from tether.store import SessionKey, SqliteStore, SubmissionStatus, open_store
+from tether.store import SessionKey, SqliteStore, Store, SubmissionStatus, open_store
 
 from ..postgres import fresh_schema, store_url
 from ..processes import kill, start
-from .agents import echo_agent
+from .agents import agent, echo_agent
 from .conftest import FAST
 from .test_approvals import gates_agent, pending_gate
+from .test_inputs import AskOnce, pending_input
 from .test_runtime import settle
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -106,48 +107,65 @@ async def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_pa
 
 
 def start_approver(
-    directory: Path, url: str, approval_id: str, when: str
+    directory: Path, url: str, approval_id: str, when: str, how: str
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     with (directory / "approver.log").open("ab") as log:
-        return start([sys.executable, str(APPROVER), url, approval_id, when], stderr=log, env=env)
+        command = [sys.executable, str(APPROVER), url, approval_id, when, how]
+        return start(command, stderr=log, env=env)
 
 
+async def pending_id(runtime: Runtime, store: Store, receipt: Receipt, gate: str) -> str:
+    if gate == "approval":
+        return await pending_gate(runtime, store, receipt)
+    return await pending_input(runtime, receipt.submission_id)
+
+
+@pytest.mark.parametrize("gate", ["approval", "input"])
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 async def test_an_approver_killed_at_its_decision_strands_nothing(
-    tmp_path: Path, backend: str, when: str
+    tmp_path: Path, backend: str, when: str, gate: str
 ) -> None:
     """The cut "after the decision, before the requeue" (and the one just before it): the
     approver's process is SIGKILLed the moment its decision is durable, or just before it is
     written. The decision and the requeue are one commit: after it the parked run resumes at
     once; before it nothing was written and the gate is decided again. Either way the
-    submission queued behind runs next."""
+    submission queued behind runs next. An answer to an input is cut the same ways."""
     url = f"sqlite:///{tmp_path}" if backend == "sqlite" else store_url(fresh_schema())
     store = await open_store(url)
-    runtime = Runtime({"mail": gates_agent()}, store, **FAST)
+    definition = gates_agent() if gate == "approval" else agent(AskOnce())
+    runtime = Runtime({"mail": definition}, store, **FAST)
+    how = "approve" if gate == "approval" else "answer"
+    decided = "approval_decided" if gate == "approval" else "input_answered"
     try:
         await runtime.start()
         parked = await runtime.dispatch("mail", "acme", "send it")
         behind = await runtime.dispatch("mail", "acme", "then this")
-        approval_id = await pending_gate(runtime, store, parked)
-        approver = start_approver(tmp_path, url, approval_id, when)
+        approval_id = await pending_id(runtime, store, parked, gate)
+        approver = start_approver(tmp_path, url, approval_id, when, how)
         try:
             await asyncio.wait_for(asyncio.to_thread(approver.wait), 60)
         finally:
             kill(approver)
         assert approver.returncode == -9, (tmp_path / "approver.log").read_text()
         kinds = [r.kind for r in await store.read(parked.conversation_id)]
-        assert kinds.count("approval_decided") == (1 if when == "after" else 0)
+        assert kinds.count(decided) == (1 if when == "after" else 0)
         if when == "before":
             info = await runtime.submission(parked.submission_id)
             assert info.status is SubmissionStatus.WAITING
-            await runtime.approve(approval_id, "approve", approver="ann")
-        assert (await settle(runtime, parked.submission_id))["status"] == "succeeded"
+            if gate == "approval":
+                await runtime.approve(approval_id, "approve", approver="ann")
+            else:
+                await runtime.answer(approval_id, "Ann", responder="ann")
+        settled = await settle(runtime, parked.submission_id)
+        assert settled["status"] == "succeeded"
+        if gate == "input":
+            assert settled["result"] == "Ann"
         # The next message parks on a gate of its own: the session is not stranded.
-        await pending_gate(runtime, store, behind)
+        await pending_id(runtime, store, behind, gate)
     finally:
         await runtime.close()
         await store.close()

@@ -46,6 +46,15 @@ class Asker:
         return {"name": name, "colour": colour.data, "reply": reply.message.text}
 
 
+class AskOnce:
+    """Asks for a name and answers with it."""
+
+    name, version = "ask-once", "1"
+
+    async def run(self, turn: Turn) -> JsonValue:
+        return await turn.ask("What is your name?", schema=NAME)
+
+
 def asker(model: ScriptedModel | None = None) -> dict[str, object]:
     return {"ask": agent(Asker(), model or ScriptedModel(lambda request: "noted"))}
 
