@@ -47,7 +47,7 @@ def test_a_kill_mid_answer_and_a_restart_leave_the_answer_once(
     # The run is taken over, the cut stream closed as interrupted, the answer streamed again.
     expect(answers.filter(has_text=ANSWER)).to_have_count(1)
     expect(page.locator(".msg.agent.streaming")).to_have_count(0)
-    expect(answers).to_have_count(1)  # the partial is gone
+    expect(answers).to_have_count(1)  # the partial, marked interrupted, superseded in place
     expect(transcript.locator(".msg.user")).to_have_text([TEXT])
     expect(page.locator("#connection")).to_have_text("live")
     # One EventSource all along: the browser reconnected it with Last-Event-ID.

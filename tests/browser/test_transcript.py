@@ -1,7 +1,8 @@
 """The transcript renders every shape of the canonical stream, those the demo agents never
-send too (reasoning, a tool call whose arguments stream, a failed tool, data events), fed
-to the page's own renderer; and, live, a JSON answer, a follow-up, an abort, and the earlier
-part of a long session read on demand."""
+send too (reasoning, a message a crash cut and the answer that supersedes it, a tool call
+whose arguments stream, a failed tool, data events: approvals, inputs), fed to the page's own
+renderer; and, live, a JSON answer, a follow-up, an abort, and the earlier part of a long
+session read on demand."""
 
 import re
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,17 @@ def _done(at: str, index: int) -> Event:
     return ["done", {"type": "done", "index": index}, at]
 
 
+def _cut(at: str, index: int, text: str) -> Event:
+    """The Done of a message a crash cut: its message as it stood, never finished."""
+    message = {
+        "content": {"type": "text", "author": "agent", "content": text, "format": "markdown"},
+        "task_id": "c",
+        "id": f"c#{index}",
+        "streaming_status": "IN_PROGRESS",
+    }
+    return ["done", {"type": "done", "index": index, "parent_task_message": message}, at]
+
+
 LOOKUP = {"name": "lookup", "tool_call_id": "c1"}
 EVENTS = [
     _full("3:0", 0, "text", author="user", content="think"),
@@ -47,28 +59,28 @@ EVENTS = [
     _done("6:0", 1),  # the reasoning ends where the answer's text starts
     _start("6:1", 2, "text", content=""),
     _delta("6:2", 2, "text", text_delta="A cut ans"),
-    _done("7:0", 2),  # ... a crash cut it: the answer starts again at once
-    _start("9:0", 3, "text", content=""),
-    _delta("9:1", 3, "text", text_delta='{"answer": 42, '),
-    _delta("10:0", 3, "text", text_delta='"sure": true}'),
-    _start("11:0", 4, "tool_request", arguments={}, **LOOKUP),
-    _delta("11:1", 4, "tool_request", arguments_delta='{"q": "ti', **LOOKUP),
-    _delta("12:0", 4, "tool_request", arguments_delta='des"}', **LOOKUP),
-    _done("13:0", 3),
-    _done("13:1", 4),
+    _cut("7:0", 2, "A cut ans"),  # ... a crash cut it
+    _start("9:0", 2, "text", content=""),  # the answer, asked for again, supersedes it
+    _delta("9:1", 2, "text", text_delta='{"answer": 42, '),
+    _delta("10:0", 2, "text", text_delta='"sure": true}'),
+    _start("11:0", 3, "tool_request", arguments={}, **LOOKUP),
+    _delta("11:1", 3, "tool_request", arguments_delta='{"q": "ti', **LOOKUP),
+    _delta("12:0", 3, "tool_request", arguments_delta='des"}', **LOOKUP),
+    _done("13:0", 2),
+    _done("13:1", 3),
     _full(
-        "14:0", 5, "tool_response", author="agent", content="no such page", is_error=True, **LOOKUP
+        "14:0", 4, "tool_response", author="agent", content="no such page", is_error=True, **LOOKUP
     ),
     _full(
         "15:0",
-        6,
+        5,
         "data",
         author="agent",
         data={"kind": "approval_requested", "tool": "send_email", "args": {"to": "a@b.c"}},
     ),
     _full(
         "16:0",
-        7,
+        6,
         "data",
         author="agent",
         data={
@@ -78,7 +90,25 @@ EVENTS = [
         },
     ),
     _full(
-        "17:0", 8, "data", author="user", data={"kind": "signal", "type": "webhook", "body": "ping"}
+        "17:0", 7, "data", author="user", data={"kind": "signal", "type": "webhook", "body": "ping"}
+    ),
+    _full(
+        "18:0",
+        8,
+        "data",
+        author="agent",
+        data={
+            "kind": "input_requested",
+            "prompt": "Which city?",
+            "answerSchema": {"type": "string"},
+        },
+    ),
+    _full(
+        "19:0",
+        9,
+        "data",
+        author="user",
+        data={"kind": "input_answered", "value": "Paris", "responder": "ann"},
     ),
 ]
 RENDER = """async ([events]) => {
@@ -86,28 +116,34 @@ RENDER = """async ([events]) => {
   const root = document.createElement("div");
   root.id = "synthetic";
   document.body.append(root);
-  const asked = [];
-  const transcript = new Transcript(root, {
-    isInterrupted: async (seq) => { asked.push(seq); return seq === 7; },
-    onOpenApprovals: () => {},
-  });
+  const transcript = new Transcript(root, { onOpenApprovals: () => {} });
+  let cut = null;
   for (const [type, event, id] of events) {
-    transcript.apply(type, event, id.split(":").map(Number));
+    transcript.apply(type, event);
+    if (id === "7:0") {
+      const shown = root.querySelector(".msg.agent.interrupted");
+      cut = shown && { text: shown.textContent, streaming: shown.classList.contains("streaming") };
+    }
     if (id === "11:1") transcript.progress({ callId: "c1", text: "looking up tides" });
   }
   transcript.error("failed: boom (run_failed)");
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  return asked;
+  return cut;
 }"""
 
 
 def test_every_event_shape_renders(console: ConsoleServer, page: "Page") -> None:
     ready(page, console.ui())
-    asked = page.evaluate(RENDER, [EVENTS])
+    cut = page.evaluate(RENDER, [EVENTS])
     root = page.locator("#synthetic")
-    # A slot closed and followed at once by the next one is asked about; the cut is removed.
-    assert asked == [6, 7]
+    # The cut message is shown as interrupted until the answer takes its place.
+    assert cut == {"text": "A cut ans", "streaming": False}
     expect(root.locator(".msg.agent", has_text="A cut ans")).to_have_count(0)
+    expect(root.locator(".msg.agent")).to_have_count(1)
+    expect(root.locator(".interrupted")).to_have_count(0)
+    # In the partial's place: after the reasoning, before the tool call.
+    order = root.locator("details.reasoning, .msg.agent, .tool")
+    expect(order.nth(1)).to_have_class(re.compile(r"\bmsg\b"))
+    expect(order.nth(2)).to_have_class(re.compile(r"\btool\b"))
     reasoning = root.locator("details.reasoning")
     expect(reasoning).not_to_have_attribute("open", "")  # collapsed
     expect(reasoning.locator("summary")).to_have_text("Reasoning")
@@ -124,6 +160,8 @@ def test_every_event_shape_renders(console: ConsoleServer, page: "Page") -> None
     link = root.get_by_role("link", name="researcher / task-1")
     expect(link).to_have_attribute("href", re.compile(r"agent=researcher.*session=task-1"))
     expect(root.locator(".notice.signal")).to_have_text("Signal webhook: ping")
+    expect(root.locator(".notice.input")).to_contain_text("Waiting for input: Which city?")
+    expect(root.locator(".notice.answer")).to_contain_text('answered by ann: "Paris"')
     expect(root.get_by_role("alert")).to_have_text("failed: boom (run_failed)")
 
 

@@ -1,9 +1,10 @@
-"""Records → the canonical stream: one slot index per message, never reused."""
+"""Records → the canonical stream: one slot index per message, reused only by the answer
+that supersedes a message a crash cut."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from pydantic import JsonValue
@@ -17,6 +18,8 @@ from tether.records import (
     AssistantTextDelta,
     AssistantThinkingDelta,
     AttachmentRef,
+    InputAnswered,
+    InputRequested,
     LogTruncated,
     Payload,
     Record,
@@ -40,13 +43,14 @@ from tether.stream._types import (
     StreamTaskMessageDone,
     StreamTaskMessageFull,
     StreamTaskMessageStart,
+    TaskMessage,
     TextContent,
     TextDelta,
     ToolRequestContent,
     ToolResponseContent,
 )
 
-__all__ = ("StreamProjector", "project", "stream_url")
+__all__ = ("StreamProjector", "message_id", "project", "stream_url")
 
 
 def stream_url(agent: str, instance: str, session: str) -> str:
@@ -56,16 +60,32 @@ def stream_url(agent: str, instance: str, session: str) -> str:
     return f"{path}?session={quote(session, safe='')}"
 
 
+def message_id(conversation_id: str, index: int) -> str:
+    """The ``parent_task_message.id`` of slot ``index``: what an interrupted message and the
+    answer that supersedes it share."""
+    return f"{conversation_id}#{index}"
+
+
 # Records after which no slot of the execution can still be open.
 _CLOSING = frozenset({"execution_ended", "execution_failed", "submission_settled"})
+
+SlotKind = Literal["reasoning", "text"]
 
 
 class StreamProjector:
     """Feeds on records in seq order and yields canonical stream events.
 
     A streamed assistant message opens a reasoning and/or a text slot (Start, Deltas, Done);
-    everything else arrives whole (Full). Indexes count up from 0 across the conversation and
-    are never reused, so a consumer can keep one map of slots for a whole session.
+    everything else arrives whole (Full). Indexes count up from 0 across the conversation, so
+    a consumer can keep one map of slots for a whole session.
+
+    A message a crash cut mid-stream (an interrupted completion) is closed by a Done per slot
+    whose ``parent_task_message`` is that message as it stood, with ``streaming_status``
+    ``IN_PROGRESS``: it never finished. The answer the model call gives when it is asked
+    again *supersedes* it: its text and reasoning take the cut slots' indexes again (a Start,
+    or a Full if not streamed, whose ``parent_task_message`` has the same ``id``), so a
+    consumer replaces the partial instead of showing the answer twice. No other event reuses
+    an index.
 
     Example::
 
@@ -79,14 +99,18 @@ class StreamProjector:
         self._next_index = 0
         self._text_slot: int | None = None
         self._reasoning_slot: int | None = None
-        self._streamed: set[str] = set()  # what the current message has streamed so far
+        self._message: dict[SlotKind, int] = {}  # the slots the current message streamed
+        # By model call id: the slots of its interrupted message, until its answer takes them.
+        self._cut: dict[str, dict[SlotKind, int]] = {}
         self._tool_names: dict[str, str] = {}
         self._children: dict[str, str] = {}  # a spawned child's stream URL, by submission id
+        self._record: Record | None = None
 
     def feed(self, record: Record) -> list[StreamEvent]:
+        self._record = record
         payload = record.payload
         if record.kind in _CLOSING:
-            self._streamed.clear()
+            self._message.clear()
             return self._close_all()
         handler = _HANDLERS.get(type(payload))
         return handler(self, payload) if handler is not None else []
@@ -96,10 +120,9 @@ class StreamProjector:
     def _thinking_delta(self, payload: AssistantThinkingDelta) -> list[StreamEvent]:
         events: list[StreamEvent] = []
         if self._reasoning_slot is None:
-            self._reasoning_slot = self._claim()
-            self._streamed.add("reasoning")
             start = ReasoningContent(author="agent", summary=[], content=[""])
-            events.append(StreamTaskMessageStart(content=start, index=self._reasoning_slot))
+            self._reasoning_slot, opened = self._open(payload.call_id, "reasoning", start)
+            events.append(opened)
         delta = ReasoningContentDelta(content_index=0, content_delta=payload.text)
         events.append(StreamTaskMessageDelta(delta=delta, index=self._reasoning_slot))
         return events
@@ -107,27 +130,43 @@ class StreamProjector:
     def _text_delta(self, payload: AssistantTextDelta) -> list[StreamEvent]:
         events: list[StreamEvent] = self._close_reasoning()  # reasoning comes before the answer
         if self._text_slot is None:
-            self._text_slot = self._claim()
-            self._streamed.add("text")
             start = TextContent(author="agent", content="", format="markdown")
-            events.append(StreamTaskMessageStart(content=start, index=self._text_slot))
+            self._text_slot, opened = self._open(payload.call_id, "text", start)
+            events.append(opened)
         delta = TextDelta(text_delta=payload.text)
         events.append(StreamTaskMessageDelta(delta=delta, index=self._text_slot))
         return events
 
+    def _open(
+        self, call_id: str, kind: SlotKind, content: MessageContent
+    ) -> tuple[int, StreamEvent]:
+        """A slot of the current message: the one of its kind a crash cut from this model
+        call's earlier answer, if there is one (superseded), else a fresh one."""
+        index = self._cut.get(call_id, {}).pop(kind, None)
+        self._message[kind] = index if index is not None else self._claim()
+        parent = None if index is None else self._task_message(index, content, "IN_PROGRESS")
+        start = StreamTaskMessageStart(
+            content=content, index=self._message[kind], parent_task_message=parent
+        )
+        return self._message[kind], start
+
     def _completed(self, payload: AssistantMessageCompleted) -> list[StreamEvent]:
-        streamed, self._streamed = self._streamed, set()
+        streamed, self._message = self._message, {}
+        if payload.interrupted:
+            return self._interrupted(payload, streamed)
         events = self._close_all()
-        if payload.interrupted or payload.purpose == "summary":
-            return events  # a cut stream is closed as it stands; summaries are not transcript
+        cut = self._cut.pop(payload.call_id, {})  # what this answer does not take stays cut
+        if payload.purpose == "summary":
+            return events  # summaries are not transcript
         parts = payload.message.parts
         thinking = [p.text for p in parts if isinstance(p, ThinkingPart) and p.text]
         text = "".join(p.text for p in parts if isinstance(p, TextPart))
         if thinking and "reasoning" not in streamed:
-            content = ReasoningContent(author="agent", summary=[], content=thinking)
-            events.append(self._full(content))
+            reasoning = ReasoningContent(author="agent", summary=[], content=thinking)
+            events.append(self._whole(reasoning, cut.get("reasoning")))
         if text and "text" not in streamed:
-            events.append(self._full(TextContent(author="agent", content=text, format="markdown")))
+            answer = TextContent(author="agent", content=text, format="markdown")
+            events.append(self._whole(answer, cut.get("text")))
         # The model's tool requests are part of its message, whoever runs the tools (the host
         # journals an intent later; a harness running its own tools only reports results).
         for part in payload.message.tool_calls:
@@ -137,6 +176,48 @@ class StreamProjector:
             )
             events.append(self._full(request))
         return events
+
+    def _interrupted(
+        self, payload: AssistantMessageCompleted, streamed: dict[SlotKind, int]
+    ) -> list[StreamEvent]:
+        """A cut stream, closed as it stands: a Done per slot the message streamed (one a
+        Done closed already too, its reasoning), marked as never finished."""
+        parts = payload.message.parts
+        thinking = "".join(p.text for p in parts if isinstance(p, ThinkingPart))
+        text = "".join(p.text for p in parts if isinstance(p, TextPart))
+        events: list[StreamEvent] = []
+        for kind, index in sorted(streamed.items(), key=lambda slot: slot[1]):
+            content: MessageContent = (
+                ReasoningContent(author="agent", summary=[], content=[thinking])
+                if kind == "reasoning"
+                else TextContent(author="agent", content=text, format="markdown")
+            )
+            parent = self._task_message(index, content, "IN_PROGRESS")
+            events.append(StreamTaskMessageDone(index=index, parent_task_message=parent))
+        self._text_slot = self._reasoning_slot = None
+        if streamed:
+            self._cut[payload.call_id] = streamed
+        return events
+
+    def _whole(self, content: MessageContent, superseded: int | None) -> StreamEvent:
+        """A whole message part: in the slot it supersedes, if a crash cut that one."""
+        if superseded is None:
+            return self._full(content)
+        parent = self._task_message(superseded, content, "DONE")
+        return StreamTaskMessageFull(content=content, index=superseded, parent_task_message=parent)
+
+    def _task_message(
+        self, index: int, content: MessageContent, status: Literal["IN_PROGRESS", "DONE"]
+    ) -> TaskMessage:
+        """The message of slot ``index`` as agentex names a stored one: the same ``id`` on
+        the cut message's Done and on the answer that supersedes it."""
+        conversation = self._record.conversation_id if self._record is not None else ""
+        return TaskMessage(
+            content=content,
+            task_id=conversation,
+            id=message_id(conversation, index),
+            streaming_status=status,
+        )
 
     # --- whole messages ----------------------------------------------------------------------
 
@@ -203,6 +284,13 @@ class StreamProjector:
     def _approval_decided(self, payload: ApprovalDecided) -> list[StreamEvent]:
         return [self._data("user", "approval_decided", payload)]
 
+    def _input_requested(self, payload: InputRequested) -> list[StreamEvent]:
+        """A question for a person (its prompt, the answer's schema): the run waits for it."""
+        return [self._data("agent", "input_requested", payload)]
+
+    def _input_answered(self, payload: InputAnswered) -> list[StreamEvent]:
+        return [self._data("user", "input_answered", payload)]
+
     def _task_spawned(self, payload: TaskSpawned) -> list[StreamEvent]:
         """A child submission spawned by a task call: its ids, agent and stream URL."""
         url = stream_url(payload.agent, payload.instance, payload.session)
@@ -257,6 +345,8 @@ _HANDLERS: dict[type[Payload], Callable[[StreamProjector, Any], list[StreamEvent
     ToolOutcome: StreamProjector._tool_outcome,
     ApprovalRequested: StreamProjector._approval_requested,
     ApprovalDecided: StreamProjector._approval_decided,
+    InputRequested: StreamProjector._input_requested,
+    InputAnswered: StreamProjector._input_answered,
     TaskSpawned: StreamProjector._task_spawned,
     TaskFinished: StreamProjector._task_finished,
     LogTruncated: StreamProjector._log_truncated,

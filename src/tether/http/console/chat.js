@@ -80,7 +80,7 @@ export class ChatPanel {
     const from = Math.max(0, head - this.window);
     if (from > 0) this.offerEarlier(earlier, from);
     this.stream = new LiveStream(key, from, {
-      onEvent: (type, event, at) => this.live(type, event, at),
+      onEvent: (type, event) => this.live(type, event),
       onProgress: (event) => this.transcript.progress(event),
       onState: (state) => this.onStatus(state),
     });
@@ -89,18 +89,15 @@ export class ChatPanel {
   }
 
   newTranscript(root) {
-    return new Transcript(root, {
-      isInterrupted: (seq) => this.isInterrupted(seq),
-      onOpenApprovals: this.onOpenApprovals,
-    });
+    return new Transcript(root, { onOpenApprovals: this.onOpenApprovals });
   }
 
-  live(type, event, at) {
+  live(type, event) {
     if (this.emptyNote) {
       this.emptyNote.remove();
       this.emptyNote = null;
     }
-    this.transcript.apply(type, event, at);
+    this.transcript.apply(type, event);
     if (this.following && !this.scrolling) {
       this.scrolling = true; // once a frame, however many events came: no layout per event
       requestAnimationFrame(() => {
@@ -120,7 +117,7 @@ export class ChatPanel {
       const part = h("div", { class: "part" });
       const transcript = this.newTranscript(part);
       try {
-        await readRange(this.key, from, until, (type, event, at) => transcript.apply(type, event, at));
+        await readRange(this.key, from, until, (type, event) => transcript.apply(type, event));
       } catch (error) {
         button.disabled = false;
         this.problem.textContent = `Could not read earlier messages: ${error.message}`;
@@ -131,16 +128,6 @@ export class ChatPanel {
       if (from > 0) this.offerEarlier(next, from);
     });
     container.replaceChildren(button);
-  }
-
-  async isInterrupted(seq) {
-    const page = await get(agentPath(this.key, "/records"), {
-      session: this.key.session,
-      after: seq - 1,
-      limit: 1,
-    });
-    const [record] = page.records;
-    return Boolean(record && record.kind === "assistant_message_completed" && record.payload.interrupted);
   }
 
   async send(mode) {

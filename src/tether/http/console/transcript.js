@@ -3,11 +3,10 @@
 // their arguments, progress and results, data events (approvals, subagents, signals) as
 // notices, a JSON answer formatted.
 //
-// A crash can cut an answer mid-stream: the log then closes the partial message (an
-// interrupted completion) and the model streams its answer again in a new slot. Such a
-// partial is closed by a Done and followed at once by the Start of the next agent message;
-// `isInterrupted(seq)` confirms it from the record, and the partial is then removed, so the
-// answer shows once.
+// A crash can cut an answer mid-stream. The stream then closes the partial with a Done whose
+// `parent_task_message` is still IN_PROGRESS (it never finished): it is shown as interrupted.
+// When the model's answer comes again it takes the same index (a Start, or a Full), and
+// whatever stood at that index is replaced in place, so the answer shows once.
 
 import { h, jsonBlock, keyOfStreamUrl, sessionHref } from "./dom.js";
 
@@ -22,22 +21,15 @@ function asJson(text) {
 }
 
 export class Transcript {
-  constructor(root, { isInterrupted, onOpenApprovals }) {
+  constructor(root, { onOpenApprovals }) {
     this.root = root;
-    this.isInterrupted = isInterrupted;
     this.onOpenApprovals = onOpenApprovals;
-    this.slots = new Map(); // index -> {element, kind, text}
+    this.slots = new Map(); // index -> {element, kind, text}: streamed slots
     this.tools = new Map(); // tool_call_id -> the tool call's card
-    this.closedAt = null; // {seq, slots}: agent slots a Done just closed, nothing after yet
   }
 
-  apply(type, event, at) {
-    const closed = this.closedAt;
-    this.closedAt = null;
+  apply(type, event) {
     if (type === "start") {
-      if (closed && event.content.author === "agent" && event.content.type !== "tool_request") {
-        this.checkCut(closed);
-      }
       this.open(event.index, event.content);
     } else if (type === "delta") {
       this.delta(event.index, event.delta);
@@ -47,25 +39,23 @@ export class Transcript {
       const slot = this.slots.get(event.index);
       if (!slot) return;
       this.finish(slot);
-      if (at && (slot.kind === "text" || slot.kind === "reasoning")) {
-        const same = closed && closed.seq === at[0] ? closed.slots : [];
-        this.closedAt = { seq: at[0], slots: [...same, slot] };
+      if (event.parent_task_message?.streaming_status === "IN_PROGRESS") {
+        slot.element.classList.add("interrupted");
+        slot.element.title = "Interrupted: the answer is asked for again";
       }
     }
   }
 
-  async checkCut({ seq, slots }) {
-    try {
-      if (await this.isInterrupted(seq)) {
-        for (const slot of slots) slot.element.remove();
-      }
-    } catch {
-      // could not tell: keep the partial
+  /** Show `element` at the end, or in place of what stood at `index` (a message a crash cut,
+   *  which the answer that came again supersedes). */
+  add(element, index) {
+    const superseded = index === undefined ? undefined : this.slots.get(index);
+    if (superseded) {
+      superseded.element.replaceWith(element);
+      this.slots.delete(index);
+    } else {
+      this.root.append(element);
     }
-  }
-
-  add(element) {
-    this.root.append(element);
     return element;
   }
 
@@ -74,6 +64,7 @@ export class Transcript {
       const body = h("div", { class: "reasoning-body" }, (content.content || []).join(""));
       const element = this.add(
         h("details", { class: "reasoning streaming" }, h("summary", {}, "Reasoning"), body),
+        index,
       );
       this.slots.set(index, { element, body, kind: "reasoning", text: "" });
     } else if (content.type === "tool_request") {
@@ -83,11 +74,12 @@ export class Transcript {
       const body = h("div", { class: "text" }, content.content || "");
       const element = this.add(
         h("div", { class: `msg ${content.author} streaming`, dataset: { index } }, body),
+        index,
       );
       this.slots.set(index, { element, body, kind: "text", text: content.content || "" });
     } else {
       const body = h("pre", { class: "json" });
-      const element = this.add(h("div", { class: "notice" }, body));
+      const element = this.add(h("div", { class: "notice" }, body), index);
       this.slots.set(index, { element, body, kind: content.type, text: "" });
     }
   }
@@ -141,12 +133,13 @@ export class Transcript {
     const author = content.author;
     if (content.type === "text") {
       const body = h("div", { class: "text" }, content.content);
-      this.add(h("div", { class: `msg ${author}`, dataset: { index } }, body));
+      this.add(h("div", { class: `msg ${author}`, dataset: { index } }, body), index);
       if (author === "agent") this.formatJson(body, content.content);
     } else if (content.type === "reasoning") {
       const text = [...(content.summary || []), ...(content.content || [])].join("\n");
       this.add(
         h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"), h("div", {}, text)),
+        index,
       );
     } else if (content.type === "tool_request") {
       this.toolCard(content.name, content.tool_call_id, content.arguments);
@@ -207,6 +200,18 @@ export class Transcript {
     if (kind === "approval_decided") {
       const reason = data.reason ? ` (${data.reason})` : "";
       return h("div", { class: `notice decided ${data.decision}` }, `${data.decision} by ${data.approver}${reason}`);
+    }
+    if (kind === "input_requested") {
+      return h(
+        "div",
+        { class: "notice input" },
+        h("strong", {}, "Waiting for input: "),
+        data.prompt,
+        data.answerSchema ? jsonBlock(data.answerSchema, "json schema") : null,
+      );
+    }
+    if (kind === "input_answered") {
+      return h("div", { class: "notice decided answer" }, `answered by ${data.responder}: `, jsonBlock(data.value));
     }
     if (kind === "task_spawned" || kind === "task_finished") {
       const child = data.streamUrl ? keyOfStreamUrl(data.streamUrl) : null;
