@@ -31,12 +31,14 @@ from tether.integrations.openai_agents._adapter import (
     journaled_agent,
 )
 from tether.integrations.openai_agents._model import JournaledModel
+from tether.integrations.openai_agents._refuse import UnsupportedConstruct
 from tether.integrations.openai_agents._tap import OpenAIAgentsTurn, convert_openai_agents_events
 
 __all__ = (
     "JournaledModel",
     "OpenAIAgentsHarness",
     "OpenAIAgentsTurn",
+    "UnsupportedConstruct",
     "convert_openai_agents_events",
     "durable",
     "journaled_agent",

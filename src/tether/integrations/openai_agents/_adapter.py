@@ -1,25 +1,27 @@
 """Running an Agents SDK agent as a Tether harness: its model and function tools journaled.
 
 The agent is cloned (never mutated): its model becomes a :class:`JournaledModel` and each
-``FunctionTool`` a journaled one, recursively through handoffs. The SDK keeps driving its own
-loop; the journal decides whether a call runs or is served from the log.
+``FunctionTool`` a journaled one, recursively through handoffs; runs nested in a durable run
+(a guardrail's checker agent) are journaled too (see ``_runner``). The SDK keeps driving its
+own loop; the journal decides whether a call runs or is served from the log.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from agents import Agent, FunctionTool, Handoff, Model, RunConfig, RunContextWrapper, Runner
+from agents import Agent, RunConfig, Runner
 from pydantic import JsonValue
 
 from tether.engine import AgentDefinition
 from tether.errors import TetherError
 from tether.integrations._bridge import durable_definition, turn_scope
+from tether.integrations.openai_agents._clone import clone_graph
 from tether.integrations.openai_agents._convert import jsonable, messages_to_items
-from tether.integrations.openai_agents._model import JournaledModel
-from tether.integrations.openai_agents._tools import journaled_tool_of
+from tether.integrations.openai_agents._refuse import UnsupportedConstruct, check_run_options
+from tether.integrations.openai_agents._runner import install_runner
+from tether.integrations.openai_agents._scope import Scope
 from tether.journal import Turn
 
 __all__ = ("OpenAIAgentsHarness", "durable", "journaled_agent")
@@ -31,42 +33,24 @@ def journaled_agent(
     *,
     idempotent_tools: Iterable[str] = (),
 ) -> Agent[Any]:
-    """A clone of ``agent`` (and of every agent it hands off to) with a journaled model and
-    journaled function tools. ``agent`` itself is left untouched. ``control`` collects the
-    Tether control errors (parks, divergences) a tool raised, which the SDK wraps."""
-    errors = control if control is not None else []
-    idempotent = frozenset(idempotent_tools)
-    clones: dict[int, Agent[Any]] = {}
+    """A clone of ``agent`` (and of every agent it hands off to) with a journaled model,
+    journaled function tools and guardrails that run one at a time before the model call.
+    ``agent`` itself is left untouched. ``control`` collects the Tether control errors
+    (parks, divergences) a tool raised, which the SDK wraps. Raises
+    :class:`UnsupportedConstruct` for what cannot be journaled (MCP servers, local shell,
+    computer and patch tools...).
 
-    def wrap(original: Agent[Any]) -> Agent[Any]:
-        known = clones.get(id(original))
-        if known is not None:
-            return known
-        model = original.model if isinstance(original.model, Model | str) else None
-        clone = original.clone(
-            model=model if isinstance(model, JournaledModel) else JournaledModel(model),
-            tools=[
-                journaled_tool_of(t, errors, idempotent=t.name in idempotent)
-                if isinstance(t, FunctionTool)
-                else t
-                for t in original.tools
-            ],
-        )
-        clones[id(original)] = clone  # before the handoffs: agents may hand off in a cycle
-        clone.handoffs = [wrap_handoff(h) for h in original.handoffs]
-        return clone
+    Example::
 
-    def wrap_handoff(handoff: Agent[Any] | Handoff[Any, Any]) -> Agent[Any] | Handoff[Any, Any]:
-        if isinstance(handoff, Agent):
-            return wrap(handoff)
-        invoke = handoff.on_invoke_handoff
-
-        async def on_invoke(ctx: RunContextWrapper[Any], arguments: str) -> Agent[Any]:
-            return wrap(await invoke(ctx, arguments))
-
-        return dataclasses.replace(handoff, on_invoke_handoff=on_invoke)
-
-    return wrap(agent)
+        clone = journaled_agent(support)
+        with turn_scope(turn):
+            result = await Runner.run(clone, turn.inputs[-1].text)
+    """
+    install_runner()  # nested runs (a guardrail's checker agent) are journaled too
+    scope = Scope(
+        control=control if control is not None else [], idempotent=frozenset(idempotent_tools)
+    )
+    return clone_graph(agent, scope)
 
 
 def final_json(output: object) -> JsonValue:
@@ -86,7 +70,10 @@ class OpenAIAgentsHarness:
         max_turns: int = 10,
         context: object = None,
         idempotent_tools: Iterable[str] = (),
+        session: object = None,
     ) -> None:
+        check_run_options({"session": session}, None)
+        journaled_agent(agent)  # refuses at registration what cannot be journaled
         self.name = name or agent.name
         self.idempotent_tools = tuple(idempotent_tools)
         self.version = version
@@ -115,6 +102,12 @@ class OpenAIAgentsHarness:
                 raise
         if turn.failure is not None:
             raise turn.failure
+        if result.interruptions:
+            names = ", ".join(sorted({i.tool_name or "?" for i in result.interruptions}))
+            raise UnsupportedConstruct(
+                f"the run stopped for the SDK's own approval of {names}; a durable run parks "
+                "for Tether approvals (function tools with needs_approval) instead"
+            )
         return final_json(result.final_output)
 
 
@@ -128,8 +121,12 @@ def durable(
     context: object = None,
     max_attempts: int | None = None,
     timeout: float | None = None,
+    session: object = None,
 ) -> AgentDefinition:
     """An engine definition running ``agent`` durably (its model and function tools journaled).
+
+    ``session`` is refused (:class:`UnsupportedConstruct`): the Tether session log is the
+    agent's memory. So is any construct the journal cannot hold (see ``journaled_agent``).
 
     Example::
 
@@ -143,5 +140,6 @@ def durable(
         max_turns=max_turns,
         context=context,
         idempotent_tools=idempotent_tools,
+        session=session,
     )
     return durable_definition(harness, max_attempts=max_attempts, timeout=timeout)

@@ -22,6 +22,7 @@ from pydantic import JsonValue
 from tether.errors import TetherError
 from tether.integrations._bridge import journaled_tool, tool_call
 from tether.integrations.openai_agents._convert import jsonable
+from tether.integrations.openai_agents._scope import outside_scope
 from tether.journal import ToolScope
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult
 from tether.stream import parse_tool_arguments
@@ -29,6 +30,8 @@ from tether.stream import parse_tool_arguments
 __all__ = ("journaled_tool_of",)
 
 _failed: ContextVar[list[bool] | None] = ContextVar("tether_openai_tool_failed", default=None)
+
+_JOURNALED = "_tether_journaled"
 
 NeedsApproval = bool | Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]
 
@@ -75,6 +78,8 @@ def journaled_tool_of(
     """``tool`` with its invocation journaled; ``needs_approval`` becomes a Tether approval.
     An ``idempotent`` tool is run again after a crash cut it short (else its outcome is
     recorded as unknown)."""
+    if getattr(tool.on_invoke_tool, _JOURNALED, False):
+        return tool  # a tool of a journaled clone: journaled once is enough
     inner = _recording_failures(tool)
     needs_approval: NeedsApproval = tool.needs_approval
 
@@ -90,9 +95,10 @@ def journaled_tool_of(
             flags: list[bool] = []
             token = _failed.set(flags)
             try:
-                output = await invoke_function_tool(
-                    function_tool=inner, context=ctx, arguments=_json_text(call.args)
-                )
+                with outside_scope():  # an agent-as-tool's nested run is this call's result
+                    output = await invoke_function_tool(
+                        function_tool=inner, context=ctx, arguments=_json_text(call.args)
+                    )
             finally:
                 _failed.reset(token)
             return _result_of(call.call_id, output, bool(flags))
@@ -108,6 +114,7 @@ def journaled_tool_of(
         # The journaled value, never the live object, so live and replay feed the model alike.
         return result.content if result.data is None else result.data
 
+    setattr(invoke, _JOURNALED, True)
     return dataclasses.replace(
         tool, on_invoke_tool=invoke, needs_approval=False, timeout_seconds=None
     )

@@ -1,0 +1,117 @@
+"""What a durable run cannot journal, refused when the agent is registered (or, for an agent
+only a nested run names, when that run starts) rather than left to run twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents import (
+    Agent,
+    ApplyPatchTool,
+    ComputerTool,
+    CustomTool,
+    HostedMCPTool,
+    LocalShellTool,
+    ShellTool,
+    Tool,
+    ToolSearchTool,
+)
+from agents.sandbox import SandboxAgent
+
+from tether.errors import TetherError
+
+__all__ = ("UnsupportedConstruct", "check_agent", "check_run_options")
+
+_LOCAL_TOOLS: tuple[type[Any], ...] = (
+    ComputerTool,
+    LocalShellTool,
+    ApplyPatchTool,
+    CustomTool,
+)
+
+
+class UnsupportedConstruct(TetherError, ValueError):
+    """An Agents SDK construct whose effects a durable run cannot journal.
+
+    Raised by ``durable()`` / ``journaled_agent()`` when the agent (or an agent it hands off
+    to) has one, and when a run nested in a durable run (a guardrail's checker agent) does:
+    replay or resume would otherwise repeat the effect, or the run would depend on state the
+    Tether log does not hold.
+
+    Example::
+
+        try:
+            durable(Agent(name="a", mcp_servers=[server]))
+        except UnsupportedConstruct as exc:
+            print(exc)   # agent 'a': mcp_servers: ...
+    """
+
+    code = "unsupported_construct"
+
+
+def _tool_problem(tool: Tool) -> str | None:
+    if isinstance(tool, ShellTool):
+        if tool.executor is None:
+            return None  # a hosted shell runs at the provider, inside the journaled model call
+        return "a local ShellTool runs commands outside the journal"
+    if isinstance(tool, _LOCAL_TOOLS):
+        return f"a {type(tool).__name__} runs on this machine outside the journal"
+    if isinstance(tool, HostedMCPTool):
+        approval = tool.tool_config.get("require_approval")
+        if approval != "never" and tool.on_approval_request is None:
+            return (
+                "a HostedMCPTool that may require approval stops the run for the SDK's own "
+                "approval flow; set require_approval='never' or on_approval_request"
+            )
+        return None
+    if isinstance(tool, ToolSearchTool) and tool.execution == "client":
+        return "a client-executed ToolSearchTool is not run by the SDK's runner"
+    return None
+
+
+def check_agent(agent: Agent[Any]) -> None:
+    """Raise :class:`UnsupportedConstruct` for what ``agent`` itself has (not its handoffs)."""
+    where = f"agent {agent.name!r}"
+    if isinstance(agent, SandboxAgent):
+        raise UnsupportedConstruct(
+            f"{where}: a SandboxAgent runs commands and file edits in a sandbox session "
+            "outside the journal (a replay or a resume would repeat them)"
+        )
+    if agent.mcp_servers:
+        raise UnsupportedConstruct(
+            f"{where}: mcp_servers: MCP server tools are listed and called live on every turn, "
+            "outside the journal; wrap the calls in function_tools, or use a HostedMCPTool "
+            "(the provider calls it inside the journaled model call)"
+        )
+    for tool in agent.tools:
+        problem = _tool_problem(tool)
+        if problem is not None:
+            name = getattr(tool, "name", type(tool).__name__)
+            raise UnsupportedConstruct(
+                f"{where}: tool {name!r}: {problem} (a replay or a resume would run it "
+                "again); wrap the action in a function_tool, which is journaled"
+            )
+
+
+_SERVER_STATE = ("previous_response_id", "conversation_id", "auto_previous_response_id")
+
+
+def check_run_options(options: dict[str, Any], input: object) -> None:
+    """Refuse the run options that put the conversation somewhere the journal cannot see."""
+    if options.get("session") is not None:
+        raise UnsupportedConstruct(
+            "session=: a durable run's memory is its Tether session log (each submission "
+            "sees the session's transcript); an SDK Session would be a second memory the "
+            "journal does not hold: drop session= and address the Tether session instead"
+        )
+    for name in _SERVER_STATE:
+        if options.get(name):
+            raise UnsupportedConstruct(
+                f"{name}=: server-side conversation state is not in the journal; a durable "
+                "run sends its history from the Tether log"
+            )
+    if type(input).__name__ == "RunState":
+        raise UnsupportedConstruct(
+            "a RunState resumes the SDK's own interruptions; a durable run parks for Tether "
+            "approvals instead and resumes from its log"
+        )
