@@ -1,5 +1,5 @@
 """pydantic-ai in Tether (the ``pydantic-ai`` extra): a tap to the canonical stream, and a
-durable adapter that journals the agent's model and tool calls.
+durable adapter that journals the agent's model and tool calls, however the run is driven.
 
 Example::
 
@@ -15,14 +15,21 @@ Example::
         return {"support": durable(support)}
 """
 
-from tether.integrations.pydantic_ai._adapter import PydanticAIHarness, ToolFailed, durable
+from tether.integrations.pydantic_ai._adapter import Drive, PydanticAIHarness, ToolFailed, durable
+from tether.integrations.pydantic_ai._agent import JournaledAgent, journaled_agent
+from tether.integrations.pydantic_ai._model import JournaledModel, NotJournaled
 from tether.integrations.pydantic_ai._tap import PydanticAITurn, pydantic_ai_events, usage_of
 
 __all__ = (
+    "Drive",
+    "JournaledAgent",
+    "JournaledModel",
+    "NotJournaled",
     "PydanticAIHarness",
     "PydanticAITurn",
     "ToolFailed",
     "durable",
+    "journaled_agent",
     "pydantic_ai_events",
     "usage_of",
 )

@@ -1,0 +1,144 @@
+"""A pydantic-ai agent whose every run is journaled, however it is driven.
+
+pydantic-ai funnels ``run``, ``run_stream``, ``run_stream_events`` and ``run_sync`` into
+``iter``; :class:`JournaledAgent` overrides ``iter`` to add a per-run capability that wraps
+the run's model (:class:`~tether.integrations.pydantic_ai.JournaledModel`) and its assembled
+toolset, so a harness may drive the agent any of those ways and stay durable. Realtime
+sessions do not go through ``iter`` (nor through a journalable model) and are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, NoReturn
+
+from pydantic_ai import Agent
+from pydantic_ai.agent import AbstractAgent, WrapperAgent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import Model as PAModel
+from pydantic_ai.run import AgentRun
+from pydantic_ai.toolsets import AbstractToolset
+
+from tether.integrations._bridge import current_turn
+from tether.integrations.pydantic_ai._model import JournaledModel, NotJournaled, in_tool
+from tether.integrations.pydantic_ai._tools import JournaledToolset
+
+__all__ = ("JournaledAgent", "check_journalable", "journaled_agent")
+
+
+@dataclasses.dataclass(init=False)
+class _Journaled(AbstractCapability[Any]):
+    def __init__(self, idempotent: frozenset[str]) -> None:
+        self.idempotent = idempotent
+
+    def get_wrapper_model(self, model: PAModel) -> PAModel | None:
+        return model if isinstance(model, JournaledModel) else JournaledModel(model)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        return JournaledToolset(toolset, self.idempotent)
+
+
+def check_journalable(agent: AbstractAgent[Any, Any]) -> None:
+    """Refuse, when the agent is registered, what a Tether journal cannot stand in for."""
+    try:
+        from pydantic_ai.capabilities.abstract import leaf_capabilities
+        from pydantic_ai.durable_exec import BaseDurabilityCapability
+    except ImportError:  # an older pydantic-ai: no durability capabilities to clash with
+        return
+    for capability in leaf_capabilities(agent.root_capability):
+        if isinstance(capability, BaseDurabilityCapability):
+            raise NotJournaled(
+                f"{type(capability).__name__}: the agent is already made durable by another "
+                "engine; a Tether durable agent must not carry a pydantic-ai durability "
+                "capability"
+            )
+
+
+class JournaledAgent(WrapperAgent[Any, Any]):
+    """``agent`` with every run journaled in the current Tether turn: its model requests
+    (plain or streamed) and its tool calls, with approvals and external tools as gates.
+    ``run``, ``iter``, ``run_stream`` and ``run_stream_events`` all work; ``deps`` is the
+    default of every run. Run outside a Tether turn it raises ``NotInTurn``; inside one of
+    the durable run's tools it is the plain agent (the tool's outcome is what is recorded).
+
+    Example::
+
+        async def drive(agent, prompt, history):          # durable(support, drive=drive)
+            async with agent.run_stream(prompt, message_history=history) as result:
+                async for text in result.stream_text(delta=True):
+                    ...
+                return await result.get_output()
+    """
+
+    def __init__(
+        self,
+        wrapped: AbstractAgent[Any, Any],
+        *,
+        idempotent_tools: Iterable[str] = (),
+        deps: Any = None,
+    ) -> None:
+        super().__init__(wrapped)
+        self.idempotent_tools = frozenset(idempotent_tools)
+        self.deps = deps
+        self.runs = 0
+        """How many runs were journaled through this wrapper."""
+
+    @contextlib.asynccontextmanager
+    async def iter(
+        self, user_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[AgentRun[Any, Any]]:
+        if in_tool():  # a tool's own effect: its outcome is journaled, not its insides
+            async with self.wrapped.iter(user_prompt, **kwargs) as run:
+                yield run
+            return
+        current_turn()  # outside a Tether run: refused before anything is asked
+        if kwargs.get("deps") is None:
+            kwargs["deps"] = self.deps
+        capabilities = [
+            *(kwargs.pop("capabilities", None) or ()),
+            _Journaled(self.idempotent_tools),
+        ]
+        self.runs += 1
+        async with self.wrapped.iter(user_prompt, capabilities=capabilities, **kwargs) as run:
+            yield run
+
+    def _open_realtime_session(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse_realtime()
+
+    def _resolve_realtime_session(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse_realtime()
+
+
+def _refuse_realtime() -> NoReturn:
+    raise NotJournaled(
+        "realtime sessions stream audio over a provider socket the journal cannot record; "
+        "run a durable agent with run, iter, run_stream or run_stream_events"
+    )
+
+
+def journaled_agent(
+    agent: Agent[Any, Any] | AbstractAgent[Any, Any],
+    *,
+    idempotent_tools: Iterable[str] = (),
+    deps: Any = None,
+) -> JournaledAgent:
+    """``agent`` journaled in the current Tether turn (see :class:`JournaledAgent`): for a
+    helper agent a durable run calls outside its tools, such as a checker in an output
+    validator, whose model calls must be journaled too.
+
+    Example::
+
+        checker = journaled_agent(Agent("openai:gpt-4o", output_type=bool))
+
+        @support.output_validator
+        async def polite(output: str) -> str:
+            if not (await checker.run(f"Is this polite? {output}")).output:
+                raise ModelRetry("Be polite.")
+            return output
+    """
+    check_journalable(agent)
+    if isinstance(agent, JournaledAgent):
+        return agent
+    return JournaledAgent(agent, idempotent_tools=idempotent_tools, deps=deps)

@@ -1,0 +1,160 @@
+"""The journaled stand-in for a durable run's pydantic-ai model.
+
+Whichever way the run is driven, every request that reaches the provider goes through the
+journal: ``request`` (``agent.run``, ``iter`` node by node) and ``request_stream``
+(``run_stream``, ``run_stream_events``, ``node.stream`` inside ``iter``) alike. A streamed
+request is journaled as one model call (its text and thinking still stream into the log as
+they come) and handed back to pydantic-ai as a stream of the journaled response, so a live
+run and its replay see the same events. Token counting is a durable step; the provider
+calls the journal cannot stand for (message compaction, batch requests) are refused.
+
+Inside a tool the journal is not entered: what a tool does, another agent's model calls
+included, is the tool's own effect, recorded as its outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextvars import ContextVar
+from typing import Any, NoReturn
+
+from pydantic import JsonValue
+from pydantic_ai import messages as pa
+from pydantic_ai.models import CompletedStreamedResponse, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RequestUsage
+
+from tether.errors import JournalError
+from tether.integrations._bridge import current_turn, journaled_model
+from tether.integrations.pydantic_ai._convert import neutral_request, to_response
+from tether.messages import ModelResponse
+from tether.models import DeltaSink
+from tether.models.pydantic_ai import complete
+
+__all__ = ("JournaledModel", "NotJournaled", "in_tool", "inside_tool")
+
+_in_tool: ContextVar[bool] = ContextVar("tether_pydantic_ai_in_tool", default=False)
+
+
+class NotJournaled(JournalError):
+    """A durable pydantic-ai run used something the journal cannot record; it is refused
+    rather than run unrecorded (a replay or a resume would repeat it)."""
+
+    code = "not_journaled"
+
+
+def in_tool() -> bool:
+    """Whether this code runs inside a tool of a durable run (the tool's own effect)."""
+    return _in_tool.get()
+
+
+@contextlib.contextmanager
+def inside_tool() -> Iterator[None]:
+    token = _in_tool.set(True)
+    try:
+        yield
+    finally:
+        _in_tool.reset(token)
+
+
+class JournaledModel(WrapperModel):
+    """A pydantic-ai model whose requests are the current Tether turn's journaled model calls.
+
+    Example::
+
+        agent.run("hi", model=JournaledModel(agent.model))   # inside a Tether harness
+    """
+
+    def _name(self) -> str:
+        name = self.wrapped.model_name
+        return name if ":" in name else f"{self.wrapped.system}:{name}"
+
+    async def request(
+        self,
+        messages: list[pa.ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> pa.ModelResponse:
+        if in_tool():
+            return await self.wrapped.request(messages, model_settings, model_request_parameters)
+        wrapped = self.wrapped
+        request = neutral_request(self._name(), messages, model_settings, model_request_parameters)
+
+        async def native(stream: DeltaSink | None) -> ModelResponse:
+            return await complete(
+                wrapped, messages, model_settings, model_request_parameters, stream
+            )
+
+        # Live or served, the agent continues from the journaled form: live equals replay.
+        response = await journaled_model(request, native, provider=wrapped.system)
+        return to_response(response, wrapped.model_name)
+
+    @contextlib.asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[pa.ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        if in_tool():
+            async with self.wrapped.request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as streamed:
+                yield streamed
+            return
+        response = await self.request(messages, model_settings, model_request_parameters)
+        # The journaled response, replayed as events: what the run's own consumer reads (its
+        # viewers read the live stream from the log).
+        yield CompletedStreamedResponse(
+            response, model_request_parameters=model_request_parameters, replay_events=True
+        )
+
+    async def count_tokens(
+        self,
+        messages: list[pa.ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> RequestUsage:
+        if in_tool():
+            return await self.wrapped.count_tokens(
+                messages, model_settings, model_request_parameters
+            )
+
+        async def count() -> JsonValue:
+            usage = await self.wrapped.count_tokens(
+                messages, model_settings, model_request_parameters
+            )
+            return {
+                f.name: getattr(usage, f.name)
+                for f in dataclasses.fields(usage)
+                if isinstance(getattr(usage, f.name), int)
+            }
+
+        # A provider's count can change between a run and its replay: the recorded one holds.
+        counted = await current_turn().step("pydantic_ai.count_tokens", count)
+        fields: dict[str, Any] = dict(counted) if isinstance(counted, dict) else {}
+        return RequestUsage(**fields)
+
+    async def compact_messages(
+        self, request_context: Any, *, instructions: str | None = None
+    ) -> Any:
+        if in_tool():
+            return await self.wrapped.compact_messages(request_context, instructions=instructions)
+        _refuse("provider-side message compaction (compact_messages)")
+
+    async def batch_create(self, requests: Sequence[Any]) -> Any:
+        _refuse("batch model requests")
+
+    async def batch_encode(self, request: Any) -> Any:
+        _refuse("batch model requests")
+
+
+def _refuse(what: str) -> NoReturn:
+    raise NotJournaled(
+        f"{what} cannot be journaled in a durable pydantic-ai run: a resume or a replay would "
+        "call the provider again. Remove the capability or setting that asks for it."
+    )
