@@ -13,7 +13,9 @@ Streamed Chat Completions chunks split the text into pieces and each tool call's
 over several ``delta.tool_calls`` chunks (with ``index``; the ``id`` and function name in
 the first); with ``stream_options.include_usage`` a last chunk carries the usage and no
 choices. The Responses API streams its events (``response.output_text.delta``,
-``response.function_call_arguments.delta``, ``response.completed`` with the usage...).
+``response.function_call_arguments.delta``, ``response.completed`` with the usage...), and
+an answer's ``reasoning`` as a reasoning item before the text, its summary streamed as
+``response.reasoning_summary_text.delta`` events. ``usage=False`` reports no token counts.
 
 An answer with ``hang_after=N`` streams its first N text pieces, sets :attr:`FakeOpenAI.hung`
 and sends nothing more until :meth:`FakeOpenAI.release` (a model stalled mid-answer: the
@@ -61,6 +63,10 @@ class Answer:
     """Stream this many text pieces, then stall until released (the rest is never sent)."""
     chunk: int | None = None
     """Characters per streamed piece (the fake's own ``chunk`` if unset)."""
+    reasoning: str = ""
+    """A reasoning summary the Responses API sends before the text (Chat Completions: none)."""
+    usage: bool = True
+    """Whether the usage is reported at all (``False``: no token counts)."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +271,7 @@ def _chat(answer: Answer, number: int, model: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": _finish(answer)}],
-        "usage": _chat_usage(answer),
+        "usage": _chat_usage(answer) if answer.usage else None,
     }
 
 
@@ -294,7 +300,7 @@ def _chat_chunks(
         for piece in fake._pieces(_arguments(call)):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, _finish(answer))
-    if usage:
+    if usage and answer.usage:
         yield _sse({**base, "choices": [], "usage": _chat_usage(answer)})
     yield b"data: [DONE]\n\n"
 
@@ -334,8 +340,14 @@ def _call_item(number: int, index: int, call: Call, arguments: str, status: str)
     }
 
 
+def _reasoning_item(number: int, text: str) -> dict[str, Any]:
+    summary = [{"type": "summary_text", "text": text}] if text else []
+    return {"type": "reasoning", "id": f"rs_{number}", "summary": summary}
+
+
 def _output(answer: Answer, number: int) -> list[dict[str, Any]]:
-    items = [_message_item(number, answer.text, "completed")] if answer.text else []
+    items = [_reasoning_item(number, answer.reasoning)] if answer.reasoning else []
+    items += [_message_item(number, answer.text, "completed")] if answer.text else []
     items += [
         _call_item(number, index, call, _arguments(call), "completed")
         for index, call in enumerate(answer.calls)
@@ -358,7 +370,7 @@ def _response_object(
         "tools": [],
         "error": None,
         "incomplete_details": None,
-        "usage": _response_usage(answer) if status == "completed" else None,
+        "usage": _response_usage(answer) if status == "completed" and answer.usage else None,
     }
 
 
@@ -376,6 +388,25 @@ def _response_events(fake: FakeOpenAI, answer: Answer, number: int, model: str) 
         "response.created", response=_response_object(answer, number, model, "in_progress", [])
     )
     index = 0
+    if answer.reasoning:
+        item_id = f"rs_{number}"
+        where = {"item_id": item_id, "output_index": index, "summary_index": 0}
+        yield event(
+            "response.output_item.added", output_index=index, item=_reasoning_item(number, "")
+        )
+        empty = {"type": "summary_text", "text": ""}
+        yield event("response.reasoning_summary_part.added", **where, part=empty)
+        for piece in fake._pieces(answer.reasoning, answer.chunk):
+            yield event("response.reasoning_summary_text.delta", **where, delta=piece)
+        yield event("response.reasoning_summary_text.done", **where, text=answer.reasoning)
+        full = {"type": "summary_text", "text": answer.reasoning}
+        yield event("response.reasoning_summary_part.done", **where, part=full)
+        yield event(
+            "response.output_item.done",
+            output_index=index,
+            item=_reasoning_item(number, answer.reasoning),
+        )
+        index += 1
     if answer.text:
         item_id = f"msg_{number}"
         where = {"item_id": item_id, "output_index": index, "content_index": 0}
