@@ -53,6 +53,7 @@ __all__ = (
     "jsonable",
     "messages_to_items",
     "output_items",
+    "reported",
     "response_from_sdk",
     "response_to_sdk",
     "settings_of",
@@ -202,7 +203,21 @@ def settings_of(
     return settings
 
 
-def usage_from_sdk(usage: SdkUsage) -> Usage:
+def reported(usage: SdkUsage) -> bool:
+    """Whether the provider reported token counts: the SDK counts an unreported call as 0
+    tokens, and no real model call has 0 tokens in and out."""
+    return bool(
+        usage.input_tokens
+        or usage.output_tokens
+        or usage.total_tokens
+        or usage.request_usage_entries
+    )
+
+
+def usage_from_sdk(usage: SdkUsage) -> Usage | None:
+    """The call's usage, ``None`` when the provider reported none (not 0 tokens)."""
+    if not reported(usage):
+        return None
     return Usage(
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,

@@ -28,11 +28,16 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 from openai.types.responses.response_prompt_param import ResponsePromptParam
-from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+from openai.types.responses.response_usage import (
+    InputTokensDetails,
+    OutputTokensDetails,
+    ResponseUsage,
+)
 
 from tether.integrations._bridge import journaled_model
 from tether.integrations.openai_agents._convert import (
     items_to_messages,
+    reported,
     response_from_sdk,
     response_to_sdk,
     settings_of,
@@ -154,8 +159,35 @@ class JournaledModel(Model):
                 tool_choice="auto",
                 tools=[],
                 status="completed",
+                usage=_response_usage(response.usage) if reported(response.usage) else None,
             ),
         )
+
+
+def _response_usage(usage: SdkUsage) -> ResponseUsage:
+    return ResponseUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        input_tokens_details=usage.input_tokens_details,
+        output_tokens_details=usage.output_tokens_details,
+    )
+
+
+def _usage_of(raw: ResponseUsage) -> SdkUsage:
+    return SdkUsage(
+        requests=1,
+        input_tokens=raw.input_tokens,
+        output_tokens=raw.output_tokens,
+        total_tokens=raw.total_tokens,
+        input_tokens_details=InputTokensDetails(
+            cached_tokens=raw.input_tokens_details.cached_tokens or 0,
+            cache_write_tokens=getattr(raw.input_tokens_details, "cache_write_tokens", 0) or 0,
+        ),
+        output_tokens_details=OutputTokensDetails(
+            reasoning_tokens=raw.output_tokens_details.reasoning_tokens or 0
+        ),
+    )
 
 
 def _provider(inner: Model | str | None) -> str | None:
@@ -203,21 +235,8 @@ async def _streamed(
             await aclose()
     if completed is None:
         raise RuntimeError("the model's stream ended without a response.completed event")
-    usage = SdkUsage(requests=1)
+    usage = SdkUsage(requests=1)  # no token counts: reported as None, not 0
     if completed.usage is not None:
-        raw = completed.usage
-        usage = SdkUsage(
-            requests=1,
-            input_tokens=raw.input_tokens,
-            output_tokens=raw.output_tokens,
-            total_tokens=raw.total_tokens,
-            input_tokens_details=InputTokensDetails(
-                cached_tokens=raw.input_tokens_details.cached_tokens or 0,
-                cache_write_tokens=getattr(raw.input_tokens_details, "cache_write_tokens", 0) or 0,
-            ),
-            output_tokens_details=OutputTokensDetails(
-                reasoning_tokens=raw.output_tokens_details.reasoning_tokens or 0
-            ),
-        )
+        usage = _usage_of(completed.usage)
     response = SdkResponse(output=list(completed.output), usage=usage, response_id=completed.id)
     return response, completed.model or None

@@ -24,6 +24,7 @@ from openai.types.responses import (
     ResponseOutputItemDoneEvent,
     ResponseOutputMessage,
     ResponseOutputText,
+    ResponseReasoningItem,
     ResponseReasoningSummaryTextDeltaEvent,
     ResponseReasoningTextDeltaEvent,
     ResponseRefusalDeltaEvent,
@@ -32,7 +33,7 @@ from openai.types.responses import (
 )
 from pydantic import JsonValue
 
-from tether.integrations.openai_agents._convert import jsonable
+from tether.integrations.openai_agents._convert import jsonable, reported
 from tether.stream import (
     ReasoningContent,
     ReasoningContentDelta,
@@ -176,7 +177,22 @@ class _Converter:
                 return []
             full = TextContent(author="agent", content=text)
             return [StreamTaskMessageFull(index=self._slot(), content=full)]
+        if isinstance(item, ResponseReasoningItem) and ("reasoning", at) not in self.open:
+            return self._reasoning_full(item)
         return self._close(("reasoning", at))
+
+    def _reasoning_full(self, item: ResponseReasoningItem) -> list[StreamEvent]:
+        """A reasoning item that arrived whole (no deltas): its summaries as ``summary``,
+        its raw reasoning text (if the provider sent any) as ``content``."""
+        summary = [s.text for s in item.summary if s.text]
+        content = [c.text for c in item.content or () if c.text]
+        if not summary and not content:
+            return []  # an encrypted-only item: nothing to show
+        self.reasoning_blocks += 1
+        full = ReasoningContent(
+            author="agent", summary=summary, content=content or None, style="static"
+        )
+        return [StreamTaskMessageFull(index=self._slot(), content=full)]
 
     def _request_full(self, call_id: str, name: str, arguments: str | None) -> StreamEvent:
         content = ToolRequestContent(
@@ -296,14 +312,20 @@ class OpenAIAgentsTurn:
         if not self._exhausted:
             return TurnUsage(model=self.model)
         usage = self.result.context_wrapper.usage
-        return TurnUsage(
+        counted = TurnUsage(
             model=self.model,
             num_tool_calls=len(self._converter.announced),
             num_reasoning_blocks=self._converter.reasoning_blocks,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            total_tokens=usage.total_tokens,
-            cached_input_tokens=usage.input_tokens_details.cached_tokens,
-            reasoning_tokens=usage.output_tokens_details.reasoning_tokens,
             num_llm_calls=usage.requests,
+        )
+        if not reported(usage):
+            return counted  # the provider reported no tokens: None, not 0
+        return counted.model_copy(
+            update={
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "total_tokens": usage.total_tokens,
+                "cached_input_tokens": usage.input_tokens_details.cached_tokens,
+                "reasoning_tokens": usage.output_tokens_details.reasoning_tokens,
+            }
         )
