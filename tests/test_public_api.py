@@ -251,6 +251,8 @@ PUBLIC = {
         "JournaledTool",
         "LangGraphHarness",
         "LangGraphTurn",
+        "NotJournaled",
+        "UnsupportedConstruct",
         "convert_langgraph_events",
         "durable",
         "langgraph_usage",

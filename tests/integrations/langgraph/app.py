@@ -8,8 +8,9 @@ server mid-tool and prove afterwards which model calls were made again.
 from __future__ import annotations
 
 import asyncio
+import operator
 import os
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -141,6 +142,59 @@ def build(
     return graph.compile()
 
 
+class EchoChatModel(ScriptedChatModel):
+    """Answers ``echo: <the user's last message>``, asking for no tool."""
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        asked = [m for m in messages if isinstance(m, HumanMessage)]
+        self.calls.append(f"{len(asked)}:echo")
+        if path := os.environ.get(CALLS_ENV):
+            _append(path, f"{len(asked)}:echo")
+        reply = AIMessage(content=f"echo: {asked[-1].content}")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+class Counted(MessagesState):
+    count: Annotated[int, operator.add]
+    """Added to once per submission: a reducer applied twice to the restored value would show."""
+    topics: list[str]
+    """What each submission was about, in order (a plain last-value channel)."""
+
+
+SEEN: list[tuple[int, list[str]]] = []
+"""What the counting node found in the state, each time it ran in this process."""
+
+
+def counter(
+    model: JournaledChatModel, tools: list[BaseTool]
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """One node that answers, counts the submissions and lists their topics."""
+
+    async def agent(state: Counted) -> dict[str, Any]:
+        SEEN.append((state.get("count", 0), list(state.get("topics", []))))
+        reply = await model.ainvoke(state["messages"])
+        topic = str(state["messages"][-1].content)
+        return {"messages": [reply], "count": 1, "topics": [*state.get("topics", []), topic]}
+
+    graph = StateGraph(Counted)
+    graph.add_node("agent", agent)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    return graph.compile()
+
+
+def counting(model: BaseChatModel | None = None) -> AgentDefinition:
+    return durable(
+        counter, model=model if model is not None else EchoChatModel(calls=[]), name="counter"
+    )
+
+
 def react(model: BaseChatModel | None = None, **options: Any) -> AgentDefinition:
     return durable(
         build,
@@ -153,3 +207,7 @@ def react(model: BaseChatModel | None = None, **options: Any) -> AgentDefinition
 
 def agents() -> dict[str, AgentDefinition]:
     return {"react": react(idempotent_tools={"lookup"})}
+
+
+def counter_agents() -> dict[str, AgentDefinition]:
+    return {"counter": counting()}

@@ -1,7 +1,12 @@
-"""``tether serve --app`` running the LangGraph agent survives SIGKILL mid-tool."""
+"""``tether serve --app`` running the LangGraph agents in real processes: a SIGKILL mid-tool,
+and a graph's state carried from one server process to the next."""
 
 from pathlib import Path
+from typing import Any
 
+import httpx
+
+from ...cli.conftest import start_server
 from ..crash import kill_mid_tool
 from .app import CALLS_ENV, TOOL_SECONDS_ENV
 
@@ -29,3 +34,28 @@ def test_sigkill_mid_tool_then_restart_settles_once(tmp_path: Path) -> None:
     assert run.kinds.count("tool_outcome") == 1  # the idempotent lookup was re-driven once
     contents = [e["content"]["type"] for e in run.events if e["type"] in ("start", "full")]
     assert contents[-3:] == ["tool_request", "tool_response", "text"]
+
+
+def _submit(url: str, body: str) -> dict[str, Any]:
+    accepted = httpx.post(f"{url}/agents/counter/me", json={"body": body}, timeout=30).json()
+    settled: dict[str, Any] = httpx.get(
+        f"{url}/submissions/{accepted['submissionId']}", params={"wait": True}, timeout=90
+    ).json()
+    assert settled["status"] == "settled", settled
+    return settled
+
+
+def test_the_state_survives_a_new_process(tmp_path: Path) -> None:
+    data, log = tmp_path / "data", tmp_path / "serve.log"
+    for body in ("tides", "moons"):  # one server process per submission
+        server = start_server(data, log, app="tests.integrations.langgraph.app:counter_agents")
+        try:
+            settled = _submit(server.url, body)
+            records = httpx.get(
+                f"{server.url}/agents/counter/me/records", params={"limit": 1000}, timeout=30
+            ).json()["records"]
+        finally:
+            server.stop()
+        assert settled["settlement"]["result"] == f"echo: {body}", log.read_text()
+    steps = [r["payload"]["value"] for r in records if r["kind"] == "step_recorded"]
+    assert steps == [{"count": 1, "topics": ["tides"]}, {"count": 2, "topics": ["tides", "moons"]}]

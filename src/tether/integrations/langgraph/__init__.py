@@ -24,12 +24,14 @@ from tether.integrations.langgraph._adapter import (
     LangGraphHarness,
     durable,
 )
+from tether.integrations.langgraph._checks import UnsupportedConstruct
 from tether.integrations.langgraph._model import JournaledChatModel
 from tether.integrations.langgraph._tap import (
     LangGraphTurn,
     convert_langgraph_events,
     langgraph_usage,
 )
+from tether.integrations.langgraph._state import NotJournaled
 from tether.integrations.langgraph._tools import JournaledTool
 
 __all__ = (
@@ -39,6 +41,8 @@ __all__ = (
     "JournaledTool",
     "LangGraphHarness",
     "LangGraphTurn",
+    "NotJournaled",
+    "UnsupportedConstruct",
     "convert_langgraph_events",
     "durable",
     "langgraph_usage",

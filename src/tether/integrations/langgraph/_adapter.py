@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, Interrupt
 from pydantic import JsonValue
 
+from tether._canonical import canonical_json
 from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition, turn_scope
+from tether.integrations.langgraph._checks import Guard, check_graph
 from tether.integrations.langgraph._convert import message_text, to_langchain
 from tether.integrations.langgraph._model import JournaledChatModel
+from tether.integrations.langgraph._state import (
+    MESSAGES,
+    STATE_STEP,
+    journaled_json,
+    read_channels,
+    recorded_state,
+    seed_channels,
+    state_channels,
+)
 from tether.integrations.langgraph._tools import JournaledTool
-from tether.journal import Turn
+from tether.journal import Mode, Turn
 from tether.messages import Mediation
 
 __all__ = ("CompiledGraph", "GraphBuilder", "LangGraphHarness", "durable")
@@ -33,11 +47,16 @@ GraphBuilder = Callable[[JournaledChatModel, list[BaseTool]], CompiledGraph]
 
 
 class LangGraphHarness:
-    """A harness that runs a MessagesState-style graph over the session's transcript.
+    """A harness that runs a StateGraph over the session's transcript, durably.
 
-    Each execution invokes the graph with ``{"messages": history + inputs}`` and no
-    checkpointer: Tether's log is the checkpoint. The answer is the text of the last AI
-    message in the graph's final state.
+    Each execution starts the graph with ``{"messages": history + inputs}`` and its other
+    channels as the last execution recorded them (see :mod:`._state`), on an in-memory
+    checkpointer of its own: Tether's log is the checkpoint. A node that calls
+    ``interrupt(value)`` parks the session as a Tether input (``turn.ask``); the answer resumes
+    the graph as ``Command(resume=answer)`` does. The execution ends by recording the
+    channels; its answer is the text of the last AI message.
+
+    Raises ``UnsupportedConstruct`` for a graph whose effects or state would escape the journal.
     """
 
     def __init__(
@@ -69,22 +88,72 @@ class LangGraphHarness:
             )
             for tool in tools
         ]
-        self.graph = build(self.model, self.tools)
+        self.graph = check_graph(build(self.model, self.tools))
+        self._channels = state_channels(self.graph)
+        self._kept = {name: c for name, c in self._channels.items() if name != MESSAGES}
         self._config = config
 
     async def run(self, turn: Turn) -> JsonValue:
-        messages = to_langchain([*turn.history, *turn.inputs])
+        saver = InMemorySaver()  # this execution's scratch: what lasts is in the log
+        graph = self.graph.copy(update={"checkpointer": saver})
+        guard = Guard()
+        config = merge_configs(
+            self._config,
+            {"configurable": {"thread_id": turn.execution_id}, "callbacks": [guard]},
+        )
+        if self._kept:
+            restored = await recorded_state(turn)
+            await seed_channels(
+                saver, config, {k: v for k, v in restored.items() if k in self._kept}
+            )
+        graph_input: Any = {MESSAGES: to_langchain([*turn.history, *turn.inputs])}
         with turn_scope(turn):
-            state = await self.graph.ainvoke({"messages": messages}, self._config)
-        if turn.failure is not None:
-            # The graph may have absorbed a park or a divergence (a tool error handler).
-            raise turn.failure
-        return final_text(state)
+            while True:
+                await graph.ainvoke(graph_input, config)
+                guard.check()
+                if turn.failure is not None:
+                    # The graph may have absorbed a park or a divergence (a tool error handler).
+                    raise turn.failure
+                interrupts = (await graph.aget_state(config)).interrupts
+                if not interrupts:
+                    break
+                graph_input = Command(resume={i.id: await _ask(turn, i) for i in interrupts})
+        values = await read_channels(saver, config, self._channels)
+        if self._kept:
+            await _record_state(turn, {k: v for k, v in values.items() if k in self._kept})
+        return final_text(values)
 
 
-def final_text(state: Any) -> str:
+async def _ask(turn: Turn, interrupt: Interrupt) -> JsonValue:
+    """An ``interrupt(value)`` as a Tether input: its value is the request's ``args``, its
+    text (or JSON) the prompt, its ``response_schema`` the answer's schema."""
+    value = journaled_json(interrupt.value, "the interrupt's value")
+    prompt = value if isinstance(value, str) else canonical_json(value).decode()
+    schema = interrupt.response_schema
+    return await turn.ask(
+        prompt,
+        schema=dict(schema) if isinstance(schema, dict) else None,
+        tool="interrupt",
+        args={"value": value},
+    )
+
+
+async def _record_state(turn: Turn, values: dict[str, Any]) -> None:
+    state = {
+        name: journaled_json(value, f"state channel {name!r}") for name, value in values.items()
+    }
+    if turn.mode is Mode.REPLAY and turn.next_recorded() is None:
+        return  # recorded before the adapter kept the state: nothing to serve it from
+
+    async def channels() -> JsonValue:
+        return dict(state)
+
+    await turn.step(STATE_STEP, channels)
+
+
+def final_text(state: Mapping[str, Any]) -> str:
     """The text of the last AI message of a graph's final state (``""`` if there is none)."""
-    messages = state.get("messages") if isinstance(state, dict) else None
+    messages = state.get(MESSAGES)
     for message in reversed(messages or []):
         if isinstance(message, AIMessage):
             return message_text(message.content)

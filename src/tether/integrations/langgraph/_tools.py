@@ -6,6 +6,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from pydantic import JsonValue
 
@@ -14,7 +15,11 @@ from tether.integrations.langgraph._convert import tool_message_of, tool_result_
 from tether.journal import ToolScope
 from tether.messages import Mediation, ToolCall, ToolResult
 
-__all__ = ("JournaledTool",)
+__all__ = ("JOURNALED_TAG", "JournaledTool")
+
+JOURNALED_TAG = "tether:journaled"
+"""The tag a journaled tool's own run carries (and what it calls inherits): the journal
+keeps its outcome, so the models and tools it calls in turn are not the graph's to refuse."""
 
 
 class JournaledTool(BaseTool):
@@ -73,7 +78,8 @@ class JournaledTool(BaseTool):
                 "name": self.name,
                 "args": call.args,
             }
-            answer = await self.inner.ainvoke(request, config)
+            tagged = merge_configs(config, {"tags": [JOURNALED_TAG]})
+            answer = await self.inner.ainvoke(request, tagged)
             if not isinstance(answer, ToolMessage):
                 raise TypeError(
                     f"{self.name} returned {type(answer).__name__}; a durable tool must answer "

@@ -1,0 +1,172 @@
+"""A graph's state between submissions: the log keeps its channels; LangGraph's checkpoint is
+scratch for one execution.
+
+An execution ends by recording the graph's channels other than ``messages`` (the transcript
+is the log's own) as a ``step_recorded`` named :data:`STATE_STEP`. The next execution reads
+the latest one recorded before it started, in this log or in the records a fork copied from
+its parent, and seeds the run's in-memory checkpoint with it, value for value (no reducer is
+applied twice). A value the journal cannot keep as JSON is refused, naming its channel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.base import BaseChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.graph.state import CompiledStateGraph
+from pydantic import JsonValue
+
+from tether.errors import JournalError, TetherError
+from tether.journal import Execution, Turn
+from tether.journal._unread import is_unread
+from tether.records import ApprovalDecided, InputAnswered, Record, StepRecorded
+
+__all__ = (
+    "MESSAGES",
+    "STATE_STEP",
+    "NotJournaled",
+    "journaled_json",
+    "read_channels",
+    "recorded_state",
+    "seed_channels",
+    "state_channels",
+)
+
+STATE_STEP = "tether.langgraph.state"
+"""The step an execution ends with: its graph's channels other than ``messages``."""
+MESSAGES = "messages"
+_GATE_RECORDS = frozenset({ApprovalDecided.KIND, InputAnswered.KIND})
+"""What a decision or an answer adds to an execution after its last own effect."""
+
+
+class NotJournaled(TetherError, RuntimeError):
+    """Something in a LangGraph run cannot be kept by the journal: a state value or an
+    interrupt value that is not JSON, or a model, tool or retriever call made outside the
+    journaled stand-ins. Raised (failing the run) rather than letting a resume or a replay
+    see something else.
+
+    Example::
+
+        # a node returned {"when": datetime.now()}
+        NotJournaled: state channel 'when' holds a datetime, which the journal cannot keep ...
+    """
+
+    code = "not_journaled"
+
+
+Channel = BaseChannel[Any, Any, Any]
+
+
+def state_channels(graph: CompiledStateGraph[Any, Any, Any, Any]) -> dict[str, Channel]:
+    """The graph's state channels (every schema's keys, private ones included), by name."""
+    return {
+        name: channel
+        for name in graph.builder.channels
+        if isinstance(channel := graph.channels.get(name), BaseChannel)
+    }
+
+
+def journaled_json(value: Any, where: str) -> JsonValue:
+    """``value`` if it is plain JSON (what the log keeps and gives back unchanged); else
+    ``NotJournaled`` saying where it was found."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise NotJournaled(f"{where} is {value}, which JSON cannot hold")
+    if isinstance(value, list):
+        return [journaled_json(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise NotJournaled(f"{where} has a key {key!r} that is not a string")
+        return {key: journaled_json(item, f"{where}.{key}") for key, item in value.items()}
+    raise NotJournaled(
+        f"{where} holds a {type(value).__name__}, which the journal cannot keep as JSON: keep "
+        "the graph's state to JSON values (str, int, float, bool, None, and lists and dicts "
+        "of them) so that it survives between submissions"
+    )
+
+
+def _thread(config: RunnableConfig) -> RunnableConfig:
+    configurable = dict(config.get("configurable") or {})
+    configurable.setdefault("checkpoint_ns", "")
+    return {"configurable": configurable}
+
+
+async def seed_channels(
+    saver: BaseCheckpointSaver[Any], config: RunnableConfig, values: Mapping[str, JsonValue]
+) -> None:
+    """Start the run's thread at ``values`` (channel name to its checkpointed value)."""
+    if not values:
+        return
+    checkpoint = empty_checkpoint()
+    versions = {name: saver.get_next_version(None, None) for name in values}
+    checkpoint["channel_values"] = dict(values)
+    checkpoint["channel_versions"] = dict(versions)
+    await saver.aput(_thread(config), checkpoint, {"source": "update", "step": -1}, versions)
+
+
+async def read_channels(
+    saver: BaseCheckpointSaver[Any], config: RunnableConfig, names: Mapping[str, Channel]
+) -> dict[str, Any]:
+    """The checkpointed value of each channel in ``names`` that holds one, at the thread's
+    latest checkpoint."""
+    saved = await saver.aget_tuple(_thread(config))
+    if saved is None:
+        return {}
+    values = saved.checkpoint["channel_values"]
+    return {name: values[name] for name in names if name in values}
+
+
+async def recorded_state(turn: Turn) -> dict[str, JsonValue]:
+    """The channels the latest execution before this one recorded (``{}`` if none did).
+
+    Executions are looked at from the latest back: a completed one answers (with nothing if
+    it recorded no state: an older adapter, or a graph with no other channels then); one that
+    never completed (parked and abandoned, or cut by a fork) answers only if its state made
+    it into the log, else the one before it is asked.
+    """
+    # The journal offers no reading of earlier executions' steps yet: this reads its view
+    # (and, for records a lean view has not read, the store).
+    log = turn._log
+    view = log.view
+    if view is None:
+        raise JournalError("the LangGraph harness needs a journal that keeps a view of its log")
+    executions = view.executions
+    current = executions.by_id.get(turn.execution_id)
+    before = current.start_index if current is not None else len(view.records)
+    for execution in reversed(executions.by_id.values()):
+        if execution.start_index >= before:
+            continue
+        value = await _state_of(execution, turn)
+        if value is not None:
+            return value
+        if execution.completed:
+            return {}
+    return {}
+
+
+async def _state_of(execution: Execution, turn: Turn) -> dict[str, JsonValue] | None:
+    for record in reversed(execution.effects):
+        if is_unread(record):
+            record = await _read(turn, record.seq)
+        if record.kind in _GATE_RECORDS:
+            continue
+        payload = record.payload
+        if isinstance(payload, StepRecorded) and not payload.call_id:
+            if payload.name == STATE_STEP and isinstance(payload.value, dict):
+                return dict(payload.value)
+        return None  # the state is an execution's last effect: this one has none
+    return None
+
+
+async def _read(turn: Turn, seq: int) -> Record:
+    log = turn._log
+    [record] = await log.store.read(log.conversation_id, after_seq=seq - 1, limit=1)
+    return record
