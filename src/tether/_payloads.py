@@ -202,7 +202,9 @@ class InputAnswered(Payload):
     KIND = "input_answered"
     input_id: str
     call_id: str
-    value: JsonValue
+    value: JsonValue = None
+    """The answer. A ``null`` one is written as no ``value`` at all (the wire omits nulls),
+    so reading it back needs this default."""
     responder: str
 
 
