@@ -390,17 +390,17 @@ def _response_events(fake: FakeOpenAI, answer: Answer, number: int, model: str) 
     index = 0
     if answer.reasoning:
         item_id = f"rs_{number}"
-        where = {"item_id": item_id, "output_index": index, "summary_index": 0}
+        at: dict[str, Any] = {"item_id": item_id, "output_index": index, "summary_index": 0}
         yield event(
             "response.output_item.added", output_index=index, item=_reasoning_item(number, "")
         )
-        empty = {"type": "summary_text", "text": ""}
-        yield event("response.reasoning_summary_part.added", **where, part=empty)
+        blank = {"type": "summary_text", "text": ""}
+        yield event("response.reasoning_summary_part.added", **at, part=blank)
         for piece in fake._pieces(answer.reasoning, answer.chunk):
-            yield event("response.reasoning_summary_text.delta", **where, delta=piece)
-        yield event("response.reasoning_summary_text.done", **where, text=answer.reasoning)
-        full = {"type": "summary_text", "text": answer.reasoning}
-        yield event("response.reasoning_summary_part.done", **where, part=full)
+            yield event("response.reasoning_summary_text.delta", **at, delta=piece)
+        yield event("response.reasoning_summary_text.done", **at, text=answer.reasoning)
+        whole = {"type": "summary_text", "text": answer.reasoning}
+        yield event("response.reasoning_summary_part.done", **at, part=whole)
         yield event(
             "response.output_item.done",
             output_index=index,
