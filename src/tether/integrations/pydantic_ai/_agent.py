@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, NoReturn
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.agent import AbstractAgent, WrapperAgent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model as PAModel
@@ -23,7 +23,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from tether.integrations._bridge import current_turn
 from tether.integrations.pydantic_ai._model import JournaledModel, NotJournaled, in_tool
-from tether.integrations.pydantic_ai._tools import JournaledToolset
+from tether.integrations.pydantic_ai._tools import JournaledToolset, resolve_deferred
 
 __all__ = ("JournaledAgent", "check_journalable", "journaled_agent")
 
@@ -38,6 +38,11 @@ class _Journaled(AbstractCapability[Any]):
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return JournaledToolset(toolset, self.idempotent)
+
+    async def handle_deferred_tool_calls(
+        self, ctx: RunContext[Any], *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        return await resolve_deferred(requests)
 
 
 def check_journalable(agent: AbstractAgent[Any, Any]) -> None:

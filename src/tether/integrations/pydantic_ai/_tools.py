@@ -11,7 +11,10 @@ the run with ``DeferredToolRequests``:
 - a tool that raises ``ApprovalRequired`` or ``CallDeferred`` itself has already started
   (its call is journaled), so what it asked for is recorded as that call's outcome and a
   second call, ``<call id>:approval`` or ``<call id>:input``, is the gate. Its result is
-  what the agent and, in later turns, the model see for the original call.
+  what the agent and, in later turns, the model see for the original call;
+- a call deferred before its tool runs (by an args validator or a capability hook) reaches
+  pydantic-ai's ``handle_deferred_tool_calls``, where the same gate calls answer it inline:
+  an approved call then runs (journaled under its own id), an answered one takes the answer.
 """
 
 from __future__ import annotations
@@ -21,8 +24,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext
+from pydantic_ai import (
+    ApprovalRequired,
+    CallDeferred,
+    DeferredToolRequests,
+    DeferredToolResults,
+    ModelRetry,
+    RunContext,
+    ToolApproved,
+    ToolDenied,
+)
 from pydantic_ai import ToolFailed as PAToolFailed
+from pydantic_ai import messages as pa
 from pydantic_ai.toolsets import WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
@@ -33,13 +46,15 @@ from tether.journal import ToolScope
 from tether.messages import (
     Mediation,
     Message,
+    Part,
     ToolCall,
+    ToolCallPart,
     ToolOutcomeStatus,
     ToolResult,
     ToolResultPart,
 )
 
-__all__ = ("DEFERRED", "JournaledToolset", "ToolFailed", "gated_history")
+__all__ = ("DEFERRED", "JournaledToolset", "ToolFailed", "gated_history", "resolve_deferred")
 
 _RETRY = "pydantic_ai.retry"
 _FAILED = "pydantic_ai.tool_failed"
@@ -145,6 +160,43 @@ class JournaledToolset(WrapperToolset[Any]):
         return await journaled_tool(call, native)
 
 
+async def resolve_deferred(requests: DeferredToolRequests) -> DeferredToolResults:
+    """Tether's answers to the calls pydantic-ai deferred before running them: each waits
+    at a gate call of its own (``<call id>:approval`` or ``:input``); the run parks until
+    every gate is decided or answered."""
+    results = DeferredToolResults()
+    for part in requests.approvals:
+        result = await _gate(part, "approval")
+        if result.status is ToolOutcomeStatus.DENIED:
+            results.approvals[part.tool_call_id] = ToolDenied(result.content)
+        else:
+            edited = result.data if isinstance(result.data, dict) else None
+            same = edited is None or edited == part.args_as_dict()
+            results.approvals[part.tool_call_id] = ToolApproved(
+                override_args=None if same else edited
+            )
+    for part in requests.calls:
+        result = await _gate(part, "input")
+        results.calls[part.tool_call_id] = (
+            result.content if result.status is not ToolOutcomeStatus.OK else result.data
+        )
+    return results
+
+
+async def _gate(part: pa.ToolCallPart, gate: str) -> ToolResult:
+    args: dict[str, JsonValue] = jsonable(part.args_as_dict())  # type: ignore[assignment]
+    # The gate does nothing once passed (pydantic-ai runs the approved call), so running
+    # it again after a crash is safe.
+    call = tool_call(
+        f"{part.tool_call_id}:{gate}", part.tool_name, args, mediation=_GATES[gate], idempotent=True
+    )
+
+    async def passed(call: ToolCall, scope: ToolScope) -> ToolResult:
+        return ToolResult(call_id=call.call_id, content="approved", data=dict(call.args))
+
+    return await journaled_tool(call, passed)
+
+
 def _error(call: ToolCall, content: str, marker: str) -> ToolResult:
     return ToolResult(
         call_id=call.call_id,
@@ -165,33 +217,40 @@ def _asked(call: ToolCall, gate: str, metadata: dict[str, Any] | None) -> ToolRe
 
 
 def gated_history(messages: Sequence[Message]) -> list[Message]:
-    """The session's messages as the model saw them: a call that asked for a gate is
-    answered by its gate's result (``<call id>:approval`` or ``:input``), not by the
-    request for it."""
-    results = [
-        part for message in messages for part in message.parts if isinstance(part, ToolResultPart)
-    ]
-    present = {part.call_id for part in results}
-    answered = {
-        f"{part.call_id}:{gate}"
-        for part in results
-        if (gate := _gate_of(part)) is not None and f"{part.call_id}:{gate}" in present
-    }
-    if not answered:
+    """The session's messages as the model saw them: each call the model made has one
+    result. A gate's result (``<call id>:approval`` or ``:input``) answers the call when the
+    call has none of its own but the request for the gate; otherwise it is dropped."""
+    called = {p.call_id for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
+    results = [p for m in messages for p in m.parts if isinstance(p, ToolResultPart)]
+    real = {p.call_id for p in results if p.call_id in called and _gate_of(p) is None}
+    gates = {p.call_id: base for p in results if (base := _base_of(p.call_id, called)) is not None}
+    if not gates:
         return list(messages)
+    answering = {
+        call_id: base for call_id, base in gates.items() if base not in real
+    }  # the last gate result of a call wins, as the agent saw it
+    last = {base: call_id for call_id, base in answering.items()}
     repaired: list[Message] = []
     for message in messages:
-        parts = []
+        parts: list[Part] = []
         for part in message.parts:
             if isinstance(part, ToolResultPart):
-                if f"{part.call_id}:{_gate_of(part)}" in answered:
-                    continue  # the request for the gate, which the model never saw
-                if part.call_id in answered:
-                    part = part.model_copy(update={"call_id": part.call_id.rpartition(":")[0]})
+                if part.call_id in called and _gate_of(part) is not None and part.call_id in last:
+                    continue  # the request for a gate, which the model never saw
+                if part.call_id in gates:
+                    base = gates[part.call_id]
+                    if last.get(base) != part.call_id:
+                        continue  # a gate passed before the call ran under its own id
+                    part = part.model_copy(update={"call_id": base})
             parts.append(part)
         if parts:
             repaired.append(message.model_copy(update={"parts": tuple(parts)}))
     return repaired
+
+
+def _base_of(call_id: str, called: set[str]) -> str | None:
+    base, _, gate = call_id.rpartition(":")
+    return base if gate in _GATES and base in called and call_id not in called else None
 
 
 def _gate_of(part: ToolResultPart) -> str | None:
