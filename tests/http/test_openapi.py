@@ -124,7 +124,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 29
+    assert len(_operations(doc)) == 31
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -295,6 +295,9 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("POST", me, **malformed)).status_code == 400
     assert (await call("POST", me, json={"body": 7})).status_code == 422
     assert (await call("POST", "/approvals/nope", json={"decision": "approve"})).status_code == 404
+    # An input listed and answered is checked in tests/http/test_inputs.py (the demo never asks).
+    assert (await call("GET", "/inputs", params={"status": "all"})).json()["inputs"] == []
+    assert (await call("POST", "/inputs/nope", json={"value": 1})).status_code == 404
     exported = await call("GET", f"/conversations/{cid}/export")
     assert exported.headers["content-type"].startswith("application/x-ndjson")
     assert (await call("GET", "/conversations/nope/export")).status_code == 404

@@ -24,6 +24,7 @@ from tether.http._dispatch import dispatch_router
 from tether.http._errors import failures, install_error_handlers
 from tether.http._guard import Guard
 from tether.http._health import health_router
+from tether.http._inputs import inputs_router
 from tether.http._insights import insights_router
 from tether.http._progress import ProgressHub
 from tether.http._schedules import schedules_router
@@ -101,6 +102,7 @@ def create_app(
         conversations_router(runtime, responses=guarded),
         submissions_router(runtime, responses=guarded),
         approvals_router(runtime, responses=guarded),
+        inputs_router(runtime, responses=guarded),
         schedules_router(runtime, responses=guarded),
         insights_router(runtime, responses=guarded),
         health_router(runtime),

@@ -79,6 +79,11 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.ApprovalConflict: 409,
     E.InvalidApproval: 409,
     E.InvalidEditArgs: 422,
+    E.InputParked: 409,
+    E.InputNotFound: 404,
+    E.InputConflict: 409,
+    E.InputClosed: 409,
+    E.InvalidAnswer: 422,
     E.HostOwnedOutcome: 500,
     E.MissingIdempotencyKey: 500,
     E.UnmediatedToolCall: 500,
@@ -133,17 +138,17 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
     400: "The body is not JSON (``malformed_json``), or the request is malformed in a way "
     "the route names (``invalid_last_event_id``).",
     401: "No valid ``Authorization: Bearer <token>`` (``unauthorized``).",
-    404: "Nothing by that name: an unknown agent, conversation, submission or approval.",
+    404: "Nothing by that name: an unknown agent, conversation, submission, approval or input.",
     408: "The body did not arrive in time (``request_timeout``).",
     409: "Conflicts with the state of things (the type says which: ``session_busy``, "
-    "``dispatch_conflict``, ``approval_conflict``, ``log_tampered``...).",
+    "``dispatch_conflict``, ``approval_conflict``, ``input_conflict``, ``log_tampered``...).",
     410: "What the request names was removed by retention: records before a log's "
     "``log_truncated`` record (``seq_truncated``).",
     413: "The body is over the server's limit (``payload_too_large``).",
     415: "The body is not ``application/json`` (``unsupported_media_type``).",
     422: "A parameter or the body does not validate (``invalid_request``, with every problem "
     "in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, "
-    "``invalid_cursor``, ``invalid_edit_args``...).",
+    "``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...).",
     500: "The server's own failure: ``internal`` (the details are in the server's log) or a "
     "server-side error's own type.",
     503: "Try again later: the store is unavailable or the runtime is closing.",

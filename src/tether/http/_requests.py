@@ -15,6 +15,7 @@ from tether.store import MAX_SEQ
 __all__ = (
     "SEQ_AFTER",
     "WAIT_TIMEOUT",
+    "AnswerBody",
     "DecisionBody",
     "DispatchBody",
     "ForkBody",
@@ -78,6 +79,13 @@ class DecisionBody(_Body):
     reason: str | None = None
     args: dict[str, JsonValue] | None = None
     approver: str = Field(default="api", min_length=1, max_length=200)
+
+
+class AnswerBody(_Body):
+    value: JsonValue = Field(
+        description="The answer: any JSON value (``null`` too) that fits the input's schema."
+    )
+    responder: str = Field(default="api", min_length=1, max_length=200)
 
 
 class ForkBody(_Body):
