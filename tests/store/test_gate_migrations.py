@@ -1,6 +1,8 @@
 """The migrations that add the gate index (SQLite v8, PostgreSQL v5) backfill it from the
 logs already stored: a store whose logs were written before the index existed lists the very
-gates the index kept live (a fork's copied gates staying its parent's)."""
+gates the index kept live, input gates among them (a fork's copied gates staying its
+parent's). The migrations that add the gate kinds (SQLite v12, PostgreSQL v8) keep every
+gate already indexed, as an approval."""
 
 from __future__ import annotations
 
@@ -13,12 +15,21 @@ import pytest
 from psycopg import sql
 from pydantic import JsonValue
 
-from tether.messages import ToolOutcomeStatus, args_digest
-from tether.records import ApprovalDecided, ApprovalRequested, RecordDraft, ToolOutcome
-from tether.store import Gate, GateStatus, SessionKey, SqliteStore, Store
+from tether.messages import Mediation, ToolOutcomeStatus, args_digest
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    InputAnswered,
+    InputRequested,
+    RecordDraft,
+    ToolCalled,
+    ToolOutcome,
+)
+from tether.store import Gate, GateKind, GateStatus, SessionKey, SqliteStore, Store
 from tether.store._sqlite_kinds import kind_code
 from tether.store._sqlite_schema import _MIGRATIONS
 from tether.store.postgres import PostgresStore
+from tether.store.postgres._schema import MIGRATIONS
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
 
@@ -39,6 +50,25 @@ def _request(cid: str, seq: int, call: str, tool: str = "mail") -> RecordDraft:
         args_digest=args_digest(args),
     )
     return RecordDraft(requested, execution_id="e1", submission_id="s1")
+
+
+def _ask(cid: str, seq: int, call: str) -> list[RecordDraft]:
+    """The call and its input request (at ``seq``), as ``Turn.ask`` writes them."""
+    called = ToolCalled(
+        call_id=call, tool="ask", args={}, idempotency_key=call, mediation=Mediation.INPUT
+    )
+    requested = InputRequested(
+        input_id=f"{cid}.{seq}",
+        call_id=call,
+        tool="ask",
+        args={"q": call},
+        prompt=f"{call}?",
+        answer_schema={"type": "string"},
+    )
+    return [
+        RecordDraft(called, execution_id="e1", submission_id="s1"),
+        RecordDraft(requested, execution_id="e1", submission_id="s1"),
+    ]
 
 
 def _outcome(call: str, status: ToolOutcomeStatus) -> RecordDraft:
@@ -65,6 +95,12 @@ async def _write(store: Store) -> list[Gate]:
         cid, [RecordDraft(decided)], expected_seq=await store.head(cid), wake=None
     )
     await _append(store, cid, _outcome("c2", ToolOutcomeStatus.OK), _request(cid, 7, "c3"))
+    await _append(store, cid, *_ask(cid, 9, "a1"), *_ask(cid, 11, "a2"), *_ask(cid, 13, "a3"))
+    answered = InputAnswered(input_id=f"{cid}.9", call_id="a1", value={"v": 1}, responder="bob")
+    await store.append_decision(
+        cid, [RecordDraft(answered)], expected_seq=await store.head(cid), wake=None
+    )
+    await _append(store, cid, _outcome("a2", ToolOutcomeStatus.DENIED))
     child = await store.fork(
         cid,
         at_seq=await store.head(cid),
@@ -73,14 +109,21 @@ async def _write(store: Store) -> list[Gate]:
         created_at=T0,
     )
     await _append(store, child.id, _outcome("c3", ToolOutcomeStatus.DENIED))
-    await _append(store, child.id, _request(child.id, 10, "c4"))
+    await _append(store, child.id, _outcome("a3", ToolOutcomeStatus.DENIED))
+    await _append(store, child.id, _request(child.id, 18, "c4"), *_ask(child.id, 20, "a4"))
     gates = await store.list_gates(limit=100)
-    assert [(g.approval_id, g.status) for g in gates] == [
-        ("conv-1.2", GateStatus.CLOSED),
-        ("conv-1.4", GateStatus.DECIDED),
-        ("conv-1.7", GateStatus.PENDING),
-        ("conv-2.10", GateStatus.PENDING),
+    approval, input_ = GateKind.APPROVAL, GateKind.INPUT
+    assert [(g.approval_id, g.kind, g.status) for g in gates] == [
+        ("conv-1.2", approval, GateStatus.CLOSED),
+        ("conv-1.4", approval, GateStatus.DECIDED),
+        ("conv-1.7", approval, GateStatus.PENDING),
+        ("conv-1.9", input_, GateStatus.DECIDED),
+        ("conv-1.11", input_, GateStatus.CLOSED),
+        ("conv-1.13", input_, GateStatus.PENDING),
+        ("conv-2.18", approval, GateStatus.PENDING),
+        ("conv-2.20", input_, GateStatus.PENDING),
     ]
+    assert (gates[3].answer, gates[3].approver, gates[5].prompt) == ({"v": 1}, "bob", "a3?")
     return gates
 
 
@@ -105,7 +148,11 @@ async def test_the_sqlite_v8_migration_backfills_the_gates(tmp_path: Path) -> No
     conn.close()
     async with await SqliteStore.open(old) as store:
         assert await store.list_gates(limit=100) == written
-        assert await store.list_gates(status=GateStatus.PENDING, tool="mail") == written[2:]
+        assert await store.list_gates(status=GateStatus.PENDING, tool="mail") == [
+            written[2],
+            written[6],
+        ]
+        assert await store.list_gates(kind=GateKind.INPUT) == written[3:6] + written[7:]
 
 
 @pytest.mark.postgres
@@ -119,4 +166,114 @@ async def test_the_postgres_v5_migration_backfills_the_gates() -> None:
         await conn.execute("UPDATE tether_schema SET version = 4")
     async with await PostgresStore.open(store_url(schema)) as store:
         assert await store.list_gates(limit=100) == written
-        assert await store.list_gates(status=GateStatus.PENDING, tool="mail") == written[2:]
+        assert await store.list_gates(status=GateStatus.PENDING, tool="mail") == [
+            written[2],
+            written[6],
+        ]
+        assert await store.list_gates(kind=GateKind.INPUT) == written[3:6] + written[7:]
+
+
+async def _approvals(store: Store) -> list[Gate]:
+    """Approval gates in every status, a fork's among them: what a store held before kinds."""
+    conversation, _ = await store.ensure_conversation(
+        SessionKey("support", "acme"), conversation_id="conv-1", created_at=T0
+    )
+    cid = conversation.id
+    await _append(store, cid, _request(cid, 2, "c1"), _outcome("c1", ToolOutcomeStatus.DENIED))
+    await _append(store, cid, _request(cid, 4, "c2", "pay"), _request(cid, 5, "c3"))
+    decided = ApprovalDecided(
+        approval_id=f"{cid}.4", call_id="c2", decision="approve", approver="a"
+    )
+    await store.append_decision(
+        cid, [RecordDraft(decided)], expected_seq=await store.head(cid), wake=None
+    )
+    child = await store.fork(
+        cid,
+        at_seq=await store.head(cid),
+        key=SessionKey("support", "acme", "fork"),
+        new_conversation_id="conv-2",
+        created_at=T0,
+    )
+    await _append(store, child.id, _request(child.id, 7, "c4"))
+    gates = await store.list_gates(limit=100)
+    assert [(g.approval_id, g.kind) for g in gates] == [
+        (f"conv-{n}", GateKind.APPROVAL) for n in ("1.2", "1.4", "1.5", "2.7")
+    ]
+    return gates
+
+
+async def _kinds_work(store: Store, written: list[Gate]) -> None:
+    """The migrated gates are approvals; the store then indexes inputs beside them."""
+    assert await store.list_gates(limit=100) == written
+    assert await store.list_gates(kind=GateKind.APPROVAL) == written
+    assert await store.list_gates(kind=GateKind.INPUT) == []
+    pending = [g for g in written if g.status is GateStatus.PENDING]
+    assert await store.list_gates(kind=GateKind.APPROVAL, status=GateStatus.PENDING) == pending
+    await _append(store, "conv-2", *_ask("conv-2", 9, "a1"))
+    [asked] = await store.list_gates(kind=GateKind.INPUT)
+    assert (asked.approval_id, asked.prompt, asked.answer_schema) == (
+        "conv-2.9",
+        "a1?",
+        {"type": "string"},
+    )
+    answered = InputAnswered(input_id="conv-2.9", call_id="a1", value=None, responder="bob")
+    await store.append_decision(
+        "conv-2", [RecordDraft(answered)], expected_seq=await store.head("conv-2"), wake=None
+    )
+    [asked] = await store.list_gates(kind=GateKind.INPUT, status=GateStatus.DECIDED)
+    assert (asked.decision, asked.answer, asked.approver) == ("answer", None, "bob")
+    assert await store.list_gates(kind=GateKind.APPROVAL, limit=100) == written
+
+
+async def test_the_sqlite_v12_migration_keeps_the_gates_as_approvals(tmp_path: Path) -> None:
+    new, old = tmp_path / "new", tmp_path / "old"
+    async with await SqliteStore.open(new) as store:
+        written = await _approvals(store)
+        path = store.path
+    old.mkdir()
+    with sqlite3.connect(old / "tether.db") as conn:  # the file as v11 left it
+        conn.create_function("tether_unhex", 1, bytes.fromhex)
+        conn.create_function("tether_kind_code", 1, kind_code)
+        for step in _MIGRATIONS[:11]:
+            conn.executescript(step)
+        conn.execute("PRAGMA user_version = 11")
+        conn.execute("ATTACH DATABASE ? AS written", (str(path),))
+        for table in ("conversations", "records", "snapshots", "gates"):  # v11's columns
+            columns = ", ".join(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
+            conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM written.{table}")
+        conn.commit()
+        conn.execute("DETACH DATABASE written")
+    conn.close()
+    async with await SqliteStore.open(old) as store:
+        await _kinds_work(store, written)
+
+
+@pytest.mark.postgres
+async def test_the_postgres_v8_migration_keeps_the_gates_as_approvals() -> None:
+    written_schema, old = fresh_schema(), fresh_schema()
+    async with await PostgresStore.open(store_url(written_schema)) as store:
+        written = await _approvals(store)
+    async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
+        await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(old)))
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(old)))
+        for step in MIGRATIONS[:7]:  # the schema as v7 left it
+            await conn.execute(step)
+        await conn.execute("UPDATE tether_schema SET version = 7")
+        for table in ("conversations", "records", "gates"):  # v7's columns
+            rows = await conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = %s AND table_name = %s",
+                (old, table),
+            )
+            columns = sql.SQL(", ").join(sql.Identifier(row[0]) for row in await rows.fetchall())
+            await conn.execute(
+                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}.{}").format(
+                    sql.Identifier(table),
+                    columns,
+                    columns,
+                    sql.Identifier(written_schema),
+                    sql.Identifier(table),
+                )
+            )
+    async with await PostgresStore.open(store_url(old)) as store:
+        await _kinds_work(store, written)

@@ -1,9 +1,10 @@
-"""Every page of ``list_gates``, for every combination of filters, with and without a cursor,
-is an index range read in listing order, on SQLite and on PostgreSQL: no statement scans
+"""Every page of ``list_gates``, for every combination of filters and kinds, with and without
+a cursor, is an index range read in listing order, on SQLite and on PostgreSQL: no statement scans
 the gates table whole (``SCAN gates`` on SQLite; ``Seq Scan on gates`` on PostgreSQL with
 sequential scans disabled), and none sorts what it read (``USE TEMP B-TREE``, ``Sort``), so a
-page costs its own rows, not the history's. The statements that keep the index (a request,
-a decision, a closing outcome) are served by an index too."""
+page costs its own rows, not the history's; and a listing of one kind reads an index led by
+the kind (the pending inputs are not a filter over every approval). The statements that keep
+the index (a request, a decision, an answer, a closing outcome) are served by an index too."""
 
 from __future__ import annotations
 
@@ -21,8 +22,16 @@ from psycopg import sql
 from pydantic import JsonValue
 
 from tether.messages import ToolOutcomeStatus, args_digest
-from tether.records import ApprovalDecided, ApprovalRequested, RecordDraft, ToolOutcome
-from tether.store import GateStatus, SessionKey, SqliteStore, Store
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    InputAnswered,
+    InputRequested,
+    Payload,
+    RecordDraft,
+    ToolOutcome,
+)
+from tether.store import GateKind, GateStatus, SessionKey, SqliteStore, Store
 from tether.store.postgres import PostgresStore
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
@@ -35,31 +44,29 @@ _GATES = re.compile(r"\bgates\b")
 
 
 async def _fill(store: Store) -> None:
-    """A few gates in every status, so the planner has rows to weigh."""
-    for n in range(6):
+    """A few gates of each kind in every status, so the planner has rows to weigh."""
+    for n in range(12):
         key = SessionKey(("a", "b")[n % 2], ("x", "y", "z")[n % 3], "s")
         conversation, _ = await store.ensure_conversation(
             key, conversation_id=f"conv-{n}", created_at=datetime.now(UTC)
         )
         cid = conversation.id
         args: dict[str, JsonValue] = {"n": n}
-        requested = ApprovalRequested(
-            approval_id=f"{cid}.2",
-            call_id="c",
-            tool=("mail", "pay")[n % 2],
-            args=args,
-            args_digest=args_digest(args),
+        tool = ("mail", "pay")[n % 2]
+        requested: Payload = ApprovalRequested(
+            approval_id=f"{cid}.2", call_id="c", tool=tool, args=args, args_digest=args_digest(args)
         )
+        decided: Payload = ApprovalDecided(
+            approval_id=f"{cid}.2", call_id="c", decision="approve", approver="ann"
+        )
+        if n >= 6:
+            requested = InputRequested(
+                input_id=f"{cid}.2", call_id="c", tool=tool, args=args, prompt="?"
+            )
+            decided = InputAnswered(input_id=f"{cid}.2", call_id="c", value=n, responder="ann")
         drafts = [RecordDraft(requested, execution_id="e")]
         if n % 3 == 1:
-            drafts.append(
-                RecordDraft(
-                    ApprovalDecided(
-                        approval_id=f"{cid}.2", call_id="c", decision="approve", approver="ann"
-                    ),
-                    execution_id="e",
-                )
-            )
+            drafts.append(RecordDraft(decided, execution_id="e"))
         elif n % 3 == 2:
             outcome = ToolOutcome(call_id="c", content="no", status=ToolOutcomeStatus.DENIED)
             drafts.append(RecordDraft(outcome, execution_id="e"))
@@ -74,10 +81,12 @@ async def _list_every_combination(store: Store) -> None:
             filters = {
                 name: {"agent": "a", "instance": "x", "tool": "mail"}[name] for name in names
             }
-            for status in (None, *GateStatus):
+            for status, kind in itertools.product((None, *GateStatus), (None, *GateKind)):
                 [first, *_] = await store.list_gates(status=None, limit=1)
-                await store.list_gates(status=status, limit=2, **filters)
-                await store.list_gates(status=status, limit=2, after=first.cursor, **filters)
+                await store.list_gates(status=status, kind=kind, limit=2, **filters)
+                await store.list_gates(
+                    status=status, kind=kind, limit=2, after=first.cursor, **filters
+                )
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -146,6 +155,8 @@ async def test_every_gate_listing_and_update_is_an_ordered_index_read(
     # Each combination of filters ran, with and without a cursor; every kind of change ran.
     assert len(listings) >= 2 * 2 ** len(FILTERS)
     assert {s.split()[0] for s in updates} == {"INSERT", "UPDATE"} and len(updates) >= 3
+    # Every listing names its kind, so that its index range holds that kind's rows alone.
+    assert all("kind = " in s for s in listings)
     found = [f"{line}  <-  {s}" for s, lines in plans.items() for line in lines if bad.search(line)]
     assert found == []
 

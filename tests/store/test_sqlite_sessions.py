@@ -85,14 +85,13 @@ async def test_a_version_9_file_migrates_to_the_fresh_schema(tmp_path: Path) -> 
             conn.executescript(step)
         conn.execute("PRAGMA user_version = 9")
         conn.execute("ATTACH DATABASE ? AS written", (str(written / "tether.db"),))
-        for table in ("records", "snapshots", "submissions", "attempts", "attachments", "gates"):
+        for table in ("records", "snapshots", "submissions", "attempts", "attachments"):
             conn.execute(f"INSERT INTO {table} SELECT * FROM written.{table}")
-        columns = ", ".join(
-            row[1] for row in conn.execute("PRAGMA table_info(conversations)").fetchall()
-        )
-        conn.execute(  # the v9 columns only: v10 added its own at the end
-            f"INSERT INTO conversations ({columns}) SELECT {columns} FROM written.conversations"
-        )
+        for table in ("conversations", "gates"):  # the v9 columns only: later steps added theirs
+            columns = ", ".join(
+                row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()
+            )
+            conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM written.{table}")
         conn.commit()
         conn.execute("DETACH DATABASE written")
     conn.close()

@@ -8,7 +8,7 @@ Example::
 """
 
 from tether.store._capabilities import StoreCapabilities
-from tether.store._gates import Gate, GateStatus
+from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._memory import MemoryStore
 from tether.store._protocol import (
     AttachmentStore,
@@ -49,6 +49,7 @@ __all__ = (
     "Conversation",
     "ErasedSession",
     "Gate",
+    "GateKind",
     "GateStatus",
     "LogStore",
     "MemoryStore",

@@ -1,16 +1,22 @@
-"""Approval gates: an index of the approval requests in every log, and what became of them.
+"""Gates: an index of the waits for a human in every log, and what became of them.
 
-A gate is one ``approval_requested`` record. A store keeps its gates beside the records,
-written in the commit of the record that changes them, so the index never disagrees with
-the log it is derived from (the log stays the only truth):
+A gate is one ``approval_requested`` record (kind ``approval``: a human approves, rejects or
+edits a tool call) or one ``input_requested`` record (kind ``input``: a human gives a value).
+A store keeps its gates beside the records, written in the commit of the record that
+changes them, so the index never disagrees with the log it is derived from (the log stays
+the only truth):
 
-- ``approval_requested`` opens a gate, ``pending``;
-- ``approval_decided`` decides the pending gate of its conversation with that approval id
-  (``decided``, with the decision, the edited arguments, the reason, the approver and the
-  decision's time); a decided gate stays decided, whatever follows;
+- ``approval_requested`` opens an approval gate, ``input_requested`` an input gate (with its
+  prompt and answer schema), ``pending``;
+- ``approval_decided`` decides the pending approval gate of its conversation with that
+  approval id (``decided``, with the decision, the edited arguments, the reason, the
+  approver and the decision's time); ``input_answered`` decides the pending input gate with
+  that input id (decision ``answer``, the value as ``answer``, the responder as
+  ``approver``); a decided gate stays decided, whatever follows, and a decision of one kind
+  never decides a gate of the other;
 - a ``denied`` ``tool_outcome`` of a pending gate's call (same conversation, execution and
-  call id) closes it undecided (``closed``): the host writes one when a submission settles
-  with its gate open (aborted, timed out, out of attempts).
+  call id) closes it undecided (``closed``), whatever its kind: the host writes one when a
+  submission settles with its gate open (aborted, timed out, out of attempts).
 
 A fork's copied records are not indexed for the child: a gate it inherits belongs to the
 parent (its approval id names the parent's conversation, and only the parent may decide
@@ -37,19 +43,28 @@ import orjson
 
 from tether._canonical import canonical_json
 from tether.errors import InvalidCursor, RecordDecodeError
-from tether.messages import ToolOutcomeStatus
-from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolOutcome
+from tether.messages import ToolOutcomeStatus, args_digest
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    InputAnswered,
+    InputRequested,
+    Record,
+    ToolOutcome,
+)
 from tether.store._common import check_limit, from_micros, record_time, to_micros
 from tether.store._types import MAX_SEQ, Conversation, SessionKey
 
 __all__ = (
     "DENIED_MARK",
-    "GATE_KINDS",
+    "GATE_RECORDS",
     "Gate",
     "GateChange",
     "GateClosed",
     "GateDecided",
+    "GateDecision",
     "GateIndex",
+    "GateKind",
     "GateRequested",
     "GateStatus",
     "OrderKey",
@@ -57,6 +72,7 @@ __all__ = (
     "encode_cursor",
     "gate_changes",
     "has_gate_changes",
+    "index_pages",
     "merge_pages",
     "parse_time",
 )
@@ -64,7 +80,15 @@ __all__ = (
 _MICROS = re.compile(r"-?[0-9]{1,19}")  # ASCII digits only: int() takes "¹", " 1" and "1_0"
 _SEQ = re.compile(r"[0-9]{1,19}")
 
-GATE_KINDS = frozenset({ApprovalRequested.KIND, ApprovalDecided.KIND, ToolOutcome.KIND})
+GATE_RECORDS = frozenset(
+    {
+        ApprovalRequested.KIND,
+        ApprovalDecided.KIND,
+        InputRequested.KIND,
+        InputAnswered.KIND,
+        ToolOutcome.KIND,
+    }
+)
 """The record kinds that may change a gate (a ``tool_outcome`` only when denied)."""
 DENIED_MARK = b'"status":"denied"'
 """In a record's canonical bytes only a denied outcome's payload holds this sequence (a quote
@@ -73,11 +97,30 @@ inside a string is escaped): what a backfill reads of the tool outcomes, before 
 
 class GateStatus(StrEnum):
     """Where a gate stands: ``pending`` (waits for a human), ``decided`` (a human decided
-    it: approve, reject or edit), ``closed`` (its submission settled before anyone did)."""
+    it: approve, reject or edit; an input gate's ``answer``), ``closed`` (its submission
+    settled before anyone did)."""
 
     PENDING = "pending"
     DECIDED = "decided"
     CLOSED = "closed"
+
+
+class GateKind(StrEnum):
+    """What a gate waits for: ``approval`` (a human approves, rejects or edits a tool call:
+    ``approval_requested``) or ``input`` (a human gives the value a call returns:
+    ``input_requested``, ``Turn.ask``).
+
+    Example::
+
+        inputs = await store.list_gates(kind=GateKind.INPUT, status=GateStatus.PENDING)
+    """
+
+    APPROVAL = "approval"
+    INPUT = "input"
+
+
+GateDecision = Literal["approve", "reject", "edit", "answer"]
+"""What decided a gate: an approval's decision, or ``answer`` (an input gate's)."""
 
 
 OrderKey = tuple[datetime, str, int]
@@ -86,7 +129,11 @@ OrderKey = tuple[datetime, str, int]
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """One approval request and what became of it, as ``Store.list_gates`` lists it.
+    """One approval or input request and what became of it, as ``Store.list_gates`` lists it.
+
+    An input gate (``kind`` ``input``) keeps its ``prompt`` and ``answer_schema``; once
+    answered it is ``decided`` with decision ``answer``, the value as ``answer``, the
+    responder as ``approver`` and the answer's time as ``decided_at``.
 
     Example::
 
@@ -95,12 +142,14 @@ class Gate:
             print(gate.approval_id, gate.tool, gate.decision, gate.approver, gate.decided_at)
         more = await store.list_gates(status=GateStatus.DECIDED, agent="support",
                                       after=page[-1].cursor) if len(page) == 50 else []
+        asked = await store.list_gates(kind=GateKind.INPUT, status=GateStatus.PENDING)
     """
 
     approval_id: str
+    """The id of the request: an approval id, or an input gate's input id (same shape)."""
     conversation_id: str
     seq: int
-    """The seq of the ``approval_requested`` record."""
+    """The seq of the ``approval_requested`` (or ``input_requested``) record."""
     key: SessionKey
     submission_id: str | None
     execution_id: str | None
@@ -110,14 +159,22 @@ class Gate:
     args_digest: str
     requested_at: datetime
     status: GateStatus
-    decision: Literal["approve", "reject", "edit"] | None = None
+    decision: GateDecision | None = None
     edited_args: Mapping[str, Any] | None = None
     """The arguments an ``edit`` decision runs the tool with."""
     reason: str | None = None
     """The decision's reason."""
     approver: str | None = None
+    """Who decided: the approver, or an input's responder."""
     decided_at: datetime | None = None
     closed_at: datetime | None = None
+    kind: GateKind = GateKind.APPROVAL
+    prompt: str | None = None
+    """An input gate's question, as a person reads it."""
+    answer_schema: Mapping[str, Any] | None = None
+    """The JSON Schema an input gate's answer must fit (``None``: any JSON value)."""
+    answer: Any = None
+    """An answered input gate's value (any JSON value, ``None`` included: see ``status``)."""
 
     @property
     def order_key(self) -> OrderKey:
@@ -159,8 +216,21 @@ def decode_cursor(cursor: str) -> OrderKey:
 
 def merge_pages(pages: Iterable[Sequence[Gate]], limit: int) -> list[Gate]:
     """The first ``limit`` gates of several pages (each in listing order): a listing of
-    every status reads each status's page from its own index and merges them."""
+    every status (or of both kinds) reads each one's page from its own index range and
+    merges them."""
     return sorted((gate for page in pages for gate in page), key=lambda g: g.order_key)[:limit]
+
+
+def index_pages(
+    status: GateStatus | None, kind: GateKind | None
+) -> list[tuple[GateStatus, GateKind]]:
+    """The (status, kind) pages a listing reads, each one range of an index led by both: a
+    filter left out reads a page for each of its values."""
+    return [
+        (one, sort)
+        for one in (GateStatus if status is None else (status,))
+        for sort in (GateKind if kind is None else (kind,))
+    ]
 
 
 # --- deriving gates from records ------------------------------------------------------
@@ -185,18 +255,25 @@ class GateRequested:
     """Canonical JSON."""
     args_digest: str
     at: datetime
+    kind: GateKind = GateKind.APPROVAL
+    prompt: str | None = None
+    answer_schema: bytes | None = None
+    """Canonical JSON, or ``None``."""
 
 
 @dataclass(frozen=True, slots=True)
 class GateDecided:
-    """Decides the conversation's pending gates with ``approval_id``."""
+    """Decides the conversation's pending gates of ``kind`` with ``approval_id``."""
 
     approval_id: str
-    decision: Literal["approve", "reject", "edit"]
+    decision: GateDecision
     args: bytes | None
     reason: str | None
     approver: str
     at: datetime
+    kind: GateKind = GateKind.APPROVAL
+    answer: bytes | None = None
+    """An input's value, canonical JSON (``b"null"`` for a null answer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +297,7 @@ def has_gate_changes(records: Iterable[Record]) -> bool:
     """Whether any of ``records`` changes a gate: an append without one costs a set lookup
     a record (a sealed record's payload is at hand, so a tool outcome decodes nothing)."""
     for record in records:
-        if record.kind in GATE_KINDS and (record.kind != ToolOutcome.KIND or _is_denied(record)):
+        if record.kind in GATE_RECORDS and (record.kind != ToolOutcome.KIND or _is_denied(record)):
             return True
     return False
 
@@ -233,7 +310,7 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
     """
     changes: list[GateChange] = []
     for record in records:
-        if record.kind not in GATE_KINDS:
+        if record.kind not in GATE_RECORDS:
             continue
         try:
             payload = record.payload
@@ -265,6 +342,38 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
                     at=at,
                 )
             )
+        elif isinstance(payload, InputRequested):
+            changes.append(
+                GateRequested(
+                    seq=record.seq,
+                    approval_id=payload.input_id,
+                    submission_id=record.submission_id,
+                    execution_id=record.execution_id,
+                    call_id=payload.call_id,
+                    tool=payload.tool,
+                    args=canonical_json(payload.args),
+                    args_digest=args_digest(payload.args),  # as an approval's is computed
+                    at=at,
+                    kind=GateKind.INPUT,
+                    prompt=payload.prompt,
+                    answer_schema=None
+                    if payload.answer_schema is None
+                    else canonical_json(payload.answer_schema),
+                )
+            )
+        elif isinstance(payload, InputAnswered):
+            changes.append(
+                GateDecided(
+                    approval_id=payload.input_id,
+                    decision="answer",
+                    args=None,
+                    reason=None,
+                    approver=payload.responder,
+                    at=at,
+                    kind=GateKind.INPUT,
+                    answer=canonical_json(payload.value),
+                )
+            )
         elif isinstance(payload, ToolOutcome) and payload.status == ToolOutcomeStatus.DENIED:
             changes.append(GateClosed(record.execution_id, payload.call_id, at))
     return changes
@@ -275,9 +384,11 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
 
 @dataclass
 class _Stored:
-    gate: Gate  # args/edited_args are placeholders; the bytes below are the truth
+    gate: Gate  # the JSON fields are placeholders; the bytes below are the truth
     args: bytes
+    answer_schema: bytes | None = None
     edited_args: bytes | None = None
+    answer: bytes | None = None
 
 
 @dataclass
@@ -304,15 +415,22 @@ class GateIndex:
                     args_digest=change.args_digest,
                     requested_at=change.at,
                     status=GateStatus.PENDING,
+                    kind=change.kind,
+                    prompt=change.prompt,
                 )
-                self._gates[(conversation.id, change.seq)] = _Stored(gate, change.args)
+                self._gates[(conversation.id, change.seq)] = _Stored(
+                    gate, change.args, change.answer_schema
+                )
                 continue
             for stored in self._gates.values():
                 gate = stored.gate
                 if gate.conversation_id != conversation.id or gate.status is not GateStatus.PENDING:
                     continue
-                if isinstance(change, GateDecided) and gate.approval_id == change.approval_id:
-                    stored.edited_args = change.args
+                if isinstance(change, GateDecided) and (gate.approval_id, gate.kind) == (
+                    change.approval_id,
+                    change.kind,
+                ):
+                    stored.edited_args, stored.answer = change.args, change.answer
                     stored.gate = dataclasses.replace(
                         gate,
                         status=GateStatus.DECIDED,
@@ -331,13 +449,13 @@ class GateIndex:
 
     def list(
         self,
-        *,
         status: GateStatus | None = None,
         agent: str | None = None,
         instance: str | None = None,
         tool: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        kind: GateKind | None = None,
     ) -> list[Gate]:
         check_limit(limit)
         start = decode_cursor(after) if after is not None else None
@@ -346,6 +464,7 @@ class GateIndex:
                 stored
                 for stored in self._gates.values()
                 if (status is None or stored.gate.status is status)
+                and (kind is None or stored.gate.kind is kind)
                 and (agent is None or stored.gate.key.agent == agent)
                 and (instance is None or stored.gate.key.instance == instance)
                 and (tool is None or stored.gate.tool == tool)
@@ -362,4 +481,6 @@ def _public(stored: _Stored) -> Gate:
         stored.gate,
         args=orjson.loads(stored.args),
         edited_args=None if stored.edited_args is None else orjson.loads(stored.edited_args),
+        answer_schema=None if stored.answer_schema is None else orjson.loads(stored.answer_schema),
+        answer=None if stored.answer is None else orjson.loads(stored.answer),
     )

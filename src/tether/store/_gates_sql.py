@@ -1,11 +1,13 @@
 """The SQL of the gate index, shared by the SQLite and PostgreSQL stores.
 
-Both keep a ``gates`` table (SQLite v8, PostgreSQL v5) with one index per combination of
-the optional filters, each led by the status and ending with the listing order
+Both keep a ``gates`` table (SQLite v8, PostgreSQL v5; its kind, an input's prompt, schema
+and answer since SQLite v12, PostgreSQL v8) with one index per combination of the optional
+filters, each led by the status and the kind and ending with the listing order
 (``requested_at, conversation_id, seq``): every page of every filter is an index range
-read in order, ``limit`` rows long. A listing of every status reads one such page per
-status and merges them (:func:`tether.store._gates.merge_pages`), so the statuses need no
-indexes of their own.
+read in order, ``limit`` rows long, and a listing of one kind never reads the other's rows
+(the pending inputs are not found among every approval). A listing of every status, or of
+both kinds, reads one such page per (status, kind) and merges them
+(:func:`tether.store._gates.merge_pages`), so neither needs indexes of its own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tether.store._gates import (
     GateChange,
     GateClosed,
     GateDecided,
+    GateKind,
     GateRequested,
     GateStatus,
 )
@@ -36,17 +39,19 @@ __all__ = (
 )
 
 FILTERS = ("agent", "instance", "tool")
-"""The optional filters of a listing, besides its status."""
+"""The optional filters of a listing, besides its status and kind."""
 
 INDEXED: tuple[tuple[str, ...], ...] = tuple(
-    ("status", *chosen) for n in range(len(FILTERS) + 1) for chosen in combinations(FILTERS, n)
+    ("status", "kind", *chosen)
+    for n in range(len(FILTERS) + 1)
+    for chosen in combinations(FILTERS, n)
 )
 """The equality columns of each listing index, in the order the schemas create them."""
 
 GATE_COLUMNS = (
     "approval_id, conversation_id, seq, agent, instance, session, submission_id, execution_id, "
     "call_id, tool, args, args_digest, requested_at, status, decision, edited_args, reason, "
-    "approver, decided_at, closed_at"
+    "approver, decided_at, closed_at, kind, prompt, answer_schema, answer"
 )
 """The columns a gate row is read with, in the order ``gate_from_row`` takes."""
 
@@ -76,6 +81,10 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         approver,
         decided_at,
         closed_at,
+        kind,
+        prompt,
+        answer_schema,
+        answer,
     ) = row
     return Gate(
         approval_id=approval_id,
@@ -96,21 +105,27 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         approver=approver,
         decided_at=None if decided_at is None else moment(decided_at),
         closed_at=None if closed_at is None else moment(closed_at),
+        kind=GateKind(kind),
+        prompt=prompt,
+        answer_schema=None if answer_schema is None else orjson.loads(answer_schema),
+        answer=None if answer is None else orjson.loads(answer),
     )
 
 
 def gate_query(
     status: GateStatus,
+    kind: GateKind,
     filters: dict[str, str | None],
     after: tuple[Any, str, int] | None,
     limit: int,
     placeholder: str,
 ) -> tuple[str, list[Any]]:
-    """The page of one status: only the filters given, each a plain equality (spelled as the
-    index of exactly those columns leads), then the rows past ``after`` in listing order."""
+    """The page of one status and kind: only the filters given, each a plain equality
+    (spelled as the index of exactly those columns leads), then the rows past ``after`` in
+    listing order."""
     p = placeholder
-    terms: list[str] = [f"status = {p}"]
-    params: list[Any] = [status.value]
+    terms: list[str] = [f"status = {p}", f"kind = {p}"]
+    params: list[Any] = [status.value, kind.value]
     for column in FILTERS:
         value = filters.get(column)
         if value is not None:
@@ -146,9 +161,9 @@ def gate_statements(
                 (
                     "INSERT INTO gates (conversation_id, seq, approval_id, agent, instance, "
                     "session, submission_id, execution_id, call_id, tool, args, args_digest, "
-                    f"requested_at, status) SELECT id, {p}, {p}, agent, instance, session, "
-                    f"{p}, {p}, {p}, {p}, {p}, {p}, {p}, 'pending' FROM conversations "
-                    f"WHERE id = {p}",
+                    "requested_at, status, kind, prompt, answer_schema) SELECT id, "
+                    f"{p}, {p}, agent, instance, session, {p}, {p}, {p}, {p}, {p}, {p}, {p}, "
+                    f"'pending', {p}, {p}, {p} FROM conversations WHERE id = {p}",
                     (
                         change.seq,
                         change.approval_id,
@@ -159,6 +174,9 @@ def gate_statements(
                         change.args,
                         change.args_digest,
                         moment(change.at),
+                        change.kind.value,
+                        change.prompt,
+                        change.answer_schema,
                         conversation_id,
                     ),
                 )
@@ -167,16 +185,19 @@ def gate_statements(
             statements.append(
                 (
                     f"UPDATE gates SET status = 'decided', decision = {p}, edited_args = {p}, "
-                    f"reason = {p}, approver = {p}, decided_at = {p} "
-                    f"WHERE conversation_id = {p} AND status = 'pending' AND approval_id = {p}",
+                    f"reason = {p}, approver = {p}, decided_at = {p}, answer = {p} "
+                    f"WHERE conversation_id = {p} AND status = 'pending' AND approval_id = {p} "
+                    f"AND kind = {p}",
                     (
                         change.decision,
                         change.args,
                         change.reason,
                         change.approver,
                         moment(change.at),
+                        change.answer,
                         conversation_id,
                         change.approval_id,
+                        change.kind.value,
                     ),
                 )
             )

@@ -46,7 +46,7 @@ from tether.store._common import (
     seal_created,
     verify_anchored,
 )
-from tether.store._gates import Gate, GateStatus
+from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._memory_parts import (
     MemoryGates,
     MemoryLog,
@@ -662,11 +662,10 @@ class MemoryStore:
         tool: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        kind: GateKind | None = None,
     ) -> list[Gate]:
         self._check_open()
-        return self._gates.list(
-            status=status, agent=agent, instance=instance, tool=tool, limit=limit, after=after
-        )
+        return self._gates.list(status, agent, instance, tool, limit, after, kind)
 
     # --- sessions, erasure, import and schedules ---------------------------------------
 

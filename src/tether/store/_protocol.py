@@ -16,7 +16,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 from tether._payloads import AttachmentRef
 from tether.records import Record, RecordDraft
-from tether.store._gates import Gate, GateStatus
+from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
     Admission,
@@ -379,21 +379,25 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         tool: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        kind: GateKind | None = None,
     ) -> list[Gate]:
-        """Up to ``limit`` approval gates (``None`` filters match anything), in the order of
-        their requests (request time, conversation id, request seq), oldest first: those
-        past ``after``, a gate's ``cursor`` (``InvalidCursor`` for any other string).
+        """Up to ``limit`` gates (``None`` filters match anything: ``kind=None`` lists
+        approvals and inputs alike), in the order of their requests (request time,
+        conversation id, request seq), oldest first: those past ``after``, a gate's
+        ``cursor`` (``InvalidCursor`` for any other string).
 
         The gates are an index of the logs, kept in the commit of every append of a record
-        that opens (``approval_requested``), decides (``approval_decided``) or closes (a
-        denied ``tool_outcome`` of a pending gate's call) one; a fork's copied records stay
-        its parent's. A decided gate stays decided; only a pending one closes. Every page
-        of every filter is served by an index.
+        that opens (``approval_requested``, ``input_requested``), decides
+        (``approval_decided``, ``input_answered``) or closes (a denied ``tool_outcome`` of a
+        pending gate's call) one; a fork's copied records stay its parent's. A decided gate
+        stays decided; only a pending one closes. Every page of every filter is served by
+        an index, and a listing of one kind never reads the other kind's gates.
 
         Example::
 
             page = await store.list_gates(status=GateStatus.PENDING, agent="support")
             more = await store.list_gates(status=GateStatus.PENDING, after=page[-1].cursor)
+            asked = await store.list_gates(status=GateStatus.PENDING, kind=GateKind.INPUT)
         """
         ...
 

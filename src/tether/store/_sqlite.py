@@ -35,7 +35,7 @@ from tether.store._common import (
     check_limit,
     verify_anchored,
 )
-from tether.store._gates import Gate, GateStatus
+from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite_append import AppendRequest
@@ -486,9 +486,10 @@ class SqliteStore:
         tool: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        kind: GateKind | None = None,
     ) -> list[Gate]:
         return self._read(
-            lambda conn: list_gates(conn, status, agent, instance, tool, limit, after)
+            lambda conn: list_gates(conn, status, agent, instance, tool, limit, after, kind)
         )
 
     # --- sessions, erasure, import and schedules ---------------------------------------

@@ -2,7 +2,8 @@
 
 Every append path (the writer's bulk appends and the checked appends of decisions and
 settlements) calls :func:`index_gates` with the records it sealed, inside its transaction;
-the v8 migration calls :func:`backfill` once, which runs the same code over the logs.
+the v8 migration calls :func:`backfill` once, which runs the same code over the logs (after
+the last step, so on the schema this code writes: v12's kinds included).
 """
 
 from __future__ import annotations
@@ -12,15 +13,24 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 
 from tether._payloads import ConversationParent
-from tether.records import ApprovalDecided, ApprovalRequested, Record, ToolOutcome
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    InputAnswered,
+    InputRequested,
+    Record,
+    ToolOutcome,
+)
 from tether.store._common import check_limit, from_micros, to_micros
 from tether.store._gates import (
     DENIED_MARK,
     Gate,
+    GateKind,
     GateStatus,
     decode_cursor,
     gate_changes,
     has_gate_changes,
+    index_pages,
     merge_pages,
 )
 from tether.store._gates_sql import gate_from_row, gate_query, gate_statements
@@ -48,28 +58,37 @@ def list_gates(
     tool: str | None,
     limit: int,
     after: str | None,
+    kind: GateKind | None,
 ) -> list[Gate]:
     check_limit(limit)
     start = decode_cursor(after) if after is not None else None
     past = None if start is None else (to_micros(start[0]), start[1], start[2])
     filters = {"agent": agent, "instance": instance, "tool": tool}
 
-    def page(one: GateStatus) -> list[Gate]:
-        query, params = gate_query(one, filters, past, limit, "?")
+    def page(one: GateStatus, sort: GateKind) -> list[Gate]:
+        query, params = gate_query(one, sort, filters, past, limit, "?")
         return [gate_from_row(row, from_micros) for row in conn.execute(query, params)]
 
-    if status is not None:
-        return page(status)
-    conn.execute("BEGIN")  # one snapshot for the pages of every status: no gate seen twice
+    pages = index_pages(status, kind)
+    if len(pages) == 1:
+        return page(*pages[0])
+    conn.execute("BEGIN")  # one snapshot for every page: no gate seen twice, or missed
     try:
-        return merge_pages([page(one) for one in GateStatus], limit)
+        return merge_pages([page(one, sort) for one, sort in pages], limit)
     finally:
         conn.execute("COMMIT")
 
 
-_REQUEST, _DECISION, _OUTCOME = (
-    kind_code(kind) for kind in (ApprovalRequested.KIND, ApprovalDecided.KIND, ToolOutcome.KIND)
+_OPENS_OR_DECIDES = tuple(
+    kind_code(kind)
+    for kind in (
+        ApprovalRequested.KIND,
+        ApprovalDecided.KIND,
+        InputRequested.KIND,
+        InputAnswered.KIND,
+    )
 )
+_OUTCOME = kind_code(ToolOutcome.KIND)
 
 
 def backfill(conn: sqlite3.Connection) -> None:
@@ -85,9 +104,9 @@ def backfill(conn: sqlite3.Connection) -> None:
     rows = conn.execute(
         "SELECT c.id, r.seq, r.kind, r.body FROM records r "
         "JOIN conversations c ON c.number = r.conversation "
-        "WHERE r.kind IN (?, ?) OR (r.kind = ? AND instr(r.body, ?) > 0) "
+        "WHERE r.kind IN (?, ?, ?, ?) OR (r.kind = ? AND instr(r.body, ?) > 0) "
         "ORDER BY r.conversation, r.seq",
-        (_REQUEST, _DECISION, _OUTCOME, DENIED_MARK),
+        (*_OPENS_OR_DECIDES, _OUTCOME, DENIED_MARK),
     ).fetchall()
     for cid, group in itertools.groupby(rows, key=lambda row: str(row[0])):
         index_gates(conn, cid, list(_records(group, forks.get(cid, 0))))

@@ -29,6 +29,8 @@ KIND_CODES: Final = (
     "task_spawned",
     "task_finished",
     "log_truncated",
+    "input_requested",
+    "input_answered",
 )
 """Record kinds stored as their index here. Stored codes are forever: only append."""
 _CODE_OF: Final = {kind: code for code, kind in enumerate(KIND_CODES)}

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 11
+SCHEMA_VERSION: Final = 12
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -286,6 +286,44 @@ _SCHEMA_V11: Final = """
 ALTER TABLE conversations ADD COLUMN first_prev_hash BLOB;
 """
 
+# v12: input gates (``Turn.ask``: a human gives a value), beside approvals in the gates
+# table: each gate's kind (every gate before v12 is an approval), an input's prompt and
+# answer schema, and its answer (canonical JSON; NULL until answered). The listing indexes
+# are rebuilt led by the status and the kind, so that a listing of one kind reads only its
+# own rows (the pending inputs are an index range, not a filter over every approval); a
+# listing of both kinds reads a page of each and merges them, as one of every status does.
+# Nothing to backfill: no v11 log holds an input (the record kinds get their codes, 22 and
+# 23, in ``_sqlite_kinds``).
+_SCHEMA_V12: Final = """
+ALTER TABLE gates ADD COLUMN kind TEXT NOT NULL DEFAULT 'approval';
+ALTER TABLE gates ADD COLUMN prompt TEXT;
+ALTER TABLE gates ADD COLUMN answer_schema BLOB;
+ALTER TABLE gates ADD COLUMN answer BLOB;
+DROP INDEX gates_by_status;
+DROP INDEX gates_by_status_agent;
+DROP INDEX gates_by_status_instance;
+DROP INDEX gates_by_status_tool;
+DROP INDEX gates_by_status_agent_instance;
+DROP INDEX gates_by_status_agent_tool;
+DROP INDEX gates_by_status_instance_tool;
+DROP INDEX gates_by_status_agent_instance_tool;
+CREATE INDEX gates_by_status_kind ON gates (status, kind, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_kind_agent
+    ON gates (status, kind, agent, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_kind_instance
+    ON gates (status, kind, instance, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_kind_tool
+    ON gates (status, kind, tool, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_kind_agent_instance
+    ON gates (status, kind, agent, instance, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_kind_agent_tool
+    ON gates (status, kind, agent, tool, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_kind_instance_tool
+    ON gates (status, kind, instance, tool, requested_at, conversation_id, seq);
+CREATE INDEX gates_by_status_kind_agent_instance_tool
+    ON gates (status, kind, agent, instance, tool, requested_at, conversation_id, seq);
+"""
+
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
 _MIGRATIONS: Final = (
@@ -305,11 +343,14 @@ _MIGRATIONS: Final = (
     _SCHEMA_V9,
     _SCHEMA_V10,
     _SCHEMA_V11,
+    _SCHEMA_V12,
 )
 
 
 _BACKFILLS: Final = {8: backfill_gates, 10: backfill_sessions}
-"""What a step derives from the data already stored, after its statements ran (by version)."""
+"""What a step derives from the data already stored (by version). Each runs after the last
+step, in version order: a backfill derives with today's code, which writes today's schema
+(v8's gates backfill writes the columns v12 added)."""
 
 
 def _unhex(value: str | bytes) -> bytes:
@@ -369,12 +410,13 @@ def migrate(conn: sqlite3.Connection, busy_timeout: float) -> None:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
         conn.create_function("tether_unhex", 1, _unhex, deterministic=True)
         conn.create_function("tether_kind_code", 1, kind_code, deterministic=True)
-        for number, step in enumerate(_MIGRATIONS[version:], start=version + 1):
+        for step in _MIGRATIONS[version:]:
             for statement in step.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            if number in _BACKFILLS:
-                _BACKFILLS[number](conn)
+        for number, backfill in sorted(_BACKFILLS.items()):
+            if number > version:
+                backfill(conn)
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")

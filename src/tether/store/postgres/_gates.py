@@ -2,7 +2,8 @@
 
 Appends that change a gate take the checked path (``_log.append``, under the conversation's
 row lock), which calls :func:`index_gates` with the records it sealed; the one-statement
-path declines them. The v5 migration calls :func:`backfill` once, the same code over the logs.
+path declines them. The v5 migration calls :func:`backfill` once, the same code over the logs
+(after the last step, so on the schema this code writes: v8's kinds included).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from tether.store._common import check_limit
 from tether.store._gates import (
     DENIED_MARK,
     Gate,
+    GateKind,
     GateStatus,
     decode_cursor,
     gate_changes,
     has_gate_changes,
+    index_pages,
     merge_pages,
 )
 from tether.store._gates_sql import gate_from_row, gate_query, gate_statements
@@ -60,6 +63,7 @@ async def list_gates(
     tool: str | None,
     limit: int,
     after: str | None,
+    kind: GateKind | None,
 ) -> list[Gate]:
     check_limit(limit)
     start = decode_cursor(after) if after is not None else None
@@ -67,16 +71,17 @@ async def list_gates(
     if any(value is not None and "\x00" in value for value in filters.values()):
         return []  # no text column holds a NUL: nothing matches (and libpq cannot send it)
 
-    async def page(one: GateStatus) -> list[Gate]:
-        query, params = gate_query(one, filters, start, limit, "%s")
+    async def page(one: GateStatus, sort: GateKind) -> list[Gate]:
+        query, params = gate_query(one, sort, filters, start, limit, "%s")
         rows = await (await conn.execute(query, params)).fetchall()
         return [gate_from_row(row, _same) for row in rows]
 
-    if status is not None:
-        return await page(status)
-    async with conn.transaction():  # one snapshot for the pages of every status
+    pages = index_pages(status, kind)
+    if len(pages) == 1:
+        return await page(*pages[0])
+    async with conn.transaction():  # one snapshot for every page
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        return merge_pages([await page(one) for one in GateStatus], limit)
+        return merge_pages([await page(one, sort) for one, sort in pages], limit)
 
 
 async def backfill(conn: Conn) -> None:
@@ -92,7 +97,8 @@ async def backfill(conn: Conn) -> None:
     async with conn.cursor(name="tether_gates_backfill") as cursor:
         await cursor.execute(
             "SELECT conversation_id, seq, kind, body FROM records "
-            "WHERE kind IN ('approval_requested', 'approval_decided') "
+            "WHERE kind IN ('approval_requested', 'approval_decided', 'input_requested', "
+            "'input_answered') "
             "OR (kind = 'tool_outcome' AND position(%s::bytea IN body) > 0) "
             "ORDER BY conversation_id, seq",
             (DENIED_MARK,),

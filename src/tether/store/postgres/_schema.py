@@ -230,13 +230,62 @@ MIGRATIONS: Final = (
     );
     CREATE INDEX IF NOT EXISTS schedules_by_age ON schedules (created_at, id);
     """,
+    # v8: input gates (``Turn.ask``: a human gives a value), beside approvals in the gates
+    # table: each gate's kind (every gate before v8 is an approval), an input's prompt and
+    # answer schema, and its answer (NULL until answered; decision 'answer'). The listing
+    # indexes are rebuilt led by the status and the kind, so that a listing of one kind reads
+    # only its own rows (the pending inputs are an index range, not a filter over every
+    # approval); a listing of both kinds reads a page of each and merges them. Nothing to
+    # backfill: no v7 log holds an input. Idempotent, like v6's.
+    """
+    ALTER TABLE gates ADD COLUMN IF NOT EXISTS kind TEXT NOT NULL DEFAULT 'approval'
+        CHECK (kind IN ('approval', 'input'));
+    ALTER TABLE gates ADD COLUMN IF NOT EXISTS prompt TEXT;
+    ALTER TABLE gates ADD COLUMN IF NOT EXISTS answer_schema BYTEA;
+    ALTER TABLE gates ADD COLUMN IF NOT EXISTS answer BYTEA;
+    ALTER TABLE gates DROP CONSTRAINT IF EXISTS gates_decision_check;
+    ALTER TABLE gates ADD CONSTRAINT gates_decision_check
+        CHECK (decision IN ('approve', 'reject', 'edit', 'answer'));
+    ALTER TABLE gates DROP CONSTRAINT IF EXISTS gates_input_check;
+    ALTER TABLE gates ADD CONSTRAINT gates_input_check CHECK (
+        (kind = 'input') = (prompt IS NOT NULL)
+        AND (decision IS NULL OR (kind = 'input') = (decision = 'answer'))
+        AND (answer IS NOT NULL) = (decision IS NOT DISTINCT FROM 'answer')
+    );
+    DROP INDEX IF EXISTS gates_by_status;
+    DROP INDEX IF EXISTS gates_by_status_agent;
+    DROP INDEX IF EXISTS gates_by_status_instance;
+    DROP INDEX IF EXISTS gates_by_status_tool;
+    DROP INDEX IF EXISTS gates_by_status_agent_instance;
+    DROP INDEX IF EXISTS gates_by_status_agent_tool;
+    DROP INDEX IF EXISTS gates_by_status_instance_tool;
+    DROP INDEX IF EXISTS gates_by_status_agent_instance_tool;
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind
+        ON gates (status, kind, requested_at, conversation_id, seq);
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind_agent
+        ON gates (status, kind, agent, requested_at, conversation_id, seq);
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind_instance
+        ON gates (status, kind, instance, requested_at, conversation_id, seq);
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind_tool
+        ON gates (status, kind, tool, requested_at, conversation_id, seq);
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind_agent_instance
+        ON gates (status, kind, agent, instance, requested_at, conversation_id, seq);
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind_agent_tool
+        ON gates (status, kind, agent, tool, requested_at, conversation_id, seq);
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind_instance_tool
+        ON gates (status, kind, instance, tool, requested_at, conversation_id, seq);
+    CREATE INDEX IF NOT EXISTS gates_by_status_kind_agent_instance_tool
+        ON gates (status, kind, agent, instance, tool, requested_at, conversation_id, seq);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {
     5: backfill_gates,
     7: backfill_sessions,
 }
-"""What a step derives from the data already stored, after its statements ran (by version)."""
+"""What a step derives from the data already stored (by version). Each runs after the last
+step, in version order: a backfill derives with today's code, which writes today's schema
+(v5's gates backfill writes the columns v8 added)."""
 _LOCK_KEY: Final = 0x7E7E_0001  # pg_advisory_xact_lock: one migrator at a time per database
 
 
@@ -259,9 +308,10 @@ async def migrate(conn: AsyncConnection[TupleRow], schema: str) -> None:
             version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
             raise UnsupportedSchema(version, SCHEMA_VERSION)
-        for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+        for step in MIGRATIONS[version:]:
             await conn.execute(step)
-            if number in BACKFILLS:
-                await BACKFILLS[number](conn)
+        for number, backfill in sorted(BACKFILLS.items()):
+            if number > version:
+                await backfill(conn)
         if version < SCHEMA_VERSION:
             await conn.execute("UPDATE tether_schema SET version = %s", (SCHEMA_VERSION,))

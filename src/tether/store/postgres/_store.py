@@ -28,7 +28,7 @@ from tether.store._common import (
     seal_batch,
     verify_anchored,
 )
-from tether.store._gates import Gate, GateStatus
+from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._notify import wait_for_head
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
@@ -711,9 +711,10 @@ class PostgresStore:
         tool: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        kind: GateKind | None = None,
     ) -> list[Gate]:
         return await self._autocommit(
-            _gates.list_gates, status, agent, instance, tool, limit, after
+            _gates.list_gates, status, agent, instance, tool, limit, after, kind
         )
 
     # --- sessions, erasure, import and schedules ------------------------------------------

@@ -25,6 +25,7 @@ from tether.testing.storetest._base import BaseConformance, Fixtures
 from tether.testing.storetest._children import ChildCases
 from tether.testing.storetest._deciding import DecisionCases
 from tether.testing.storetest._gates import GateCases
+from tether.testing.storetest._input_gates import InputGateCases
 from tether.testing.storetest._log import AttachmentCases, LogCases, SnapshotCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._sessions import SessionCases
@@ -44,6 +45,7 @@ class StoreConformance(
     DecisionCases,
     ChildCases,
     GateCases,
+    InputGateCases,
     SessionCases,
     TruncationCases,
     AttachmentCases,

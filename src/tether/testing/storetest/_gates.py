@@ -27,13 +27,13 @@ from tether.records import (
 from tether.store import ClaimSettlement, Gate, GateStatus, SessionKey, Store
 from tether.testing.storetest._base import BaseConformance, Fixtures, case
 
-__all__ = ("GateCases",)
+__all__ = ("FILTERS", "GateCases", "Writer")
 
 FILTERS = ("agent", "instance", "tool")
 Decision = Literal["approve", "reject", "edit"]
 
 
-class _Writer:
+class Writer:
     """Writes gate records as the journal and the engine do, at chosen times."""
 
     def __init__(self, store: Store, fx: Fixtures) -> None:
@@ -133,7 +133,7 @@ async def _everything(store: Store) -> list[Gate]:
 class GateCases(BaseConformance):
     @case
     async def test_a_request_opens_a_pending_gate(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid, args={"to": "bob@example.com", "n": 1.5}, at=3)
         assert await store.list_gates() == [
@@ -158,7 +158,7 @@ class GateCases(BaseConformance):
 
     @case
     async def test_a_decision_decides_its_gate_for_good(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid)
         edited = {"to": "amy@example.com"}
@@ -176,7 +176,7 @@ class GateCases(BaseConformance):
 
     @case
     async def test_a_denied_outcome_closes_a_pending_gate(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid)
         await w.append(
@@ -198,7 +198,7 @@ class GateCases(BaseConformance):
 
     @case
     async def test_one_batch_opens_and_decides_in_order(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         cid = await fx.conversation()
         requested = ApprovalRequested(
             approval_id=f"{cid}.2", call_id="c", tool="t", args={}, args_digest=args_digest({})
@@ -209,7 +209,7 @@ class GateCases(BaseConformance):
 
     @case
     async def test_a_refused_append_indexes_nothing(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         claimed = await fx.claim(await fx.admit())
         cid = claimed.conversation_id
         approval_id = await w.request(cid, fence=claimed.fence)
@@ -253,7 +253,7 @@ class GateCases(BaseConformance):
 
     @case
     async def test_concurrent_requests_each_open_a_gate(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         cids = [await fx.conversation(f"s{n}") for n in range(8)]
         await asyncio.gather(*(w.request(cid) for cid in cids))
         assert sorted(g.conversation_id for g in await _everything(store)) == sorted(cids)
@@ -262,7 +262,7 @@ class GateCases(BaseConformance):
     async def test_filters_order_and_pages(self, store: Store, fx: Fixtures) -> None:
         """Every combination of filters lists exactly its gates, in request order (time,
         then conversation id, then seq), and pages through them with cursors."""
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         keys = [SessionKey(agent, instance, "s") for agent in ("a", "b") for instance in ("x", "y")]
         cids = []
         for key in keys:
@@ -310,7 +310,7 @@ class GateCases(BaseConformance):
 
     @case
     async def test_a_cursor_names_a_place_in_the_order(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         cid = await fx.conversation()
         first = await w.request(cid, call="c1", at=1)
         await w.request(cid, call="c2", at=2)
@@ -344,7 +344,7 @@ class GateCases(BaseConformance):
     async def test_a_fork_leaves_its_parents_gates_to_the_parent(
         self, store: Store, fx: Fixtures
     ) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         parent = await fx.conversation()
         pending = await w.request(parent, call="c1", at=1)
         decided = await w.request(parent, call="c2", at=2)
@@ -369,7 +369,7 @@ class GateCases(BaseConformance):
 
     @case
     async def test_listed_gates_are_copies(self, store: Store, fx: Fixtures) -> None:
-        w = _Writer(store, fx)
+        w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid, args={"to": ["bob"]})
         await w.decide(cid, approval_id, "edit", args={"to": ["amy"]})

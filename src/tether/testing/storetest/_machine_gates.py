@@ -1,5 +1,6 @@
 """The gate rules of the reference state machine: records that open, decide and close
-approval gates (or miss), and listings compared whole, with every filter and cursor.
+approval and input gates (or miss), and listings compared whole, with every filter, kind
+and cursor.
 
 A mixin of :class:`tether.testing.storetest._machine._ReferenceMachine`, which supplies the
 stores, the event loop and ``_both`` (run one operation on both, require the same outcome).
@@ -20,12 +21,14 @@ from tether.messages import ToolOutcomeStatus, args_digest
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
+    InputAnswered,
+    InputRequested,
     Payload,
     RecordDraft,
     ToolOutcome,
     format_time,
 )
-from tether.store import GateStatus, MemoryStore, Store
+from tether.store import GateKind, GateStatus, MemoryStore, Store
 
 __all__ = ("GateRules",)
 
@@ -52,7 +55,7 @@ class GateRules:
     @precondition(lambda self: self.conversations)
     @rule(
         data=st.data(),
-        kind=st.sampled_from(("request", "request", "decide", "close")),
+        kind=st.sampled_from(("request", "request", "ask", "decide", "answer", "close")),
         decision=st.booleans(),
         call=st.sampled_from(("c1", "c2")),
         execution=st.sampled_from(("e1", "e2", None)),
@@ -67,9 +70,9 @@ class GateRules:
         execution: str | None,
         head_offset: int,
     ) -> None:
-        """A record that opens, decides or closes a gate (or misses: another call, another
-        execution, an outcome that is not denied, an unknown approval id), appended as a
-        writer's turn or as a decision."""
+        """A record that opens, decides or closes a gate of either kind (or misses: another
+        call, another execution, an outcome that is not denied, an unknown id, a decision of
+        the other kind), appended as a writer's turn or as a decision."""
         cid = data.draw(st.sampled_from(self.conversations))
         known = self.loop.run_until_complete(self.reference.list_gates(limit=1000))
         pending = [g for g in known if g.status is GateStatus.PENDING]
@@ -87,18 +90,33 @@ class GateRules:
                 args=args,
                 args_digest=args_digest(args),
             )
-        elif kind == "decide":
+        elif kind == "ask":
+            payload = InputRequested(
+                input_id=f"{cid}.{head + 1}",
+                call_id=call,
+                tool=data.draw(st.sampled_from(TOOLS)),
+                args={"n": data.draw(st.integers(0, 3))},
+                prompt="?",
+                answer_schema=None if decision else {"type": "integer"},
+            )
+        elif kind in ("decide", "answer"):
             mine = [g.approval_id for g in known if g.conversation_id == cid]
-            approval_id = data.draw(
+            gate_id = data.draw(
                 st.sampled_from([*mine, *mine, *(g.approval_id for g in known), "x.1"])
             )
-            payload = ApprovalDecided(
-                approval_id=approval_id,
-                call_id=call,
-                decision="approve" if decision else "edit",
-                args=None if decision else {"n": 9},
-                approver="ann",
-            )
+            if kind == "answer":
+                value = data.draw(st.sampled_from((None, 7, "yes", {"n": [1]})))
+                payload = InputAnswered(
+                    input_id=gate_id, call_id=call, value=value, responder="bob"
+                )
+            else:
+                payload = ApprovalDecided(
+                    approval_id=gate_id,
+                    call_id=call,
+                    decision="approve" if decision else "edit",
+                    args=None if decision else {"n": 9},
+                    approver="ann",
+                )
         else:
             status = ToolOutcomeStatus.DENIED if decision else ToolOutcomeStatus.OK
             payload = ToolOutcome(call_id=call, content="no", is_error=True, status=status)
@@ -106,7 +124,7 @@ class GateRules:
             payload, id=self._id("rec"), time=format_time(self._now()), execution_id=execution
         )
         expected = head + head_offset
-        if kind == "decide":
+        if kind in ("decide", "answer"):
             self._both(lambda s: s.append_decision(cid, [draft], expected_seq=expected, wake=None))
         else:
             fence = self.fences.get(cid, 0)
@@ -115,6 +133,7 @@ class GateRules:
     @rule(
         data=st.data(),
         status=st.sampled_from((None, *GateStatus)),
+        kind=st.sampled_from((None, *GateKind)),
         agent=st.sampled_from((None, "support", "nobody")),
         instance=st.sampled_from((None, "acme", "globex")),
         tool=st.sampled_from((None, *TOOLS)),
@@ -124,6 +143,7 @@ class GateRules:
         self,
         data: st.DataObject,
         status: GateStatus | None,
+        kind: GateKind | None,
         agent: str | None,
         instance: str | None,
         tool: str | None,
@@ -133,7 +153,13 @@ class GateRules:
         after = data.draw(st.sampled_from([None, *(g.cursor for g in known)]))
         self._both(
             lambda s: s.list_gates(
-                status=status, agent=agent, instance=instance, tool=tool, limit=limit, after=after
+                status=status,
+                kind=kind,
+                agent=agent,
+                instance=instance,
+                tool=tool,
+                limit=limit,
+                after=after,
             )
         )
 
