@@ -21,10 +21,13 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import interrupt
 from pydantic import Field
 
 from tether.engine import AgentDefinition
 from tether.integrations.langgraph import JournaledChatModel, durable
+
+from .openai_chat import OpenAIChat
 
 CALLS_ENV = "TETHER_LG_CALLS"
 TOOL_SECONDS_ENV = "TETHER_LG_TOOL_SECONDS"
@@ -193,6 +196,56 @@ def counting(model: BaseChatModel | None = None) -> AgentDefinition:
     return durable(
         counter, model=model if model is not None else EchoChatModel(calls=[]), name="counter"
     )
+
+
+VERDICT = {"type": "string", "enum": ["send", "rewrite"]}
+"""The answer the first question of the review takes (an interrupt's ``response_schema``)."""
+
+
+class Review(MessagesState):
+    verdict: str
+    note: str
+
+
+def reviewer(
+    model: JournaledChatModel, tools: list[BaseTool]
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """draft (the model) -> review (two questions for a person) -> send (the model again,
+    told what the reviewer said)."""
+
+    async def draft(state: Review) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    async def review(state: Review) -> dict[str, Any]:
+        text = str(state["messages"][-1].content)
+        verdict = interrupt(
+            {"question": "Send this draft?", "draft": text}, response_schema=VERDICT
+        )
+        note = interrupt("Any note for the record?")
+        return {"verdict": verdict, "note": note}
+
+    async def send(state: Review) -> dict[str, Any]:
+        told = HumanMessage(content=f"The reviewer says {state['verdict']}: {state['note']}")
+        return {"messages": [await model.ainvoke([*state["messages"], told])]}
+
+    graph = StateGraph(Review)
+    graph.add_node("draft", draft)
+    graph.add_node("review", review)
+    graph.add_node("send", send)
+    graph.add_edge(START, "draft")
+    graph.add_edge("draft", "review")
+    graph.add_edge("review", "send")
+    graph.add_edge("send", END)
+    return graph.compile()
+
+
+def reviewing(model: BaseChatModel | None = None) -> AgentDefinition:
+    """The review graph on the OpenAI SDK (``$OPENAI_BASE_URL``: the fake OpenAI server)."""
+    return durable(reviewer, model=model if model is not None else OpenAIChat(), name="review")
+
+
+def review_agents() -> dict[str, AgentDefinition]:
+    return {"review": reviewing()}
 
 
 def react(model: BaseChatModel | None = None, **options: Any) -> AgentDefinition:

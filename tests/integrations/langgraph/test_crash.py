@@ -1,12 +1,15 @@
-"""``tether serve --app`` running the LangGraph agents in real processes: a SIGKILL mid-tool,
-and a graph's state carried from one server process to the next."""
+"""``tether serve --app`` running the LangGraph agents in real processes: a SIGKILL mid-tool
+or while parked on an interrupt, and a graph's state carried from one server process to the
+next."""
 
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from ...cli.conftest import start_server
+from ...fakes.openai_server import Answer, FakeOpenAI
 from ..crash import kill_mid_tool
 from .app import CALLS_ENV, TOOL_SECONDS_ENV
 
@@ -59,3 +62,49 @@ def test_the_state_survives_a_new_process(tmp_path: Path) -> None:
         assert settled["settlement"]["result"] == f"echo: {body}", log.read_text()
     steps = [r["payload"]["value"] for r in records if r["kind"] == "step_recorded"]
     assert steps == [{"count": 1, "topics": ["tides"]}, {"count": 2, "topics": ["tides", "moons"]}]
+
+
+def _pending(url: str, log: Path, after: int = 0) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        inputs = httpx.get(f"{url}/inputs", timeout=30).json()["inputs"]
+        if inputs and inputs[0]["seq"] > after:
+            [item] = inputs
+            return dict(item)
+        time.sleep(0.05)
+    raise AssertionError(log.read_text())
+
+
+def test_sigkill_while_parked_on_an_interrupt_then_restart_resumes(tmp_path: Path) -> None:
+    data, log = tmp_path / "data", tmp_path / "serve.log"
+    app = "tests.integrations.langgraph.app:review_agents"
+    with FakeOpenAI([Answer(text="Dear team"), Answer(text="Sent.")]) as fake:
+        env = {"OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "fake"}
+        first = start_server(data, log, "--lease", "1", app=app, **env)
+        try:
+            accepted = httpx.post(
+                f"{first.url}/agents/review/me", json={"body": "Tell the team."}, timeout=30
+            ).json()
+            asked = _pending(first.url, log)
+        finally:
+            first.kill()  # parked on the question: nothing of the run is in this process
+        second = start_server(data, log, "--lease", "1", app=app, **env)
+        try:
+            assert _pending(second.url, log) == asked  # the question outlived the process
+            answer = {"value": "send", "responder": "ann"}
+            httpx.post(f"{second.url}/inputs/{asked['inputId']}", json=answer, timeout=30)
+            note = _pending(second.url, log, after=asked["seq"])
+            answer = {"value": "cc legal", "responder": "ann"}
+            httpx.post(f"{second.url}/inputs/{note['inputId']}", json=answer, timeout=30)
+            settled = httpx.get(
+                f"{second.url}/submissions/{accepted['submissionId']}",
+                params={"wait": True},
+                timeout=90,
+            ).json()
+        finally:
+            second.stop()
+        assert fake.count == 2  # the draft was served from the log after the restart
+        told = fake.requests[1].body["messages"][-1]["content"]
+    assert settled["settlement"]["result"] == "Sent.", log.read_text()
+    assert asked["prompt"] == '{"draft":"Dear team","question":"Send this draft?"}'
+    assert told == "The reviewer says send: cc legal"

@@ -26,12 +26,12 @@ from tether.integrations.langgraph._adapter import (
 )
 from tether.integrations.langgraph._checks import UnsupportedConstruct
 from tether.integrations.langgraph._model import JournaledChatModel
+from tether.integrations.langgraph._state import NotJournaled
 from tether.integrations.langgraph._tap import (
     LangGraphTurn,
     convert_langgraph_events,
     langgraph_usage,
 )
-from tether.integrations.langgraph._state import NotJournaled
 from tether.integrations.langgraph._tools import JournaledTool
 
 __all__ = (
