@@ -49,23 +49,33 @@ class UnsupportedConstruct(TetherError, ValueError):
     code = "unsupported_construct"
 
 
+_AGAIN = (
+    "(a replay or a resume would run it again); wrap the action in a function_tool, which "
+    "is journaled"
+)
+
+
 def _tool_problem(tool: Tool) -> str | None:
     if isinstance(tool, ShellTool):
         if tool.executor is None:
             return None  # a hosted shell runs at the provider, inside the journaled model call
-        return "a local ShellTool runs commands outside the journal"
+        return f"a local ShellTool runs commands on this machine outside the journal {_AGAIN}"
     if isinstance(tool, _LOCAL_TOOLS):
-        return f"a {type(tool).__name__} runs on this machine outside the journal"
+        return f"{type(tool).__name__} runs on this machine outside the journal {_AGAIN}"
     if isinstance(tool, HostedMCPTool):
         approval = tool.tool_config.get("require_approval")
         if approval != "never" and tool.on_approval_request is None:
             return (
                 "a HostedMCPTool that may require approval stops the run for the SDK's own "
-                "approval flow; set require_approval='never' or on_approval_request"
+                "approval flow, which a durable run cannot park on; set "
+                "require_approval='never' or give it an on_approval_request callback"
             )
         return None
     if isinstance(tool, ToolSearchTool) and tool.execution == "client":
-        return "a client-executed ToolSearchTool is not run by the SDK's runner"
+        return (
+            "a client-executed ToolSearchTool is not run by the SDK's runner; use "
+            "execution='server'"
+        )
     return None
 
 
@@ -87,10 +97,7 @@ def check_agent(agent: Agent[Any]) -> None:
         problem = _tool_problem(tool)
         if problem is not None:
             name = getattr(tool, "name", type(tool).__name__)
-            raise UnsupportedConstruct(
-                f"{where}: tool {name!r}: {problem} (a replay or a resume would run it "
-                "again); wrap the action in a function_tool, which is journaled"
-            )
+            raise UnsupportedConstruct(f"{where}: tool {name!r}: {problem}")
 
 
 _SERVER_STATE = ("previous_response_id", "conversation_id", "auto_previous_response_id")
@@ -100,9 +107,11 @@ def check_run_options(options: dict[str, Any], input: object) -> None:
     """Refuse the run options that put the conversation somewhere the journal cannot see."""
     if options.get("session") is not None:
         raise UnsupportedConstruct(
-            "session=: a durable run's memory is its Tether session log (each submission "
-            "sees the session's transcript); an SDK Session would be a second memory the "
-            "journal does not hold: drop session= and address the Tether session instead"
+            "session=: a durable run's memory is its Tether session log (every submission "
+            "to a session sees its transcript, across restarts, forks and replays); an SDK "
+            "Session would be a second memory the journal does not hold. Drop session= and "
+            "dispatch to a Tether session instead (runtime.dispatch(..., session=...), "
+            'POST /agents/{agent}/{instance} with {"session": ...})'
         )
     for name in _SERVER_STATE:
         if options.get(name):
