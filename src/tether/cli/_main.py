@@ -285,14 +285,18 @@ def replay(
     ),
     demo: bool = typer.Option(False, "--demo", help="The keyless demo agents."),
 ) -> None:
-    """Re-run a conversation from its log: zero model and tool calls; exit 1 on divergence."""
+    """Re-run a conversation from its log: zero model and tool calls; exit 1 on divergence.
+    No provider key is needed, even by an app that builds its client at import."""
     from tether.cli import _local
     from tether.cli._export import replay_file
     from tether.cli._model import check_model
     from tether.cli._serve import load_agents
 
+    from tether.cli._offline import offline_provider_keys
+
     if (conversation is None) == (from_ is None):
         fail("give a conversation id or --from FILE (one of them)", ExitCode.USAGE)
+    offline_provider_keys()  # an app may build its provider's client at import
     agents = load_agents(app_, demo)
     check_model(build_client=False)  # a bad TETHER_MODEL in one line; no key needed
     if from_ is not None:
