@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,10 @@ from typer.testing import CliRunner
 from tether.cli import _client, app
 from tether.cli._render import SessionRenderer, frames
 
+from .command import tether
+from .conftest import ServerProcess, start_server
+
+ASKING = "tests.cli.asking:agents"
 ANSWERED = {
     "inputId": "c1.4",
     "conversationId": "c1",
@@ -44,6 +49,14 @@ CLOSED = {
     "closedAt": "2026-01-01T00:00:09+00:00",
 }
 del CLOSED["schema"]
+
+
+@pytest.fixture
+def asking(tmp_path: Path) -> Iterator[ServerProcess]:
+    """``tether serve`` with an agent that asks for a name (tests/cli/asking.py)."""
+    started = start_server(tmp_path / "data", tmp_path / "serve.log", app=ASKING)
+    yield started
+    started.stop()
 
 
 @pytest.fixture
@@ -141,3 +154,45 @@ def test_tail_shows_the_question_and_its_answer() -> None:
     assert out.getvalue() == (
         '⏸ input c1.4 needed: What is your [b]name[/b]?\n✓ answered by ann: {"n": 1}\n'
     )
+
+
+def test_a_run_waits_for_its_input_and_the_answer_resumes_it(asking: ServerProcess) -> None:
+    url = ("--url", asking.url)
+    parked = tether("send", "asker", "me", "hi", "--wait", *url, code=9)
+    waiting, command, hint = parked.stdout.splitlines()
+    assert waiting == 'waiting for input: "What is your name?" (answer: {"type": "string"})'
+    words = command.split("answer it: ", 1)[1].split()
+    assert words[:2] == ["tether", "answer"] and words[3:] == ["VALUE", "--url", asking.url]
+    input_id = words[2]
+    assert "VALUE is JSON if it parses, else text" in hint
+
+    # A message sent behind it waits too, and says what it waits for.
+    behind = tether("send", "asker", "me", "hello", "--wait", *url, code=9)
+    assert behind.stdout.startswith('queued behind a run waiting for input: "What is your name?"')
+    assert input_id in behind.stdout
+
+    [line] = tether("inputs", *url).stdout.splitlines()
+    assert line.split()[:3] == [input_id, "pending", "asker/me/default"]
+    assert line.endswith('"What is your name?" (answer: {"type": "string"})')
+    assert tether("approvals", *url).stdout.strip() == "no approvals waiting"
+
+    refused = tether("answer", input_id, "42", *url, code=1)  # JSON: a number, not a string
+    assert refused.error.startswith("error: 422 invalid_answer: ")
+    unknown = tether("answer", f"{input_id}0", "Ann", *url, code=1)
+    assert unknown.error.startswith("error: 404 input_not_found: ")
+
+    answered = tether("answer", input_id, "Ann", "--responder", "ann", *url)
+    assert answered.stdout.strip() == f"answered {input_id}"
+    assert tether("answer", input_id, "Ann", "--responder", "ann", *url).stdout  # idempotent
+    conflict = tether("answer", input_id, "Bob", "--responder", "ann", *url, code=1)
+    assert conflict.error.startswith("error: 409 input_conflict: ")
+
+    [done] = tether("inputs", "--status", "answered", *url).stdout.splitlines()
+    assert done.split()[:3] == [input_id, "answered", "asker/me/default"]
+    assert '  -> "Ann" by ann at ' in done
+    item = httpx.get(f"{asking.url}/inputs", params={"status": "answered"}, timeout=30).json()
+    submission = item["inputs"][0]["submissionId"]
+    settled = httpx.get(
+        f"{asking.url}/submissions/{submission}", params={"wait": True}, timeout=90
+    ).json()
+    assert settled["settlement"] == {"status": "succeeded", "result": "Hello, Ann!"}
