@@ -290,9 +290,8 @@ def replay(
     from tether.cli import _local
     from tether.cli._export import replay_file
     from tether.cli._model import check_model
-    from tether.cli._serve import load_agents
-
     from tether.cli._offline import offline_provider_keys
+    from tether.cli._serve import load_agents
 
     if (conversation is None) == (from_ is None):
         fail("give a conversation id or --from FILE (one of them)", ExitCode.USAGE)
