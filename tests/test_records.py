@@ -25,6 +25,8 @@ from tether.records import (
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
+    InputAnswered,
+    InputRequested,
     LogTruncated,
     ModelCalled,
     Payload,
@@ -85,6 +87,15 @@ SAMPLES: list[Payload] = [
     ApprovalDecided(
         approval_id="ap1", call_id="t1", decision="edit", args={"to": "z@y"}, approver="ann"
     ),
+    InputRequested(
+        input_id="c.9",
+        call_id="q1",
+        tool="ask",
+        args={},
+        prompt="Which address?",
+        answer_schema={"type": "string"},
+    ),
+    InputAnswered(input_id="c.9", call_id="q1", value={"to": "ann@example.com"}, responder="ann"),
     ToolOutcome(call_id="t1", content="sent", data={"id": 7}, status="ok"),
     StepRecorded(call_id="t1", name="lookup", value=[1, "two", None]),
     SteerReceived(body="faster", mode="steer"),
