@@ -3,19 +3,22 @@
 The model is a ``FunctionModel`` that appends one line per call to ``TETHER_TEST_MODEL_LOG``
 (when set), so a test can prove a recorded model call was never requested again.
 ``research`` sleeps ``TETHER_TEST_TOOL_SECONDS`` so a SIGKILL lands mid-tool.
+``TETHER_TEST_DRIVE`` names the way the harness runs the agent (a key of :data:`DRIVES`).
 """
 
 import asyncio
 import os
 from collections.abc import Callable
+from typing import Any
 
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai import messages as pa
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.run import AgentRunResultEvent
 
 from tether.engine import AgentDefinition
-from tether.integrations.pydantic_ai import durable
+from tether.integrations.pydantic_ai import Drive, JournaledAgent, durable
 
 Reply = Callable[[list[pa.ModelMessage], AgentInfo], pa.ModelResponse]
 
@@ -48,6 +51,10 @@ def script(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse
         call = pa.ToolCallPart("send_email", args, tool_call_id=call_id)
     elif prompt.startswith("fail"):
         call = pa.ToolCallPart("flaky", {}, tool_call_id=call_id)
+    elif prompt.startswith("look up"):  # no text before the call: a stream's output is last
+        topic = prompt.removeprefix("look up").strip()
+        call = pa.ToolCallPart("research", {"topic": topic}, tool_call_id=call_id)
+        return pa.ModelResponse(parts=[call])
     elif prompt.startswith("research"):
         topic = prompt.removeprefix("research").strip()
         call = pa.ToolCallPart("research", {"topic": topic}, tool_call_id=call_id)
@@ -79,5 +86,60 @@ def make_agent(model: Model | None = None) -> Agent[None, str]:
     return agent
 
 
+async def by_run(agent: JournaledAgent, prompt: str, history: list[pa.ModelMessage]) -> Any:
+    return (await agent.run(prompt, message_history=history)).output
+
+
+async def by_iter(agent: JournaledAgent, prompt: str, history: list[pa.ModelMessage]) -> Any:
+    async with agent.iter(prompt, message_history=history) as run:
+        async for _ in run:
+            pass
+    assert run.result is not None
+    return run.result.output
+
+
+async def by_node_streams(
+    agent: JournaledAgent, prompt: str, history: list[pa.ModelMessage]
+) -> Any:
+    """``iter``, streaming each model request and tool batch node by node."""
+    async with agent.iter(prompt, message_history=history) as run:
+        async for node in run:
+            if Agent.is_model_request_node(node) or Agent.is_call_tools_node(node):
+                async with node.stream(run.ctx) as events:
+                    async for _ in events:
+                        pass
+    assert run.result is not None
+    return run.result.output
+
+
+async def by_run_stream(agent: JournaledAgent, prompt: str, history: list[pa.ModelMessage]) -> Any:
+    async with agent.run_stream(prompt, message_history=history) as result:
+        text = "".join([delta async for delta in result.stream_text(delta=True)])
+        output = await result.get_output()
+    assert text == output
+    return output
+
+
+async def by_run_stream_events(
+    agent: JournaledAgent, prompt: str, history: list[pa.ModelMessage]
+) -> Any:
+    output: Any = None
+    async with agent.run_stream_events(prompt, message_history=history) as events:
+        async for event in events:
+            if isinstance(event, AgentRunResultEvent):
+                output = event.result.output
+    return output
+
+
+DRIVES: dict[str, Drive] = {
+    "run": by_run,
+    "iter": by_iter,
+    "iter-node-streams": by_node_streams,
+    "run_stream": by_run_stream,
+    "run_stream_events": by_run_stream_events,
+}
+
+
 def agents() -> dict[str, AgentDefinition]:
-    return {"helper": durable(make_agent(), idempotent_tools=["research"])}
+    drive = DRIVES[os.environ.get("TETHER_TEST_DRIVE", "run")]
+    return {"helper": durable(make_agent(), idempotent_tools=["research"], drive=drive)}

@@ -3,6 +3,8 @@ without requesting a recorded model call again, and streams it in the canonical 
 
 from pathlib import Path
 
+import pytest
+
 from ..crash import kill_mid_tool
 
 
@@ -32,3 +34,20 @@ def test_sigkill_mid_tool_then_restart_resumes_without_repeating_the_model(
     assert contents == ["text", "text", "tool_request", "tool_response", "text"]
     response = next(e for e in run.events if e.get("content", {}).get("type") == "tool_response")
     assert response["content"]["content"] == "three facts about tides"
+
+
+@pytest.mark.parametrize("drive", ["iter", "run_stream", "run_stream_events"])
+def test_sigkill_mid_tool_resumes_an_agent_driven_another_way(tmp_path: Path, drive: str) -> None:
+    calls = tmp_path / "model-calls"
+    run = kill_mid_tool(
+        tmp_path,
+        app="tests.integrations.pydantic_ai.app:agents",
+        session="/agents/helper/me",
+        body="look up tides",
+        slow={"TETHER_TEST_TOOL_SECONDS": "30"},
+        fast={"TETHER_TEST_TOOL_SECONDS": "0"},
+        env={"TETHER_TEST_MODEL_LOG": str(calls), "TETHER_TEST_DRIVE": drive},
+    )
+    assert run.settled["settlement"]["result"] == "done: three facts about tides"
+    assert calls.read_text().splitlines() == ["1", "3"]  # the recorded call was not repeated
+    assert run.kinds.count("model_called") == 2
