@@ -24,9 +24,8 @@ from tether.integrations.langgraph._adapter import (
     LangGraphHarness,
     durable,
 )
-from tether.integrations.langgraph._checks import UnsupportedConstruct
+from tether.integrations.langgraph._errors import NotJournaled, UnsupportedConstruct
 from tether.integrations.langgraph._model import JournaledChatModel
-from tether.integrations.langgraph._state import NotJournaled
 from tether.integrations.langgraph._tap import (
     LangGraphTurn,
     convert_langgraph_events,

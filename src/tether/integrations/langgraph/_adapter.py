@@ -19,6 +19,7 @@ from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition, turn_scope
 from tether.integrations.langgraph._checks import Guard, check_graph
 from tether.integrations.langgraph._convert import message_text, to_langchain
+from tether.integrations.langgraph._errors import refusals
 from tether.integrations.langgraph._model import JournaledChatModel
 from tether.integrations.langgraph._state import (
     MESSAGES,
@@ -107,10 +108,10 @@ class LangGraphHarness:
                 saver, config, {k: v for k, v in restored.items() if k in self._kept}
             )
         graph_input: Any = {MESSAGES: to_langchain([*turn.history, *turn.inputs])}
-        with turn_scope(turn):
+        with turn_scope(turn), refusals() as refused:
             while True:
                 await graph.ainvoke(graph_input, config)
-                guard.check()
+                refused.check()
                 if turn.failure is not None:
                     # The graph may have absorbed a park or a divergence (a tool error handler).
                     raise turn.failure

@@ -34,30 +34,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.pregel import Pregel
 
-from tether.errors import TetherError
+from tether.integrations.langgraph._errors import UnsupportedConstruct, refuse
 from tether.integrations.langgraph._model import JournaledChatModel
-from tether.integrations.langgraph._state import MESSAGES, NotJournaled
+from tether.integrations.langgraph._state import MESSAGES
 from tether.integrations.langgraph._tools import JOURNALED_TAG, JournaledTool
 
-__all__ = ("Guard", "UnsupportedConstruct", "check_graph")
+__all__ = ("Guard", "check_graph")
 
 _JOURNALED_TYPE = "tether-journaled-"
 """How a journaled model's ``_llm_type`` starts (the callbacks report it as ``_type``)."""
-
-
-class UnsupportedConstruct(TetherError, ValueError):
-    """The graph uses a LangGraph construct whose effects or state would escape Tether's
-    journal; raised when the agent is defined, naming the construct and what to do instead.
-
-    Example::
-
-        try:
-            durable(lambda model, tools: graph.compile(checkpointer=saver), model=m, name="a")
-        except UnsupportedConstruct as exc:
-            print(exc)  # the graph is compiled with a checkpointer: Tether's log is ...
-    """
-
-    code = "unsupported_construct"
 
 
 def check_graph(graph: object) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -188,24 +173,14 @@ def _check_node_object(node: str, found: object) -> None:
 
 class Guard(BaseCallbackHandler):
     """Refuses, before it runs, every model, tool or retriever call inside the graph that
-    the journal would not keep. The first refusal is kept: a node that swallowed it (a
-    ``ToolNode`` turning errors into messages) still fails the run."""
+    the journal would not keep (see :func:`refuse`: a node that swallows the refusal, a
+    ``ToolNode`` turning errors into messages, still fails the run)."""
 
     raise_error = True
     run_inline = True
 
-    def __init__(self) -> None:
-        self.refused: NotJournaled | None = None
-
     def _refuse(self, message: str) -> None:
-        error = NotJournaled(message)
-        if self.refused is None:
-            self.refused = error
-        raise error
-
-    def check(self) -> None:
-        if self.refused is not None:
-            raise self.refused
+        refuse(message)
 
     def _model(self, serialized: dict[str, Any] | None, tags: list[str] | None, **kw: Any) -> None:
         params = kw.get("invocation_params") or {}
@@ -287,6 +262,9 @@ def _name(serialized: dict[str, Any] | None, kwargs: dict[str, Any]) -> str:
     name = kwargs.get("name")
     if isinstance(name, str) and name:
         return repr(name)
+    named = (serialized or {}).get("name")
+    if isinstance(named, str) and named:
+        return repr(named)
     ids = (serialized or {}).get("id")
     if isinstance(ids, list) and ids:
         return repr(str(ids[-1]))

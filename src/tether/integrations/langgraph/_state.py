@@ -20,7 +20,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import JsonValue
 
-from tether.errors import JournalError, TetherError
+from tether.errors import JournalError
+from tether.integrations.langgraph._errors import NotJournaled
 from tether.journal import Execution, Turn
 from tether.journal._unread import is_unread
 from tether.records import ApprovalDecided, InputAnswered, Record, StepRecorded
@@ -28,7 +29,6 @@ from tether.records import ApprovalDecided, InputAnswered, Record, StepRecorded
 __all__ = (
     "MESSAGES",
     "STATE_STEP",
-    "NotJournaled",
     "journaled_json",
     "read_channels",
     "recorded_state",
@@ -41,21 +41,6 @@ STATE_STEP = "tether.langgraph.state"
 MESSAGES = "messages"
 _GATE_RECORDS = frozenset({ApprovalDecided.KIND, InputAnswered.KIND})
 """What a decision or an answer adds to an execution after its last own effect."""
-
-
-class NotJournaled(TetherError, RuntimeError):
-    """Something in a LangGraph run cannot be kept by the journal: a state value or an
-    interrupt value that is not JSON, or a model, tool or retriever call made outside the
-    journaled stand-ins. Raised (failing the run) rather than letting a resume or a replay
-    see something else.
-
-    Example::
-
-        # a node returned {"when": datetime.now()}
-        NotJournaled: state channel 'when' holds a datetime, which the journal cannot keep ...
-    """
-
-    code = "not_journaled"
 
 
 Channel = BaseChannel[Any, Any, Any]

@@ -8,10 +8,12 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
 from pydantic import JsonValue
 
 from tether.integrations._bridge import journaled_tool, tool_call
 from tether.integrations.langgraph._convert import tool_message_of, tool_result_of
+from tether.integrations.langgraph._errors import refuse
 from tether.journal import ToolScope
 from tether.messages import Mediation, ToolCall, ToolResult
 
@@ -79,11 +81,20 @@ class JournaledTool(BaseTool):
                 "args": call.args,
             }
             tagged = merge_configs(config, {"tags": [JOURNALED_TAG]})
-            answer = await self.inner.ainvoke(request, tagged)
+            try:
+                answer = await self.inner.ainvoke(request, tagged)
+            except GraphBubbleUp as exc:
+                # An interrupt() (or a Command to the parent graph) from inside a journaled
+                # call: its outcome could never be recorded, and a resume would re-run it.
+                refuse(
+                    f"tool {self.name!r} raised {type(exc).__name__} (interrupt() or a Command "
+                    "from inside a tool): call interrupt() in a node, or list the tool in "
+                    "approval_tools= to have a person decide on it"
+                )
             if not isinstance(answer, ToolMessage):
-                raise TypeError(
-                    f"{self.name} returned {type(answer).__name__}; a durable tool must answer "
-                    "with content (a Command or other object cannot be journaled)"
+                refuse(
+                    f"tool {self.name!r} returned {type(answer).__name__}; a durable tool must "
+                    "answer with content (a Command or other object cannot be journaled)"
                 )
             return tool_result_of(answer, call.call_id)
 
