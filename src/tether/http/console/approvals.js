@@ -1,6 +1,8 @@
 // The approvals inbox: the gates waiting for a decision across every session (GET /approvals),
 // each with its tool, arguments and digest; Approve, Reject (with a reason) and Edit (the
 // arguments as JSON, checked against the tool's schema as you type); and the decisions made.
+// Beside them, the questions runs wait on (GET /inputs), each answered with a value: JSON if
+// it parses, else the text typed (as `tether answer` reads it), checked against its schema.
 
 import { agentPath, get, post } from "./api.js";
 import { fill, h, jsonBlock, sessionHref, timeTag } from "./dom.js";
@@ -14,6 +16,8 @@ export class ApprovalsPanel {
     this.root = root;
     this.onCount = onCount;
     this.pendingList = root.querySelector("#pending");
+    this.inputsList = root.querySelector("#inputs");
+    this.shownInputs = null;
     this.decidedList = root.querySelector("#decided");
     this.approver = root.querySelector("#approver");
     this.approver.value = localStorage.getItem("tether.approver") || "console";
@@ -25,9 +29,20 @@ export class ApprovalsPanel {
   /** Ask for the pending gates; the count goes to the badge. Cards are redrawn only when
    * the set of gates changed, so an open editor is left alone. */
   async refresh({ decided = false } = {}) {
-    const page = await get("/approvals", { status: "pending", limit: PAGE });
-    const count = page.nextCursor ? `${page.approvals.length}+` : `${page.approvals.length}`;
-    this.onCount(count, page.approvals.length);
+    const [page, asked] = await Promise.all([
+      get("/approvals", { status: "pending", limit: PAGE }),
+      get("/inputs", { status: "pending", limit: PAGE }),
+    ]);
+    const waiting = page.approvals.length + asked.inputs.length;
+    this.onCount(page.nextCursor || asked.nextCursor ? `${waiting}+` : `${waiting}`, waiting);
+    const questions = asked.inputs.map((item) => item.inputId).join(" ");
+    if (questions !== this.shownInputs) {
+      this.shownInputs = questions;
+      fill(
+        this.inputsList,
+        asked.inputs.length ? asked.inputs.map((item) => this.inputCard(item)) : h("li", { class: "empty" }, "No run waits for an answer."),
+      );
+    }
     const ids = page.approvals.map((gate) => gate.approvalId).join(" ");
     if (ids !== this.shown) {
       this.shown = ids;
@@ -111,6 +126,49 @@ export class ApprovalsPanel {
       ),
       problem,
       editor,
+    );
+  }
+
+  inputCard(item) {
+    const value = h("textarea", { "aria-label": "Answer (JSON, or text)", rows: 2, spellcheck: "false" });
+    const problem = h("p", { class: "error", role: "alert" });
+    const send = h("button", { type: "button", class: "primary" }, "Answer");
+    const parsed = () => {
+      try {
+        return JSON.parse(value.value);
+      } catch {
+        return value.value; // not JSON: the text itself
+      }
+    };
+    const check = () => {
+      const problems = item.schema ? validate(parsed(), item.schema, item.schema, "value") : [];
+      problem.textContent = problems.join("; ");
+      send.disabled = problems.length > 0;
+      return problems.length === 0;
+    };
+    value.addEventListener("input", check);
+    send.addEventListener("click", async () => {
+      if (!check()) return;
+      try {
+        await post(`/inputs/${encodeURIComponent(item.inputId)}`, {
+          value: parsed(),
+          responder: this.approver.value.trim() || "console",
+        });
+        this.shownInputs = null; // redraw
+        await this.refresh();
+      } catch (error) {
+        problem.textContent = error.message;
+      }
+    });
+    return h(
+      "li",
+      { class: "gate input", dataset: { inputId: item.inputId } },
+      h("div", { class: "gate-head" }, h("strong", { class: "tool-name" }, item.tool), " · ", this.where(item), " · ", timeTag(item.requestedAt || "")),
+      h("p", { class: "prompt" }, item.prompt),
+      item.schema ? jsonBlock(item.schema, "schema json") : null,
+      value,
+      h("div", { class: "actions" }, send),
+      problem,
     );
   }
 

@@ -1,0 +1,55 @@
+"""The console's questions, beside the approvals: a run that asks (``turn.ask``) is listed
+with its prompt and schema, counted on the badge, checked as the answer is typed (JSON if it
+parses, else text), and resumed by the answer."""
+
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+
+from .conftest import ConsoleServer, ready, screenshot
+
+expect = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed").expect
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from playwright.sync_api import Page
+
+
+def test_answer_a_question_from_the_console(
+    make_console: "Callable[..., ConsoleServer]", page: "Page"
+) -> None:
+    # The demo and the asking agent of the CLI tests (the last --app is the one served).
+    console = make_console("--app", "tests.cli.asking:agents")
+    ready(page, console.ui(agent="asker", instance="me", panel="approvals"))
+    badge = page.locator("#approvals-badge")
+    expect(badge).to_be_hidden()
+    expect(page.locator("#inputs")).to_contain_text("No run waits for an answer.")
+    sent = httpx.post(f"{console.url}/agents/asker/me", json={"body": "hi"}, timeout=30)
+    assert sent.status_code == 202, sent.text
+    expect(badge).to_have_text("1")  # live: nobody reloaded
+    card = page.locator("#inputs .gate")
+    expect(card).to_have_count(1)
+    expect(card.locator(".prompt")).to_have_text("What is your name?")
+    expect(card.locator(".schema")).to_contain_text('"type": "string"')
+
+    answer = card.get_by_role("textbox", name="Answer (JSON, or text)")
+    answer.fill("42")  # JSON: a number, which the schema refuses
+    expect(card.locator(".error")).to_have_text("value: must be string, not integer")
+    expect(card.get_by_role("button", name="Answer")).to_be_disabled()
+    answer.fill("Ann")  # not JSON: the text
+    expect(card.locator(".error")).to_have_text("")
+    screenshot(page, "inputs")
+    card.get_by_role("button", name="Answer").click()
+    expect(page.locator("#inputs")).to_contain_text("No run waits for an answer.")
+    expect(badge).to_be_hidden()
+
+    submission = sent.json()["submissionId"]
+    settled = httpx.get(
+        f"{console.url}/submissions/{submission}", params={"wait": True}, timeout=90
+    ).json()
+    assert settled["settlement"] == {"status": "succeeded", "result": "Hello, Ann!"}
+    answered = httpx.get(f"{console.url}/inputs", params={"status": "answered"}, timeout=30)
+    [item] = answered.json()["inputs"]
+    assert item["answer"] == "Ann" and item["responder"] == "console"
