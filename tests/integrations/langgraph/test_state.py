@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 
 from tether import SessionKey
 from tether.engine import Runtime
+from tether.errors import ReplayDiverged
 from tether.integrations.langgraph import (
     CompiledGraph,
     JournaledChatModel,
@@ -32,7 +33,7 @@ from tether.records import Record, UserMessage
 from tether.store import SqliteStore, Store
 
 from ..conftest import FAST
-from .app import SEEN, EchoChatModel, ExplodingChatModel, counter, counting
+from .app import SEEN, Counted, EchoChatModel, ExplodingChatModel, counter, counting
 
 Make = Callable[..., Runtime]
 
@@ -218,3 +219,44 @@ async def test_a_state_a_lean_view_has_not_read_is_read_from_the_store(store: St
         execution.effects = [placeholders[r.seq - 1] for r in execution.effects]
     turn = journal._turn(Mode.LIVE, "next", Recorded(), [], [], None)
     assert await recorded_state(turn) == {"count": 2, "topics": ["tides", "moons"]}
+
+
+TICKS: list[int] = []
+
+
+def ticking(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
+    """A node whose state comes from outside the journal (a process-wide tick)."""
+
+    async def agent(state: Counted) -> dict[str, Any]:
+        TICKS.append(len(TICKS))
+        return {"messages": [await model.ainvoke(state["messages"])], "count": TICKS[-1]}
+
+    graph = StateGraph(Counted)
+    graph.add_node("agent", agent)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    return graph.compile()
+
+
+async def test_a_replay_that_makes_another_state_diverges(store: Store) -> None:
+    journal = await open_session(store)
+    TICKS[:] = [0, 1, 2]
+    await journal.exec(
+        LangGraphHarness(ticking, model=EchoChatModel(calls=[]), name="tick"),
+        [UserMessage(body="hi")],
+    )
+    replayer = LangGraphHarness(ticking, model=ExplodingChatModel(), name="tick")
+    with pytest.raises(ReplayDiverged, match="the graph's state differs from the recorded one"):
+        await (await Journal.open(store, journal.conversation.id, fence=0)).replay(replayer)
+
+
+async def test_a_log_recorded_without_the_state_still_replays(store: Store) -> None:
+    older = LangGraphHarness(counter, model=EchoChatModel(calls=[]), name="counter")
+    older._kept = {}  # as the adapter recorded before it kept the state
+    journal = await open_session(store)
+    for body in ("tides", "moons"):
+        await journal.exec(older, [UserMessage(body=body)])
+    assert not states(await store.read(journal.conversation.id))
+    replayer = LangGraphHarness(counter, model=ExplodingChatModel(), name="counter")
+    replayed = await (await Journal.open(store, journal.conversation.id, fence=0)).replay(replayer)
+    assert replayed == ["echo: tides", "echo: moons"]

@@ -16,6 +16,7 @@ from pydantic import JsonValue
 
 from tether._canonical import canonical_json
 from tether.engine import AgentDefinition
+from tether.errors import ReplayDiverged
 from tether.integrations._bridge import durable_definition, turn_scope
 from tether.integrations.langgraph._checks import Guard, check_graph
 from tether.integrations.langgraph._convert import message_text, to_langchain
@@ -33,6 +34,7 @@ from tether.integrations.langgraph._state import (
 from tether.integrations.langgraph._tools import JournaledTool
 from tether.journal import Mode, Turn
 from tether.messages import Mediation
+from tether.records import StepRecorded
 
 __all__ = ("CompiledGraph", "GraphBuilder", "LangGraphHarness", "durable")
 
@@ -149,7 +151,19 @@ async def _record_state(turn: Turn, values: dict[str, Any]) -> None:
     async def channels() -> JsonValue:
         return dict(state)
 
-    await turn.step(STATE_STEP, channels)
+    recorded = await turn.step(STATE_STEP, channels)
+    if turn.mode is Mode.REPLAY and canonical_json(recorded) != canonical_json(state):
+        # The model and tool calls matched, yet the nodes made another state of them: code
+        # outside the journal (the clock, randomness, an outside read) differs from the run.
+        raise ReplayDiverged(
+            f"execution {turn.execution_id}: the graph's state differs from the recorded one",
+            execution_id=turn.execution_id,
+            expected={
+                "kind": StepRecorded.KIND,
+                "payload": {"name": STATE_STEP, "value": recorded},
+            },
+            got={"kind": StepRecorded.KIND, "payload": {"name": STATE_STEP, "value": state}},
+        )
 
 
 def final_text(state: Mapping[str, Any]) -> str:
@@ -179,8 +193,11 @@ def durable(
     """A LangGraph graph as a durable Tether agent.
 
     ``build(model, tools)`` gets the journaled stand-ins of ``model`` and ``tools`` and returns
-    the compiled graph (no checkpointer). Tools named in ``approval_tools`` wait for a human
-    decision; tools named in ``idempotent_tools`` may run again after a crash cut their call.
+    the compiled ``StateGraph``, without a checkpointer: Tether's log keeps the graph's state
+    between submissions and resumes its ``interrupt()`` calls. ``UnsupportedConstruct`` says
+    what the graph may not use (see docs/langgraph.md). Tools named in ``approval_tools``
+    wait for a human decision; tools named in ``idempotent_tools`` may run again after a
+    crash cut their call.
 
     Example::
 
