@@ -269,6 +269,7 @@ PUBLIC = {
         "JournaledModel",
         "OpenAIAgentsHarness",
         "OpenAIAgentsTurn",
+        "UnsupportedConstruct",
         "convert_openai_agents_events",
         "durable",
         "journaled_agent",

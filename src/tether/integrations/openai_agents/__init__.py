@@ -3,7 +3,9 @@
 The tap turns ``Runner.run_streamed(...).stream_events()`` into Tether's canonical stream;
 the adapter runs an ``agents.Agent`` as a Tether harness whose model calls and function
 tools go through the journal (resume after ``kill -9``, replay with zero model calls, fork,
-approvals for tools with ``needs_approval``).
+approvals for tools with ``needs_approval``), guardrails' checker agents and other runs nested
+in the durable one included. What cannot be journaled (local MCP servers, local shell,
+computer and patch tools, SDK sessions...) is refused with :class:`UnsupportedConstruct`.
 
 Example::
 
