@@ -111,6 +111,8 @@ async def test_a_question_parks_the_run_and_its_answer_resumes_it(serve: Serve) 
     waiting = (await c.get(f"/submissions/{receipt['submissionId']}")).json()
     assert waiting["status"] == "waiting" and waiting["waitReason"] == "input"
     assert (await c.get("/approvals", params={"status": "all"})).json()["approvals"] == []
+    [session] = (await c.get("/sessions")).json()["sessions"]
+    assert (session["pendingInputs"], session["pendingApprovals"]) == (1, 0)
 
     before = await records(server, path)
     wrong = await answer(server, input_id, value=42, responder="ann")

@@ -68,7 +68,8 @@ def sessions(
         console.print("no sessions")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("session", "status", "records", "size", "approvals", "last activity"):
+    columns = ("session", "status", "records", "size", "approvals", "inputs", "last activity")
+    for column in columns:
         table.add_column(column)
     if usage:
         table.add_column("model calls")
@@ -82,6 +83,7 @@ def sessions(
             str(item["records"]),
             size_of(item["bytes"]),
             str(item["pendingApprovals"] or ""),
+            str(item.get("pendingInputs") or ""),
             item["lastActivityAt"][:19].replace("T", " "),
         ]
         if usage:

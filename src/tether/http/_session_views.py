@@ -34,10 +34,11 @@ class SessionItem(WireResponse):
     records: int
     bytes: int = Field(description="The canonical bytes of its records.")
     status: SessionState = Field(
-        description="running (something is queued or running), waiting (an approval, its "
-        "children), failed (its last submission failed) or idle."
+        description="running (something is queued or running), waiting (an approval, an "
+        "input, its children), failed (its last submission failed) or idle."
     )
     pending_approvals: int
+    pending_inputs: int = Field(default=0, description="Questions waiting for an answer.")
     parent: SessionParent | None = optional()
     usage: UsageView | None = optional(description="With ?usage=true.")
     stream_url: str
@@ -56,6 +57,7 @@ class SessionItem(WireResponse):
             bytes=info.bytes,
             status=info.status,
             pending_approvals=info.pending_approvals,
+            pending_inputs=info.pending_inputs,
             parent=None
             if parent is None
             else SessionParent(

@@ -66,8 +66,8 @@ class SubmissionView(WireResponse):
     conversation_id: str
     status: SubmissionStatus
     wait_reason: str | None = optional(
-        description="Why a ``waiting`` submission waits: ``approval``, or ``children`` "
-        "(its task calls' subagents)."
+        description="Why a ``waiting`` submission waits: ``approval``, ``input`` (a question "
+        "for a person: GET /inputs), or ``children`` (its task calls' subagents)."
     )
     input: JsonValue = optional()
     attempt_count: int
