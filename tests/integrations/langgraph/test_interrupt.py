@@ -115,8 +115,12 @@ async def test_an_abort_while_parked_closes_the_input(make_runtime: Make, fake: 
         await runtime.abort_submission(receipt.submission_id)
         outcome = await settle(runtime, receipt.submission_id)
         closed = (await runtime.inputs(status=None)).gates
+        # The session goes on: the next submission runs the graph afresh, and asks again.
+        await runtime.dispatch("review", "acme", "Tell the team, again.")
+        again = await pending_input(runtime, after=gate.seq)
     assert outcome["status"] == "aborted"
     assert [(g.approval_id, g.status.value) for g in closed] == [(gate.approval_id, "closed")]
+    assert again.args == {"value": {"question": "Send this draft?", "draft": SENT}}
 
 
 def asks_twice_in_parallel(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
