@@ -13,6 +13,7 @@ from agents import (
     Agent,
     AgentHooks,
     GuardrailFunctionOutput,
+    RunConfig,
     RunContextWrapper,
     Runner,
     ToolGuardrailFunctionOutput,
@@ -24,8 +25,12 @@ from agents import (
 )
 from agents.tracing import get_current_trace
 from agents.tracing.traces import NoOpTrace
+from pydantic import JsonValue
 
 from tether.engine import Runtime
+from tether.integrations import durable_definition, turn_scope
+from tether.integrations.openai_agents import journaled_agent
+from tether.journal import Journal, Turn
 from tether.store import Store
 
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
@@ -180,3 +185,33 @@ async def test_outside_a_durable_run_the_sdks_runner_is_unchanged(fake: FakeOpen
     fake.add(Answer(text="plain"))
     result = await Runner.run(checker(), "hi", run_config={"tracing_disabled": True})
     assert result.final_output == "plain" and fake.count == 1
+
+
+class StreamedHarness:
+    """A harness of one's own that streams the journaled agent (``Runner.run_streamed``)."""
+
+    name, version = "agent", "1"
+
+    async def run(self, turn: Turn) -> JsonValue:
+        agent = journaled_agent(with_input_guardrail())
+        with turn_scope(turn):
+            result = Runner.run_streamed(
+                agent, turn.inputs[-1].text, run_config=RunConfig(tracing_disabled=True)
+            )
+            async for _ in result.stream_events():
+                pass
+        return str(result.final_output)
+
+
+async def test_a_streamed_run_journals_its_guardrails_checker_too(
+    fake: FakeOpenAI, make_runtime: Make, store: Store
+) -> None:
+    fake.add(Answer(text="no"), Answer(text="Hi!"))
+    async with make_runtime({"agent": durable_definition(StreamedHarness())}) as runtime:
+        receipt = await runtime.dispatch("agent", "me", "hello")
+        assert await runtime.wait(receipt.submission_id) == {"status": "succeeded", "result": "Hi!"}
+        records = await runtime.records(receipt.conversation_id)
+    assert fake.count == 2 and sum(r.kind == "model_called" for r in records) == 2
+    assert "Answer yes or no." in str(fake.requests[0].body)  # the checker first
+    journal = await Journal.open(store, receipt.conversation_id, fence=0)
+    assert await journal.replay(StreamedHarness()) == ["Hi!"] and fake.count == 2
