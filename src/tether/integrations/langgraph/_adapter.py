@@ -112,7 +112,9 @@ class LangGraphHarness:
         graph_input: Any = {MESSAGES: to_langchain([*turn.history, *turn.inputs])}
         with turn_scope(turn), refusals() as refused:
             while True:
-                await graph.ainvoke(graph_input, config)
+                # Checkpointed when the graph stops (done or interrupted), not at every step:
+                # the scratch checkpoint would otherwise copy the whole transcript each time.
+                await graph.ainvoke(graph_input, config, durability="exit")
                 refused.check()
                 if turn.failure is not None:
                     # The graph may have absorbed a park or a divergence (a tool error handler).
