@@ -138,6 +138,5 @@ async def test_a_drive_that_runs_the_agent_itself_is_refused(make_runtime: Make)
         receipt = await runtime.dispatch("helper", "me", "hello")
         settled = await settle(runtime, receipt.submission_id)
     assert settled["status"] == "failed"
-    assert NotJournaled.code in str(settled.get("errorCode")) or "drive returned" in str(
-        settled.get("error")
-    )
+    assert str(settled["error"]).startswith(f"{NotJournaled.__name__}: ")
+    assert "drive returned without running the agent it was given" in str(settled["error"])

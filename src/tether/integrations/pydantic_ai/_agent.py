@@ -16,8 +16,9 @@ from typing import Any, NoReturn
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.agent import AbstractAgent, WrapperAgent
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
 from pydantic_ai.models import Model as PAModel
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRun
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -33,8 +34,27 @@ class _Journaled(AbstractCapability[Any]):
     def __init__(self, idempotent: frozenset[str]) -> None:
         self.idempotent = idempotent
 
+    def get_ordering(self) -> CapabilityOrdering:
+        # Outermost, so the other capabilities' request hooks see the journaled model.
+        return CapabilityOrdering(position="outermost")
+
     def get_wrapper_model(self, model: PAModel) -> PAModel | None:
         return model if isinstance(model, JournaledModel) else JournaledModel(model)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        # pydantic-ai wraps the serving model only after the request hooks ran: a hook that
+        # asks the model itself (a compaction) must find the journaled one already.
+        request_context.model = (
+            self.get_wrapper_model(request_context.model) or request_context.model
+        )
+        return request_context
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        return await self.before_model_request(ctx, request_context)
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return JournaledToolset(toolset, self.idempotent)
