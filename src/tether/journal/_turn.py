@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, cast
 
 from pydantic import JsonValue
 
@@ -44,6 +44,7 @@ from tether.journal._effects import Delegation, ToolExecutor, ToolScope
 from tether.journal._history import messages_of
 from tether.journal._inputs import answer_result, input_prompt
 from tether.journal._log import logger
+from tether.journal._notes import MISSING, last_note
 from tether.journal._outcomes import (
     intent_of,
     outcome_of,
@@ -606,6 +607,55 @@ class Turn(TurnCore):
             self._stick(ChildrenPending(self.execution_id, tuple(self._pending_children)))
 
     # --- steps and steering -----------------------------------------------------------
+
+    async def note(self, name: str, value: JsonValue) -> JsonValue:
+        """Keep ``value`` in the log for the next execution (:meth:`last_note` reads it).
+
+        A note is a value the harness computed itself: nothing outside the journal acts on
+        it, so it takes no commit of its own but rides with the turn's next write (normally
+        the execution's end). Note last: an execution's note is its last effect. Replay and
+        resume serve the recorded value, and a different one diverges (the code around the
+        journaled calls computed something else from the same answers).
+
+        Example::
+
+            await turn.note("myharness.state", {"count": count})
+        """
+        async with self._lock:
+            self._check()
+            got: JsonObject = {"kind": StepRecorded.KIND, "payload": {"name": name, "value": value}}
+            intent = self._recorded.peek_intent()
+            if intent is not None:
+                payload = intent.payload
+                if not isinstance(payload, StepRecorded) or payload.name != name:
+                    self._diverge(
+                        f"seq {intent.seq} recorded {intent.kind}; the harness noted {name}",
+                        at=intent,
+                        got=got,
+                    )
+                if canonical_json(payload.value) != canonical_json(value):
+                    self._diverge(f"note {name} differs from the recorded one", at=intent, got=got)
+                self._recorded.take_intent()
+                return payload.value
+            self._live_allowed(f"note {name}", got)
+            payload = StepRecorded(call_id="", name=name, value=value)
+            self._behind.append(payload)
+            return payload.value
+
+    async def last_note(self, name: str) -> JsonValue | None:
+        """What the latest earlier execution noted under ``name`` (:meth:`note`), or ``None``.
+
+        Executions are asked latest first: one that completed answers (``None`` if it noted
+        nothing under the name); one that never completed (parked and abandoned, or cut by a
+        fork) only if its note reached the log, else the one before it. A fork's copied
+        executions count as the log's own.
+
+        Example::
+
+            state = await turn.last_note("myharness.state") or {"count": 0}
+        """
+        found = await last_note(self._log, self.execution_id, name)
+        return None if found is MISSING else cast(JsonValue, found)
 
     async def step(self, name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
         """Run ``fn`` once and journal its JSON value; recovery and replay serve the value."""

@@ -25,7 +25,7 @@ from tether.integrations.langgraph import (
     NotJournaled,
     durable,
 )
-from tether.integrations.langgraph._state import STATE_STEP, recorded_state
+from tether.integrations.langgraph._state import STATE_STEP
 from tether.journal import Journal, Mode
 from tether.journal._recorded import Recorded
 from tether.journal._unread import unread_prefix
@@ -218,7 +218,7 @@ async def test_a_state_a_lean_view_has_not_read_is_read_from_the_store(store: St
     for execution in view.executions.by_id.values():
         execution.effects = [placeholders[r.seq - 1] for r in execution.effects]
     turn = journal._turn(Mode.LIVE, "next", Recorded(), [], [], None)
-    assert await recorded_state(turn) == {"count": 2, "topics": ["tides", "moons"]}
+    assert await turn.last_note(STATE_STEP) == {"count": 2, "topics": ["tides", "moons"]}
 
 
 TICKS: list[int] = []
@@ -246,7 +246,7 @@ async def test_a_replay_that_makes_another_state_diverges(store: Store) -> None:
         [UserMessage(body="hi")],
     )
     replayer = LangGraphHarness(ticking, model=ExplodingChatModel(), name="tick")
-    with pytest.raises(ReplayDiverged, match="the graph's state differs from the recorded one"):
+    with pytest.raises(ReplayDiverged, match=r"note .* differs from the recorded one"):
         await (await Journal.open(store, journal.conversation.id, fence=0)).replay(replayer)
 
 

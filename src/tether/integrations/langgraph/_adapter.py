@@ -16,7 +16,6 @@ from pydantic import JsonValue
 
 from tether._canonical import canonical_json
 from tether.engine import AgentDefinition
-from tether.errors import ReplayDiverged
 from tether.integrations._bridge import durable_definition, turn_scope
 from tether.integrations.langgraph._checks import Guard, check_graph
 from tether.integrations.langgraph._convert import message_text, to_langchain
@@ -27,14 +26,12 @@ from tether.integrations.langgraph._state import (
     STATE_STEP,
     journaled_json,
     read_channels,
-    recorded_state,
     seed_channels,
     state_channels,
 )
 from tether.integrations.langgraph._tools import JournaledTool
 from tether.journal import Mode, Turn
 from tether.messages import Mediation
-from tether.records import StepRecorded
 
 __all__ = ("CompiledGraph", "GraphBuilder", "LangGraphHarness", "durable")
 
@@ -105,7 +102,8 @@ class LangGraphHarness:
             {"configurable": {"thread_id": turn.execution_id}, "callbacks": [guard]},
         )
         if self._kept:
-            restored = await recorded_state(turn)
+            restored = await turn.last_note(STATE_STEP)
+            restored = restored if isinstance(restored, dict) else {}
             await seed_channels(
                 saver, config, {k: v for k, v in restored.items() if k in self._kept}
             )
@@ -149,23 +147,9 @@ async def _record_state(turn: Turn, values: dict[str, Any]) -> None:
     }
     if turn.mode is Mode.REPLAY and turn.next_recorded() is None:
         return  # recorded before the adapter kept the state: nothing to serve it from
-
-    async def channels() -> JsonValue:
-        return dict(state)
-
-    recorded = await turn.step(STATE_STEP, channels)
-    if turn.mode is Mode.REPLAY and canonical_json(recorded) != canonical_json(state):
-        # The model and tool calls matched, yet the nodes made another state of them: code
-        # outside the journal (the clock, randomness, an outside read) differs from the run.
-        raise ReplayDiverged(
-            f"execution {turn.execution_id}: the graph's state differs from the recorded one",
-            execution_id=turn.execution_id,
-            expected={
-                "kind": StepRecorded.KIND,
-                "payload": {"name": STATE_STEP, "value": recorded},
-            },
-            got={"kind": StepRecorded.KIND, "payload": {"name": STATE_STEP, "value": state}},
-        )
+    # A note rides with the execution's end (no commit of its own); replay compares it: the
+    # model and tool calls matching, nodes that made another state of them diverge.
+    await turn.note(STATE_STEP, state)
 
 
 def final_text(state: Mapping[str, Any]) -> str:

@@ -1,11 +1,12 @@
 """A graph's state between submissions: the log keeps its channels; LangGraph's checkpoint is
 scratch for one execution.
 
-An execution ends by recording the graph's channels other than ``messages`` (the transcript
-is the log's own) as a ``step_recorded`` named :data:`STATE_STEP`. The next execution reads
-the latest one recorded before it started, in this log or in the records a fork copied from
-its parent, and seeds the run's in-memory checkpoint with it, value for value (no reducer is
-applied twice). A value the journal cannot keep as JSON is refused, naming its channel.
+An execution ends by noting the graph's channels other than ``messages`` (the transcript is
+the log's own) under :data:`STATE_STEP` (``Turn.note``: a ``step_recorded`` that rides with
+the execution's end). The next execution reads the latest one noted before it started
+(``Turn.last_note``: in this log or in the records a fork copied from its parent), and seeds
+the run's in-memory checkpoint with it, value for value (no reducer is applied twice). A
+value the journal cannot keep as JSON is refused, naming its channel.
 """
 
 from __future__ import annotations
@@ -20,18 +21,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import JsonValue
 
-from tether.errors import JournalError
 from tether.integrations.langgraph._errors import NotJournaled
-from tether.journal import Execution, Turn
-from tether.journal._unread import is_unread
-from tether.records import ApprovalDecided, InputAnswered, Record, StepRecorded
+from tether.records import ApprovalDecided, InputAnswered
 
 __all__ = (
     "MESSAGES",
     "STATE_STEP",
     "journaled_json",
     "read_channels",
-    "recorded_state",
     "seed_channels",
     "state_channels",
 )
@@ -107,51 +104,3 @@ async def read_channels(
         return {}
     values = saved.checkpoint["channel_values"]
     return {name: values[name] for name in names if name in values}
-
-
-async def recorded_state(turn: Turn) -> dict[str, JsonValue]:
-    """The channels the latest execution before this one recorded (``{}`` if none did).
-
-    Executions are looked at from the latest back: a completed one answers (with nothing if
-    it recorded no state: an older adapter, or a graph with no other channels then); one that
-    never completed (parked and abandoned, or cut by a fork) answers only if its state made
-    it into the log, else the one before it is asked.
-    """
-    # The journal offers no reading of earlier executions' steps yet: this reads its view
-    # (and, for records a lean view has not read, the store).
-    log = turn._log
-    view = log.view
-    if view is None:
-        raise JournalError("the LangGraph harness needs a journal that keeps a view of its log")
-    executions = view.executions
-    current = executions.by_id.get(turn.execution_id)
-    before = current.start_index if current is not None else len(view.records)
-    for execution in reversed(executions.by_id.values()):
-        if execution.start_index >= before:
-            continue
-        value = await _state_of(execution, turn)
-        if value is not None:
-            return value
-        if execution.completed:
-            return {}
-    return {}
-
-
-async def _state_of(execution: Execution, turn: Turn) -> dict[str, JsonValue] | None:
-    for record in reversed(execution.effects):
-        if is_unread(record):
-            record = await _read(turn, record.seq)
-        if record.kind in _GATE_RECORDS:
-            continue
-        payload = record.payload
-        if isinstance(payload, StepRecorded) and not payload.call_id:
-            if payload.name == STATE_STEP and isinstance(payload.value, dict):
-                return dict(payload.value)
-        return None  # the state is an execution's last effect: this one has none
-    return None
-
-
-async def _read(turn: Turn, seq: int) -> Record:
-    log = turn._log
-    [record] = await log.store.read(log.conversation_id, after_seq=seq - 1, limit=1)
-    return record
