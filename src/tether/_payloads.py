@@ -132,6 +132,8 @@ class AssistantThinkingDelta(Payload):
     KIND = "assistant_thinking_delta"
     call_id: str
     text: str
+    summary: bool | None = None
+    """Set when the text summarizes the model's reasoning rather than being the reasoning."""
 
 
 class AssistantMessageCompleted(Payload):

@@ -229,3 +229,21 @@ async def test_a_cut_with_nothing_streamed_adds_nothing() -> None:
     assert [(e.type, e.index) for e in events] == [("full", 0)]
     assert isinstance(events[0], StreamTaskMessageFull)
     assert events[0].parent_task_message is None
+
+
+async def test_a_cut_reasoning_summary_closes_as_a_summary() -> None:
+    """Summary deltas (OpenAI's reasoning summaries) stream as reasoning_summary in a slot
+    that starts active; cut, the slot closes with the summary as it stood."""
+    payloads = cut(thinking="hmm")
+    payloads[4] = AssistantThinkingDelta(call_id="m", text="hmm", summary=True)
+    events = await events_of(payloads)
+    [start] = [e for e in events if isinstance(e, StreamTaskMessageStart) and e.index == 1]
+    assert start.content == ReasoningContent(author="agent", summary=[], content=[], style="active")
+    [delta] = [e for e in events if e.type == "delta" and e.index == 1]
+    assert delta.model_dump(mode="json", exclude_none=True)["delta"] == {
+        "type": "reasoning_summary",
+        "summary_index": 0,
+        "summary_delta": "hmm",
+    }
+    reasoning = marker([e for e in events if isinstance(e, StreamTaskMessageDone)][-2])
+    assert reasoning.content == ReasoningContent(author="agent", summary=["hmm"], content=[])

@@ -67,12 +67,26 @@ class DeltaStream:
             self._started = True
             self._pending.append(AssistantMessageStarted(call_id=self._call_id, model=self._model))
         self._text[delta.kind].append(delta.text)
-        kind = AssistantTextDelta if delta.kind == "text" else AssistantThinkingDelta
         last = self._pending[-1] if self._pending else None
-        if isinstance(last, kind):
-            self._pending[-1] = kind(call_id=self._call_id, text=last.text + delta.text)
+        if delta.kind == "text":
+            if isinstance(last, AssistantTextDelta):
+                self._pending[-1] = AssistantTextDelta(
+                    call_id=self._call_id, text=last.text + delta.text
+                )
+            else:
+                self._pending.append(AssistantTextDelta(call_id=self._call_id, text=delta.text))
         else:
-            self._pending.append(kind(call_id=self._call_id, text=delta.text))
+            summary = delta.summary or None
+            if isinstance(last, AssistantThinkingDelta) and last.summary == summary:
+                text = last.text + delta.text
+            else:
+                text = delta.text
+                last = None
+            thinking = AssistantThinkingDelta(call_id=self._call_id, text=text, summary=summary)
+            if last is None:
+                self._pending.append(thinking)
+            else:
+                self._pending[-1] = thinking
         if self._size == 0:
             self._first_at = time.monotonic()
         self._size += len(delta.text)

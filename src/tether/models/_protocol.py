@@ -13,10 +13,12 @@ __all__ = ("DeltaSink", "Model", "StreamDelta")
 
 @dataclass(frozen=True, slots=True)
 class StreamDelta:
-    """A chunk of a streaming completion: text or thinking."""
+    """A chunk of a streaming completion: text or thinking. ``summary``: the thinking is a
+    summary of the model's reasoning (OpenAI's reasoning summaries), not the reasoning."""
 
     kind: Literal["text", "thinking"]
     text: str
+    summary: bool = False
 
 
 DeltaSink = Callable[[StreamDelta], Awaitable[None]]

@@ -263,7 +263,7 @@ async def _apply(slot: _Slot, event: StreamTaskMessageDelta, stream: DeltaSink |
     elif isinstance(delta, ReasoningContentDelta):
         chunk = StreamDelta("thinking", delta.content_delta or "")
     elif isinstance(delta, ReasoningSummaryDelta):
-        chunk = StreamDelta("thinking", delta.summary_delta or "")
+        chunk = StreamDelta("thinking", delta.summary_delta or "", summary=True)
     else:
         return
     slot.text += chunk.text

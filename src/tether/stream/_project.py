@@ -36,8 +36,10 @@ from tether.stream._types import (
     Author,
     DataContent,
     MessageContent,
+    MessageDelta,
     ReasoningContent,
     ReasoningContentDelta,
+    ReasoningSummaryDelta,
     StreamEvent,
     StreamTaskMessageDelta,
     StreamTaskMessageDone,
@@ -99,6 +101,8 @@ class StreamProjector:
         self._next_index = 0
         self._text_slot: int | None = None
         self._reasoning_slot: int | None = None
+        self._summarized: set[int] = set()
+        """Reasoning slots whose text is a summary of the reasoning."""
         self._message: dict[SlotKind, int] = {}  # the slots the current message streamed
         # By model call id: the slots of its interrupted message, until its answer takes them.
         self._cut: dict[str, dict[SlotKind, int]] = {}
@@ -120,10 +124,15 @@ class StreamProjector:
     def _thinking_delta(self, payload: AssistantThinkingDelta) -> list[StreamEvent]:
         events: list[StreamEvent] = []
         if self._reasoning_slot is None:
-            start = ReasoningContent(author="agent", summary=[], content=[""])
+            # As the taps open one: an empty reasoning message, streaming ("active").
+            start = ReasoningContent(author="agent", summary=[], content=[], style="active")
             self._reasoning_slot, opened = self._open(payload.call_id, "reasoning", start)
             events.append(opened)
-        delta = ReasoningContentDelta(content_index=0, content_delta=payload.text)
+        if payload.summary:
+            self._summarized.add(self._reasoning_slot)
+            delta: MessageDelta = ReasoningSummaryDelta(summary_index=0, summary_delta=payload.text)
+        else:
+            delta = ReasoningContentDelta(content_index=0, content_delta=payload.text)
         events.append(StreamTaskMessageDelta(delta=delta, index=self._reasoning_slot))
         return events
 
@@ -144,6 +153,7 @@ class StreamProjector:
         call's earlier answer, if there is one (superseded), else a fresh one."""
         index = self._cut.get(call_id, {}).pop(kind, None)
         self._message[kind] = index if index is not None else self._claim()
+        self._summarized.discard(self._message[kind])  # a superseding answer says anew
         parent = None if index is None else self._task_message(index, content, "IN_PROGRESS")
         start = StreamTaskMessageStart(
             content=content, index=self._message[kind], parent_task_message=parent
@@ -162,7 +172,9 @@ class StreamProjector:
         thinking = [p.text for p in parts if isinstance(p, ThinkingPart) and p.text]
         text = "".join(p.text for p in parts if isinstance(p, TextPart))
         if thinking and "reasoning" not in streamed:
-            reasoning = ReasoningContent(author="agent", summary=[], content=thinking)
+            reasoning = ReasoningContent(
+                author="agent", summary=[], content=thinking, style="static"
+            )
             events.append(self._whole(reasoning, cut.get("reasoning")))
         if text and "text" not in streamed:
             answer = TextContent(author="agent", content=text, format="markdown")
@@ -188,7 +200,7 @@ class StreamProjector:
         events: list[StreamEvent] = []
         for kind, index in sorted(streamed.items(), key=lambda slot: slot[1]):
             content: MessageContent = (
-                ReasoningContent(author="agent", summary=[], content=[thinking])
+                self._reasoning(thinking, summary=index in self._summarized)
                 if kind == "reasoning"
                 else TextContent(author="agent", content=text, format="markdown")
             )
@@ -205,6 +217,13 @@ class StreamProjector:
             return self._full(content)
         parent = self._task_message(superseded, content, "DONE")
         return StreamTaskMessageFull(content=content, index=superseded, parent_task_message=parent)
+
+    @staticmethod
+    def _reasoning(text: str, *, summary: bool) -> ReasoningContent:
+        """A cut reasoning message as it stood: its summary, or its reasoning."""
+        if summary:
+            return ReasoningContent(author="agent", summary=[text], content=[])
+        return ReasoningContent(author="agent", summary=[], content=[text])
 
     def _task_message(
         self, index: int, content: MessageContent, status: Literal["IN_PROGRESS", "DONE"]

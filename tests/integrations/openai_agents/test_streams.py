@@ -38,6 +38,7 @@ from tether.stream import (
     StreamTaskMessageFull,
     StreamTaskMessageStart,
     TurnUsage,
+    project,
 )
 
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
@@ -205,3 +206,36 @@ async def test_the_taps_token_counts_are_none_when_the_provider_reports_none(
     assert counts == ((120, 30, 150) if reported else (None, None, None))
     if not reported:
         assert usage == TurnUsage(num_llm_calls=usage.num_llm_calls)
+
+
+async def test_a_durable_runs_canonical_stream_carries_the_summary_as_a_summary(
+    fake: FakeOpenAI, make_runtime: Make, store: Store
+) -> None:
+    """What a browser reads over SSE (the log's projection), not only the tap: the summary
+    streams as ``reasoning_summary`` deltas in a slot that starts ``active``, and a crash's
+    cut of it would close as a summary too."""
+    fake.add(
+        Answer(reasoning=THOUGHT, calls=(Call("lookup", {"topic": "tides"}),)),
+        Answer(text="Tides turn."),
+    )
+    run = await run_durably(make_runtime, responses_agent, "tides?")
+    events = list(project(run.records))
+    for event in events:
+        AGENTEX.validate_python(event.model_dump(mode="json", exclude_none=True))
+    [start] = [
+        e
+        for e in events
+        if isinstance(e, StreamTaskMessageStart) and isinstance(e.content, ReasoningContent)
+    ]
+    assert isinstance(start.content, ReasoningContent)
+    assert (start.content.summary, start.content.content, start.content.style) == (
+        [],
+        [],
+        "active",
+    )
+    deltas = [
+        e.delta for e in events if isinstance(e, StreamTaskMessageDelta) and e.index == start.index
+    ]
+    assert deltas and all(isinstance(d, ReasoningSummaryDelta) for d in deltas)
+    summaries = [d.summary_delta or "" for d in deltas if isinstance(d, ReasoningSummaryDelta)]
+    assert "".join(summaries) == THOUGHT

@@ -220,12 +220,9 @@ async def _streamed(
         async for event in events:
             if isinstance(event, ResponseTextDeltaEvent) and event.delta:
                 await sink(StreamDelta("text", event.delta))
-            elif (
-                isinstance(
-                    event, ResponseReasoningSummaryTextDeltaEvent | ResponseReasoningTextDeltaEvent
-                )
-                and event.delta
-            ):
+            elif isinstance(event, ResponseReasoningSummaryTextDeltaEvent) and event.delta:
+                await sink(StreamDelta("thinking", event.delta, summary=True))
+            elif isinstance(event, ResponseReasoningTextDeltaEvent) and event.delta:
                 await sink(StreamDelta("thinking", event.delta))
             elif isinstance(event, ResponseCompletedEvent):
                 completed = event.response
