@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, ToolFailed
 from pydantic_ai import messages as pa
+from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.models import infer_model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
@@ -29,6 +30,7 @@ from tether.integrations.pydantic_ai import (
     JournaledModel,
     NotJournaled,
     PydanticAIHarness,
+    UnsupportedConstruct,
     durable,
     journaled_agent,
 )
@@ -132,6 +134,34 @@ def checker_in_validator(reply_of: Callable[[str], Reply]) -> PydanticAIHarness:
     return PydanticAIHarness(agent)
 
 
+def plain_checker_in_validator(reply_of: Callable[[str], Reply]) -> PydanticAIHarness:
+    checker = Agent(model(reply_of, "checker"), output_type=bool)  # not wrapped
+    agent = Agent(model(reply_of, "writer"))
+
+    @agent.output_validator
+    async def polite(output: str) -> str:
+        if not (await checker.run(f"Is this polite? {output}")).output:
+            raise ModelRetry("be polite")
+        return output
+
+    return PydanticAIHarness(agent)
+
+
+def summarized_history(reply_of: Callable[[str], Reply]) -> PydanticAIHarness:
+    summarizer = Agent(model(reply_of, "summarizer"))
+
+    async def summarize(messages: list[pa.ModelMessage]) -> list[pa.ModelMessage]:
+        summary = (await summarizer.run(f"summarize {len(messages)} messages")).output
+        return [pa.ModelRequest(parts=[pa.UserPromptPart(summary)]), *messages[-1:]]
+
+    writing = Agent(model(reply_of, "writer"), capabilities=[ProcessHistory(summarize)])
+    return PydanticAIHarness(writing)
+
+
+def summarizer(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse:
+    return pa.ModelResponse(parts=[pa.TextPart("a summary")])
+
+
 def checker(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse:
     prompt = next(p for p in messages[-1].parts if isinstance(p, pa.UserPromptPart))
     polite = str(prompt.content).endswith("polished")
@@ -187,7 +217,14 @@ def replies(**by_name: Reply) -> Callable[[str], Reply]:
     return lambda name: by_name[name]
 
 
-LIVE = replies(writer=writer, clerk=clerk, desk=desk, checker=checker, researcher=researcher)
+LIVE = replies(
+    writer=writer,
+    clerk=clerk,
+    desk=desk,
+    checker=checker,
+    researcher=researcher,
+    summarizer=summarizer,
+)
 
 
 def driven_by(drive: Drive) -> Callable[[Callable[[str], Reply]], PydanticAIHarness]:
@@ -210,6 +247,12 @@ COVERED: dict[str, Case] = {
     ),
     "a checker agent in an output validator, wrapped in journaled_agent": Case(
         checker_in_validator, "write", "polished", 4
+    ),
+    "a checker agent in an output validator, not wrapped": Case(
+        plain_checker_in_validator, "write", "polished", 4
+    ),
+    "an agent run by a history processor (a summarizer)": Case(
+        summarized_history, "write", "draft", 2
     ),
     "agents run inside a tool: part of the tool's recorded outcome": Case(
         agent_in_tool, "order 7", "sorry: in transit / in transit", 2, two_results
@@ -260,14 +303,18 @@ async def compaction(agent: JournaledAgent, prompt: str, history: Any) -> Any:
     ).output
 
 
-async def bypass(agent: JournaledAgent, prompt: str, history: Any) -> Any:
-    return (await agent.wrapped.run(prompt)).output
+async def plain_realtime(agent: JournaledAgent, prompt: str, history: Any) -> Any:
+    async with plain_agent().realtime("openai-realtime:gpt-realtime").session():
+        raise AssertionError("a realtime session opened")
 
 
 REFUSED: dict[str, tuple[Callable[[JournaledAgent, str, Any], Awaitable[Any]], str]] = {
     "a realtime session (audio over a provider socket)": (realtime, "realtime sessions"),
     "provider-side compaction (OpenAICompaction, stateless)": (compaction, "compaction"),
-    "a drive that runs the agent itself, not the one it was handed": (bypass, "drive returned"),
+    "a realtime session of another agent, inside the durable run": (
+        plain_realtime,
+        "realtime sessions",
+    ),
 }
 
 
@@ -297,7 +344,7 @@ def test_refused_at_registration_an_agent_another_engine_makes_durable() -> None
 
     engine = object.__new__(Engine)  # its engine is never set up: only its kind matters
     agent = SimpleNamespace(root_capability=SimpleNamespace(apply=lambda visit: visit(engine)))
-    with pytest.raises(NotJournaled, match="already made durable by another engine"):
+    with pytest.raises(UnsupportedConstruct, match="already made durable by another engine"):
         check_journalable(agent)  # type: ignore[arg-type]
 
 
@@ -307,39 +354,3 @@ async def test_refused_a_journaled_agent_or_model_outside_a_tether_run() -> None
     agent = plain_agent()
     with pytest.raises(NotInTurn):
         await agent.run("hi", model=JournaledModel(FunctionModel(writer, model_name="writer")))
-
-
-async def test_not_detected_an_agent_run_outside_a_tool_that_is_not_journaled(
-    make_runtime: Make, store: Store
-) -> None:
-    """The one gap: a helper agent the durable run calls outside its tools (an output
-    validator, an output function, dynamic instructions) without ``journaled_agent`` is not
-    journaled, and nothing tells: a replay asks its model again. Wrap it (see
-    ``checker_in_validator``) or run it from a tool."""
-    asked: list[int] = []
-
-    def build() -> PydanticAIHarness:
-        def counted(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse:
-            asked.append(1)
-            return checker(messages, info)
-
-        plain = Agent(FunctionModel(counted, model_name="checker"), output_type=bool)
-        agent = Agent(FunctionModel(writer, model_name="writer"))
-
-        @agent.output_validator
-        async def polite(output: str) -> str:
-            if not (await plain.run(f"Is this polite? {output}")).output:
-                raise ModelRetry("be polite")
-            return output
-
-        return PydanticAIHarness(agent)
-
-    harness = build()
-    async with make_runtime({"agent": durable(harness.agent)}) as runtime:
-        receipt = await runtime.dispatch("agent", "me", "write")
-        assert (await settle(runtime, receipt.submission_id))["result"] == "polished"
-        kinds = [r.kind for r in await runtime.records(receipt.conversation_id)]
-    assert kinds.count("model_called") == 2 and len(asked) == 2  # the checker's: unrecorded
-    journal = await Journal.open(store, receipt.conversation_id, fence=0)
-    assert await journal.replay(build()) == ["polished"]
-    assert len(asked) == 4

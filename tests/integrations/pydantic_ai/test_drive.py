@@ -8,13 +8,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 from pydantic_ai import Agent
 from pydantic_ai.models import infer_model
 from pydantic_ai.models.function import FunctionModel
 
 from tether.engine import Runtime
-from tether.integrations.pydantic_ai import NotJournaled, PydanticAIHarness, durable
-from tether.journal import Journal
+from tether.integrations import durable_definition, turn_scope
+from tether.integrations.pydantic_ai import PydanticAIHarness, durable, journaled_agent
+from tether.journal import Journal, Turn
 from tether.store import MemoryStore, Store
 from tether.testing import copy_prefix
 
@@ -128,15 +130,62 @@ async def test_over_http_a_crash_mid_tool_repeats_no_request_and_replay_sends_no
     assert fake.requests[2].conversation == fake.requests[1].conversation
 
 
-async def test_a_drive_that_runs_the_agent_itself_is_refused(make_runtime: Make) -> None:
-    agent = make_agent()
+async def test_a_drive_that_runs_the_agent_itself_is_journaled_just_the_same(
+    make_runtime: Make, store: Store
+) -> None:
+    calls: list[int] = []
+    agent = make_agent(counting(calls))
 
-    async def bypass(journaled: Any, prompt: str, history: Any) -> Any:
-        return (await agent.run(prompt)).output  # not the agent it was handed
+    async def itself(journaled: Any, prompt: str, history: Any) -> Any:
+        return (await agent.run(prompt, message_history=history)).output  # not the one handed
 
-    async with make_runtime({"helper": durable(agent, drive=bypass)}) as runtime:
-        receipt = await runtime.dispatch("helper", "me", "hello")
+    async with make_runtime({"helper": durable(agent, drive=itself)}) as runtime:
+        receipt = await runtime.dispatch("helper", "me", "look up tides")
         settled = await settle(runtime, receipt.submission_id)
-    assert settled["status"] == "failed"
-    assert str(settled["error"]).startswith(f"{NotJournaled.__name__}: ")
-    assert "drive returned without running the agent it was given" in str(settled["error"])
+        records = await runtime.records(receipt.conversation_id)
+    assert settled["result"] == "done: three facts about tides"
+    assert [r.kind for r in records] == JOURNALED and len(calls) == 2
+    journal = await Journal.open(store, receipt.conversation_id, fence=0)
+    replayer = make_agent(FunctionModel(refusing, model_name="scripted"))
+
+    async def replayed(journaled: Any, prompt: str, history: Any) -> Any:
+        return (await replayer.run(prompt, message_history=history)).output
+
+    assert await journal.replay(PydanticAIHarness(replayer, drive=replayed)) == [settled["result"]]
+
+
+class OwnHarness:
+    """A harness of the user's own, driving a journaled agent node by node."""
+
+    name, version = "own", "1"
+
+    def __init__(self, agent: Agent[None, str]) -> None:
+        self.agent = agent
+
+    async def run(self, turn: Turn) -> JsonValue:
+        with turn_scope(turn):
+            agent = journaled_agent(self.agent, idempotent_tools=["research"])
+            async with agent.iter(turn.inputs[-1].text) as run:
+                async for _ in run:
+                    pass
+        if turn.failure is not None:
+            raise turn.failure
+        assert run.result is not None
+        output: str = run.result.output
+        return output
+
+
+async def test_a_harness_of_its_own_journals_a_journaled_agent(
+    make_runtime: Make, store: Store
+) -> None:
+    calls: list[int] = []
+    own = durable_definition(OwnHarness(make_agent(counting(calls))))
+    async with make_runtime({"helper": own}) as runtime:
+        receipt = await runtime.dispatch("helper", "me", "look up tides")
+        settled = await settle(runtime, receipt.submission_id)
+        records = await runtime.records(receipt.conversation_id)
+    assert settled["result"] == "done: three facts about tides"
+    assert [r.kind for r in records] == JOURNALED and len(calls) == 2
+    journal = await Journal.open(store, receipt.conversation_id, fence=0)
+    replayer = OwnHarness(make_agent(FunctionModel(refusing, model_name="scripted")))
+    assert await journal.replay(replayer) == [settled["result"]]

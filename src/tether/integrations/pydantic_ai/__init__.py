@@ -17,7 +17,11 @@ Example::
 
 from tether.integrations.pydantic_ai._adapter import Drive, PydanticAIHarness, ToolFailed, durable
 from tether.integrations.pydantic_ai._agent import JournaledAgent, journaled_agent
-from tether.integrations.pydantic_ai._model import JournaledModel, NotJournaled
+from tether.integrations.pydantic_ai._model import (
+    JournaledModel,
+    NotJournaled,
+    UnsupportedConstruct,
+)
 from tether.integrations.pydantic_ai._tap import PydanticAITurn, pydantic_ai_events, usage_of
 
 __all__ = (
@@ -28,6 +32,7 @@ __all__ = (
     "PydanticAIHarness",
     "PydanticAITurn",
     "ToolFailed",
+    "UnsupportedConstruct",
     "durable",
     "journaled_agent",
     "pydantic_ai_events",

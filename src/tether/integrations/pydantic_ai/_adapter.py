@@ -24,7 +24,7 @@ from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition, turn_scope
 from tether.integrations.pydantic_ai._agent import JournaledAgent, check_journalable
 from tether.integrations.pydantic_ai._convert import jsonable
-from tether.integrations.pydantic_ai._model import NotJournaled
+from tether.integrations.pydantic_ai._model import inside_run
 from tether.integrations.pydantic_ai._tools import ToolFailed, gated_history
 from tether.journal import Turn
 from tether.messages import Message
@@ -34,7 +34,8 @@ __all__ = ("Drive", "PydanticAIHarness", "ToolFailed", "durable")
 
 Drive = Callable[[JournaledAgent, str, list[pa.ModelMessage]], Awaitable[Any]]
 """How the harness runs the agent: ``drive(agent, prompt, history)`` returns the output.
-``agent`` is journaled whichever way it is run; ``history`` is the session's messages."""
+``agent`` is journaled whichever way it is run (so is any other agent the drive runs);
+``history`` is the session's messages."""
 
 
 async def _run(agent: JournaledAgent, prompt: str, history: list[pa.ModelMessage]) -> Any:
@@ -80,7 +81,7 @@ class PydanticAIHarness:
     async def run(self, turn: Turn) -> JsonValue:
         history = to_pydantic_ai(gated_history(turn.history))
         agent = JournaledAgent(self.agent, idempotent_tools=self.idempotent_tools, deps=self.deps)
-        with turn_scope(turn):
+        with turn_scope(turn), inside_run():
             try:
                 output = await self.drive(agent, _prompt(turn.inputs), history)
             except Exception:
@@ -91,11 +92,6 @@ class PydanticAIHarness:
                 raise
         if turn.failure is not None:
             raise turn.failure
-        if agent.runs == 0:
-            raise NotJournaled(
-                f"{self.name}: drive returned without running the agent it was given; a run of "
-                "the agent itself is not journaled"
-            )
         return jsonable(output)
 
 

@@ -3,8 +3,15 @@
 pydantic-ai funnels ``run``, ``run_stream``, ``run_stream_events`` and ``run_sync`` into
 ``iter``; :class:`JournaledAgent` overrides ``iter`` to add a per-run capability that wraps
 the run's model (:class:`~tether.integrations.pydantic_ai.JournaledModel`) and its assembled
-toolset, so a harness may drive the agent any of those ways and stay durable. Realtime
-sessions do not go through ``iter`` (nor through a journalable model) and are refused.
+toolset, so a harness may drive the agent any of those ways and stay durable.
+
+Other agents a durable run starts outside its tools (a checker in an output validator, a
+summarizer in a history processor, the agent itself run by a drive) must be journaled too,
+and pydantic-ai has no hook for every run the way the OpenAI Agents SDK has its default
+runner: Tether installs one in ``Agent.iter`` (and the realtime session openers) that
+changes nothing outside a durable run; inside one, outside its tools, it adds the same
+capability to a run that does not have it. Realtime sessions do not go through ``iter``
+(nor through a journalable model) and are refused there.
 """
 
 from __future__ import annotations
@@ -23,10 +30,17 @@ from pydantic_ai.run import AgentRun
 from pydantic_ai.toolsets import AbstractToolset
 
 from tether.integrations._bridge import current_turn
-from tether.integrations.pydantic_ai._model import JournaledModel, NotJournaled, in_tool
+from tether.integrations.pydantic_ai._model import (
+    JournaledModel,
+    NotJournaled,
+    UnsupportedConstruct,
+    in_run,
+    in_tool,
+    inside_run,
+)
 from tether.integrations.pydantic_ai._tools import JournaledToolset, resolve_deferred
 
-__all__ = ("JournaledAgent", "check_journalable", "journaled_agent")
+__all__ = ("JournaledAgent", "check_journalable", "install", "journaled_agent")
 
 
 @dataclasses.dataclass(init=False)
@@ -74,7 +88,7 @@ def check_journalable(agent: AbstractAgent[Any, Any]) -> None:
         return
     for capability in leaf_capabilities(agent.root_capability):
         if isinstance(capability, BaseDurabilityCapability):
-            raise NotJournaled(
+            raise UnsupportedConstruct(
                 f"{type(capability).__name__}: the agent is already made durable by another "
                 "engine; a Tether durable agent must not carry a pydantic-ai durability "
                 "capability"
@@ -87,6 +101,7 @@ class JournaledAgent(WrapperAgent[Any, Any]):
     ``run``, ``iter``, ``run_stream`` and ``run_stream_events`` all work; ``deps`` is the
     default of every run. Run outside a Tether turn it raises ``NotInTurn``; inside one of
     the durable run's tools it is the plain agent (the tool's outcome is what is recorded).
+    What a drive gets; a harness of your own wraps its agent in one, inside ``turn_scope``.
 
     Example::
 
@@ -107,8 +122,6 @@ class JournaledAgent(WrapperAgent[Any, Any]):
         super().__init__(wrapped)
         self.idempotent_tools = frozenset(idempotent_tools)
         self.deps = deps
-        self.runs = 0
-        """How many runs were journaled through this wrapper."""
 
     @contextlib.asynccontextmanager
     async def iter(
@@ -125,15 +138,45 @@ class JournaledAgent(WrapperAgent[Any, Any]):
             *(kwargs.pop("capabilities", None) or ()),
             _Journaled(self.idempotent_tools),
         ]
-        self.runs += 1
-        async with self.wrapped.iter(user_prompt, capabilities=capabilities, **kwargs) as run:
-            yield run
+        with inside_run():
+            async with self.wrapped.iter(user_prompt, capabilities=capabilities, **kwargs) as run:
+                yield run
 
     def _open_realtime_session(self, *args: Any, **kwargs: Any) -> NoReturn:
         _refuse_realtime()
 
     def _resolve_realtime_session(self, *args: Any, **kwargs: Any) -> NoReturn:
         _refuse_realtime()
+
+
+def install() -> None:
+    """Journal the agent runs a durable run starts outside its tools (see the module)."""
+    if getattr(Agent.iter, "_tether_journals", False):
+        return
+    iter_of, opened, resolved = (
+        Agent.iter,
+        Agent._open_realtime_session,
+        Agent._resolve_realtime_session,
+    )
+
+    def journaling_iter(self: Agent[Any, Any], user_prompt: Any = None, **kwargs: Any) -> Any:
+        capabilities = list(kwargs.pop("capabilities", None) or ())
+        if in_run() and not any(isinstance(c, _Journaled) for c in capabilities):
+            capabilities.append(_Journaled(frozenset()))
+        return iter_of(self, user_prompt, capabilities=capabilities or None, **kwargs)
+
+    def guarded(opener: Any) -> Any:
+        def open_session(self: Agent[Any, Any], *args: Any, **kwargs: Any) -> Any:
+            if in_run():
+                _refuse_realtime()
+            return opener(self, *args, **kwargs)
+
+        return open_session
+
+    journaling_iter._tether_journals = True  # type: ignore[attr-defined]
+    setattr(Agent, "iter", journaling_iter)  # noqa: B010 - a method, assigned
+    setattr(Agent, "_open_realtime_session", guarded(opened))  # noqa: B010
+    setattr(Agent, "_resolve_realtime_session", guarded(resolved))  # noqa: B010
 
 
 def _refuse_realtime() -> NoReturn:
@@ -149,21 +192,27 @@ def journaled_agent(
     idempotent_tools: Iterable[str] = (),
     deps: Any = None,
 ) -> JournaledAgent:
-    """``agent`` journaled in the current Tether turn (see :class:`JournaledAgent`): for a
-    helper agent a durable run calls outside its tools, such as a checker in an output
-    validator, whose model calls must be journaled too.
+    """``agent`` journaled in the current Tether turn (see :class:`JournaledAgent`), for a
+    harness of your own. (Inside a durable run, any other agent run outside its tools, a
+    checker in an output validator say, is journaled without it; wrap one to name its
+    ``idempotent_tools``.)
 
     Example::
 
-        checker = journaled_agent(Agent("openai:gpt-4o", output_type=bool))
+        class Support:                                   # a Tether harness
+            name, version = "support", "1"
 
-        @support.output_validator
-        async def polite(output: str) -> str:
-            if not (await checker.run(f"Is this polite? {output}")).output:
-                raise ModelRetry("Be polite.")
-            return output
+            async def run(self, turn):
+                with turn_scope(turn):
+                    async with journaled_agent(agent).iter(turn.inputs[-1].text) as run:
+                        async for node in run:
+                            ...
+                return run.result.output
     """
     check_journalable(agent)
     if isinstance(agent, JournaledAgent):
         return agent
     return JournaledAgent(agent, idempotent_tools=idempotent_tools, deps=deps)
+
+
+install()

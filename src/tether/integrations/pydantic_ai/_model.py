@@ -27,37 +27,81 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from tether.errors import JournalError
+from tether.errors import JournalError, TetherError
 from tether.integrations._bridge import current_turn, journaled_model
 from tether.integrations.pydantic_ai._convert import neutral_request, to_response
 from tether.messages import ModelResponse
 from tether.models import DeltaSink
 from tether.models.pydantic_ai import complete
 
-__all__ = ("JournaledModel", "NotJournaled", "in_tool", "inside_tool")
+__all__ = (
+    "JournaledModel",
+    "NotJournaled",
+    "UnsupportedConstruct",
+    "in_run",
+    "in_tool",
+    "inside_run",
+    "inside_tool",
+)
 
-_in_tool: ContextVar[bool] = ContextVar("tether_pydantic_ai_in_tool", default=False)
+_scope: ContextVar[str | None] = ContextVar("tether_pydantic_ai_scope", default=None)
+"""``run`` inside a durable pydantic-ai run, ``tool`` inside one of its tools."""
 
 
-class NotJournaled(JournalError):
-    """A durable pydantic-ai run used something the journal cannot record; it is refused
-    rather than run unrecorded (a replay or a resume would repeat it)."""
+class NotJournaled(JournalError, RuntimeError):
+    """A durable pydantic-ai run used something the journal cannot record (a realtime
+    session, provider-side compaction, a batch request); it fails the run rather than run
+    unrecorded, which a resume or a replay would repeat.
+
+    Example::
+
+        # a drive opened agent.realtime("openai-realtime:gpt-realtime").session()
+        NotJournaled: realtime sessions stream audio over a provider socket the journal ...
+    """
 
     code = "not_journaled"
 
 
+class UnsupportedConstruct(TetherError, ValueError):
+    """A pydantic-ai agent that cannot be a durable Tether agent; raised by ``durable()``,
+    ``PydanticAIHarness`` and ``journaled_agent()``, naming the construct.
+
+    Example::
+
+        try:
+            durable(Agent("openai:gpt-4o", capabilities=[TemporalDurability()]))
+        except UnsupportedConstruct as exc:
+            print(exc)  # TemporalDurability: the agent is already made durable by ...
+    """
+
+    code = "unsupported_construct"
+
+
 def in_tool() -> bool:
     """Whether this code runs inside a tool of a durable run (the tool's own effect)."""
-    return _in_tool.get()
+    return _scope.get() == "tool"
+
+
+def in_run() -> bool:
+    """Whether this code runs inside a durable run, outside its tools."""
+    return _scope.get() == "run"
 
 
 @contextlib.contextmanager
-def inside_tool() -> Iterator[None]:
-    token = _in_tool.set(True)
+def _inside(scope: str) -> Iterator[None]:
+    token = _scope.set(scope)
     try:
         yield
     finally:
-        _in_tool.reset(token)
+        _scope.reset(token)
+
+
+def inside_tool() -> contextlib.AbstractContextManager[None]:
+    return _inside("tool")
+
+
+def inside_run() -> contextlib.AbstractContextManager[None]:
+    return _inside("run")
 
 
 class JournaledModel(WrapperModel):
