@@ -33,7 +33,12 @@ class Tee(io.TextIOBase):
 
 
 def write_results(
-    folder: Path, text: str, served: Served | None, started: float, server_version: str
+    folder: Path,
+    text: str,
+    served: Served | None,
+    started: float,
+    server_version: str,
+    how: str = "",
 ) -> None:
     """``DIR/<date>-postgres.md``: the machine, the command, the goals, the plot and what
     the script printed (its goals table moved to the top)."""
@@ -56,6 +61,8 @@ def write_results(
         "Command: `python benchmarks/postgres.py " + " ".join(_shown_args()) + "`",
         "",
     ]
+    if how:
+        lines += [how.strip(), ""]
     if goals is not None:
         lines += ["## Goals", "", goals_table(goals), ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]

@@ -269,7 +269,7 @@ class Drain:
     waits_ms: list[float]
     """Gate opening (or admission, if later) → settled, every submission of the backlog."""
     runs_ms: list[float]
-    """Claim → settled."""
+    """Claim (or the gate's opening, for a claim the gate held) → settled."""
     latency_ms: list[float] = field(default_factory=list)
     """Admission → settled, one submission at a time with the workers idle."""
 
@@ -335,7 +335,7 @@ async def drain(
         submissions / took[0],
         rate_between([settled for _, _, settled in rows]),
         [(settled - max(created, opened)) * 1000 for created, _, settled in rows],
-        [(settled - started) * 1000 for _, started, settled in rows],
+        [(settled - max(started, opened)) * 1000 for _, started, settled in rows],
     )
     for n in range(samples):
         one = f"{prefix}-l{n}"

@@ -27,7 +27,7 @@ from benchmarks._served import Side, Workers, gated, wait_settled
 __all__ = ("Cost", "Counted", "Single", "count")
 
 TAIL = 0.1  # s after a settlement: what the worker does because of it (its next claim) lands
-IDLE = 1.0  # s of an idle worker
+IDLE = 1.0  # s of an idle worker (a quarter of that in a smoke run: under 100 submissions)
 
 
 @dataclass
@@ -101,16 +101,17 @@ async def count(
 ) -> Counted:
     with proxied(base, "worker") as worker, proxied(base, "client") as client:
         async with Workers([side.worker_argv(through(base, worker.port), 0)], side.ready):
-            await asyncio.sleep(0.5)  # its start-up statements are not the idle rate
+            quiet = IDLE if submissions >= 100 else IDLE / 4
+            await asyncio.sleep(quiet / 2)  # its start-up statements are not the idle rate
             before = worker.snapshot()
-            await asyncio.sleep(IDLE)
+            await asyncio.sleep(quiet)
             idle = worker.snapshot() - before
             counted = Counted(
                 side.name,
                 submissions,
-                idle.statements / IDLE,
-                idle.round_trips / IDLE,
-                idle.commits / IDLE,
+                idle.statements / quiet,
+                idle.round_trips / quiet,
+                idle.commits / quiet,
             )
             async with side.admitter(through(base, client.port)) as admit:
                 for workload in workloads:

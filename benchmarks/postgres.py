@@ -178,7 +178,15 @@ async def main() -> None:
                 goals += served_goals
         print_goals(goals)
     if tee is not None:
-        write_results(args.results, tee.kept.getvalue(), served, started, server_version)
+        how = (__doc__ or "").split("**The served path**", 1)[-1].split("**The store**", 1)[0]
+        write_results(
+            args.results,
+            tee.kept.getvalue(),
+            served,
+            started,
+            server_version,
+            how="**The served path**" + how if served is not None else "",
+        )
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """DBOS's served path on PostgreSQL: queue workers that drain what a client enqueues.
 
-    python -m benchmarks.peers.dbos_queue URL SCHEMA EXECUTOR_ID POLL CONCURRENCY
+    python -m benchmarks.peers.dbos_queue URL SCHEMA EXECUTOR_ID
 
 runs one worker (a process, as ``tether worker`` is): DBOS launched on the system database
-``URL`` (schema ``SCHEMA``, migrated beforehand by :func:`migrate`), listening on the queue
-``bench`` with ``worker_concurrency=CONCURRENCY`` and ``polling_interval_sec=POLL``. It prints
+``URL`` (schema ``SCHEMA``), listening on the queue ``bench``, which :func:`migrate` made
+beforehand with its ``worker_concurrency`` and ``polling_interval_sec``. It prints
 ``ready`` once launched and runs until SIGTERM. The workflow is the fake model's conversation
 of ``turns`` turns (``benchmarks/peers/_fake.py``): a ``@DBOS.step`` per model call and per
 tool call, ``2 * turns + 1`` steps. The client side (:func:`enqueue`, :func:`completions`)
@@ -85,10 +85,18 @@ def _sqlalchemy_url(url: str) -> str:
     return url.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-def migrate(url: str, schema: str) -> None:
-    """Create DBOS's system tables in ``schema`` (once, before any worker launches)."""
+def migrate(url: str, schema: str, poll: float, concurrency: int) -> None:
+    """Create DBOS's system tables in ``schema`` and the queue (once, before any worker
+    launches: a worker's queue thread then finds the queue as it starts)."""
     logging.getLogger("dbos").setLevel(logging.ERROR)
     DBOS.migrate(_sqlalchemy_url(url), schema=schema)
+    with client(url, schema) as made:
+        made.register_queue(
+            QUEUE,
+            worker_concurrency=concurrency,
+            polling_interval_sec=poll,
+            application_name=APP_NAME,
+        )
 
 
 def drop(url: str, schema: str) -> None:
@@ -168,7 +176,7 @@ class DbosSide:
         self.run = uuid.uuid4().hex[:6]
 
     async def migrate(self) -> None:
-        await asyncio.to_thread(migrate, self.base, self.schema)
+        await asyncio.to_thread(migrate, self.base, self.schema, self.poll, self.concurrency)
 
     def worker_argv(self, url: str, index: int) -> list[str]:
         return [
@@ -178,8 +186,6 @@ class DbosSide:
             url,
             self.schema,
             f"bench-{self.run}-{index}",
-            str(self.poll),
-            str(self.concurrency),
         ]
 
     def gate(self) -> sql.Composed:
@@ -228,21 +234,12 @@ def _config(url: str, schema: str, executor_id: str) -> DBOSConfig:
 
 def main(argv: Sequence[str]) -> None:
     url, schema, executor_id = argv[0], argv[1], argv[2]
-    poll, concurrency = float(argv[3]), int(argv[4])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     logging.getLogger("dbos").setLevel(logging.ERROR)
     DBOS(config=_config(url, schema, executor_id))
-    DBOS.launch()
-    # DBOS 3 keeps a queue's settings in the system database (the worker thread re-reads
-    # them every poll); the first worker to launch registers it, the others update it.
-    DBOS.register_queue(
-        QUEUE,
-        worker_concurrency=concurrency,
-        polling_interval_sec=poll,
-        on_conflict="always_update",
-    )
+    DBOS.launch()  # the queue is registered (``migrate``): its settings are the database's
     # Ready once the queue's own thread polls it (DBOS's queue thread starts it within 1 s).
     while not any(t.name == f"queue-worker-{QUEUE}" for t in threading.enumerate()):
         if stop.wait(0.02):
