@@ -53,7 +53,7 @@ class _Journaled(AbstractCapability[Any]):
         return CapabilityOrdering(position="outermost")
 
     def get_wrapper_model(self, model: PAModel) -> PAModel | None:
-        return model if isinstance(model, JournaledModel) else JournaledModel(model)
+        return None if isinstance(model, JournaledModel) else JournaledModel(model)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
