@@ -71,6 +71,12 @@ def record_hash(canonical_record: bytes, prev_hash: str, seq: int) -> str:
     where ``canonical_record == canonical_json(r)``; assembling the outer object from the
     already-canonical record avoids encoding the record twice on the append path.
     """
+    if not prev_hash or (prev_hash.isalnum() and prev_hash.isascii()):
+        # A hex digest (or the empty first one) needs no escaping: one buffer, one update.
+        return hashlib.sha256(
+            b'{"prev_hash":"%s","record":%s,"seq":"%d"}'
+            % (prev_hash.encode(), canonical_record, seq)
+        ).hexdigest()
     digest = hashlib.sha256(('{"prev_hash":' + _encode_string(prev_hash) + ',"record":').encode())
     digest.update(canonical_record)
     digest.update(b',"seq":"%d"}' % seq)

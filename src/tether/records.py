@@ -179,9 +179,31 @@ class RecordDraft:
     id: str = field(default_factory=new_ulid)
     time: str = field(default_factory=now_rfc3339)
     payload_canonical: bytes = field(init=False, repr=False, compare=False)
+    _pieces: tuple[bytes, bytes, bytes] = field(init=False, repr=False, compare=False)
+    """The canonical envelope less what only the store knows (conversation, seq, session),
+    encoded here: the single writer that seals the draft then only joins bytes."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "payload_canonical", canonical_json(self.payload.to_json_object()))
+        payload = canonical_json(self.payload.to_json_object())
+        object.__setattr__(self, "payload_canonical", payload)
+        # Sorted keys: attemptId < conversationId < executionId < id < kind < payload < seq
+        # < session < submissionId < time < turn (see ``seal``).
+        lead = b""
+        if self.attempt_id is not None:
+            lead = b'"attemptId":%s,' % encode_string(self.attempt_id)
+        middle = b',"id":%s,"kind":%s,"payload":%s' % (
+            encode_string(self.id),
+            encode_string(self.payload.KIND),
+            payload,
+        )
+        if self.execution_id is not None:
+            middle = b',"executionId":%s%s' % (encode_string(self.execution_id), middle)
+        tail = b',"time":%s' % encode_string(self.time)
+        if self.submission_id is not None:
+            tail = b',"submissionId":%s%s' % (encode_string(self.submission_id), tail)
+        if self.turn is not None:
+            tail += b',"turn":' + format_number(self.turn).encode()
+        object.__setattr__(self, "_pieces", (lead, middle, tail + b"}"))
 
     @property
     def kind(self) -> str:
@@ -350,23 +372,35 @@ def seal(
     < ``seq`` < ``session`` < ``submissionId`` < ``time`` < ``turn``), which equals
     ``canonical_json`` of the envelope (a property test holds it to that).
     """
-    parts: list[bytes] = []
-    if draft.attempt_id is not None:
-        parts.append(b'"attemptId":' + encode_string(draft.attempt_id))
-    parts.append(b'"conversationId":' + encode_string(conversation_id))
-    if draft.execution_id is not None:
-        parts.append(b'"executionId":' + encode_string(draft.execution_id))
-    parts.append(b'"id":' + encode_string(draft.id))
-    parts.append(b'"kind":' + encode_string(draft.payload.KIND))
-    parts.append(b'"payload":' + draft.payload_canonical)
-    parts.append(b'"seq":%d' % seq)
-    parts.append(b'"session":' + encode_string(session))
-    if draft.submission_id is not None:
-        parts.append(b'"submissionId":' + encode_string(draft.submission_id))
-    parts.append(b'"time":' + encode_string(draft.time))
-    if draft.turn is not None:
-        parts.append(b'"turn":' + format_number(draft.turn).encode())
-    canonical = b"{" + b",".join(parts) + b"}"
+    return seal_encoded(
+        draft,
+        conversation=encode_string(conversation_id),
+        session=encode_string(session),
+        conversation_id=conversation_id,
+        seq=seq,
+        prev_hash=prev_hash,
+    )
+
+
+def seal_encoded(
+    draft: RecordDraft,
+    *,
+    conversation: bytes,
+    session: bytes,
+    conversation_id: str,
+    seq: int,
+    prev_hash: str,
+) -> Record:
+    """``seal`` with the conversation id and session already encoded (once for a batch)."""
+    lead, middle, tail = draft._pieces
+    canonical = b'{%s"conversationId":%s%s,"seq":%d,"session":%s%s' % (
+        lead,
+        conversation,
+        middle,
+        seq,
+        session,
+        tail,
+    )
     kind = draft.payload.KIND
     record = Record(seq, kind, canonical, prev_hash, record_hash(canonical, prev_hash, seq))
     record._payload = draft.payload

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from tether._canonical import canonical_json
+from tether._canonical import canonical_json, encode_string
 from tether._payloads import (
     AttachmentRef,
     ConversationCreated,
@@ -31,7 +31,7 @@ from tether.errors import (
     SeqOutOfRange,
 )
 from tether.messages import FilePart
-from tether.records import Record, RecordDraft, format_time, seal, verify_chain
+from tether.records import Record, RecordDraft, format_time, seal_encoded, verify_chain
 from tether.store._types import Conversation, SessionKey, Submission, SubmissionStatus
 
 __all__ = (
@@ -182,11 +182,17 @@ def seal_batch(
     follows: it takes its predecessor's time instead, and a log's times never go back.
     """
     sealed: list[Record] = []
+    conversation, session_bytes = encode_string(conversation_id), encode_string(session)
     for seq, draft in enumerate(drafts, start=head + 1):
         if draft.time < prev_time:  # one format (RFC 3339, UTC, fixed width): text order
             draft = dataclasses.replace(draft, time=prev_time)
-        record = seal(
-            draft, conversation_id=conversation_id, session=session, seq=seq, prev_hash=prev_hash
+        record = seal_encoded(
+            draft,
+            conversation=conversation,
+            session=session_bytes,
+            conversation_id=conversation_id,
+            seq=seq,
+            prev_hash=prev_hash,
         )
         sealed.append(record)
         prev_hash, prev_time = record.hash, draft.time
