@@ -500,6 +500,22 @@ def _goals(results: Results) -> list[Goal]:
             judged(spread <= 1.15, judge and smallest > 0),
         )
     )
+    # Issue 26 item 3: the server's default path (commits via the writer thread) against the
+    # fsync floor of the commits the turn makes, each raw sqlite3 commit timed in this run.
+    for t, r in sorted(results.tether_threaded.items()):
+        commits = (r.commits or 0) / (r.conversations * t)
+        floor = commits * results.floor_ms
+        over = r.ms_per_turn - results.raw_turn_ms
+        goals.append(
+            Goal(
+                f"overhead/turn ≤ 2x the fsync floor, writer thread, T={t}",
+                f"{over / floor:.2f}x ({_ms(over)} vs {commits:.2f} commits x "
+                f"{results.floor_ms:.3f} ms)"
+                if floor
+                else "no commits measured",
+                judged(floor > 0 and over <= 2 * floor, judge),
+            )
+        )
     resumes = results.resume.get(TETHER, {})
     if resumes:
         length = max(resumes)
