@@ -37,6 +37,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -56,6 +57,7 @@ __all__ = (
     "drain",
     "rate_between",
     "summary",
+    "wait_one",
     "wait_settled",
 )
 
@@ -88,6 +90,13 @@ class Side(Protocol):
         ...
 
     def settled(self, conn: psycopg.Connection[Any], prefix: str) -> int: ...
+
+    def one(
+        self, conn: psycopg.Connection[Any], workload: str, name: str
+    ) -> tuple[float, float, float] | None:
+        """(admitted, claimed, settled) of the submission ``name``, ``None`` until it
+        settles: one lookup by a unique index (polled every few milliseconds)."""
+        ...
 
     def completions(self, url: str, prefix: str) -> list[tuple[float, float, float]]:
         """(admitted, claimed, settled) of every submission of ``prefix``, in epoch seconds;
@@ -158,6 +167,18 @@ class TetherSide:
         row = conn.execute(query, (prefix + "-%",)).fetchone()
         return int(row[0]) if row else 0
 
+    def one(
+        self, conn: psycopg.Connection[Any], workload: str, name: str
+    ) -> tuple[float, float, float] | None:
+        query = sql.SQL(
+            "SELECT s.created_at, (SELECT min(a.started_at) FROM {schema}.attempts a "
+            "WHERE a.submission_id = s.id), s.settled_at, s.settlement "
+            "FROM {schema}.submissions s WHERE s.agent = %s AND s.instance = %s "
+            "AND s.status = 'settled'"
+        ).format(schema=sql.Identifier(self.schema))
+        row = conn.execute(query, (workload, name)).fetchone()
+        return None if row is None else _succeeded(*row)
+
     def completions(self, url: str, prefix: str) -> list[tuple[float, float, float]]:
         query = sql.SQL(
             "SELECT s.created_at, (SELECT min(a.started_at) FROM {schema}.attempts a "
@@ -166,13 +187,16 @@ class TetherSide:
         ).format(schema=sql.Identifier(self.schema))
         with psycopg.connect(self.base, autocommit=True) as conn:
             rows = conn.execute(query, (prefix + "-%",)).fetchall()
-        out = []
-        for created, started, settled, settlement in rows:
-            status = json.loads(bytes(settlement)).get("status") if settlement else None
-            if status != "succeeded" or settled is None:
-                raise AssertionError(f"a Tether submission ended {status}: {settlement!r}")
-            out.append((created.timestamp(), started.timestamp(), settled.timestamp()))
-        return out
+        return [_succeeded(*row) for row in rows]
+
+
+def _succeeded(
+    created: datetime, started: datetime, settled: datetime | None, settlement: bytes | None
+) -> tuple[float, float, float]:
+    status = json.loads(bytes(settlement)).get("status") if settlement else None
+    if status != "succeeded" or settled is None:
+        raise AssertionError(f"a Tether submission ended {status}: {settlement!r}")
+    return created.timestamp(), started.timestamp(), settled.timestamp()
 
 
 # --- DBOS -----------------------------------------------------------------------------------
@@ -284,15 +308,27 @@ def rate_between(settled: Sequence[float], low: float = 0.1, high: float = 0.9) 
     return (last - first) / span if span > 0 else float("inf")
 
 
-async def wait_settled(
-    side: Side, url: str, prefix: str, count: int, *, poll: float = 0.02
-) -> None:
+async def wait_settled(side: Side, url: str, prefix: str, count: int) -> None:
+    """Until ``count`` submissions of ``prefix`` settled (a count every 50 ms: its scan is
+    the benchmark's own load on the server, kept small)."""
     deadline = time.monotonic() + DRAIN_TIMEOUT
     with psycopg.connect(url, autocommit=True) as conn:
         while side.settled(conn, prefix) < count:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{side.name}: {prefix} did not drain")
-            await asyncio.sleep(poll)
+            await asyncio.sleep(0.05)
+
+
+async def wait_one(
+    side: Side, conn: psycopg.Connection[Any], workload: str, name: str
+) -> tuple[float, float, float]:
+    """The submission ``name``'s times once it settled (looked up every 5 ms)."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT
+    while (found := side.one(conn, workload, name)) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{side.name}: {name} did not settle")
+        await asyncio.sleep(0.005)
+    return found
 
 
 async def gated(side: Side, url: str, admit: Callable[[], Awaitable[None]]) -> float:
@@ -337,12 +373,12 @@ async def drain(
         [(settled - max(created, opened)) * 1000 for created, _, settled in rows],
         [(settled - max(started, opened)) * 1000 for _, started, settled in rows],
     )
-    for n in range(samples):
-        one = f"{prefix}-l{n}"
-        await admit(workload, f"{one}-0")
-        await wait_settled(side, url, one, 1, poll=0.002)
-        [(created, _, settled)] = side.completions(url, one)
-        result.latency_ms.append((settled - created) * 1000)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for n in range(samples):
+            name = f"{prefix}-l{n}"
+            await admit(workload, name)
+            created, _, settled = await wait_one(side, conn, workload, name)
+            result.latency_ms.append((settled - created) * 1000)
     return result
 
 

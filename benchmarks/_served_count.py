@@ -20,12 +20,16 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from benchmarks._pgwire import Statement, Tally, label, proxied, recording, through
-from benchmarks._served import Side, Workers, gated, wait_settled
+import psycopg
+
+from benchmarks._pgwire import Proxy, Statement, Tally, label, proxied, recording, through
+from benchmarks._served import Admit, Side, Workers, gated, wait_one, wait_settled
 
 __all__ = ("Cost", "Counted", "Single", "count")
 
+WORKLOAD = "one"  # the single submissions'
 TAIL = 0.1  # s after a settlement: what the worker does because of it (its next claim) lands
 IDLE = 1.0  # s of an idle worker (a quarter of that in a smoke run: under 100 submissions)
 
@@ -129,21 +133,26 @@ async def count(
                     counted.costs[workload] = Cost.of(
                         worker.snapshot() - worker_before, client_after - client_before, submissions
                     )
-                for n in range(singles):
-                    await asyncio.sleep(TAIL)
-                    prefix = f"single-{uuid.uuid4().hex[:8]}"
-                    worker_before, client_before = worker.snapshot(), client.snapshot()
-                    start = time.monotonic()
-                    with recording(worker, client) as statements:
-                        await admit(workloads[0], f"{prefix}-{n}")
-                        await wait_settled(side, base, prefix, 1, poll=0.002)
-                        await asyncio.sleep(TAIL)
-                    counted.singles.append(
-                        Single(
-                            statements,
-                            worker.snapshot() - worker_before,
-                            client.snapshot() - client_before,
-                            time.monotonic() - start,
-                        )
-                    )
+                with psycopg.connect(base, autocommit=True) as conn:
+                    for _ in range(singles):
+                        counted.singles.append(await _single(side, conn, worker, client, admit))
     return counted
+
+
+async def _single(
+    side: Side, conn: psycopg.Connection[Any], worker: Proxy, client: Proxy, admit: Admit
+) -> Single:
+    await asyncio.sleep(TAIL)
+    name = f"single-{uuid.uuid4().hex[:8]}"
+    worker_before, client_before = worker.snapshot(), client.snapshot()
+    start = time.monotonic()
+    with recording(worker, client) as statements:
+        await admit(WORKLOAD, name)
+        await wait_one(side, conn, WORKLOAD, name)
+        await asyncio.sleep(TAIL)
+    return Single(
+        statements,
+        worker.snapshot() - worker_before,
+        client.snapshot() - client_before,
+        time.monotonic() - start,
+    )

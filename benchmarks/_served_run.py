@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks._plots import plot_lines
 from benchmarks._served import (
     Drain,
     Side,
@@ -337,19 +336,41 @@ def goals(served: Served) -> list[Goal]:
 
 
 def plot(served: Served, path: Path) -> Path | None:
-    series = {
-        f"{side} {workload}": {
-            d.workers: d.settled_per_s
-            for d in served.drains
-            if d.side == side and d.workload == workload
-        }
-        for side in ("Tether", "DBOS")
-        for workload in TURNS
-    }
-    return plot_lines(
-        path,
-        f"PostgreSQL served path: settled/s draining {served.submissions:,}",
-        "worker processes",
-        "settled/s (p10-p90)",
-        series,
-    )
+    """settled/s against the worker count, a line per side and workload (``None`` without
+    matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axes = plt.subplots(figsize=(6.4, 4.8), dpi=110)
+    for side, colour in (("Tether", "tab:blue"), ("DBOS", "tab:red")):
+        for workload, style in zip(TURNS, ("-", "--"), strict=False):
+            points = sorted(
+                (d.workers, d.settled_per_s)
+                for d in served.drains
+                if d.side == side and d.workload == workload
+            )
+            if points:
+                axes.plot(
+                    [n for n, _ in points],
+                    [rate for _, rate in points],
+                    style,
+                    color=colour,
+                    marker="o",
+                    label=f"{side}, {workload} ({TURNS[workload]} tool turn"
+                    f"{'s' if TURNS[workload] > 1 else ''})",
+                )
+    axes.set_xticks(served.workers)
+    axes.set_ylim(bottom=0)
+    axes.set_title(f"PostgreSQL served path: settled/s draining {served.submissions:,}")
+    axes.set_xlabel(f"worker processes ({os.cpu_count()} CPUs, shared with PostgreSQL)")
+    axes.set_ylabel("settled/s (10th-90th percentile)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path

@@ -207,6 +207,21 @@ class DbosSide:
     def settled(self, conn: psycopg.Connection[Any], prefix: str) -> int:
         return count_done(conn, self.schema, prefix + "-")
 
+    def one(
+        self, conn: psycopg.Connection[Any], workload: str, name: str
+    ) -> tuple[float, float, float] | None:
+        query = sql.SQL(
+            "SELECT status, created_at, started_at_epoch_ms, completed_at "
+            "FROM {}.workflow_status WHERE workflow_uuid = %s AND status IN ('SUCCESS', 'ERROR')"
+        ).format(sql.Identifier(self.schema))
+        row = conn.execute(query, (name,)).fetchone()
+        if row is None:
+            return None
+        status, created, started, settled = row
+        if status != "SUCCESS" or started is None or settled is None:
+            raise AssertionError(f"a DBOS workflow ended {status}")
+        return created / 1000, started / 1000, settled / 1000
+
     def completions(self, url: str, prefix: str) -> list[tuple[float, float, float]]:
         out = []
         for status, created, started, settled in completions(self.base, self.schema, prefix + "-"):
