@@ -25,13 +25,19 @@ from tether.records import Record, RecordDraft
 from tether.store._common import record_time, seal_append, time_micros
 from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_kinds import kind_code
-from tether.store._sqlite_log import HEAD_STATE_COLUMNS, index_attachments, move_anchors
+from tether.store._sqlite_log import (
+    HEAD_STATE_COLUMNS,
+    index_attachments,
+    move_anchor,
+    move_anchors,
+)
 
 __all__ = ("AppendRequest", "Appender")
 
 _MAX_VARIABLES = 995  # below SQLite's 999 host parameters per statement, a multiple of 5
 _ROWS_PER_INSERT = _MAX_VARIABLES // 5
 _CACHE_LIMIT = 10_000
+_INSERT_ONE = "INSERT INTO records (conversation, seq, kind, body, hash) VALUES (?,?,?,?,?)"
 
 
 @dataclass(slots=True)
@@ -91,7 +97,10 @@ class Appender:
 
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
-        self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
+        if len(requests) == 1:
+            self._refresh(conn, [requests[0].conversation_id])
+        else:
+            self._refresh(conn, list(dict.fromkeys(r.conversation_id for r in requests)))
         rows: list[tuple[int, int, int | str, bytes, bytes]] = []
         heads: dict[int, _State] = {}  # by conversation number: each anchor moves once
         added: dict[int, int] = {}  # the bytes of its records, by conversation number
@@ -122,15 +131,17 @@ class Appender:
                 record_time(last.canonical),
             )
             heads[state.number] = state
-            size = added.get(state.number, 0)
+            number = state.number
+            size = added.get(number, 0)
             for r in sealed:
-                rows.append(
-                    (state.number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash))
-                )
+                rows.append((number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash)))
                 size += len(r.canonical)
-            added[state.number] = size
+            added[number] = size
             request.result = sealed
             request.touched.append(cid)
+        if len(rows) == 1:  # one record per commit: a cached statement, no list to flatten
+            conn.execute(_INSERT_ONE, rows[0])
+            rows = []
         for start in range(0, len(rows), _ROWS_PER_INSERT):
             chunk = rows[start : start + _ROWS_PER_INSERT]
             # One multi-row statement: one step (and one GIL release) instead of one per row.
@@ -140,13 +151,14 @@ class Appender:
                 [value for row in chunk for value in row],
             )
         # The anchor, the last activity and the size: one UPDATE of the row per conversation.
-        move_anchors(
-            conn,
-            (
-                (st.head, bytes.fromhex(st.head_hash), time_micros(st.head_time), added[n], n)
-                for n, st in heads.items()
-            ),
-        )
+        anchors = [
+            (st.head, bytes.fromhex(st.head_hash), time_micros(st.head_time), added[n], n)
+            for n, st in heads.items()
+        ]
+        if len(anchors) == 1:
+            move_anchor(conn, anchors[0])
+        elif anchors:
+            move_anchors(conn, anchors)
         for request in requests:  # in request order: a conversation's gates change in seq order
             if request.result is not None:
                 index_gates(conn, request.conversation_id, request.result)

@@ -49,6 +49,7 @@ __all__ = (
     "insert_conversation",
     "insert_records",
     "mint_fence",
+    "move_anchor",
     "move_anchors",
     "put_snapshot",
     "read",
@@ -224,11 +225,18 @@ def move_anchors(
 ) -> None:
     """Set each ``(head, head_hash, last activity, bytes added, conversation number)``: the
     anchor and the sessions index columns, in the commit of the append, by one statement."""
-    conn.executemany(
-        "UPDATE conversations SET head = ?, head_hash = ?, last_activity = ?, "
-        "bytes = bytes + ? WHERE number = ?",
-        heads,
-    )
+    conn.executemany(_MOVE_ANCHOR, heads)
+
+
+def move_anchor(conn: sqlite3.Connection, head: tuple[int, bytes, int, int, int]) -> None:
+    """``move_anchors`` for one conversation (one ``execute``, no iterator)."""
+    conn.execute(_MOVE_ANCHOR, head)
+
+
+_MOVE_ANCHOR = (
+    "UPDATE conversations SET head = ?, head_hash = ?, last_activity = ?, "
+    "bytes = bytes + ? WHERE number = ?"
+)
 
 
 def chained(rows: Iterable[tuple[Any, ...]], prev_hash: str = "") -> Iterator[Record]:
