@@ -33,10 +33,11 @@ def test_replay_loads_an_app_that_builds_its_client_at_import_with_no_key(
     assert "model and tool invocations: 0" in done.stdout
 
 
-def test_only_unset_keys_get_the_placeholder() -> None:
+def test_only_unset_keys_get_the_placeholder_and_only_while_replaying() -> None:
     environ = {"OPENAI_API_KEY": "sk-real", "ANTHROPIC_API_KEY": ""}
-    given = offline_provider_keys(environ)
-    assert "OPENAI_API_KEY" not in given and "ANTHROPIC_API_KEY" in given
-    assert environ["OPENAI_API_KEY"] == "sk-real"
-    assert environ["ANTHROPIC_API_KEY"] == OFFLINE_KEY
-    assert set(given) | {"OPENAI_API_KEY"} == set(PROVIDER_KEY_VARIABLES)
+    with offline_provider_keys(environ) as given:
+        assert "OPENAI_API_KEY" not in given and "ANTHROPIC_API_KEY" in given
+        assert environ["OPENAI_API_KEY"] == "sk-real"
+        assert environ["ANTHROPIC_API_KEY"] == OFFLINE_KEY
+        assert set(given) | {"OPENAI_API_KEY"} == set(PROVIDER_KEY_VARIABLES)
+    assert environ == {"OPENAI_API_KEY": "sk-real", "ANTHROPIC_API_KEY": ""}

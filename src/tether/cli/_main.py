@@ -295,14 +295,14 @@ def replay(
 
     if (conversation is None) == (from_ is None):
         fail("give a conversation id or --from FILE (one of them)", ExitCode.USAGE)
-    offline_provider_keys()  # an app may build its provider's client at import
-    agents = load_agents(app_, demo)
-    check_model(build_client=False)  # a bad TETHER_MODEL in one line; no key needed
-    if from_ is not None:
-        replay_file(from_, agents, console)
-    else:
-        assert conversation is not None
-        _local.replay(conversation, store, agents, console)
+    with offline_provider_keys():  # an app may build its provider's client at import
+        agents = load_agents(app_, demo)
+        check_model(build_client=False)  # a bad TETHER_MODEL in one line; no key needed
+        if from_ is not None:
+            replay_file(from_, agents, console)
+        else:
+            assert conversation is not None
+            _local.replay(conversation, store, agents, console)
 
 
 @app.command()

@@ -11,8 +11,9 @@ billed.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Final
 
 __all__ = ("OFFLINE_KEY", "PROVIDER_KEY_VARIABLES", "offline_provider_keys")
@@ -33,10 +34,23 @@ PROVIDER_KEY_VARIABLES: Final = (
 )
 
 
-def offline_provider_keys(environ: MutableMapping[str, str] | None = None) -> tuple[str, ...]:
-    """Give each unset provider key variable the placeholder; the names it set."""
+@contextlib.contextmanager
+def offline_provider_keys(
+    environ: MutableMapping[str, str] | None = None,
+) -> Iterator[tuple[str, ...]]:
+    """Give each unset provider key variable the placeholder while the block runs (the
+    names it set), and take them away again after it."""
     env = os.environ if environ is None else environ
-    missing = tuple(name for name in PROVIDER_KEY_VARIABLES if not env.get(name))
+    before = {name: env.get(name) for name in PROVIDER_KEY_VARIABLES}
+    missing = tuple(name for name, value in before.items() if not value)
     for name in missing:
         env[name] = OFFLINE_KEY
-    return missing
+    try:
+        yield missing
+    finally:
+        for name in missing:
+            value = before[name]
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
