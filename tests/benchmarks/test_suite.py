@@ -45,6 +45,7 @@ def _peers_installed() -> bool:
     try:
         import dbos  # noqa: F401
         import langgraph  # noqa: F401
+        import langgraph.checkpoint.sqlite  # noqa: F401
     except ImportError:
         return False
     return True
