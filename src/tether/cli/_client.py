@@ -134,6 +134,24 @@ class Outcome:
         return held is not None and held.get("submissionId") != self.submission_id
 
 
+def list_page(
+    url: str,
+    token: str | None,
+    path: str,
+    field: str,
+    *,
+    status: str,
+    limit: int,
+    **filters: str | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a listing (``GET /approvals``, ``/inputs``): its items and next cursor."""
+    params: dict[str, str | int] = {"status": status, "limit": limit}
+    params |= {name: value for name, value in filters.items() if value is not None}
+    with connect(url, token) as client:
+        page = check(client.get(path, params=params))
+    return list(page[field]), page.get("nextCursor")
+
+
 def wait_for_settlement(
     client: httpx.Client, agent: str, instance: str, session: str, answer: httpx.Response
 ) -> Outcome:

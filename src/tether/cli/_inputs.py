@@ -49,12 +49,17 @@ def inputs(
     auth_token: str | None = TOKEN,
 ) -> None:
     """List the inputs runs asked for, oldest first: by default those waiting for an answer."""
-    given = {"agent": agent, "instance": instance, "cursor": cursor}
-    params: dict[str, str | int] = {"status": status.value, "limit": limit}
-    params |= {name: value for name, value in given.items() if value is not None}
-    with _client.connect(url, auth_token) as client:
-        page = _client.check(client.get("/inputs", params=params))
-    items = page["inputs"]
+    items, next_cursor = _client.list_page(
+        url,
+        auth_token,
+        "/inputs",
+        "inputs",
+        status=status.value,
+        limit=limit,
+        agent=agent,
+        instance=instance,
+        cursor=cursor,
+    )
     if not items:
         console.print("no inputs waiting" if status is InputFilter.PENDING else "no inputs")
     for item in items:
@@ -63,8 +68,8 @@ def inputs(
             f"{escape(item['agent'])}/{escape(item['instance'])}/{escape(item['session'])}  "
             f"{escape(_client.describe_input(item))}{escape(describe_answer(item))}"
         )
-    if page.get("nextCursor"):
-        console.print(f"more: add --cursor {page['nextCursor']}")
+    if next_cursor:
+        console.print(f"more: add --cursor {next_cursor}")
 
 
 def describe_answer(item: dict[str, Any]) -> str:

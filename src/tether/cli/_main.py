@@ -170,12 +170,18 @@ def approvals(
     auth_token: str | None = TOKEN,
 ) -> None:
     """List approvals, oldest request first: by default those waiting for a decision."""
-    given = {"agent": agent, "instance": instance, "tool": tool, "cursor": cursor}
-    params: dict[str, str | int] = {"status": status.value, "limit": limit}
-    params |= {name: value for name, value in given.items() if value is not None}
-    with _client.connect(url, auth_token) as client:
-        page = _client.check(client.get("/approvals", params=params))
-    items = page["approvals"]
+    items, next_cursor = _client.list_page(
+        url,
+        auth_token,
+        "/approvals",
+        "approvals",
+        status=status.value,
+        limit=limit,
+        agent=agent,
+        instance=instance,
+        tool=tool,
+        cursor=cursor,
+    )
     if not items:
         console.print("no approvals waiting" if status is GateFilter.PENDING else "no approvals")
     for item in items:
@@ -184,8 +190,8 @@ def approvals(
             f"{item['agent']}/{item['instance']}/{item['session']}  "
             f"{_client.describe_gate(item)}{_client.describe_decision(item)}"
         )
-    if page.get("nextCursor"):
-        console.print(f"more: add --cursor {page['nextCursor']}")
+    if next_cursor:
+        console.print(f"more: add --cursor {next_cursor}")
 
 
 class Decision(enum.StrEnum):

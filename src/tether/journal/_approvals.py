@@ -7,12 +7,10 @@ execution the same way; ``ApprovalState.kind`` tells them apart.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import jsonschema
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json
@@ -24,6 +22,7 @@ from tether.errors import (
     InvalidEditArgs,
 )
 from tether.journal._executions import Execution
+from tether.journal._schemas import schema_error
 from tether.messages import Mediation
 from tether.records import (
     ApprovalDecided,
@@ -47,7 +46,6 @@ __all__ = (
     "open_gate",
 )
 
-logger = logging.getLogger("tether.journal")
 
 Decision = Literal["approve", "reject", "edit"]
 GATED = frozenset({Mediation.APPROVAL, Mediation.INPUT})
@@ -211,23 +209,11 @@ def check_edit(requested: ApprovalRequested, args: dict[str, JsonValue]) -> None
     against whatever tools the agent defines by the time someone decides. A request that
     recorded no schema (its harness offered none) takes any JSON object."""
     schema = requested.parameters
-    if schema is None:
-        return
-    validator = jsonschema.validators.validator_for(schema)
-    try:
-        validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        logger.warning(
-            "the parameters schema of %s is not valid (%s): edits are not checked",
-            requested.tool,
-            exc.message,
-        )
-        return
-    error = jsonschema.exceptions.best_match(validator(schema).iter_errors(args))
-    if error is not None:
-        path = ".".join(str(part) for part in error.absolute_path)
+    found = None if schema is None else schema_error(schema, args, f"tool {requested.tool}")
+    if found is not None:
+        message, path = found
         raise InvalidEditArgs(
-            f"the edited args do not fit the parameters of {requested.tool}: {error.message}",
+            f"the edited args do not fit the parameters of {requested.tool}: {message}",
             field=f"args.{path}" if path else "args",
         )
 

@@ -8,21 +8,18 @@ An input is a call of ``Mediation.INPUT``: its ``tool_called`` intent and its
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
-import jsonschema
 import orjson
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json
 from tether.errors import InputConflict, InputNotFound, InvalidAnswer
+from tether.journal._schemas import schema_error
 from tether.messages import ToolCall, ToolOutcomeStatus, ToolResult
 from tether.records import InputAnswered, InputRequested, Record
 
 __all__ = ("answer_result", "check_answer", "find_answer", "input_prompt")
-
-logger = logging.getLogger("tether.journal")
 
 
 def input_prompt(call: ToolCall) -> str:
@@ -77,22 +74,10 @@ def find_answer(
 def check_answer(requested: InputRequested, value: JsonValue) -> None:
     """The answer must fit the schema the request recorded (none takes any JSON value)."""
     schema = requested.answer_schema
-    if schema is None:
-        return
-    validator = jsonschema.validators.validator_for(schema)
-    try:
-        validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        logger.warning(
-            "the answer schema of input %s is not valid (%s): answers are not checked",
-            requested.input_id,
-            exc.message,
-        )
-        return
-    error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))
-    if error is not None:
-        path = ".".join(str(part) for part in error.absolute_path)
+    found = None if schema is None else schema_error(schema, value, f"input {requested.input_id}")
+    if found is not None:
+        message, path = found
         raise InvalidAnswer(
-            f"the answer to input {requested.input_id} does not fit its schema: {error.message}",
+            f"the answer to input {requested.input_id} does not fit its schema: {message}",
             field=f"value.{path}" if path else "value",
         )
