@@ -44,7 +44,6 @@ def _run(args: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -
 def _peers_installed() -> bool:
     try:
         import dbos  # noqa: F401
-        import langgraph  # noqa: F401
         import langgraph.checkpoint.sqlite  # noqa: F401
     except ImportError:
         return False
