@@ -602,8 +602,8 @@ class Journal:
         first. ``edit`` runs the tool with ``args``, which must fit the tool's parameters
         schema as the request recorded it (``InvalidEditArgs``).
         """
-        for _ in range(_DECISION_TRIES):
-            view = await self.refresh()
+
+        def decided(view: LogView) -> Record | tuple[Record, Payload]:
             request, existing = find_decision(
                 view.records,
                 approval_id,
@@ -619,7 +619,7 @@ class Journal:
             check_decidable(request, view.latest, view.fork_seq, approval_id)
             if args is not None:
                 check_edit(requested, args)
-            decided = ApprovalDecided(
+            return request, ApprovalDecided(
                 approval_id=approval_id,
                 call_id=requested.call_id,
                 decision=decision,
@@ -627,15 +627,30 @@ class Journal:
                 reason=reason,
                 approver=approver,
             )
+
+        return await self._decide(f"approval {approval_id}", decided)
+
+    async def _decide(
+        self, what: str, decide: Callable[[LogView], Record | tuple[Record, Payload]]
+    ) -> Record:
+        """Write a person's decision on a gate (``decide`` finds the request in a fresh view
+        and gives the record to write, or the identical one already written), waking its
+        submission in the same commit; read again and retry while the log moves."""
+        for _ in range(_DECISION_TRIES):
+            view = await self.refresh()
+            decided = decide(view)
+            if isinstance(decided, Record):
+                return decided
+            request, payload = decided
             draft = RecordDraft(
-                decided, submission_id=request.submission_id, execution_id=request.execution_id
+                payload, submission_id=request.submission_id, execution_id=request.execution_id
             )
             try:
                 [record] = await self._append_decision(draft, view.head, request.submission_id)
             except (Conflict, Fenced):
                 continue  # the log moved (a concurrent decision, most likely): read it again
             return record
-        raise StoreUnavailable(f"approval {approval_id}: the log kept moving; try again")
+        raise StoreUnavailable(f"{what}: the log kept moving; try again")
 
     async def _append_decision(
         self, draft: RecordDraft, expected_seq: int, wake: str | None
@@ -662,8 +677,8 @@ class Journal:
         schema raises ``InvalidAnswer``; one the log can no longer take (its submission
         settled, a fork parent's) ``InputClosed``.
         """
-        for _ in range(_DECISION_TRIES):
-            view = await self.refresh()
+
+        def answered(view: LogView) -> Record | tuple[Record, Payload]:
             request, existing = find_answer(
                 view.records, input_id, value=value, responder=responder
             )
@@ -673,18 +688,11 @@ class Journal:
             assert isinstance(requested, InputRequested)
             check_decidable(request, view.latest, view.fork_seq, input_id, refuse=InputClosed)
             check_answer(requested, value)
-            answered = InputAnswered(
+            return request, InputAnswered(
                 input_id=input_id, call_id=requested.call_id, value=value, responder=responder
             )
-            draft = RecordDraft(
-                answered, submission_id=request.submission_id, execution_id=request.execution_id
-            )
-            try:
-                [record] = await self._append_decision(draft, view.head, request.submission_id)
-            except (Conflict, Fenced):
-                continue
-            return record
-        raise StoreUnavailable(f"input {input_id}: the log kept moving; try again")
+
+        return await self._decide(f"input {input_id}", answered)
 
     # --- fork and verify --------------------------------------------------------------
 
