@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from pydantic import JsonValue
 
@@ -90,3 +93,52 @@ async def test_exec_at_the_views_own_head_reads_nothing_more() -> None:
     assert store.reads == before + 1
     with pytest.raises(Conflict):  # a stale head is refused, and nothing runs
         await live.exec(EchoHarness(), [user("stale")], expected_seq=head)
+
+
+class _StoreCalls:
+    """Counts the log reads and head lookups made through ``store``."""
+
+    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[str] = []
+        for name in ("read", "head"):
+            real = getattr(store, name)
+
+            def counted(
+                *args: Any, _real: Callable[..., Any] = real, _name: str = name, **kw: Any
+            ) -> Any:
+                self.calls.append(_name)
+                return _real(*args, **kw)
+
+            monkeypatch.setattr(store, name, counted)
+
+
+async def test_a_lean_journal_on_a_short_log_costs_one_read_and_no_head_lookup(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's first look at a claimed session: its first records are the whole log, so
+    the head is not asked for (on PostgreSQL, a round trip per claim saved)."""
+    cid = await new_conversation(store)
+    live = await journal(store, cid, model=planning_model())
+    await live.exec(EchoHarness(), [user("hello")])
+    calls = _StoreCalls(store, monkeypatch)
+    opened = await Journal.open(store, cid, fence=1, view=LogView(), lean=True)
+    assert calls.calls == ["read"]
+    assert opened.view.head == len(await store.read(cid)) == opened.head
+
+
+async def test_a_lean_journal_on_a_longer_log_asks_its_head_and_reads_it_whole(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cid = await new_conversation(store)
+    live = await journal(store, cid, model=planning_model())
+    while live.head <= 128:  # past the first read's size: the log may be long enough to snapshot
+        await live.exec(EchoHarness(), [user("hello")])
+    calls = _StoreCalls(store, monkeypatch)
+    opened = await Journal.open(store, cid, fence=1, view=LogView(), lean=True)
+    assert calls.calls[:2] == ["read", "head"]
+    assert opened.view.records == await store.read(cid, limit=5000)
+
+
+async def test_a_lean_journal_of_an_unknown_conversation_is_not_found(store: Store) -> None:
+    with pytest.raises(ConversationNotFound):
+        await Journal.open(store, "nope", fence=1, view=LogView(), lean=True)

@@ -161,9 +161,9 @@ class Journal:
         """
         refreshed = False
         if view is not None and lean and (view.head == 0 or refresh):
-            # A new view asks how long the log is (ConversationNotFound for an unknown id); a
-            # kept one, lean or whole, reads what follows its head.
-            head = await store.head(conversation_id) if view.head == 0 else 0
+            # A new view finds out how long the log is as it reads it (ConversationNotFound
+            # for an unknown id); a kept one, lean or whole, reads what follows its head.
+            head = None if view.head == 0 else 0
             await view.refresh(store, conversation_id, lean=True, known_head=head)
             refreshed = True
         elif view is not None and (view.head == 0 or refresh):

@@ -24,6 +24,7 @@ from tether.store import LogStore
 
 __all__ = (
     "PAGE",
+    "PROBE",
     "UNFIT",
     "LeanStart",
     "SnapshotCache",
@@ -32,6 +33,8 @@ __all__ = (
 )
 
 PAGE = 5000
+PROBE = 128
+"""How many records a new lean view reads before it asks how long the log is."""
 """Records read at once."""
 UNFIT = "the snapshot of %s does not fit its log: ignored"
 logger = logging.getLogger("tether.journal")

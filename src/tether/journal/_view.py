@@ -21,6 +21,7 @@ from tether.journal._history import Transcript, transcript
 from tether.journal._snapshot import Snapshot, SnapshotTranscript, encode_snapshot
 from tether.journal._snapshot_cache import (
     PAGE,
+    PROBE,
     UNFIT,
     LeanStart,
     SnapshotCache,
@@ -135,19 +136,34 @@ class LogView:
                 self.add(record)
 
     async def refresh(
-        self, store: LogStore, conversation_id: str, *, lean: bool = False, known_head: int = 0
+        self,
+        store: LogStore,
+        conversation_id: str,
+        *,
+        lean: bool = False,
+        known_head: int | None = 0,
     ) -> None:
         """Read and take in every record appended since the last refresh.
 
         ``lean``: what the next execution needs is enough. A new view of a log its caller
-        knows to be long (``known_head``) then starts from the log's snapshot and reads only
-        the records after it and the latest execution's own; the older records stand as
-        placeholders until a refresh that is not lean reads them.
+        knows to be long (``known_head``; ``None``: the caller does not know) then starts from
+        the log's snapshot and reads only the records after it and the latest execution's
+        own; the older records stand as placeholders until a refresh that is not lean reads
+        them.
         """
         async with self._lock:
             if self._unread and not lean:
                 await self._read_unread(store, conversation_id)
             if lean and not self.records:
+                if known_head is None:
+                    # Most logs are short: their first records are the whole log, read in the
+                    # one round trip a lookup of the head would have cost. A longer one reads
+                    # them again below (with its snapshot, if it has one).
+                    probe = await store.read(conversation_id, after_seq=0, limit=PROBE)
+                    if len(probe) < PROBE:
+                        await self._read_after_head(store, conversation_id, probe)
+                        return
+                    known_head = await store.head(conversation_id)
                 lean_start = await self._snapshots.lean_start(store, conversation_id, known_head)
                 if lean_start is not None:
                     self._take_lean(lean_start)
