@@ -212,3 +212,21 @@ async def test_an_unregistered_agent_settles_run_failed(make_runtime: Make, stor
     async with make_runtime({"echo": echo_agent()}) as runtime:
         outcome = await settle(runtime, "sub-g")
     assert outcome["errorCode"] == "run_failed" and "not registered" in str(outcome["error"])
+
+
+async def test_a_backlog_past_the_free_slots_drains_as_runs_end_not_on_the_poll(
+    make_runtime: Make, store: Store
+) -> None:
+    """A settlement wakes the claim loops only for its own session's next head, so a worker
+    whose claim took every free slot looks again when a run of its own ends (polls an hour
+    apart: only that can drain this backlog in time)."""
+    now = datetime.now(UTC)
+    for n in range(6):
+        key = SessionKey("echo", "acme", f"backlog-{n}")
+        new = NewSubmission(f"sub-{n}", key, f"conv-{n}", {"kind": "user", "body": "hi"}, now)
+        await store.admit(new)
+    async with make_runtime(
+        {"echo": echo_agent()}, claim_interval=3600, max_concurrent_runs=2
+    ) as runtime:
+        for n in range(6):
+            assert (await settle(runtime, f"sub-{n}"))["status"] == "succeeded"

@@ -287,6 +287,10 @@ class Coordinator:
             lease_expires_at=now + timedelta(seconds=context.config.lease),
             now=now,
         )
+        if len(claimed) >= free:
+            # Every slot taken: more may be runnable, and a settlement announces only its own
+            # session's next head, so the next look is when a run of ours ends.
+            self._waits_for_a_finish = True
         for submission in claimed:
             if submission.conversation_id in self.active:
                 # Our previous attempt released it and is still winding down: not twice at once.

@@ -8,6 +8,7 @@ COMMITTED is enough: appends to a conversation serialize on its row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +42,9 @@ from tether.store.postgres._gates import index_gates
 from tether.store.postgres._refs import INSERT_REFS, index_refs
 
 __all__ = (
+    "LAST_IN_SESSION",
     "RECORD_COLUMNS",
+    "AppendedIfHead",
     "Channels",
     "Conn",
     "append",
@@ -359,7 +362,9 @@ _APPEND_IF_HEAD_STATEMENTS = tuple(
 )
 """Without, then with, the references of records that carry attachments."""
 # The claim is locked first and the head moves only while it holds, so the settlement and
-# the records commit together or not at all; so does the wake of a child's parent.
+# the records commit together or not at all; so does the wake of a child's parent. Whether
+# the session has a next submission queued rides on the settlement's NOTIFY (LAST_IN_SESSION
+# if not), so that no worker looks for a head that cannot be there.
 _APPEND_SETTLED_IF_HEAD = """
 WITH owned AS (
     SELECT id FROM submissions
@@ -371,12 +376,23 @@ WITH owned AS (
         settlement = %(settlement)s, settled_at = %(settled_at)s
     WHERE id = (SELECT id FROM owned) AND EXISTS (SELECT 1 FROM moved)
     RETURNING id, parent_submission_id
+), following AS (
+    SELECT EXISTS (
+        SELECT 1 FROM submissions q WHERE q.conversation_id = %(cid)s
+        AND q.status <> 'settled' AND q.status = 'queued'
+    ) AS queued
 ), written AS ({insert}{refs})
 SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM settled),
        (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved),
-       (SELECT pg_notify(%(settled_channel)s, id) FROM settled),
-       (SELECT {wake} FROM settled)
+       (SELECT pg_notify(%(settled_channel)s, id || CASE WHEN f.queued THEN ''
+                                                         ELSE %(last)s END)
+        FROM settled, following f),
+       (SELECT {wake} FROM settled),
+       (SELECT queued FROM following)
 """
+LAST_IN_SESSION = " last"
+"""Ends a settlement's NOTIFY payload when its session had no next submission queued (a
+payload without it may have one: it wakes the claim loops)."""
 _APPEND_SETTLED_IF_HEAD_STATEMENTS = tuple(
     _APPEND_SETTLED_IF_HEAD.format(
         move=_MOVE_HEAD,
@@ -424,19 +440,19 @@ async def append_if_head(
     fence: int,
     settle: ClaimSettlement | None,
     channels: Channels,
-) -> bool:
+) -> AppendedIfHead | None:
     """Write records sealed against a head this process believes current, in one statement
-    (its own transaction), settling ``settle``'s claim with them if given: ``False``, writing
+    (its own transaction), settling ``settle``'s claim with them if given: ``None``, writing
     nothing, unless the head, its hash, the fence (and the claim) still allow it. The
     conversation's row lock still orders the seqs. Records that change a gate are declined
-    (``False``) before anything runs: the checked path indexes them."""
+    (``None``) before anything runs: the checked path indexes them."""
     if has_gate_changes(sealed):
-        return False
+        return None
     params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
     refs = 1 if params["digests"] else 0
     if settle is None:
         row = await (await conn.execute(_APPEND_IF_HEAD_STATEMENTS[refs], params)).fetchone()
-        return row is not None and row[0] == len(sealed)
+        return AppendedIfHead() if row is not None and row[0] == len(sealed) else None
     params |= {
         "sid": settle.submission_id,
         "aid": settle.attempt_id,
@@ -444,9 +460,20 @@ async def append_if_head(
         "settled_at": settle.settled_at,
         "settled_channel": channels.settled,
         "work_channel": channels.work,
+        "last": LAST_IN_SESSION,
     }
     row = await (await conn.execute(_APPEND_SETTLED_IF_HEAD_STATEMENTS[refs], params)).fetchone()
-    return row is not None and row[0] == len(sealed) and row[1] == 1
+    if row is None or row[0] != len(sealed) or row[1] != 1:
+        return None
+    return AppendedIfHead(more_work=bool(row[5]) or bool(row[4]))
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedIfHead:
+    """What :func:`append_if_head` wrote: ``more_work`` unless it settled a claim whose
+    session had no next submission queued and whose parent (if any) it did not wake."""
+
+    more_work: bool = True
 
 
 def _settled_submission(record: Record) -> str | None:

@@ -297,7 +297,8 @@ class PostgresStore:
                 prev_hash=known.hash,
                 prev_time=known.time,
             )
-            if await self._autocommit(
+            heard = self._wake.work_heard
+            written = await self._autocommit(
                 _log.append_if_head,
                 conversation_id,
                 sealed,
@@ -305,8 +306,12 @@ class PostgresStore:
                 fence,
                 settle,
                 self._channels,
-            ):
-                return self._appended(conversation_id, known.session, sealed, settle)
+            )
+            if written is not None:
+                # A work notice heard while the statement ran may be an admission into this
+                # session that it did not see, and whose claim ran before it committed.
+                more_work = written.more_work or self._wake.work_heard != heard
+                return self._appended(conversation_id, known.session, sealed, settle, more_work)
         self._heads.pop(conversation_id, None)
 
         async def checked(conn: Conn) -> tuple[list[Record], str]:
@@ -377,11 +382,12 @@ class PostgresStore:
         session: str,
         sealed: list[Record],
         settle: ClaimSettlement | None,
+        more_work: bool = True,
     ) -> list[Record]:
         self._remember(conversation_id, session, sealed[-1])
         self._wake.appends.notify([conversation_id])  # local tailers need not wait for the echo
-        if settle is not None:
-            self._wake.settled(settle.submission_id)  # our own NOTIFY's echo is skipped
+        if settle is not None:  # our own NOTIFY's echo is skipped
+            self._wake.settled(settle.submission_id, more_work=more_work)
         return sealed
 
     def _remember(self, conversation_id: str, session: str, last: Record) -> None:

@@ -13,7 +13,7 @@ import contextlib
 
 from tether.store._notify import AppendNotifier
 from tether.store.postgres._listen import Listener
-from tether.store.postgres._log import Channels
+from tether.store.postgres._log import LAST_IN_SESSION, Channels
 
 __all__ = ("Wakeups",)
 
@@ -23,26 +23,34 @@ class Wakeups:
         self.channels = channels
         self.appends = AppendNotifier()
         self.signals = AppendNotifier()  # "work", settled submission ids, steers
+        self.work_heard = 0
+        """How many work notices this process has heard: one heard during a write shows here."""
         self.listener = Listener(
             conninfo,
             {
                 channels.append: self._on_append,
                 channels.work: lambda _: self.work(),
-                channels.settled: self.settled,
+                channels.settled: self._on_settled,
                 channels.steer: self._on_steer,
             },
         )
 
     def work(self) -> None:
         """Something may be runnable."""
+        self.work_heard += 1
         self.signals.notify(["work"])
 
-    def settled(self, submission_id: str) -> None:
-        """A submission settled (empty: the listener reconnected, anything may have)."""
-        if not submission_id:
+    def settled(self, submission_id: str, *, more_work: bool = True) -> None:
+        """A submission settled; ``more_work``: its session may have a next head to claim."""
+        # A settlement frees its session's next head, if one is queued.
+        self.signals.notify([f"settled:{submission_id}", *(("work",) if more_work else ())])
+
+    def _on_settled(self, payload: str) -> None:
+        if not payload:  # the listener reconnected: anything may have settled
             self.signals.notify_all()
             return
-        self.signals.notify([f"settled:{submission_id}", "work"])  # a settlement frees a head
+        submission_id = payload.removesuffix(LAST_IN_SESSION)
+        self.settled(submission_id, more_work=submission_id == payload)
 
     def _on_append(self, payload: str) -> None:
         if not payload:
