@@ -158,6 +158,7 @@ PUBLIC = {
         "Attempt",
         "ChangeFeed",
         "ClaimSettlement",
+        "ClaimedHead",
         "Conversation",
         "DEFAULT_STORE_URL",
         "ErasedSession",

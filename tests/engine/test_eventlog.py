@@ -96,7 +96,7 @@ async def test_a_takeover_of_an_expired_lease_is_logged(
         lease_expires_at=now - timedelta(seconds=1),
         now=now,
     )
-    assert claimed.id == receipt.submission_id
+    assert claimed.submission.id == receipt.submission_id
     async with make_runtime({"echo": echo_agent()}) as runtime:
         async with asyncio.timeout(30):
             await runtime.wait(receipt.submission_id)

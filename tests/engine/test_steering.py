@@ -85,6 +85,23 @@ async def test_no_steering_costs_no_store_query(
     assert asked == []
 
 
+async def test_a_run_the_claim_loop_takes_alone_in_its_session_makes_no_lookup(
+    make_runtime: Make, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its claim said nothing of its session was queued behind it, so no steer can predate
+    its watch: none of its safe points asks the store (one query a run saved, a round trip
+    on PostgreSQL)."""
+    agents = _agents(ScriptedModel(three_tool_rounds), step)
+    admitting = make_runtime(agents)
+    await admitting.start(worker=False)  # an API-only node: it admits, another runs
+    receipt = await admitting.dispatch("bot", "acme", "go")
+    asked = _count_queued_lookups(store, monkeypatch)
+    running = make_runtime(agents, claim_interval=30)
+    async with running:
+        assert (await settle(running, receipt.submission_id))["result"] == "finished"
+    assert asked == []
+
+
 async def test_a_steer_admitted_here_is_looked_for_at_the_next_safe_point(
     make_runtime: Make, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -291,7 +291,8 @@ class Coordinator:
             # Every slot taken: more may be runnable, and a settlement announces only its own
             # session's next head, so the next look is when a run of ours ends.
             self._waits_for_a_finish = True
-        for submission in claimed:
+        for head in claimed:
+            submission = head.submission
             if submission.conversation_id in self.active:
                 # Our previous attempt released it and is still winding down: not twice at once.
                 self._waits_for_a_finish = True
@@ -300,7 +301,7 @@ class Coordinator:
                         submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
                     )
                 continue
-            self._start(submission)
+            self._start(submission, known_clear=head.alone)
 
     @contextlib.contextmanager
     def reserve(self) -> Iterator[bool]:

@@ -7,8 +7,9 @@ and a check is a store query. Most checks find nothing, so the query is made onl
 - a steer or follow-up for the conversation was admitted by this process since the last
   check (the runtime admits them, so it tells the watch at once), or a store with a change
   feed announced one admitted elsewhere (PostgreSQL NOTIFY, topic ``steer:<conversation>``);
-- it is the attempt's first check and steering may predate its watch: unless the attempt was
-  claimed in its own admission's commit, when nothing else of its session was unsettled;
+- it is the attempt's first check and steering may predate its watch: unless its claim found
+  nothing else of its session queued (``ClaimedHead.alone``), as a claim in its own
+  admission's commit always does;
 - the store has no change feed, so another process sharing it (a second server on one
   SQLite file) could have admitted one unheard: then at most every ``poll`` seconds.
 
@@ -82,7 +83,7 @@ class SteerWatches:
         self, conversation_id: str, *, feed: ChangeFeed | None, known_clear: bool
     ) -> SteerWatch:
         """A watch for an attempt about to run in ``conversation_id``; ``known_clear``: its
-        claim committed with nothing else of its session unsettled."""
+        claim committed with nothing else of its session queued."""
         watch = SteerWatch(
             conversation_id,
             feed=feed,

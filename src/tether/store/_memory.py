@@ -60,6 +60,7 @@ from tether.store._types import WAIT_FOR_CHILDREN as CHILDREN
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimedHead,
     ClaimSettlement,
     Conversation,
     NewSubmission,
@@ -340,6 +341,13 @@ class MemoryStore:
             )
         return stored
 
+    def _queued_in(self, conversation_id: str) -> bool:
+        return any(
+            stored.submission.conversation_id == conversation_id
+            and stored.submission.status is SubmissionStatus.QUEUED
+            for stored in self._submissions.values()
+        )
+
     def _is_head(self, submission: Submission) -> bool:
         for other in self._submissions.values():
             if other.submission.conversation_id == submission.conversation_id and (
@@ -443,18 +451,19 @@ class MemoryStore:
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
-    ) -> list[Submission]:
+    ) -> list[ClaimedHead]:
         heads = await self.list_runnable(limit=len(attempt_ids)) if attempt_ids else []
-        return [
-            await self.claim(
+        claimed = []
+        for head, attempt_id in zip(heads, attempt_ids, strict=False):
+            submission = await self.claim(
                 head.id,
                 attempt_id=attempt_id,
                 owner_id=owner_id,
                 lease_expires_at=lease_expires_at,
                 now=now,
             )
-            for head, attempt_id in zip(heads, attempt_ids, strict=False)
-        ]
+            claimed.append(ClaimedHead(submission, alone=not self._queued_in(head.conversation_id)))
+        return claimed
 
     async def claim(
         self,

@@ -21,6 +21,7 @@ from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, Trunc
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimedHead,
     ClaimSettlement,
     Conversation,
     NewSubmission,
@@ -120,10 +121,11 @@ class SubmissionStore(Protocol):
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
-    ) -> list[Submission]:
+    ) -> list[ClaimedHead]:
         """Claim up to ``len(attempt_ids)`` runnable session heads at once, oldest first, each
         as ``claim`` would (the n-th claimed gets the n-th attempt id). Concurrent callers take
-        disjoint heads; a head another caller is taking is skipped, not waited for."""
+        disjoint heads; a head another caller is taking is skipped, not waited for. Each says
+        whether it was ``alone``: nothing else of its session queued behind it."""
         ...
 
     async def list_children(self, submission_id: str) -> list[Submission]:

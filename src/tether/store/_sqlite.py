@@ -47,6 +47,7 @@ from tether.store._sqlite_writer import SqliteWriter
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimedHead,
     ClaimSettlement,
     Conversation,
     NewSubmission,
@@ -398,7 +399,7 @@ class SqliteStore:
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
-    ) -> list[Submission]:
+    ) -> list[ClaimedHead]:
         # Most passes of a claim loop find nothing: a read says so on this thread, without a
         # transaction and two thread hand-offs on the writer. (It is only a hint: what the
         # transaction finds is what is claimed.)

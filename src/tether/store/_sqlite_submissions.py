@@ -23,6 +23,7 @@ from tether.store._types import (
     WAIT_FOR_CHILDREN,
     Admission,
     Attempt,
+    ClaimedHead,
     NewSubmission,
     Submission,
     SubmissionStatus,
@@ -236,13 +237,23 @@ def claim_runnable(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
-) -> list[Submission]:
-    # One write transaction: no other writer can take these heads in between.
+) -> list[ClaimedHead]:
+    # One write transaction: no other writer can take these heads, or admit behind them,
+    # in between.
     heads = list_runnable(conn, len(attempt_ids))
     return [
-        claim(conn, head.id, attempt_id, owner_id, lease_expires_at, now)
+        ClaimedHead(
+            claim(conn, head.id, attempt_id, owner_id, lease_expires_at, now),
+            alone=conn.execute(_QUEUED_BEHIND, (head.conversation_id,)).fetchone() is None,
+        )
         for head, attempt_id in zip(heads, attempt_ids, strict=False)
     ]
+
+
+_QUEUED_BEHIND = (
+    "SELECT 1 FROM submissions WHERE conversation_id = ? AND status != 'settled' "
+    "AND status = 'queued' LIMIT 1"
+)
 
 
 def list_attempts(conn: sqlite3.Connection, submission_id: str) -> list[Attempt]:

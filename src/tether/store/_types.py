@@ -15,6 +15,7 @@ __all__ = (
     "WAIT_FOR_CHILDREN",
     "Admission",
     "Attempt",
+    "ClaimedHead",
     "Conversation",
     "NewSubmission",
     "SessionKey",
@@ -157,6 +158,16 @@ class Admission:
 
     submission: Submission
     created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedHead:
+    """One head that ``claim_runnable`` claimed: ``alone`` when nothing else of its session
+    was queued as the claim committed, so no steer or follow-up can be waiting for its run
+    (one admitted after the claim is announced to it)."""
+
+    submission: Submission
+    alone: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, Trunc
 from tether.store._types import (
     Admission,
     Attempt,
+    ClaimedHead,
     ClaimSettlement,
     Conversation,
     NewSubmission,
@@ -526,7 +527,7 @@ class PostgresStore:
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
-    ) -> list[Submission]:
+    ) -> list[ClaimedHead]:
         if not attempt_ids:
             return []
         return await self._autocommit(

@@ -22,7 +22,7 @@ from tether.store._common import (
     submission_filter,
     submission_from_row,
 )
-from tether.store._types import Attempt, Submission, SubmissionStatus
+from tether.store._types import Attempt, ClaimedHead, Submission, SubmissionStatus
 from tether.store.postgres._children import wake_parent
 from tether.store.postgres._log import Conn
 
@@ -180,7 +180,7 @@ async def claim(
         )
     ).fetchone()
     if row is not None:
-        return submission(row[:-1])
+        return submission(row[:COLUMN_COUNT])
     current = await get_submission(conn, submission_id)  # SubmissionNotFound
     if current.status is not SubmissionStatus.QUEUED:
         raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
@@ -218,7 +218,10 @@ UPDATE submissions s SET status = 'running', attempt_count = s.attempt_count + 1
     attempt_id = c.attempt_id, owner_id = %(owner)s, lease_expires_at = %(lease)s,
     fence = c.fence, wait_reason = NULL
 FROM chosen c WHERE s.id = c.id
-RETURNING {columns}, s.position
+RETURNING {columns},
+    NOT EXISTS (SELECT 1 FROM submissions q WHERE q.conversation_id = s.conversation_id
+                AND q.status <> 'settled' AND q.status = 'queued' AND q.id <> s.id),
+    s.position
 """
 # A batch: SKIP LOCKED, so workers claiming at once take disjoint heads, and a conversation
 # locked by another transaction (an append, or a writer frozen inside one) is left for a
@@ -250,7 +253,7 @@ async def claim_runnable(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
-) -> list[Submission]:
+) -> list[ClaimedHead]:
     # One statement for the whole batch. SKIP LOCKED: workers claiming at once take disjoint
     # heads instead of queueing on each other's locks.
     rows = await (
@@ -267,7 +270,10 @@ async def claim_runnable(
             },
         )
     ).fetchall()
-    return [submission(row[:-1]) for row in sorted(rows, key=lambda row: row[-1])]
+    return [
+        ClaimedHead(submission(row[:COLUMN_COUNT]), alone=row[COLUMN_COUNT])
+        for row in sorted(rows, key=lambda row: row[-1])
+    ]
 
 
 async def list_attempts(conn: Conn, submission_id: str) -> list[Attempt]:

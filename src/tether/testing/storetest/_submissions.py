@@ -198,16 +198,18 @@ class SubmissionCases(BaseConformance):
         await fx.admit("a")  # behind a1: never claimable while a1 is unsettled
         b1 = await fx.admit("b")
         c1 = await fx.admit("c")
-        claimed = await store.claim_runnable(
+        heads = await store.claim_runnable(
             attempt_ids=["att-1", "att-2"], owner_id="w", lease_expires_at=fx.at(60), now=fx.at(0)
         )
+        claimed = [head.submission for head in heads]
         assert [(s.id, s.attempt_id) for s in claimed] == [(a1.id, "att-1"), (b1.id, "att-2")]
         assert all(s.status is SubmissionStatus.RUNNING and s.fence >= 1 for s in claimed)
+        assert [head.alone for head in heads] == [False, True]  # a1 has a2 queued behind it
         assert [a.id for a in await store.list_attempts(a1.id)] == ["att-1"]
         rest = await store.claim_runnable(
             attempt_ids=["att-3", "att-4"], owner_id="w", lease_expires_at=fx.at(60), now=fx.at(0)
         )
-        assert [s.id for s in rest] == [c1.id]
+        assert [(head.submission.id, head.alone) for head in rest] == [(c1.id, True)]
         assert (
             await store.claim_runnable(
                 attempt_ids=[], owner_id="w", lease_expires_at=fx.at(60), now=fx.at(0)
@@ -232,7 +234,7 @@ class SubmissionCases(BaseConformance):
                 for w in range(4)
             )
         )
-        taken = [s.id for batch in batches for s in batch]
+        taken = [head.submission.id for batch in batches for head in batch]
         assert len(taken) == len(set(taken)) <= 12 and set(taken) <= heads
         left = await store.claim_runnable(
             attempt_ids=[f"att-x-{n}" for n in range(12)],
@@ -240,7 +242,7 @@ class SubmissionCases(BaseConformance):
             lease_expires_at=fx.at(60),
             now=fx.at(0),
         )
-        assert set(taken) | {s.id for s in left} == heads
+        assert set(taken) | {head.submission.id for head in left} == heads
 
     @case
     async def test_concurrent_claims_have_exactly_one_winner(
