@@ -44,6 +44,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg import sql
 
+from benchmarks._cpu import CoresBusy, CpuSample
 from benchmarks._measure import percentile
 from benchmarks.peers._fake import TEXT
 
@@ -296,6 +297,8 @@ class Drain:
     """Claim (or the gate's opening, for a claim the gate held) → settled."""
     latency_ms: list[float] = field(default_factory=list)
     """Admission → settled, one submission at a time with the workers idle."""
+    cores: CoresBusy | None = None
+    """Cores the backlog kept busy (workers / PostgreSQL / the machine), gate to drained."""
 
 
 def rate_between(settled: Sequence[float], low: float = 0.1, high: float = 0.9) -> float:
@@ -349,8 +352,10 @@ async def drain(
     workers: int,
     submissions: int,
     samples: int,
+    worker_pids: Sequence[int] = (),
 ) -> Drain:
-    """One backlog of ``submissions`` through the running workers, then ``samples`` alone."""
+    """One backlog of ``submissions`` through the running workers (``worker_pids``: their
+    CPU time is measured), then ``samples`` alone."""
     prefix = f"{workload}-n{workers}-{uuid.uuid4().hex[:8]}"
     took: list[float] = []
 
@@ -361,7 +366,9 @@ async def drain(
         took.append(time.perf_counter() - start)
 
     opened = await gated(side, url, backlog)
+    before = CpuSample.now(worker_pids)
     await wait_settled(side, url, prefix, submissions)
+    cores = CoresBusy.between(before, CpuSample.now(worker_pids))
     rows = side.completions(url, prefix)
     result = Drain(
         side.name,
@@ -372,6 +379,7 @@ async def drain(
         rate_between([settled for _, _, settled in rows]),
         [(settled - max(created, opened)) * 1000 for created, _, settled in rows],
         [(settled - max(started, opened)) * 1000 for _, started, settled in rows],
+        cores=cores,
     )
     with psycopg.connect(url, autocommit=True) as conn:
         for n in range(samples):

@@ -97,11 +97,15 @@ async def run(
             log(f"served: {side.name}, {n} worker(s), {submissions} submissions a workload")
             await side.migrate()
             try:
-                async with Workers([side.worker_argv(base, k) for k in range(n)], side.ready):
+                argvs = [side.worker_argv(base, k) for k in range(n)]
+                async with Workers(argvs, side.ready) as running:
+                    pids = [process.pid for process in running.processes]
                     async with side.admitter(base) as admit:
                         for workload in TURNS:
                             served.drains.append(
-                                await drain(side, base, admit, workload, n, submissions, samples)
+                                await drain(
+                                    side, base, admit, workload, n, submissions, samples, pids
+                                )
                             )
             finally:
                 side.drop()
@@ -207,6 +211,47 @@ def report(served: Served) -> None:
             "DBOS admissions/s",
         ),
         latency_rows,
+    )
+    _report_scaling(served)
+
+
+def _report_scaling(served: Served) -> None:
+    """Throughput against N with the cores each part kept busy: where adding a worker stops
+    paying, and which part of the machine it ran out of."""
+    rows = []
+    for workload in TURNS:
+        for side in ("Tether", "DBOS"):
+            first = served.get(side, workload, served.workers[0])
+            for n in served.workers:
+                drain = served.get(side, workload, n)
+                if drain is None or first is None:
+                    continue
+                speedup = drain.settled_per_s / first.settled_per_s
+                ideal = n / served.workers[0]
+                rows.append(
+                    (
+                        workload,
+                        side,
+                        str(n),
+                        _rate(drain.settled_per_s),
+                        f"{speedup:.2f}x of {ideal:.0f}x",
+                        str(drain.cores) if drain.cores is not None else "n/a",
+                    )
+                )
+    print_table(
+        f"Scaling across cores: settled/s against the worker count, and the cores the backlog "
+        f"kept busy on average, gate to drained (from /proc: the workers' processes, "
+        f"PostgreSQL's, every process of the machine; {os.cpu_count()} CPUs, so the workers, "
+        f"PostgreSQL, the admitting client and this script share them)",
+        (
+            "workload",
+            "side",
+            "workers",
+            "settled/s",
+            "vs 1 worker (ideal)",
+            "cores busy: workers / PostgreSQL / all",
+        ),
+        rows,
     )
     _report_counts(served)
 
