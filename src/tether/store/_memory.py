@@ -18,7 +18,6 @@ import orjson
 from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef, ConversationParent
 from tether.errors import (
-    AttachmentNotFound,
     ClaimLost,
     ConversationNotFound,
     DispatchConflict,
@@ -30,7 +29,6 @@ from tether.errors import (
 from tether.records import Record, RecordDraft
 from tether.store._common import (
     attachment_digests,
-    attachment_ref,
     bare_records,
     check_drafts,
     check_fork_seq,
@@ -48,6 +46,7 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._memory_parts import (
+    AttachmentBook,
     MemoryGates,
     MemoryLog,
     ScheduleBook,
@@ -90,7 +89,7 @@ class MemoryStore:
         self._submissions: dict[str, StoredSubmission] = {}  # insertion order = admission order
         self._dispatch_ids: dict[tuple[SessionKey, str], str] = {}
         self._attempts: dict[str, list[Attempt]] = {}
-        self._attachments: dict[str, tuple[AttachmentRef, bytes]] = {}
+        self._attachments = AttachmentBook()
         self._references: dict[str, set[str]] = {}  # digest -> the conversations referencing it
         self._schedules = ScheduleBook()
         self._notifier = AppendNotifier()
@@ -341,13 +340,6 @@ class MemoryStore:
             )
         return stored
 
-    def _queued_in(self, conversation_id: str) -> bool:
-        return any(
-            stored.submission.conversation_id == conversation_id
-            and stored.submission.status is SubmissionStatus.QUEUED
-            for stored in self._submissions.values()
-        )
-
     def _is_head(self, submission: Submission) -> bool:
         for other in self._submissions.values():
             if other.submission.conversation_id == submission.conversation_id and (
@@ -462,7 +454,13 @@ class MemoryStore:
                 lease_expires_at=lease_expires_at,
                 now=now,
             )
-            claimed.append(ClaimedHead(submission, alone=not self._queued_in(head.conversation_id)))
+            behind = (s.submission for s in self._submissions.values())
+            alone = not any(
+                s.conversation_id == head.conversation_id
+                for s in behind
+                if s.status is SubmissionStatus.QUEUED
+            )
+            claimed.append(ClaimedHead(submission, alone=alone))
         return claimed
 
     async def claim(
@@ -739,7 +737,7 @@ class MemoryStore:
             holders.discard(conversation_id)
             if not holders:  # no other conversation's records reference it
                 del self._references[digest]
-                if self._attachments.pop(digest, None) is not None:
+                if self._attachments.discard(digest):
                     removed.append(digest)
         self._notifier.notify([conversation_id])  # a tailer finds it gone
         return ErasedSession(
@@ -794,13 +792,8 @@ class MemoryStore:
 
     async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
         self._check_open()
-        ref = attachment_ref(data, media_type)
-        stored = self._attachments.setdefault(ref.digest, (ref, bytes(data)))
-        return stored[0]
+        return self._attachments.put(data, media_type)
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
         self._check_open()
-        stored = self._attachments.get(digest)
-        if stored is None:
-            raise AttachmentNotFound(digest)
-        return stored
+        return self._attachments.get(digest)

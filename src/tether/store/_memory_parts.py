@@ -1,5 +1,5 @@
 """The in-memory store's parts: a conversation's log, a stored submission, the gates index
-it can forget from, and the schedules it keeps."""
+it can forget from, and the schedules and attachments it keeps."""
 
 from __future__ import annotations
 
@@ -9,15 +9,24 @@ from dataclasses import dataclass, field
 import orjson
 
 from tether._canonical import canonical_json
-from tether.errors import DispatchConflict
+from tether._payloads import AttachmentRef
+from tether.errors import AttachmentNotFound, DispatchConflict
 from tether.records import Record, RecordDraft
-from tether.store._common import record_time, to_micros
+from tether.store._common import attachment_ref, record_time, to_micros
 from tether.store._gates import GateIndex
 from tether.store._sessions import ScheduleRow, TruncatedLog
 from tether.store._truncation import check_truncation, seal_anchor
 from tether.store._types import Conversation, Submission
 
-__all__ = ("MemoryGates", "MemoryLog", "Row", "ScheduleBook", "StoredSubmission", "row_of")
+__all__ = (
+    "AttachmentBook",
+    "MemoryGates",
+    "MemoryLog",
+    "Row",
+    "ScheduleBook",
+    "StoredSubmission",
+    "row_of",
+)
 
 Row = tuple[int, str, bytes, str, str]  # seq, kind, canonical, prev_hash, hash
 
@@ -119,3 +128,25 @@ def _fresh(kept: tuple[ScheduleRow, bytes]) -> ScheduleRow:
 
 def row_of(record: Record) -> Row:
     return (record.seq, record.kind, record.canonical, record.prev_hash, record.hash)
+
+
+class AttachmentBook:
+    """Attachment bytes by digest: content-addressed, so a second put of the same bytes
+    keeps the first."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[AttachmentRef, bytes]] = {}
+
+    def put(self, data: bytes, media_type: str) -> AttachmentRef:
+        ref = attachment_ref(data, media_type)
+        return self._kept.setdefault(ref.digest, (ref, bytes(data)))[0]
+
+    def get(self, digest: str) -> tuple[AttachmentRef, bytes]:
+        kept = self._kept.get(digest)
+        if kept is None:
+            raise AttachmentNotFound(digest)
+        return kept
+
+    def discard(self, digest: str) -> bool:
+        """Forget ``digest``; whether it was kept."""
+        return self._kept.pop(digest, None) is not None
