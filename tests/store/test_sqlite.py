@@ -30,8 +30,8 @@ class TestSqliteStore(StoreConformance):
         conn.close()
 
 
-class TestSqliteStoreInlineCommits(TestSqliteStore):
-    """The same contract when idle-writer commits run on the caller's thread."""
+class TestSqliteStoreThreadCommits(TestSqliteStore):
+    """The same contract when every commit runs on the writer thread."""
 
     async def make_store(self, directory: Path) -> Store:
-        return await SqliteStore.open(directory, inline_commits=True)
+        return await SqliteStore.open(directory, inline_commits=False)

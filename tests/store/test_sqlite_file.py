@@ -182,8 +182,8 @@ async def test_inline_commits_run_on_the_callers_thread_when_the_writer_is_idle(
         assert await store.head(cid) == 2
 
 
-async def test_a_task_that_only_commits_inline_still_lets_others_run(tmp_path: Path) -> None:
-    """An inline commit resolves at once, then yields to the loop once, as a queued one would."""
+async def test_a_task_that_only_commits_still_lets_others_run(tmp_path: Path) -> None:
+    """Every write waits at least one loop iteration for its commit, inline or not."""
     async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
         cid = await _conversation(store)
         ticks = 0
@@ -203,7 +203,7 @@ async def test_a_task_that_only_commits_inline_still_lets_others_run(tmp_path: P
             ticker.cancel()
 
 
-async def test_a_caller_cancelled_after_its_inline_commit_leaves_the_commit_and_no_error(
+async def test_a_caller_cancelled_once_its_write_is_gathered_leaves_the_commit_and_no_error(
     tmp_path: Path,
 ) -> None:
     async with await SqliteStore.open(tmp_path, inline_commits=True) as store:
@@ -215,14 +215,17 @@ async def test_a_caller_cancelled_after_its_inline_commit_leaves_the_commit_and_
             append = asyncio.ensure_future(
                 store.append(cid, [_draft()], expected_seq=expected, fence=0)
             )
-            await asyncio.sleep(0)  # the append ran inline and now yields once
+            await asyncio.sleep(0)  # the append is gathered and its commit due
             append.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await append
         del append
         await asyncio.sleep(0)  # the loop lets go of the cancelled task
         gc.collect()
-        assert unhandled == [] and await store.head(cid) == 2
+        # Committed on the loop or, the cancellation being due too, on the thread: in order,
+        # so a later append follows it.
+        [after] = await store.append(cid, [_draft()], expected_seq=2, fence=0)
+        assert unhandled == [] and after.seq == 3
 
 
 async def test_an_inline_commit_never_waits_for_another_process_on_the_loop(
@@ -239,6 +242,65 @@ async def test_an_inline_commit_never_waits_for_another_process_on_the_loop(
         # ... with a busy timeout of its own: the connection idles at none, for inline commits
         assert store._writer._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
         assert [r.seq for r in await store.append(cid, [_draft()], expected_seq=2, fence=0)] == [3]
+
+
+async def test_the_writes_of_one_loop_iteration_commit_together_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    async with await SqliteStore.open(tmp_path) as store:  # inline commits by default
+        conversations = [await _conversation(store, f"s{n}") for n in range(64)]
+        committed_on: list[str] = []
+        store._writer._on_commit = lambda ids: committed_on.append(threading.current_thread().name)
+        commits_before = store.commits
+        await asyncio.gather(
+            *(store.append(cid, [_draft()], expected_seq=1, fence=0) for cid in conversations)
+        )
+        assert store.commits - commits_before == 1
+        assert committed_on == [threading.current_thread().name]
+
+
+async def test_slow_commits_go_to_the_writer_thread_until_commits_are_quick_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow disk would stall the loop for every fsync: its batches commit on the thread."""
+    async with await SqliteStore.open(tmp_path) as store:
+        cid = await _conversation(store)
+        committed_on: list[str] = []
+        store._writer._on_commit = lambda ids: committed_on.append(threading.current_thread().name)
+        monkeypatch.setattr("tether.store._sqlite_writer.INLINE_COMMIT_LIMIT", 0.0)
+        await store.append(cid, [_draft()], expected_seq=1, fence=0)
+        assert committed_on == [store._writer._thread.name]
+        monkeypatch.setattr("tether.store._sqlite_writer.INLINE_COMMIT_LIMIT", 60.0)
+        await store.append(cid, [_draft()], expected_seq=2, fence=0)
+        assert committed_on[-1] == threading.current_thread().name
+        assert await store.verify(cid) == 3
+
+
+async def test_a_batch_goes_to_the_writer_thread_while_other_callbacks_are_due(
+    tmp_path: Path,
+) -> None:
+    """On a busy loop the fsync overlaps the loop's work instead of holding it up."""
+    async with await SqliteStore.open(tmp_path) as store:
+        cid = await _conversation(store)
+        committed_on: list[str] = []
+        store._writer._on_commit = lambda ids: committed_on.append(threading.current_thread().name)
+        append = asyncio.ensure_future(store.append(cid, [_draft()], expected_seq=1, fence=0))
+        await asyncio.sleep(0)  # the append is gathered; its commit is due next
+        asyncio.get_running_loop().call_soon(lambda: None)  # and so is other work
+        assert [r.seq for r in await append] == [2]
+        assert committed_on == [store._writer._thread.name]
+
+
+async def test_closing_commits_the_writes_gathered_but_not_yet_committed(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path)
+    cid = await _conversation(store)
+    append = asyncio.ensure_future(store.append(cid, [_draft()], expected_seq=1, fence=0))
+    await asyncio.sleep(0)  # the append is gathered; its commit would run next iteration
+    assert not append.done()
+    await store.close()
+    assert [r.seq for r in await append] == [2]
+    async with await SqliteStore.open(tmp_path) as reopened:
+        assert await reopened.verify(cid) == 2
 
 
 def test_inline_commits_keep_order_while_other_threads_queue(tmp_path: Path) -> None:
@@ -292,7 +354,7 @@ def test_sigkill_mid_append_loses_nothing_acknowledged(tmp_path: Path, commits: 
         ("memory://", MemoryStore),
         ("sqlite:///{tmp}/d", SqliteStore),
         ("sqlite:///{tmp}/x.db?synchronous=normal", SqliteStore),
-        ("sqlite:///{tmp}/y.db?inline_commits=true", SqliteStore),
+        ("sqlite:///{tmp}/y.db?inline_commits=false", SqliteStore),
     ],
 )
 async def test_open_store_from_url(tmp_path: Path, url: str, expected: type) -> None:
@@ -301,7 +363,7 @@ async def test_open_store_from_url(tmp_path: Path, url: str, expected: type) -> 
         assert isinstance(store, expected)
         if isinstance(store, SqliteStore):
             assert store.synchronous == ("NORMAL" if "normal" in url else "FULL")
-            assert store._writer._inline == ("inline_commits=true" in url)
+            assert store._writer._inline == ("inline_commits=false" not in url)
 
 
 @pytest.mark.parametrize(

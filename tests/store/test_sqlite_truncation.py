@@ -275,7 +275,8 @@ async def test_a_truncation_in_the_group_commit_of_appends(tmp_path: Path) -> No
     """Appends before and after a truncation in the same commit (the writer's cached head
     state is dropped around it) chain on from the anchor: through the head, whose bytes and
     time the next append's seal reads, and short of it."""
-    async with await SqliteStore.open(tmp_path) as store:
+    # The writer thread is held below: every write queues for it, none commits on the loop.
+    async with await SqliteStore.open(tmp_path, inline_commits=False) as store:
         fx = Fixtures(store)
         records = await _log(store, fx, "conv-a")
         other = await _log(store, fx, "conv-b")

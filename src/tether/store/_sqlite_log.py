@@ -224,8 +224,15 @@ def move_anchors(
     conn: sqlite3.Connection, heads: Iterable[tuple[int, bytes, int, int, int]]
 ) -> None:
     """Set each ``(head, head_hash, last activity, bytes added, conversation number)``: the
-    anchor and the sessions index columns, in the commit of the append, by one statement."""
-    conn.executemany(_MOVE_ANCHOR, heads)
+    anchor and the sessions index columns, in the commit of the append, by one statement
+    for up to :data:`_ANCHORS_PER_UPDATE` conversations (one step instead of one a row)."""
+    rows = list(heads)
+    for start in range(0, len(rows), _ANCHORS_PER_UPDATE):
+        chunk = rows[start : start + _ANCHORS_PER_UPDATE]
+        conn.execute(
+            _MOVE_ANCHORS_FROM + ",".join(["(?,?,?,?,?)"] * len(chunk)) + _MOVE_ANCHORS_WHERE,
+            [value for row in chunk for value in row],
+        )
 
 
 def move_anchor(conn: sqlite3.Connection, head: tuple[int, bytes, int, int, int]) -> None:
@@ -233,6 +240,12 @@ def move_anchor(conn: sqlite3.Connection, head: tuple[int, bytes, int, int, int]
     conn.execute(_MOVE_ANCHOR, head)
 
 
+_ANCHORS_PER_UPDATE = 199  # 5 host parameters a row, below SQLite's 999
+_MOVE_ANCHORS_FROM = (
+    "UPDATE conversations SET head = v.column1, head_hash = v.column2, "
+    "last_activity = v.column3, bytes = bytes + v.column4 FROM (VALUES "
+)
+_MOVE_ANCHORS_WHERE = ") AS v WHERE number = v.column5"
 _MOVE_ANCHOR = (
     "UPDATE conversations SET head = ?, head_hash = ?, last_activity = ?, "
     "bytes = bytes + ? WHERE number = ?"
@@ -375,9 +388,8 @@ def append_checked(
     insert_records(conn, number, sealed)
     last = sealed[-1]
     added = sum(len(record.canonical) for record in sealed)
-    move_anchors(
-        conn,
-        [(last.seq, bytes.fromhex(last.hash), record_micros(last.canonical), added, number)],
+    move_anchor(
+        conn, (last.seq, bytes.fromhex(last.hash), record_micros(last.canonical), added, number)
     )
     index_gates(conn, conversation_id, sealed)
     index_attachments(conn, conversation_id, sealed)

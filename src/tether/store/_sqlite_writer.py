@@ -7,11 +7,16 @@ its own savepoint, so one caller's error (a ``Conflict``, say) never fails anoth
 write in the same commit. Futures resolve only after ``COMMIT`` returns, so nothing
 is acknowledged before it is durable.
 
-With ``inline=True`` a write that finds the writer idle (nothing queued, nothing
-committing) commits on the caller's thread instead: that saves the two thread hand-offs
-of a commit, and the GIL contention between them, at the cost of blocking the caller's
-event loop for the commit's fsync. Anything queued is still committed first, in order,
-and a write lock held by another process is waited for on the thread, never inline.
+With ``inline=True`` (the store's default) writes are gathered on the caller's event loop
+instead: every write a loop iteration issues joins one batch, and a callback at the next
+iteration commits the batch on the loop's thread when the writer is idle (nothing queued,
+nothing committing). That is group commit without the two thread hand-offs of a commit,
+and without the GIL contention between them; on a virtual machine a hand-off can cost more
+than the fsync itself. The loop is blocked for the commit's fsync, so the writer keeps a
+moving average of how long its ``COMMIT`` takes and, while that passes
+:data:`INLINE_COMMIT_LIMIT` (a slow disk), sends every batch to the thread. Anything queued
+is still committed first, in order, and a write lock held by another process is waited for
+on the thread, never inline.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -29,13 +35,16 @@ from tether.errors import StoreUnavailable
 from tether.records import Record
 from tether.store._sqlite_append import Appender, AppendRequest
 
-__all__ = ("SqliteWriter", "WriteOp")
+__all__ = ("INLINE_COMMIT_LIMIT", "SqliteWriter", "WriteOp")
 
 T = TypeVar("T")
 WriteOp = Callable[[sqlite3.Connection, list[str]], T]
 """A write: runs inside the transaction and lists the conversations it appended to."""
 
 _MAX_BATCH = 1024
+INLINE_COMMIT_LIMIT = 0.002
+"""Seconds: while commits average longer, batches commit on the writer thread, not the loop's."""
+_COMMIT_AVERAGE_WEIGHT = 0.2  # of the latest commit in the moving average
 
 
 @dataclass(slots=True)
@@ -56,6 +65,12 @@ def _settle(batch: list[_Pending[Any]]) -> None:
             pending.future.set_exception(pending.error)
         else:
             pending.future.set_result(pending.result)
+
+
+def _has_other_work(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether callbacks besides the running one are due on ``loop``: asyncio's own loops keep
+    them in ``_ready``; a loop without one (uvloop) counts as idle."""
+    return bool(getattr(loop, "_ready", None))
 
 
 class SqliteWriter:
@@ -83,6 +98,8 @@ class SqliteWriter:
         self._count_lock = threading.Lock()
         self._outstanding = 0  # writes handed to the thread and not yet committed
         self._closed = False
+        self._gathering: dict[asyncio.AbstractEventLoop, list[_Pending[Any]]] = {}
+        self._commit_seconds = 0.0  # moving average of COMMIT's duration
         self.commits = 0
         """Transactions committed so far (a batch of queued writes is one commit)."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -90,50 +107,64 @@ class SqliteWriter:
 
     async def submit(self, op: WriteOp[T]) -> T:
         """A write's result once it is committed (or its error)."""
-        return await self._committed(self._enqueue(op))
+        result: T = await self._enqueue(op)
+        return result
 
     async def append(self, request: AppendRequest) -> list[Record]:
         """An append's sealed records once they are committed."""
-        return await self._committed(self._enqueue(request))
-
-    @staticmethod
-    async def _committed(future: asyncio.Future[T]) -> T:
-        if future.done():
-            # Committed inline: still let the loop run other tasks once, as a caller that
-            # only commits would otherwise never yield.
-            try:
-                await asyncio.sleep(0)
-            except asyncio.CancelledError:
-                future.exception()  # the commit stands; its outcome is nobody's to report now
-                raise
-        return await future
+        records: list[Record] = await self._enqueue(request)
+        return records
 
     def _enqueue(self, op: WriteOp[Any] | AppendRequest) -> asyncio.Future[Any]:
         if self._closed:
             raise StoreUnavailable("the store is closed")
         loop = asyncio.get_running_loop()
         pending: _Pending[Any] = _Pending(op, loop, loop.create_future())
-        if self._inline and self._commit_inline(pending):
-            return pending.future
-        with self._count_lock:
-            self._outstanding += 1
-        self._queue.put(pending)
+        gathered = self._gathering.get(loop)
+        if gathered is not None:  # this iteration's batch: order kept, whatever happens to it
+            gathered.append(pending)
+        elif self._inline and self._commit_seconds < INLINE_COMMIT_LIMIT:
+            self._gathering[loop] = [pending]
+            loop.call_soon(self._commit_gathered, loop)
+        else:
+            self._hand_over([pending])
         return pending.future
 
-    def _commit_inline(self, pending: _Pending[Any]) -> bool:
-        if not self._connection_lock.acquire(blocking=False):
-            return False
+    def _hand_over(self, batch: list[_Pending[Any]]) -> None:
+        """Queue writes for the writer thread, in order."""
+        with self._count_lock:
+            self._outstanding += len(batch)
+        for pending in batch:
+            self._queue.put(pending)
+
+    def _commit_gathered(self, loop: asyncio.AbstractEventLoop, *, closing: bool = False) -> None:
+        batch = self._gathering.pop(loop, None)
+        if not batch:
+            return
+        if self._closed and not closing:  # gathered on another loop while the store closed
+            for pending in batch:
+                pending.error = StoreUnavailable("the store is closed")
+            _settle(batch)
+            return
+        if _has_other_work(loop) or not self._connection_lock.acquire(blocking=False):
+            # Other callbacks are due (the fsync would hold them up: on the thread it overlaps
+            # them), or the thread is committing and takes these next.
+            self._hand_over(batch)
+            return
         try:
             with self._count_lock:
-                if self._outstanding:  # a queued write must commit first: keep the order
-                    return False
-            if not self._begin_without_waiting():
-                return False  # another process is writing: the thread waits for it, not the loop
-            self._finish([pending], begun=True)
+                queued = self._outstanding > 0  # a queued write must commit first
+            # Another process holding the write lock is waited for on the thread, too.
+            begun = not queued and self._begin_without_waiting()
+            if begun:
+                try:
+                    self._finish(batch, begun=True)
+                finally:
+                    _settle(batch)  # whatever happened, no caller is left waiting
         finally:
             self._connection_lock.release()
-        _settle([pending])
-        return True
+        if not begun:
+            self._hand_over(batch)
 
     def _begin_without_waiting(self) -> bool:
         try:
@@ -158,6 +189,8 @@ class SqliteWriter:
         if self._closed:
             return
         self._closed = True
+        # This loop's last batch commits before the thread is told to stop.
+        self._commit_gathered(asyncio.get_running_loop(), closing=True)
         self._queue.put(None)
         await asyncio.to_thread(self._thread.join)
         self._conn.close()
@@ -215,7 +248,11 @@ class SqliteWriter:
                     self._appender.forget()  # the operation may change any conversation
                     self._apply(conn, batch[start], isolated=len(batch) > 1)
                     start += 1
+            began = time.perf_counter()
             conn.execute("COMMIT")
+            self._commit_seconds += _COMMIT_AVERAGE_WEIGHT * (
+                time.perf_counter() - began - self._commit_seconds
+            )
             self.commits += 1
             self._appender.committed()
         except BaseException as exc:

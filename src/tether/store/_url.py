@@ -23,7 +23,7 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
     - ``memory://``: the in-memory reference store;
     - ``sqlite:///relative/path`` or ``sqlite:////absolute/path`` (the SQLAlchemy convention);
       a directory means ``<dir>/tether.db``; options as query parameters:
-      ``?synchronous=NORMAL&busy_timeout=5&inline_commits=true``;
+      ``?synchronous=NORMAL&busy_timeout=5&inline_commits=false``;
     - ``postgresql://user@host:port/database`` (also ``postgres://``; the ``postgres`` extra):
       options ``schema``, ``pool_min``, ``pool_max``, ``poll_interval``, the rest for libpq.
 
@@ -45,7 +45,7 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
         if unknown:
             raise ValueError(f"unknown sqlite option(s): {', '.join(sorted(unknown))}")
         synchronous = options.get("synchronous", "FULL").upper()
-        inline = options.get("inline_commits", "false").lower()
+        inline = options.get("inline_commits", "true").lower()
         if inline not in _BOOLEANS:
             raise ValueError(f"inline_commits must be true or false, not {inline!r}")
         return await SqliteStore.open(
