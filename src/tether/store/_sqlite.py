@@ -136,9 +136,9 @@ class SqliteStore:
         transaction. By default (``inline_commits=True``) that transaction commits on the
         loop's own thread when the writer is idle, which spares each commit two thread
         hand-offs (on a virtual machine they can cost more than the fsync) but blocks the loop
-        for the fsync; while commits average over 2 ms (a slow disk), and whenever another
-        write is being committed, batches go to the writer thread instead, which overlaps
-        the fsync with the loop's work. ``inline_commits=False`` always uses the thread.
+        for the fsync; while other callbacks are due on the loop, while another write is
+        being committed and while commits average over 2 ms (a slow disk), batches go to
+        the writer thread instead, which overlaps the fsync with the loop's work. ``inline_commits=False`` always uses the thread.
         Durability is the same either way: nothing returns before its ``COMMIT`` did.
         """
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):

@@ -10,13 +10,14 @@ is acknowledged before it is durable.
 With ``inline=True`` (the store's default) writes are gathered on the caller's event loop
 instead: every write a loop iteration issues joins one batch, and a callback at the next
 iteration commits the batch on the loop's thread when the writer is idle (nothing queued,
-nothing committing). That is group commit without the two thread hand-offs of a commit,
-and without the GIL contention between them; on a virtual machine a hand-off can cost more
-than the fsync itself. The loop is blocked for the commit's fsync, so the writer keeps a
-moving average of how long its ``COMMIT`` takes and, while that passes
-:data:`INLINE_COMMIT_LIMIT` (a slow disk), sends every batch to the thread. Anything queued
-is still committed first, in order, and a write lock held by another process is waited for
-on the thread, never inline.
+nothing committing) and so is the loop (no other callback due: the fsync would hold them
+up, where on the thread it overlaps them). That is group commit without the two thread
+hand-offs of a commit, and without the GIL contention between them; on a virtual machine a
+hand-off can cost more than the fsync itself. The loop is blocked for the commit's fsync,
+so the writer keeps a moving average of how long its ``COMMIT`` takes and, while that
+passes :data:`INLINE_COMMIT_LIMIT` (a slow disk), sends every batch to the thread.
+Anything queued is still committed first, in order, and a write lock held by another
+process is waited for on the thread, never inline.
 """
 
 from __future__ import annotations
