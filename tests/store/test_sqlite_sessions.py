@@ -170,3 +170,60 @@ async def test_an_append_keeps_the_index_in_the_update_it_ran_before(
     [row] = await store.list_sessions()
     assert (row.records, row.last_activity_at) == (5, T0 + timedelta(seconds=4))
     assert row.bytes == sum(len(record.canonical) for record in await store.read(cid))
+
+
+async def test_pages_keep_the_exact_order_where_the_index_floors_trail_it(
+    traced: tuple[SqliteStore, list[str]],
+) -> None:
+    """Appends within a second of a conversation's activity floor leave its index entries
+    alone (their UPDATE names no floor), so the index order can be the reverse of the exact
+    one; every page, of any size, is still in exact order, and the pages cover every row."""
+    store, statements = traced
+    count = 40
+    ids = []
+    for n in range(count):
+        conversation, _ = await store.ensure_conversation(
+            SessionKey("support", "acme", f"s{n:02}"),
+            conversation_id=f"conv-{n:02}",
+            created_at=T0 + timedelta(seconds=n / 100),
+        )
+        ids.append(conversation.id)
+    statements.clear()
+    for n, cid in enumerate(ids):  # the later created, the earlier its latest activity
+        await _append(store, cid, RecordDraft(UserMessage(body="hi"), time=_at(0.95 - n / 100)))
+    moves = [s for s in statements if s.startswith("UPDATE conversations")]
+    assert len(moves) == count and not [s for s in moves if "activity_floor" in s]
+    with sqlite3.connect(store.path) as conn:
+        floors = conn.execute("SELECT activity_floor FROM conversations ORDER BY id").fetchall()
+    conn.close()
+    assert [floor for (floor,) in floors] == sorted(floor for (floor,) in floors)  # by creation
+    exact = [f"conv-{n:02}" for n in range(count)]
+    for limit in (1, 2, 3, 7, 40, 50):
+        seen: list[str] = []
+        page = await store.list_sessions(limit=limit)
+        while page:
+            seen += [row.conversation_id for row in page]
+            page = await store.list_sessions(limit=limit, after=page[-1].cursor)
+        assert seen == exact, limit
+    [first] = await store.list_sessions(limit=1)
+    assert first.last_activity_at == T0 + timedelta(seconds=0.95)
+
+
+async def test_an_activity_more_than_a_second_past_the_floor_moves_it(
+    traced: tuple[SqliteStore, list[str]],
+) -> None:
+    store, statements = traced
+    conversation, _ = await store.ensure_conversation(
+        SessionKey("support", "acme"), conversation_id="conv-a", created_at=T0
+    )
+    for at, moves in ((0.5, False), (1.0, False), (1.2, True), (2.1, False), (2.3, True)):
+        statements.clear()
+        await _append(store, conversation.id, RecordDraft(UserMessage(body="x"), time=_at(at)))
+        [update] = [s for s in statements if s.startswith("UPDATE conversations")]
+        assert ("activity_floor" in update) == moves, at
+    [row] = await store.list_sessions()
+    assert row.last_activity_at == T0 + timedelta(seconds=2.3)
+
+
+def _at(seconds: float) -> str:
+    return format_time(T0 + timedelta(seconds=seconds))

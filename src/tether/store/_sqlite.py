@@ -138,7 +138,8 @@ class SqliteStore:
         hand-offs (on a virtual machine they can cost more than the fsync) but blocks the loop
         for the fsync; while other callbacks are due on the loop, while another write is
         being committed and while commits average over 2 ms (a slow disk), batches go to
-        the writer thread instead, which overlaps the fsync with the loop's work. ``inline_commits=False`` always uses the thread.
+        the writer thread instead, which overlaps the fsync with the loop's work.
+        ``inline_commits=False`` always uses the thread.
         Durability is the same either way: nothing returns before its ``COMMIT`` did.
         """
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):

@@ -30,6 +30,7 @@ from tether.store._sqlite_log import (
     index_attachments,
     move_anchor,
     move_anchors,
+    moves_floor,
 )
 
 __all__ = ("AppendRequest", "Appender")
@@ -59,6 +60,7 @@ class _State:
     head: int
     head_hash: str
     head_time: str
+    floor: int  # the activity floor the sessions index holds
 
 
 class Appender:
@@ -88,12 +90,14 @@ class Appender:
         for start in range(0, len(missing), _MAX_VARIABLES):
             chunk = missing[start : start + _MAX_VARIABLES]
             marks = ",".join("?" * len(chunk))
-            for cid, number, fence, session, seq, hash_, body in conn.execute(
+            for cid, number, fence, session, seq, hash_, floor, body in conn.execute(
                 f"SELECT {HEAD_STATE_COLUMNS} FROM conversations c WHERE c.id IN ({marks})",
                 chunk,
             ):
                 head_time = record_time(body) if body else ""
-                self._states[cid] = _State(number, fence, session, seq, hash_.hex(), head_time)
+                self._states[cid] = _State(
+                    number, fence, session, seq, hash_.hex(), head_time, floor
+                )
 
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
         """Apply the requests in order, setting each one's ``result`` or ``error``."""
@@ -150,15 +154,22 @@ class Appender:
                 + ",".join(["(?,?,?,?,?)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )
-        # The anchor, the last activity and the size: one UPDATE of the row per conversation.
-        anchors = [
-            (st.head, bytes.fromhex(st.head_hash), time_micros(st.head_time), added[n], n)
-            for n, st in heads.items()
-        ]
-        if len(anchors) == 1:
-            move_anchor(conn, anchors[0])
-        elif anchors:
-            move_anchors(conn, anchors)
+        # The anchor, the last activity and the size: one UPDATE of the row per conversation;
+        # the activity floor only where it moves (about once a second a conversation).
+        keeping: list[tuple[int, bytes, int, int, int]] = []
+        moving: list[tuple[int, bytes, int, int, int]] = []
+        for n, st in heads.items():
+            micros = time_micros(st.head_time)
+            if moves_floor(st.floor, micros):
+                st.floor = micros
+                moving.append((st.head, bytes.fromhex(st.head_hash), micros, added[n], n))
+            else:
+                keeping.append((st.head, bytes.fromhex(st.head_hash), micros, added[n], n))
+        for anchors, floor in ((keeping, False), (moving, True)):
+            if len(anchors) == 1:
+                move_anchor(conn, anchors[0], floor=floor)
+            elif anchors:
+                move_anchors(conn, anchors, floor=floor)
         for request in requests:  # in request order: a conversation's gates change in seq order
             if request.result is not None:
                 index_gates(conn, request.conversation_id, request.result)

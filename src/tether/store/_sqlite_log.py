@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from tether._canonical import canonical_json
 from tether._gc import BULK, collector_paused
@@ -34,6 +34,7 @@ from tether.store._sqlite_kinds import kind_code, kind_name
 from tether.store._types import Conversation, SessionKey
 
 __all__ = (
+    "ACTIVITY_LAG",
     "HEAD_STATE_COLUMNS",
     "RECORD_COLUMNS",
     "anchor",
@@ -51,6 +52,7 @@ __all__ = (
     "mint_fence",
     "move_anchor",
     "move_anchors",
+    "moves_floor",
     "put_snapshot",
     "read",
 )
@@ -88,11 +90,11 @@ def find_conversation(conn: sqlite3.Connection, key: SessionKey) -> Conversation
 
 
 HEAD_STATE_COLUMNS = (
-    "c.id, c.number, c.fence, c.session, c.head, c.head_hash, "
+    "c.id, c.number, c.fence, c.session, c.head, c.head_hash, c.activity_floor, "
     "(SELECT body FROM records WHERE conversation = c.number AND seq = c.head)"
 )
 """What an append checks and seals against, from a conversation row ``c``: its anchor and
-the head record's bytes (for its time)."""
+the head record's bytes (for its time), and its activity floor (moved or not)."""
 
 _NUMBER = "(SELECT number FROM conversations WHERE id = ?)"
 """A conversation's number, by id: what a records row holds instead of the id."""
@@ -134,8 +136,8 @@ def insert_conversation(
     last = records[-1]
     number: int = conn.execute(
         "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
-        "head_hash, last_activity, bytes, first_prev_hash) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
+        "head_hash, last_activity, activity_floor, bytes, first_prev_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
         (
             conversation.id,
             key.agent,
@@ -145,6 +147,7 @@ def insert_conversation(
             None if parent is None else canonical_json(parent.to_json_object()),
             last.seq,
             bytes.fromhex(last.hash),
+            record_micros(last.canonical),
             record_micros(last.canonical),
             sum(len(record.canonical) for record in records),
             bytes.fromhex(records[0].prev_hash) or None,
@@ -221,34 +224,64 @@ def _bounds(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, int]:
 
 
 def move_anchors(
-    conn: sqlite3.Connection, heads: Iterable[tuple[int, bytes, int, int, int]]
+    conn: sqlite3.Connection,
+    heads: Sequence[tuple[int, bytes, int, int, int]],
+    *,
+    floor: bool = True,
 ) -> None:
     """Set each ``(head, head_hash, last activity, bytes added, conversation number)``: the
     anchor and the sessions index columns, in the commit of the append, by one statement
-    for up to :data:`_ANCHORS_PER_UPDATE` conversations (one step instead of one a row)."""
-    rows = list(heads)
-    for start in range(0, len(rows), _ANCHORS_PER_UPDATE):
-        chunk = rows[start : start + _ANCHORS_PER_UPDATE]
+    for up to :data:`_ANCHORS_PER_UPDATE` conversations (one step instead of one a row).
+    ``floor``: move each one's activity floor to its last activity too (see
+    :func:`moves_floor`), which rewrites its three entries in the sessions index."""
+    head = _MOVE_ANCHORS_AND_FLOORS if floor else _MOVE_ANCHORS
+    for start in range(0, len(heads), _ANCHORS_PER_UPDATE):
+        chunk = heads[start : start + _ANCHORS_PER_UPDATE]
         conn.execute(
-            _MOVE_ANCHORS_FROM + ",".join(["(?,?,?,?,?)"] * len(chunk)) + _MOVE_ANCHORS_WHERE,
+            head + ",".join(["(?,?,?,?,?)"] * len(chunk)) + _MOVE_ANCHORS_WHERE,
             [value for row in chunk for value in row],
         )
 
 
-def move_anchor(conn: sqlite3.Connection, head: tuple[int, bytes, int, int, int]) -> None:
-    """``move_anchors`` for one conversation (one ``execute``, no iterator)."""
-    conn.execute(_MOVE_ANCHOR, head)
+def move_anchor(
+    conn: sqlite3.Connection, head: tuple[int, bytes, int, int, int], *, floor: bool = True
+) -> None:
+    """``move_anchors`` for one conversation (one ``execute``, no list to flatten)."""
+    conn.execute(_MOVE_ANCHOR_AND_FLOOR if floor else _MOVE_ANCHOR, head)
+
+
+ACTIVITY_LAG: Final = 1_000_000
+"""Microseconds a conversation's activity floor (what the sessions index orders by) may trail
+its exact last activity."""
+
+
+def moves_floor(floor: int, last_activity: int) -> bool:
+    """Whether an append that brings the last activity to ``last_activity`` moves the floor:
+    it moves once the activity is more than ``ACTIVITY_LAG`` past it (or, were a time ever
+    to go back, below it)."""
+    return not floor <= last_activity <= floor + ACTIVITY_LAG
 
 
 _ANCHORS_PER_UPDATE = 199  # 5 host parameters a row, below SQLite's 999
-_MOVE_ANCHORS_FROM = (
+_MOVE_ANCHORS = (
     "UPDATE conversations SET head = v.column1, head_hash = v.column2, "
     "last_activity = v.column3, bytes = bytes + v.column4 FROM (VALUES "
 )
+_MOVE_ANCHORS_AND_FLOORS = (
+    "UPDATE conversations SET head = v.column1, head_hash = v.column2, "
+    "last_activity = v.column3, activity_floor = v.column3, bytes = bytes + v.column4 "
+    "FROM (VALUES "
+)
 _MOVE_ANCHORS_WHERE = ") AS v WHERE number = v.column5"
+# Only a statement that names a column rewrites the index entries on it (even to the same
+# value): hence one statement that keeps the floor and one that moves it.
 _MOVE_ANCHOR = (
-    "UPDATE conversations SET head = ?, head_hash = ?, last_activity = ?, "
-    "bytes = bytes + ? WHERE number = ?"
+    "UPDATE conversations SET head = ?1, head_hash = ?2, last_activity = ?3, "
+    "bytes = bytes + ?4 WHERE number = ?5"
+)
+_MOVE_ANCHOR_AND_FLOOR = (
+    "UPDATE conversations SET head = ?1, head_hash = ?2, last_activity = ?3, "
+    "activity_floor = ?3, bytes = bytes + ?4 WHERE number = ?5"
 )
 
 
@@ -373,7 +406,7 @@ def append_checked(
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    _, number, current_fence, session, current_head, head_hash, head_body = row
+    _, number, current_fence, session, current_head, head_hash, floor, head_body = row
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -388,8 +421,11 @@ def append_checked(
     insert_records(conn, number, sealed)
     last = sealed[-1]
     added = sum(len(record.canonical) for record in sealed)
+    micros = record_micros(last.canonical)
     move_anchor(
-        conn, (last.seq, bytes.fromhex(last.hash), record_micros(last.canonical), added, number)
+        conn,
+        (last.seq, bytes.fromhex(last.hash), micros, added, number),
+        floor=moves_floor(floor, micros),
     )
     index_gates(conn, conversation_id, sealed)
     index_attachments(conn, conversation_id, sealed)

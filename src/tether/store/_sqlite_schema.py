@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 12
+SCHEMA_VERSION: Final = 13
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -326,6 +326,22 @@ CREATE INDEX gates_by_status_kind_agent_instance_tool
 
 # Each step takes the schema from version N to N + 1; a fresh file runs them all, so a
 # migrated file and a fresh one cannot differ.
+# v13: the sessions index orders by a floor of each conversation's last activity that trails
+# it by at most ACTIVITY_LAG (``_sqlite_sessions``), so that an append rewrites the three
+# index entries about once a second, not at every commit; ``last_activity`` stays exact.
+_SCHEMA_V13: Final = """
+ALTER TABLE conversations ADD COLUMN activity_floor INTEGER NOT NULL DEFAULT 0;
+UPDATE conversations SET activity_floor = last_activity;
+DROP INDEX conversations_by_activity;
+DROP INDEX conversations_by_agent_activity;
+DROP INDEX conversations_by_instance_activity;
+CREATE INDEX conversations_by_activity ON conversations (activity_floor DESC, id);
+CREATE INDEX conversations_by_agent_activity ON conversations (agent, activity_floor DESC, id);
+CREATE INDEX conversations_by_instance_activity
+    ON conversations (agent, instance, activity_floor DESC, id);
+"""
+
+
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
     "ALTER TABLE submissions ADD COLUMN trace BLOB;",  # v2: the caller's W3C trace context
@@ -344,6 +360,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V10,
     _SCHEMA_V11,
     _SCHEMA_V12,
+    _SCHEMA_V13,
 )
 
 

@@ -3,9 +3,13 @@
 functions over a connection; and the v10 migration's backfill.
 
 The index is the conversation row itself: its head, its last activity and its size, moved
-by the one ``UPDATE`` every append runs (``_sqlite_log.move_anchors``). Every page of every
-filter is one range of one of the v10 indexes read in order: the first page too, which
-starts past the newest place there is, so that it is the same statement as the next ones.
+by the one ``UPDATE`` every append runs (``_sqlite_log.move_anchors``). Its three indexes
+order by an activity floor, which trails the exact last activity by at most
+``ACTIVITY_LAG`` and moves about once a second, so that most appends leave the index entries
+alone. A page reads one range of one index in floor order, in chunks, and puts what it read
+in exact order; it stops once no row left to read could come before its last one (a row's
+activity is at most its floor plus the lag). The first page starts past the newest place
+there is, so that it is the same statement as the next ones.
 Write functions run on the writer thread inside its transaction (or a savepoint of it):
 an erase or an import is one commit.
 """
@@ -36,7 +40,12 @@ from tether.store._common import (
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow
 from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_kinds import kind_code, kind_name
-from tether.store._sqlite_log import find_conversation, index_attachments, insert_conversation
+from tether.store._sqlite_log import (
+    ACTIVITY_LAG,
+    find_conversation,
+    index_attachments,
+    insert_conversation,
+)
 from tether.store._types import Conversation, SessionKey
 
 __all__ = (
@@ -77,7 +86,8 @@ def list_sessions(
 ) -> list[SessionRow]:
     """A page: the rows past ``after`` (older, or as old with a greater id), newest first.
     The filters given are plain equalities, as the index of exactly those columns leads;
-    the place is a range of its next column (the ties at its time are read past by id)."""
+    the place is a range of its next column, the floor (past ``after``, no row has a floor
+    above its activity), read on in chunks until the page is certain."""
     check_limit(limit)
     check_session_filter(agent, instance)
     micros, past_id = decode_session_cursor(after) if after is not None else (_NEWEST, "")
@@ -87,14 +97,36 @@ def list_sessions(
         if value is not None:
             terms.append(f"{column} = ?")
             params.append(value)
-    terms.append("last_activity <= ? AND (last_activity < ? OR id > ?)")
-    params += [micros, micros, past_id, limit]
-    rows = conn.execute(
-        f"SELECT {_SESSION_COLUMNS} FROM conversations WHERE {' AND '.join(terms)} "
-        "ORDER BY last_activity DESC, id LIMIT ?",
-        params,
-    ).fetchall()
-    return [_session(row) for row in rows]
+    terms.append("(last_activity < ? OR (last_activity = ? AND id > ?))")
+    terms.append("(activity_floor < ? OR (activity_floor = ? AND id > ?))")
+    statement = (
+        f"SELECT {_SESSION_COLUMNS}, activity_floor FROM conversations "
+        f"WHERE {' AND '.join(terms)} ORDER BY activity_floor DESC, id LIMIT ?"
+    )
+    chunk = limit + _CHUNK_SLACK
+    found: list[Sequence[Any]] = []
+    floor, floor_id = micros, ""  # where the next chunk reads on from, in floor order
+    while True:
+        rows = conn.execute(
+            statement, [*params, micros, micros, past_id, floor, floor, floor_id, chunk]
+        ).fetchall()
+        found += rows
+        found.sort(key=_exact_order)
+        if len(rows) < chunk:
+            break  # the range is read to its end
+        floor, floor_id = rows[-1][-1], rows[-1][0]
+        # A row not read yet has a floor at most ``floor``: activity at most floor + lag.
+        if len(found) >= limit and found[limit - 1][6] > floor + ACTIVITY_LAG:
+            break
+    return [_session(row[:-1]) for row in found[:limit]]
+
+
+def _exact_order(row: Sequence[Any]) -> tuple[int, str]:
+    return -row[6], row[0]  # last activity, newest first; then id
+
+
+_CHUNK_SLACK: Final = 16
+"""Rows read past a page's size per chunk: those whose floor trails their activity."""
 
 
 def erase_session(
@@ -229,7 +261,7 @@ def backfill(conn: sqlite3.Connection) -> None:
         "JOIN records r ON r.conversation = c.number AND r.seq = c.head"
     ).fetchall()
     conn.executemany(
-        "UPDATE conversations SET last_activity = ? WHERE number = ?",
+        "UPDATE conversations SET last_activity = ?1, activity_floor = ?1 WHERE number = ?2",
         [(record_micros(bytes(body)), number) for number, body in heads],
     )
     marks = ", ".join("?" * len(_ATTACHING_CODES))
