@@ -3,7 +3,7 @@ them, and the waits past their deadline, as plain functions over a connection.
 
 Each query is served by a partial index of the v9 schema (``submissions_children``,
 ``submissions_wait_deadlines``): rows of root submissions, and waits without a deadline, are
-not in them. The wake runs on the writer thread inside the transaction that settles a child,
+not in them. The wake runs on the writer's connection inside the transaction that settles a child,
 and only for a child: a root submission's settlement runs no statement more.
 """
 

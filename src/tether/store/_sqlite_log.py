@@ -1,7 +1,7 @@
 """The SQL of a conversation's log (``LogStore``): conversations, their records and anchors,
 forks and snapshots, as plain functions over a connection.
 
-Write functions run on the writer thread inside its transaction and append the ids of the
+Write functions run on the writer's connection inside its transaction and append the ids of the
 conversations they wrote to ``touched``; read functions run on any reader connection. Both
 raise only Tether errors (the caller maps ``sqlite3.Error``).
 """

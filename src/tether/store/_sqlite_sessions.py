@@ -10,7 +10,7 @@ alone. A page reads one range of one index in floor order, in chunks, and puts w
 in exact order; it stops once no row left to read could come before its last one (a row's
 activity is at most its floor plus the lag). The first page starts past the newest place
 there is, so that it is the same statement as the next ones.
-Write functions run on the writer thread inside its transaction (or a savepoint of it):
+Write functions run on the writer's connection inside its transaction (or a savepoint of it):
 an erase or an import is one commit.
 """
 

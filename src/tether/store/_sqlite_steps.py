@@ -2,7 +2,7 @@
 one commit across both (an execution's end with its claim's settlement, a decision with the
 wake-up of the run it unblocks), the heartbeat, and attachments.
 
-Each runs on the writer thread inside its transaction (or a savepoint of it), which rolls the
+Each runs on the writer's connection inside its transaction (or a savepoint of it), which rolls the
 whole step back if any part of it is refused.
 """
 

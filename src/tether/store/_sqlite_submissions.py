@@ -1,7 +1,7 @@
 """The SQL of submissions (``SubmissionStore``): admission, claims and attempts, leases,
 parking, cancellation and settlement, as plain functions over a connection.
 
-Write functions run on the writer thread inside its transaction (admitting appends the id of
+Write functions run on the writer's connection inside its transaction (admitting appends the id of
 a conversation it creates to ``touched``); read functions run on any reader connection. Both
 raise only Tether errors (the caller maps ``sqlite3.Error``).
 """

@@ -1,6 +1,6 @@
 """The SQL of retention's truncation of a log's head (``Store.truncate_log``).
 
-One write on the writer thread, inside its transaction: the records up to the anchor's seq
+One write on the writer's connection, inside its transaction: the records up to the anchor's seq
 go, the anchor takes the last one's place (its seq, kind code, bytes and hash in the records
 row; its prevHash, the hash of a record now gone, on the conversation row, where ``read``
 finds it), a snapshot of the removed records goes, and the conversation row's size moves.

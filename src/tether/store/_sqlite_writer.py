@@ -1,4 +1,4 @@
-"""The single SQLite writer: one connection on a dedicated thread, with group commit.
+"""The single SQLite writer: one connection, its own thread, and group commit.
 
 Writes from every conversation queue up here; the thread drains the queue and runs
 the whole batch in one ``BEGIN IMMEDIATE`` transaction. Consecutive appends are
