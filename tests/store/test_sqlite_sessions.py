@@ -17,6 +17,7 @@ from tether.records import AttachmentRef, RecordDraft, SteerReceived, UserMessag
 from tether.store import ClaimSettlement, SessionKey, SqliteStore, Store
 from tether.store import _sqlite as sqlite_module
 from tether.store import _sqlite_schema as sqlite_schema
+from tether.store import _sqlite_sessions as sqlite_sessions
 from tether.store._sqlite_kinds import kind_code
 from tether.store._sqlite_schema import _MIGRATIONS, SCHEMA_VERSION
 from tether.testing.storetest import Fixtures
@@ -227,3 +228,42 @@ async def test_an_activity_more_than_a_second_past_the_floor_moves_it(
 
 def _at(seconds: float) -> str:
     return format_time(T0 + timedelta(seconds=seconds))
+
+
+class _Recording(sqlite3.Connection):
+    """A connection that keeps every statement it executes with its parameters."""
+
+    executed: list[tuple[str, Any]]
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        self.executed.append((sql, parameters))
+        return super().execute(sql, parameters)
+
+
+@pytest.mark.parametrize(
+    ("agent", "instance"), [(None, None), ("support", None), ("support", "acme")]
+)
+async def test_a_page_seeks_its_index_with_bound_parameters(
+    tmp_path: Path, agent: str | None, instance: str | None
+) -> None:
+    """As executed (parameters bound, not inlined): a range of the index, never a scan of it
+    from the newest entry, which would make every later page cost all the pages before it."""
+    async with await SqliteStore.open(tmp_path) as store:
+        for n in range(3):
+            await store.ensure_conversation(
+                SessionKey("support", "acme", f"s{n}"), conversation_id=f"c{n}", created_at=T0
+            )
+    conn = sqlite3.connect(tmp_path / "tether.db", factory=_Recording)
+    conn.executed = []
+    try:
+        [first] = sqlite_sessions.list_sessions(conn, agent, instance, 1, None)
+        sqlite_sessions.list_sessions(conn, agent, instance, 1, first.cursor)
+        executed, conn.executed = conn.executed, []
+        plans = [
+            detail
+            for sql, parameters in executed
+            for *_, detail in conn.execute(f"EXPLAIN QUERY PLAN {sql}", parameters).fetchall()
+        ]
+    finally:
+        conn.close()
+    assert plans and all(p.startswith("SEARCH") and "activity_floor<" in p for p in plans), plans

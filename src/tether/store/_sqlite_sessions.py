@@ -98,7 +98,8 @@ def list_sessions(
             terms.append(f"{column} = ?")
             params.append(value)
     terms.append("(last_activity < ? OR (last_activity = ? AND id > ?))")
-    terms.append("(activity_floor < ? OR (activity_floor = ? AND id > ?))")
+    # The bound alone makes the index a range read (SQLite seeks on no term of the OR).
+    terms.append("activity_floor <= ? AND (activity_floor < ? OR (activity_floor = ? AND id > ?))")
     statement = (
         f"SELECT {_SESSION_COLUMNS}, activity_floor FROM conversations "
         f"WHERE {' AND '.join(terms)} ORDER BY activity_floor DESC, id LIMIT ?"
@@ -108,7 +109,7 @@ def list_sessions(
     floor, floor_id = micros, ""  # where the next chunk reads on from, in floor order
     while True:
         rows = conn.execute(
-            statement, [*params, micros, micros, past_id, floor, floor, floor_id, chunk]
+            statement, [*params, micros, micros, past_id, floor, floor, floor, floor_id, chunk]
         ).fetchall()
         found += rows
         found.sort(key=_exact_order)
