@@ -108,12 +108,14 @@ async def planned(
     await store.close()
 
 
-def _sqlite_plans(path: Path, statements: list[str]) -> dict[str, list[str]]:
+def _sqlite_plans(path: Path, statements: list[tuple[str, Any]]) -> dict[str, list[str]]:
     conn = sqlite3.connect(path)
     try:
         return {
-            statement: [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")]
-            for statement in sorted(set(statements))
+            f"{text}  {params!r}": [
+                row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {text}", params)
+            ]
+            for text, params in statements
         }
     finally:
         conn.close()
@@ -138,16 +140,15 @@ async def test_every_gate_listing_and_update_is_an_ordered_index_read(
     where, captured, store = planned
     await _fill(store)
     await _list_every_combination(store)
+    statements = [
+        (q, p)
+        for q, p in captured.statements
+        if isinstance(q, str) and _GATES.search(q) and _JUDGED.match(q)
+    ]
     if isinstance(store, SqliteStore):
-        statements = [s for s in captured.statements if _GATES.search(s) and _JUDGED.match(s)]
         plans = _sqlite_plans(store.path, statements)
         bad = _SQLITE_BAD
     else:
-        statements = [
-            (q, p)
-            for q, p in captured.statements
-            if isinstance(q, str) and _GATES.search(q) and _JUDGED.match(q)
-        ]
         plans = _postgres_plans(where, statements)
         bad = _POSTGRES_BAD
     listings = [s for s in plans if s.lstrip().startswith("SELECT") and "FROM gates" in s]
@@ -169,8 +170,8 @@ def test_the_checks_catch_a_scan_and_a_sort(tmp_path: Path) -> None:
     plans = _sqlite_plans(
         tmp_path / "t.db",
         [
-            "SELECT * FROM gates WHERE tool = 'x'",
-            "SELECT * FROM gates WHERE status = 'x' ORDER BY requested_at",
+            ("SELECT * FROM gates WHERE tool = ?", ("x",)),
+            ("SELECT * FROM gates WHERE status = ? ORDER BY requested_at", ("x",)),
         ],
     )
     assert [any(_SQLITE_BAD.search(line) for line in lines) for lines in plans.values()] == [

@@ -35,8 +35,6 @@ from tether.store import (
     SubmissionStatus,
     TaskParent,
 )
-from tether.store import _sqlite as sqlite_module
-from tether.store import _sqlite_schema as sqlite_schema
 from tether.store.postgres import PostgresStore
 from tether.testing.storetest import Fixtures
 
@@ -117,15 +115,35 @@ class Capture:
     """The plan lines that sort what a statement read (an ordered listing should not)."""
 
 
-def _capture_sqlite(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None:
-    connect = sqlite_schema.connect
+_connect = sqlite3.connect  # the real one: the judges' own connections are not captured
 
-    def tracing(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
-        conn.set_trace_callback(capture.statements.append)
+
+class _Recording(sqlite3.Connection):
+    """Keeps each statement it executes with its parameters, so that a plan is asked of the
+    statement as the store ran it: SQLite plans an inlined constant differently (it may seek
+    on a constant where a bound parameter leaves it scanning)."""
+
+    recorded: list[Any] | None = None
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if self.recorded is not None:
+            self.recorded.append((sql, parameters))
+        return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        rows = list(parameters)
+        if self.recorded is not None and rows:
+            self.recorded.append((sql, rows[0]))
+        return super().executemany(sql, rows)
+
+
+def _capture_sqlite(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None:
+    def recording(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = _connect(*args, factory=_Recording, **kwargs)
+        conn.recorded = capture.statements
         return conn
 
-    monkeypatch.setattr(sqlite_module, "connect", tracing)
+    monkeypatch.setattr(sqlite3, "connect", recording)
 
 
 def _capture_postgres(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None:
@@ -139,16 +157,19 @@ def _capture_postgres(monkeypatch: pytest.MonkeyPatch, capture: Capture) -> None
 
 
 def sqlite_scans(
-    path: Path, statements: list[str], bad: re.Pattern[str] = _SQLITE_SCAN
+    path: Path, statements: list[tuple[str, Any]], bad: re.Pattern[str] = _SQLITE_SCAN
 ) -> list[str]:
-    """The plan lines of ``statements`` that scan a growing table whole (or match ``bad``)."""
+    """The plan lines of ``statements`` (each with its parameters) that scan a growing table
+    whole (or match ``bad``)."""
     found = []
-    conn = sqlite3.connect(path)
+    seen: set[tuple[str, str]] = set()
+    conn = _connect(path)
     try:
-        for statement in sorted(set(statements)):
-            if not _JUDGED.match(statement):
+        for statement, parameters in statements:
+            if not _JUDGED.match(statement) or (statement, repr(parameters)) in seen:
                 continue
-            plan = conn.execute(f"EXPLAIN QUERY PLAN {statement}").fetchall()
+            seen.add((statement, repr(parameters)))
+            plan = conn.execute(f"EXPLAIN QUERY PLAN {statement}", parameters).fetchall()
             found += [f"{row[3]}  <-  {statement}" for row in plan if bad.match(row[3])]
     finally:
         conn.close()
@@ -334,7 +355,21 @@ def test_the_sqlite_check_catches_a_full_scan(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE submissions (status TEXT, conversation_id TEXT)")
     conn.close()
     query = "SELECT * FROM submissions WHERE ('queued' IS NULL OR status = 'queued')"
-    assert len(sqlite_scans(tmp_path / "t.db", [query])) == 1
+    assert len(sqlite_scans(tmp_path / "t.db", [(query, ())])) == 1
+
+
+def test_the_sqlite_check_asks_with_the_parameters_bound(tmp_path: Path) -> None:
+    """A range only an OR of two terms gives is a seek once its constants are inlined, and a
+    scan of the whole index as the store runs it."""
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute("CREATE TABLE conversations (floor INTEGER, id TEXT)")
+    conn.execute("CREATE INDEX by_floor ON conversations (floor DESC, id)")
+    conn.close()
+    query = "SELECT id FROM conversations WHERE (floor < {} OR (floor = {} AND id > {})) "
+    query += "ORDER BY floor DESC, id LIMIT 5"
+    inlined = (query.format("7", "7", "'x'"), ())
+    bound = (query.format("?", "?", "?"), (7, 7, "x"))
+    assert [len(sqlite_scans(tmp_path / "t.db", [q])) for q in (inlined, bound)] == [0, 1]
 
 
 def test_the_postgres_check_catches_a_full_scan() -> None:
