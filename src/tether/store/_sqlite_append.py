@@ -160,11 +160,11 @@ class Appender:
         moving: list[tuple[int, bytes, int, int, int]] = []
         for n, st in heads.items():
             micros = time_micros(st.head_time)
-            if moves_floor(st.floor, micros):
+            moves = moves_floor(st.floor, micros)
+            if moves:
                 st.floor = micros
-                moving.append((st.head, bytes.fromhex(st.head_hash), micros, added[n], n))
-            else:
-                keeping.append((st.head, bytes.fromhex(st.head_hash), micros, added[n], n))
+            anchor = (st.head, bytes.fromhex(st.head_hash), micros, added[n], n)
+            (moving if moves else keeping).append(anchor)
         for anchors, floor in ((keeping, False), (moving, True)):
             if len(anchors) == 1:
                 move_anchor(conn, anchors[0], floor=floor)
