@@ -34,6 +34,13 @@ KEY = SessionKey("support", "acme")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+@pytest.fixture
+def quick_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests of the inline choice itself: on a slow disk (commits averaging past the
+    limit, as on a loaded CI machine) every batch would go to the writer thread."""
+    monkeypatch.setattr("tether.store._sqlite_writer.INLINE_COMMIT_LIMIT", float("inf"))
+
+
 async def _conversation(store: SqliteStore | MemoryStore, session: str = "default") -> str:
     conversation, _ = await store.ensure_conversation(
         SessionKey("support", "acme", session), conversation_id=f"conv-{session}", created_at=NOW
@@ -170,6 +177,7 @@ async def test_appends_from_many_conversations_share_commits(tmp_path: Path) -> 
             assert await store.head(cid) == 2
 
 
+@pytest.mark.usefixtures("quick_disk")
 async def test_inline_commits_run_on_the_callers_thread_when_the_writer_is_idle(
     tmp_path: Path,
 ) -> None:
@@ -203,6 +211,7 @@ async def test_a_task_that_only_commits_still_lets_others_run(tmp_path: Path) ->
             ticker.cancel()
 
 
+@pytest.mark.usefixtures("quick_disk")
 async def test_a_caller_cancelled_once_its_write_is_gathered_leaves_the_commit_and_no_error(
     tmp_path: Path,
 ) -> None:
@@ -244,6 +253,7 @@ async def test_an_inline_commit_never_waits_for_another_process_on_the_loop(
         assert [r.seq for r in await store.append(cid, [_draft()], expected_seq=2, fence=0)] == [3]
 
 
+@pytest.mark.usefixtures("quick_disk")
 async def test_the_writes_of_one_loop_iteration_commit_together_on_the_loop(
     tmp_path: Path,
 ) -> None:
@@ -276,6 +286,7 @@ async def test_slow_commits_go_to_the_writer_thread_until_commits_are_quick_agai
         assert await store.verify(cid) == 3
 
 
+@pytest.mark.usefixtures("quick_disk")
 async def test_a_batch_goes_to_the_writer_thread_while_other_callbacks_are_due(
     tmp_path: Path,
 ) -> None:
@@ -291,6 +302,7 @@ async def test_a_batch_goes_to_the_writer_thread_while_other_callbacks_are_due(
         assert committed_on == [store._writer._thread.name]
 
 
+@pytest.mark.usefixtures("quick_disk")
 async def test_closing_commits_the_writes_gathered_but_not_yet_committed(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path)
     cid = await _conversation(store)
