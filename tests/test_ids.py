@@ -1,5 +1,7 @@
 """Ids made on demand: a claim's offer of attempt ids costs only the ones it takes."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from tether import _ids
@@ -24,3 +26,18 @@ def test_ulids_are_made_when_first_read_and_then_kept(monkeypatch: pytest.Monkey
     assert ids[-1] == ids[63] and len(set(ids[:])) == 64
     with pytest.raises(IndexError):
         ids[64]
+
+
+@pytest.mark.parametrize("start", [0, 1_700_000_000_000 - 3, 2**48 - 1030])
+def test_the_time_part_is_exact_across_the_cached_digits(
+    start: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The time's first 8 digits are kept per 1,024 ms: every millisecond still encodes as
+    python-ulid encodes it, on both sides of a span's end and back again."""
+    from ulid import ULID
+
+    moments = [*range(start, start + 1030), start + 5, start + 1029, start]
+    for milliseconds in moments:
+        clock = SimpleNamespace(time_ns=lambda ms=milliseconds: ms * 1_000_000 + 999)
+        monkeypatch.setattr(_ids, "time", clock)
+        assert ULID.from_str(_ids.new_ulid()).milliseconds == milliseconds

@@ -2,11 +2,12 @@
 
 Generating one is on the append hot path, so the random part is drawn as 16 bytes and
 mapped to 16 base32 digits with one ``bytes.translate`` (each byte's low 5 bits are
-uniform), and the time part is encoded once per millisecond: well under 1 µs, against
-4 µs for a general encoder. The output is a standard ULID (tests check it against the
-python-ulid package). Ids are unique, not secret. The generator is private, so minting ids
-never disturbs the global ``random`` state a caller (or Hypothesis) relies on; it reseeds in
-a forked child, so processes never share a sequence.
+uniform), and of the time part's 10 digits the first 8 are encoded once per 1,024 ms and
+the last 2 looked up in a table: well under 1 µs, against 4 µs for a general encoder. The
+output is a standard ULID (tests check it against the python-ulid package). Ids are unique,
+not secret. The generator is private, so minting ids never disturbs the global ``random``
+state a caller (or Hypothesis) relies on; it reseeds in a forked child, so processes never
+share a sequence.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ __all__ = ("UlidsOnDemand", "new_ulid")
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _LOW_FIVE_BITS = bytes(_ALPHABET[byte & 31].encode()[0] for byte in range(256))
-_time_prefix: tuple[int, str] = (-1, "")
+_LAST_TWO_DIGITS = tuple(_ALPHABET[n >> 5] + _ALPHABET[n & 31] for n in range(1024))
+"""The time part's last two digits (its low 10 bits), for every value they can take."""
+_time_lead: tuple[int, str] = (-1, "")
+"""The time part's first 8 digits and the 1,024 ms they stand for (``milliseconds >> 10``)."""
 _random = random.Random()
 os.register_at_fork(after_in_child=_random.seed)
 
@@ -32,13 +36,17 @@ def _encode_time(milliseconds: int) -> str:
 
 def new_ulid() -> str:
     """A new ULID string, e.g. ``01JDQ2Z6M6V8N5W4X3Y2Z1A0BC``."""
-    global _time_prefix
+    global _time_lead
     milliseconds = time.time_ns() // 1_000_000
-    cached, prefix = _time_prefix
-    if cached != milliseconds:
-        prefix = _encode_time(milliseconds)
-        _time_prefix = (milliseconds, prefix)
-    return prefix + _random.randbytes(16).translate(_LOW_FIVE_BITS).decode("ascii")
+    span, lead = _time_lead
+    if span != milliseconds >> 10:  # appends at 1 a millisecond would miss a per-ms cache
+        lead = _encode_time(milliseconds)[:8]
+        _time_lead = (milliseconds >> 10, lead)
+    return (
+        lead
+        + _LAST_TWO_DIGITS[milliseconds & 1023]
+        + _random.randbytes(16).translate(_LOW_FIVE_BITS).decode("ascii")
+    )
 
 
 class UlidsOnDemand(Sequence[str]):
