@@ -11,6 +11,13 @@ the same run; rounds alternate between the two and the table shows medians:
   same rows inserted 64 per transaction by one raw connection (the floor for that work);
 - read-back: ``read()`` of a 10k-record conversation vs a raw ``fetchall`` of the same rows.
 
+A second table takes one record per commit apart, in microseconds a commit, at the chosen
+``synchronous`` level and at ``OFF`` (no fsync: what is left is CPU): raw sqlite3 writing one
+page, raw sqlite3 writing what a Tether append writes (the record, its ``(conversation, seq)``
+index entry and its conversation's anchor row, the cache check ``PRAGMA data_version``
+first), and Tether's store. The first two differ by the pages and statements Tether's schema
+needs; the last two by Tether's Python.
+
 It ends with its goals (issue 26 item 3): one record per commit within 1.3x raw sqlite3's time
 (judged from 1,000 records a run), group commit at least 50,000 appends/s with 64
 conversations (from 100 appends each), read-back within 2x raw sqlite3's time (from 10,000
@@ -40,6 +47,7 @@ from benchmarks._table import Goal, judged, print_goals, print_table
 from tether.records import RecordDraft, UserMessage
 from tether.store import SessionKey, SqliteStore
 from tether.store._sqlite_kinds import kind_code
+from tether.store._sqlite_log import _MOVE_ANCHOR
 from tether.store._sqlite_schema import connect, migrate
 
 BODY = "x" * 300  # a 300-byte message, the size the peers are measured with
@@ -65,6 +73,27 @@ def raw_single(path: Path, count: int, synchronous: str) -> float:
     for seq in range(1, count + 1):
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(INSERT, (1, seq, KIND, _row_body(seq), HASH))  # conversation number 1
+        conn.execute("COMMIT")
+    rate = count / (time.perf_counter() - start)
+    conn.close()
+    return rate
+
+
+def raw_shaped(path: Path, count: int, synchronous: str) -> float:
+    """``raw_single`` writing all a Tether append of one record writes, with the same
+    statements: the cache check, the record (its row and its index entry), the anchor."""
+    conn = _raw_store(path, synchronous)
+    conn.execute(
+        "INSERT INTO conversations (number, id, agent, instance, session, created_at) "
+        "VALUES (1, 'shaped', 'bench', '', 'default', 0)"
+    )
+    start = time.perf_counter()
+    for seq in range(1, count + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("PRAGMA data_version")
+        body = _row_body(seq)
+        conn.execute(INSERT, (1, seq, KIND, body, HASH))
+        conn.execute(_MOVE_ANCHOR, (seq, HASH, seq, len(body), 1))
         conn.execute("COMMIT")
     rate = count / (time.perf_counter() - start)
     conn.close()
@@ -173,8 +202,12 @@ async def main() -> None:
         for round_ in range(args.rounds):
             d = tmp / f"round-{round_}"
             d.mkdir()
-            note("raw single", raw_single(d / "raw-single.db", args.records, sync))
-            note("tether single", await tether_single(d / "single.db", args.records, sync))
+            for level in dict.fromkeys((sync, "OFF")):  # the second: CPU only
+                at = "" if level == sync else " OFF"
+                note("raw single" + at, raw_single(d / f"raw-single{at}.db", args.records, level))
+                note("raw shaped" + at, raw_shaped(d / f"shaped{at}.db", args.records, level))
+                rate = await tether_single(d / f"single{at}.db", args.records, level)
+                note("tether single" + at, rate)
             note(
                 "raw grouped", raw_grouped(d / "raw-group.db", args.writers, args.per_writer, sync)
             )
@@ -215,6 +248,22 @@ async def main() -> None:
         f"{args.rounds} rounds; group commit averaged {m['per commit']:.1f} records per commit)",
         ("metric", "tether", "raw sqlite3", "tether vs raw"),
         rows,
+    )
+    levels = [(sync, "")] + ([("OFF", " OFF")] if sync != "OFF" else [])
+    print_table(
+        "One record per commit, taken apart (µs a commit; at OFF nothing is fsynced: CPU only)",
+        ("writer", *(f"synchronous={level}" for level, _ in levels)),
+        [
+            (label, *(f"{1e6 / m[name + at]:,.0f}" for _, at in levels))
+            for label, name in (
+                ("raw sqlite3, one INSERT (1 page)", "raw single"),
+                (
+                    "raw sqlite3 writing what Tether writes (record, index entry, anchor row)",
+                    "raw shaped",
+                ),
+                ("Tether's store", "tether single"),
+            )
+        ],
     )
     print_goals(
         [
