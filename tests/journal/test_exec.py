@@ -363,3 +363,147 @@ async def test_a_slow_model_call_writes_what_is_held_behind_first(store: Store) 
     await j.exec(EchoHarness(), [user("hi")], expected_seq=1, defer_start=True)
     assert seen_during_call == [4]  # start, input and the model call's intent
     assert kinds(await store.read(cid))[-2:] == ["assistant_message_completed", "execution_ended"]
+
+
+async def test_the_model_is_awaited_in_the_harness_task(store: Store) -> None:
+    """No task of its own for a model call (a task and a wait cost about 6% of a turn)."""
+    tasks: list[asyncio.Task[object] | None] = []
+
+    class Seeing(ScriptedModel):
+        async def request(
+            self, request: ModelRequest, stream: DeltaSink | None = None
+        ) -> ModelResponse:
+            tasks.append(asyncio.current_task())
+            return await super().request(request, stream)
+
+    class Harness(EchoHarness):
+        async def run(self, turn: Turn) -> JsonValue:
+            tasks.append(asyncio.current_task())
+            return await super().run(turn)
+
+    cid = await new_conversation(store)
+    j = await journal(store, cid, model=Seeing(["echo:hi"]))
+    await j.exec(Harness(), [user("hi")], expected_seq=1, defer_start=True)
+    assert len(tasks) == 2 and tasks[0] is tasks[1]
+
+
+class _SlowUntil(ScriptedModel):
+    """Answers once ``ready`` is set (a minute at most), after ``first`` has run."""
+
+    def __init__(self, ready: asyncio.Event, first: object = None) -> None:
+        super().__init__(["echo:hi"])
+        self.ready, self.first = ready, first
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        if callable(self.first):
+            await self.first()
+        await asyncio.wait_for(self.ready.wait(), 60)
+        return await super().request(request, None)
+
+
+async def test_a_flush_that_fails_during_a_slow_call_fails_the_turn_once_answered(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer took the log over while the model thought: the flush's refusal is the
+    execution's error, and no task is left behind with it."""
+    cid = await new_conversation(store)
+    refused = asyncio.Event()
+    real = store.append
+
+    async def watching(*args: object, **kwargs: object) -> list[Record]:
+        try:
+            return await real(*args, **kwargs)  # type: ignore[arg-type]
+        except Conflict:  # the log moved on (checked before the fence)
+            refused.set()
+            raise
+
+    async def another_writer() -> None:
+        other = await Journal.open(store, cid)  # the next fence
+        await other.log.append([other.log.draft(user("meanwhile"), None)])
+
+    monkeypatch.setattr(store, "append", watching)
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: unhandled.append(context))
+    j = await journal(store, cid, model=_SlowUntil(refused, another_writer))
+    before = asyncio.all_tasks()  # this one, and any the store runs
+    with pytest.raises(Conflict):
+        await j.exec(EchoHarness(), [user("hi")], expected_seq=1, defer_start=True)
+    assert asyncio.all_tasks() == before
+    assert unhandled == []
+    assert kinds(await store.read(cid)) == ["conversation_created", "user_message"]
+
+
+async def test_a_call_cancelled_while_its_flush_commits_waits_for_the_flush(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the flush writes is written whole before the cancellation goes on: no task
+    outlives the call."""
+    cid = await new_conversation(store)
+    flushing, release = asyncio.Event(), asyncio.Event()
+    real = store.append
+
+    async def held(*args: object, **kwargs: object) -> list[Record]:
+        flushing.set()
+        await release.wait()
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "append", held)
+    j = await journal(store, cid, model=_SlowUntil(asyncio.Event()))  # never answers
+    before = asyncio.all_tasks()
+    run = asyncio.ensure_future(
+        j.exec(EchoHarness(), [user("hi")], expected_seq=1, defer_start=True)
+    )
+    await asyncio.wait_for(flushing.wait(), 60)
+    run.cancel()
+    await asyncio.sleep(0)
+    assert not run.done()  # the flush is still committing
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert asyncio.all_tasks() == before
+    written = kinds(await store.read(cid))
+    assert written[1:4] == ["execution_started", "user_message", "model_called"]
+
+
+async def test_a_run_cancelled_while_its_deltas_commit_records_its_start_before_its_failure(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An abort lands while the first delta flush (which carries the execution's start, its
+    input and the call's intent) waits on the store: the cut batch is written with the
+    interrupted call's records, before the failure, not lost."""
+    cid = await new_conversation(store)
+    flushing, release = asyncio.Event(), asyncio.Event()
+    real = store.append
+
+    async def held(*args: object, **kwargs: object) -> list[Record]:
+        if not flushing.is_set():
+            flushing.set()
+            await release.wait()  # the cancellation lands here, before the store has it
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    class Streaming(ScriptedModel):
+        async def request(
+            self, request: ModelRequest, stream: DeltaSink | None = None
+        ) -> ModelResponse:
+            assert stream is not None
+            await stream(StreamDelta("text", "x" * 2048))  # past FLUSH_BYTES: flushed now
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+    monkeypatch.setattr(store, "append", held)
+    j = await journal(store, cid, model=Streaming([]))
+    run = asyncio.ensure_future(
+        j.exec(EchoHarness(), [user("hi")], expected_seq=1, defer_start=True)
+    )
+    await asyncio.wait_for(flushing.wait(), 60)
+    run.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    written = kinds(await store.read(cid))
+    assert written[1:4] == ["execution_started", "user_message", "model_called"]
+    assert written[-2:] == ["assistant_message_completed", "execution_failed"]
+    assert "assistant_text_delta" in written

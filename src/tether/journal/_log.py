@@ -64,9 +64,11 @@ class JournalLog:
         *,
         expected_seq: int | None = None,
         settle: ClaimSettlement | None = None,
+        landed: list[Record] | None = None,
     ) -> list[Record]:
         """Append after the tracked head (or ``expected_seq``), settling ``settle`` in the same
-        commit if given; durable when this returns."""
+        commit if given; durable when this returns. ``landed`` gets the records as soon as
+        the store returns them (a caller cancelled later still learns they are in)."""
         async with self._lock:
             head = self.head if expected_seq is None else expected_seq
             if settle is None:
@@ -80,6 +82,8 @@ class JournalLog:
             else:
                 raise JournalError("settling with an append needs a whole Store")
             self.head = records[-1].seq
+            if landed is not None:
+                landed.extend(records)
             if self.view is not None:
                 self.view.extend(records)
         if self.observer is not None:

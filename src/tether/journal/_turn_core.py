@@ -79,6 +79,10 @@ class TurnCore:
         self._call_ids: set[str] = set()
         self._asks = 0
         self._behind: list[Payload] = []  # written with the next append
+        self._returned: list[RecordDraft] = []
+        """Drafts of an append cut short by a cancellation before the store answered: they
+        go first in the next append (the failure record's), so that the log never shows an
+        execution's failure without its start and inputs."""
         self._held_messages: dict[int, tuple[Message, ...]] = {}
         self._lock = asyncio.Lock()
         self._offered: dict[str, JsonObject] = {}
@@ -138,11 +142,18 @@ class TurnCore:
         batch.extend(self._log.draft(p, self.execution_id) for p in payloads)
         if not batch:
             return []
+        landed: list[Record] = []
         try:
-            records = await self._log.append(batch)
+            records = await self._log.append(batch, landed=landed)
         except TetherError as exc:
             # The log is no longer where this turn believes: nothing more may be written.
             self._failure = exc
+            raise
+        except asyncio.CancelledError:
+            # Had the store committed them all the same, the failure record's append is
+            # refused (its CAS) and the log stays as a crash would leave it: resumable.
+            if not landed:
+                self._returned[:0] = batch
             raise
         self.keep_messages(batch, records)
         return records
@@ -176,7 +187,10 @@ class TurnCore:
         """The records held behind, as drafts; the caller must append them (the journal puts
         them in front of the execution's end or failure record)."""
         behind, self._behind = self._behind, []
-        return [self._log.draft(p, self.execution_id) for p in behind]
+        drafts = [self._log.draft(p, self.execution_id) for p in behind]
+        if self._returned:
+            drafts[:0], self._returned = self._returned, []
+        return drafts
 
     def _live_allowed(
         self,
