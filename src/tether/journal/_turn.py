@@ -414,7 +414,7 @@ class Turn(TurnCore):
     ) -> NoReturn:
         # The request's seq is known before the append (it is CAS-guarded), so the approval
         # id, conversation and seq, names the gate everywhere without another index.
-        request_seq = self._log.head + len(self._behind) + (1 if after_intent else 2)
+        request_seq = self._log.head + self.held_count + (1 if after_intent else 2)
         approval_id = f"{self._log.conversation_id}.{request_seq}"
         request = ApprovalRequested(
             approval_id=approval_id,
@@ -455,7 +455,7 @@ class Turn(TurnCore):
         self, call: ToolCall, intent: ToolCalled, question: Question, *, after_intent: bool = False
     ) -> NoReturn:
         # As for an approval: the request's seq, known before its CAS-guarded append, names it.
-        request_seq = self._log.head + len(self._behind) + (1 if after_intent else 2)
+        request_seq = self._log.head + self.held_count + (1 if after_intent else 2)
         input_id = f"{self._log.conversation_id}.{request_seq}"
         request = InputRequested(
             input_id=input_id,

@@ -183,6 +183,11 @@ class TurnCore:
             if self._behind and self._failure is None and not self._closed:
                 await self._append(())
 
+    @property
+    def held_count(self) -> int:
+        """How many records the next append writes before its own (what it puts in front)."""
+        return len(self._returned) + len(self._behind)
+
     def take_behind(self) -> list[RecordDraft]:
         """The records held behind, as drafts; the caller must append them (the journal puts
         them in front of the execution's end or failure record)."""
