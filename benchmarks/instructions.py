@@ -1,6 +1,7 @@
 """The CPU a turn costs, counted in instructions (valgrind's callgrind) rather than timed.
 
-    python benchmarks/instructions.py [--baseline PATH] [--turns 100] [--conversations 3]
+    python benchmarks/instructions.py [--baseline PATH] [--turns 100] [--conversations 2]
+                                      [--requests 100]
 
 On a shared machine a timing of the same code varies by ±30% from one run to the next; the
 count of instructions it executes varies by ±0.2%. It is the measure to judge a change of a
@@ -14,6 +15,11 @@ Each figure is the difference between a run of one conversation and a run of
 out. ``--baseline`` counts another checkout of Tether in the same run (a ``git worktree`` of
 an earlier commit): its library, this checkout's workload. Needs valgrind
 (``apt-get install valgrind``); prints why it cannot run otherwise.
+
+``--requests N`` also counts the served path as users run it: the ``tether serve --demo``
+process (the console script, default settings, a SQLite store), answering one
+``POST /agents/assistant/<session>?wait=true`` at a time, the difference between runs of 10
+and ``10 + N`` requests.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ import asyncio
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -34,6 +43,8 @@ if __package__ in (None, ""):
     _here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
     sys.path.insert(0, str(_here.parent))
+
+import httpx
 
 from benchmarks._table import print_table
 
@@ -51,38 +62,90 @@ async def _conversations(directory: Path, turns: int, count: int) -> None:
             await tether_side._conversation(store, f"c{n}", turns)
 
 
+def _valgrind(report: Path, command: list[str]) -> list[str]:
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={report}", *command]
+
+
+def _environment(tree: Path) -> dict[str, str]:
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(tree / "src"), str(ROOT)]),
+        PYTHONMALLOC="malloc",  # valgrind counts what the allocator does, not pymalloc's arenas
+        PYTHONHASHSEED="0",
+    )
+
+
+def _collected(output: str) -> int:
+    found = re.search(r"Collected : (\d+)", output)
+    if found is None:
+        raise RuntimeError(f"the counted run reported no count:\n{output[-2000:]}")
+    return int(found.group(1))
+
+
 def _counted(tree: Path, turns: int, count: int) -> int:
     """Instructions a child process executes running ``count`` conversations of ``turns``
     turns with the library of ``tree``."""
     with tempfile.TemporaryDirectory(prefix="tether-instructions-") as tmp:
-        report = Path(tmp) / "callgrind.out"
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join([str(tree / "src"), str(ROOT)]),
-            PYTHONMALLOC="malloc",  # valgrind counts what the allocator does, not pymalloc's arenas
-            PYTHONHASHSEED="0",
-        )
+        child = [sys.executable, str(Path(__file__).resolve()), "--child", tmp, str(turns)]
         done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={report}",
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--child",
-                tmp,
-                str(turns),
-                str(count),
-            ],
-            env=env,
+            _valgrind(Path(tmp) / "callgrind.out", [*child, str(count)]),
+            env=_environment(tree),
             capture_output=True,
             text=True,
             check=False,
         )
-        found = re.search(r"Collected : (\d+)", done.stderr)
-        if done.returncode != 0 or found is None:
+        if done.returncode != 0:
             raise RuntimeError(f"the counted run failed:\n{done.stdout}\n{done.stderr[-2000:]}")
-        return int(found.group(1))
+        return _collected(done.stderr)
+
+
+def _served(tree: Path, requests: int) -> int:
+    """Instructions ``tether serve --demo`` (``tree``'s library) executes from its start to
+    its stop, answering ``requests`` requests one at a time."""
+    with tempfile.TemporaryDirectory(prefix="tether-instructions-") as tmp, socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        tether = Path(sys.executable).with_name("tether")  # the console script users run
+        serve = [sys.executable, str(tether), "serve", "--demo", "--store", f"sqlite:///{tmp}/d"]
+        log = Path(tmp) / "server.log"
+        with log.open("wb") as out:
+            server = subprocess.Popen(
+                _valgrind(
+                    Path(tmp) / "cg.out", [*serve, "--host", "127.0.0.1", "--port", str(port)]
+                ),
+                env=_environment(tree),
+                cwd=tmp,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                url = f"http://127.0.0.1:{port}"
+                deadline = time.monotonic() + 600  # start-up under valgrind takes a minute
+                while not _healthy(url):
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"the server did not start:\n{log.read_text()[-2000:]}")
+                    time.sleep(0.5)
+                with httpx.Client(base_url=url, timeout=600) as client:
+                    for n in range(requests):
+                        answer = client.post(
+                            f"/agents/assistant/s-{n % 64}",
+                            params={"wait": "true"},
+                            json={"body": "hello"},
+                        )
+                        if answer.status_code != 200 or answer.json()["status"] != "succeeded":
+                            raise RuntimeError(f"request {n}: {answer.status_code} {answer.text}")
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.wait(600)
+        return _collected(log.read_text(errors="replace"))
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/healthz", timeout=5).status_code == 200
+    except httpx.HTTPError:  # not listening yet
+        return False
 
 
 def per_turn(tree: Path, turns: int, conversations: int) -> float:
@@ -98,6 +161,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout of Tether to count")
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--conversations", type=int, default=2)
+    parser.add_argument("--requests", type=int, default=0, help="also count the served path")
     parser.add_argument("--child", nargs=3, metavar=("DIR", "TURNS", "COUNT"), help="internal")
     args = parser.parse_args()
     if args.child:
@@ -111,16 +175,32 @@ def main() -> None:
     if args.baseline is not None:
         trees[f"baseline ({args.baseline})"] = args.baseline.resolve()
     counts = {name: per_turn(tree, args.turns, args.conversations) for name, tree in trees.items()}
-    rows = [[name, f"{count:,.0f}"] for name, count in counts.items()]
-    if args.baseline is not None:
-        ours, theirs = counts.values()
-        rows.append(["change", f"{(ours - theirs) / theirs:+.1%}"])
-    print_table(
+    _print_counts(
         f"Instructions a turn (T={args.turns}, the built-in agent, one idempotent tool call a "
         f"turn, SqliteStore at synchronous=OFF; {args.conversations} conversations counted)",
-        ("library", "instructions a turn"),
-        rows,
+        "instructions a turn",
+        counts,
     )
+    if args.requests:
+        served = {
+            name: (_served(tree, 10 + args.requests) - _served(tree, 10)) / args.requests
+            for name, tree in trees.items()
+        }
+        _print_counts(
+            f"Instructions a request of tether serve --demo ({args.requests} requests counted, "
+            "one at a time, POST /agents/assistant/<session>?wait=true)",
+            "instructions a request",
+            served,
+        )
+
+
+def _print_counts(title: str, unit: str, counts: dict[str, float]) -> None:
+    """One row a library, and the change from the baseline (the second) if there is one."""
+    rows = [[name, f"{count:,.0f}"] for name, count in counts.items()]
+    if len(counts) == 2:
+        ours, theirs = counts.values()
+        rows.append(["change", f"{(ours - theirs) / theirs:+.1%}"])
+    print_table(title, ("library", unit), rows)
 
 
 if __name__ == "__main__":

@@ -366,7 +366,7 @@ async def test_a_slow_model_call_writes_what_is_held_behind_first(store: Store) 
 
 
 async def test_the_model_is_awaited_in_the_harness_task(store: Store) -> None:
-    """No task of its own for a model call (a task and a wait cost about 6% of a turn)."""
+    """No task of its own for a model call (a task and a wait cost about 5% of a turn)."""
     tasks: list[asyncio.Task[object] | None] = []
 
     class Seeing(ScriptedModel):

@@ -204,7 +204,7 @@ class Turn(TurnCore):
         streaming model's deltas flush it sooner).
 
         The answer is awaited in this task, and only a slow one starts a task, to flush: a
-        task and a wait for every call cost about 6% of a turn's instructions. A flush that
+        task and a wait for every call cost about 5% of a turn's instructions. A flush that
         fails leaves the turn failed (sticky), and its error is raised once the answer is in.
         """
         loop = asyncio.get_running_loop()

@@ -180,7 +180,7 @@ class TurnCore:
     async def flush_behind(self) -> None:
         """Write what is held behind now, so that readers of the log see it."""
         async with self._lock:
-            if self._behind and self._failure is None and not self._closed:
+            if self.held_count and self._failure is None and not self._closed:
                 await self._append(())
 
     @property
