@@ -1,7 +1,7 @@
 """Exec: the journal shape, the CAS-guarded start, streaming, observers and sealing."""
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -390,14 +390,16 @@ async def test_the_model_is_awaited_in_the_harness_task(store: Store) -> None:
 class _SlowUntil(ScriptedModel):
     """Answers once ``ready`` is set (a minute at most), after ``first`` has run."""
 
-    def __init__(self, ready: asyncio.Event, first: object = None) -> None:
+    def __init__(
+        self, ready: asyncio.Event, first: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         super().__init__(["echo:hi"])
         self.ready, self.first = ready, first
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
-        if callable(self.first):
+        if self.first is not None:
             await self.first()
         await asyncio.wait_for(self.ready.wait(), 60)
         return await super().request(request, None)
