@@ -3,7 +3,9 @@ tools' results as the model sees them (through the agent's ``Toolbox``)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from pydantic import JsonValue
 from tether.agent import Tool, Toolbox, ToolContext
 from tether.journal import ToolScope
 from tether.messages import ToolCall, ToolResult
+from tether.tools import SandboxUnavailable, workspace
 
 SECRET = "the secret outside the workspace"
 
@@ -130,3 +133,40 @@ def real(path: Path) -> str:
 def names(directory: Path, pattern: str = "*") -> list[str]:
     """The paths under ``directory`` matching ``pattern``, relative to it, sorted."""
     return sorted(str(p.relative_to(directory)) for p in directory.rglob(pattern))
+
+
+@functools.cache
+def sandbox_missing() -> str | None:
+    """Why ``bash``'s sandbox cannot be made on this machine (``None``: it can)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            workspace(scratch)
+        except SandboxUnavailable as exc:
+            return str(exc)
+    return None
+
+
+def pids_running(token: str) -> list[int]:
+    """The host's processes with ``token`` in an argument (a sandbox's are among them: the
+    host sees every PID namespace); zombies left out."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            arguments = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in arguments and not dead(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def wait_gone(token: str, seconds: float = 20.0) -> list[int]:
+    """The processes with ``token`` in an argument still alive after a bounded wait."""
+    deadline = time.monotonic() + seconds
+    alive = pids_running(token)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = pids_running(token)
+    return alive

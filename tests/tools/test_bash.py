@@ -1,17 +1,23 @@
 """``bash``: its own process group, killed whole on timeout (children and grandchildren, and
 those ignoring SIGTERM); a scrubbed environment; an output cap; output streamed as progress.
 
+The process-group tests run unsandboxed (``sandbox="none"``), where the group is all that
+ends a command's processes and the pids a command writes are the host's; in the sandbox the
+PID namespace ends them too (``test_sandbox.py``). The others run in the sandbox.
+
 No timing is asserted: every wait is bounded, and a process counts as dead once it is gone
 or a zombie (an orphan's reaper may take its time)."""
 
 import asyncio
 import os
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from tether.messages import Mediation
 from tether.tools import CommandTimedOut, workspace
+from tether.tools._sandbox import SANDBOX_PATH
 
 from .support import Recorder, Tools, kill_quietly, pids_in, real, wait_dead
 
@@ -19,6 +25,11 @@ from .support import Recorder, Tools, kill_quietly, pids_in, real, wait_dead
 @pytest.fixture
 def shell(root: Path) -> Tools:
     return Tools(workspace(root, bash_timeout=30, kill_grace=0.5))
+
+
+@pytest.fixture
+def unconfined(root: Path) -> Tools:
+    return Tools(workspace(root, bash_timeout=30, kill_grace=0.5, sandbox="none"))
 
 
 async def test_a_command_runs_in_the_root_and_reports_its_exit(shell: Tools, root: Path) -> None:
@@ -34,20 +45,25 @@ async def test_a_command_runs_in_the_root_and_reports_its_exit(shell: Tools, roo
     assert result.is_error and "NUL byte" in result.content
 
 
-async def test_the_environment_is_scrubbed(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+async def test_the_environment_is_scrubbed(
+    root: Path, monkeypatch: pytest.MonkeyPatch, sandbox: Literal["bwrap", "none"]
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-hunter2")
     monkeypatch.setenv("TETHER_TEST_TOKEN", "hunter3")
-    shell = Tools(workspace(root, bash_env={"EXTRA": "given"}))
+    shell = Tools(workspace(root, bash_env={"EXTRA": "given"}, sandbox=sandbox))
     listing = await shell("bash", command="env")
     assert "hunter" not in listing
     variables = dict(line.split("=", 1) for line in listing.splitlines()[:-1])
     # What bash adds itself (PWD, SHLVL, _) besides the allowlist and what was given.
     assert set(variables) == {"PATH", "HOME", "LANG", "TERM", "EXTRA", "PWD", "SHLVL", "_"}
     assert variables["HOME"] == real(root) and variables["EXTRA"] == "given"
-    assert variables["PATH"] == os.environ["PATH"] and variables["LANG"] == "C.UTF-8"
+    # The sandbox's PATH names what it holds; unsandboxed, the worker's is passed on.
+    path = SANDBOX_PATH if sandbox == "bwrap" else os.environ["PATH"]
+    assert variables["PATH"] == path and variables["LANG"] == "C.UTF-8"
 
 
-async def test_a_timeout_kills_the_whole_group(shell: Tools, root: Path) -> None:
+async def test_a_timeout_kills_the_whole_group(unconfined: Tools, root: Path) -> None:
     """Children, a grandchild, and a child that ignores SIGTERM: none survives."""
     command = """
         echo $$ >> pids
@@ -61,7 +77,7 @@ async def test_a_timeout_kills_the_whole_group(shell: Tools, root: Path) -> None
     pids: list[int] = []
     try:
         with pytest.raises(CommandTimedOut, match="ran past its timeout of 3 s") as timed_out:
-            await shell("bash", command=command, timeout=3)
+            await unconfined("bash", command=command, timeout=3)
         assert "started" in timed_out.value.output and timed_out.value.timeout == 3
         pids = pids_in(root / "pids", 4)
         assert wait_dead(pids) == [], "processes of the group survived its timeout"
@@ -69,10 +85,12 @@ async def test_a_timeout_kills_the_whole_group(shell: Tools, root: Path) -> None
         kill_quietly(pids)
 
 
-async def test_what_a_command_leaves_running_is_ended_with_it(shell: Tools, root: Path) -> None:
+async def test_what_a_command_leaves_running_is_ended_with_it(
+    unconfined: Tools, root: Path
+) -> None:
     pids: list[int] = []
     try:
-        answer = await shell(
+        answer = await unconfined(
             "bash",
             command="sleep 300 & echo $! >> pids; (trap '' TERM; exec sleep 301) & "
             "echo $! >> pids; echo done",
@@ -84,10 +102,10 @@ async def test_what_a_command_leaves_running_is_ended_with_it(shell: Tools, root
         kill_quietly(pids)
 
 
-async def test_cancelling_the_call_kills_the_group(shell: Tools, root: Path) -> None:
+async def test_cancelling_the_call_kills_the_group(unconfined: Tools, root: Path) -> None:
     pids: list[int] = []
     running = asyncio.ensure_future(
-        shell("bash", command="echo $$ >> pids; sleep 300 & echo $! >> pids; wait")
+        unconfined("bash", command="echo $$ >> pids; sleep 300 & echo $! >> pids; wait")
     )
     try:
         pids = await asyncio.to_thread(pids_in, root / "pids", 2)

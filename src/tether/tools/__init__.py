@@ -16,13 +16,19 @@ than 4096 bytes, or that leads through a symbolic link out of the root, is refus
 typed error (:class:`PathOutsideRoot`, :class:`InvalidPath`) the model reads as the tool's
 result. Paths are resolved one component at a time by file descriptor, with ``O_NOFOLLOW``,
 so a link swapped in mid-way is never followed (the technique, and what it leaves out, is in
-the docstring of ``tether/tools/_paths.py``). ``bash`` is **not a sandbox**: a command can
-read and write anything the process's user can, anywhere (``cat /etc/passwd``, ``cd ..``),
-open network connections, and start a daemon that leaves its process group. What it gets is
-hygiene: its own process group killed on timeout, a scrubbed environment (none of the
-parent's secrets), an output cap, the root as working directory. Where the model is not
-trusted with a shell, leave it out (``bash=False``), gate every command on a human
-(``bash_approval=True``), or run the worker in a container.
+the docstring of ``tether/tools/_paths.py``). ``bash`` runs in a **sandbox**: bubblewrap
+(``bwrap``) gives each command its own PID, network, IPC and UTS namespaces and no
+capabilities; it sees the workspace read-write, the system's programs and part of ``/etc``
+read-only, a private ``/tmp``, and nothing else of the host (not the worker's environment,
+files, sockets or network); its processes, memory, CPU time and file sizes are bounded
+(:class:`SandboxLimits`), and nothing it starts outlives the call. Where ``bwrap`` is missing
+or cannot make namespaces, :func:`workspace` raises :class:`SandboxUnavailable`;
+``sandbox="none"`` opts out: commands then run as the worker's user, with its access to
+every file and network, and get only hygiene (their own process group killed on timeout, a
+scrubbed environment, an output cap). The sandbox does not make a command's effects inside
+the workspace safe, nor its output (which the model reads): gate every command on a human
+(``bash_approval=True``) where that matters, or leave ``bash`` out (``bash=False``). The
+details: the docstring of ``tether/tools/_sandbox.py``.
 
 **Recovery classes** (docs/architecture.md §5, I3: what a recovery does with a tool call
 whose intent is journaled and whose outcome is not):
@@ -49,8 +55,10 @@ from tether.tools._errors import (
     NotAFile,
     PathNotFound,
     PathOutsideRoot,
+    SandboxUnavailable,
     WorkspaceError,
 )
+from tether.tools._sandbox import SandboxLimits
 from tether.tools._search import DEFAULT_IGNORE
 from tether.tools._workspace import workspace
 
@@ -65,6 +73,8 @@ __all__ = (
     "NotAFile",
     "PathNotFound",
     "PathOutsideRoot",
+    "SandboxLimits",
+    "SandboxUnavailable",
     "WorkspaceError",
     "workspace",
 )

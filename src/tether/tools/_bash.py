@@ -1,21 +1,29 @@
-"""``bash``: one command, ``bash -c`` in its own process group, under a timeout.
+"""``bash``: one command, ``bash -c`` in its own process group, under a timeout; in a
+``bwrap`` sandbox (``tools/_sandbox.py``) unless the workspace opted out.
 
 The command string goes to ``bash -c`` as one argument (never ``shell=True``): it is a bash
-program by design, which is the whole point of the tool, and is not confined (see
-:mod:`tether.tools`). What is controlled is everything around it:
+program by design, which is the whole point of the tool. What is controlled is everything
+around it:
 
+- **The sandbox** (the default): the command runs in ``bwrap``'s namespaces, sees only the
+  workspace (read-write) and the system's programs (read-only), and is bounded per process
+  (see ``tools/_sandbox.py``). ``bwrap`` is the process started here; killing it kills the
+  whole sandbox. It reports a command killed by signal N as exit code 128 + N, the way
+  shells do, and so is it read back (an ``exit 139`` reads as SIGSEGV).
 - **Its own session and process group** (``start_new_session=True``). On timeout the whole
   group gets SIGTERM, then SIGKILL once the grace period is over; when the command ends
   normally, whatever it left running in its group is ended the same way. The leader is
   waited for with ``waitid(WNOWAIT)`` and reaped only after its group was signalled, so its
   pid (the group's id) cannot be reused by another process while the group is signalled
-  (where ``os.waitid`` is missing, the leader is reaped at once: a weaker guarantee). A
-  process that leaves the group (``setsid``, a daemon) escapes this: only a container or a
-  cgroup catches those.
-- **A scrubbed environment**: ``PATH`` (passed on: commands need it and it is no secret),
-  ``HOME`` set to the workspace root, ``LANG=C.UTF-8``, ``TERM=dumb``, and what the workspace
-  was given as ``env``. Nothing else of the parent's environment (API keys, tokens) reaches
-  the command. stdin is ``/dev/null``; the working directory is the root.
+  (where ``os.waitid`` is missing, the leader is reaped at once: a weaker guarantee).
+  Unsandboxed, a process that leaves the group (``setsid``, a daemon) escapes this; in the
+  sandbox, the PID namespace catches it.
+- **A scrubbed environment**: ``PATH`` (the sandbox's, or the worker's passed on
+  unsandboxed: commands need it and it is no secret), ``HOME`` set to the workspace root,
+  ``LANG=C.UTF-8``, ``TERM=dumb``, and what the workspace was given as ``env``. Nothing
+  else of the parent's environment (API keys, tokens) reaches the command; unsandboxed, it
+  can still read the worker's ``/proc/<pid>/environ``. stdin is ``/dev/null``; the working
+  directory is the root.
 - **Its output** (stdout and stderr merged, in order) is streamed as tool progress as it
   arrives, and capped: the result keeps the first and the last half of the cap and says how
   much was left out between them; progress stops at the cap.
@@ -36,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.tools._errors import WorkspaceError
+from tether.tools._sandbox import Sandbox
 
 __all__ = ("BashResult", "run_bash", "scrubbed_env")
 
@@ -43,10 +52,13 @@ Progress = Callable[[str], Awaitable[None]]
 _CHUNK = 64 * 1024
 
 
-def scrubbed_env(root: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The whole environment a command gets: a short allowlist, plus ``extra``."""
+def scrubbed_env(
+    root: str, extra: Mapping[str, str] | None = None, *, path: str | None = None
+) -> dict[str, str]:
+    """The whole environment a command gets: a short allowlist, plus ``extra``. ``PATH`` is
+    ``path``, or the worker's own."""
     env = {
-        "PATH": os.environ.get("PATH") or os.defpath,
+        "PATH": path or os.environ.get("PATH") or os.defpath,
         "HOME": root,
         "LANG": "C.UTF-8",
         "TERM": "dumb",
@@ -122,8 +134,14 @@ class _Group:
     """The command's process group, and a thread that sees its leader exit without reaping
     it (``WNOWAIT``); the leader is reaped once :meth:`release` says the group was dealt with."""
 
-    def __init__(self, process: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        loop: asyncio.AbstractEventLoop,
+        cleanup: Callable[[], object] | None = None,
+    ) -> None:
         self.process = process
+        self._cleanup = cleanup
         self.pgid = process.pid  # the session leader's pid is its group's id
         self.exited: asyncio.Future[int | None] = loop.create_future()
         """The leader's exit: a return code as ``Popen`` has them (``-N``: signal N), or
@@ -151,6 +169,8 @@ class _Group:
         self._released.wait()
         with contextlib.suppress(ChildProcessError):
             self.process.wait()
+        if self._cleanup is not None:
+            self._cleanup()
 
     def _exited(self, status: int | None) -> None:
         if not self.exited.done():
@@ -164,7 +184,14 @@ class _Group:
         self._released.set()
 
 
-def _status(code: int | None) -> str:
+def _signalled(code: int | None) -> int | None:
+    """A sandbox's exit code read back as ``Popen`` has them: 128 + N is signal N."""
+    if code is not None and 128 < code < 128 + signal.NSIG:
+        return -(code - 128)
+    return code
+
+
+def _status(code: int | None, sandbox: Sandbox | None, time_limit: float) -> str:
     if code is None:
         return "exit status unknown"
     if code >= 0:
@@ -173,7 +200,12 @@ def _status(code: int | None) -> str:
         name = signal.Signals(-code).name
     except ValueError:
         name = str(-code)
-    return f"killed by signal {name}"
+    status = f"killed by signal {name}"
+    if sandbox is not None and -code == signal.SIGXCPU:
+        status += f": over its CPU time limit of {sandbox.cpu_seconds(time_limit)} s"
+    elif sandbox is not None and -code == signal.SIGXFSZ:
+        status += f": a file over the size limit of {sandbox.limits.file_bytes} bytes"
+    return status
 
 
 async def _within(futures: set[asyncio.Future[Any]], seconds: float) -> bool:
@@ -191,27 +223,40 @@ async def run_bash(
     output_limit: int,
     kill_grace: float,
     progress: Progress | None = None,
+    sandbox: Sandbox | None = None,
 ) -> BashResult:
-    """Run ``command`` with ``bash -c`` (see the module's docstring)."""
+    """Run ``command`` with ``bash -c``, in ``sandbox`` unless it is ``None`` (see the
+    module's docstring)."""
     if "\x00" in command:
         raise WorkspaceError("the command contains a NUL byte")
-    bash = shutil.which("bash", path=env.get("PATH"))
-    if bash is None:
-        raise WorkspaceError("bash is not installed (not found on PATH)")
+    if sandbox is not None:
+        launch = sandbox.launch(command, env, time_limit)
+        argv, cleanup = launch.argv, launch.cleanup
+    else:
+        bash = shutil.which("bash", path=env.get("PATH"))
+        if bash is None:
+            raise WorkspaceError("bash is not installed (not found on PATH)")
+        argv, cleanup = [bash, "-c", command], None
     loop = asyncio.get_running_loop()
     # Popen, not asyncio's subprocesses: the leader must be reaped only after its group was
     # signalled (see _Group), which asyncio's child watchers do not allow. Its fork is short.
-    process = subprocess.Popen(  # noqa: ASYNC220
-        [bash, "-c", command],
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        close_fds=True,
-    )
-    group = _Group(process, loop)
+    # bwrap is given the command's environment only: its init's environ is readable inside.
+    try:
+        process = subprocess.Popen(  # noqa: ASYNC220
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except BaseException:
+        if cleanup is not None:
+            cleanup()
+        raise
+    group = _Group(process, loop, cleanup)
     output = _Output(output_limit, progress)
     reader = asyncio.StreamReader(limit=_CHUNK)
     transport: asyncio.BaseTransport | None = None
@@ -251,7 +296,8 @@ async def run_bash(
         status, code = f"timed out after {time_limit:g} s; its process group was killed", None
     elif group.exited.done():
         code = group.exited.result()
-        status = _status(code)
+        code = _signalled(code) if sandbox is not None else code
+        status = _status(code, sandbox, time_limit)
     else:
         status, code = "did not end after SIGKILL", None
     return BashResult(

@@ -19,6 +19,7 @@ __all__ = (
     "NotAFile",
     "PathNotFound",
     "PathOutsideRoot",
+    "SandboxUnavailable",
     "WorkspaceError",
 )
 
@@ -95,3 +96,13 @@ class CommandTimedOut(WorkspaceError):
         super().__init__(message)
         self.output = output
         self.timeout = timeout
+
+
+class SandboxUnavailable(WorkspaceError):
+    """``bash``'s sandbox cannot be made on this machine: ``bwrap`` (bubblewrap) or
+    ``prlimit`` is missing, or the kernel or a container runtime forbids the namespaces it
+    needs. Raised by :func:`~tether.tools.workspace` when it is called, so a server fails at
+    start-up, not at a model's first command; the message says why and how to opt out
+    (``sandbox="none"``)."""
+
+    code = "sandbox_unavailable"

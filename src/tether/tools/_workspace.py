@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -13,6 +14,7 @@ from tether.tools._bash import run_bash, scrubbed_env
 from tether.tools._errors import CommandTimedOut
 from tether.tools._files import Limits, apply_edit, plan_edit, read_text, write_text
 from tether.tools._paths import Root
+from tether.tools._sandbox import SANDBOX_PATH, SandboxLimits, sandbox_for
 from tether.tools._search import DEFAULT_IGNORE, glob_paths, grep_files
 
 __all__ = ("workspace",)
@@ -72,6 +74,9 @@ def workspace(
     bash_approval: bool = False,
     bash_timeout: float = 120.0,
     bash_env: Mapping[str, str] | None = None,
+    sandbox: Literal["bwrap", "none"] = "bwrap",
+    sandbox_limits: SandboxLimits | None = None,
+    sandbox_paths: Iterable[str] = (),
     kill_grace: float = 2.0,
     max_read_bytes: int = 256 * 1024,
     max_write_bytes: int = 1024 * 1024,
@@ -83,11 +88,16 @@ def workspace(
     the directory ``root``, for the built-in :class:`~tether.agent.Agent` (or anything that
     takes :class:`~tether.agent.Tool`).
 
-    File paths are confined to ``root``; ``bash`` is not (see :mod:`tether.tools`).
-    ``bash=False`` leaves it out; ``bash_approval=True`` gates each command on a human's
-    approval (``Mediation.APPROVAL``). ``bash_timeout`` is the most a command may run (the
-    model may ask for less), ``kill_grace`` how long its process group has between SIGTERM
-    and SIGKILL; ``bash_env`` adds variables to its scrubbed environment. The caps: a read
+    File paths are confined to ``root``. ``bash`` runs in a ``bwrap`` sandbox (its own PID
+    and network namespaces; ``root`` read-write, the system's programs read-only, nothing
+    else of the host; ``sandbox_limits`` bound each command), and where none can be made
+    this call raises :class:`SandboxUnavailable`, at start-up; ``sandbox="none"`` opts out:
+    commands run unconfined, as the worker's user (see :mod:`tether.tools`).
+    ``sandbox_paths`` are host paths the sandbox shows too, read-only (a toolchain under
+    ``/opt``). ``bash=False`` leaves it out; ``bash_approval=True`` gates each command on a
+    human's approval (``Mediation.APPROVAL``). ``bash_timeout`` is the most a command may
+    run (the model may ask for less), ``kill_grace`` how long its process group has between
+    SIGTERM and SIGKILL; ``bash_env`` adds variables to its scrubbed environment. The caps: a read
     shows at most ``max_read_bytes``; a write takes at most ``max_write_bytes``; files over
     ``max_file_bytes`` are not read, edited or grepped; ``grep``, ``glob`` and ``bash`` answer
     with at most ``max_output_bytes``. Directories named in ``ignore`` are not descended into
@@ -116,7 +126,8 @@ def workspace(
         raise ValueError(f"kill_grace must not be negative, not {kill_grace!r}")
     limits = Limits(max_read_bytes, max_write_bytes, max_file_bytes, max_output_bytes)
     skipped = frozenset(ignore)
-    env = scrubbed_env(where.path, bash_env)
+    box = sandbox_for(where.path, sandbox, sandbox_limits, sandbox_paths) if bash else None
+    env = scrubbed_env(where.path, bash_env, path=SANDBOX_PATH if box else None)
 
     async def read(path: str, offset: int, limit: int | None) -> str:
         return await asyncio.to_thread(read_text, where, path, offset, limit, limits)
@@ -159,6 +170,7 @@ def workspace(
             output_limit=max_output_bytes,
             kill_grace=kill_grace,
             progress=ctx.progress,
+            sandbox=box,
         )
         if result.timed_out:
             raise CommandTimedOut(
