@@ -50,6 +50,7 @@ __all__ = ("BashResult", "run_bash", "scrubbed_env")
 
 Progress = Callable[[str], Awaitable[None]]
 _CHUNK = 64 * 1024
+_CLEANUP_SECONDS = 15.0  # above PidsCgroup.remove's own bound
 
 
 def scrubbed_env(
@@ -146,6 +147,8 @@ class _Group:
         self.exited: asyncio.Future[int | None] = loop.create_future()
         """The leader's exit: a return code as ``Popen`` has them (``-N``: signal N), or
         ``None`` when something else reaped it."""
+        self.finished: asyncio.Future[None] = loop.create_future()
+        """Set once the leader was reaped and ``cleanup`` ran."""
         self._released = threading.Event()
         threading.Thread(
             target=self._watch, args=(loop,), name=f"tether-bash-{process.pid}", daemon=True
@@ -171,6 +174,12 @@ class _Group:
             self.process.wait()
         if self._cleanup is not None:
             self._cleanup()
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._finish)
+
+    def _finish(self) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
 
     def _exited(self, status: int | None) -> None:
         if not self.exited.done():
@@ -292,6 +301,9 @@ async def run_bash(
             transport.close()
         elif process.stdout is not None:
             process.stdout.close()
+    # What the sandbox leaves to undo (its cgroup) is undone before the call returns, so a
+    # worker that exits next leaves nothing behind (a cancelled call leaves it to the thread).
+    await _within({group.finished}, _CLEANUP_SECONDS)
     if timed_out:
         status, code = f"timed out after {time_limit:g} s; its process group was killed", None
     elif group.exited.done():

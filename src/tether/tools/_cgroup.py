@@ -14,14 +14,17 @@ cgroup holds processes, the kernel would refuse it anyway (no internal processes
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
+import re
 import time
 
 __all__ = ("PidsCgroup", "pids_parent")
 
 _names = itertools.count()
+_NAME = re.compile(r"tether-bash-(\d+)-\d+")
 
 
 def _mounts() -> list[tuple[str, str, str, set[str]]]:
@@ -73,15 +76,35 @@ def _candidates() -> list[str]:
     return v1 + v2
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(parent: str) -> None:
+    """Remove the empty cgroups a worker that is gone left behind (killed before it could)."""
+    for name in os.listdir(parent):
+        maker = _NAME.fullmatch(name)
+        if maker is not None and not _alive(int(maker.group(1))):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(parent, name))
+
+
 @functools.cache
 def pids_parent() -> str | None:
     """The pids cgroup directory this process may make children in (``None``: none), found
-    and tried once per process."""
+    and tried once per process; what dead workers left in it is removed."""
     for parent in _candidates():
         try:
             PidsCgroup(parent, 1).remove()
         except OSError:
             continue
+        _sweep(parent)
         return parent
     return None
 
