@@ -6,7 +6,8 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
     python -m examples.coder & SERVER=$!        # http://127.0.0.1:8490
     #   the workspace: ./examples-data/coder/workspace (--root DIR), seeded with hello.py (it
     #   has a bug) and test_hello.py; --reset seeds it again; --approve-bash gates each bash
-    #   command on a human (5.); --port, --host, --store sqlite:///./examples-data/coder
+    #   command on a human (5.); --sandbox none runs bash unsandboxed (see below); --port,
+    #   --host, --store sqlite:///./examples-data/coder
 
     # 1. Ask for the fix, and wait for the answer.
     cat examples-data/coder/workspace/hello.py  # return "Hello, " + "name" + "!"
@@ -56,9 +57,12 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
     #   takes --app examples.coder:gated_agents: the tools each model call was offered, and
     #   how each is gated, are part of its recorded input (agents would diverge at once).
 
-``bash`` is not gated by default, so that the keyless demo runs unattended: it runs any
-command as your user (it is not a sandbox; the file tools are confined to the root).
-``--approve-bash`` is the setting for a real model::
+``bash`` is not gated by default, so that the keyless demo runs unattended. It runs in
+bubblewrap's sandbox (``bwrap``: Debian and Ubuntu ``apt-get install bubblewrap``): it sees
+the workspace and the system's programs, not your files, environment or network. Without
+``bwrap`` the example says so and stops; ``--sandbox none`` runs it anyway, unsandboxed: a
+command then runs as your user and can read and write anything you can (the file tools stay
+confined to the root). ``--approve-bash`` is the setting for a real model::
 
     TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.coder --approve-bash
 """
@@ -70,7 +74,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -99,7 +103,7 @@ from tether.models import (
     check_model_env,
     model_from_env,
 )
-from tether.tools import workspace
+from tether.tools import SandboxUnavailable, workspace
 
 __all__ = ("Narrator", "agents", "gated_agents", "main", "narrate_turns", "plan")
 
@@ -154,11 +158,15 @@ def plan(request: ModelRequest) -> Reply:
 KEYLESS = ScriptedModel(plan, chunk=8, record=False)  # a server's model keeps no requests
 
 
-def agents(root: str = ROOT, approve_bash: bool = False) -> dict[str, AgentDefinition]:
+def agents(
+    root: str = ROOT, approve_bash: bool = False, sandbox: Literal["bwrap", "none"] = "bwrap"
+) -> dict[str, AgentDefinition]:
     """``coder``: the keyless model (or ``TETHER_MODEL``'s) with the workspace tools."""
     Path(root).mkdir(parents=True, exist_ok=True)
     no_pycache = {"PYTHONDONTWRITEBYTECODE": "1"}  # added to bash's scrubbed environment
-    tools = workspace(root, bash_approval=approve_bash, bash_timeout=60, bash_env=no_pycache)
+    tools = workspace(
+        root, bash_approval=approve_bash, bash_timeout=60, bash_env=no_pycache, sandbox=sandbox
+    )
     chosen = model_from_env(KEYLESS, default_name="scripted")
     spec = agent_spec(
         chosen.model, model_name=chosen.name, system_prompt=SYSTEM_PROMPT, tools=tools
@@ -236,14 +244,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", default=ROOT, help=f"the workspace (default {ROOT})")
     parser.add_argument("--reset", action="store_true", help="seed the workspace again")
     parser.add_argument("--approve-bash", action="store_true", help="gate bash on a human")
+    parser.add_argument(
+        "--sandbox",
+        choices=("bwrap", "none"),
+        default="bwrap",
+        help="bash's sandbox (default bwrap); none runs commands as your user, unconfined",
+    )
     args = parser.parse_args(argv)
     try:
         check_model_env()  # a bad TETHER_MODEL or a missing key fails now, not at a first call
     except ModelConfigError as exc:
         parser.exit(2, f"error: {exc}\n")
     seed(Path(args.root), reset=args.reset)
+    try:
+        coder = agents(args.root, args.approve_bash, args.sandbox)
+    except SandboxUnavailable as exc:
+        parser.exit(2, f"error: {exc} (here: --sandbox none)\n")
     runtime = Runtime(
-        agents(args.root, args.approve_bash),
+        coder,
         args.store,
         observers=[Narrator()],
         interceptors=[narrate_turns],

@@ -1,7 +1,8 @@
 """``examples.coder``'s runbook against its keyless model: "fix the bug in hello.py" fixes it in
 the scratch root through glob, read, edit and bash (in that order in the log), the narration
 shows the test run's output line by line, and a replay runs no model and no tool; with
-``--approve-bash`` the run parks before the command until it is approved over HTTP."""
+``--approve-bash`` the run parks before the command until it is approved over HTTP; on a
+machine without bubblewrap it says so and how to go on (``--sandbox none``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from examples.coder.project import BUG, FIX, PROJECT
 
+from ..tools.support import sandbox_missing
 from .runbook import ROOT, WAIT, Example, start_example, until
+
+needs_sandbox = pytest.mark.skipif(
+    sandbox_missing() is not None and not os.environ.get("CI"),
+    reason=f"bash's sandbox: {sandbox_missing()}",
+)
 
 ASK = "fix the bug in hello.py"
 TESTS = {"command": "python3 test_hello.py"}
@@ -77,6 +85,7 @@ def _start(tmp_path: Path, *args: str) -> tuple[Example, Path, str]:
     return server, root, store
 
 
+@needs_sandbox
 def test_the_coder_runbook(tmp_path: Path) -> None:
     server, root, store = _start(tmp_path)
     assert (root / "hello.py").read_text() == PROJECT["hello.py"]  # seeded, with its bug
@@ -116,6 +125,7 @@ def test_the_coder_runbook(tmp_path: Path) -> None:
     assert (root / "hello.py").read_text() == FIXED
 
 
+@needs_sandbox
 def test_approve_bash_parks_the_command_until_it_is_approved(tmp_path: Path) -> None:
     server, root, store = _start(tmp_path, "--approve-bash")
     with httpx.Client(base_url=server.url, timeout=WAIT) as client:
@@ -151,3 +161,31 @@ def test_approve_bash_parks_the_command_until_it_is_approved(tmp_path: Path) -> 
     # Its replay takes the gated agents: how each tool is mediated is part of the input.
     replayed = _replay(tmp_path, store, conversation, "examples.coder:gated_agents")
     assert "model and tool invocations: 0" in replayed
+
+
+def test_without_bwrap_it_says_so_and_runs_with_sandbox_none(tmp_path: Path) -> None:
+    """``bwrap`` is looked up on ``PATH``: an empty one is a machine without it."""
+    programs = tmp_path / "no-programs"
+    programs.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "TETHER_MODEL"}
+    env["PATH"] = str(programs)
+    command = [sys.executable, "-m", "examples.coder", "--root", str(tmp_path / "workspace")]
+    refused = subprocess.run(
+        [*command, "--port", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=WAIT
+    )
+    assert refused.returncode == 2
+    assert "apt-get install bubblewrap" in refused.stderr and "--sandbox none" in refused.stderr
+    server = start_example(
+        "coder",
+        f"sqlite:///{tmp_path / 'data'}",
+        tmp_path / "coder.log",
+        "--root",
+        str(tmp_path / "workspace"),
+        "--sandbox",
+        "none",
+    )
+    with httpx.Client(base_url=server.url, timeout=WAIT) as client:
+        answer = client.post("/agents/coder/me?wait=true", json={"body": ASK}).json()
+    server.stop()
+    assert answer["result"].endswith("The tests pass: 3 passed, 0 failed.")
+    assert "bash runs unsandboxed" in server.output()
