@@ -406,6 +406,8 @@ PUBLIC = {
         "NotAFile",
         "PathNotFound",
         "PathOutsideRoot",
+        "SandboxLimits",
+        "SandboxUnavailable",
         "WorkspaceError",
         "workspace",
     ),
