@@ -191,9 +191,11 @@ def _etc() -> list[str]:
     return arguments
 
 
-def _system() -> list[str]:
-    """The host's part of every sandbox: namespaces, programs, ``/etc``, ``/proc``, ``/dev``."""
-    return [
+@functools.cache
+def _system() -> tuple[str, ...]:
+    """The host's part of every sandbox: namespaces, programs, ``/etc``, ``/proc``, ``/dev``
+    (looked at once per process)."""
+    return (
         *_NAMESPACES,
         "--ro-bind",
         "/usr",
@@ -204,7 +206,7 @@ def _system() -> list[str]:
         "/proc",
         "--dev",
         "/dev",
-    ]
+    )
 
 
 def _command_line(
@@ -214,9 +216,8 @@ def _command_line(
     limits: SandboxLimits,
     env: Mapping[str, str],
     command: str,
-    cpu_seconds: float,
+    cpu_seconds: int,
 ) -> list[str]:
-    cpu = max(1, math.ceil(cpu_seconds))
     arguments = [tools.bwrap, *_system(), "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     for path in read_only:
         arguments += ["--ro-bind", path, path]
@@ -231,7 +232,7 @@ def _command_line(
         f"--nproc={limits.processes}",
         f"--as={limits.memory_bytes}",
         f"--fsize={limits.file_bytes}",
-        f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU at the soft limit; SIGKILL a second later
+        f"--cpu={cpu_seconds}:{cpu_seconds + 1}",  # SIGXCPU, then SIGKILL a second later
         "--",
         "bash",
         "-c",
