@@ -2,9 +2,10 @@ from pathlib import Path
 
 import pytest
 
+import tether.tools._pool as pool_module
 from tether.tools import workspace
 
-from .support import SECRET, Tools
+from .support import SECRET, InProcess, Tools
 
 
 @pytest.fixture
@@ -28,3 +29,9 @@ def root(tmp_path: Path, outside: Path) -> Path:
 @pytest.fixture
 def tools(root: Path) -> Tools:
     return Tools(workspace(root, bash_timeout=30, kill_grace=1.0))
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file tools' work done in the test's process instead of a worker's."""
+    monkeypatch.setattr(pool_module, "shared_pool", InProcess)

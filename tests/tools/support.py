@@ -3,9 +3,11 @@ tools' results as the model sees them (through the agent's ``Toolbox``)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,8 @@ from pydantic import JsonValue
 from tether.agent import Tool, Toolbox, ToolContext
 from tether.journal import ToolScope
 from tether.messages import ToolCall, ToolResult
+from tether.tools._pool import rebuilt
+from tether.tools._worker import answer
 
 SECRET = "the secret outside the workspace"
 
@@ -81,6 +85,22 @@ class Tools:
         return await Toolbox(self.all).execute(call, self.recorder.scope())
 
 
+class InProcess:
+    """A stand-in for the pool of worker processes that does their work in this process, in
+    a thread, where a test can patch the seams of ``_paths`` and ``_files`` (the race tests
+    widen the window between a check and a use)."""
+
+    async def run(
+        self, request: dict[str, JsonValue], *, deadline: float, answer_limit: int
+    ) -> Any:
+        reply = await asyncio.to_thread(answer, request)
+        if "ok" in reply:
+            return reply["ok"]
+        error = reply["error"]
+        assert isinstance(error, dict)
+        raise rebuilt(error)
+
+
 def dead(pid: int) -> bool:
     """The process is gone, or a zombie nobody reaped yet (an orphan's reaper may be slow)."""
     try:
@@ -130,3 +150,51 @@ def real(path: Path) -> str:
 def names(directory: Path, pattern: str = "*") -> list[str]:
     """The paths under ``directory`` matching ``pattern``, relative to it, sorted."""
     return sorted(str(p.relative_to(directory)) for p in directory.rglob(pattern))
+
+
+GAP_BOUND = 0.5
+"""The longest the event loop may go without a tick while a tool works. The issue asks for
+under 50 ms, and on an idle machine the largest gap is a few milliseconds; the bound is ten
+times the goal so that a loaded CI machine (two cores, other jobs) does not fail it, while
+a blocked loop fails it by seconds (the GIL held by a match stalled it 5 s and more)."""
+
+
+@asynccontextmanager
+async def loop_gaps(tick: float = 0.001) -> AsyncIterator[list[float]]:
+    """The gaps between the ticks of a task that sleeps ``tick`` at a time, while inside:
+    a loop blocked for a while shows as one long gap (the last one runs to the exit)."""
+    gaps: list[float] = []
+    last = time.monotonic()
+
+    async def tick_on() -> None:
+        nonlocal last
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick_on())
+    try:
+        yield gaps
+    finally:
+        gaps.append(time.monotonic() - last)
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
+
+
+def worker_pids() -> set[int]:
+    """The pids of this process's live (not zombie) file-tool workers."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        state, parent = stat.rpartition(")")[2].split()[:2]
+        if int(parent) == os.getpid() and state not in ("Z", "X") and b"_worker" in command:
+            found.add(int(entry.name))
+    return found

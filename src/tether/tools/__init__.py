@@ -46,9 +46,11 @@ from tether.tools._errors import (
     FileChanged,
     FileTooLarge,
     InvalidPath,
+    InvalidPattern,
     NotAFile,
     PathNotFound,
     PathOutsideRoot,
+    ToolTimedOut,
     WorkspaceError,
 )
 from tether.tools._search import DEFAULT_IGNORE
@@ -62,9 +64,11 @@ __all__ = (
     "FileChanged",
     "FileTooLarge",
     "InvalidPath",
+    "InvalidPattern",
     "NotAFile",
     "PathNotFound",
     "PathOutsideRoot",
+    "ToolTimedOut",
     "WorkspaceError",
     "workspace",
 )
