@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import JsonValue
 
@@ -198,3 +198,25 @@ def worker_pids() -> set[int]:
         if int(parent) == os.getpid() and state not in ("Z", "X") and b"_worker" in command:
             found.add(int(entry.name))
     return found
+
+
+T = TypeVar("T")
+
+
+async def eventually(check: Callable[[], T], seconds: float = 20.0) -> T:
+    """``check()``'s first truthy value, asked every 10 ms for at most ``seconds``: for what
+    another process does, which nothing in this one can await."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{check} never held within {seconds} s")
+        await asyncio.sleep(0.01)
+
+
+def environment_of(pid: int) -> dict[str, str]:
+    """The environment a process started with."""
+    entries = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    return dict(entry.partition("=")[::2] for entry in entries if entry)
