@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from tether.tools._errors import (
     InvalidPath,
+    InvalidPattern,
     NotAFile,
     PathNotFound,
     PathOutsideRoot,
@@ -127,34 +128,45 @@ def _class(body: str) -> str:
 
 
 def _segment(segment: str) -> str:
-    out, i = [], 0
+    """One component's glob: its ``*`` runs cut it into pieces of one-character tokens."""
+    pieces: list[list[str]] = [[]]
+    i = 0
     while i < len(segment):
         c = segment[i]
         i += 1
         if c == "*":
             while i < len(segment) and segment[i] == "*":
                 i += 1
-            out.append("[^/]*")
+            pieces.append([])
         elif c == "?":
-            out.append("[^/]")
+            pieces[-1].append("[^/]")
         elif c == "[":
             end = i + (1 if segment[i : i + 1] in ("!", "^") else 0)
             end += 1 if segment[end : end + 1] == "]" else 0
             end = segment.find("]", end)
             if end == -1:
-                out.append(re.escape(c))
+                pieces[-1].append(re.escape(c))
             else:
-                out.append(_class(segment[i:end]))
+                pieces[-1].append(_class(segment[i:end]))
                 i = end + 1
         else:
-            out.append(re.escape(c))
-    return "".join(out)
+            pieces[-1].append(re.escape(c))
+    texts = ["".join(piece) for piece in pieces]
+    if len(texts) == 1:
+        return texts[0]
+    first, *middle, last = texts
+    # A piece between two stars is taken where it first occurs, for good (an atomic group):
+    # if any choice lets the rest match, the first does, since the next star takes up the
+    # gap. Plain `[^/]*` for each star backtracks over every split of the name (`*a*a*a*b`
+    # against 200 a's: O(n^4) and more), and a thread matching it held the GIL for minutes.
+    return first + "".join(f"(?>[^/]*?{piece})" for piece in middle) + "[^/]*" + last
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A glob as a regular expression over ``/``-separated paths: ``*`` and ``?`` stay in a
     component, ``[abc]``/``[!abc]`` are classes, a ``**`` component spans any number of
-    directories (none included)."""
+    directories (none included). Matching takes time polynomial in the path and the pattern
+    (a star's piece, or a ``**``'s components, is taken where it first occurs)."""
     if "\x00" in pattern:
         raise InvalidPath("the pattern contains a NUL byte")
     if pattern.startswith("/"):
@@ -164,16 +176,23 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         raise PathOutsideRoot(f"the pattern {shown(pattern)} contains '..'")
     if not parts:
         raise InvalidPath("the pattern is empty")
+    final = max((index for index, part in enumerate(parts) if part == "**"), default=-1)
     out = []
+    taken = False  # within a `**` whose components are taken where they first occur
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         if part == "**":
-            out.append(".*" if last else "(?:[^/]*/)*")
+            out.append(")" if taken else "")
+            taken = not last and index < final
+            out.append(".*" if last else "(?>(?:[^/]*/)*?" if taken else "(?:[^/]*/)*")
             continue
         out.append(_segment(part))
         if not last:
             out.append("/")
-    return re.compile("".join(out), re.DOTALL)
+    try:
+        return re.compile("".join(out), re.DOTALL)
+    except re.error as exc:  # a class such as [z-a]
+        raise InvalidPattern(f"invalid glob {shown(pattern)}: {exc}") from None
 
 
 def _depth(pattern: str) -> int:
