@@ -17,19 +17,22 @@ import resource
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any, BinaryIO
-
-from pydantic import JsonValue
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tether.tools._errors import EditMismatch
 from tether.tools._files import Limits, apply_edit, plan_edit, read_text, write_text
 from tether.tools._paths import Root
-from tether.tools._pool import READY
 from tether.tools._search import glob_paths, grep_files
 
-__all__ = ("answer", "main")
+if TYPE_CHECKING:  # not at run time: pydantic would cost the worker's start 50 ms
+    from pydantic import JsonValue
 
-_Operation = Callable[[Root, Limits, frozenset[str], dict[str, Any]], JsonValue]
+__all__ = ("READY", "answer", "main")
+
+READY = b"ready\n"
+"""What a worker writes once it imported what it needs."""
+
+_Operation = Callable[[Root, Limits, frozenset[str], dict[str, Any]], "JsonValue"]
 """An operation: the root, the caps, the ignored names, the tool's arguments (as the
 server's ``WorkerCalls`` sent them: checked by the tool's schema before)."""
 
