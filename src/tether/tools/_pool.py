@@ -2,26 +2,26 @@
 
 **Why a process.** ``read``, ``write``, ``edit``, ``glob`` and ``grep`` do work whose size and
 time a model chooses: a regular expression that backtracks, a glob over a huge tree, a file
-on a stuck disk. Python's ``re`` holds the GIL for a whole match (one pattern held it 5.1 s,
-so no other session, request or lease renewal ran), and a thread cannot be stopped. A
-worker process (``python -m tether.tools._worker``) shares no GIL with the server, can be
-SIGKILLed at its deadline, and holds its own memory under an address-space limit. It is the
-deadline that bounds everything; RE2 (``tether/tools/_regex.py``) also makes most ``grep``
-patterns linear-time, so they finish instead of timing out.
+on a stuck disk. Python's ``re`` holds the GIL for a whole match (a ``grep`` pattern held it
+for 5-20 s, and no other session, request or lease renewal ran), and a thread cannot be
+stopped. A worker process (``tether/tools/_worker.py``) shares no GIL with the server, can
+be SIGKILLed at its deadline, and holds its own memory under an address-space limit. The
+deadline bounds everything; RE2 (``tether/tools/_regex.py``) also makes most ``grep``
+patterns linear-time, so that they finish rather than time out.
 
-**The pool.** Starting a worker costs an interpreter and Tether's imports (about 0.3 s, and
-seconds on a loaded machine); a call to a warm one costs a round trip of a pipe (about
-0.3 ms, ``benchmarks/workspace_search.py``). So workers are kept: a call takes an idle one
-(or starts one), and gives it back when it answered; a worker killed at a deadline, or
-cancelled mid-call, is never given back. At most ``IDLE`` wait idle, and at most ``RUNNING``
+**The pool.** Starting a worker costs an interpreter and the tools' modules (0.2 s on a
+loaded machine); a call to a warm one costs about what a thread's hand-off did (a small
+``read``: 0.35 ms against 0.28 ms, medians). So workers are kept: a call takes an idle one
+(or starts one), and gives it back when it answered; a worker killed at a deadline, cancelled
+mid-call, or broken is never given back. At most ``IDLE`` wait idle, and at most ``RUNNING``
 work at once per event loop (the others wait, inside their deadline). The pool is the
-process's (workers are ``Popen`` objects, bound to no event loop); the pipes are read and
-written without blocking, with the running loop's ``add_reader``/``add_writer``.
+process's (workers are ``Popen`` objects, bound to no event loop); their pipes are read and
+written without blocking, with the running loop's ``add_reader`` and ``add_writer``.
 
-The deadline covers the whole call: waiting for a worker, starting one, the work, the
-answer. A worker gets a minimal environment (none of the server's secrets), ``/`` as its
-directory, its own session (a terminal's Ctrl-C is the server's to handle), and the
-parent's ``sys.path`` so it imports the same Tether.
+The deadline covers waiting for a worker, the work and the answer, not a worker's start
+(bounded apart, by ``START_SECONDS``). A worker runs isolated (``python -I``) on the server's
+``sys.path`` less its working directory, with none of its environment (its secrets), ``/``
+as its directory, and its own session (a terminal's Ctrl-C is the server's to handle).
 """
 
 from __future__ import annotations
