@@ -183,8 +183,9 @@ async def loop_gaps(tick: float = 0.001) -> AsyncIterator[list[float]]:
         await asyncio.gather(ticker, return_exceptions=True)
 
 
-def worker_pids() -> set[int]:
-    """The pids of this process's live (not zombie) file-tool workers."""
+def worker_pids(parent: int | None = None) -> set[int]:
+    """The pids of the live (not zombie) file-tool workers of ``parent`` (this process)."""
+    parent = os.getpid() if parent is None else parent
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -194,8 +195,8 @@ def worker_pids() -> set[int]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        state, parent = stat.rpartition(")")[2].split()[:2]
-        if int(parent) == os.getpid() and state not in ("Z", "X") and b"_worker" in command:
+        state, ppid = stat.rpartition(")")[2].split()[:2]
+        if int(ppid) == parent and state not in ("Z", "X") and b"_worker" in command:
             found.add(int(entry.name))
     return found
 
@@ -220,3 +221,12 @@ def environment_of(pid: int) -> dict[str, str]:
     """The environment a process started with."""
     entries = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
     return dict(entry.partition("=")[::2] for entry in entries if entry)
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime

@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,11 @@ import tether.tools._pool as pool_module
 from tether.tools import ToolTimedOut, WorkspaceError, workspace
 from tether.tools._pool import WorkerPool
 
+from ..processes import kill, start
 from .support import (
     GAP_BOUND,
     Tools,
+    cpu_seconds,
     environment_of,
     eventually,
     loop_gaps,
@@ -178,6 +181,35 @@ async def test_a_worker_has_no_secrets_and_imports_nothing_from_the_working_dire
         assert set(environment_of(pid)) <= {"PATH", "LANG"}
     finally:
         pool.close()
+
+
+SERVER = """
+import asyncio, sys
+from tether.tools import workspace
+
+async def main() -> None:
+    grep = {tool.name: tool for tool in workspace(sys.argv[1], tool_timeout=600)}["grep"]
+    await grep.fn(pattern="(?=a)(a*)*b", path=".", glob=None, ignore_case=False)
+
+asyncio.run(main())
+"""
+
+
+def test_a_worker_ends_with_its_server_even_mid_match(root: Path) -> None:
+    """A server SIGKILLed while its worker runs a match that never ends: the worker would
+    never read the end of its input, and ran on, orphaned, a core at 100% for good."""
+    (root / "a.txt").write_text("a" * 40 + "\n")
+    server = start([sys.executable, "-c", SERVER, str(root)])
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    # Until the worker has run a second of CPU: past its start (0.2 s), in the match.
+    while not any(cpu_seconds(pid) > 1 for pid in workers) and time.monotonic() < deadline:
+        assert server.poll() is None, "the server ended"
+        time.sleep(0.02)  # another process's doing: nothing here to await
+        workers = worker_pids(server.pid)
+    [worker] = workers
+    kill(server)
+    assert wait_dead([worker]) == []
 
 
 def test_tool_timeout_must_be_positive(root: Path) -> None:

@@ -63,17 +63,17 @@ __all__ = (
 _START = """
 import sys, types
 tools = types.ModuleType("tether.tools")
-tools.__path__ = [sys.argv[1]]
+tools.__path__ = [sys.argv[2]]
 sys.modules["tether.tools"] = tools
-sys.path[:] = sys.argv[2:]
+sys.path[:] = sys.argv[3:]
 from tether.tools._worker import main
-main()
+main(int(sys.argv[1]))
 """
 """A worker's start, run by ``python -I -c``: isolated (no ``PYTHON*`` variables, no user
 site, no working directory on the path), then the server's own path, so that it imports what
 the server did. ``tether.tools`` stands as a bare package: the worker needs its plain modules,
 not its public face, which imports the agent layer (a start took 1.3-2.3 s on a loaded
-machine with it, 0.4 s without)."""
+machine with it, 0.2 s without)."""
 IDLE = 2
 """Workers kept waiting, started, for the next call."""
 RUNNING = 8
@@ -192,9 +192,10 @@ async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, writing: bool) -> 
 
 
 def worker_command() -> tuple[str, ...]:
-    """The command that starts a worker: this Python, on the server's ``sys.path`` less its
-    working directory (a workspace may be the server's working directory, and a file a model
-    wrote there, ``json.py`` say, must not be what a worker imports), plus where Tether is."""
+    """The command that starts a worker of this process: this Python, on this process's
+    ``sys.path`` less its working directory (a workspace may be the server's working
+    directory, and a file a model wrote there, ``json.py`` say, must not be what a worker
+    imports), plus where Tether is."""
     here = os.getcwd()
     tools = os.path.dirname(os.path.abspath(__file__))
     path = [os.path.dirname(os.path.dirname(tools))]  # the folder holding the tether package
@@ -202,7 +203,7 @@ def worker_command() -> tuple[str, ...]:
         absolute = os.path.abspath(entry)
         if entry and absolute != here and absolute not in path:
             path.append(absolute)
-    return (sys.executable, "-I", "-c", _START, tools, *path)
+    return (sys.executable, "-I", "-c", _START, str(os.getpid()), tools, *path)
 
 
 def _environment() -> dict[str, str]:

@@ -11,9 +11,11 @@ the memory the work may take, and a worker that ran out says so and ends.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -31,6 +33,8 @@ __all__ = ("READY", "answer", "main")
 
 READY = b"ready\n"
 """What a worker writes once it imported what it needs."""
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 _Operation = Callable[[Root, Limits, frozenset[str], dict[str, Any]], "JsonValue"]
 """An operation: the root, the caps, the ignored names, the tool's arguments (as the
@@ -115,9 +119,23 @@ def _serve(requests: BinaryIO, answers: BinaryIO) -> None:
             return
 
 
-def main() -> None:
-    """Serve requests until stdin ends. stdout is the answers' channel only: whatever else
-    would print there (a stray ``print``, a warning) goes to stderr."""
+def _end_with(server: int) -> None:
+    """Be killed when the server ends (Linux). A server that ends closes the worker's input,
+    but a worker in a match that never ends would never read it, and run on, orphaned."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: the deadline's kill is all there is
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server:  # it ended before the prctl
+        os._exit(0)
+
+
+def main(server: int) -> None:
+    """Serve requests until stdin ends, and end with the ``server`` process. stdout is the
+    answers' channel only: whatever else would print there (a stray ``print``, a warning)
+    goes to stderr."""
+    _end_with(server)
     warnings.simplefilter("ignore")  # re's FutureWarning on a nested set is no answer
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -127,7 +145,3 @@ def main() -> None:
         pass
     finally:
         answers.close()
-
-
-if __name__ == "__main__":
-    main()
