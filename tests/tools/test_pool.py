@@ -152,7 +152,7 @@ async def test_a_worker_out_of_memory_says_so_and_ends(root: Path, own_pool: Wor
     (root / "big.txt").write_bytes(b"x" * (64 << 20))
     read = {**_request(root, "read", path="big.txt", offset=1, limit=1), "memory": 100 << 20}
     before = worker_pids()
-    with pytest.raises(WorkspaceError, match="more than its memory budget of 100 MiB"):
+    with pytest.raises(WorkspaceError, match="the work needed more than the worker's 100 MiB"):
         await own_pool.run(read, deadline=60, answer_limit=1 << 20)
     assert wait_dead(list(worker_pids() - before)) == []  # it ended itself after answering
     small = _request(root, "glob", pattern="*", path=".")

@@ -1,12 +1,13 @@
-"""The worker process of the file tools: ``python -m tether.tools._worker``.
+"""The worker process of the file tools, started by ``tether/tools/_pool.py``.
 
 It reads one request a line on stdin (JSON: the operation, the workspace's root, caps and
 ignored names, the arguments), does the work with the blocking functions of ``_files`` and
 ``_search``, and writes one answer a line on stdout (``{"ok": value}`` or ``{"error":
 {"type", "message", ...}}``), then waits for the next. It ends at the end of its stdin (the
-server closed it, or exited). The server (``tether/tools/_pool.py``) kills it at a deadline,
-so nothing here watches the time; each request sets the process's address-space limit to
-the memory the work may take, and a worker that ran out says so and ends.
+server closed it, or exited), and is killed when the server ends (Linux). The server kills
+it at a deadline, so nothing here watches the time; each request sets the process's
+address-space limit to the memory the work may take, and a worker that ran out says so and
+ends.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def answer(request: dict[str, Any]) -> dict[str, JsonValue]:
             request["args"],
         )
     except MemoryError:
-        message = f"it needed more than its memory budget of {request['memory'] >> 20} MiB"
+        message = f"the work needed more than the worker's {request['memory'] >> 20} MiB"
         return {"error": {"type": "WorkspaceError", "message": message}, "end": True}
     except Exception as exc:  # typed errors, OSErrors, and a defect's: the model reads them
         error: dict[str, JsonValue] = {"type": type(exc).__name__, "message": str(exc)}
