@@ -3,9 +3,10 @@ from pathlib import Path
 
 import pytest
 
+import tether.tools._pool as pool_module
 from tether.tools import workspace
 
-from .support import SECRET, Tools, sandbox_missing
+from .support import SECRET, InProcess, Tools, sandbox_missing
 
 
 @pytest.fixture(autouse=True)
@@ -39,3 +40,9 @@ def root(tmp_path: Path, outside: Path) -> Path:
 @pytest.fixture
 def tools(root: Path) -> Tools:
     return Tools(workspace(root, bash_timeout=30, kill_grace=1.0))
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file tools' work done in the test's process instead of a worker's."""
+    monkeypatch.setattr(pool_module, "shared_pool", InProcess)

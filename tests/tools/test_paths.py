@@ -165,7 +165,11 @@ def _swap_to_link(name: Path, target: Path) -> None:
 
 
 async def test_a_file_swapped_for_a_link_after_its_check_is_not_followed(
-    tools: Tools, root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+    tools: Tools,
+    root: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    in_process: None,
 ) -> None:
     (root / "target.txt").write_text("inside")
     real = paths_module._lstat_at
@@ -185,7 +189,11 @@ async def test_a_file_swapped_for_a_link_after_its_check_is_not_followed(
 
 
 async def test_a_directory_swapped_for_a_link_after_its_check_is_not_followed(
-    tools: Tools, root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+    tools: Tools,
+    root: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    in_process: None,
 ) -> None:
     (root / "sub").mkdir()
     (root / "sub" / "secret.txt").write_text("inside")
@@ -213,7 +221,11 @@ async def test_a_directory_swapped_for_a_link_after_its_check_is_not_followed(
 
 
 async def test_a_link_swapped_in_just_before_the_rename_is_replaced_not_written_through(
-    tools: Tools, root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+    tools: Tools,
+    root: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    in_process: None,
 ) -> None:
     (root / "target.txt").write_text("old")
     real = paths_module._lstat_at  # the very function _files imported

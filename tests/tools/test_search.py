@@ -1,14 +1,24 @@
 """``glob`` and ``grep``: patterns, ignored directories, links never followed, binary files
 skipped, output capped."""
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
-from tether.tools import InvalidPath, NotAFile, PathOutsideRoot, WorkspaceError, workspace
-from tether.tools._search import glob_regex
+from tether.tools import (
+    InvalidPath,
+    InvalidPattern,
+    NotAFile,
+    PathOutsideRoot,
+    WorkspaceError,
+    workspace,
+)
+from tether.tools._search import MAX_MATCHES, glob_regex
 
-from .support import SECRET, Tools
+from .support import GAP_BOUND, SECRET, Tools, eventually, loop_gaps, worker_pids
 
 
 @pytest.fixture
@@ -125,7 +135,7 @@ async def test_glob_output_is_capped(root: Path) -> None:
     shown = await Tools(workspace(root, max_output_bytes=200))("glob", pattern="*.txt")
     lines = shown.split("\n")
     assert lines[0] == "file000.txt" and len(lines) < 30
-    assert lines[-1].startswith("[only the first") and "narrow the pattern" in lines[-1]
+    assert lines[-1].startswith("[truncated: the first") and "narrow the pattern" in lines[-1]
 
 
 async def test_grep_finds_lines_as_path_line_text(tools: Tools, tree: Path) -> None:
@@ -180,14 +190,111 @@ async def test_grep_skips_large_files_and_caps_its_output(root: Path) -> None:
     short = Tools(workspace(root, max_output_bytes=100))
     lines = (await short("grep", pattern="needle")).split("\n")
     assert lines[0] == "big.txt:1:needle" and len(lines) < 10
-    assert lines[-1].startswith("[stopped at") and "narrow the pattern" in lines[-1]
+    assert lines[-1].startswith("[truncated: the first") and "narrow the pattern" in lines[-1]
     (root / "wide.txt").write_text("needle" + "x" * 2000 + "\n")
     wide = await Tools(workspace(root))("grep", pattern="needle", path="wide.txt")
     assert wide.endswith(" [...]") and len(wide) < 600
 
 
+async def test_grep_caps_its_matches(root: Path) -> None:
+    (root / "many.txt").write_text("needle\n" * (MAX_MATCHES + 100))
+    lines = (await Tools(workspace(root))("grep", pattern="needle")).split("\n")
+    assert lines[:2] == ["many.txt:1:needle", "many.txt:2:needle"]
+    assert len(lines) == MAX_MATCHES + 1
+    assert lines[-1] == (
+        f"[truncated: the first {MAX_MATCHES} matches shown; narrow the pattern, the path or "
+        "the glob]"
+    )
+
+
 async def test_grep_reports_a_bad_expression(tools: Tools, tree: Path) -> None:
-    with pytest.raises(WorkspaceError, match="invalid regular expression"):
+    with pytest.raises(InvalidPattern, match="invalid regular expression"):
         await tools("grep", pattern="(unclosed")
     result = await tools.result("grep", pattern="[z-a]")
-    assert result.is_error and "invalid regular expression" in result.content
+    assert result.is_error and "InvalidPattern: invalid regular expression" in result.content
+    huge = await tools.result("grep", pattern="(" * 100_000)  # no crash, and a short message
+    assert huge.is_error and "invalid regular expression" in huge.content
+    assert len(huge.content) < 500
+    assert issubclass(InvalidPattern, WorkspaceError)
+
+
+async def test_a_backtracking_pattern_leaves_the_event_loop_ticking(root: Path) -> None:
+    """Issue 36 item 4: ``(a*)*b`` against a line of a's backtracks for seconds (2^25 ways to
+    split the line) and ``re`` holds the GIL all the while, so a grep run in a thread stopped
+    the event loop: no other session, request or lease renewal ran. Now the search runs in a
+    worker process, on RE2 (linear time): it answers at once and the loop never stops."""
+    (root / "aaa.txt").write_text("a" * 25 + "\n")
+    tools = Tools(workspace(root))
+    async with loop_gaps() as gaps:
+        answer = await tools("grep", pattern="(a*)*b")
+    assert answer == "no matches for '(a*)*b' in 1 files under ."
+    assert max(gaps) < GAP_BOUND, f"the event loop stopped for {max(gaps):.3f} s"
+
+
+async def test_a_pattern_only_re_can_run_is_stopped_at_the_deadline(root: Path) -> None:
+    """A lookahead keeps the same backtracking pattern off RE2: it runs on ``re`` in the
+    worker, which is killed at the deadline; the model reads a typed error, the loop ticks
+    all the while, and the next call gets a fresh worker."""
+    (root / "aaa.txt").write_text("a" * 40 + "\n")
+    tools = Tools(workspace(root, tool_timeout=1))
+    await tools("grep", pattern="warm")  # a worker started, idle (its start is not timed)
+    before = worker_pids()
+    async with loop_gaps() as gaps:
+        result = await tools.result("grep", pattern="(?=a)(a*)*b")
+    assert result.is_error and result.content == (
+        "grep failed: ToolTimedOut: grep timed out after 1 s and was stopped; narrow the "
+        "pattern, the path or the glob"
+    )
+    assert max(gaps) < GAP_BOUND, f"the event loop stopped for {max(gaps):.3f} s"
+    assert await eventually(lambda: len(worker_pids() & before) == len(before) - 1)  # killed
+    assert await tools("grep", pattern="a+$") == "aaa.txt:1:" + "a" * 40
+
+
+async def test_a_glob_that_would_backtrack_answers_at_once(root: Path) -> None:
+    """A glob is a regular expression too: ``*a*a*...b`` as one ``[^/]*`` a star tries every
+    split of a long name of a's (``O(n^12)``), and in a thread held the GIL for as long. Each
+    star's piece is taken where it first occurs, so it answers at once; and it runs in the
+    worker, under the deadline, all the same."""
+    (root / ("a" * 200)).write_text("")
+    deep = root.joinpath(*["a"] * 30)
+    deep.mkdir(parents=True)
+    tools = Tools(workspace(root, tool_timeout=20))
+    async with loop_gaps() as gaps:
+        stars = await tools("glob", pattern="*a" * 12 + "b")
+        doubles = await tools("glob", pattern="**/a/" * 10 + "**/b")
+        found = await tools("glob", pattern="*a" * 12 + "*")
+    assert stars.startswith("no paths under . match '*a*a") and doubles.startswith("no paths")
+    assert found == "a" * 200  # twelve a's at least: the directory "a" is not one
+    assert max(gaps) < GAP_BOUND, f"the event loop stopped for {max(gaps):.3f} s"
+
+
+def _matches(parts: list[str], names: list[str]) -> bool:
+    """The glob's meaning, told plainly: ``fnmatchcase`` per component, a ``**`` spanning
+    any number of them (a last ``**``, one or more: ``src/**`` is not ``src``)."""
+    if not parts:
+        return not names
+    if parts[0] == "**":
+        if len(parts) == 1:
+            return bool(names)
+        return any(_matches(parts[1:], names[skip:]) for skip in range(len(names) + 1))
+    return bool(names) and fnmatchcase(names[0], parts[0]) and _matches(parts[1:], names[1:])
+
+
+_GLOB_TOKENS = ["a", "b", "?", "*", "[ab]", "[!a]", "/", "**/"]
+
+
+@given(
+    st.lists(st.sampled_from(_GLOB_TOKENS), min_size=1, max_size=8),
+    st.lists(st.text(alphabet="ab", min_size=1, max_size=5), min_size=1, max_size=4),
+)
+def test_glob_means_fnmatch_per_component(tokens: list[str], names: list[str]) -> None:
+    pattern = "".join(tokens)
+    parts = [part for part in pattern.split("/") if part not in ("", ".")]
+    assume(parts and not pattern.startswith("/"))
+    path = "/".join(names)
+    assert bool(glob_regex(pattern).fullmatch(path)) == _matches(parts, names), (pattern, path)
+
+
+def test_a_glob_class_that_is_no_class_is_an_invalid_pattern() -> None:
+    with pytest.raises(InvalidPattern, match=r"invalid glob '\[z-a\]\.txt'"):
+        glob_regex("[z-a].txt")

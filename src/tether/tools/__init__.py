@@ -43,6 +43,11 @@ whose intent is journaled and whose outcome is not):
 - ``bash``: not idempotent: never re-run by a recovery, whose outcome is then ``unknown``
   for the model to judge; approval optional (the journal marks an approved call's run before
   it starts, so an approved command cut short is not run twice either).
+
+**Deadlines.** The file tools' work runs in a worker process, never in the server's: a call
+past ``tool_timeout`` (30 s) has its worker killed and fails with :class:`ToolTimedOut`.
+``grep`` searches with RE2 (linear time) where ``google-re2`` is installed and the pattern
+allows, with Python's ``re`` otherwise (see docs/workspace-tools.md).
 """
 
 from tether.tools._errors import (
@@ -52,10 +57,12 @@ from tether.tools._errors import (
     FileChanged,
     FileTooLarge,
     InvalidPath,
+    InvalidPattern,
     NotAFile,
     PathNotFound,
     PathOutsideRoot,
     SandboxUnavailable,
+    ToolTimedOut,
     WorkspaceError,
 )
 from tether.tools._sandbox import SandboxLimits
@@ -70,11 +77,13 @@ __all__ = (
     "FileChanged",
     "FileTooLarge",
     "InvalidPath",
+    "InvalidPattern",
     "NotAFile",
     "PathNotFound",
     "PathOutsideRoot",
     "SandboxLimits",
     "SandboxUnavailable",
+    "ToolTimedOut",
     "WorkspaceError",
     "workspace",
 )

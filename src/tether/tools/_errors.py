@@ -16,10 +16,12 @@ __all__ = (
     "FileChanged",
     "FileTooLarge",
     "InvalidPath",
+    "InvalidPattern",
     "NotAFile",
     "PathNotFound",
     "PathOutsideRoot",
     "SandboxUnavailable",
+    "ToolTimedOut",
     "WorkspaceError",
 )
 
@@ -34,6 +36,12 @@ class InvalidPath(WorkspaceError):
     """A path that is not a path: empty, holding a NUL byte, or absurdly long."""
 
     code = "invalid_path"
+
+
+class InvalidPattern(WorkspaceError):
+    """A ``grep`` pattern that is not a regular expression (Python's syntax)."""
+
+    code = "invalid_pattern"
 
 
 class PathOutsideRoot(WorkspaceError):
@@ -106,3 +114,15 @@ class SandboxUnavailable(WorkspaceError):
     (``sandbox="none"``)."""
 
     code = "sandbox_unavailable"
+
+
+class ToolTimedOut(WorkspaceError):
+    """A file tool (``read``, ``write``, ``edit``, ``glob``, ``grep``) ran past its deadline
+    (``workspace(tool_timeout=...)``); the worker process doing its work was killed."""
+
+    code = "tool_timed_out"
+
+    def __init__(self, message: str, *, tool: str, timeout: float) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.timeout = timeout

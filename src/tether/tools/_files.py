@@ -11,8 +11,7 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass
-
-from pydantic import JsonValue
+from typing import TYPE_CHECKING
 
 from tether.tools._errors import (
     BinaryFile,
@@ -23,6 +22,9 @@ from tether.tools._errors import (
     WorkspaceError,
 )
 from tether.tools._paths import Root, _lstat_at, shown
+
+if TYPE_CHECKING:  # not at run time: a worker process starts without pydantic
+    from pydantic import JsonValue
 
 __all__ = ("Limits", "apply_edit", "plan_edit", "read_text", "write_text")
 

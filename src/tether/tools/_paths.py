@@ -145,13 +145,28 @@ class Location:
 class Root:
     """A workspace root: its real path, fixed when the workspace is made."""
 
+    path: str
+    _parts: list[str]
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
         given = os.fspath(root)
         real = os.path.realpath(given)
         if not os.path.isdir(real):
             raise NotADirectoryError(f"the workspace root {given!r} is not a directory")
+        self._settle(real)
+
+    def _settle(self, real: str) -> None:
         self.path = real
         self._parts = [part for part in real.split("/") if part]
+
+    @classmethod
+    def resolved(cls, real: str) -> Root:
+        """The root at ``real``, the :attr:`path` of a root made before (a worker process
+        gets it so): not resolved again, so a link put in its place since is not followed,
+        as the root that made it would not."""
+        root = cls.__new__(cls)
+        root._settle(real)
+        return root
 
     def open(self) -> int:
         try:

@@ -3,7 +3,7 @@
 The walk holds a descriptor per level and opens each subdirectory relative to its parent
 with ``O_NOFOLLOW``: it never follows a symbolic link (a link is listed by ``glob`` under its
 own name, never descended into nor read by ``grep``), so it cannot leave the root nor loop.
-Blocking functions, run in a thread by the tools.
+Blocking functions, run in a worker process by the tools (``tether/tools/_pool.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from tether.tools._errors import (
     InvalidPath,
+    InvalidPattern,
     NotAFile,
     PathNotFound,
     PathOutsideRoot,
@@ -24,6 +25,7 @@ from tether.tools._errors import (
 )
 from tether.tools._files import SNIFF_BYTES, Limits
 from tether.tools._paths import DIR_FLAGS, FILE_FLAGS, Root, _lstat_at, shown
+from tether.tools._regex import LineSearch
 
 __all__ = ("DEFAULT_IGNORE", "glob_paths", "glob_regex", "grep_files")
 
@@ -126,34 +128,45 @@ def _class(body: str) -> str:
 
 
 def _segment(segment: str) -> str:
-    out, i = [], 0
+    """One component's glob: its ``*`` runs cut it into pieces of one-character tokens."""
+    pieces: list[list[str]] = [[]]
+    i = 0
     while i < len(segment):
         c = segment[i]
         i += 1
         if c == "*":
             while i < len(segment) and segment[i] == "*":
                 i += 1
-            out.append("[^/]*")
+            pieces.append([])
         elif c == "?":
-            out.append("[^/]")
+            pieces[-1].append("[^/]")
         elif c == "[":
             end = i + (1 if segment[i : i + 1] in ("!", "^") else 0)
             end += 1 if segment[end : end + 1] == "]" else 0
             end = segment.find("]", end)
             if end == -1:
-                out.append(re.escape(c))
+                pieces[-1].append(re.escape(c))
             else:
-                out.append(_class(segment[i:end]))
+                pieces[-1].append(_class(segment[i:end]))
                 i = end + 1
         else:
-            out.append(re.escape(c))
-    return "".join(out)
+            pieces[-1].append(re.escape(c))
+    texts = ["".join(piece) for piece in pieces]
+    if len(texts) == 1:
+        return texts[0]
+    first, *middle, last = texts
+    # A piece between two stars is taken where it first occurs, for good (an atomic group):
+    # if any choice lets the rest match, the first does, since the next star takes up the
+    # gap. Plain `[^/]*` for each star backtracks over every split of the name (`*a*a*a*b`
+    # against 200 a's: O(n^4) and more), and a thread matching it held the GIL for minutes.
+    return first + "".join(f"(?>[^/]*?{piece})" for piece in middle) + "[^/]*" + last
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A glob as a regular expression over ``/``-separated paths: ``*`` and ``?`` stay in a
     component, ``[abc]``/``[!abc]`` are classes, a ``**`` component spans any number of
-    directories (none included)."""
+    directories (none included). Matching takes time polynomial in the path and the pattern
+    (a star's piece, or a ``**``'s components, is taken where it first occurs)."""
     if "\x00" in pattern:
         raise InvalidPath("the pattern contains a NUL byte")
     if pattern.startswith("/"):
@@ -163,16 +176,23 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         raise PathOutsideRoot(f"the pattern {shown(pattern)} contains '..'")
     if not parts:
         raise InvalidPath("the pattern is empty")
+    final = max((index for index, part in enumerate(parts) if part == "**"), default=-1)
     out = []
+    taken = False  # within a `**` whose components are taken where they first occur
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         if part == "**":
-            out.append(".*" if last else "(?:[^/]*/)*")
+            out.append(")" if taken else "")
+            taken = not last and index < final
+            out.append(".*" if last else "(?>(?:[^/]*/)*?" if taken else "(?:[^/]*/)*")
             continue
         out.append(_segment(part))
         if not last:
             out.append("/")
-    return re.compile("".join(out), re.DOTALL)
+    try:
+        return re.compile("".join(out), re.DOTALL)
+    except re.error as exc:  # a class such as [z-a]
+        raise InvalidPattern(f"invalid glob {shown(pattern)}: {exc}") from None
 
 
 def _depth(pattern: str) -> int:
@@ -212,20 +232,23 @@ def glob_paths(root: Root, pattern: str, path: str, limits: Limits, ignore: froz
                     break
                 found.append(_joined(base, entry.rel) + ("/" if entry.kind == "dir" else ""))
     if not found:
-        return f"no paths under {base} match {pattern!r}" + (
+        return f"no paths under {base} match {shown(pattern)}" + (
             " (the walk stopped early: the tree is too large)" if walk.partial else ""
         )
     kept, cut = _capped(found, limits.output_bytes)
     notes = []
     if more or cut:
-        notes.append(f"only the first {len(kept)} paths shown: narrow the pattern or the path")
+        notes.append(
+            f"truncated: the first {len(kept)} paths shown; narrow the pattern or the path"
+        )
     if walk.partial:
         notes.append(f"the walk stopped after {MAX_ENTRIES} entries")
     return "\n".join(kept + [f"[{note}]" for note in notes])
 
 
-def _text_of(dir_fd: int, name: str, limit: int) -> str | None:
-    """A file's text, or ``None`` for one to skip (binary, too large, gone, a non-file)."""
+def _text_of(dir_fd: int, name: str, limit: int) -> tuple[bytes, str] | None:
+    """A file's bytes and text, or ``None`` for one to skip (binary, too large, gone, a
+    non-file)."""
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except OSError:
@@ -246,7 +269,7 @@ def _text_of(dir_fd: int, name: str, limit: int) -> str | None:
     if len(data) > limit or b"\x00" in data[:SNIFF_BYTES]:
         return None
     try:
-        return data.decode("utf-8")
+        return data, data.decode("utf-8")
     except UnicodeDecodeError:
         return None
 
@@ -262,10 +285,7 @@ def grep_files(
 ) -> str:
     """Lines matching the regular expression ``pattern`` in the text files under ``path``
     (or that file), as ``path:line:text``; binary and over-large files are skipped."""
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise WorkspaceError(f"invalid regular expression {pattern!r}: {exc}") from None
+    search = LineSearch(pattern, ignore_case=ignore_case)
     names = glob_regex(glob) if glob else None
     by_name = glob is not None and "/" not in glob.strip("/")
     lines: list[str] = []
@@ -281,15 +301,13 @@ def grep_files(
                 continue
             if names is not None and not names.fullmatch(entry.name if by_name else entry.rel):
                 continue
-            text = _text_of(entry.dir_fd, entry.name, limits.file_bytes)
-            if text is None:
+            content = _text_of(entry.dir_fd, entry.name, limits.file_bytes)
+            if content is None:
                 skipped += 1
                 continue
             files += 1
             shown_as = _joined(base, entry.rel)
-            for number, line in enumerate(text.split("\n"), 1):
-                if not regex.search(line):
-                    continue
+            for number, line in search.lines(*content):
                 line = line.removesuffix("\r")
                 if len(line) > MAX_LINE_CHARS:
                     line = line[:MAX_LINE_CHARS] + " [...]"
@@ -303,12 +321,15 @@ def grep_files(
                 break
     notes = []
     if more:
-        notes.append(f"stopped at {len(lines)} matches: narrow the pattern, the path or the glob")
+        notes.append(
+            f"truncated: the first {len(lines)} matches shown; narrow the pattern, the path or "
+            "the glob"
+        )
     if skipped:
         notes.append(f"{skipped} binary, over-large or unreadable files skipped")
     if walk.partial:
         notes.append(f"the walk stopped after {MAX_ENTRIES} entries")
     if not lines:
-        head = f"no matches for {pattern!r} in {files} files under {base}"
+        head = f"no matches for {shown(pattern)} in {files} files under {base}"
         return head + "".join(f" [{note}]" for note in notes)
     return "\n".join(lines + [f"[{note}]" for note in notes])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Iterable, Mapping
 from typing import Literal
@@ -12,10 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from tether.agent import Tool, ToolContext
 from tether.tools._bash import run_bash, scrubbed_env
 from tether.tools._errors import CommandTimedOut
-from tether.tools._files import Limits, apply_edit, plan_edit, read_text, write_text
+from tether.tools._files import Limits
 from tether.tools._paths import Root
+from tether.tools._pool import WorkerCalls
 from tether.tools._sandbox import SANDBOX_PATH, SandboxLimits, sandbox_for
-from tether.tools._search import DEFAULT_IGNORE, glob_paths, grep_files
+from tether.tools._search import DEFAULT_IGNORE
 
 __all__ = ("workspace",)
 
@@ -83,6 +83,7 @@ def workspace(
     max_file_bytes: int = 10 * 1024 * 1024,
     max_output_bytes: int = 64 * 1024,
     ignore: Iterable[str] = DEFAULT_IGNORE,
+    tool_timeout: float = 30.0,
 ) -> tuple[Tool, ...]:
     """The tools ``read``, ``write``, ``edit``, ``glob``, ``grep`` and ``bash``, rooted at
     the directory ``root``, for the built-in :class:`~tether.agent.Agent` (or anything that
@@ -101,7 +102,9 @@ def workspace(
     shows at most ``max_read_bytes``; a write takes at most ``max_write_bytes``; files over
     ``max_file_bytes`` are not read, edited or grepped; ``grep``, ``glob`` and ``bash`` answer
     with at most ``max_output_bytes``. Directories named in ``ignore`` are not descended into
-    by ``glob`` and ``grep`` (unless their ``path`` points inside one).
+    by ``glob`` and ``grep`` (unless their ``path`` points inside one). ``tool_timeout`` is
+    the most a ``read``, ``write``, ``edit``, ``glob`` or ``grep`` may take: their work runs
+    in a worker process, killed at that deadline (:class:`ToolTimedOut`).
 
     Example::
 
@@ -119,44 +122,48 @@ def workspace(
         ("max_write_bytes", max_write_bytes),
         ("max_file_bytes", max_file_bytes),
         ("max_output_bytes", max_output_bytes),
+        ("tool_timeout", tool_timeout),
     ):
         if value <= 0:
             raise ValueError(f"{name} must be positive, not {value!r}")
     if kill_grace < 0:
         raise ValueError(f"kill_grace must not be negative, not {kill_grace!r}")
     limits = Limits(max_read_bytes, max_write_bytes, max_file_bytes, max_output_bytes)
-    skipped = frozenset(ignore)
     box = sandbox_for(where.path, sandbox, sandbox_limits, sandbox_paths) if bash else None
     env = scrubbed_env(where.path, bash_env, path=SANDBOX_PATH if box else None)
+    # The file tools' work runs in a worker process, under the deadline (tools/_pool.py).
+    calls = WorkerCalls(where, limits, frozenset(ignore), timeout=tool_timeout)
 
     async def read(path: str, offset: int, limit: int | None) -> str:
-        return await asyncio.to_thread(read_text, where, path, offset, limit, limits)
+        return await calls.text("read", "read", path=path, offset=offset, limit=limit)
 
     async def write(path: str, content: str) -> str:
-        return await asyncio.to_thread(write_text, where, path, content, limits)
+        return await calls.text("write", "write", path=path, content=content)
 
     async def edit(
         path: str, old_string: str, new_string: str, replace_all: bool, ctx: ToolContext
     ) -> str:
+        strings: dict[str, JsonValue] = {"old_string": old_string, "new_string": new_string}
+
         async def plan() -> JsonValue:
-            return await asyncio.to_thread(
-                plan_edit, where, path, old_string, new_string, replace_all, limits
+            return await calls.run(
+                "edit", "plan_edit", path=path, replace_all=replace_all, **strings
             )
 
         # The plan (the file's digests before and after) is journaled before the file is
         # touched: a re-driven edit finds the file in one of the two states, or refuses.
         planned = await ctx.step("edit", plan)
         assert isinstance(planned, dict)
-        return await asyncio.to_thread(
-            apply_edit, where, planned, old_string, new_string, replace_all, limits
+        return await calls.text(
+            "edit", "apply_edit", plan=planned, replace_all=replace_all, **strings
         )
 
     async def glob(pattern: str, path: str) -> str:
-        return await asyncio.to_thread(glob_paths, where, pattern, path, limits, skipped)
+        return await calls.text("glob", "glob", pattern=pattern, path=path)
 
     async def grep(pattern: str, path: str, glob: str | None, ignore_case: bool) -> str:
-        return await asyncio.to_thread(
-            grep_files, where, pattern, path, glob, ignore_case, limits, skipped
+        return await calls.text(
+            "grep", "grep", pattern=pattern, path=path, glob=glob, ignore_case=ignore_case
         )
 
     # ``timeout`` is the argument's name in the schema the model sees.
