@@ -37,20 +37,15 @@ from ...engine.test_runtime import settle
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
 from ..cuts import replay_sends_nothing, resume_over_http_from_every_cut
 from .app import build, lookup
+from .app import chat_openai as chat
 from .test_constructs import session, single
 
-MODEL = "gpt-4.1-mini"
 TIDES = (Answer(calls=(Call("lookup", {"topic": "tides"}),)), Answer(text="High at noon."))
 """The ReAct graph's two answers: a lookup, then the answer."""
 
 Make = Callable[..., Runtime]
 Build = Callable[[JournaledChatModel, list[BaseTool]], CompiledGraph]
 Wrap = Callable[[JournaledChatModel, list[BaseTool]], Runnable[Any, Any]]
-
-
-def chat(**options: Any) -> ChatOpenAI:
-    """The real ChatOpenAI, on ``$OPENAI_BASE_URL`` (the fake); no SDK retries to wait out."""
-    return ChatOpenAI(model=MODEL, max_retries=0, **options)
 
 
 async def live_then_replay(
