@@ -209,6 +209,24 @@ async def test_a_sync_call_from_an_async_node_is_refused_before_it_is_made(
     assert fake.count == 0
 
 
+async def test_an_argument_the_journal_cannot_describe_is_refused_before_the_call(
+    fake: FakeOpenAI,
+) -> None:
+    def hooked(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
+        bound = model.bind(logit_bias=object())  # its hash could not cover it
+
+        async def node(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [await bound.ainvoke(state["messages"])]}
+
+        return single(node)
+
+    journal = await session(MemoryStore())
+    harness = LangGraphHarness(hooked, model=chat(), name="graph")
+    with pytest.raises(NotJournaled, match="arguments the journal cannot describe"):
+        await journal.exec(harness, [UserMessage(body="tides")])
+    assert fake.count == 0
+
+
 async def test_an_answer_of_the_global_llm_cache_is_journaled_too(fake: FakeOpenAI) -> None:
     """The journaled model never answers from LangChain's global cache (that answer would be
     in no log); ChatOpenAI inside it streams, which the cache does not answer either."""
