@@ -12,13 +12,19 @@ from collections.abc import Callable, Sequence, Sized
 
 from pydantic import JsonValue
 
+from tether.engine import AgentDefinition, AgentSpec
 from tether.journal import Harness, Journal
 from tether.store import MemoryStore, Store
 from tether.testing import copy_prefix
 
 from ..fakes.openai_server import Answer, FakeOpenAI
 
-__all__ = ("replay_sends_nothing", "resume_from_every_cut", "resume_over_http_from_every_cut")
+__all__ = (
+    "harness_of",
+    "replay_sends_nothing",
+    "resume_from_every_cut",
+    "resume_over_http_from_every_cut",
+)
 
 
 async def resume_from_every_cut(
@@ -44,6 +50,13 @@ async def resume_from_every_cut(
         assert len(calls) == completions - answered, (cut, calls)
         replayed = await (await Journal.open(crashed, conversation_id, fence=0)).replay(replayer())
         assert replayed == [expected], cut
+
+
+def harness_of(definition: AgentDefinition) -> Harness:
+    """The harness a durable adapter's definition runs (to replay what it recorded)."""
+    spec = definition.initialize("replay", {})
+    assert isinstance(spec, AgentSpec)
+    return spec.harness
 
 
 async def replay_sends_nothing(

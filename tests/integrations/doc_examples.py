@@ -19,10 +19,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ("Example", "Page", "pycon_session", "run_example")
+import pytest
+
+from tether.stream import (
+    SpanSignal,
+    StreamEvent,
+    StreamTaskMessageDelta,
+    StreamTaskMessageFull,
+    StreamTaskMessageStart,
+    TextDelta,
+)
+
+__all__ = ("Example", "Page", "Shop", "TapReader", "memory_only", "pycon_session", "run_example")
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _FENCED = re.compile(r"^```(python|pycon)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+memory_only = pytest.mark.parametrize("store", ["memory"], indirect=True)
+"""For an example whose test adds nothing a store does: the reference store only (a page's
+durable adapter example runs on every store)."""
 
 
 @dataclass(frozen=True)
@@ -72,3 +87,48 @@ def pycon_session(code: str) -> list[tuple[str, str]]:
         elif session:
             session[-1][1].append(line)
     return [(source, "\n".join(output)) for source, output in session]
+
+
+class TapReader:
+    """What a tap example leaves to the reader: ``send`` (the events) and ``my_tracer`` (the
+    span signals), kept for the test to read."""
+
+    def __init__(self) -> None:
+        self.events: list[StreamEvent] = []
+        self.signals: list[SpanSignal] = []
+
+    async def send(self, event: StreamEvent) -> None:
+        self.events.append(event)
+
+    def my_tracer(self, signal: SpanSignal) -> None:
+        self.signals.append(signal)
+
+    def names(self) -> dict[str, Any]:
+        return {"send": self.send, "my_tracer": self.my_tracer}
+
+    def text(self) -> str:
+        """The text the events streamed."""
+        deltas = [e.delta for e in self.events if isinstance(e, StreamTaskMessageDelta)]
+        return "".join(d.text_delta or "" for d in deltas if isinstance(d, TextDelta))
+
+    def contents(self, *, whole_only: bool = False) -> list[str]:
+        """The content types of the slots the events opened (or sent whole), in order."""
+        kinds = (
+            StreamTaskMessageFull if whole_only else StreamTaskMessageStart | StreamTaskMessageFull
+        )
+        return [e.content.type for e in self.events if isinstance(e, kinds)]
+
+
+class Shop:
+    """What the pydantic-ai and OpenAI Agents adapter examples leave to the reader: the shop
+    their tools ask and refund from."""
+
+    def __init__(self) -> None:
+        self.refunds: list[tuple[str, float]] = []
+
+    async def status(self, order_id: str) -> str:
+        return f"order {order_id} shipped"
+
+    async def refund(self, order_id: str, amount: float) -> str:
+        self.refunds.append((order_id, amount))
+        return f"refunded {amount} on order {order_id}"

@@ -9,24 +9,16 @@ from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, AgentSpec, Runtime
+from tether.engine import Runtime
 from tether.integrations.langgraph import durable
 from tether.records import Record
 from tether.store import Store
-from tether.stream import (
-    SpanSignal,
-    StreamEvent,
-    StreamTaskMessageDelta,
-    StreamTaskMessageFull,
-    StreamTaskMessageStart,
-    TextDelta,
-)
 
 from ...engine.test_runtime import settle
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
 from ..approvals import decide_parked
-from ..cuts import replay_sends_nothing
-from ..doc_examples import Page, run_example
+from ..cuts import harness_of, replay_sends_nothing
+from ..doc_examples import Page, TapReader, memory_only, run_example
 from .test_interrupt import pending_input
 
 Make = Callable[..., Runtime]
@@ -64,13 +56,6 @@ async def adapter_example(sent: list[str]) -> dict[str, Any]:
     return namespace
 
 
-def harness_of(definition: AgentDefinition) -> Any:
-    """The harness a durable definition runs (to replay its log with)."""
-    spec = definition.initialize("acme", {})
-    assert isinstance(spec, AgentSpec)
-    return spec.harness
-
-
 def kinds(records: list[Record]) -> list[str]:
     return [r.kind for r in records if "delta" not in r.kind]
 
@@ -81,27 +66,16 @@ async def test_the_tap_example_streams_a_graph_on_chat_openai(fake: FakeOpenAI) 
     # Another host than api.openai.com streams its usage only when asked (as the page says).
     model = ChatOpenAI(model="gpt-4o", stream_usage=True)
     graph = adapter["build"](model, [adapter["search"]])
-    events: list[StreamEvent] = []
-    signals: list[SpanSignal] = []
-
-    async def send(event: StreamEvent) -> None:
-        events.append(event)
-
-    namespace = {"graph": graph, "my_tracer": signals.append, "send": send}
+    reader = TapReader()
+    namespace = {"graph": graph, **reader.names()}
     await run_example(PAGE.example(TAP), namespace)
     assert fake.count == 2
-    contents = [
-        e.content.type
-        for e in events
-        if isinstance(e, StreamTaskMessageStart | StreamTaskMessageFull)
-    ]
-    assert contents == ["tool_request", "tool_response", "text"]
-    deltas = [e.delta for e in events if isinstance(e, StreamTaskMessageDelta)]
-    assert "".join(d.text_delta for d in deltas if isinstance(d, TextDelta)) == "High at noon."
+    assert reader.contents() == ["tool_request", "tool_response", "text"]
+    assert reader.text() == "High at noon."
     usage = namespace["usage"]
     assert (usage.num_llm_calls, usage.num_tool_calls) == (2, 1)
     assert (usage.input_tokens, usage.output_tokens) == (240, 60)
-    assert signals  # the tracer saw the turn's spans
+    assert reader.signals  # the tracer saw the turn's spans
 
 
 async def test_the_adapter_example_journals_its_react_graph_and_its_approval(
@@ -129,6 +103,7 @@ async def test_the_adapter_example_journals_its_react_graph_and_its_approval(
     assert replayed == ["High at noon.", "Sent."]
 
 
+@memory_only
 async def test_the_state_example_keeps_its_channels_between_submissions(
     make_runtime: Make, store: Store, fake: FakeOpenAI
 ) -> None:
@@ -147,6 +122,7 @@ async def test_the_state_example_keeps_its_channels_between_submissions(
     assert replayed == ["Noon.", "Midnight."]
 
 
+@memory_only
 async def test_the_interrupt_example_parks_for_answers_and_resumes(
     make_runtime: Make, store: Store, fake: FakeOpenAI
 ) -> None:
