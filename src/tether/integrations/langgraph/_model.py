@@ -282,7 +282,7 @@ def _described(arguments: dict[str, Any]) -> dict[str, JsonValue]:
     def schema_of(value: object) -> object:
         if isinstance(value, type):
             return convert_to_openai_function(value)
-        raise TypeError(f"a {type(value).__name__}")
+        raise TypeError(f"a {type(value).__name__} is not JSON")
 
     try:
         described: dict[str, JsonValue] = json.loads(json.dumps(arguments, default=schema_of))
