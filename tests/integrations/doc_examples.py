@@ -14,13 +14,15 @@ each with the output it shows (:func:`pycon_session`).
 import ast
 import inspect
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tether.engine import AgentDefinition, Runtime
+from tether.store import Store
 from tether.stream import (
     SpanSignal,
     StreamEvent,
@@ -30,7 +32,21 @@ from tether.stream import (
     TextDelta,
 )
 
-__all__ = ("Example", "Page", "Shop", "TapReader", "memory_only", "pycon_session", "run_example")
+from ..engine.test_runtime import settle
+from ..fakes.openai_server import Answer, Call, FakeOpenAI
+from .approvals import decide_parked
+
+__all__ = (
+    "LOOKUP",
+    "Example",
+    "Page",
+    "Shop",
+    "TapReader",
+    "memory_only",
+    "pycon_session",
+    "run_example",
+    "serve_the_shop",
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _FENCED = re.compile(r"^```(python|pycon)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -132,3 +148,32 @@ class Shop:
     async def refund(self, order_id: str, amount: float) -> str:
         self.refunds.append((order_id, amount))
         return f"refunded {amount} on order {order_id}"
+
+
+LOOKUP = (Answer(calls=(Call("lookup", {"order_id": "42"}),)), Answer(text="Order 42 shipped."))
+"""The shop's model, asked where order 42 is: a lookup, then the answer."""
+REFUND = {"order_id": "42", "amount": 5.0}
+
+
+async def serve_the_shop(
+    make_runtime: Callable[..., Runtime],
+    store: Store,
+    fake: FakeOpenAI,
+    agents: dict[str, AgentDefinition],
+    shop: Shop,
+) -> str:
+    """The pydantic-ai and OpenAI Agents adapter examples' ``support`` agent (on the Responses
+    API), asked where order 42 is, then to refund it, the refund approved: the session's
+    conversation id once both settled."""
+    fake.add(*LOOKUP, Answer(calls=(Call("refund", REFUND),)), Answer(text="Refunded."))
+    async with make_runtime(agents) as runtime:
+        first = await runtime.dispatch("support", "acme", "where is order 42?")
+        assert (await settle(runtime, first.submission_id))["result"] == "Order 42 shipped."
+        second = await runtime.dispatch("support", "acme", "refund 5 on order 42")
+        args, refunded = await decide_parked(runtime, store, second, "approve", None)
+        records = await runtime.records(first.conversation_id)
+    assert (args, refunded, shop.refunds) == (REFUND, "Refunded.", [("42", 5.0)])
+    assert fake.count == 4 and {r.path for r in fake.requests} == {"/v1/responses"}
+    kinds = [r.kind for r in records]
+    assert kinds.count("model_called") == 4 and kinds.count("approval_decided") == 1
+    return first.conversation_id

@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 from pydantic import JsonValue
 
-from tether.engine import Runtime
+from tether.engine import AgentDefinition, Runtime
 from tether.integrations.langgraph import durable
 from tether.records import Record
 from tether.store import Store
@@ -54,6 +54,13 @@ async def adapter_example(sent: list[str]) -> dict[str, Any]:
     namespace: dict[str, Any] = {**readers_tools(sent)}
     await run_example(PAGE.example(ADAPTER), namespace, "myapp")
     return namespace
+
+
+async def example_agent(phrase: str, name: str) -> AgentDefinition:
+    """The ``build()`` of the page's example holding ``phrase``, durable on ChatOpenAI."""
+    namespace: dict[str, Any] = {}
+    await run_example(PAGE.example(phrase), namespace)
+    return durable(namespace["build"], model=ChatOpenAI(model="gpt-4o"), name=name)
 
 
 def kinds(records: list[Record]) -> list[str]:
@@ -107,9 +114,7 @@ async def test_the_adapter_example_journals_its_react_graph_and_its_approval(
 async def test_the_state_example_keeps_its_channels_between_submissions(
     make_runtime: Make, store: Store, fake: FakeOpenAI
 ) -> None:
-    namespace: dict[str, Any] = {}
-    await run_example(PAGE.example(STATE), namespace)
-    counter = durable(namespace["build"], model=ChatOpenAI(model="gpt-4o"), name="counter")
+    counter = await example_agent(STATE, "counter")
     fake.add(Answer(text="Noon."), Answer(text="Midnight."))
     async with make_runtime({"counter": counter}) as runtime:
         for body in ("tides", "moons"):
@@ -126,9 +131,7 @@ async def test_the_state_example_keeps_its_channels_between_submissions(
 async def test_the_interrupt_example_parks_for_answers_and_resumes(
     make_runtime: Make, store: Store, fake: FakeOpenAI
 ) -> None:
-    namespace: dict[str, Any] = {}
-    await run_example(PAGE.example(INTERRUPT), namespace)
-    review = durable(namespace["build"], model=ChatOpenAI(model="gpt-4o"), name="review")
+    review = await example_agent(INTERRUPT, "review")
     fake.add(Answer(text="Dear team, the tide is in."))
     async with make_runtime({"review": review}) as runtime:
         receipt = await runtime.dispatch("review", "acme", "Tell the team about the tide.")

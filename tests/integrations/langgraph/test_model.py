@@ -193,36 +193,36 @@ async def test_a_model_that_does_not_stream_is_journaled_in_one_piece(fake: Fake
     assert [r.stream for r in fake.requests] == [False, False]
 
 
-async def test_a_sync_call_from_an_async_node_is_refused_before_it_is_made(
-    fake: FakeOpenAI,
+def blocking(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
+    async def node(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}  # would block the loop
+
+    return single(node)
+
+
+def undescribable(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
+    bound = model.bind(logit_bias=object())  # the call's hash could not cover it
+
+    async def node(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(state["messages"])]}
+
+    return single(node)
+
+
+REFUSED: dict[str, tuple[Build, str]] = {
+    "a sync call from an async node": (blocking, "would block the event loop"),
+    "an argument that is not JSON": (undescribable, "arguments the journal cannot describe"),
+}
+
+
+@pytest.mark.parametrize("refused", sorted(REFUSED))
+async def test_a_call_the_journal_cannot_take_is_refused_before_it_is_made(
+    fake: FakeOpenAI, refused: str
 ) -> None:
-    def blocking(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
-        async def node(state: MessagesState) -> dict[str, Any]:
-            return {"messages": [model.invoke(state["messages"])]}  # would block the loop
-
-        return single(node)
-
+    build, reason = REFUSED[refused]
     journal = await session(MemoryStore())
-    harness = LangGraphHarness(blocking, model=chat(), name="graph")
-    with pytest.raises(NotJournaled, match="would block the event loop"):
-        await journal.exec(harness, [UserMessage(body="tides")])
-    assert fake.count == 0
-
-
-async def test_an_argument_the_journal_cannot_describe_is_refused_before_the_call(
-    fake: FakeOpenAI,
-) -> None:
-    def hooked(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
-        bound = model.bind(logit_bias=object())  # its hash could not cover it
-
-        async def node(state: MessagesState) -> dict[str, Any]:
-            return {"messages": [await bound.ainvoke(state["messages"])]}
-
-        return single(node)
-
-    journal = await session(MemoryStore())
-    harness = LangGraphHarness(hooked, model=chat(), name="graph")
-    with pytest.raises(NotJournaled, match="arguments the journal cannot describe"):
+    harness = LangGraphHarness(build, model=chat(), name="graph")
+    with pytest.raises(NotJournaled, match=reason):
         await journal.exec(harness, [UserMessage(body="tides")])
     assert fake.count == 0
 

@@ -21,14 +21,20 @@ from openai import AsyncOpenAI
 
 from tether.engine import Runtime
 from tether.integrations.openai_agents import UnsupportedConstruct
-from tether.records import Record
 from tether.store import Store
 
-from ...engine.test_runtime import settle
-from ...fakes.openai_server import Answer, Call, FakeOpenAI
-from ..approvals import decide_parked
+from ...fakes.openai_server import Answer, FakeOpenAI
 from ..cuts import harness_of, replay_sends_nothing
-from ..doc_examples import Page, Shop, TapReader, memory_only, pycon_session, run_example
+from ..doc_examples import (
+    LOOKUP,
+    Page,
+    Shop,
+    TapReader,
+    memory_only,
+    pycon_session,
+    run_example,
+    serve_the_shop,
+)
 from .over_http import replay_sends_nothing as replay_agent_sends_nothing
 from .over_http import run_durably
 
@@ -38,15 +44,10 @@ TAP = "OpenAIAgentsTurn(result"
 ADAPTER = "# myapp.py"
 GUARDRAIL = "@input_guardrail"
 REFUSAL = ">>> durable(Agent("
-LOOKUP = (Answer(calls=(Call("lookup", {"order_id": "42"}),)), Answer(text="Order 42 shipped."))
 
 
 def test_every_python_example_of_the_page_is_run_by_a_test() -> None:
     assert PAGE.unclaimed([TAP, ADAPTER, GUARDRAIL, REFUSAL]) == []
-
-
-def kinds(records: list[Record]) -> list[str]:
-    return [r.kind for r in records if "delta" not in r.kind]
 
 
 @pytest.fixture
@@ -95,20 +96,9 @@ async def test_the_adapter_example_journals_its_tools_and_its_approval(
     namespace: dict[str, Any] = {"shop": shop}
     await run_example(PAGE.example(ADAPTER), namespace, "myapp")
     agents = namespace["agents"]()
-    refund = {"order_id": "42", "amount": 5.0}
-    fake.add(*LOOKUP, Answer(calls=(Call("refund", refund),)), Answer(text="Refunded."))
-    async with make_runtime(agents) as runtime:
-        first = await runtime.dispatch("support", "acme", "where is order 42?")
-        assert (await settle(runtime, first.submission_id))["result"] == "Order 42 shipped."
-        second = await runtime.dispatch("support", "acme", "refund 5 on order 42")
-        args, refunded = await decide_parked(runtime, store, second, "approve", None)
-        records = await runtime.records(first.conversation_id)
-    assert (args, refunded, shop.refunds) == (refund, "Refunded.", [("42", 5.0)])
-    assert fake.count == 4 and {r.path for r in fake.requests} == {"/v1/responses"}
-    assert kinds(records).count("model_called") == 4
-    assert kinds(records).count("approval_decided") == 1
+    conversation_id = await serve_the_shop(make_runtime, store, fake, agents, shop)
     replayed = await replay_sends_nothing(
-        store, fake, first.conversation_id, harness_of(agents["support"])
+        store, fake, conversation_id, harness_of(agents["support"])
     )
     assert replayed == ["Order 42 shipped.", "Refunded."] and shop.refunds == [("42", 5.0)]
 

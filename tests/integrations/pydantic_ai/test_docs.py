@@ -15,14 +15,12 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.integrations.pydantic_ai import PydanticAIHarness, durable
-from tether.records import Record
 from tether.store import Store
 
 from ...engine.test_runtime import settle
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
-from ..approvals import decide_parked
 from ..cuts import replay_sends_nothing
-from ..doc_examples import Page, Shop, TapReader, memory_only, run_example
+from ..doc_examples import LOOKUP, Page, Shop, TapReader, memory_only, run_example, serve_the_shop
 
 Make = Callable[..., Runtime]
 PAGE = Page("pydantic-ai.md")
@@ -31,7 +29,6 @@ ADAPTER = "# myapp.py"
 DRIVES = "async def by_node("
 OWN_HARNESS = "class Support:"
 REPLAY = "journal.replay(PydanticAIHarness(support))"
-LOOKUP = (Answer(calls=(Call("lookup", {"order_id": "42"}),)), Answer(text="Order 42 shipped."))
 
 
 def test_every_python_example_of_the_page_is_run_by_a_test() -> None:
@@ -42,10 +39,6 @@ async def adapter_example(shop: Shop) -> dict[str, Any]:
     namespace: dict[str, Any] = {"shop": shop}
     await run_example(PAGE.example(ADAPTER), namespace, "myapp")
     return namespace
-
-
-def kinds(records: list[Record]) -> list[str]:
-    return [r.kind for r in records if "delta" not in r.kind]
 
 
 async def ask(runtime: Runtime, agent: str, text: str) -> tuple[str, Any]:
@@ -80,18 +73,7 @@ async def test_the_adapter_example_journals_its_tools_and_its_approval(
 ) -> None:
     shop = Shop()
     namespace = await adapter_example(shop)
-    refund = {"order_id": "42", "amount": 5.0}
-    fake.add(*LOOKUP, Answer(calls=(Call("refund", refund),)), Answer(text="Refunded."))
-    async with make_runtime(namespace["agents"]()) as runtime:
-        conversation_id, result = await ask(runtime, "support", "where is order 42?")
-        assert result == "Order 42 shipped."
-        second = await runtime.dispatch("support", "acme", "refund 5 on order 42")
-        args, refunded = await decide_parked(runtime, store, second, "approve", None)
-        records = await runtime.records(conversation_id)
-    assert (args, refunded, shop.refunds) == (refund, "Refunded.", [("42", 5.0)])
-    assert fake.count == 4 and {r.path for r in fake.requests} == {"/v1/responses"}
-    assert kinds(records).count("model_called") == 4
-    assert kinds(records).count("approval_decided") == 1
+    conversation_id = await serve_the_shop(make_runtime, store, fake, namespace["agents"](), shop)
 
     # The page's replay example, on this session: zero model and tool calls.
     sent = fake.count
