@@ -5,26 +5,18 @@ kind CLIENT, ``gen_ai.provider.name=openai``, the response's model and id, and f
 ``tool_call`` then ``stop`` (though the journal keeps ``openai-chat:gpt-4.1-mini`` from one,
 ``tool_calls`` from another)."""
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from agents import Agent as SdkAgent
 from agents import OpenAIChatCompletionsModel, function_tool
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.language_models.base import LangSmithParams
-from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool as lc_tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from openai import AsyncOpenAI
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from pydantic import Field
 from pydantic_ai import Agent as PydanticAgent
 
 from tether.agent import agent_spec, tool
@@ -35,7 +27,7 @@ from tether.otel import OtelInterceptor
 
 from ..engine.test_runtime import settle
 from ..fakes.openai_server import Answer, Call, FakeOpenAI
-from ..integrations.langgraph.app import build
+from ..integrations.langgraph.app import build, chat_openai
 
 Make = Callable[..., Runtime]
 MODEL = "gpt-4.1-mini"
@@ -64,76 +56,13 @@ def pydantic_ai_agent() -> AgentDefinition:
     return pydantic_ai.durable(agent)
 
 
-class OpenAIChat(BaseChatModel):
-    """A LangChain chat model on the openai SDK, reporting as ``ChatOpenAI`` does: the
-    provider in its LangSmith params, the model, the response id and the raw finish reason
-    in the response metadata."""
-
-    model_name: str = MODEL
-    tools: list[dict[str, Any]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "openai-chat"
-
-    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        return LangSmithParams(ls_provider="openai", ls_model_name=self.model_name)
-
-    def bind_tools(self, tools: Any, *, tool_choice: str | None = None, **kwargs: Any) -> Any:
-        return self.model_copy(update={"tools": [convert_to_openai_tool(t) for t in tools]})
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        raise NotImplementedError
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        async with AsyncOpenAI() as client:
-            completion = await client.chat.completions.create(
-                model=self.model_name,
-                messages=convert_to_openai_messages(messages),  # type: ignore[arg-type]
-                tools=self.tools,  # type: ignore[arg-type]
-            )
-        choice = completion.choices[0]
-        calls = [
-            {"name": c.function.name, "args": _json(c.function.arguments), "id": c.id}
-            for c in choice.message.tool_calls or []
-            if c.type == "function"
-        ]
-        message = AIMessage(
-            content=choice.message.content or "",
-            tool_calls=calls,
-            response_metadata={
-                "finish_reason": choice.finish_reason,
-                "model_name": completion.model,
-                "id": completion.id,
-            },
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-
-def _json(text: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
-
-
 def langgraph_agent() -> AgentDefinition:
     @lc_tool
     async def lookup(topic: str) -> str:
         """Look a topic up."""
         return f"facts about {topic}"
 
-    return langgraph.durable(build, model=OpenAIChat(), tools=[lookup], name="react")
+    return langgraph.durable(build, model=chat_openai(), tools=[lookup], name="react")
 
 
 def openai_agents_agent(chat: bool) -> Callable[[], AgentDefinition]:
@@ -153,7 +82,7 @@ FRAMEWORKS: dict[str, tuple[Callable[[], AgentDefinition], str | None]] = {
     # the framework, and the prefix of the response ids it reports (None: none)
     "tether": (builtin, "chatcmpl-"),
     "pydantic-ai": (pydantic_ai_agent, "chatcmpl-"),
-    "langgraph": (langgraph_agent, "chatcmpl-"),
+    "langgraph": (langgraph_agent, None),  # ChatOpenAI's stream drops it (lc_run-… ids)
     "openai-agents-responses": (openai_agents_agent(chat=False), "resp_"),
     "openai-agents-chat": (openai_agents_agent(chat=True), None),  # the SDK drops its id
 }

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
+from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -26,8 +27,6 @@ from pydantic import Field
 
 from tether.engine import AgentDefinition
 from tether.integrations.langgraph import JournaledChatModel, durable
-
-from .openai_chat import OpenAIChat
 
 CALLS_ENV = "TETHER_LG_CALLS"
 TOOL_SECONDS_ENV = "TETHER_LG_TOOL_SECONDS"
@@ -239,9 +238,18 @@ def reviewer(
     return graph.compile()
 
 
+MODEL = "gpt-4.1-mini"
+
+
+def chat_openai(**options: Any) -> ChatOpenAI:
+    """The real ChatOpenAI, on ``$OPENAI_BASE_URL`` (the fake OpenAI server in the tests);
+    no SDK retries to wait out."""
+    return ChatOpenAI(model=MODEL, max_retries=0, **options)
+
+
 def reviewing(model: BaseChatModel | None = None) -> AgentDefinition:
-    """The review graph on the OpenAI SDK (``$OPENAI_BASE_URL``: the fake OpenAI server)."""
-    return durable(reviewer, model=model if model is not None else OpenAIChat(), name="review")
+    """The review graph on ChatOpenAI."""
+    return durable(reviewer, model=model if model is not None else chat_openai(), name="review")
 
 
 def review_agents() -> dict[str, AgentDefinition]:

@@ -50,10 +50,12 @@ def single(node: Any, state: Any = MessagesState) -> CompiledGraph:
     return graph.compile()
 
 
-async def session(store: MemoryStore) -> Journal:
-    key = SessionKey("graph", "acme")
+async def session(
+    store: MemoryStore, instance: str = "acme", conversation_id: str = "conv"
+) -> Journal:
+    key = SessionKey("graph", instance)
     conversation, _ = await store.ensure_conversation(
-        key, conversation_id="conv", created_at=datetime.now(UTC)
+        key, conversation_id=conversation_id, created_at=datetime.now(UTC)
     )
     return await Journal.open(store, conversation.id)
 

@@ -1,6 +1,6 @@
 """LangGraph ``interrupt()`` parks the session as a Tether input; the answer resumes the graph
-as ``Command(resume=answer)`` does (issue 25 item 2, gap 2). A real graph on the openai SDK,
-over HTTP to the fake OpenAI server."""
+as ``Command(resume=answer)`` does (issue 25 item 2, gap 2). A real graph on ChatOpenAI, over
+HTTP to the fake OpenAI server."""
 
 import asyncio
 import json
@@ -26,8 +26,7 @@ from tether.journal import Journal
 from tether.store import Gate, Store, SubmissionStatus
 
 from ...fakes.openai_server import Answer, FakeOpenAI
-from .app import VERDICT, reviewer, reviewing
-from .openai_chat import OpenAIChat
+from .app import VERDICT, chat_openai, reviewer, reviewing
 
 Make = Callable[..., Runtime]
 DRAFT, SENT = "Dear team, the tide is in.", "Sent, with the reviewer's note."
@@ -101,7 +100,7 @@ async def test_interrupts_park_as_inputs_and_answers_resume_the_graph(
     [state] = [r.payload.to_json_object() for r in records if r.kind == "step_recorded"]
     assert state["value"] == {"verdict": "send", "note": "cc legal"}
     # A replay serves the model calls and both answers from the log.
-    replayer = LangGraphHarness(reviewer, model=OpenAIChat(), name="review")
+    replayer = LangGraphHarness(reviewer, model=chat_openai(), name="review")
     journal = await Journal.open(store, receipt.conversation_id, fence=0)
     assert await journal.replay(replayer) == [SENT]
     assert fake.count == 2
@@ -148,7 +147,7 @@ def asks_twice_in_parallel(model: JournaledChatModel, tools: list[BaseTool]) -> 
 async def test_interrupts_of_one_step_are_asked_in_turn(
     make_runtime: Make, fake: FakeOpenAI
 ) -> None:
-    agent = durable(asks_twice_in_parallel, model=OpenAIChat(), name="both")
+    agent = durable(asks_twice_in_parallel, model=chat_openai(), name="both")
     async with make_runtime({"both": agent}) as runtime:
         receipt = await runtime.dispatch("both", "acme", "go")
         left = await pending_input(runtime)

@@ -14,13 +14,12 @@ from pydantic import JsonValue
 
 from tether.engine import Runtime
 from tether.integrations.openai_agents import OpenAIAgentsHarness, durable
-from tether.journal import Journal
 from tether.records import Record
-from tether.store import MemoryStore, Store
-from tether.testing import copy_prefix
+from tether.store import Store
 
 from ...engine.test_runtime import settle
 from ...fakes.openai_server import Answer, FakeOpenAI
+from .. import cuts
 
 __all__ = ("MODEL", "Run", "replay_sends_nothing", "resume_from_every_cut", "run_durably")
 
@@ -63,11 +62,8 @@ async def replay_sends_nothing(
     store: Store, fake: FakeOpenAI, conversation_id: str, make_agent: AgentFactory
 ) -> list[JsonValue]:
     """Replay the session with a fresh agent: the outputs, with 0 requests sent."""
-    sent = fake.count
-    journal = await Journal.open(store, conversation_id, fence=0)
-    outputs = await journal.replay(OpenAIAgentsHarness(make_agent(), name="agent"))
-    assert fake.count == sent, "the replay sent a model request"
-    return outputs
+    harness = OpenAIAgentsHarness(make_agent(), name="agent")
+    return await cuts.replay_sends_nothing(store, fake, conversation_id, harness)
 
 
 async def resume_from_every_cut(
@@ -78,25 +74,12 @@ async def resume_from_every_cut(
     answers: Sequence[Answer],
     make_agent: AgentFactory,
 ) -> None:
-    """Copy the log up to each seq of the execution and resume it, the fake given only the
-    answers the cut lost: the resume must ask for exactly those (no recorded call again) and
-    end with the recorded output; the resumed log then replays with 0 requests."""
-    if not isinstance(store, MemoryStore):
-        return  # the cuts are resumed on memory copies: the store the run was made on is moot
-    records = await store.read(conversation_id)
-    started = next(r.seq for r in records if r.kind == "user_message")
-    ended = next(r.seq for r in records if r.kind == "execution_ended")
-    completions = sum(r.kind == "assistant_message_completed" for r in records[:ended])
-    assert completions == len(answers)
-    for cut in range(started, ended):
-        crashed = MemoryStore()
-        await copy_prefix(store, conversation_id, cut, crashed)
-        answered = sum(r.kind == "assistant_message_completed" for r in records[:cut])
-        fake.add(*answers[answered:])  # each resume takes exactly these, so the script stays even
-        sent = fake.count
-        journal = await Journal.open(crashed, conversation_id)
-        outcome = await journal.resume(OpenAIAgentsHarness(make_agent(), name="agent"))
-        assert outcome.output == expected, cut
-        assert fake.count - sent == completions - answered, (cut, fake.requests[sent:])
-        replayed = await replay_sends_nothing(crashed, fake, conversation_id, make_agent)
-        assert replayed == [expected], cut
+    """:func:`..cuts.resume_over_http_from_every_cut` with a fresh agent for each resume."""
+    await cuts.resume_over_http_from_every_cut(
+        store,
+        fake,
+        conversation_id,
+        expected,
+        answers,
+        lambda: OpenAIAgentsHarness(make_agent(), name="agent"),
+    )

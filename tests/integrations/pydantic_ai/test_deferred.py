@@ -5,7 +5,7 @@ not at all (the model reads the denial); a tool raising ``CallDeferred``, or an 
 tool, parks for a Tether input whose answer is the tool's result."""
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -174,14 +174,6 @@ async def test_a_deferred_or_external_tool_parks_for_an_input_whose_answer_is_it
         follow_up = await runtime.dispatch("shop", "me", "thanks")
         assert (await settle(runtime, follow_up.submission_id))["result"] == "5 messages"
     assert (await replayed(store, receipt))[0] == settled["result"]
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        monkeypatch.setenv("OPENAI_API_KEY", "fake")
-        yield server
 
 
 def tool_messages_match_calls(body: dict[str, Any]) -> list[str]:

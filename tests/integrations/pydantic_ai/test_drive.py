@@ -4,7 +4,7 @@
 model again for a recorded answer, and replays with zero requests, also over HTTP against
 the fake OpenAI API through the real ``openai`` SDK."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -84,14 +84,6 @@ async def test_every_drive_resumes_from_every_cut_and_replays_with_no_model(
             make_agent(FunctionModel(refusing, model_name="scripted")), drive=DRIVES[drive]
         ),
     )
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        monkeypatch.setenv("OPENAI_API_KEY", "fake")
-        yield server
 
 
 def http_agent() -> Agent[None, str]:

@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Interrupt
 from pydantic import JsonValue
 
@@ -19,7 +20,7 @@ from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition, turn_scope
 from tether.integrations.langgraph._checks import Guard, check_graph
 from tether.integrations.langgraph._convert import message_text, to_langchain
-from tether.integrations.langgraph._errors import refusals
+from tether.integrations.langgraph._errors import Refusals, refusals
 from tether.integrations.langgraph._model import JournaledChatModel
 from tether.integrations.langgraph._state import (
     MESSAGES,
@@ -29,6 +30,7 @@ from tether.integrations.langgraph._state import (
     seed_channels,
     state_channels,
 )
+from tether.integrations.langgraph._sync import sync_calls
 from tether.integrations.langgraph._tools import JournaledTool
 from tether.journal import Mode, Turn
 from tether.messages import Mediation
@@ -109,22 +111,34 @@ class LangGraphHarness:
             )
         graph_input: Any = {MESSAGES: to_langchain([*turn.history, *turn.inputs])}
         with turn_scope(turn), refusals() as refused:
-            while True:
-                # Checkpointed when the graph stops (done or interrupted), not at every step:
-                # the scratch checkpoint would otherwise copy the whole transcript each time.
-                await graph.ainvoke(graph_input, config, durability="exit")
-                refused.check()
-                if turn.failure is not None:
-                    # The graph may have absorbed a park or a divergence (a tool error handler).
-                    raise turn.failure
-                interrupts = (await graph.aget_state(config)).interrupts
-                if not interrupts:
-                    break
-                graph_input = Command(resume={i.id: await _ask(turn, i) for i in interrupts})
+            async with sync_calls():
+                await _drive(turn, graph, graph_input, config, refused)
         values = await read_channels(saver, config, self._channels)
         if self._kept:
             await _record_state(turn, {k: v for k, v in values.items() if k in self._kept})
         return final_text(values)
+
+
+async def _drive(
+    turn: Turn,
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    graph_input: Any,
+    config: RunnableConfig,
+    refused: Refusals,
+) -> None:
+    """Run the graph until it ends, asking each ``interrupt()`` as a Tether input."""
+    while True:
+        # Checkpointed when the graph stops (done or interrupted), not at every step:
+        # the scratch checkpoint would otherwise copy the whole transcript each time.
+        await graph.ainvoke(graph_input, config, durability="exit")
+        refused.check()
+        if turn.failure is not None:
+            # The graph may have absorbed a park or a divergence (a tool error handler).
+            raise turn.failure
+        interrupts = (await graph.aget_state(config)).interrupts
+        if not interrupts:
+            return
+        graph_input = Command(resume={i.id: await _ask(turn, i) for i in interrupts})
 
 
 async def _ask(turn: Turn, interrupt: Interrupt) -> JsonValue:
