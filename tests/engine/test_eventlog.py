@@ -28,6 +28,14 @@ def _lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == EVENTS and r.levelno == logging.INFO]
 
 
+def _the_resume_line(caplog: pytest.LogCaptureFixture) -> str:
+    """The one INFO line of a resume, with no ``recovery`` line beside it."""
+    messages = [line.getMessage() for line in _lines(caplog)]
+    assert not [m for m in messages if m.startswith("recovery")], messages
+    [resumed] = [m for m in messages if m.startswith("resume ")]
+    return resumed
+
+
 class Failing:
     name, version = "failing", "1"
 
@@ -96,9 +104,7 @@ async def test_a_resume_after_a_decision_is_logged_as_one_not_as_a_recovery(
         [gate] = (await runtime.approvals()).gates
         await runtime.approve(gate.approval_id, "approve", approver="ann")
         assert (await runtime.wait(receipt.submission_id))["status"] == "succeeded"
-    messages = [line.getMessage() for line in _lines(caplog)]
-    assert not [m for m in messages if m.startswith("recovery")], messages
-    [resumed] = [m for m in messages if m.startswith("resume ")]
+    resumed = _the_resume_line(caplog)
     assert resumed.startswith(f"resume after approval {gate.approval_id} was decided ")
     assert f"submission={receipt.submission_id}" in resumed
     assert not [e for e in events if isinstance(e, RecoveryDecided)]
@@ -115,9 +121,7 @@ async def test_a_resume_after_an_answer_is_logged_as_one_not_as_a_recovery(
         input_id = await pending_input(runtime, receipt.submission_id)
         await runtime.answer(input_id, "Ann", responder="bob")
         assert (await runtime.wait(receipt.submission_id))["result"] == "Ann"
-    messages = [line.getMessage() for line in _lines(caplog)]
-    assert not [m for m in messages if m.startswith("recovery")], messages
-    [resumed] = [m for m in messages if m.startswith("resume ")]
+    resumed = _the_resume_line(caplog)
     assert resumed.startswith(f"resume after input {input_id} was answered "), resumed
 
 
