@@ -1,1 +1,1 @@
-"""Runnable examples of Tether: ``python -m examples.<name>`` from the repository root."""
+"""Runnable examples of Tether: ``.venv/bin/python -m examples.<name>`` from the repository root."""

@@ -1,38 +1,38 @@
 """basic: one agent on SQLite, one slow tool, an observer and an interceptor logging to stdout.
 
-Runbook (from the repository root, with the virtualenv's ``python``)::
+Runbook (from the repository root, with the ``.venv`` the README's first command made)::
 
-    python -m examples.basic & SERVER=$!        # serving assistant on http://127.0.0.1:8484
+    .venv/bin/python -m examples.basic & SERVER=$!  # serving assistant on http://127.0.0.1:8491
     #   --port, --host, --store sqlite:///./examples-data/basic (the default), --station-seconds
     #   (each of the tool's three stations takes that long, 1 s by default)
 
     # 1. Admit a message: 202 at once, with the submission's Location. Poll it until it settles.
-    curl -si -XPOST localhost:8484/agents/assistant/me -H 'content-type: application/json' \\
+    curl -si -XPOST localhost:8491/agents/assistant/me -H 'content-type: application/json' \\
          -d '{"body": "what is the weather in Paris?"}'
     #   HTTP/1.1 202 Accepted ... location: /submissions/<id>
-    curl -s localhost:8484/submissions/<id>     # "status": "running", then "settled" with
+    curl -s localhost:8491/submissions/<id>     # "status": "running", then "settled" with
     #   "settlement": {"status": "succeeded", "result": "The weather in Paris: ..."}
 
     # 2. Or wait for the answer in the same request.
-    curl -s -XPOST 'localhost:8484/agents/assistant/me?wait=true' \\
+    curl -s -XPOST 'localhost:8491/agents/assistant/me?wait=true' \\
          -H 'content-type: application/json' -d '{"body": "what is the weather in Oslo?"}'
 
     # 3. Watch the session live, from a second terminal, then send a message from the first:
-    curl -N 'localhost:8484/agents/assistant/me?follow=true'
-    curl -s -XPOST localhost:8484/agents/assistant/me -H 'content-type: application/json' \
+    curl -N 'localhost:8491/agents/assistant/me?follow=true'
+    curl -s -XPOST localhost:8491/agents/assistant/me -H 'content-type: application/json' \
          -d '{"body": "what is the weather in Rome?"}'
     #   the records, each an event of its kind: ... event: tool_called, then the tool's
     #   event: progress  data: {"type":"tool_progress",...,"text":"station 1 of 3 in Rome: 12 C"}
     #   ... event: tool_outcome ... event: assistant_message_completed ... submission_settled
-    curl -s 'localhost:8484/agents/assistant/me?view=stream'   # the same as stream events
+    curl -s 'localhost:8491/agents/assistant/me?view=stream'   # the same as stream events
     #   (event: full for the tool_request and tool_response, start/delta/done for the text)
 
     # 4. Durability: start a slow call, kill -9 the server in the middle of the tool, restart.
-    curl -s -XPOST localhost:8484/agents/assistant/me -H 'content-type: application/json' \\
+    curl -s -XPOST localhost:8491/agents/assistant/me -H 'content-type: application/json' \\
          -d '{"body": "what is the weather in Lima?"}'
     sleep 1.5; kill -9 $SERVER                  # after "tool: reading station 2 of 3 in Lima"
-    python -m examples.basic & SERVER=$!        # the same store
-    curl -s 'localhost:8484/submissions/<id>?wait=true'   # settled, "attempts": two of them
+    .venv/bin/python -m examples.basic & SERVER=$!  # the same store
+    curl -s 'localhost:8491/submissions/<id>?wait=true'   # settled, "attempts": two of them
     #   stdout: "observer: recovery ... decision='resume'", "tool: reading station 3 of 3 in Lima"
     kill $SERVER                                # SIGTERM (or Ctrl-C): a graceful stop
 
@@ -45,14 +45,14 @@ from the log: stdout shows ``tool: reading station 1`` once, before the kill, ne
 (its progress line comes again, from the journaled reading). The only model call of the
 restarted server is the answer (one ``interceptor: turn`` line). A tool not declared
 idempotent would not run again: it would get an ``unknown`` outcome, which the model reads.
-Either way the submission settles once: ``curl -s localhost:8484/agents/assistant/me/records``
+Either way the submission settles once: ``curl -s localhost:8491/agents/assistant/me/records``
 shows one ``submission_settled`` for it.
 
 Stdout has one line for each engine event the observer sees (not the text deltas), and one
 for each boundary the interceptor wraps (an attempt, a model turn, a tool call), with how
 long it took. With a real model::
 
-    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.basic
+    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... .venv/bin/python -m examples.basic
 """
 
 from __future__ import annotations
@@ -66,8 +66,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import uvicorn
-
+from examples._serving import serve
 from tether.agent import Tool, ToolContext, agent_spec, tool
 from tether.engine import AgentDefinition, DeltaReceived, EngineEvent, Operation, Runtime
 from tether.http import create_app
@@ -83,7 +82,7 @@ from tether.models import (
 
 __all__ = ("agents", "main", "observe", "time_boundaries", "weather_tool")
 
-PORT = 8484
+PORT = 8491
 STATIONS = 3
 SYSTEM_PROMPT = (
     "You are a weather assistant. For any question about the weather somewhere, call the "
@@ -181,7 +180,7 @@ async def time_boundaries(operation: Operation, call_next: Callable[[], Awaitabl
 def main(argv: list[str] | None = None) -> None:
     """Serve the agent until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m examples.basic",
+        prog=".venv/bin/python -m examples.basic",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -200,10 +199,5 @@ def main(argv: list[str] | None = None) -> None:
         observers=[observe],
         interceptors=[time_boundaries],
     )
-    say(f"serving assistant on http://{args.host}:{args.port} (store {args.store})")
-    uvicorn.run(
-        create_app(runtime, manage_runtime=True),
-        host=args.host,
-        port=args.port,
-        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
-    )
+    banner = f"serving assistant on http://{args.host}:{args.port} (store {args.store})"
+    serve(create_app(runtime, manage_runtime=True), args.host, args.port, banner)

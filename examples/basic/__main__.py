@@ -1,4 +1,4 @@
-"""``python -m examples.basic``."""
+"""``.venv/bin/python -m examples.basic``."""
 
 from examples.basic import main
 

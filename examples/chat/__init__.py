@@ -1,8 +1,8 @@
 """chat: the web console, opened on a chat agent that answers slowly enough to be steered.
 
-Runbook (from the repository root, with the virtualenv's ``python``)::
+Runbook (from the repository root, with the ``.venv`` the README's first command made)::
 
-    python -m examples.chat & SERVER=$!         # prints the console's URL once it listens:
+    .venv/bin/python -m examples.chat & SERVER=$!  # prints the console's URL once it listens:
     #   console: http://127.0.0.1:8485/ui?agent=chat&instance=me&session=default&panel=chat
     #   --open (opens it in your browser), --auth-token TOKEN (or TETHER_AUTH_TOKEN: the
     #   console asks for it once),
@@ -33,19 +33,19 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
 
 3. Durability, with the page left open: send a message, and while the answer streams::
 
-    kill -9 $SERVER; python -m examples.chat & SERVER=$!      # the same store and port
+    kill -9 $SERVER; .venv/bin/python -m examples.chat & SERVER=$!  # the same store and port
 
    The page says it is reconnecting, then picks up by itself (the browser's EventSource
    reconnects with Last-Event-ID): the restarted server takes the run over, the cut partial
    answer is removed, and the answer streams once more, to its end. No reload needed.
 
-4. ``python -m examples.chat --auth-token s3cret``: the console asks for the token once
+4. ``.venv/bin/python -m examples.chat --auth-token s3cret``: the console asks for the token once
    (kept for the tab), and every API route wants it (``curl -s localhost:8485/sessions`` is
    401; ``-H 'Authorization: Bearer s3cret'`` passes). The page's own files are open.
 
 With a real model (the same console, steering and recovery)::
 
-    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.chat --open
+    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... .venv/bin/python -m examples.chat --open
 """
 
 from __future__ import annotations
@@ -56,9 +56,7 @@ import os
 import webbrowser
 from urllib.parse import urlencode
 
-import uvicorn
-from fastapi import FastAPI
-
+from examples._serving import serve
 from tether.agent import Tool, ToolContext, agent_spec, tool
 from tether.engine import AgentDefinition, Runtime
 from tether.http import create_app
@@ -167,29 +165,10 @@ def console_url(host: str, port: int, instance: str = "me") -> str:
     return f"http://{host}:{port}/ui?{urlencode(query)}"
 
 
-async def serve(app: FastAPI, host: str, port: int, url: str, open_browser: bool) -> None:
-    """Serve ``app``; once the port accepts connections, print ``url`` (and open it)."""
-    config = uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)  # an open console tab does not hold a Ctrl-C
-
-    async def announce() -> None:
-        while not server.started:  # noqa: ASYNC110 - uvicorn has no event for it
-            await asyncio.sleep(0.05)
-        print(f"console: {url}", flush=True)
-        if open_browser:
-            webbrowser.open(url)
-
-    announcing = asyncio.create_task(announce())
-    try:
-        await server.serve()  # a port in use: uvicorn says so, and exits with code 3
-    finally:
-        announcing.cancel()
-
-
 def main(argv: list[str] | None = None) -> None:
     """Serve ``chat`` and the console until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m examples.chat",
+        prog=".venv/bin/python -m examples.chat",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -212,4 +191,5 @@ def main(argv: list[str] | None = None) -> None:
     runtime = Runtime(agents(args.think_seconds, args.chunk_delay), args.store)
     app = create_app(runtime, auth_token=args.auth_token, manage_runtime=True)
     url = console_url(args.host, args.port)
-    asyncio.run(serve(app, args.host, args.port, url, args.open))
+    browse = (lambda: webbrowser.open(url)) if args.open else None
+    serve(app, args.host, args.port, f"console: {url}", started=browse)

@@ -1,4 +1,4 @@
-"""``python -m examples.chat``."""
+"""``.venv/bin/python -m examples.chat``."""
 
 from examples.chat import main
 

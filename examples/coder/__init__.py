@@ -1,9 +1,9 @@
 """coder: a coding assistant on the workspace tools, rooted at a scratch directory, with an
 observer that narrates what the tools do, a running ``bash`` command's output line by line.
 
-Runbook (from the repository root, with the virtualenv's ``python``)::
+Runbook (from the repository root, with the ``.venv`` the README's first command made)::
 
-    python -m examples.coder & SERVER=$!        # http://127.0.0.1:8490
+    .venv/bin/python -m examples.coder & SERVER=$!  # http://127.0.0.1:8490
     #   the workspace: ./examples-data/coder/workspace (--root DIR), seeded with hello.py (it
     #   has a bug) and test_hello.py; --reset seeds it again; --approve-bash gates each bash
     #   command on a human (5.); --sandbox none runs bash unsandboxed (see below); --port,
@@ -40,12 +40,12 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
         if r["kind"] == "tool_called": print(r["payload"]["tool"], r["payload"]["args"])'
 
     # 4. Replay it offline: zero model and tool calls, hello.py left as it is.
-    tether replay <conversationId> --store sqlite:///./examples-data/coder \\
+    .venv/bin/tether replay <conversationId> --store sqlite:///./examples-data/coder \\
            --app examples.coder:agents   # the answer; "model and tool invocations: 0"
 
     # 5. bash gated on a human (another instance, a fresh session): the run parks before the
     #    command, after the edit.
-    kill $SERVER; python -m examples.coder --reset --approve-bash & SERVER=$!
+    kill $SERVER; .venv/bin/python -m examples.coder --reset --approve-bash & SERVER=$!
     curl -s -XPOST localhost:8490/agents/coder/gated -H 'content-type: application/json' \\
          -d '{"body": "fix the bug in hello.py"}'                  # 202, its submissionId
     curl -s localhost:8490/approvals         # {"approvalId": "...", "tool": "bash", "args":
@@ -64,7 +64,8 @@ the workspace and the system's programs, not your files, environment or network.
 command then runs as your user and can read and write anything you can (the file tools stay
 confined to the root). ``--approve-bash`` is the setting for a real model::
 
-    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.coder --approve-bash
+    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... \\
+        .venv/bin/python -m examples.coder --approve-bash
 """
 
 from __future__ import annotations
@@ -76,8 +77,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import uvicorn
-
+from examples._serving import serve
 from examples.coder.project import BUG, FIX, seed
 from tether.agent import agent_spec
 from tether.engine import (
@@ -234,7 +234,7 @@ async def narrate_turns(operation: Operation, call_next: Callable[[], Awaitable[
 def main(argv: list[str] | None = None) -> None:
     """Serve ``coder`` until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m examples.coder",
+        prog=".venv/bin/python -m examples.coder",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -267,10 +267,5 @@ def main(argv: list[str] | None = None) -> None:
         interceptors=[narrate_turns],
     )
     gate = " (bash needs approval)" if args.approve_bash else ""
-    say(f"serving coder on http://{args.host}:{args.port}, workspace {args.root}{gate}")
-    uvicorn.run(
-        create_app(runtime, manage_runtime=True),
-        host=args.host,
-        port=args.port,
-        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
-    )
+    banner = f"serving coder on http://{args.host}:{args.port}, workspace {args.root}{gate}"
+    serve(create_app(runtime, manage_runtime=True), args.host, args.port, banner)

@@ -1,4 +1,4 @@
-"""``python -m examples.coder``."""
+"""``.venv/bin/python -m examples.coder``."""
 
 from examples.coder import main
 

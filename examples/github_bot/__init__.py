@@ -4,7 +4,7 @@ answers each with a narrow ``reply`` tool that comments on that issue, once.
 Start it (keyless: a scripted model, and replies go to a local outbox file)::
 
     export GITHUB_WEBHOOK_SECRET=change-me     # required: the webhook's secret on GitHub
-    python -m examples.github_bot              # http://127.0.0.1:8487, ./examples-data/github_bot
+    .venv/bin/python -m examples.github_bot    # http://127.0.0.1:8487, ./examples-data/github_bot
 
 1. A signed delivery: an issue opened in ``octo/repo`` (a trimmed payload; GitHub's has
    many more fields). The signature is the HMAC-SHA256 of the exact bytes sent::
@@ -48,7 +48,7 @@ verified, every other route is open. Put a reverse proxy in front that forwards 
 alone, or, to try it, let the GitHub CLI's webhook extension forward the deliveries (``gh
 extension install cli/gh-webhook``; ``gh webhook forward --help``)::
 
-    GITHUB_TOKEN=ghp_... python -m examples.github_bot
+    GITHUB_TOKEN=ghp_... .venv/bin/python -m examples.github_bot
     gh webhook forward --repo octo/repo --events issues,issue_comment \\
        --url http://127.0.0.1:8487/webhooks/github --secret "$GITHUB_WEBHOOK_SECRET"
 
@@ -56,7 +56,7 @@ It then posts each reply to ``$GITHUB_API_URL/repos/{owner}/{repo}/issues/{n}/co
 (default ``https://api.github.com``), with a hidden ``<!-- tether:github_bot key=... -->``
 marker that keeps it from answering itself. With a real model::
 
-    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.github_bot
+    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... .venv/bin/python -m examples.github_bot
 
 ``kill -9`` mid-reply: ``reply`` is declared non-idempotent, and its intent is durable,
 with its idempotency key, before it posts. Killed after that and before its outcome is
@@ -82,9 +82,9 @@ from pathlib import Path
 from xml.sax.saxutils import unescape
 
 import httpx
-import uvicorn
 from pydantic import JsonValue
 
+from examples._serving import serve
 from tether import AgentDefinition, AgentSpec, Runtime
 from tether.agent import Tool, ToolContext, agent_spec, tool
 from tether.http import create_app
@@ -248,8 +248,11 @@ def agents(poster: Poster) -> dict[str, AgentDefinition]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m examples.github_bot [--host H] [--port P] [--store URL] [--outbox FILE]``."""
-    parser = argparse.ArgumentParser(prog="python -m examples.github_bot", description=__doc__)
+    """``.venv/bin/python -m examples.github_bot [--host H] [--port P] [--store URL]
+    [--outbox FILE]``."""
+    parser = argparse.ArgumentParser(
+        prog=".venv/bin/python -m examples.github_bot", description=__doc__
+    )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=PORT)
@@ -277,9 +280,5 @@ def main(argv: list[str] | None = None) -> None:
     logger.info("replies go to %s", f"{api_url} (GITHUB_TOKEN)" if token else outbox)
     runtime = Runtime(agents(Poster(outbox, token, api_url, args.reply_delay)), args.store)
     hook = github_webhook(runtime, secret=secret, target=issue_session)
-    uvicorn.run(
-        create_app(runtime, manage_runtime=True, webhooks=[hook]),
-        host=args.host,
-        port=args.port,
-        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
-    )
+    banner = f"serving the bot on http://{args.host}:{args.port} (POST /webhooks/github)"
+    serve(create_app(runtime, manage_runtime=True, webhooks=[hook]), args.host, args.port, banner)

@@ -1,4 +1,4 @@
-"""``python -m examples.github_bot``: see the runbook in ``examples/github_bot/__init__.py``."""
+"""``.venv/bin/python -m examples.github_bot``; its runbook: ``examples/github_bot/__init__.py``."""
 
 from examples.github_bot import main
 

@@ -1,10 +1,10 @@
 """multitenant: one agent definition, many tenants; the instance picks the tenant's prompt.
 
-Runbook (from the repository root, with the virtualenv's ``python``)::
+Runbook (from the repository root, with the ``.venv`` the README's first command made)::
 
-    python -m examples.multitenant & SERVER=$!  # http://127.0.0.1:8489, tenants acme, globex,
-    #   initech; --port, --host, --store sqlite:///./examples-data/multitenant (the default),
-    #   --model-seconds (how long each keyless model call takes, 0.3 s)
+    .venv/bin/python -m examples.multitenant & SERVER=$!  # http://127.0.0.1:8489, tenants
+    #   acme, globex, initech; --port, --host, --store sqlite:///./examples-data/multitenant
+    #   (the default), --model-seconds (how long each keyless model call takes, 0.3 s)
 
     # The path is /agents/support/<tenant>: the instance is the tenant, and a session in it
     # is a user (or a ticket). The answer is in the tenant's voice: its own system prompt.
@@ -23,7 +23,7 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
     #    globex, initech)", "errorCode": "run_failed", ...}
 
     # On a stopwatch: 3 messages to each of 3 sessions per tenant, all sent at once.
-    python -m examples.multitenant.load --url http://127.0.0.1:8489
+    .venv/bin/python -m examples.multitenant.load --url http://127.0.0.1:8489
     #   each row a session, each digit a message running (0.1 s a column):
     #   acme/user-1     11122223333
     #   acme/user-2     11122223333
@@ -39,7 +39,7 @@ line): a session's messages answer one after the other, each seeing the answers 
 Sessions, of one tenant or of several, run in parallel, so many sessions finish in about the
 time of one. With a real model::
 
-    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.multitenant
+    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... .venv/bin/python -m examples.multitenant
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-import uvicorn
-
+from examples._serving import serve
 from tether.agent import agent_spec
 from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.http import create_app
@@ -108,7 +107,7 @@ def agents(model_seconds: float = 0.3) -> dict[str, AgentDefinition]:
 def main(argv: list[str] | None = None) -> None:
     """Serve ``support`` until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m examples.multitenant",
+        prog=".venv/bin/python -m examples.multitenant",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -122,10 +121,5 @@ def main(argv: list[str] | None = None) -> None:
     except ModelConfigError as exc:
         parser.exit(2, f"error: {exc}\n")
     runtime = Runtime(agents(args.model_seconds), args.store)
-    print(f"serving support for {', '.join(TENANTS)} on http://{args.host}:{args.port}", flush=True)
-    uvicorn.run(
-        create_app(runtime, manage_runtime=True),
-        host=args.host,
-        port=args.port,
-        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
-    )
+    banner = f"serving support for {', '.join(TENANTS)} on http://{args.host}:{args.port}"
+    serve(create_app(runtime, manage_runtime=True), args.host, args.port, banner)

@@ -1,4 +1,4 @@
-"""``python -m examples.multitenant``."""
+"""``.venv/bin/python -m examples.multitenant``."""
 
 from examples.multitenant import main
 

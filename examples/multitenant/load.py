@@ -1,8 +1,8 @@
 """The stopwatch: many messages to many sessions of many tenants, all sent at once.
 
-Usage (with ``python -m examples.multitenant`` serving)::
+Usage (with ``.venv/bin/python -m examples.multitenant`` serving)::
 
-    python -m examples.multitenant.load --url http://127.0.0.1:8489
+    .venv/bin/python -m examples.multitenant.load --url http://127.0.0.1:8489
     #   --tenants acme globex initech, --sessions 3 (per tenant), --messages 3 (per session),
     #   --json (the measurements as JSON, for a program)
 
@@ -132,7 +132,7 @@ def timeline(runs: list[Run], column: float = 0.1) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m examples.multitenant.load",
+        prog=".venv/bin/python -m examples.multitenant.load",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,8 +1,8 @@
 """scheduler: a durable schedule fires one signal per window into a session, exactly once.
 
-Runbook (from the repository root, with the virtualenv's ``python``)::
+Runbook (from the repository root, with the ``.venv`` the README's first command made)::
 
-    python -m examples.scheduler & A=$!         # http://127.0.0.1:8488, a window every 2 s
+    .venv/bin/python -m examples.scheduler & A=$!  # http://127.0.0.1:8488, a window every 2 s
     #   --every SECONDS, --port, --host, --store sqlite:///./examples-data/scheduler (the
     #   default), --think-seconds (how long the keyless model takes to answer, 0.5 s)
 
@@ -19,9 +19,9 @@ Runbook (from the repository root, with the virtualenv's ``python``)::
     curl -N 'localhost:8488/agents/monitor/site?follow=true'   # live (Ctrl-C to stop)
 
     # A second process on the same store: both fire every window; the first admission wins.
-    python -m examples.scheduler --port 9488 & B=$!
+    .venv/bin/python -m examples.scheduler --port 9488 & B=$!
     sleep 5; kill -9 $A                         # B goes on, and finishes a window A was running
-    sleep 5; python -m examples.scheduler & A=$!
+    sleep 5; .venv/bin/python -m examples.scheduler & A=$!
     sleep 5
 
     # Every window once: its dispatch id is schedule:<id>:<window start>, idempotent per
@@ -50,7 +50,8 @@ Every window adds a signal and its answer to the one session, whose whole histor
 reads each time: a schedule meant to run for long would give its agent a ``context_window``
 (``agent_spec(context_window=...)`` compacts the history past it). With a real model::
 
-    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.scheduler --every 30
+    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... \\
+        .venv/bin/python -m examples.scheduler --every 30
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ from __future__ import annotations
 import argparse
 import re
 
-import uvicorn
-
+from examples._serving import serve
 from tether.agent import agent_spec
 from tether.engine import AgentDefinition, Runtime, Schedule
 from tether.http import create_app
@@ -118,7 +118,7 @@ def schedule(every: float) -> Schedule:
 def main(argv: list[str] | None = None) -> None:
     """Serve ``monitor`` and fire its schedule until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m examples.scheduler",
+        prog=".venv/bin/python -m examples.scheduler",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -134,14 +134,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {exc}\n")
     ticks = schedule(args.every)
     runtime = Runtime(agents(args.think_seconds), args.store, schedules=[ticks])
-    print(
+    banner = (
         f"serving monitor on http://{args.host}:{args.port}: schedule {ticks.id} every "
-        f"{args.every:g} s (worker {runtime.config.owner_id})",
-        flush=True,
+        f"{args.every:g} s (worker {runtime.config.owner_id})"
     )
-    uvicorn.run(
-        create_app(runtime, manage_runtime=True),
-        host=args.host,
-        port=args.port,
-        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
-    )
+    serve(create_app(runtime, manage_runtime=True), args.host, args.port, banner)

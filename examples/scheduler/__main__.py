@@ -1,4 +1,4 @@
-"""``python -m examples.scheduler``."""
+"""``.venv/bin/python -m examples.scheduler``."""
 
 from examples.scheduler import main
 

@@ -7,7 +7,7 @@ a corrective prompt (``resultRetries`` of them at most), and its second answer v
 
 Start it (keyless: a scripted model, no API key; stored in ./examples-data/triage)::
 
-    python -m examples.triage                    # http://127.0.0.1:8486
+    .venv/bin/python -m examples.triage          # http://127.0.0.1:8486
 
 1. A ticket, with the schema its result must fit, waited for (``?wait=true``)::
 
@@ -60,9 +60,9 @@ Start it (keyless: a scripted model, no API key; stored in ./examples-data/triag
    corrected one lacked the field, and no retry was left. The stream of ``t-1002`` shows
    both tries; the server's log a line for the failed settlement.
 
-With a real model (``pip install -e '.[pydantic-ai]'``)::
+With a real model (``.venv/bin/pip install -e '.[pydantic-ai]' 'pydantic-ai-slim[openai]'``)::
 
-    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... python -m examples.triage
+    TETHER_MODEL=openai:gpt-4.1-mini OPENAI_API_KEY=... .venv/bin/python -m examples.triage
 
 The same requests work; a real model usually answers valid JSON at once (no corrective turn
 in the stream), and may well invent an assignee in case 4. ``--port``, ``--host`` and
@@ -77,8 +77,7 @@ import logging
 import re
 from collections.abc import Mapping
 
-import uvicorn
-
+from examples._serving import serve
 from tether import AgentDefinition, AgentSpec, Runtime
 from tether.agent import agent_spec, tool
 from tether.engine import RESULT_CORRECTION
@@ -236,8 +235,10 @@ def agents() -> dict[str, AgentDefinition]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m examples.triage [--host H] [--port P] [--store URL]``."""
-    parser = argparse.ArgumentParser(prog="python -m examples.triage", description=__doc__)
+    """``.venv/bin/python -m examples.triage [--host H] [--port P] [--store URL]``."""
+    parser = argparse.ArgumentParser(
+        prog=".venv/bin/python -m examples.triage", description=__doc__
+    )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=PORT)
@@ -249,9 +250,5 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"error: {exc}\n")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     runtime = Runtime(agents(), args.store, subagents={"triage": ["researcher"]})
-    uvicorn.run(
-        create_app(runtime, manage_runtime=True),
-        host=args.host,
-        port=args.port,
-        timeout_graceful_shutdown=5,  # an open stream does not hold a Ctrl-C
-    )
+    banner = f"serving triage and researcher on http://{args.host}:{args.port}"
+    serve(create_app(runtime, manage_runtime=True), args.host, args.port, banner)

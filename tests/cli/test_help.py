@@ -1,8 +1,9 @@
-"""The CLI's help: every option explained, 80 columns wide, and cheap to reach (the client
-commands and ``--help`` never import the server stack)."""
+"""The CLI's help: every option explained, 80 columns wide, no summary cut short, and cheap to
+reach (the client commands and ``--help`` never import the server stack)."""
 
 import os
 import subprocess
+import sys
 
 import pytest
 import typer
@@ -50,6 +51,32 @@ def test_help_fits_80_columns(name: str | None) -> None:
     too_wide = [line for line in shown.splitlines() if len(line) > 80]
     assert not too_wide, "\n".join(too_wide)
     assert "…" not in shown  # nothing cut short
+
+
+def _groups() -> list[tuple[list[str], TyperGroup]]:
+    groups: list[tuple[list[str], TyperGroup]] = [([], COMMAND)]
+    groups += [
+        ([name], command)
+        for name, command in COMMAND.commands.items()
+        if isinstance(command, TyperGroup)
+    ]
+    return groups
+
+
+@pytest.mark.parametrize("columns", [None, "80", "200"], ids=["unset", "80", "200"])
+def test_each_command_is_listed_with_its_whole_summary(columns: str | None) -> None:
+    """Not a TTY, with COLUMNS unset, 80 or wide: a summary wraps, it is never cut to ``...``."""
+    for path, group in _groups():
+        env = {name: value for name, value in cli_env().items() if name != "COLUMNS"}
+        env |= {} if columns is None else {"COLUMNS": columns}
+        done = subprocess.run(
+            [TETHER, *path, "--help"], capture_output=True, text=True, env=env, timeout=90
+        )
+        assert done.returncode == 0, done.stderr
+        shown = " ".join(done.stdout.split())
+        for name, command in group.commands.items():
+            summary = command.get_short_help_str(sys.maxsize)
+            assert f"{name} {' '.join(summary.split())}" in shown, (path, name, done.stdout)
 
 
 def test_the_exit_codes_are_listed() -> None:

@@ -57,6 +57,37 @@ def test_failures_are_not_ticks() -> None:
     assert _rendered(failed) == "✗ settled aborted: aborted while waiting for approval\n"
 
 
+def _frame(seq: int, kind: str, submission: str, payload: str) -> str:
+    return (
+        f'id: {seq}\nevent: {kind}\ndata: {{"seq": {seq}, "kind": "{kind}", '
+        f'"submissionId": "{submission}", "payload": {payload}}}\n\n'
+    )
+
+
+def test_a_steer_that_joined_a_run_settles_it_once_on_screen() -> None:
+    """The steer's own submission settles too (``{"deliveredTo": run}``): the run it joined
+    is what settled, and the steer line already said it arrived."""
+    stream = (
+        _frame(3, "user_message", "run", '{"body": "research durable execution"}')
+        + _frame(
+            7,
+            "steer_received",
+            "run",
+            '{"body": "focus on SQLite", "mode": "steer", "sourceSubmissionId": "steer"}',
+        )
+        + _frame(12, "submission_settled", "run", '{"status": "succeeded", "result": "found"}')
+        + _frame(
+            13,
+            "submission_settled",
+            "steer",
+            '{"status": "succeeded", "result": {"deliveredTo": "run"}}',
+        )
+    )
+    shown = _rendered(stream)
+    assert shown.count("settled") == 1, shown
+    assert shown.endswith("steer: focus on SQLite\n✓ settled succeeded\n")
+
+
 def test_a_rejection_is_shown_as_rejected(server: ServerProcess) -> None:
     url = ("--url", server.url)
     tether("send", "assistant", "me", "email bob@example.com: hi", "--wait", *url, code=9)

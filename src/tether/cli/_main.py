@@ -18,6 +18,7 @@ from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._export import export, import_log
+from tether.cli._help import HELP_SETTINGS, WholeSummaries
 from tether.cli._inputs import answer, inputs
 from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
 from tether.cli._schedules import schedules_app
@@ -27,6 +28,8 @@ from tether.cli._sessions import delete, sessions
 __all__ = ("app", "main")
 
 app = typer.Typer(
+    cls=WholeSummaries,
+    context_settings=HELP_SETTINGS,
     help="Tether: durable AI-agent sessions.",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,

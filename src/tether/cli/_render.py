@@ -62,6 +62,7 @@ class SessionRenderer:
     _child_seqs: dict[str, int] = field(default_factory=dict, repr=False)
     _depths: dict[str, int] = field(default_factory=dict, repr=False)  # by submission id
     _source: str | None = field(default=None, repr=False)  # the child shown last, if any
+    _steers: set[str] = field(default_factory=set, repr=False)  # submissions that joined a run
 
     def feed(self, frame: Frame) -> None:
         if frame.event == "progress":
@@ -154,9 +155,12 @@ class SessionRenderer:
             responder = escape(str(payload.get("responder")))
             self._line(f"[green]✓ answered by {responder}: {escape(value)}[/green]", depth)
         elif kind == "steer_received":
+            self._steers.add(str(payload.get("sourceSubmissionId")))
             self._line(f"[magenta]steer[/magenta]: {escape(str(payload.get('body', '')))}", depth)
         elif kind == "submission_settled":
-            self._settlement(payload, depth)
+            # A steer that joined a run settles with it: its own line said it arrived.
+            if record.get("submissionId") not in self._steers:
+                self._settlement(payload, depth)
 
     def _task_finished(self, payload: dict[str, Any], depth: int) -> None:
         agent, status = escape(str(payload.get("agent") or "task")), payload.get("status")

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from tether.cli import _client
 from tether.cli._exit import ExitCode, fail
+from tether.cli._help import WholeSummaries
 
 __all__ = ("schedules_app",)
 
@@ -25,6 +26,7 @@ SUB_URL = typer.Option(
 )
 
 schedules_app = typer.Typer(
+    cls=WholeSummaries,
     help="List the schedules (`tether schedules`), add one, delete one.",
     add_completion=False,
     rich_markup_mode=None,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from tether._extras import install_hint
 from tether._gc import freeze_startup_heap
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail, one_line
@@ -62,7 +63,7 @@ def _tracing(endpoint: str | None) -> Iterator[list[Interceptor]]:
         from tether.otel import OtelInterceptor, otlp_provider
     except ImportError as exc:
         raise typer.BadParameter(
-            f"needs the otel extra (pip install 'tether[otel]'): {exc}",
+            f"{install_hint('otel')}: {exc}",
             param_hint="--otlp-endpoint",
         ) from exc
     provider = otlp_provider(endpoint)

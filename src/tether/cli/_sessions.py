@@ -6,7 +6,6 @@ import enum
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from tether.cli import _client
 
@@ -55,7 +54,7 @@ def sessions(
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
-    """List sessions, newest activity first, with where each stands."""
+    """List sessions, newest activity first: each one's conversation id and where it stands."""
     given = {"agent": agent, "instance": instance, "cursor": cursor}
     params: dict[str, str | int | bool] = {"limit": limit, "usage": usage}
     params |= {name: value for name, value in given.items() if value is not None}
@@ -67,18 +66,13 @@ def sessions(
     if not items:
         console.print("no sessions")
         return
-    table = Table(box=None, pad_edge=False)
-    columns = ("session", "status", "records", "size", "approvals", "inputs", "last activity")
-    for column in columns:
-        table.add_column(column)
-    if usage:
-        table.add_column("model calls")
+    header = ["session", "conversation", "status", "records", "size", "approvals", "inputs"]
+    header += ["last activity", *(["model calls"] if usage else [])]
+    rows = [header]
     for item in items:
-        key = f"{item['agent']}/{item['instance']}/{item['session']}"
-        if item.get("parent"):
-            key += f"  (from {item['parent']['reason']} of {item['parent']['conversationId']})"
         row = [
-            key,
+            f"{item['agent']}/{item['instance']}/{item['session']}",
+            item["conversationId"],
             item["status"],
             str(item["records"]),
             size_of(item["bytes"]),
@@ -88,10 +82,25 @@ def sessions(
         ]
         if usage:
             row.append(str(item.get("usage", {}).get("calls", 0)))
-        table.add_row(*row)
-    console.print(table)
+        if item.get("parent"):
+            row.append(f"(from {item['parent']['reason']} of {item['parent']['conversationId']})")
+        rows.append(row)
+    for line in _aligned(rows):
+        console.print(line, markup=False)
     if page.get("nextCursor"):
         console.print(f"more: add --cursor {page['nextCursor']}")
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """``rows`` as lines of left-aligned columns, each as wide as it needs: an id or a session
+    key is never cut short or wrapped to fit a terminal (a pipe counts as 80 columns), so it
+    copies whole into ``tether export``, ``verify`` or ``fork``. A row may have a last cell
+    more than the header."""
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
+        for row in rows
+    ]
 
 
 def delete(

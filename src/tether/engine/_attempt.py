@@ -23,7 +23,6 @@ from tether.engine._delegation import (
     ChildDelegation,
     abort_settlement,
     cancel_children,
-    children_awaited,
 )
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
@@ -35,12 +34,12 @@ from tether.engine._observe import (
     OperationEnded,
     OperationStarted,
     RecoveryDecided,
-    SubmissionResumed,
     SubmissionSettledEvent,
     SubmissionWaiting,
     ToolProgress,
 )
 from tether.engine._results import correction, judge
+from tether.engine._resumption import resume_events
 from tether.engine._runs import Stop
 from tether.engine._settle import (
     ATTEMPT_BUDGET_EXHAUSTED,
@@ -506,12 +505,8 @@ class _Attempt:
             )
             output = mine[-1].output  # type: ignore[assignment]
         else:
-            await events.emit(
-                RecoveryDecided(self.correlation, decision="resume", detail=mine[-1].id)
-            )
-            waited = children_awaited(mine[-1].effects)
-            if waited:
-                await events.emit(SubmissionResumed(self.correlation, children=waited))
+            for event in resume_events(self.correlation, mine[-1]):
+                await events.emit(event)
             try:
                 output = await self._operation("resume", journal, spec, None)
             except IncompleteInvocation:  # only a cut inside the atomic start batch: start over

@@ -1,10 +1,10 @@
 """The runtime's own observer: what an operator reads in the server log.
 
-Takeovers and every other recovery decision, approval decisions (and who made them) and
-settlements that did not succeed are logged at INFO on ``tether.engine.events``, each line
-with the ids to look the work up by (and the same ids as ``extra`` fields, for structured
-handlers). Successful settlements are logged at DEBUG: at INFO a busy server would log one
-line per message.
+Takeovers and every other recovery decision, approval decisions (and who made them), answers,
+the resumes of parked runs they lead to and settlements that did not succeed are logged at
+INFO on ``tether.engine.events``, each line with the ids to look the work up by (and the same
+ids as ``extra`` fields, for structured handlers). Successful settlements are logged at
+DEBUG: at INFO a busy server would log one line per message.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tether.engine._observe import (
     EngineEvent,
     InputAnsweredEvent,
     RecoveryDecided,
+    SubmissionResumed,
     SubmissionSettledEvent,
 )
 
@@ -46,6 +47,8 @@ def log_event(event: EngineEvent) -> None:
             f"input {event.input_id} answered by {event.responder}",
             input_id=event.input_id,
         )
+    elif isinstance(event, SubmissionResumed):
+        _log(logging.INFO, event.correlation, f"resume {_after(event)}")
     elif isinstance(event, SubmissionSettledEvent):
         settlement = event.settlement
         status = settlement.get("status")
@@ -56,6 +59,14 @@ def log_event(event: EngineEvent) -> None:
         error = settlement.get("error")
         because = f" [{code}]" if code else ""
         _log(logging.INFO, event.correlation, f"settled {status}{because}: {error}")
+
+
+def _after(event: SubmissionResumed) -> str:
+    if event.reason == "approval":
+        return f"after approval {event.gate_id} was decided"
+    if event.reason == "input":
+        return f"after input {event.gate_id} was answered"
+    return f"with the answers of children {', '.join(event.children)}"
 
 
 def _log(level: int, correlation: Correlation, message: str, **ids: Any) -> None:

@@ -117,9 +117,15 @@ class SubmissionWaiting(EngineEvent):
 
 @dataclass(frozen=True, slots=True)
 class SubmissionResumed(EngineEvent):
-    """A parent's task calls got their children's answers, and its run goes on."""
+    """A parked run goes on with what it waited for (``reason``, as its
+    :class:`SubmissionWaiting` said): ``approval`` (the approval ``gate_id`` was decided),
+    ``input`` (the input ``gate_id`` was answered) or ``children`` (its task calls get the
+    answers of ``children``). A run cut short is resumed as a recovery instead
+    (:class:`RecoveryDecided`, ``decision="resume"``)."""
 
     kind = "resumed"
+    reason: str = "children"
+    gate_id: str = ""
     children: tuple[str, ...] = ()
 
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from tether._extras import install_hint
 from tether.models._protocol import Model
 
 if TYPE_CHECKING:
@@ -128,9 +129,7 @@ def _model(value: str) -> PydanticAIModel:
     try:
         from tether.models.pydantic_ai import PydanticAIModel
     except ImportError as exc:
-        raise _error(
-            value, f"needs the pydantic-ai extra (pip install 'tether[pydantic-ai]'): {exc}"
-        ) from exc
+        raise _error(value, f"{install_hint('pydantic-ai')}: {exc}") from exc
     model = PydanticAIModel(_resolve(value))
     _models[value] = model
     return model

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import cast
 from urllib.parse import parse_qs
 
+from tether._extras import install_hint
 from tether._urls import redact_url
 from tether.store._memory import MemoryStore
 from tether.store._protocol import Store
@@ -58,9 +59,7 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> Store:
         try:
             from tether.store.postgres import PostgresStore
         except ImportError as exc:  # the extra is not installed
-            raise ValueError(
-                f"{shown!r} needs the postgres extra (pip install 'tether[postgres]'): {exc}"
-            ) from exc
+            raise ValueError(f"{shown!r} {install_hint('postgres')}: {exc}") from exc
         return await PostgresStore.open(url)
     raise ValueError(
         f"unsupported store URL {shown!r}: use memory://, sqlite:///path or postgresql://..."
