@@ -330,6 +330,8 @@ PUBLIC = {
         "Interceptor",
         "InvalidSchedule",
         "MAX_APPROVALS_PAGE",
+        "MAX_CATCH_UP",
+        "MAX_PERIOD",
         "MAX_SESSIONS_PAGE",
         "MAX_TREE_NODES",
         "ManualClock",

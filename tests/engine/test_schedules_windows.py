@@ -43,7 +43,11 @@ def utc(
         ({"every": 60, "catch_up": 2}, "catch_up", "goes with missed='catch_up'"),
         ({"every": 60, "missed": "catch_up"}, "catch_up", "how many"),
         ({"every": 60, "missed": "catch_up", "catch_up": 0}, "catch_up", "how many"),
-        ({"every": 60, "missed": "catch_up", "catch_up": 1001}, "catch_up", "how many"),
+        ({"every": 60, "missed": "catch_up", "catch_up": 101}, "catch_up", "1-100"),
+        ({"every": 1e308}, "every", "at most 366 days"),  # was an OverflowError
+        ({"every": 366 * 86400 + 1}, "every", "at most 366 days"),
+        ({"every": float("inf")}, "every", "positive"),
+        ({"every": 60, "grace": 1e308}, "grace", "at most 366 days"),
         ({"every": 60, "grace": 0}, "grace", "positive"),
         ({"every": 60, "id": "a/b"}, "id", "letters, digits"),
         ({"every": 60, "id": "x" * 151}, "id", "letters, digits"),

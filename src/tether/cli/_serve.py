@@ -43,6 +43,14 @@ LEASE = typer.Option(
     min=0.5,
     help="Seconds a claim lasts unrenewed: how soon a crashed worker's run is taken over.",
 )
+SCHEDULE_MIN_PERIOD = typer.Option(
+    1.0,
+    "--schedule-min-period",
+    envvar="TETHER_SCHEDULE_MIN_PERIOD",
+    min=0.001,
+    help="Seconds: the closest two windows of one schedule may be; a schedule under it is "
+    "refused (422), and one the store keeps does not fire.",
+)
 OTLP = typer.Option(
     None,
     "--otlp-endpoint",
@@ -172,6 +180,7 @@ def serve(
     retain_days: list[str] | None = RETAIN_DAYS,
     keep_records: int | None = KEEP_RECORDS,
     prune_every: float = PRUNE_EVERY,
+    schedule_min_period: float = SCHEDULE_MIN_PERIOD,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
     if auth_token is not None and not auth_token.strip():
@@ -203,6 +212,7 @@ def serve(
                     "lease": lease,
                     "interceptors": interceptors,
                     "retention": retention,
+                    "schedule_min_period": schedule_min_period,
                     **_demo_settings(demo),
                 },
                 app_options={"auth_token": auth_token, "heartbeat": heartbeat},
@@ -325,6 +335,7 @@ def worker(
     retain_days: list[str] | None = RETAIN_DAYS,
     keep_records: int | None = KEEP_RECORDS,
     prune_every: float = PRUNE_EVERY,
+    schedule_min_period: float = SCHEDULE_MIN_PERIOD,
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
@@ -337,6 +348,7 @@ def worker(
             "lease": lease,
             "interceptors": interceptors,
             "retention": retention,
+            "schedule_min_period": schedule_min_period,
             **_demo_settings(demo),
         }
         async with _running(agents, store, worker=True, options=options) as (_, stop):

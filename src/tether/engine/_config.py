@@ -90,6 +90,10 @@ class RuntimeConfig:
     are added at run time with :meth:`Runtime.add_schedule`, kept in the store."""
     schedule_poll: float = 1.0
     """How often a worker lists the store's schedules (those added on another node)."""
+    schedule_min_period: float = 1.0
+    """The closest two windows of one schedule may be (``every``, or a cron expression's
+    gaps): a schedule under it is refused where it is defined, and one the store keeps
+    does not fire."""
     retention: Retention | None = None
     """What a worker's pruner erases and truncates (docs/retention.md); ``None``: nothing."""
 
