@@ -96,6 +96,7 @@ PUBLIC = {
         "AssistantTextDelta",
         "AssistantThinkingDelta",
         "AttachmentRef",
+        "ChainVerifier",
         "Compaction",
         "ConversationCreated",
         "ConversationParent",
