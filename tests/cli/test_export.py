@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 
 from tether.cli import app
 from tether.records import Record
-from tether.store import Conversation, open_store
+from tether.store import Conversation, ExportKey, ExportTrailer, open_store
 
 from ..postgres import fresh_schema, store_url
 from ..testing.replayed import record
@@ -73,8 +73,16 @@ def stored(url: str, conversation_id: str) -> tuple[Conversation, list[Record]]:
     return asyncio.run(run())
 
 
-def exported(records: list[Record]) -> bytes:
-    return b"".join(record.to_json() + b"\n" for record in records)
+def exported(records: list[Record], key: ExportKey | None = None) -> bytes:
+    """The export of ``records``: a line each, then the trailer (signed by ``key``)."""
+    trailer = ExportTrailer.of(records[-1].conversation_id, len(records), records[0], records[-1])
+    trailer = trailer.signed(key) if key is not None else trailer
+    return b"".join(record.to_json() + b"\n" for record in records) + trailer.to_line()
+
+
+UNSIGNED = (
+    "every hash verified against the export's trailer; unsigned: nothing proves where it came from"
+)
 
 
 def test_a_log_goes_out_and_comes_back_as_stored(
@@ -92,7 +100,7 @@ def test_a_log_goes_out_and_comes_back_as_stored(
     done = cli("import", str(file), "--store", target).stdout
     assert done == (
         f"imported conversation {conversation_id} (forecaster/ann/default): "
-        f"{len(records)} records, every hash verified\n"
+        f"{len(records)} records, {UNSIGNED}\n"
     )
     assert stored(target, conversation_id) == (conversation, records)
     from_stdin = runner.invoke(app, ["import", "-", "--store", target], input=out)
@@ -250,8 +258,10 @@ def test_export_and_import_through_a_server(server: ServerProcess, tmp_path: Pat
     conversation_id = sent["conversationId"]
     served = tether("export", conversation_id, "--url", server.url).stdout
     assert served == tether("export", conversation_id, "--store", server.store).stdout
-    lines = served.splitlines()
+    *lines, last = served.splitlines()
     assert [json.loads(line)["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    trailer = json.loads(last)
+    assert trailer["tetherExport"] == 1 and trailer["records"] == trailer["headSeq"] == len(lines)
     file = tmp_path / "s.jsonl"
     file.write_text(served)
     target = f"sqlite:///{tmp_path / 'copy'}"

@@ -14,6 +14,7 @@ from tether.engine._subagents import SubagentLimits
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model
+from tether.store import ExportKey
 
 __all__ = ("AgentDefinition", "AgentSpec", "RuntimeConfig", "Summarizer")
 
@@ -96,6 +97,10 @@ class RuntimeConfig:
     does not fire."""
     retention: Retention | None = None
     """What a worker's pruner erases and truncates (docs/retention.md); ``None``: nothing."""
+    export_key: ExportKey | None = None
+    """Signs the trailer of every export served (``GET /conversations/{id}/export``), so
+    ``tether import --require-signed`` can tell this server's exports from forgeries;
+    ``None``: exports are unsigned."""
 
     @property
     def heartbeat_interval(self) -> float:
