@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 __all__ = ("export", "export_key", "import_log", "read_file", "replay_file")
 
 T = TypeVar("T")
-_PAGE = 1000
+_PAGE = 64
+"""Records of the store's log read at a time to find where it parts from a file's."""
 CONVERSATION = typer.Argument(help="The conversation id (records carry it).")
 FILE = typer.Argument(help="A file `tether export` wrote (- reads stdin).")
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to ask.")

@@ -28,7 +28,7 @@ __all__ = ("IMPORT_BATCH_BYTES", "IMPORT_BATCH_RECORDS", "ImportCheck", "own_log
 
 IMPORT_BATCH_RECORDS: Final = 256
 """Records a backend writes per statement of an import (the whole import is one commit)."""
-IMPORT_BATCH_BYTES: Final = 1 << 20
+IMPORT_BATCH_BYTES: Final = 1 << 18
 """Canonical bytes past which a batch is written early: a log of large records stays
 bounded in memory too."""
 
