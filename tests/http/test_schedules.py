@@ -108,14 +108,19 @@ BAD: list[tuple[dict[str, Any], str]] = [
 ]
 
 
+async def refused_naming(call: Checked, change: dict[str, Any], field: str) -> None:
+    """A POST of the digest changed by ``change`` is a 422 whose details name ``field``."""
+    answer = await call("POST", "/schedules", json={**DIGEST, **change})
+    assert answer.status_code == 422, (change, answer.text)
+    error = answer.json()["error"]
+    details = error["details"] if isinstance(error["details"], list) else [error["details"]]
+    assert field in [problem["field"] for problem in details], (change, error)
+
+
 async def test_bad_input_is_422_naming_the_field(asgi: Serve) -> None:
     _, call = await _server(asgi)
     for change, field in BAD:
-        answer = await call("POST", "/schedules", json={**DIGEST, **change})
-        assert answer.status_code == 422, (change, answer.text)
-        error = answer.json()["error"]
-        details = error["details"] if isinstance(error["details"], list) else [error["details"]]
-        assert field in [problem["field"] for problem in details], (change, error)
+        await refused_naming(call, change, field)
     assert (await call("GET", "/schedules")).json()["schedules"][1:] == []
 
 
@@ -140,11 +145,7 @@ async def test_out_of_range_values_are_422_naming_the_field(asgi: Serve) -> None
     )
     call = Checked(server.client, _document())
     for change, field in OUT_OF_RANGE:
-        answer = await call("POST", "/schedules", json={**DIGEST, **change})
-        assert answer.status_code == 422, (change, answer.text)
-        error = answer.json()["error"]
-        details = error["details"] if isinstance(error["details"], list) else [error["details"]]
-        assert field in [problem["field"] for problem in details], (change, error)
+        await refused_naming(call, change, field)
     assert (await call("GET", "/schedules")).json()["schedules"] == []
     at_the_floor = {**DIGEST, "cron": None, "every": 2}
     assert (await call("POST", "/schedules", json=at_the_floor)).status_code == 201

@@ -233,24 +233,13 @@ def _verified(
     verify or satisfy the policy ends the command, naming the line, seq or reason."""
     from tether.store import verify_export
 
-    try:
+    with _refusing(name, refused):
         return verify_export(
             path,
             trusted_keys=keys,
             require_signed=require_signed,
             allow_truncated=allow_truncated,
         )
-    except OSError as exc:
-        fail(f"cannot read {name}: {exc.strerror or exc}")
-    except LogTampered as exc:
-        fail(f"{name} is broken at seq {exc.seq}: {exc.reason}; {refused}")
-    except RecordDecodeError as exc:
-        fail(f"{name} is not an exported log: {exc}; {refused}")
-    except ExportRefused as exc:
-        hint = (
-            " (--allow-truncated takes it as it is)" if exc.problem == "unverifiable_anchor" else ""
-        )
-        fail(f"{name} is refused: {exc.reason}{hint}; {refused}")
 
 
 def read_file(file: str, refused: str) -> tuple[Conversation, list[Record]]:
@@ -259,18 +248,28 @@ def read_file(file: str, refused: str) -> tuple[Conversation, list[Record]]:
     seq (and saying ``refused``)."""
     from tether.testing import read_log
 
-    try:
+    with _refusing(file, refused):
         data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
-    except OSError as exc:
-        fail(f"cannot read {file}: {exc.strerror or exc}")
-    try:
         return read_log(data.splitlines())
+
+
+@contextlib.contextmanager
+def _refusing(name: str, refused: str) -> Iterator[None]:
+    """End the command with one line if reading the file ``name`` fails: naming the line,
+    the seq or the reason, and saying ``refused``."""
+    try:
+        yield
+    except OSError as exc:
+        fail(f"cannot read {name}: {exc.strerror or exc}")
     except LogTampered as exc:
-        fail(f"{file} is broken at seq {exc.seq}: {exc.reason}; {refused}")
+        fail(f"{name} is broken at seq {exc.seq}: {exc.reason}; {refused}")
     except RecordDecodeError as exc:
-        fail(f"{file} is not an exported log: {exc}; {refused}")
+        fail(f"{name} is not an exported log: {exc}; {refused}")
     except ExportRefused as exc:
-        fail(f"{file} is refused: {exc.reason}; {refused}")
+        hint = ""
+        if exc.problem == "unverifiable_anchor":
+            hint = " (--allow-truncated takes it as it is)"
+        fail(f"{name} is refused: {exc.reason}{hint}; {refused}")
 
 
 async def _conflict(store: Store, verified: VerifiedExport) -> str:
