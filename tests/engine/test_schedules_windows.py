@@ -177,3 +177,20 @@ def test_a_wildcard_hour_follows_real_time_across_the_change() -> None:
         spring.append(found.astimezone(PARIS).strftime("%H:%M%z"))
         at = found
     assert spring == ["01:00+0100", "03:00+0200"]  # no 02:00 that night
+
+
+def test_the_floor_holds_for_cron_gaps_too() -> None:
+    """A six-field expression fires each second at the finest, a five-field one each minute:
+    under a floor above that, the gaps of its next windows are what is checked."""
+    every_second = Schedule("agent", "instance", cron="* * * * * *", body="hi")
+    every_second.check_period(1)
+    with pytest.raises(InvalidSchedule, match="fires 1 s apart") as raised:
+        every_second.check_period(2)
+    assert raised.value.field == "cron"
+    twice_an_hour = Schedule("agent", "instance", cron="0,1 * * * *", body="hi")
+    twice_an_hour.check_period(60)
+    with pytest.raises(InvalidSchedule, match="fires 60 s apart"):
+        twice_an_hour.check_period(120)
+    Schedule("agent", "instance", cron="0 * * * *", body="hi").check_period(3600)
+    with pytest.raises(InvalidSchedule, match="at least 2 s"):
+        Schedule("agent", "instance", every=1, body="hi").check_period(2)

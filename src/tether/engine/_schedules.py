@@ -205,6 +205,7 @@ class Schedule:
         """Refuse (:class:`InvalidSchedule`) a schedule whose windows come closer than
         ``floor`` seconds (a runtime's ``schedule_min_period``): ``every``, or the gaps
         between a cron expression's next windows."""
+        floor = float(floor)
         if self.cron is None:
             assert self.every is not None  # a schedule without cron has every
             if self.every < floor:
@@ -213,6 +214,9 @@ class Schedule:
                     field="every",
                 )
             return
+        finest = 1 if len(self.cron.split()) == 6 else 60  # a seconds field, or minutes
+        if floor <= finest:
+            return  # no expression of its fields fires closer: none sampled, each pass
         gap = self._shortest_gap()
         if gap is not None and gap < floor:
             raise InvalidSchedule(

@@ -214,16 +214,14 @@ def import_conversation(
             return False
         raise SessionExists(str(key))
     number = insert_conversation_row(conn, conversation)
-    first_prev_hash: bytes | None = None
     for batch in check.batches(records):
-        if first_prev_hash is None:
-            first_prev_hash = bytes.fromhex(batch[0].prev_hash)
         insert_records(conn, number, batch)
         index_attachments(conn, conversation.id, batch)
         # Its own records' gates (a fork's copied ones are its parent's): the records may
         # start at a truncated log's log_truncated record, not at seq 1.
         index_gates(conn, conversation.id, [r for r in batch if r.seq >= check.start])
-    last = check.finish()
+    last, first = check.finish(), check.first
+    assert first is not None  # finish() found records
     conn.execute(
         "UPDATE conversations SET head = ?, head_hash = ?, last_activity = ?, "
         "activity_floor = ?, bytes = ?, first_prev_hash = ? WHERE number = ?",
@@ -233,7 +231,7 @@ def import_conversation(
             record_micros(last.canonical),
             record_micros(last.canonical),
             check.bytes,
-            first_prev_hash or None,
+            bytes.fromhex(first.prev_hash) or None,  # a truncated log's log_truncated
             number,
         ),
     )
