@@ -32,6 +32,7 @@ __all__ = (
     "ConversationNotFound",
     "DispatchConflict",
     "DuplicateCallId",
+    "ExportRefused",
     "Fenced",
     "HarnessMismatch",
     "HostOwnedOutcome",
@@ -104,6 +105,23 @@ class RecordDecodeError(TetherError, ValueError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
         super().__init__(f"{field}: {message}" if field else message)
+
+
+class ExportRefused(TetherError, ValueError):
+    """An exported log that is not taken in as it stands. ``problem`` says why, for a
+    program: ``trailer_missing`` (a file cut short), ``trailer_mismatch`` (the trailer does
+    not describe the records, or is not one), ``bad_signature`` (a trusted key's signature
+    does not verify: the file changed after it was signed), ``unsigned`` or
+    ``untrusted_key`` (a signature was required), ``unverifiable_anchor`` (it starts at a
+    ``log_truncated`` record nothing vouches for), ``changed`` (the file changed while it
+    was imported); ``reason`` says it for a person."""
+
+    code = "export_refused"
+
+    def __init__(self, problem: str, reason: str) -> None:
+        self.problem = problem
+        self.reason = reason
+        super().__init__(reason)
 
 
 # --- stores ---------------------------------------------------------------------------

@@ -72,6 +72,7 @@ __all__ = (
     "AssistantTextDelta",
     "AssistantThinkingDelta",
     "AttachmentRef",
+    "ChainVerifier",
     "Compaction",
     "ConversationCreated",
     "ConversationParent",
@@ -538,28 +539,64 @@ def verify_chain(conversation_id: str, records: Iterable[Record], prev_hash: str
     hashes of the last record removed, so the chain is verified from it on; anywhere else
     one is refused. Raises :class:`LogTampered` at the first record that fails.
     """
-    expected_seq = 1
+    chain = ChainVerifier(conversation_id, prev_hash)
     for record in records:
-        seq = record.seq
-        fields, canonical = _stored_fields(conversation_id, record)
+        chain.check(record)
+    return chain.last_seq
+
+
+class ChainVerifier:
+    """:func:`verify_chain` one record at a time, for a log too long to hold: each
+    :meth:`check` verifies the next record against the ones before it.
+
+    Example::
+
+        chain = ChainVerifier(conversation_id)
+        for record in records:  # a generator reading a file, say
+            chain.check(record)
+        print(chain.last_seq, chain.last_hash)
+    """
+
+    __slots__ = ("_expected_seq", "conversation_id", "last_hash")
+
+    def __init__(self, conversation_id: str, prev_hash: str = "") -> None:
+        self.conversation_id = conversation_id
+        self.last_hash = prev_hash
+        """The hash of the last record checked (``prev_hash`` before the first)."""
+        self._expected_seq = 1
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last record checked; 0 before the first."""
+        return self._expected_seq - 1
+
+    def check(self, record: Record, *, canonical: bool = False) -> Mapping[str, Any]:
+        """Verify ``record``, the next one of the log (``LogTampered`` if it does not
+        follow); its envelope, decoded. ``canonical``: its stored bytes must also be
+        exactly canonical JSON, as a store keeps them (a hash is derived from the canonical
+        form of what bytes decode to, so bytes that re-encode to it would pass)."""
+        cid, seq = self.conversation_id, record.seq
+        fields, encoded = _stored_fields(cid, record)
+        if canonical and encoded != record.canonical:
+            raise LogTampered(cid, seq, "stored bytes are not canonical JSON")
         if record.kind == LogTruncated.KIND:
-            if expected_seq != 1 or prev_hash:
-                raise LogTampered(conversation_id, seq, "a log_truncated record inside the log")
+            if self._expected_seq != 1 or self.last_hash:
+                raise LogTampered(cid, seq, "a log_truncated record inside the log")
             if fields.get("payload", {}).get("lastHash") != record.hash:
-                raise LogTampered(conversation_id, seq, "log_truncated does not hold its hash")
-            prev_hash, expected_seq = record.hash, seq + 1
-            continue
-        if seq != expected_seq:
+                raise LogTampered(cid, seq, "log_truncated does not hold its hash")
+            self.last_hash, self._expected_seq = record.hash, seq + 1
+            return fields
+        if seq != self._expected_seq:
             raise LogTampered(
-                conversation_id, expected_seq, f"found seq {seq} where {expected_seq} belongs"
+                cid, self._expected_seq, f"found seq {seq} where {self._expected_seq} belongs"
             )
-        if record.prev_hash != prev_hash:
-            raise LogTampered(conversation_id, seq, "prevHash does not link to the previous record")
-        if record_hash(canonical, prev_hash, seq) != record.hash:
-            raise LogTampered(conversation_id, seq, "content hash mismatch")
-        prev_hash = record.hash
-        expected_seq += 1
-    return expected_seq - 1
+        if record.prev_hash != self.last_hash:
+            raise LogTampered(cid, seq, "prevHash does not link to the previous record")
+        if record_hash(encoded, self.last_hash, seq) != record.hash:
+            raise LogTampered(cid, seq, "content hash mismatch")
+        self.last_hash = record.hash
+        self._expected_seq += 1
+        return fields
 
 
 def _stored_fields(conversation_id: str, record: Record) -> tuple[dict[str, Any], bytes]:

@@ -50,7 +50,16 @@ def test_prune_shows_then_cuts_and_the_log_still_verifies_exports_and_replays(
     first = orjson.loads(exported.read_bytes().splitlines()[0])
     assert (first["kind"], first["seq"]) == (LogTruncated.KIND, after[0].seq)
     target = fresh_store()
-    cli("import", str(exported), "--store", target)
+    # Its first record vouches only for itself: taken as it is when asked to (issue 36).
+    refused = error(cli("import", str(exported), "--store", target, code=1))
+    assert f"the log starts at its log_truncated record (seq {cut})" in refused
+    assert refused.endswith("(--allow-truncated takes it as it is); nothing was imported")
+    done = cli("import", str(exported), "--store", target, "--allow-truncated").stdout
+    assert done == (
+        f"imported conversation {conversation_id} (forecaster/ann/default): {len(after)} "
+        f"records, the chain verified from its log_truncated record at seq {cut} (what came "
+        "before cannot be); unsigned: nothing proves where it came from\n"
+    )
     assert stored(target, conversation_id)[1] == after
     replayed = cli("replay", "--from", str(exported), "--app", f"{APP}:agents").stdout
     assert replayed.startswith("identical: ") and "model and tool invocations: 0" in replayed

@@ -20,6 +20,8 @@ from tests.engine.conftest import FAST
 from tests.engine.test_clock import until
 from tests.postgres import store_url
 from tether.engine import (
+    MAX_CATCH_UP,
+    InvalidSchedule,
     ManualClock,
     Runtime,
     Schedule,
@@ -29,7 +31,7 @@ from tether.engine import (
 from tether.engine._scheduler import Scheduler
 from tether.errors import StoreUnavailable, UnknownAgent
 from tether.records import Signal
-from tether.store import MemoryStore, Store, open_store
+from tether.store import MemoryStore, ScheduleRow, Store, open_store
 
 Make = Callable[..., Runtime]
 T0 = datetime(2026, 1, 5, 8, 58, 30, tzinfo=UTC)
@@ -344,3 +346,54 @@ async def test_a_window_that_cannot_be_admitted_is_tried_again(
     await move(clock, 1, runtime)
     assert await fired(store) == [f"{schedule.id}:{at(8, 59)}"]
     await all_settled(runtime, store)
+
+
+# --- storms -------------------------------------------------------------------------------
+
+STORM = {"every": 0.001, "missed": "catch_up", "catchUp": 1000}
+"""Issue 36: from one POST, a thousand windows a second, each pass catching up a thousand."""
+
+
+async def test_one_schedule_cannot_admit_a_storm(
+    make_runtime: Make, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A period under the runtime's floor (``schedule_min_period``, 1 s) is refused where a
+    schedule is defined, in code as over HTTP; one kept in the store by an older version (or
+    a node with a lower floor) does not fire here; and a schedule at the floor with the most
+    catch-up admits the cap once, then one window a period."""
+    with pytest.raises(InvalidSchedule, match="schedule_min_period") as raised:
+        Runtime(AGENTS, MemoryStore(), schedules=[Schedule("echo", "a", every=0.001, body="b")])
+    assert raised.value.field == "every"
+    clock = ManualClock(T0)
+    runtime = make_runtime(AGENTS, clock=clock)
+    with pytest.raises(InvalidSchedule, match="schedule_min_period"):
+        await runtime.add_schedule(Schedule("echo", "acme", every=0.5, body="b"))
+    kept = {"id": "storm", "agent": "echo", "instance": "acme", "body": "b", **STORM}
+    await store.put_schedule(ScheduleRow("storm", kept, T0 - timedelta(hours=1)))
+    await runtime.start()
+    with caplog.at_level(logging.WARNING, logger="tether.engine"):
+        for _ in range(20):
+            await move(clock, 0.25, runtime)
+    assert await fired(store) == []
+    assert "schedule storm cannot be read" in caplog.text
+    assert [info.id for info in await runtime.schedules()] == []
+
+    floor = Schedule("echo", "acme", every=1, body="b", missed="catch_up", catch_up=MAX_CATCH_UP)
+    await runtime.delete_schedule("storm")
+    other = make_runtime(AGENTS, clock=clock, schedules=[floor])
+    await other.start()
+    await move(clock, 0, other)
+    assert len(await fired(store)) == MAX_CATCH_UP + 1  # the latest missed ones, and the latest
+    for _ in range(40):  # ten seconds, four passes a second
+        await move(clock, 0.25, other)
+    assert len(await fired(store)) == MAX_CATCH_UP + 1 + 10
+
+
+async def test_the_floor_is_the_runtimes_to_set(make_runtime: Make) -> None:
+    fast = Schedule("echo", "acme", every=0.5, body="b")
+    runtime = make_runtime(AGENTS, clock=ManualClock(T0), schedule_min_period=0.25)
+    assert (await runtime.add_schedule(fast)).schedule == fast
+    with pytest.raises(InvalidSchedule, match=r"at least 0\.25 s"):
+        await runtime.add_schedule(Schedule("echo", "acme", every=0.1, body="b"))
+    with pytest.raises(ValueError, match="schedule_min_period"):
+        Runtime(AGENTS, MemoryStore(), schedule_min_period=0)

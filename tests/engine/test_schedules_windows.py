@@ -43,7 +43,11 @@ def utc(
         ({"every": 60, "catch_up": 2}, "catch_up", "goes with missed='catch_up'"),
         ({"every": 60, "missed": "catch_up"}, "catch_up", "how many"),
         ({"every": 60, "missed": "catch_up", "catch_up": 0}, "catch_up", "how many"),
-        ({"every": 60, "missed": "catch_up", "catch_up": 1001}, "catch_up", "how many"),
+        ({"every": 60, "missed": "catch_up", "catch_up": 101}, "catch_up", "1-100"),
+        ({"every": 1e308}, "every", "at most 366 days"),  # was an OverflowError
+        ({"every": 366 * 86400 + 1}, "every", "at most 366 days"),
+        ({"every": float("inf")}, "every", "positive"),
+        ({"every": 60, "grace": 1e308}, "grace", "at most 366 days"),
         ({"every": 60, "grace": 0}, "grace", "positive"),
         ({"every": 60, "id": "a/b"}, "id", "letters, digits"),
         ({"every": 60, "id": "x" * 151}, "id", "letters, digits"),
@@ -173,3 +177,20 @@ def test_a_wildcard_hour_follows_real_time_across_the_change() -> None:
         spring.append(found.astimezone(PARIS).strftime("%H:%M%z"))
         at = found
     assert spring == ["01:00+0100", "03:00+0200"]  # no 02:00 that night
+
+
+def test_the_floor_holds_for_cron_gaps_too() -> None:
+    """A six-field expression fires each second at the finest, a five-field one each minute:
+    under a floor above that, the gaps of its next windows are what is checked."""
+    every_second = Schedule("agent", "instance", cron="* * * * * *", body="hi")
+    every_second.check_period(1)
+    with pytest.raises(InvalidSchedule, match="fires 1 s apart") as raised:
+        every_second.check_period(2)
+    assert raised.value.field == "cron"
+    twice_an_hour = Schedule("agent", "instance", cron="0,1 * * * *", body="hi")
+    twice_an_hour.check_period(60)
+    with pytest.raises(InvalidSchedule, match="fires 60 s apart"):
+        twice_an_hour.check_period(120)
+    Schedule("agent", "instance", cron="0 * * * *", body="hi").check_period(3600)
+    with pytest.raises(InvalidSchedule, match="at least 2 s"):
+        Schedule("agent", "instance", every=1, body="hi").check_period(2)

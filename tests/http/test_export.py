@@ -4,13 +4,23 @@ page by page, on a real uvicorn over each store."""
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from tether.cli import app
-from tether.records import RecordDraft, UserMessage
-from tether.store import MemoryStore, SessionKey, Store
+from tether.errors import ExportRefused
+from tether.records import Record, RecordDraft, UserMessage
+from tether.store import (
+    ExportKey,
+    ExportTrailer,
+    MemoryStore,
+    SessionKey,
+    Store,
+    verify_export,
+)
 from tether.testing import read_log, replay_log
 
 from ..testing.replayed import Forecaster, agents
@@ -19,6 +29,13 @@ from .conftest import Server
 Serve = Callable[..., Any]
 LONG = 2_500
 """Records of the long log: more than two of the export's pages."""
+
+
+def _exported(records: list[Record], key: ExportKey | None = None) -> bytes:
+    """Each record's wire form a line, then the trailer that says what they are."""
+    trailer = ExportTrailer.of(records[-1].conversation_id, len(records), records[0], records[-1])
+    signed = trailer if key is None else trailer.signed(key)
+    return b"".join(record.to_json() + b"\n" for record in records) + signed.to_line()
 
 
 async def _session(server: Server) -> str:
@@ -48,7 +65,7 @@ async def test_the_export_is_the_log_as_stored(serve: Serve, store: Store) -> No
             assert "content-length" not in got.headers  # streamed, not assembled first
             body = b"".join([chunk async for chunk in got.aiter_bytes()])
         records = await store.read(conversation_id, limit=10_000)
-        assert body == b"".join(record.to_json() + b"\n" for record in records)
+        assert body == _exported(records)
         conversation, decoded = read_log(body.splitlines())  # verifies on its own
         assert conversation == await store.get_conversation(conversation_id)
         assert decoded == records
@@ -84,6 +101,31 @@ async def test_tether_export_reads_a_served_store(serve: Serve, store: Store) ->
     )
     assert result.exit_code == 0, result.output
     records = await store.read(conversation_id)
-    assert result.stdout_bytes == b"".join(record.to_json() + b"\n" for record in records)
+    assert result.stdout_bytes == _exported(records)
     missing = await asyncio.to_thread(runner.invoke, app, ["export", "c-nope", "--url", server.url])
     assert missing.exit_code == 1 and "404 conversation_not_found" in missing.stderr
+
+
+async def test_a_server_with_an_export_key_signs_its_exports(
+    serve: Serve, store: Store, tmp_path: Path
+) -> None:
+    """Issue 36: a chain proves a file intact, not where it came from; the server's
+    signature does, for whoever holds its public key."""
+    key = ExportKey.generate()
+    server: Server = await serve(agents(), settings={"export_key": key})
+    conversation_id = await _session(server)
+    body = (await server.client.get(f"/conversations/{conversation_id}/export")).content
+    records = await store.read(conversation_id)
+    assert body == _exported(records, key)
+    file = tmp_path / "s.jsonl"
+    file.write_bytes(body)
+    verified = verify_export(file, trusted_keys=[key.public], require_signed=True)
+    assert verified.signed_by == key.public
+    assert verified.trailer.signature is not None
+    assert verified.trailer.signature.key_id == key.public.key_id
+    copy = MemoryStore()
+    assert await verified.import_into(copy)
+    assert await copy.read(conversation_id) == records
+    with pytest.raises(ExportRefused, match="not a trusted key") as refused:
+        verify_export(file, trusted_keys=[ExportKey.generate().public], require_signed=True)
+    assert refused.value.problem == "untrusted_key"

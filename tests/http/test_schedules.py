@@ -108,15 +108,47 @@ BAD: list[tuple[dict[str, Any], str]] = [
 ]
 
 
+async def refused_naming(call: Checked, change: dict[str, Any], field: str) -> None:
+    """A POST of the digest changed by ``change`` is a 422 whose details name ``field``."""
+    answer = await call("POST", "/schedules", json={**DIGEST, **change})
+    assert answer.status_code == 422, (change, answer.text)
+    error = answer.json()["error"]
+    details = error["details"] if isinstance(error["details"], list) else [error["details"]]
+    assert field in [problem["field"] for problem in details], (change, error)
+
+
 async def test_bad_input_is_422_naming_the_field(asgi: Serve) -> None:
     _, call = await _server(asgi)
     for change, field in BAD:
-        answer = await call("POST", "/schedules", json={**DIGEST, **change})
-        assert answer.status_code == 422, (change, answer.text)
-        error = answer.json()["error"]
-        details = error["details"] if isinstance(error["details"], list) else [error["details"]]
-        assert field in [problem["field"] for problem in details], (change, error)
+        await refused_naming(call, change, field)
     assert (await call("GET", "/schedules")).json()["schedules"][1:] == []
+
+
+OUT_OF_RANGE: list[tuple[dict[str, Any], str]] = [
+    ({"cron": None, "every": 0.001}, "every"),  # under the floor: a storm of windows
+    ({"cron": None, "every": 0.5}, "every"),
+    ({"cron": None, "every": 1e308}, "every"),  # was a 500
+    ({"cron": None, "every": 367 * 86400}, "every"),
+    ({"missed": "catch_up", "catchUp": 1000}, "catchUp"),
+    ({"missed": "catch_up", "catchUp": 101}, "catchUp"),
+    ({"grace": 1e308}, "grace"),  # was kept, then stopped the scheduler
+    ({"cron": "* * * * * *"}, "cron"),  # every second: under a floor of 2 s
+]
+
+
+async def test_out_of_range_values_are_422_naming_the_field(asgi: Serve) -> None:
+    """Issue 36: ``every: 0.001`` with ``catchUp: 1000`` admitted 351 submissions in 5 s from
+    one POST, and ``every: 1e308`` answered 500. (This server's floor is 2 s.)"""
+    server: Server = await asgi(
+        {"echo": echo_agent()},
+        settings={"clock": ManualClock(T0), "schedule_min_period": 2.0},
+    )
+    call = Checked(server.client, _document())
+    for change, field in OUT_OF_RANGE:
+        await refused_naming(call, change, field)
+    assert (await call("GET", "/schedules")).json()["schedules"] == []
+    at_the_floor = {**DIGEST, "cron": None, "every": 2}
+    assert (await call("POST", "/schedules", json=at_the_floor)).status_code == 201
 
 
 async def test_a_schedule_added_over_http_fires_on_the_servers_worker(asgi: Serve) -> None:

@@ -13,7 +13,8 @@ from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.journal import Turn
 from tether.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from tether.models import EchoModel
-from tether.store import MemoryStore, Store
+from tether.records import Record
+from tether.store import MemoryStore, Store, export_chunks
 from tether.testing import RecordingTools
 
 FAST: dict[str, Any] = {"claim_interval": 0.02, "lease": 2.0}
@@ -91,9 +92,13 @@ async def record(store: Store | None = None, *messages: str) -> str:
 
 
 async def export_to(store: Store, conversation_id: str, path: Path) -> Path:
-    """The log as ``tether export`` writes it."""
-    records = await store.read(conversation_id, limit=100_000)
-    await asyncio.to_thread(path.write_bytes, b"".join(r.to_json() + b"\n" for r in records))
+    """The log as ``tether export`` writes it: its records, then the trailer."""
+
+    async def read(after: int, limit: int) -> list[Record]:
+        return await store.read(conversation_id, after_seq=after, limit=limit)
+
+    chunks = [chunk async for chunk in export_chunks(read, conversation_id)]
+    await asyncio.to_thread(path.write_bytes, b"".join(chunks))
     return path
 
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from pydantic import JsonValue
 
-from tether.errors import LogTampered, RecordDecodeError
+from tether.errors import ExportRefused, LogTampered, RecordDecodeError
 from tether.journal import Turn
 from tether.messages import Message
 from tether.records import Record
@@ -221,10 +221,14 @@ async def test_a_log_from_any_store_replays(store: Store, tmp_path: Path) -> Non
     """Recorded on memory, SQLite or PostgreSQL: the export replays the same."""
     conversation_id = await record(store, "hello")
     path = await export_to(store, conversation_id, tmp_path / "s.jsonl")
-    conversation, records = read_log(path.read_bytes().splitlines())
+    *lines, trailer = path.read_bytes().splitlines()
+    conversation, records = read_log([*lines, trailer])
     assert conversation == await store.get_conversation(conversation_id)
     assert records == await store.read(conversation_id)
     assert (await replay_log(path, agents(Forecaster()))).identical
+    assert read_log(lines) == (conversation, records)  # recorded before exports had trailers
+    with pytest.raises(ExportRefused, match="trailer says"):
+        read_log([*lines[:-1], trailer])
 
 
 async def test_a_log_with_nothing_to_replay_fails_a_test(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from rich.markup import escape
 from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
-from tether.cli._export import export, import_log
+from tether.cli._export import export, export_key, import_log
 from tether.cli._help import HELP_SETTINGS, WholeSummaries
 from tether.cli._inputs import answer, inputs
 from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
@@ -46,6 +46,7 @@ app.command()(inputs)
 app.command()(answer)
 app.command()(export)
 app.command(name="import")(import_log)
+app.command(name="export-key")(export_key)
 app.add_typer(schedules_app, name="schedules")
 console = Console(
     soft_wrap=True, highlight=False, emoji=False

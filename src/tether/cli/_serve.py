@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -20,6 +21,7 @@ from tether._extras import install_hint
 from tether._gc import freeze_startup_heap
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail, one_line
+from tether.cli._export_keys import load_export_key
 from tether.cli._logs import show_tether_logs, uvicorn_log_level
 from tether.cli._model import check_model
 from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
@@ -43,6 +45,21 @@ LEASE = typer.Option(
     "--lease",
     min=0.5,
     help="Seconds a claim lasts unrenewed: how soon a crashed worker's run is taken over.",
+)
+SCHEDULE_MIN_PERIOD = typer.Option(
+    1.0,
+    "--schedule-min-period",
+    envvar="TETHER_SCHEDULE_MIN_PERIOD",
+    min=0.001,
+    help="Seconds: the closest two windows of one schedule may be; a schedule under it is "
+    "refused (422), and one the store keeps does not fire.",
+)
+EXPORT_KEY_FILE = typer.Option(
+    None,
+    "--export-key-file",
+    envvar="TETHER_EXPORT_KEY_FILE",
+    help="Sign every export served with this Ed25519 key (a PEM file: `tether export-key "
+    "--new PATH`), so `tether import --require-signed` can tell them from forgeries.",
 )
 OTLP = typer.Option(
     None,
@@ -173,6 +190,8 @@ def serve(
     retain_days: list[str] | None = RETAIN_DAYS,
     keep_records: int | None = KEEP_RECORDS,
     prune_every: float = PRUNE_EVERY,
+    schedule_min_period: float = SCHEDULE_MIN_PERIOD,
+    export_key_file: Path | None = EXPORT_KEY_FILE,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
     if auth_token is not None and not auth_token.strip():
@@ -189,6 +208,7 @@ def serve(
         )
     agents = load_agents(app, demo)
     retention = retention_of(retain_days, keep_records, prune_every)
+    export_key = load_export_key(export_key_file, "--export-key-file")
     check_model()  # a bad TETHER_MODEL fails here, not at the first request
     show_tether_logs()
     listener = _listen(host, port)  # before the store opens: a busy port changes nothing
@@ -204,6 +224,8 @@ def serve(
                     "lease": lease,
                     "interceptors": interceptors,
                     "retention": retention,
+                    "schedule_min_period": schedule_min_period,
+                    "export_key": export_key,
                     **_demo_settings(demo),
                 },
                 app_options={"auth_token": auth_token, "heartbeat": heartbeat},
@@ -326,6 +348,7 @@ def worker(
     retain_days: list[str] | None = RETAIN_DAYS,
     keep_records: int | None = KEEP_RECORDS,
     prune_every: float = PRUNE_EVERY,
+    schedule_min_period: float = SCHEDULE_MIN_PERIOD,
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
@@ -338,6 +361,7 @@ def worker(
             "lease": lease,
             "interceptors": interceptors,
             "retention": retention,
+            "schedule_min_period": schedule_min_period,
             **_demo_settings(demo),
         }
         async with _running(agents, store, worker=True, options=options) as (_, stop):

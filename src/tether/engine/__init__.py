@@ -53,6 +53,8 @@ from tether.engine._results import RESULT_CORRECTION
 from tether.engine._retention import Retention
 from tether.engine._runtime import Runtime
 from tether.engine._schedules import (
+    MAX_CATCH_UP,
+    MAX_PERIOD,
     InvalidSchedule,
     Schedule,
     ScheduleConflict,
@@ -78,6 +80,8 @@ __all__ = (
     "ATTEMPT_BUDGET_EXHAUSTED",
     "CANCELLED_BY_PARENT",
     "MAX_APPROVALS_PAGE",
+    "MAX_CATCH_UP",
+    "MAX_PERIOD",
     "MAX_SESSIONS_PAGE",
     "MAX_TREE_NODES",
     "RESULT_CORRECTION",

@@ -14,6 +14,7 @@ from tether.engine._subagents import SubagentLimits
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model
+from tether.store import ExportKey
 
 __all__ = ("AgentDefinition", "AgentSpec", "RuntimeConfig", "Summarizer")
 
@@ -90,8 +91,16 @@ class RuntimeConfig:
     are added at run time with :meth:`Runtime.add_schedule`, kept in the store."""
     schedule_poll: float = 1.0
     """How often a worker lists the store's schedules (those added on another node)."""
+    schedule_min_period: float = 1.0
+    """The closest two windows of one schedule may be (``every``, or a cron expression's
+    gaps): a schedule under it is refused where it is defined, and one the store keeps
+    does not fire."""
     retention: Retention | None = None
     """What a worker's pruner erases and truncates (docs/retention.md); ``None``: nothing."""
+    export_key: ExportKey | None = None
+    """Signs the trailer of every export served (``GET /conversations/{id}/export``), so
+    ``tether import --require-signed`` can tell this server's exports from forgeries;
+    ``None``: exports are unsigned."""
 
     @property
     def heartbeat_interval(self) -> float:

@@ -161,7 +161,10 @@ class Runtime:
         self._context: EngineContext | None = None
         self._coordinator: Coordinator | None = None
         self._book = ScheduleBook(
-            self.config.schedules, self.agents, poll=self.config.schedule_poll
+            self.config.schedules,
+            self.agents,
+            poll=self.config.schedule_poll,
+            min_period=self.config.schedule_min_period,
         )
         self._scheduler: Scheduler | None = None
         self._pruner: Pruner | None = None

@@ -27,6 +27,7 @@ from tether._tasks import cancel_and_wait
 from tether.engine._clock import Clock
 from tether.engine._inbound import Inbound
 from tether.engine._schedules import (
+    MAX_PERIOD,
     Schedule,
     ScheduleConflict,
     ScheduleInfo,
@@ -64,18 +65,30 @@ class ScheduleBook:
     durable ones its store keeps (added and deleted at run time, by any node)."""
 
     def __init__(
-        self, configured: Sequence[Schedule], agents: Collection[str], *, poll: float = 1.0
+        self,
+        configured: Sequence[Schedule],
+        agents: Collection[str],
+        *,
+        poll: float = 1.0,
+        min_period: float = 1.0,
     ) -> None:
         if not poll > 0:
             raise ValueError(f"schedule_poll must be a positive number of seconds, not {poll}")
+        if not 0 < min_period <= MAX_PERIOD:
+            raise ValueError(
+                f"schedule_min_period must be a positive number of seconds, not {min_period}"
+            )
         self.poll = poll
         """How often a worker lists the store's schedules."""
+        self.min_period = min_period
+        """The closest two windows of one schedule may be: a schedule cannot flood a store."""
         self.configured: dict[str, Schedule] = {}
         for schedule in configured:
             if not isinstance(schedule, Schedule):
                 raise TypeError(f"schedules holds a {type(schedule).__name__}, not a Schedule")
             if schedule.agent not in agents:
                 raise UnknownAgent(schedule.agent)
+            schedule.check_period(min_period)
             if schedule.id in self.configured:
                 raise ValueError(f"two schedules of the configuration have the id {schedule.id!r}")
             self.configured[schedule.id] = schedule
@@ -91,6 +104,7 @@ class ScheduleBook:
                 schedule = Schedule.from_json(row.definition)
                 if schedule.id != row.id:
                     raise ValueError(f"its definition names {schedule.id!r}")
+                schedule.check_period(self.min_period)  # kept by an older version, say
             except ValueError as exc:
                 if row.id not in self._unreadable:
                     self._unreadable.add(row.id)
@@ -114,6 +128,7 @@ class ScheduleBook:
         """Keep ``schedule`` in the store (idempotent for the same definition)."""
         if schedule.agent not in self.agents:
             raise UnknownAgent(schedule.agent)
+        schedule.check_period(self.min_period)
         if schedule.id in self.configured:
             raise ScheduleConflict(schedule.id, "is a schedule of the runtime's configuration")
         try:

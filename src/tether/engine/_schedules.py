@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -39,6 +40,7 @@ from tether.errors import InvalidDispatch, NotFound, TetherError
 
 __all__ = (
     "MAX_CATCH_UP",
+    "MAX_PERIOD",
     "InvalidSchedule",
     "Missed",
     "Schedule",
@@ -53,8 +55,13 @@ __all__ = (
 ScheduleKind = Literal["signal", "user"]
 Missed = Literal["skip", "catch_up"]
 ScheduleSource = Literal["config", "durable"]
-MAX_CATCH_UP = 1000
-"""The most missed windows one schedule may catch up."""
+MAX_CATCH_UP = 100
+"""The most missed windows one schedule may catch up (in one pass: the latest ones)."""
+MAX_PERIOD = 366 * 86_400
+"""Seconds: the longest ``every`` and ``grace`` (a leap year); longer is a mistake, and
+past about 10**14 s a period no longer counts in microseconds."""
+_GAPS_SAMPLED = 64
+"""Windows of a cron expression whose gaps are checked against a runtime's floor."""
 _NAME_LIMIT = 200
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,149}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -116,6 +123,8 @@ def _positive(what: str, value: object) -> float:
         raise InvalidSchedule("must be a number of seconds", field=what)
     if not math.isfinite(value) or value <= 0:
         raise InvalidSchedule("must be a positive number of seconds", field=what)
+    if value > MAX_PERIOD:
+        raise InvalidSchedule(f"must be at most 366 days ({MAX_PERIOD} s)", field=what)
     return float(value)
 
 
@@ -191,6 +200,43 @@ class Schedule:
                 "must be 1-150 letters, digits, '.', '_' or '-', starting with a letter or digit",
                 field="id",
             )
+
+    def check_period(self, floor: float) -> None:
+        """Refuse (:class:`InvalidSchedule`) a schedule whose windows come closer than
+        ``floor`` seconds (a runtime's ``schedule_min_period``): ``every``, or the gaps
+        between a cron expression's next windows."""
+        floor = float(floor)
+        if self.cron is None:
+            assert self.every is not None  # a schedule without cron has every
+            if self.every < floor:
+                raise InvalidSchedule(
+                    f"must be at least {_number(floor)} s (the runtime's schedule_min_period)",
+                    field="every",
+                )
+            return
+        finest = 1 if len(self.cron.split()) == 6 else 60  # a seconds field, or minutes
+        if floor <= finest:
+            return  # no expression of its fields fires closer: none sampled, each pass
+        gap = self._shortest_gap()
+        if gap is not None and gap < floor:
+            raise InvalidSchedule(
+                f"fires {_number(gap)} s apart; windows must be at least {_number(floor)} s "
+                "apart (the runtime's schedule_min_period)",
+                field="cron",
+            )
+
+    def _shortest_gap(self) -> float | None:
+        """Seconds between the closest two of a cron expression's next windows."""
+        assert self.cron is not None
+        times = CronSim(self.cron, datetime.now(UTC).astimezone(self._zone))
+        starts: list[datetime] = []
+        try:
+            while len(starts) < _GAPS_SAMPLED:
+                starts.append(next(times).astimezone(UTC))
+        except (StopIteration, ValueError, OverflowError):
+            pass  # an expression that stops firing: its gaps so far
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
+        return min(gaps, default=None)
 
     def _check_missed(self) -> None:
         if self.missed not in ("skip", "catch_up"):

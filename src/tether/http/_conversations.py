@@ -3,8 +3,6 @@ a verification of the hash chain, an export of the whole log."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
@@ -13,16 +11,17 @@ from tether.http._errors import BODY_FAILURES, Responses, failures
 from tether.http._requests import SEQ_AFTER, ForkBody
 from tether.http._responses import Forked, MessagesPage, RecordsPage, Verified, respond
 from tether.records import Record
+from tether.store import EXPORT_PAGE, export_chunks
 
 __all__ = ("conversations_router",)
 
-_EXPORT_PAGE = 1000
-"""Records read from the store per step of an export: the stream holds one page at a time."""
 _NDJSON = {
     "description": "The conversation's log as stored, one record a line: each record's "
     "canonical JSON with its ``prevHash`` and ``hash`` (what ``tether records`` prints), so "
-    "the file verifies on its own; ``tether import`` takes it back, ``tether replay --from`` "
-    "replays it. Streamed page by page: a long log is never held whole.",
+    "the file verifies on its own; then a last line, the trailer (``tetherExport``: the "
+    "record count, the first and head seqs, the head hash, signed with the server's export "
+    "key if it has one), which ``tether import`` requires. ``tether replay --from`` replays "
+    "it. Streamed page by page: a long log is never held whole.",
     "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
 }
 
@@ -92,22 +91,15 @@ def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter
     )
     async def export(conversation_id: str) -> StreamingResponse:
         """The whole log as JSON lines (``application/x-ndjson``), the records exactly as the
-        store holds them."""
-        first = await runtime.records(conversation_id, limit=_EXPORT_PAGE)  # 404 before 200
-        return StreamingResponse(
-            _export_lines(runtime, conversation_id, first), media_type="application/x-ndjson"
+        store holds them, then the export's trailer."""
+
+        async def read(after: int, limit: int) -> list[Record]:
+            return await runtime.records(conversation_id, after=after, limit=limit)
+
+        first = await read(0, EXPORT_PAGE)  # 404 before 200
+        chunks = export_chunks(
+            read, conversation_id, key=runtime.config.export_key, first_page=first
         )
+        return StreamingResponse(chunks, media_type="application/x-ndjson")
 
     return router
-
-
-async def _export_lines(
-    runtime: Runtime, conversation_id: str, page: list[Record]
-) -> AsyncIterator[bytes]:
-    """One chunk per page of records: each record's wire form, a line each. It ends at the
-    first short page, so a log that grows meanwhile is exported up to about where it stood."""
-    while page:
-        yield b"".join(record.to_json() + b"\n" for record in page)
-        if len(page) < _EXPORT_PAGE:
-            return
-        page = await runtime.records(conversation_id, after=page[-1].seq, limit=_EXPORT_PAGE)

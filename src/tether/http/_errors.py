@@ -45,6 +45,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     # encoding: a value the caller sent cannot be written or read back
     E.CanonicalizationError: 422,
     E.RecordDecodeError: 422,
+    E.ExportRefused: 422,
     # stores
     E.StoreError: 503,
     E.StoreUnavailable: 503,

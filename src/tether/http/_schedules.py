@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tether.engine import (
+    MAX_CATCH_UP,
+    MAX_PERIOD,
     InvalidSchedule,
     Runtime,
     Schedule,
@@ -42,16 +44,30 @@ class ScheduleBody(BaseModel):
         default=None, description="Five fields (or six, seconds first), read in ``timezone``."
     )
     every: float | None = Field(
-        default=None, gt=0, description="Seconds; windows at multiples since the Unix epoch."
+        default=None,
+        gt=0,
+        le=MAX_PERIOD,
+        allow_inf_nan=False,
+        description="Seconds; windows at multiples since the Unix epoch. At least the "
+        "server's floor (``schedule_min_period``, 1 s by default), at most 366 days.",
     )
     timezone: str = Field(default="UTC", description="An IANA name (``Europe/Paris``).")
     kind: Literal["signal", "user"] = "signal"
     signal_type: str = Field(default="schedule", min_length=1, max_length=200)
     missed: Literal["skip", "catch_up"] = "skip"
     catch_up: int | None = Field(
-        default=None, ge=1, description="With missed=catch_up: at most this many missed windows."
+        default=None,
+        ge=1,
+        le=MAX_CATCH_UP,
+        description="With missed=catch_up: at most this many missed windows.",
     )
-    grace: float = Field(default=60.0, gt=0, description="Seconds a window may be seen late.")
+    grace: float = Field(
+        default=60.0,
+        gt=0,
+        le=MAX_PERIOD,
+        allow_inf_nan=False,
+        description="Seconds a window may be seen late.",
+    )
     id: str | None = Field(
         default=None, description="Derived from the definition when absent.", max_length=150
     )

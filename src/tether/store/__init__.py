@@ -8,6 +8,17 @@ Example::
 """
 
 from tether.store._capabilities import StoreCapabilities
+from tether.store._export import (
+    EXPORT_PAGE,
+    EXPORT_VERSION,
+    ExportSignature,
+    ExportTrailer,
+    LogWalk,
+    VerifiedExport,
+    export_chunks,
+    verify_export,
+)
+from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._memory import MemoryStore
 from tether.store._protocol import (
@@ -39,6 +50,8 @@ from tether.store._url import DEFAULT_STORE_URL, open_store
 
 __all__ = (
     "DEFAULT_STORE_URL",
+    "EXPORT_PAGE",
+    "EXPORT_VERSION",
     "MAX_SEQ",
     "SQLITE_FILENAME",
     "WAIT_FOR_CHILDREN",
@@ -50,10 +63,15 @@ __all__ = (
     "ClaimedHead",
     "Conversation",
     "ErasedSession",
+    "ExportKey",
+    "ExportPublicKey",
+    "ExportSignature",
+    "ExportTrailer",
     "Gate",
     "GateKind",
     "GateStatus",
     "LogStore",
+    "LogWalk",
     "MemoryStore",
     "NewSubmission",
     "OwnerLiveness",
@@ -68,5 +86,8 @@ __all__ = (
     "SubmissionStore",
     "TaskParent",
     "TruncatedLog",
+    "VerifiedExport",
+    "export_chunks",
     "open_store",
+    "verify_export",
 )

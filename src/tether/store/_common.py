@@ -7,13 +7,13 @@ import binascii
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import orjson
 
-from tether._canonical import canonical_json, encode_string
+from tether._canonical import encode_string
 from tether._payloads import (
     AttachmentRef,
     ConversationCreated,
@@ -39,10 +39,8 @@ __all__ = (
     "SUBMISSION_COLUMNS",
     "attachment_digests",
     "attachment_ref",
-    "bare_records",
     "check_drafts",
     "check_fork_seq",
-    "check_import",
     "check_limit",
     "check_session_filter",
     "conversation_created_draft",
@@ -50,7 +48,6 @@ __all__ = (
     "encode_session_cursor",
     "fork_parent",
     "from_micros",
-    "own_log_start",
     "record_micros",
     "record_time",
     "seal_append",
@@ -429,85 +426,3 @@ def check_session_filter(agent: str | None, instance: str | None) -> None:
     only within its agent."""
     if instance is not None and agent is None:
         raise ValueError("list_sessions filters by instance only together with agent")
-
-
-# --- importing a log ------------------------------------------------------------------
-
-
-def own_log_start(conversation: Conversation) -> int:
-    """The seq of ``conversation``'s own ``conversation_created`` record: 1, or after the
-    records a fork copied from its parent."""
-    parent = conversation.parent
-    return parent.seq + 1 if parent is not None and parent.reason == "fork" else 1
-
-
-def _canonical_only(conversation_id: str, records: Iterable[Record]) -> Iterator[Record]:
-    """``records``, each refused (``LogTampered``) unless its bytes are canonical JSON, as a
-    store keeps them: a hash is derived from the canonical form of what a record's bytes
-    decode to, so bytes that re-encode to it (spaces added, keys reordered) would pass."""
-    for position, record in enumerate(records, start=1):
-        try:
-            canonical = canonical_json(orjson.loads(record.canonical))
-        except (orjson.JSONDecodeError, ValueError):
-            canonical = record.canonical  # not JSON: the chain's check names it
-        if canonical != record.canonical:
-            raise LogTampered(conversation_id, position, "stored bytes are not canonical JSON")
-        yield record
-
-
-def bare_records(records: Iterable[Record]) -> list[Record]:
-    """Copies of ``records`` holding only what a store keeps of them (seq, kind, bytes and
-    hashes): nothing decoded and cached on a caller's objects is trusted, or kept."""
-    return [Record(r.seq, r.kind, r.canonical, r.prev_hash, r.hash) for r in records]
-
-
-def check_import(conversation: Conversation, records: Sequence[Record]) -> int:
-    """Check, before anything is written, that ``records`` are the whole log of
-    ``conversation`` as a store keeps it: they chain from seq 1, or from the ``log_truncated``
-    record retention left (each hash re-derived from the bytes, which must be canonical
-    JSON), the record its own log begins with (seq 1, or a fork's after the copied ones) is
-    its ``conversation_created`` exactly as a store seals it (its id, key, parent and
-    creation time), or is carried as such by the ``log_truncated`` record that replaced it,
-    and every record from there on names it. ``LogTampered`` at the first seq that fails;
-    the seq of that ``conversation_created`` otherwise. Give it ``bare_records``: what it
-    checks is then what is written."""
-    cid = conversation.id
-    last = verify_chain(cid, _canonical_only(cid, records))
-    start = own_log_start(conversation)
-    if last < start:
-        raise LogTampered(cid, last + 1, f"the log ends at {last}, before its conversation_created")
-    first = records[0].seq
-    if start < first or (start == first and records[0].kind == LogTruncated.KIND):
-        carried = records[0].fields["payload"].get("created")
-        if not isinstance(carried, dict) or not _is_created_of(conversation, carried):
-            raise LogTampered(cid, first, "log_truncated does not carry this conversation_created")
-        own = records[1:] if start == first else records
-    else:
-        at = start - first
-        if records[at] != seal_created(conversation, records[:at]):
-            raise LogTampered(cid, start, "not the conversation_created of this conversation")
-        own = records[at + 1 :]
-    for record in own:
-        if record.seq > start and record.fields.get("conversationId") != cid:
-            raise LogTampered(cid, record.seq, "a record of another conversation")
-    return start
-
-
-def _is_created_of(conversation: Conversation, wire: Mapping[str, Any]) -> bool:
-    """Whether a record's wire form is ``conversation``'s own ``conversation_created``."""
-    draft = conversation_created_draft(conversation)
-    time = wire.get("time")
-    # A fork's is sealed no earlier than the parent's record it follows, so it may be later
-    # than its creation time (RFC 3339 in UTC with microseconds sorts as text).
-    on_time = time == draft.time or (
-        conversation.parent is not None
-        and isinstance(time, str)
-        and len(time) == len(draft.time)
-        and time > draft.time
-    )
-    return (
-        on_time
-        and wire.get("kind") == ConversationCreated.KIND
-        and wire.get("id") == conversation.id == wire.get("conversationId")
-        and wire.get("payload") == orjson.loads(draft.payload_canonical)
-    )

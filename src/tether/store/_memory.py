@@ -8,7 +8,7 @@ freshly decoded so no caller can mutate what is stored.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -29,10 +29,8 @@ from tether.errors import (
 from tether.records import Record, RecordDraft
 from tether.store._common import (
     attachment_digests,
-    bare_records,
     check_drafts,
     check_fork_seq,
-    check_import,
     check_limit,
     check_session_filter,
     decode_session_cursor,
@@ -45,6 +43,7 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
+from tether.store._import import ImportCheck
 from tether.store._memory_parts import (
     AttachmentBook,
     MemoryGates,
@@ -756,11 +755,13 @@ class MemoryStore:
         return truncated
 
     async def import_conversation(
-        self, conversation: Conversation, records: Sequence[Record]
+        self, conversation: Conversation, records: Iterable[Record]
     ) -> bool:
         self._check_open()
-        records = bare_records(records)  # what is checked is what is kept
-        start = check_import(conversation, records)
+        check = ImportCheck(conversation)
+        records = [check.check(record) for record in records]  # what is checked is what is kept
+        check.finish()
+        start = check.start
         existing = self._logs.get(conversation.id)
         if (
             existing is not None

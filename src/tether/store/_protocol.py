@@ -8,7 +8,7 @@ All methods are coroutines; no backend exception escapes (see :mod:`tether.error
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
@@ -462,15 +462,21 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         ...
 
     async def import_conversation(
-        self, conversation: Conversation, records: Sequence[Record]
+        self, conversation: Conversation, records: Iterable[Record]
     ) -> bool:
         """Create ``conversation`` holding exactly ``records`` (its whole log, from its
-        ``conversation_created`` at seq 1, with their hashes), in one commit: how an exported
-        log comes back. Nothing is written unless the records chain (``LogTampered`` at the
-        first bad seq), the first is the ``conversation_created`` of ``conversation`` (its
-        id, key and parent), and neither the id nor the session key is taken
-        (``SessionExists``). Importing a log the store already holds, identical to its head
-        hash, is a no-op: returns ``False``; ``True`` when it was created.
+        ``conversation_created`` at seq 1, or from the ``log_truncated`` record retention
+        left, with their hashes), in one commit: how an exported log comes back. Nothing is
+        written unless the records chain (``LogTampered`` at the first bad seq), the first
+        is the ``conversation_created`` of ``conversation`` (its id, key and parent), and
+        neither the id nor the session key is taken (``SessionExists``). Importing a log
+        the store already holds, identical to its head hash, is a no-op: returns ``False``;
+        ``True`` when it was created.
+
+        ``records`` is iterated once, in order, each record checked as it comes and written
+        in batches inside the one transaction: a generator reading a file imports a log of
+        any length in bounded memory (the store never holds the whole log; a record that
+        fails rolls the import back). Iterating it may happen on the store's writer thread.
 
         Example::
 

@@ -14,7 +14,7 @@ import contextlib
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -29,9 +29,7 @@ from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
 from tether.store._common import (
-    bare_records,
     check_drafts,
-    check_import,
     check_limit,
     verify_anchored,
 )
@@ -518,14 +516,11 @@ class SqliteStore:
         return await self._write_touching(truncate_log, conversation_id, anchor)
 
     async def import_conversation(
-        self, conversation: Conversation, records: Sequence[Record]
+        self, conversation: Conversation, records: Iterable[Record]
     ) -> bool:
-        records = bare_records(records)  # what is checked is what is written
-        # The chain is re-derived here, before the writer is asked: its commit only writes.
-        start = check_import(conversation, records)
-        return await self._write_touching(
-            sessions_sql.import_conversation, conversation, records, start
-        )
+        # Checked as the writer's transaction takes them in: a log streamed from a file is
+        # never held whole, and a record that fails rolls the import back.
+        return await self._write_touching(sessions_sql.import_conversation, conversation, records)
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
         return await self._write(sessions_sql.put_schedule, schedule)

@@ -48,6 +48,7 @@ __all__ = (
     "head",
     "index_attachments",
     "insert_conversation",
+    "insert_conversation_row",
     "insert_records",
     "mint_fence",
     "move_anchor",
@@ -131,9 +132,34 @@ def insert_conversation(
     with its anchor and sessions index columns (and the prevHash of a first record that is a
     truncated log's ``log_truncated``), its records, the attachments they reference. Its
     number."""
+    last = records[-1]
+    number = insert_conversation_row(
+        conn,
+        conversation,
+        head=last,
+        size=sum(len(record.canonical) for record in records),
+        first_prev_hash=records[0].prev_hash,
+    )
+    insert_records(conn, number, records)
+    index_attachments(conn, conversation.id, records)
+    touched.append(conversation.id)
+    return number
+
+
+def insert_conversation_row(
+    conn: sqlite3.Connection,
+    conversation: Conversation,
+    *,
+    head: Record | None = None,
+    size: int = 0,
+    first_prev_hash: str = "",
+) -> int:
+    """Insert the row of ``conversation`` with the anchor and sessions index columns of a
+    log whose last record is ``head`` (left at their defaults without one, for an import
+    to set once its records are in); its number."""
     key = conversation.key
     parent = conversation.parent
-    last = records[-1]
+    activity = 0 if head is None else record_micros(head.canonical)
     number: int = conn.execute(
         "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
         "head_hash, last_activity, activity_floor, bytes, first_prev_hash) "
@@ -145,17 +171,14 @@ def insert_conversation(
             key.session,
             to_micros(conversation.created_at),
             None if parent is None else canonical_json(parent.to_json_object()),
-            last.seq,
-            bytes.fromhex(last.hash),
-            record_micros(last.canonical),
-            record_micros(last.canonical),
-            sum(len(record.canonical) for record in records),
-            bytes.fromhex(records[0].prev_hash) or None,
+            0 if head is None else head.seq,
+            b"" if head is None else bytes.fromhex(head.hash),
+            activity,
+            activity,
+            size,
+            bytes.fromhex(first_prev_hash) or None,
         ),
     ).fetchone()[0]
-    insert_records(conn, number, records)
-    index_attachments(conn, conversation.id, records)
-    touched.append(conversation.id)
     return number
 
 

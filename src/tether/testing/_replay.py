@@ -23,26 +23,21 @@ import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 from pydantic import JsonValue
 
-from tether.errors import HarnessMismatch, RecordDecodeError, ReplayDiverged
+from tether.errors import HarnessMismatch, ReplayDiverged
 from tether.journal import Harness, Journal, transcript
 from tether.messages import Message, ModelRequest, TextPart, ToolCallPart, ToolResultPart
 from tether.records import (
-    ConversationCreated,
     ExecutionEnded,
     ExecutionStarted,
-    LogTruncated,
     Record,
-    decode_record,
-    verify_chain,
 )
-from tether.store import Conversation, MemoryStore, SessionKey
+from tether.store import Conversation, LogWalk, MemoryStore
 
 __all__ = ("ReplayDivergence", "ReplayReport", "assert_replays", "read_log", "replay_log")
 
@@ -109,51 +104,22 @@ class ReplayReport:
 
 
 def read_log(lines: Iterable[bytes | str]) -> tuple[Conversation, list[Record]]:
-    """The conversation and records of an exported log (one record's JSON a line), its chain
-    verified: ``RecordDecodeError`` naming the line (and seq) of a record that does not
-    decode, ``LogTampered`` naming the seq where the chain breaks."""
-    records: list[Record] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(decode_record(line))
-        except RecordDecodeError as exc:
-            raise RecordDecodeError(f"line {number}{_seq_of(line)}: {exc}") from None
-    if not records:
-        raise RecordDecodeError("the log holds no records")
-    conversation_id = records[-1].conversation_id
-    verify_chain(conversation_id, records)
-    return _conversation_of(conversation_id, records), records
+    """The conversation and records of an exported log (one record's JSON a line, then the
+    export's trailer), its chain verified: ``RecordDecodeError`` naming the line (and seq)
+    of a record that does not decode, ``LogTampered`` naming the seq where the chain
+    breaks, ``ExportRefused`` if the trailer does not describe the records. A log without a
+    trailer (recorded before exports had one) is read too."""
+    walk = LogWalk()
+    records = list(walk.records(lines, require_trailer=False))
+    return walk.conversation(), records
 
 
-def _conversation_of(conversation_id: str, records: Sequence[Record]) -> Conversation:
-    """The conversation whose ``conversation_created`` record (its id is the conversation's)
-    the log holds: at seq 1, after a fork's inherited prefix, or carried by the
-    ``log_truncated`` record that replaced it."""
-    for stored in records:
-        record = stored
-        if stored.kind == LogTruncated.KIND:  # retention removed it: the anchor carries it
-            carried = stored.payload
-            assert isinstance(carried, LogTruncated)
-            if carried.created is None:
-                continue
-            record = decode_record(carried.created)
-        if record.kind == ConversationCreated.KIND and record.id == conversation_id:
-            created = record.payload
-            assert isinstance(created, ConversationCreated)
-            key = SessionKey(created.agent, created.instance, created.session)
-            moment = datetime.fromisoformat(record.time)
-            return Conversation(conversation_id, key, moment, created.parent)
-    raise RecordDecodeError(f"the log holds no conversation_created of {conversation_id}")
-
-
-def _seq_of(line: bytes | str) -> str:
-    try:
-        seq = orjson.loads(line).get("seq")
-    except (orjson.JSONDecodeError, AttributeError):
-        return ""
-    return f" (seq {seq})" if isinstance(seq, int) else ""
+def _conversation_of(records: Sequence[Record]) -> Conversation:
+    """The conversation of a log given as records (verified by the walk)."""
+    walk = LogWalk()
+    for record in records:
+        walk.take(record)
+    return walk.conversation()
 
 
 async def replay_log(
@@ -178,10 +144,7 @@ async def replay_log(
         )
     else:
         records = list(log)
-        if not records:
-            raise RecordDecodeError("the log holds no records")
-        verify_chain(records[-1].conversation_id, records)
-        conversation = _conversation_of(records[-1].conversation_id, records)
+        conversation = _conversation_of(records)
     definitions = agents() if callable(agents) else agents
     harness = await _build_harness(conversation, definitions, env or {})
     completed = _completed_executions(records)

@@ -171,13 +171,19 @@ async def _create_conversation(
 
 
 async def insert_conversation(
-    conn: Conn, conversation: Conversation, records: Sequence[Record], *, conflict: str = ""
+    conn: Conn,
+    conversation: Conversation,
+    records: Sequence[Record] | None,
+    *,
+    conflict: str = "",
 ) -> bool:
     """Insert the row of ``conversation`` whose log will be ``records`` (inserted next, in
-    the same transaction): its head, head hash, last activity and bytes are theirs.
+    the same transaction): its head, head hash, last activity and bytes are theirs (with
+    ``None``, an import's, left at nothing for it to set once its records are in).
     ``False``, inserting nothing, if a unique column (those ``conflict`` names, or any)
     is taken."""
-    key, last = conversation.key, records[-1]
+    key = conversation.key
+    last = records[-1] if records else None
     created = await (
         await conn.execute(
             "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
@@ -191,10 +197,10 @@ async def insert_conversation(
                 key.session,
                 conversation.created_at,
                 stored_parent(conversation.parent),
-                last.seq,
-                bytes.fromhex(last.hash),
-                record_time(last.canonical),
-                log_bytes(records),
+                0 if last is None else last.seq,
+                b"" if last is None else bytes.fromhex(last.hash),
+                conversation.created_at if last is None else record_time(last.canonical),
+                log_bytes(records or ()),
             ),
         )
     ).fetchone()

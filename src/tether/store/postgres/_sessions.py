@@ -15,16 +15,17 @@ attachments its records reference, in digest order, before a statement of its ow
 whether another conversation references them: two conversations erased at once that share
 an attachment cannot each keep it for the other. Everything else goes in one statement.
 
-**An import** checks the whole log first (``check_import``: the chain, the record its own
-log begins with), then writes the conversation row with its anchor, its records, the gates of
-its own records (a fork's copied ones stay its parent's) and what they reference, in one
-transaction.
+**An import** writes the conversation row, then its records in batches as they are checked
+(``ImportCheck``: the chain, the record its own log begins with), the gates of its own records
+(a fork's copied ones stay its parent's) and what they reference, then the row's anchor, in
+one transaction: a log streamed from a file is never held whole, and a record that fails
+rolls it all back.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Final
 
@@ -37,7 +38,6 @@ from tether.errors import ConversationNotFound, SessionExists, StoreUnavailable
 from tether.records import Record
 from tether.store._common import (
     attachment_digests,
-    check_import,
     check_limit,
     check_session_filter,
     decode_session_cursor,
@@ -46,6 +46,7 @@ from tether.store._common import (
     record_time,
     to_micros,
 )
+from tether.store._import import ImportCheck
 from tether.store._sessions import ErasedSession, SessionRow
 from tether.store._types import Conversation, SessionKey
 from tether.store.postgres._gates import index_gates
@@ -219,16 +220,18 @@ async def erase_session(conn: Conn, conversation_id: str, channels: Channels) ->
 
 
 async def import_conversation(
-    conn: Conn, conversation: Conversation, records: Sequence[Record], channels: Channels
+    conn: Conn, conversation: Conversation, records: Iterable[Record], channels: Channels
 ) -> bool:
-    """Create ``conversation`` holding exactly ``records``, in the caller's transaction;
-    ``False`` if the store holds that very log already."""
-    records = list(records)
-    start = check_import(conversation, records)
-    last = records[-1]
-    if not await insert_conversation(conn, conversation, records):
+    """Create ``conversation`` holding exactly ``records``, each checked as it comes
+    (:class:`ImportCheck`) and written in batches, in the caller's transaction (a record
+    that fails rolls it all back); ``False`` if the store holds that very log already."""
+    check = ImportCheck(conversation)
+    if not await insert_conversation(conn, conversation, None):
         # Its id or its session key is taken: by this log (the head hash seals all of it,
-        # the key and the parent included), or by another.
+        # the key and the parent included), or by another. The whole log is checked first.
+        for _ in check.batches(records):
+            pass
+        last = check.finish()
         held = await (
             await conn.execute(
                 "SELECT head, head_hash FROM conversations WHERE id = %s", (conversation.id,)
@@ -237,11 +240,24 @@ async def import_conversation(
         if held is not None and (int(held[0]), bytes(held[1]).hex()) == (last.seq, last.hash):
             return False
         raise SessionExists(str(conversation.key))
-    await insert_records(conn, conversation.id, records)
-    # Its own records' gates (a fork's copied ones are its parent's); a truncated log's
-    # records start at its anchor, so they are told apart by seq, not by position.
-    await index_gates(conn, conversation.id, [r for r in records if r.seq >= start])
-    await index_refs(conn, conversation.id, records)
+    for batch in check.batches(records):
+        await insert_records(conn, conversation.id, batch)
+        # Its own records' gates (a fork's copied ones are its parent's); a truncated log's
+        # records start at its anchor, so they are told apart by seq, not by position.
+        await index_gates(conn, conversation.id, [r for r in batch if r.seq >= check.start])
+        await index_refs(conn, conversation.id, batch)
+    last = check.finish()
+    await conn.execute(
+        "UPDATE conversations SET head = %s, head_hash = %s, "
+        "last_activity_at = %s::timestamptz, bytes = %s WHERE id = %s",
+        (
+            last.seq,
+            bytes.fromhex(last.hash),
+            record_time(last.canonical),
+            check.bytes,
+            conversation.id,
+        ),
+    )
     await notify(conn, channels.append, f"{conversation.id}:{last.seq}")
     return True
 

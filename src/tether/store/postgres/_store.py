@@ -5,7 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -751,7 +759,7 @@ class PostgresStore:
         return truncated
 
     async def import_conversation(
-        self, conversation: Conversation, records: Sequence[Record]
+        self, conversation: Conversation, records: Iterable[Record]
     ) -> bool:
         return await self._run(_sessions.import_conversation, conversation, records, self._channels)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -585,6 +586,57 @@ class SessionCases(BaseConformance):
         assert await store.list_sessions() == []
         assert await store.list_gates() == []
         assert await store.import_conversation(conversation, records) is True
+
+    @case
+    async def test_a_long_log_streams_in_and_a_late_failure_writes_nothing(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """``records`` may be a generator (a file read line by line): it is iterated once,
+        and written in batches inside one transaction. A record that fails after several
+        batches went in, or the generator's own error after the last record (a reader that
+        finds the file's trailer disagrees), leaves nothing of the conversation."""
+        async with MemoryStore() as source:
+            cid = await _open(source, "conv-1", session="long")
+            body = "x" * 5_000  # batches close on their bytes, not only on their count
+            for start in range(1, 1_100, 100):
+                said = [UserMessage(body=f"{n} {body}") for n in range(100)]
+                await _append(source, cid, *(_draft(fx, start + n, p) for n, p in enumerate(said)))
+            await _append(source, cid, _draft(fx, 1_200, _gate(cid, 4), execution_id="exe-1"))
+            conversation, records = await _export(source, cid)
+            expected_sessions = await source.list_sessions()
+            expected_gates = await source.list_gates()
+        assert len(records) == 1_102
+        taken: list[int] = []
+
+        def streamed(log: list[Record], *, then: Exception | None = None) -> Iterator[Record]:
+            for record in log:
+                taken.append(record.seq)
+                yield record
+            if then is not None:
+                raise then
+
+        late = _forged(records[-2], canonical=records[-2].canonical.replace(b"x", b"y", 1))
+        with pytest.raises(LogTampered) as raised:
+            await store.import_conversation(conversation, streamed([*records[:-2], late]))
+        assert raised.value.seq == len(records) - 1
+        await _nothing_of(store, conversation)
+        with pytest.raises(ValueError, match="the trailer disagrees"):
+            await store.import_conversation(
+                conversation, streamed(records, then=ValueError("the trailer disagrees"))
+            )
+        await _nothing_of(store, conversation)
+        assert await store.list_sessions() == [] and await store.list_gates() == []
+
+        taken.clear()
+        assert await store.import_conversation(conversation, streamed(records)) is True
+        assert taken == [record.seq for record in records]  # once, in order
+        assert await _export(store, cid) == (conversation, records)
+        assert await store.verify(cid) == len(records)
+        assert await store.list_sessions() == expected_sessions
+        assert await store.list_gates() == expected_gates
+        taken.clear()
+        assert await store.import_conversation(conversation, streamed(records)) is False
+        assert taken == [record.seq for record in records]
 
     @case
     async def test_an_import_of_a_taken_key_or_id_is_refused(
