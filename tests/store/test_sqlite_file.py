@@ -35,7 +35,6 @@ from tether.store._sqlite_schema import (
     SCHEMA_VERSION,
     WAL_AUTOCHECKPOINT_PAGES,
 )
-
 from tether.testing.storetest import Fixtures
 
 from ..kill import killed_repeatedly
