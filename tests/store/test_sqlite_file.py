@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tether._ids import new_ulid
+from tether.engine import Runtime
 from tether.errors import (
     Conflict,
     Fenced,
@@ -37,6 +39,8 @@ from tether.store._sqlite_schema import (
 )
 from tether.testing.storetest import Fixtures
 
+from ..engine.agents import echo_agent
+from ..engine.conftest import FAST
 from ..kill import killed_repeatedly
 from ..processes import start
 
@@ -399,6 +403,51 @@ async def test_a_rolled_back_batch_tells_none_of_its_writers_done(
         # ... and the store goes on writing
         [record] = await store.append(cid, [_draft()], expected_seq=1, fence=0)
         assert record.seq == 2 and (await store.admit(after)).submission.id == after.id
+
+
+def _copies(directory: Path, text: str) -> dict[str, int]:
+    """How often ``text`` occurs in the raw bytes of each of the store's files."""
+    return {
+        name: (directory / name).read_bytes().count(text.encode())
+        for name in ("tether.db", "tether.db-wal", "tether.db-shm")
+    }
+
+
+@pytest.mark.parametrize("library_default", ["on", "off"])
+async def test_an_erased_session_leaves_no_copy_of_its_text_in_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_default: str
+) -> None:
+    """An erase overwrites: nothing of the session's text stays readable in the database
+    file, its WAL or its shared memory, though each message went through many pages and
+    commits (its submission's row rewritten at claim and settlement, pages shared with a
+    session that goes on), and the store is still open. ``secure_delete`` is on by default
+    in some builds of SQLite (Debian's) and off in others; an update leaves the row's old
+    version in its page unless it is on from the start."""
+    if library_default == "off":
+        connect = sqlite3.connect
+
+        def connect_as_built_without(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            conn = connect(*args, **kwargs)
+            conn.execute("PRAGMA secure_delete=OFF")
+            return conn
+
+        monkeypatch.setattr(sqlite3, "connect", connect_as_built_without)
+    canary = f"canary-{new_ulid()}"
+    async with (
+        await SqliteStore.open(tmp_path) as store,
+        Runtime({"echo": echo_agent()}, store, **FAST) as runtime,
+    ):
+        for n in range(20):
+            for session, text in (("gone", f"{canary} {n}"), ("kept", f"other {n}")):
+                receipt = await runtime.dispatch("echo", "acme", text, session=session)
+                await runtime.wait(receipt.submission_id)
+        assert sum(_copies(tmp_path, canary).values()) > 20
+        await runtime.erase_session("echo", "acme", session="gone")
+        assert _copies(tmp_path, canary) == {"tether.db": 0, "tether.db-wal": 0, "tether.db-shm": 0}
+        kept = await store.find_conversation(SessionKey("echo", "acme", "kept"))
+        assert await store.verify(kept.id) == await store.head(kept.id)
+        receipt = await runtime.dispatch("echo", "acme", "after", session="kept")
+        assert (await runtime.wait(receipt.submission_id))["status"] == "succeeded"
 
 
 def test_inline_commits_keep_order_while_other_threads_queue(tmp_path: Path) -> None:
