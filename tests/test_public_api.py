@@ -80,6 +80,7 @@ PUBLIC = {
         "SessionExists",
         "StoreError",
         "StoreUnavailable",
+        "SubagentLimitReached",
         "SubmissionNotFound",
         "TetherError",
         "TransientError",
