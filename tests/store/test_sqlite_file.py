@@ -427,7 +427,7 @@ async def test_an_erased_session_leaves_no_copy_of_its_text_in_the_files(
         connect = sqlite3.connect
 
         def connect_as_built_without(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-            conn = connect(*args, **kwargs)
+            conn: sqlite3.Connection = connect(*args, **kwargs)
             conn.execute("PRAGMA secure_delete=OFF")
             return conn
 

@@ -244,7 +244,7 @@ def compaction_events(correlation: Correlation, record: Record) -> list[EngineEv
     :class:`RecoveryDecided` (``compact_overflow``) when the context had overflowed."""
     compaction = record.payload
     assert isinstance(compaction, Compaction)  # the record's kind says so
-    compacted = Compacted(correlation, reason=compaction.reason)
+    compacted = Compacted(correlation, reason=compaction.reason or "manual")
     if compaction.reason != "overflow":
         return [compacted]
     detail = f"first kept seq {compaction.first_kept_seq}"

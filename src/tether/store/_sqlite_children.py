@@ -4,8 +4,9 @@ connection.
 
 Each query is served by a partial index of the v9 schema (``submissions_children``,
 ``submissions_wait_deadlines``): rows of root submissions, and waits without a deadline, are
-not in them (the walk up to a tree's root goes by the primary key). The wake runs on the writer's connection inside the transaction that settles a child,
-and only for a child: a root submission's settlement runs no statement more.
+not in them (the walk up to a tree's root goes by the primary key). The wake runs on the
+writer's connection inside the transaction that settles a child, and only for a child: a root
+submission's settlement runs no statement more.
 """
 
 from __future__ import annotations
