@@ -73,8 +73,7 @@ it resolves ``submissions`` in that schema whatever the caller's search path."""
 
 
 _LOCK_TREE_ROOT: Final = (
-    f"SELECT id FROM submissions WHERE id = ({TREE_ROOT.format(param='%s')}) "
-    "FOR NO KEY UPDATE"
+    f"SELECT id FROM submissions WHERE id = ({TREE_ROOT.format(param='%s')}) FOR NO KEY UPDATE"
 )
 _TREE_SIZE: Final = TREE_SIZE.format(param="%s")
 
