@@ -82,7 +82,8 @@ async def lock_tree_root(conn: Conn, parent_id: str) -> str | None:
     """The root of the subagent tree ``parent_id`` belongs to, its row locked to the end of
     the transaction (``None`` if this store does not hold the parent or an ancestor): every
     admission into one tree takes this lock before it counts, so two cannot both count the
-    same total. Upwards only, like the wake's locks."""
+    same total. It is the one existing row an admission locks (its other writes are new
+    rows), so while it holds it, it waits for no other lock of the tree."""
     row = await (await conn.execute(_LOCK_TREE_ROOT, (parent_id,))).fetchone()
     return None if row is None else str(row[0])
 
