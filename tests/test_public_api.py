@@ -81,6 +81,7 @@ PUBLIC = {
         "SessionExists",
         "StoreError",
         "StoreUnavailable",
+        "SubagentLimitReached",
         "SubmissionNotFound",
         "TetherError",
         "TransientError",

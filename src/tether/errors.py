@@ -69,6 +69,7 @@ __all__ = (
     "SessionExists",
     "StoreError",
     "StoreUnavailable",
+    "SubagentLimitReached",
     "SubmissionNotFound",
     "TetherError",
     "TransientError",
@@ -204,6 +205,22 @@ class DispatchConflict(StoreError):
         super().__init__(
             f"dispatch id {dispatch_id!r} was already used in {session_key} "
             "with a different payload"
+        )
+
+
+class SubagentLimitReached(StoreError):
+    """A child submission would take its subagent tree past its total
+    (``TaskParent.max_total``): ``root_submission_id``'s tree holds ``limit`` submissions
+    below it already. Nothing was admitted."""
+
+    code = "subagent_limit_reached"
+
+    def __init__(self, root_submission_id: str, limit: int) -> None:
+        self.root_submission_id = root_submission_id
+        self.limit = limit
+        super().__init__(
+            f"the subagent tree of submission {root_submission_id} holds its limit of "
+            f"{limit} submissions"
         )
 
 

@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from tether.agent import agent_spec, tool
 from tether.agent._agent import SUMMARY_PROMPT
-from tether.engine import AgentDefinition, Runtime
+from tether.engine import AgentDefinition, Compacted, EngineEvent, RecoveryDecided, Runtime
 from tether.journal import Journal
 from tether.models import Failure, Rule, ScriptedModel, ToolUse
 from tether.records import Compaction
@@ -36,13 +36,23 @@ async def test_an_overflow_compacts_and_retries(make_runtime: Make, store: Store
         default="ok",
     )
     spec = agent_spec(model, model_name="test")
-    async with make_runtime({"bot": AgentDefinition(lambda i, e: spec)}) as runtime:
+    events: list[EngineEvent] = []
+    async with make_runtime(
+        {"bot": AgentDefinition(lambda i, e: spec)}, observers=[events.append]
+    ) as runtime:
         for text in ("hi", "hello", "third"):
             receipt = await runtime.dispatch("bot", "acme", text)
             assert (await settle(runtime, receipt.submission_id))["result"] == "ok"
         records = await store.read(receipt.conversation_id)
     [compaction] = [r for r in records if r.kind == "compaction"]
     assert isinstance(compaction.payload, Compaction) and compaction.payload.reason == "overflow"
+    # Observers hear of it as of a manual compaction, and of the recovery it was.
+    [recovery, compacted] = [e for e in events if isinstance(e, RecoveryDecided | Compacted)]
+    assert isinstance(recovery, RecoveryDecided) and recovery.decision == "compact_overflow"
+    assert recovery.detail == f"first kept seq {compaction.payload.first_kept_seq}"
+    assert isinstance(compacted, Compacted) and compacted.reason == "overflow"
+    assert recovery.correlation.submission_id == receipt.submission_id == compaction.submission_id
+    assert compacted.correlation == recovery.correlation
     assert compaction.payload.summary == "the user greeted me twice"
     retried = model.calls[-1].messages
     assert retried[0].text.startswith("Summary of the conversation so far:")
@@ -81,12 +91,20 @@ async def test_a_threshold_compacts_before_the_next_call(make_runtime: Make, sto
         reserve_tokens=100,
         keep_tokens=120,
     )
-    async with make_runtime({"bot": AgentDefinition(lambda i, e: spec)}) as runtime:
+    events: list[EngineEvent] = []
+    async with make_runtime(
+        {"bot": AgentDefinition(lambda i, e: spec)}, observers=[events.append]
+    ) as runtime:
         receipt = await runtime.dispatch("bot", "acme", "read it " + "y" * 300)
         assert (await settle(runtime, receipt.submission_id))["result"] == "done"
     records = await store.read(receipt.conversation_id)
     reasons = [r.payload.reason for r in records if isinstance(r.payload, Compaction)]
     assert reasons == ["threshold"]
+    # Planned, not a recovery: a Compacted event and no RecoveryDecided.
+    assert [(type(e), getattr(e, "reason", None)) for e in events if isinstance(e, Compacted)] == [
+        (Compacted, "threshold")
+    ]
+    assert not [e for e in events if isinstance(e, RecoveryDecided)]
     assert (
         model.calls[-1].messages[0].text
         == "Summary of the conversation so far:\nfetched a long document"
@@ -94,3 +112,21 @@ async def test_a_threshold_compacts_before_the_next_call(make_runtime: Make, sto
     assert await (await Journal.open(store, receipt.conversation_id, fence=0)).replay(
         spec.harness
     ) == ["done"]
+
+
+async def test_a_queued_compaction_is_heard_once(make_runtime: Make, store: Store) -> None:
+    spec = agent_spec(ScriptedModel([Rule(SUMMARY_PROMPT, "a greeting")], default="ok"))
+    events: list[EngineEvent] = []
+    async with make_runtime(
+        {"bot": AgentDefinition(lambda i, e: spec)}, observers=[events.append]
+    ) as runtime:
+        receipt = await runtime.dispatch("bot", "acme", "hi")
+        await settle(runtime, receipt.submission_id)
+        compaction = await runtime.compact("bot", "acme")
+        assert (await settle(runtime, compaction.submission_id))["result"] == {
+            "compacted": True,
+            "firstKeptSeq": 3,
+        }
+    [compacted] = [e for e in events if isinstance(e, Compacted)]
+    assert compacted.reason == "manual"
+    assert compacted.correlation.submission_id == compaction.submission_id

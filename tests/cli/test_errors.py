@@ -37,6 +37,9 @@ def test_an_app_that_cannot_be_loaded(tmp_path: Path) -> None:
     assert "agents() failed: RuntimeError: boom" in failed.error
     failed = tether("worker", "--app", "broken_app:nothing", cwd=tmp_path, code=7)
     assert "module broken_app has no 'nothing'" in failed.error
+    (tmp_path / "harness_app.py").write_text("def agents():\n    return {'h': object()}\n")
+    failed = tether("worker", "--app", "harness_app:agents", cwd=tmp_path, code=7)
+    assert "agents['h'] must be an AgentDefinition, got object" in failed.error
 
 
 def test_a_busy_port(tmp_path: Path) -> None:

@@ -218,6 +218,45 @@ async def test_calls_past_the_limit_get_an_error_result_at_once(
     assert len(await store.list_children(receipt.submission_id)) == 2
 
 
+async def test_a_whole_tree_spawns_at_most_its_total(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    """Three leads of three researchers each would be twelve submissions below the root
+    (fan-out to the power of the depth); ``max_total=5`` stops the tree at five, whichever
+    of the leads running at once spawns first, and each call past it gets an error result
+    at once, at every depth."""
+    leads = [{"agent": "lead", "prompt": f"area {i}"} for i in range(3)]
+    topics = [{"agent": "researcher", "prompt": f"topic {i}"} for i in range(3)]
+    runtime = make_runtime(
+        {
+            "assistant": define(delegating(*leads)),
+            "lead": define(delegating(*topics)),
+            "researcher": define(researcher()),
+        },
+        subagents={"assistant": ["lead"], "lead": ["researcher"]},
+        subagent_limits=SubagentLimits(max_depth=2, max_total=5),
+    )
+    await runtime.start()
+    receipt = await runtime.dispatch("assistant", "acme", "survey three areas")
+    async with asyncio.timeout(WAIT):
+        settled = await runtime.wait(receipt.submission_id)
+    assert settled["status"] == "succeeded"
+    below = await store.list_children(receipt.submission_id)
+    for child in list(below):
+        below += await store.list_children(child.id)
+    assert len(below) == 5
+    refusals = 0
+    for submission in [await store.get_submission(receipt.submission_id), *below]:
+        for record in await _records(store, submission.conversation_id):
+            payload = record.payload
+            if isinstance(payload, ToolOutcome) and str(payload.content).startswith(
+                "task: the limit of 5 subagent tasks for this whole task tree is reached"
+            ):
+                assert payload.is_error
+                refusals += 1
+    assert refusals == 12 - 5
+
+
 @pytest.mark.parametrize(
     ("task", "problem"),
     [

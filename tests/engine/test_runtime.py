@@ -7,13 +7,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import Runtime
+from tether.engine import AgentSpec, Runtime
 from tether.errors import DispatchConflict, InvalidDispatch, RuntimeClosed, UnknownAgent
 from tether.models import ScriptedModel
 from tether.records import SubmissionSettled
 from tether.store import NewSubmission, SessionKey, Store, SubmissionStatus
 from tether.testing import RecordingTools
 
+from ..journal.harnesses import EchoHarness
 from .agents import echo_agent, loop_agent, slow_tools
 
 Make = Callable[..., Runtime]
@@ -179,6 +180,30 @@ async def test_startup_finishes_interrupted_settlements(make_runtime: Make, stor
     assert outcome == payload
     records = await store.read("conv-t")
     assert [r.kind for r in records].count("submission_settled") == 1
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (EchoHarness(), "EchoHarness"),
+        (AgentSpec(harness=EchoHarness()), "AgentSpec"),
+        (lambda instance, env: AgentSpec(harness=EchoHarness()), "function"),
+        (None, "NoneType"),
+    ],
+)
+def test_an_agent_that_is_no_definition_is_refused_at_construction(
+    given: object, named: str
+) -> None:
+    """Accepted, it failed every attempt of every submission in a retry loop instead."""
+    with pytest.raises(TypeError) as caught:
+        Runtime({"echo": echo_agent(), "h": given}, "memory://")  # type: ignore[dict-item]
+    assert "agents['h']" in str(caught.value) and named in str(caught.value)
+    assert "AgentDefinition" in str(caught.value)
+
+
+def test_agents_that_are_no_mapping_are_refused_at_construction() -> None:
+    with pytest.raises(TypeError, match=r"a mapping of agent names to AgentDefinition.*list"):
+        Runtime([echo_agent()], "memory://")  # type: ignore[arg-type]
 
 
 async def test_graceful_shutdown_releases_without_burning_an_attempt(

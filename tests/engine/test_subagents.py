@@ -10,11 +10,18 @@ from tether.store import MemoryStore
 def test_the_seed_defaults() -> None:
     limits = SubagentLimits()
     assert (limits.max_children_per_run, limits.max_depth, limits.max_wait) == (8, 1, None)
+    assert limits.max_total == 100 and SubagentLimits(max_total=None).max_total is None
 
 
 @pytest.mark.parametrize(
     "settings",
-    [{"max_children_per_run": 0}, {"max_depth": 0}, {"max_wait": 0}, {"max_wait": -1.0}],
+    [
+        {"max_children_per_run": 0},
+        {"max_depth": 0},
+        {"max_wait": 0},
+        {"max_wait": -1.0},
+        {"max_total": 0},
+    ],
 )
 def test_limits_that_allow_nothing_are_refused(settings: dict[str, float]) -> None:
     with pytest.raises(ValueError):

@@ -27,8 +27,9 @@ from .test_exec import kinds
 class FakeDelegation:
     """Children that settle when the test says so; counts every spawn it was asked for."""
 
-    def __init__(self, refuse: str | None = None) -> None:
+    def __init__(self, refuse: str | None = None, refuse_at_admission: str | None = None) -> None:
         self.refusal = refuse
+        self.admission_refusal = refuse_at_admission
         self.spawns: list[str] = []
         self.settled: dict[str, str] = {}
         self.delivered_calls: list[str] = []
@@ -36,8 +37,10 @@ class FakeDelegation:
     async def refuse(self, call: ToolCall) -> str | None:
         return self.refusal
 
-    async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned:
+    async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned | str:
         self.spawns.append(call.call_id)
+        if self.admission_refusal is not None:
+            return self.admission_refusal
         return TaskSpawned(
             call_id=call.call_id,
             agent="researcher",
@@ -165,6 +168,42 @@ async def test_a_refused_call_gets_its_error_in_the_intents_commit(store: Store)
     )
     assert delegation.spawns == []
     assert "task_spawned" not in kinds(await store.read(cid))
+
+
+async def test_a_call_refused_at_admission_gets_its_error_after_its_intent(
+    store: Store,
+) -> None:
+    """A limit only the admission can check exactly (a tree's total, another process's spawn
+    reaching it first) refuses a call whose intent is durable already: its error is the
+    call's outcome, nothing waits, a replay serves it, and a resume of a cut between the
+    intent and the refusal asks again."""
+    full = "task: the limit of 100 subagent tasks for this task tree is reached"
+    cid = await new_conversation(store)
+    delegation = FakeDelegation(refuse_at_admission=full)
+    result = await (await _open(store, cid, delegation)).exec(Fanout(), [user("go")])
+    assert result.output == f"summed: {full} + {full}"
+    assert delegation.spawns == ["a", "b"]
+    records = await store.read(cid)
+    calls = [kind for kind in kinds(records) if kind.startswith(("tool_", "task_"))]
+    assert calls == ["tool_called", "tool_outcome", "tool_called", "tool_outcome"]
+    outcomes = [r.payload for r in records if isinstance(r.payload, ToolOutcome)]
+    assert [(o.content, o.is_error) for o in outcomes] == [(full, True), (full, True)]
+    replaying = FakeDelegation()
+    assert await (await _open(store, cid, replaying)).replay(Fanout()) == [result.output]
+    assert replaying.spawns == []
+
+    cut = await new_conversation(store, "cut")
+    dying = FakeDelegation()
+
+    async def die(call: ToolCall, intent: Record) -> TaskSpawned:
+        raise ConnectionError("the process died admitting the child")
+
+    dying.spawn = die  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        await (await _open(store, cut, dying)).exec(Fanout(), [user("go")])
+    resumed = await (await _open(store, cut, delegation)).resume(Fanout())
+    assert resumed is not None and resumed.output == f"summed: {full} + {full}"
+    assert "task_spawned" not in kinds(await store.read(cut))
 
 
 async def test_without_a_delegation_a_live_task_call_fails(

@@ -1,6 +1,8 @@
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -10,7 +12,8 @@ from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
 from tether.records import RecordDraft, UserMessage
 from tether.store import NewSubmission, SessionKey, Store
 from tether.store.postgres import SCHEMA_VERSION, PostgresStore
-from tether.store.postgres._schema import MIGRATIONS
+from tether.store.postgres import _schema as schema_module
+from tether.store.postgres._schema import BACKFILLS, MIGRATIONS
 from tether.testing.storetest import StoreConformance
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
@@ -117,11 +120,62 @@ async def test_a_migrated_schema_equals_a_fresh_one(from_version: int) -> None:
     assert _catalog(old) == _catalog(fresh)
 
 
-async def test_processes_starting_together_migrate_once() -> None:
-    url = store_url(fresh_schema())
+def _writers(schema: str) -> set[str]:
+    """The transactions that wrote the schema's catalog rows (its tables, indexes,
+    constraints and functions) and its version row, as they stand."""
+    with psycopg.connect(POSTGRES_URL) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT xmin::text FROM pg_class WHERE relnamespace = %(s)s::regnamespace "
+                "UNION SELECT xmin::text FROM pg_constraint "
+                "WHERE connamespace = %(s)s::regnamespace "
+                "UNION SELECT xmin::text FROM pg_proc WHERE pronamespace = %(s)s::regnamespace "
+                "UNION SELECT xmin::text FROM {}.tether_schema"
+            ).format(sql.Identifier(schema)),
+            {"s": schema},
+        ).fetchall()
+    return {xid for (xid,) in rows}
+
+
+async def test_processes_starting_together_migrate_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four stores opening a new schema at once, then a fifth: every migration step and
+    backfill runs once in all, in one transaction; the others find the schema current and
+    change nothing (a step run again, even an idempotent one, would show in both counts: its
+    statement sent twice, and a catalog row or the version row rewritten by a second
+    transaction)."""
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def logged(
+        self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        if isinstance(query, str):
+            sent.append(query)
+        return await execute(self, query, *args, **kwargs)
+
+    backfilled: list[int] = []
+
+    def counted(number: int, backfill: Callable[[Any], Awaitable[None]]) -> Any:
+        async def run(conn: Any) -> None:
+            backfilled.append(number)
+            await backfill(conn)
+
+        return run
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", logged)
+    monkeypatch.setattr(
+        schema_module, "BACKFILLS", {n: counted(n, fn) for n, fn in BACKFILLS.items()}
+    )
+    schema = fresh_schema()
+    url = store_url(schema)
     stores = await asyncio.gather(*(PostgresStore.open(url) for _ in range(4)))
+    stores.append(await PostgresStore.open(url))
     for store in stores:
         await store.close()
+    assert [sent.count(step) for step in MIGRATIONS] == [1] * SCHEMA_VERSION
+    assert sent.count("UPDATE tether_schema SET version = %s") == 1
+    assert sorted(backfilled) == sorted(BACKFILLS)
+    assert len(_writers(schema)) == 1
 
 
 async def test_a_newer_schema_is_refused() -> None:

@@ -250,17 +250,22 @@ async def test_every_query_of_a_served_request_is_served_by_an_index(
 
 async def _subagent_steps(store: Store) -> None:
     """What the subagent steps run against a store: children admitted under a parent that
-    parks for them (with a deadline), listed, settled one way each, the expired waits swept."""
+    parks for them (with a deadline), in a tree whose total is bounded (a grandchild counts
+    too), listed, settled one way each, the expired waits swept."""
     fx = Fixtures(store)
     root = await fx.claim(await fx.admit("root"))
     children = [
         await fx.admit(
             f"task-{call}",
             dispatch_id=f"{root.id}:{call}",
-            parent=TaskParent(root.id, root.conversation_id, 1, call, depth=1),
+            parent=TaskParent(root.id, root.conversation_id, 1, call, depth=1, max_total=10),
         )
         for call in ("a", "b")
     ]
+    await fx.admit(
+        "task-a1",
+        parent=TaskParent(children[0].id, children[0].conversation_id, 1, "a1", 2, max_total=10),
+    )
     parked = await store.park(
         root.id,
         attempt_id=str(root.attempt_id),
@@ -284,6 +289,7 @@ async def test_every_query_of_the_subagent_steps_is_served_by_an_index(
     await _subagent_steps(store)
     judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
     assert any("wait_until" in statement for statement in judged)
+    assert sum("WITH RECURSIVE" in statement for statement in judged) == 2  # a tree's total
     assert capture.scans() == []
 
 

@@ -8,16 +8,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tether.errors import Conflict, Fenced, LogTampered, StoreUnavailable, UnsupportedSchema
+from tether._ids import new_ulid
+from tether.engine import Runtime
+from tether.errors import (
+    Conflict,
+    Fenced,
+    LogTampered,
+    StoreUnavailable,
+    SubmissionNotFound,
+    UnsupportedSchema,
+)
 from tether.records import PAYLOAD_TYPES, RecordDraft, UserMessage
 from tether.store import MemoryStore, SessionKey, SqliteStore, open_store
+from tether.store._sqlite_append import Appender
 from tether.store._sqlite_kinds import KIND_CODES, kind_code, kind_name
 from tether.store._sqlite_schema import (
     _MIGRATIONS,
@@ -26,7 +37,10 @@ from tether.store._sqlite_schema import (
     SCHEMA_VERSION,
     WAL_AUTOCHECKPOINT_PAGES,
 )
+from tether.testing.storetest import Fixtures
 
+from ..engine.agents import echo_agent
+from ..engine.conftest import FAST
 from ..kill import killed_repeatedly
 from ..processes import start
 
@@ -313,6 +327,127 @@ async def test_closing_commits_the_writes_gathered_but_not_yet_committed(tmp_pat
     assert [r.seq for r in await append] == [2]
     async with await SqliteStore.open(tmp_path) as reopened:
         assert await reopened.verify(cid) == 2
+
+
+class _Interrupt(BaseException):
+    """What no operation's savepoint catches (as ``KeyboardInterrupt`` would not be)."""
+
+
+def _interrupted(conn: sqlite3.Connection, touched: list[str]) -> None:
+    raise _Interrupt
+
+
+@contextlib.asynccontextmanager
+async def _writer_held(store: SqliteStore) -> AsyncIterator[None]:
+    """The writer thread is busy meanwhile, so every write queued then is one batch."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(conn: sqlite3.Connection, touched: list[str]) -> None:
+        entered.set()
+        release.wait(10)
+
+    held = asyncio.ensure_future(store._writer.submit(hold))
+    assert await asyncio.to_thread(entered.wait, 10)
+    try:
+        yield
+    finally:
+        release.set()
+        await held
+
+
+@pytest.mark.usefixtures("quick_disk")
+@pytest.mark.parametrize("commits", ["inline", "thread"])
+@pytest.mark.parametrize("failing", ["operation", "appends"])
+async def test_a_rolled_back_batch_tells_none_of_its_writers_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commits: str, failing: str
+) -> None:
+    """One commit rolled back fails every write in it: an admit that came before or after
+    the write that broke it must not return as done for a submission that does not exist."""
+    async with await SqliteStore.open(tmp_path, inline_commits=commits == "inline") as store:
+        fx = Fixtures(store)
+        cid = await _conversation(store)
+        before = fx.new("before")
+        after = fx.new("after")
+        if failing == "appends":  # the run of appends breaks after sealing both
+            append_all = Appender.append_all
+
+            def breaking(self: Appender, conn: sqlite3.Connection, requests: Any) -> None:
+                append_all(self, conn, requests)
+                raise MemoryError
+
+            monkeypatch.setattr(Appender, "append_all", breaking)
+        held = _writer_held(store) if commits == "thread" else contextlib.nullcontext()
+        async with held:
+            writes = [
+                asyncio.ensure_future(store.admit(before)),
+                asyncio.ensure_future(store.append(cid, [_draft()], expected_seq=1, fence=0)),
+                asyncio.ensure_future(store.append(cid, [_draft()], expected_seq=2, fence=0)),
+                *(
+                    [asyncio.ensure_future(store._writer.submit(_interrupted))]
+                    if failing == "operation"
+                    else []
+                ),
+                asyncio.ensure_future(store.admit(after)),
+            ]
+            await asyncio.sleep(0)  # every write is queued in this one iteration
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        monkeypatch.undo()
+        if failing == "operation":
+            assert isinstance(results[3], _Interrupt)  # its own error reaches its caller
+            del results[3]
+        assert [type(result) for result in results] == [StoreUnavailable] * 4
+        assert await store.head(cid) == 1
+        for new in (before, after):
+            with pytest.raises(SubmissionNotFound):
+                await store.get_submission(new.id)
+        # ... and the store goes on writing
+        [record] = await store.append(cid, [_draft()], expected_seq=1, fence=0)
+        assert record.seq == 2 and (await store.admit(after)).submission.id == after.id
+
+
+def _copies(directory: Path, text: str) -> dict[str, int]:
+    """How often ``text`` occurs in the raw bytes of each of the store's files."""
+    return {
+        name: (directory / name).read_bytes().count(text.encode())
+        for name in ("tether.db", "tether.db-wal", "tether.db-shm")
+    }
+
+
+@pytest.mark.parametrize("library_default", ["on", "off"])
+async def test_an_erased_session_leaves_no_copy_of_its_text_in_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_default: str
+) -> None:
+    """An erase overwrites: nothing of the session's text stays readable in the database
+    file, its WAL or its shared memory, though each message went through many pages and
+    commits (its submission's row rewritten at claim and settlement, pages shared with a
+    session that goes on), and the store is still open. ``secure_delete`` is on by default
+    in some builds of SQLite (Debian's) and off in others; an update leaves the row's old
+    version in its page unless it is on from the start."""
+    if library_default == "off":
+        connect = sqlite3.connect
+
+        def connect_as_built_without(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            conn: sqlite3.Connection = connect(*args, **kwargs)
+            conn.execute("PRAGMA secure_delete=OFF")
+            return conn
+
+        monkeypatch.setattr(sqlite3, "connect", connect_as_built_without)
+    canary = f"canary-{new_ulid()}"
+    async with (
+        await SqliteStore.open(tmp_path) as store,
+        Runtime({"echo": echo_agent()}, store, **FAST) as runtime,
+    ):
+        for n in range(20):
+            for session, text in (("gone", f"{canary} {n}"), ("kept", f"other {n}")):
+                receipt = await runtime.dispatch("echo", "acme", text, session=session)
+                await runtime.wait(receipt.submission_id)
+        assert sum(_copies(tmp_path, canary).values()) > 20
+        await runtime.erase_session("echo", "acme", session="gone")
+        assert _copies(tmp_path, canary) == {"tether.db": 0, "tether.db-wal": 0, "tether.db-shm": 0}
+        kept = await store.find_conversation(SessionKey("echo", "acme", "kept"))
+        assert await store.verify(kept.id) == await store.head(kept.id)
+        receipt = await runtime.dispatch("echo", "acme", "after", session="kept")
+        assert (await runtime.wait(receipt.submission_id))["status"] == "succeeded"
 
 
 def test_inline_commits_keep_order_while_other_threads_queue(tmp_path: Path) -> None:

@@ -142,6 +142,15 @@ def _load_app(app: str) -> Mapping[str, AgentDefinition]:
             f"--app {app}: expected {{name: AgentDefinition}}, got {type(agents).__name__}",
             ExitCode.BAD_APP,
         )
+    from tether.engine import AgentDefinition
+
+    for name, definition in agents.items():
+        if not isinstance(definition, AgentDefinition):
+            fail(
+                f"--app {app}: agents[{name!r}] must be an AgentDefinition, "
+                f"got {type(definition).__name__}",
+                ExitCode.BAD_APP,
+            )
     return agents
 
 

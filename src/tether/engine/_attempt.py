@@ -27,7 +27,6 @@ from tether.engine._delegation import (
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
     AttemptStarted,
-    Compacted,
     Correlation,
     DeltaReceived,
     Operation,
@@ -37,6 +36,7 @@ from tether.engine._observe import (
     SubmissionSettledEvent,
     SubmissionWaiting,
     ToolProgress,
+    compaction_events,
 )
 from tether.engine._results import correction, judge
 from tether.engine._resumption import resume_events
@@ -104,8 +104,13 @@ class _Observer:
         self._correlation = correlation
 
     async def on_record(self, records: Sequence[Record]) -> None:
-        """Nothing: live subscribers follow the store, and this process's waiters get the
-        settlement from the attempt once it has finished."""
+        """Compactions, once durable (a queued one, or the agent's own on an overflow or past
+        its threshold). Nothing else: live subscribers follow the store, and this process's
+        waiters get the settlement from the attempt once it has finished."""
+        for record in records:
+            if record.kind == Compaction.KIND:
+                for event in compaction_events(self._correlation, record):
+                    await self._events.emit(event)
 
     async def on_progress(self, execution_id: str, call_id: str, text: str) -> None:
         await self._events.emit(ToolProgress(self._correlation, call_id=call_id, text=text))
@@ -534,7 +539,6 @@ class _Attempt:
         await journal.log.append(
             [RecordDraft(compaction, submission_id=sub.id, attempt_id=sub.attempt_id)]
         )
-        await self.events.emit(Compacted(self.correlation, reason="manual"))
         return succeeded({"compacted": True, "firstKeptSeq": users[-1]})
 
     # --- steering -------------------------------------------------------------------

@@ -26,7 +26,7 @@ from tether.engine._inbound import Inbound
 from tether.engine._observe import Correlation, Operation, RecoveryDecided, SubmissionSpawned
 from tether.engine._settle import ABORTED, CANCELLED_BY_PARENT, failed
 from tether.engine._usage import total_usage
-from tether.errors import SubmissionNotFound
+from tether.errors import SubagentLimitReached, SubmissionNotFound
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult, ToolSpec, Usage
 from tether.records import (
     AssistantMessageCompleted,
@@ -173,14 +173,21 @@ class ChildDelegation:
 
     # --- spawning ---------------------------------------------------------------------
 
-    async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned:
+    async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned | str:
         """Admit the child, inside an ``execute_tool task`` operation: a tracing interceptor
         makes it the span the child's attempts join (when the parent's dispatch brought no
-        trace of its own, the child's is this one)."""
+        trace of its own, the child's is this one). A tree at its ``max_total`` refuses it:
+        the store counts in the admission's commit, the only place the count is exact."""
         operation = Operation("tool", TASK_TOOL, Correlation.of(self.parent), call.call_id)
-        spawned: TaskSpawned = await self.context.instrumentation.intercept(
-            operation, lambda: self._spawn(call, intent)
-        )
+        try:
+            spawned: TaskSpawned = await self.context.instrumentation.intercept(
+                operation, lambda: self._spawn(call, intent)
+            )
+        except SubagentLimitReached as full:
+            return (
+                f"task: the limit of {full.limit} subagent tasks for this whole task tree is "
+                "reached; answer with what you have"
+            )
         return spawned
 
     async def _spawn(self, call: ToolCall, intent: Record) -> TaskSpawned:
@@ -203,6 +210,7 @@ class ChildDelegation:
                 seq=intent.seq,
                 call_id=call.call_id,
                 depth=parent.depth + 1,
+                max_total=self.context.config.subagent_limits.max_total,
             ),
         )
         admission = await self.context.store.admit(new)

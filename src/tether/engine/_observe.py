@@ -19,6 +19,7 @@ from pydantic import JsonValue
 
 from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
 from tether.models import DeltaSink, Model
+from tether.records import Compaction, Record
 from tether.store import SessionKey, Submission
 
 __all__ = (
@@ -196,6 +197,9 @@ class DeltaReceived(EngineEvent):
 
 @dataclass(frozen=True, slots=True)
 class Compacted(EngineEvent):
+    """A compaction was journaled: ``reason`` is its record's (``manual`` for a queued one,
+    ``threshold`` or ``overflow`` for the built-in agent's own)."""
+
     kind = "compaction"
     reason: str = "manual"
 
@@ -239,6 +243,18 @@ class InputAnsweredEvent(EngineEvent):
 
 
 Observer = Callable[[EngineEvent], "Awaitable[None] | None"]
+
+
+def compaction_events(correlation: Correlation, record: Record) -> list[EngineEvent]:
+    """What observers hear of a durable ``compaction`` record: :class:`Compacted`, after a
+    :class:`RecoveryDecided` (``compact_overflow``) when the context had overflowed."""
+    compaction = record.payload
+    assert isinstance(compaction, Compaction)  # the record's kind says so
+    compacted = Compacted(correlation, reason=compaction.reason or "manual")
+    if compaction.reason != "overflow":
+        return [compacted]
+    detail = f"first kept seq {compaction.first_kept_seq}"
+    return [RecoveryDecided(correlation, decision="compact_overflow", detail=detail), compacted]
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,6 +128,25 @@ def _check_name(kind: str, value: str) -> None:
         )
 
 
+def _check_agents(agents: Mapping[str, AgentDefinition]) -> dict[str, AgentDefinition]:
+    """The agents by name, each an :class:`AgentDefinition`: anything else would fail every
+    attempt of every submission to it, so it is refused here, saying what came."""
+    if not isinstance(agents, Mapping):
+        raise TypeError(
+            "agents must be a mapping of agent names to AgentDefinition, "
+            f"got {type(agents).__name__}"
+        )
+    for name, definition in agents.items():
+        _check_name("agent", name)
+        if not isinstance(definition, AgentDefinition):
+            raise TypeError(
+                f"agents[{name!r}] must be an AgentDefinition, got {type(definition).__name__}"
+                " (wrap a harness or an AgentSpec: "
+                "AgentDefinition(lambda instance, env: AgentSpec(harness=...)))"
+            )
+    return dict(agents)
+
+
 class Runtime:
     """Durable agent sessions over a store (docs/architecture.md §6)."""
 
@@ -141,9 +160,7 @@ class Runtime:
         interceptors: Sequence[Interceptor] = (),
         **settings: Any,
     ) -> None:
-        for name in agents:
-            _check_name("agent", name)
-        self.agents = dict(agents)
+        self.agents = _check_agents(agents)
         self._store_source = store
         self._store: Store | None = store if not isinstance(store, str) else None
         self.config = replace(config or RuntimeConfig(), **settings)

@@ -18,8 +18,12 @@ __all__ = ("SubagentLimits", "SubagentPolicy")
 class SubagentLimits:
     """Bounds on delegation. ``max_children_per_run``: task calls one run may make (those
     past it get an error result at once, never a wait); ``max_depth``: how deep children
-    nest (a root submission is depth 0); ``max_wait``: seconds a parent waits for its
-    children before an error outcome lands and they are cancelled (``None``: unbounded).
+    nest (a root submission is depth 0); ``max_total``: how many submissions one root
+    submission's whole tree may spawn, at every depth (a task call past it gets an error
+    result at once; the store counts in each admission's commit, so the bound holds across
+    processes, crashes and children spawning at once; ``None``: unbounded); ``max_wait``:
+    seconds a parent waits for its children before an error outcome lands and they are
+    cancelled (``None``: unbounded).
 
     Example::
 
@@ -30,12 +34,15 @@ class SubagentLimits:
     max_children_per_run: int = 8
     max_depth: int = 1
     max_wait: float | None = None
+    max_total: int | None = 100
 
     def __post_init__(self) -> None:
         if self.max_children_per_run < 1:
             raise ValueError("max_children_per_run must be at least 1")
         if self.max_depth < 1:
             raise ValueError("max_depth must be at least 1")
+        if self.max_total is not None and self.max_total < 1:
+            raise ValueError("max_total must be at least 1, or None")
         if self.max_wait is not None and not self.max_wait > 0:
             raise ValueError("max_wait must be a positive number of seconds, or None")
 

@@ -85,8 +85,10 @@ class Delegation(Protocol):
         not spawn, arguments that do not fit), or ``None`` to spawn it."""
         ...
 
-    async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned:
-        """Admit the child of the call whose ``tool_called`` record is ``intent``."""
+    async def spawn(self, call: ToolCall, intent: Record) -> TaskSpawned | str:
+        """Admit the child of the call whose ``tool_called`` record is ``intent``, or say
+        why the call is refused after all (a limit that only admission can check exactly:
+        the call then gets an error result at once, like a refusal)."""
         ...
 
     async def answer(self, spawned: Record) -> tuple[TaskFinished, ToolResult] | None:

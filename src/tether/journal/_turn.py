@@ -579,17 +579,17 @@ class Turn(TurnCore):
                 delegation = self._delegation_for(call)
                 refusal = await delegation.refuse(call)
                 if refusal is not None:
-                    refused = ToolResult(
-                        call_id=call.call_id,
-                        content=refusal,
-                        is_error=True,
-                        status=ToolOutcomeStatus.ERROR,
-                    )
+                    refused = _refused(call, refusal)
                     await self._append([called, outcome_of(refused)])
                     return refused
                 intent = (await self._append([called]))[-1]
             if spawned is None:
-                spawned = (await self._append([await delegation.spawn(call, intent)]))[-1]
+                admitted = await delegation.spawn(call, intent)
+                if isinstance(admitted, str):  # refused at admission: answered at once
+                    refused = _refused(call, admitted)
+                    await self._append([outcome_of(refused)])
+                    return refused
+                spawned = (await self._append([admitted]))[-1]
             answer = await delegation.answer(spawned)
             if answer is None:
                 self._pending_children.append(call.call_id)
@@ -753,3 +753,10 @@ class Turn(TurnCore):
             if not steers:
                 return []
             return messages_of(await self._append(steers))
+
+
+def _refused(call: ToolCall, reason: str) -> ToolResult:
+    """A task call's answer when the delegation refuses it: an error the model reads."""
+    return ToolResult(
+        call_id=call.call_id, content=reason, is_error=True, status=ToolOutcomeStatus.ERROR
+    )

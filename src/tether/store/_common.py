@@ -37,6 +37,8 @@ from tether.store._types import Conversation, SessionKey, Submission, Submission
 __all__ = (
     "ATTACHING_KINDS",
     "SUBMISSION_COLUMNS",
+    "TREE_ROOT",
+    "TREE_SIZE",
     "attachment_digests",
     "attachment_ref",
     "check_drafts",
@@ -70,6 +72,24 @@ SUBMISSION_COLUMNS = (
 
 _BASE_COLUMNS = 20
 """How many of ``SUBMISSION_COLUMNS`` precede the parent link and the wait's deadline."""
+
+TREE_ROOT = (
+    "WITH RECURSIVE up(id, parent) AS ("
+    "SELECT id, parent_submission_id FROM submissions WHERE id = {param} "
+    "UNION ALL SELECT s.id, s.parent_submission_id FROM submissions s JOIN up ON s.id = up.parent"
+    ") SELECT id FROM up WHERE parent IS NULL"
+)
+"""The root (depth 0) of the subagent tree of submission ``{param}`` (the backend's
+placeholder), walking up its parent links by primary key; no row if an ancestor is gone."""
+
+TREE_SIZE = (
+    "WITH RECURSIVE below(id) AS ("
+    "SELECT id FROM submissions WHERE parent_submission_id = {param} "
+    "UNION ALL SELECT s.id FROM submissions s JOIN below ON s.parent_submission_id = below.id"
+    ") SELECT count(*) FROM below"
+)
+"""How many submissions stand below the root ``{param}``, at every depth: each level read
+through the index of children (``submissions_children``)."""
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

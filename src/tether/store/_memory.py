@@ -24,6 +24,7 @@ from tether.errors import (
     SeqTruncated,
     SessionExists,
     StoreUnavailable,
+    SubagentLimitReached,
     SubmissionNotFound,
 )
 from tether.records import Record, RecordDraft
@@ -360,6 +361,8 @@ class MemoryStore:
         if new.id in self._submissions:
             raise DispatchConflict(new.id, str(new.key))
         parent = new.parent
+        if parent is not None and parent.max_total is not None:
+            self._check_tree_total(parent.submission_id, parent.max_total)
         conversation, _ = self._ensure(
             new.key,
             new.conversation_id,
@@ -383,6 +386,23 @@ class MemoryStore:
         self._submissions[new.id] = stored
         self._dispatch_ids[dispatch_key] = new.id
         return Admission(self._public(stored), created=True)
+
+    def _check_tree_total(self, parent_id: str, limit: int) -> None:
+        """``SubagentLimitReached`` if the tree ``parent_id`` belongs to holds ``limit``
+        submissions below its root (a parent not held bounds nothing)."""
+        root = self._submissions.get(parent_id)
+        if root is None:
+            return
+        while (up := root.submission.parent_submission_id) is not None and up in self._submissions:
+            root = self._submissions[up]
+        below = {root.submission.id}
+        count = 0
+        for stored in self._submissions.values():  # admission order: parents before children
+            if stored.submission.parent_submission_id in below:
+                below.add(stored.submission.id)
+                count += 1
+        if count >= limit:
+            raise SubagentLimitReached(root.submission.id, limit)
 
     async def admit_and_claim(
         self,

@@ -10,8 +10,10 @@ keeps the log consistent.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -58,6 +60,7 @@ from tether.store._types import (
 __all__ = ("SqliteStore",)
 
 T = TypeVar("T")
+logger = logging.getLogger("tether.store")
 DEFAULT_FILENAME = "tether.db"
 _DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -510,7 +513,31 @@ class SqliteStore:
         )
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
-        return await self._write_touching(sessions_sql.erase_session, conversation_id)
+        erased = await self._write_touching(sessions_sql.erase_session, conversation_id)
+        # The erase zeroed what it freed (secure_delete), in new versions of its pages in
+        # the WAL; the WAL still holds their earlier versions, and the file older ones.
+        await asyncio.to_thread(self._empty_wal)
+        return erased
+
+    def _empty_wal(self) -> None:
+        """Copy every page of the WAL over the file's and truncate the WAL to nothing,
+        waiting up to the busy timeout for other connections' writes and reads. If that
+        cannot be done now, the erase stands and its copies go at a later checkpoint."""
+        try:
+            conn = connect(self.path, synchronous=self.synchronous, busy_timeout=self._busy_timeout)
+            try:
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            logger.warning("after an erase, checkpointing %s failed: %s", self.path, exc)
+            return
+        if busy:
+            logger.warning(
+                "after an erase, %s was busy past the busy timeout: the WAL keeps earlier "
+                "copies of the erased pages until a later checkpoint",
+                self.path,
+            )
 
     async def truncate_log(self, conversation_id: str, anchor: RecordDraft) -> TruncatedLog:
         return await self._write_touching(truncate_log, conversation_id, anchor)

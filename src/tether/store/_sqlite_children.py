@@ -1,10 +1,12 @@
 """The SQL of child submissions: a submission's children, the wake of a parent waiting for
-them, and the waits past their deadline, as plain functions over a connection.
+them, the waits past their deadline, and a tree's total, as plain functions over a
+connection.
 
 Each query is served by a partial index of the v9 schema (``submissions_children``,
 ``submissions_wait_deadlines``): rows of root submissions, and waits without a deadline, are
-not in them. The wake runs on the writer's connection inside the transaction that settles a child,
-and only for a child: a root submission's settlement runs no statement more.
+not in them (the walk up to a tree's root goes by the primary key). The wake runs on the
+writer's connection inside the transaction that settles a child, and only for a child: a root
+submission's settlement runs no statement more.
 """
 
 from __future__ import annotations
@@ -13,10 +15,19 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_from_row, to_micros
+from tether.errors import SubagentLimitReached
+from tether.store._common import (
+    SUBMISSION_COLUMNS,
+    TREE_ROOT,
+    TREE_SIZE,
+    from_micros,
+    submission_from_row,
+    to_micros,
+)
 from tether.store._types import WAIT_FOR_CHILDREN, Submission
 
 __all__ = (
+    "check_tree_total",
     "has_unsettled_children",
     "list_children",
     "list_expired_waits",
@@ -64,6 +75,22 @@ def has_unsettled_children(conn: sqlite3.Connection, submission_id: str) -> bool
         ).fetchone()
         is not None
     )
+
+
+_TREE_ROOT = TREE_ROOT.format(param="?")
+_TREE_SIZE = TREE_SIZE.format(param="?")
+
+
+def check_tree_total(conn: sqlite3.Connection, parent_id: str, limit: int) -> None:
+    """``SubagentLimitReached`` if the tree ``parent_id`` belongs to holds ``limit``
+    submissions below its root already; in the admission's transaction, which the single
+    writer (and ``BEGIN IMMEDIATE`` across processes) serializes with every other."""
+    row = conn.execute(_TREE_ROOT, (parent_id,)).fetchone()
+    if row is None:  # a parent (or an ancestor) this store does not hold: nothing to bound
+        return
+    root = row[0]
+    if conn.execute(_TREE_SIZE, (root,)).fetchone()[0] >= limit:
+        raise SubagentLimitReached(root, limit)
 
 
 def wake_parent(conn: sqlite3.Connection, parent_id: str) -> None:

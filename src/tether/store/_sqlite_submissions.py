@@ -16,7 +16,7 @@ from typing import Any
 from tether._canonical import canonical_json
 from tether.errors import ClaimLost, DispatchConflict, SubmissionNotFound
 from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_filter, to_micros
-from tether.store._sqlite_children import has_unsettled_children, wake_parent
+from tether.store._sqlite_children import check_tree_total, has_unsettled_children, wake_parent
 from tether.store._sqlite_children import submission as _submission
 from tether.store._sqlite_log import ensure_conversation, head, mint_fence
 from tether.store._types import (
@@ -114,6 +114,8 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
     if conn.execute("SELECT 1 FROM submissions WHERE id = ?", (new.id,)).fetchone():
         raise DispatchConflict(new.id, str(key))
     parent = new.parent
+    if parent is not None and parent.max_total is not None:
+        check_tree_total(conn, parent.submission_id, parent.max_total)
     conversation, _ = ensure_conversation(
         conn,
         key,

@@ -234,6 +234,7 @@ class SqliteWriter:
 
     def _commit(self, batch: list[_Pending[Any]], *, begun: bool) -> None:
         conn = self._conn
+        raising: _Pending[Any] | None = None  # the operation being applied, if one is
         try:
             if not begun:
                 self._begin()
@@ -247,7 +248,9 @@ class SqliteWriter:
                     start = end
                 else:
                     self._appender.forget()  # the operation may change any conversation
-                    self._apply(conn, batch[start], isolated=len(batch) > 1)
+                    raising = batch[start]
+                    self._apply(conn, raising, isolated=len(batch) > 1)
+                    raising = None
                     start += 1
             began = time.perf_counter()
             conn.execute("COMMIT")
@@ -260,14 +263,15 @@ class SqliteWriter:
             self._appender.forget()
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+            # Nothing of the batch is durable, so no writer in it may hear "done": the one
+            # whose operation raised gets its own error, every other one that it was undone.
             if isinstance(exc, sqlite3.Error):
-                error: BaseException = StoreUnavailable(f"sqlite commit failed: {exc}")
-                failed = batch  # nothing of the batch is durable
+                undone = StoreUnavailable(f"sqlite commit failed: {exc}")
             else:
-                # Only an unisolated single operation lets its own error reach here.
-                error, failed = exc, batch[:1]
-            for pending in failed:
-                pending.error = pending.error or error
+                undone = StoreUnavailable(f"sqlite commit rolled back: {exc!r}")
+            for pending in batch:
+                own = exc if pending is raising and not isinstance(exc, sqlite3.Error) else None
+                pending.error = pending.error or own or undone
                 pending.result = None
                 pending.touched.clear()
 

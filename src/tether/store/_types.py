@@ -80,13 +80,21 @@ class SubmissionStatus(StrEnum):
 class TaskParent:
     """The task call a child submission answers: the parent submission and the record (in
     the parent's conversation) of the call that spawned it. ``depth`` is the child's own
-    (a root submission is depth 0, its children depth 1)."""
+    (a root submission is depth 0, its children depth 1).
+
+    ``max_total`` bounds the whole tree: a new child is admitted only while fewer than that
+    many submissions stand below the tree's root (the ancestor of depth 0, found through the
+    parent links), counted at every depth in the admission's own commit; past it, admission
+    raises ``SubagentLimitReached`` and writes nothing. An idempotent re-admission returns its
+    child whatever the count; a parent the store does not hold bounds nothing.
+    """
 
     submission_id: str
     conversation_id: str
     seq: int
     call_id: str
     depth: int = 1
+    max_total: int | None = None
 
     def conversation_parent(self) -> ConversationParent:
         """The ``parent`` link of the child's conversation."""

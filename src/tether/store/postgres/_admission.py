@@ -18,6 +18,7 @@ from tether._payloads import ConversationParent
 from tether.errors import ClaimLost, DispatchConflict
 from tether.store._common import SUBMISSION_COLUMNS, record_time, seal_created
 from tether.store._types import Admission, Conversation, NewSubmission
+from tether.store.postgres._children import check_tree_total, lock_tree_root
 from tether.store.postgres._log import (
     Channels,
     Conn,
@@ -156,6 +157,15 @@ async def admit(
 ) -> Admission:
     payload = canonical_json(new.input)
     key = new.key
+    parent = new.parent
+    limit = None if parent is None else parent.max_total
+    # A tree's total is counted under its root's lock, taken before the replay check: an
+    # admission of the same child that held the lock first is then found, not counted.
+    root = (
+        None
+        if parent is None or limit is None
+        else await lock_tree_root(conn, parent.submission_id)
+    )
     existing = await (
         await conn.execute(
             "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
@@ -164,6 +174,8 @@ async def admit(
         )
     ).fetchone()
     if existing is None:
+        if root is not None and limit is not None:
+            await check_tree_total(conn, root, limit)
         conversation, _ = await ensure_conversation(
             conn, key, new.conversation_id, new.created_at, channels, _link(new)
         )

@@ -1,5 +1,6 @@
 """Child submissions on PostgreSQL: a submission's children, the waits past their deadline,
-and the wake of a parent waiting for its children, in the commit that settles the last one.
+the wake of a parent waiting for its children, in the commit that settles the last one, and
+a tree's total, counted under its root's lock.
 
 **The wake.** Every statement that settles a submission calls ``wake_parent`` (a function of
 the v6 schema) with the settled row's ``parent_submission_id``. It is ``STRICT``: for a root
@@ -26,14 +27,17 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from tether.store._common import SUBMISSION_COLUMNS, submission_from_row
+from tether.errors import SubagentLimitReached
+from tether.store._common import SUBMISSION_COLUMNS, TREE_ROOT, TREE_SIZE, submission_from_row
 from tether.store._types import WAIT_FOR_CHILDREN, Submission
 
 __all__ = (
     "UNSETTLED_CHILDREN",
     "WAKE_PARENT_FUNCTION",
+    "check_tree_total",
     "list_children",
     "list_expired_waits",
+    "lock_tree_root",
     "wake_parent",
 )
 
@@ -66,6 +70,31 @@ WAKE_PARENT_FUNCTION: Final = f"""
 """
 """The wake (see the module's docstring), created by the v6 migration in the store's schema;
 it resolves ``submissions`` in that schema whatever the caller's search path."""
+
+
+_LOCK_TREE_ROOT: Final = (
+    f"SELECT id FROM submissions WHERE id = ({TREE_ROOT.format(param='%s')}) FOR NO KEY UPDATE"
+)
+_TREE_SIZE: Final = TREE_SIZE.format(param="%s")
+
+
+async def lock_tree_root(conn: Conn, parent_id: str) -> str | None:
+    """The root of the subagent tree ``parent_id`` belongs to, its row locked to the end of
+    the transaction (``None`` if this store does not hold the parent or an ancestor): every
+    admission into one tree takes this lock before it counts, so two cannot both count the
+    same total. It is the one existing row an admission locks (its other writes are new
+    rows), so while it holds it, it waits for no other lock of the tree."""
+    row = await (await conn.execute(_LOCK_TREE_ROOT, (parent_id,))).fetchone()
+    return None if row is None else str(row[0])
+
+
+async def check_tree_total(conn: Conn, root: str, limit: int) -> None:
+    """``SubagentLimitReached`` if ``limit`` submissions stand below ``root`` already. A
+    statement of its own, after the root's lock: its snapshot then holds every child an
+    admission that held the lock before committed."""
+    row = await (await conn.execute(_TREE_SIZE, (root,))).fetchone()
+    if row is not None and row[0] >= limit:
+        raise SubagentLimitReached(root, limit)
 
 
 def wake_parent(parent: str, channel: str) -> str:

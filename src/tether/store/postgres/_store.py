@@ -461,7 +461,9 @@ class PostgresStore:
     # --- submissions ------------------------------------------------------------------
 
     async def admit(self, new: NewSubmission) -> Admission:
-        admitted = await self._autocommit(_admission.admit_at_once, new, self._channels)
+        admitted = None
+        if new.parent is None or new.parent.max_total is None:  # a bounded tree counts first
+            admitted = await self._autocommit(_admission.admit_at_once, new, self._channels)
         if admitted is None:  # a new session, an idempotent replay, or a conflict
             admitted = await self._run(_admission.admit, new, self._channels)
         if admitted.created:

@@ -3,8 +3,12 @@ wait for them (woken in the commit that settles the last one), and waits past a 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
+import pytest
+
+from tether.errors import ConversationNotFound, SubagentLimitReached
 from tether.records import ConversationCreated
 from tether.store import (
     WAIT_FOR_CHILDREN,
@@ -21,20 +25,31 @@ __all__ = ("ChildCases",)
 SETTLED = {"status": "succeeded", "result": "done"}
 
 
-def _parent_of(parent: Submission, call_id: str = "call-1", *, seq: int = 1) -> TaskParent:
+def _parent_of(
+    parent: Submission,
+    call_id: str = "call-1",
+    *,
+    seq: int = 1,
+    max_total: int | None = None,
+) -> TaskParent:
     return TaskParent(
         submission_id=parent.id,
         conversation_id=parent.conversation_id,
         seq=seq,
         call_id=call_id,
         depth=parent.depth + 1,
+        max_total=max_total,
     )
 
 
-async def _spawn(fx: Fixtures, parent: Submission, call_id: str) -> Submission:
+async def _spawn(
+    fx: Fixtures, parent: Submission, call_id: str, *, max_total: int | None = None
+) -> Submission:
     """A child of ``parent`` in its own session, as a task call admits it."""
     return await fx.admit(
-        f"task-{call_id}", dispatch_id=f"{parent.id}:{call_id}", parent=_parent_of(parent, call_id)
+        f"task-{call_id}",
+        dispatch_id=f"{parent.id}:{call_id}",
+        parent=_parent_of(parent, call_id, max_total=max_total),
     )
 
 
@@ -109,6 +124,62 @@ class ChildCases(BaseConformance):
         )
         assert not again.created and again.submission == first
         assert [c.id for c in await store.list_children(root.id)] == [first.id]
+
+    @case
+    async def test_a_tree_admits_at_most_its_total_below_the_root(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """``max_total`` counts a tree's submissions at every depth; one past it is refused
+        and leaves nothing, a re-admitted child is found whatever the count, and another
+        tree has a total of its own."""
+        root = await fx.claim(await fx.admit())
+        a = await _spawn(fx, root, "a", max_total=3)
+        await _spawn(fx, root, "b")  # unbounded, but counted by the bounded ones
+        grandchild = await _spawn(fx, a, "a1", max_total=3)
+        assert grandchild.depth == 2
+        for parent, call_id in ((root, "c"), (a, "a2"), (grandchild, "a11")):
+            with pytest.raises(SubagentLimitReached) as refused:
+                await _spawn(fx, parent, call_id, max_total=3)
+            assert (refused.value.root_submission_id, refused.value.limit) == (root.id, 3)
+            with pytest.raises(ConversationNotFound):  # no conversation, no submission
+                await store.find_conversation(fx.key(f"task-{call_id}"))
+        assert len(await store.list_children(root.id)) == 2
+        assert await store.list_children(grandchild.id) == []
+        again = await store.admit(
+            fx.new("task-a", dispatch_id=f"{root.id}:a", parent=_parent_of(root, "a", max_total=3))
+        )
+        assert not again.created and again.submission == a
+        assert (await _spawn(fx, root, "d", max_total=4)).depth == 1  # a higher total admits
+        other = await fx.claim(await fx.admit("other"))
+        assert (await _spawn(fx, other, "x", max_total=1)).parent_submission_id == other.id
+        absent = TaskParent("sub-absent", "conv-absent", seq=1, call_id="o", max_total=1)
+        orphan = fx.new("task-o", parent=absent)
+        assert (await store.admit(orphan)).created  # a parent not held bounds nothing
+
+    @case
+    async def test_concurrent_admissions_into_one_tree_keep_its_total(
+        self, store: Store, fx: Fixtures
+    ) -> None:
+        """Spawns racing from several parents of one tree (on a backend with concurrent
+        writers, on several connections) admit exactly the total."""
+        root = await fx.claim(await fx.admit())
+        a = await _spawn(fx, root, "a", max_total=6)
+        b = await _spawn(fx, root, "b", max_total=6)
+        results = await asyncio.gather(
+            *(
+                _spawn(fx, parent, f"p{i}-{n}", max_total=6)
+                for n in range(4)
+                for i, parent in enumerate((root, a, b))
+            ),
+            return_exceptions=True,
+        )
+        admitted = [r for r in results if isinstance(r, Submission)]
+        refused = [r for r in results if isinstance(r, SubagentLimitReached)]
+        assert (len(admitted), len(refused)) == (4, 8)
+        below = [*await store.list_children(root.id)]
+        for child in list(below):
+            below += await store.list_children(child.id)
+        assert len(below) == 6
 
     @case
     async def test_list_children(self, store: Store, fx: Fixtures) -> None:
