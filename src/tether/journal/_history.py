@@ -102,7 +102,10 @@ class Transcript:
     assistant message on the path asked for and nothing answered yet. So a harness's own call
     (a question ``Turn.ask`` puts to a person, a call the model never made) or a result whose
     call a compaction summarized away stays in the log, and out of what a model is sent:
-    every provider refuses a tool result that answers no call it just made."""
+    every provider refuses a tool result that answers no call it just made. One exception: a
+    call of the harness's own made for a call of the model's, named ``<call id>:<what>`` (the
+    gate pydantic-ai's integration puts before a deferred call, ``<call id>:approval``), is
+    shown after it, for the harness to fold into that call's result before a model sees it."""
 
     def __init__(self) -> None:
         self._reducer = Reducer()
@@ -111,8 +114,10 @@ class Transcript:
         self._shown: dict[int, list[Message]] = {}
         """What of it the transcript shows, given what precedes it on the path."""
         self._messages: list[Message] = []
+        self._called: frozenset[str] = frozenset()
+        """The calls of the last assistant message on the path."""
         self._asked: set[str] = set()
-        """The calls of the last assistant message on the path still without a result."""
+        """Those of them still without a result."""
 
     def add(self, record: Record) -> None:
         if record.kind == LogTruncated.KIND:
@@ -137,22 +142,27 @@ class Transcript:
         shown: list[Message] = []
         for message in messages:
             if message.role == "assistant":
-                self._asked = {part.call_id for part in message.tool_calls}
+                self._called = frozenset(part.call_id for part in message.tool_calls)
+                self._asked = set(self._called)
             elif message.role == "tool":
-                answers = [
+                kept = [
                     part
                     for part in message.parts
-                    if isinstance(part, ToolResultPart) and part.call_id in self._asked
+                    if isinstance(part, ToolResultPart) and self._answers(part.call_id)
                 ]
-                if len(answers) != len(message.parts):  # it answers a call nobody asked
-                    if not answers:
+                if len(kept) != len(message.parts):  # it answers a call nobody asked
+                    if not kept:
                         continue
-                    message = message.model_copy(update={"parts": tuple(answers)})
-                self._asked.difference_update(part.call_id for part in answers)
+                    message = message.model_copy(update={"parts": tuple(kept)})
+                self._asked.difference_update(part.call_id for part in kept)
             shown.append(message)
         return shown
 
+    def _answers(self, call_id: str) -> bool:
+        return call_id in self._asked or call_id.rpartition(":")[0] in self._called
+
     def _show_path(self) -> None:
+        self._called = frozenset()
         self._asked = set()
         self._shown = {}
         self._messages = []
@@ -181,7 +191,11 @@ class Transcript:
             restored._by_seq,
             restored._shown,
         )
-        self._messages, self._asked = restored._messages, restored._asked
+        self._messages, self._called, self._asked = (
+            restored._messages,
+            restored._called,
+            restored._asked,
+        )
 
     def messages(self) -> list[Message]:
         """A copy of the current transcript."""
@@ -220,19 +234,20 @@ class Transcript:
         if start != len(messages):
             raise ValueError("snapshot message counts do not add up")
         restored._messages = messages
-        restored._asked = _unanswered(messages)
+        restored._called, restored._asked = _last_calls(messages)
         return restored
 
 
-def _unanswered(messages: Sequence[Message]) -> set[str]:
-    """The calls of the last assistant message that no later message answers."""
+def _last_calls(messages: Sequence[Message]) -> tuple[frozenset[str], set[str]]:
+    """The calls of the last assistant message, and those no later message answers."""
     answered: set[str] = set()
     for message in reversed(messages):
         if message.role == "assistant":
-            return {part.call_id for part in message.tool_calls} - answered
+            called = frozenset(part.call_id for part in message.tool_calls)
+            return called, set(called - answered)
         if message.role == "tool":
             answered.update(p.call_id for p in message.parts if isinstance(p, ToolResultPart))
-    return set()
+    return frozenset(), set()
 
 
 class PrefixTranscripts:
