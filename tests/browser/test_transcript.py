@@ -110,6 +110,33 @@ EVENTS = [
         author="user",
         data={"kind": "input_answered", "value": "Paris", "responder": "ann"},
     ),
+    _full(
+        "20:0",
+        10,
+        "data",
+        author="agent",
+        data={
+            "kind": "submission_settled",
+            "status": "failed",
+            "error": "boom",
+            "errorCode": "run_failed",
+        },
+    ),
+    _full("21:0", 11, "text", author="user", content="say nothing"),
+    _full(
+        "22:0",
+        12,
+        "data",
+        author="agent",
+        data={"kind": "submission_settled", "status": "succeeded"},
+    ),
+    _full(
+        "23:0",
+        13,
+        "data",
+        author="agent",
+        data={"kind": "submission_settled", "status": "succeeded"},
+    ),
 ]
 RENDER = """async ([events]) => {
   const { Transcript } = await import("/ui/transcript.js");
@@ -126,7 +153,6 @@ RENDER = """async ([events]) => {
     }
     if (id === "11:1") transcript.progress({ callId: "c1", text: "looking up tides" });
   }
-  transcript.error("failed: boom (run_failed)");
   return cut;
 }"""
 
@@ -163,6 +189,8 @@ def test_every_event_shape_renders(console: ConsoleServer, page: "Page") -> None
     expect(root.locator(".notice.input")).to_contain_text("Waiting for input: Which city?")
     expect(root.locator(".notice.answer")).to_contain_text('answered by ann: "Paris"')
     expect(root.get_by_role("alert")).to_have_text("failed: boom (run_failed)")
+    # A run that answered with no text says so, once (a steer that joined it settles too).
+    expect(root.locator(".notice.settled.empty")).to_have_text("Answered with no text.")
 
 
 def test_a_json_answer_a_follow_up_an_abort_and_earlier_messages(
@@ -191,19 +219,30 @@ def test_a_json_answer_a_follow_up_an_abort_and_earlier_messages(
     message.press("Enter")
     expect(transcript.locator(".tool .progress").last).to_contain_text("researching the moon")
     page.get_by_role("button", name="Abort").click()
-    expect(transcript.get_by_role("alert")).to_contain_text("aborted")
+    expect(transcript.get_by_role("alert")).to_have_text("aborted")
     expect(page.get_by_role("button", name="Abort")).to_be_disabled()
     screenshot(page, "chat-abort")
+    # The abort is said the same after a reload (the stream carries the settlement); the
+    # research call it cut has a result, so the session's next turn is answered.
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(transcript.get_by_role("alert")).to_have_text("aborted")
+    expect(transcript.locator(".tool.error .tool-result").last).to_contain_text("aborted")
+    message.fill("what time is it?")
+    message.press("Enter")
+    expect(transcript.locator(".msg.agent").last).to_contain_text("UTC")
 
     # Opened with a window of 12 records, the rest is read on demand, in order, once.
     page.goto(console.ui(agent="assistant", instance="me", session="t", window="12"))
     page.wait_for_selector("body[data-ready]", state="attached")
     users = transcript.locator(".msg.user")
-    expect(users).to_have_text(["research the moon"])
+    expect(users).to_have_text(["what time is it?"])
     earlier = page.get_by_role("button", name="Show earlier messages")
     for _ in range(20):
         if not earlier.count():
             break
         earlier.click()
         expect(page.locator(".earlier button:disabled")).to_have_count(0)  # read and shown
-    expect(users).to_have_text(["where?", "research tides", "and then?", "research the moon"])
+    expect(users).to_have_text(
+        ["where?", "research tides", "and then?", "research the moon", "what time is it?"]
+    )

@@ -233,3 +233,41 @@ def test_a_resume_after_kill_repeats_no_recorded_call_and_a_replay_sends_none(
         assert code == 0, err
         assert text in out and "model and tool invocations: 0" in out
     assert fake.count == 3  # a replay sent nothing
+
+
+def test_an_abort_while_a_tool_runs_leaves_a_session_the_provider_still_takes(
+    model: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The issue's session: "research x", aborted while the research runs, then "what time
+    is it?". The fake refuses, as the real API does (400), a history whose tool call has no
+    result; the abort's settlement closes it, so the next turn is answered."""
+    fake.add(
+        Answer(calls=(Call("research", {"topic": "x"}),)),
+        Answer(text="It is noon."),
+    )
+    env = provider_env(model, fake) | {"TETHER_DEMO_RESEARCH_SECONDS": "600"}
+    server = start_server(tmp_path / "data", tmp_path / "serve.log", **env)
+    try:
+        first = httpx.post(f"{server.url}{AGENT}", json={"body": "research x"}, timeout=WAIT)
+        first.raise_for_status()
+        deadline = time.monotonic() + WAIT
+        while not payloads(server, "tool_called"):  # the research is under way
+            assert time.monotonic() < deadline, "the research never started"
+            time.sleep(0.05)
+        httpx.post(f"{server.url}{AGENT}/abort", timeout=WAIT).raise_for_status()
+        assert settled(server, first.json()["submissionId"])["settlement"]["status"] == "aborted"
+        [closing] = payloads(server, "tool_outcome")
+        assert closing["status"] == "unknown" and "aborted" in closing["content"]
+
+        reply = httpx.post(
+            f"{server.url}{AGENT}",
+            params={"wait": True},
+            json={"body": "what time is it?"},
+            timeout=WAIT + 30,
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["status"] == "succeeded", (reply.json(), fake.refused)
+        assert reply.json()["result"] == "It is noon." and fake.refused == []
+        assert "call_1_0" in fake.requests[-1].conversation  # the research call and its result
+    finally:
+        server.stop()

@@ -51,7 +51,7 @@ import pytest
 from tether.engine import CANCELLED_BY_PARENT
 from tether.journal import UNKNOWN_OUTCOME
 from tether.journal._executions import project
-from tether.messages import Mediation
+from tether.messages import Mediation, ToolOutcomeStatus
 from tether.records import (
     AssistantMessageCompleted,
     ModelCalled,
@@ -273,12 +273,17 @@ def assert_one_child_and_one_answer_per_call(case: Case, tree: Tree) -> None:
         child = children[task.child_submission_id]
         assert child.parent_submission_id == root.id and child.parent_call_id == call
         assert child.conversation_id == task.child_conversation_id
-    answers = 0 if case.parent_aborted else 1  # an aborted parent takes no answer
+    # An aborted parent takes no child's answer, but its settlement closes each call with a
+    # result saying so: the session's next turn must hand its model a whole history.
+    answers = 0 if case.parent_aborted else 1
     outcomes = Counter(o.call_id for o in of(log, ToolOutcome))
     finished = Counter(f.call_id for f in of(log, TaskFinished))
+    assert outcomes == Counter(dict.fromkeys(calls, 1)), f"tool_outcome per call: {dict(outcomes)}"
     expected = Counter(dict.fromkeys(calls, answers))  # a zero count equals a missing one
-    assert outcomes == expected, f"tool_outcome per call: {dict(outcomes)}"
     assert finished == expected, f"task_finished per call: {dict(finished)}"
+    if case.parent_aborted:
+        for outcome in of(log, ToolOutcome):
+            assert outcome.status is ToolOutcomeStatus.UNKNOWN and "aborted" in outcome.content
 
 
 def assert_answers(case: Case, tree: Tree) -> None:

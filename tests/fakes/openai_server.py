@@ -22,6 +22,10 @@ and sends nothing more until :meth:`FakeOpenAI.release` (a model stalled mid-ans
 moment to ``kill -9`` its caller). Past 1 KiB of streamed text the journal writes a delta
 record without waiting for a timer, so a long enough head makes the partial answer durable
 deterministically. A request past the end of the script gets a 500.
+
+Like the real API, the fake answers 400 (``invalid_request_error``, OpenAI's own message) to a
+history a provider refuses: a tool call not answered by its result before anything else, or
+a result that answers no call (``provider_rules``); :attr:`FakeOpenAI.refused` says why.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from .provider_rules import chat_refusal, responses_refusal
 
 __all__ = ("Answer", "Call", "FakeOpenAI", "Request")
 
@@ -95,6 +101,7 @@ class FakeOpenAI:
         self._chunk = chunk
         self._lock = threading.Lock()
         self._requests: list[Request] = []
+        self._refused: list[str] = []
         self._served = 0
         self.hung = threading.Event()
         self._released = threading.Event()
@@ -147,6 +154,17 @@ class FakeOpenAI:
 
     # --- answering ----------------------------------------------------------------------
 
+    @property
+    def refused(self) -> list[str]:
+        """Why each request the fake refused (400) was refused, as the API said it."""
+        with self._lock:
+            return list(self._refused)
+
+    def _refuse(self, request: Request, why: str) -> None:
+        with self._lock:
+            self._requests.append(request)
+            self._refused.append(why)
+
     def _take(self, request: Request) -> tuple[int, Answer | None]:
         with self._lock:
             self._requests.append(request)
@@ -180,13 +198,26 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if path not in ("/v1/chat/completions", "/v1/responses"):
                 self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
                 return
+            chat = path == "/v1/chat/completions"
+            refusal = (chat_refusal if chat else responses_refusal)(
+                body.get("messages" if chat else "input") or []
+            )
+            if refusal is not None:  # as the real API answers a history it cannot take
+                fake._refuse(Request(path, body), refusal)
+                error = {
+                    "message": refusal,
+                    "type": "invalid_request_error",
+                    "param": "messages" if chat else "input",
+                    "code": None,
+                }
+                self._json(400, {"error": error})
+                return
             number, answer = fake._take(Request(path, body))
             if answer is None:
                 error = {"message": "the fake's script has no more answers", "type": "server"}
                 self._json(500, {"error": error})
                 return
             model = str(body.get("model", "gpt-4.1-mini"))
-            chat = path == "/v1/chat/completions"
             try:
                 if not body.get("stream"):
                     reply = (

@@ -79,7 +79,11 @@ async def test_a_question_and_its_answer_are_data_events(serve: Any) -> None:
     result = whole[whole.index(answered) + 1]
     assert result["content"]["type"] == "tool_response"
     assert (result["content"]["tool_call_id"], result["content"]["content"]) == ("ask-1", "Ann")
-    assert [d["kind"] for d in data(whole)] == ["input_requested", "input_answered"]
+    assert [d["kind"] for d in data(whole)] == [
+        "input_requested",
+        "input_answered",
+        "submission_settled",
+    ]
 
     # Resumed after the question (the id of its event), the rest reads the same.
     ids = [line async for line in _ids(server)]

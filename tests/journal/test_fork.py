@@ -43,7 +43,8 @@ async def test_an_inherited_unresolved_intent_is_refused(store: Store) -> None:
         await child_journal.resume(LoopHarness())
     assert await store.head(child.id) == head and not tools.calls
     result = await child_journal.exec(LoopHarness(), [user("lookup instead")])  # the escape
-    assert result.output == "done after 1 tool results"
+    # The inherited call is closed first (as repair_cut would), then the new turn's runs.
+    assert result.output == "done after 2 tool results"
 
 
 async def test_repair_cut_answers_every_call_the_cut_left_open_once(store: Store) -> None:

@@ -86,7 +86,7 @@ def _messages_cut(body: bytes) -> int:
     ("spoil", "adopted"),
     [
         (lambda body: body[: len(body) // 2], False),
-        (lambda body: body.replace(b'"format":1', b'"format":99', 1), False),
+        (lambda body: body.replace(b'"format":2', b'"format":99', 1), False),
         (lambda body: body.replace(b'"groups":[[', b'"groups":[[1,', 1), False),
         (lambda body: body + b"}", False),
         # The indexes fit, the messages do not: found out when the transcript is restored.

@@ -133,7 +133,7 @@ async def test_streamed_text_lands_as_deltas_and_a_completion(
         "submission_settled",
     ]
     events = canonical(list(project(records)))
-    assert [e["type"] for e in events] == ["full", "start", "delta", "done"]
+    assert [e["type"] for e in events] == ["full", "start", "delta", "done", "full"]
     assert events[2]["delta"]["text_delta"] == "Hi there"
 
 
@@ -177,7 +177,7 @@ async def test_the_final_text_is_the_last_segment_and_tools_are_reported(
     assert outcome.content == "noon" and not outcome.is_error  # type: ignore[attr-defined]
     projected = canonical(list(project(records)))
     kinds = [e["content"]["type"] for e in projected if e["type"] in ("start", "full")]
-    assert kinds == ["text", "text", "tool_request", "tool_response", "text"]
+    assert kinds == ["text", "text", "tool_request", "tool_response", "text", "data"]
     assert sender.results[0].usage == TurnUsage(model="scripted", output_tokens=7, num_tool_calls=1)
 
 

@@ -62,7 +62,7 @@ async def test_a_spawn_and_its_end_are_typed_events_with_the_childs_stream() -> 
     )
     events = list(project(await store.read(cid)))
     check_slots(events)
-    _, spawn, response, end = events
+    _, spawn, response, end, settled = events
     url = "/agents/researcher/acme%20corp?session=task-1"
     assert _data(spawn) == {
         "kind": "task_spawned",
@@ -88,6 +88,12 @@ async def test_a_spawn_and_its_end_are_typed_events_with_the_childs_stream() -> 
         "usage": {"inputTokens": 3, "outputTokens": 5},
         "modelCalls": 1,
         "streamUrl": url,
+    }
+    # How the parent's own submission ended closes its stream (its result came as a message).
+    assert _data(settled) == {
+        "kind": "submission_settled",
+        "submissionId": None,
+        "status": "succeeded",
     }
 
 

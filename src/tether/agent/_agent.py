@@ -209,9 +209,25 @@ class Agent:
             if budget < 0 or keep == len(messages) - 1:
                 break
             keep += 1
+        keep = _whole_batches(messages, keep)
         await turn.compact(summary, keep=keep, reason=reason)
         kept = messages[len(messages) - keep :] if keep else []
         return [Message.user(f"Summary of the conversation so far:\n{summary}"), *kept]
+
+
+def _whole_batches(messages: Sequence[Message], keep: int) -> int:
+    """``keep``, moved so that the kept messages do not start inside a tool batch: a result
+    needs the assistant message that asked for it before it (every provider refuses one
+    that answers no call). The window grows back to that message, unless it would then keep
+    everything; it then shrinks past the results instead (the summary covers them)."""
+    start = back = len(messages) - keep
+    while 0 < back < len(messages) and messages[back].role == "tool":
+        back -= 1
+    if back > 0:
+        return len(messages) - back
+    while start < len(messages) and messages[start].role == "tool":
+        start += 1
+    return len(messages) - start
 
 
 def _delegates(config: dict[str, JsonValue] | None) -> bool:

@@ -65,7 +65,6 @@ from tether.errors import (
     TransientError,
 )
 from tether.journal import (
-    ApprovalState,
     EffectWrappers,
     Ending,
     Journal,
@@ -180,11 +179,26 @@ class _Attempt:
             for steer in absorbed:
                 await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
 
-    async def _open_gate(self) -> ApprovalState | None:
-        """The approval gate this submission's execution waits on, if it does."""
+    async def _abort_reason(self) -> str:
+        """What an abort found this submission doing when no run of it was under way: not
+        started yet, parked (on a gate, or on its children), or queued again to go on."""
         sub = self.submission
         view = await self.context.views.refreshed(self.store, sub.conversation_id)
-        return view.open_gate(sub.id)
+        mine = view.executions.by_submission.get(sub.id)
+        if not mine:
+            return "aborted before it started"
+        if mine[-1].completed:
+            return "aborted after its run ended, before it settled"
+        gate = view.open_gate(sub.id)
+        if gate is not None:
+            if gate.decision is None:
+                return f"aborted while waiting for {gate.kind}"
+            if gate.kind == "input":
+                return "aborted before its answer was taken"
+            return "aborted before its approved tool call ran"
+        if children_awaited(mine[-1].effects):
+            return "aborted while waiting for its children"
+        return "aborted before it went on"
 
     async def _absorbed(self) -> list[Submission]:
         """Queued steer submissions this run delivered: they settle with it."""
@@ -219,16 +233,7 @@ class _Attempt:
         )
         # Everything here runs before any user code.
         if sub.cancel_requested_at is not None:
-            gate = await self._open_gate()
-            reason = (
-                "aborted before it started"
-                if gate is None
-                else f"aborted while waiting for {gate.kind}"
-                if gate.decision is None
-                else "aborted before its answer was taken"
-                if gate.kind == "input"
-                else "aborted before its approved tool call ran"
-            )
+            reason = await self._abort_reason()
             return await self.settle(await abort_settlement(self.context, sub, reason))
         if self.definition is None:
             return await self.settle(

@@ -9,9 +9,8 @@ from typing import Final
 from pydantic import JsonValue
 
 from tether.errors import ClaimLost, Conflict
-from tether.journal import Journal, LogView
-from tether.messages import ToolOutcomeStatus
-from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled, ToolOutcome
+from tether.journal import Journal, LogView, loose_ends
+from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
 from tether.store import Store, Submission
 
 __all__ = (
@@ -66,27 +65,25 @@ async def settled_record(journal: Journal, submission_id: str) -> Record | None:
 def _closing(
     view: LogView, submission: Submission, payload: SubmissionSettled
 ) -> list[RecordDraft]:
-    """The outcome that closes the gate a settling submission leaves open (it settles while
-    waiting for approval: aborted, timed out, out of attempts), so that the log reads the
-    gate as closed: it can no longer be decided, and the session's next execution is not
-    blocked by it."""
-    gate = view.open_gate(submission.id)
-    if gate is None:
+    """What closes the execution a settling submission leaves unfinished (it settles while
+    a tool runs or a model streams, parked on an approval, an input or its children: aborted,
+    timed out, failed, out of attempts): a result for every tool call without one and an
+    interrupted completion for a message cut mid-stream (see :func:`loose_ends`). So the log
+    reads every gate as closed (it can no longer be decided, and blocks nothing), and the
+    session's next execution hands its model a history a provider accepts."""
+    mine = view.executions.by_submission.get(submission.id)
+    if not mine or mine[-1].completed:
         return []
-    what = "No answer was given" if gate.kind == "input" else "Tool execution did not run"
-    outcome = ToolOutcome(
-        call_id=gate.tool_call.call_id,
-        content=f"{what}: {payload.error or payload.status.value}.",
-        is_error=True,
-        status=ToolOutcomeStatus.DENIED,
-    )
+    pending = mine[-1]
+    why = payload.error or payload.status.value
     return [
         RecordDraft(
-            outcome,
+            closing,
             submission_id=submission.id,
             attempt_id=submission.attempt_id,
-            execution_id=gate.execution_id,
+            execution_id=pending.id,
         )
+        for closing in loose_ends(view.records, pending, why)
     ]
 
 

@@ -12,6 +12,7 @@ Example::
 """
 
 from tether.journal._approvals import ApprovalState, Decision, open_gate
+from tether.journal._cut import loose_ends
 from tether.journal._effects import (
     Delegation,
     EffectWrappers,
@@ -52,6 +53,7 @@ __all__ = (
     "ToolExecutor",
     "ToolScope",
     "Turn",
+    "loose_ends",
     "messages_of",
     "open_gate",
     "transcript",

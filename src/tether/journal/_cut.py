@@ -1,8 +1,12 @@
 """What a cut leaves open in a pending execution, and the records that close it.
 
-A cut is where a log stops inside an execution: a crash, or a fork taken at a seq between a
-call and its answer. Recovery re-drives what it can and closes the rest; a fork child
-re-drives nothing (the parent's execution is not its own), so it closes everything.
+A cut is where a log stops inside an execution: a crash, a fork taken at a seq between a
+call and its answer, or a run that ended before its execution did (an abort, a timeout, a
+failure, an exhausted budget). Recovery re-drives what it can and closes the rest; a fork
+child re-drives nothing (the parent's execution is not its own), so it closes everything;
+a run that ended closes everything with a result that says why, so that its session's next
+execution hands its model a whole history: every provider refuses a tool call without its
+result.
 """
 
 from __future__ import annotations
@@ -11,18 +15,27 @@ from collections.abc import Sequence
 
 from tether.journal._deltas import interrupted_completion
 from tether.journal._executions import Execution
-from tether.messages import ToolOutcomeStatus
+from tether.journal._outcomes import APPROVED_RUN
+from tether.messages import Mediation, ToolOutcomeStatus
 from tether.records import (
     AssistantMessageCompleted,
     AssistantMessageStarted,
     AssistantTextDelta,
     AssistantThinkingDelta,
+    Payload,
     Record,
+    StepRecorded,
     ToolCalled,
     ToolOutcome,
 )
 
-__all__ = ("FORK_CUT_OUTCOME", "fork_cut_outcome", "open_streams", "unanswered_calls")
+__all__ = (
+    "FORK_CUT_OUTCOME",
+    "fork_cut_outcome",
+    "loose_ends",
+    "open_streams",
+    "unanswered_calls",
+)
 
 FORK_CUT_OUTCOME = (
     "This tool call has no result in this session: the session was forked from another one "
@@ -90,3 +103,52 @@ def fork_cut_outcome(call_id: str) -> ToolOutcome:
         is_error=True,
         status=ToolOutcomeStatus.UNKNOWN,
     )
+
+
+def loose_ends(records: Sequence[Record], pending: Execution, why: str) -> list[Payload]:
+    """What closes an execution that will never go on, because its run ended (``why``: how,
+    e.g. ``"aborted"``): an interrupted completion for each message cut mid-stream, and a
+    result for each tool call without one that tells the model what became of it.
+
+    - a call the model asked for that never started: it did not run (an error);
+    - a call that waited for a person (an approval, an input) and never went ahead: it did not
+      run (``denied``, as a rejection reads); an approved call that is not idempotent went
+      ahead once its run was marked (``APPROVED_RUN``), an idempotent one is safe to ask for
+      again either way;
+    - any other call that had started (its intent is durable): it may have acted, partly or
+      wholly (``unknown``).
+    """
+    called: dict[str, ToolCalled] = {}
+    went_ahead: set[str] = set()
+    for record in records[pending.start_index :]:
+        payload = record.payload
+        if record.execution_id != pending.id:
+            continue
+        if isinstance(payload, ToolCalled):
+            called[payload.call_id] = payload
+        elif isinstance(payload, StepRecorded) and payload.name == APPROVED_RUN:
+            went_ahead.add(payload.call_id)
+    closing: list[Payload] = list(open_streams(records, pending))
+    for call_id in unanswered_calls(records, pending):
+        intent = called.get(call_id)
+        closing.append(_ended_outcome(call_id, intent, call_id in went_ahead, why))
+    return closing
+
+
+def _ended_outcome(
+    call_id: str, intent: ToolCalled | None, went_ahead: bool, why: str
+) -> ToolOutcome:
+    if intent is None:
+        content, status = f"Tool execution did not run: {why}.", ToolOutcomeStatus.ERROR
+    elif intent.mediation is Mediation.INPUT:
+        content, status = f"No answer was given: {why}.", ToolOutcomeStatus.DENIED
+    elif intent.mediation is Mediation.APPROVAL and not went_ahead:
+        content, status = f"Tool execution did not run: {why}.", ToolOutcomeStatus.DENIED
+    else:
+        what = "The subagent's task" if intent.mediation is Mediation.TASK else "The tool call"
+        content = (
+            f"{what} was cut short before its result came ({why}): it may have taken effect, "
+            "partly or wholly."
+        )
+        status = ToolOutcomeStatus.UNKNOWN
+    return ToolOutcome(call_id=call_id, content=content, is_error=True, status=status)

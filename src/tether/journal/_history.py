@@ -96,12 +96,28 @@ def _project(payload: Payload) -> tuple[Message, ...]:
 
 class Transcript:
     """The active path's messages, kept up to date as records arrive (O(1) per record but
-    for compactions, which rebuild the path)."""
+    for compactions, which rebuild the path).
+
+    A tool's result is shown only where a provider takes it: answering a call that the last
+    assistant message on the path asked for and nothing answered yet. So a harness's own call
+    (a question ``Turn.ask`` puts to a person, a call the model never made) or a result whose
+    call a compaction summarized away stays in the log, and out of what a model is sent:
+    every provider refuses a tool result that answers no call it just made. One exception: a
+    call of the harness's own made for a call of the model's, named ``<call id>:<what>`` (the
+    gate pydantic-ai's integration puts before a deferred call, ``<call id>:approval``), is
+    shown after it, for the harness to fold into that call's result before a model sees it."""
 
     def __init__(self) -> None:
         self._reducer = Reducer()
         self._by_seq: dict[int, list[Message]] = {}
+        """What each record on the path stands for."""
+        self._shown: dict[int, list[Message]] = {}
+        """What of it the transcript shows, given what precedes it on the path."""
         self._messages: list[Message] = []
+        self._called: frozenset[str] = frozenset()
+        """The calls of the last assistant message on the path."""
+        self._asked: set[str] = set()
+        """Those of them still without a result."""
 
     def add(self, record: Record) -> None:
         if record.kind == LogTruncated.KIND:
@@ -114,13 +130,47 @@ class Transcript:
         if messages:
             self._by_seq[record.seq] = messages
         if rebuilt:
-            self._messages = [
-                message
-                for seq in self._reducer.active_path
-                for message in self._by_seq.get(seq, ())
-            ]
-        else:
-            self._messages.extend(messages)
+            self._show_path()
+            return
+        shown = self._admit(messages)
+        if shown:
+            self._shown[record.seq] = shown
+            self._messages.extend(shown)
+
+    def _admit(self, messages: Sequence[Message]) -> list[Message]:
+        """Of ``messages``, coming next on the path, those a provider takes there."""
+        shown: list[Message] = []
+        for message in messages:
+            if message.role == "assistant":
+                self._called = frozenset(part.call_id for part in message.tool_calls)
+                self._asked = set(self._called)
+            elif message.role == "tool":
+                kept = [
+                    part
+                    for part in message.parts
+                    if isinstance(part, ToolResultPart) and self._answers(part.call_id)
+                ]
+                if len(kept) != len(message.parts):  # it answers a call nobody asked
+                    if not kept:
+                        continue
+                    message = message.model_copy(update={"parts": tuple(kept)})
+                self._asked.difference_update(part.call_id for part in kept)
+            shown.append(message)
+        return shown
+
+    def _answers(self, call_id: str) -> bool:
+        return call_id in self._asked or call_id.rpartition(":")[0] in self._called
+
+    def _show_path(self) -> None:
+        self._called = frozenset()
+        self._asked = set()
+        self._shown = {}
+        self._messages = []
+        for seq in self._reducer.active_path:
+            shown = self._admit(self._by_seq.get(seq, ()))
+            if shown:
+                self._shown[seq] = shown
+                self._messages.extend(shown)
 
     def _resume(self, anchor: Record) -> None:
         """Go on from the transcript a ``log_truncated`` record carries, as it stood at the
@@ -133,8 +183,19 @@ class Transcript:
             )
         except ValueError as exc:
             raise InvalidExecutionLog(f"seq {anchor.seq}: log_truncated {exc}") from None
-        self._reducer, self._by_seq = restored._reducer, restored._by_seq
-        self._messages = restored._messages
+        # An anchor an older Tether wrote may carry a result that answers no call: shown
+        # as the records it stands for would be now.
+        restored._show_path()
+        self._reducer, self._by_seq, self._shown = (
+            restored._reducer,
+            restored._by_seq,
+            restored._shown,
+        )
+        self._messages, self._called, self._asked = (
+            restored._messages,
+            restored._called,
+            restored._asked,
+        )
 
     def messages(self) -> list[Message]:
         """A copy of the current transcript."""
@@ -142,14 +203,14 @@ class Transcript:
 
     def message_seqs(self) -> list[int]:
         """The seq of the record behind each message of the transcript, in order."""
-        return [seq for seq in self._reducer.active_path for _ in self._by_seq.get(seq, ())]
+        return [seq for seq in self._reducer.active_path for _ in self._shown.get(seq, ())]
 
     def export(self) -> tuple[list[int], list[int | None], list[tuple[int, int]]]:
         """What a snapshot keeps besides the messages themselves: the active path, its nodes'
-        parents, and (seq, message count) of each record on it that stands for messages."""
+        parents, and (seq, message count) of each record on it whose messages it shows."""
         path = self._reducer.active_path
         parents = self._reducer.parents
-        groups = [(seq, len(self._by_seq[seq])) for seq in path if seq in self._by_seq]
+        groups = [(seq, len(self._shown[seq])) for seq in path if seq in self._shown]
         return list(path), [parents[seq] for seq in path], groups
 
     @classmethod
@@ -168,12 +229,25 @@ class Transcript:
         for seq, count in groups:
             if seq not in on_path or count < 1:
                 raise ValueError(f"snapshot group {seq} is not a message record on the path")
-            restored._by_seq[seq] = messages[start : start + count]
+            restored._by_seq[seq] = restored._shown[seq] = messages[start : start + count]
             start += count
         if start != len(messages):
             raise ValueError("snapshot message counts do not add up")
         restored._messages = messages
+        restored._called, restored._asked = _last_calls(messages)
         return restored
+
+
+def _last_calls(messages: Sequence[Message]) -> tuple[frozenset[str], set[str]]:
+    """The calls of the last assistant message, and those no later message answers."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if message.role == "assistant":
+            called = frozenset(part.call_id for part in message.tool_calls)
+            return called, set(called - answered)
+        if message.role == "tool":
+            answered.update(p.call_id for p in message.parts if isinstance(p, ToolResultPart))
+    return frozenset(), set()
 
 
 class PrefixTranscripts:

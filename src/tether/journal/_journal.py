@@ -44,7 +44,7 @@ from tether.journal._approvals import (
     find_decision,
     latest_gate,
 )
-from tether.journal._cut import fork_cut_outcome, open_streams, unanswered_calls
+from tether.journal._cut import fork_cut_outcome, loose_ends, open_streams, unanswered_calls
 from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp, ToolExecutor
 from tether.journal._executions import Execution
 from tether.journal._harness import Harness
@@ -70,6 +70,7 @@ from tether.records import (
     Record,
     RecordDraft,
     Signal,
+    SubmissionSettled,
     ToolCalled,
     ToolOutcome,
     UserMessage,
@@ -293,6 +294,8 @@ class Journal:
                 raise ApprovalBlocked(
                     f"conversation {self.conversation.id} waits on approval {gate.approval_id}"
                 )
+            if await self._close_abandoned(view, expected_seq):
+                expected_seq = view.head
         execution_id = new_ulid()
         start = ExecutionStarted(
             harness=harness.name,
@@ -435,10 +438,7 @@ class Journal:
         pending = view.latest
         if pending is None or pending.completed or not 0 < pending.start.seq < view.fork_seq:
             return []
-        closing: list[Payload] = [
-            *open_streams(view.records, pending),
-            *map(fork_cut_outcome, unanswered_calls(view.records, pending)),
-        ]
+        closing = self._closing(view, pending)
         if not closing:
             return []
         # Only now that there is something to write, as for a decision: a clean fork costs
@@ -446,6 +446,32 @@ class Journal:
         self.log.fence = await self.store.mint_fence(self.conversation.id)
         drafts = [self.log.draft(payload, None) for payload in closing]
         return await self.log.append(drafts, expected_seq=view.head)
+
+    async def _close_abandoned(self, view: LogView, expected_seq: int | None) -> bool:
+        """Before a new execution starts, close what the one before it left open, if it never
+        ended: a fork's cut the fork did not repair, or a run that ended without closing its
+        execution (a log an older Tether wrote when a run was aborted mid-tool). Its tool calls
+        would otherwise reach the model without results, which every provider refuses. The
+        records belong to no execution, as a fork's repair does. Returns whether it wrote."""
+        pending = view.latest
+        if pending is None or pending.completed:
+            return False
+        closing = self._closing(view, pending)
+        if not closing:
+            return False
+        drafts = [self.log.draft(payload, None) for payload in closing]
+        at = view.head if expected_seq is None else expected_seq
+        await self.log.append(drafts, expected_seq=at)
+        return True
+
+    @staticmethod
+    def _closing(view: LogView, pending: Execution) -> list[Payload]:
+        if 0 < pending.start.seq < view.fork_seq:  # the fork parent's: it may have gone on there
+            return [
+                *open_streams(view.records, pending),
+                *map(fork_cut_outcome, unanswered_calls(view.records, pending)),
+            ]
+        return loose_ends(view.records, pending, _how_it_ended(view, pending))
 
     # --- replay -----------------------------------------------------------------------
 
@@ -711,3 +737,14 @@ class Journal:
     async def verify(self) -> int:
         """Re-derive the whole hash chain; the number of records (``LogTampered`` if broken)."""
         return await self.store.verify(self.conversation.id)
+
+
+def _how_it_ended(view: LogView, pending: Execution) -> str:
+    """What the settlement of an unfinished execution's submission said, for the results
+    that close it; the log may not hold one (a library's own use of a journal)."""
+    submission_id = pending.start.submission_id
+    for record in view.records[pending.start_index :]:
+        payload = record.payload
+        if isinstance(payload, SubmissionSettled) and record.submission_id == submission_id:
+            return payload.error or payload.status.value
+    return "its run ended before it did"

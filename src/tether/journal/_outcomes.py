@@ -9,7 +9,19 @@ from tether._wire import JsonObject
 from tether.messages import ToolCall, ToolResult
 from tether.records import Payload, Record, StepRecorded, ToolCalled, ToolOutcome
 
-__all__ = ("asked", "effect_of", "intent_of", "outcome_of", "result_of", "step_value")
+__all__ = (
+    "APPROVED_RUN",
+    "asked",
+    "effect_of",
+    "intent_of",
+    "outcome_of",
+    "result_of",
+    "step_value",
+)
+
+APPROVED_RUN = "tether.approved_run"
+"""The step an approved call that is not idempotent records just before it runs (its value:
+the decision's seq): what tells a run cut short from one that never started."""
 
 
 def result_of(record: Record) -> ToolResult:

@@ -43,7 +43,8 @@ __all__ = (
     "snapshot_due",
 )
 
-FORMAT: Final = 1
+FORMAT: Final = 2
+"""2: a transcript shows only the tool results a provider takes (an older one may not)."""
 MIN_RECORDS: Final = 4096
 """Shorter logs are not snapshotted: one is taken in from its records in under ~25 ms."""
 _MESSAGES: Final = TypeAdapter(list[Message])

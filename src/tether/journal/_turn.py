@@ -46,6 +46,7 @@ from tether.journal._inputs import answer_result, input_prompt
 from tether.journal._log import logger
 from tether.journal._notes import MISSING, last_note
 from tether.journal._outcomes import (
+    APPROVED_RUN,
     intent_of,
     outcome_of,
     result_of,
@@ -86,9 +87,6 @@ UNKNOWN_OUTCOME = (
     "result was recorded. The tool is not declared idempotent, so it was not run again; "
     "it may or may not have taken effect."
 )
-APPROVED_RUN = "tether.approved_run"
-"""The step an approved call that is not idempotent records just before it runs (its value:
-the decision's seq): what tells a run cut short from one that never started."""
 _HOST_OWNED = frozenset({ToolOutcomeStatus.DENIED, ToolOutcomeStatus.UNKNOWN})
 """Outcomes only the host writes (a gate's rejection, a recovery's unknown): a harness's
 report may not claim them."""

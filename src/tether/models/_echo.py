@@ -31,7 +31,8 @@ class EchoModel:
     - text mentioning ``time`` calls the ``clock`` tool (if offered);
     - ``research <topic>`` calls ``research``; ``email <to>: <text>`` calls ``send_email``;
     - with ``settings["resultSchema"]`` it answers JSON that fits a simple object schema;
-    - anything else: ``You said: <text>``. After tool results it reports them.
+    - anything else: ``You said: <text>``. After tool results it reports them, and a user's
+      message after them as a steer (unless every result was an error: a run cut short).
     """
 
     def __init__(self, *, chunk: int = 4, delay: float = 0.0) -> None:
@@ -120,11 +121,21 @@ class EchoModel:
 
 
 def _answering_tools(messages: tuple[Message, ...]) -> bool:
-    """Whether the model's last move was a tool batch whose results (and maybe steers) followed."""
+    """Whether the model's last move was a tool batch whose results (and maybe steers) followed.
+
+    A user's message after a batch of which no call went through (its run was cut short: an
+    abort, a timeout) is a new message to answer, not a steer into a batch it reports."""
+    asked_since = went_through = False
     for message in reversed(messages):
         if message.role == "assistant":
-            return bool(message.tool_calls)
-        if message.role not in ("tool", "user"):
+            return bool(message.tool_calls) and (went_through or not asked_since)
+        if message.role == "user":
+            asked_since = True
+        elif message.role == "tool":
+            went_through |= any(
+                isinstance(part, ToolResultPart) and not part.is_error for part in message.parts
+            )
+        else:
             return False
     return False
 

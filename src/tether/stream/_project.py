@@ -25,6 +25,7 @@ from tether.records import (
     Record,
     Signal,
     SteerReceived,
+    SubmissionSettled,
     TaskFinished,
     TaskSpawned,
     ToolCalled,
@@ -115,7 +116,10 @@ class StreamProjector:
         payload = record.payload
         if record.kind in _CLOSING:
             self._message.clear()
-            return self._close_all()
+            closed = self._close_all()
+            if isinstance(payload, SubmissionSettled):
+                closed.append(self._settled(payload))
+            return closed
         handler = _HANDLERS.get(type(payload))
         return handler(self, payload) if handler is not None else []
 
@@ -309,6 +313,17 @@ class StreamProjector:
 
     def _input_answered(self, payload: InputAnswered) -> list[StreamEvent]:
         return [self._data("user", "input_answered", payload)]
+
+    def _settled(self, payload: SubmissionSettled) -> StreamEvent:
+        """How a submission ended (its status, and error and code unless it succeeded), so a
+        reader shows an abort, a failure or a timeout the same live and read back later. Its
+        result is left out: the answer came as a message already."""
+        data: dict[str, JsonValue] = {"kind": "submission_settled"}
+        if self._record is not None and self._record.submission_id is not None:
+            data["submissionId"] = self._record.submission_id
+        data.update(payload.to_json_object())
+        data.pop("result", None)
+        return self._full(DataContent(author="agent", data=data))
 
     def _task_spawned(self, payload: TaskSpawned) -> list[StreamEvent]:
         """A child submission spawned by a task call: its ids, agent and stream URL."""

@@ -162,7 +162,8 @@ export class ChatPanel {
     }
   }
 
-  /** Where the tracked submissions stand; a failed or aborted one is said in the transcript. */
+  /** Where the tracked submissions stand (how one ended, the transcript says: its stream
+   *  carries the settlement, the same live and after a reload). */
   async poll() {
     if (!this.tracked.size) return;
     const key = this.key;
@@ -175,11 +176,6 @@ export class ChatPanel {
       }
       if (this.key !== key || submission.status !== "settled") continue;
       this.tracked.delete(id);
-      const settlement = submission.settlement || {};
-      if (settlement.status && settlement.status !== "succeeded") {
-        const code = settlement.errorCode ? ` (${settlement.errorCode})` : "";
-        this.transcript.error(`${settlement.status}: ${settlement.error || "no answer"}${code}`);
-      }
     }
     if (!this.tracked.size && this.key === key) this.setStatus("idle");
   }

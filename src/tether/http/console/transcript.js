@@ -3,6 +3,10 @@
 // their arguments, progress and results, data events (approvals, subagents, signals) as
 // notices, a JSON answer formatted.
 //
+// How each submission ended comes as a `submission_settled` data event: an abort, a failure,
+// a timeout or an exhausted budget is said where it happened, and a run that answered with
+// no text says so, the same live and after a reload (both read the same stream).
+//
 // A crash can cut an answer mid-stream. The stream then closes the partial with a Done whose
 // `parent_task_message` is still IN_PROGRESS (it never finished): it is shown as interrupted.
 // When the model's answer comes again it takes the same index (a Start, or a Full), and
@@ -26,6 +30,7 @@ export class Transcript {
     this.onOpenApprovals = onOpenApprovals;
     this.slots = new Map(); // index -> {element, kind, text}: streamed slots
     this.tools = new Map(); // tool_call_id -> the tool call's card
+    this.answered = false; // the agent has said something since the last user message
   }
 
   apply(type, event) {
@@ -76,6 +81,7 @@ export class Transcript {
         h("div", { class: `msg ${content.author} streaming`, dataset: { index } }, body),
         index,
       );
+      this.answered = content.author === "agent";
       this.slots.set(index, { element, body, kind: "text", text: content.content || "" });
     } else {
       const body = h("pre", { class: "json" });
@@ -134,6 +140,7 @@ export class Transcript {
     if (content.type === "text") {
       const body = h("div", { class: "text" }, content.content);
       this.add(h("div", { class: `msg ${author}`, dataset: { index } }, body), index);
+      this.answered = author === "agent";
       if (author === "agent") this.formatJson(body, content.content);
     } else if (content.type === "reasoning") {
       const text = [...(content.summary || []), ...(content.content || [])].join("\n");
@@ -146,7 +153,8 @@ export class Transcript {
     } else if (content.type === "tool_response") {
       this.toolResult(content);
     } else if (content.type === "data") {
-      this.add(this.notice(content.data));
+      const notice = this.notice(content.data);
+      if (notice) this.add(notice);
     }
   }
 
@@ -227,10 +235,24 @@ export class Transcript {
         outcome === undefined || outcome === null ? null : typeof outcome === "string" ? h("div", {}, outcome) : jsonBlock(outcome),
       );
     }
+    if (kind === "submission_settled") return this.settled(data);
     if (kind === "signal") {
       return h("div", { class: "notice signal" }, `Signal ${data.type}: ${data.body}`);
     }
     return h("div", { class: "notice" }, jsonBlock(data));
+  }
+
+  /** A settlement: said when it did not succeed, or when the run answered with no text. */
+  settled(data) {
+    if (data.status === "succeeded") {
+      if (this.answered) return null;
+      this.answered = true; // said once: a steer that joined the run settles with it
+      return h("div", { class: "notice settled empty" }, "Answered with no text.");
+    }
+    const error = data.error && data.error !== data.status ? `: ${data.error}` : "";
+    const code = data.errorCode && data.errorCode !== data.status ? ` (${data.errorCode})` : "";
+    const text = `${data.status}${error}${code}`;
+    return h("div", { class: `notice error settled ${data.status}`, role: "alert" }, text);
   }
 
   error(text) {
