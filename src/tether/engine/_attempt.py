@@ -23,6 +23,7 @@ from tether.engine._delegation import (
     ChildDelegation,
     abort_settlement,
     cancel_children,
+    children_awaited,
 )
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
