@@ -21,6 +21,8 @@ TOKEN = "s3cret-token"
 
 
 async def _sign_in(server: Server) -> str:
+    """A browser's sign-in, a fresh one (the client keeps no cookie of an earlier one)."""
+    server.client.cookies.clear()
     login = await server.client.post("/ui/login", json={"token": TOKEN})
     assert login.status_code == 200, login.text
     return str(login.cookies[COOKIE])
@@ -87,6 +89,31 @@ async def test_sign_out_revokes_the_cookie_here_on_other_servers_and_after_a_res
     assert await _reads(restarted, cookie) == 401
     # Another browser's sign-in stays.
     assert await _reads(restarted, kept) == 200
+
+
+async def test_signing_in_again_keeps_the_sign_in_so_sign_out_ends_it(asgi: Serve) -> None:
+    """A reload signs in again with the tab's token: were that a new cookie each time, signing
+    out would revoke only the newest, and the earlier copies would last their lifetime."""
+    clock = ManualClock()
+    server: Server = await asgi(demo_agents(), auth_token=TOKEN, settings={"clock": clock})
+    cookie = await _sign_in(server)
+    await clock.advance(3600)
+    server.client.cookies.clear()  # the cookie goes as a browser sends it, in the header
+    again = await server.client.post(
+        "/ui/login", json={"token": TOKEN}, headers={"Cookie": f"{COOKIE}={cookie}"}
+    )
+    assert again.cookies[COOKIE] == cookie
+    left = int(_attributes(again)["max-age"])  # what is left (the issue time is in seconds)
+    assert DEFAULT_LIFETIME - 3601 <= left <= DEFAULT_LIFETIME - 3600
+    json_type = {"content-type": "application/json"}
+    await server.client.post("/ui/logout", headers={"Cookie": f"{COOKIE}={cookie}", **json_type})
+    assert await _reads(server, cookie) == 401
+    # Signed out (or expired), signing in starts a new sign-in.
+    server.client.cookies.clear()
+    fresh = await server.client.post(
+        "/ui/login", json={"token": TOKEN}, headers={"Cookie": f"{COOKIE}={cookie}"}
+    )
+    assert fresh.cookies[COOKIE] != cookie and await _reads(server, fresh.cookies[COOKIE]) == 200
 
 
 @pytest.mark.parametrize(

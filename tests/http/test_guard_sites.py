@@ -50,6 +50,7 @@ async def _signed_in(server: Server, token: str | None) -> dict[str, str]:
     if token is None:
         return {}
     login = await server.client.post("/ui/login", json={"token": token})
+    server.client.cookies.clear()  # sent only where a test says so
     return {"Cookie": f"{COOKIE}={login.cookies[COOKIE]}"}
 
 

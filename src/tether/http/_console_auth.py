@@ -57,11 +57,17 @@ def console_auth_router(token: str | None, cookies: ConsoleCookies | None) -> AP
             return respond(SignedIn(signed_in=True, auth_required=False))
         if not hmac.compare_digest(payload.token.encode(), secret):
             raise ApiError(401, "unauthorized", "that is not the server's token")
+        # Signed in already (a reload, a stream renewing its cookie): the same sign-in, so
+        # that signing out ends it, not only the newest of several.
+        value = request_cookie(request.headers.get("cookie", ""))
+        left = await cookies.seconds_left(value) if value is not None else None
+        if value is None or left is None:
+            value, left = cookies.issue(), cookies.lifetime
         response = respond(SignedIn(signed_in=True, auth_required=True))
         response.set_cookie(
             COOKIE,
-            cookies.issue(),
-            max_age=int(cookies.lifetime),
+            value,
+            max_age=int(left),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",

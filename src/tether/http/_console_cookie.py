@@ -65,8 +65,9 @@ class ConsoleCookies:
         signed = f"{int(self._now())}.{secrets.token_hex(16)}"
         return f"{signed}.{self._mac(signed)}"
 
-    def _id(self, value: str) -> str | None:
-        """The id of a cookie this server issued that has not expired, else ``None``."""
+    def _signed(self, value: str) -> tuple[str, float] | None:
+        """The id of a cookie this server issued and the seconds it has left, or ``None``
+        if it did not issue it or it has expired."""
         signed, _, mac = value.rpartition(".")
         issued, _, cookie_id = signed.partition(".")
         if not (issued.isascii() and issued.isdigit() and len(cookie_id) == 32):
@@ -74,19 +75,26 @@ class ConsoleCookies:
         if not hmac.compare_digest(mac.encode("latin-1"), self._mac(signed).encode()):
             return None
         age = self._now() - int(issued)
-        return cookie_id if -_SKEW <= age < self.lifetime else None
+        return (cookie_id, self.lifetime - age) if -_SKEW <= age < self.lifetime else None
+
+    async def seconds_left(self, value: str) -> float | None:
+        """How long the cookie lasts yet: ``None`` unless this server issued it (its token),
+        it has not expired, and it was not signed out (one read of the store)."""
+        signed = self._signed(value)
+        if signed is None or await self._runtime.is_revoked(_revocation(signed[0])):
+            return None
+        return signed[1]
 
     async def valid(self, value: str) -> bool:
         """Issued by this server (its token), not expired, and not signed out."""
-        cookie_id = self._id(value)
-        return cookie_id is not None and not await self._runtime.is_revoked(_revocation(cookie_id))
+        return await self.seconds_left(value) is not None
 
     async def revoke(self, value: str) -> None:
         """Sign the cookie out for good; a value this server never issued, or one that has
         expired already, is left alone (nothing is written for it)."""
-        cookie_id = self._id(value)
-        if cookie_id is not None:
-            await self._runtime.revoke(_revocation(cookie_id))
+        signed = self._signed(value)
+        if signed is not None:
+            await self._runtime.revoke(_revocation(signed[0]))
 
 
 def _revocation(cookie_id: str) -> str:
