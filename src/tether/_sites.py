@@ -22,11 +22,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ("ANY", "LOOPBACK_HOSTS", "SitePolicy")
+__all__ = ("SitePolicy",)
 
-ANY = "*"
+_ANY = "*"
 """As an allowed host or origin: any at all (something in front checks them)."""
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 """The names every server answers to, with any port."""
 _HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_-]+(\.[a-z0-9_-]+)*)(:[0-9]{1,5})?")
 
@@ -56,10 +56,10 @@ class SitePolicy:
         hosts = [_host(given) for given in allowed_hosts]
         origins = [_origin(given) for given in allowed_origins]
         return cls(
-            hosts=frozenset((*LOOPBACK_HOSTS, *hosts)) - {ANY},
-            any_host=ANY in hosts,
-            origins=frozenset(origins) - {ANY},
-            any_origin=ANY in origins,
+            hosts=frozenset((*_LOOPBACK_HOSTS, *hosts)) - {_ANY},
+            any_host=_ANY in hosts,
+            origins=frozenset(origins) - {_ANY},
+            any_origin=_ANY in origins,
         )
 
     def serves(self, host: str, server: tuple[str, int | None] | None) -> bool:
@@ -96,7 +96,7 @@ class SitePolicy:
 
 def _host(given: str) -> str:
     host = given.strip().lower()
-    if host == ANY:
+    if host == _ANY:
         return host
     try:  # a bare IPv6 address: the Host header writes it in brackets
         if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
@@ -113,7 +113,7 @@ def _host(given: str) -> str:
 
 def _origin(given: str) -> str:
     origin = given.strip().lower().rstrip("/")
-    if origin == ANY:
+    if origin == _ANY:
         return origin
     parts = urlsplit(origin)
     if (

@@ -12,6 +12,7 @@ import pytest
 
 from tether.demo import demo_agents
 from tether.engine import ManualClock
+from tether.errors import StoreUnavailable
 from tether.http._console_cookie import COOKIE, DEFAULT_LIFETIME
 
 from .conftest import Server
@@ -158,3 +159,16 @@ async def test_signing_out_a_forged_cookie_writes_nothing(asgi: Serve) -> None:
         assert out.status_code == 200
     assert revoked == []
     assert await _reads(server, cookie) == 200
+
+
+async def test_a_store_that_cannot_answer_is_a_503_not_a_sign_out(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), auth_token=TOKEN)
+    cookie = await _sign_in(server)
+
+    async def unavailable(credential_id: str) -> bool:
+        raise StoreUnavailable("the store is closed")
+
+    server.runtime.is_revoked = unavailable  # type: ignore[method-assign]
+    answer = await server.client.get("/sessions", headers={"Cookie": f"{COOKIE}={cookie}"})
+    assert answer.status_code == 503
+    assert answer.json()["error"]["type"] == "store_unavailable"

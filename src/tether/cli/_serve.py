@@ -163,13 +163,17 @@ def _allowed_hosts(host: str, allowed: list[str]) -> list[str]:
     return [*([] if host in ("0.0.0.0", "::") else [host]), *allowed]
 
 
-def _check_sites(hosts: list[str], origins: list[str]) -> None:
+def _check_sites(host: str, hosts: list[str], origins: list[str]) -> None:
     """Stops ``serve`` before anything is opened on a host or origin that is none."""
-    try:
-        SitePolicy.of(hosts, origins)
-    except ValueError as exc:
-        hint = "--allowed-origin" if "allowed origin" in str(exc) else "--allowed-host"
-        raise typer.BadParameter(str(exc), param_hint=hint) from None
+    for hint, checked in (
+        ("--host", ([host], ())),
+        ("--allowed-host", (hosts, ())),
+        ("--allowed-origin", ((), origins)),
+    ):
+        try:
+            SitePolicy.of(*checked)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _loopback(host: str) -> bool:
@@ -235,8 +239,8 @@ def serve(
             "pass --allow-unauthenticated if something in front of it authenticates",
             param_hint="--host",
         )
-    hosts, origins = _allowed_hosts(host, _listed(allowed_host)), _listed(allowed_origin)
-    _check_sites(hosts, origins)
+    hosts, origins = _listed(allowed_host), _listed(allowed_origin)
+    _check_sites(host, hosts, origins)
     agents = load_agents(app, demo)
     retention = retention_of(retain_days, keep_records, prune_every)
     check_model()  # a bad TETHER_MODEL fails here, not at the first request
@@ -259,7 +263,7 @@ def serve(
                 app_options={
                     "auth_token": auth_token,
                     "heartbeat": heartbeat,
-                    "allowed_hosts": hosts,
+                    "allowed_hosts": _allowed_hosts(host, hosts),
                     "allowed_origins": origins,
                     "sign_in_lifetime": sign_in_hours * 3600,
                 },

@@ -113,8 +113,9 @@ def create_app(
         cookies=cookies,
     )
 
-    # The health checks answer whatever the Host and without a token.
-    guarded = failures(421, *((401,) if auth_token is not None else ()))
+    # The health checks answer whatever the Host and without a token. With one, the console's
+    # cookie is checked against the store's revocations: 503 when it cannot answer.
+    guarded = failures(421, *((401, 503) if auth_token is not None else ()))
     for router in (
         dispatch_router(runtime, heartbeat=heartbeat, progress=progress, responses=guarded),
         sessions_router(runtime, responses=guarded),

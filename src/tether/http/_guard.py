@@ -18,8 +18,9 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tether._sites import SitePolicy
+from tether.errors import TetherError
 from tether.http._console_cookie import ConsoleCookies, request_cookie
-from tether.http._errors import error_response, internal_error_response
+from tether.http._errors import error_response, internal_error_response, status_of
 
 __all__ = ("Guard",)
 
@@ -164,7 +165,13 @@ class Guard:
         """None if the console's cookie is valid (issued here, not expired, not signed
         out: a read of the store), else the 401."""
         cookie = request_cookie(headers.get("cookie", ""))
-        if cookie is None or self.cookies is None or not await self.cookies.valid(cookie):
+        try:
+            valid = (
+                cookie is not None and self.cookies is not None and await self.cookies.valid(cookie)
+            )
+        except TetherError as exc:  # the store is unavailable: 503, as at any route
+            return error_response(status_of(exc), exc.code, str(exc))
+        if not valid:
             return error_response(
                 401, "unauthorized", "a bearer token (or the console's sign-in) is required"
             )
