@@ -208,14 +208,14 @@ async def live_latency(url: str, subscribers: int, appends: int) -> tuple[float,
                     return
 
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=_limits(subscribers)) as c:
-        head = (await c.post("/_bench/append")).json()["head"]
+        head = (await c.post("/_bench/append", json={})).json()["head"]
         latencies.clear()
         readers = [asyncio.create_task(follow(c, head)) for _ in range(subscribers)]
         for _ in range(subscribers):
             await connected.acquire()
         await asyncio.sleep(0.2)
         for _ in range(appends):
-            await c.post("/_bench/append")
+            await c.post("/_bench/append", json={})
             await asyncio.sleep(0.005)
         await asyncio.gather(*readers)
     ordered = sorted(latencies)

@@ -44,3 +44,30 @@ def test_every_public_package_has_an_api_reference_page() -> None:
         for target in re.findall(r"^::: (\S+)$", page.read_text(), re.MULTILINE)
     }
     assert set(PUBLIC) <= documented, sorted(set(PUBLIC) - documented)
+
+
+def _curl_commands(text: str) -> list[str]:
+    """Every ``curl`` command in ``text``, its continued lines joined (a Python docstring's
+    ``\\\\`` too)."""
+    joined = re.sub(r"\\{1,2}\n\s*", " ", text)
+    return [line[line.index("curl ") :] for line in joined.splitlines() if "curl " in line]
+
+
+def test_every_curl_post_in_the_docs_says_json() -> None:
+    """The server takes a POST only with ``Content-Type: application/json`` (a bodiless one
+    too; docs/serving.md): a copied command must work."""
+    pages = [
+        ROOT / "README.md",
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "examples").rglob("README.md"),
+        *(ROOT / "examples").rglob("*.py"),
+    ]
+    posts = {
+        f"{page.relative_to(ROOT)}: {command}"
+        for page in pages
+        for command in _curl_commands(page.read_text())
+        if re.search(r"-X ?POST|\s-d\s|--data", command)
+    }
+    assert len(posts) > 20, posts  # what the check reads: the docs' commands
+    unlabelled = sorted(p for p in posts if "content-type: application/json" not in p.lower())
+    assert not unlabelled, "\n".join(unlabelled)

@@ -87,11 +87,13 @@ class ConsoleServer:
     port: int = field(default_factory=free_port)
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    """The address it binds (``--host``): a loopback one, as nothing here leaves the machine."""
     process: "subprocess.Popen[Any] | None" = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def ui(self, **query: str) -> str:
         from urllib.parse import urlencode
@@ -107,6 +109,8 @@ class ConsoleServer:
             "tests.browser.agents:agents",
             "--store",
             f"sqlite:///{self.data}",
+            "--host",
+            self.host,
             "--port",
             str(self.port),
             *self.args,
@@ -128,13 +132,15 @@ class ConsoleServer:
 
 @pytest.fixture
 def make_console(tmp_path: Path) -> Iterator[Callable[..., ConsoleServer]]:
-    """Start a server for the test (``args`` for ``tether serve``, ``env`` for it); stopped
-    after the test. Ask for it before ``page``: the tab then closes first, and the server,
-    whose graceful stop waits for open streams to end, stops at once."""
+    """Start a server for the test (``args`` for ``tether serve``, ``host`` to bind, ``env``
+    for it); stopped after the test. Ask for it before ``page``: the tab then closes first,
+    and the server, whose graceful stop waits for open streams to end, stops at once."""
     started: list[ConsoleServer] = []
 
-    def make(*args: str, **env: str) -> ConsoleServer:
-        server = ConsoleServer(tmp_path / "data", tmp_path / "serve.log", args=args, env=env)
+    def make(*args: str, host: str = "127.0.0.1", **env: str) -> ConsoleServer:
+        server = ConsoleServer(
+            tmp_path / "data", tmp_path / "serve.log", args=args, env=env, host=host
+        )
         server.start()
         started.append(server)
         return server

@@ -48,12 +48,14 @@ def test_the_page_asks_for_the_token_once_and_streams_with_its_cookie(
     expect(dialog).to_be_hidden()
     expect(page.locator(".msg.agent")).to_have_text(["You said: hello with a token"])
 
-    # Signed out: the cookie and the token are gone, and the page asks again.
+    # Signed out: the cookie and the token are gone, and the page asks again; the cookie is
+    # revoked too, so a copy of it opens nothing.
     page.get_by_role("button", name="Sign out").click()
     expect(dialog).to_be_visible()
     assert not [c for c in page.context.cookies() if c["name"] == "tether_console"]
     assert page.evaluate("sessionStorage.length") == 0
-    assert httpx.get(f"{console.url}/sessions").status_code == 401
+    copy = httpx.get(f"{console.url}/sessions", cookies={"tether_console": cookie["value"]})
+    assert copy.status_code == 401
     ready_again = console.ui(agent="assistant", instance="me", session="auth")
     page.goto(ready_again)
     expect(dialog).to_be_visible()

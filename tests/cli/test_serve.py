@@ -86,7 +86,7 @@ def test_sigterm_stops_the_server_while_a_stream_is_followed(tmp_path: Path) -> 
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as client:
         client.sendall(
-            b"GET /agents/assistant/me?follow=true HTTP/1.1\r\nHost: x\r\n"
+            b"GET /agents/assistant/me?follow=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Accept: text/event-stream\r\n\r\n"
         )
         assert client.recv(1024).startswith(b"HTTP/1.1 200")

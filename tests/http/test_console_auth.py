@@ -1,6 +1,7 @@
 """The console's sign-in (issue 23, item 6): ``POST /ui/login`` checks the token and sets an
 HttpOnly, SameSite=Strict cookie that the Guard takes instead of the bearer header (what a
-browser's ``EventSource`` needs), ``POST /ui/logout`` clears it."""
+browser's ``EventSource`` needs), ``POST /ui/logout`` clears it (and revokes it: see
+test_console_cookie.py)."""
 
 import asyncio
 import hmac
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from tether.demo import demo_agents
-from tether.http._console_auth import COOKIE, cookie_value
+from tether.http._console_cookie import COOKIE
 from tether.store import MemoryStore, Store
 
 from .conftest import Server
@@ -39,8 +40,8 @@ async def test_the_right_token_sets_an_httponly_strict_cookie(asgi: Serve) -> No
     assert signed_in.json() == {"signedIn": True, "authRequired": True}
     cookie = _cookie(signed_in)
     attributes = {part.strip().lower() for part in cookie.split(";")}
-    assert f"{COOKIE}={cookie_value(TOKEN.encode()).decode()}" in cookie
-    assert {"httponly", "samesite=strict", "path=/"} <= attributes
+    assert cookie.startswith(f"{COOKIE}=")
+    assert {"httponly", "samesite=strict", "path=/", "max-age=43200"} <= attributes
     assert "secure" not in attributes  # plain http on loopback: a Secure cookie would not come
     assert TOKEN not in cookie  # the cookie is no bearer token
 
@@ -73,9 +74,14 @@ async def test_the_token_is_compared_in_constant_time(
     server: Server = await asgi(demo_agents(), auth_token=TOKEN)
     await server.client.post("/ui/login", json={"token": "guess"})
     assert (b"guess", TOKEN.encode()) in compared
+    login = await server.client.post("/ui/login", json={"token": TOKEN})
+    signed, _, signature = login.cookies[COOKIE].rpartition(".")
     compared.clear()
-    await server.client.get("/sessions", headers={"Cookie": f"{COOKIE}=forged"})
-    assert (b"forged", cookie_value(TOKEN.encode())) in compared
+    forged = f"{signed}.{'0' * len(signature)}"
+    await server.client.get("/sessions", headers={"Cookie": f"{COOKIE}={forged}"})
+    assert [(a, b) for a, b in compared if a == b"0" * len(signature)] == [
+        (b"0" * len(signature), signature.encode())
+    ]
 
 
 async def test_the_cookie_opens_the_api_and_the_stream(serve: Serve) -> None:
@@ -107,25 +113,27 @@ async def test_the_cookie_opens_the_api_and_the_stream(serve: Serve) -> None:
 
 
 async def test_a_cookie_from_another_origin_changes_nothing(asgi: Serve) -> None:
-    """SameSite=Strict keeps a browser from sending it cross-site; the Guard also refuses it
-    on a request that changes something when the request says it comes from elsewhere."""
+    """SameSite=Strict keeps a browser from sending it cross-site; the Guard also refuses
+    any request that changes something when the request says it comes from elsewhere, with
+    the cookie or the bearer token (test_guard_sites.py)."""
     server: Server = await asgi(demo_agents(), auth_token=TOKEN)
-    cookie = {"Cookie": f"{COOKIE}={cookie_value(TOKEN.encode()).decode()}"}
+    login = await server.client.post("/ui/login", json={"token": TOKEN})
+    cookie = {"Cookie": f"{COOKIE}={login.cookies[COOKIE]}"}
     here = {**cookie, "Origin": "http://tether.test"}
     elsewhere = {**cookie, "Origin": "https://evil.example"}
     body = {"body": "hi"}
     c = server.client
     assert (await c.post("/agents/assistant/me", json=body, headers=here)).status_code == 202
-    assert (await c.post("/agents/assistant/me", json=body, headers=elsewhere)).status_code == 401
+    assert (await c.post("/agents/assistant/me", json=body, headers=elsewhere)).status_code == 403
     assert (await c.get("/sessions", headers=elsewhere)).status_code == 200  # reads change nothing
     bearer = {"Authorization": f"Bearer {TOKEN}", "Origin": "https://evil.example"}
-    assert (await c.post("/agents/assistant/me", json=body, headers=bearer)).status_code == 202
+    assert (await c.post("/agents/assistant/me", json=body, headers=bearer)).status_code == 403
 
 
 async def test_logout_clears_the_cookie(asgi: Serve) -> None:
     server: Server = await asgi(demo_agents(), auth_token=TOKEN)
     call = Checked(server.client, _document(auth_token=TOKEN))
-    out = await call("POST", "/ui/logout")
+    out = await call("POST", "/ui/logout", headers={"content-type": "application/json"})
     assert out.status_code == 200
     assert out.json() == {"signedIn": False, "authRequired": True}
     cookie = _cookie(out).lower()
@@ -138,4 +146,5 @@ async def test_without_a_token_there_is_nothing_to_sign_in_to(asgi: Serve) -> No
     answer = await call("POST", "/ui/login", json={"token": "anything"})
     assert answer.json() == {"signedIn": True, "authRequired": False}
     assert "set-cookie" not in answer.headers
-    assert (await call("POST", "/ui/logout")).json()["authRequired"] is False
+    out = await call("POST", "/ui/logout", headers={"content-type": "application/json"})
+    assert out.json()["authRequired"] is False

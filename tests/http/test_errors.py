@@ -5,15 +5,18 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether import errors
 from tether.demo import demo_agents
+from tether.engine import Runtime
+from tether.http import create_app
 from tether.http._errors import _STATUS, status_of
 
-from .conftest import Server, until_appended
+from .conftest import IN_PROCESS_URL, Server, until_appended
 
 Serve = Callable[..., Any]
 
@@ -174,3 +177,29 @@ async def test_five_concurrent_identical_approvals_get_the_same_receipt(asgi: Se
     assert different.json()["error"]["type"] == "approval_conflict"
     settled = await server.client.get(f"/submissions/{submission_id}", params={"wait": True})
     assert settled.json()["settlement"]["result"].startswith("Email sent")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/agents/assistant/me", "DELETE, GET, HEAD, POST"),
+        ("OPTIONS", "/agents/assistant/me", "DELETE, GET, HEAD, POST"),
+        ("PATCH", "/schedules", "GET, HEAD, POST"),
+        ("OPTIONS", "/schedules/s-1", "DELETE"),
+        ("GET", "/approvals/a-1", "POST"),
+        ("OPTIONS", "/approvals", "GET, HEAD"),
+        ("DELETE", "/ui/logout", "POST"),
+    ],
+)
+async def test_a_method_not_allowed_lists_every_method_its_path_takes(
+    method: str, path: str, allowed: str
+) -> None:
+    """``Allow`` names every method of every route on the path (RFC 9110 §15.5.6), not the
+    first route's: ``/agents/{agent}/{instance}`` is three routes."""
+    app = create_app(Runtime(demo_agents(), "memory://"))  # answered before any route runs
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=IN_PROCESS_URL) as c:
+        answer = await c.request(method, path, headers={"content-type": "application/json"})
+    assert answer.status_code == 405, answer.text
+    assert answer.json()["error"]["type"] == "method_not_allowed"
+    assert answer.headers["allow"] == allowed

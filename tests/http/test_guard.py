@@ -126,7 +126,7 @@ async def _raw_request(server: Server, request: bytes, *, trickle: int = 0) -> b
 async def test_a_body_that_never_arrives_times_out_with_408(serve: Serve) -> None:
     server: Server = await serve(demo_agents(), body_timeout=0.5)
     headers = (
-        b"POST /agents/assistant/me HTTP/1.1\r\nHost: x\r\n"
+        b"POST /agents/assistant/me HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
     )
     for sent in (headers, headers + b'{"body": "x'):  # nothing of the body, or some of it
@@ -143,7 +143,7 @@ async def test_a_body_that_never_arrives_times_out_with_408(serve: Serve) -> Non
 async def test_a_slow_body_is_bounded_in_total_not_per_chunk(serve: Serve) -> None:
     server: Server = await serve(demo_agents(), body_timeout=1.0)
     headers = (
-        b"POST /agents/assistant/me HTTP/1.1\r\nHost: x\r\n"
+        b"POST /agents/assistant/me HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
     )
     # A byte every 0.1 s: each well within the bound, the whole body (100 s) far past it.

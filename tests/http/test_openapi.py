@@ -289,8 +289,10 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     sid = accepted["submissionId"]
     assert (await call("GET", f"/submissions/{sid}/tree")).json()["children"] == []
     assert (await call("GET", "/submissions/nope/tree")).status_code == 404
-    assert (await call("POST", f"/submissions/{sid}/abort")).json()["status"] == "settled"
-    assert (await call("POST", "/submissions/nope/abort")).status_code == 404
+    json_type = {"headers": {"content-type": "application/json"}}  # a POST without a body
+    aborted = await call("POST", f"/submissions/{sid}/abort", **json_type)
+    assert aborted.json()["status"] == "settled"
+    assert (await call("POST", "/submissions/nope/abort", **json_type)).status_code == 404
     malformed = {"content": b"{", "headers": {"content-type": "application/json"}}
     assert (await call("POST", me, **malformed)).status_code == 400
     assert (await call("POST", me, json={"body": 7})).status_code == 422
@@ -326,7 +328,7 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("GET", "/conversations/nope/usage")).status_code == 404
     assert (await call("POST", "/ui/login", json={"token": "t"})).status_code == 200
     assert (await call("POST", "/ui/login", json={})).status_code == 422
-    assert (await call("POST", "/ui/logout")).status_code == 200
+    assert (await call("POST", "/ui/logout", **json_type)).status_code == 200
     assert set(call.templates) <= call.seen, set(call.templates) - call.seen
 
 
@@ -337,7 +339,35 @@ async def test_an_authenticated_refusal_keeps_to_the_documented_schema(asgi: Ser
     assert (await call("POST", "/agents/assistant/me", json={"body": "x"})).status_code == 401
     assert (await call("GET", "/healthz")).status_code == 200
     assert (await call("POST", "/ui/login", json={"token": "wrong"})).status_code == 401
-    assert (await call("POST", "/ui/logout")).status_code == 200
+    json_type = {"content-type": "application/json"}
+    assert (await call("POST", "/ui/logout", headers=json_type)).status_code == 200
+
+
+async def test_a_refused_site_or_content_type_keeps_to_the_documented_schema(
+    asgi: Serve,
+) -> None:
+    """421 (a Host the server does not answer to), 403 (a change from another site's page)
+    and 415 (a POST that does not say JSON) are documented where they can be answered."""
+    server: Server = await asgi(demo_agents(), auth_token="s3cret")
+    call = Checked(server.client, _document(auth_token="s3cret"))
+    bearer = {"Authorization": "Bearer s3cret"}
+    rebound = {**bearer, "Host": "rebound.example"}
+    assert (await call("GET", "/approvals", headers=rebound)).status_code == 421
+    assert (
+        await call("POST", "/ui/login", json={"token": "x"}, headers=rebound)
+    ).status_code == 421
+    foreign = {**bearer, "Origin": "https://evil.example", "content-type": "application/json"}
+    for method, path in (
+        ("POST", "/agents/assistant/me"),
+        ("POST", "/agents/assistant/me/abort"),
+        ("POST", "/submissions/nope/abort"),
+        ("DELETE", "/agents/assistant/me"),
+        ("DELETE", "/schedules/nope"),
+        ("POST", "/ui/logout"),
+    ):
+        assert (await call(method, path, headers=foreign)).status_code == 403, (method, path)
+    for path in ("/agents/assistant/me/abort", "/submissions/nope/abort", "/ui/logout"):
+        assert (await call("POST", path, headers=bearer)).status_code == 415, path
 
 
 async def test_a_page_of_records_written_from_their_stored_bytes_says_what_its_model_does(

@@ -9,6 +9,8 @@ import orjson
 import pytest
 
 from tether.demo import demo_agents
+from tether.engine import Runtime
+from tether.http import create_app
 from tether.http._progress import ProgressHub
 
 from .conftest import Server
@@ -124,3 +126,14 @@ async def test_a_stream_opened_before_its_session_exists_gets_all_its_progress(
     assert [f["data"]["text"] for f in frames if f["event"] == "progress"] == [
         f"researching tides: step {step} of 3" for step in (1, 2, 3)
     ]
+
+
+def test_create_app_adds_one_progress_observer_however_often_it_is_called() -> None:
+    """The apps of one runtime share its hub: a process making an app per test, per tenant
+    or per reload no longer grows the runtime's observers (each event went to every hub)."""
+    runtime = Runtime(demo_agents(), "memory://")
+    before = list(runtime.instrumentation.observers)
+    for _ in range(3):
+        create_app(runtime)
+    added = [o for o in runtime.instrumentation.observers if o not in before]
+    assert len(added) == 1 and isinstance(added[0], ProgressHub)

@@ -5,13 +5,21 @@ limit (``RLIMIT_FSIZE``, set on the running process; Python ignores ``SIGXFSZ``,
 past it fails with ``EFBIG``, as one on a full disk fails with ``ENOSPC``).
 """
 
+import logging
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
+
+from tether.demo import demo_agents
+from tether.errors import StoreUnavailable, TetherError
+from tether.store import Store
 
 from ..cli.conftest import start_server
+from .conftest import Server
 
 DEADLINE = 60.0
 
@@ -36,6 +44,50 @@ def test_readyz_is_503_once_the_store_cannot_write(tmp_path: Path) -> None:
         error = response.json()["error"]
         assert error["type"] == "not_ready"
         assert "cannot write" in error["message"]
+        assert "sqlite" not in error["message"]  # the reason is in the log, not the answer
         assert httpx.get(f"{server.url}/healthz", timeout=20).status_code == 200  # still alive
     finally:
         server.kill()
+
+
+async def _probe(asgi: Any, store: Store, failure: BaseException) -> httpx.Response:
+    server: Server = await asgi(demo_agents())
+
+    async def ping() -> None:
+        raise failure
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "ping", ping)
+        return await server.client.get("/readyz")
+
+
+async def test_readyz_is_503_when_the_store_is_unavailable_and_says_no_more(
+    asgi: Any, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not ready is the store's state: the reason (a path, a database host) is logged, not
+    given to whoever asks, which needs no token."""
+    failure = StoreUnavailable("sqlite commit failed: disk I/O error at /srv/secret/tether.db")
+    with caplog.at_level(logging.WARNING, logger="tether.http"):
+        answer = await _probe(asgi, store, failure)
+    assert answer.status_code == 503
+    error = answer.json()["error"]
+    assert error["type"] == "not_ready"
+    assert "cannot write" in error["message"] and "/srv/secret" not in answer.text
+    assert "/srv/secret" in caplog.text
+
+
+async def test_readyz_is_a_logged_500_for_anything_but_the_store_being_unavailable(
+    asgi: Any, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Anything else is Tether's own defect: not "not ready" (a load balancer would take the
+    node out and back forever), a 500 ``internal`` with its traceback in the log and none of
+    its text in the answer."""
+    for failure in (RuntimeError("secret"), KeyError("secret"), TetherError("secret")):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="tether.http"):
+            answer = await _probe(asgi, store, failure)
+        assert answer.status_code == 500, (failure, answer.text)
+        assert answer.json()["error"]["type"] == "internal"
+        assert "secret" not in answer.text
+        [logged] = [r for r in caplog.records if r.exc_info is not None]
+        assert logged.exc_info is not None and logged.exc_info[1] is failure

@@ -14,6 +14,7 @@ from .test_openapi import Checked, _document
 
 Serve = Callable[..., Any]
 ME = "/agents/assistant/me"
+JSON = {"content-type": "application/json"}  # every POST says so, a bodiless one too
 
 
 async def _delegated(server: Server, body: str = "ask around") -> dict[str, Any]:
@@ -82,7 +83,7 @@ async def test_an_unknown_submission_is_a_typed_404(asgi: Serve, route: str) -> 
     server: Server = await asgi(agents, settings=settings)
     call = Checked(server.client, _document())
     method = "POST" if route == "/abort" else "GET"
-    response = await call(method, f"/submissions/nope{route}")
+    response = await call(method, f"/submissions/nope{route}", headers=JSON)
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "submission_not_found"
 
@@ -95,7 +96,7 @@ async def test_aborting_a_child_gives_its_parent_an_error_result(asgi: Serve) ->
     accepted = (await call("POST", ME, json={"body": "ask"})).json()
     await gate.until_entered()
     [child] = (await call("GET", f"/submissions/{accepted['submissionId']}")).json()["children"]
-    aborted = await call("POST", f"/submissions/{child['submissionId']}/abort")
+    aborted = await call("POST", f"/submissions/{child['submissionId']}/abort", headers=JSON)
     assert aborted.status_code == 200
     view = aborted.json()
     assert view["submissionId"] == child["submissionId"] and "cancelRequestedAt" in view
@@ -114,7 +115,7 @@ async def test_aborting_a_child_gives_its_parent_an_error_result(asgi: Serve) ->
     assert tree["children"][0]["settlement"]["status"] == "aborted"
 
     # A settled submission is answered as it is, however often it is aborted.
-    again = await call("POST", f"/submissions/{child['submissionId']}/abort")
+    again = await call("POST", f"/submissions/{child['submissionId']}/abort", headers=JSON)
     assert again.status_code == 200 and again.json() == ended
     gate.opened.set()
 
@@ -126,7 +127,9 @@ async def test_aborting_a_parent_cancels_its_children(asgi: Serve) -> None:
     call = Checked(server.client, _document())
     accepted = (await call("POST", ME, json={"body": "ask"})).json()
     await gate.until_entered(2)
-    parent = (await call("POST", f"/submissions/{accepted['submissionId']}/abort")).json()
+    parent = (
+        await call("POST", f"/submissions/{accepted['submissionId']}/abort", headers=JSON)
+    ).json()
     assert "cancelRequestedAt" in parent  # it settles at its next safe point
     settled = await call(
         "GET",

@@ -80,7 +80,7 @@ async def _served_requests(server: Server) -> None:
     assert followed.is_success, followed.text
     await client.get(f"/submissions/{research['submissionId']}", params={"wait": "true"})
     await send("dan", "research aborts")
-    await client.post("/agents/assistant/dan/abort")
+    await client.post("/agents/assistant/dan/abort", json={})
     async with client.stream("GET", "/agents/assistant/ann") as stream:
         await stream.aread()
     await client.get("/agents/assistant/ann/records", params={"after": "2", "limit": "5"})

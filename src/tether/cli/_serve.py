@@ -19,6 +19,7 @@ import typer
 
 from tether._extras import install_hint
 from tether._gc import freeze_startup_heap
+from tether._sites import SitePolicy
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail, one_line
 from tether.cli._export_keys import load_export_key
@@ -67,6 +68,24 @@ OTLP = typer.Option(
     envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
     help="Export spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); "
     "needs the otel extra.",
+)
+
+ALLOWED_HOSTS = typer.Option(
+    None,
+    "--allowed-host",
+    envvar="TETHER_ALLOWED_HOSTS",
+    metavar="HOST",
+    help="Also answer requests for this Host (a name behind a proxy, e.g. agents.example.com; "
+    "* for any): only loopback names, --host and the address a connection came in on are "
+    "answered otherwise (421), which keeps DNS-rebinding pages out. Repeatable.",
+)
+ALLOWED_ORIGINS = typer.Option(
+    None,
+    "--allowed-origin",
+    envvar="TETHER_ALLOWED_ORIGINS",
+    metavar="ORIGIN",
+    help="Let pages of this origin (https://app.example.com) change things; only the "
+    "server's own may otherwise (403). Repeatable.",
 )
 
 
@@ -158,6 +177,32 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {one_line(exc)}"
 
 
+def _listed(values: list[str] | None) -> list[str]:
+    """A repeatable option's values, each of which may list several (commas or spaces, as
+    an environment variable does)."""
+    return [item for value in values or () for item in value.replace(",", " ").split()]
+
+
+def _allowed_hosts(host: str, allowed: list[str]) -> list[str]:
+    """``--allowed-host``'s, and the name ``--host`` binds: a server on ``localhost`` or on
+    a name of its own answers to it (an address it answers anyway, as a connection's own;
+    all interfaces are no one name)."""
+    return [*([] if host in ("0.0.0.0", "::") else [host]), *allowed]
+
+
+def _check_sites(host: str, hosts: list[str], origins: list[str]) -> None:
+    """Stops ``serve`` before anything is opened on a host or origin that is none."""
+    for hint, checked in (
+        ("--host", ([host], ())),
+        ("--allowed-host", (hosts, ())),
+        ("--allowed-origin", ((), origins)),
+    ):
+        try:
+            SitePolicy.of(*checked)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=hint) from None
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -193,6 +238,14 @@ def serve(
     allow_unauthenticated: bool = typer.Option(
         False, "--allow-unauthenticated", help="Serve a non-loopback address without a token."
     ),
+    allowed_host: list[str] | None = ALLOWED_HOSTS,
+    allowed_origin: list[str] | None = ALLOWED_ORIGINS,
+    sign_in_hours: float = typer.Option(
+        12.0,
+        "--sign-in-hours",
+        min=0.01,
+        help="Hours a web console sign-in lasts (with --auth-token).",
+    ),
     heartbeat: float = typer.Option(15.0, "--heartbeat", help="Seconds between SSE heartbeats."),
     lease: float = LEASE,
     otlp_endpoint: str | None = OTLP,
@@ -215,6 +268,8 @@ def serve(
             "pass --allow-unauthenticated if something in front of it authenticates",
             param_hint="--host",
         )
+    hosts, origins = _listed(allowed_host), _listed(allowed_origin)
+    _check_sites(host, hosts, origins)
     agents = load_agents(app, demo)
     retention = retention_of(retain_days, keep_records, prune_every)
     export_key = load_export_key(export_key_file, "--export-key-file")
@@ -237,7 +292,13 @@ def serve(
                     "export_key": export_key,
                     **_demo_settings(demo),
                 },
-                app_options={"auth_token": auth_token, "heartbeat": heartbeat},
+                app_options={
+                    "auth_token": auth_token,
+                    "heartbeat": heartbeat,
+                    "allowed_hosts": _allowed_hosts(host, hosts),
+                    "allowed_origins": origins,
+                    "sign_in_lifetime": sign_in_hours * 3600,
+                },
             )
         )
 

@@ -53,6 +53,7 @@ from tether.engine._pruner import Pruner, PruneReport, prune
 from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._retention import Retention
+from tether.engine._revocations import is_revoked, revoke
 from tether.engine._runs import RunRegistry, wait_settled
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
@@ -294,6 +295,23 @@ class Runtime:
             await runtime.ready()
         """
         await self._check_open().ping()
+
+    async def revoke(self, credential_id: str) -> None:
+        """Refuse a credential the application issued (by its id) from now on: in every
+        process on this store, and after restarts. The web console's sign-out revokes its
+        cookie so (docs/console.md).
+
+        Example::
+
+            await runtime.revoke(session_id)
+            assert await runtime.is_revoked(session_id)
+        """
+        await revoke(self._check_open(), credential_id)
+
+    async def is_revoked(self, credential_id: str) -> bool:
+        """Whether :meth:`revoke` was called for ``credential_id``, by any process on this
+        store (one read by primary key)."""
+        return await is_revoked(self._check_open(), credential_id)
 
     def _check_open(self) -> Store:
         if self.closing:

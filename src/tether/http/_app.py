@@ -9,16 +9,18 @@ written by ``_sse`` (with the events of a session's subagents: ``_family``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 
+from tether._sites import SitePolicy
 from tether.engine import Runtime
 from tether.http._approvals import approvals_router
 from tether.http._console import console_router
 from tether.http._console_auth import console_auth_router
+from tether.http._console_cookie import DEFAULT_LIFETIME, ConsoleCookies
 from tether.http._conversations import conversations_router
 from tether.http._dispatch import dispatch_router
 from tether.http._errors import failures, install_error_handlers
@@ -46,16 +48,26 @@ def create_app(
     manage_runtime: bool = False,
     worker: bool = True,
     webhooks: Sequence[APIRouter] = (),
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+    sign_in_lifetime: float = DEFAULT_LIFETIME,
 ) -> FastAPI:
     """The HTTP face of a runtime. With ``manage_runtime`` the app starts and closes it.
 
     ``auth_token`` (non-empty) is required as ``Authorization: Bearer <token>`` on every
     route but the health checks; a request body must arrive within ``body_timeout``
-    seconds (else 408) and weigh at most ``max_body`` bytes (else 413). ``/docs`` and
-    ``/redoc`` serve their assets from this server: they work offline. ``/ui`` is the web
-    console (docs/console.md), whose sign-in trades the token for a cookie. ``webhooks``
-    are routes made by :mod:`tether.http.webhooks`: their signature is their auth, so the
-    token does not guard their paths.
+    seconds (else 408) and weigh at most ``max_body`` bytes (else 413), and a POST must say
+    ``Content-Type: application/json`` (else 415). ``/docs`` and ``/redoc`` serve their
+    assets from this server: they work offline. ``/ui`` is the web console
+    (docs/console.md), whose sign-in trades the token for a cookie that lasts
+    ``sign_in_lifetime`` seconds. ``webhooks`` are routes made by
+    :mod:`tether.http.webhooks`: their signature is their auth, so the token does not guard
+    their paths.
+
+    Other sites' pages are kept out (docs/serving.md): the app answers a ``Host`` that is
+    a loopback name, the address the connection came in on, or one of ``allowed_hosts``
+    (else 421; ``"*"`` allows any), and a request that changes something only from its own
+    origin or one of ``allowed_origins`` (``https://app.example.com``; else 403).
 
     Example::
 
@@ -66,9 +78,13 @@ def create_app(
 
     if auth_token is not None and not auth_token.strip():
         raise ValueError("auth_token is empty: give a token, or None to serve without auth")
-    # Tool progress reaches the streams of this process's runs (it is never stored).
-    progress = ProgressHub()
-    runtime.instrumentation.observers.append(progress)
+    sites = SitePolicy.of(allowed_hosts, allowed_origins)
+    cookies = (
+        ConsoleCookies(auth_token.encode(), runtime, lifetime=sign_in_lifetime)
+        if auth_token is not None
+        else None
+    )
+    progress = _progress_hub(runtime)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -93,9 +109,13 @@ def create_app(
         max_body=max_body,
         body_timeout=body_timeout,
         open_paths=frozenset(hooks),
+        sites=sites,
+        cookies=cookies,
     )
 
-    guarded = failures(401) if auth_token is not None else {}  # health checks stay open
+    # The health checks answer whatever the Host and without a token. With one, the console's
+    # cookie is checked against the store's revocations: 503 when it cannot answer.
+    guarded = failures(421, *((401, 503) if auth_token is not None else ()))
     for router in (
         dispatch_router(runtime, heartbeat=heartbeat, progress=progress, responses=guarded),
         sessions_router(runtime, responses=guarded),
@@ -108,11 +128,23 @@ def create_app(
         health_router(runtime),
         *webhooks,
         # The web console last: no API request is matched against its routes first.
-        console_auth_router(auth_token),
+        console_auth_router(auth_token, cookies),
         console_router(),
     ):
         _add_routes(app, router)
     return app
+
+
+def _progress_hub(runtime: Runtime) -> ProgressHub:
+    """The runtime's hub of tool progress (never stored: it reaches the streams of this
+    process's runs), added to its observers by the first app made for it. Every app of the
+    runtime shares it: one per app, never removed, grew the observers with each app."""
+    for observer in runtime.instrumentation.observers:
+        if isinstance(observer, ProgressHub):
+            return observer
+    progress = ProgressHub()
+    runtime.instrumentation.observers.append(progress)
+    return progress
 
 
 def _add_routes(app: FastAPI, router: APIRouter) -> None:

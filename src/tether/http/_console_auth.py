@@ -1,54 +1,27 @@
 """The console's sign-in (docs/console.md): ``POST /ui/login`` trades the bearer token for a
-cookie, ``POST /ui/logout`` clears it.
+cookie, ``POST /ui/logout`` revokes it.
 
 A browser's ``EventSource`` cannot send an ``Authorization`` header, so with
-``--auth-token`` the Guard also accepts this cookie. It holds no secret of its own: its value
-is an HMAC of a fixed label keyed by the token, so it is the same for every server started
-with the token (a restarted server takes it at once) and it is no bearer token (it cannot be
-replayed as one, and it does not reveal the token). It is ``HttpOnly`` (no script reads it)
-and ``SameSite=Strict`` (no other site's page sends it); the Guard also refuses it on a
-request that changes something when the request's ``Origin`` is another site's.
+``--auth-token`` the Guard also accepts this cookie (``_console_cookie``: signed, with an
+issue time and a lifetime, revocable). It is ``HttpOnly`` (no script reads it),
+``SameSite=Strict`` (no other site's page sends it) and has a ``Max-Age``; the Guard also
+refuses any request that changes something when its ``Origin`` is another site's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from tether.http._errors import BODY_FAILURES, ApiError, failures
+from tether.http._console_cookie import COOKIE, ConsoleCookies, request_cookie
+from tether.http._errors import BODY_FAILURES, POST_FAILURES, ApiError, failures
 from tether.http._requests import _Body
 from tether.http._responses import WireResponse, respond
 
-__all__ = (
-    "COOKIE",
-    "LoginBody",
-    "SignedIn",
-    "console_auth_router",
-    "cookie_value",
-    "request_cookie",
-)
-
-COOKIE = "tether_console"
-_LABEL = b"tether console session v1"
-
-
-def cookie_value(token: bytes) -> bytes:
-    """The cookie a browser signed in with ``token`` holds: an HMAC-SHA256 of a fixed label,
-    keyed by the token (hex)."""
-    return hmac.new(token, _LABEL, hashlib.sha256).hexdigest().encode()
-
-
-def request_cookie(header: str) -> bytes | None:
-    """The console cookie's value in a ``Cookie`` header, if there is one."""
-    for pair in header.split(";"):
-        name, equals, value = pair.strip().partition("=")
-        if equals and name == COOKIE:
-            return value.strip().strip('"').encode("latin-1")
-    return None
+__all__ = ("LoginBody", "SignedIn", "console_auth_router")
 
 
 class LoginBody(_Body):
@@ -63,30 +36,38 @@ class SignedIn(WireResponse):
     auth_required: bool
 
 
-def console_auth_router(auth_token: str | None) -> APIRouter:
-    """``POST /ui/login`` and ``POST /ui/logout``; the Guard lets both through."""
+def console_auth_router(token: str | None, cookies: ConsoleCookies | None) -> APIRouter:
+    """``POST /ui/login`` and ``POST /ui/logout``; the Guard lets both through without a
+    token. ``cookies`` issues and revokes the cookie when the server has a ``token``."""
     router = APIRouter(tags=["console"])
-    token = auth_token.encode() if auth_token is not None else None
-    required = token is not None
+    secret = token.encode() if token is not None else None
+    required = secret is not None
 
     @router.post(
         "/ui/login",
         response_model=SignedIn,
-        responses=failures(*BODY_FAILURES, *((401,) if required else ())),
+        responses=failures(*BODY_FAILURES, 421, *((401,) if required else ())),
     )
     async def login(request: Request, payload: LoginBody) -> Response:
         """Check the token (in constant time) and set the console's session cookie (HttpOnly,
-        SameSite=Strict), which the server accepts instead of ``Authorization: Bearer``:
-        what a browser's ``EventSource`` needs. Without ``--auth-token`` there is nothing to
-        check and no cookie is set."""
-        if token is None:
+        SameSite=Strict, for the sign-in's lifetime), which the server accepts instead of
+        ``Authorization: Bearer``: what a browser's ``EventSource`` needs. Without
+        ``--auth-token`` there is nothing to check and no cookie is set."""
+        if secret is None or cookies is None:
             return respond(SignedIn(signed_in=True, auth_required=False))
-        if not hmac.compare_digest(payload.token.encode(), token):
+        if not hmac.compare_digest(payload.token.encode(), secret):
             raise ApiError(401, "unauthorized", "that is not the server's token")
+        # Signed in already (a reload, a stream renewing its cookie): the same sign-in, so
+        # that signing out ends it, not only the newest of several.
+        value = request_cookie(request.headers.get("cookie", ""))
+        left = await cookies.seconds_left(value) if value is not None else None
+        if value is None or left is None:
+            value, left = cookies.issue(), cookies.lifetime
         response = respond(SignedIn(signed_in=True, auth_required=True))
         response.set_cookie(
             COOKIE,
-            cookie_value(token).decode(),
+            value,
+            max_age=int(left),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
@@ -94,9 +75,14 @@ def console_auth_router(auth_token: str | None) -> APIRouter:
         )
         return response
 
-    @router.post("/ui/logout", response_model=SignedIn, responses=failures())
+    @router.post("/ui/logout", response_model=SignedIn, responses=failures(*POST_FAILURES, 421))
     async def logout(request: Request) -> Response:
-        """Clear the console's session cookie (the page forgets its token too)."""
+        """Sign this browser out: its cookie is revoked for good, on every server on this
+        store (a copy replayed later is refused), and cleared (the page forgets its token
+        too)."""
+        value = request_cookie(request.headers.get("cookie", ""))
+        if value is not None and cookies is not None:
+            await cookies.revoke(value)
         response = respond(SignedIn(signed_in=False, auth_required=required))
         response.delete_cookie(
             COOKIE,

@@ -18,11 +18,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from tether import errors
 
 __all__ = (
     "BODY_FAILURES",
+    "POST_FAILURES",
     "ApiError",
     "ErrorBody",
     "ErrorEnvelope",
@@ -140,6 +142,8 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
     400: "The body is not JSON (``malformed_json``), or the request is malformed in a way "
     "the route names (``invalid_last_event_id``).",
     401: "No valid ``Authorization: Bearer <token>`` (``unauthorized``).",
+    403: "A request that changes something, sent by a page of another site: its ``Origin`` "
+    "is neither the server's own nor one it allows (``forbidden_origin``).",
     404: "Nothing by that name: an unknown agent, conversation, submission, approval or input.",
     408: "The body did not arrive in time (``request_timeout``).",
     409: "Conflicts with the state of things (the type says which: ``session_busy``, "
@@ -147,7 +151,10 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
     410: "What the request names was removed by retention: records before a log's "
     "``log_truncated`` record (``seq_truncated``).",
     413: "The body is over the server's limit (``payload_too_large``).",
-    415: "The body is not ``application/json`` (``unsupported_media_type``).",
+    415: "The request does not say ``Content-Type: application/json``, which every POST "
+    "must, with a body or without one (``unsupported_media_type``).",
+    421: "The ``Host`` is not one this server answers to: a loopback name, the address the "
+    "connection came in on, or one it was told to allow (``misdirected_request``).",
     422: "A parameter or the body does not validate (``invalid_request``, with every problem "
     "in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, "
     "``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...).",
@@ -159,8 +166,10 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
 Responses = dict[int | str, dict[str, Any]]
 """A route's (or a router's) ``responses=``: its documented answers by status."""
 
-BODY_FAILURES = (400, 408, 413, 415, 422)
+BODY_FAILURES = (400, 403, 408, 413, 415, 422)
 """What a route that reads a JSON body can answer before it runs (the Guard and parsing)."""
+POST_FAILURES = (403, 415)
+"""What a POST that takes no body can answer before it runs (the Guard)."""
 
 
 def failures(*statuses: int) -> Responses:
@@ -221,6 +230,18 @@ def json_response(
     )
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method the routes on the request's path take (HEAD wherever GET is: the Guard
+    answers it), sorted, as ``Allow`` lists them."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.TetherError)
     async def tether_error(request: Request, exc: errors.TetherError) -> Response:
@@ -265,7 +286,11 @@ def install_error_handlers(app: FastAPI) -> None:
         response = error_response(
             exc.status_code, names.get(exc.status_code, "http_error"), str(exc.detail)
         )
-        response.headers.update(exc.headers or {})  # e.g. Allow on a 405
+        response.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route on the path; a path is often
+            # several routes (one per method), and Allow must name them all.
+            response.headers["Allow"] = _allowed_methods(request)
         return response
 
     @app.exception_handler(Exception)

@@ -1,6 +1,7 @@
-"""Checks every request passes before it reaches a route (auth: the bearer token, or the
-console's cookie; body size and time, content type), ``X-Content-Type-Options: nosniff`` on
-every response whatever produced it, HEAD, and the last word on unexpected exceptions.
+"""Checks every request passes before it reaches a route (the site it comes from: its
+``Host`` and ``Origin``; auth: the bearer token, or the console's cookie; body size and time,
+content type), ``X-Content-Type-Options: nosniff`` on every response whatever produced it,
+HEAD, and the last word on unexpected exceptions.
 
 A plain ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``: that one
 re-buffers streaming responses, and SSE streams must go out frame by frame.
@@ -16,16 +17,20 @@ from typing import Any
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tether.http._console_auth import cookie_value, request_cookie
-from tether.http._errors import error_response, internal_error_response
+from tether._sites import SitePolicy
+from tether.errors import TetherError
+from tether.http._console_cookie import ConsoleCookies, request_cookie
+from tether.http._errors import error_response, internal_error_response, status_of
 
 __all__ = ("Guard",)
 
-_OPEN_PATHS = frozenset({"/healthz", "/readyz", "/", "/ui"})
+_HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
+_OPEN_PATHS = _HEALTH_PATHS | {"/", "/ui"}
 _CONSOLE_PREFIX = "/ui/"  # the console's page, its files and its sign-in: no secrets there
-_SAFE_METHODS = frozenset({"GET", "HEAD"})
+_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
+_SHOWN = 200  # characters of a refused Host or Origin the answer repeats
 logger = logging.getLogger("tether.http")
 
 
@@ -34,11 +39,13 @@ class _HeadAnswered(Exception):
 
 
 class Guard:
-    """Answer 401/408/413/415 in the error envelope (a request is authenticated by
-    ``Authorization: Bearer <token>`` or by the console's cookie, see ``_console_auth``);
-    cap bodies whether sized or chunked and bound the time they take to arrive; answer HEAD
-    wherever GET is answered; and give an unexpected exception, wherever it is raised, the
-    JSON envelope (500 ``internal``) and one line with its traceback in the log."""
+    """Answer 421/403/401/408/413/415 in the error envelope: a ``Host`` the server does not
+    answer to, a change sent from another site's page (``sites``), no credential (a request
+    is authenticated by ``Authorization: Bearer <token>`` or by the console's cookie), a POST
+    that does not say ``application/json``; cap bodies whether sized or chunked and bound
+    the time they take to arrive; answer HEAD wherever GET is answered; and give an
+    unexpected exception, wherever it is raised, the JSON envelope (500 ``internal``) and
+    one line with its traceback in the log."""
 
     def __init__(
         self,
@@ -48,6 +55,8 @@ class Guard:
         max_body: int,
         body_timeout: float = 60.0,
         open_paths: frozenset[str] = frozenset(),
+        sites: SitePolicy | None = None,
+        cookies: ConsoleCookies | None = None,
     ) -> None:
         if auth_token is not None and not auth_token.strip():
             raise ValueError("auth_token is empty: give a token, or None for no auth")
@@ -55,8 +64,12 @@ class Guard:
         self.open_paths = _OPEN_PATHS | open_paths
         """Paths the token does not guard: the health checks, the console's page, and
         routes that authenticate themselves (a webhook's signature)."""
+        self.any_host_paths = _HEALTH_PATHS | open_paths
+        """Paths answered whatever the ``Host``: nothing there is for a rebound page (the
+        health checks say nothing, a webhook takes only what its sender signed)."""
+        self.sites = sites if sites is not None else SitePolicy.of()
         self.token = auth_token.encode() if auth_token is not None else None
-        self.cookie = cookie_value(self.token) if self.token is not None else None
+        self.cookies = cookies
         self.max_body = max_body
         self.body_timeout = body_timeout
 
@@ -86,6 +99,10 @@ class Guard:
             scope = {**scope, "method": "GET"}
         try:
             refusal = self._refusal(scope, headers)
+            if refusal is None and self._guarded(scope["path"]) and not self._bearer(headers):
+                refusal = await self._cookie_refusal(headers)
+            if refusal is None and scope["method"] in _BODY_METHODS:
+                refusal = self._body_refusal(scope["method"], headers)
             if refusal is not None:
                 await refusal(scope, receive, guarded_send)
                 return
@@ -99,43 +116,84 @@ class Guard:
             await internal_error_response()(scope, receive, guarded_send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> Any:
-        path = scope["path"]
+        """A request from a site that may not use the server: a rebound name, another
+        site's page changing something."""
+        host = headers.get("host")
         if (
+            host is not None
+            and not self.sites.serves(host, scope.get("server"))
+            and scope["path"] not in self.any_host_paths
+        ):
+            return error_response(
+                421,
+                "misdirected_request",
+                f"this server does not answer to Host {host[:_SHOWN]!r}; if that is its "
+                "name, start it with --allowed-host (create_app(allowed_hosts=...))",
+            )
+        origin = headers.get("origin")
+        if (
+            origin is not None
+            and scope["method"] in _CHANGING_METHODS
+            and not self.sites.trusts(origin, host)
+        ):
+            return error_response(
+                403,
+                "forbidden_origin",
+                f"a page of {origin[:_SHOWN]!r} may not change anything here; if it is "
+                "yours, start the server with --allowed-origin (create_app(allowed_origins=...))",
+            )
+        return None
+
+    def _guarded(self, path: str) -> bool:
+        """Whether the path asks for a credential."""
+        return (
             self.token is not None
             and path not in self.open_paths
             and not path.startswith(_CONSOLE_PREFIX)
-            and not self._authenticated(scope["method"], headers)
-        ):
+        )
+
+    def _bearer(self, headers: dict[str, str]) -> bool:
+        """The bearer token, compared in constant time."""
+        assert self.token is not None
+        # The scheme is case-insensitive (RFC 9110 §11.1).
+        scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode("latin-1"), self.token
+        )
+
+    async def _cookie_refusal(self, headers: dict[str, str]) -> Any:
+        """None if the console's cookie is valid (issued here, not expired, not signed
+        out: a read of the store), else the 401."""
+        cookie = request_cookie(headers.get("cookie", ""))
+        try:
+            valid = (
+                cookie is not None and self.cookies is not None and await self.cookies.valid(cookie)
+            )
+        except TetherError as exc:  # the store is unavailable: 503, as at any route
+            return error_response(status_of(exc), exc.code, str(exc))
+        if not valid:
             return error_response(
                 401, "unauthorized", "a bearer token (or the console's sign-in) is required"
             )
-        if scope["method"] not in _BODY_METHODS:
-            return None
+        return None
+
+    def _body_refusal(self, method: str, headers: dict[str, str]) -> Any:
         length = headers.get("content-length")
         if length is not None and (
             not (length.isascii() and length.isdigit()) or int(length) > self.max_body
         ):
             return self._too_large()
+        # Every POST says JSON, a bodiless one too: no page of another site can send that
+        # without a CORS preflight (which this server never answers), unlike a form's types
+        # or a no-cors fetch's none. (No route takes PUT or PATCH: those answer 405.)
         media_type = headers.get("content-type", "").split(";")[0].strip().lower()
-        if length != "0" and media_type not in ("application/json", ""):
-            return error_response(415, "unsupported_media_type", "send application/json")
+        if method == "POST" and media_type != "application/json":
+            return error_response(
+                415,
+                "unsupported_media_type",
+                "send Content-Type: application/json (a POST without a body too)",
+            )
         return None
-
-    def _authenticated(self, method: str, headers: dict[str, str]) -> bool:
-        """The bearer token, or the console's cookie; both compared in constant time."""
-        assert self.token is not None and self.cookie is not None
-        # The scheme is case-insensitive (RFC 9110 §11.1).
-        scheme, _, token = headers.get("authorization", "").strip().partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode("latin-1"), self.token
-        ):
-            return True
-        cookie = request_cookie(headers.get("cookie", ""))
-        if cookie is None or not hmac.compare_digest(cookie, self.cookie):
-            return False
-        # SameSite=Strict keeps other sites' pages from sending the cookie; a request that
-        # changes something must also not come from another origin, whatever the browser.
-        return method in _SAFE_METHODS or _same_origin(headers)
 
     def _too_large(self) -> Any:
         return error_response(413, "payload_too_large", f"the body is over {self.max_body} bytes")
@@ -172,11 +230,3 @@ class Guard:
             return message
 
         await self.app(scope, counted_receive, send)
-
-
-def _same_origin(headers: dict[str, str]) -> bool:
-    """No ``Origin`` (not a cross-site browser request), or one naming this very host."""
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    return origin.partition("://")[2].rstrip("/") == headers.get("host", "")

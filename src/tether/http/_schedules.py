@@ -174,7 +174,7 @@ def schedules_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
             raise _conflict(exc) from None
         return ScheduleItem.of(info)
 
-    @router.delete("/schedules/{schedule_id}", responses=failures(404, 409, 422, 503))
+    @router.delete("/schedules/{schedule_id}", responses=failures(403, 404, 409, 422, 503))
     async def delete(schedule_id: str) -> ScheduleDeleted:
         """Forget a schedule kept in the store (one of the configuration is 409). What its
         windows admitted stays admitted."""

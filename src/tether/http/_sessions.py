@@ -43,7 +43,7 @@ def sessions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
             next_cursor=page.next_cursor,
         )
 
-    @router.delete("/agents/{agent}/{instance}", responses=failures(404, 409, 422, 503))
+    @router.delete("/agents/{agent}/{instance}", responses=failures(403, 404, 409, 422, 503))
     async def erase(
         agent: str,
         instance: str,

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from pydantic import JsonValue
 
 from tether.engine import Runtime
-from tether.http._errors import Responses, failures
+from tether.http._errors import POST_FAILURES, Responses, failures
 from tether.http._requests import WAIT_TIMEOUT
 from tether.http._submission_views import SubmissionTreeNode, SubmissionView
 
@@ -43,7 +43,10 @@ def submissions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
             await settled_within(runtime, submission_id, wait_seconds)
         return SubmissionView.of(await runtime.submission(submission_id))
 
-    @router.post("/submissions/{submission_id}/abort", responses=failures(404, 422, 503))
+    @router.post(
+        "/submissions/{submission_id}/abort",
+        responses=failures(*POST_FAILURES, 404, 422, 503),
+    )
     async def abort(submission_id: str) -> SubmissionView:
         """Abort one submission (an operator's cancel), wherever it runs: it settles
         ``aborted`` at its next safe point (``cancelRequestedAt`` says the abort took). A

@@ -47,10 +47,10 @@ async function failure(response) {
 export async function request(method, path, { query, body, signal } = {}) {
   const url = query ? `${path}?${new URLSearchParams(clean(query))}` : path;
   const options = { method, headers: headers(), signal, credentials: "same-origin" };
-  if (body !== undefined) {
-    options.body = JSON.stringify(body);
-    options.headers["Content-Type"] = "application/json";
-  }
+  // The server takes a POST only if it says JSON, a bodiless one too (no other site's page
+  // can send that header without asking first).
+  if (method !== "GET") options.headers["Content-Type"] = "application/json";
+  if (body !== undefined) options.body = JSON.stringify(body);
   const response = await fetch(url, options);
   if (!response.ok) {
     const error = await failure(response);
@@ -74,6 +74,19 @@ export async function login(token) {
   const answer = await request("POST", "/ui/login", { body: { token } });
   sessionStorage.setItem(TOKEN_KEY, token);
   return answer;
+}
+
+/** A fresh cookie for the streams, if this tab has the token: the last one expired or was
+ * signed out elsewhere. Resolves to whether it got one. */
+export async function renewSignIn() {
+  const token = storedToken();
+  if (!token) return false;
+  try {
+    await login(token);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export function forgetToken() {

@@ -5,7 +5,7 @@
 // Event ids are "<seq>:<n>" (the n-th event projected from record seq). Both readers pass an
 // event on only if its id is past the last one passed on, so a reconnect can repeat nothing.
 
-import { agentPath, storedToken } from "./api.js";
+import { agentPath, renewSignIn, storedToken } from "./api.js";
 
 const TYPES = ["start", "delta", "full", "done"];
 
@@ -53,9 +53,10 @@ export class LiveStream {
     source.onerror = () => {
       if (this.closed) return;
       if (source.readyState === EventSource.CLOSED) {
-        // Refused for good (e.g. a 401 or a 503 while the server starts): try again.
+        // Refused for good (e.g. a 503 while the server starts, or a 401: the sign-in's
+        // cookie expired): try again, with a fresh cookie if the tab has the token.
         this.onState("reconnecting");
-        this.retry = setTimeout(() => this.open(), 2000);
+        this.retry = setTimeout(() => renewSignIn().finally(() => this.closed || this.open()), 2000);
       } else {
         this.onState("reconnecting"); // the browser reconnects by itself, with Last-Event-ID
       }

@@ -117,7 +117,7 @@ def webhook_router(
         path,
         status_code=202,
         response_model=WebhookReceipt,
-        responses=failures(400, 401, 404, 409, 413, 415, 422, 503),
+        responses=failures(400, 401, 403, 404, 408, 409, 413, 415, 422, 503),
         summary=f"A signed {source} delivery",
     )
     async def deliver(request: Request) -> Response:
