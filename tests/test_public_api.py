@@ -220,6 +220,7 @@ PUBLIC = {
         "ToolScope",
         "Turn",
         "UNKNOWN_OUTCOME",
+        "loose_ends",
         "messages_of",
         "open_gate",
         "transcript",

@@ -254,7 +254,7 @@ def test_an_abort_while_a_tool_runs_leaves_a_session_the_provider_still_takes(
         while not payloads(server, "tool_called"):  # the research is under way
             assert time.monotonic() < deadline, "the research never started"
             time.sleep(0.05)
-        httpx.post(f"{server.url}{AGENT}/abort", timeout=WAIT).raise_for_status()
+        httpx.post(f"{server.url}{AGENT}/abort", json={}, timeout=WAIT).raise_for_status()
         assert settled(server, first.json()["submissionId"])["settlement"]["status"] == "aborted"
         [closing] = payloads(server, "tool_outcome")
         assert closing["status"] == "unknown" and "aborted" in closing["content"]

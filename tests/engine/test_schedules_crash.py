@@ -6,9 +6,9 @@ This file is also the worker (a real process)::
 
     python test_schedules_crash.py DB_DIR HOLD_FILE
 
-Its one schedule's window is the same for the whole test (a period of 10**9 seconds, whose
-latest window started in 2001, with a grace as long), so each worker that starts finds it
-due. Its model answers only once HOLD_FILE is gone, so the kill lands mid-run.
+Its one schedule's window is the same for the whole test (the longest period a schedule may
+have, 366 days, with a grace as long), so each worker that starts finds it due. Its model
+answers only once HOLD_FILE is gone, so the kill lands mid-run.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tether.engine import AgentDefinition, AgentSpec, Runtime, Schedule
+from tether.engine import MAX_PERIOD, AgentDefinition, AgentSpec, Runtime, Schedule
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, ScriptedModel
 from tether.records import Signal, SubmissionSettled
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the worker impor
 from tests.journal.harnesses import EchoHarness
 from tests.processes import kill, log_text, reap, start
 
-SCHEDULE = Schedule("echo", "acme", every=10**9, grace=10**9, body="tick", id="epoch")
+SCHEDULE = Schedule("echo", "acme", every=MAX_PERIOD, grace=MAX_PERIOD, body="tick", id="epoch")
 WAIT = 60.0
 
 
@@ -113,12 +114,13 @@ async def test_a_worker_killed_mid_window_and_restarted_fires_it_once(tmp_path: 
             reap(second)
         [window] = await _windows(store)
         assert window.id == running.id
-        assert window.dispatch_id == "schedule:epoch:2001-09-09T01:46:40Z"
+        # The window that was due: the latest start of a period, counted from the epoch.
+        tag = window.dispatch_id.removeprefix("schedule:epoch:")
+        start = datetime.fromisoformat(tag).timestamp()
+        assert start % MAX_PERIOD == 0 and window.dispatch_id == running.dispatch_id
         assert window.settlement is not None and window.settlement["status"] == "succeeded"
         records = await store.read(window.conversation_id)
-        assert [r.payload.tag for r in records if isinstance(r.payload, Signal)] == [
-            "2001-09-09T01:46:40Z"
-        ]
+        assert [r.payload.tag for r in records if isinstance(r.payload, Signal)] == [tag]
         assert sum(isinstance(r.payload, SubmissionSettled) for r in records) == 1
         assert len(await store.list_attempts(window.id)) == 2  # killed, then recovered
     finally:

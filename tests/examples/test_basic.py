@@ -88,7 +88,8 @@ def test_the_basic_runbook(tmp_path: Path) -> None:
         # The same session as stream events, read to its end (it is at rest).
         stream = client.get("/agents/assistant/me", params={"view": "stream"}).text
         contents = re.findall(r'"content":\{"type":"(\w+)"', stream)
-        assert contents[-4:] == ["text", "tool_request", "tool_response", "text"]  # Rome's
+        # Rome's, and how its submission ended.
+        assert contents[-5:] == ["text", "tool_request", "tool_response", "text", "data"]
 
     # What the observer and the interceptor printed, one line each.
     output = server.output()

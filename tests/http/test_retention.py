@@ -44,9 +44,12 @@ async def test_a_truncated_session_verifies_forks_and_streams(serve: Serve) -> N
     late = await call("POST", f"/conversations/{cid}/fork", json={"atSeq": cut})
     assert late.status_code == 201, late.text
 
-    exported = (await server.client.get(f"/conversations/{cid}/export")).content.splitlines()
+    *exported, trailer = (
+        await server.client.get(f"/conversations/{cid}/export")
+    ).content.splitlines()
     first = orjson.loads(exported[0])
     assert (first["kind"], first["seq"], len(exported)) == ("log_truncated", cut, head - cut + 1)
+    assert orjson.loads(trailer)["records"] == len(exported)
 
     texts: list[str] = []
     async with server.client.stream(

@@ -23,6 +23,7 @@ from tether.integrations.pydantic_ai import PydanticAITurn
 from tether.journal import Turn
 from tether.store import Store
 from tether.stream import (
+    DataContent,
     HarnessTurn,
     MessageContent,
     ReasoningContent,
@@ -93,6 +94,11 @@ def normalize(events: list[StreamEvent]) -> list[Delivery]:
             content = event.content
             if isinstance(content, TextContent) and content.author == "user":
                 continue  # the input, which only the log carries
+            if (
+                isinstance(content, DataContent)
+                and content.data.get("kind") == "submission_settled"
+            ):
+                continue  # how the submission ended: the log's too, not the turn's
             slot = Slot(content)
             order.append(slot)
             if isinstance(event, StreamTaskMessageStart) and event.index is not None:

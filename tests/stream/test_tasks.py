@@ -90,11 +90,7 @@ async def test_a_spawn_and_its_end_are_typed_events_with_the_childs_stream() -> 
         "streamUrl": url,
     }
     # How the parent's own submission ended closes its stream (its result came as a message).
-    assert _data(settled) == {
-        "kind": "submission_settled",
-        "submissionId": None,
-        "status": "succeeded",
-    }
+    assert _data(settled) == {"kind": "submission_settled", "status": "succeeded"}
 
 
 async def test_an_end_without_its_spawn_has_no_stream_url() -> None:

@@ -24,6 +24,7 @@ from tether.http import create_app
 from tether.journal import Turn
 from tether.store import Store
 from tether.stream import (
+    DataContent,
     HarnessTurn,
     ReasoningContent,
     ReasoningContentDelta,
@@ -45,6 +46,8 @@ from tether.stream import (
 )
 
 from ...engine.conftest import FAST
+
+SETTLED = "submission_settled"
 
 INTEGRATIONS = Path(__file__).resolve().parent.parent
 CLAUDE_FIXTURES = INTEGRATIONS / "claude_code" / "fixtures"
@@ -69,6 +72,8 @@ def logical(events: Iterable[StreamEvent], *, agent_only: bool = True) -> list[L
             content = event.content
             if agent_only and content.author == "user":
                 continue
+            if isinstance(content, DataContent) and content.data.get("kind") == SETTLED:
+                continue  # how the submission ended: the log's, not the turn's
             if isinstance(content, TextContent):
                 slot: list[Any] = ["text", content.content]
             elif isinstance(content, ReasoningContent):

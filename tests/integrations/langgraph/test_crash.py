@@ -36,7 +36,7 @@ def test_sigkill_mid_tool_then_restart_settles_once(tmp_path: Path) -> None:
     assert run.kinds.count("model_called") == 2 and run.kinds.count("tool_called") == 1
     assert run.kinds.count("tool_outcome") == 1  # the idempotent lookup was re-driven once
     contents = [e["content"]["type"] for e in run.events if e["type"] in ("start", "full")]
-    assert contents[-3:] == ["tool_request", "tool_response", "text"]
+    assert contents[-4:] == ["tool_request", "tool_response", "text", "data"]  # data: settled
 
 
 def _submit(url: str, body: str) -> dict[str, Any]:

@@ -32,4 +32,4 @@ def test_sigkill_mid_tool_then_restart_settles_once_without_repeating_a_model_ca
     assert after[: len(before)] == before and len(after) == 2
     assert len(set(after)) == len(after), "a recorded model call was requested again"
     contents = [e["content"]["type"] for e in run.events if e["type"] in ("start", "full")]
-    assert contents[-3:] == ["tool_request", "tool_response", "text"]
+    assert contents[-4:] == ["tool_request", "tool_response", "text", "data"]  # data: settled

@@ -31,7 +31,7 @@ def test_sigkill_mid_tool_then_restart_resumes_without_repeating_the_model(
     assert calls.read_text().splitlines() == ["1", "3"]
     assert run.kinds.count("model_called") == 2
     contents = [e["content"]["type"] for e in run.events if e["type"] in ("start", "full")]
-    assert contents == ["text", "text", "tool_request", "tool_response", "text"]
+    assert contents == ["text", "text", "tool_request", "tool_response", "text", "data"]
     response = next(e for e in run.events if e.get("content", {}).get("type") == "tool_response")
     assert response["content"]["content"] == "three facts about tides"
 
