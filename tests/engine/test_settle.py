@@ -28,6 +28,7 @@ from tether.engine import (
     AgentDefinition,
     AgentSpec,
     ManualClock,
+    Receipt,
     Retention,
     Runtime,
 )
@@ -84,14 +85,23 @@ def planning_provider() -> Provider:
 # --- each way a run ends --------------------------------------------------------------
 
 
+def slow_agent(provider: Provider, started: asyncio.Event) -> dict[str, AgentDefinition]:
+    return {"slow": agent(LoopHarness(), provider.model, slow_tools(3600, started))}
+
+
+async def aborted_mid_tool(runtime: Runtime, started: asyncio.Event) -> Receipt:
+    """A turn of ``slow`` aborted while its tool runs, settled."""
+    first = await runtime.dispatch("slow", "acme", "lookup slowly")
+    await asyncio.wait_for(started.wait(), WAIT)
+    await runtime.abort("slow", "acme")
+    assert (await settle(runtime, first.submission_id))["status"] == "aborted"
+    return first
+
+
 async def test_an_abort_while_a_tool_runs(make_runtime: Make, store: Store) -> None:
     started, provider = asyncio.Event(), planning_provider()
-    agents = {"slow": agent(LoopHarness(), provider.model, slow_tools(3600, started))}
-    async with make_runtime(agents) as runtime:
-        first = await runtime.dispatch("slow", "acme", "lookup slowly")
-        await asyncio.wait_for(started.wait(), WAIT)
-        await runtime.abort("slow", "acme")
-        assert (await settle(runtime, first.submission_id))["status"] == "aborted"
+    async with make_runtime(slow_agent(provider, started)) as runtime:
+        first = await aborted_mid_tool(runtime, started)
         [closing] = await assert_whole(store, first.conversation_id)
         assert closing.status == "unknown" and "(aborted)" in closing.content
         second = await runtime.dispatch("slow", "acme", "what time is it?")
@@ -287,12 +297,8 @@ async def test_retention_keeps_an_aborted_turns_history_whole(
     make_runtime: Make, store: Store
 ) -> None:
     started, provider = asyncio.Event(), planning_provider()
-    agents = {"slow": agent(LoopHarness(), provider.model, slow_tools(3600, started))}
-    async with make_runtime(agents) as runtime:
-        first = await runtime.dispatch("slow", "acme", "lookup slowly")
-        await asyncio.wait_for(started.wait(), WAIT)
-        await runtime.abort("slow", "acme")
-        await settle(runtime, first.submission_id)
+    async with make_runtime(slow_agent(provider, started)) as runtime:
+        first = await aborted_mid_tool(runtime, started)
         for n in range(4):
             receipt = await runtime.dispatch("slow", "acme", f"hello {n}")
             await settle(runtime, receipt.submission_id)
