@@ -114,6 +114,7 @@ class FakeOpenAI:
         self._otherwise = otherwise
         """What every request past the end of the script gets (``None``: a 500)."""
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._requests: list[Request] = []
         self._served = 0
         self.hung = threading.Event()
@@ -140,6 +141,12 @@ class FakeOpenAI:
         """How many model requests were sent to the fake."""
         with self._lock:
             return len(self._requests)
+
+    def wait_for_requests(self, count: int, timeout: float) -> bool:
+        """Block until ``count`` requests have come (in all), or ``timeout`` seconds have
+        passed: whether they have (a test's thread waits, as ``asyncio.to_thread``)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self._requests) >= count, timeout)
 
     def add(self, *answers: Answer) -> None:
         """More answers, after the scripted ones."""
@@ -170,6 +177,7 @@ class FakeOpenAI:
     def _take(self, request: Request) -> tuple[int, Answer | None]:
         with self._lock:
             self._requests.append(request)
+            self._arrived.notify_all()
             if self._served >= len(self._script):
                 return len(self._requests), self._otherwise
             self._served += 1
