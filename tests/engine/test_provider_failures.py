@@ -34,6 +34,7 @@ from tether.engine import (
 from tether.models import ModelRetryPolicy
 from tether.models.pydantic_ai import PydanticAIModel
 from tether.records import AssistantMessageCompleted, ModelCalled
+from tether.store import MemoryStore
 
 from ..fakes.openai_server import Answer, FakeOpenAI
 
@@ -214,3 +215,13 @@ async def test_a_stream_that_stalls_half_way_times_out_and_is_closed(
     assert settled == {"status": "succeeded", "result": "whole this time"}
     assert fake.count == 2 and len(clock.slept) == 1
     assert [m.text for m in messages if m.role == "assistant"] == ["whole this time"]
+
+
+def test_the_timeout_is_the_environments_unless_the_runtime_sets_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TETHER_MODEL_TIMEOUT", "45")
+    assert Runtime({}, MemoryStore()).model_calls.timeout == 45
+    assert Runtime({}, MemoryStore(), model_timeout=7).model_calls.timeout == 7
+    monkeypatch.delenv("TETHER_MODEL_TIMEOUT")
+    assert Runtime({}, MemoryStore()).model_calls.timeout == 300
