@@ -25,18 +25,22 @@ from pydantic import JsonValue
 from tether.agent import agent_spec
 from tether.engine import (
     AgentDefinition,
+    AgentSpec,
     DeltaReceived,
     EngineEvent,
     ManualClock,
     Receipt,
     Runtime,
 )
-from tether.models import ModelRetryPolicy
+from tether.errors import ModelTransientError
+from tether.messages import Message
+from tether.models import ModelRetryPolicy, ScriptedModel
 from tether.models.pydantic_ai import PydanticAIModel
 from tether.records import AssistantMessageCompleted, ModelCalled
 from tether.store import MemoryStore
 
 from ..fakes.openai_server import Answer, FakeOpenAI
+from ..journal.harnesses import EchoHarness
 
 Make = Callable[..., Runtime]
 MODEL = "openai-chat:gpt-4.1-mini"
@@ -225,3 +229,27 @@ def test_the_timeout_is_the_environments_unless_the_runtime_sets_one(
     assert Runtime({}, MemoryStore(), model_timeout=7).model_calls.timeout == 7
     monkeypatch.delenv("TETHER_MODEL_TIMEOUT")
     assert Runtime({}, MemoryStore()).model_calls.timeout == 300
+
+
+async def test_a_compactions_summary_is_retried_within_the_call(
+    make_runtime: Make, clock: BackoffClock
+) -> None:
+    asked: list[int] = []
+
+    async def summarize(messages: list[Message]) -> str:
+        asked.append(len(messages))
+        if len(asked) == 1:
+            raise ModelTransientError("overloaded")
+        return "the story so far"
+
+    spec = AgentSpec(harness=EchoHarness(), model=ScriptedModel(["hi"]), summarize=summarize)
+    definition = AgentDefinition(lambda instance, env: spec)
+    async with make_runtime({"echo": definition}, clock=clock, lease=600) as runtime:
+        first = await runtime.dispatch("echo", "acme", "hello")
+        async with asyncio.timeout(60):
+            await runtime.wait(first.submission_id)
+            compacted = await runtime.compact("echo", "acme")
+            settled = await runtime.wait(compacted.submission_id)
+        info = await runtime.submission(compacted.submission_id)
+    assert settled["result"] == {"compacted": True, "firstKeptSeq": 3}
+    assert len(asked) == 2 and len(clock.slept) == 1 and info.submission.attempt_count == 1
