@@ -61,7 +61,8 @@ _models: dict[str, PydanticAIModel] = {}
 
 class ModelConfigError(ValueError):
     """``TETHER_MODEL`` names no usable model: an unknown provider, a package or a key that is
-    missing. The message is one line, starting with the variable and its value."""
+    missing (or ``TETHER_MODEL_TIMEOUT`` is no number of seconds). The message is one line,
+    starting with the variable and its value."""
 
 
 @dataclass(frozen=True, slots=True)
