@@ -32,6 +32,8 @@ from tether.models import (
 )
 from tether.models._retry import provider_failure, retry_after_seconds
 
+from ..engine.test_provider_failures import BackoffClock
+
 REQUEST = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")  # the SDK's client
 
 
@@ -41,18 +43,6 @@ def openai_status(status: int, headers: dict[str, str] | None = None) -> openai.
     body = {"message": "Rate limit reached for gpt-4.1 on tokens per min", "type": "tokens"}
     error_class = openai.RateLimitError if status == 429 else openai.APIStatusError
     return error_class("Error code: 429 - {...}", response=response, body=body)
-
-
-class Recording(ManualClock):
-    """A manual clock whose sleeps move it on at once, recorded."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.slept: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        await self.advance(seconds)
 
 
 # --- what is a provider's failure --------------------------------------------------------
@@ -173,7 +163,7 @@ def answers(*outcomes: BaseException | str) -> Callable[[Callable[[], None]], Aw
 
 
 async def test_a_call_is_retried_after_the_waits_asked_of_the_clock() -> None:
-    clock = Recording()
+    clock = BackoffClock()
     policy = ModelCallPolicy(retry=ModelRetryPolicy(retries=3), clock=clock)
     attempt = answers(openai_status(429, {"retry-after": "2"}), openai_status(429), "answer")
     assert await policy.call(attempt) == "answer"
@@ -181,7 +171,7 @@ async def test_a_call_is_retried_after_the_waits_asked_of_the_clock() -> None:
 
 
 async def test_a_spent_budget_raises_the_last_failure_with_the_requests_made() -> None:
-    clock = Recording()
+    clock = BackoffClock()
     policy = ModelCallPolicy(retry=ModelRetryPolicy(retries=2), clock=clock)
     with pytest.raises(ProviderRateLimited) as raised:
         await policy.call(answers(*[openai_status(429, {"retry-after": "1"})] * 3))
@@ -191,7 +181,7 @@ async def test_a_spent_budget_raises_the_last_failure_with_the_requests_made() -
 
 
 async def test_a_refused_request_and_what_is_no_providers_failure_are_not_retried() -> None:
-    clock = Recording()
+    clock = BackoffClock()
     policy = ModelCallPolicy(clock=clock)
     with pytest.raises(ProviderError, match="not retried") as raised:
         await policy.call(answers(openai_status(400), "never"))
