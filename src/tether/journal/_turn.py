@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Literal, NoReturn, TypeVar, cast
+from typing import Any, Literal, NoReturn, cast
 
 from pydantic import JsonValue
 
@@ -62,7 +62,7 @@ from tether.messages import (
     ToolResult,
     args_digest,
 )
-from tether.models import Model, StreamDelta
+from tether.models import Model
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
@@ -81,8 +81,6 @@ from tether.records import (
 
 __all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn")
 
-_T = TypeVar("_T")
-
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: the process running it stopped before its "
     "result was recorded. The tool is not declared idempotent, so it was not run again; "
@@ -94,11 +92,6 @@ the decision's seq): what tells a run cut short from one that never started."""
 _HOST_OWNED = frozenset({ToolOutcomeStatus.DENIED, ToolOutcomeStatus.UNKNOWN})
 """Outcomes only the host writes (a gate's rejection, a recovery's unknown): a harness's
 report may not claim them."""
-
-
-async def _once(attempt: Callable[[Callable[[], None]], Awaitable[_T]]) -> _T:
-    """A model call's one try, when no policy bounds or retries it."""
-    return await attempt(lambda: None)
 
 
 class Turn(TurnCore):
@@ -176,28 +169,14 @@ class Turn(TurnCore):
     async def _invoke(
         self, model: Model, request: ModelRequest, call_id: str, purpose: Literal["summary"] | None
     ) -> ModelResponse:
-        """Ask ``model`` under the hooks' timeout and retry policy. A try that fails leaves
-        the intent durable and unanswered (a crash while waiting to retry asks again), its
-        stream, if it began, closed by an interrupted completion; the next try streams anew
-        under the same call id."""
-
-        async def attempt(touch: Callable[[], None]) -> tuple[ModelResponse, DeltaStream]:
-            stream = DeltaStream(
-                call_id, request.model, self.execution_id, self._observer, self._write_deltas
-            )
-
-            async def on_delta(delta: StreamDelta) -> None:
-                touch()
-                await stream.on_delta(delta)
-
-            try:
-                return await self._answered(model.request(request, on_delta)), stream
-            except BaseException:
-                await stream.close_interrupted()  # the intent stays, unanswered
-                raise
-
+        """Ask ``model``, under the hooks' timeout and retry policy if they have one."""
         policy = self._hooks.model_calls
-        response, stream = await (_once(attempt) if policy is None else policy.call(attempt))
+        if policy is None:
+            response, stream = await self._try(model, request, call_id, None)
+        else:
+            response, stream = await policy.call(
+                lambda touch: self._try(model, request, call_id, touch)
+            )
         self.model_invocations += 1
         async with self._lock:
             self._check()
@@ -211,6 +190,25 @@ class Turn(TurnCore):
             self._behind.extend(stream.take())
             self._behind.append(completed)
         return response
+
+    async def _try(
+        self,
+        model: Model,
+        request: ModelRequest,
+        call_id: str,
+        touch: Callable[[], None] | None,
+    ) -> tuple[ModelResponse, DeltaStream]:
+        """One request. A try that fails leaves the intent durable and unanswered (a crash
+        while waiting to retry asks again), its stream, if it began, closed by an interrupted
+        completion; a retry streams anew under the same call id."""
+        stream = DeltaStream(
+            call_id, request.model, self.execution_id, self._observer, self._write_deltas, touch
+        )
+        try:
+            return await self._answered(model.request(request, stream.on_delta)), stream
+        except BaseException:
+            await stream.close_interrupted()  # the intent stays, unanswered
+            raise
 
     async def _write_deltas(self, payloads: Sequence[Payload], *, closing: bool) -> None:
         async with self._lock:

@@ -83,6 +83,9 @@ class _Timers(Protocol):
     def call_later(self, seconds: float, callback: Callable[[], None]) -> _Cancellable: ...
 
 
+_ClockTimers = tuple[Callable[[], float], Callable[[float, Callable[[], None]], _Cancellable]]
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRetryPolicy:
     """How often, and for how long, a failed model call is tried again within the call.
@@ -154,18 +157,23 @@ class ModelCallPolicy:
     timeout: float | None = DEFAULT_MODEL_TIMEOUT
     retry: ModelRetryPolicy = field(default_factory=ModelRetryPolicy)
     clock: RetryClock | None = None
+    _timers: _ClockTimers | None = field(default=None, init=False, repr=False, compare=False)
+    """The clock's time and timers, if it has timers (looked for once, not per call)."""
 
     def __post_init__(self) -> None:
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError(f"a model timeout must be more than 0 seconds, not {self.timeout}")
+        clock: object = self.clock  # a RetryClock may have timers too
+        if isinstance(clock, _Timers):
+            object.__setattr__(self, "_timers", (clock.monotonic, clock.call_later))
 
     async def call(self, attempt: Callable[[Touch], Awaitable[_T]]) -> _T:
         """``attempt(touch)`` until it answers, under the timeout and the retry policy; a
         streaming attempt calls ``touch`` for each chunk. Raises the failure that ends it
         (a provider's as :class:`~tether.errors.ProviderError`), anything else at once."""
         clock = self.clock
-        loop = asyncio.get_running_loop()
-        started = clock.monotonic() if clock is not None else loop.time()
+        now = clock.monotonic if clock is not None else asyncio.get_running_loop().time
+        started = now()
         tries = 0
         while True:
             tries += 1
@@ -175,8 +183,7 @@ class ModelCallPolicy:
                 failure = provider_failure(exc)
                 if failure is None:
                     raise
-                now = clock.monotonic() if clock is not None else loop.time()
-                wait = self.retry.delay(failure, tries, now - started, random.random())
+                wait = self.retry.delay(failure, tries, now() - started, random.random())
                 if wait is None:
                     raise failure.ended(tries, self.retry.why_not(failure, tries)) from exc
                 # Not the failure's text: it can quote what a redactor would mask.
@@ -194,7 +201,7 @@ class ModelCallPolicy:
             return await attempt(_untouched)
         try:
             async with asyncio.timeout(None) as limit:
-                watch = _Watch(timeout, limit, self.clock)
+                watch = _Watch(timeout, limit, self._timers or _loop_timers())
                 try:
                     return await attempt(watch.touch)
                 finally:
@@ -215,8 +222,8 @@ class _Watch:
 
     __slots__ = ("_armed", "_handle", "_last", "_later", "_limit", "_now", "_seconds")
 
-    def __init__(self, seconds: float, limit: asyncio.Timeout, clock: RetryClock | None) -> None:
-        self._now, self._later = _timers(clock)
+    def __init__(self, seconds: float, limit: asyncio.Timeout, timers: _ClockTimers) -> None:
+        self._now, self._later = timers
         self._seconds = seconds
         self._limit = limit
         self._last = self._now()
@@ -238,13 +245,8 @@ class _Watch:
         self._handle.cancel()
 
 
-def _timers(
-    clock: object,
-) -> tuple[Callable[[], float], Callable[[float, Callable[[], None]], _Cancellable]]:
-    """What a timeout reads the time with and sets its timer with: the clock's, if it has
-    timers, else the event loop's."""
-    if isinstance(clock, _Timers):
-        return clock.monotonic, clock.call_later
+def _loop_timers() -> _ClockTimers:
+    """The running event loop's time and timers, for a policy whose clock has none."""
     loop = asyncio.get_running_loop()
     return loop.time, loop.call_later
 
