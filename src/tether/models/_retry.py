@@ -125,7 +125,7 @@ class ModelRetryPolicy:
         if failure.retry_after is not None:
             wait = min(max(failure.retry_after, 0.0), self.max_retry_after)
         else:
-            backoff = min(self.max_delay, self.first_delay * 2 ** (tries - 1))
+            backoff = min(self.max_delay, self.first_delay * 2.0 ** min(tries - 1, 64))
             wait = backoff * (0.5 + jitter / 2)
         return wait if elapsed + wait <= self.max_elapsed else None
 

@@ -65,27 +65,17 @@ __all__ = (
     "to_pydantic_ai",
 )
 
-_OVERFLOW = tuple(
-    getattr(pa_errors, name)
-    for name in ("ModelContextWindowExceededError",)
-    if hasattr(pa_errors, name)
-)
-_QUOTA = tuple(
-    getattr(pa_errors, name) for name in ("ModelQuotaExceededError",) if hasattr(pa_errors, name)
-)
-_RATE_LIMIT = tuple(
-    getattr(pa_errors, name) for name in ("ModelRateLimitError",) if hasattr(pa_errors, name)
-)
-_TIMEOUT = tuple(
-    getattr(pa_errors, name)
-    for name in ("ModelTimeoutError", "ModelRequestTimeout")
-    if hasattr(pa_errors, name)
-)
-_UNAVAILABLE = tuple(
-    getattr(pa_errors, name)
-    for name in ("ModelUnavailableError", "ModelServerError", "ModelConnectionError")
-    if hasattr(pa_errors, name)
-)
+
+def _classes(*names: str) -> tuple[type[BaseException], ...]:
+    """pydantic-ai's exception classes of these names (an older release lacks some)."""
+    return tuple(getattr(pa_errors, name) for name in names if hasattr(pa_errors, name))
+
+
+_OVERFLOW = _classes("ModelContextWindowExceededError")
+_QUOTA = _classes("ModelQuotaExceededError")
+_RATE_LIMIT = _classes("ModelRateLimitError")
+_TIMEOUT = _classes("ModelTimeoutError", "ModelRequestTimeout")
+_UNAVAILABLE = _classes("ModelUnavailableError", "ModelServerError", "ModelConnectionError")
 
 
 def classify_error(error: BaseException) -> BaseException:
