@@ -164,12 +164,8 @@ class Turn(TurnCore):
             model = self._model if client is None else self._hooks.model(client)
             if model is None:
                 self._stick(JournalError("this journal has no model client"))
-        return await self._invoke(model, request, call_id, purpose)
-
-    async def _invoke(
-        self, model: Model, request: ModelRequest, call_id: str, purpose: Literal["summary"] | None
-    ) -> ModelResponse:
-        """Ask ``model``, under the hooks' timeout and retry policy if they have one."""
+        # Under the hooks' timeout and retry policy if they have one; without, the call costs
+        # what it did before there was a policy (no coroutine or closure more).
         policy = self._hooks.model_calls
         if policy is None:
             response, stream = await self._try(model, request, call_id, None)
