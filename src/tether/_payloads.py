@@ -292,6 +292,9 @@ class SubmissionSettled(Payload):
     error: str | None = None
     error_code: str | None = None
     result: JsonValue = None
+    error_details: JsonObject | None = None
+    """What a failure's code says more precisely: for a ``provider_*`` code the provider's
+    HTTP ``status`` (when it answered one) and the ``tries`` (requests made)."""
 
 
 class LogTruncated(Payload):

@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 __all__ = (
     "ApprovalBlocked",
@@ -59,6 +59,9 @@ __all__ = (
     "NoRunInFlight",
     "NotFound",
     "Parked",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderTimeout",
     "RecordDecodeError",
     "RecordedModelFailure",
     "ReplayDiverged",
@@ -665,3 +668,77 @@ class ContextOverflow(ModelError):
     """The request exceeded the model's context window: compact and retry the turn."""
 
     code = "context_overflow"
+
+
+class ProviderError(ModelError):
+    """A model provider's request failed: an HTTP error status, a connection that failed or
+    dropped, a 5xx. ``status`` is the HTTP status it answered (``None``: it answered none),
+    ``retry_after`` the seconds it asked to wait (``Retry-After``), ``retryable`` whether
+    another try may succeed (not for a 4xx other than 408, 409 and 429: the request itself
+    was refused), ``tries`` how many requests were made.
+
+    Tether retries a model call that fails so within the call, under its
+    :class:`~tether.models.ModelRetryPolicy`; the error that ends the retrying is not a
+    :class:`TransientError` (the engine does not retry it again), and the submission settles
+    with its ``code`` and :attr:`details` (``errorDetails`` on the settlement).
+
+    Example::
+
+        try:
+            await model.request(request)
+        except ProviderRateLimited as exc:
+            exc.status, exc.retry_after   # 429, 1.0
+    """
+
+    code = "provider_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool | None = None,
+        tries: int = 1,
+    ) -> None:
+        self.status = status
+        self.retry_after = retry_after
+        self.retryable = (
+            retryable
+            if retryable is not None
+            else status is None or status in (408, 409, 429) or status >= 500
+        )
+        self.tries = tries
+        super().__init__(message)
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """What a settlement records besides the code and message: the HTTP status (when the
+        provider answered one) and the number of requests made."""
+        status = {"status": self.status} if self.status is not None else {}
+        return {**status, "tries": self.tries}
+
+    def ended(self, tries: int, why: str) -> Self:
+        """The same failure as the one that ends a model call after ``tries`` requests,
+        ``why`` saying why no other is made."""
+        return type(self)(
+            f"{self}; {why}",
+            status=self.status,
+            retry_after=self.retry_after,
+            retryable=self.retryable,
+            tries=tries,
+        )
+
+
+class ProviderRateLimited(ProviderError):
+    """The provider refused the request for a rate limit or a quota (HTTP 429): retried after
+    the wait it asks for (``Retry-After``) while the retry budget lasts."""
+
+    code = "provider_rate_limited"
+
+
+class ProviderTimeout(ProviderError):
+    """The provider sent nothing within the model call's timeout (before its answer began, or
+    between two chunks of a streamed one), or answered 408."""
+
+    code = "provider_timeout"

@@ -15,7 +15,7 @@ from .command import tether
 
 @pytest.fixture(autouse=True)
 def _no_provider_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TETHER_MODEL"):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TETHER_MODEL", "TETHER_MODEL_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -41,6 +41,15 @@ def test_a_bad_model_fails_at_startup_in_one_line(
     failed = tether(*command, code=ExitCode.BAD_MODEL, TETHER_MODEL=model)
     assert failed.error.startswith(f"error: TETHER_MODEL={model}: ") and reason in failed.error
     assert "Traceback" not in failed.stderr and "tether serving" not in failed.stdout
+
+
+@pytest.mark.parametrize("timeout", ["soon", "0", "-5"])
+def test_a_bad_model_timeout_fails_at_startup_in_one_line(timeout: str) -> None:
+    failed = tether(*COMMANDS[1], code=ExitCode.BAD_MODEL, TETHER_MODEL_TIMEOUT=timeout)
+    assert failed.error == (
+        f"error: TETHER_MODEL_TIMEOUT={timeout}: not a number of seconds above 0 (inf for no "
+        "timeout; unset it for the default, 300 s)"
+    )
 
 
 def test_a_missing_provider_package_names_the_extra() -> None:

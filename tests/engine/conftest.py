@@ -4,6 +4,7 @@ from typing import Any
 import pytest
 
 from tether.engine import Runtime
+from tether.models import ModelRetryPolicy
 from tether.store import Store
 
 FAST: dict[str, Any] = {
@@ -11,6 +12,7 @@ FAST: dict[str, Any] = {
     "lease": 2.0,
     "timeout_grace": 0.5,
     "backoff_cap": 0.05,
+    "model_retry": ModelRetryPolicy(first_delay=0.01, max_delay=0.05),
 }
 
 

@@ -21,7 +21,14 @@ An answer with ``hang_after=N`` streams its first N text pieces, sets :attr:`Fak
 and sends nothing more until :meth:`FakeOpenAI.release` (a model stalled mid-answer: the
 moment to ``kill -9`` its caller). Past 1 KiB of streamed text the journal writes a delta
 record without waiting for a timer, so a long enough head makes the partial answer durable
-deterministically. A request past the end of the script gets a 500.
+deterministically. A request past the end of the script gets a 500, or the fake's
+``otherwise`` answer when it has one (``FakeOpenAI(otherwise=Answer(status=429))``: a provider
+that rate-limits every request).
+
+A provider failing: an answer with a ``status`` other than 200 is an error response with
+OpenAI's JSON error body (``Answer(status=429, retry_after="1")`` adds a ``Retry-After``
+header); an answer with ``hang=True`` sends nothing at all (not even a status line) until
+:meth:`FakeOpenAI.release`, or until its client closes the connection.
 
 Like the real API, the fake answers 400 (``invalid_request_error``, OpenAI's own message) to a
 history a provider refuses: a tool call not answered by its result before anything else, or
@@ -31,6 +38,8 @@ a result that answers no call (``provider_rules``); :attr:`FakeOpenAI.refused` s
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -73,6 +82,13 @@ class Answer:
     """A reasoning summary the Responses API sends before the text (Chat Completions: none)."""
     usage: bool = True
     """Whether the usage is reported at all (``False``: no token counts)."""
+    status: int = 200
+    """Anything but 200 answers an error, with OpenAI's error body (``error.message``,
+    ``type`` and ``code``), whole, streamed request or not."""
+    retry_after: str | None = None
+    """The ``Retry-After`` header of an error answer (seconds, or an HTTP date)."""
+    hang: bool = False
+    """Send nothing, not even a status line, until released or the client hangs up."""
 
 
 @dataclass(frozen=True)
@@ -96,10 +112,15 @@ class Request:
 class FakeOpenAI:
     """The server, in a thread of the test's process; a context manager."""
 
-    def __init__(self, script: Iterable[Answer] = (), *, chunk: int = 6) -> None:
+    def __init__(
+        self, script: Iterable[Answer] = (), *, chunk: int = 6, otherwise: Answer | None = None
+    ) -> None:
         self._script = list(script)
         self._chunk = chunk
+        self._otherwise = otherwise
+        """What every request past the end of the script gets (``None``: a 500)."""
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._requests: list[Request] = []
         self._refused: list[str] = []
         self._served = 0
@@ -127,6 +148,12 @@ class FakeOpenAI:
         """How many model requests were sent to the fake."""
         with self._lock:
             return len(self._requests)
+
+    def wait_for_requests(self, count: int, timeout: float) -> bool:
+        """Block until ``count`` requests have come (in all), or ``timeout`` seconds have
+        passed: whether they have (a test's thread waits, as ``asyncio.to_thread``)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self._requests) >= count, timeout)
 
     def add(self, *answers: Answer) -> None:
         """More answers, after the scripted ones."""
@@ -164,12 +191,14 @@ class FakeOpenAI:
         with self._lock:
             self._requests.append(request)
             self._refused.append(why)
+            self._arrived.notify_all()
 
     def _take(self, request: Request) -> tuple[int, Answer | None]:
         with self._lock:
             self._requests.append(request)
+            self._arrived.notify_all()
             if self._served >= len(self._script):
-                return self._served, None
+                return len(self._requests), self._otherwise
             self._served += 1
             return self._served, self._script[self._served - 1]
 
@@ -180,6 +209,15 @@ class FakeOpenAI:
     def _hang(self) -> None:
         self.hung.set()
         self._released.wait(HANG_SECONDS)
+
+    def _hang_until_gone(self, connection: socket.socket) -> None:
+        """Hang until released, or until the client closes its end (a timeout gave up)."""
+        self.hung.set()
+        deadline = time.monotonic() + HANG_SECONDS
+        while not self._released.wait(0.02) and time.monotonic() < deadline:
+            readable, _, _ = select.select([connection], [], [], 0)
+            if readable and not connection.recv(1, socket.MSG_PEEK):
+                return  # the client closed the connection
 
 
 class _Hung(Exception):
@@ -217,6 +255,13 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 error = {"message": "the fake's script has no more answers", "type": "server"}
                 self._json(500, {"error": error})
                 return
+            if answer.hang:
+                fake._hang_until_gone(self.connection)
+                self.close_connection = True
+                return
+            if answer.status != 200:
+                self._error(answer)
+                return
             model = str(body.get("model", "gpt-4.1-mini"))
             try:
                 if not body.get("stream"):
@@ -241,15 +286,37 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except (_Hung, BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
 
-        def _json(self, status: int, value: object) -> None:
+        def _json(self, status: int, value: object, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(value).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
+            for name, header in (headers or {}).items():
+                self.send_header(name, header)
             self.end_headers()
             self.wfile.write(data)
 
+        def _error(self, answer: Answer) -> None:
+            kind, code = _ERRORS.get(answer.status, ("invalid_request_error", None))
+            if answer.status >= 500 and answer.status not in _ERRORS:
+                kind = "server_error"
+            message = f"the fake answers {answer.status} ({kind})"
+            error = {"message": message, "type": kind, "param": None, "code": code}
+            headers = {"retry-after": answer.retry_after} if answer.retry_after else {}
+            self._json(answer.status, {"error": error}, headers)
+
     return Handler
+
+
+# OpenAI's error ``type`` and ``code`` for the statuses a test asks for.
+_ERRORS: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    408: ("timeout", None),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    503: ("server_error", "service_unavailable"),
+}
 
 
 def _sse(value: object, event: str | None = None) -> bytes:

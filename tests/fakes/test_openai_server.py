@@ -100,3 +100,31 @@ def test_a_hanging_answer_stalls_until_released(path: str) -> None:
             text = "".join(streaming.iter_text())
     pieces = [c for c in _data(text) if "delta" in json.dumps(c)]
     assert "ab" in text and "cd" in text and "ef" not in text and pieces
+
+
+@pytest.mark.parametrize(("status", "kind"), [(429, "requests"), (500, "server_error")])
+def test_an_error_answer_has_openais_error_body(status: int, kind: str) -> None:
+    with FakeOpenAI([Answer(status=status, retry_after="1")]) as fake:
+        sent = httpx.post(f"{fake.url}/chat/completions", json={"model": "m"}, timeout=30)
+        assert fake.count == 1
+    assert sent.status_code == status and sent.headers["retry-after"] == "1"
+    error = sent.json()["error"]
+    assert error["type"] == kind and str(status) in error["message"]
+
+
+def test_the_otherwise_answer_follows_the_script() -> None:
+    with FakeOpenAI([Answer(text="one")], otherwise=Answer(status=503)) as fake:
+        first, *rest = (
+            httpx.post(f"{fake.url}/responses", json={"model": "m"}, timeout=30) for _ in range(3)
+        )
+        assert fake.count == 3
+    assert first.status_code == 200 and [r.status_code for r in rest] == [503, 503]
+
+
+def test_a_hang_sends_nothing_and_ends_when_the_client_hangs_up() -> None:
+    with FakeOpenAI([Answer(hang=True), Answer(text="after")]) as fake:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{fake.url}/chat/completions", json={"model": "m"}, timeout=0.2)
+        assert fake.hung.is_set()
+        after = httpx.post(f"{fake.url}/chat/completions", json={"model": "m"}, timeout=30)
+        assert after.json()["choices"][0]["message"]["content"] == "after"

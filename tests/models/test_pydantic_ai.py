@@ -9,7 +9,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tether.agent import agent_spec, tool
 from tether.engine import AgentDefinition, Runtime
-from tether.errors import ContextOverflow, ModelFatalError, ModelTransientError
+from tether.errors import (
+    ContextOverflow,
+    ModelFatalError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+)
 from tether.journal import Journal
 from tether.messages import (
     Message,
@@ -113,18 +119,64 @@ async def test_a_request_and_a_streamed_request() -> None:
 
 
 @pytest.mark.parametrize(
-    ("error", "expected"),
+    ("error", "expected", "status", "retryable"),
     [
-        (pa_errors.ModelHTTPError(429, "m", "slow down"), ModelTransientError),
-        (pa_errors.ModelHTTPError(503, "m", "overloaded"), ModelTransientError),
-        (pa_errors.ModelHTTPError(401, "m", "bad key"), ModelFatalError),
-        (pa_errors.ModelHTTPError(400, "m", "maximum context length exceeded"), ContextOverflow),
-        (TimeoutError("read timeout"), ModelTransientError),
-        (pa_errors.UnexpectedModelBehavior("garbage"), ModelFatalError),
+        (pa_errors.ModelHTTPError(429, "m", "slow down"), ProviderRateLimited, 429, True),
+        (pa_errors.ModelHTTPError(503, "m", "overloaded"), ProviderError, 503, True),
+        (pa_errors.ModelHTTPError(408, "m", "too slow"), ProviderTimeout, 408, True),
+        (pa_errors.ModelHTTPError(401, "m", "bad key"), ProviderError, 401, False),
+        (pa_errors.ModelHTTPError(400, "m", "bad tool schema"), ProviderError, 400, False),
+        (
+            pa_errors.ModelHTTPError(400, "m", "maximum context length exceeded"),
+            ContextOverflow,
+            0,
+            0,
+        ),
+        (
+            pa_errors.ModelRateLimitError("m", "slow down", retry_after=3),
+            ProviderRateLimited,
+            None,
+            True,
+        ),
+        (pa_errors.ModelQuotaExceededError("m", "no credits"), ProviderRateLimited, None, False),
+        (pa_errors.ModelTimeoutError("m", "read"), ProviderTimeout, None, True),
+        (pa_errors.ModelConnectionError("m", "reset"), ProviderError, None, True),
+        (TimeoutError("read timeout"), ProviderTimeout, None, True),
+        (pa_errors.UnexpectedModelBehavior("garbage"), ModelFatalError, 0, 0),
     ],
 )
-def test_provider_errors_are_classified(error: BaseException, expected: type) -> None:
-    assert isinstance(classify_error(error), expected)
+def test_provider_errors_are_classified(
+    error: BaseException, expected: type, status: int | None, retryable: bool
+) -> None:
+    """Only what the provider may get over is retried; a 4xx other than 408, 409 and 429 is
+    the request's fault. Errors that are no provider's failure have neither (0 here)."""
+    classified = classify_error(error)
+    assert type(classified) is expected
+    if isinstance(classified, ProviderError):
+        assert (classified.status, classified.retryable) == (status, retryable)
+
+
+def test_a_rate_limit_keeps_the_wait_the_provider_asked_for() -> None:
+    limited = classify_error(pa_errors.ModelRateLimitError("m", "slow down", retry_after=3))
+    assert isinstance(limited, ProviderRateLimited) and limited.retry_after == 3
+    headers = {"Retry-After": "7"}
+    http = classify_error(pa_errors.ModelHTTPError(429, "m", "slow", headers=headers))
+    assert isinstance(http, ProviderRateLimited) and http.retry_after == 7
+
+
+async def test_the_sdk_retries_are_off_unless_the_settings_say_otherwise() -> None:
+    """Tether retries a failed call itself, so the SDK sends one request per try."""
+    seen: list[object] = []
+
+    def answer(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse:
+        seen.append((info.model_settings or {}).get("max_retries"))
+        return pa.ModelResponse(parts=[pa.TextPart(content="ok")])
+
+    request = ModelRequest(model="m", messages=(Message.user("hi"),))
+    await PydanticAIModel(FunctionModel(answer), stream=False).request(request)
+    chosen = PydanticAIModel(FunctionModel(answer), settings={"max_retries": 4}, stream=False)
+    await chosen.request(request)
+    assert seen == [0, 4]
 
 
 async def test_an_agent_on_pydantic_ai_is_durable(make_runtime: Make, store: Store) -> None:

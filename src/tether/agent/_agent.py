@@ -28,7 +28,7 @@ from tether.messages import (
     ToolCallPart,
     ToolResult,
 )
-from tether.models import Model, estimate_tokens
+from tether.models import Model, ModelRetryPolicy, estimate_tokens
 
 __all__ = ("Agent", "AgentLoopError", "agent_spec", "render_signal")
 
@@ -259,9 +259,12 @@ def agent_spec(
     context_window: int | None = None,
     reserve_tokens: int = 16_384,
     keep_tokens: int = 20_000,
+    model_timeout: float | None = None,
+    model_retry: ModelRetryPolicy | None = None,
 ) -> AgentSpec:
     """An engine spec running the built-in agent, with ``model`` as the client and a summarizer
-    (for queued compaction) that asks the same model.
+    (for queued compaction) that asks the same model. ``model_timeout`` and ``model_retry``
+    override the runtime's for its model calls (see :class:`~tether.engine.AgentSpec`).
 
     Example::
 
@@ -282,4 +285,11 @@ def agent_spec(
         reserve_tokens=reserve_tokens,
         keep_tokens=keep_tokens,
     )
-    return AgentSpec(harness=harness, model=model, tools=Toolbox(tools), summarize=summarize)
+    return AgentSpec(
+        harness=harness,
+        model=model,
+        tools=Toolbox(tools),
+        summarize=summarize,
+        model_timeout=model_timeout,
+        model_retry=model_retry,
+    )

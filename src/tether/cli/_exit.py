@@ -40,7 +40,7 @@ class ExitCode(enum.IntEnum):
     its input."""
     BAD_MODEL = 10
     """``TETHER_MODEL`` names no usable model: an unknown provider, a package or (``serve``,
-    ``worker``) a key that is missing."""
+    ``worker``) a key that is missing; or ``TETHER_MODEL_TIMEOUT`` is no number of seconds."""
     INTERRUPTED = 130
     """Ctrl-C."""
 

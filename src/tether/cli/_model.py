@@ -1,6 +1,6 @@
-"""``TETHER_MODEL``, checked when ``serve`` or ``worker`` starts: a bad one fails there, in one
-line and with an exit code of its own, not at the first request (``replay`` checks it too,
-without the key)."""
+"""``TETHER_MODEL`` (and ``TETHER_MODEL_TIMEOUT``), checked when ``serve`` or ``worker``
+starts: a bad one fails there, in one line and with an exit code of its own, not at the first
+request (``replay`` checks the model too, without the key)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,17 @@ def check_model(*, build_client: bool = True) -> None:
     exit with :attr:`ExitCode.BAD_MODEL` if it cannot be. Says which model is used.
 
     ``build_client=False`` (``replay``, which asks no model) checks the name and the
-    provider's package only, and says nothing."""
+    provider's package only, and says nothing. A live one checks ``TETHER_MODEL_TIMEOUT``
+    too, whatever the model."""
+    from tether.models import ModelConfigError, check_model_env, model_timeout_from_env
+
+    if build_client:
+        try:
+            model_timeout_from_env()
+        except ModelConfigError as exc:
+            fail(str(exc), ExitCode.BAD_MODEL)
     if not os.environ.get("TETHER_MODEL", "").strip():
         return  # the keyless models: nothing to import or check
-    from tether.models import ModelConfigError, check_model_env
-
     try:
         name = check_model_env(build_client=build_client)
     except ModelConfigError as exc:

@@ -13,6 +13,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from pydantic import JsonValue
@@ -61,6 +62,7 @@ from tether.errors import (
     IncompleteInvocation,
     InputParked,
     Parked,
+    ProviderError,
     StoreUnavailable,
     TetherError,
     TransientError,
@@ -72,7 +74,7 @@ from tether.journal import (
     JournalHooks,
     Stamp,
 )
-from tether.models import StreamDelta
+from tether.models import ModelCallPolicy, StreamDelta
 from tether.records import (
     Compaction,
     Record,
@@ -309,6 +311,11 @@ class _Attempt:
             with contextlib.suppress(ClaimLost):
                 await self.store.release(sub.id, attempt_id=str(sub.attempt_id), last_error=detail)
             return
+        if isinstance(error, ProviderError):
+            # The model call's own retries are spent (or cannot help): another attempt
+            # would only multiply them.
+            message = self.context.redact(str(error))
+            return await self.settle(failed(error.code, message, error.details))
         if is_transient(error):
             delay = min(
                 self.config.claim_interval * 2 ** max(sub.attempt_count - 1, 0),
@@ -380,6 +387,17 @@ class _Attempt:
         result: SubmissionSettled = await events.intercept(operation, lambda: self._drive(spec))
         return result
 
+    def _model_calls(self, spec: AgentSpec) -> ModelCallPolicy:
+        """The runtime's timeout and retry policy for model calls, as ``spec`` overrides them."""
+        policy = self.context.model_calls
+        if spec.model_timeout is None and spec.model_retry is None:
+            return policy
+        return replace(
+            policy,
+            timeout=policy.timeout if spec.model_timeout is None else spec.model_timeout,
+            retry=spec.model_retry or policy.retry,
+        )
+
     async def _journal(self, spec: AgentSpec) -> Journal:
         sub = self.submission
         events = self.events
@@ -402,6 +420,7 @@ class _Attempt:
                     tools=lambda tools: events.tools(tools, self.correlation),
                 ),
                 redact=self.context.redact,
+                model_calls=self._model_calls(spec),
             ),
         )
 
@@ -539,7 +558,8 @@ class _Attempt:
         users = [r.seq for r in view.records if r.kind == UserMessage.KIND]
         if not messages or not users:
             return succeeded({"compacted": False})
-        summary = await spec.summarize(messages)
+        summarize = spec.summarize
+        summary = await self._model_calls(spec).call(lambda _touch: summarize(messages))
         compaction = Compaction(summary=summary, first_kept_seq=users[-1], reason="manual")
         sub = self.submission
         await journal.log.append(

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -53,6 +53,11 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    def call_later(self, seconds: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        """Call ``callback`` once ``seconds`` have passed, unless cancelled first: what a
+        model call's timeout is measured with (a clock without it: the event loop's)."""
+        return asyncio.get_running_loop().call_later(seconds, callback)
 
     async def wait(self, waits: Iterable[asyncio.Future[Any]], seconds: float) -> None:
         await asyncio.wait(set(waits), timeout=max(0.0, seconds), return_when="FIRST_COMPLETED")
@@ -118,6 +123,13 @@ class ManualClock:
             await timer
         finally:
             timer.cancel()
+
+    def call_later(self, seconds: float, callback: Callable[[], None]) -> asyncio.Future[None]:
+        """Call ``callback`` once time has been moved ``seconds`` on, unless the returned
+        timer is cancelled first (a model call's timeout fires when the test says so)."""
+        timer = self._timer(seconds)
+        timer.add_done_callback(lambda done: None if done.cancelled() else callback())
+        return timer
 
     async def wait(self, waits: Iterable[asyncio.Future[Any]], seconds: float) -> None:
         timer = self._timer(seconds)

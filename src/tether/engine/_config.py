@@ -13,7 +13,7 @@ from tether.engine._schedules import Schedule
 from tether.engine._subagents import SubagentLimits
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
-from tether.models import Model
+from tether.models import Model, ModelRetryPolicy
 from tether.store import ExportKey
 
 __all__ = ("AgentDefinition", "AgentSpec", "RuntimeConfig", "Summarizer")
@@ -26,12 +26,22 @@ class AgentSpec:
     """What an agent runs for one claim: its harness, and the model and tools it may use.
 
     ``summarize`` turns a transcript into a summary for compaction (optional).
+    ``model_timeout`` (seconds a model call may go without a byte of its answer) and
+    ``model_retry`` (how a failed call is tried again within the call) override the
+    runtime's for this agent's model calls (docs/models.md).
+
+    Example::
+
+        AgentSpec(harness=agent, model=model, model_timeout=60,
+                  model_retry=ModelRetryPolicy(retries=2, max_elapsed=30))
     """
 
     harness: Harness
     model: Model | None = None
     tools: ToolExecutor | None = None
     summarize: Summarizer | None = None
+    model_timeout: float | None = None
+    model_retry: ModelRetryPolicy | None = None
 
 
 Initializer = Callable[[str, Mapping[str, str]], "AgentSpec | Awaitable[AgentSpec]"]
@@ -101,6 +111,11 @@ class RuntimeConfig:
     """Signs the trailer of every export served (``GET /conversations/{id}/export``), so
     ``tether import --require-signed`` can tell this server's exports from forgeries;
     ``None``: exports are unsigned."""
+    model_timeout: float | None = None
+    """Seconds a model call's try may go without a byte of its answer (``math.inf``: no
+    limit); ``None``: ``TETHER_MODEL_TIMEOUT``, else 300, read when the runtime is built."""
+    model_retry: ModelRetryPolicy = field(default_factory=ModelRetryPolicy)
+    """How a model call that failed is tried again within the call (docs/models.md)."""
 
     @property
     def heartbeat_interval(self) -> float:

@@ -17,6 +17,7 @@ from tether.engine._runs import RunRegistry
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
 from tether.engine._views import ViewCache
+from tether.models import ModelCallPolicy
 from tether.store import Store, StoreCapabilities
 
 __all__ = ("EngineContext",)
@@ -26,7 +27,8 @@ __all__ = ("EngineContext",)
 class EngineContext:
     """A started runtime's store (with its capabilities, detected once at start), agent
     registry, settings, observers, redactor, clock, and the shared state of this process's
-    runs: their registry (the wake-up hub), steering watches and log views."""
+    runs: their registry (the wake-up hub), steering watches and log views; and how model
+    calls are bounded and retried (the configured timeout and retry policy, on the clock)."""
 
     store: Store
     capabilities: StoreCapabilities
@@ -39,6 +41,7 @@ class EngineContext:
     steering: SteerWatches
     views: ViewCache
     subagents: SubagentPolicy
+    model_calls: ModelCallPolicy
 
     @property
     def closing(self) -> bool:

@@ -78,6 +78,7 @@ from tether.errors import (
 )
 from tether.journal import Decision, Journal, LogView
 from tether.messages import Message
+from tether.models import ModelCallPolicy, model_timeout_from_env
 from tether.records import Record
 from tether.store import (
     MAX_SEQ,
@@ -176,6 +177,14 @@ class Runtime:
             [log_event, *observers], interceptors, redact=self.redact
         )
         self.clock: Clock = self.config.clock or SystemClock()
+        timeout = self.config.model_timeout
+        self.model_calls = ModelCallPolicy(
+            timeout=model_timeout_from_env() if timeout is None else timeout,
+            retry=self.config.model_retry,
+            clock=self.clock,
+        )
+        """How this runtime's model calls are bounded and retried (an agent's spec may
+        override its timeout and retry policy)."""
         self._context: EngineContext | None = None
         self._coordinator: Coordinator | None = None
         self._book = ScheduleBook(
@@ -247,6 +256,7 @@ class Runtime:
             steering=self.steering,
             views=self.views,
             subagents=self.subagents,
+            model_calls=self.model_calls,
         )
         if worker:
             self._coordinator = Coordinator(self._context)

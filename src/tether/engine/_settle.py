@@ -8,6 +8,7 @@ from typing import Final
 
 from pydantic import JsonValue
 
+from tether._wire import JsonObject
 from tether.errors import ClaimLost, Conflict
 from tether.journal import Journal, LogView, loose_ends
 from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
@@ -38,13 +39,13 @@ ABORTED: Final = "aborted"
 CANCELLED_BY_PARENT: Final = "cancelled_by_parent"
 
 
-def failed(code: str, error: str) -> SubmissionSettled:
+def failed(code: str, error: str, details: JsonObject | None = None) -> SubmissionSettled:
     status = (
         SettlementStatus.ABORTED
         if code in (ABORTED, CANCELLED_BY_PARENT)
         else SettlementStatus.FAILED
     )
-    return SubmissionSettled(status=status, error=error, error_code=code)
+    return SubmissionSettled(status=status, error=error, error_code=code, error_details=details)
 
 
 def succeeded(result: JsonValue) -> SubmissionSettled:

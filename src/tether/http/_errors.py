@@ -106,6 +106,9 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.ModelTransientError: 503,
     E.ModelFatalError: 502,
     E.ContextOverflow: 502,
+    E.ProviderError: 502,
+    E.ProviderRateLimited: 503,
+    E.ProviderTimeout: 502,
 }
 
 logger = logging.getLogger("tether.http")

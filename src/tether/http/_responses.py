@@ -186,12 +186,14 @@ class DispatchAccepted(WireResponse):
 
 class Settlement(WireResponse):
     """How a submission ended: its ``result`` when it succeeded, else its ``error`` and
-    ``errorCode``."""
+    ``errorCode`` (and for a model provider's failure, ``errorDetails``: the HTTP ``status``
+    it answered and the ``tries``)."""
 
     status: SettlementStatus
     result: JsonValue = optional()
     error: str | None = optional()
     error_code: str | None = optional()
+    error_details: dict[str, JsonValue] | None = optional()
 
 
 class DispatchSettled(Settlement):

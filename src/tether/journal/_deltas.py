@@ -40,8 +40,11 @@ class DeltaStream:
         execution_id: str,
         observer: JournalObserver | None,
         write: Callable[..., Awaitable[None]],
+        touch: Callable[[], None] | None = None,
     ) -> None:
         self._execution_id = execution_id
+        self._touch = touch
+        """Told of every chunk: a model call's timeout counts again from it."""
         self._observer = observer
         self._write = write
         """Appends under the turn's lock: ``write(payloads, closing=False)``; a closing
@@ -55,6 +58,8 @@ class DeltaStream:
         self._text: dict[str, list[str]] = {"text": [], "thinking": []}
 
     async def on_delta(self, delta: StreamDelta) -> None:
+        if self._touch is not None:
+            self._touch()
         if not delta.text:
             return
         observer = self._observer

@@ -10,7 +10,7 @@ from typing import Final, Protocol, runtime_checkable
 from pydantic import JsonValue
 
 from tether.messages import ToolCall, ToolResult
-from tether.models import Model, StreamDelta
+from tether.models import Model, ModelCallPolicy, StreamDelta
 from tether.records import Record, SteerReceived, TaskFinished, TaskSpawned
 
 __all__ = (
@@ -126,7 +126,9 @@ class JournalHooks:
     messages at safe points; ``delegation`` runs task calls as child submissions;
     ``wrappers`` wrap every model client and tool executor invoked;
     ``redact`` rewrites error text (tool errors, execution failures) before it is journaled,
-    to keep secrets out of the permanent log. A replay keeps only ``redact``.
+    to keep secrets out of the permanent log; ``model_calls`` bounds and retries every model
+    call (the engine's timeout and retry policy; ``None``: each call is made once, without a
+    timeout, and its error raised as it came). A replay keeps only ``redact``.
 
     Example::
 
@@ -139,6 +141,7 @@ class JournalHooks:
     delegation: Delegation | None = None
     wrappers: EffectWrappers | None = None
     redact: Callable[[str], str] = _unchanged
+    model_calls: ModelCallPolicy | None = None
 
     def replaying(self) -> JournalHooks:
         """The hooks of a replay: no observer, steering, delegation or wrappers (nothing is

@@ -162,19 +162,15 @@ class Turn(TurnCore):
             model = self._model if client is None else self._hooks.model(client)
             if model is None:
                 self._stick(JournalError("this journal has no model client"))
-        return await self._invoke(model, request, call_id, purpose)
-
-    async def _invoke(
-        self, model: Model, request: ModelRequest, call_id: str, purpose: Literal["summary"] | None
-    ) -> ModelResponse:
-        stream = DeltaStream(
-            call_id, request.model, self.execution_id, self._observer, self._write_deltas
-        )
-        try:
-            response = await self._answered(model.request(request, stream.on_delta))
-        except BaseException:
-            await stream.close_interrupted()  # the intent stays, unanswered (recorded failure)
-            raise
+        # Under the hooks' timeout and retry policy if they have one; without, the call costs
+        # what it did before there was a policy (no coroutine or closure more).
+        policy = self._hooks.model_calls
+        if policy is None:
+            response, stream = await self._try(model, request, call_id, None)
+        else:
+            response, stream = await policy.call(
+                lambda touch: self._try(model, request, call_id, touch)
+            )
         self.model_invocations += 1
         async with self._lock:
             self._check()
@@ -188,6 +184,25 @@ class Turn(TurnCore):
             self._behind.extend(stream.take())
             self._behind.append(completed)
         return response
+
+    async def _try(
+        self,
+        model: Model,
+        request: ModelRequest,
+        call_id: str,
+        touch: Callable[[], None] | None,
+    ) -> tuple[ModelResponse, DeltaStream]:
+        """One request. A try that fails leaves the intent durable and unanswered (a crash
+        while waiting to retry asks again), its stream, if it began, closed by an interrupted
+        completion; a retry streams anew under the same call id."""
+        stream = DeltaStream(
+            call_id, request.model, self.execution_id, self._observer, self._write_deltas, touch
+        )
+        try:
+            return await self._answered(model.request(request, stream.on_delta)), stream
+        except BaseException:
+            await stream.close_interrupted()  # the intent stays, unanswered
+            raise
 
     async def _write_deltas(self, payloads: Sequence[Payload], *, closing: bool) -> None:
         async with self._lock:

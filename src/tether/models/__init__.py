@@ -1,5 +1,6 @@
-"""Models: the protocol the journal calls, keyless deterministic models, and a real provider
-from ``TETHER_MODEL`` (:func:`model_from_env`, through ``tether.models.pydantic_ai``).
+"""Models: the protocol the journal calls, keyless deterministic models, a real provider
+from ``TETHER_MODEL`` (:func:`model_from_env`, through ``tether.models.pydantic_ai``), and the
+policy that bounds and retries every model call (:class:`ModelCallPolicy`).
 
 Example::
 
@@ -10,9 +11,21 @@ Example::
 """
 
 from tether.models._echo import EchoModel
-from tether.models._env import ModelChoice, ModelConfigError, check_model_env, model_from_env
+from tether.models._env import (
+    ModelChoice,
+    ModelConfigError,
+    check_model_env,
+    model_from_env,
+    model_timeout_from_env,
+)
 from tether.models._prices import cost_of
 from tether.models._protocol import DeltaSink, Model, StreamDelta
+from tether.models._retry import (
+    DEFAULT_MODEL_TIMEOUT,
+    ModelCallPolicy,
+    ModelRetryPolicy,
+    RetryClock,
+)
 from tether.models._scripted import (
     Delay,
     Failure,
@@ -26,14 +39,18 @@ from tether.models._scripted import (
 )
 
 __all__ = (
+    "DEFAULT_MODEL_TIMEOUT",
     "Delay",
     "DeltaSink",
     "EchoModel",
     "Failure",
     "Model",
+    "ModelCallPolicy",
     "ModelChoice",
     "ModelConfigError",
+    "ModelRetryPolicy",
     "Reply",
+    "RetryClock",
     "Rule",
     "ScriptedModel",
     "StreamDelta",
@@ -44,4 +61,5 @@ __all__ = (
     "cost_of",
     "estimate_tokens",
     "model_from_env",
+    "model_timeout_from_env",
 )

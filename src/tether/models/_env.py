@@ -20,6 +20,7 @@ package or a missing key fails before the first request does.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -28,14 +29,23 @@ from typing import TYPE_CHECKING, Final
 
 from tether._extras import install_hint
 from tether.models._protocol import Model
+from tether.models._retry import DEFAULT_MODEL_TIMEOUT
 
 if TYPE_CHECKING:
     from tether.models.pydantic_ai import PydanticAIModel
 
-__all__ = ("ModelChoice", "ModelConfigError", "check_model_env", "model_from_env")
+__all__ = (
+    "ModelChoice",
+    "ModelConfigError",
+    "check_model_env",
+    "model_from_env",
+    "model_timeout_from_env",
+)
 
 MODEL_VARIABLE: Final = "TETHER_MODEL"
 """The environment variable that names the model: ``provider:model``, as pydantic-ai spells it."""
+TIMEOUT_VARIABLE: Final = "TETHER_MODEL_TIMEOUT"
+"""Seconds a model call may go without a byte of its answer (see :class:`ModelCallPolicy`)."""
 
 # Names older pydantic-ai releases (and their docs) used, for the providers that replaced them.
 _ALIASES: Final = {"google-gla": "google", "google-vertex": "google-cloud"}
@@ -52,7 +62,8 @@ _models: dict[str, PydanticAIModel] = {}
 
 class ModelConfigError(ValueError):
     """``TETHER_MODEL`` names no usable model: an unknown provider, a package or a key that is
-    missing. The message is one line, starting with the variable and its value."""
+    missing (or ``TETHER_MODEL_TIMEOUT`` is no number of seconds). The message is one line,
+    starting with the variable and its value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +130,30 @@ def check_model_env(
     if build_client:
         _build(value, model)
     return value
+
+
+def model_timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """The model call timeout ``TETHER_MODEL_TIMEOUT`` sets, in seconds (``inf``: none),
+    else :data:`~tether.models.DEFAULT_MODEL_TIMEOUT` (300). Raises
+    :class:`ModelConfigError` for a value that is not a number of seconds above 0.
+
+    Example::
+
+        model_timeout_from_env({"TETHER_MODEL_TIMEOUT": "60"})  # 60.0
+    """
+    value = (os.environ if environ is None else environ).get(TIMEOUT_VARIABLE, "").strip()
+    if not value:
+        return DEFAULT_MODEL_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:  # NaN too
+        raise ModelConfigError(
+            f"{TIMEOUT_VARIABLE}={value}: not a number of seconds above 0 (inf for no timeout; "
+            f"unset it for the default, {DEFAULT_MODEL_TIMEOUT:g} s)"
+        )
+    return seconds
 
 
 def _model(value: str) -> PydanticAIModel:

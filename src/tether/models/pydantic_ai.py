@@ -13,9 +13,13 @@ provider's client, which needs the key, is never made for a replay, which asks n
 
 Requests map to pydantic-ai messages and back: text, thinking (with its signature, id and
 provider), tool calls and tool results; usage is carried; streamed text and thinking reach
-the journal as deltas. Provider errors are classified for the engine: rate limits, overload,
-server and connection errors are transient, a full context window is a
-:class:`~tether.errors.ContextOverflow`, anything else is fatal.
+the journal as deltas. Provider errors are classified for Tether's retry policy
+(:class:`~tether.models.ModelCallPolicy`): an HTTP error status, a timeout or a connection
+error is a :class:`~tether.errors.ProviderError` (a rate limit a
+:class:`~tether.errors.ProviderRateLimited`, with the ``Retry-After`` the provider sent), a
+full context window is a :class:`~tether.errors.ContextOverflow`, anything else is fatal.
+The SDK's own retries are turned off (``max_retries=0``) where the model honours it, since
+Tether retries: a request is sent once per try.
 """
 
 from __future__ import annotations
@@ -27,10 +31,17 @@ from pydantic_ai import exceptions as pa_errors
 from pydantic_ai import messages as pa
 from pydantic_ai.models import Model as PAModel
 from pydantic_ai.models import ModelRequestParameters, infer_model
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
-from tether.errors import ContextOverflow, ModelFatalError, ModelTransientError
+from tether.errors import (
+    ContextOverflow,
+    ModelFatalError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+)
 from tether.messages import (
     DataPart,
     FilePart,
@@ -44,6 +55,7 @@ from tether.messages import (
     Usage,
 )
 from tether.models._protocol import DeltaSink, StreamDelta
+from tether.models._retry import provider_failure
 
 __all__ = (
     "PydanticAIModel",
@@ -53,39 +65,52 @@ __all__ = (
     "to_pydantic_ai",
 )
 
-_TRANSIENT = tuple(
-    getattr(pa_errors, name)
-    for name in (
-        "ModelRateLimitError",
-        "ModelUnavailableError",
-        "ModelServerError",
-        "ModelConnectionError",
-    )
-    if hasattr(pa_errors, name)
-)
-_OVERFLOW = tuple(
-    getattr(pa_errors, name)
-    for name in ("ModelContextWindowExceededError",)
-    if hasattr(pa_errors, name)
-)
+
+def _classes(*names: str) -> tuple[type[BaseException], ...]:
+    """pydantic-ai's exception classes of these names (an older release lacks some)."""
+    return tuple(getattr(pa_errors, name) for name in names if hasattr(pa_errors, name))
+
+
+_OVERFLOW = _classes("ModelContextWindowExceededError")
+_QUOTA = _classes("ModelQuotaExceededError")
+_RATE_LIMIT = _classes("ModelRateLimitError")
+_TIMEOUT = _classes("ModelTimeoutError", "ModelRequestTimeout")
+_UNAVAILABLE = _classes("ModelUnavailableError", "ModelServerError", "ModelConnectionError")
 
 
 def classify_error(error: BaseException) -> BaseException:
-    """The Tether error a pydantic-ai (or transport) failure stands for."""
-    if _OVERFLOW and isinstance(error, _OVERFLOW):
-        return ContextOverflow(str(error))
-    if _TRANSIENT and isinstance(error, _TRANSIENT):
-        return ModelTransientError(str(error))
+    """The Tether error a pydantic-ai (or transport) failure stands for: a
+    :class:`~tether.errors.ProviderError` for what the provider answered (or did not),
+    :class:`~tether.errors.ContextOverflow`, else :class:`~tether.errors.ModelFatalError`."""
+    text = str(error).lower()
     status = getattr(error, "status_code", None)
-    if isinstance(status, int):
-        if status == 429 or status >= 500:
-            return ModelTransientError(str(error))
-        if "context" in str(error).lower() and (
-            "length" in str(error).lower() or "window" in str(error).lower()
-        ):
-            return ContextOverflow(str(error))
-    if isinstance(error, TimeoutError | ConnectionError):
-        return ModelTransientError(str(error))
+    if (_OVERFLOW and isinstance(error, _OVERFLOW)) or (
+        isinstance(status, int)
+        and status < 500
+        and status != 429
+        and "context" in text
+        and ("length" in text or "window" in text)
+    ):
+        return ContextOverflow(str(error))
+    if _QUOTA and isinstance(error, _QUOTA):  # waiting does not refill a quota
+        return ProviderRateLimited(
+            "the provider's quota for this account is exhausted",
+            status=status if isinstance(status, int) else None,
+            retryable=False,
+        )
+    found = provider_failure(error)
+    if found is not None and found.status is not None:
+        return found
+    # Without a status (an error the provider sent inside a stream, a transport's): the class.
+    if _RATE_LIMIT and isinstance(error, _RATE_LIMIT):
+        retry_after = getattr(error, "retry_after", None)
+        return ProviderRateLimited("the provider rate-limited the request", retry_after=retry_after)
+    if _TIMEOUT and isinstance(error, _TIMEOUT):
+        return ProviderTimeout("the request to the provider timed out")
+    if _UNAVAILABLE and isinstance(error, _UNAVAILABLE):
+        return ProviderError(f"the provider failed ({type(error).__name__}: {error})")
+    if found is not None:
+        return found
     return ModelFatalError(f"{type(error).__name__}: {error}")
 
 
@@ -174,7 +199,8 @@ async def complete(
     stream: DeltaSink | None = None,
 ) -> ModelResponse:
     """One pydantic-ai model request as a Tether response: streamed to ``stream`` when given,
-    with provider errors classified for the engine."""
+    with provider errors classified for Tether's retries, and the SDK's own retries off."""
+    settings = _without_sdk_retries(model, settings)
     try:
         # A FunctionModel built without a stream function cannot stream; others can.
         if stream is None or getattr(model, "stream_function", True) is None:
@@ -187,6 +213,18 @@ async def complete(
     except (pa_errors.AgentRunError, TimeoutError, ConnectionError, OSError) as exc:
         raise classify_error(exc) from exc
     return from_pydantic_ai(response)
+
+
+def _without_sdk_retries(model: PAModel, settings: ModelSettings | None) -> ModelSettings | None:
+    """``settings`` with ``max_retries=0``, unless they set it or the model ignores it (and
+    would warn): Tether retries a failed call itself, so the SDK's retries (two, for the
+    OpenAI, Anthropic and Groq clients) would only multiply its requests."""
+    inner = model
+    while isinstance(inner, WrapperModel):
+        inner = inner.wrapped
+    if (settings and "max_retries" in settings) or "max_retries" in inner.unsupported_settings:
+        return settings
+    return ModelSettings(**{**(settings or {}), "max_retries": 0})
 
 
 def _settings(base: ModelSettings | None, request: ModelRequest) -> ModelSettings | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -104,9 +105,10 @@ class JournaledModel(Model):
 
         async def native(stream: DeltaSink | None) -> ModelResponse:
             real = self._real()
-            if stream is None:
-                return response_from_sdk(await real.get_response(*args, **kwargs))
-            streamed, model = await _streamed(real.stream_response(*args, **kwargs), stream)
+            with _sdk_retries_off():  # Tether retries the call: the SDK's would multiply it
+                if stream is None:
+                    return response_from_sdk(await real.get_response(*args, **kwargs))
+                streamed, model = await _streamed(real.stream_response(*args, **kwargs), stream)
             return response_from_sdk(streamed).model_copy(update={"response_model": model})
 
         return response_to_sdk(await journaled_model(request, native, provider=self.provider))
@@ -162,6 +164,16 @@ class JournaledModel(Model):
                 usage=_response_usage(response.usage) if reported(response.usage) else None,
             ),
         )
+
+
+def _sdk_retries_off() -> contextlib.AbstractContextManager[None]:
+    """The SDK's switch that makes its OpenAI models send each request once (``max_retries=0``,
+    as its own runner does when it retries), if this release of the SDK has it."""
+    try:
+        from agents.models._retry_runtime import provider_managed_retries_disabled
+    except ImportError:  # an SDK without the switch: its clients keep their retries
+        return contextlib.nullcontext()
+    return provider_managed_retries_disabled(True)
 
 
 def _response_usage(usage: SdkUsage) -> ResponseUsage:
