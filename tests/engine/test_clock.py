@@ -4,10 +4,12 @@ Each engine test here runs a runtime on a :class:`ManualClock` and advances it: 
 expires, a heartbeat renews, a deadline passes, without the test sleeping for any of it.
 """
 
+import ast
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 
 from pydantic import JsonValue
 
@@ -110,6 +112,32 @@ async def test_the_system_clock_waits_in_real_time_for_what_is_done() -> None:
     before = clock.monotonic()
     await clock.wait_event(asyncio.Event(), 0.01)  # nothing comes: its time ends it
     assert clock.monotonic() >= before + 0.01
+
+
+WALL_CLOCK_READS = {
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("date", "today"),
+    ("time", "time"),
+    ("time", "time_ns"),
+    ("time", "monotonic"),
+}
+
+
+def test_the_engine_reads_time_only_through_its_clock() -> None:
+    """A wall-clock read outside ``_clock.py`` is time a manual clock cannot move."""
+    engine = Path(__file__).parents[2] / "src" / "tether" / "engine"
+    reads = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(engine.glob("*.py"))
+        if path.name != "_clock.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and (node.func.value.id, node.func.attr) in WALL_CLOCK_READS
+    ]
+    assert reads == [], "the engine reads the wall clock: ask the context's Clock instead"
 
 
 # --- the engine on a manual clock -------------------------------------------------------

@@ -11,6 +11,8 @@ from tether.engine import InvalidSchedule, Schedule
 from tether.engine._schedules import window_name
 
 PARIS = ZoneInfo("Europe/Paris")
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+"""The clock's time the gaps of a cron expression are sampled from."""
 
 
 def utc(
@@ -183,14 +185,14 @@ def test_the_floor_holds_for_cron_gaps_too() -> None:
     """A six-field expression fires each second at the finest, a five-field one each minute:
     under a floor above that, the gaps of its next windows are what is checked."""
     every_second = Schedule("agent", "instance", cron="* * * * * *", body="hi")
-    every_second.check_period(1)
+    every_second.check_period(1, now=NOW)
     with pytest.raises(InvalidSchedule, match="fires 1 s apart") as raised:
-        every_second.check_period(2)
+        every_second.check_period(2, now=NOW)
     assert raised.value.field == "cron"
     twice_an_hour = Schedule("agent", "instance", cron="0,1 * * * *", body="hi")
-    twice_an_hour.check_period(60)
+    twice_an_hour.check_period(60, now=NOW)
     with pytest.raises(InvalidSchedule, match="fires 60 s apart"):
-        twice_an_hour.check_period(120)
-    Schedule("agent", "instance", cron="0 * * * *", body="hi").check_period(3600)
+        twice_an_hour.check_period(120, now=NOW)
+    Schedule("agent", "instance", cron="0 * * * *", body="hi").check_period(3600, now=NOW)
     with pytest.raises(InvalidSchedule, match="at least 2 s"):
-        Schedule("agent", "instance", every=1, body="hi").check_period(2)
+        Schedule("agent", "instance", every=1, body="hi").check_period(2, now=NOW)

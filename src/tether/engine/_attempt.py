@@ -173,6 +173,7 @@ class _Attempt:
             self.store,
             self.submission,
             payload,
+            clock=self.context.clock,
             fence=None if fresh_fence else self.submission.fence,
             absorbed=absorbed,
             view=self.context.views.get(self.submission.conversation_id),
@@ -211,7 +212,7 @@ class _Attempt:
 
     async def _complete(self, settlement: SubmissionSettled, absorbed: list[Submission]) -> None:
         if not self._settles_with_end:
-            await complete(self.store, self.submission, absorbed)
+            await complete(self.store, self.submission, absorbed, clock=self.context.clock)
         await self._settled(self.submission, settlement)
         for steer in absorbed:
             await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))

@@ -217,6 +217,7 @@ class Coordinator:
                     store,
                     submission,
                     payload,
+                    clock=self.context.clock,
                     view=self.context.views.get(submission.conversation_id),
                 )
             except Fenced:

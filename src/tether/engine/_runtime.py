@@ -190,6 +190,7 @@ class Runtime:
         self._book = ScheduleBook(
             self.config.schedules,
             self.agents,
+            clock=self.clock,
             poll=self.config.schedule_poll,
             min_period=self.config.schedule_min_period,
         )

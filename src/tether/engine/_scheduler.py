@@ -69,6 +69,7 @@ class ScheduleBook:
         configured: Sequence[Schedule],
         agents: Collection[str],
         *,
+        clock: Clock,
         poll: float = 1.0,
         min_period: float = 1.0,
     ) -> None:
@@ -82,13 +83,15 @@ class ScheduleBook:
         """How often a worker lists the store's schedules."""
         self.min_period = min_period
         """The closest two windows of one schedule may be: a schedule cannot flood a store."""
+        self.clock = clock
+        """Whose time a cron expression's gaps are sampled from."""
         self.configured: dict[str, Schedule] = {}
         for schedule in configured:
             if not isinstance(schedule, Schedule):
                 raise TypeError(f"schedules holds a {type(schedule).__name__}, not a Schedule")
             if schedule.agent not in agents:
                 raise UnknownAgent(schedule.agent)
-            schedule.check_period(min_period)
+            schedule.check_period(min_period, now=clock.now())
             if schedule.id in self.configured:
                 raise ValueError(f"two schedules of the configuration have the id {schedule.id!r}")
             self.configured[schedule.id] = schedule
@@ -104,7 +107,8 @@ class ScheduleBook:
                 schedule = Schedule.from_json(row.definition)
                 if schedule.id != row.id:
                     raise ValueError(f"its definition names {schedule.id!r}")
-                schedule.check_period(self.min_period)  # kept by an older version, say
+                # kept by an older version, say
+                schedule.check_period(self.min_period, now=self.clock.now())
             except ValueError as exc:
                 if row.id not in self._unreadable:
                     self._unreadable.add(row.id)
@@ -128,7 +132,7 @@ class ScheduleBook:
         """Keep ``schedule`` in the store (idempotent for the same definition)."""
         if schedule.agent not in self.agents:
             raise UnknownAgent(schedule.agent)
-        schedule.check_period(self.min_period)
+        schedule.check_period(self.min_period, now=self.clock.now())
         if schedule.id in self.configured:
             raise ScheduleConflict(schedule.id, "is a schedule of the runtime's configuration")
         try:

@@ -65,6 +65,10 @@ _GAPS_SAMPLED = 64
 _NAME_LIMIT = 200
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,149}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""Where ``every`` counts its windows from, and where a cron expression is checked to fire at
+all: it has no year field, so it fires after any instant if it fires after one (cronsim looks
+50 years on, past the calendar's 28-year cycle): a definition is valid or not whatever the
+time, with no clock read."""
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -201,10 +205,17 @@ class Schedule:
                 field="id",
             )
 
-    def check_period(self, floor: float) -> None:
+    def check_period(self, floor: float, *, now: datetime) -> None:
         """Refuse (:class:`InvalidSchedule`) a schedule whose windows come closer than
         ``floor`` seconds (a runtime's ``schedule_min_period``): ``every``, or the gaps
-        between a cron expression's next windows."""
+        between a cron expression's next windows after ``now`` (the runtime's clock).
+
+        Example::
+
+            Schedule("agent", "acme", cron="*/5 * * * *", body="hi").check_period(
+                60, now=runtime.clock.now()
+            )
+        """
         floor = float(floor)
         if self.cron is None:
             assert self.every is not None  # a schedule without cron has every
@@ -217,7 +228,7 @@ class Schedule:
         finest = 1 if len(self.cron.split()) == 6 else 60  # a seconds field, or minutes
         if floor <= finest:
             return  # no expression of its fields fires closer: none sampled, each pass
-        gap = self._shortest_gap()
+        gap = self._shortest_gap(now)
         if gap is not None and gap < floor:
             raise InvalidSchedule(
                 f"fires {_number(gap)} s apart; windows must be at least {_number(floor)} s "
@@ -225,10 +236,10 @@ class Schedule:
                 field="cron",
             )
 
-    def _shortest_gap(self) -> float | None:
-        """Seconds between the closest two of a cron expression's next windows."""
+    def _shortest_gap(self, now: datetime) -> float | None:
+        """Seconds between the closest two of a cron expression's next windows after ``now``."""
         assert self.cron is not None
-        times = CronSim(self.cron, datetime.now(UTC).astimezone(self._zone))
+        times = CronSim(self.cron, now.astimezone(self._zone))
         starts: list[datetime] = []
         try:
             while len(starts) < _GAPS_SAMPLED:
@@ -397,7 +408,7 @@ def _check_cron(expression: object, zone: ZoneInfo) -> None:
     if not isinstance(expression, str) or not expression.strip():
         raise InvalidSchedule("must be a cron expression", field="cron")
     try:
-        times = CronSim(expression, datetime.now(UTC).astimezone(zone))
+        times = CronSim(expression, _EPOCH.astimezone(zone))
         next(times)
     except CronSimError as exc:
         raise InvalidSchedule(

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Final
 
 from pydantic import JsonValue
 
 from tether._wire import JsonObject
+from tether.engine._clock import Clock
 from tether.errors import ClaimLost, Conflict
 from tether.journal import Journal, LogView, loose_ends
 from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
@@ -116,6 +116,7 @@ async def settle(
     submission: Submission,
     payload: SubmissionSettled,
     *,
+    clock: Clock,
     fence: int | None = None,
     absorbed: Sequence[Submission] = (),
     view: LogView | None = None,
@@ -133,7 +134,9 @@ async def settle(
         )
     except ClaimLost:
         return False
-    await finish_reserved(store, submission, payload, fence=fence, absorbed=absorbed, view=view)
+    await finish_reserved(
+        store, submission, payload, clock=clock, fence=fence, absorbed=absorbed, view=view
+    )
     return True
 
 
@@ -142,6 +145,7 @@ async def finish_reserved(
     submission: Submission,
     payload: SubmissionSettled,
     *,
+    clock: Clock,
     fence: int | None = None,
     absorbed: Sequence[Submission] = (),
     view: LogView | None = None,
@@ -159,14 +163,14 @@ async def finish_reserved(
     for steer in absorbed:
         joined = succeeded({"deliveredTo": submission.id})
         await _append_once(journal, steer, joined, mint=mint and journal.log.fence == 0)
-    await complete(store, submission, absorbed)
+    await complete(store, submission, absorbed, clock=clock)
 
 
 async def complete(
-    store: Store, submission: Submission, absorbed: Sequence[Submission] = ()
+    store: Store, submission: Submission, absorbed: Sequence[Submission] = (), *, clock: Clock
 ) -> None:
     """The bookkeeping once the settled records are durable: absorbed steers, then finalize."""
     joined = succeeded({"deliveredTo": submission.id}).to_json_object()
     for steer in absorbed:
-        await store.settle_absorbed(steer.id, settlement=joined, now=datetime.now(UTC))
-    await store.finalize_settlement(submission.id, now=datetime.now(UTC))
+        await store.settle_absorbed(steer.id, settlement=joined, now=clock.now())
+    await store.finalize_settlement(submission.id, now=clock.now())
