@@ -1,5 +1,6 @@
 """The shape of the source tree (docs/architecture.md §2): private modules stay private to
-their package, and no two modules import each other, directly or around a loop."""
+their package (in the tests too), and no two modules import each other, directly or around a
+loop."""
 
 import ast
 from collections.abc import Iterator
@@ -8,6 +9,7 @@ from pathlib import Path
 import tether
 
 SRC = Path(tether.__file__).parent.parent
+TESTS = Path(__file__).parent
 MODULES = {
     ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): path
     for path in (SRC / "tether").rglob("*.py")
@@ -22,7 +24,12 @@ def _imports(module: str) -> Iterator[tuple[str, int]]:
     """Every Tether module ``module`` imports, at any depth of its code (a deferred import
     inside a function is an import all the same), with its line."""
     path = MODULES[module]
-    package = _package(module, path)
+    return _imports_of(path, _package(module, path))
+
+
+def _imports_of(path: Path, package: str) -> Iterator[tuple[str, int]]:
+    """Every Tether module the file at ``path`` imports, its relative imports resolved
+    against ``package``."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -43,17 +50,38 @@ def _imports(module: str) -> Iterator[tuple[str, int]]:
                 yield name, node.lineno
 
 
+def _private_to_another(package: str, imported: str) -> bool:
+    """``imported`` is a private module of a package other than ``package`` or one above it
+    (the top package's shared internals are everyone's)."""
+    owner, _, leaf = imported.rpartition(".")
+    if not leaf.startswith("_") or owner == "tether":
+        return False
+    return package != owner and not package.startswith(owner + ".")
+
+
 def test_no_module_imports_another_packages_private_module() -> None:
-    offences = []
-    for module, path in MODULES.items():
-        own = _package(module, path)
-        for imported, line in _imports(module):
-            owner, _, leaf = imported.rpartition(".")
-            if not leaf.startswith("_") or owner == "tether":
-                continue  # public, or one of the top package's shared internals
-            if own != owner and not own.startswith(owner + "."):
-                offences.append(f"{module}:{line} imports {imported}")
+    offences = [
+        f"{module}:{line} imports {imported}"
+        for module, path in MODULES.items()
+        for imported, line in _imports(module)
+        if _private_to_another(_package(module, path), imported)
+    ]
     assert not offences, "private modules imported across packages:\n" + "\n".join(offences)
+
+
+def test_no_test_imports_another_packages_private_module() -> None:
+    """The source's rule, for tests: ``tests/<pkg>/`` tests ``tether.<pkg>`` and may import its
+    private modules (those of its subpackages too: ``tests/store`` tests the PostgreSQL
+    backend); any other test uses public names, or lives with the package it tests."""
+    offences = []
+    for path in sorted(TESTS.rglob("*.py")):
+        folder = path.parent.relative_to(TESTS).parts
+        tested = ".".join(("tether", *folder))
+        for imported, line in _imports_of(path, ".".join(("tests", *folder))):
+            below = bool(folder) and imported.startswith(tested + ".")
+            if not below and _private_to_another(tested, imported):
+                offences.append(f"{path.relative_to(TESTS.parent)}:{line} imports {imported}")
+    assert not offences, "tests reaching into another package:\n" + "\n".join(offences)
 
 
 def test_no_import_cycles() -> None:

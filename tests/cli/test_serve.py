@@ -1,14 +1,18 @@
 """``tether serve`` survives SIGKILL mid-run (a restart takes the run over and settles it once),
-and answers without Nagle's delays."""
+answers without Nagle's delays, and names the extra its tracing needs."""
 
 import asyncio
 import socket
+import sys
 import time
 from pathlib import Path
 
 import httpx
+import pytest
+import typer
 
-from tether.cli._serve import _listen
+from tether._extras import install_hint
+from tether.cli._serve import _listen, _tracing
 
 from .conftest import start_server
 
@@ -92,3 +96,10 @@ def test_sigterm_stops_the_server_while_a_stream_is_followed(tmp_path: Path) -> 
         assert client.recv(1024).startswith(b"HTTP/1.1 200")
         server.process.terminate()
         assert server.process.wait(timeout=60) == 0
+
+
+def test_tracing_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tether.otel", None)
+    with pytest.raises(typer.BadParameter) as raised, _tracing("http://127.0.0.1:4318"):
+        pass
+    assert str(raised.value).startswith(f"{install_hint('otel')}: ")

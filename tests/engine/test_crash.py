@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tether.engine import Receipt, Runtime
-from tether.journal._executions import project
+from tether.journal import LogView
 from tether.store import SessionKey, SqliteStore, Store, SubmissionStatus, open_store
 
 from ..postgres import fresh_schema, store_url
@@ -100,7 +100,7 @@ async def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_pa
             assert all(
                 r.seq > settled_at for r in records if r.submission_id == later.submission_id
             )
-        project(records)  # the executions are well formed
+        LogView().extend(records)  # the executions are well formed
         assert await store.verify(mine[0].conversation_id) == len(records)
     await api.close()
     await store.close()

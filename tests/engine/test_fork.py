@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 from tether.engine import Fork, Runtime
 from tether.journal import Journal
-from tether.journal._cut import FORK_CUT_OUTCOME
 from tether.messages import ModelRequest, ModelResponse, ToolResultPart
 from tether.models import ScriptedModel
 from tether.records import ToolCalled
@@ -56,8 +55,9 @@ async def test_a_fork_between_a_tool_call_and_its_result_repairs_the_cut(
     assert [m.role for m in request.messages] == ["user", "assistant", "tool", "user"]
     [result] = request.messages[2].parts
     assert isinstance(result, ToolResultPart)
-    assert result.call_id == call_id and result.is_error and result.content == FORK_CUT_OUTCOME
     outcome = repair.payload.to_json_object()
+    assert result.call_id == call_id and result.is_error and result.content == outcome["content"]
+    assert "forked" in result.content  # the model is told why the call has no result
     assert outcome["status"] == "unknown" and outcome["callId"] == call_id
     assert await store.verify(fork.id) == len(await store.read(fork.id))
     child = await Journal.open(store, fork.id, fence=0)

@@ -49,8 +49,7 @@ from typing import TypeVar
 import pytest
 
 from tether.engine import CANCELLED_BY_PARENT
-from tether.journal import UNKNOWN_OUTCOME
-from tether.journal._executions import project
+from tether.journal import UNKNOWN_OUTCOME, LogView
 from tether.messages import Mediation, ToolOutcomeStatus
 from tether.records import (
     AssistantMessageCompleted,
@@ -252,7 +251,7 @@ def assert_settled_once_each(tree: Tree) -> None:
             r for r in log if r.kind == SubmissionSettled.KIND and r.submission_id == submission.id
         ]
         assert len(mine) == 1, f"{submission.id} has {len(mine)} submission_settled records"
-        project(log)  # the executions are well formed
+        LogView().extend(log)  # the executions are well formed
 
 
 def assert_one_child_and_one_answer_per_call(case: Case, tree: Tree) -> None:

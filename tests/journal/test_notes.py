@@ -8,7 +8,9 @@ import pytest
 from pydantic import JsonValue
 
 from tether.errors import ReplayDiverged
-from tether.journal import Journal, Turn
+from tether.journal import Journal, Mode, Turn
+from tether.journal._recorded import Recorded
+from tether.journal._unread import unread_prefix
 from tether.records import StepRecorded, UserMessage
 from tether.store import SessionKey, SqliteStore, Store
 
@@ -79,6 +81,19 @@ async def test_a_fork_reads_its_parents_note_at_the_cut(store: Store) -> None:
     child = await journal.fork(first_end, SessionKey("notes", "acme", "fork"))
     forked = await Journal.open(store, child.id, fence=1)
     assert (await forked.exec(Counter(), [UserMessage(body="n")])).output == 2
+
+
+async def test_a_note_a_lean_view_has_not_read_is_read_from_the_store(store: Store) -> None:
+    journal = await session(store)
+    for _ in "ab":
+        await journal.exec(Counter(), [UserMessage(body="n")])
+    view = await journal.refresh()
+    # As a view started from a snapshot holds the executions before the latest one.
+    placeholders = unread_prefix(view.head, {})
+    for execution in view.executions.by_id.values():
+        execution.effects = [placeholders[r.seq - 1] for r in execution.effects]
+    turn = journal._turn(Mode.LIVE, "next", Recorded(), [], [], None)
+    assert await turn.last_note(STATE) == 2
 
 
 async def test_none_before_any_note(store: Store) -> None:

@@ -67,7 +67,7 @@ import httpx
 import psycopg
 import pytest
 
-from tether.journal._executions import project
+from tether.journal import LogView
 from tether.store.postgres import PostgresStore
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
@@ -288,7 +288,7 @@ async def _scenario(cluster: Cluster, store: PostgresStore) -> None:
             verified = await client.get(f"/conversations/{conversation_id}/verify")
             assert verified.status_code == 200, verified.text
             assert verified.json()["records"] == len(records), session
-            project(await store.read(conversation_id, limit=10_000))  # well-formed executions
+            LogView().extend(await store.read(conversation_id, limit=10_000))  # well formed
 
     events = cluster.events()
     _check_settled_once_in_order(receipts, logs)

@@ -26,9 +26,7 @@ from tether.integrations.langgraph import (
     durable,
 )
 from tether.integrations.langgraph._state import STATE_STEP
-from tether.journal import Journal, Mode
-from tether.journal._recorded import Recorded
-from tether.journal._unread import unread_prefix
+from tether.journal import Journal
 from tether.records import Record, UserMessage
 from tether.store import SqliteStore, Store
 
@@ -205,20 +203,6 @@ async def test_a_state_value_that_is_not_json_fails_the_run_loudly(make_runtime:
     assert not states(records)
     [failed] = [r.payload.to_json_object() for r in records if r.kind == "execution_failed"]
     assert failed["errorCode"] == NotJournaled.code
-
-
-async def test_a_state_a_lean_view_has_not_read_is_read_from_the_store(store: Store) -> None:
-    harness = LangGraphHarness(counter, model=EchoChatModel(calls=[]), name="counter")
-    journal = await open_session(store)
-    for body in ("tides", "moons"):
-        await journal.exec(harness, [UserMessage(body=body)])
-    view = await journal.refresh()
-    # As a view started from a snapshot holds the executions before the latest one.
-    placeholders = unread_prefix(view.head, {})
-    for execution in view.executions.by_id.values():
-        execution.effects = [placeholders[r.seq - 1] for r in execution.effects]
-    turn = journal._turn(Mode.LIVE, "next", Recorded(), [], [], None)
-    assert await turn.last_note(STATE_STEP) == {"count": 2, "topics": ["tides", "moons"]}
 
 
 TICKS: list[int] = []
