@@ -12,16 +12,22 @@ from .postgres import drop_schemas, fresh_schema, postgres_reachable, store_url
 from .processes import reap_started
 
 SOAK_TIMEOUT = 3600  # seconds a test may take under TETHER_SOAK=1 (ten times the work)
+PROCESS_FIXTURES = frozenset({"serve", "server", "make_console", "browser"})
+"""A test that asks for one of these talks to a real uvicorn, a ``tether serve`` child or a
+browser: it is a ``process`` test (a module that starts processes itself says so)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow`` tests run only under ``TETHER_SOAK=1``, which also lifts the state machines'
-    timeout along with their budget.
+    timeout along with their budget. Tests of real processes are marked ``process`` (run
+    everything, as CI does, or leave them out of a quick loop with ``-m 'not process'``).
 
     PostgreSQL tests need the server. CI always has one (``.ci/run`` starts it), so there a
     missing server fails them; elsewhere they are skipped with the reason."""
     soak = bool(os.environ.get("TETHER_SOAK"))
     for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.process)
         if "slow" in item.keywords and not soak:
             item.add_marker(pytest.mark.skip(reason="a soak setting: set TETHER_SOAK=1"))
         if soak and ("slow" in item.keywords or item.name.startswith("test_state_machine")):

@@ -16,6 +16,8 @@ import pytest
 
 from .test_public_api import PUBLIC
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference"
 

@@ -39,6 +39,8 @@ from tether.cli import app
 
 from .processes import free_port, log_text, reap, start, wait_ready_blocking
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = (
     "README.md",

@@ -13,6 +13,8 @@ import pytest
 
 from .processes import free_port, reap, reap_started, start, wait_ready_blocking
 
+pytestmark = pytest.mark.process
+
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from benchmarks._table import Goal, split_goals
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 # A quick run takes 10-60 s on an idle machine, several times that on a loaded one (it runs
 # every benchmark script, PostgreSQL worker processes included): its own bound, well past that.

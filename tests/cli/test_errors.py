@@ -14,6 +14,8 @@ from ..processes import free_port, reap, start
 from .command import TETHER, read_line, tether
 from .conftest import cli_env
 
+pytestmark = pytest.mark.process
+
 
 def test_a_server_that_is_down(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"

@@ -38,6 +38,8 @@ from ..testing.replayed import record
 from .command import tether
 from .conftest import ServerProcess, cli_env
 
+pytestmark = pytest.mark.process
+
 runner = CliRunner()
 REPO = Path(__file__).parents[2]
 APP = "tests.testing.replayed"

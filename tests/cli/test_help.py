@@ -17,6 +17,8 @@ from ..processes import free_port
 from .command import TETHER, tether
 from .conftest import cli_env
 
+pytestmark = pytest.mark.process
+
 _GROUP = typer.main.get_command(app)
 assert isinstance(_GROUP, TyperGroup)
 COMMAND: TyperGroup = _GROUP

@@ -23,6 +23,8 @@ from tether.cli._render import SessionRenderer, frames
 from .command import tether
 from .conftest import ServerProcess, start_server
 
+pytestmark = pytest.mark.process
+
 ASKING = "tests.cli.asking:agents"
 ANSWERED = {
     "inputId": "c1.4",

@@ -12,6 +12,8 @@ from tether.cli._logs import uvicorn_log_level
 
 from .conftest import start_server
 
+pytestmark = pytest.mark.process
+
 
 def test_serve_logs_an_approval_with_its_ids_and_no_access_log(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"

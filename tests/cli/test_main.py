@@ -15,6 +15,8 @@ from tether.cli import app
 from .command import tether
 from .conftest import ServerProcess
 
+pytestmark = pytest.mark.process
+
 
 def cli(*args: str, code: int = 0) -> str:
     result = tether(*args, code=code)

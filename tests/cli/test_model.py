@@ -12,6 +12,8 @@ from tether.cli._exit import ExitCode
 
 from .command import tether
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(autouse=True)
 def _no_provider_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,8 @@ import pytest
 from ..postgres import fresh_schema, postgres_reachable, store_url
 from .command import tether
 
+pytestmark = pytest.mark.process
+
 READERS = [
     ["records", "c-1"],
     ["spans", "c-1"],

@@ -5,10 +5,14 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tether.cli._offline import OFFLINE_KEY, PROVIDER_KEY_VARIABLES, offline_provider_keys
 
 from .command import TETHER
 from .test_export import recorded
+
+pytestmark = pytest.mark.process
 
 REPO = Path(__file__).parents[2]
 APP = "tests.cli.client_at_import:agents"

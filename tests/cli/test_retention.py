@@ -7,11 +7,14 @@ from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 
 from tether.records import LogTruncated
 
 from .conftest import start_server
 from .test_export import APP, cli, error, fresh_store, recorded, stored
+
+pytestmark = pytest.mark.process
 
 __all__ = ("fresh_store",)  # the fixture, used here by name
 

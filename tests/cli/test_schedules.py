@@ -18,6 +18,8 @@ from tether.cli import _client, app
 from .command import tether
 from .conftest import ServerProcess
 
+pytestmark = pytest.mark.process
+
 LISTED = [
     {
         "id": "heartbeat",

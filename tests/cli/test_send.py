@@ -5,9 +5,12 @@ import time
 
 import httpx
 import orjson
+import pytest
 
 from .command import tether
 from .conftest import ServerProcess
+
+pytestmark = pytest.mark.process
 
 
 def test_send_wait_reports_a_parked_run_and_its_approve_command(server: ServerProcess) -> None:

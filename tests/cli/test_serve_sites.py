@@ -13,6 +13,8 @@ from tether.cli import app
 
 from .conftest import start_server
 
+pytestmark = pytest.mark.process
+
 TOKEN = "serve-s3cret"
 
 

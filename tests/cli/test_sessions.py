@@ -1,9 +1,12 @@
 """``tether sessions`` and ``tether delete`` against a real ``tether serve``."""
 
 import httpx
+import pytest
 
 from .command import tether
 from .conftest import ServerProcess
+
+pytestmark = pytest.mark.process
 
 
 def test_sessions_lists_and_delete_erases(server: ServerProcess) -> None:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from rich.console import Console
 
 from tether.cli._render import SessionRenderer, frames
@@ -14,6 +15,8 @@ from tether.cli._render import SessionRenderer, frames
 from ..processes import free_port, kill, reap, start
 from .command import TETHER, read_line, tether
 from .conftest import ServerProcess, cli_env
+
+pytestmark = pytest.mark.process
 
 
 def _rendered(stream: str) -> str:

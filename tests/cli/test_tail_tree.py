@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+import pytest
 from rich.console import Console
 
 from tether.cli._render import SessionRenderer, frames
@@ -16,6 +17,8 @@ from ..http.conftest import Server, serve  # noqa: F401 (the fixture)
 from ..http.delegation import nested_team, team
 from .command import TETHER
 from .conftest import cli_env
+
+pytestmark = pytest.mark.process
 
 Serve = Callable[..., Any]
 

@@ -23,6 +23,8 @@ from ..postgres import drop_schemas, fresh_schema, store_url
 from ..processes import free_port, start, wait_ready
 from .conftest import TETHER, cli_env
 
+pytestmark = pytest.mark.process
+
 AGENT = "/agents/assistant/me"
 
 

@@ -35,6 +35,8 @@ from ..cli.conftest import ServerProcess, start_server
 from ..fakes.openai_server import Answer, Call, FakeOpenAI
 from ..processes import start
 
+pytestmark = pytest.mark.process
+
 AGENT = "/agents/assistant/me"
 APIS = {"openai:gpt-4.1-mini": "/v1/responses", "openai-chat:gpt-4.1-mini": "/v1/chat/completions"}
 TETHER = [sys.executable, "-c", "from tether.cli import main; main()"]

@@ -10,6 +10,8 @@ import pytest
 
 from ..cli.conftest import ServerProcess, start_server
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:

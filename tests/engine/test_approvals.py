@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, ApprovalPage, Receipt, Runtime
+from tether.engine import AgentDefinition, ApprovalPage, Receipt, Runtime, SystemClock
 from tether.errors import ApprovalConflict, InvalidApproval, InvalidCursor, InvalidEditArgs
 from tether.journal import Journal, Turn
 from tether.messages import Mediation, ModelRequest, ToolCall, ToolOutcomeStatus, ToolSpec
@@ -216,9 +216,12 @@ async def test_abort_settles_a_parked_session_and_closes_its_gate(
 
 async def test_concurrent_decisions_agree(make_runtime: Make, store: Store) -> None:
     """Identical decisions racing each other, from several runtimes, all get the one record
-    written; a different decision gets ApprovalConflict, whichever order they land in."""
-    async with make_runtime({"mail": gates_agent(2)}) as runtime:
-        apis = [make_runtime({}) for _ in range(4)]
+    written; a different decision gets ApprovalConflict, whichever order they land in.
+
+    Real time: on PostgreSQL a decision that lands while its run still parks is found by the
+    worker's claim tick, which a manual clock never moves."""
+    async with make_runtime({"mail": gates_agent(2)}, clock=SystemClock()) as runtime:
+        apis = [make_runtime({}, clock=SystemClock()) for _ in range(4)]
         for api in apis:
             await api.start(worker=False)
         deciders = [runtime, *apis]

@@ -2,12 +2,11 @@
 
 import asyncio
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, AgentSpec, Runtime
+from tether.engine import AgentDefinition, AgentSpec, ManualClock, Runtime
 from tether.errors import NoRunInFlight, SessionBusy
 from tether.journal import Journal, Stamp
 from tether.messages import Message
@@ -143,11 +142,11 @@ async def test_structured_results(make_runtime: Make, replies: list[str], expect
 
 
 async def test_completed_but_unsettled_settles_without_a_model_call(
-    make_runtime: Make, store: Store
+    make_runtime: Make, store: Store, clock: ManualClock
 ) -> None:
     from tether.store import NewSubmission
 
-    now = datetime.now(UTC)
+    now = clock.now()
     key = SessionKey("echo", "acme")
     await store.admit(NewSubmission("sub-c", key, "conv-c", {"kind": "user", "body": "hi"}, now))
     claimed = await store.claim(

@@ -22,6 +22,8 @@ from .test_approvals import gates_agent, pending_gate
 from .test_inputs import AskOnce, pending_input
 from .test_runtime import settle
 
+pytestmark = pytest.mark.process
+
 WORKER = Path(__file__).with_name("crash_worker.py")
 APPROVER = Path(__file__).with_name("approve_worker.py")
 SESSIONS = 10

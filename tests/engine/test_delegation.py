@@ -16,6 +16,7 @@ from tether.engine import (
     TASK_WAIT_EXCEEDED,
     AgentDefinition,
     EngineEvent,
+    ManualClock,
     RecoveryDecided,
     Runtime,
     SubagentLimits,
@@ -31,6 +32,7 @@ from tether.store import MemoryStore, Store, Submission, SubmissionStatus, open_
 
 from ..postgres import store_url
 from .conftest import FAST
+from .timing import advance_until
 
 WAIT = 30
 
@@ -328,7 +330,7 @@ async def test_a_failed_child_comes_back_as_an_error_result(
 
 
 async def test_a_lapsed_wait_lands_an_error_and_cancels_the_child(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: Store, clock: ManualClock
 ) -> None:
     runtime = make_runtime(
         {
@@ -340,8 +342,7 @@ async def test_a_lapsed_wait_lands_an_error_and_cancels_the_child(
     )
     await runtime.start()
     receipt = await runtime.dispatch("assistant", "acme", "go")
-    async with asyncio.timeout(WAIT):
-        settled = await runtime.wait(receipt.submission_id)
+    settled = await advance_until(clock, runtime.wait(receipt.submission_id), step=0.1)
     assert TASK_WAIT_EXCEEDED in str(settled["result"])
     [child] = await store.list_children(receipt.submission_id)
     async with asyncio.timeout(WAIT):
@@ -489,7 +490,10 @@ async def test_a_fork_before_the_spawn_spawns_new_children_and_one_after_inherit
 
 
 async def test_a_lost_wake_is_replayed_by_the_sweep(
-    make_runtime: Callable[..., Runtime], store: Store, monkeypatch: pytest.MonkeyPatch
+    make_runtime: Callable[..., Runtime],
+    store: Store,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A store that settled the last child without requeuing its parent (as an older version
     of the contract, or a crash between two commits of a store without the atomic wake, would
@@ -509,8 +513,8 @@ async def test_a_lost_wake_is_replayed_by_the_sweep(
     )
     await runtime.start()
     receipt = await runtime.dispatch("assistant", "acme", "go")
-    async with asyncio.timeout(WAIT):
-        settled = await runtime.wait(receipt.submission_id)
+    # The sweep runs a lease apart.
+    settled = await advance_until(clock, runtime.wait(receipt.submission_id), step=0.5)
     assert settled["result"] == "Findings: notes on x"
     stranded = [e for e in recorder.of(RecoveryDecided) if e.decision == "requeue_stranded"]
     assert [e.detail for e in stranded] == ["its children have settled"]

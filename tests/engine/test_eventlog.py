@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from tether._ids import new_ulid
-from tether.engine import RecoveryDecided, Runtime, SubmissionResumed
+from tether.engine import ManualClock, RecoveryDecided, Runtime, SubmissionResumed
 from tether.journal import Journal, Turn
 from tether.store import Store, SubmissionStatus
 from tether.testing import RecordingTools
@@ -126,13 +126,13 @@ async def test_a_resume_after_an_answer_is_logged_as_one_not_as_a_recovery(
 
 
 async def test_a_takeover_of_an_expired_lease_is_logged(
-    make_runtime: Make, store: Store, caplog: pytest.LogCaptureFixture
+    make_runtime: Make, store: Store, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="tether")
     admitting = make_runtime({"echo": echo_agent()})
     await admitting.start(worker=False)
     receipt = await admitting.dispatch("echo", "acme", "hello")
-    now = datetime.now(UTC)
+    now = clock.now()
     [claimed] = await store.claim_runnable(  # a worker that died holding the claim
         attempt_ids=[new_ulid()],
         owner_id="worker-dead",

@@ -2,12 +2,12 @@
 
 import asyncio
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentSpec, Runtime
+from tether.engine import AgentSpec, ManualClock, Runtime
 from tether.errors import DispatchConflict, InvalidDispatch, RuntimeClosed, UnknownAgent
 from tether.models import ScriptedModel
 from tether.records import SubmissionSettled
@@ -111,11 +111,11 @@ async def test_transient_errors_retry_and_fatal_errors_do_not(make_runtime: Make
 
 
 async def test_the_attempt_budget_is_checked_before_user_code_and_survives_restarts(
-    make_runtime: Make, store: Store
+    make_runtime: Make, store: Store, clock: ManualClock
 ) -> None:
     model = ScriptedModel(["never"])
     key = SessionKey("echo", "acme")
-    now = datetime.now(UTC)
+    now = clock.now()
     admission = await store.admit(
         NewSubmission("sub-1", key, "conv-1", {"kind": "user", "body": "hi"}, now)
     )
@@ -130,9 +130,11 @@ async def test_the_attempt_budget_is_checked_before_user_code_and_survives_resta
     assert model.invocations == 0
 
 
-async def test_timeout_before_running_makes_no_model_call(make_runtime: Make, store: Store) -> None:
+async def test_timeout_before_running_makes_no_model_call(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
     model = ScriptedModel(["never"])
-    old = datetime.now(UTC) - timedelta(hours=2)
+    old = clock.now() - timedelta(hours=2)
     await store.admit(
         NewSubmission(
             "sub-old", SessionKey("echo", "acme"), "conv-1", {"kind": "user", "body": "hi"}, old
@@ -143,14 +145,16 @@ async def test_timeout_before_running_makes_no_model_call(make_runtime: Make, st
     assert outcome["errorCode"] == "timeout_exceeded" and model.invocations == 0
 
 
-async def test_a_lost_worker_is_reclaimed_and_resumed(make_runtime: Make, store: Store) -> None:
+async def test_a_lost_worker_is_reclaimed_and_resumed(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
     tools = RecordingTools()
     async with make_runtime({"loop": loop_agent(tools)}) as runtime:
         receipt = await runtime.dispatch("loop", "acme", "lookup x", dispatch_id="once")
         await settle(runtime, receipt.submission_id)
     # Replay the same work as if the first worker died holding the claim: a fresh runtime
     # on a fresh session takes over an expired lease.
-    now = datetime.now(UTC)
+    now = clock.now()
     key = SessionKey("loop", "acme", "orphan")
     await store.admit(
         NewSubmission("sub-o", key, "conv-o", {"kind": "user", "body": "lookup y"}, now)
@@ -163,8 +167,10 @@ async def test_a_lost_worker_is_reclaimed_and_resumed(make_runtime: Make, store:
     assert info.attempt_count == 2 and info.last_error == "lease expired"
 
 
-async def test_startup_finishes_interrupted_settlements(make_runtime: Make, store: Store) -> None:
-    now = datetime.now(UTC)
+async def test_startup_finishes_interrupted_settlements(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    now = clock.now()
     await store.admit(
         NewSubmission(
             "sub-t", SessionKey("echo", "acme"), "conv-t", {"kind": "user", "body": "x"}, now
@@ -227,8 +233,10 @@ async def test_graceful_shutdown_releases_without_burning_an_attempt(
     assert [r.kind for r in records].count("user_message") == 1
 
 
-async def test_an_unregistered_agent_settles_run_failed(make_runtime: Make, store: Store) -> None:
-    now = datetime.now(UTC)
+async def test_an_unregistered_agent_settles_run_failed(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    now = clock.now()
     await store.admit(
         NewSubmission(
             "sub-g", SessionKey("gone", "acme"), "conv-g", {"kind": "user", "body": "x"}, now
@@ -240,12 +248,12 @@ async def test_an_unregistered_agent_settles_run_failed(make_runtime: Make, stor
 
 
 async def test_a_backlog_past_the_free_slots_drains_as_runs_end_not_on_the_poll(
-    make_runtime: Make, store: Store
+    make_runtime: Make, store: Store, clock: ManualClock
 ) -> None:
     """A settlement wakes the claim loops only for its own session's next head, so a worker
     whose claim took every free slot looks again when a run of its own ends (polls an hour
     apart: only that can drain this backlog in time)."""
-    now = datetime.now(UTC)
+    now = clock.now()
     for n in range(6):
         key = SessionKey("echo", "acme", f"backlog-{n}")
         new = NewSubmission(f"sub-{n}", key, f"conv-{n}", {"kind": "user", "body": "hi"}, now)

@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tether.engine import MAX_PERIOD, AgentDefinition, AgentSpec, Runtime, Schedule
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, ScriptedModel
@@ -29,6 +31,8 @@ from tether.store import SqliteStore, Store, Submission, SubmissionStatus
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the worker imports tests.*
 from tests.journal.harnesses import EchoHarness
 from tests.processes import kill, log_text, reap, start
+
+pytestmark = pytest.mark.process
 
 SCHEDULE = Schedule("echo", "acme", every=MAX_PERIOD, grace=MAX_PERIOD, body="tick", id="epoch")
 WAIT = 60.0

@@ -67,6 +67,8 @@ from tether.store import SessionKey, Store, Submission, SubmissionStatus, open_s
 from ..postgres import fresh_schema, store_url
 from ..processes import kill, log_text, start
 
+pytestmark = pytest.mark.process
+
 WORKER = Path(__file__).with_name("subagent_crash_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 CUT_SECONDS = 50  # for the first worker to reach its cut and die (it gives up after 40)

@@ -19,6 +19,8 @@ from examples.coder.project import BUG, FIX, PROJECT
 from ..tools.support import sandbox_missing
 from .runbook import ROOT, WAIT, Example, start_example, until
 
+pytestmark = pytest.mark.process
+
 needs_sandbox = pytest.mark.skipif(
     sandbox_missing() is not None and not os.environ.get("CI"),
     reason=f"bash's sandbox: {sandbox_missing()}",

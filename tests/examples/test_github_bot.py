@@ -27,6 +27,8 @@ import pytest
 from ..processes import free_port
 from .runbook import ROOT, Example, start_example
 
+pytestmark = pytest.mark.process
+
 DOC = ast.get_docstring(ast.parse((ROOT / "examples/github_bot/__init__.py").read_text())) or ""
 SECRET = "change-me"
 TOKEN = "t0ken-for-the-test"

@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from .runbook import ROOT, WAIT, start_example
+
+pytestmark = pytest.mark.process
 
 TENANTS = ("acme", "globex", "initech")
 VOICES = {

@@ -15,6 +15,8 @@ import pytest
 from ..processes import free_port
 from .runbook import ROOT
 
+pytestmark = pytest.mark.process
+
 EXAMPLES = ("basic", "chat", "triage", "github_bot", "scheduler", "multitenant", "coder")
 DEMO_PORT = 8484
 """``tether serve --demo``'s, which the README's first command starts."""

@@ -14,11 +14,13 @@ import pytest
 import uvicorn
 from fastapi import APIRouter
 
-from tether.engine import Runtime
+from tether.engine import ManualClock, Runtime
 from tether.http import create_app
 from tether.store import Store
 
-from ..engine.conftest import FAST
+from ..engine.conftest import FAST, clock
+
+__all__ = ("IN_PROCESS_URL", "Server", "asgi", "clock", "serve", "until_appended")
 
 T = TypeVar("T")
 IN_PROCESS_URL = "http://tether.test"
@@ -33,7 +35,7 @@ class Server:
 
 
 @pytest.fixture
-async def asgi(store: Store) -> AsyncIterator[Callable[..., Awaitable[Server]]]:
+async def asgi(store: Store, clock: ManualClock) -> AsyncIterator[Callable[..., Awaitable[Server]]]:
     """The app in this process, called through ``httpx.ASGITransport``: no socket, no server
     to start and wait for. For the routes that answer a request and are done.
 
@@ -54,9 +56,10 @@ async def asgi(store: Store) -> AsyncIterator[Callable[..., Awaitable[Server]]]:
             webhooks: Callable[[Runtime], Sequence[APIRouter]] | None = None,
             **options: Any,
         ) -> Server:
-            """``settings`` go to the runtime (``subagents=...``), ``options`` to the app,
-            with the ``webhooks`` made for the runtime."""
-            runtime = Runtime(agents, store, **{**FAST, **(settings or {})})
+            """``settings`` go to the runtime (``subagents=...``; the test's ``clock`` unless
+            they name another), ``options`` to the app, with the ``webhooks`` made for the
+            runtime."""
+            runtime = Runtime(agents, store, **{**FAST, "clock": clock, **(settings or {})})
             hooks = webhooks(runtime) if webhooks is not None else ()
             app = create_app(runtime, manage_runtime=True, webhooks=hooks, **options)
             await stack.enter_async_context(app.router.lifespan_context(app))
@@ -83,7 +86,7 @@ async def until_appended(
 
 
 @pytest.fixture
-async def serve(store: Store) -> AsyncIterator[Callable[..., Any]]:
+async def serve(store: Store, clock: ManualClock) -> AsyncIterator[Callable[..., Any]]:
     started: list[tuple[uvicorn.Server, asyncio.Task[None], Runtime, httpx.AsyncClient]] = []
 
     async def start(
@@ -95,9 +98,9 @@ async def serve(store: Store) -> AsyncIterator[Callable[..., Any]]:
         **options: Any,
     ) -> Server:
         """``customize(app)`` may add to the app before it serves (a test's own middleware);
-        ``settings`` go to the runtime (``subagents=...``), ``options`` to the app, with the
-        ``webhooks`` made for the runtime."""
-        runtime = Runtime(agents, store, **{**FAST, **(settings or {})})
+        ``settings`` go to the runtime (``subagents=...``; the test's ``clock`` unless they
+        name another), ``options`` to the app, with the ``webhooks`` made for the runtime."""
+        runtime = Runtime(agents, store, **{**FAST, "clock": clock, **(settings or {})})
         hooks = webhooks(runtime) if webhooks is not None else ()
         app = create_app(runtime, manage_runtime=True, webhooks=hooks, **options)
         if customize is not None:

@@ -28,6 +28,8 @@ from agentex.types.task_message_update import (
     StreamTaskMessageStart,
 )
 
+pytestmark = pytest.mark.process
+
 APP = "tests.browser.agents:agents"
 SESSION = "/agents/slow/me"
 TEXT = "the quick brown fox jumps over the lazy dog"

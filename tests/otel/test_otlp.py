@@ -22,6 +22,8 @@ from ..engine.test_runtime import settle
 from ..fakes.openai_server import Answer, Call, FakeOpenAI
 from .collector import Collector, Received, collector
 
+pytestmark = pytest.mark.process
+
 __all__ = ("collector",)
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -74,7 +74,7 @@ from ..postgres import POSTGRES_URL, fresh_schema, store_url
 from ..processes import free_port, kill, start, wait_ready
 from .chaos_app import AGENT, LOG_ENV, answer, model_seconds
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 ROOT = Path(__file__).resolve().parents[2]
 TETHER = [sys.executable, "-c", "from tether.cli import main; main()"]

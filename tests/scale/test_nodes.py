@@ -28,7 +28,7 @@ import pytest
 from ..postgres import drop_schemas, fresh_schema, store_url
 from ..processes import free_port, log_text, reap, start, wait_ready
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 TETHER = [sys.executable, "-c", "from tether.cli import main; main()"]
 AGENT = "/agents/assistant/me"

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from ...cli.conftest import start_server
 from ...fakes.openai_server import Answer, FakeOpenAI
 from ..crash import kill_mid_tool
 from .app import CALLS_ENV, TOOL_SECONDS_ENV
+
+pytestmark = pytest.mark.process
 
 
 def test_sigkill_mid_tool_then_restart_settles_once(tmp_path: Path) -> None:
