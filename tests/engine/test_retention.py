@@ -20,6 +20,7 @@ from tether.testing import replay_log
 from ..journal.harnesses import LoopHarness, planning_model
 from .agents import agent, echo_agent, slow_tools
 from .test_approvals import gates_agent, pending_gate
+from .waits import until_appended
 
 WAIT = 30
 DAY = timedelta(days=1)
@@ -156,11 +157,11 @@ async def test_a_cut_never_splits_a_submission_in_flight(
     await runtime.start()
     cid = await _long_session(runtime, 6)
     slow = await runtime.dispatch("slow", "acme", "use the tool", session="busy")
-    async with asyncio.timeout(WAIT):  # its tool is running
-        while True:
-            if await store.head(slow.conversation_id) >= 5:
-                break
-            await asyncio.sleep(0.01)
+
+    async def tool_running() -> bool:
+        return await store.head(slow.conversation_id) >= 5
+
+    await until_appended(store, slow.conversation_id, tool_running)
     report = await runtime.prune(Retention(keep_records=1))
     outcomes = {o.conversation_id: o for o in report.outcomes}
     assert outcomes[slow.conversation_id].skipped == "no cut point"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tether.engine import Runtime, SessionState
+from tether.engine import ManualClock, Runtime, SessionPage, SessionState
 from tether.errors import ConversationNotFound, SessionBusy, SubmissionNotFound
 from tether.messages import ModelRequest
 from tether.models import ScriptedModel
@@ -15,6 +15,7 @@ from tether.store import Store
 
 from ..journal.harnesses import LoopHarness, planning_model
 from .agents import agent, echo_agent, slow_tools
+from .waits import advance_until, until_appended
 
 WAIT = 30
 
@@ -81,12 +82,12 @@ async def test_a_status_filter(make_runtime: Callable[..., Runtime], store: Stor
     await _settle(runtime, "bad", agent_="broken")
     receipt = await runtime.dispatch("slow", "acme", "lookup", session="busy")
     try:
-        async with asyncio.timeout(WAIT):
-            while True:
-                running = await runtime.sessions(status=SessionState.RUNNING)
-                if running.sessions:
-                    break
-                await asyncio.sleep(0.01)
+
+        async def running_sessions() -> SessionPage | None:
+            page = await runtime.sessions(status=SessionState.RUNNING)
+            return page if page.sessions else None
+
+        running = await until_appended(store, receipt.conversation_id, running_sessions)
         assert [s.key.session for s in running.sessions] == ["busy"]
         failed = await runtime.sessions(status=SessionState.FAILED)
         assert [s.key.session for s in failed.sessions] == ["bad"]
@@ -115,7 +116,7 @@ async def test_bad_pages_are_refused(make_runtime: Callable[..., Runtime], store
 
 
 async def test_erase_removes_the_session_and_a_busy_one_needs_force(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: Store, clock: ManualClock
 ) -> None:
     release = asyncio.Event()
     runtime = make_runtime(
@@ -140,13 +141,15 @@ async def test_erase_removes_the_session_and_a_busy_one_needs_force(
     assert again != conversation
 
     receipt = await runtime.dispatch("slow", "acme", "lookup", session="busy")
-    async with asyncio.timeout(WAIT):
-        while True:
-            if (await store.get_submission(receipt.submission_id)).status.value == "running":
-                break
-            await asyncio.sleep(0.01)
+
+    async def running() -> bool:
+        return (await store.get_submission(receipt.submission_id)).status.value == "running"
+
+    await until_appended(store, receipt.conversation_id, running)
     with pytest.raises(SessionBusy):
         await runtime.erase_session("slow", "acme", session="busy")
-    forced = await runtime.erase_session("slow", "acme", session="busy", force=True)
+    # A forced erase looks on the clock for what it aborted to settle.
+    erasing = runtime.erase_session("slow", "acme", session="busy", force=True)
+    forced = await advance_until(clock, erasing, step=0.05)
     assert forced.submissions == 1
     assert all(s.key.session != "busy" for s in (await runtime.sessions()).sessions)

@@ -17,6 +17,7 @@ from ..postgres import fresh_schema, store_url
 from .conftest import FAST
 from .test_control import wait_for_status
 from .test_runtime import settle
+from .waits import until_appended
 
 Make = Callable[..., Runtime]
 
@@ -168,8 +169,7 @@ async def test_a_steer_admitted_by_another_process_is_announced() -> None:
 
 
 async def _until_the_tool_runs(store: Store, conversation_id: str) -> None:
-    for _ in range(6000):  # a minute at most
-        if any(r.kind == "tool_called" for r in await store.read(conversation_id)):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the tool never started")
+    async def called() -> bool:
+        return any(r.kind == "tool_called" for r in await store.read(conversation_id))
+
+    await until_appended(store, conversation_id, called)

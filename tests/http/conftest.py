@@ -19,6 +19,7 @@ from tether.http import create_app
 from tether.store import Store
 
 from ..engine.conftest import FAST, clock
+from ..engine.waits import until_appended as appended
 
 __all__ = ("IN_PROCESS_URL", "Server", "asgi", "clock", "serve", "until_appended")
 
@@ -76,13 +77,8 @@ async def until_appended(
     server: Server, conversation_id: str, ready: Callable[[], Awaitable[T | None]]
 ) -> T:
     """``ready()``'s first answer that is not empty, asked again after each append to the
-    conversation (``Runtime.wait_for_append``): no polling, no sleeping. Whatever ``ready``
-    waits for must be committed with a record of this conversation."""
-    head = 0
-    async with asyncio.timeout(60):  # room for a loaded machine, under the test timeout
-        while not (answer := await ready()):
-            head = await server.runtime.wait_for_append(conversation_id, after=head)
-    return answer
+    conversation: no polling, no sleeping (see ``tests/engine/waits.py``)."""
+    return await appended(server.store, conversation_id, ready)
 
 
 @pytest.fixture

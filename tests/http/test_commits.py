@@ -28,22 +28,22 @@ async def _commits_of(server: Server, store: SqliteStore, instance: str, body: s
 
 
 async def test_a_one_turn_answer_costs_two_commits(
-    serve: Callable[..., Any], store: SqliteStore
+    asgi: Callable[..., Any], store: SqliteStore
 ) -> None:
     """Admission (which claims it: the server runs what it admits) and settlement (the whole
     execution, from its start to the settled record, in one append). Nothing between them
     needs to be durable: the model call repeats nothing if a crash makes it run again."""
-    server: Server = await serve(demo_agents())
+    server: Server = await asgi(demo_agents())
     await _commits_of(server, store, "warm-up", "hello")  # the claim loop is up and running
     assert await _commits_of(server, store, "ann", "hello") == 2  # a new session
     assert await _commits_of(server, store, "ann", "hello again") == 2  # and an old one
 
 
 async def test_a_tool_turn_makes_the_tools_intent_and_outcome_durable(
-    serve: Callable[..., Any], store: SqliteStore
+    asgi: Callable[..., Any], store: SqliteStore
 ) -> None:
     """The intent before the tool runs (with the execution's start and the model call riding
     along), its outcome after: two commits more than an answer without a tool."""
-    server: Server = await serve(demo_agents())
+    server: Server = await asgi(demo_agents())
     await _commits_of(server, store, "warm-up", "hello")
     assert await _commits_of(server, store, "bob", "what time is it?") == 4

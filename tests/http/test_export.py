@@ -56,8 +56,8 @@ async def _long_log(store: Store) -> str:
     return conversation.id
 
 
-async def test_the_export_is_the_log_as_stored(serve: Serve, store: Store) -> None:
-    server: Server = await serve(agents())
+async def test_the_export_is_the_log_as_stored(asgi: Serve, store: Store) -> None:
+    server: Server = await asgi(agents())
     for conversation_id in (await _session(server), await _long_log(store)):
         async with server.client.stream("GET", f"/conversations/{conversation_id}/export") as got:
             assert got.status_code == 200
@@ -74,8 +74,8 @@ async def test_the_export_is_the_log_as_stored(serve: Serve, store: Store) -> No
         assert await copy.read(conversation_id, limit=10_000) == records
 
 
-async def test_an_export_replays_against_the_code_that_recorded_it(serve: Serve) -> None:
-    server: Server = await serve(agents())
+async def test_an_export_replays_against_the_code_that_recorded_it(asgi: Serve) -> None:
+    server: Server = await asgi(agents())
     conversation_id = await _session(server)
     body = (await server.client.get(f"/conversations/{conversation_id}/export")).content
     _, records = read_log(body.splitlines())
@@ -84,8 +84,8 @@ async def test_an_export_replays_against_the_code_that_recorded_it(serve: Serve)
     assert report.divergence is not None and report.divergence.seq == 4
 
 
-async def test_an_unknown_conversation_is_404(serve: Serve) -> None:
-    server: Server = await serve(agents())
+async def test_an_unknown_conversation_is_404(asgi: Serve) -> None:
+    server: Server = await asgi(agents())
     missing = await server.client.get("/conversations/c-nope/export")
     assert missing.status_code == 404
     assert missing.headers["content-type"] == "application/json"
@@ -107,12 +107,12 @@ async def test_tether_export_reads_a_served_store(serve: Serve, store: Store) ->
 
 
 async def test_a_server_with_an_export_key_signs_its_exports(
-    serve: Serve, store: Store, tmp_path: Path
+    asgi: Serve, store: Store, tmp_path: Path
 ) -> None:
     """Issue 36: a chain proves a file intact, not where it came from; the server's
     signature does, for whoever holds its public key."""
     key = ExportKey.generate()
-    server: Server = await serve(agents(), settings={"export_key": key})
+    server: Server = await asgi(agents(), settings={"export_key": key})
     conversation_id = await _session(server)
     body = (await server.client.get(f"/conversations/{conversation_id}/export")).content
     records = await store.read(conversation_id)

@@ -39,10 +39,10 @@ def _get_paths(ids: dict[str, str]) -> list[str]:
     return paths
 
 
-async def test_head_answers_every_get_route_like_get_without_a_body(serve: Serve) -> None:
+async def test_head_answers_every_get_route_like_get_without_a_body(asgi: Serve) -> None:
     """On uvicorn: a HEAD is answered by the Guard and the server together (the server sends
     no body for it), and a followed stream's HEAD must end on a real connection."""
-    server: Server = await serve(demo_agents(), heartbeat=0.05)
+    server: Server = await asgi(demo_agents(), heartbeat=0.05)
     c = server.client
     done = (await c.post("/agents/assistant/me", params={"wait": True}, json={"body": "hi"})).json()
     ids = {

@@ -162,9 +162,9 @@ async def test_a_question_parks_the_run_and_its_answer_resumes_it(serve: Serve) 
     assert late.status_code == 409, late.text
 
 
-async def test_a_null_answer_is_an_answer(serve: Serve) -> None:
+async def test_a_null_answer_is_an_answer(asgi: Serve) -> None:
     """With no schema any JSON value is taken, ``null`` too; the listing shows it."""
-    server: Server = await serve(agents())
+    server: Server = await asgi(agents())
     c = server.client
     receipt, _ = await ask(server, "me", "anything")
     [item] = await listed(server, 1, awaiting=receipt["conversationId"])
@@ -178,8 +178,8 @@ async def test_a_null_answer_is_an_answer(serve: Serve) -> None:
     assert "answer" in done and done["answer"] is None
 
 
-async def test_an_aborted_input_is_closed(serve: Serve) -> None:
-    server: Server = await serve(agents())
+async def test_an_aborted_input_is_closed(asgi: Serve) -> None:
+    server: Server = await asgi(agents())
     c = server.client
     receipt, _ = await ask(server, "me")
     [item] = await listed(server, 1, awaiting=receipt["conversationId"])
@@ -195,8 +195,8 @@ async def test_an_aborted_input_is_closed(serve: Serve) -> None:
     assert late.json()["error"]["type"] == "input_closed"
 
 
-async def test_inputs_page_by_status_agent_and_instance(serve: Serve) -> None:
-    server: Server = await serve(agents())
+async def test_inputs_page_by_status_agent_and_instance(asgi: Serve) -> None:
+    server: Server = await asgi(agents())
     c = server.client
     sent = []
     for instance in ("ann", "bob", "cat"):
@@ -225,8 +225,8 @@ async def test_inputs_page_by_status_agent_and_instance(serve: Serve) -> None:
     assert (await c.get("/approvals", params={"status": "all"})).json()["approvals"] == []
 
 
-async def test_bad_queries_and_bodies_are_422(serve: Serve) -> None:
-    server: Server = await serve(agents())
+async def test_bad_queries_and_bodies_are_422(asgi: Serve) -> None:
+    server: Server = await asgi(agents())
     c = server.client
     for params in (
         {"status": "decided"},

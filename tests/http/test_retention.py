@@ -26,8 +26,8 @@ async def _talked(server: Server, turns: int) -> str:
     return conversation_id
 
 
-async def test_a_truncated_session_verifies_forks_and_streams(serve: Serve) -> None:
-    server: Server = await serve({"echo": echo_agent()})
+async def test_a_truncated_session_verifies_forks_and_streams(asgi: Serve) -> None:
+    server: Server = await asgi({"echo": echo_agent()})
     call = Checked(server.client, _document())
     cid = await _talked(server, 6)
     [outcome] = (await server.runtime.prune(Retention(keep_records=8))).outcomes

@@ -69,8 +69,8 @@ async def _deliver(
 OPENED = {"action": "opened", "issue": {"number": 7, "title": "It breaks"}}
 
 
-async def test_a_signed_delivery_becomes_one_signal_to_the_issues_session(serve: Serve) -> None:
-    server: Server = await serve({"bot": echo_agent()}, webhooks=_hooks, auth_token=TOKEN)
+async def test_a_signed_delivery_becomes_one_signal_to_the_issues_session(asgi: Serve) -> None:
+    server: Server = await asgi({"bot": echo_agent()}, webhooks=_hooks, auth_token=TOKEN)
     answer = await _deliver(server, OPENED)
     assert answer.status_code == 202, answer.text
     receipt = answer.json()
@@ -115,8 +115,8 @@ async def test_a_signed_delivery_becomes_one_signal_to_the_issues_session(serve:
     assert (await server.client.get("/sessions")).status_code == 401
 
 
-async def test_a_refused_delivery_stores_nothing(serve: Serve) -> None:
-    server: Server = await serve({"bot": echo_agent()}, webhooks=_hooks, auth_token=TOKEN)
+async def test_a_refused_delivery_stores_nothing(asgi: Serve) -> None:
+    server: Server = await asgi({"bot": echo_agent()}, webhooks=_hooks, auth_token=TOKEN)
     body = orjson.dumps(OPENED)
     refusals = [
         (await _deliver(server, OPENED, signature=None), 401, "invalid_signature"),
@@ -149,7 +149,7 @@ async def test_a_refused_delivery_stores_nothing(serve: Serve) -> None:
     assert page.sessions == ()
 
 
-async def test_a_provider_of_ones_own(serve: Serve) -> None:
+async def test_a_provider_of_ones_own(asgi: Serve) -> None:
     """Another provider's scheme and headers; an async target."""
 
     async def orders(delivery: Delivery) -> WebhookTarget:
@@ -170,7 +170,7 @@ async def test_a_provider_of_ones_own(serve: Serve) -> None:
             )
         ]
 
-    server: Server = await serve({"bot": echo_agent()}, webhooks=hooks)
+    server: Server = await asgi({"bot": echo_agent()}, webhooks=hooks)
     body = b'{"order": 1}'
     signature = hmac.new(b"shop-secret", body, hashlib.sha512).hexdigest()
     headers = {
