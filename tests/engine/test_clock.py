@@ -6,9 +6,8 @@ expires, a heartbeat renews, a deadline passes, without the test sleeping for an
 
 import ast
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 
 from pydantic import JsonValue
@@ -24,6 +23,8 @@ from tether.engine import (
 )
 from tether.records import SubmissionSettled
 from tether.store import NewSubmission, SessionKey, Store, SubmissionStatus
+
+from .waits import advance_until
 
 Make = Callable[..., Runtime]
 
@@ -45,25 +46,12 @@ async def until(check: Callable[[], object], what: str) -> None:
         raise AssertionError(f"never happened: {what}") from None
 
 
-async def nudge(clock: ManualClock, until: Callable[[], Awaitable[bool]], step: float) -> None:
-    """Move time on ``step`` at a time until ``until()`` holds. The claim loop's tick is clock
-    time too: a pass that was running when time jumped waits for the next move."""
-    async with asyncio.timeout(60):
-        while not await until():
-            await clock.advance(step)
-            await asyncio.sleep(0.01)
-
-
 async def dispatch_until_started(runtime: Runtime, agent: str, started: asyncio.Event) -> Receipt:
     """Dispatch to ``agent`` and return once its (slow) tool has started."""
     receipt = await runtime.dispatch(agent, "acme", "lookup x")
     async with asyncio.timeout(60):
         await started.wait()
     return receipt
-
-
-async def settled(store: Store, submission_id: str) -> bool:
-    return (await store.get_submission(submission_id)).status is SubmissionStatus.SETTLED
 
 
 # --- the clocks -------------------------------------------------------------------------
@@ -203,8 +191,9 @@ async def test_an_expired_lease_is_reclaimed_once_time_passes_it(
             await clock.advance(9)
             await asyncio.sleep(0.01)
         assert (await store.get_submission("sub-o")).status is SubmissionStatus.RUNNING
-        await nudge(clock, partial(settled, store, "sub-o"), step=1)
-        outcome = await settle(runtime, "sub-o")
+        # The claim loop's tick is clock time too: a pass that was running when time jumped
+        # waits for the next move.
+        outcome = await advance_until(clock, runtime.wait("sub-o"), step=1)
     assert outcome["status"] == "succeeded"
     info = await store.get_submission("sub-o")
     assert info.attempt_count == 2 and info.last_error == "lease expired"
@@ -236,8 +225,7 @@ async def test_a_stuck_settlement_is_finished_by_the_sweep_a_lease_later(
             "sub-s", attempt_id=str(claimed.attempt_id), settlement=payload
         )
         # The first sweep, a lease after start, notes it; the next one finishes it.
-        await nudge(clock, partial(settled, store, "sub-s"), step=10)
-        assert await settle(runtime, "sub-s") == payload
+        assert await advance_until(clock, runtime.wait("sub-s"), step=10) == payload
 
 
 async def test_an_abort_from_elsewhere_is_heard_at_the_next_heartbeat(

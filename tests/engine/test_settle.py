@@ -45,6 +45,7 @@ from .agents import agent, slow_tools
 from .conftest import FAST
 from .test_control import wait_for_status
 from .test_runtime import settle
+from .waits import advance_until
 
 Make = Callable[..., Runtime]
 WAIT = 60
@@ -213,13 +214,7 @@ async def test_a_timeout_while_a_tool_runs(store: Store) -> None:
     async with Runtime(agents, store, **{**FAST, "clock": clock}) as runtime:
         first = await runtime.dispatch("slow", "acme", "lookup slowly")
         await asyncio.wait_for(started.wait(), WAIT)
-        async with asyncio.timeout(WAIT):
-            while (await runtime.submission(first.submission_id)).status is not (
-                SubmissionStatus.SETTLED
-            ):
-                await clock.advance(30)
-                await asyncio.sleep(0.01)
-        settled = await settle(runtime, first.submission_id)
+        settled = await advance_until(clock, runtime.wait(first.submission_id), step=30)
         assert settled["errorCode"] == "timeout_exceeded"
         [closing] = await assert_whole(store, first.conversation_id)
         assert "exceeded its timeout" in closing.content
@@ -281,13 +276,8 @@ async def test_a_lost_lease_hands_the_run_to_a_resume_that_closes_the_call(
         await asyncio.wait_for(started.wait(), WAIT)
         running = await store.get_submission(first.submission_id)
         await store.release(running.id, attempt_id=str(running.attempt_id), last_error="taken")
-        async with asyncio.timeout(WAIT):
-            while (await runtime.submission(first.submission_id)).status is not (
-                SubmissionStatus.SETTLED
-            ):
-                await clock.advance(10)
-                await asyncio.sleep(0.01)
-        assert (await settle(runtime, first.submission_id))["status"] == "succeeded"
+        settled = await advance_until(clock, runtime.wait(first.submission_id), step=10)
+        assert settled["status"] == "succeeded"
         [closing] = await assert_whole(store, first.conversation_id)
         assert closing.status == "unknown"
     assert provider.refused == []

@@ -44,13 +44,16 @@ class Gate:
 
     opened: asyncio.Event = field(default_factory=asyncio.Event)
     entered: int = 0
+    _entering: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def enter(self) -> None:
+        async with self._entering:
+            self.entered += 1
+            self._entering.notify_all()
 
     async def until_entered(self, count: int = 1) -> None:
-        async with asyncio.timeout(WAIT):
-            while True:
-                if self.entered >= count:
-                    return
-                await asyncio.sleep(0.01)
+        async with asyncio.timeout(WAIT), self._entering:
+            await self._entering.wait_for(lambda: self.entered >= count)
 
 
 def researcher(gate: Gate | None = None) -> AgentDefinition:
@@ -60,7 +63,7 @@ def researcher(gate: Gate | None = None) -> AgentDefinition:
     async def hold(ctx: ToolContext) -> str:
         """Wait for the test, saying so (progress) every 50 ms meanwhile."""
         assert gate is not None
-        gate.entered += 1
+        await gate.enter()
         async with asyncio.timeout(WAIT):
             while not gate.opened.is_set():
                 await ctx.progress("holding")
