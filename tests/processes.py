@@ -16,15 +16,16 @@ import asyncio
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 __all__ = (
     "READY_SECONDS",
     "STOP_SECONDS",
+    "eventually",
     "free_port",
     "kill",
     "log_text",
@@ -41,6 +42,21 @@ READY_SECONDS = 60.0
 STOP_SECONDS = 20.0
 
 _started: list[subprocess.Popen[Any]] = []
+T = TypeVar("T")
+
+
+def eventually(
+    check: Callable[[], T | None], what: str | Callable[[], str], *, seconds: float = READY_SECONDS
+) -> T:
+    """``check()``'s first answer that is not empty, asked every 50 ms; fails saying ``what``
+    (or what it returns: a server's log, say) after ``seconds``. For what another process
+    does (a server's state, read over HTTP or from its files): nothing here can await it."""
+    deadline = time.monotonic() + seconds
+    while not (answer := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what if isinstance(what, str) else what()}")
+        time.sleep(0.05)
+    return answer
 
 
 def free_port() -> int:

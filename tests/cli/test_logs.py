@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -10,6 +9,7 @@ import pytest
 
 from tether.cli._logs import uvicorn_log_level
 
+from ..processes import eventually
 from .conftest import start_server
 
 pytestmark = pytest.mark.process
@@ -24,12 +24,10 @@ def test_serve_logs_an_approval_with_its_ids_and_no_access_log(tmp_path: Path) -
             json={"body": "email bob@example.com: lunch at noon?"},
             timeout=30,
         ).json()
-        deadline = time.monotonic() + 60
-        while not (
-            approvals := httpx.get(f"{server.url}/approvals", timeout=30).json()["approvals"]
-        ):
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+        approvals = eventually(
+            lambda: httpx.get(f"{server.url}/approvals", timeout=30).json()["approvals"],
+            log.read_text,
+        )
         approval_id = approvals[0]["approvalId"]
         decided = httpx.post(
             f"{server.url}/approvals/{approval_id}",

@@ -3,7 +3,6 @@ replay, fork, each run as the real ``tether`` console script."""
 
 import gc
 import json
-import time
 
 import httpx
 import orjson
@@ -12,6 +11,7 @@ from typer.testing import CliRunner
 
 from tether.cli import app
 
+from ..processes import eventually
 from .command import tether
 from .conftest import ServerProcess
 
@@ -28,10 +28,12 @@ def test_a_session_from_the_command_line(server: ServerProcess) -> None:
     assert "You said: hello" in cli("send", "assistant", "me", "hello", "--wait", *url)
 
     receipt = json.loads(cli("send", "assistant", "me", "email bob@example.com: hi", *url))
-    deadline = time.monotonic() + 30
-    while "send_email" not in (listing := cli("approvals", *url)):
-        assert time.monotonic() < deadline, listing
-        time.sleep(0.05)
+
+    def pending() -> str | None:
+        listing = cli("approvals", *url)
+        return listing if "send_email" in listing else None
+
+    listing = eventually(pending, "a pending send_email approval")
     approval_id = listing.split()[0]
     assert cli("approve", approval_id, *url).strip() == f"approved {approval_id}"
     done = httpx.get(

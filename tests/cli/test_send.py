@@ -1,12 +1,12 @@
 """``tether send --wait`` says when a run parks for approval, and how to decide it."""
 
 import json
-import time
 
 import httpx
 import orjson
 import pytest
 
+from ..processes import eventually
 from .command import tether
 from .conftest import ServerProcess
 
@@ -46,10 +46,7 @@ def test_a_wait_that_times_out_says_where_the_submission_stands(server: ServerPr
     assert parking.status_code == 202
     assert parking.json()["status"] in ("queued", "running", "waiting")
     submission = f"{server.url}/submissions/{parking.json()['submissionId']}"
-    deadline = time.monotonic() + 60
-    while httpx.get(submission, timeout=30).json()["status"] != "waiting":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: httpx.get(submission, timeout=30).json()["status"] == "waiting", "parked")
     behind = send("hello")  # cannot start before the parked run is decided
     assert behind.status_code == 202
     assert behind.json()["status"] == "queued"

@@ -4,7 +4,6 @@ answers without Nagle's delays, and names the extra its tracing needs."""
 import asyncio
 import socket
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +13,7 @@ import typer
 from tether._extras import install_hint
 from tether.cli._serve import _listen, _tracing
 
+from ..processes import eventually
 from .conftest import start_server
 
 
@@ -32,11 +32,11 @@ def test_sigkill_mid_research_then_restart_settles_once(tmp_path: Path) -> None:
         accepted = httpx.post(
             f"{first.url}/agents/assistant/me", json={"body": "research tides"}, timeout=30
         ).json()
-        deadline = time.monotonic() + 60
         path = "/agents/assistant/me"
-        while not any(r["kind"] == "tool_called" for r in _records(first.url, path)):
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+        eventually(
+            lambda: any(r["kind"] == "tool_called" for r in _records(first.url, path)),
+            log.read_text,
+        )
     finally:
         first.kill()  # mid-tool: the research call is journaled as started, not finished
 

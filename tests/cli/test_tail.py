@@ -12,7 +12,7 @@ from rich.console import Console
 
 from tether.cli._render import SessionRenderer, frames
 
-from ..processes import free_port, kill, reap, start
+from ..processes import eventually, free_port, kill, reap, start
 from .command import TETHER, read_line, tether
 from .conftest import ServerProcess, cli_env
 
@@ -96,10 +96,12 @@ def test_a_rejection_is_shown_as_rejected(server: ServerProcess) -> None:
     tether("send", "assistant", "me", "email bob@example.com: hi", "--wait", *url, code=9)
     approval = tether("approvals", *url).stdout.split()[0]
     tether("approve", approval, "--decision", "reject", "--reason", "not now", *url)
-    deadline = time.monotonic() + 60
-    while (shown := tether("tail", "assistant", "me", *url).stdout).count("settled") < 1:
-        assert time.monotonic() < deadline, shown
-        time.sleep(0.1)
+
+    def settled() -> str | None:
+        shown = tether("tail", "assistant", "me", *url).stdout
+        return shown if "settled" in shown else None
+
+    shown = eventually(settled, "a settled line in the tail")
     assert "✗ rejected by cli: not now" in shown
     assert "✓ rejected" not in shown
     assert "← denied: " in shown

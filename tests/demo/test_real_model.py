@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from tether.models import cost_of
 
 from ..cli.conftest import ServerProcess, start_server
 from ..fakes.openai_server import Answer, Call, FakeOpenAI
-from ..processes import start
+from ..processes import eventually, start
 
 pytestmark = pytest.mark.process
 
@@ -199,10 +198,7 @@ def test_a_resume_after_kill_repeats_no_recorded_call_and_a_replay_sends_none(
             f"{first.url}{AGENT}", json={"body": "what time is it?"}, timeout=WAIT
         ).json()
         assert fake.hung.wait(WAIT), log.read_text()
-        deadline = time.monotonic() + WAIT
-        while not payloads(first, "assistant_text_delta"):
-            assert time.monotonic() < deadline, "no delta record of the partial answer"
-            time.sleep(0.05)
+        eventually(lambda: payloads(first, "assistant_text_delta"), "a delta of the answer")
     finally:
         first.kill()  # SIGKILL, mid-answer
     fake.release()
@@ -252,10 +248,7 @@ def test_an_abort_while_a_tool_runs_leaves_a_session_the_provider_still_takes(
     try:
         first = httpx.post(f"{server.url}{AGENT}", json={"body": "research x"}, timeout=WAIT)
         first.raise_for_status()
-        deadline = time.monotonic() + WAIT
-        while not payloads(server, "tool_called"):  # the research is under way
-            assert time.monotonic() < deadline, "the research never started"
-            time.sleep(0.05)
+        eventually(lambda: payloads(server, "tool_called"), "the research under way")
         httpx.post(f"{server.url}{AGENT}/abort", json={}, timeout=WAIT).raise_for_status()
         assert settled(server, first.json()["submissionId"])["settlement"]["status"] == "aborted"
         [closing] = payloads(server, "tool_outcome")

@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..processes import free_port, kill, log_text, reap, start, wait_ready_blocking
+from ..processes import eventually, free_port, kill, log_text, reap, start, wait_ready_blocking
 
 __all__ = ("ROOT", "WAIT", "Example", "start_example", "until")
 
@@ -80,8 +79,4 @@ def start_example(
 
 def until(check: Callable[[], bool], what: str, *, seconds: float = WAIT) -> None:
     """Poll ``check`` until it holds; fail naming ``what`` after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    eventually(check, what, seconds=seconds)

@@ -6,7 +6,6 @@ store. What the restarted server settled, logged and streams is returned for the
 framework-specific checks.
 """
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ import httpx
 import orjson
 
 from ..cli.conftest import start_server
+from ..processes import eventually
 
 __all__ = ("CrashRun", "kill_mid_tool")
 
@@ -66,10 +66,10 @@ def kill_mid_tool(
     first = start_server(data, log, "--lease", "1", app=app, **env, **slow)
     try:
         accepted = httpx.post(f"{first.url}{session}", json={"body": body}, timeout=30).json()
-        deadline = time.monotonic() + 60
-        while "tool_called" not in [r["kind"] for r in _records(f"{first.url}{session}")]:
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+        eventually(
+            lambda: "tool_called" in [r["kind"] for r in _records(f"{first.url}{session}")],
+            log.read_text,
+        )
     finally:
         first.kill()  # mid-tool on the way through; never left running if the wait failed
     if before_restart is not None:

@@ -2,7 +2,6 @@
 or while parked on an interrupt, and a graph's state carried from one server process to the
 next."""
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 
 from ...cli.conftest import start_server
 from ...fakes.openai_server import Answer, FakeOpenAI
+from ...processes import eventually
 from ..crash import kill_mid_tool
 from .app import CALLS_ENV, TOOL_SECONDS_ENV
 
@@ -68,14 +68,14 @@ def test_the_state_survives_a_new_process(tmp_path: Path) -> None:
 
 
 def _pending(url: str, log: Path, after: int = 0) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def pending() -> dict[str, Any] | None:
         inputs = httpx.get(f"{url}/inputs", timeout=30).json()["inputs"]
         if inputs and inputs[0]["seq"] > after:
             [item] = inputs
             return dict(item)
-        time.sleep(0.05)
-    raise AssertionError(log.read_text())
+        return None
+
+    return eventually(pending, log.read_text)
 
 
 def test_sigkill_while_parked_on_an_interrupt_then_restart_resumes(tmp_path: Path) -> None:
