@@ -3,7 +3,6 @@
 import asyncio
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -12,6 +11,7 @@ from typer.testing import CliRunner
 from tether.cli import app
 from tether.store import SqliteStore
 
+from ..processes import eventually
 from .conftest import ServerProcess
 
 runner = CliRunner()
@@ -60,10 +60,11 @@ def test_a_backup_taken_while_a_server_writes_is_a_verified_prefix(
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        deadline = time.monotonic() + 60
-        while sum(_heads(source).values()) < 200:  # several turns of every session logged
-            assert time.monotonic() < deadline and writer.is_alive(), "the server wrote too little"
-            time.sleep(0.05)
+        # Several turns of every session logged.
+        eventually(
+            lambda: (writer.is_alive() and sum(_heads(source).values()) >= 200) or None,
+            "the server wrote too little",
+        )
         before = _heads(source)
         sent_before = sent[0]
         output = cli("backup", str(tmp_path / "copy.db"), "--store", server.store)

@@ -1,7 +1,6 @@
 """``tether prune`` and the retention options of ``tether serve`` (issue 22, item 3): what would
 go is shown first; a truncated log still verifies, exports, imports and replays."""
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from tether.records import LogTruncated
 
+from ..processes import eventually
 from .conftest import start_server
 from .test_export import APP, cli, error, fresh_store, recorded, stored
 
@@ -102,13 +102,11 @@ def test_serve_prunes_idle_sessions_in_the_background(tmp_path: Path) -> None:
                 timeout=WAIT,
             )
             assert sent.status_code == 200, sent.text
-        deadline = time.monotonic() + WAIT
-        while True:
+
+        def agents() -> list[str]:
             listed = httpx.get(f"{server.url}/sessions", timeout=WAIT).json()["sessions"]
-            agents = [item["agent"] for item in listed]
-            if agents == ["researcher"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert agents == ["researcher"]
+            return [item["agent"] for item in listed]
+
+        eventually(lambda: agents() == ["researcher"], "only the researcher's session left")
     finally:
         server.stop()

@@ -8,7 +8,7 @@ import pytest
 from pydantic import JsonValue
 
 from tether.demo import demo_agents
-from tether.engine import Runtime, ToolProgress
+from tether.engine import EngineEvent, Runtime, ToolProgress
 from tether.journal import Decision, Journal
 from tether.store import Store, SubmissionStatus
 
@@ -59,15 +59,18 @@ async def test_research_reports_progress_and_mentions_a_steer(
 ) -> None:
     monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "3")  # the steer lands while it runs
     progress: list[str] = []
-    async with make_runtime(
-        demo_agents(),
-        observers=[lambda e: progress.append(e.text) if isinstance(e, ToolProgress) else None],
-    ) as runtime:
+    reported = asyncio.Event()
+
+    def observe(event: EngineEvent) -> None:
+        if isinstance(event, ToolProgress):
+            progress.append(event.text)
+            reported.set()
+
+    async with make_runtime(demo_agents(), observers=[observe]) as runtime:
         receipt = await runtime.dispatch("assistant", "demo", "research tides")
         await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.RUNNING)
         async with asyncio.timeout(60):
-            while not progress:  # noqa: ASYNC110 - the research tool has started
-                await asyncio.sleep(0.01)
+            await reported.wait()  # the research tool has started
         await runtime.steer("assistant", "demo", "focus on the moon")
         answer = str((await settle(runtime, receipt.submission_id))["result"])
     assert answer.startswith("Here is what I found: three findings about tides")

@@ -23,6 +23,8 @@ from tether.tools import SandboxUnavailable, workspace
 from tether.tools._pool import rebuilt
 from tether.tools._worker import answer
 
+from ..processes import eventually as blocking_eventually
+
 SECRET = "the secret outside the workspace"
 
 
@@ -127,14 +129,12 @@ def wait_dead(pids: Sequence[int], seconds: float = 20.0) -> list[int]:
 
 def pids_in(path: Path, count: int, seconds: float = 20.0) -> list[int]:
     """The pids a command wrote to ``path``, one a line, once ``count`` of them are there."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if path.exists():
-            lines = path.read_text().split()
-            if len(lines) >= count:
-                return [int(line) for line in lines]
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never held {count} pids")
+
+    def written() -> list[int] | None:
+        lines = path.read_text().split() if path.exists() else []
+        return [int(line) for line in lines] if len(lines) >= count else None
+
+    return blocking_eventually(written, f"{path} holding {count} pids", seconds=seconds)
 
 
 def kill_quietly(pids: Sequence[int]) -> None:

@@ -1,7 +1,6 @@
 """A LangGraph ReAct graph as a durable Tether agent: live, replay, resume, fork, approval."""
 
 import asyncio
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -25,6 +24,7 @@ from tether.records import Record, UserMessage
 from tether.store import MemoryStore, Store
 from tether.testing import copy_prefix
 
+from ...engine.waits import until_appended
 from .app import TOOL_RUNS, ExplodingChatModel, ScriptedChatModel, build, lookup, react
 
 Make = Callable[..., Runtime]
@@ -36,13 +36,10 @@ async def settle(runtime: Runtime, submission_id: str) -> dict[str, JsonValue]:
 
 
 async def wait_for(runtime: Runtime, conversation_id: str, kind: str) -> list[Record]:
-    deadline = time.monotonic() + 60  # a count of polls would shrink with a slower machine
-    while time.monotonic() < deadline:
-        found = [r for r in await runtime.records(conversation_id) if r.kind == kind]
-        if found:
-            return found
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"no {kind} record appeared")
+    async def found() -> list[Record]:
+        return [r for r in await runtime.records(conversation_id) if r.kind == kind]
+
+    return await until_appended(runtime.store, conversation_id, found)
 
 
 def agent_spec(definition: AgentDefinition) -> AgentSpec:
