@@ -4,7 +4,6 @@ gone when the call returns, and swept at the next start when a killed worker lef
 import asyncio
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from tether.tools import workspace
 from tether.tools._cgroup import PidsCgroup, _sweep, pids_parent
 
+from ..processes import eventually
 from .support import Tools
 
 
@@ -32,9 +32,7 @@ def ours(parent: str) -> list[str]:
 def made(parent: str, before: list[str], started: Path) -> tuple[list[str], str]:
     """The processes and ``pids.max`` of the one cgroup made since ``before``, once the
     command made ``started``."""
-    deadline = time.monotonic() + 20
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(started.exists, f"the command making {started}", seconds=20)
     [name] = set(ours(parent)) - set(before)
     cgroup = Path(parent, name)
     return (cgroup / "cgroup.procs").read_text().split(), (cgroup / "pids.max").read_text().strip()

@@ -31,7 +31,7 @@ import pytest
 from tether.tools import CommandTimedOut, SandboxLimits, SandboxUnavailable, workspace
 from tether.tools._sandbox import ETC
 
-from .support import SECRET, Tools, kill_quietly, pids_running, real, wait_gone
+from .support import SECRET, Tools, eventually, kill_quietly, pids_running, real, wait_gone
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 CANARY = f"tether-canary-{uuid.uuid4().hex}"
@@ -271,11 +271,7 @@ async def test_cancelling_the_call_kills_the_sandbox(shell: Tools, root: Path, t
         shell("bash", command=f"(exec -a {token} sleep 300) & touch started; wait")
     )
     try:
-        for _ in range(2000):
-            if (root / "started").exists() and pids_running(token):
-                break
-            await asyncio.sleep(0.01)
-        assert pids_running(token), "the command never started"
+        await eventually(lambda: (root / "started").exists() and pids_running(token))
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
