@@ -6,7 +6,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, AgentSpec, ManualClock, Runtime
+from tether.engine import AgentDefinition, AgentSpec, EngineEvent, ManualClock, Runtime
 from tether.errors import NoRunInFlight, SessionBusy
 from tether.journal import Journal, Stamp
 from tether.messages import Message
@@ -23,9 +23,22 @@ Make = Callable[..., Runtime]
 
 
 async def wait_for_status(runtime: Runtime, submission_id: str, status: SubmissionStatus) -> None:
-    async with asyncio.timeout(60):
-        while (await runtime.submission(submission_id)).status is not status:  # noqa: ASYNC110 - polling the store
-            await asyncio.sleep(0.02)
+    """Until the submission has ``status``, asked again after each event the runtime emits (a
+    claim, a park, a settlement each emit one once committed): no polling."""
+    emitted = asyncio.Event()
+
+    def heard(event: EngineEvent) -> None:
+        emitted.set()
+
+    observers = runtime.instrumentation.observers
+    observers.append(heard)
+    try:
+        async with asyncio.timeout(60):
+            while (await runtime.submission(submission_id)).status is not status:
+                await emitted.wait()
+                emitted.clear()
+    finally:
+        observers.remove(heard)
 
 
 async def test_an_approval_parks_then_resumes_after_the_decision(

@@ -35,10 +35,8 @@ from tether.models.pydantic_ai import (
 )
 from tether.store import Store
 
-from ..engine.conftest import make_runtime
 from ..engine.test_runtime import settle
 
-__all__ = ("make_runtime",)
 Make = Callable[..., Runtime]
 
 
