@@ -398,6 +398,10 @@ class GateIndex:
 
     _gates: dict[tuple[str, int], _Stored] = field(default_factory=dict)
 
+    def forget(self, conversation_id: str) -> None:
+        """Drop the gates of an erased conversation."""
+        self._gates = {k: v for k, v in self._gates.items() if k[0] != conversation_id}
+
     def index(self, conversation: Conversation, records: Sequence[Record]) -> None:
         """Apply what ``records``, just appended to ``conversation``, do to its gates."""
         for change in gate_changes(records):

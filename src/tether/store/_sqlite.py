@@ -37,6 +37,20 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._protocol import (
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+    Store,
+)
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite_append import AppendRequest
 from tether.store._sqlite_gates import list_gates
@@ -75,8 +89,22 @@ def resolve_path(path: str | Path) -> Path:
     return path
 
 
-class SqliteStore:
-    """A complete store in one SQLite file (``sqlite:///path``).
+class SqliteStore(
+    Store,
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+):
+    """A store in one SQLite file (``sqlite:///path``): the core and every capability but
+    ``change_feed`` (another process's appends are polled for).
 
     Example::
 

@@ -38,6 +38,21 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._notify import wait_for_head
+from tether.store._protocol import (
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChangeFeed,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+    Store,
+)
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
     Admission,
@@ -85,8 +100,23 @@ class _Head:
 Conn = psycopg.AsyncConnection[TupleRow]
 
 
-class PostgresStore:
-    """A complete store in a PostgreSQL database (``postgresql://...``), for many workers.
+class PostgresStore(
+    Store,
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChangeFeed,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+):
+    """A store in a PostgreSQL database (``postgresql://...``), for many workers: the core
+    and every capability.
 
     Every process opening the same database and schema shares the store: claims take disjoint
     session heads (``FOR UPDATE SKIP LOCKED``), fences reject zombie writers, and
