@@ -15,7 +15,16 @@ from tether.engine import Retention, Runtime, Schedule
 from tether.errors import StoreCapabilityMissing
 from tether.http import create_app
 from tether.records import ToolCalled, ToolOutcome
-from tether.store import CAPABILITIES, MemoryStore, Store, StoreCapabilities
+from tether.store import (
+    CAPABILITIES,
+    ChangeFeed,
+    GateStore,
+    MemoryStore,
+    OwnerLiveness,
+    SqliteStore,
+    Store,
+    StoreCapabilities,
+)
 from tether.testing.storetest import StoreConformance
 
 from .core_only import CoreOnlyStore
@@ -150,11 +159,9 @@ class TestCoreOnlyStore(StoreConformance):
         return CoreOnlyStore()
 
 
-def test_the_shipped_stores_declare_what_they_offer(tmp_path: Path) -> None:
+def test_the_shipped_stores_declare_what_they_offer() -> None:
     """By subclassing the protocols (so mypy checks each method), and the runtime finds the
     same by looking."""
-    from tether.store import ChangeFeed, GateStore, OwnerLiveness, SqliteStore
-
     assert GateStore in MemoryStore.__mro__ and OwnerLiveness in SqliteStore.__mro__
     assert StoreCapabilities.of(MemoryStore()).missing == ("change_feed", "liveness")
     assert ChangeFeed not in SqliteStore.__mro__
