@@ -68,7 +68,9 @@ from tether.store._types import (
 from tether.store.postgres import (
     _admission,
     _children,
+    _erasure,
     _gates,
+    _import,
     _log,
     _schedules,
     _sessions,
@@ -777,7 +779,7 @@ class PostgresStore(
         return await self._autocommit(_sessions.list_sessions, agent, instance, limit, after)
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
-        erased = await _sessions.erase(self._run, conversation_id, self._channels)
+        erased = await _erasure.erase(self._run, conversation_id, self._channels)
         self._heads.pop(conversation_id, None)
         self._wake.appends.notify([conversation_id])  # its tailers look, and find it gone
         return erased
@@ -793,7 +795,7 @@ class PostgresStore(
     async def import_conversation(
         self, conversation: Conversation, records: Iterable[Record]
     ) -> bool:
-        return await self._run(_sessions.import_conversation, conversation, records, self._channels)
+        return await self._run(_import.import_conversation, conversation, records, self._channels)
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
         return await self._autocommit(_schedules.put_schedule, schedule)
