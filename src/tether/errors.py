@@ -293,7 +293,7 @@ class InvalidSeq(TetherError, ValueError):
 
 
 class InvalidCursor(TetherError, ValueError):
-    """A paging cursor that no listing handed out (``Store.list_gates``' ``after``,
+    """A paging cursor that no listing handed out (``GateStore.list_gates``' ``after``,
     ``GET /approvals?cursor=``). Raised before any row is read; ``field`` names it."""
 
     code = "invalid_cursor"

@@ -204,9 +204,9 @@ async def session_page(
 async def erase_session(
     context: EngineContext, key: SessionKey, *, force: bool, settle_within: float
 ) -> ErasedSession:
-    """Erase a session's conversation (see ``Store.erase_session``). A session with anything
-    unsettled is refused (``SessionBusy``) unless ``force``: then what is unsettled is
-    aborted first, and the erase waits up to ``settle_within`` seconds for it to settle."""
+    """Erase a session's conversation (see ``RetentionStore.erase_session``). A session with
+    anything unsettled is refused (``SessionBusy``) unless ``force``: then what is unsettled
+    is aborted first, and the erase waits up to ``settle_within`` seconds for it to settle."""
     store = context.store
     retention = require_capability(context.capabilities.retention, "retention")
     conversation = await store.find_conversation(key)

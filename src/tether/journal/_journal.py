@@ -639,7 +639,7 @@ class Journal:
         args: dict[str, JsonValue] | None = None,
     ) -> Record:
         """Record a decision on a parked tool call, superseding every earlier writer, and
-        requeue the submission waiting for it, in one commit (``Store.append_decision``).
+        requeue the submission waiting for it, in one commit (``GateStore.append_decision``).
 
         Idempotent: the same decision again returns the original record (nothing written);
         a different one raises ``ApprovalConflict``, also when it loses a race with the
@@ -714,7 +714,7 @@ class Journal:
 
     async def answer(self, input_id: str, value: JsonValue, *, responder: str) -> Record:
         """Record the answer to a parked question and requeue the submission waiting for
-        it, in one commit (``Store.append_decision``), as :meth:`approve` does a decision.
+        it, in one commit (``GateStore.append_decision``), as :meth:`approve` does a decision.
 
         Idempotent: the same answer again returns the original record (nothing written); a
         different one raises ``InputConflict``. An answer that does not fit the request's

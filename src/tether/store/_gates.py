@@ -129,7 +129,7 @@ OrderKey = tuple[datetime, str, int]
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """One approval or input request and what became of it, as ``Store.list_gates`` lists it.
+    """One approval or input request and what became of it, as ``GateStore.list_gates`` lists it.
 
     An input gate (``kind`` ``input``) keeps its ``prompt`` and ``answer_schema``; once
     answered it is ``decided`` with decision ``answer``, the value as ``answer``, the

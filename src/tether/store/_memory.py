@@ -114,7 +114,8 @@ class MemoryLog:
         return record_time(self.rows[-1][2]) if self.rows else ""
 
     def truncate(self, anchor: RecordDraft) -> TruncatedLog:
-        """Replace the rows up to the seq ``anchor`` names by it (see ``Store.truncate_log``)."""
+        """Replace the rows up to the seq ``anchor`` names by it (see
+        ``RetentionStore.truncate_log``)."""
         cid = self.conversation.id
         through = check_truncation(cid, anchor, head=self.head, first=self.first)
         cut = through - self.first + 1

@@ -8,9 +8,7 @@ from collections.abc import Iterable
 
 from tether.errors import SessionExists
 from tether.records import Record
-from tether.store._common import (
-    record_micros,
-)
+from tether.store._common import record_micros
 from tether.store._import import ImportCheck
 from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_log import (

@@ -9,10 +9,7 @@ import orjson
 
 from tether._canonical import canonical_json
 from tether.errors import DispatchConflict
-from tether.store._common import (
-    from_micros,
-    to_micros,
-)
+from tether.store._common import from_micros, to_micros
 from tether.store._sessions import ScheduleRow
 
 __all__ = ("delete_schedule", "list_schedules", "put_schedule")

@@ -31,10 +31,7 @@ from tether.store._common import (
 )
 from tether.store._sessions import SessionRow
 from tether.store._sqlite_kinds import kind_code, kind_name
-from tether.store._sqlite_log import (
-    ACTIVITY_LAG,
-    index_attachments,
-)
+from tether.store._sqlite_log import ACTIVITY_LAG, index_attachments
 from tether.store._types import SessionKey
 
 __all__ = ("backfill", "list_sessions")

@@ -21,9 +21,7 @@ from psycopg.rows import TupleRow
 from tether.errors import ConversationNotFound, StoreUnavailable
 from tether.store._sessions import ErasedSession
 from tether.store._types import SessionKey
-from tether.store.postgres._log import (
-    Channels,
-)
+from tether.store.postgres._log import Channels
 
 __all__ = ("erase", "erase_session")
 

@@ -17,18 +17,11 @@ from psycopg.rows import TupleRow
 
 from tether.errors import SessionExists
 from tether.records import Record
-from tether.store._common import (
-    record_time,
-)
+from tether.store._common import record_time
 from tether.store._import import ImportCheck
 from tether.store._types import Conversation
 from tether.store.postgres._gates import index_gates
-from tether.store.postgres._log import (
-    Channels,
-    insert_conversation,
-    insert_records,
-    notify,
-)
+from tether.store.postgres._log import Channels, insert_conversation, insert_records, notify
 from tether.store.postgres._refs import index_refs
 
 __all__ = ("import_conversation",)

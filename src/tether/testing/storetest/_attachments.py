@@ -8,16 +8,8 @@ import hashlib
 
 import pytest
 
-from tether.errors import (
-    AttachmentNotFound,
-)
-from tether.testing.storetest._base import (
-    BaseConformance,
-    CompleteStore,
-    Fixtures,
-    case,
-    needs,
-)
+from tether.errors import AttachmentNotFound
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("AttachmentCases",)
 

@@ -1,4 +1,4 @@
-"""Conformance cases for ``Store.append_decision``: a decision and its wake-up in one commit."""
+"""Conformance cases for ``GateStore.append_decision``: a decision and its wake-up in one commit."""
 
 from __future__ import annotations
 

@@ -8,26 +8,10 @@ import dataclasses
 
 import pytest
 
-from tether.errors import (
-    AttachmentNotFound,
-    ConversationNotFound,
-    SubmissionNotFound,
-)
-from tether.records import (
-    AttachmentRef,
-    SteerReceived,
-    format_time,
-)
-from tether.store import (
-    ClaimSettlement,
-)
-from tether.testing.storetest._base import (
-    BaseConformance,
-    CompleteStore,
-    Fixtures,
-    case,
-    needs,
-)
+from tether.errors import AttachmentNotFound, ConversationNotFound, SubmissionNotFound
+from tether.records import AttachmentRef, SteerReceived, format_time
+from tether.store import ClaimSettlement
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 from tether.testing.storetest._records import (
     append_all,
     draft_at,

@@ -1,4 +1,4 @@
-"""Conformance cases for ``Store.list_gates``: approval gates, indexed in the commit of the
+"""Conformance cases for ``GateStore.list_gates``: approval gates, indexed in the commit of the
 records that open, decide and close them, listed in request order, filtered and paged."""
 
 from __future__ import annotations

@@ -8,27 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tether.errors import (
-    ConversationNotFound,
-    LogTampered,
-    SessionExists,
-)
-from tether.records import (
-    ConversationParent,
-    Record,
-    UserMessage,
-)
-from tether.store import (
-    MemoryStore,
-    TaskParent,
-)
-from tether.testing.storetest._base import (
-    BaseConformance,
-    CompleteStore,
-    Fixtures,
-    case,
-    needs,
-)
+from tether.errors import ConversationNotFound, LogTampered, SessionExists
+from tether.records import ConversationParent, Record, UserMessage
+from tether.store import MemoryStore, TaskParent
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 from tether.testing.storetest._records import (
     append_all,
     draft_at,

@@ -1,4 +1,4 @@
-"""Conformance cases for input gates (``Store.list_gates(kind=...)``): an ``input_requested``
+"""Conformance cases for input gates (``GateStore.list_gates(kind=...)``): an ``input_requested``
 opens a gate of kind ``input`` beside the approvals, ``input_answered`` decides it with the
 answer, a denied outcome closes it; the kind filter and the cursors work across both kinds."""
 

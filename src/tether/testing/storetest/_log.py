@@ -8,20 +8,8 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 
-from tether.errors import (
-    Conflict,
-    ConversationNotFound,
-    Fenced,
-    LogTampered,
-    StoreUnavailable,
-)
-from tether.records import (
-    ConversationCreated,
-    RecordDraft,
-    UserMessage,
-    decode_record,
-    format_time,
-)
+from tether.errors import Conflict, ConversationNotFound, Fenced, LogTampered, StoreUnavailable
+from tether.records import ConversationCreated, RecordDraft, UserMessage, decode_record, format_time
 from tether.testing.storetest._base import (
     T0,
     BaseConformance,

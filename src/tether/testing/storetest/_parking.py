@@ -7,13 +7,7 @@ import pytest
 
 from tether.errors import ClaimLost
 from tether.store import SubmissionStatus
-from tether.testing.storetest._base import (
-    BaseConformance,
-    CompleteStore,
-    Fixtures,
-    case,
-    needs,
-)
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("ParkingCases",)
 

@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from tether.errors import (
-    ConversationNotFound,
-)
+from tether.errors import ConversationNotFound
 from tether.messages import args_digest
 from tether.records import (
     ApprovalRequested,
@@ -22,17 +20,8 @@ from tether.records import (
     UserMessage,
     format_time,
 )
-from tether.store import (
-    Conversation,
-    SessionKey,
-)
-from tether.testing.storetest._base import (
-    AGENT,
-    INSTANCE,
-    CompleteStore,
-    Fixtures,
-    offers,
-)
+from tether.store import Conversation, SessionKey
+from tether.testing.storetest._base import AGENT, INSTANCE, CompleteStore, Fixtures, offers
 
 __all__ = (
     "append_all",

@@ -7,19 +7,9 @@ from typing import Any
 
 import pytest
 
-from tether.errors import (
-    DispatchConflict,
-)
-from tether.store import (
-    ScheduleRow,
-)
-from tether.testing.storetest._base import (
-    BaseConformance,
-    CompleteStore,
-    Fixtures,
-    case,
-    needs,
-)
+from tether.errors import DispatchConflict
+from tether.store import ScheduleRow
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("ScheduleCases",)
 

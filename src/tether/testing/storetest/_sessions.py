@@ -19,18 +19,9 @@ from typing import Any
 
 import pytest
 
-from tether.errors import (
-    InvalidCursor,
-)
-from tether.records import (
-    ConversationParent,
-    UserMessage,
-)
-from tether.store import (
-    ClaimSettlement,
-    SessionRow,
-    TaskParent,
-)
+from tether.errors import InvalidCursor
+from tether.records import ConversationParent, UserMessage
+from tether.store import ClaimSettlement, SessionRow, TaskParent
 from tether.testing.storetest._base import (
     AGENT,
     INSTANCE,

@@ -5,17 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tether.errors import (
-    ConversationNotFound,
-)
-from tether.testing.storetest._base import (
-    T0,
-    BaseConformance,
-    CompleteStore,
-    Fixtures,
-    case,
-    needs,
-)
+from tether.errors import ConversationNotFound
+from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("SnapshotCases",)
 

@@ -1,4 +1,4 @@
-"""Conformance cases for retention's truncation of a log's head (``Store.truncate_log``).
+"""Conformance cases for retention's truncation of a log's head (``RetentionStore.truncate_log``).
 
 A truncated log starts at its ``log_truncated`` record, which holds the seq and hashes of the
 last record removed: everything after it reads, links, verifies, forks, exports and imports
