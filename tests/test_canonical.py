@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -167,3 +168,36 @@ def test_the_orjson_fast_path_equals_the_exact_encoder(value: object) -> None:
     parts: list[str] = []
     _encode(value, parts)
     assert canonical_json(value) == "".join(parts).encode()
+
+
+# The rfc8785 package (the maintained implementation) refuses integers outside ±(2**53 - 1);
+# every other JSON value must encode to the same bytes there, or the hash chain would depend
+# on which encoder wrote it (benchmarks/handwritten.py times the two).
+SAFE_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(SAFE_JSON)
+def test_canonical_json_equals_the_rfc8785_package(value: object) -> None:
+    assert canonical_json(value) == rfc8785.dumps(value)  # type: ignore[arg-type]
+
+
+@given(st.integers(2**53, 2**80) | st.integers(-(2**80), -(2**53)))
+def test_integers_past_doubles_round_where_rfc8785_refuses(number: int) -> None:
+    """The one input class the two differ on: a JSON parser reads such an integer as the
+    nearest double, and so does Tether (logs written with one keep their hashes); the
+    package raises instead."""
+    assert canonical_json([number]) == b"[%s]" % format_number(float(number)).encode()
+    with pytest.raises(rfc8785.IntegerDomainError):
+        rfc8785.dumps([number])

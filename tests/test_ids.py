@@ -1,8 +1,11 @@
 """Ids made on demand: a claim's offer of attempt ids costs only the ones it takes."""
 
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tether import _ids
 from tether._ids import UlidsOnDemand
@@ -41,3 +44,20 @@ def test_the_time_part_is_exact_across_the_cached_digits(
         clock = SimpleNamespace(time_ns=lambda ms=milliseconds: ms * 1_000_000 + 999)
         monkeypatch.setattr(_ids, "time", clock)
         assert ULID.from_str(_ids.new_ulid()).milliseconds == milliseconds
+
+
+@given(st.integers(0, 2**48 - 1))
+def test_every_ulid_reads_back_through_python_ulid(milliseconds: int) -> None:
+    """The maintained package parses each id to the time it was made at and writes it back
+    the same: a standard ULID (benchmarks/handwritten.py times the two makers)."""
+    from ulid import ULID
+
+    made = _make_at(milliseconds)
+    parsed = ULID.from_str(made)
+    assert parsed.milliseconds == milliseconds and str(parsed) == made
+
+
+def _make_at(milliseconds: int) -> str:
+    clock = SimpleNamespace(time_ns=lambda: milliseconds * 1_000_000 + 999)
+    with mock.patch.object(_ids, "time", clock):
+        return _ids.new_ulid()

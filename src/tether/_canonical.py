@@ -4,6 +4,10 @@ Canonical JSON is what every hash in Tether is computed over: sorted keys (by UT
 code units), no insignificant whitespace, UTF-8, minimal string escapes and ECMAScript
 number formatting. It is deliberately independent of the wire encoder (orjson), whose
 float formatting differs from ECMAScript's.
+
+It gives the bytes the ``rfc8785`` package gives (a property test holds them to it) with a
+fraction of the instructions, and rounds an integer past 2**53 to a double where the
+package refuses it (docs/architecture.md §10, ``benchmarks/handwritten.py``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Generating one is on the append hot path, so the random part is drawn as 16 bytes and
 mapped to 16 base32 digits with one ``bytes.translate`` (each byte's low 5 bits are
 uniform), and of the time part's 10 digits the first 8 are encoded once per 1,024 ms and
-the last 2 looked up in a table: well under 1 µs, against 4 µs for a general encoder. The
-output is a standard ULID (tests check it against the python-ulid package). Ids are unique,
+the last 2 looked up in a table: a sixth of the instructions python-ulid's ``str(ULID())``
+takes (``benchmarks/handwritten.py``; docs/architecture.md §10 says why Tether keeps its own).
+The output is a standard ULID (tests read it back through python-ulid). Ids are unique,
 not secret. The generator is private, so minting ids never disturbs the global ``random``
 state a caller (or Hypothesis) relies on; it reseeds in a forked child, so processes never
 share a sequence.

@@ -70,6 +70,7 @@ __all__ = (
     "SeqTruncated",
     "SessionBusy",
     "SessionExists",
+    "StoreCapabilityMissing",
     "StoreError",
     "StoreUnavailable",
     "SubagentLimitReached",
@@ -154,6 +155,30 @@ class UnsupportedSchema(StoreError):
         super().__init__(
             f"database schema version {found} is newer than the supported version {supported}; "
             "upgrade tether to open it"
+        )
+
+
+class StoreCapabilityMissing(StoreError):
+    """A feature needs a capability the store does not offer (``capability``: its name,
+    ``gates``, ``children``, ``schedules``...; ``protocol``: the protocol of
+    :mod:`tether.store` a store implements to offer it). The store is fine; this feature
+    cannot run on it.
+
+    Example::
+
+        try:
+            await runtime.approvals()
+        except StoreCapabilityMissing as exc:
+            print(exc.capability)  # "gates"
+    """
+
+    code = "store_capability_missing"
+
+    def __init__(self, capability: str, protocol: str) -> None:
+        self.capability = capability
+        self.protocol = protocol
+        super().__init__(
+            f"the store does not offer the {capability!r} capability ({protocol}), which this needs"
         )
 
 
@@ -268,7 +293,7 @@ class InvalidSeq(TetherError, ValueError):
 
 
 class InvalidCursor(TetherError, ValueError):
-    """A paging cursor that no listing handed out (``Store.list_gates``' ``after``,
+    """A paging cursor that no listing handed out (``GateStore.list_gates``' ``after``,
     ``GET /approvals?cursor=``). Raised before any row is read; ``field`` names it."""
 
     code = "invalid_cursor"

@@ -1,5 +1,5 @@
 """The approvals inbox in the browser: gates of two sessions with their tool, arguments and
-digest, the badge counting them live, an edit checked against the tool's schema inline, a
+digest, the badge counting them live, an edit the server refuses shown inline, a
 rejection with its reason, an approval, and who decided what."""
 
 from typing import TYPE_CHECKING
@@ -38,15 +38,19 @@ def test_approve_and_reject_from_the_inbox(console: ConsoleServer, page: "Page")
     expect(ann).to_contain_text("send_email")
     expect(ann.locator(".digest")).to_contain_text("sha256:")
 
-    # Edit: the arguments as JSON, checked against the tool's schema as they are typed.
+    # Edit: the arguments as JSON, checked as JSON as they are typed; the server checks them
+    # against the tool's schema, and its refusal is shown under the editor.
     ann.get_by_role("button", name="Edit").click()
     editor = ann.get_by_role("textbox", name="Edited arguments (JSON)")
     expect(editor).to_have_value('{\n  "text": "lunch at noon?",\n  "to": "ann@example.com"\n}')
-    editor.fill('{"to": 7, "text": "x"}')
-    expect(ann.locator(".editor .error")).to_contain_text("args.to: must be string")
-    expect(ann.get_by_role("button", name="Approve with edits")).to_be_disabled()
     editor.fill('{"to": "amy@example.com"')
     expect(ann.locator(".editor .error")).to_contain_text("Not JSON")
+    expect(ann.get_by_role("button", name="Approve with edits")).to_be_disabled()
+    editor.fill('{"to": 7, "text": "x"}')
+    expect(ann.locator(".editor .error")).to_have_text("")
+    ann.get_by_role("button", name="Approve with edits").click()
+    expect(ann.locator(".editor .error")).to_contain_text("7 is not of type 'string'")
+    expect(badge).to_have_text("2")  # refused: still waiting
     editor.fill('{"to": "amy@example.com", "text": "lunch at one?"}')
     expect(ann.locator(".editor .error")).to_have_text("")
     screenshot(page, "approvals")

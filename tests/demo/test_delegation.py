@@ -10,7 +10,8 @@ from tether.demo import demo_agents, demo_subagents
 from tether.demo._model import delegated_topics
 from tether.engine import EngineEvent, Runtime, ToolProgress
 from tether.records import AssistantMessageCompleted, Record, TaskFinished, TaskSpawned
-from tether.store import Store, Submission, SubmissionStatus
+from tether.store import Submission, SubmissionStatus
+from tether.testing.storetest import CompleteStore
 
 from ..engine.test_runtime import settle
 
@@ -32,7 +33,7 @@ def payloads(records: list[Record], kind: type[T]) -> list[T]:
 
 
 async def delegate(
-    make_runtime: Make, store: Store, text: str
+    make_runtime: Make, store: CompleteStore, text: str
 ) -> tuple[str, list[Record], list[Submission], list[str]]:
     """Send ``text`` to the demo assistant: its answer, its log, its children (settled) and
     the research progress the children reported."""
@@ -69,7 +70,9 @@ def test_the_topics_a_message_hands_to_the_researcher(text: str, topics: list[st
     assert delegated_topics(text) == topics
 
 
-async def test_ask_the_researcher_delegates_one_task(make_runtime: Make, store: Store) -> None:
+async def test_ask_the_researcher_delegates_one_task(
+    make_runtime: Make, store: CompleteStore
+) -> None:
     answer, records, children, progress = await delegate(
         make_runtime, store, "ask the researcher about tides"
     )
@@ -89,7 +92,7 @@ async def test_ask_the_researcher_delegates_one_task(make_runtime: Make, store: 
 
 
 async def test_two_topics_fan_out_to_two_children_in_one_response(
-    make_runtime: Make, store: Store
+    make_runtime: Make, store: CompleteStore
 ) -> None:
     answer, records, children, progress = await delegate(
         make_runtime, store, "ask the researcher about tides and about the moon"

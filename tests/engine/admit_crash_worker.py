@@ -22,6 +22,7 @@ from tether.engine import Runtime
 from tether.messages import ModelRequest
 from tether.models import ScriptedModel
 from tether.store import open_store
+from tether.testing.storetest import complete
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.engine.agents import echo_agent
@@ -45,7 +46,7 @@ def counted_model(calls: Path, armed: dict[str, bool]) -> ScriptedModel:
 
 
 async def main(url: str, point: str, calls: Path) -> None:
-    store = await open_store(url)
+    store = complete(await open_store(url))
     real_admit, real_settle = store.admit_and_claim, store.append_settled
 
     armed = dict.fromkeys(POINTS, False)

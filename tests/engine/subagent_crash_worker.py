@@ -46,11 +46,11 @@ from tether.store import (
     Admission,
     ClaimSettlement,
     NewSubmission,
-    Store,
     Submission,
     SubmissionStatus,
     open_store,
 )
+from tether.testing.storetest import CompleteStore, complete
 
 CUTS = {
     "intent": "the task call's intent (tool_called) is durable; no child is admitted",
@@ -140,7 +140,7 @@ def child_reply(request: ModelRequest) -> object:
 class Crash:
     """The cut this process dies at, and the waits that order its work until then."""
 
-    def __init__(self, store: Store, cut: str | None, topics: list[str]) -> None:
+    def __init__(self, store: CompleteStore, cut: str | None, topics: list[str]) -> None:
         self.store, self.cut, self.topics = store, cut, topics
         self.root_id: str | None = None
         self.dispatched = asyncio.Event()
@@ -230,7 +230,7 @@ class Crash:
 
     # --- the store's side -------------------------------------------------------------
 
-    def wrap(self, store: Store) -> None:
+    def wrap(self, store: CompleteStore) -> None:
         real_admit, real_append = store.admit, store.append
         real_settled, real_finalize = store.append_settled, store.finalize_settlement
         cut = self.cut
@@ -311,7 +311,7 @@ def agents(crash: Crash, calls: Path) -> dict[str, AgentDefinition]:
 async def main(url: str, cut: str, topics: list[str], calls: Path) -> None:
     if cut == "recover":
         await asyncio.to_thread(sys.stdin.readline)  # the go-ahead: the cut process is dead
-    store = await open_store(url)
+    store = complete(await open_store(url))
     crash = Crash(store, None if cut == "recover" else cut, topics)
     if crash.cut is not None:
         if crash.cut not in CUTS:

@@ -29,6 +29,7 @@ from tether.messages import ModelRequest, ToolResultPart
 from tether.models import Delay, ScriptedModel, Text, ToolUse
 from tether.records import SubmissionSettled, TaskFinished, TaskSpawned, ToolCalled, ToolOutcome
 from tether.store import MemoryStore, Store, Submission, SubmissionStatus, open_store
+from tether.testing.storetest import CompleteStore
 
 from ..postgres import store_url
 from .conftest import FAST
@@ -83,7 +84,7 @@ class Recorder:
         return [e for e in self.events if isinstance(e, kind)]
 
 
-async def _children_of(store: Store, submission_id: str) -> list[Submission]:
+async def _children_of(store: CompleteStore, submission_id: str) -> list[Submission]:
     """The children of a submission, once it has spawned one."""
     async with asyncio.timeout(WAIT):
         while True:
@@ -155,7 +156,7 @@ async def test_a_task_call_runs_a_child_and_its_answer_is_the_tool_result(
 
 
 async def test_parallel_task_calls_fan_out_and_the_parent_waits_without_a_lease(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore
 ) -> None:
     release = asyncio.Event()
 
@@ -202,7 +203,7 @@ async def test_parallel_task_calls_fan_out_and_the_parent_waits_without_a_lease(
 
 
 async def test_calls_past_the_limit_get_an_error_result_at_once(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore
 ) -> None:
     tasks = [{"agent": "researcher", "prompt": f"topic {i}"} for i in range(3)]
     runtime = make_runtime(
@@ -221,7 +222,7 @@ async def test_calls_past_the_limit_get_an_error_result_at_once(
 
 
 async def test_a_whole_tree_spawns_at_most_its_total(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore
 ) -> None:
     """Three leads of three researchers each would be twelve submissions below the root
     (fan-out to the power of the depth); ``max_total=5`` stops the tree at five, whichever
@@ -268,7 +269,7 @@ async def test_a_whole_tree_spawns_at_most_its_total(
     ],
 )
 async def test_a_bad_task_call_gets_an_error_result_and_spawns_nothing(
-    make_runtime: Callable[..., Runtime], store: Store, task: dict[str, Any], problem: str
+    make_runtime: Callable[..., Runtime], store: CompleteStore, task: dict[str, Any], problem: str
 ) -> None:
     runtime = make_runtime(
         {"assistant": define(delegating(task)), "researcher": define(researcher())},
@@ -330,7 +331,7 @@ async def test_a_failed_child_comes_back_as_an_error_result(
 
 
 async def test_a_lapsed_wait_lands_an_error_and_cancels_the_child(
-    make_runtime: Callable[..., Runtime], store: Store, clock: ManualClock
+    make_runtime: Callable[..., Runtime], store: CompleteStore, clock: ManualClock
 ) -> None:
     runtime = make_runtime(
         {
@@ -351,7 +352,7 @@ async def test_a_lapsed_wait_lands_an_error_and_cancels_the_child(
 
 
 async def test_a_parent_that_settles_cancels_its_live_children(
-    make_runtime: Callable[..., Runtime], store: Store, clock: ManualClock
+    make_runtime: Callable[..., Runtime], store: CompleteStore, clock: ManualClock
 ) -> None:
     runtime = make_runtime(
         {
@@ -373,7 +374,7 @@ async def test_a_parent_that_settles_cancels_its_live_children(
 
 
 async def test_replaying_the_parent_spawns_nothing_and_a_child_replays_alone(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore
 ) -> None:
     parent_model = delegating({"agent": "researcher", "prompt": "tides"})
     child_model = researcher()
@@ -400,7 +401,7 @@ async def test_replaying_the_parent_spawns_nothing_and_a_child_replays_alone(
 
 
 async def test_an_operator_abort_of_a_child_gives_the_parent_an_error_and_it_goes_on(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore
 ) -> None:
     runtime = make_runtime(
         {
@@ -456,7 +457,7 @@ async def test_the_tree_and_the_usage_roll_up_the_children(
 
 
 async def test_a_fork_before_the_spawn_spawns_new_children_and_one_after_inherits_the_answer(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore
 ) -> None:
     parent_model = delegating({"agent": "researcher", "prompt": "tides"})
     runtime = make_runtime(
@@ -525,7 +526,7 @@ async def test_a_lost_wake_is_replayed_by_the_sweep(
 
 
 async def test_a_child_may_run_on_another_worker_than_its_parent(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore
 ) -> None:
     """Two workers on one store, one run at a time each: the parent's batch holds its worker
     (a task call beside a tool still running), so its child can only be claimed by the other

@@ -32,6 +32,7 @@ from tether.engine._scheduler import Scheduler
 from tether.errors import StoreUnavailable, UnknownAgent
 from tether.records import Signal
 from tether.store import MemoryStore, ScheduleRow, Store, open_store
+from tether.testing.storetest import CompleteStore
 
 Make = Callable[..., Runtime]
 T0 = datetime(2026, 1, 5, 8, 58, 30, tzinfo=UTC)
@@ -355,7 +356,7 @@ STORM = {"every": 0.001, "missed": "catch_up", "catchUp": 1000}
 
 
 async def test_one_schedule_cannot_admit_a_storm(
-    make_runtime: Make, store: Store, caplog: pytest.LogCaptureFixture
+    make_runtime: Make, store: CompleteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A period under the runtime's floor (``schedule_min_period``, 1 s) is refused where a
     schedule is defined, in code as over HTTP; one kept in the store by an older version (or

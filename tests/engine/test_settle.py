@@ -38,6 +38,7 @@ from tether.messages import Message, ModelRequest
 from tether.models import ScriptedModel, ToolUse
 from tether.records import ToolOutcome
 from tether.store import MemoryStore, Store, SubmissionStatus
+from tether.testing.storetest import CompleteStore
 
 from ..fakes.provider_rules import refusal
 from ..journal.harnesses import LoopHarness, planner
@@ -179,7 +180,7 @@ def slow_helper(started: asyncio.Event) -> AgentDefinition:
 
 
 async def test_an_abort_while_waiting_for_children_and_the_childs_cancel(
-    make_runtime: Make, store: Store
+    make_runtime: Make, store: CompleteStore
 ) -> None:
     """The parent's abort says what it was doing, and closes its task call; the child, cut
     short in its tool by its parent's cancel, closes that call too."""

@@ -62,7 +62,8 @@ from tether.records import (
     ToolCalled,
     ToolOutcome,
 )
-from tether.store import SessionKey, Store, Submission, SubmissionStatus, open_store
+from tether.store import SessionKey, Submission, SubmissionStatus, open_store
+from tether.testing.storetest import CompleteStore, complete
 
 from ..postgres import fresh_schema, store_url
 from ..processes import kill, log_text, start
@@ -144,7 +145,7 @@ class Tree:
         return [h for log in self.logs.values() for h in _completed_inputs(log)]
 
 
-async def read_tree(store: Store) -> Tree:
+async def read_tree(store: CompleteStore) -> Tree:
     conversation = await store.find_conversation(SessionKey("assistant", "acme", "default"))
     [root] = await store.list_submissions(conversation_id=conversation.id)
     everything = await store.list_submissions()
@@ -396,7 +397,7 @@ async def run_case(directory: Path, url: str, case: Case) -> None:
         crash_log = directory / f"worker-{case.cut}.log"
         code = await _exited(crash, CUT_SECONDS, crash_log)
         assert code == -9, f"the worker exited with {code}, not SIGKILL:\n{log_text(crash_log)}"
-        store = await open_store(url)
+        store = complete(await open_store(url))
         try:
             before = await read_tree(store)
             crash_requests = [r for r in model_requests(calls) if r[0] == crash.pid]

@@ -9,6 +9,7 @@ from tether.journal import Journal, JournalHooks, LogView
 from tether.records import Record, Signal, SteerReceived
 from tether.store import Store
 from tether.testing import RecordingTools
+from tether.testing.storetest import CompleteStore
 
 from .harnesses import EchoHarness, LoopHarness, new_conversation, planning_model, user
 from .test_view import CompactingHarness
@@ -41,7 +42,7 @@ def view_state(view: LogView) -> object:
     )
 
 
-async def taken_in(store: Store, conversation_id: str, *, snapshot: bool) -> LogView:
+async def taken_in(store: CompleteStore, conversation_id: str, *, snapshot: bool) -> LogView:
     """A new view of the log, started from its snapshot or (``snapshot=False``) not."""
     view = LogView()
     if not snapshot:

@@ -14,6 +14,7 @@ from tether.journal._snapshot import snapshot_due
 from tether.messages import Message, ModelRequest
 from tether.store import MemoryStore, SessionKey, Store
 from tether.testing import RecordingTools, copy_prefix
+from tether.testing.storetest import CompleteStore
 
 from .harnesses import EchoHarness, new_conversation, planning_model, user
 from .snapshots import taken_in, varied_log, view_state
@@ -27,7 +28,7 @@ def short_logs_get_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_view_from_a_snapshot_equals_one_taken_in_record_by_record(
-    store: Store,
+    store: CompleteStore,
 ) -> None:
     cid = await varied_log(store)
     snapshot = await store.get_snapshot(cid)
@@ -37,7 +38,7 @@ async def test_a_view_from_a_snapshot_equals_one_taken_in_record_by_record(
     assert view_state(restored) == view_state(await taken_in(store, cid, snapshot=False))
 
 
-async def test_a_fork_and_a_pending_execution_restore_too(store: Store) -> None:
+async def test_a_fork_and_a_pending_execution_restore_too(store: CompleteStore) -> None:
     cid = await varied_log(store)
     parent = await Journal.open(store, cid, model=planning_model(), tools=RecordingTools())
     child = await parent.fork(await store.head(cid), SessionKey("agent", "inst", "what-if"))
@@ -64,7 +65,7 @@ async def test_a_fork_and_a_pending_execution_restore_too(store: Store) -> None:
     assert finished is not None and output == finished.output  # as the original run ended
 
 
-async def test_a_restored_view_goes_on_live(store: Store) -> None:
+async def test_a_restored_view_goes_on_live(store: CompleteStore) -> None:
     """Appends, transcription, compaction and the next snapshot all carry on from it."""
     cid = await varied_log(store)
     restored = await taken_in(store, cid, snapshot=True)

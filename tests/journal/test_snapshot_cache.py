@@ -13,8 +13,9 @@ import pytest
 
 from tether.errors import RecordDecodeError, StoreUnavailable
 from tether.journal import Journal, LogView
-from tether.store import MemoryStore, SqliteStore, Store
+from tether.store import MemoryStore, SqliteStore
 from tether.testing import RecordingTools
+from tether.testing.storetest import CompleteStore
 
 from ..kill import killed_repeatedly
 from .harnesses import EchoHarness, LoopHarness, new_conversation, planning_model, user
@@ -29,7 +30,7 @@ def short_logs_get_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_lean_view_reads_what_the_next_execution_needs_then_the_rest(
-    store: Store,
+    store: CompleteStore,
 ) -> None:
     """A lean view reads the latest execution's records and those after the snapshot; the
     rest stand as placeholders, which refuse use, until a full refresh reads them in."""
@@ -52,7 +53,9 @@ async def test_a_lean_view_reads_what_the_next_execution_needs_then_the_rest(
     assert view_state(lean) == view_state(full)
 
 
-async def test_an_execution_from_a_lean_view_goes_on_as_from_a_full_one(store: Store) -> None:
+async def test_an_execution_from_a_lean_view_goes_on_as_from_a_full_one(
+    store: CompleteStore,
+) -> None:
     """The next execution, and the next snapshot, from a cold journal's lean view."""
     cid = await varied_log(store)
     cold = await Journal.open(store, cid, model=planning_model(), tools=RecordingTools())
@@ -129,7 +132,7 @@ async def test_a_log_that_cannot_be_transcribed_still_ends_its_execution(
 
 
 async def test_only_a_log_long_enough_to_be_snapshotted_is_asked_for_one(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: CompleteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Snapshots exist past MIN_RECORDS only: a new view of a shorter log, most views, costs
     no snapshot lookup; a longer one's first page is the start of its snapshot's prefix."""

@@ -20,13 +20,14 @@ from tether.records import (
 )
 from tether.store import MemoryStore, SqliteStore, Store
 from tether.testing import RecordingTools
+from tether.testing.storetest import CompleteStore
 
 from ..kill import killed_repeatedly
 from .harnesses import EchoHarness, new_conversation, planning_model, user
 from .snapshots import taken_in, taken_in_lean, varied_log, view_state
 
 
-async def _cut(store: Store, cid: str, keep: int) -> int:
+async def _cut(store: CompleteStore, cid: str, keep: int) -> int:
     """Truncate ``cid`` as the pruner would, keeping ``keep``; the seq it was cut through."""
     view = LogView()
     await view.refresh(store, cid)
@@ -61,7 +62,9 @@ def _derived(view: LogView) -> object:
     )
 
 
-async def test_every_cut_a_log_allows_leaves_a_view_that_derives_the_same(store: Store) -> None:
+async def test_every_cut_a_log_allows_leaves_a_view_that_derives_the_same(
+    store: CompleteStore,
+) -> None:
     """Tools, a steer, a signal and a compaction: wherever the cut falls, a new view of what
     is left has the same transcript (and message seqs), steers, conversation, and latest
     execution, and the next execution sends the model what it would have."""
@@ -125,7 +128,7 @@ async def test_a_cut_splits_no_submission_and_no_unfinished_one() -> None:
 
 
 async def test_a_view_behind_the_cut_starts_over_from_the_anchor(
-    store: Store, caplog: pytest.LogCaptureFixture
+    store: CompleteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A view that read part of a log before its head was cut (and past it since) reads on
     from the anchor; one that had read past the cut holds the whole log and goes on."""
@@ -150,7 +153,7 @@ async def test_a_view_behind_the_cut_starts_over_from_the_anchor(
     assert ahead.truncated_at == 0 and view_state(ahead) == view_state(full)
 
 
-async def test_gaps_and_the_anchor_refuse_what_they_do_not_carry(store: Store) -> None:
+async def test_gaps_and_the_anchor_refuse_what_they_do_not_carry(store: CompleteStore) -> None:
     cid = await varied_log(store)
     through = await _cut(store, cid, keep=5)
     view = await taken_in(store, cid, snapshot=False)
@@ -191,7 +194,7 @@ def test_sigkill_while_logs_are_cut_leaves_every_acknowledged_turn(tmp_path: Pat
 
 
 async def test_a_truncated_log_with_snapshots_reads_the_same_every_way(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: CompleteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Snapshots taken before the cut (the store drops those it made stale) never mislead a
     reader: started from one, lean or full, a view of what is left derives what the whole

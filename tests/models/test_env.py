@@ -10,14 +10,13 @@ from collections.abc import Iterator
 import pytest
 
 from tether.errors import ModelFatalError
-from tether.messages import Message, ModelRequest, Usage
+from tether.messages import Message, ModelRequest
 from tether.models import (
     EchoModel,
     ModelChoice,
     ModelConfigError,
     _env,
     check_model_env,
-    cost_of,
     model_from_env,
 )
 from tether.models.pydantic_ai import PydanticAIModel
@@ -131,14 +130,3 @@ def test_older_provider_names_are_accepted() -> None:
         assert isinstance(picked.model, PydanticAIModel)
         assert picked.name == "google-gla:gemini-2.5-flash"  # journaled as given
         assert picked.model._name == "google:gemini-2.5-flash"  # resolved for pydantic-ai
-
-
-def test_the_price_of_a_model_under_any_of_its_provider_s_names() -> None:
-    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000)
-    assert cost_of("openai:gpt-4.1-mini", usage) == pytest.approx(0.10 + 1.60)
-    assert cost_of("openai-chat:gpt-4.1-mini", usage) == cost_of("openai:gpt-4.1-mini", usage)
-    assert cost_of("openai-responses:gpt-4.1-mini", usage) == cost_of("openai:gpt-4.1-mini", usage)
-    assert cost_of("google-gla:gemini-2.5-flash", usage) == cost_of(
-        "google:gemini-2.5-flash", usage
-    )
-    assert cost_of("openai:gpt-no-such-model", usage) is None

@@ -25,18 +25,19 @@ from tether.records import (
     ToolCalled,
     ToolOutcome,
 )
-from tether.store import Gate, GateKind, GateStatus, SessionKey, SqliteStore, Store
+from tether.store import Gate, GateKind, GateStatus, SessionKey, SqliteStore
 from tether.store._sqlite_kinds import kind_code
 from tether.store._sqlite_schema import _MIGRATIONS
 from tether.store.postgres import PostgresStore
 from tether.store.postgres._schema import MIGRATIONS
+from tether.testing.storetest import CompleteStore
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-async def _append(store: Store, cid: str, *drafts: RecordDraft) -> None:
+async def _append(store: CompleteStore, cid: str, *drafts: RecordDraft) -> None:
     await store.append(cid, list(drafts), expected_seq=await store.head(cid), fence=0)
 
 
@@ -75,7 +76,7 @@ def _outcome(call: str, status: ToolOutcomeStatus) -> RecordDraft:
     return RecordDraft(ToolOutcome(call_id=call, content="x", status=status), execution_id="e1")
 
 
-async def _write(store: Store) -> list[Gate]:
+async def _write(store: CompleteStore) -> list[Gate]:
     """Gates in every status, an outcome that closes nothing, and a fork of them all."""
     conversation, _ = await store.ensure_conversation(
         SessionKey("support", "acme"), conversation_id="conv-1", created_at=T0
@@ -173,7 +174,7 @@ async def test_the_postgres_v5_migration_backfills_the_gates() -> None:
         assert await store.list_gates(kind=GateKind.INPUT) == written[3:6] + written[7:]
 
 
-async def _approvals(store: Store) -> list[Gate]:
+async def _approvals(store: CompleteStore) -> list[Gate]:
     """Approval gates in every status, a fork's among them: what a store held before kinds."""
     conversation, _ = await store.ensure_conversation(
         SessionKey("support", "acme"), conversation_id="conv-1", created_at=T0
@@ -202,7 +203,7 @@ async def _approvals(store: Store) -> list[Gate]:
     return gates
 
 
-async def _kinds_work(store: Store, written: list[Gate]) -> None:
+async def _kinds_work(store: CompleteStore, written: list[Gate]) -> None:
     """The migrated gates are approvals; the store then indexes inputs beside them."""
     assert await store.list_gates(limit=100) == written
     assert await store.list_gates(kind=GateKind.APPROVAL) == written

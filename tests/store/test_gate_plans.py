@@ -33,6 +33,7 @@ from tether.records import (
 )
 from tether.store import GateKind, GateStatus, SessionKey, SqliteStore, Store
 from tether.store.postgres import PostgresStore
+from tether.testing.storetest import CompleteStore, complete
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
 from .test_query_plans import _JUDGED, Capture, _capture_postgres, _capture_sqlite
@@ -43,7 +44,7 @@ _POSTGRES_BAD = re.compile(r"Seq Scan on gates\b|\bSort\b")
 _GATES = re.compile(r"\bgates\b")
 
 
-async def _fill(store: Store) -> None:
+async def _fill(store: CompleteStore) -> None:
     """A few gates of each kind in every status, so the planner has rows to weigh."""
     for n in range(12):
         key = SessionKey(("a", "b")[n % 2], ("x", "y", "z")[n % 3], "s")
@@ -75,7 +76,7 @@ async def _fill(store: Store) -> None:
             await store.append(cid, [draft], expected_seq=head, fence=0)
 
 
-async def _list_every_combination(store: Store) -> None:
+async def _list_every_combination(store: CompleteStore) -> None:
     for n in range(len(FILTERS) + 1):
         for names in itertools.combinations(FILTERS, n):
             filters = {
@@ -95,7 +96,7 @@ async def planned(
 ) -> AsyncIterator[tuple[str, Capture, Store]]:
     """A store, every statement it runs captured, and where its plans are asked."""
     captured = Capture()
-    store: Store
+    store: CompleteStore
     if request.param == "sqlite":
         _capture_sqlite(monkeypatch, captured)
         store = await SqliteStore.open(tmp_path)
@@ -137,7 +138,8 @@ def _postgres_plans(schema: str, statements: list[tuple[Any, Any]]) -> dict[str,
 async def test_every_gate_listing_and_update_is_an_ordered_index_read(
     planned: tuple[str, Capture, Store],
 ) -> None:
-    where, captured, store = planned
+    where, captured, opened = planned
+    store = complete(opened)
     await _fill(store)
     await _list_every_combination(store)
     statements = [

@@ -10,7 +10,7 @@ from psycopg import sql
 
 from tether.errors import Conflict, Fenced, StoreUnavailable, UnsupportedSchema
 from tether.records import RecordDraft, UserMessage
-from tether.store import NewSubmission, SessionKey, Store
+from tether.store import NewSubmission, SessionKey, Store, StoreCapabilities
 from tether.store.postgres import SCHEMA_VERSION, PostgresStore
 from tether.store.postgres import _schema as schema_module
 from tether.store.postgres._schema import BACKFILLS, MIGRATIONS
@@ -44,6 +44,14 @@ class TestPostgresStore(StoreConformance):
                 ),
                 (conversation_id, seq),
             )
+
+
+async def test_it_offers_every_capability() -> None:
+    store = await PostgresStore.open(store_url(fresh_schema()))
+    try:
+        assert StoreCapabilities.of(store).missing == ()
+    finally:
+        await store.close()
 
 
 async def test_two_stores_on_one_schema_keep_one_chain() -> None:

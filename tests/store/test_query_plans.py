@@ -31,12 +31,11 @@ from tether.store import (
     ScheduleRow,
     SessionKey,
     SqliteStore,
-    Store,
     SubmissionStatus,
     TaskParent,
 )
 from tether.store.postgres import PostgresStore
-from tether.testing.storetest import Fixtures
+from tether.testing.storetest import CompleteStore, Fixtures
 
 from ..http.conftest import Server, serve
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
@@ -214,9 +213,9 @@ async def store(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capture: Capture,
-) -> AsyncIterator[Store]:
+) -> AsyncIterator[CompleteStore]:
     """The server's store, every statement it runs captured."""
-    opened: Store
+    opened: CompleteStore
     if request.param == "sqlite":
         _capture_sqlite(monkeypatch, capture)
         sqlite = await SqliteStore.open(tmp_path)
@@ -248,7 +247,7 @@ async def test_every_query_of_a_served_request_is_served_by_an_index(
     assert capture.scans() == []
 
 
-async def _subagent_steps(store: Store) -> None:
+async def _subagent_steps(store: CompleteStore) -> None:
     """What the subagent steps run against a store: children admitted under a parent that
     parks for them (with a deadline), in a tree whose total is bounded (a grandchild counts
     too), listed, settled one way each, the expired waits swept."""
@@ -283,7 +282,7 @@ async def _subagent_steps(store: Store) -> None:
 
 
 async def test_every_query_of_the_subagent_steps_is_served_by_an_index(
-    store: Store, capture: Capture
+    store: CompleteStore, capture: Capture
 ) -> None:
     capture.statements.clear()  # opening (the migrations) is not judged
     await _subagent_steps(store)
@@ -293,7 +292,7 @@ async def test_every_query_of_the_subagent_steps_is_served_by_an_index(
     assert capture.scans() == []
 
 
-async def _fill_sessions(store: Store) -> None:
+async def _fill_sessions(store: CompleteStore) -> None:
     """Conversations of two agents and three instances, with attachments in some logs (one
     shared by two), so that the planner has rows to weigh."""
     shared = await store.put_attachment(b"shared", media_type="text/plain")
@@ -310,13 +309,13 @@ async def _fill_sessions(store: Store) -> None:
         await store.append(cid, drafts, expected_seq=await store.head(cid), fence=0)
 
 
-async def _list_every_filter(store: Store) -> None:
+async def _list_every_filter(store: CompleteStore) -> None:
     for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
         first = await store.list_sessions(limit=2, **filters)
         await store.list_sessions(limit=2, after=first[-1].cursor, **filters)
 
 
-async def _session_steps(store: Store) -> None:
+async def _session_steps(store: CompleteStore) -> None:
     """Erasure (a log whose attachments are all its own, and one that shares one), an
     import, the schedules."""
     await _fill_sessions(store)
@@ -334,7 +333,7 @@ async def _session_steps(store: Store) -> None:
 
 
 async def test_every_query_of_the_session_steps_is_served_by_an_index(
-    store: Store, capture: Capture
+    store: CompleteStore, capture: Capture
 ) -> None:
     capture.statements.clear()  # opening (the migrations) is not judged
     await _session_steps(store)
@@ -344,7 +343,7 @@ async def test_every_query_of_the_session_steps_is_served_by_an_index(
 
 
 async def test_every_page_of_the_sessions_index_is_an_ordered_index_read(
-    store: Store, capture: Capture
+    store: CompleteStore, capture: Capture
 ) -> None:
     """No page of any filter, the first or the next, sorts what it read: each is a range of
     one index read in the listing order, as long as the page."""

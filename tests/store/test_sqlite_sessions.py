@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from tether.records import AttachmentRef, RecordDraft, SteerReceived, UserMessage, format_time
-from tether.store import ClaimSettlement, SessionKey, SqliteStore, Store
+from tether.store import ClaimSettlement, SessionKey, SqliteStore
 from tether.store import _sqlite as sqlite_module
 from tether.store import _sqlite_schema as sqlite_schema
 from tether.store import _sqlite_sessions as sqlite_sessions
 from tether.store._sqlite_kinds import kind_code
 from tether.store._sqlite_schema import _MIGRATIONS, SCHEMA_VERSION
-from tether.testing.storetest import Fixtures
+from tether.testing.storetest import CompleteStore, Fixtures
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -40,11 +40,11 @@ def _draft(at: float, body: str = "hi", *refs: AttachmentRef) -> RecordDraft:
     )
 
 
-async def _append(store: Store, cid: str, *drafts: RecordDraft, fence: int = 0) -> None:
+async def _append(store: CompleteStore, cid: str, *drafts: RecordDraft, fence: int = 0) -> None:
     await store.append(cid, list(drafts), expected_seq=await store.head(cid), fence=fence)
 
 
-async def _write(store: Store) -> tuple[AttachmentRef, AttachmentRef]:
+async def _write(store: CompleteStore) -> tuple[AttachmentRef, AttachmentRef]:
     """Logs of two agents and instances, a fork and a snapshot, and two attachments:
     one shared by two logs (and copied by the fork), one only its log's."""
     fx = Fixtures(store)

@@ -11,7 +11,15 @@ from tether.engine._observe import Correlation
 from tether.errors import ApprovalNotFound, InputNotFound
 from tether.journal import Journal, LogView
 from tether.records import Record
-from tether.store import Gate, GateKind, GateStatus, Store
+from tether.store import (
+    Gate,
+    GateKind,
+    GateStatus,
+    GateStore,
+    Store,
+    StoreCapabilities,
+    require_capability,
+)
 
 __all__ = (
     "MAX_APPROVALS_PAGE",
@@ -48,7 +56,7 @@ class ApprovalPage:
 
 
 async def approval_page(
-    store: Store,
+    store: GateStore,
     *,
     kind: GateKind,
     status: GateStatus | None,
@@ -77,17 +85,22 @@ async def approval_page(
 
 async def gate_journal(
     store: Store,
+    capabilities: StoreCapabilities,
     view: Callable[[str], LogView],
     gate_id: str,
     not_found: type[ApprovalNotFound | InputNotFound],
 ) -> Journal:
-    """The journal of the conversation a gate id (``{conversation id}.{seq}``) names."""
+    """The journal of the conversation a gate id (``{conversation id}.{seq}``) names
+    (``StoreCapabilityMissing`` on a store without gates: no run parks on one there)."""
+    require_capability(capabilities.gates, "gates")
     conversation_id, _, _ = gate_id.rpartition(".")
     if not conversation_id:
         raise not_found(gate_id)
     # fence=0: opening must not supersede a run that a decision already resumed; the
     # decision commits at a fence of its own, and only when there is one to write.
-    return await Journal.open(store, conversation_id, fence=0, view=view(conversation_id))
+    return await Journal.open(
+        store, conversation_id, fence=0, view=view(conversation_id), capabilities=capabilities
+    )
 
 
 def gate_correlation(journal: Journal, record: Record) -> Correlation:

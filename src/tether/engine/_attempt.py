@@ -63,6 +63,7 @@ from tether.errors import (
     InputParked,
     Parked,
     ProviderError,
+    StoreCapabilityMissing,
     StoreUnavailable,
     TetherError,
     TransientError,
@@ -84,7 +85,15 @@ from tether.records import (
     SubmissionSettled,
     UserMessage,
 )
-from tether.store import WAIT_FOR_CHILDREN, ClaimSettlement, Submission, SubmissionStatus
+from tether.store import (
+    WAIT_FOR_CHILDREN,
+    ClaimSettlement,
+    StoreCapabilities,
+    Submission,
+    SubmissionStatus,
+    WaitStore,
+    require_capability,
+)
 
 __all__ = ("run_attempt",)
 
@@ -123,6 +132,14 @@ class _Observer:
                 self._correlation, call_id=call_id, delta_kind=delta.kind, text=delta.text
             )
         )
+
+
+def _parking(capabilities: StoreCapabilities, parked: Parked) -> WaitStore:
+    """The store as what parks this wait: its children capability for children, its gates
+    one for an approval or a question (``StoreCapabilityMissing`` naming it otherwise)."""
+    if isinstance(parked, ChildrenPending):
+        return require_capability(capabilities.children, "children")
+    return require_capability(capabilities.gates, "gates")
 
 
 async def run_attempt(context: EngineContext, submission: Submission, steering: SteerWatch) -> None:
@@ -338,11 +355,15 @@ class _Attempt:
         their being unsettled still): a decision, an abort or a child's end that came while
         it was still running requeues it instead, to be resumed as things are now."""
         sub = self.submission
+        try:
+            waits = _parking(self.context.capabilities, error)
+        except StoreCapabilityMissing as missing:  # what parked needs the store to park it
+            return await self.settle(failed(missing.code, str(missing)))
         seen = self._journal_used.head if self._journal_used is not None else None
         delegation = self.delegation
         children = isinstance(error, ChildrenPending) and delegation is not None
         with contextlib.suppress(ClaimLost):
-            parked = await self.store.park(
+            parked = await waits.park(
                 sub.id,
                 attempt_id=str(sub.attempt_id),
                 reason=WAIT_FOR_CHILDREN
@@ -412,6 +433,7 @@ class _Attempt:
             refresh=True,
             lean=True,  # a cold view reads the tail: the first turn costs O(tail), not O(log)
             stamp=Stamp(sub.id, sub.attempt_id),
+            capabilities=self.context.capabilities,
             hooks=JournalHooks(
                 observer=_Observer(self.context, self.correlation),
                 steer_source=self._steer_source,

@@ -46,8 +46,9 @@ async def requeue_if_stranded(context: EngineContext, submission: Submission) ->
     detail = "waiting"
     if submission.cancel_requested_at is None and submission.wait_reason == WAIT_FOR_CHILDREN:
         lapsed = submission.wait_until is not None and submission.wait_until <= context.clock.now()
-        if not lapsed:
-            children = await context.store.list_children(submission.id)
+        parents = context.capabilities.children
+        if not lapsed and parents is not None:  # no ChildStore: no child was ever admitted
+            children = await parents.list_children(submission.id)
             if any(child.status is not SubmissionStatus.SETTLED for child in children):
                 return False  # still waiting for a child
         detail = "its wait for its children lapsed" if lapsed else "its children have settled"
@@ -56,8 +57,11 @@ async def requeue_if_stranded(context: EngineContext, submission: Submission) ->
         gate = view.open_gate(submission.id)
         if gate is not None and gate.request is not None and gate.decision is None:
             return False  # still waiting for a decision
+    waits = context.capabilities.waits
+    if waits is None:  # no store that cannot park holds a waiting submission
+        return False
     try:
-        await context.store.unpark(submission.id)
+        await waits.unpark(submission.id)
     except ClaimLost:
         return False  # woken meanwhile
     await context.instrumentation.emit(
@@ -235,7 +239,8 @@ class Coordinator:
         locks) at once every claim of a worker whose lock is free: its process died. Requeue
         the waits past their deadline."""
         store = self.context.store
-        for waiting in await store.list_expired_waits(self.context.clock.now()):
+        waits = self.context.capabilities.waits
+        for waiting in await waits.list_expired_waits(self.context.clock.now()) if waits else ():
             await requeue_if_stranded(self.context, waiting)  # the resume lands the lapse
         lost = [
             (submission, "lease_expired", "lease expired")

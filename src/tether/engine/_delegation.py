@@ -37,7 +37,14 @@ from tether.records import (
     TaskSpawned,
     ToolOutcome,
 )
-from tether.store import NewSubmission, SessionKey, Submission, SubmissionStatus, TaskParent
+from tether.store import (
+    NewSubmission,
+    SessionKey,
+    Submission,
+    SubmissionStatus,
+    TaskParent,
+    require_capability,
+)
 
 __all__ = (
     "TASK_TOOL",
@@ -163,7 +170,8 @@ class ChildDelegation:
                 return f"task: result_schema is not a valid JSON Schema: {exc.message}"
         limit = self.context.config.subagent_limits.max_children_per_run
         if self._spawned is None:
-            self._spawned = len(await self.context.store.list_children(self.parent.id))
+            children = require_capability(self.context.capabilities.children, "children")
+            self._spawned = len(await children.list_children(self.parent.id))
         if self._spawned >= limit:
             return (
                 f"task: the limit of {limit} subagent tasks for this run is reached; "
@@ -213,6 +221,7 @@ class ChildDelegation:
                 max_total=self.context.config.subagent_limits.max_total,
             ),
         )
+        require_capability(self.context.capabilities.children, "children")  # it keeps parents
         admission = await self.context.store.admit(new)
         child = admission.submission
         if admission.created:
@@ -339,7 +348,8 @@ async def cancel_children(context: EngineContext, parent: Submission) -> list[st
     """Cancel the unsettled children of a settled parent (each settles
     ``cancelled_by_parent``); returns their ids."""
     cancelled = []
-    for child in await context.store.list_children(parent.id):
+    parents = context.capabilities.children
+    for child in await parents.list_children(parent.id) if parents else ():
         if child.status is not SubmissionStatus.SETTLED:
             await context.store.request_cancel(child.id, now=context.clock.now())
             context.runs.abort(child.id)

@@ -37,7 +37,13 @@ from tether.engine._usage import total_usage
 from tether.errors import ConversationNotFound, SeqTruncated, SessionBusy
 from tether.journal import LogView, truncation_anchor, truncation_point
 from tether.messages import Usage
-from tether.store import SessionKey, SessionRow, Store
+from tether.store import (
+    SessionKey,
+    SessionListStore,
+    SessionRow,
+    Store,
+    require_capability,
+)
 
 __all__ = ("PruneAction", "PruneOutcome", "PruneReport", "Pruner", "prune")
 
@@ -97,10 +103,12 @@ async def prune(
     context: EngineContext, retention: Retention, *, dry_run: bool = False
 ) -> PruneReport:
     """One pass of ``retention`` over every session of the store (see the module's doc)."""
+    index = require_capability(context.capabilities.sessions, "sessions")
+    require_capability(context.capabilities.retention, "retention")
     now = context.clock.now()
     scanned = 0
     outcomes: list[PruneOutcome] = []
-    async for row in _every_session(context.store):
+    async for row in _every_session(index):
         scanned += 1
         policy = retention.of(row.key.agent)
         idle = policy.erase_after_idle
@@ -113,7 +121,7 @@ async def prune(
     return PruneReport(scanned, tuple(outcomes), dry_run)
 
 
-async def _every_session(store: Store) -> AsyncIterator[SessionRow]:
+async def _every_session(store: SessionListStore) -> AsyncIterator[SessionRow]:
     after: str | None = None
     while page := await store.list_sessions(limit=_PAGE, after=after):
         for row in page:
@@ -179,7 +187,8 @@ async def _cut(
         view.records, through, usage=usage, model_calls=totals.calls, cost=totals.cost
     )
     try:
-        truncated = await store.truncate_log(cid, anchor)
+        retention = require_capability(context.capabilities.retention, "retention")
+        truncated = await retention.truncate_log(cid, anchor)
     except (SeqTruncated, ConversationNotFound):  # another pruner went first
         return replace(outcome, removed=0, skipped="gone")
     context.views.forget(cid)  # what this process holds of it is the whole log: let it go

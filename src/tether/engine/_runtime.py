@@ -84,6 +84,7 @@ from tether.records import Record
 from tether.store import (
     MAX_SEQ,
     Admission,
+    AdmitAndClaimStore,
     ChangeFeed,
     Conversation,
     ErasedSession,
@@ -96,6 +97,7 @@ from tether.store import (
     Submission,
     SubmissionStatus,
     open_store,
+    require_capability,
 )
 
 __all__ = ("Runtime",)
@@ -129,6 +131,18 @@ def _check_name(kind: str, value: str) -> None:
         raise InvalidDispatch(
             f"must be 1-{_NAME_LIMIT} printable characters without '/'", field=kind
         )
+
+
+def _check_features(config: RuntimeConfig, capabilities: StoreCapabilities) -> None:
+    """``StoreCapabilityMissing`` for a configured feature the store cannot carry: refused
+    when the runtime starts, not at the first run that needs it."""
+    if any(config.subagents.values()):
+        require_capability(capabilities.children, "children")
+    if config.schedules:
+        require_capability(capabilities.schedules, "schedules")
+    if config.retention is not None and config.retention.prunes:
+        require_capability(capabilities.sessions, "sessions")
+        require_capability(capabilities.retention, "retention")
 
 
 def _check_agents(agents: Mapping[str, AgentDefinition]) -> dict[str, AgentDefinition]:
@@ -246,9 +260,11 @@ class Runtime:
         if self._store is None and isinstance(self._store_source, str):
             self._store = await open_store(self._store_source)
         store = self.store
+        capabilities = StoreCapabilities.of(store)  # once: the context carries them
+        _check_features(self.config, capabilities)
         self._context = EngineContext(
             store=store,
-            capabilities=StoreCapabilities.of(store),
+            capabilities=capabilities,
             agents=self.agents,
             config=self.config,
             instrumentation=self.instrumentation,
@@ -263,8 +279,11 @@ class Runtime:
         if worker:
             self._coordinator = Coordinator(self._context)
             self._coordinator.start()
-            self._scheduler = Scheduler(self._book, store, self.clock, self.dispatch)
-            self._scheduler.start()
+            if capabilities.schedules is not None:
+                self._scheduler = Scheduler(
+                    self._book, capabilities.schedules, self.clock, self.dispatch
+                )
+                self._scheduler.start()
             retention = self.config.retention
             if retention is not None and retention.prunes:
                 self._pruner = Pruner(self._context, retention)
@@ -318,17 +337,25 @@ class Runtime:
             await runtime.revoke(session_id)
             assert await runtime.is_revoked(session_id)
         """
-        await revoke(self._check_open(), credential_id)
+        await revoke(require_capability(self._offered().attachments, "attachments"), credential_id)
 
     async def is_revoked(self, credential_id: str) -> bool:
         """Whether :meth:`revoke` was called for ``credential_id``, by any process on this
-        store (one read by primary key)."""
-        return await is_revoked(self._check_open(), credential_id)
+        store (one read by primary key; never, on a store without attachments)."""
+        attachments = self._offered().attachments
+        return attachments is not None and await is_revoked(attachments, credential_id)
 
     def _check_open(self) -> Store:
         if self.closing:
             raise RuntimeClosed("the runtime is closed")
         return self.store
+
+    def _offered(self) -> StoreCapabilities:
+        """What the open store offers beyond the core: detected when the runtime started
+        (before, a runtime given a store object finds it out per call)."""
+        store = self._check_open()
+        context = self._context
+        return context.capabilities if context is not None else StoreCapabilities.of(store)
 
     def _wake(self) -> None:
         if self._coordinator is not None:
@@ -402,8 +429,9 @@ class Runtime:
             coordinator.reserve() if coordinator is not None else contextlib.nullcontext(False)
         ) as room:
             attempt_id = new_ulid() if room else None
-            if attempt_id is not None and coordinator is not None:
-                admission = await self._admit_and_claim(coordinator, new, attempt_id)
+            fast = self._offered().admit_and_claim if coordinator is not None else None
+            if attempt_id is not None and coordinator is not None and fast is not None:
+                admission = await self._admit_and_claim(fast, coordinator, new, attempt_id)
             else:
                 admission = await self.store.admit(new)
             submission = admission.submission
@@ -425,13 +453,17 @@ class Runtime:
         return Receipt(submission.id, submission.conversation_id, key.session, admission.created)
 
     async def _admit_and_claim(
-        self, coordinator: Coordinator, new: NewSubmission, attempt_id: str
+        self,
+        store: AdmitAndClaimStore,
+        coordinator: Coordinator,
+        new: NewSubmission,
+        attempt_id: str,
     ) -> Admission:
         """Admit, claiming in the same commit if the session is free; the caller runs what
         was claimed. The commit is shielded: a caller that gives up meanwhile (a shutdown, a
         client gone) must not leave a claim that nobody runs, so it is run once known."""
         claiming = asyncio.ensure_future(
-            self.store.admit_and_claim(
+            store.admit_and_claim(
                 new,
                 attempt_id=attempt_id,
                 owner_id=self.config.owner_id,
@@ -525,10 +557,11 @@ class Runtime:
     async def submission(self, submission_id: str) -> SubmissionInfo:
         store = self._check_open()
         submission = await store.get_submission(submission_id)
+        parents = self._offered().children
         return SubmissionInfo(
             submission,
             await store.list_attempts(submission_id),
-            await store.list_children(submission_id),
+            await parents.list_children(submission_id) if parents else [],
         )
 
     async def sessions(
@@ -577,7 +610,8 @@ class Runtime:
         """The submission's subagent tree: its children, theirs, with statuses and usage
         (``SubmissionNotFound`` for an unknown id)."""
         store = self._check_open()
-        return await submission_tree(store, self.views, await store.get_submission(submission_id))
+        submission = await store.get_submission(submission_id)
+        return await submission_tree(store, self._offered().children, self.views, submission)
 
     async def abort_submission(self, submission_id: str) -> SubmissionInfo:
         """Abort one submission (an operator's cancel): it settles ``aborted`` at its next
@@ -669,7 +703,8 @@ class Runtime:
             )
             print(info.id, info.next_fire_at)
         """
-        info = await self._book.add(self._check_open(), schedule, self.clock.now())
+        schedules = require_capability(self._offered().schedules, "schedules")
+        info = await self._book.add(schedules, schedule, self.clock.now())
         if self._scheduler is not None:
             self._scheduler.wake.set()
         return info
@@ -677,12 +712,15 @@ class Runtime:
     async def schedules(self) -> list[ScheduleInfo]:
         """Every schedule, each with the start of its next window: the configuration's,
         then the store's (oldest first)."""
-        return await self._book.list(self._check_open(), self.clock.now())
+        schedules = require_capability(self._offered().schedules, "schedules")
+        return await self._book.list(schedules, self.clock.now())
 
     async def delete_schedule(self, schedule_id: str) -> None:
         """Forget a durable schedule (``ScheduleNotFound``; ``ScheduleConflict`` for one of
         the configuration). What its windows admitted stays admitted."""
-        await self._book.delete(self._check_open(), schedule_id)
+        await self._book.delete(
+            require_capability(self._offered().schedules, "schedules"), schedule_id
+        )
 
     # --- retention --------------------------------------------------------------------
 
@@ -726,7 +764,7 @@ class Runtime:
                 await runtime.approve(gate.approval_id, "approve", approver="ann")
         """
         return await approval_page(
-            self._check_open(),
+            require_capability(self._offered().gates, "gates"),
             kind=GateKind.APPROVAL,
             status=status,
             agent=agent,
@@ -751,7 +789,9 @@ class Runtime:
         different one raises ``ApprovalConflict``. An ``edit`` whose ``args`` do not fit the
         tool's parameters schema raises ``InvalidEditArgs`` and writes nothing.
         """
-        journal = await gate_journal(self._check_open(), self.view, approval_id, ApprovalNotFound)
+        journal = await gate_journal(
+            self._check_open(), self._offered(), self.view, approval_id, ApprovalNotFound
+        )
         record = await journal.approve(
             approval_id, decision, approver=approver, reason=reason, args=args
         )
@@ -788,7 +828,7 @@ class Runtime:
                 await runtime.answer(gate.approval_id, "ann@example.com", responder="ann")
         """
         return await approval_page(
-            self._check_open(),
+            require_capability(self._offered().gates, "gates"),
             kind=GateKind.INPUT,
             status=status,
             agent=agent,
@@ -806,7 +846,9 @@ class Runtime:
         schema raises ``InvalidAnswer`` and writes nothing; ``InputClosed`` once the input
         can no longer be answered (its submission settled without it).
         """
-        journal = await gate_journal(self._check_open(), self.view, input_id, InputNotFound)
+        journal = await gate_journal(
+            self._check_open(), self._offered(), self.view, input_id, InputNotFound
+        )
         record = await journal.answer(input_id, value, responder=responder)
         event = InputAnsweredEvent(
             gate_correlation(journal, record), input_id=input_id, responder=responder
@@ -830,17 +872,24 @@ class Runtime:
         call separated from its result gets an ``unknown`` one, so the fork's next turn sees
         a whole history."""
         store = self._check_open()
+        forks = require_capability(self._offered().forks, "forks")
         check_seq(at_seq, field="atSeq", least=1)
         parent = await store.get_conversation(conversation_id)
         name = session or f"fork-{new_ulid().lower()}"
         _check_name("session", name)
         key = SessionKey(parent.key.agent, parent.key.instance, name)
-        child = await store.fork(
+        child = await forks.fork(
             conversation_id,
             at_seq=at_seq,
             key=key,
             new_conversation_id=new_ulid(),
             created_at=self.clock.now(),
         )
-        journal = await Journal.open(store, child.id, fence=0, view=self.view(child.id))
+        journal = await Journal.open(
+            store,
+            child.id,
+            fence=0,
+            view=self.view(child.id),
+            capabilities=self._offered(),
+        )
         return Fork.of(child, tuple(await journal.repair_cut()))

@@ -35,7 +35,7 @@ from tether.engine._schedules import (
     window_name,
 )
 from tether.errors import DispatchConflict, InvalidDispatch, TetherError, UnknownAgent
-from tether.store import ScheduleRow, Store
+from tether.store import ScheduleRow, ScheduleStore
 
 __all__ = ("ScheduleBook", "Scheduler")
 
@@ -98,7 +98,7 @@ class ScheduleBook:
         self.agents = agents
         self._unreadable: set[str] = set()
 
-    async def durable(self, store: Store) -> list[tuple[Schedule, datetime]]:
+    async def durable(self, store: ScheduleStore) -> list[tuple[Schedule, datetime]]:
         """The store's schedules that this version can read, with when each was added,
         oldest first (an unreadable row is logged once and left alone)."""
         kept: list[tuple[Schedule, datetime]] = []
@@ -117,7 +117,7 @@ class ScheduleBook:
             kept.append((schedule, row.created_at))
         return kept
 
-    async def list(self, store: Store, now: datetime) -> list[ScheduleInfo]:
+    async def list(self, store: ScheduleStore, now: datetime) -> list[ScheduleInfo]:
         """Every schedule with its next window's start: the configuration's, then the
         durable ones, oldest first."""
         infos = [ScheduleInfo(s, "config", s.next_after(now)) for s in self.configured.values()]
@@ -128,7 +128,7 @@ class ScheduleBook:
                 )
         return infos
 
-    async def add(self, store: Store, schedule: Schedule, now: datetime) -> ScheduleInfo:
+    async def add(self, store: ScheduleStore, schedule: Schedule, now: datetime) -> ScheduleInfo:
         """Keep ``schedule`` in the store (idempotent for the same definition)."""
         if schedule.agent not in self.agents:
             raise UnknownAgent(schedule.agent)
@@ -141,7 +141,7 @@ class ScheduleBook:
             raise ScheduleConflict(schedule.id, "is taken by another definition") from None
         return ScheduleInfo(schedule, "durable", schedule.next_after(now), kept.created_at)
 
-    async def delete(self, store: Store, schedule_id: str) -> None:
+    async def delete(self, store: ScheduleStore, schedule_id: str) -> None:
         """Forget a durable schedule: its windows stop firing (within ``schedule_poll`` on
         the other workers)."""
         if schedule_id in self.configured:
@@ -158,7 +158,7 @@ class Scheduler:
     def __init__(
         self,
         book: ScheduleBook,
-        store: Store,
+        store: ScheduleStore,
         clock: Clock,
         dispatch: Dispatch,
     ) -> None:

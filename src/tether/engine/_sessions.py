@@ -23,10 +23,12 @@ from tether.store import (
     ErasedSession,
     GateKind,
     GateStatus,
+    GateStore,
     SessionKey,
     SessionRow,
     Store,
     SubmissionStatus,
+    require_capability,
 )
 
 __all__ = (
@@ -113,10 +115,14 @@ async def _state(store: Store, row: SessionRow) -> SessionState:
     return SessionState.IDLE
 
 
-async def _pending(store: Store, rows: list[SessionRow]) -> dict[tuple[str, GateKind], int]:
+async def _pending(
+    store: GateStore | None, rows: list[SessionRow]
+) -> dict[tuple[str, GateKind], int]:
     """Pending gates per conversation and kind, one gates query per agent and instance on
-    the page."""
+    the page (none on a store without gates: nothing there waits on a person)."""
     counts: dict[tuple[str, GateKind], int] = {}
+    if store is None:
+        return counts
     for agent, instance in {(row.key.agent, row.key.instance) for row in rows}:
         after: str | None = None
         while True:
@@ -148,28 +154,29 @@ async def session_page(
     if instance is not None and agent is None:
         raise ValueError("an instance filter needs its agent")
     store = context.store
+    index = require_capability(context.capabilities.sessions, "sessions")
     found: list[tuple[SessionRow, SessionState]] = []
     after = cursor
     next_cursor: str | None = None
     for _ in range(_SCAN_PAGES if status is not None else 1):
         # One row more than asked: a cursor is handed out only if a row follows it.
-        rows = await store.list_sessions(
+        rows = await index.list_sessions(
             agent=agent, instance=instance, limit=limit + 1, after=after
         )
         page, follows = rows[:limit], len(rows) > limit
-        for index, row in enumerate(page):
+        for place, row in enumerate(page):
             after = row.cursor
             state = await _state(store, row)
             if status is None or state is status:
                 found.append((row, state))
             if len(found) == limit:
-                next_cursor = after if index < len(page) - 1 or follows else None
+                next_cursor = after if place < len(page) - 1 or follows else None
                 break
         else:
             next_cursor = after if follows else None
         if len(found) == limit or next_cursor is None:
             break
-    pending = await _pending(store, [row for row, _ in found])
+    pending = await _pending(context.capabilities.gates, [row for row, _ in found])
     sessions = []
     for row, state in found:
         totals = None
@@ -197,10 +204,11 @@ async def session_page(
 async def erase_session(
     context: EngineContext, key: SessionKey, *, force: bool, settle_within: float
 ) -> ErasedSession:
-    """Erase a session's conversation (see ``Store.erase_session``). A session with anything
-    unsettled is refused (``SessionBusy``) unless ``force``: then what is unsettled is
-    aborted first, and the erase waits up to ``settle_within`` seconds for it to settle."""
+    """Erase a session's conversation (see ``RetentionStore.erase_session``). A session with
+    anything unsettled is refused (``SessionBusy``) unless ``force``: then what is unsettled
+    is aborted first, and the erase waits up to ``settle_within`` seconds for it to settle."""
     store = context.store
+    retention = require_capability(context.capabilities.retention, "retention")
     conversation = await store.find_conversation(key)
     busy = await store.list_submissions(conversation_id=conversation.id, unsettled=True)
     if busy and not force:
@@ -223,6 +231,6 @@ async def erase_session(
                     if not left:
                         break
                     await context.clock.sleep(0.05)
-    erased = await store.erase_session(conversation.id)
+    erased = await retention.erase_session(conversation.id)
     context.views.forget(conversation.id)
     return erased

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tether.engine._usage import UsageTotals, total_usage
 from tether.engine._views import ViewCache
-from tether.store import Store, Submission
+from tether.store import ChildStore, Store, Submission
 
 __all__ = ("MAX_TREE_NODES", "SubmissionTree", "submission_tree")
 
@@ -35,18 +35,24 @@ class SubmissionTree:
 
 
 async def submission_tree(
-    store: Store, views: ViewCache, submission: Submission, *, budget: list[int] | None = None
+    store: Store,
+    parents: ChildStore | None,
+    views: ViewCache,
+    submission: Submission,
+    *,
+    budget: list[int] | None = None,
 ) -> SubmissionTree:
-    """The tree under ``submission``, read breadth of one node at a time (depth-first)."""
+    """The tree under ``submission``, read breadth of one node at a time (depth-first);
+    ``parents`` is the store's children capability (without it, no submission has any)."""
     left = budget if budget is not None else [MAX_TREE_NODES - 1]
     view = await views.refreshed(store, submission.conversation_id)
     usage = total_usage(view.records, submission_id=submission.id)
     children: list[SubmissionTree] = []
     truncated = False
-    for child in await store.list_children(submission.id):
+    for child in await parents.list_children(submission.id) if parents else ():
         if left[0] <= 0:
             truncated = True
             break
         left[0] -= 1
-        children.append(await submission_tree(store, views, child, budget=left))
+        children.append(await submission_tree(store, parents, views, child, budget=left))
     return SubmissionTree(submission, usage, tuple(children), truncated)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from tether.messages import Usage
 from tether.models import cost_of
@@ -91,7 +92,9 @@ def total_usage(records: Iterable[Record], *, submission_id: str | None = None) 
             if completed.interrupted:
                 continue
             usage = completed.usage or Usage()
-            call_cost = cost_of(models.get(completed.call_id, ""), usage)
+            call_cost = cost_of(
+                models.get(completed.call_id, ""), usage, at=datetime.fromisoformat(record.time)
+            )
             cost = None if cost is None or call_cost is None else cost + call_cost
             totals = _plus(totals, usage, 1)
     if totals.calls == 0:

@@ -41,7 +41,8 @@ __all__ = (
 E = errors
 # Every error class Tether defines, with the status it answers (tests/http/test_errors.py
 # checks none is missing). 4xx: the caller can act on it. 5xx: the server's side failed;
-# those a client should retry later are 503, a model provider's failure is 502.
+# those a client should retry later are 503, a model provider's failure is 502, a
+# feature the store does not offer is 501.
 _STATUS: dict[type[errors.TetherError], int] = {
     E.TetherError: 500,
     # encoding: a value the caller sent cannot be written or read back
@@ -51,6 +52,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     # stores
     E.StoreError: 503,
     E.StoreUnavailable: 503,
+    E.StoreCapabilityMissing: 501,
     E.UnsupportedSchema: 500,
     E.Conflict: 409,
     E.Fenced: 409,
@@ -163,6 +165,8 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
     "``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...).",
     500: "The server's own failure: ``internal`` (the details are in the server's log) or a "
     "server-side error's own type.",
+    501: "The store this server runs on does not offer what the request needs "
+    "(``store_capability_missing``; the message names the capability).",
     503: "Try again later: the store is unavailable or the runtime is closing.",
 }
 

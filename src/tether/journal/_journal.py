@@ -75,7 +75,14 @@ from tether.records import (
     ToolOutcome,
     UserMessage,
 )
-from tether.store import ClaimSettlement, Conversation, LogStore, SessionKey
+from tether.store import (
+    ClaimSettlement,
+    Conversation,
+    LogStore,
+    SessionKey,
+    StoreCapabilities,
+    require_capability,
+)
 
 __all__ = ("Ending", "ExecutionResult", "Finisher", "Journal")
 
@@ -123,6 +130,7 @@ class Journal:
         view: LogView | None = None,
         stamp: Stamp = NO_STAMP,
         hooks: JournalHooks = NO_HOOKS,
+        capabilities: StoreCapabilities | None = None,
     ) -> None:
         self.store = store
         self.conversation = conversation
@@ -131,7 +139,14 @@ class Journal:
         self.tools = tools if tools is None else hooks.tools(tools)
         self.view = view if view is not None else LogView()
         self.log = JournalLog(
-            store, conversation.id, fence=fence, head=head, view=self.view, stamp=stamp, hooks=hooks
+            store,
+            conversation.id,
+            fence=fence,
+            head=head,
+            view=self.view,
+            stamp=stamp,
+            hooks=hooks,
+            capabilities=capabilities,
         )
 
     @classmethod
@@ -148,6 +163,7 @@ class Journal:
         lean: bool = False,
         stamp: Stamp = NO_STAMP,
         hooks: JournalHooks = NO_HOOKS,
+        capabilities: StoreCapabilities | None = None,
     ) -> Journal:
         """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
 
@@ -158,7 +174,8 @@ class Journal:
         (see :class:`JournalHooks`). ``lean``: a view
         that has read nothing yet takes in only what the next execution needs (the log's
         snapshot and its tail, see :meth:`LogView.refresh`), so that the first turn on a long
-        log read cold costs what its tail costs, not its length.
+        log read cold costs what its tail costs, not its length. ``capabilities``: what the
+        store offers, as its runtime detected them (else found out when first needed).
         """
         refreshed = False
         if view is not None and lean and (view.head == 0 or refresh):
@@ -195,6 +212,7 @@ class Journal:
             view=view,
             stamp=stamp,
             hooks=hooks,
+            capabilities=capabilities,
         )
         if refresh and not refreshed:
             await journal.refresh()
@@ -621,7 +639,7 @@ class Journal:
         args: dict[str, JsonValue] | None = None,
     ) -> Record:
         """Record a decision on a parked tool call, superseding every earlier writer, and
-        requeue the submission waiting for it, in one commit (``Store.append_decision``).
+        requeue the submission waiting for it, in one commit (``GateStore.append_decision``).
 
         Idempotent: the same decision again returns the original record (nothing written);
         a different one raises ``ApprovalConflict``, also when it loses a race with the
@@ -681,11 +699,11 @@ class Journal:
     async def _append_decision(
         self, draft: RecordDraft, expected_seq: int, wake: str | None
     ) -> list[Record]:
-        if (whole := self.log.capabilities.whole) is not None:
-            records = await whole.append_decision(
+        if (gates := self.log.capabilities.gates) is not None:
+            records = await gates.append_decision(
                 self.conversation.id, [draft], expected_seq=expected_seq, wake=wake
             )
-        else:  # a bare log store keeps no submissions to wake, nor appends without a fence
+        else:  # a store without gates keeps no parked run to wake, nor appends without a fence
             self.log.fence = await self.store.mint_fence(self.conversation.id)
             records = await self.store.append(
                 self.conversation.id, [draft], expected_seq=expected_seq, fence=self.log.fence
@@ -696,7 +714,7 @@ class Journal:
 
     async def answer(self, input_id: str, value: JsonValue, *, responder: str) -> Record:
         """Record the answer to a parked question and requeue the submission waiting for
-        it, in one commit (``Store.append_decision``), as :meth:`approve` does a decision.
+        it, in one commit (``GateStore.append_decision``), as :meth:`approve` does a decision.
 
         Idempotent: the same answer again returns the original record (nothing written); a
         different one raises ``InputConflict``. An answer that does not fit the request's
@@ -726,7 +744,8 @@ class Journal:
         self, at_seq: int, key: SessionKey, *, new_conversation_id: str | None = None
     ) -> Conversation:
         """A new conversation for ``key`` whose first ``at_seq`` records are this one's."""
-        return await self.store.fork(
+        forks = require_capability(self.log.capabilities.forks, "forks")
+        return await forks.fork(
             self.conversation.id,
             at_seq=at_seq,
             key=key,

@@ -36,6 +36,7 @@ class JournalLog:
         view: LogView | None = None,
         stamp: Stamp = NO_STAMP,
         hooks: JournalHooks = NO_HOOKS,
+        capabilities: StoreCapabilities | None = None,
     ) -> None:
         self.store = store
         self.conversation_id = conversation_id
@@ -47,8 +48,16 @@ class JournalLog:
         self.view = view
         self.redact = hooks.redact
         """Applied to error text (tool errors, execution failures) before it is written."""
-        self.capabilities = StoreCapabilities.of(store)
+        self._capabilities = capabilities
         self._lock = asyncio.Lock()
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """What the store offers beyond the log: the runtime's, detected when it opened the
+        store; found out here, once, only for a journal opened without them."""
+        if self._capabilities is None:
+            self._capabilities = StoreCapabilities.of(self.store)
+        return self._capabilities
 
     def draft(self, payload: Payload, execution_id: str | None) -> RecordDraft:
         return RecordDraft(

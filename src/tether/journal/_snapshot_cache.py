@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
+from tether._conformance import implements
 from tether._gc import collector_paused
 from tether.journal import _snapshot
 from tether.journal._executions import Executions
@@ -20,7 +22,7 @@ from tether.journal._snapshot import Snapshot, decode_snapshot, parse_snapshot, 
 from tether.journal._unread import is_unread, unread_prefix
 from tether.messages import Message
 from tether.records import ExecutionStarted, Record
-from tether.store import LogStore
+from tether.store import LogStore, SnapshotStore
 
 __all__ = (
     "PAGE",
@@ -52,6 +54,12 @@ class LeanStart:
     before_latest: tuple[int, list[Message]] | None
 
 
+def _snapshots(store: LogStore) -> SnapshotStore | None:
+    """The store, if it keeps snapshots (asked once per class); without them, a view takes
+    a log in record by record."""
+    return cast(SnapshotStore, store) if implements(store, SnapshotStore) else None
+
+
 class SnapshotCache:
     """One view's dealings with its log's snapshot: which one it took in or kept (``seq``),
     reading a start from one, and keeping a new one when due."""
@@ -66,9 +74,10 @@ class SnapshotCache:
         """Start from the snapshot, reading only the records the next execution needs: the
         latest execution's, from its start, and the last ``conversation_created``; ``None``
         if the log is too short to have a snapshot or it has none this view can use."""
-        if known_head < _snapshot.MIN_RECORDS:
+        snapshots = _snapshots(store)
+        if known_head < _snapshot.MIN_RECORDS or snapshots is None:
             return None
-        snapshot = await store.get_snapshot(conversation_id)
+        snapshot = await snapshots.get_snapshot(conversation_id)
         parsed = None if snapshot is None else parse_snapshot(snapshot[1])
         if parsed is None or snapshot is None or parsed.seq != snapshot[0]:
             return None
@@ -102,9 +111,10 @@ class SnapshotCache:
         snapshot does not fit them (take them in one by one), or ``None`` if there is none."""
         # Only a log past MIN_RECORDS is snapshotted (see snapshot_due), so a new view of a
         # shorter one, most views, does not ask the store for a snapshot.
-        if len(first) < min(_snapshot.MIN_RECORDS, PAGE):
+        snapshots = _snapshots(store)
+        if len(first) < min(_snapshot.MIN_RECORDS, PAGE) or snapshots is None:
             return None
-        snapshot = await store.get_snapshot(conversation_id)
+        snapshot = await snapshots.get_snapshot(conversation_id)
         if snapshot is None:
             return None
         seq, body = snapshot
@@ -124,11 +134,12 @@ class SnapshotCache:
         """Keep a snapshot of the log at ``head`` (its ``body``, made only if one is due: see
         :func:`~tether.journal._snapshot.snapshot_due`). A cache: failing to make or keep one
         is logged, never raised, and not retried before the log grows again."""
-        if not snapshot_due(head, self.seq):
+        snapshots = _snapshots(store)
+        if not snapshot_due(head, self.seq) or snapshots is None:
             return
         self.seq = head
         try:
-            await store.put_snapshot(conversation_id, seq=head, body=body())
+            await snapshots.put_snapshot(conversation_id, seq=head, body=body())
         except Exception:  # whatever it is, the run it follows has succeeded
             logger.warning("could not keep a snapshot of %s", conversation_id, exc_info=True)
 

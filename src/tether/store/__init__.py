@@ -7,7 +7,12 @@ Example::
     store = await open_store("sqlite:///./tether-data")
 """
 
-from tether.store._capabilities import StoreCapabilities
+from tether.store._capabilities import (
+    CAPABILITIES,
+    CapabilityName,
+    StoreCapabilities,
+    require_capability,
+)
 from tether.store._export import (
     EXPORT_PAGE,
     EXPORT_VERSION,
@@ -22,12 +27,22 @@ from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._memory import MemoryStore
 from tether.store._protocol import (
+    AdmitAndClaimStore,
     AttachmentStore,
     ChangeFeed,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
     LogStore,
     OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
     Store,
     SubmissionStore,
+    WaitStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
@@ -49,6 +64,7 @@ from tether.store._types import (
 from tether.store._url import DEFAULT_STORE_URL, open_store
 
 __all__ = (
+    "CAPABILITIES",
     "DEFAULT_STORE_URL",
     "EXPORT_PAGE",
     "EXPORT_VERSION",
@@ -56,9 +72,12 @@ __all__ = (
     "SQLITE_FILENAME",
     "WAIT_FOR_CHILDREN",
     "Admission",
+    "AdmitAndClaimStore",
     "AttachmentStore",
     "Attempt",
+    "CapabilityName",
     "ChangeFeed",
+    "ChildStore",
     "ClaimSettlement",
     "ClaimedHead",
     "Conversation",
@@ -67,17 +86,24 @@ __all__ = (
     "ExportPublicKey",
     "ExportSignature",
     "ExportTrailer",
+    "ForkStore",
     "Gate",
     "GateKind",
     "GateStatus",
+    "GateStore",
+    "ImportStore",
     "LogStore",
     "LogWalk",
     "MemoryStore",
     "NewSubmission",
     "OwnerLiveness",
+    "RetentionStore",
     "ScheduleRow",
+    "ScheduleStore",
     "SessionKey",
+    "SessionListStore",
     "SessionRow",
+    "SnapshotStore",
     "SqliteStore",
     "Store",
     "StoreCapabilities",
@@ -87,7 +113,9 @@ __all__ = (
     "TaskParent",
     "TruncatedLog",
     "VerifiedExport",
+    "WaitStore",
     "export_chunks",
     "open_store",
+    "require_capability",
     "verify_export",
 )

@@ -49,6 +49,7 @@ from tether._canonical import canonical_json
 from tether._payloads import ConversationCreated, LogTruncated
 from tether.errors import ExportRefused, RecordDecodeError
 from tether.records import ChainVerifier, Record, decode_record
+from tether.store._capabilities import StoreCapabilities, require_capability
 from tether.store._export_keys import ALGORITHM, ExportKey, ExportPublicKey
 from tether.store._protocol import Store
 from tether.store._types import Conversation, SessionKey
@@ -409,15 +410,17 @@ class VerifiedExport:
             raise ExportRefused("changed", f"{self.path} changed after it was verified")
 
     async def import_into(self, store: Store) -> bool:
-        """Import it (see ``Store.import_conversation``): ``True`` if created, ``False`` if
-        the store holds this very log already. Streamed: memory does not grow with the file.
+        """Import it (see ``ImportStore.import_conversation``): ``True`` if created, ``False``
+        if the store holds this very log already (``StoreCapabilityMissing`` for a store
+        without the ``import`` capability). Streamed: memory does not grow with the file.
 
         Example::
 
             verified = verify_export("s.jsonl", trusted_keys=[key], require_signed=True)
             await verified.import_into(store)
         """
-        return await store.import_conversation(self.conversation, self.records())
+        importer = require_capability(StoreCapabilities.of(store).imports, "import")
+        return await importer.import_conversation(self.conversation, self.records())
 
     def vouched(self) -> str:
         """What vouches for it, for a person: the chain and the trailer, and the signature

@@ -129,7 +129,7 @@ OrderKey = tuple[datetime, str, int]
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """One approval or input request and what became of it, as ``Store.list_gates`` lists it.
+    """One approval or input request and what became of it, as ``GateStore.list_gates`` lists it.
 
     An input gate (``kind`` ``input``) keeps its ``prompt`` and ``answer_schema``; once
     answered it is ``decided`` with decision ``answer``, the value as ``answer``, the
@@ -397,6 +397,10 @@ class GateIndex:
     and the model every other backend is checked against)."""
 
     _gates: dict[tuple[str, int], _Stored] = field(default_factory=dict)
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop the gates of an erased conversation."""
+        self._gates = {k: v for k, v in self._gates.items() if k[0] != conversation_id}
 
     def index(self, conversation: Conversation, records: Sequence[Record]) -> None:
         """Apply what ``records``, just appended to ``conversation``, do to its gates."""

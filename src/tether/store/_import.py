@@ -1,4 +1,4 @@
-"""Importing a whole log (``Store.import_conversation``): what every backend checks of it,
+"""Importing a whole log (``ImportStore.import_conversation``): what every backend checks of it,
 one record at a time, so that a log too long to hold streams from a file into one
 transaction (an export of hundreds of megabytes is never a list in memory).
 

@@ -1,8 +1,19 @@
-"""The store contract (docs/architecture.md §4): three narrow protocols and the whole they make.
+"""The store contract (docs/architecture.md §4): a small core every store implements, and
+the capabilities a store may offer besides.
+
+:class:`Store` is the core: the log (:class:`LogStore`), admission, claims and settlement
+(:class:`SubmissionStore`), and the commit that ends an execution and settles its claim at
+once. That is all the engine needs to run a session: turns, tool calls, steering, aborts.
+Every other protocol here is a capability a feature needs (approvals need
+:class:`GateStore`, subagents :class:`ChildStore`, ...): a store offers one by having its
+methods (the protocols are runtime-checkable), the runtime finds out which once, when it
+opens the store (:class:`~tether.store.StoreCapabilities`), and a feature whose capability
+is missing raises :class:`~tether.errors.StoreCapabilityMissing` naming it.
 
 The meaning of every method is pinned by the conformance suite
-:mod:`tether.testing.storetest`; a backend that passes it unchanged is a Tether store.
-All methods are coroutines; no backend exception escapes (see :mod:`tether.errors`).
+:mod:`tether.testing.storetest`, organised the same way: a backend passes the core cases
+and those of each capability it offers. All methods are coroutines; no backend exception
+escapes (see :mod:`tether.errors`). ``docs/how-to/store.md`` is generated from this module.
 """
 
 from __future__ import annotations
@@ -31,25 +42,28 @@ from tether.store._types import (
 )
 
 __all__ = (
+    "AdmitAndClaimStore",
     "AttachmentStore",
     "ChangeFeed",
+    "ChildStore",
+    "ForkStore",
+    "GateStore",
+    "ImportStore",
     "LogStore",
     "OwnerLiveness",
+    "RetentionStore",
+    "ScheduleStore",
+    "SessionListStore",
+    "SnapshotStore",
     "Store",
     "SubmissionStore",
+    "WaitStore",
 )
 
 
 @runtime_checkable
 class SubmissionStore(Protocol):
-    """Admission, claiming, leases and two-phase settlement of submissions.
-
-    **The wake of a parent.** Every operation that settles a child submission (one with a
-    parent: ``finalize_settlement``, ``settle_absorbed``, ``Store.append_settled``) also,
-    in the same commit, requeues its parent (waiting → queued) if the parent waits for
-    ``children`` and this was its last unsettled child. So a parent is never left waiting
-    on children that have all settled, whatever a crash cuts.
-    """
+    """The core's submissions: admission, claiming, leases and two-phase settlement."""
 
     async def admit(self, new: NewSubmission) -> Admission:
         """Admit a submission, materializing its session's conversation if needed.
@@ -57,26 +71,9 @@ class SubmissionStore(Protocol):
         Idempotent per ``(key, dispatch id)``: an equal input returns the original
         submission with ``created=False``; a different input raises ``DispatchConflict``.
 
-        A child (``new.parent`` set) keeps its parent's submission id, call id and its
-        depth; the conversation it materializes carries ``new.parent``'s link in its
-        ``conversation_created`` record (an existing conversation is left as it is).
+        A child (``new.parent`` set) is admitted only by a :class:`ChildStore` (the engine
+        asks no other store for one): see there.
         """
-        ...
-
-    async def admit_and_claim(
-        self,
-        new: NewSubmission,
-        *,
-        attempt_id: str,
-        owner_id: str,
-        lease_expires_at: datetime,
-        now: datetime,
-    ) -> Admission:
-        """Admit as ``admit`` does and, in the same commit, claim the new submission as
-        ``claim`` would if it is its session's head: the worker that admits it runs it, at the
-        cost of one commit instead of two. An idempotent replay is returned as it stands, and
-        a submission behind an unsettled one of its session stays queued; the returned
-        submission is running under ``attempt_id`` exactly when it was claimed."""
         ...
 
     async def get_submission(self, submission_id: str) -> Submission:
@@ -128,15 +125,6 @@ class SubmissionStore(Protocol):
         whether it was ``alone``: nothing else of its session queued behind it."""
         ...
 
-    async def list_children(self, submission_id: str) -> list[Submission]:
-        """The child submissions of a submission (those admitted with it as their
-        ``parent``), in admission order; empty for an unknown id. Served by an index."""
-        ...
-
-    async def list_expired_waits(self, now: datetime) -> list[Submission]:
-        """Waiting submissions whose ``wait_until`` is at or before ``now``."""
-        ...
-
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         """The attempts of a submission in start order."""
         ...
@@ -164,33 +152,6 @@ class SubmissionStore(Protocol):
 
         A ``last_error`` replaces the stored one; ``None`` preserves it.
         """
-        ...
-
-    async def park(
-        self,
-        submission_id: str,
-        *,
-        attempt_id: str,
-        reason: str,
-        expected_seq: int | None = None,
-        wait_until: datetime | None = None,
-    ) -> Submission:
-        """Running → waiting for the owning attempt (``reason``: ``approval``, ``children``);
-        no lease is held and the attempt is refunded (waiting is not failing). ``ClaimLost``
-        for any other attempt. ``wait_until`` is kept until the next park (``None`` clears
-        it): past it, the wait is listed by ``list_expired_waits``.
-
-        Unless the wait may already be over: if a cancel was requested, or the conversation's
-        head has moved past ``expected_seq`` (the head the attempt last saw: the decision it
-        would wait for may be in the log already), or it would wait for ``children`` and
-        none of its children is unsettled, it goes running → queued instead, refunded too,
-        so that the next claim reads the log (and its children) as they are now. Check the
-        returned status.
-        """
-        ...
-
-    async def unpark(self, submission_id: str) -> Submission:
-        """Waiting → queued; ``ClaimLost`` if the submission is not waiting."""
         ...
 
     async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
@@ -221,7 +182,7 @@ class SubmissionStore(Protocol):
 
 @runtime_checkable
 class LogStore(Protocol):
-    """Conversations and their append-only, hash-chained record logs."""
+    """The core's log: conversations and their append-only, hash-chained records."""
 
     async def ensure_conversation(
         self, key: SessionKey, *, conversation_id: str, created_at: datetime
@@ -268,33 +229,6 @@ class LogStore(Protocol):
         """Re-derive the chain: the number of records, or ``LogTampered`` at the first bad seq."""
         ...
 
-    async def fork(
-        self,
-        conversation_id: str,
-        *,
-        at_seq: int,
-        key: SessionKey,
-        new_conversation_id: str,
-        created_at: datetime,
-    ) -> Conversation:
-        """A new conversation for ``key`` whose records 1..``at_seq`` are the parent's, verbatim,
-        followed by its ``conversation_created`` record (and the parent's snapshot, if it
-        covers no more than those records)."""
-        ...
-
-    async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
-        """Keep ``body``, a reader's snapshot of records 1..``seq``, in place of the one kept
-        (if any) when ``seq`` is beyond its seq; otherwise keep the one kept. One per
-        conversation; ``fork`` gives the child the parent's if it covers only records they
-        share (``seq <= at_seq``). The store does not read it: a snapshot is a cache derived
-        from the log, which stays the only truth. ``ConversationNotFound`` for an unknown
-        conversation."""
-        ...
-
-    async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
-        """The kept snapshot as ``(seq, body)``, or ``None`` (also for an unknown conversation)."""
-        ...
-
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:
         """Wait until the head passes ``after_seq``; return it. Bound it with ``asyncio.timeout``.
 
@@ -305,22 +239,17 @@ class LogStore(Protocol):
 
 
 @runtime_checkable
-class AttachmentStore(Protocol):
-    """Content-addressed blobs, keyed ``sha256:<hex>``."""
+class Store(SubmissionStore, LogStore, Protocol):
+    """The core every store implements: the log, the submissions, the one commit that spans
+    both (``append_settled``), a heartbeat, and lifecycle. A store that offers only this runs
+    sessions end to end; each capability below adds what one feature needs.
 
-    async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
-        """Store bytes (idempotent) and return their reference."""
-        ...
+    Example::
 
-    async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
-        """The reference and bytes, or ``AttachmentNotFound``."""
-        ...
-
-
-@runtime_checkable
-class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
-    """A complete backend: all three protocols, the one operation that spans two of them,
-    and lifecycle."""
+        async with MyStore() as store:  # any Store
+            async with Runtime(agents, store=store) as runtime:
+                receipt = await runtime.dispatch("support", "acme", "hello")
+    """
 
     url: str
 
@@ -352,6 +281,147 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
             await store.ping()  # returns once a heartbeat committed
         """
         ...
+
+    async def close(self) -> None:
+        """Flush and release every resource; idempotent."""
+        ...
+
+    async def __aenter__(self) -> Self:
+        """The store itself, for ``async with``."""
+        ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """``close``, at the end of ``async with``."""
+        ...
+
+
+# --- capabilities ---------------------------------------------------------------------
+
+
+@runtime_checkable
+class AdmitAndClaimStore(Protocol):
+    """Capability ``admit_and_claim``: admission and its claim in one commit. Without it, an
+    admission is claimed by the claim loop instead (a commit more, and a claim tick later)."""
+
+    async def admit_and_claim(
+        self,
+        new: NewSubmission,
+        *,
+        attempt_id: str,
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+    ) -> Admission:
+        """Admit as ``admit`` does and, in the same commit, claim the new submission as
+        ``claim`` would if it is its session's head: the worker that admits it runs it, at the
+        cost of one commit instead of two. An idempotent replay is returned as it stands, and
+        a submission behind an unsettled one of its session stays queued; the returned
+        submission is running under ``attempt_id`` exactly when it was claimed."""
+        ...
+
+
+@runtime_checkable
+class AttachmentStore(Protocol):
+    """Capability ``attachments``: content-addressed blobs, keyed ``sha256:<hex>``. The
+    engine keeps revoked credentials there (``Runtime.revoke``, the console's sign-out)."""
+
+    async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
+        """Store bytes (idempotent) and return their reference."""
+        ...
+
+    async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
+        """The reference and bytes, or ``AttachmentNotFound``."""
+        ...
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Capability ``snapshots``: one opaque snapshot per conversation, the journal's cache
+    of what taking a long log in derived. Without it, a reader takes the records in one by
+    one."""
+
+    async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:
+        """Keep ``body``, a reader's snapshot of records 1..``seq``, in place of the one kept
+        (if any) when ``seq`` is beyond its seq; otherwise keep the one kept. One per
+        conversation; ``fork`` gives the child the parent's if it covers only records they
+        share (``seq <= at_seq``). The store does not read it: a snapshot is a cache derived
+        from the log, which stays the only truth. ``ConversationNotFound`` for an unknown
+        conversation."""
+        ...
+
+    async def get_snapshot(self, conversation_id: str) -> tuple[int, bytes] | None:
+        """The kept snapshot as ``(seq, body)``, or ``None`` (also for an unknown conversation)."""
+        ...
+
+
+@runtime_checkable
+class ForkStore(Protocol):
+    """Capability ``forks``: a new conversation that starts as a prefix of another
+    (``Runtime.fork``, ``POST /conversations/{id}/fork``)."""
+
+    async def fork(
+        self,
+        conversation_id: str,
+        *,
+        at_seq: int,
+        key: SessionKey,
+        new_conversation_id: str,
+        created_at: datetime,
+    ) -> Conversation:
+        """A new conversation for ``key`` whose records 1..``at_seq`` are the parent's, verbatim,
+        followed by its ``conversation_created`` record (and the parent's snapshot, if it
+        covers no more than those records)."""
+        ...
+
+
+@runtime_checkable
+class WaitStore(Protocol):
+    """Parking: a running submission that waits (for a person, for its children) holds no
+    lease until it is woken. Offered by every store that offers gates or children; never
+    asked for on its own."""
+
+    async def park(
+        self,
+        submission_id: str,
+        *,
+        attempt_id: str,
+        reason: str,
+        expected_seq: int | None = None,
+        wait_until: datetime | None = None,
+    ) -> Submission:
+        """Running → waiting for the owning attempt (``reason``: ``approval``, ``children``);
+        no lease is held and the attempt is refunded (waiting is not failing). ``ClaimLost``
+        for any other attempt. ``wait_until`` is kept until the next park (``None`` clears
+        it): past it, the wait is listed by ``list_expired_waits``.
+
+        Unless the wait may already be over: if a cancel was requested, or the conversation's
+        head has moved past ``expected_seq`` (the head the attempt last saw: the decision it
+        would wait for may be in the log already), or it would wait for ``children`` and
+        none of its children is unsettled, it goes running → queued instead, refunded too,
+        so that the next claim reads the log (and its children) as they are now. Check the
+        returned status.
+        """
+        ...
+
+    async def unpark(self, submission_id: str) -> Submission:
+        """Waiting → queued; ``ClaimLost`` if the submission is not waiting."""
+        ...
+
+    async def list_expired_waits(self, now: datetime) -> list[Submission]:
+        """Waiting submissions whose ``wait_until`` is at or before ``now``."""
+        ...
+
+
+@runtime_checkable
+class GateStore(WaitStore, Protocol):
+    """Capability ``gates``: approvals and questions to a person (gated tools,
+    ``Turn.ask``). A run parks on a gate; a decision wakes it in the commit that records
+    it; the gates index lists them (``Runtime.approvals``, ``GET /approvals``)."""
 
     async def append_decision(
         self,
@@ -403,7 +473,33 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         """
         ...
 
-    # --- sessions, erasure, import and schedules (issue 22) ----------------------------
+
+@runtime_checkable
+class ChildStore(WaitStore, Protocol):
+    """Capability ``children``: subagents (``Runtime(subagents=...)``). A child is admitted
+    with a ``TaskParent`` (``NewSubmission.parent``): it keeps its parent's submission id,
+    call id and its depth; the conversation it materializes carries the parent's link in
+    its ``conversation_created`` record (an existing conversation is left as it is). A
+    ``max_total`` on the ``TaskParent`` bounds the submissions below the tree's root
+    (``SubagentLimitReached``, writing nothing; a replayed admission returns its child).
+
+    **The wake of a parent.** Every operation that settles a child submission
+    (``finalize_settlement``, ``settle_absorbed``, ``Store.append_settled``) also, in the
+    same commit, requeues its parent (waiting → queued) if the parent waits for
+    ``children`` and this was its last unsettled child. So a parent is never left waiting
+    on children that have all settled, whatever a crash cuts.
+    """
+
+    async def list_children(self, submission_id: str) -> list[Submission]:
+        """The child submissions of a submission (those admitted with it as their
+        ``parent``), in admission order; empty for an unknown id. Served by an index."""
+        ...
+
+
+@runtime_checkable
+class SessionListStore(Protocol):
+    """Capability ``sessions``: the sessions index (``Runtime.sessions``,
+    ``GET /sessions``, the retention pass)."""
 
     async def list_sessions(
         self,
@@ -425,6 +521,12 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
             page = await store.list_sessions(agent="support", limit=50)
         """
         ...
+
+
+@runtime_checkable
+class RetentionStore(Protocol):
+    """Capability ``retention``: removing what is kept for good, a whole session
+    (``Runtime.erase_session``) or a log's head (the retention pass)."""
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
         """Remove a conversation for good, in one commit: its records, its snapshot, its gates,
@@ -461,6 +563,12 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         """
         ...
 
+
+@runtime_checkable
+class ImportStore(Protocol):
+    """Capability ``import``: an exported log taken back in (``tether import``,
+    ``VerifiedExport.import_into``)."""
+
     async def import_conversation(
         self, conversation: Conversation, records: Iterable[Record]
     ) -> bool:
@@ -484,6 +592,12 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         """
         ...
 
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """Capability ``schedules``: durable schedules a runtime fires (``Runtime(schedules=...)``,
+    ``/schedules``)."""
+
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
         """Keep a schedule; idempotent for an equal definition under the same id, which
         returns the one kept; a different definition under a kept id is ``DispatchConflict``."""
@@ -497,24 +611,11 @@ class Store(SubmissionStore, LogStore, AttachmentStore, Protocol):
         """Forget a schedule; ``False`` if none had that id."""
         ...
 
-    async def close(self) -> None:
-        """Flush and release every resource; idempotent."""
-        ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
 
 @runtime_checkable
 class ChangeFeed(Protocol):
-    """Wake-ups across processes, offered by a store that has them (PostgreSQL's
-    LISTEN/NOTIFY). Without one, the engine polls."""
+    """Capability ``change_feed``: wake-ups across processes, offered by a store that has
+    them (PostgreSQL's LISTEN/NOTIFY). Without one, the engine polls."""
 
     def listen(
         self, topic: str, event: asyncio.Event | None = None
@@ -528,8 +629,9 @@ class ChangeFeed(Protocol):
 
 @runtime_checkable
 class OwnerLiveness(Protocol):
-    """Liveness locks of workers, offered by a store that can tell a dead process from a slow
-    one: an OS file lock beside a SQLite file, a session-level advisory lock on PostgreSQL.
+    """Capability ``liveness``: liveness locks of workers, offered by a store that can tell
+    a dead process from a slow one: an OS file lock beside a SQLite file, a session-level
+    advisory lock on PostgreSQL.
     A worker holds its owner id's lock for as long as it lives; the operating system (or the
     database, when the session ends) frees it when the process dies, even by ``kill -9``. So
     a worker that finds an owner's lock free may take that owner's claims over at once,
@@ -538,8 +640,9 @@ class OwnerLiveness(Protocol):
 
     Example::
 
-        if implements(store, OwnerLiveness):
-            await store.hold_liveness(owner_id)
+        liveness = StoreCapabilities.of(store).liveness
+        if liveness is not None:
+            await liveness.hold_liveness(owner_id)
     """
 
     async def hold_liveness(self, owner_id: str) -> None:

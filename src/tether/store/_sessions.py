@@ -40,7 +40,7 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class ErasedSession:
-    """What ``Store.erase_session`` removed: the conversation's records (those it held:
+    """What ``RetentionStore.erase_session`` removed: the conversation's records (those it held:
     fewer than its head once retention truncated it), its submissions (with their attempts),
     whether a snapshot was kept, and the attachments no other log referenced (by digest)."""
 
@@ -54,7 +54,7 @@ class ErasedSession:
 
 @dataclass(frozen=True, slots=True)
 class TruncatedLog:
-    """What ``Store.truncate_log`` did: the records it removed from the head, the first seq
+    """What ``RetentionStore.truncate_log`` did: the records it removed from the head, the first seq
     the log now holds (its ``log_truncated`` record's), and the canonical bytes the log kept
     before and after (the anchor carries the transcript, so a log of few, large messages
     may not shrink)."""

@@ -25,8 +25,12 @@ from typing import Any, Self, TypeVar
 from tether._payloads import AttachmentRef
 from tether.errors import ConversationNotFound, StoreUnavailable
 from tether.records import Record, RecordDraft
+from tether.store import _sqlite_attachments as attachments_sql
 from tether.store import _sqlite_children as children_sql
+from tether.store import _sqlite_erasure as erasure_sql
+from tether.store import _sqlite_import as import_sql
 from tether.store import _sqlite_log as log_sql
+from tether.store import _sqlite_schedules as schedules_sql
 from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
@@ -37,6 +41,20 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._notify import AppendNotifier, wait_for_head
+from tether.store._protocol import (
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+    Store,
+)
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite_append import AppendRequest
 from tether.store._sqlite_gates import list_gates
@@ -75,8 +93,22 @@ def resolve_path(path: str | Path) -> Path:
     return path
 
 
-class SqliteStore:
-    """A complete store in one SQLite file (``sqlite:///path``).
+class SqliteStore(
+    Store,
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+):
+    """A store in one SQLite file (``sqlite:///path``): the core and every capability but
+    ``change_feed`` (another process's appends are polled for).
 
     Example::
 
@@ -513,7 +545,7 @@ class SqliteStore:
         )
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
-        erased = await self._write_touching(sessions_sql.erase_session, conversation_id)
+        erased = await self._write_touching(erasure_sql.erase_session, conversation_id)
         # The erase zeroed what it freed (secure_delete), in new versions of its pages in
         # the WAL; the WAL still holds their earlier versions, and the file older ones.
         await asyncio.to_thread(self._empty_wal)
@@ -547,24 +579,24 @@ class SqliteStore:
     ) -> bool:
         # Checked as the writer's transaction takes them in: a log streamed from a file is
         # never held whole, and a record that fails rolls the import back.
-        return await self._write_touching(sessions_sql.import_conversation, conversation, records)
+        return await self._write_touching(import_sql.import_conversation, conversation, records)
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
-        return await self._write(sessions_sql.put_schedule, schedule)
+        return await self._write(schedules_sql.put_schedule, schedule)
 
     async def list_schedules(self) -> list[ScheduleRow]:
-        return self._read(sessions_sql.list_schedules)
+        return self._read(schedules_sql.list_schedules)
 
     async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self._write(sessions_sql.delete_schedule, schedule_id)
+        return await self._write(schedules_sql.delete_schedule, schedule_id)
 
     # --- attachments ------------------------------------------------------------------
 
     async def put_attachment(self, data: bytes, *, media_type: str) -> AttachmentRef:
-        return await self._write(steps_sql.put_attachment, bytes(data), media_type)
+        return await self._write(attachments_sql.put_attachment, bytes(data), media_type)
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
-        return self._read(lambda conn: steps_sql.get_attachment(conn, digest))
+        return self._read(lambda conn: attachments_sql.get_attachment(conn, digest))
 
 
 def _call_without_touched(

@@ -1,6 +1,6 @@
 """The SQL of what a ``Store`` adds to its log and its submissions: the steps that must be
 one commit across both (an execution's end with its claim's settlement, a decision with the
-wake-up of the run it unblocks), the heartbeat, and attachments.
+wake-up of the run it unblocks), and the heartbeat.
 
 Each runs on the writer's connection inside its transaction (or a savepoint of it), which rolls the
 whole step back if any part of it is refused.
@@ -13,15 +13,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tether._canonical import canonical_json
-from tether._payloads import AttachmentRef
-from tether.errors import AttachmentNotFound, ConversationNotFound
+from tether.errors import ConversationNotFound
 from tether.records import Record, RecordDraft
-from tether.store._common import attachment_ref, to_micros
+from tether.store._common import to_micros
 from tether.store._sqlite_log import append_checked
 from tether.store._sqlite_submissions import settled, update_owned
 from tether.store._types import ClaimSettlement
 
-__all__ = ("append_decision", "append_settled", "get_attachment", "ping", "put_attachment")
+__all__ = ("append_decision", "append_settled", "ping")
 
 
 def append_settled(
@@ -82,22 +81,3 @@ def ping(conn: sqlite3.Connection, now: datetime) -> None:
 
 
 # --- attachments ----------------------------------------------------------------------
-
-
-def put_attachment(conn: sqlite3.Connection, data: bytes, media_type: str) -> AttachmentRef:
-    ref = attachment_ref(data, media_type)
-    conn.execute(
-        "INSERT INTO attachments (digest, media_type, size, data) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (digest) DO NOTHING",
-        (ref.digest, ref.media_type, ref.size, data),
-    )
-    return get_attachment(conn, ref.digest)[0]
-
-
-def get_attachment(conn: sqlite3.Connection, digest: str) -> tuple[AttachmentRef, bytes]:
-    row = conn.execute(
-        "SELECT media_type, size, data FROM attachments WHERE digest = ?", (digest,)
-    ).fetchone()
-    if row is None:
-        raise AttachmentNotFound(digest)
-    return AttachmentRef(digest=digest, media_type=row[0], size=row[1]), bytes(row[2])

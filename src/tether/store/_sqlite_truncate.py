@@ -1,4 +1,4 @@
-"""The SQL of retention's truncation of a log's head (``Store.truncate_log``).
+"""The SQL of retention's truncation of a log's head (``RetentionStore.truncate_log``).
 
 One write on the writer's connection, inside its transaction: the records up to the anchor's seq
 go, the anchor takes the last one's place (its seq, kind code, bytes and hash in the records
@@ -26,7 +26,7 @@ def truncate_log(
     conn: sqlite3.Connection, conversation_id: str, draft: RecordDraft, touched: list[str]
 ) -> TruncatedLog:
     """Replace the records of ``conversation_id`` up to the seq ``draft`` names by it, sealed
-    in the place of the last one (see ``Store.truncate_log``)."""
+    in the place of the last one (see ``RetentionStore.truncate_log``)."""
     row = conn.execute(
         "SELECT number, session, head, bytes, "
         "(SELECT MIN(seq) FROM records WHERE conversation = number) "

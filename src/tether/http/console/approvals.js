@@ -1,15 +1,29 @@
 // The approvals inbox: the gates waiting for a decision across every session (GET /approvals),
 // each with its tool, arguments and digest; Approve, Reject (with a reason) and Edit (the
-// arguments as JSON, checked against the tool's schema as you type); and the decisions made.
-// Beside them, the questions runs wait on (GET /inputs), each answered with a value: JSON if
-// it parses, else the text typed (as `tether answer` reads it), checked against its schema.
+// arguments as a JSON object, checked as JSON as you type); and the decisions made. Beside
+// them, the questions runs wait on (GET /inputs), each answered with a value: JSON if it
+// parses, else the text typed (as `tether answer` reads it). Whether an edit or an answer fits
+// its schema the server says (jsonschema, the check that decides), shown where it was typed.
 
-import { agentPath, get, post } from "./api.js";
+import { get, post } from "./api.js";
 import { fill, h, jsonBlock, sessionHref, timeTag } from "./dom.js";
-import { validate } from "./schema.js";
 
 const PAGE = 200;
 const DECIDED_SHOWN = 50;
+
+/** Whether the editor holds a JSON object (the arguments a tool takes); says why not. */
+function check(textarea, problem, save) {
+  let why = "";
+  try {
+    const args = JSON.parse(textarea.value);
+    if (typeof args !== "object" || args === null || Array.isArray(args)) why = "args: must be an object";
+  } catch (error) {
+    why = `Not JSON: ${error.message}`;
+  }
+  problem.textContent = why;
+  save.disabled = why !== "";
+  return why === "";
+}
 
 export class ApprovalsPanel {
   constructor(root, { onCount }) {
@@ -23,7 +37,6 @@ export class ApprovalsPanel {
     this.approver.value = localStorage.getItem("tether.approver") || "console";
     this.approver.addEventListener("change", () => localStorage.setItem("tether.approver", this.approver.value));
     this.shown = null; // the ids of the pending cards on screen: they are rebuilt only if it changes
-    this.schemas = new Map();
   }
 
   /** Ask for the pending gates; the count goes to the badge. Cards are redrawn only when
@@ -101,12 +114,12 @@ export class ApprovalsPanel {
       edit.setAttribute("aria-expanded", String(opening));
       if (opening && !editorText.value) {
         editorText.value = JSON.stringify(gate.args, null, 2);
-        await this.check(gate, editorText, editorProblem, saveEdit);
+        check(editorText, editorProblem, saveEdit);
       }
     });
-    editorText.addEventListener("input", () => this.check(gate, editorText, editorProblem, saveEdit));
+    editorText.addEventListener("input", () => check(editorText, editorProblem, saveEdit));
     saveEdit.addEventListener("click", async () => {
-      if (await this.check(gate, editorText, editorProblem, saveEdit)) {
+      if (check(editorText, editorProblem, saveEdit)) {
         await decide("edit", { args: JSON.parse(editorText.value), reason: reason.value.trim() || undefined });
       }
     });
@@ -140,15 +153,10 @@ export class ApprovalsPanel {
         return value.value; // not JSON: the text itself
       }
     };
-    const check = () => {
-      const problems = item.schema ? validate(parsed(), item.schema, item.schema, "value") : [];
-      problem.textContent = problems.join("; ");
-      send.disabled = problems.length > 0;
-      return problems.length === 0;
-    };
-    value.addEventListener("input", check);
+    value.addEventListener("input", () => {
+      problem.textContent = "";
+    });
     send.addEventListener("click", async () => {
-      if (!check()) return;
       try {
         await post(`/inputs/${encodeURIComponent(item.inputId)}`, {
           value: parsed(),
@@ -170,36 +178,6 @@ export class ApprovalsPanel {
       h("div", { class: "actions" }, send),
       problem,
     );
-  }
-
-  /** The tool's parameters schema, from the gate's approval_requested record. */
-  async schema(gate) {
-    if (!this.schemas.has(gate.approvalId)) {
-      const key = { agent: gate.agent, instance: gate.instance };
-      const page = await get(agentPath(key, "/records"), { session: gate.session, after: gate.seq - 1, limit: 1 });
-      const record = page.records[0];
-      this.schemas.set(gate.approvalId, (record && record.payload.parameters) || null);
-    }
-    return this.schemas.get(gate.approvalId);
-  }
-
-  async check(gate, textarea, problem, save) {
-    let args;
-    try {
-      args = JSON.parse(textarea.value);
-    } catch (error) {
-      problem.textContent = `Not JSON: ${error.message}`;
-      save.disabled = true;
-      return false;
-    }
-    let problems = typeof args === "object" && args !== null && !Array.isArray(args) ? [] : ["args: must be an object"];
-    if (!problems.length) {
-      const schema = await this.schema(gate).catch(() => null);
-      if (schema) problems = validate(args, schema);
-    }
-    problem.textContent = problems.join("; ");
-    save.disabled = problems.length > 0;
-    return problems.length === 0;
   }
 
   decidedItem(gate) {

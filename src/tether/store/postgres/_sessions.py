@@ -1,5 +1,5 @@
-"""Sessions on PostgreSQL: the sessions index, erasing a session, importing a log, and the
-v7 backfill.
+"""The sessions index on PostgreSQL (``SessionListStore.list_sessions``), and the v7
+backfill.
 
 **The index.** A conversation's row keeps its last activity (``last_activity_at``, its last
 record's time), its head (``records``) and the canonical bytes of its records (``bytes``),
@@ -8,33 +8,17 @@ pays a statement more. Each filter (none, the agent, the agent and instance) has
 the listing order, newest activity first, then the conversation id bytewise; a page past a
 cursor starts where the index's bound says, and only the rows as old as the cursor's are
 filtered by id.
-
-**An erase** locks its submissions' rows and the conversation's (appends wait for it, then
-find no conversation), in the order every other transaction takes them, then the
-attachments its records reference, in digest order, before a statement of its own checks
-whether another conversation references them: two conversations erased at once that share
-an attachment cannot each keep it for the other. Everything else goes in one statement.
-
-**An import** writes the conversation row, then its records in batches as they are checked
-(``ImportCheck``: the chain, the record its own log begins with), the gates of its own records
-(a fork's copied ones stay its parent's) and what they reference, then the row's anchor, in
-one transaction: a log streamed from a file is never held whole, and a record that fails
-rolls it all back.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Final
 
 from psycopg import AsyncConnection
-from psycopg.errors import DeadlockDetected
 from psycopg.rows import TupleRow
 
 from tether._payloads import ConversationParent
-from tether.errors import ConversationNotFound, SessionExists, StoreUnavailable
 from tether.records import Record
 from tether.store._common import (
     attachment_digests,
@@ -46,23 +30,14 @@ from tether.store._common import (
     record_time,
     to_micros,
 )
-from tether.store._import import ImportCheck
-from tether.store._sessions import ErasedSession, SessionRow
-from tether.store._types import Conversation, SessionKey
-from tether.store.postgres._gates import index_gates
-from tether.store.postgres._log import (
-    Channels,
-    insert_conversation,
-    insert_records,
-    notify,
-)
-from tether.store.postgres._refs import INSERT_REFS, index_refs
+from tether.store._sessions import SessionRow
+from tether.store._types import SessionKey
+from tether.store.postgres._refs import INSERT_REFS
 
-__all__ = ("backfill", "erase", "erase_session", "import_conversation", "list_sessions")
+__all__ = ("backfill", "list_sessions")
 
 Conn = AsyncConnection[TupleRow]
 
-_ERASE_ATTEMPTS: Final = 5
 
 _SESSION_COLUMNS: Final = (
     "id, agent, instance, session, created_at, parent, last_activity_at, head, bytes"
@@ -114,152 +89,6 @@ async def list_sessions(
         )
     ).fetchall()
     return [_row(row) for row in rows]
-
-
-_ERASE: Final = """
-WITH records_gone AS (
-    DELETE FROM records WHERE conversation_id = %(cid)s RETURNING 1
-), snapshot_gone AS (
-    DELETE FROM snapshots WHERE conversation_id = %(cid)s RETURNING 1
-), gates_gone AS (
-    DELETE FROM gates WHERE conversation_id = %(cid)s
-), refs_gone AS (
-    DELETE FROM attachment_refs WHERE conversation_id = %(cid)s
-), attempts_gone AS (
-    DELETE FROM attempts WHERE submission_id IN (
-        SELECT id FROM submissions WHERE conversation_id = %(cid)s
-    )
-), submissions_gone AS (
-    DELETE FROM submissions WHERE conversation_id = %(cid)s RETURNING 1
-), attachments_gone AS (
-    DELETE FROM attachments a WHERE a.digest = ANY(%(digests)s::text[]) AND NOT EXISTS (
-        SELECT 1 FROM attachment_refs r
-        WHERE r.digest = a.digest AND r.conversation_id <> %(cid)s
-    )
-    RETURNING a.digest
-), conversation_gone AS (
-    DELETE FROM conversations WHERE id = %(cid)s
-)
-SELECT (SELECT count(*) FROM records_gone), (SELECT count(*) FROM submissions_gone),
-       EXISTS (SELECT 1 FROM snapshot_gone),
-       ARRAY(SELECT digest FROM attachments_gone ORDER BY digest COLLATE "C"),
-       pg_notify(%(channel)s, %(payload)s)
-"""
-"""Everything of a conversation, in one statement: its rows reference one another only
-through foreign keys checked at the statement's end, when all of them are gone. The append
-notification wakes its tailers, who then find no conversation."""
-
-
-async def erase(
-    run: Callable[..., Awaitable[ErasedSession]], conversation_id: str, channels: Channels
-) -> ErasedSession:
-    """``erase_session`` in a transaction (``run``), begun again if it deadlocked: a
-    submission of the conversation admitted while it ran may be locked by a claim or a
-    settlement in the other order (the erase took the ones it found first)."""
-    for attempt in itertools.count(1):
-        try:
-            return await run(erase_session, conversation_id, channels)
-        except StoreUnavailable as exc:
-            if attempt == _ERASE_ATTEMPTS or not isinstance(exc.__cause__, DeadlockDetected):
-                raise
-    raise AssertionError("unreachable")
-
-
-async def erase_session(conn: Conn, conversation_id: str, channels: Channels) -> ErasedSession:
-    """Remove the conversation and everything of it, in the caller's transaction."""
-    # Its submissions' rows before the conversation's, the order every claim, settlement
-    # and decision locks them in.
-    await conn.execute(
-        "SELECT 1 FROM submissions WHERE conversation_id = %s ORDER BY position FOR UPDATE",
-        (conversation_id,),
-    )
-    row = await (
-        await conn.execute(
-            "SELECT agent, instance, session FROM conversations WHERE id = %s FOR UPDATE",
-            (conversation_id,),
-        )
-    ).fetchone()
-    if row is None:
-        raise ConversationNotFound(conversation_id)
-    key = SessionKey(*row)
-    # Its attachments, locked in digest order (as every erase locks them): an erase of
-    # another conversation that references them too commits first, or waits for this one.
-    # The statement that checks the other references starts once the locks are held.
-    digests = [
-        digest
-        for (digest,) in await (
-            await conn.execute(
-                "SELECT digest FROM attachments WHERE digest IN ("
-                "SELECT digest FROM attachment_refs WHERE conversation_id = %s) "
-                'ORDER BY digest COLLATE "C" FOR UPDATE',
-                (conversation_id,),
-            )
-        ).fetchall()
-    ]
-    erased = await (
-        await conn.execute(
-            _ERASE,
-            {
-                "cid": conversation_id,
-                "digests": digests,
-                "channel": channels.append,
-                "payload": f"{conversation_id}:0",
-            },
-        )
-    ).fetchone()
-    assert erased is not None  # a bare SELECT returns its row
-    records, submissions, snapshot, gone, _ = erased
-    return ErasedSession(
-        conversation_id=conversation_id,
-        key=key,
-        records=int(records),
-        submissions=int(submissions),
-        snapshot=bool(snapshot),
-        attachments=tuple(gone),
-    )
-
-
-async def import_conversation(
-    conn: Conn, conversation: Conversation, records: Iterable[Record], channels: Channels
-) -> bool:
-    """Create ``conversation`` holding exactly ``records``, each checked as it comes
-    (:class:`ImportCheck`) and written in batches, in the caller's transaction (a record
-    that fails rolls it all back); ``False`` if the store holds that very log already."""
-    check = ImportCheck(conversation)
-    if not await insert_conversation(conn, conversation, None):
-        # Its id or its session key is taken: by this log (the head hash seals all of it,
-        # the key and the parent included), or by another. The whole log is checked first.
-        for _ in check.batches(records):
-            pass
-        last = check.finish()
-        held = await (
-            await conn.execute(
-                "SELECT head, head_hash FROM conversations WHERE id = %s", (conversation.id,)
-            )
-        ).fetchone()
-        if held is not None and (int(held[0]), bytes(held[1]).hex()) == (last.seq, last.hash):
-            return False
-        raise SessionExists(str(conversation.key))
-    for batch in check.batches(records):
-        await insert_records(conn, conversation.id, batch)
-        # Its own records' gates (a fork's copied ones are its parent's); a truncated log's
-        # records start at its anchor, so they are told apart by seq, not by position.
-        await index_gates(conn, conversation.id, [r for r in batch if r.seq >= check.start])
-        await index_refs(conn, conversation.id, batch)
-    last = check.finish()
-    await conn.execute(
-        "UPDATE conversations SET head = %s, head_hash = %s, "
-        "last_activity_at = %s::timestamptz, bytes = %s WHERE id = %s",
-        (
-            last.seq,
-            bytes.fromhex(last.hash),
-            record_time(last.canonical),
-            check.bytes,
-            conversation.id,
-        ),
-    )
-    await notify(conn, channels.append, f"{conversation.id}:{last.seq}")
-    return True
 
 
 # --- the v7 backfill ------------------------------------------------------------------

@@ -38,6 +38,21 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._notify import wait_for_head
+from tether.store._protocol import (
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChangeFeed,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+    Store,
+)
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
     Admission,
@@ -53,7 +68,9 @@ from tether.store._types import (
 from tether.store.postgres import (
     _admission,
     _children,
+    _erasure,
     _gates,
+    _import,
     _log,
     _schedules,
     _sessions,
@@ -85,8 +102,23 @@ class _Head:
 Conn = psycopg.AsyncConnection[TupleRow]
 
 
-class PostgresStore:
-    """A complete store in a PostgreSQL database (``postgresql://...``), for many workers.
+class PostgresStore(
+    Store,
+    AdmitAndClaimStore,
+    AttachmentStore,
+    ChangeFeed,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    OwnerLiveness,
+    RetentionStore,
+    ScheduleStore,
+    SessionListStore,
+    SnapshotStore,
+):
+    """A store in a PostgreSQL database (``postgresql://...``), for many workers: the core
+    and every capability.
 
     Every process opening the same database and schema shares the store: claims take disjoint
     session heads (``FOR UPDATE SKIP LOCKED``), fences reject zombie writers, and
@@ -747,7 +779,7 @@ class PostgresStore:
         return await self._autocommit(_sessions.list_sessions, agent, instance, limit, after)
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
-        erased = await _sessions.erase(self._run, conversation_id, self._channels)
+        erased = await _erasure.erase(self._run, conversation_id, self._channels)
         self._heads.pop(conversation_id, None)
         self._wake.appends.notify([conversation_id])  # its tailers look, and find it gone
         return erased
@@ -763,7 +795,7 @@ class PostgresStore:
     async def import_conversation(
         self, conversation: Conversation, records: Iterable[Record]
     ) -> bool:
-        return await self._run(_sessions.import_conversation, conversation, records, self._channels)
+        return await self._run(_import.import_conversation, conversation, records, self._channels)
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
         return await self._autocommit(_schedules.put_schedule, schedule)

@@ -1,7 +1,7 @@
 """Retention on PostgreSQL: truncating a log's head, and keeping a snapshot of a log that
 may be truncated meanwhile (a fork's prefix is read in ``_log.fork_prefix``).
 
-**A truncation** (``Store.truncate_log``) is one transaction. It locks the conversation's
+**A truncation** (``RetentionStore.truncate_log``) is one transaction. It locks the conversation's
 row as a checked append does (``FOR UPDATE``: appends, erasures and other truncations of the
 log serialize with it; the one-statement append waits for the row and then finds its head
 unchanged), then, in a statement of its own (so that its snapshot is taken once the lock is
@@ -67,7 +67,7 @@ async def truncate_log(
     conn: Conn, conversation_id: str, anchor: RecordDraft, channels: Channels
 ) -> TruncatedLog:
     """Replace the head of the log up to the seq ``anchor`` names by it, in the caller's
-    transaction (see ``Store.truncate_log``)."""
+    transaction (see ``RetentionStore.truncate_log``)."""
     locked = await (await conn.execute(_LOCK, (conversation_id,))).fetchone()
     if locked is None:
         raise ConversationNotFound(conversation_id)

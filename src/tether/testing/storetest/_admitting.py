@@ -7,13 +7,13 @@ from datetime import timedelta
 import pytest
 
 from tether.errors import DispatchConflict
-from tether.store import Admission, NewSubmission, Store, SubmissionStatus
-from tether.testing.storetest._base import T0, BaseConformance, Fixtures, case
+from tether.store import Admission, NewSubmission, SubmissionStatus
+from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("AdmitAndClaimCases",)
 
 
-async def _admit_and_claim(store: Store, new: NewSubmission, attempt_id: str) -> Admission:
+async def _admit_and_claim(store: CompleteStore, new: NewSubmission, attempt_id: str) -> Admission:
     return await store.admit_and_claim(
         new,
         attempt_id=attempt_id,
@@ -23,10 +23,11 @@ async def _admit_and_claim(store: Store, new: NewSubmission, attempt_id: str) ->
     )
 
 
+@needs("admit_and_claim")
 class AdmitAndClaimCases(BaseConformance):
     @case
     async def test_admit_and_claim_claims_an_idle_sessions_head(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         admission = await _admit_and_claim(store, fx.new(), "att-1")
         claimed = admission.submission
@@ -44,7 +45,7 @@ class AdmitAndClaimCases(BaseConformance):
 
     @case
     async def test_admit_and_claim_leaves_a_later_submission_queued(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         first = await fx.admit()
         admission = await _admit_and_claim(store, fx.new(), "att-1")
@@ -61,7 +62,7 @@ class AdmitAndClaimCases(BaseConformance):
 
     @case
     async def test_admit_and_claim_replays_without_claiming(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         original = await fx.admit(dispatch_id="d1")
         replay = await _admit_and_claim(store, fx.new(dispatch_id="d1"), "att-1")

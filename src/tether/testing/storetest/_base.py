@@ -7,14 +7,70 @@ import itertools
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
+
+import pytest
 
 from tether.records import RecordDraft, UserMessage, format_time
-from tether.store import NewSubmission, SessionKey, Store, Submission, TaskParent
+from tether.store import (
+    CAPABILITIES,
+    AdmitAndClaimStore,
+    AttachmentStore,
+    CapabilityName,
+    ChildStore,
+    ForkStore,
+    GateStore,
+    ImportStore,
+    NewSubmission,
+    RetentionStore,
+    ScheduleStore,
+    SessionKey,
+    SessionListStore,
+    SnapshotStore,
+    Store,
+    StoreCapabilities,
+    Submission,
+    TaskParent,
+)
 
-__all__ = ("BaseConformance", "Fixtures", "case")
+__all__ = (
+    "BaseConformance",
+    "CompleteStore",
+    "Fixtures",
+    "Needed",
+    "case",
+    "complete",
+    "needs",
+    "offers",
+)
 
 SelfT = TypeVar("SelfT", bound="BaseConformance")
+MarkedT = TypeVar("MarkedT", bound=Callable[..., Any] | type)
+
+Needed = CapabilityName | Literal["waits"]
+"""What a case may need beyond the core: a capability, or ``waits`` (parking, which a store
+offers with gates or children)."""
+
+
+class CompleteStore(
+    Store,
+    AdmitAndClaimStore,
+    AttachmentStore,
+    SnapshotStore,
+    ForkStore,
+    GateStore,
+    ChildStore,
+    SessionListStore,
+    RetentionStore,
+    ImportStore,
+    ScheduleStore,
+    Protocol,
+):
+    """A store that offers every capability but the two across processes (``change_feed``
+    and ``liveness``), as the shipped stores do: how the cases see a store (each runs only
+    on a store that offers what it is marked to need, :func:`needs`, so that is all it
+    calls), and how a test of a feature types the store it runs on (:func:`complete`)."""
+
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 AGENT, INSTANCE = "support", "acme"
@@ -36,24 +92,79 @@ class BaseConformance:
         raise NotImplementedError
 
 
+def complete(store: Store) -> CompleteStore:
+    """``store``, seen as offering every capability :class:`CompleteStore` covers (as every
+    shipped store does); ``TypeError`` naming what it lacks otherwise.
+
+    Example::
+
+        store = complete(await open_store(url))
+        children = await store.list_children(submission_id)
+    """
+    lacking = [n for n in StoreCapabilities.of(store).missing if n not in _CROSS_PROCESS]
+    if lacking:
+        raise TypeError(f"{type(store).__name__} does not offer {', '.join(lacking)}")
+    return cast(CompleteStore, store)
+
+
+_CROSS_PROCESS = ("change_feed", "liveness")
+"""What :class:`CompleteStore` leaves out: wake-ups and liveness across processes."""
+
+
+def offers(store: Store, needed: Needed) -> bool:
+    """Whether ``store`` offers what a case needs."""
+    capabilities = StoreCapabilities.of(store)
+    if needed == "waits":
+        return capabilities.waits is not None
+    return needed not in capabilities.missing
+
+
+def needs(*needed: Needed) -> Callable[[MarkedT], MarkedT]:
+    """Mark a case, or every case of a class of cases, as needing these capabilities: it is
+    skipped on a store that does not offer them (a backend passes the core cases and those
+    of each capability it offers)."""
+    unknown = set(needed) - {*CAPABILITIES, "waits"}
+    if unknown:
+        raise ValueError(f"no such capabilities: {sorted(unknown)}")
+
+    def mark(target: MarkedT) -> MarkedT:
+        cases = (
+            [v for k, v in vars(target).items() if k.startswith("test_")]
+            if isinstance(target, type)
+            else [target]
+        )
+        for test in cases:
+            setattr(test, "needs", (*getattr(test, "needs", ()), *needed))  # noqa: B010
+        return target
+
+    return mark
+
+
 def case(
-    fn: Callable[[SelfT, Store, Fixtures], Awaitable[None]],
+    fn: Callable[[SelfT, CompleteStore, Fixtures], Awaitable[None]],
 ) -> Callable[[SelfT, Path], None]:
-    """Turn ``async def case(self, store, fx)`` into a plain pytest test with a fresh store.
+    """Turn ``async def case(self, store, fx)`` into a plain pytest test with a fresh store,
+    skipped when the store does not offer what the case :func:`needs`.
 
     Plain functions keep the suite independent of whichever async pytest plugin (if any)
     the backend's project uses.
     """
 
     def test(self: SelfT, tmp_path: Path) -> None:
-        async def run() -> None:
+        async def run() -> list[Needed]:
             store = await self.make_store(tmp_path)
             try:
-                await fn(self, store, Fixtures(store))
+                missing = [n for n in getattr(test, "needs", ()) if not offers(store, n)]
+                if not missing:
+                    complete = cast(CompleteStore, store)
+                    await fn(self, complete, Fixtures(complete))
+                return missing
             finally:
                 await store.close()
 
-        asyncio.run(run())
+        missing = asyncio.run(run())
+        if missing:
+            pytest.skip(f"the store does not offer {', '.join(missing)}")
 
     # Not functools.wraps: pytest must see (self, tmp_path), not the coroutine's signature.
     test.__name__ = test.__qualname__ = fn.__name__
@@ -64,7 +175,7 @@ def case(
 class Fixtures:
     """Deterministic ids, times and shortcuts used by the cases."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: CompleteStore) -> None:
         self.store = store
         self._ids = itertools.count(1)
 

@@ -13,12 +13,11 @@ from tether.records import ConversationCreated
 from tether.store import (
     WAIT_FOR_CHILDREN,
     ClaimSettlement,
-    Store,
     Submission,
     SubmissionStatus,
     TaskParent,
 )
-from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("ChildCases",)
 
@@ -54,7 +53,7 @@ async def _spawn(
 
 
 async def _park(
-    store: Store,
+    store: CompleteStore,
     running: Submission,
     *,
     expected_seq: int | None = None,
@@ -69,7 +68,7 @@ async def _park(
     )
 
 
-async def _run_to_settled(store: Store, fx: Fixtures, child: Submission, how: str) -> None:
+async def _run_to_settled(store: CompleteStore, fx: Fixtures, child: Submission, how: str) -> None:
     """Settle ``child`` by one of the three operations that settle a submission."""
     if how == "absorbed":
         await store.settle_absorbed(child.id, settlement=SETTLED, now=fx.at(5))
@@ -91,9 +90,12 @@ async def _run_to_settled(store: Store, fx: Fixtures, child: Submission, how: st
     )
 
 
+@needs("children")
 class ChildCases(BaseConformance):
     @case
-    async def test_a_child_keeps_its_parent_and_depth(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_child_keeps_its_parent_and_depth(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         root = await fx.claim(await fx.admit())
         assert root.parent_submission_id is None and root.depth == 0
         new = fx.new("task-a", dispatch_id=f"{root.id}:a", parent=_parent_of(root, "a", seq=3))
@@ -115,7 +117,9 @@ class ChildCases(BaseConformance):
         assert await store.verify(child.conversation_id) == 1
 
     @case
-    async def test_a_child_admission_is_idempotent(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_child_admission_is_idempotent(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         """A spawn re-driven after a crash admits the same child, never a second one."""
         root = await fx.claim(await fx.admit())
         first = await _spawn(fx, root, "a")
@@ -127,7 +131,7 @@ class ChildCases(BaseConformance):
 
     @case
     async def test_a_tree_admits_at_most_its_total_below_the_root(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """``max_total`` counts a tree's submissions at every depth; one past it is refused
         and leaves nothing, a re-admitted child is found whatever the count, and another
@@ -158,7 +162,7 @@ class ChildCases(BaseConformance):
 
     @case
     async def test_concurrent_admissions_into_one_tree_keep_its_total(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """Spawns racing from several parents of one tree (on a backend with concurrent
         writers, on several connections) admit exactly the total."""
@@ -182,7 +186,7 @@ class ChildCases(BaseConformance):
         assert len(below) == 6
 
     @case
-    async def test_list_children(self, store: Store, fx: Fixtures) -> None:
+    async def test_list_children(self, store: CompleteStore, fx: Fixtures) -> None:
         root = await fx.claim(await fx.admit())
         other = await fx.claim(await fx.admit("other"))
         a = await _spawn(fx, root, "a")
@@ -197,7 +201,7 @@ class ChildCases(BaseConformance):
 
     @case
     async def test_a_parent_waits_while_a_child_is_unsettled(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         root = await fx.claim(await fx.admit())
         await _spawn(fx, root, "a")
@@ -210,7 +214,9 @@ class ChildCases(BaseConformance):
         assert await store.list_expired_leases(fx.at(10_000)) == []
 
     @case
-    async def test_a_park_for_settled_children_requeues(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_park_for_settled_children_requeues(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         """The children may all settle before the parent parks: then there is nothing to
         wait for, and the park requeues it (refunded) instead."""
         root = await fx.claim(await fx.admit())
@@ -223,7 +229,7 @@ class ChildCases(BaseConformance):
 
     @case
     async def test_the_last_child_to_settle_wakes_the_parent(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """In the commit that settles it, by whichever operation settles it."""
         for how in ("two-phase", "append-settled", "absorbed"):
@@ -239,7 +245,7 @@ class ChildCases(BaseConformance):
 
     @case
     async def test_only_a_wait_for_children_is_woken_by_them(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """A parent waiting for an approval, or still running, is left as it is when its
         children settle; so is a settled one."""
@@ -255,7 +261,7 @@ class ChildCases(BaseConformance):
         assert await store.get_submission(running.id) == running
 
     @case
-    async def test_waits_past_their_deadline(self, store: Store, fx: Fixtures) -> None:
+    async def test_waits_past_their_deadline(self, store: CompleteStore, fx: Fixtures) -> None:
         root = await fx.claim(await fx.admit())
         other = await fx.claim(await fx.admit("other"))
         await _spawn(fx, root, "a")

@@ -1,17 +1,17 @@
-"""Conformance cases for ``Store.append_decision``: a decision and its wake-up in one commit."""
+"""Conformance cases for ``GateStore.append_decision``: a decision and its wake-up in one commit."""
 
 from __future__ import annotations
 
 import pytest
 
 from tether.errors import ClaimLost, Conflict, ConversationNotFound
-from tether.store import Store, Submission, SubmissionStatus
-from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.store import Submission, SubmissionStatus
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("DecisionCases",)
 
 
-async def _parked(store: Store, fx: Fixtures) -> Submission:
+async def _parked(store: CompleteStore, fx: Fixtures) -> Submission:
     claimed = await fx.claim(await fx.admit())
     return await store.park(
         claimed.id,
@@ -21,10 +21,11 @@ async def _parked(store: Store, fx: Fixtures) -> Submission:
     )
 
 
+@needs("gates")
 class DecisionCases(BaseConformance):
     @case
     async def test_append_decision_wakes_the_waiting_submission(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         parked = await _parked(store, fx)
         assert parked.status is SubmissionStatus.WAITING
@@ -41,7 +42,9 @@ class DecisionCases(BaseConformance):
         assert await store.verify(cid) == head + 1
 
     @case
-    async def test_append_decision_is_no_writers_turn(self, store: Store, fx: Fixtures) -> None:
+    async def test_append_decision_is_no_writers_turn(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         """A decision is appended at the conversation's current fence, whatever fence its
         writer holds: it supersedes no one (the holder of the current fence appends on) and
         no fence refuses it. A running attempt is left alone; its park finds the head moved."""
@@ -60,7 +63,7 @@ class DecisionCases(BaseConformance):
 
     @case
     async def test_append_decision_refused_writes_and_wakes_nothing(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         parked = await _parked(store, fx)
         cid = parked.conversation_id
@@ -76,7 +79,7 @@ class DecisionCases(BaseConformance):
 
     @case
     async def test_append_decision_leaves_other_statuses_alone(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """Only a waiting submission is woken; a queued, running or settled one, or an
         unknown id, is left as it is, and the decision is written all the same."""

@@ -1,4 +1,4 @@
-"""Conformance cases for ``Store.list_gates``: approval gates, indexed in the commit of the
+"""Conformance cases for ``GateStore.list_gates``: approval gates, indexed in the commit of the
 records that open, decide and close them, listed in request order, filtered and paged."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from tether.records import (
     ToolOutcome,
     format_time,
 )
-from tether.store import ClaimSettlement, Gate, GateStatus, SessionKey, Store
-from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.store import ClaimSettlement, Gate, GateStatus, SessionKey
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("FILTERS", "GateCases", "Writer")
 
@@ -36,7 +36,7 @@ Decision = Literal["approve", "reject", "edit"]
 class Writer:
     """Writes gate records as the journal and the engine do, at chosen times."""
 
-    def __init__(self, store: Store, fx: Fixtures) -> None:
+    def __init__(self, store: CompleteStore, fx: Fixtures) -> None:
         self.store, self.fx = store, fx
 
     def draft(
@@ -121,18 +121,19 @@ class Writer:
         return await self.store.append(cid, list(drafts), expected_seq=head, fence=fence)
 
 
-async def _one(store: Store, **filters: Any) -> Gate:
+async def _one(store: CompleteStore, **filters: Any) -> Gate:
     [gate] = await store.list_gates(**filters)
     return gate
 
 
-async def _everything(store: Store) -> list[Gate]:
+async def _everything(store: CompleteStore) -> list[Gate]:
     return await store.list_gates(limit=10_000)
 
 
+@needs("gates")
 class GateCases(BaseConformance):
     @case
-    async def test_a_request_opens_a_pending_gate(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_request_opens_a_pending_gate(self, store: CompleteStore, fx: Fixtures) -> None:
         w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid, args={"to": "bob@example.com", "n": 1.5}, at=3)
@@ -157,7 +158,9 @@ class GateCases(BaseConformance):
         assert await store.list_gates(status=GateStatus.CLOSED) == []
 
     @case
-    async def test_a_decision_decides_its_gate_for_good(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_decision_decides_its_gate_for_good(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid)
@@ -175,7 +178,9 @@ class GateCases(BaseConformance):
         assert await store.list_gates() == [gate]
 
     @case
-    async def test_a_denied_outcome_closes_a_pending_gate(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_denied_outcome_closes_a_pending_gate(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid)
@@ -197,7 +202,9 @@ class GateCases(BaseConformance):
         assert await store.list_gates() == [closed]
 
     @case
-    async def test_one_batch_opens_and_decides_in_order(self, store: Store, fx: Fixtures) -> None:
+    async def test_one_batch_opens_and_decides_in_order(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = Writer(store, fx)
         cid = await fx.conversation()
         requested = ApprovalRequested(
@@ -208,7 +215,9 @@ class GateCases(BaseConformance):
         assert (gate.status, gate.decision, gate.seq) == (GateStatus.DECIDED, "reject", 2)
 
     @case
-    async def test_a_refused_append_indexes_nothing(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_refused_append_indexes_nothing(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = Writer(store, fx)
         claimed = await fx.claim(await fx.admit())
         cid = claimed.conversation_id
@@ -252,14 +261,16 @@ class GateCases(BaseConformance):
         assert (await _one(store)).status is GateStatus.CLOSED
 
     @case
-    async def test_concurrent_requests_each_open_a_gate(self, store: Store, fx: Fixtures) -> None:
+    async def test_concurrent_requests_each_open_a_gate(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = Writer(store, fx)
         cids = [await fx.conversation(f"s{n}") for n in range(8)]
         await asyncio.gather(*(w.request(cid) for cid in cids))
         assert sorted(g.conversation_id for g in await _everything(store)) == sorted(cids)
 
     @case
-    async def test_filters_order_and_pages(self, store: Store, fx: Fixtures) -> None:
+    async def test_filters_order_and_pages(self, store: CompleteStore, fx: Fixtures) -> None:
         """Every combination of filters lists exactly its gates, in request order (time,
         then conversation id, then seq), and pages through them with cursors."""
         w = Writer(store, fx)
@@ -309,7 +320,9 @@ class GateCases(BaseConformance):
                         assert paged == expected, (status, filters)
 
     @case
-    async def test_a_cursor_names_a_place_in_the_order(self, store: Store, fx: Fixtures) -> None:
+    async def test_a_cursor_names_a_place_in_the_order(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = Writer(store, fx)
         cid = await fx.conversation()
         first = await w.request(cid, call="c1", at=1)
@@ -340,9 +353,10 @@ class GateCases(BaseConformance):
             await store.list_gates(limit=0)
         assert await store.list_gates(agent="no\x00such") == []
 
+    @needs("forks")
     @case
     async def test_a_fork_leaves_its_parents_gates_to_the_parent(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         w = Writer(store, fx)
         parent = await fx.conversation()
@@ -368,7 +382,7 @@ class GateCases(BaseConformance):
         ]
 
     @case
-    async def test_listed_gates_are_copies(self, store: Store, fx: Fixtures) -> None:
+    async def test_listed_gates_are_copies(self, store: CompleteStore, fx: Fixtures) -> None:
         w = Writer(store, fx)
         cid = await fx.conversation()
         approval_id = await w.request(cid, args={"to": ["bob"]})

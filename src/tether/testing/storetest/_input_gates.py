@@ -1,4 +1,4 @@
-"""Conformance cases for input gates (``Store.list_gates(kind=...)``): an ``input_requested``
+"""Conformance cases for input gates (``GateStore.list_gates(kind=...)``): an ``input_requested``
 opens a gate of kind ``input`` beside the approvals, ``input_answered`` decides it with the
 answer, a denied outcome closes it; the kind filter and the cursors work across both kinds."""
 
@@ -11,8 +11,8 @@ from pydantic import JsonValue
 
 from tether.messages import Mediation, ToolOutcomeStatus, args_digest
 from tether.records import ApprovalDecided, InputAnswered, InputRequested, RecordDraft, ToolCalled
-from tether.store import Gate, GateKind, GateStatus, SessionKey, Store
-from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.store import Gate, GateKind, GateStatus, SessionKey
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 from tether.testing.storetest._gates import FILTERS, Writer
 
 __all__ = ("InputGateCases",)
@@ -76,13 +76,16 @@ class _Asker(Writer):
         )
 
 
-async def _everything(store: Store) -> list[Gate]:
+async def _everything(store: CompleteStore) -> list[Gate]:
     return await store.list_gates(limit=10_000)
 
 
+@needs("gates")
 class InputGateCases(BaseConformance):
     @case
-    async def test_an_ask_opens_a_pending_input_gate(self, store: Store, fx: Fixtures) -> None:
+    async def test_an_ask_opens_a_pending_input_gate(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = _Asker(store, fx)
         cid = await fx.conversation()
         args: dict[str, JsonValue] = {"value": {"q": "city", "n": 1.5}}
@@ -116,7 +119,9 @@ class InputGateCases(BaseConformance):
         assert (loose.answer_schema, loose.args, loose.args_digest) == (None, {}, args_digest({}))
 
     @case
-    async def test_an_answer_decides_its_input_gate(self, store: Store, fx: Fixtures) -> None:
+    async def test_an_answer_decides_its_input_gate(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         w = _Asker(store, fx)
         cid = await fx.conversation()
         input_id = await w.ask(cid)
@@ -138,7 +143,7 @@ class InputGateCases(BaseConformance):
         assert await _everything(store) == [gate]
 
     @case
-    async def test_any_json_value_answers(self, store: Store, fx: Fixtures) -> None:
+    async def test_any_json_value_answers(self, store: CompleteStore, fx: Fixtures) -> None:
         w = _Asker(store, fx)
         cid = await fx.conversation()
         values: list[JsonValue] = [None, "Oslo", 0, False, [], {"a": None}, "é\u2028\x00"]
@@ -151,7 +156,7 @@ class InputGateCases(BaseConformance):
 
     @case
     async def test_a_decision_of_one_kind_leaves_the_other(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """An approval's decision naming an input id, or an answer naming an approval id,
         decides nothing (the ids have one shape; the kinds keep them apart)."""
@@ -179,7 +184,7 @@ class InputGateCases(BaseConformance):
 
     @case
     async def test_a_denied_outcome_closes_a_pending_input_gate(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         w = _Asker(store, fx)
         cid = await fx.conversation()
@@ -207,7 +212,7 @@ class InputGateCases(BaseConformance):
 
     @case
     async def test_kinds_filter_and_page_across_mixed_kinds(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """Approvals and inputs interleaved in every status: each kind, with every status and
         filter, lists exactly its gates in request order and pages through them; a cursor
@@ -268,9 +273,10 @@ class InputGateCases(BaseConformance):
                 past = [g for g in everything if g.kind is kind and g.order_key > gate.order_key]
                 assert await store.list_gates(kind=kind, after=gate.cursor) == past
 
+    @needs("forks")
     @case
     async def test_a_fork_leaves_its_parents_input_gates_to_the_parent(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         w = _Asker(store, fx)
         parent = await fx.conversation()
@@ -297,7 +303,7 @@ class InputGateCases(BaseConformance):
         ]
 
     @case
-    async def test_listed_input_gates_are_copies(self, store: Store, fx: Fixtures) -> None:
+    async def test_listed_input_gates_are_copies(self, store: CompleteStore, fx: Fixtures) -> None:
         w = _Asker(store, fx)
         cid = await fx.conversation()
         input_id = await w.ask(cid, schema={"type": "object", "enum": [{"a": 1}]})

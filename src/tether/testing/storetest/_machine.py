@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -32,6 +32,7 @@ from hypothesis.stateful import (
 from tether.errors import TetherError
 from tether.records import Record, RecordDraft, StepRecorded, UserMessage, format_time
 from tether.store import (
+    CAPABILITIES,
     ClaimSettlement,
     Conversation,
     MemoryStore,
@@ -40,7 +41,7 @@ from tether.store import (
     Store,
     SubmissionStatus,
 )
-from tether.testing.storetest._base import T0, BaseConformance
+from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Needed, offers
 from tether.testing.storetest._machine_gates import GateRules
 from tether.testing.storetest._machine_sessions import SessionRules
 
@@ -92,6 +93,8 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
         path = self.directory / f"example-{next(self._examples)}"
         path.mkdir(parents=True)
         self.subject = self.loop.run_until_complete(self.factory[0](path))
+        everything: tuple[Needed, ...] = (*CAPABILITIES, "waits")
+        self.offered = {n for n in everything if offers(self.subject, n)}
         self.ids = itertools.count(1)
         self.clock = 0
         self.submissions: list[str] = []
@@ -107,13 +110,27 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
     def _id(self, prefix: str) -> str:
         return f"{prefix}-{next(self.ids):06d}"
 
-    def _both(self, operation: Callable[[Store], Awaitable[Any]], *, count: bool = True) -> Any:
+    def offers(self, needed: Needed) -> bool:
+        return needed in self.offered
+
+    def _both(
+        self,
+        operation: Callable[[CompleteStore], Awaitable[Any]],
+        *,
+        count: bool = True,
+        needs: Needed | None = None,
+    ) -> Any:
+        """Run ``operation`` on both stores; an operation the backend does not offer runs
+        on neither (``("skipped", None)``), so the two stay in step."""
+        if needs is not None and not self.offers(needs):
+            return ("skipped", None)
         if count:
             self.steps.append(1)
         outcomes = []
         for store in (self.reference, self.subject):
             try:
-                outcomes.append(("ok", _normalize(self.loop.run_until_complete(operation(store)))))
+                done = self.loop.run_until_complete(operation(cast(CompleteStore, store)))
+                outcomes.append(("ok", _normalize(done)))
             except TetherError as exc:
                 outcomes.append(("error", type(exc).__name__))
         assert outcomes[0] == outcomes[1], f"reference {outcomes[0]!r} != backend {outcomes[1]!r}"
@@ -171,7 +188,8 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
                 owner_id="o",
                 lease_expires_at=now + timedelta(seconds=lease),
                 now=now,
-            )
+            ),
+            needs="admit_and_claim",
         )
         if kind == "ok":
             self.submissions.append(result.submission.id)
@@ -215,7 +233,7 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
         cid = self.loop.run_until_complete(self.reference.get_submission(sid)).conversation_id
         head = self.loop.run_until_complete(self.reference.head(cid))
         seen = data.draw(st.sampled_from((None, head, head, head - 1)))  # a park's CAS
-        operations: dict[str, Callable[[Store], Awaitable[Any]]] = {
+        operations: dict[str, Callable[[CompleteStore], Awaitable[Any]]] = {
             "release": lambda s: s.release(sid, attempt_id=attempt, last_error=error),
             "refund": lambda s: s.release(sid, attempt_id=attempt, refund_attempt=True),
             "renew": lambda s: s.renew_lease(sid, attempt_id=attempt, lease_expires_at=lease),
@@ -224,7 +242,7 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
                 sid, attempt_id=attempt, settlement=settlement
             ),
         }
-        self._both(operations[action])
+        self._both(operations[action], needs="waits" if action == "park" else None)
 
     @precondition(lambda self: self.conversations)
     @rule(data=st.data(), head_offset=st.sampled_from((0, 0, 0, -1, 1)))
@@ -241,7 +259,8 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
         time = format_time(self._now())
         drafts = [RecordDraft(UserMessage(body="decided"), id=self._id("rec"), time=time)]
         self._both(
-            lambda s: s.append_decision(cid, drafts, expected_seq=head + head_offset, wake=sid)
+            lambda s: s.append_decision(cid, drafts, expected_seq=head + head_offset, wake=sid),
+            needs="gates",
         )
 
     @precondition(lambda self: self._has(SubmissionStatus.RUNNING))
@@ -274,7 +293,7 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
     @rule(data=st.data())
     def unpark(self, data: st.DataObject) -> None:
         sid = data.draw(st.sampled_from(self._ids(SubmissionStatus.WAITING)))
-        self._both(lambda s: s.unpark(sid))
+        self._both(lambda s: s.unpark(sid), needs="waits")
 
     @precondition(lambda self: self._has(SubmissionStatus.TERMINALIZING))
     @rule(data=st.data())
@@ -306,7 +325,7 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
         attempt = self._attempt_for(data, sid) if sid != "sub-absent" else "att-none"
         now = self._now()
         later = now + timedelta(seconds=30)
-        operations: dict[str, Callable[[Store], Awaitable[Any]]] = {
+        operations: dict[str, Callable[[CompleteStore], Awaitable[Any]]] = {
             "cancel": lambda s: s.request_cancel(sid, now=now),
             "get": lambda s: s.get_submission(sid),
             "attempts": lambda s: s.list_attempts(sid),
@@ -322,7 +341,8 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
             "finalize": lambda s: s.finalize_settlement(sid, now=now),
             "absorb": lambda s: s.settle_absorbed(sid, settlement={"status": "succeeded"}, now=now),
         }
-        kind, result = self._both(operations[action])
+        parks = action in ("park", "unpark")
+        kind, result = self._both(operations[action], needs="waits" if parks else None)
         if action == "claim" and kind == "ok":
             self.fences[result.conversation_id] = result.fence
 
@@ -334,7 +354,7 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
     def listings_and_time(self, status: SubmissionStatus | None, limit: int, seconds: int) -> None:
         self.clock += seconds
         now = self._now()
-        listings: tuple[Callable[[Store], Awaitable[Any]], ...] = (
+        listings: tuple[Callable[[CompleteStore], Awaitable[Any]], ...] = (
             lambda s: s.list_submissions(status),
             lambda s: s.list_runnable(limit),
             lambda s: s.list_expired_leases(now),
@@ -394,7 +414,8 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
         at = data.draw(st.integers(0, head + 1))
         new_id, now = self._id("conv"), self._now()
         kind, result = self._both(
-            lambda s: s.fork(cid, at_seq=at, key=key, new_conversation_id=new_id, created_at=now)
+            lambda s: s.fork(cid, at_seq=at, key=key, new_conversation_id=new_id, created_at=now),
+            needs="forks",
         )
         if kind == "ok":
             self.conversations.append(result.id)
@@ -405,7 +426,7 @@ class _ReferenceMachine(GateRules, SessionRules, RuleBasedStateMachine):
             self._both(functools.partial(_verify, conversation_id=cid), count=False)
 
 
-async def _verify(store: Store, *, conversation_id: str) -> int:
+async def _verify(store: CompleteStore, *, conversation_id: str) -> int:
     return await store.verify(conversation_id)
 
 

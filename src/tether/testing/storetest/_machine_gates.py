@@ -28,7 +28,8 @@ from tether.records import (
     ToolOutcome,
     format_time,
 )
-from tether.store import GateKind, GateStatus, MemoryStore, Store
+from tether.store import GateKind, GateStatus, MemoryStore
+from tether.testing.storetest._base import CompleteStore, Needed
 
 __all__ = ("GateRules",)
 
@@ -43,7 +44,16 @@ class GateRules:
     conversations: list[str]
     fences: dict[str, int]
 
-    def _both(self, operation: Callable[[Store], Awaitable[Any]], *, count: bool = True) -> Any:
+    def _both(
+        self,
+        operation: Callable[[CompleteStore], Awaitable[Any]],
+        *,
+        count: bool = True,
+        needs: Needed | None = None,
+    ) -> Any:
+        raise NotImplementedError
+
+    def offers(self, needed: Needed) -> bool:
         raise NotImplementedError
 
     def _id(self, prefix: str) -> str:
@@ -125,7 +135,10 @@ class GateRules:
         )
         expected = head + head_offset
         if kind in ("decide", "answer"):
-            self._both(lambda s: s.append_decision(cid, [draft], expected_seq=expected, wake=None))
+            self._both(
+                lambda s: s.append_decision(cid, [draft], expected_seq=expected, wake=None),
+                needs="gates",
+            )
         else:
             fence = self.fences.get(cid, 0)
             self._both(lambda s: s.append(cid, [draft], expected_seq=expected, fence=fence))
@@ -160,9 +173,10 @@ class GateRules:
                 tool=tool,
                 limit=limit,
                 after=after,
-            )
+            ),
+            needs="gates",
         )
 
     @invariant()
     def gates_agree(self) -> None:
-        self._both(lambda s: s.list_gates(limit=1000), count=False)
+        self._both(lambda s: s.list_gates(limit=1000), count=False, needs="gates")

@@ -18,14 +18,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
 from tether.records import AttachmentRef, Record, RecordDraft, UserMessage, format_time
-from tether.store import Conversation, MemoryStore, Store
+from tether.store import Conversation, MemoryStore
+from tether.testing.storetest._base import CompleteStore, Needed
 
 __all__ = ("SessionRules",)
 
 BLOBS = (b"one", b"two", b"three")
 
 
-async def _put(store: Store, *, blob: bytes) -> AttachmentRef:
+async def _put(store: CompleteStore, *, blob: bytes) -> AttachmentRef:
     return await store.put_attachment(blob, media_type="text/plain")
 
 
@@ -39,7 +40,16 @@ class SessionRules:
     fences: dict[str, int]
     exports: list[tuple[Conversation, list[Record]]]
 
-    def _both(self, operation: Callable[[Store], Awaitable[Any]], *, count: bool = True) -> Any:
+    def _both(
+        self,
+        operation: Callable[[CompleteStore], Awaitable[Any]],
+        *,
+        count: bool = True,
+        needs: Needed | None = None,
+    ) -> Any:
+        raise NotImplementedError
+
+    def offers(self, needed: Needed) -> bool:
         raise NotImplementedError
 
     def _id(self, prefix: str) -> str:
@@ -55,7 +65,7 @@ class SessionRules:
 
         return self.loop.run_until_complete(export())
 
-    @precondition(lambda self: self.conversations)
+    @precondition(lambda self: self.conversations and self.offers("attachments"))
     @rule(data=st.data(), blobs=st.lists(st.sampled_from(BLOBS), min_size=1, max_size=2))
     def attach(self, data: st.DataObject, blobs: list[bytes]) -> None:
         """Attachments put, and referenced by a user message (some shared between logs)."""
@@ -88,7 +98,7 @@ class SessionRules:
                     self.reference.list_submissions(conversation_id=cid)
                 )
             ]
-        kind, _ = self._both(lambda s: s.erase_session(cid))
+        kind, _ = self._both(lambda s: s.erase_session(cid), needs="retention")
         if kind == "ok":
             self.conversations[:] = [c for c in self.conversations if c != cid]
             self.submissions[:] = [s for s in self.submissions if s not in erased]
@@ -108,7 +118,9 @@ class SessionRules:
             records[seq - 1] = Record(r.seq, r.kind, r.canonical, r.prev_hash, "0" * 64)
         elif tamper == "cut":
             del records[seq - 1]
-        kind, created = self._both(lambda s: s.import_conversation(conversation, records))
+        kind, created = self._both(
+            lambda s: s.import_conversation(conversation, records), needs="import"
+        )
         if kind == "ok" and created:
             self.conversations.append(conversation.id)
 
@@ -125,9 +137,10 @@ class SessionRules:
         after = data.draw(st.sampled_from([None, *(row.cursor for row in known)]))
         chosen = instance if agent is not None else None  # an instance only with its agent
         self._both(
-            lambda s: s.list_sessions(agent=agent, instance=chosen, limit=limit, after=after)
+            lambda s: s.list_sessions(agent=agent, instance=chosen, limit=limit, after=after),
+            needs="sessions",
         )
 
     @invariant()
     def sessions_agree(self) -> None:
-        self._both(lambda s: s.list_sessions(limit=1000), count=False)
+        self._both(lambda s: s.list_sessions(limit=1000), count=False, needs="sessions")

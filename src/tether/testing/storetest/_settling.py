@@ -6,8 +6,8 @@ import pytest
 
 from tether.errors import ClaimLost, Conflict, Fenced
 from tether.records import Record
-from tether.store import ClaimSettlement, Store, Submission, SubmissionStatus
-from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.store import ClaimSettlement, Submission, SubmissionStatus
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case
 
 __all__ = ("SettlementCases",)
 
@@ -23,7 +23,7 @@ def _settle(claimed: Submission, fx: Fixtures, *, attempt_id: str | None = None)
     )
 
 
-async def _unchanged(store: Store, claimed: Submission, log: list[Record]) -> None:
+async def _unchanged(store: CompleteStore, claimed: Submission, log: list[Record]) -> None:
     """Nothing was written: the claim still runs and the log is as it was."""
     assert await store.get_submission(claimed.id) == claimed
     assert await store.read(claimed.conversation_id) == log
@@ -31,7 +31,9 @@ async def _unchanged(store: Store, claimed: Submission, log: list[Record]) -> No
 
 class SettlementCases(BaseConformance):
     @case
-    async def test_append_settled_writes_both_at_once(self, store: Store, fx: Fixtures) -> None:
+    async def test_append_settled_writes_both_at_once(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         claimed = await fx.claim(await fx.admit())
         later = await fx.admit()
         cid = claimed.conversation_id
@@ -56,7 +58,7 @@ class SettlementCases(BaseConformance):
 
     @case
     async def test_append_settled_needs_the_owning_attempt(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """ClaimLost is checked first, before the head and the fence; nothing is written."""
         claimed = await fx.claim(await fx.admit())
@@ -96,7 +98,7 @@ class SettlementCases(BaseConformance):
 
     @case
     async def test_append_settled_refused_by_the_log_settles_nothing(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         claimed = await fx.claim(await fx.admit())
         cid = claimed.conversation_id

@@ -8,15 +8,15 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from tether.errors import ClaimLost, DispatchConflict, SubmissionNotFound
-from tether.store import Store, SubmissionStatus
-from tether.testing.storetest._base import BaseConformance, Fixtures, case
+from tether.store import SubmissionStatus
+from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, offers
 
 __all__ = ("SubmissionCases",)
 
 
 class SubmissionCases(BaseConformance):
     @case
-    async def test_admission_idempotent_replay(self, store: Store, fx: Fixtures) -> None:
+    async def test_admission_idempotent_replay(self, store: CompleteStore, fx: Fixtures) -> None:
         """Re-admitting the same dispatch id with the same payload returns the original."""
         new = fx.new(dispatch_id="dispatch-1")
         first = await store.admit(new)
@@ -27,7 +27,7 @@ class SubmissionCases(BaseConformance):
         assert len(await store.list_submissions()) == 1
 
     @case
-    async def test_admission_payload_conflict(self, store: Store, fx: Fixtures) -> None:
+    async def test_admission_payload_conflict(self, store: CompleteStore, fx: Fixtures) -> None:
         """The same dispatch id with another payload is a DispatchConflict and changes nothing."""
         first = await fx.admit(dispatch_id="dispatch-1")
         with pytest.raises(DispatchConflict):
@@ -36,7 +36,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_admission_keeps_the_trace_context_beside_the_input(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """A submission keeps its caller's trace context; a replay from another trace is the
         same dispatch (the context is not part of its identity) and keeps the first one."""
@@ -51,7 +51,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_admission_idempotency_is_scoped_to_the_session_key(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         a = await fx.admit("session-a", dispatch_id="same")
         b = await fx.admit("session-b", dispatch_id="same")
@@ -62,7 +62,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_admission_without_dispatch_id_uses_the_submission_id(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         first = await fx.admit()
         second = await fx.admit()
@@ -71,7 +71,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_admission_materializes_the_conversation_once(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         first = await fx.admit()
         await fx.admit()
@@ -81,12 +81,14 @@ class SubmissionCases(BaseConformance):
         assert conversation.key == fx.key()
 
     @case
-    async def test_get_submission_not_found(self, store: Store, fx: Fixtures) -> None:
+    async def test_get_submission_not_found(self, store: CompleteStore, fx: Fixtures) -> None:
         with pytest.raises(SubmissionNotFound):
             await store.get_submission("sub-absent")
 
     @case
-    async def test_unknown_submission_ids_raise_not_found(self, store: Store, fx: Fixtures) -> None:
+    async def test_unknown_submission_ids_raise_not_found(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         absent = "sub-absent"
         calls: list[Callable[[], Awaitable[object]]] = [
             lambda: store.claim(
@@ -94,19 +96,22 @@ class SubmissionCases(BaseConformance):
             ),
             lambda: store.renew_lease(absent, attempt_id="a", lease_expires_at=fx.at(1)),
             lambda: store.release(absent, attempt_id="a"),
-            lambda: store.park(absent, attempt_id="a", reason="approval"),
-            lambda: store.unpark(absent),
             lambda: store.request_cancel(absent, now=fx.at(0)),
             lambda: store.reserve_settlement(absent, attempt_id="a", settlement={"s": 1}),
             lambda: store.finalize_settlement(absent, now=fx.at(0)),
             lambda: store.list_attempts(absent),
         ]
+        if offers(store, "waits"):
+            calls += [
+                lambda: store.park(absent, attempt_id="a", reason="approval"),
+                lambda: store.unpark(absent),
+            ]
         for call in calls:
             with pytest.raises(SubmissionNotFound):
                 await call()
 
     @case
-    async def test_runnable_head_per_session(self, store: Store, fx: Fixtures) -> None:
+    async def test_runnable_head_per_session(self, store: CompleteStore, fx: Fixtures) -> None:
         a1 = await fx.admit("session-a")
         await fx.admit("session-a")
         b1 = await fx.admit("session-b")
@@ -114,14 +119,16 @@ class SubmissionCases(BaseConformance):
         assert [s.id for s in await store.list_runnable(limit=1)] == [a1.id]
 
     @case
-    async def test_runnable_excludes_busy_sessions(self, store: Store, fx: Fixtures) -> None:
+    async def test_runnable_excludes_busy_sessions(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         a1 = await fx.admit("session-a")
         await fx.admit("session-a")
         await fx.claim(a1)
         assert await store.list_runnable() == []
 
     @case
-    async def test_list_by_status(self, store: Store, fx: Fixtures) -> None:
+    async def test_list_by_status(self, store: CompleteStore, fx: Fixtures) -> None:
         queued = await fx.admit("session-a")
         running = await fx.claim(await fx.admit("session-b"))
         assert await store.list_submissions(SubmissionStatus.QUEUED) == [queued]
@@ -129,7 +136,7 @@ class SubmissionCases(BaseConformance):
         assert await store.list_submissions(conversation_id=queued.conversation_id) == [queued]
 
     @case
-    async def test_list_filters_combine(self, store: Store, fx: Fixtures) -> None:
+    async def test_list_filters_combine(self, store: CompleteStore, fx: Fixtures) -> None:
         first = await fx.claim(await fx.admit("session-a"))
         await store.reserve_settlement(
             first.id, attempt_id=str(first.attempt_id), settlement={"status": "succeeded"}
@@ -156,7 +163,7 @@ class SubmissionCases(BaseConformance):
         assert await store.list_submissions(SubmissionStatus.SETTLED, unsettled=True) == []
 
     @case
-    async def test_claim_cas(self, store: Store, fx: Fixtures) -> None:
+    async def test_claim_cas(self, store: CompleteStore, fx: Fixtures) -> None:
         submission = await fx.admit()
         claimed = await fx.claim(submission)
         assert claimed.status is SubmissionStatus.RUNNING
@@ -172,7 +179,9 @@ class SubmissionCases(BaseConformance):
             )
 
     @case
-    async def test_claim_requires_the_session_head(self, store: Store, fx: Fixtures) -> None:
+    async def test_claim_requires_the_session_head(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         await fx.admit()
         second = await fx.admit()
         with pytest.raises(ClaimLost):
@@ -180,7 +189,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_claim_mints_a_fence_on_the_conversation(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         submission = await fx.admit()
         first = await fx.claim(submission)
@@ -191,7 +200,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_claim_runnable_takes_session_heads_oldest_first(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """A batch claim takes only heads, in admission order, at most one per attempt id."""
         a1 = await fx.admit("a")
@@ -219,7 +228,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_concurrent_batch_claims_take_disjoint_heads(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """Workers claiming at once never take one head twice, and together take them all."""
         heads = {(await fx.admit(f"s{n}")).id for n in range(12)}
@@ -246,7 +255,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_concurrent_claims_have_exactly_one_winner(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         submission = await fx.admit()
         outcomes = await asyncio.gather(
@@ -268,7 +277,7 @@ class SubmissionCases(BaseConformance):
         assert (await store.get_submission(submission.id)).attempt_count == 1
 
     @case
-    async def test_attempt_markers(self, store: Store, fx: Fixtures) -> None:
+    async def test_attempt_markers(self, store: CompleteStore, fx: Fixtures) -> None:
         submission = await fx.admit()
         first = await fx.claim(submission)
         await store.release(submission.id, attempt_id=str(first.attempt_id))
@@ -282,7 +291,7 @@ class SubmissionCases(BaseConformance):
         assert all(a.owner_id == "owner-1" and a.submission_id == submission.id for a in attempts)
 
     @case
-    async def test_lease_renew_and_expiry(self, store: Store, fx: Fixtures) -> None:
+    async def test_lease_renew_and_expiry(self, store: CompleteStore, fx: Fixtures) -> None:
         submission = await fx.claim(await fx.admit(), lease_seconds=0.05)
         assert await store.list_expired_leases(fx.at(0)) == []
         assert [s.id for s in await store.list_expired_leases(fx.at(1))] == [submission.id]
@@ -298,7 +307,7 @@ class SubmissionCases(BaseConformance):
             )
 
     @case
-    async def test_release_submission(self, store: Store, fx: Fixtures) -> None:
+    async def test_release_submission(self, store: CompleteStore, fx: Fixtures) -> None:
         claimed = await fx.claim(await fx.admit())
         attempt = str(claimed.attempt_id)
         with pytest.raises(ClaimLost):
@@ -312,7 +321,7 @@ class SubmissionCases(BaseConformance):
         assert quiet.last_error == "boom"
 
     @case
-    async def test_release_can_refund_the_attempt(self, store: Store, fx: Fixtures) -> None:
+    async def test_release_can_refund_the_attempt(self, store: CompleteStore, fx: Fixtures) -> None:
         """A graceful shutdown releases without burning an attempt."""
         claimed = await fx.claim(await fx.admit())
         released = await store.release(
@@ -324,7 +333,7 @@ class SubmissionCases(BaseConformance):
         assert len(await store.list_attempts(claimed.id)) == 2  # the markers stay
 
     @case
-    async def test_settle_absorbed(self, store: Store, fx: Fixtures) -> None:
+    async def test_settle_absorbed(self, store: CompleteStore, fx: Fixtures) -> None:
         """A queued submission whose work another one absorbed settles without an attempt."""
         host = await fx.claim(await fx.admit())
         steer = await fx.admit()
@@ -339,99 +348,9 @@ class SubmissionCases(BaseConformance):
             await store.settle_absorbed("sub-absent", settlement=payload, now=fx.at(3))
 
     @case
-    async def test_park_and_unpark(self, store: Store, fx: Fixtures) -> None:
-        claimed = await fx.claim(await fx.admit())
-        with pytest.raises(ClaimLost):
-            await store.park(claimed.id, attempt_id="att-stale", reason="approval")
-        parked = await store.park(claimed.id, attempt_id=str(claimed.attempt_id), reason="approval")
-        assert parked.status is SubmissionStatus.WAITING and parked.wait_reason == "approval"
-        assert parked.lease_expires_at is None and parked.attempt_id is None
-        assert (
-            await store.list_runnable() == []
-            and await store.list_expired_leases(fx.at(10**6)) == []
-        )
-        woken = await store.unpark(claimed.id)
-        # What it waited for stays said until its next claim (a listing of decided gates).
-        assert woken.status is SubmissionStatus.QUEUED and woken.wait_reason == "approval"
-        with pytest.raises(ClaimLost):
-            await store.unpark(claimed.id)
-        assert [s.id for s in await store.list_runnable()] == [claimed.id]
-        assert (await fx.claim(woken)).wait_reason is None
-
-    @case
-    async def test_a_park_refunds_the_attempt(self, store: Store, fx: Fixtures) -> None:
-        """Waiting for a decision is not a failed attempt: however many times a submission
-        parks, only the attempts that fail or are lost count against its budget."""
-        submission = await fx.admit()
-        for _ in range(4):
-            claimed = await fx.claim(submission)
-            assert claimed.attempt_count == 1
-            parked = await store.park(
-                claimed.id, attempt_id=str(claimed.attempt_id), reason="approval"
-            )
-            assert parked.status is SubmissionStatus.WAITING and parked.attempt_count == 0
-            submission = await store.unpark(claimed.id)
-        assert len(await store.list_attempts(submission.id)) == 4  # the markers stay
-
-    @case
-    async def test_a_park_after_the_head_moved_requeues(self, store: Store, fx: Fixtures) -> None:
-        """A park is a CAS on the log: if the conversation's head moved past the head the
-        attempt saw (its decision may be there already), the claim goes back to the queue,
-        refunded, instead of waiting for a wake-up that has already happened."""
-        claimed = await fx.claim(await fx.admit())
-        cid = claimed.conversation_id
-        seen = await store.head(cid)
-        await store.append(cid, [fx.draft("decided")], expected_seq=seen, fence=claimed.fence)
-        with pytest.raises(ClaimLost):  # ownership is still checked first
-            await store.park(claimed.id, attempt_id="att-stale", reason="approval", expected_seq=0)
-        requeued = await store.park(
-            claimed.id, attempt_id=str(claimed.attempt_id), reason="approval", expected_seq=seen
-        )
-        assert requeued.status is SubmissionStatus.QUEUED and requeued.attempt_count == 0
-        assert requeued.attempt_id is None and requeued.lease_expires_at is None
-        assert [s.id for s in await store.list_runnable()] == [claimed.id]
-        again = await fx.claim(requeued)
-        parked = await store.park(
-            again.id, attempt_id=str(again.attempt_id), reason="approval", expected_seq=seen + 1
-        )
-        assert parked.status is SubmissionStatus.WAITING and parked.attempt_count == 0
-
-    @case
-    async def test_a_park_with_a_cancel_requested_requeues(
-        self, store: Store, fx: Fixtures
+    async def test_request_cancel_keeps_the_first_stamp(
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
-        claimed = await fx.claim(await fx.admit())
-        await store.request_cancel(claimed.id, now=fx.at(1))
-        requeued = await store.park(
-            claimed.id,
-            attempt_id=str(claimed.attempt_id),
-            reason="approval",
-            expected_seq=await store.head(claimed.conversation_id),
-        )
-        assert requeued.status is SubmissionStatus.QUEUED
-        assert requeued.cancel_requested_at == fx.at(1)
-
-    @case
-    async def test_request_cancel_requeues_a_waiting_submission(
-        self, store: Store, fx: Fixtures
-    ) -> None:
-        """Nothing a cancelled submission waits for will come: it is requeued in the same
-        commit, and its next claim settles it."""
-        claimed = await fx.claim(await fx.admit())
-        behind = await fx.admit()
-        await store.park(claimed.id, attempt_id=str(claimed.attempt_id), reason="approval")
-        cancelled = await store.request_cancel(claimed.id, now=fx.at(1))
-        assert cancelled.status is SubmissionStatus.QUEUED
-        assert cancelled.cancel_requested_at == fx.at(1)
-        assert [s.id for s in await store.list_runnable()] == [claimed.id]
-        again = await store.request_cancel(claimed.id, now=fx.at(2))
-        assert again == cancelled
-        assert (await store.request_cancel(behind.id, now=fx.at(3))).status is (
-            SubmissionStatus.QUEUED
-        )
-
-    @case
-    async def test_request_cancel_keeps_the_first_stamp(self, store: Store, fx: Fixtures) -> None:
         queued = await fx.admit()
         first = await store.request_cancel(queued.id, now=fx.at(1))
         second = await store.request_cancel(queued.id, now=fx.at(2))
@@ -440,7 +359,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_request_cancel_leaves_settled_untouched(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         claimed = await fx.claim(await fx.admit())
         await store.reserve_settlement(
@@ -450,7 +369,7 @@ class SubmissionCases(BaseConformance):
         assert await store.request_cancel(claimed.id, now=fx.at(2)) == settled
 
     @case
-    async def test_settlement_phases(self, store: Store, fx: Fixtures) -> None:
+    async def test_settlement_phases(self, store: CompleteStore, fx: Fixtures) -> None:
         claimed = await fx.claim(await fx.admit())
         attempt = str(claimed.attempt_id)
         payload = {"status": "succeeded", "result": {"answer": 42, "ratio": 0.5}}
@@ -470,7 +389,7 @@ class SubmissionCases(BaseConformance):
         assert [s.id for s in await store.list_runnable()] == [later.id]
 
     @case
-    async def test_finalize_is_idempotent(self, store: Store, fx: Fixtures) -> None:
+    async def test_finalize_is_idempotent(self, store: CompleteStore, fx: Fixtures) -> None:
         claimed = await fx.claim(await fx.admit())
         await store.reserve_settlement(
             claimed.id, attempt_id=str(claimed.attempt_id), settlement={"s": 1}
@@ -481,7 +400,7 @@ class SubmissionCases(BaseConformance):
 
     @case
     async def test_settlement_from_a_wrong_state_is_claim_lost(
-        self, store: Store, fx: Fixtures
+        self, store: CompleteStore, fx: Fixtures
     ) -> None:
         queued = await fx.admit("session-a")
         with pytest.raises(ClaimLost):
