@@ -43,7 +43,7 @@ def test_a_derandomized_run_draws_the_same_examples_every_time(tmp_path: Path) -
             SlowBackend(0),
             directory,
             examples=2 * BATCH,  # two batches, seeds 0 and 1
-            steps_per_example=10,
+            steps_per_example=5,
             seconds=3600,
             derandomize=True,
         )
