@@ -444,13 +444,11 @@ def run_reference_machine(
         {"factory": (make_subject,), "directory": directory, "steps": counted},
     )
     ends_at = None if seconds is None else time.monotonic() + seconds
-    remaining = examples
-    for number in itertools.count():
-        if remaining <= 0:
-            break
+    remaining, seeds = examples, itertools.count()
+    while remaining > 0:
         batch = remaining if ends_at is None else min(BATCH, remaining)
         if derandomize:
-            seed(number)(machine)
+            seed(next(seeds))(machine)
         run_state_machine_as_test(
             machine,
             settings=settings(
