@@ -23,6 +23,7 @@ __all__ = (
     "SETTLEMENT_INDETERMINATE",
     "TIMEOUT_EXCEEDED",
     "complete",
+    "delivered_to",
     "failed",
     "finish_reserved",
     "settle",
@@ -50,6 +51,12 @@ def failed(code: str, error: str, details: JsonObject | None = None) -> Submissi
 
 def succeeded(result: JsonValue) -> SubmissionSettled:
     return SubmissionSettled(status=SettlementStatus.SUCCEEDED, result=result)
+
+
+def delivered_to(host_id: str) -> SubmissionSettled:
+    """How a steer or follow-up settles once a run took it in: delivered to the submission
+    ``host_id``, whose run read it (it settles with that run, or at once if it already had)."""
+    return succeeded({"deliveredTo": host_id})
 
 
 async def settled_record(journal: Journal, submission_id: str) -> Record | None:
@@ -157,7 +164,7 @@ async def finish_reserved(
     mint = fence is None
     await _append_once(journal, submission, payload, mint=mint)
     for steer in absorbed:
-        joined = succeeded({"deliveredTo": submission.id})
+        joined = delivered_to(submission.id)
         await _append_once(journal, steer, joined, mint=mint and journal.log.fence == 0)
     await complete(store, submission, absorbed)
 
@@ -166,7 +173,7 @@ async def complete(
     store: Store, submission: Submission, absorbed: Sequence[Submission] = ()
 ) -> None:
     """The bookkeeping once the settled records are durable: absorbed steers, then finalize."""
-    joined = succeeded({"deliveredTo": submission.id}).to_json_object()
+    joined = delivered_to(submission.id).to_json_object()
     for steer in absorbed:
         await store.settle_absorbed(steer.id, settlement=joined, now=datetime.now(UTC))
     await store.finalize_settlement(submission.id, now=datetime.now(UTC))
