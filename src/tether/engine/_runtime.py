@@ -49,6 +49,7 @@ from tether.engine._observe import (
     Observer,
     SubmissionAdmitted,
 )
+from tether.engine._progress import ProgressHub
 from tether.engine._pruner import Pruner, PruneReport, prune
 from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
@@ -173,8 +174,10 @@ class Runtime:
         self.redact: Redactor = self.config.redact or SecretRedactor.from_env(
             os.environ, self.config.env
         )
+        self.progress = ProgressHub()
+        """Tool progress, live, for whoever follows a session (the HTTP streams do)."""
         self.instrumentation = Instrumentation(
-            [log_event, *observers], interceptors, redact=self.redact
+            [log_event, *observers, self.progress], interceptors, redact=self.redact
         )
         self.clock: Clock = self.config.clock or SystemClock()
         timeout = self.config.model_timeout
