@@ -8,7 +8,7 @@ import pytest
 
 PUBLIC = {
     "tether.cli": ("app", "main"),
-    "tether.http": ("create_app",),
+    "tether.http": ("create_app", "runtime_dependency"),
     "tether.http.webhooks": (
         "GITHUB",
         "Delivery",
@@ -70,6 +70,7 @@ PUBLIC = {
         "ModelTransientError",
         "NoRunInFlight",
         "NotFound",
+        "NotJournaled",
         "Parked",
         "ProviderError",
         "ProviderRateLimited",
@@ -91,6 +92,7 @@ PUBLIC = {
         "TurnClosed",
         "UnknownAgent",
         "UnmediatedToolCall",
+        "UnsupportedConstruct",
         "UnsupportedSchema",
     ),
     "tether.records": (
@@ -362,6 +364,8 @@ PUBLIC = {
         "Operation",
         "OperationEnded",
         "OperationStarted",
+        "ProgressHub",
+        "ProgressSubscription",
         "PruneAction",
         "PruneOutcome",
         "PruneReport",
