@@ -77,7 +77,7 @@ from tether.errors import (
     SubmissionNotFound,
     UnknownAgent,
 )
-from tether.journal import Decision, Journal, LogView
+from tether.journal import NOT_MINTED, Decision, Journal, LogView
 from tether.messages import Message
 from tether.models import ModelCallPolicy, model_timeout_from_env
 from tether.records import Record
@@ -843,5 +843,5 @@ class Runtime:
             new_conversation_id=new_ulid(),
             created_at=self.clock.now(),
         )
-        journal = await Journal.open(store, child.id, fence=0, view=self.view(child.id))
+        journal = await Journal.open(store, child.id, fence=NOT_MINTED, view=self.view(child.id))
         return Fork.of(child, tuple(await journal.repair_cut()))

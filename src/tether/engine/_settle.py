@@ -10,7 +10,7 @@ from pydantic import JsonValue
 
 from tether._wire import JsonObject
 from tether.errors import ClaimLost, Conflict
-from tether.journal import Journal, LogView, loose_ends
+from tether.journal import NOT_MINTED, Journal, LogView, loose_ends
 from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
 from tether.store import Store, Submission
 
@@ -96,17 +96,16 @@ def _closing(
 
 
 async def _append_once(
-    journal: Journal, submission: Submission, payload: SubmissionSettled, *, mint: bool
+    journal: Journal, submission: Submission, payload: SubmissionSettled
 ) -> Record:
     for _ in range(5):
         existing = await settled_record(journal, submission.id)
         if existing is not None:
             return existing
-        if mint:
+        if journal.log.fence is NOT_MINTED:
             # Only now that a record must be written: a finisher that finds the work already
             # done must not supersede whatever runs in the conversation since.
             journal.log.fence = await journal.store.mint_fence(journal.conversation.id)
-            mint = False
         draft = RecordDraft(payload, submission_id=submission.id, attempt_id=submission.attempt_id)
         try:
             *_, record = await journal.log.append(
@@ -159,13 +158,11 @@ async def finish_reserved(
     so no other attempt can be running in the conversation.
     """
     journal = await Journal.open(
-        store, submission.conversation_id, fence=0 if fence is None else fence, view=view
+        store, submission.conversation_id, fence=NOT_MINTED if fence is None else fence, view=view
     )
-    mint = fence is None
-    await _append_once(journal, submission, payload, mint=mint)
+    await _append_once(journal, submission, payload)
     for steer in absorbed:
-        joined = delivered_to(submission.id)
-        await _append_once(journal, steer, joined, mint=mint and journal.log.fence == 0)
+        await _append_once(journal, steer, delivered_to(submission.id))
     await complete(store, submission, absorbed)
 
 
