@@ -14,9 +14,10 @@ Example::
 from typing import Any
 
 from tether._moved import moved
+from tether.engine._agents import AgentDefinition, AgentSpec, Summarizer
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._clock import Clock, ManualClock, SystemClock
-from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig, Summarizer
+from tether.engine._config import RuntimeConfig
 from tether.engine._delegation import TASK_TOOL, TASK_WAIT_EXCEEDED, TaskArgs, task_tool
 from tether.engine._fork import Fork
 from tether.engine._inbound import Inbound, InboundKind, SignalInfo

@@ -17,7 +17,8 @@ from datetime import timedelta
 
 from pydantic import JsonValue
 
-from tether.engine._config import AgentDefinition, AgentSpec, RuntimeConfig
+from tether.engine._agents import AgentDefinition, AgentSpec
+from tether.engine._config import RuntimeConfig
 from tether.engine._context import EngineContext
 from tether.engine._delegation import (
     ChildDelegation,

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tether.engine._agents import AgentDefinition
 from tether.engine._clock import Clock
-from tether.engine._config import AgentDefinition, RuntimeConfig
+from tether.engine._config import RuntimeConfig
 from tether.engine._observe import Instrumentation
 from tether.engine._redact import Redactor
 from tether.engine._runs import RunRegistry

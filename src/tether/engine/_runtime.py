@@ -26,6 +26,7 @@ from typing import Any, Self
 from pydantic import JsonValue
 
 from tether._ids import new_ulid
+from tether.engine._agents import AgentDefinition
 from tether.engine._approvals import (
     ApprovalPage,
     approval_page,
@@ -33,7 +34,7 @@ from tether.engine._approvals import (
     gate_journal,
 )
 from tether.engine._clock import Clock, SystemClock
-from tether.engine._config import AgentDefinition, RuntimeConfig
+from tether.engine._config import RuntimeConfig
 from tether.engine._context import EngineContext
 from tether.engine._coordinator import Coordinator, requeue_if_stranded
 from tether.engine._eventlog import log_event

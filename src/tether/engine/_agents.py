@@ -1,0 +1,61 @@
+"""What an agent is to the engine: the definition a runtime registers under a name, and the
+spec its initializer returns for each claim (the harness, and the model and tools it may use)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from tether.journal import Harness, ToolExecutor
+from tether.messages import Message
+from tether.models import Model, ModelRetryPolicy
+
+__all__ = ("AgentDefinition", "AgentSpec", "Initializer", "Summarizer")
+
+Summarizer = Callable[[list[Message]], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """What an agent runs for one claim: its harness, and the model and tools it may use.
+
+    ``summarize`` turns a transcript into a summary for compaction (optional).
+    ``model_timeout`` (seconds a model call may go without a byte of its answer) and
+    ``model_retry`` (how a failed call is tried again within the call) override the
+    runtime's for this agent's model calls (docs/models.md).
+
+    Example::
+
+        AgentSpec(harness=agent, model=model, model_timeout=60,
+                  model_retry=ModelRetryPolicy(retries=2, max_elapsed=30))
+    """
+
+    harness: Harness
+    model: Model | None = None
+    tools: ToolExecutor | None = None
+    summarize: Summarizer | None = None
+    model_timeout: float | None = None
+    model_retry: ModelRetryPolicy | None = None
+
+
+Initializer = Callable[[str, Mapping[str, str]], "AgentSpec | Awaitable[AgentSpec]"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    """A named agent: ``initialize(instance_id, env)`` runs on every claim and returns the spec.
+
+    The durability policy is static (readable without running user code), so the budget
+    and the deadline are checked before the initializer runs. ``None`` takes the
+    runtime's default.
+
+    Example::
+
+        AgentDefinition(lambda instance, env: AgentSpec(harness=Helper(instance)), max_attempts=5)
+    """
+
+    initialize: Initializer
+    max_attempts: int | None = None
+    timeout: float | None = None
+    description: str | None = None
+    """What the agent is for: shown to a parent agent's model in its task tool, to route by."""
