@@ -17,7 +17,7 @@ __all__ = ("approvals_router",)
 
 
 approvals_router = APIRouter(tags=["approvals"])
-"""The approvals page and a decision; ``responses`` are documented on both."""
+"""The approvals page and a decision."""
 
 
 @approvals_router.get("/approvals", responses=failures(422, 503))

@@ -27,7 +27,7 @@ _NDJSON = {
 
 
 conversations_router = APIRouter(tags=["conversations"])
-"""Records, messages, fork, verify; ``responses`` are documented on each."""
+"""Records, messages, fork, verify."""
 
 
 @conversations_router.get(

@@ -28,7 +28,7 @@ _STATUS: dict[str, GateStatus | None] = {
 
 
 inputs_router = APIRouter(tags=["inputs"])
-"""The inputs page and an answer; ``responses`` are documented on both."""
+"""The inputs page and an answer."""
 
 
 @inputs_router.get("/inputs", responses=failures(422, 503))

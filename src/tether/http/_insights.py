@@ -98,7 +98,7 @@ class SessionUsage(WireResponse):
 
 
 insights_router = APIRouter(tags=["conversations"])
-"""Agents, a session's conversation, spans, usage; ``responses`` are documented on each."""
+"""Agents, a session's conversation, spans, usage."""
 
 
 @insights_router.get("/agents", tags=["sessions"], responses=failures())

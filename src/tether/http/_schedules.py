@@ -153,8 +153,7 @@ def _conflict(exc: ScheduleConflict) -> ApiError:
 
 
 schedules_router = APIRouter(tags=["schedules"])
-"""The schedules' list, and adding and deleting one; ``responses`` are documented on
-each."""
+"""The schedules' list, and adding and deleting one."""
 
 
 @schedules_router.get("/schedules", responses=failures(503))

@@ -19,7 +19,7 @@ _CONTROL_FAILURES = failures(*BODY_FAILURES, 404, 409, 503)
 
 
 sessions_router = APIRouter(tags=["sessions"])
-"""List, steer, follow up, abort, compact, erase; ``responses`` are documented on each."""
+"""List, steer, follow up, abort, compact, erase."""
 
 
 @sessions_router.get("/sessions", responses=failures(422, 503))

@@ -30,7 +30,7 @@ async def settled_within(
 
 
 submissions_router = APIRouter(tags=["submissions"])
-"""A submission's view, abort and tree; ``responses`` are documented on each."""
+"""A submission's view, abort and tree."""
 
 
 @submissions_router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))
