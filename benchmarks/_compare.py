@@ -95,7 +95,7 @@ QUICK = Sizes(
     resume=(100,),
     resume_runs=1,
     judged=False,
-    scripts={  # the sizes .ci/run uses
+    scripts={  # each script at a tiny size: tests/benchmarks runs them so on every CI run
         "store_append.py": "--rounds 1 --records 50 --per-writer 10 --read-records 500".split(),
         "replay.py": "--rounds 1 --records 500".split(),
         "engine.py": "--samples 10 --turns 5 --sessions 1 4 --tp-turns 2 --tool-rounds 3".split(),

@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tether.store import MemoryStore, SqliteStore, Store
 
@@ -15,6 +16,14 @@ SOAK_TIMEOUT = 3600  # seconds a test may take under TETHER_SOAK=1 (ten times th
 PROCESS_FIXTURES = frozenset({"serve", "server", "make_console", "browser"})
 """A test that asks for one of these talks to a real uvicorn, a ``tether serve`` child or a
 browser: it is a ``process`` test (a module that starts processes itself says so)."""
+
+# Hypothesis's property tests run a bounded tier by default: fewer examples than Hypothesis's
+# 100, the same ones every run (a failure in CI fails again where it is rerun). A soak
+# (TETHER_SOAK=1) draws ten times Hypothesis's default, new ones each run. A test's own
+# @settings still decide what they name.
+settings.register_profile("bounded", max_examples=50, derandomize=True)
+settings.register_profile("soak", max_examples=1000, derandomize=False)
+settings.load_profile("soak" if os.environ.get("TETHER_SOAK") else "bounded")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

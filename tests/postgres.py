@@ -1,7 +1,8 @@
 """Where the PostgreSQL tests run: ``TETHER_TEST_POSTGRES_URL``, or the local server.
 
 Each test gets a fresh schema, dropped when the session ends, so runs never see each other's
-data (CI also gives every run a database of its own).
+data. CI gives every run a database of its own and drops it whole at the end
+(``TETHER_TEST_POSTGRES_DISPOSABLE=1``): its schemas are left to that one drop.
 """
 
 import os
@@ -37,6 +38,9 @@ def postgres_reachable() -> bool:
 
 
 def drop_schemas() -> None:
+    if os.environ.get("TETHER_TEST_POSTGRES_DISPOSABLE"):
+        _created.clear()
+        return
     if not _created or not postgres_reachable():
         return
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:

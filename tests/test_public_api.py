@@ -8,7 +8,7 @@ import pytest
 
 PUBLIC = {
     "tether.cli": ("app", "main"),
-    "tether.http": ("create_app",),
+    "tether.http": ("create_app", "runtime_dependency"),
     "tether.http.webhooks": (
         "GITHUB",
         "Delivery",
@@ -70,6 +70,7 @@ PUBLIC = {
         "ModelTransientError",
         "NoRunInFlight",
         "NotFound",
+        "NotJournaled",
         "Parked",
         "ProviderError",
         "ProviderRateLimited",
@@ -92,6 +93,7 @@ PUBLIC = {
         "TurnClosed",
         "UnknownAgent",
         "UnmediatedToolCall",
+        "UnsupportedConstruct",
         "UnsupportedSchema",
     ),
     "tether.records": (
@@ -223,6 +225,7 @@ PUBLIC = {
         "Ending",
         "Execution",
         "ExecutionResult",
+        "Fence",
         "Finisher",
         "Harness",
         "Journal",
@@ -230,6 +233,8 @@ PUBLIC = {
         "JournalObserver",
         "LogView",
         "Mode",
+        "NOT_MINTED",
+        "NotMinted",
         "SIGNAL_MEDIA_TYPE",
         "Stamp",
         "SteerSource",
@@ -376,6 +381,8 @@ PUBLIC = {
         "Operation",
         "OperationEnded",
         "OperationStarted",
+        "ProgressHub",
+        "ProgressSubscription",
         "PruneAction",
         "PruneOutcome",
         "PruneReport",

@@ -239,20 +239,22 @@ index, erasure, truncation, import, schedules, forks, snapshots and attachments,
 its capability. The last case, `test_state_machine_matches_the_reference`, is a Hypothesis
 state machine that drives your store and the in-memory reference side by side with the same
 operations (those of the capabilities your store offers) and requires the same answer (an
-equal result, or the same error class) at every step. It runs for about `machine_seconds`
-(30 s); tune it on the class:
+equal result, or the same error class) at every step. It runs the same examples every run,
+for about `machine_seconds` (10 s); tune it on the class:
 
 ```python
 class TestMyStore(StoreConformance):
-    machine_examples = 100  # examples of up to machine_steps operations each
+    machine_examples = 30  # examples of up to machine_steps operations each
     machine_steps = 50
-    machine_seconds = 30.0  # a time budget: a slow backend compares fewer operations
+    machine_seconds = 10.0  # a time budget: a slow backend compares fewer operations
+    machine_soak_examples = 1000  # under TETHER_SOAK=1: new examples each run,
+    machine_soak_seconds = 300.0  # for up to this long
     machine_min_operations = 250  # fail if fewer were compared
 ```
 
-`TETHER_SOAK=1` multiplies the examples and the budget by ten. To drive the machine outside
-pytest, call `tether.testing.storetest.run_reference_machine(make_store, directory,
-examples=..., steps_per_example=..., seconds=...)`.
+To drive the machine outside pytest, call
+`tether.testing.storetest.run_reference_machine(make_store, directory, examples=...,
+steps_per_example=..., seconds=..., derandomize=...)`.
 
 ## Use it
 

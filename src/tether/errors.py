@@ -58,6 +58,7 @@ __all__ = (
     "ModelTransientError",
     "NoRunInFlight",
     "NotFound",
+    "NotJournaled",
     "Parked",
     "ProviderError",
     "ProviderRateLimited",
@@ -80,6 +81,7 @@ __all__ = (
     "TurnClosed",
     "UnknownAgent",
     "UnmediatedToolCall",
+    "UnsupportedConstruct",
     "UnsupportedSchema",
 )
 
@@ -618,6 +620,41 @@ class TurnClosed(JournalError):
     """The turn was used after its harness returned."""
 
     code = "turn_closed"
+
+
+# --- integrations -----------------------------------------------------------------------
+
+
+class UnsupportedConstruct(TetherError, ValueError):
+    """An agent of a framework (pydantic-ai, LangGraph, the OpenAI Agents SDK) uses a
+    construct whose effects or state a durable run cannot journal; raised when the agent is
+    made durable, naming the construct. Each integration raises its own subclass, so one
+    ``except`` catches them all.
+
+    Example::
+
+        try:
+            durable(agent)
+        except UnsupportedConstruct as exc:
+            print(exc)  # which construct, and what to do instead
+    """
+
+    code = "unsupported_construct"
+
+
+class NotJournaled(JournalError, RuntimeError):
+    """Something a framework's run did cannot be kept by the journal (a value that is not
+    JSON, a call made outside the journaled stand-ins, a realtime session): it fails the run
+    rather than run unrecorded, which a resume or a replay would repeat. Each integration
+    raises its own subclass.
+
+    Example::
+
+        except NotJournaled as exc:  # pydantic-ai's, LangGraph's alike
+            print(exc.code)  # not_journaled
+    """
+
+    code = "not_journaled"
 
 
 # --- engine ---------------------------------------------------------------------------

@@ -28,12 +28,14 @@ def test_a_session_from_the_command_line(server: ServerProcess) -> None:
     assert "You said: hello" in cli("send", "assistant", "me", "hello", "--wait", *url)
 
     receipt = json.loads(cli("send", "assistant", "me", "email bob@example.com: hi", *url))
-
-    def pending() -> str | None:
-        listing = cli("approvals", *url)
-        return listing if "send_email" in listing else None
-
-    listing = eventually(pending, "a pending send_email approval")
+    # Waited for over HTTP: polling `tether approvals` would start a process each time.
+    eventually(
+        lambda: httpx.get(f"{server.url}/approvals", timeout=30).json()["approvals"],
+        "an approval",
+        seconds=30,
+    )
+    listing = cli("approvals", *url)
+    assert "send_email" in listing
     approval_id = listing.split()[0]
     assert cli("approve", approval_id, *url).strip() == f"approved {approval_id}"
     done = httpx.get(

@@ -91,17 +91,21 @@ def test_a_steer_that_joined_a_run_settles_it_once_on_screen() -> None:
     assert shown.endswith("steer: focus on SQLite\n✓ settled succeeded\n")
 
 
+def _kinds(url: str) -> list[str]:
+    """The kinds of the session's records so far."""
+    answer = httpx.get(f"{url}/agents/assistant/me/records", params={"limit": 1000}, timeout=30)
+    answer.raise_for_status()
+    return [record["kind"] for record in answer.json()["records"]]
+
+
 def test_a_rejection_is_shown_as_rejected(server: ServerProcess) -> None:
     url = ("--url", server.url)
     tether("send", "assistant", "me", "email bob@example.com: hi", "--wait", *url, code=9)
     approval = tether("approvals", *url).stdout.split()[0]
     tether("approve", approval, "--decision", "reject", "--reason", "not now", *url)
-
-    def settled() -> str | None:
-        shown = tether("tail", "assistant", "me", *url).stdout
-        return shown if "settled" in shown else None
-
-    shown = eventually(settled, "a settled line in the tail")
+    # Waited for over HTTP: polling `tether tail` would start a process each time.
+    eventually(lambda: "submission_settled" in _kinds(server.url), "the rejected run settled")
+    shown = tether("tail", "assistant", "me", *url).stdout
     assert "✗ rejected by cli: not now" in shown
     assert "✓ rejected" not in shown
     assert "← denied: " in shown

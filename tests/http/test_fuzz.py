@@ -1,12 +1,14 @@
 """Schemathesis fuzzes every operation of the OpenAPI document: no input makes a 5xx.
 
-``TETHER_FUZZ_EXAMPLES`` raises the examples per operation for a soak run (CI runs a few).
+Every run draws the same few examples per operation; ``TETHER_SOAK=1`` draws more, new ones
+each run, and ``TETHER_FUZZ_EXAMPLES`` sets how many.
 """
 
 import os
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -24,7 +26,8 @@ from ..engine.conftest import FAST
 schemathesis = pytest.importorskip("schemathesis")
 GenerationMode = schemathesis.GenerationMode
 
-EXAMPLES = int(os.environ.get("TETHER_FUZZ_EXAMPLES", "25"))
+SOAK = bool(os.environ.get("TETHER_SOAK"))
+EXAMPLES = int(os.environ.get("TETHER_FUZZ_EXAMPLES", "250" if SOAK else "10"))
 # The followed stream never ends by design; its bad inputs are in the table tests.
 SKIP = {("GET", "/agents/{agent}/{instance}")}
 
@@ -59,11 +62,21 @@ def _serve_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         sock.close()
 
 
+def _openapi() -> dict[str, Any]:
+    openapi: dict[str, Any] = create_app(Runtime(demo_agents(), "memory://")).openapi()
+    return openapi
+
+
+@pytest.fixture(scope="module")
+def schema() -> Any:
+    """The document, parsed once for every operation's test."""
+    return schemathesis.openapi.from_dict(_openapi())
+
+
 def _operations() -> list[tuple[str, str]]:
-    app = create_app(Runtime(demo_agents(), "memory://"))
     return [
         (method.upper(), path)
-        for path, methods in app.openapi()["paths"].items()
+        for path, methods in _openapi()["paths"].items()
         for method in methods
         if (method.upper(), path) not in SKIP
     ]
@@ -71,10 +84,9 @@ def _operations() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", ["positive", "negative"])
 @pytest.mark.parametrize(("method", "path"), _operations())
-def test_no_input_is_a_server_error(base_url: str, method: str, path: str, mode: str) -> None:
-    schema = schemathesis.openapi.from_dict(
-        create_app(Runtime(demo_agents(), "memory://")).openapi()
-    )
+def test_no_input_is_a_server_error(
+    base_url: str, schema: Any, method: str, path: str, mode: str
+) -> None:
     operation = schema[path][method]
     seen: list[int] = []
 
@@ -82,6 +94,7 @@ def test_no_input_is_a_server_error(base_url: str, method: str, path: str, mode:
         max_examples=EXAMPLES,
         deadline=None,
         database=None,
+        derandomize=not SOAK,
         suppress_health_check=list(HealthCheck),
     )
     @given(case=operation.as_strategy(GenerationMode(mode)), wait=st.just(0.2))

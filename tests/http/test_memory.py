@@ -95,10 +95,13 @@ async def test_the_view_cache_is_bounded_by_bytes(asgi: Serve) -> None:
     assert abs(runtime.views.bytes - held) <= 64 * sum(len(v.records) for v in runtime.views.held())
 
 
-def test_remembered_histories_are_bounded_by_messages() -> None:
-    # Each remembered history holds all its messages: a count bound alone let them grow.
+def test_remembered_histories_are_bounded_by_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each remembered history holds all its messages: a count bound alone let them grow. A
+    # bound of a thousand messages shows it as well as the real one, at a 20th of the hashing.
+    monkeypatch.setattr(messages, "_PREFIXES_MESSAGES", 1_000)
+    assert 40 < messages._PREFIXES_SIZE  # the histories' count alone would keep every one
     for n in range(40):
-        history = tuple(Message.user(f"conversation {n}, message {i}") for i in range(2_000))
+        history = tuple(Message.user(f"conversation {n}, message {i}") for i in range(100))
         ModelRequest(model="m", messages=history).input_hash()
         assert messages._prefixes_held[0] <= messages._PREFIXES_MESSAGES
     held = sum(len(entry[0]) for entry in messages._prefixes.values())

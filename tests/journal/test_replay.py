@@ -152,7 +152,7 @@ async def test_malformed_executions_fail_before_any_run(store: Store) -> None:
         ),
         RecordDraft(UserMessage(body="x"), execution_id="bad"),
     ]
-    await store.append(cid, drafts, expected_seq=await store.head(cid), fence=j.log.fence)
+    await store.append(cid, drafts, expected_seq=await store.head(cid), fence=j.log.store_fence)
     runs: list[int] = []
 
     class Count(EchoHarness):
@@ -164,7 +164,9 @@ async def test_malformed_executions_fail_before_any_run(store: Store) -> None:
         await (await Journal.open(store, cid)).resume(Count())
     assert runs == []
     orphan = RecordDraft(UserMessage(body="y"), execution_id="never-started")
-    await store.append(cid, [orphan], expected_seq=await store.head(cid), fence=j.log.fence + 10)
+    await store.append(
+        cid, [orphan], expected_seq=await store.head(cid), fence=j.log.store_fence + 10
+    )
     with pytest.raises(InvalidExecutionLog):
         await (await Journal.open(store, cid, fence=0)).replay(Count())
     assert runs == []

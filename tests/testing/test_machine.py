@@ -1,4 +1,5 @@
-"""The conformance suite's state machine is sized by a time budget, not only by a count."""
+"""The conformance suite's state machine is sized by a time budget, not only by a count, and
+CI's runs draw the same examples every time."""
 
 import asyncio
 from pathlib import Path
@@ -34,3 +35,17 @@ def test_without_a_budget_every_example_runs(tmp_path: Path) -> None:
     backend = SlowBackend(0)
     run_reference_machine(backend, tmp_path, examples=BATCH + 5, steps_per_example=5)
     assert backend.opened >= BATCH + 5
+
+
+def test_a_derandomized_run_draws_the_same_examples_every_time(tmp_path: Path) -> None:
+    def compared(directory: Path) -> int:
+        return run_reference_machine(
+            SlowBackend(0),
+            directory,
+            examples=2 * BATCH,  # two batches, seeds 0 and 1
+            steps_per_example=5,
+            seconds=3600,
+            derandomize=True,
+        )
+
+    assert compared(tmp_path / "first") == compared(tmp_path / "second")

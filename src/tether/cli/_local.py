@@ -98,7 +98,7 @@ def verify(conversation: str, store_url: str, console: Console) -> None:
 def replay(
     conversation: str, store_url: str, agents: Mapping[str, AgentDefinition], console: Console
 ) -> None:
-    from tether.journal import Journal
+    from tether.journal import NOT_MINTED, Journal
 
     async def run() -> list[Any]:
         async with await open_store_or_fail(store_url, create=False) as store:
@@ -109,7 +109,8 @@ def replay(
             spec = definition.initialize(found.key.instance, {})
             if inspect.isawaitable(spec):
                 spec = await spec
-            journal = await Journal.open(store, conversation, fence=0)  # no model, no tools
+            # No model, no tools: a replay serves what was recorded.
+            journal = await Journal.open(store, conversation, fence=NOT_MINTED)
             return await journal.replay(spec.harness)
 
     outputs = _run(run())

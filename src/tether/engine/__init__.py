@@ -47,6 +47,7 @@ from tether.engine._observe import (
     TurnEnded,
     TurnStarted,
 )
+from tether.engine._progress import ProgressHub, ProgressSubscription
 from tether.engine._pruner import PruneAction, PruneOutcome, PruneReport
 from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
@@ -115,6 +116,8 @@ __all__ = (
     "Operation",
     "OperationEnded",
     "OperationStarted",
+    "ProgressHub",
+    "ProgressSubscription",
     "PruneAction",
     "PruneOutcome",
     "PruneReport",

@@ -9,7 +9,7 @@ from typing import Final
 
 from tether.engine._observe import Correlation
 from tether.errors import ApprovalNotFound, InputNotFound
-from tether.journal import Journal, LogView
+from tether.journal import NOT_MINTED, Journal, LogView
 from tether.records import Record
 from tether.store import (
     Gate,
@@ -96,10 +96,14 @@ async def gate_journal(
     conversation_id, _, _ = gate_id.rpartition(".")
     if not conversation_id:
         raise not_found(gate_id)
-    # fence=0: opening must not supersede a run that a decision already resumed; the
+    # Not minted: opening must not supersede a run that a decision already resumed; the
     # decision commits at a fence of its own, and only when there is one to write.
     return await Journal.open(
-        store, conversation_id, fence=0, view=view(conversation_id), capabilities=capabilities
+        store,
+        conversation_id,
+        fence=NOT_MINTED,
+        view=view(conversation_id),
+        capabilities=capabilities,
     )
 
 

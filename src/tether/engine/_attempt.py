@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from pydantic import JsonValue
 
 from tether.engine._agents import AgentDefinition, AgentSpec
+from tether.engine._config import RuntimeConfig
 from tether.engine._context import EngineContext
 from tether.engine._delegation import (
     ChildDelegation,
@@ -48,6 +48,7 @@ from tether.engine._settle import (
     RUN_FAILED,
     TIMEOUT_EXCEEDED,
     complete,
+    delivered_to,
     failed,
     settle,
     succeeded,
@@ -71,6 +72,8 @@ from tether.errors import (
 from tether.journal import (
     EffectWrappers,
     Ending,
+    ExecutionResult,
+    Finisher,
     Journal,
     JournalHooks,
     Stamp,
@@ -105,6 +108,50 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(
         exc, TransientError | ConnectionError | TimeoutError | StoreUnavailable
     ) or bool(getattr(exc, "transient", False))
+
+
+def _limits(definition: AgentDefinition | None, config: RuntimeConfig) -> tuple[int, float]:
+    """The attempt budget and the timeout (seconds) of an agent's submissions: the agent's
+    own, each the runtime's where it sets none (or is not registered)."""
+    if definition is None:
+        return config.max_attempts, config.submission_timeout
+    return (
+        definition.max_attempts or config.max_attempts,
+        definition.timeout or config.submission_timeout,
+    )
+
+
+def _wait_reason(error: Parked, *, for_children: bool) -> str:
+    """The store's name for what a parked submission waits for."""
+    if for_children:
+        return WAIT_FOR_CHILDREN
+    return "input" if isinstance(error, InputParked) else "approval"
+
+
+def _parked_on(error: Parked) -> str:
+    """What a park waited for, as a recovery names it."""
+    if isinstance(error, ApprovalParked):
+        return f"approval {error.approval_id}"
+    if isinstance(error, InputParked):
+        return f"input {error.input_id}"
+    return "its children"
+
+
+@dataclass(frozen=True, slots=True)
+class _Settling:
+    """A settlement decided at an execution's end, whose records commit with that end."""
+
+    settlement: SubmissionSettled
+    absorbed: list[Submission]
+    """The steers the run took in: they settle with it."""
+    ending: Ending
+    """What the journal appends with the end (and the claim it settles, if it does)."""
+
+    @property
+    def settles_claim(self) -> bool:
+        """The end's commit settles the claim too (``append_settled``); otherwise the
+        settlement was reserved first, and :func:`complete` finishes it."""
+        return self.ending.settle is not None
 
 
 class _Observer:
@@ -163,18 +210,12 @@ class _Attempt:
         self.config = context.config
         self.definition: AgentDefinition | None = context.agents.get(submission.key.agent)
         self.correlation = Correlation.of(submission)
-        self.max_attempts = (
-            self.definition.max_attempts if self.definition else None
-        ) or self.config.max_attempts
-        timeout = (
-            self.definition.timeout if self.definition else None
-        ) or self.config.submission_timeout
+        self.max_attempts, timeout = _limits(self.definition, self.config)
         self.deadline = submission.created_at + timedelta(seconds=timeout)
         self._delivered: dict[str, str] = {}  # steer submission id -> the submission it joined
-        self._reserved: tuple[SubmissionSettled, list[Submission]] | None = None
-        """Set once the settlement is decided and its record rides with the execution's end."""
-        self._settles_with_end = False
-        """The end's commit settles the claim too (``append_settled``): nothing left to do."""
+        self._committed: _Settling | None = None
+        """The settlement whose record committed with the execution's end, once the work
+        returns it: only the bookkeeping is left."""
         self.inbound = Inbound.model_validate(submission.input)
         self._journal_used: Journal | None = None
         """The journal the work opened: the head it last saw is what a park compares."""
@@ -198,7 +239,7 @@ class _Attempt:
         if done:
             await self._settled(self.submission, payload)
             for steer in absorbed:
-                await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
+                await self._settled(steer, delivered_to(self.submission.id))
 
     async def _abort_reason(self) -> str:
         """What an abort found this submission doing when no run of it was under way: not
@@ -227,12 +268,14 @@ class _Attempt:
         found = [await self.store.get_submission(sid) for sid in mine]
         return [steer for steer in found if steer.status is SubmissionStatus.QUEUED]
 
-    async def _complete(self, settlement: SubmissionSettled, absorbed: list[Submission]) -> None:
-        if not self._settles_with_end:
-            await complete(self.store, self.submission, absorbed, clock=self.context.clock)
-        await self._settled(self.submission, settlement)
-        for steer in absorbed:
-            await self._settled(steer, succeeded({"deliveredTo": self.submission.id}))
+    async def _complete(self, committed: _Settling) -> None:
+        if not committed.settles_claim:
+            await complete(
+                self.store, self.submission, committed.absorbed, clock=self.context.clock
+            )
+        await self._settled(self.submission, committed.settlement)
+        for steer in committed.absorbed:
+            await self._settled(steer, delivered_to(self.submission.id))
 
     async def _settled(self, submission: Submission, payload: SubmissionSettled) -> None:
         correlation = Correlation.of(submission)
@@ -311,9 +354,8 @@ class _Attempt:
                 await abort_settlement(self.context, sub, "aborted"), fresh_fence=True
             )
         error = work.exception()
-        if error is None and self._reserved is not None:
-            settlement, absorbed = self._reserved  # its record is durable: only bookkeeping is left
-            return await self._complete(settlement, absorbed)
+        if error is None and self._committed is not None:
+            return await self._complete(self._committed)
         if error is None:
             return await self.settle(work.result())
         if isinstance(error, Parked):
@@ -366,23 +408,12 @@ class _Attempt:
             parked = await waits.park(
                 sub.id,
                 attempt_id=str(sub.attempt_id),
-                reason=WAIT_FOR_CHILDREN
-                if children
-                else "input"
-                if isinstance(error, InputParked)
-                else "approval",
+                reason=_wait_reason(error, for_children=children),
                 expected_seq=seen,
                 wait_until=delegation.wait_until if children and delegation else None,
             )
             if parked.status is SubmissionStatus.QUEUED:
-                what = (
-                    f"approval {error.approval_id}"
-                    if isinstance(error, ApprovalParked)
-                    else f"input {error.input_id}"
-                    if isinstance(error, InputParked)
-                    else "its children"
-                )
-                detail = f"{what}: decided, settled or aborted before the park"
+                detail = f"{_parked_on(error)}: decided, settled or aborted before the park"
                 await self.events.emit(
                     RecoveryDecided(self.correlation, decision="woken_before_park", detail=detail)
                 )
@@ -455,36 +486,53 @@ class _Attempt:
         inputs: Sequence[UserMessage | Signal] | None,
         *,
         head: int | None = None,
-    ) -> JsonValue:
+    ) -> tuple[JsonValue, _Settling | None]:
         """Exec (``inputs`` given; at ``head`` if the view was just refreshed) or resume,
         ending the execution and, when the output settles the submission, settling it in the
-        same commit."""
+        same commit: the output, and that settlement if it did."""
         events = self.events
         await events.emit(OperationStarted(self.correlation, operation=name))
         error: str | None = None
-        finish = functools.partial(self._finish, journal)
+        decided: list[_Settling] = []
+
+        async def finish(output: JsonValue) -> Ending:
+            settling = await self._finish(journal, output)
+            if settling is None:
+                return Ending()
+            decided.append(settling)
+            return settling.ending
+
         try:
-            run = (
-                (lambda: journal.resume(spec.harness, finish=finish))
-                if inputs is None
-                else (
-                    lambda: journal.exec(
-                        spec.harness,
-                        inputs,
-                        expected_seq=head,
-                        finish=finish,
-                        config=self._exec_config(),
-                        defer_start=True,  # under this claim's fresh fence
-                    )
-                )
+            result = await events.intercept(
+                Operation("operation", name, self.correlation),
+                lambda: self._execute(journal, spec, inputs, head, finish),
             )
-            result = await events.intercept(Operation("operation", name, self.correlation), run)
-            return result.output
+            return result.output, decided[-1] if decided else None
         except BaseException as exc:
             error = self.context.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
             await events.emit(OperationEnded(self.correlation, operation=name, error=error))
+
+    async def _execute(
+        self,
+        journal: Journal,
+        spec: AgentSpec,
+        inputs: Sequence[UserMessage | Signal] | None,
+        head: int | None,
+        finish: Finisher,
+    ) -> ExecutionResult:
+        """Resume the execution a crash left (``inputs`` is ``None``), or start one."""
+        if inputs is None:
+            return await journal.resume(spec.harness, finish=finish)
+        return await journal.exec(
+            spec.harness,
+            inputs,
+            expected_seq=head,
+            finish=finish,
+            config=self._exec_config(),
+            defer_start=True,  # under this claim's fresh fence
+        )
 
     def _exec_config(self) -> dict[str, JsonValue] | None:
         """Recorded on the execution, so that a harness (its replay too) asks its model for
@@ -511,30 +559,29 @@ class _Attempt:
             retries=retries if retries is not None else self.config.result_retries,
         )
 
-    async def _finish(self, journal: Journal, output: JsonValue) -> Ending:
-        """Hand the settlement's record to the journal, to append with the end: settling the
-        claim in that very commit, or, when steers it absorbed settle with it, reserved first
-        (two-phase, finished by :func:`complete`)."""
+    async def _finish(self, journal: Journal, output: JsonValue) -> _Settling | None:
+        """The settlement an execution's output earns, with the records that append with its
+        end: settling the claim in that very commit, or, when steers it absorbed settle with
+        it, reserved first (two-phase, finished by :func:`complete`). ``None`` while a
+        structured result still has corrections to go."""
         sub = self.submission
         settlement, _ = self._decide(output, journal)
         if settlement is None:
-            return Ending()
+            return None
         absorbed = await self._absorbed()
         payload = settlement.to_json_object()
-        joined = succeeded({"deliveredTo": sub.id})
+        joined = delivered_to(sub.id)
         records = [
             RecordDraft(settlement, submission_id=sub.id, attempt_id=sub.attempt_id),
             *(RecordDraft(joined, submission_id=steer.id) for steer in absorbed),
         ]
-        self._reserved = (settlement, absorbed)
         if absorbed:
             await self.store.reserve_settlement(
                 sub.id, attempt_id=str(sub.attempt_id), settlement=payload
             )
-            return Ending(records)
-        self._settles_with_end = True
+            return _Settling(settlement, absorbed, Ending(records))
         claim = ClaimSettlement(sub.id, str(sub.attempt_id), payload, self.context.clock.now())
-        return Ending(records, settle=claim)
+        return _Settling(settlement, absorbed, Ending(records, settle=claim))
 
     async def _drive(self, spec: AgentSpec) -> SubmissionSettled:
         sub = self.submission
@@ -543,14 +590,15 @@ class _Attempt:
         # Steer submissions delivered in this conversation -> the submission each joined.
         self._delivered = dict(view.steer_sources)
         if self.inbound.kind in ("steer", "follow_up") and sub.id in self._delivered:
-            return succeeded({"deliveredTo": self._delivered[sub.id]})  # it joined a settled run
+            return delivered_to(self._delivered[sub.id])  # it joined a settled run
         if self.inbound.kind == "compact":
             return await self._compact(journal, spec)
         mine = view.executions.by_submission.get(sub.id, [])
         events = self.events
         first: Sequence[UserMessage | Signal] = [self.inbound.input_payload()]
+        settling: _Settling | None = None
         if not mine:
-            output = await self._operation("exec", journal, spec, first, head=view.head)
+            output, settling = await self._operation("exec", journal, spec, first, head=view.head)
         elif mine[-1].completed:
             detail = mine[-1].id
             await events.emit(
@@ -561,16 +609,18 @@ class _Attempt:
             for event in resume_events(self.correlation, mine[-1]):
                 await events.emit(event)
             try:
-                output = await self._operation("resume", journal, spec, None)
+                output, settling = await self._operation("resume", journal, spec, None)
             except IncompleteInvocation:  # only a cut inside the atomic start batch: start over
-                output = await self._operation("exec", journal, spec, first)
-        while self._reserved is None:
+                output, settling = await self._operation("exec", journal, spec, first)
+        while settling is None:
             settlement, problem = self._decide(output, journal)
             if settlement is not None:
                 return settlement
             feedback = correction(problem, self.inbound.result_schema)
-            output = await self._operation("exec", journal, spec, [UserMessage(body=feedback)])
-        return self._reserved[0]
+            corrective = [UserMessage(body=feedback)]
+            output, settling = await self._operation("exec", journal, spec, corrective)
+        self._committed = settling  # its records are durable: _classify does the bookkeeping
+        return settling.settlement
 
     async def _compact(self, journal: Journal, spec: AgentSpec) -> SubmissionSettled:
 

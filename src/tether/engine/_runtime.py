@@ -50,6 +50,7 @@ from tether.engine._observe import (
     Observer,
     SubmissionAdmitted,
 )
+from tether.engine._progress import ProgressHub
 from tether.engine._pruner import Pruner, PruneReport, prune
 from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
@@ -77,7 +78,7 @@ from tether.errors import (
     SubmissionNotFound,
     UnknownAgent,
 )
-from tether.journal import Decision, Journal, LogView
+from tether.journal import NOT_MINTED, Decision, Journal, LogView
 from tether.messages import Message
 from tether.models import ModelCallPolicy, model_timeout_from_env
 from tether.records import Record
@@ -188,8 +189,10 @@ class Runtime:
         self.redact: Redactor = self.config.redact or SecretRedactor.from_env(
             os.environ, self.config.env
         )
+        self.progress = ProgressHub()
+        """Tool progress, live, for whoever follows a session (the HTTP streams do)."""
         self.instrumentation = Instrumentation(
-            [log_event, *observers], interceptors, redact=self.redact
+            [log_event, *observers, self.progress], interceptors, redact=self.redact
         )
         self.clock: Clock = self.config.clock or SystemClock()
         timeout = self.config.model_timeout
@@ -888,7 +891,7 @@ class Runtime:
         journal = await Journal.open(
             store,
             child.id,
-            fence=0,
+            fence=NOT_MINTED,
             view=self.view(child.id),
             capabilities=self._offered(),
         )

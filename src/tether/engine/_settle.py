@@ -10,7 +10,7 @@ from pydantic import JsonValue
 from tether._wire import JsonObject
 from tether.engine._clock import Clock
 from tether.errors import ClaimLost, Conflict
-from tether.journal import Journal, LogView, loose_ends
+from tether.journal import NOT_MINTED, Journal, LogView, loose_ends
 from tether.records import Record, RecordDraft, SettlementStatus, SubmissionSettled
 from tether.store import Store, Submission
 
@@ -23,6 +23,7 @@ __all__ = (
     "SETTLEMENT_INDETERMINATE",
     "TIMEOUT_EXCEEDED",
     "complete",
+    "delivered_to",
     "failed",
     "finish_reserved",
     "settle",
@@ -50,6 +51,12 @@ def failed(code: str, error: str, details: JsonObject | None = None) -> Submissi
 
 def succeeded(result: JsonValue) -> SubmissionSettled:
     return SubmissionSettled(status=SettlementStatus.SUCCEEDED, result=result)
+
+
+def delivered_to(host_id: str) -> SubmissionSettled:
+    """How a steer or follow-up settles once a run took it in: delivered to the submission
+    ``host_id``, whose run read it (it settles with that run, or at once if it already had)."""
+    return succeeded({"deliveredTo": host_id})
 
 
 async def settled_record(journal: Journal, submission_id: str) -> Record | None:
@@ -89,17 +96,16 @@ def _closing(
 
 
 async def _append_once(
-    journal: Journal, submission: Submission, payload: SubmissionSettled, *, mint: bool
+    journal: Journal, submission: Submission, payload: SubmissionSettled
 ) -> Record:
     for _ in range(5):
         existing = await settled_record(journal, submission.id)
         if existing is not None:
             return existing
-        if mint:
+        if journal.log.fence is NOT_MINTED:
             # Only now that a record must be written: a finisher that finds the work already
             # done must not supersede whatever runs in the conversation since.
             journal.log.fence = await journal.store.mint_fence(journal.conversation.id)
-            mint = False
         draft = RecordDraft(payload, submission_id=submission.id, attempt_id=submission.attempt_id)
         try:
             *_, record = await journal.log.append(
@@ -156,13 +162,11 @@ async def finish_reserved(
     so no other attempt can be running in the conversation.
     """
     journal = await Journal.open(
-        store, submission.conversation_id, fence=0 if fence is None else fence, view=view
+        store, submission.conversation_id, fence=NOT_MINTED if fence is None else fence, view=view
     )
-    mint = fence is None
-    await _append_once(journal, submission, payload, mint=mint)
+    await _append_once(journal, submission, payload)
     for steer in absorbed:
-        joined = succeeded({"deliveredTo": submission.id})
-        await _append_once(journal, steer, joined, mint=mint and journal.log.fence == 0)
+        await _append_once(journal, steer, delivered_to(submission.id))
     await complete(store, submission, absorbed, clock=clock)
 
 
@@ -170,7 +174,7 @@ async def complete(
     store: Store, submission: Submission, absorbed: Sequence[Submission] = (), *, clock: Clock
 ) -> None:
     """The bookkeeping once the settled records are durable: absorbed steers, then finalize."""
-    joined = succeeded({"deliveredTo": submission.id}).to_json_object()
+    joined = delivered_to(submission.id).to_json_object()
     for steer in absorbed:
         await store.settle_absorbed(steer.id, settlement=joined, now=clock.now())
     await store.finalize_settlement(submission.id, now=clock.now())

@@ -9,10 +9,11 @@ written by ``_sse`` (with the events of a session's subagents: ``_family``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from tether._sites import SitePolicy
@@ -22,15 +23,16 @@ from tether.http._console import console_router
 from tether.http._console_auth import console_auth_router
 from tether.http._console_cookie import DEFAULT_LIFETIME, ConsoleCookies
 from tether.http._conversations import conversations_router
+from tether.http._dependencies import AppState, SignIn, Streams
 from tether.http._dispatch import dispatch_router
-from tether.http._errors import failures, install_error_handlers
+from tether.http._errors import Responses, failures, install_error_handlers
 from tether.http._guard import Guard
 from tether.http._health import health_router
 from tether.http._inputs import inputs_router
 from tether.http._insights import insights_router
-from tether.http._progress import ProgressHub
 from tether.http._schedules import schedules_router
 from tether.http._sessions import sessions_router
+from tether.http._sse import RecentRecords
 from tether.http._submissions import submissions_router
 
 __all__ = ("create_app",)
@@ -84,7 +86,6 @@ def create_app(
         if auth_token is not None
         else None
     )
-    progress = _progress_hub(runtime)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -101,6 +102,13 @@ def create_app(
     app = FastAPIOffline(
         title="Tether", version="1", lifespan=lifespan, separate_input_output_schemas=False
     )
+    # The app's own state beside the runtime it serves (the routes depend on it: see
+    # _dependencies); nothing of the runtime is changed for an app.
+    app.state.tether = AppState(
+        runtime,
+        Streams(heartbeat, RecentRecords(runtime)),
+        SignIn(auth_token.encode() if auth_token is not None else None, cookies),
+    )
     install_error_handlers(app)
     hooks = {route.path for router in webhooks for route in router.routes if hasattr(route, "path")}
     app.add_middleware(
@@ -116,43 +124,78 @@ def create_app(
     # The health checks answer whatever the Host and without a token. With one, the console's
     # cookie is checked against the store's revocations: 503 when it cannot answer.
     guarded = failures(421, *((401, 503) if auth_token is not None else ()))
-    for router in (
-        dispatch_router(runtime, heartbeat=heartbeat, progress=progress, responses=guarded),
-        sessions_router(runtime, responses=guarded),
-        conversations_router(runtime, responses=guarded),
-        submissions_router(runtime, responses=guarded),
-        approvals_router(runtime, responses=guarded),
-        inputs_router(runtime, responses=guarded),
-        schedules_router(runtime, responses=guarded),
-        insights_router(runtime, responses=guarded),
-        health_router(runtime),
-        *webhooks,
-        # The web console last: no API request is matched against its routes first.
-        console_auth_router(auth_token, cookies),
-        console_router(),
-    ):
+    signing_in = {"/ui/login": failures(401)} if auth_token is not None else {}
+    for router in _API:
+        _add_routes(app, router, guarded)
+    for router in (health_router, *webhooks):
         _add_routes(app, router)
+    # The web console last: no API request is matched against its routes first.
+    _add_routes(app, console_auth_router, by_path=signing_in)
+    _add_routes(app, console_router())
     return app
 
 
-def _progress_hub(runtime: Runtime) -> ProgressHub:
-    """The runtime's hub of tool progress (never stored: it reaches the streams of this
-    process's runs), added to its observers by the first app made for it. Every app of the
-    runtime shares it: one per app, never removed, grew the observers with each app."""
-    for observer in runtime.instrumentation.observers:
-        if isinstance(observer, ProgressHub):
-            return observer
-    progress = ProgressHub()
-    runtime.instrumentation.observers.append(progress)
-    return progress
+_API = (
+    dispatch_router,
+    sessions_router,
+    conversations_router,
+    submissions_router,
+    approvals_router,
+    inputs_router,
+    schedules_router,
+    insights_router,
+)
+"""The routers behind the Guard's every check, in the order a request is matched."""
 
 
-def _add_routes(app: FastAPI, router: APIRouter) -> None:
-    """The router's routes, as they are, among the app's own.
+def _add_routes(
+    app: FastAPI,
+    router: APIRouter,
+    responses: Responses | None = None,
+    *,
+    by_path: Mapping[str, Responses] | None = None,
+) -> None:
+    """The router's routes among the app's own, each also documenting ``responses`` (what
+    this app's Guard may answer before it runs), and ``by_path`` those of its path.
 
-    Not ``include_router``: FastAPI (0.165) keeps an included router whole and matches each
-    request against it as a sub-router, twice, some 10 µs of CPU per router the request
-    passes (``/healthz``, behind five, took 70 µs more). A route built by a router already
-    holds the router's tags and ``responses``.
+    Each route is built again for this app, as FastAPI's ``add_api_route`` builds one: the
+    module's router stays as it is (other apps mount it too), and the app's
+    ``dependency_overrides`` reach the copy. Not ``include_router``: FastAPI (0.165) keeps
+    an included router whole and matches each request against it as a sub-router, twice,
+    some 10 µs of CPU per router the request passes (``/healthz``, behind five, took 70 µs
+    more).
     """
-    app.router.routes.extend(router.routes)
+    for route in router.routes:
+        if not isinstance(route, APIRoute):
+            app.router.routes.append(route)
+            continue
+        extra = {**(responses or {}), **(by_path or {}).get(route.path, {})}
+        app.router.add_api_route(
+            route.path,
+            route.endpoint,
+            response_model=route.response_model,
+            status_code=route.status_code,
+            tags=route.tags,
+            dependencies=route.dependencies,
+            summary=route.summary,
+            description=route.description,
+            response_description=route.response_description,
+            responses={**extra, **route.responses},
+            deprecated=route.deprecated,
+            methods=route.methods,
+            operation_id=route.operation_id,
+            response_model_include=route.response_model_include,
+            response_model_exclude=route.response_model_exclude,
+            response_model_by_alias=route.response_model_by_alias,
+            response_model_exclude_unset=route.response_model_exclude_unset,
+            response_model_exclude_defaults=route.response_model_exclude_defaults,
+            response_model_exclude_none=route.response_model_exclude_none,
+            include_in_schema=route.include_in_schema,
+            response_class=route.response_class,
+            name=route.name,
+            callbacks=route.callbacks,
+            openapi_extra=route.openapi_extra,
+            generate_unique_id_function=route.generate_unique_id_function,
+            strict_content_type=route.strict_content_type,
+            max_body_size=route.max_body_size,
+        )

@@ -6,8 +6,9 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from tether.engine import MAX_APPROVALS_PAGE, Runtime
-from tether.http._errors import BODY_FAILURES, Responses, failures
+from tether.engine import MAX_APPROVALS_PAGE
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import DecisionBody
 from tether.http._responses import ApprovalItem, ApprovalsPage, DecisionReceipt
 from tether.store import GateStatus
@@ -15,50 +16,54 @@ from tether.store import GateStatus
 __all__ = ("approvals_router",)
 
 
-def approvals_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """The approvals page and a decision; ``responses`` are documented on both."""
-    router = APIRouter(tags=["approvals"], responses=responses)
+approvals_router = APIRouter(tags=["approvals"])
+"""The approvals page and a decision."""
 
-    @router.get("/approvals", responses=failures(422, 503))
-    async def approvals(
-        status: Literal["pending", "decided", "closed", "all"] = Query(
-            default="pending",
-            description="pending (waits for a decision), decided (the decisions made, the "
-            "audit trail), closed (settled undecided) or all.",
-        ),
-        agent: str | None = Query(default=None, max_length=200),
-        instance: str | None = Query(default=None, max_length=200),
-        tool: str | None = Query(default=None, max_length=200),
-        limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
-        cursor: str | None = Query(
-            default=None, max_length=2000, description="A page's nextCursor: the page after it."
-        ),
-    ) -> ApprovalsPage:
-        """A page of approval gates, oldest request first."""
-        page = await runtime.approvals(
-            status=None if status == "all" else GateStatus(status),
-            agent=agent,
-            instance=instance,
-            tool=tool,
-            limit=limit,
-            cursor=cursor,
-        )
-        return ApprovalsPage(
-            approvals=[ApprovalItem.of(gate) for gate in page.gates],
-            next_cursor=page.next_cursor,
-        )
 
-    @router.post("/approvals/{approval_id}", responses=failures(*BODY_FAILURES, 404, 409, 503))
-    async def decide(approval_id: str, payload: DecisionBody) -> DecisionReceipt:
-        """Decide a parked tool call: approve, reject, or edit its arguments (checked
-        against the tool's schema). The same decision again answers the same record."""
-        record = await runtime.approve(
-            approval_id,
-            payload.decision,
-            approver=payload.approver,
-            reason=payload.reason,
-            args=payload.args,
-        )
-        return DecisionReceipt(approval_id=approval_id, decision=record)
+@approvals_router.get("/approvals", responses=failures(422, 503))
+async def approvals(
+    runtime: RuntimeDependency,
+    status: Literal["pending", "decided", "closed", "all"] = Query(
+        default="pending",
+        description="pending (waits for a decision), decided (the decisions made, the "
+        "audit trail), closed (settled undecided) or all.",
+    ),
+    agent: str | None = Query(default=None, max_length=200),
+    instance: str | None = Query(default=None, max_length=200),
+    tool: str | None = Query(default=None, max_length=200),
+    limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
+    cursor: str | None = Query(
+        default=None, max_length=2000, description="A page's nextCursor: the page after it."
+    ),
+) -> ApprovalsPage:
+    """A page of approval gates, oldest request first."""
+    page = await runtime.approvals(
+        status=None if status == "all" else GateStatus(status),
+        agent=agent,
+        instance=instance,
+        tool=tool,
+        limit=limit,
+        cursor=cursor,
+    )
+    return ApprovalsPage(
+        approvals=[ApprovalItem.of(gate) for gate in page.gates],
+        next_cursor=page.next_cursor,
+    )
 
-    return router
+
+@approvals_router.post(
+    "/approvals/{approval_id}", responses=failures(*BODY_FAILURES, 404, 409, 503)
+)
+async def decide(
+    runtime: RuntimeDependency, approval_id: str, payload: DecisionBody
+) -> DecisionReceipt:
+    """Decide a parked tool call: approve, reject, or edit its arguments (checked
+    against the tool's schema). The same decision again answers the same record."""
+    record = await runtime.approve(
+        approval_id,
+        payload.decision,
+        approver=payload.approver,
+        reason=payload.reason,
+        args=payload.args,
+    )
+    return DecisionReceipt(approval_id=approval_id, decision=record)

@@ -16,7 +16,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from tether.http._console_cookie import COOKIE, ConsoleCookies, request_cookie
+from tether.http._console_cookie import COOKIE, request_cookie
+from tether.http._dependencies import SignInDependency
 from tether.http._errors import BODY_FAILURES, POST_FAILURES, ApiError, failures
 from tether.http._requests import _Body
 from tether.http._responses import WireResponse, respond
@@ -36,61 +37,62 @@ class SignedIn(WireResponse):
     auth_required: bool
 
 
-def console_auth_router(token: str | None, cookies: ConsoleCookies | None) -> APIRouter:
-    """``POST /ui/login`` and ``POST /ui/logout``; the Guard lets both through without a
-    token. ``cookies`` issues and revokes the cookie when the server has a ``token``."""
-    router = APIRouter(tags=["console"])
-    secret = token.encode() if token is not None else None
-    required = secret is not None
+console_auth_router = APIRouter(tags=["console"])
+"""``POST /ui/login`` and ``POST /ui/logout``; the Guard lets both through without a
+token. The app's sign-in issues and revokes the cookie when the server has a token (and
+``create_app`` then documents the login's 401)."""
 
-    @router.post(
-        "/ui/login",
-        response_model=SignedIn,
-        responses=failures(*BODY_FAILURES, 421, *((401,) if required else ())),
+
+@console_auth_router.post(
+    "/ui/login",
+    response_model=SignedIn,
+    responses=failures(*BODY_FAILURES, 421),
+)
+async def login(sign_in: SignInDependency, request: Request, payload: LoginBody) -> Response:
+    """Check the token (in constant time) and set the console's session cookie (HttpOnly,
+    SameSite=Strict, for the sign-in's lifetime), which the server accepts instead of
+    ``Authorization: Bearer``: what a browser's ``EventSource`` needs. Without
+    ``--auth-token`` there is nothing to check and no cookie is set."""
+    secret, cookies = sign_in.token, sign_in.cookies
+    if secret is None or cookies is None:
+        return respond(SignedIn(signed_in=True, auth_required=False))
+    if not hmac.compare_digest(payload.token.encode(), secret):
+        raise ApiError(401, "unauthorized", "that is not the server's token")
+    # Signed in already (a reload, a stream renewing its cookie): the same sign-in, so
+    # that signing out ends it, not only the newest of several.
+    value = request_cookie(request.headers.get("cookie", ""))
+    left = await cookies.seconds_left(value) if value is not None else None
+    if value is None or left is None:
+        value, left = cookies.issue(), cookies.lifetime
+    response = respond(SignedIn(signed_in=True, auth_required=True))
+    response.set_cookie(
+        COOKIE,
+        value,
+        max_age=int(left),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
     )
-    async def login(request: Request, payload: LoginBody) -> Response:
-        """Check the token (in constant time) and set the console's session cookie (HttpOnly,
-        SameSite=Strict, for the sign-in's lifetime), which the server accepts instead of
-        ``Authorization: Bearer``: what a browser's ``EventSource`` needs. Without
-        ``--auth-token`` there is nothing to check and no cookie is set."""
-        if secret is None or cookies is None:
-            return respond(SignedIn(signed_in=True, auth_required=False))
-        if not hmac.compare_digest(payload.token.encode(), secret):
-            raise ApiError(401, "unauthorized", "that is not the server's token")
-        # Signed in already (a reload, a stream renewing its cookie): the same sign-in, so
-        # that signing out ends it, not only the newest of several.
-        value = request_cookie(request.headers.get("cookie", ""))
-        left = await cookies.seconds_left(value) if value is not None else None
-        if value is None or left is None:
-            value, left = cookies.issue(), cookies.lifetime
-        response = respond(SignedIn(signed_in=True, auth_required=True))
-        response.set_cookie(
-            COOKIE,
-            value,
-            max_age=int(left),
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
-        )
-        return response
+    return response
 
-    @router.post("/ui/logout", response_model=SignedIn, responses=failures(*POST_FAILURES, 421))
-    async def logout(request: Request) -> Response:
-        """Sign this browser out: its cookie is revoked for good, on every server on this
-        store (a copy replayed later is refused), and cleared (the page forgets its token
-        too)."""
-        value = request_cookie(request.headers.get("cookie", ""))
-        if value is not None and cookies is not None:
-            await cookies.revoke(value)
-        response = respond(SignedIn(signed_in=False, auth_required=required))
-        response.delete_cookie(
-            COOKIE,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
-        )
-        return response
 
-    return router
+@console_auth_router.post(
+    "/ui/logout", response_model=SignedIn, responses=failures(*POST_FAILURES, 421)
+)
+async def logout(sign_in: SignInDependency, request: Request) -> Response:
+    """Sign this browser out: its cookie is revoked for good, on every server on this
+    store (a copy replayed later is refused), and cleared (the page forgets its token
+    too)."""
+    value = request_cookie(request.headers.get("cookie", ""))
+    if value is not None and sign_in.cookies is not None:
+        await sign_in.cookies.revoke(value)
+    response = respond(SignedIn(signed_in=False, auth_required=sign_in.token is not None))
+    response.delete_cookie(
+        COOKIE,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response

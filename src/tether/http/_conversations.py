@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
-from tether.engine import Runtime
-from tether.http._errors import BODY_FAILURES, Responses, failures
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import SEQ_AFTER, ForkBody
 from tether.http._responses import Forked, MessagesPage, RecordsPage, Verified, respond
 from tether.records import Record
@@ -26,80 +26,85 @@ _NDJSON = {
 }
 
 
-def conversations_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """Records, messages, fork, verify; ``responses`` are documented on each."""
-    router = APIRouter(tags=["conversations"], responses=responses)
+conversations_router = APIRouter(tags=["conversations"])
+"""Records, messages, fork, verify."""
 
-    @router.get(
-        "/agents/{agent}/{instance}/records",
-        response_model=RecordsPage,
-        responses=failures(404, 422, 503),
+
+@conversations_router.get(
+    "/agents/{agent}/{instance}/records",
+    response_model=RecordsPage,
+    responses=failures(404, 422, 503),
+)
+async def records(
+    runtime: RuntimeDependency,
+    agent: str,
+    instance: str,
+    session: str = "default",
+    after: int = SEQ_AFTER,
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> Response:
+    """A page of the session's records after ``after``; ``next`` is where the next
+    page starts."""
+    conversation = await runtime.conversation(agent, instance, session=session)
+    page = await runtime.records(conversation.id, after=after, limit=limit)
+    next_after = page[-1].seq if page else after
+    return respond(RecordsPage(conversation_id=conversation.id, records=page, next=next_after))
+
+
+@conversations_router.get("/agents/{agent}/{instance}/messages", responses=failures(404, 422, 503))
+async def messages(
+    runtime: RuntimeDependency, agent: str, instance: str, session: str = "default"
+) -> MessagesPage:
+    """The session's transcript, as its model is given it."""
+    conversation = await runtime.conversation(agent, instance, session=session)
+    return MessagesPage(
+        conversation_id=conversation.id, messages=await runtime.messages(conversation.id)
     )
-    async def records(
-        agent: str,
-        instance: str,
-        session: str = "default",
-        after: int = SEQ_AFTER,
-        limit: int = Query(default=100, ge=1, le=1000),
-    ) -> Response:
-        """A page of the session's records after ``after``; ``next`` is where the next
-        page starts."""
-        conversation = await runtime.conversation(agent, instance, session=session)
-        page = await runtime.records(conversation.id, after=after, limit=limit)
-        next_after = page[-1].seq if page else after
-        return respond(RecordsPage(conversation_id=conversation.id, records=page, next=next_after))
 
-    @router.get("/agents/{agent}/{instance}/messages", responses=failures(404, 422, 503))
-    async def messages(agent: str, instance: str, session: str = "default") -> MessagesPage:
-        """The session's transcript, as its model is given it."""
-        conversation = await runtime.conversation(agent, instance, session=session)
-        return MessagesPage(
-            conversation_id=conversation.id, messages=await runtime.messages(conversation.id)
-        )
 
-    @router.post(
-        "/conversations/{conversation_id}/fork",
-        status_code=201,
-        responses=failures(*BODY_FAILURES, 404, 409, 410, 503),
+@conversations_router.post(
+    "/conversations/{conversation_id}/fork",
+    status_code=201,
+    responses=failures(*BODY_FAILURES, 404, 409, 410, 503),
+)
+async def fork(runtime: RuntimeDependency, conversation_id: str, payload: ForkBody) -> Forked:
+    """A new session whose log starts with this one's first ``atSeq`` records (410
+    ``seq_truncated`` for a seq retention removed)."""
+    child = await runtime.fork(conversation_id, at_seq=payload.at_seq, session=payload.session)
+    key = child.key
+    return Forked(
+        conversation_id=child.id,
+        agent=key.agent,
+        instance=key.instance,
+        session=key.session,
+        repaired_calls=child.repaired_calls,
     )
-    async def fork(conversation_id: str, payload: ForkBody) -> Forked:
-        """A new session whose log starts with this one's first ``atSeq`` records (410
-        ``seq_truncated`` for a seq retention removed)."""
-        child = await runtime.fork(conversation_id, at_seq=payload.at_seq, session=payload.session)
-        key = child.key
-        return Forked(
-            conversation_id=child.id,
-            agent=key.agent,
-            instance=key.instance,
-            session=key.session,
-            repaired_calls=child.repaired_calls,
-        )
 
-    @router.get("/conversations/{conversation_id}/verify", responses=failures(404, 409, 422, 503))
-    async def verify(conversation_id: str) -> Verified:
-        """Re-derive the conversation's whole hash chain (409 ``log_tampered`` if a record
-        was altered)."""
-        head = await runtime.verify(conversation_id)
-        first = await runtime.records(conversation_id, limit=1)
-        first_seq = first[0].seq if first else 1
-        return Verified(conversation_id=conversation_id, ok=True, records=head, first_seq=first_seq)
 
-    @router.get(
-        "/conversations/{conversation_id}/export",
-        response_class=StreamingResponse,
-        responses={200: _NDJSON, **failures(404, 422, 503)},
-    )
-    async def export(conversation_id: str) -> StreamingResponse:
-        """The whole log as JSON lines (``application/x-ndjson``), the records exactly as the
-        store holds them, then the export's trailer."""
+@conversations_router.get(
+    "/conversations/{conversation_id}/verify", responses=failures(404, 409, 422, 503)
+)
+async def verify(runtime: RuntimeDependency, conversation_id: str) -> Verified:
+    """Re-derive the conversation's whole hash chain (409 ``log_tampered`` if a record
+    was altered)."""
+    head = await runtime.verify(conversation_id)
+    first = await runtime.records(conversation_id, limit=1)
+    first_seq = first[0].seq if first else 1
+    return Verified(conversation_id=conversation_id, ok=True, records=head, first_seq=first_seq)
 
-        async def read(after: int, limit: int) -> list[Record]:
-            return await runtime.records(conversation_id, after=after, limit=limit)
 
-        first = await read(0, EXPORT_PAGE)  # 404 before 200
-        chunks = export_chunks(
-            read, conversation_id, key=runtime.config.export_key, first_page=first
-        )
-        return StreamingResponse(chunks, media_type="application/x-ndjson")
+@conversations_router.get(
+    "/conversations/{conversation_id}/export",
+    response_class=StreamingResponse,
+    responses={200: _NDJSON, **failures(404, 422, 503)},
+)
+async def export(runtime: RuntimeDependency, conversation_id: str) -> StreamingResponse:
+    """The whole log as JSON lines (``application/x-ndjson``), the records exactly as the
+    store holds them, then the export's trailer."""
 
-    return router
+    async def read(after: int, limit: int) -> list[Record]:
+        return await runtime.records(conversation_id, after=after, limit=limit)
+
+    first = await read(0, EXPORT_PAGE)  # 404 before 200
+    chunks = export_chunks(read, conversation_id, key=runtime.config.export_key, first_page=first)
+    return StreamingResponse(chunks, media_type="application/x-ndjson")

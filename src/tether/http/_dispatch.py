@@ -8,14 +8,13 @@ from typing import Literal
 from fastapi import APIRouter, Header
 from fastapi.responses import Response, StreamingResponse
 
-from tether.engine import Runtime
 from tether.errors import ConversationNotFound
 from tether.http._cursors import family_cursor, resume_point
-from tether.http._errors import BODY_FAILURES, Responses, failures
-from tether.http._progress import ProgressHub
+from tether.http._dependencies import RuntimeDependency, StreamsDependency
+from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT, DispatchBody
 from tether.http._responses import DispatchAccepted, DispatchSettled, respond
-from tether.http._sse import RecentRecords, View, session_stream
+from tether.http._sse import View, session_stream
 from tether.http._submissions import settled_within
 from tether.store import SessionKey
 
@@ -38,112 +37,111 @@ _EVENT_STREAM = {
 }
 
 
-def dispatch_router(
-    runtime: Runtime, *, heartbeat: float, progress: ProgressHub, responses: Responses
-) -> APIRouter:
-    """Admission and the SSE stream of a session; ``responses`` are documented on both."""
-    router = APIRouter(tags=["sessions"], responses=responses)
-    recent = RecentRecords(runtime)
+dispatch_router = APIRouter(tags=["sessions"])
+"""Admission and the SSE stream of a session."""
 
-    @router.post(
-        "/agents/{agent}/{instance}",
-        status_code=202,
-        response_model=None,
-        responses={
-            202: {
-                "model": DispatchAccepted,
-                "description": "Admitted (with ``?wait``: not settled within ``timeout``).",
-                "headers": {
-                    "Location": {
-                        "description": "The submission: ``/submissions/<id>``.",
-                        "schema": {"type": "string"},
-                    }
-                },
+
+@dispatch_router.post(
+    "/agents/{agent}/{instance}",
+    status_code=202,
+    response_model=None,
+    responses={
+        202: {
+            "model": DispatchAccepted,
+            "description": "Admitted (with ``?wait``: not settled within ``timeout``).",
+            "headers": {
+                "Location": {
+                    "description": "The submission: ``/submissions/<id>``.",
+                    "schema": {"type": "string"},
+                }
             },
-            200: {"model": DispatchSettled, "description": "Settled, with ``?wait=true``."},
-            **failures(*BODY_FAILURES, 404, 409, 503),
         },
+        200: {"model": DispatchSettled, "description": "Settled, with ``?wait=true``."},
+        **failures(*BODY_FAILURES, 404, 409, 503),
+    },
+)
+async def dispatch(
+    runtime: RuntimeDependency,
+    agent: str,
+    instance: str,
+    payload: DispatchBody,
+    wait: bool = False,
+    wait_seconds: float = WAIT_TIMEOUT,
+    multitask: Literal["enqueue", "reject", "interrupt", "steer"] = "enqueue",
+    idempotency_key: str | None = Header(default=None, max_length=200),
+    traceparent: str | None = Header(default=None),
+    tracestate: str | None = Header(default=None),
+) -> Response:
+    """Admit a message to the session; ``?wait=true`` answers with its settlement."""
+    message = payload.model_dump(
+        mode="json", by_alias=True, exclude_none=True, exclude={"session", "dispatch_id"}
     )
-    async def dispatch(
-        agent: str,
-        instance: str,
-        payload: DispatchBody,
-        wait: bool = False,
-        wait_seconds: float = WAIT_TIMEOUT,
-        multitask: Literal["enqueue", "reject", "interrupt", "steer"] = "enqueue",
-        idempotency_key: str | None = Header(default=None, max_length=200),
-        traceparent: str | None = Header(default=None),
-        tracestate: str | None = Header(default=None),
-    ) -> Response:
-        """Admit a message to the session; ``?wait=true`` answers with its settlement."""
-        message = payload.model_dump(
-            mode="json", by_alias=True, exclude_none=True, exclude={"session", "dispatch_id"}
-        )
-        receipt = await runtime.dispatch(
-            agent,
-            instance,
-            message,
-            session=payload.session,
-            dispatch_id=payload.dispatch_id or idempotency_key,
-            multitask=multitask,
-            # The caller's trace, joined by every attempt (malformed ones are ignored).
-            trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
-        )
-        status = None
-        if wait:
-            if settled := await settled_within(runtime, receipt.submission_id, wait_seconds):
-                return respond(DispatchSettled.of(receipt, settled))
-            # Not settled in time: say where it stands (``waiting`` = parked for approval).
-            status = (await runtime.submission(receipt.submission_id)).status
-        accepted = DispatchAccepted.of(receipt, agent, instance, status)
-        return respond(accepted, 202, Location=f"/submissions/{receipt.submission_id}")
-
-    @router.get(
-        "/agents/{agent}/{instance}",
-        response_class=StreamingResponse,
-        responses={200: _EVENT_STREAM, **failures(400, 404, 422, 503)},
+    receipt = await runtime.dispatch(
+        agent,
+        instance,
+        message,
+        session=payload.session,
+        dispatch_id=payload.dispatch_id or idempotency_key,
+        multitask=multitask,
+        # The caller's trace, joined by every attempt (malformed ones are ignored).
+        trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
     )
-    async def stream(
-        agent: str,
-        instance: str,
-        session: str = "default",
-        after: int = SEQ_AFTER,
-        follow: bool = False,
-        view: View = "records",
-        children: bool = False,
-        last_event_id: str | None = Header(default=None),
-    ) -> StreamingResponse:
-        """The session's records after ``after`` (or ``Last-Event-ID``), as SSE; it ends
-        once the session is at rest, unless ``?follow=true`` (then it is awaited if it does
-        not exist yet). ``view=stream`` sends canonical stream events instead.
-        ``children=true`` sends the subagents' events too, each under its task call, and
-        ends once they are at rest as well."""
-        conversation_id: str | None = None
-        try:
-            conversation_id = (await runtime.conversation(agent, instance, session=session)).id
-        except ConversationNotFound:
-            if not follow:
-                raise
-        cursor = None
-        if children:
-            cursor, start, skip = family_cursor(last_event_id, view), after, 0
-        else:
-            start, skip = resume_point(after, last_event_id, view)
-        frames = session_stream(
-            runtime,
-            recent,
-            SessionKey(agent, instance, session),
-            conversation_id,
-            after=start,
-            follow=follow,
-            heartbeat=heartbeat,
-            view=view,
-            skip=skip,
-            progress=progress,
-            children=children,
-            cursor=cursor,
-        )
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+    status = None
+    if wait:
+        if settled := await settled_within(runtime, receipt.submission_id, wait_seconds):
+            return respond(DispatchSettled.of(receipt, settled))
+        # Not settled in time: say where it stands (``waiting`` = parked for approval).
+        status = (await runtime.submission(receipt.submission_id)).status
+    accepted = DispatchAccepted.of(receipt, agent, instance, status)
+    return respond(accepted, 202, Location=f"/submissions/{receipt.submission_id}")
 
-    return router
+
+@dispatch_router.get(
+    "/agents/{agent}/{instance}",
+    response_class=StreamingResponse,
+    responses={200: _EVENT_STREAM, **failures(400, 404, 422, 503)},
+)
+async def stream(
+    runtime: RuntimeDependency,
+    streams: StreamsDependency,
+    agent: str,
+    instance: str,
+    session: str = "default",
+    after: int = SEQ_AFTER,
+    follow: bool = False,
+    view: View = "records",
+    children: bool = False,
+    last_event_id: str | None = Header(default=None),
+) -> StreamingResponse:
+    """The session's records after ``after`` (or ``Last-Event-ID``), as SSE; it ends
+    once the session is at rest, unless ``?follow=true`` (then it is awaited if it does
+    not exist yet). ``view=stream`` sends canonical stream events instead.
+    ``children=true`` sends the subagents' events too, each under its task call, and
+    ends once they are at rest as well."""
+    conversation_id: str | None = None
+    try:
+        conversation_id = (await runtime.conversation(agent, instance, session=session)).id
+    except ConversationNotFound:
+        if not follow:
+            raise
+    cursor = None
+    if children:
+        cursor, start, skip = family_cursor(last_event_id, view), after, 0
+    else:
+        start, skip = resume_point(after, last_event_id, view)
+    frames = session_stream(
+        runtime,
+        streams.recent,
+        SessionKey(agent, instance, session),
+        conversation_id,
+        after=start,
+        follow=follow,
+        heartbeat=streams.heartbeat,
+        view=view,
+        skip=skip,
+        progress=runtime.progress,
+        children=children,
+        cursor=cursor,
+    )
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)

@@ -96,6 +96,9 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.DuplicateCallId: 500,
     E.MissingToolExecutor: 500,
     E.TurnClosed: 500,
+    # integrations: an agent a server was given, or its run, that cannot be journaled
+    E.UnsupportedConstruct: 500,
+    E.NotJournaled: 500,
     # engine
     E.TransientError: 503,
     E.UnknownAgent: 404,

@@ -38,9 +38,9 @@ from typing import Any
 
 import orjson
 
-from tether.engine import Runtime
+from tether.engine import ProgressHub, ProgressSubscription, Runtime
 from tether.http._cursors import FamilyCursor, Position, View
-from tether.http._progress import ProgressHub, ProgressSubscription
+from tether.http._progress import progress_frames
 from tether.records import Record, SubmissionSettled, TaskFinished, TaskSpawned, ToolOutcome
 from tether.store import SessionKey
 from tether.stream import StreamProjector
@@ -413,7 +413,7 @@ async def _wait(family: _Family, live: list[_Node], heartbeat: float) -> AsyncIt
     subscriptions = [n.progress for n in live if n.progress is not None]
     waits.update(s.arrived() for s in subscriptions)
     done, _ = await asyncio.wait(waits, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
-    if frames := b"".join(s.take() for s in subscriptions):
+    if frames := progress_frames(event for s in subscriptions for event in s.take()):
         yield frames
     if not done:
         yield b": heartbeat\n"  # no blank line: see _sse.HEARTBEAT

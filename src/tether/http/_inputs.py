@@ -10,8 +10,9 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from tether.engine import MAX_APPROVALS_PAGE, Runtime
-from tether.http._errors import BODY_FAILURES, Responses, failures
+from tether.engine import MAX_APPROVALS_PAGE
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import BODY_FAILURES, failures
 from tether.http._input_views import AnswerReceipt, InputItem, InputsPage
 from tether.http._requests import AnswerBody
 from tether.store import GateStatus
@@ -26,38 +27,38 @@ _STATUS: dict[str, GateStatus | None] = {
 }
 
 
-def inputs_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """The inputs page and an answer; ``responses`` are documented on both."""
-    router = APIRouter(tags=["inputs"], responses=responses)
+inputs_router = APIRouter(tags=["inputs"])
+"""The inputs page and an answer."""
 
-    @router.get("/inputs", responses=failures(422, 503))
-    async def inputs(
-        status: Literal["pending", "answered", "closed", "all"] = Query(
-            default="pending",
-            description="pending (waits for an answer), answered (the answers given, who "
-            "gave them and when), closed (settled unanswered) or all.",
-        ),
-        agent: str | None = Query(default=None, max_length=200),
-        instance: str | None = Query(default=None, max_length=200),
-        limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
-        cursor: str | None = Query(
-            default=None, max_length=2000, description="A page's nextCursor: the page after it."
-        ),
-    ) -> InputsPage:
-        """A page of the inputs runs asked for, oldest request first."""
-        page = await runtime.inputs(
-            status=_STATUS[status], agent=agent, instance=instance, limit=limit, cursor=cursor
-        )
-        return InputsPage(
-            inputs=[InputItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
-        )
 
-    @router.post("/inputs/{input_id}", responses=failures(*BODY_FAILURES, 404, 409, 503))
-    async def answer(input_id: str, payload: AnswerBody) -> AnswerReceipt:
-        """Answer a run's question with a JSON value (checked against the input's schema:
-        422 ``invalid_answer`` if it does not fit, and nothing is written); the run resumes
-        with it. The same answer again answers the same record; another is a 409."""
-        record = await runtime.answer(input_id, payload.value, responder=payload.responder)
-        return AnswerReceipt(input_id=input_id, answer=record)
+@inputs_router.get("/inputs", responses=failures(422, 503))
+async def inputs(
+    runtime: RuntimeDependency,
+    status: Literal["pending", "answered", "closed", "all"] = Query(
+        default="pending",
+        description="pending (waits for an answer), answered (the answers given, who "
+        "gave them and when), closed (settled unanswered) or all.",
+    ),
+    agent: str | None = Query(default=None, max_length=200),
+    instance: str | None = Query(default=None, max_length=200),
+    limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
+    cursor: str | None = Query(
+        default=None, max_length=2000, description="A page's nextCursor: the page after it."
+    ),
+) -> InputsPage:
+    """A page of the inputs runs asked for, oldest request first."""
+    page = await runtime.inputs(
+        status=_STATUS[status], agent=agent, instance=instance, limit=limit, cursor=cursor
+    )
+    return InputsPage(
+        inputs=[InputItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
+    )
 
-    return router
+
+@inputs_router.post("/inputs/{input_id}", responses=failures(*BODY_FAILURES, 404, 409, 503))
+async def answer(runtime: RuntimeDependency, input_id: str, payload: AnswerBody) -> AnswerReceipt:
+    """Answer a run's question with a JSON value (checked against the input's schema:
+    422 ``invalid_answer`` if it does not fit, and nothing is written); the run resumes
+    with it. The same answer again answers the same record; another is a 409."""
+    record = await runtime.answer(input_id, payload.value, responder=payload.responder)
+    return AnswerReceipt(input_id=input_id, answer=record)

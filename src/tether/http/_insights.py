@@ -13,7 +13,8 @@ from fastapi import APIRouter, Query
 from pydantic import Field
 
 from tether.engine import ChildUsage, Runtime
-from tether.http._errors import Responses, failures
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import failures
 from tether.http._requests import SEQ_AFTER
 from tether.http._responses import TIMESTAMP, WireResponse, optional, stream_url
 from tether.http._session_views import SessionParent
@@ -96,75 +97,80 @@ class SessionUsage(WireResponse):
     children: list[ChildUsageView] = Field(description="In the order they finished.")
 
 
-def insights_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """Agents, a session's conversation, spans, usage; ``responses`` are documented on each."""
-    router = APIRouter(tags=["conversations"], responses=responses)
+insights_router = APIRouter(tags=["conversations"])
+"""Agents, a session's conversation, spans, usage."""
 
-    @router.get("/agents", tags=["sessions"], responses=failures())
-    async def agents() -> AgentsPage:
-        """The agents this server runs."""
-        return AgentsPage(
-            agents=[
-                AgentItem(
-                    name=name,
-                    description=definition.description,
-                    delegates_to=list(runtime.subagents.spawns.get(name, ())),
-                )
-                for name, definition in sorted(runtime.agents.items())
-            ]
-        )
 
-    @router.get("/agents/{agent}/{instance}/conversation", responses=failures(404, 422, 503))
-    async def conversation(
-        agent: str, instance: str, session: str = Query(default="default", max_length=200)
-    ) -> ConversationView:
-        """The session's conversation and its head (404 before its first message)."""
-        found = await runtime.conversation(agent, instance, session=session)
-        # A log is never empty (conversation_created comes first): this answers at once.
-        head = await runtime.wait_for_append(found.id, after=0)
-        parent = found.parent
-        return ConversationView(
-            conversation_id=found.id,
-            agent=agent,
-            instance=instance,
-            session=session,
-            created_at=found.created_at.isoformat(),
-            head=head,
-            parent=None
-            if parent is None
-            else SessionParent(
-                conversation_id=parent.conversation_id,
-                seq=parent.seq,
-                reason=parent.reason,
-                call_id=parent.call_id,
-            ),
-            stream_url=stream_url(SessionKey(agent, instance, session)),
-        )
+@insights_router.get("/agents", tags=["sessions"], responses=failures())
+async def agents(runtime: RuntimeDependency) -> AgentsPage:
+    """The agents this server runs."""
+    return AgentsPage(
+        agents=[
+            AgentItem(
+                name=name,
+                description=definition.description,
+                delegates_to=list(runtime.subagents.spawns.get(name, ())),
+            )
+            for name, definition in sorted(runtime.agents.items())
+        ]
+    )
 
-    @router.get("/conversations/{conversation_id}/spans", responses=failures(404, 422, 503))
-    async def spans(
-        conversation_id: str,
-        after: int = SEQ_AFTER,
-        limit: int = Query(default=200, ge=1, le=MAX_SPANS_PAGE),
-    ) -> SpansPage:
-        """A page of the spans derived from the log (executions, model calls, tool calls)
-        that start after seq ``after``, in the order they started, each with its duration
-        once it has ended. The log is read from ``after`` until the page's spans have
-        ended (or the log does)."""
-        return await _spans_page(runtime, conversation_id, after=after, limit=limit)
 
-    @router.get("/conversations/{conversation_id}/usage", responses=failures(404, 422, 503))
-    async def usage(conversation_id: str) -> SessionUsage:
-        """Token usage and cost of the conversation's model calls, its children's included
-        (each child also listed). An unknown price leaves ``cost`` out, never zero."""
-        totals = await runtime.usage(conversation_id)
-        return SessionUsage(
-            conversation_id=conversation_id,
-            usage=UsageView.of(totals),
-            children=[ChildUsageView.of(child) for child in totals.children],
-        )
+@insights_router.get("/agents/{agent}/{instance}/conversation", responses=failures(404, 422, 503))
+async def conversation(
+    runtime: RuntimeDependency,
+    agent: str,
+    instance: str,
+    session: str = Query(default="default", max_length=200),
+) -> ConversationView:
+    """The session's conversation and its head (404 before its first message)."""
+    found = await runtime.conversation(agent, instance, session=session)
+    # A log is never empty (conversation_created comes first): this answers at once.
+    head = await runtime.wait_for_append(found.id, after=0)
+    parent = found.parent
+    return ConversationView(
+        conversation_id=found.id,
+        agent=agent,
+        instance=instance,
+        session=session,
+        created_at=found.created_at.isoformat(),
+        head=head,
+        parent=None
+        if parent is None
+        else SessionParent(
+            conversation_id=parent.conversation_id,
+            seq=parent.seq,
+            reason=parent.reason,
+            call_id=parent.call_id,
+        ),
+        stream_url=stream_url(SessionKey(agent, instance, session)),
+    )
 
-    return router
+
+@insights_router.get("/conversations/{conversation_id}/spans", responses=failures(404, 422, 503))
+async def spans(
+    runtime: RuntimeDependency,
+    conversation_id: str,
+    after: int = SEQ_AFTER,
+    limit: int = Query(default=200, ge=1, le=MAX_SPANS_PAGE),
+) -> SpansPage:
+    """A page of the spans derived from the log (executions, model calls, tool calls)
+    that start after seq ``after``, in the order they started, each with its duration
+    once it has ended. The log is read from ``after`` until the page's spans have
+    ended (or the log does)."""
+    return await _spans_page(runtime, conversation_id, after=after, limit=limit)
+
+
+@insights_router.get("/conversations/{conversation_id}/usage", responses=failures(404, 422, 503))
+async def usage(runtime: RuntimeDependency, conversation_id: str) -> SessionUsage:
+    """Token usage and cost of the conversation's model calls, its children's included
+    (each child also listed). An unknown price leaves ``cost`` out, never zero."""
+    totals = await runtime.usage(conversation_id)
+    return SessionUsage(
+        conversation_id=conversation_id,
+        usage=UsageView.of(totals),
+        children=[ChildUsageView.of(child) for child in totals.children],
+    )
 
 
 async def _spans_page(

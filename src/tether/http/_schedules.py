@@ -13,12 +13,12 @@ from tether.engine import (
     MAX_CATCH_UP,
     MAX_PERIOD,
     InvalidSchedule,
-    Runtime,
     Schedule,
     ScheduleConflict,
     ScheduleInfo,
 )
-from tether.http._errors import BODY_FAILURES, ApiError, Responses, failures
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import BODY_FAILURES, ApiError, failures
 from tether.http._requests import title
 from tether.http._responses import TIMESTAMP, WireResponse, optional, time_of
 
@@ -152,36 +152,37 @@ def _conflict(exc: ScheduleConflict) -> ApiError:
     return ApiError(409, exc.code, str(exc), {"field": "id"})
 
 
-def schedules_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """The schedules' list, and adding and deleting one; ``responses`` are documented on
-    each."""
-    router = APIRouter(tags=["schedules"], responses=responses)
+schedules_router = APIRouter(tags=["schedules"])
+"""The schedules' list, and adding and deleting one."""
 
-    @router.get("/schedules", responses=failures(503))
-    async def schedules() -> SchedulesPage:
-        """Every schedule with the start of its next window: the runtime's configuration's,
-        then those kept in the store (oldest first)."""
-        return SchedulesPage(schedules=[ScheduleItem.of(i) for i in await runtime.schedules()])
 
-    @router.post("/schedules", status_code=201, responses=failures(*BODY_FAILURES, 404, 409, 503))
-    async def add(payload: ScheduleBody) -> ScheduleItem:
-        """Keep a schedule in the store: every worker fires each of its windows once.
-        The same definition again answers the one kept; an id that another definition (or
-        the configuration) has is 409; an unknown agent 404."""
-        try:
-            info = await runtime.add_schedule(payload.schedule())
-        except ScheduleConflict as exc:
-            raise _conflict(exc) from None
-        return ScheduleItem.of(info)
+@schedules_router.get("/schedules", responses=failures(503))
+async def schedules(runtime: RuntimeDependency) -> SchedulesPage:
+    """Every schedule with the start of its next window: the runtime's configuration's,
+    then those kept in the store (oldest first)."""
+    return SchedulesPage(schedules=[ScheduleItem.of(i) for i in await runtime.schedules()])
 
-    @router.delete("/schedules/{schedule_id}", responses=failures(403, 404, 409, 422, 503))
-    async def delete(schedule_id: str) -> ScheduleDeleted:
-        """Forget a schedule kept in the store (one of the configuration is 409). What its
-        windows admitted stays admitted."""
-        try:
-            await runtime.delete_schedule(schedule_id)
-        except ScheduleConflict as exc:
-            raise _conflict(exc) from None
-        return ScheduleDeleted(deleted=schedule_id)
 
-    return router
+@schedules_router.post(
+    "/schedules", status_code=201, responses=failures(*BODY_FAILURES, 404, 409, 503)
+)
+async def add(runtime: RuntimeDependency, payload: ScheduleBody) -> ScheduleItem:
+    """Keep a schedule in the store: every worker fires each of its windows once.
+    The same definition again answers the one kept; an id that another definition (or
+    the configuration) has is 409; an unknown agent 404."""
+    try:
+        info = await runtime.add_schedule(payload.schedule())
+    except ScheduleConflict as exc:
+        raise _conflict(exc) from None
+    return ScheduleItem.of(info)
+
+
+@schedules_router.delete("/schedules/{schedule_id}", responses=failures(403, 404, 409, 422, 503))
+async def delete(runtime: RuntimeDependency, schedule_id: str) -> ScheduleDeleted:
+    """Forget a schedule kept in the store (one of the configuration is 409). What its
+    windows admitted stays admitted."""
+    try:
+        await runtime.delete_schedule(schedule_id)
+    except ScheduleConflict as exc:
+        raise _conflict(exc) from None
+    return ScheduleDeleted(deleted=schedule_id)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from tether.engine import MAX_SESSIONS_PAGE, Runtime, SessionState
+from tether.engine import MAX_SESSIONS_PAGE, SessionState
 from tether.errors import InvalidDispatch
-from tether.http._errors import BODY_FAILURES, Responses, failures
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import MessageBody, SessionBody
 from tether.http._responses import Aborted, SubmissionReceipt
 from tether.http._session_views import ErasedView, SessionItem, SessionsPage
@@ -17,71 +18,84 @@ __all__ = ("sessions_router",)
 _CONTROL_FAILURES = failures(*BODY_FAILURES, 404, 409, 503)
 
 
-def sessions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """List, steer, follow up, abort, compact, erase; ``responses`` are documented on each."""
-    router = APIRouter(tags=["sessions"], responses=responses)
+sessions_router = APIRouter(tags=["sessions"])
+"""List, steer, follow up, abort, compact, erase."""
 
-    @router.get("/sessions", responses=failures(422, 503))
-    async def sessions(
-        agent: str | None = Query(default=None, max_length=200),
-        instance: str | None = Query(default=None, max_length=200, description="Needs agent."),
-        status: SessionState | None = None,
-        limit: int = Query(default=50, ge=1, le=MAX_SESSIONS_PAGE),
-        cursor: str | None = Query(
-            default=None, max_length=2000, description="A page's nextCursor: the page after it."
-        ),
-        usage: bool = Query(default=False, description="Total each session's model calls."),
-    ) -> SessionsPage:
-        """A page of sessions, newest activity first, with where each stands."""
-        if instance is not None and agent is None:
-            raise InvalidDispatch("an instance filter needs its agent", field="instance")
-        page = await runtime.sessions(
-            agent=agent, instance=instance, status=status, limit=limit, cursor=cursor, usage=usage
-        )
-        return SessionsPage(
-            sessions=[SessionItem.of(info) for info in page.sessions],
-            next_cursor=page.next_cursor,
-        )
 
-    @router.delete("/agents/{agent}/{instance}", responses=failures(403, 404, 409, 422, 503))
-    async def erase(
-        agent: str,
-        instance: str,
-        session: str = Query(default="default", min_length=1, max_length=200),
-        force: bool = Query(
-            default=False, description="Abort what is unsettled first, instead of a 409."
-        ),
-    ) -> ErasedView:
-        """Erase a session for good: its log, submissions, snapshot, and the attachments no
-        other log references (409 ``session_busy`` while something of it is unsettled)."""
-        erased = await runtime.erase_session(agent, instance, session=session, force=force)
-        return ErasedView.of(erased)
+@sessions_router.get("/sessions", responses=failures(422, 503))
+async def sessions(
+    runtime: RuntimeDependency,
+    agent: str | None = Query(default=None, max_length=200),
+    instance: str | None = Query(default=None, max_length=200, description="Needs agent."),
+    status: SessionState | None = None,
+    limit: int = Query(default=50, ge=1, le=MAX_SESSIONS_PAGE),
+    cursor: str | None = Query(
+        default=None, max_length=2000, description="A page's nextCursor: the page after it."
+    ),
+    usage: bool = Query(default=False, description="Total each session's model calls."),
+) -> SessionsPage:
+    """A page of sessions, newest activity first, with where each stands."""
+    if instance is not None and agent is None:
+        raise InvalidDispatch("an instance filter needs its agent", field="instance")
+    page = await runtime.sessions(
+        agent=agent, instance=instance, status=status, limit=limit, cursor=cursor, usage=usage
+    )
+    return SessionsPage(
+        sessions=[SessionItem.of(info) for info in page.sessions],
+        next_cursor=page.next_cursor,
+    )
 
-    @router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)
-    async def steer(agent: str, instance: str, payload: MessageBody) -> SubmissionReceipt:
-        """A message for the run in flight, which reads it at its next step (409
-        ``no_run_in_flight`` when nothing runs)."""
-        receipt = await runtime.steer(agent, instance, payload.body, session=payload.session)
-        return SubmissionReceipt.of(receipt)
 
-    @router.post("/agents/{agent}/{instance}/followup", responses=_CONTROL_FAILURES)
-    async def follow_up(agent: str, instance: str, payload: MessageBody) -> SubmissionReceipt:
-        """A message for the session once the run in flight has finished."""
-        receipt = await runtime.follow_up(agent, instance, payload.body, session=payload.session)
-        return SubmissionReceipt.of(receipt)
+@sessions_router.delete("/agents/{agent}/{instance}", responses=failures(403, 404, 409, 422, 503))
+async def erase(
+    runtime: RuntimeDependency,
+    agent: str,
+    instance: str,
+    session: str = Query(default="default", min_length=1, max_length=200),
+    force: bool = Query(
+        default=False, description="Abort what is unsettled first, instead of a 409."
+    ),
+) -> ErasedView:
+    """Erase a session for good: its log, submissions, snapshot, and the attachments no
+    other log references (409 ``session_busy`` while something of it is unsettled)."""
+    erased = await runtime.erase_session(agent, instance, session=session, force=force)
+    return ErasedView.of(erased)
 
-    @router.post("/agents/{agent}/{instance}/abort", responses=_CONTROL_FAILURES)
-    async def abort(agent: str, instance: str, payload: SessionBody | None = None) -> Aborted:
-        """Cancel everything of the session that has not settled."""
-        session = payload.session if payload is not None else "default"
-        return Aborted(aborted=await runtime.abort(agent, instance, session=session))
 
-    @router.post("/agents/{agent}/{instance}/compact", status_code=202, responses=_CONTROL_FAILURES)
-    async def compact(
-        agent: str, instance: str, payload: SessionBody | None = None
-    ) -> SubmissionReceipt:
-        """Queue a compaction of the session's history."""
-        session = payload.session if payload is not None else "default"
-        return SubmissionReceipt.of(await runtime.compact(agent, instance, session=session))
+@sessions_router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)
+async def steer(
+    runtime: RuntimeDependency, agent: str, instance: str, payload: MessageBody
+) -> SubmissionReceipt:
+    """A message for the run in flight, which reads it at its next step (409
+    ``no_run_in_flight`` when nothing runs)."""
+    receipt = await runtime.steer(agent, instance, payload.body, session=payload.session)
+    return SubmissionReceipt.of(receipt)
 
-    return router
+
+@sessions_router.post("/agents/{agent}/{instance}/followup", responses=_CONTROL_FAILURES)
+async def follow_up(
+    runtime: RuntimeDependency, agent: str, instance: str, payload: MessageBody
+) -> SubmissionReceipt:
+    """A message for the session once the run in flight has finished."""
+    receipt = await runtime.follow_up(agent, instance, payload.body, session=payload.session)
+    return SubmissionReceipt.of(receipt)
+
+
+@sessions_router.post("/agents/{agent}/{instance}/abort", responses=_CONTROL_FAILURES)
+async def abort(
+    runtime: RuntimeDependency, agent: str, instance: str, payload: SessionBody | None = None
+) -> Aborted:
+    """Cancel everything of the session that has not settled."""
+    session = payload.session if payload is not None else "default"
+    return Aborted(aborted=await runtime.abort(agent, instance, session=session))
+
+
+@sessions_router.post(
+    "/agents/{agent}/{instance}/compact", status_code=202, responses=_CONTROL_FAILURES
+)
+async def compact(
+    runtime: RuntimeDependency, agent: str, instance: str, payload: SessionBody | None = None
+) -> SubmissionReceipt:
+    """Queue a compaction of the session's history."""
+    session = payload.session if payload is not None else "default"
+    return SubmissionReceipt.of(await runtime.compact(agent, instance, session=session))

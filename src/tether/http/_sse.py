@@ -11,11 +11,11 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from tether.engine import Runtime
+from tether.engine import ProgressHub, ProgressSubscription, Runtime
 from tether.errors import ConversationNotFound
 from tether.http._cursors import FamilyCursor, View
 from tether.http._family import family_stream
-from tether.http._progress import ProgressHub, ProgressSubscription
+from tether.http._progress import progress_frames
 from tether.records import Record
 from tether.store import SessionKey
 from tether.stream import StreamProjector
@@ -275,7 +275,7 @@ async def record_stream(
             done, _ = await asyncio.wait(
                 waits, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
             )
-            if progress is not None and (frames := progress.take()):
+            if progress is not None and (frames := progress_frames(progress.take())):
                 yield frames
             if append not in done:
                 if not done:

@@ -9,7 +9,8 @@ from fastapi import APIRouter
 from pydantic import JsonValue
 
 from tether.engine import Runtime
-from tether.http._errors import POST_FAILURES, Responses, failures
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import POST_FAILURES, failures
 from tether.http._requests import WAIT_TIMEOUT
 from tether.http._submission_views import SubmissionTreeNode, SubmissionView
 
@@ -28,36 +29,39 @@ async def settled_within(
         return None
 
 
-def submissions_router(runtime: Runtime, *, responses: Responses) -> APIRouter:
-    """A submission's view, abort and tree; ``responses`` are documented on each."""
-    router = APIRouter(tags=["submissions"], responses=responses)
+submissions_router = APIRouter(tags=["submissions"])
+"""A submission's view, abort and tree."""
 
-    @router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))
-    async def submission(
-        submission_id: str, wait: bool = False, wait_seconds: float = WAIT_TIMEOUT
-    ) -> SubmissionView:
-        """A submission's status, attempts and settlement, the submission that spawned it
-        (a subagent's) and the children its task calls spawned; with ``?wait=true``, once
-        it has settled or ``timeout`` seconds have passed, whichever comes first."""
-        if wait:
-            await settled_within(runtime, submission_id, wait_seconds)
-        return SubmissionView.of(await runtime.submission(submission_id))
 
-    @router.post(
-        "/submissions/{submission_id}/abort",
-        responses=failures(*POST_FAILURES, 404, 422, 503),
-    )
-    async def abort(submission_id: str) -> SubmissionView:
-        """Abort one submission (an operator's cancel), wherever it runs: it settles
-        ``aborted`` at its next safe point (``cancelRequestedAt`` says the abort took). A
-        subagent's parent gets an error result for its task and goes on; the submission's
-        own children are cancelled with it. A settled submission is answered as it is."""
-        return SubmissionView.of(await runtime.abort_submission(submission_id))
+@submissions_router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))
+async def submission(
+    runtime: RuntimeDependency,
+    submission_id: str,
+    wait: bool = False,
+    wait_seconds: float = WAIT_TIMEOUT,
+) -> SubmissionView:
+    """A submission's status, attempts and settlement, the submission that spawned it
+    (a subagent's) and the children its task calls spawned; with ``?wait=true``, once
+    it has settled or ``timeout`` seconds have passed, whichever comes first."""
+    if wait:
+        await settled_within(runtime, submission_id, wait_seconds)
+    return SubmissionView.of(await runtime.submission(submission_id))
 
-    @router.get("/submissions/{submission_id}/tree", responses=failures(404, 422, 503))
-    async def tree(submission_id: str) -> SubmissionTreeNode:
-        """The submission's subagent tree: every child its task calls spawned, theirs in
-        turn, each with its status and usage (model calls, tokens, cost)."""
-        return SubmissionTreeNode.of(await runtime.tree(submission_id))
 
-    return router
+@submissions_router.post(
+    "/submissions/{submission_id}/abort",
+    responses=failures(*POST_FAILURES, 404, 422, 503),
+)
+async def abort(runtime: RuntimeDependency, submission_id: str) -> SubmissionView:
+    """Abort one submission (an operator's cancel), wherever it runs: it settles
+    ``aborted`` at its next safe point (``cancelRequestedAt`` says the abort took). A
+    subagent's parent gets an error result for its task and goes on; the submission's
+    own children are cancelled with it. A settled submission is answered as it is."""
+    return SubmissionView.of(await runtime.abort_submission(submission_id))
+
+
+@submissions_router.get("/submissions/{submission_id}/tree", responses=failures(404, 422, 503))
+async def tree(runtime: RuntimeDependency, submission_id: str) -> SubmissionTreeNode:
+    """The submission's subagent tree: every child its task calls spawned, theirs in
+    turn, each with its status and usage (model calls, tokens, cost)."""
+    return SubmissionTreeNode.of(await runtime.tree(submission_id))

@@ -1,7 +1,8 @@
 """What the claude-code and codex integrations share: JSON-lines events from a file, an
 iterable or an async iterable; an agent CLI run as a subprocess whose stdout is read as it
 comes; and what their harnesses need around ``auto_send_turn`` (the prompt, and a marker in
-the transcript that lets the next execution continue the CLI's own session).
+the transcript that lets the next execution continue the CLI's own session); and
+:class:`CliHarness`, the harness both are, which says nothing of the CLI itself.
 
 The subprocess is started with ``asyncio.create_subprocess_exec`` (never a shell), only when
 its output is first read, so building a turn for a replay needs no CLI installed. It runs in
@@ -18,6 +19,7 @@ import logging
 import os
 import shutil
 import signal
+from abc import ABC, abstractmethod
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
@@ -27,8 +29,9 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from pydantic import JsonValue
 
@@ -37,13 +40,17 @@ from tether.messages import DataPart, Message
 from tether.stream import (
     DataContent,
     HarnessTurn,
+    SpanSink,
     StreamEvent,
     StreamTaskMessageFull,
     TurnUsage,
+    UnifiedEmitter,
 )
 
 __all__ = (
+    "CliHarness",
     "CliProcess",
+    "CliRun",
     "CliTurn",
     "EventLine",
     "EventSource",
@@ -318,6 +325,10 @@ class CliTurn(Generic[StateT]):
         """Why the run failed (``None`` if it did not)."""
         raise NotImplementedError
 
+    def usage(self) -> TurnUsage:
+        """The run's token usage, as the CLI reported it."""
+        raise NotImplementedError
+
 
 async def recorded_failure(
     turn: Turn, step: str, tapped: CliTurn[Any], ids: Mapping[str, JsonValue]
@@ -336,3 +347,79 @@ async def recorded_failure(
     ended = await turn.step(step, outcome)
     failure = ended.get("failure") if isinstance(ended, dict) else None
     return failure if isinstance(failure, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class CliRun:
+    """One execution's CLI run, as a :class:`CliHarness` subclass starts it: the tapped
+    turn, the marker it leaves for the next execution, the ids its outcome records, and how
+    its usage is read (``None``: as the CLI reports it)."""
+
+    tapped: CliTurn[Any]
+    marker: Callable[[], dict[str, JsonValue] | None]
+    ids: Callable[[], dict[str, JsonValue]]
+    usage: Callable[[TurnUsage], TurnUsage] | None = None
+
+
+class CliHarness(ABC):
+    """Runs an agent CLI once per execution on the execution's input, and writes the run
+    into the session's log with :meth:`~tether.stream.UnifiedEmitter.auto_send_turn`: what
+    it streams stays across restarts and replays with no CLI (a replay never starts it).
+
+    With ``resume`` a session's later messages continue the CLI's own session, from the
+    marker the previous run left in the transcript under ``marker_key``. A crash mid-run
+    cannot resume the CLI in the middle: the resumed execution keeps what was recorded and
+    runs the CLI again from the start. How a run ended is journaled in the step
+    ``outcome_step``; a run that failed raises ``failed``. A subclass names these and
+    starts the run (:meth:`start`).
+
+    Example::
+
+        class Mine(CliHarness):
+            name, marker_key, outcome_step, failed = "mine", "x", "x.outcome", RuntimeError
+
+            def start(self, prompt, marker):
+                tapped = run_mine(prompt, executable=self.executable, args=self.args)
+                return CliRun(tapped, lambda: None, lambda: {})
+    """
+
+    name: str
+    marker_key: ClassVar[str]
+    outcome_step: ClassVar[str]
+    failed: ClassVar[type[Exception]]
+
+    def __init__(
+        self,
+        *,
+        model: str | None,
+        args: Sequence[str],
+        cwd: str | os.PathLike[str] | None,
+        env: Mapping[str, str] | None,
+        executable: str,
+        resume: bool,
+        tracer: SpanSink | None,
+        version: str,
+    ) -> None:
+        self.model = model
+        self.args = tuple(args)
+        self.cwd = cwd
+        self.env = dict(env) if env is not None else None
+        self.executable = executable
+        self.resume = resume
+        self.emitter = UnifiedEmitter(tracer=tracer)
+        self.version = version
+
+    @abstractmethod
+    def start(self, prompt: str, marker: Mapping[str, JsonValue]) -> CliRun:
+        """The run of ``prompt`` (not started until its events are read), continuing from
+        ``marker`` (empty: a new session)."""
+
+    async def run(self, turn: Turn) -> JsonValue:
+        marker = last_marker(turn.history, self.marker_key) if self.resume else None
+        run = self.start(prompt_of(turn.inputs), marker or {})
+        marked = MarkedTurn(run.tapped, self.marker_key, run.marker, run.usage)
+        result = await self.emitter.auto_send_turn(marked, turn)
+        failure = await recorded_failure(turn, self.outcome_step, run.tapped, run.ids())
+        if failure is not None:
+            raise self.failed(failure)
+        return result.final_text

@@ -27,11 +27,13 @@ from tether.journal._executions import Execution
 from tether.journal._harness import Harness
 from tether.journal._history import SIGNAL_MEDIA_TYPE, messages_of, transcript
 from tether.journal._journal import Ending, ExecutionResult, Finisher, Journal
+from tether.journal._log import NOT_MINTED, Fence, NotMinted
 from tether.journal._truncate import truncation_anchor, truncation_point
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, Turn
 from tether.journal._view import LogView
 
 __all__ = (
+    "NOT_MINTED",
     "SIGNAL_MEDIA_TYPE",
     "UNKNOWN_OUTCOME",
     "ApprovalState",
@@ -41,6 +43,7 @@ __all__ = (
     "Ending",
     "Execution",
     "ExecutionResult",
+    "Fence",
     "Finisher",
     "Harness",
     "Journal",
@@ -48,6 +51,7 @@ __all__ = (
     "JournalObserver",
     "LogView",
     "Mode",
+    "NotMinted",
     "Stamp",
     "SteerSource",
     "ToolExecutor",

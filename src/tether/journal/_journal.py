@@ -50,7 +50,7 @@ from tether.journal._executions import Execution
 from tether.journal._harness import Harness
 from tether.journal._history import PrefixTranscripts, messages_of, projected
 from tether.journal._inputs import check_answer, find_answer
-from tether.journal._log import JournalLog, logger
+from tether.journal._log import NOT_MINTED, Fence, JournalLog, logger
 from tether.journal._recorded import Recorded
 from tether.journal._turn import Mode, Turn
 from tether.journal._view import LogView
@@ -123,7 +123,7 @@ class Journal:
         store: LogStore,
         conversation: Conversation,
         *,
-        fence: int,
+        fence: Fence,
         head: int,
         model: Model | None = None,
         tools: ToolExecutor | None = None,
@@ -155,7 +155,7 @@ class Journal:
         store: LogStore,
         conversation_id: str,
         *,
-        fence: int | None = None,
+        fence: Fence | None = None,
         model: Model | None = None,
         tools: ToolExecutor | None = None,
         view: LogView | None = None,
@@ -165,7 +165,8 @@ class Journal:
         hooks: JournalHooks = NO_HOOKS,
         capabilities: StoreCapabilities | None = None,
     ) -> Journal:
-        """Open a conversation's journal; without a ``fence`` it mints one (superseding others).
+        """Open a conversation's journal; without a ``fence`` it mints one (superseding others),
+        with :data:`NOT_MINTED` it supersedes no one (it mints one only to write over another).
 
         Pass the ``view`` a previous journal of this conversation kept, to skip re-reading
         the log (it is brought up to date either way); ``refresh=True`` brings it up to date
@@ -232,8 +233,8 @@ class Journal:
         """Open the journal of a session's conversation, creating the conversation (with
         ``conversation_id``, else a new id) if the session has none.
 
-        The writer that creates a conversation holds its first fence, 0, without minting one:
-        no writer can precede the creation, and any later opener mints 1 and supersedes it.
+        The writer that creates a conversation holds no minted fence (:data:`NOT_MINTED`): no
+        writer can precede the creation, and any later opener mints 1 and supersedes it.
         So a new session costs one commit. An existing one is opened as :meth:`open` does.
 
         Example::
@@ -250,7 +251,7 @@ class Journal:
         return cls(
             store,
             conversation,
-            fence=0,
+            fence=NOT_MINTED,
             head=1,  # a new conversation holds only its conversation_created record
             model=model,
             tools=tools,
@@ -450,7 +451,7 @@ class Journal:
         Example::
 
             child = await store.fork(parent_id, at_seq=12, key=key, ...)
-            repaired = await (await Journal.open(store, child.id, fence=0)).repair_cut()
+            repaired = await (await Journal.open(store, child.id, fence=NOT_MINTED)).repair_cut()
         """
         view = await self.refresh()
         pending = view.latest
@@ -706,7 +707,7 @@ class Journal:
         else:  # a store without gates keeps no parked run to wake, nor appends without a fence
             self.log.fence = await self.store.mint_fence(self.conversation.id)
             records = await self.store.append(
-                self.conversation.id, [draft], expected_seq=expected_seq, fence=self.log.fence
+                self.conversation.id, [draft], expected_seq=expected_seq, fence=self.log.store_fence
             )
         self.log.head = records[-1].seq
         self.view.extend(records)

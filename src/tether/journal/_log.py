@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import Sequence
+from typing import Final, TypeAlias
 
 from tether.errors import JournalError
 from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp
@@ -12,9 +14,24 @@ from tether.journal._view import LogView
 from tether.records import Payload, Record, RecordDraft
 from tether.store import ClaimSettlement, LogStore, StoreCapabilities
 
-__all__ = ("JournalLog",)
+__all__ = ("NOT_MINTED", "Fence", "JournalLog", "NotMinted")
 
 logger = logging.getLogger("tether.journal")
+
+
+class NotMinted(enum.Enum):
+    """The fence of a writer that has minted none: opening it superseded no one, and the
+    store takes its appends only while no writer of the conversation has minted one (the
+    store keeps it as fence 0, where every conversation starts). A writer that must write
+    whoever came before mints one first (``LogStore.mint_fence``)."""
+
+    NOT_MINTED = "not_minted"
+
+
+NOT_MINTED: Final = NotMinted.NOT_MINTED
+
+Fence: TypeAlias = int | NotMinted
+"""A writer's fence: one it minted (or was handed with its claim), or :data:`NOT_MINTED`."""
 
 
 class JournalLog:
@@ -31,7 +48,7 @@ class JournalLog:
         store: LogStore,
         conversation_id: str,
         *,
-        fence: int,
+        fence: Fence,
         head: int,
         view: LogView | None = None,
         stamp: Stamp = NO_STAMP,
@@ -40,7 +57,7 @@ class JournalLog:
     ) -> None:
         self.store = store
         self.conversation_id = conversation_id
-        self.fence = fence
+        self.fence: Fence = fence
         self.head = head
         self.submission_id = stamp.submission_id
         self.attempt_id = stamp.attempt_id
@@ -67,6 +84,11 @@ class JournalLog:
             execution_id=execution_id,
         )
 
+    @property
+    def store_fence(self) -> int:
+        """The fence as the store takes it: 0 for :data:`NOT_MINTED`."""
+        return 0 if self.fence is NOT_MINTED else self.fence
+
     async def append(
         self,
         drafts: Sequence[RecordDraft],
@@ -82,11 +104,15 @@ class JournalLog:
             head = self.head if expected_seq is None else expected_seq
             if settle is None:
                 records = await self.store.append(
-                    self.conversation_id, drafts, expected_seq=head, fence=self.fence
+                    self.conversation_id, drafts, expected_seq=head, fence=self.store_fence
                 )
             elif (whole := self.capabilities.whole) is not None:
                 records = await whole.append_settled(
-                    self.conversation_id, drafts, expected_seq=head, fence=self.fence, settle=settle
+                    self.conversation_id,
+                    drafts,
+                    expected_seq=head,
+                    fence=self.store_fence,
+                    settle=settle,
                 )
             else:
                 raise JournalError("settling with an append needs a whole Store")

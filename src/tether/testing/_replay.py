@@ -30,7 +30,7 @@ import orjson
 from pydantic import JsonValue
 
 from tether.errors import HarnessMismatch, ReplayDiverged
-from tether.journal import Harness, Journal, transcript
+from tether.journal import NOT_MINTED, Harness, Journal, transcript
 from tether.messages import Message, ModelRequest, TextPart, ToolCallPart, ToolResultPart
 from tether.records import (
     ExecutionEnded,
@@ -151,7 +151,7 @@ async def replay_log(
     store = MemoryStore()
     try:
         await store.import_conversation(conversation, records)
-        journal = await Journal.open(store, conversation.id, fence=0)  # no model, no tools
+        journal = await Journal.open(store, conversation.id, fence=NOT_MINTED)  # no model, no tools
         divergence: ReplayDivergence | None = None
         try:
             outputs = await journal.replay(harness)

@@ -10,10 +10,9 @@ from pydantic import JsonValue
 
 from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition
-from tether.integrations._cli import MarkedTurn, last_marker, prompt_of, recorded_failure
+from tether.integrations._cli import CliHarness, CliRun
 from tether.integrations.claude_code._run import run_claude_code
-from tether.journal import Turn
-from tether.stream import SpanSink, UnifiedEmitter
+from tether.stream import SpanSink
 
 __all__ = ("ClaudeCodeFailed", "ClaudeCodeHarness", "durable")
 
@@ -29,7 +28,7 @@ class ClaudeCodeFailed(RuntimeError):
     there is in the log all the same."""
 
 
-class ClaudeCodeHarness:
+class ClaudeCodeHarness(CliHarness):
     """Runs ``claude -p`` once per execution on the execution's input, and writes the run
     into the session's log with :meth:`~tether.stream.UnifiedEmitter.auto_send_turn`:
     its text, thinking, tool calls and results stream as records (SSE shows them live),
@@ -49,6 +48,9 @@ class ClaudeCodeHarness:
     """
 
     name = "claude-code"
+    marker_key = SESSION_KEY
+    outcome_step = OUTCOME_STEP
+    failed = ClaudeCodeFailed
 
     def __init__(
         self,
@@ -63,21 +65,22 @@ class ClaudeCodeHarness:
         tracer: SpanSink | None = None,
         version: str = "1",
     ) -> None:
-        self.model = model
-        self.args = tuple(args)
-        self.cwd = cwd
-        self.env = dict(env) if env is not None else None
-        self.executable = executable
+        super().__init__(
+            model=model,
+            args=args,
+            cwd=cwd,
+            env=env,
+            executable=executable,
+            resume=resume_session,
+            tracer=tracer,
+            version=version,
+        )
         self.partial_messages = partial_messages
-        self.resume_session = resume_session
-        self.emitter = UnifiedEmitter(tracer=tracer)
-        self.version = version
 
-    async def run(self, turn: Turn) -> JsonValue:
-        marker = last_marker(turn.history, SESSION_KEY) if self.resume_session else None
-        session = marker.get("session_id") if marker is not None else None
+    def start(self, prompt: str, marker: Mapping[str, JsonValue]) -> CliRun:
+        session = marker.get("session_id")
         tapped = run_claude_code(
-            prompt_of(turn.inputs),
+            prompt,
             model=self.model,
             resume=session if isinstance(session, str) else None,
             partial_messages=self.partial_messages,
@@ -90,15 +93,7 @@ class ClaudeCodeHarness:
         def session_marker() -> dict[str, JsonValue] | None:
             return None if tapped.session_id is None else {"session_id": tapped.session_id}
 
-        result = await self.emitter.auto_send_turn(
-            MarkedTurn(tapped, SESSION_KEY, session_marker), turn
-        )
-
-        ids: dict[str, JsonValue] = {"sessionId": tapped.session_id}
-        failure = await recorded_failure(turn, OUTCOME_STEP, tapped, ids)
-        if failure is not None:
-            raise ClaudeCodeFailed(failure)
-        return result.final_text
+        return CliRun(tapped, session_marker, lambda: {"sessionId": tapped.session_id})
 
 
 def durable(

@@ -10,10 +10,9 @@ from pydantic import JsonValue
 
 from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition
-from tether.integrations._cli import MarkedTurn, last_marker, prompt_of, recorded_failure
+from tether.integrations._cli import CliHarness, CliRun
 from tether.integrations.codex._run import run_codex
-from tether.journal import Turn
-from tether.stream import SpanSink, TurnUsage, UnifiedEmitter
+from tether.stream import SpanSink, TurnUsage
 
 __all__ = ("CodexFailed", "CodexHarness", "durable")
 
@@ -45,7 +44,7 @@ def _since(usage: TurnUsage, before: JsonValue) -> TurnUsage:
     return usage.model_copy(update=update)
 
 
-class CodexHarness:
+class CodexHarness(CliHarness):
     """Runs ``codex exec --json`` once per execution on the execution's input, and writes
     the run into the session's log with
     :meth:`~tether.stream.UnifiedEmitter.auto_send_turn`: its messages, reasoning,
@@ -67,6 +66,9 @@ class CodexHarness:
     """
 
     name = "codex"
+    marker_key = THREAD_KEY
+    outcome_step = OUTCOME_STEP
+    failed = CodexFailed
 
     def __init__(
         self,
@@ -80,21 +82,22 @@ class CodexHarness:
         tracer: SpanSink | None = None,
         version: str = "1",
     ) -> None:
-        self.model = model
-        self.args = tuple(args)
-        self.cwd = cwd
-        self.env = dict(env) if env is not None else None
-        self.executable = executable
-        self.resume_thread = resume_thread
-        self.emitter = UnifiedEmitter(tracer=tracer)
-        self.version = version
+        super().__init__(
+            model=model,
+            args=args,
+            cwd=cwd,
+            env=env,
+            executable=executable,
+            resume=resume_thread,
+            tracer=tracer,
+            version=version,
+        )
 
-    async def run(self, turn: Turn) -> JsonValue:
-        marker = last_marker(turn.history, THREAD_KEY) if self.resume_thread else None
-        thread = marker.get("thread_id") if marker is not None else None
-        before = marker.get("usage") if marker is not None else None
+    def start(self, prompt: str, marker: Mapping[str, JsonValue]) -> CliRun:
+        thread = marker.get("thread_id")
+        before = marker.get("usage")
         tapped = run_codex(
-            prompt_of(turn.inputs),
+            prompt,
             model=self.model,
             resume=thread if isinstance(thread, str) else None,
             args=self.args,
@@ -113,15 +116,7 @@ class CodexHarness:
         def own_usage(usage: TurnUsage) -> TurnUsage:
             return _since(usage, before) if isinstance(thread, str) else usage
 
-        result = await self.emitter.auto_send_turn(
-            MarkedTurn(tapped, THREAD_KEY, thread_marker, own_usage), turn
-        )
-
-        ids: dict[str, JsonValue] = {"threadId": tapped.thread_id}
-        failure = await recorded_failure(turn, OUTCOME_STEP, tapped, ids)
-        if failure is not None:
-            raise CodexFailed(failure)
-        return result.final_text
+        return CliRun(tapped, thread_marker, lambda: {"threadId": tapped.thread_id}, own_usage)
 
 
 def durable(

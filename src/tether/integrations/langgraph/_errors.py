@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import NoReturn
 
-from tether.errors import JournalError, TetherError
+from tether import errors
 
 __all__ = ("NotJournaled", "Refusals", "UnsupportedConstruct", "refusals", "refuse")
 
 
-class UnsupportedConstruct(TetherError, ValueError):
+class UnsupportedConstruct(errors.UnsupportedConstruct):
     """The graph uses a LangGraph construct whose effects or state would escape Tether's
     journal; raised when the agent is defined, naming the construct and what to do instead.
 
@@ -25,10 +25,8 @@ class UnsupportedConstruct(TetherError, ValueError):
             print(exc)  # the graph is compiled with a checkpointer: Tether's log is ...
     """
 
-    code = "unsupported_construct"
 
-
-class NotJournaled(JournalError, RuntimeError):
+class NotJournaled(errors.NotJournaled):
     """Something in a LangGraph run cannot be kept by the journal: a state value or an
     interrupt value that is not JSON, a model, tool or retriever call made outside the
     journaled stand-ins, a tool that interrupts or answers with a ``Command``. Raised
@@ -39,8 +37,6 @@ class NotJournaled(JournalError, RuntimeError):
         # a node returned {"when": datetime.now()}
         NotJournaled: state channel 'when' holds a datetime, which the journal cannot keep ...
     """
-
-    code = "not_journaled"
 
 
 class Refusals:

@@ -18,7 +18,7 @@ from agents import (
 )
 from agents.sandbox import SandboxAgent
 
-from tether.errors import TetherError
+from tether import errors
 
 __all__ = ("UnsupportedConstruct", "check_agent", "check_run_options")
 
@@ -30,7 +30,7 @@ _LOCAL_TOOLS: tuple[type[Any], ...] = (
 )
 
 
-class UnsupportedConstruct(TetherError, ValueError):
+class UnsupportedConstruct(errors.UnsupportedConstruct):
     """An Agents SDK construct whose effects a durable run cannot journal.
 
     Raised by ``durable()`` / ``journaled_agent()`` when the agent (or an agent it hands off
@@ -45,8 +45,6 @@ class UnsupportedConstruct(TetherError, ValueError):
         except UnsupportedConstruct as exc:
             print(exc)   # agent 'a': mcp_servers: ...
     """
-
-    code = "unsupported_construct"
 
 
 _AGAIN = (

@@ -27,7 +27,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from tether.errors import JournalError, TetherError
+from tether import errors
 from tether.integrations._bridge import current_turn, journaled_model
 from tether.integrations.pydantic_ai._convert import neutral_request, to_response
 from tether.messages import ModelResponse
@@ -48,7 +48,7 @@ _scope: ContextVar[str | None] = ContextVar("tether_pydantic_ai_scope", default=
 """``run`` inside a durable pydantic-ai run, ``tool`` inside one of its tools."""
 
 
-class NotJournaled(JournalError, RuntimeError):
+class NotJournaled(errors.NotJournaled):
     """A durable pydantic-ai run used something the journal cannot record (a realtime
     session, provider-side compaction, a batch request); it fails the run rather than run
     unrecorded, which a resume or a replay would repeat.
@@ -59,10 +59,8 @@ class NotJournaled(JournalError, RuntimeError):
         NotJournaled: realtime sessions stream audio over a provider socket the journal ...
     """
 
-    code = "not_journaled"
 
-
-class UnsupportedConstruct(TetherError, ValueError):
+class UnsupportedConstruct(errors.UnsupportedConstruct):
     """A pydantic-ai agent that cannot be a durable Tether agent; raised by ``durable()``,
     ``PydanticAIHarness`` and ``journaled_agent()``, naming the construct.
 
@@ -73,8 +71,6 @@ class UnsupportedConstruct(TetherError, ValueError):
         except UnsupportedConstruct as exc:
             print(exc)  # TemporalDurability: the agent is already made durable by ...
     """
-
-    code = "unsupported_construct"
 
 
 def in_tool() -> bool:

@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -441,13 +441,16 @@ def run_reference_machine(
     examples: int,
     steps_per_example: int,
     seconds: float | None = None,
+    derandomize: bool = False,
 ) -> int:
     """Run the machine for up to ``examples`` examples of up to ``steps_per_example`` steps;
     return the number of operations compared.
 
     With ``seconds``, examples run in batches of ``BATCH`` (each with a fresh seed) until
     ``seconds`` have passed: a slow backend, or a busy machine, compares fewer operations
-    instead of running into a test timeout. Each example has no deadline of its own.
+    instead of running into a test timeout. Each example has no deadline of its own. With
+    ``derandomize``, the n-th batch runs seed n: every run draws the same examples (a failure
+    in CI fails again where it is rerun), where otherwise each run draws new ones.
 
     Example::
 
@@ -462,9 +465,11 @@ def run_reference_machine(
         {"factory": (make_subject,), "directory": directory, "steps": counted},
     )
     ends_at = None if seconds is None else time.monotonic() + seconds
-    remaining = examples
+    remaining, seeds = examples, itertools.count()
     while remaining > 0:
         batch = remaining if ends_at is None else min(BATCH, remaining)
+        if derandomize:
+            seed(next(seeds))(machine)
         run_state_machine_as_test(
             machine,
             settings=settings(
@@ -484,23 +489,28 @@ def run_reference_machine(
 class MachineCase(BaseConformance):
     #: The state machine runs up to ``machine_examples`` examples of up to ``machine_steps``
     #: steps, for at most about ``machine_seconds`` (a time budget, so that a loaded machine
-    #: runs fewer examples rather than timing out). ``TETHER_SOAK=1`` multiplies the examples
-    #: and the budget by 10 (then raise or disable the test timeout, e.g. ``--timeout 0``).
-    machine_examples: ClassVar[int] = 100
+    #: runs fewer examples rather than timing out), the same examples on every run: a bounded
+    #: tier for every test run. ``TETHER_SOAK=1`` runs the soak tier instead: up to
+    #: ``machine_soak_examples`` examples, new ones each run, for at most about
+    #: ``machine_soak_seconds`` (then raise or disable the test timeout, e.g. ``--timeout 0``).
+    machine_examples: ClassVar[int] = 30
     machine_steps: ClassVar[int] = 50
-    machine_seconds: ClassVar[float] = 30.0
+    machine_seconds: ClassVar[float] = 10.0
+    machine_soak_examples: ClassVar[int] = 1000
+    machine_soak_seconds: ClassVar[float] = 300.0
     #: The minimum number of compared operations per run (the first batch of examples,
     #: which always runs, compares about 500).
     machine_min_operations: ClassVar[int] = 250
 
     def test_state_machine_matches_the_reference(self, tmp_path: Path) -> None:
-        soak = 10 if os.environ.get("TETHER_SOAK") else 1
+        soak = bool(os.environ.get("TETHER_SOAK"))
         operations = run_reference_machine(
             self.make_store,
             tmp_path,
-            examples=self.machine_examples * soak,
+            examples=self.machine_soak_examples if soak else self.machine_examples,
             steps_per_example=self.machine_steps,
-            seconds=self.machine_seconds * soak,
+            seconds=self.machine_soak_seconds if soak else self.machine_seconds,
+            derandomize=not soak,
         )
         assert operations >= self.machine_min_operations, (
             f"only {operations} operations were compared"
