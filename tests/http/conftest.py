@@ -14,14 +14,14 @@ import pytest
 import uvicorn
 from fastapi import APIRouter
 
-from tether.engine import ManualClock, Runtime
+from tether.engine import ManualClock, ProgressHub, ProgressSubscription, Runtime
 from tether.http import create_app
-from tether.store import Store
+from tether.store import SessionKey, Store
 
 from ..engine.conftest import FAST, clock
 from ..engine.waits import until_appended as appended
 
-__all__ = ("IN_PROCESS_URL", "Server", "asgi", "clock", "serve", "until_appended")
+__all__ = ("IN_PROCESS_URL", "Followers", "Server", "asgi", "clock", "serve", "until_appended")
 
 T = TypeVar("T")
 IN_PROCESS_URL = "http://tether.test"
@@ -79,6 +79,40 @@ async def until_appended(
     """``ready()``'s first answer that is not empty, asked again after each append to the
     conversation: no polling, no sleeping (see ``tests/engine/waits.py``)."""
     return await appended(server.store, conversation_id, ready)
+
+
+class Followers:
+    """The live streams following a server's sessions, counted as each subscribes to the
+    runtime's progress and as it ends (both in the server's own tasks) and awaited as the
+    count changes: a stream a test opens follows before the test goes on, without a pause
+    that a loaded machine outlasts. Count from before the first stream opens."""
+
+    def __init__(self, hub: ProgressHub) -> None:
+        self.open = 0
+        self._changed = asyncio.Event()
+        subscribe, unsubscribe = hub.subscribe, hub.unsubscribe
+
+        def subscribed(key: SessionKey) -> ProgressSubscription:
+            self._moved(1)
+            return subscribe(key)
+
+        def unsubscribed(key: SessionKey, subscription: ProgressSubscription) -> None:
+            unsubscribe(key, subscription)
+            self._moved(-1)
+
+        hub.subscribe = subscribed  # type: ignore[method-assign]
+        hub.unsubscribe = unsubscribed  # type: ignore[method-assign]
+
+    def _moved(self, by: int) -> None:
+        self.open += by
+        self._changed.set()
+
+    async def until(self, count: int) -> None:
+        """Until exactly ``count`` streams follow."""
+        async with asyncio.timeout(60):
+            while self.open != count:
+                self._changed.clear()
+                await self._changed.wait()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from tether.demo import demo_agents
 from tether.engine import ProgressHub, Runtime
 from tether.http import create_app
 
-from .conftest import Server
+from .conftest import Followers, Server
 
 Serve = Callable[..., Any]
 STREAM = "/agents/assistant/me"
@@ -22,15 +22,6 @@ Frame = dict[str, Any]
 @pytest.fixture(autouse=True)
 def quick_research(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.6")
-
-
-async def _subscribed(server: Server, conversations: int) -> None:
-    """Until that many sessions have a live stream subscribed to their progress (a
-    fixed pause is not enough on a loaded machine, and progress is never replayed)."""
-    hub = server.runtime.progress
-    async with asyncio.timeout(60):
-        while len(hub) < conversations:  # noqa: ASYNC110 - the server subscribes in its task
-            await asyncio.sleep(0.01)
 
 
 async def _frames_until_settled(c: httpx.AsyncClient, **params: Any) -> list[Frame]:
@@ -56,10 +47,11 @@ async def _frames_until_settled(c: httpx.AsyncClient, **params: Any) -> list[Fra
 async def test_progress_reaches_a_live_stream_without_an_id(serve: Serve, view: str) -> None:
     server: Server = await serve(demo_agents())
     c = server.client
+    followers = Followers(server.runtime.progress)
     await c.post(STREAM, params={"wait": True}, json={"body": "hello"})  # the session exists
     head = (await c.get(f"{STREAM}/records")).json()["next"]
     reader = asyncio.create_task(_frames_until_settled(c, view=view, after=head))
-    await _subscribed(server, 1)
+    await followers.until(1)  # progress is never replayed: the stream must be live first
     accepted = (await c.post(STREAM, json={"body": "research tides"})).json()
     async with asyncio.timeout(60):
         frames = await reader
@@ -79,15 +71,14 @@ async def test_progress_reaches_a_live_stream_without_an_id(serve: Serve, view: 
     replay = (await c.get(STREAM, params={"view": view})).text
     assert "event: progress" not in replay
     # Each stream unsubscribed as it ended.
-    hub = server.runtime.progress
-    async with asyncio.timeout(30):
-        while len(hub):  # noqa: ASYNC110 - the server ends the stream in its own task
-            await asyncio.sleep(0.01)
+    await followers.until(0)
+    assert not len(server.runtime.progress)
 
 
 async def test_progress_goes_only_to_its_own_conversation(serve: Serve) -> None:
     server: Server = await serve(demo_agents())
     c = server.client
+    followers = Followers(server.runtime.progress)
     await c.post(STREAM, params={"wait": True}, json={"body": "hello"})
     await c.post("/agents/assistant/other", params={"wait": True}, json={"body": "hello"})
     seen: list[str] = []
@@ -100,7 +91,7 @@ async def test_progress_goes_only_to_its_own_conversation(serve: Serve) -> None:
 
     other = asyncio.create_task(bystander())
     reader = asyncio.create_task(_frames_until_settled(c, after=head))
-    await _subscribed(server, 2)
+    await followers.until(2)
     await c.post(STREAM, json={"body": "research tides"})
     async with asyncio.timeout(60):
         frames = await reader
@@ -117,8 +108,9 @@ async def test_a_stream_opened_before_its_session_exists_gets_all_its_progress(
     comes before the stream has found the new conversation, and must not be lost."""
     server: Server = await serve(demo_agents())
     c = server.client
+    followers = Followers(server.runtime.progress)
     reader = asyncio.create_task(_frames_until_settled(c))
-    await _subscribed(server, 1)
+    await followers.until(1)
     await c.post(STREAM, json={"body": "research tides"})
     async with asyncio.timeout(60):
         frames = await reader

@@ -12,7 +12,7 @@ import pytest
 from tether.demo import demo_agents
 from tether.stream import project
 
-from .conftest import Server
+from .conftest import Followers, Server
 
 Serve = Callable[..., Any]
 STREAM = "/agents/assistant/me"
@@ -116,6 +116,7 @@ async def test_after_and_last_event_id_take_the_later_offset(serve: Serve) -> No
 async def test_many_live_readers_see_the_same_records_as_they_land(serve: Serve) -> None:
     server: Server = await serve(demo_agents())
     c = server.client
+    followers = Followers(server.runtime.progress)
 
     async def read_until_settled() -> list[int]:
         ids: list[int] = []
@@ -127,7 +128,7 @@ async def test_many_live_readers_see_the_same_records_as_they_land(serve: Serve)
         raise AssertionError("stream ended before the run settled")
 
     readers = [asyncio.create_task(read_until_settled()) for _ in range(8)]
-    await asyncio.sleep(0.1)
+    await followers.until(8)  # all live before the run starts
     await c.post(STREAM, json={"body": "research the tides"})
     first, *others = await asyncio.gather(*readers)
     assert first == list(range(1, len(first) + 1))
