@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tether.engine import ManualClock
 from tether.store import MemoryStore, SqliteStore, Store
 
 from .postgres import drop_schemas, fresh_schema, postgres_reachable, store_url
@@ -84,6 +85,14 @@ def _environment_restored(request: pytest.FixtureRequest) -> Iterator[None]:
 def _drop_postgres_schemas() -> Iterator[None]:
     yield
     drop_schemas()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The test's time: the runtimes of ``make_runtime`` (and the servers of ``serve``) run
+    on it unless given another clock, so a lease, a deadline or a backoff passes when the
+    test advances it."""
+    return ManualClock()
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

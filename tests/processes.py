@@ -16,7 +16,7 @@ import asyncio
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ __all__ = (
     "READY_SECONDS",
     "STOP_SECONDS",
     "eventually",
+    "eventually_awaited",
     "free_port",
     "kill",
     "log_text",
@@ -56,6 +57,19 @@ def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what if isinstance(what, str) else what()}")
         time.sleep(0.05)
+    return answer
+
+
+async def eventually_awaited(
+    check: Callable[[], Awaitable[T | None]], what: str, *, seconds: float = READY_SECONDS
+) -> T:
+    """:func:`eventually` for a check that is a coroutine (a store's read of what another
+    process, or a database server on its behalf, did), asked every 50 ms."""
+    deadline = time.monotonic() + seconds
+    while not (answer := await check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.05)
     return answer
 
 

@@ -19,13 +19,6 @@ time to pass (on a manual clock, nothing would move it)."""
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    """The test's time: the runtimes of ``make_runtime`` run on it unless given another
-    clock, so a lease, a deadline or a backoff passes when the test advances it."""
-    return ManualClock()
-
-
-@pytest.fixture
 async def make_runtime(store: Store, clock: ManualClock) -> AsyncIterator[Callable[..., Runtime]]:
     """Build (and later close) runtimes over the test's store and on its ``clock``, with fast
     timings. A test that needs real time says so: ``make_runtime(agents, clock=SystemClock())``."""

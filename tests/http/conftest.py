@@ -18,10 +18,10 @@ from tether.engine import ManualClock, ProgressHub, ProgressSubscription, Runtim
 from tether.http import create_app
 from tether.store import SessionKey, Store
 
-from ..engine.conftest import FAST, clock
+from ..engine.conftest import FAST
 from ..engine.waits import until_appended as appended
 
-__all__ = ("IN_PROCESS_URL", "Followers", "Server", "asgi", "clock", "serve", "until_appended")
+__all__ = ("IN_PROCESS_URL", "Followers", "Server", "asgi", "serve", "until_appended")
 
 T = TypeVar("T")
 IN_PROCESS_URL = "http://tether.test"

@@ -2,10 +2,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..engine.conftest import FAST, clock, make_runtime
+from ..engine.conftest import FAST, make_runtime
 from ..fakes.openai_server import FakeOpenAI
 
-__all__ = ("FAST", "clock", "fake", "make_runtime")
+__all__ = ("FAST", "fake", "make_runtime")
 
 
 @pytest.fixture

@@ -1,3 +1,3 @@
-from ..engine.conftest import clock, make_runtime
+from ..engine.conftest import make_runtime
 
-__all__ = ("clock", "make_runtime")
+__all__ = ("make_runtime",)
