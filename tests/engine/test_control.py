@@ -6,7 +6,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, AgentSpec, EngineEvent, ManualClock, Runtime
+from tether.engine import AgentDefinition, AgentSpec, ManualClock, Runtime
 from tether.errors import NoRunInFlight, SessionBusy
 from tether.journal import Journal, Stamp
 from tether.messages import Message
@@ -18,6 +18,7 @@ from tether.testing import RecordingTools
 from ..journal.harnesses import EchoHarness, LoopHarness, planner
 from .agents import Steerable, agent, echo_agent, loop_agent, slow_tools
 from .test_runtime import settle
+from .waits import until_emitted
 
 Make = Callable[..., Runtime]
 
@@ -25,20 +26,11 @@ Make = Callable[..., Runtime]
 async def wait_for_status(runtime: Runtime, submission_id: str, status: SubmissionStatus) -> None:
     """Until the submission has ``status``, asked again after each event the runtime emits (a
     claim, a park, a settlement each emit one once committed): no polling."""
-    emitted = asyncio.Event()
 
-    def heard(event: EngineEvent) -> None:
-        emitted.set()
+    async def reached() -> bool:
+        return (await runtime.submission(submission_id)).status is status
 
-    observers = runtime.instrumentation.observers
-    observers.append(heard)
-    try:
-        async with asyncio.timeout(60):
-            while (await runtime.submission(submission_id)).status is not status:
-                await emitted.wait()
-                emitted.clear()
-    finally:
-        observers.remove(heard)
+    await until_emitted(runtime, reached)
 
 
 async def test_an_approval_parks_then_resumes_after_the_decision(

@@ -33,7 +33,7 @@ from tether.testing.storetest import CompleteStore
 
 from ..postgres import store_url
 from .conftest import FAST
-from .waits import advance_until
+from .waits import advance_until, until_emitted
 
 WAIT = 30
 
@@ -84,14 +84,11 @@ class Recorder:
         return [e for e in self.events if isinstance(e, kind)]
 
 
-async def _children_of(store: CompleteStore, submission_id: str) -> list[Submission]:
-    """The children of a submission, once it has spawned one."""
-    async with asyncio.timeout(WAIT):
-        while True:
-            children = await store.list_children(submission_id)
-            if children:
-                return children
-            await asyncio.sleep(0.01)
+async def _children_of(
+    runtime: Runtime, store: CompleteStore, submission_id: str
+) -> list[Submission]:
+    """The children of a submission, once it has spawned one (a spawn is an event)."""
+    return await until_emitted(runtime, lambda: store.list_children(submission_id))
 
 
 async def _records(store: Store, conversation_id: str) -> list[Any]:
@@ -184,13 +181,14 @@ async def test_parallel_task_calls_fan_out_and_the_parent_waits_without_a_lease(
     )
     await runtime.start()
     receipt = await runtime.dispatch("assistant", "acme", "ask about X and about Y")
-    async with asyncio.timeout(WAIT):
-        while True:
-            parent = await store.get_submission(receipt.submission_id)
-            children = await store.list_children(receipt.submission_id)
-            if parent.status is SubmissionStatus.WAITING and len(children) == 2:
-                break
-            await asyncio.sleep(0.01)
+
+    async def parked_on_both() -> tuple[Submission, list[Submission]] | None:
+        parent = await store.get_submission(receipt.submission_id)
+        children = await store.list_children(receipt.submission_id)
+        parked = parent.status is SubmissionStatus.WAITING and len(children) == 2
+        return (parent, children) if parked else None
+
+    parent, children = await until_emitted(runtime, parked_on_both)
     assert parent.lease_expires_at is None and parent.owner_id is None
     assert parent.wait_reason == "children"
     assert {c.status for c in children} <= {SubmissionStatus.RUNNING, SubmissionStatus.QUEUED}
@@ -363,7 +361,7 @@ async def test_a_parent_that_settles_cancels_its_live_children(
     )
     await runtime.start()
     receipt = await runtime.dispatch("assistant", "acme", "go")
-    await _children_of(store, receipt.submission_id)
+    await _children_of(runtime, store, receipt.submission_id)
     await runtime.abort("assistant", "acme")
     async with asyncio.timeout(WAIT):
         assert (await runtime.wait(receipt.submission_id))["status"] == "aborted"
@@ -412,7 +410,7 @@ async def test_an_operator_abort_of_a_child_gives_the_parent_an_error_and_it_goe
     )
     await runtime.start()
     receipt = await runtime.dispatch("assistant", "acme", "go")
-    children = await _children_of(store, receipt.submission_id)
+    children = await _children_of(runtime, store, receipt.submission_id)
     info = await runtime.abort_submission(children[0].id)
     assert info.submission.cancel_requested_at is not None
     async with asyncio.timeout(WAIT):
@@ -560,7 +558,7 @@ async def test_a_child_may_run_on_another_worker_than_its_parent(
         first = make_runtime(agents, subagents={"assistant": ["researcher"]}, max_concurrent_runs=1)
         await first.start()
         receipt = await first.dispatch("assistant", "acme", "go")
-        [child] = await _children_of(store, receipt.submission_id)
+        [child] = await _children_of(first, store, receipt.submission_id)
         second = Runtime(
             agents,
             other_store,

@@ -14,13 +14,14 @@ from tether.errors import ConversationNotFound, SeqTruncated
 from tether.messages import ModelRequest
 from tether.models import ScriptedModel
 from tether.records import LogTruncated
-from tether.store import Store
+from tether.store import ErasedSession, Store
 from tether.testing import replay_log
+from tether.testing.storetest import CompleteStore
 
 from ..journal.harnesses import LoopHarness, planning_model
 from .agents import agent, echo_agent, slow_tools
 from .test_approvals import gates_agent, pending_gate
-from .waits import until_appended
+from .waits import advance_until, until_appended
 
 WAIT = 30
 DAY = timedelta(days=1)
@@ -208,9 +209,18 @@ async def test_idle_sessions_are_erased_but_never_work_in_flight(
 
 
 async def test_a_worker_prunes_in_the_background(
-    make_runtime: Callable[..., Runtime], store: Store
+    make_runtime: Callable[..., Runtime], store: CompleteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = ManualClock()
+    erased = asyncio.Event()
+    erase_session = store.erase_session
+
+    async def erasing(conversation_id: str) -> ErasedSession:
+        session = await erase_session(conversation_id)
+        erased.set()  # an erasure emits no event and appends nothing: heard here
+        return session
+
+    monkeypatch.setattr(store, "erase_session", erasing)
     runtime = make_runtime(
         {"echo": echo_agent()},
         clock=clock,
@@ -219,14 +229,9 @@ async def test_a_worker_prunes_in_the_background(
     await runtime.start()
     cid = await _say(runtime, "soon gone", session="old")
     await clock.advance((8 * DAY).total_seconds())
-    async with asyncio.timeout(WAIT):
-        while True:
-            try:
-                await store.get_conversation(cid)
-            except ConversationNotFound:
-                break
-            await clock.advance(3600)
-            await asyncio.sleep(0.01)
+    await advance_until(clock, erased.wait(), step=3600)
+    with pytest.raises(ConversationNotFound):
+        await store.get_conversation(cid)
 
 
 def test_a_policy_is_checked_when_made() -> None:

@@ -18,6 +18,7 @@ import pytest
 from tests.engine.agents import echo_agent
 from tests.engine.conftest import FAST
 from tests.engine.test_clock import until
+from tests.engine.waits import advance_until, until_emitted
 from tests.postgres import store_url
 from tether.engine import (
     MAX_CATCH_UP,
@@ -122,10 +123,10 @@ async def test_the_scheduler_wakes_at_a_windows_start_by_itself(make_runtime: Ma
     await until(lambda: clock.pending > 0, "the runtime waits for time to pass")
 
     async def windows(count: int) -> None:
-        async with asyncio.timeout(60):
-            while len(await fired(store)) < count:
-                await clock.advance(1)
-                await asyncio.sleep(0.01)
+        async def admitted() -> bool:
+            return len(await fired(store)) >= count
+
+        await advance_until(clock, until_emitted(runtime, admitted), step=1)
 
     await windows(1)  # 08:58 is within its grace (60 s): fired at once
     await windows(2)

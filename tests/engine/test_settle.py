@@ -46,10 +46,11 @@ from .agents import agent, slow_tools
 from .conftest import FAST
 from .test_control import wait_for_status
 from .test_runtime import settle
-from .waits import advance_until
+from .waits import advance_until, until_emitted
 
 Make = Callable[..., Runtime]
 WAIT = 60
+STOPPED = (SubmissionStatus.SETTLED, SubmissionStatus.WAITING)
 
 
 class Provider:
@@ -404,15 +405,16 @@ class Session:
     async def settled_or_parked(self, runtime: Runtime, sid: str) -> bool:
         """Whether the submission settled (else it is parked on a gate), moving time on a
         lease's renewal at a time until either."""
-        async with asyncio.timeout(WAIT):
-            while True:
-                status = (await runtime.submission(sid)).status
-                if status is SubmissionStatus.SETTLED:
-                    return True
-                if status is SubmissionStatus.WAITING:
-                    return False
-                await self.clock.advance(10)
-                await asyncio.sleep(0.005)
+
+        async def stopped() -> SubmissionStatus | None:
+            status = (await runtime.submission(sid)).status
+            return status if status in STOPPED else None
+
+        # Time moves only if it must: a run already over is not given a renewal more.
+        status = await stopped() or await advance_until(
+            self.clock, until_emitted(runtime, stopped), step=10
+        )
+        return status is SubmissionStatus.SETTLED
 
     async def then(self, runtime: Runtime, plan: Plan, conversation_id: str) -> None:
         if plan.then == "compact":

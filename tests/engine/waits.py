@@ -1,12 +1,12 @@
-"""What a test waits for, awaited rather than slept for: an append to a log, or time passing
-on the test's :class:`ManualClock` (for what only time ends: a lease, a wait's deadline, the
-sweep a lease apart)."""
+"""What a test waits for, awaited rather than slept for: an append to a log, an event the
+runtime emits, or time passing on the test's :class:`ManualClock` (for what only time ends: a
+lease, a wait's deadline, the sweep a lease apart)."""
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from tether.engine import ManualClock
+from tether.engine import EngineEvent, ManualClock, Runtime
 from tether.store import LogStore
 
 T = TypeVar("T")
@@ -25,6 +25,28 @@ async def until_appended(
         while not (answer := await ready()):
             head = await store.wait_for_append(conversation_id, after_seq=head)
     return answer
+
+
+async def until_emitted(runtime: Runtime, ready: Callable[[], Awaitable[T | None]]) -> T:
+    """``ready()``'s first answer that is not empty, asked again after each event ``runtime``
+    emits (an admission, a claim, a spawn, a park, a settlement each emit one once
+    committed): no polling, no sleeping. For what no append of one conversation marks (a
+    submission's status, its children, the gates of any session)."""
+    emitted = asyncio.Event()
+
+    def heard(event: EngineEvent) -> None:
+        emitted.set()
+
+    observers = runtime.instrumentation.observers
+    observers.append(heard)
+    try:
+        async with asyncio.timeout(WAIT):
+            while not (answer := await ready()):
+                await emitted.wait()
+                emitted.clear()
+        return answer
+    finally:
+        observers.remove(heard)
 
 
 async def advance_until(clock: ManualClock, done: Awaitable[T], step: float) -> T:

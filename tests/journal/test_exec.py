@@ -351,10 +351,8 @@ async def test_a_slow_model_call_writes_what_is_held_behind_first(store: Store) 
         async def request(
             self, request: ModelRequest, stream: DeltaSink | None = None
         ) -> ModelResponse:
-            for _ in range(6000):  # until the flush lands (a minute at most)
-                if await store.head(cid) > 1:
-                    break
-                await asyncio.sleep(0.01)
+            async with asyncio.timeout(60):  # until the flush lands
+                await store.wait_for_append(cid, after_seq=1)
             seen_during_call.append(await store.head(cid))
             return await super().request(request, None)
 
@@ -460,7 +458,7 @@ async def test_a_call_cancelled_while_its_flush_commits_waits_for_the_flush(
     )
     await asyncio.wait_for(flushing.wait(), 60)
     run.cancel()
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop iteration: the cancellation is delivered
     assert not run.done()  # the flush is still committing
     release.set()
     with pytest.raises(asyncio.CancelledError):

@@ -4,7 +4,6 @@ HTTP to the fake OpenAI server."""
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,8 @@ from tether.integrations.langgraph import (
 from tether.journal import Journal
 from tether.store import Gate, Store, SubmissionStatus
 
+from ...engine.test_control import wait_for_status
+from ...engine.waits import until_emitted
 from ...fakes.openai_server import Answer, FakeOpenAI
 from .app import VERDICT, chat_openai, reviewer, reviewing
 
@@ -41,23 +42,17 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 
 
 async def pending_input(runtime: Runtime, after: int = 0) -> Gate:
-    """The input the run waits on, once it asks one past the ``after`` first."""
-    deadline = time.monotonic() + 60  # a count of polls would shrink with a slower machine
-    while time.monotonic() < deadline:
+    """The input the run waits on, once it asks one past the ``after`` first (the run parks
+    on it: an event)."""
+
+    async def asked() -> Gate | None:
         gates = (await runtime.inputs()).gates
         if gates and gates[0].seq > after:
             [gate] = gates
             return gate
-        await asyncio.sleep(0.02)
-    raise AssertionError("the run asked for no input")
+        return None
 
-
-async def waiting(runtime: Runtime, submission_id: str) -> None:
-    async with asyncio.timeout(60):
-        while True:
-            if (await runtime.submission(submission_id)).status is SubmissionStatus.WAITING:
-                return
-            await asyncio.sleep(0.02)
+    return await until_emitted(runtime, asked)
 
 
 async def settle(runtime: Runtime, submission_id: str) -> dict[str, JsonValue]:
@@ -71,7 +66,7 @@ async def test_interrupts_park_as_inputs_and_answers_resume_the_graph(
     async with make_runtime({"review": reviewing()}) as runtime:
         receipt = await runtime.dispatch("review", "acme", "Tell the team about the tide.")
         first = await pending_input(runtime)
-        await waiting(runtime, receipt.submission_id)
+        await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.WAITING)
         assert first.tool == "interrupt" and first.call_id == "ask-1"
         assert first.args == {"value": {"question": "Send this draft?", "draft": DRAFT}}
         assert json.loads(str(first.prompt)) == first.args["value"]
@@ -110,7 +105,7 @@ async def test_an_abort_while_parked_closes_the_input(make_runtime: Make, fake: 
     async with make_runtime({"review": reviewing()}) as runtime:
         receipt = await runtime.dispatch("review", "acme", "Tell the team.")
         gate = await pending_input(runtime)
-        await waiting(runtime, receipt.submission_id)
+        await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.WAITING)
         await runtime.abort_submission(receipt.submission_id)
         outcome = await settle(runtime, receipt.submission_id)
         closed = (await runtime.inputs(status=None)).gates
