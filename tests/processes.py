@@ -61,14 +61,17 @@ def eventually(
 
 
 async def eventually_awaited(
-    check: Callable[[], Awaitable[T | None]], what: str, *, seconds: float = READY_SECONDS
+    check: Callable[[], Awaitable[T | None]],
+    what: str | Callable[[], str],
+    *,
+    seconds: float = READY_SECONDS,
 ) -> T:
     """:func:`eventually` for a check that is a coroutine (a store's read of what another
     process, or a database server on its behalf, did), asked every 50 ms."""
     deadline = time.monotonic() + seconds
     while not (answer := await check()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
+            raise AssertionError(f"never happened: {what if isinstance(what, str) else what()}")
         await asyncio.sleep(0.05)
     return answer
 

@@ -30,12 +30,11 @@ from tether.store import SqliteStore, Store, Submission, SubmissionStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the worker imports tests.*
 from tests.journal.harnesses import EchoHarness
-from tests.processes import kill, log_text, reap, start
+from tests.processes import eventually_awaited, kill, log_text, reap, start
 
 pytestmark = pytest.mark.process
 
 SCHEDULE = Schedule("echo", "acme", every=MAX_PERIOD, grace=MAX_PERIOD, body="tick", id="epoch")
-WAIT = 60.0
 
 
 class HeldModel(ScriptedModel):
@@ -77,24 +76,18 @@ async def _windows(store: Store) -> list[Submission]:
     return [s for s in await store.list_submissions() if s.dispatch_id.startswith("schedule:")]
 
 
-async def _until_running(store: Store) -> Submission:
+async def _running(store: Store) -> Submission | None:
     """The window's submission, once a worker has claimed it and asked the model."""
-    async with asyncio.timeout(WAIT):
-        while True:  # polled: another process writes the store
-            windows = await _windows(store)
-            if windows and windows[0].status is SubmissionStatus.RUNNING:
-                records = await store.read(windows[0].conversation_id)
-                if any(r.kind == "model_called" for r in records):
-                    return windows[0]
-            await asyncio.sleep(0.05)
+    windows = await _windows(store)
+    if windows and windows[0].status is SubmissionStatus.RUNNING:
+        records = await store.read(windows[0].conversation_id)
+        if any(r.kind == "model_called" for r in records):
+            return windows[0]
+    return None
 
 
-async def _until_settled(store: Store, submission_id: str) -> None:
-    async with asyncio.timeout(WAIT):
-        while True:  # polled: the restarted worker, another process, settles it
-            if (await store.get_submission(submission_id)).status is SubmissionStatus.SETTLED:
-                return
-            await asyncio.sleep(0.05)
+async def _settled(store: Store, submission_id: str) -> bool:
+    return (await store.get_submission(submission_id)).status is SubmissionStatus.SETTLED
 
 
 async def test_a_worker_killed_mid_window_and_restarted_fires_it_once(tmp_path: Path) -> None:
@@ -102,18 +95,19 @@ async def test_a_worker_killed_mid_window_and_restarted_fires_it_once(tmp_path: 
     hold.touch()
     store = await SqliteStore.open(directory)  # the schema exists before any worker starts
     try:
+        # Polled: the workers are other processes, writing the store.
         first = _start(directory, hold, log)
-        try:
-            running = await _until_running(store)
-        except TimeoutError:
-            raise AssertionError(f"the window never ran:\n{log_text(log)}") from None
+        running = await eventually_awaited(
+            lambda: _running(store), lambda: f"the window never ran:\n{log_text(log)}"
+        )
         kill(first)
         hold.unlink()
         second = _start(directory, hold, log)
         try:
-            await _until_settled(store, running.id)
-        except TimeoutError:
-            raise AssertionError(f"the window never settled:\n{log_text(log)}") from None
+            await eventually_awaited(
+                lambda: _settled(store, running.id),
+                lambda: f"the window never settled:\n{log_text(log)}",
+            )
         finally:
             reap(second)
         [window] = await _windows(store)

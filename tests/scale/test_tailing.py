@@ -59,7 +59,7 @@ async def _writer(store: PostgresStore, conversation_id: str, seed: int) -> None
             except Conflict:
                 head = await store.head(conversation_id)
         written += size
-        await asyncio.sleep(rng.uniform(0, 0.004))
+        await asyncio.sleep(rng.uniform(0, 0.004))  # drawn gaps between the writes
 
 
 class Tailer:
@@ -70,6 +70,9 @@ class Tailer:
         self.targets = targets
         self.seen: dict[str, list[Record]] = {cid: [] for cid in targets}
         self.waits = 0
+        self.waiting: set[str] = set()
+        self.caught_up = asyncio.Event()
+        """Set once it has read all there was of every conversation and waits for more."""
 
     async def run(self) -> None:
         await asyncio.gather(*(self._follow(cid) for cid in self.targets))
@@ -82,6 +85,9 @@ class Tailer:
                 self.seen[conversation_id].extend(page)
                 cursor = page[-1].seq
                 continue
+            self.waiting.add(conversation_id)
+            if len(self.waiting) == len(self.targets):
+                self.caught_up.set()
             await self.store.wait_for_append(conversation_id, after_seq=cursor)
             self.waits += 1
 
@@ -105,7 +111,7 @@ async def _scenario(*, separate: bool) -> list[Tailer]:
         following = [asyncio.create_task(t.run()) for t in tailers]
         try:
             async with asyncio.timeout(60):
-                await asyncio.sleep(0.05)  # the tailers are caught up and waiting, most likely
+                await asyncio.gather(*(t.caught_up.wait() for t in tailers))  # then writes
                 await asyncio.gather(*(_writer(writers, cid, n) for n, cid in enumerate(ids)))
                 await asyncio.gather(*following)
         except TimeoutError:

@@ -35,6 +35,7 @@ from tether.store.postgres import _truncate as truncate_module
 from tether.store.postgres._log import Channels
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
+from ..processes import eventually_awaited
 from .test_query_plans import postgres_scans
 
 pytestmark = pytest.mark.postgres
@@ -124,8 +125,10 @@ async def _stored_bytes(store: PostgresStore, cid: str) -> tuple[int, int]:
 
 
 async def _until_one_waits_for_a_lock(store: PostgresStore) -> None:
+    """Polled: the server's lock table, another process's state."""
     async with await _raw(store, autocommit=True) as conn:
-        for _ in range(500):
+
+        async def waiting() -> bool:
             row = await (
                 await conn.execute(
                     "SELECT count(*) FROM pg_stat_activity "
@@ -133,10 +136,9 @@ async def _until_one_waits_for_a_lock(store: PostgresStore) -> None:
                     "AND (query LIKE '%%conversations%%' OR query LIKE '%%snapshots%%')"
                 )
             ).fetchone()
-            if row is not None and row[0] > 0:
-                return
-            await asyncio.sleep(0.01)
-    raise AssertionError("nothing waited for the conversation's row")
+            return row is not None and row[0] > 0
+
+        await eventually_awaited(waiting, "nothing waited for the conversation's row")
 
 
 @contextlib.asynccontextmanager
@@ -190,7 +192,7 @@ async def test_appends_from_another_process_serialize_with_truncations(
             if through > records[0].seq:
                 await truncating.truncate_log("c1", _anchor(records, through, original[0]))
                 done += 1
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(0.002)  # the point: truncations interleaved with the appends
         return done
 
     _, truncations = await asyncio.gather(write(), truncate())

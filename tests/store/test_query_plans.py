@@ -10,7 +10,6 @@ Start-up (migrations, reconciliation) runs before the capture and is not judged.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +36,7 @@ from tether.store import (
 from tether.store.postgres import PostgresStore
 from tether.testing.storetest import CompleteStore, Fixtures
 
+from ..engine.waits import until_emitted
 from ..http.conftest import Server, serve
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
 
@@ -85,12 +85,12 @@ async def _served_requests(server: Server) -> None:
     await client.get("/agents/assistant/ann/records", params={"after": "2", "limit": "5"})
     await client.get("/agents/assistant/ann/messages")
     parked = await send("eve", "email ops@example.com: hi")
-    for _ in range(6000):  # until the run parks (a minute at most)
-        items = (await client.get("/approvals")).json()["approvals"]
-        if items:
-            break
-        await asyncio.sleep(0.01)
-    approval = items[0]
+
+    async def listed() -> list[dict[str, Any]]:
+        approvals: list[dict[str, Any]] = (await client.get("/approvals")).json()["approvals"]
+        return approvals
+
+    approval = (await until_emitted(server.runtime, listed))[0]  # the run parks on its gate
     decided = await client.post(
         f"/approvals/{approval['approvalId']}", json={"decision": "approve", "approver": "me"}
     )
