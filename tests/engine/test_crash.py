@@ -15,7 +15,7 @@ from tether.journal import LogView
 from tether.store import SessionKey, SqliteStore, Store, SubmissionStatus, open_store
 
 from ..postgres import fresh_schema, store_url
-from ..processes import kill, start
+from ..processes import eventually_awaited, kill, start
 from .agents import agent, echo_agent
 from .conftest import FAST
 from .test_approvals import gates_agent, pending_gate
@@ -60,11 +60,14 @@ async def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_pa
         ]:
             break  # everything is done: nothing left to kill mid-run
         worker = start_worker(tmp_path, effects)
-        async with asyncio.timeout(60):  # let it get going, then kill it at a random moment
-            while (  # noqa: ASYNC110 - polling another process's progress through the store
-                not await store.list_submissions(SubmissionStatus.RUNNING) and worker.poll() is None
-            ):
-                await asyncio.sleep(0.02)
+
+        async def going(worker: subprocess.Popen[bytes] = worker) -> bool:
+            running = await store.list_submissions(SubmissionStatus.RUNNING)
+            return bool(running) or worker.poll() is not None
+
+        # Let it get going (polled: its progress, through the store), then kill it at a
+        # random moment: the randomness is the point.
+        await eventually_awaited(going, "the worker never ran a submission")
         await asyncio.sleep(rng.uniform(0.0, 0.5))
         killed_mid_run += bool(await store.list_submissions(SubmissionStatus.RUNNING))
         kill(worker)
