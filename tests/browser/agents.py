@@ -38,7 +38,7 @@ class GatedModel(EchoModel):
                     while not await asyncio.to_thread(Path(gate).exists):  # noqa: ASYNC110
                         await asyncio.sleep(0.05)
                 await stream(StreamDelta("text", text[start : start + CHUNK]))
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # a model's pace, for the page to render as it comes
         return answer
 
 

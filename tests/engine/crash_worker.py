@@ -62,7 +62,7 @@ class AuditedModel(ScriptedModel):
         conn.close()
         if answered:
             _append(self.effects, f"VIOLATION model {input_hash}")
-        await asyncio.sleep(0.03)
+        await asyncio.sleep(0.03)  # a model's latency: room for a kill mid-call
         return await super().request(request, stream)
 
 
@@ -82,12 +82,12 @@ def tools(effects: Path) -> RecordingTools:
     async def lookup(call: ToolCall, scope: ToolScope) -> JsonValue:
         key = scope.idempotency_key
         if not _seen(effects, f"lookup {key}"):
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # a tool's work: room for a kill mid-call
             _append(effects, f"lookup {key}")
         return "sunny"
 
     async def charge(call: ToolCall, scope: ToolScope) -> JsonValue:
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # a tool's work: room for a kill mid-call
         _append(effects, f"charge {scope.idempotency_key}")
         return "charged"
 
@@ -100,7 +100,7 @@ async def main(directory: Path, effects: Path, settle_and_exit: bool) -> None:
     spec = AgentSpec(harness=LoopHarness(), model=model, tools=tools(effects))
     agents = {"shop": AgentDefinition(lambda instance, env: spec, max_attempts=100)}
     async with Runtime(agents, store, claim_interval=0.05, lease=1.0, timeout_grace=0.5):
-        while True:
+        while True:  # the runtime works; the test kills this process, or it settles all
             await asyncio.sleep(0.2)
             if settle_and_exit and not [
                 s

@@ -113,7 +113,7 @@ async def _raw_request(server: Server, request: bytes, *, trickle: int = 0) -> b
         async with asyncio.timeout(60), asyncio.TaskGroup() as tasks:
             answer = tasks.create_task(answer_to_eof())
             for _ in range(trickle):
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the point: a client that trickles its body
                 if answer.done():
                     break
                 try:

@@ -352,7 +352,7 @@ async def _freeze(
                 pid = candidate
                 break
         else:
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # polled: the workers are other processes
             continue
         os.kill(pid, signal.SIGSTOP)
         stopped_at = time.time()
@@ -360,7 +360,7 @@ async def _freeze(
         if all(state == "idle" for state in await _backend_states(f"chaos-{by_pid[pid]}")):
             return pid, stopped_at
         os.kill(pid, signal.SIGCONT)  # caught inside a transaction: try again
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the workers (other processes) move on to another moment
     raise AssertionError("never caught a worker mid-call, just renewed, outside a transaction")
 
 

@@ -12,7 +12,7 @@ from tether.store import SqliteStore
 async def main(path: str, conversation_id: str, start_at: float, name: str) -> str:
     store = await SqliteStore.open(path, busy_timeout=30)  # 8 racers on a loaded machine
     try:
-        await asyncio.sleep(max(0.0, start_at - time.time()))
+        await asyncio.sleep(max(0.0, start_at - time.time()))  # all racers start together
         try:
             fence = await store.mint_fence(conversation_id)
             await store.append(

@@ -161,7 +161,7 @@ async def _append_until_erased(
 
 
 async def _erase_after(store: PostgresStore, cid: str, delay: float) -> int:
-    await asyncio.sleep(delay)
+    await asyncio.sleep(delay)  # the point: an erasure at a drawn moment of the writes
     return (await store.erase_session(cid)).records
 
 

@@ -218,7 +218,7 @@ async def test_a_task_that_only_commits_still_lets_others_run(tmp_path: Path) ->
 
         async with asyncio.TaskGroup() as group:
             ticker = group.create_task(ticking())
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # the ticker ticks once before the writes begin
             for seq in range(1, 21):
                 await store.append(cid, [_draft()], expected_seq=seq, fence=0)
             assert ticks >= 20
@@ -258,7 +258,7 @@ async def test_an_inline_commit_never_waits_for_another_process_on_the_loop(
         cid = await _conversation(store)
         with _write_locked(tmp_path / "tether.db"):
             append = asyncio.ensure_future(store.append(cid, [_draft()], expected_seq=1, fence=0))
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the point: the loop runs on while the lock is held
             # Waited for inline, the append would have failed by now (busy, after 5 s).
             assert not append.done()
         assert [r.seq for r in await append] == [2]  # the thread waited for the lock

@@ -182,7 +182,7 @@ async def test_result_callback_runs_once_sync_or_async() -> None:
     seen: list[str] = []
 
     async def on_result(event: Any) -> None:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a callback that really awaits: it must be awaited once
         seen.append(event.result.output)
 
     async for _ in pydantic_ai_events(adding_agent().run_stream_events("x"), on_result):
