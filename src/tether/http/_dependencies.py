@@ -3,7 +3,9 @@ own state, which ``create_app`` keeps in ``app.state``. A router is a module-lev
 so a route can be mounted on an app of one's own, and any of these overridden
 (``app.dependency_overrides[runtime_dependency] = ...``), the runtime above all.
 
-Nothing here reaches into the runtime: what the app keeps beside it is its own.
+Nothing here reaches into the runtime: what the app keeps beside it is its own. Each is a
+coroutine function because FastAPI runs a plain ``def`` dependency in its thread pool: a
+thread hop on every request to read an attribute.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _state(request: Request) -> AppState:
     return state
 
 
-def runtime_dependency(request: Request) -> Runtime:
+async def runtime_dependency(request: Request) -> Runtime:
     """The runtime whose public operations every route calls.
 
     Example::
@@ -72,11 +74,11 @@ def runtime_dependency(request: Request) -> Runtime:
     return _state(request).runtime
 
 
-def streams_dependency(request: Request) -> Streams:
+async def streams_dependency(request: Request) -> Streams:
     return _state(request).streams
 
 
-def sign_in_dependency(request: Request) -> SignIn:
+async def sign_in_dependency(request: Request) -> SignIn:
     return _state(request).sign_in
 
 
