@@ -225,7 +225,9 @@ async def test_a_whole_tree_spawns_at_most_its_total(
     """Three leads of three researchers each would be twelve submissions below the root
     (fan-out to the power of the depth); ``max_total=5`` stops the tree at five, whichever
     of the leads running at once spawns first, and each call past it gets an error result
-    at once, at every depth."""
+    at once, at every depth. The root spawns its leads one by one while the first already
+    run: a lead can fill the tree before the root's third is admitted, and a refused lead
+    makes no calls of its own, so the calls are counted, not assumed to be twelve."""
     leads = [{"agent": "lead", "prompt": f"area {i}"} for i in range(3)]
     topics = [{"agent": "researcher", "prompt": f"topic {i}"} for i in range(3)]
     runtime = make_runtime(
@@ -246,16 +248,18 @@ async def test_a_whole_tree_spawns_at_most_its_total(
     for child in list(below):
         below += await store.list_children(child.id)
     assert len(below) == 5
-    refusals = 0
+    calls = refusals = 0
     for submission in [await store.get_submission(receipt.submission_id), *below]:
         for record in await _records(store, submission.conversation_id):
             payload = record.payload
+            calls += isinstance(payload, ToolCalled) and payload.tool == "task"
             if isinstance(payload, ToolOutcome) and str(payload.content).startswith(
                 "task: the limit of 5 subagent tasks for this whole task tree is reached"
             ):
                 assert payload.is_error
                 refusals += 1
-    assert refusals == 12 - 5
+    assert calls in (3 + 2 * 3, 3 + 3 * 3)  # two leads, or all three, got to call
+    assert refusals == calls - 5
 
 
 @pytest.mark.parametrize(
