@@ -80,6 +80,7 @@ __all__ = (
     "TransientError",
     "TurnClosed",
     "UnknownAgent",
+    "UnknownVersion",
     "UnmediatedToolCall",
     "UnsupportedConstruct",
     "UnsupportedSchema",
@@ -675,6 +676,12 @@ class UnknownAgent(NotFound):
     def __init__(self, agent: str) -> None:
         self.agent = agent
         super().__init__(f"no agent named {agent!r} is registered")
+
+
+class UnknownVersion(TetherError, ValueError):
+    """The runtime runs no version of that name of the agent (docs/versions.md)."""
+
+    code = "unknown_version"
 
 
 class InvalidDispatch(TetherError, ValueError):

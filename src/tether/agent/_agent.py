@@ -13,6 +13,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from pydantic import JsonValue
 
+from tether._canonical import canonical_json, sha256_hex
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
 from tether.engine import TASK_TOOL, AgentSpec, task_tool
@@ -119,6 +120,20 @@ class Agent:
         self.settings = dict(settings or {})
         if max_tokens is not None:
             self.settings["maxTokens"] = max_tokens
+
+    def pins(self) -> dict[str, JsonValue]:
+        """What pins this agent's behaviour for its journal (docs/versions.md): its model's
+        name and digests of its system prompt, each tool's schema and its settings. An
+        agent version is named by them unless it is named by hand."""
+        return {
+            "model": self.model,
+            "system": sha256_hex(self.system_prompt.encode()) if self.system_prompt else None,
+            "tools": {
+                name: sha256_hex(canonical_json(tool.spec.to_json_object()))
+                for name, tool in sorted(self.tools.items())
+            },
+            "settings": sha256_hex(canonical_json(self.settings)),
+        }
 
     def _request(
         self, messages: Sequence[Message], config: dict[str, JsonValue] | None

@@ -24,6 +24,7 @@ from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
 from tether.cli._schedules import schedules_app
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
 from tether.cli._sessions import delete, sessions
+from tether.cli._versions import agents, upgrade, versions
 
 __all__ = ("app", "main")
 
@@ -40,7 +41,18 @@ app = typer.Typer(
 app.command()(serve)
 app.command()(worker)
 app.command()(backup)
-app.command()(sessions)
+sessions_app = typer.Typer(
+    cls=WholeSummaries,
+    help="List sessions (`tether sessions`), or move parked runs to a newer version.",
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+sessions_app.callback(invoke_without_command=True)(sessions)
+sessions_app.command()(upgrade)
+app.add_typer(sessions_app, name="sessions")
+app.command()(agents)
+app.command()(versions)
 app.command()(delete)
 app.command()(inputs)
 app.command()(answer)

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from tether.cli import _client
 
-__all__ = ("delete", "sessions", "size_of")
+__all__ = ("aligned", "delete", "sessions", "size_of")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
@@ -41,6 +41,7 @@ def size_of(count: int) -> str:
 
 
 def sessions(
+    ctx: typer.Context,
     agent: str | None = typer.Option(None, "--agent", help="Only this agent's."),
     instance: str | None = typer.Option(
         None, "--instance", help="Only this instance's (needs --agent)."
@@ -54,7 +55,10 @@ def sessions(
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
-    """List sessions, newest activity first: each one's conversation id and where it stands."""
+    """List sessions, newest activity first: each one's conversation id and where it stands.
+    (`tether sessions upgrade` moves parked runs to a newer version.)"""
+    if ctx.invoked_subcommand is not None:
+        return
     given = {"agent": agent, "instance": instance, "cursor": cursor}
     params: dict[str, str | int | bool] = {"limit": limit, "usage": usage}
     params |= {name: value for name, value in given.items() if value is not None}
@@ -85,13 +89,13 @@ def sessions(
         if item.get("parent"):
             row.append(f"(from {item['parent']['reason']} of {item['parent']['conversationId']})")
         rows.append(row)
-    for line in _aligned(rows):
+    for line in aligned(rows):
         console.print(line, markup=False)
     if page.get("nextCursor"):
         console.print(f"more: add --cursor {page['nextCursor']}")
 
 
-def _aligned(rows: list[list[str]]) -> list[str]:
+def aligned(rows: list[list[str]]) -> list[str]:
     """``rows`` as lines of left-aligned columns, each as wide as it needs: an id or a session
     key is never cut short or wrapped to fit a terminal (a pipe counts as 80 columns), so it
     copies whole into ``tether export``, ``verify`` or ``fork``. A row may have a last cell

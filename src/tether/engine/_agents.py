@@ -3,14 +3,15 @@ spec its initializer returns for each claim (the harness, and the model and tool
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model, ModelRetryPolicy
 
-__all__ = ("AgentDefinition", "AgentSpec", "Initializer", "Summarizer")
+__all__ = ("AgentDefinition", "AgentSpec", "Initializer", "Summarizer", "VersionPolicy")
 
 Summarizer = Callable[[list[Message]], Awaitable[str]]
 
@@ -40,6 +41,12 @@ class AgentSpec:
 
 Initializer = Callable[[str, Mapping[str, str]], "AgentSpec | Awaitable[AgentSpec]"]
 
+VersionPolicy = Literal["pinned", "upgrade", "strict"]
+"""What a run started on one version of an agent does once another is deployed
+(docs/versions.md): ``pinned`` runs only on a worker that serves its version; ``upgrade``
+goes on with the newest code from its recorded prefix, journaling the change; ``strict`` is
+pinned and fails a run whose recorded model input no longer matches."""
+
 
 @dataclass(frozen=True, slots=True)
 class AgentDefinition:
@@ -52,6 +59,10 @@ class AgentDefinition:
     Example::
 
         AgentDefinition(lambda instance, env: AgentSpec(harness=Helper(instance)), max_attempts=5)
+
+    Two versions served side by side, the newest taking new runs::
+
+        AgentDefinition(build_v2, version="v2", previous=[AgentDefinition(build_v1, version="v1")])
     """
 
     initialize: Initializer
@@ -59,3 +70,12 @@ class AgentDefinition:
     timeout: float | None = None
     description: str | None = None
     """What the agent is for: shown to a parent agent's model in its task tool, to route by."""
+    version: str | None = None
+    """The version's name; by default a digest of what the journal pins (the harness, its
+    system prompt, tool schemas and model), as the initializer builds them for a probe
+    instance (docs/versions.md)."""
+    policy: VersionPolicy = "pinned"
+    """What a run started on another version of this agent does here."""
+    previous: Sequence[AgentDefinition] = ()
+    """Older versions this process still runs, newest first: their started runs finish on
+    their own code while new runs start on this one."""

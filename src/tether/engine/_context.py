@@ -17,6 +17,7 @@ from tether.engine._redact import Redactor
 from tether.engine._runs import RunRegistry
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
+from tether.engine._versions import AgentVersions
 from tether.engine._views import ViewCache
 from tether.models import ModelCallPolicy
 from tether.store import Store, StoreCapabilities
@@ -34,6 +35,7 @@ class EngineContext:
     store: Store
     capabilities: StoreCapabilities
     agents: Mapping[str, AgentDefinition]
+    versions: AgentVersions
     config: RuntimeConfig
     instrumentation: Instrumentation
     redact: Redactor

@@ -56,6 +56,7 @@ from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._retention import Retention
 from tether.engine._revocations import is_revoked, revoke
+from tether.engine._rollout import VersionState, upgrade_parked, version_states
 from tether.engine._runs import RunRegistry, wait_settled
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
@@ -65,6 +66,7 @@ from tether.engine._subagents import SubagentPolicy
 from tether.engine._subtree import SubmissionTree, submission_tree
 from tether.engine._trace import trace_context
 from tether.engine._usage import UsageTotals, total_usage
+from tether.engine._versions import AgentVersions, flatten_versions
 from tether.engine._views import ViewCache
 from tether.errors import (
     ApprovalNotFound,
@@ -146,23 +148,28 @@ def _check_features(config: RuntimeConfig, capabilities: StoreCapabilities) -> N
         require_capability(capabilities.retention, "retention")
 
 
-def _check_agents(agents: Mapping[str, AgentDefinition]) -> dict[str, AgentDefinition]:
-    """The agents by name, each an :class:`AgentDefinition`: anything else would fail every
-    attempt of every submission to it, so it is refused here, saying what came."""
+def _check_agents(
+    agents: Mapping[str, AgentDefinition | Mapping[str, AgentDefinition]],
+) -> dict[str, list[AgentDefinition]]:
+    """Each agent's definitions by name, newest first (a definition and its ``previous``, or
+    ``{version: definition}``): anything else would fail every attempt of every submission
+    to it, so it is refused here, saying what came."""
     if not isinstance(agents, Mapping):
         raise TypeError(
             "agents must be a mapping of agent names to AgentDefinition, "
             f"got {type(agents).__name__}"
         )
-    for name, definition in agents.items():
+    checked: dict[str, list[AgentDefinition]] = {}
+    for name, given in agents.items():
         _check_name("agent", name)
-        if not isinstance(definition, AgentDefinition):
+        if not isinstance(given, AgentDefinition | Mapping):
             raise TypeError(
-                f"agents[{name!r}] must be an AgentDefinition, got {type(definition).__name__}"
+                f"agents[{name!r}] must be an AgentDefinition, got {type(given).__name__}"
                 " (wrap a harness or an AgentSpec: "
                 "AgentDefinition(lambda instance, env: AgentSpec(harness=...)))"
             )
-    return dict(agents)
+        checked[name] = flatten_versions(name, given)
+    return checked
 
 
 class Runtime:
@@ -170,7 +177,7 @@ class Runtime:
 
     def __init__(
         self,
-        agents: Mapping[str, AgentDefinition],
+        agents: Mapping[str, AgentDefinition | Mapping[str, AgentDefinition]],
         store: Store | str = "sqlite:///./tether-data",
         *,
         config: RuntimeConfig | None = None,
@@ -178,7 +185,10 @@ class Runtime:
         interceptors: Sequence[Interceptor] = (),
         **settings: Any,
     ) -> None:
-        self.agents = _check_agents(agents)
+        self._definitions = _check_agents(agents)
+        self.agents = {name: versions[0] for name, versions in self._definitions.items()}
+        """Each agent's newest definition, by name (its older ones: :attr:`versions`)."""
+        self._versions: AgentVersions | None = None
         self._store_source = store
         self._store: Store | None = store if not isinstance(store, str) else None
         self.config = replace(config or RuntimeConfig(), **settings)
@@ -229,6 +239,13 @@ class Runtime:
         return self._store
 
     @property
+    def versions(self) -> AgentVersions:
+        """The versions of each agent this runtime runs, newest first (named at start)."""
+        if self._versions is None:
+            raise RuntimeClosed("the runtime has not been started")
+        return self._versions
+
+    @property
     def change_feed(self) -> ChangeFeed | None:
         """The store, if it has a change feed (wake-ups from other processes)."""
         return self._started_context().capabilities.change_feed
@@ -265,10 +282,13 @@ class Runtime:
         store = self.store
         capabilities = StoreCapabilities.of(store)  # once: the context carries them
         _check_features(self.config, capabilities)
+        if self._versions is None:
+            self._versions = await AgentVersions.resolve(self._definitions, self.config.env)
         self._context = EngineContext(
             store=store,
             capabilities=capabilities,
             agents=self.agents,
+            versions=self._versions,
             config=self.config,
             instrumentation=self.instrumentation,
             redact=self.redact,
@@ -565,6 +585,26 @@ class Runtime:
             submission,
             await store.list_attempts(submission_id),
             await parents.list_children(submission_id) if parents else [],
+        )
+
+    async def version_states(self, agent: str | None = None) -> list[VersionState]:
+        """Each agent's versions (``agent``'s only, if given) with their live workers,
+        unsettled runs and parked gates: a version with nothing left can be retired."""
+        return await version_states(self._started_context(), agent)
+
+    async def upgrade_parked(
+        self, agent: str, *, from_version: str, to_version: str, actor: str | None = None
+    ) -> list[str]:
+        """Move ``agent``'s parked runs from ``from_version`` to ``to_version`` (one this
+        runtime runs), each with an audit record in its log; the ids of those moved."""
+        if agent not in self.agents:
+            raise UnknownAgent(agent)
+        return await upgrade_parked(
+            self._started_context(),
+            agent,
+            from_version=from_version,
+            to_version=to_version,
+            actor=actor,
         )
 
     async def sessions(

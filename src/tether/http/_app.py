@@ -34,6 +34,7 @@ from tether.http._schedules import schedules_router
 from tether.http._sessions import sessions_router
 from tether.http._sse import RecentRecords
 from tether.http._submissions import submissions_router
+from tether.http._versions import versions_router
 
 __all__ = ("create_app",)
 
@@ -144,6 +145,7 @@ _API = (
     inputs_router,
     schedules_router,
     insights_router,
+    versions_router,
 )
 """The routers behind the Guard's every check, in the order a request is matched."""
 

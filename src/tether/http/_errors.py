@@ -102,6 +102,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     # engine
     E.TransientError: 503,
     E.UnknownAgent: 404,
+    E.UnknownVersion: 422,
     E.InvalidDispatch: 422,
     E.SessionBusy: 409,
     E.NoRunInFlight: 409,

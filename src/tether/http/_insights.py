@@ -9,6 +9,8 @@ the log (``_spans``); ``GET /conversations/{id}/usage`` totals its model calls, 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Query
 from pydantic import Field
 
@@ -37,11 +39,21 @@ MAX_SPANS_PAGE = 500
 
 
 class AgentItem(WireResponse):
-    """A registered agent: its name, what it is for, and whom it may delegate to."""
+    """A registered agent: its name, what it is for, whom it may delegate to, and the
+    versions this server runs (docs/versions.md)."""
 
     name: str
     description: str | None = optional()
     delegates_to: list[str] = Field(description="The agents its task tool may name.")
+    version: str = Field(description="The version new runs start on: the newest.")
+    versions: list[str] = Field(
+        description="Every version this server runs, newest first: a run started on one of "
+        "them resumes here."
+    )
+    policy: Literal["pinned", "upgrade", "strict"] = Field(
+        description="What a run started on another version does here: waits for a worker "
+        "of its version (pinned, strict) or goes on with the newest code (upgrade)."
+    )
 
 
 class AgentsPage(WireResponse):
@@ -104,12 +116,16 @@ insights_router = APIRouter(tags=["conversations"])
 @insights_router.get("/agents", tags=["sessions"], responses=failures())
 async def agents(runtime: RuntimeDependency) -> AgentsPage:
     """The agents this server runs."""
+    versions = runtime.versions
     return AgentsPage(
         agents=[
             AgentItem(
                 name=name,
                 description=definition.description,
                 delegates_to=list(runtime.subagents.spawns.get(name, ())),
+                version=versions.of(name)[0].version,
+                versions=[v.version for v in versions.of(name)],
+                policy=versions.policy(name),
             )
             for name, definition in sorted(runtime.agents.items())
         ]
