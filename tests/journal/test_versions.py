@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 from pydantic import JsonValue
 
-from tether.errors import HarnessMismatch, NoPendingExecution, ReplayDiverged
+from tether.errors import ApprovalParked, HarnessMismatch, NoPendingExecution, ReplayDiverged
 from tether.journal import Journal, Turn, Versioning, diff_pins
 from tether.messages import Message, ModelRequest, ToolCall
 from tether.records import ExecutionStarted, PatchMarked, Record, ToolOutcome, VersionChanged
@@ -103,11 +103,9 @@ def change_of(records: Sequence[Record]) -> tuple[Record, VersionChanged]:
 async def park_and_approve(store: Store, cid: str) -> None:
     """Park a v1 run on an approval of ``send_email``, then approve it."""
     j = await journal(store, cid, model=planning_model(), tools=RecordingTools())
-    with pytest.raises(Exception, match="approval"):
+    with pytest.raises(ApprovalParked) as parked:
         await j.exec(Assistant("v1"), [user(EMAIL)], versioning=versioning("v1"))
-    state = await j.inspect_approval()
-    assert state is not None
-    await j.approve(state.approval_id, "approve", approver="ann")
+    await j.approve(parked.value.approval_id, "approve", approver="ann")
 
 
 async def upgrade(store: Store, cid: str, tools: RecordingTools, version: str = "v2") -> JsonValue:
