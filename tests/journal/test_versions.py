@@ -100,12 +100,18 @@ def change_of(records: Sequence[Record]) -> tuple[Record, VersionChanged]:
     return record, record.payload
 
 
-async def park_and_approve(store: Store, cid: str) -> None:
-    """Park a v1 run on an approval of ``send_email``, then approve it."""
+async def park(store: Store, cid: str) -> str:
+    """Park a v1 run on an approval of ``send_email``; its approval id."""
     j = await journal(store, cid, model=planning_model(), tools=RecordingTools())
     with pytest.raises(ApprovalParked) as parked:
         await j.exec(Assistant("v1"), [user(EMAIL)], versioning=versioning("v1"))
-    await j.approve(parked.value.approval_id, "approve", approver="ann")
+    return parked.value.approval_id
+
+
+async def park_and_approve(store: Store, cid: str) -> None:
+    """Park a v1 run on an approval of ``send_email``, then approve it."""
+    approval_id = await park(store, cid)
+    await (await journal(store, cid)).approve(approval_id, "approve", approver="ann")
 
 
 async def upgrade(store: Store, cid: str, tools: RecordingTools, version: str = "v2") -> JsonValue:
@@ -144,6 +150,12 @@ async def test_an_upgrade_runs_the_approved_tool_of_a_run_parked_under_another_p
     [receipt] = of_kind(records, "tool_outcome")
     assert record.seq < marked.seq < receipt.seq
     assert kinds(records)[-2:] == ["assistant_message_completed", "execution_ended"]
+    # The session goes on under the new version, its history read through the change.
+    j = await journal(store, cid, model=planning_model(), tools=RecordingTools())
+    after = await j.exec(Assistant("v2"), [user("thanks")], versioning=versioning("v2"))
+    assert after.output == {"text": "echo: thanks", "early": False, "late": False}
+    replayer = await Journal.open(store, cid, fence=0)
+    assert await replayer.replay(Assistant("v2")) == [DONE, after.output]
 
 
 async def test_a_second_resume_after_the_change_writes_no_second_one(store: Store) -> None:
@@ -274,6 +286,20 @@ async def test_an_operator_change_lets_a_strict_resume_serve_the_recorded_calls(
     change_of(await store.read(cid))  # the operator's only: it covers the recorded calls
     with pytest.raises(NoPendingExecution):
         await (await journal(store, cid)).record_version_change(moved)
+
+
+async def test_an_operator_change_may_come_before_the_decision(store: Store) -> None:
+    cid = await new_conversation(store)
+    approval_id = await park(store, cid)
+    moved = VersionChanged(from_version="v1", to_version="v2", reason="operator")
+    await (await journal(store, cid)).record_version_change(moved)
+    with pytest.raises(ApprovalParked):  # still parked: the change decides nothing
+        await (await journal(store, cid)).resume(Assistant("v2"), versioning=versioning("v2"))
+    await (await journal(store, cid)).approve(approval_id, "approve", approver="ann")
+    tools = RecordingTools()
+    j = await journal(store, cid, model=planning_model(), tools=tools)
+    assert (await j.resume(Assistant("v2"), versioning=versioning("v2"))).output == DONE
+    assert len(tools.calls) == 1
 
 
 # --- replay ----------------------------------------------------------------------------
