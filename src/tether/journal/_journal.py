@@ -10,9 +10,8 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 
@@ -594,7 +593,7 @@ class Journal:
                 changes = [r for r in execution.effects if r.kind == VersionChanged.KIND]
                 self._check_identity(execution, harness, tolerate=tolerates_harness(changes))
             if versioning is not None and versioning.policy != "strict":
-                versioning = dataclasses.replace(versioning, policy="strict")
+                versioning = replace(versioning, policy="strict")
             return await self._replay(view, completed, harness, versioning)
 
     async def _replay(
