@@ -390,7 +390,8 @@ class ReplayDiverged(JournalError):
     and ``to_version``, the one that replayed it (``None`` when unversioned); ``differs``,
     what differs between the two in words (``system prompt``, ``tool schema: <name>``,
     ``tool set: +x -y``, ``model``, ``harness``; ``history`` when the versions' pins agree
-    or are unknown), named in the message as ``(version v1 -> v2: system prompt)``.
+    or are unknown), named in the message as ``(version v1 -> v2: system prompt)`` when
+    either version is known.
     """
 
     code = "replay_diverged"
@@ -416,7 +417,7 @@ class ReplayDiverged(JournalError):
         self.from_version = from_version
         self.to_version = to_version
         self.differs = differs
-        if differs:
+        if differs and (from_version is not None or to_version is not None):
             versions = f"{from_version or 'unversioned'} -> {to_version or 'unversioned'}"
             message = f"{message} (version {versions}: {', '.join(differs)})"
         super().__init__(message)

@@ -262,6 +262,7 @@ async def test_strict_names_the_versions_and_what_differs(store: Store) -> None:
         await (await journal(store, cid, model=planning_model())).resume(Assistant("v2"))
     assert unversioned.value.differs == ("history",)
     assert unversioned.value.from_version == "v1" and unversioned.value.to_version is None
+    assert str(unversioned.value).endswith("(version v1 -> unversioned: history)")
     # The run stays resumable: the code it started on finishes it.
     again = await journal(store, cid, model=planning_model(), tools=tools)
     assert (await again.resume(Assistant("v1"), versioning=versioning("v1"))).output == DONE
@@ -334,6 +335,11 @@ async def test_an_unversioned_log_replays_as_before(store: Store) -> None:
         await replayer.replay(Assistant("v2"), versioning=versioning("v2", "upgrade"))
     assert caught.value.differs == ("history",) and caught.value.from_version is None
     assert str(caught.value).endswith("(version unversioned -> v2: history)")
+    with pytest.raises(ReplayDiverged) as unversioned:  # nothing to name: the message of old
+        await replayer.replay(Assistant("v2"))
+    assert unversioned.value.differs == ("history",)
+    assert "model input hash mismatch" in str(unversioned.value)
+    assert "(version" not in str(unversioned.value)
     assert await store.verify(cid) == len(records)
 
 
