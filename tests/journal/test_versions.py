@@ -15,8 +15,10 @@ from tether.messages import Message, ModelRequest, ToolCall
 from tether.records import ExecutionStarted, PatchMarked, Record, ToolOutcome, VersionChanged
 from tether.store import Store
 from tether.testing import RecordingTools
+from tether.testing.storetest import CompleteStore
 
 from .harnesses import TOOLS, journal, new_conversation, planning_model, user
+from .snapshots import taken_in, view_state
 from .test_exec import kinds
 from .test_resume import cut_after
 
@@ -299,6 +301,26 @@ async def test_an_operator_change_may_come_before_the_decision(store: Store) -> 
     await (await journal(store, cid)).approve(approval_id, "approve", approver="ann")
     tools = RecordingTools()
     j = await journal(store, cid, model=planning_model(), tools=tools)
+    assert (await j.resume(Assistant("v2"), versioning=versioning("v2"))).output == DONE
+    assert len(tools.calls) == 1
+
+
+async def test_a_version_change_restores_from_a_snapshot(
+    store: CompleteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pending execution's change is kept by its snapshot: the restored view's resume is
+    served the recorded calls the change covers."""
+    monkeypatch.setattr("tether.journal._snapshot.MIN_RECORDS", 4)
+    cid = await new_conversation(store)
+    await park_and_approve(store, cid)
+    moved = VersionChanged(from_version="v1", to_version="v2", reason="operator")
+    await (await journal(store, cid)).record_version_change(moved)
+    await (await taken_in(store, cid, snapshot=False)).save_snapshot(store, cid)
+    restored = await taken_in(store, cid, snapshot=True)
+    assert restored._snapshots.seq == await store.head(cid)  # it did start from the snapshot
+    assert view_state(restored) == view_state(await taken_in(store, cid, snapshot=False))
+    tools = RecordingTools()
+    j = await Journal.open(store, cid, model=planning_model(), tools=tools, view=restored)
     assert (await j.resume(Assistant("v2"), versioning=versioning("v2"))).output == DONE
     assert len(tools.calls) == 1
 
