@@ -29,6 +29,7 @@ from tether.records import (
     InputRequested,
     LogTruncated,
     ModelCalled,
+    PatchMarked,
     Payload,
     Record,
     RecordDraft,
@@ -41,6 +42,7 @@ from tether.records import (
     ToolCalled,
     ToolOutcome,
     UserMessage,
+    VersionChanged,
     decode_record,
     seal,
     verify_chain,
@@ -59,7 +61,12 @@ SAMPLES: list[Payload] = [
     ),
     Signal(type="webhook", body="{}", sender={"system": "crm"}, tag="t1"),
     ExecutionStarted(
-        harness="builtin", harness_version="1", input_count=1, config={"temperature": 0.5}
+        harness="builtin",
+        harness_version="1",
+        input_count=1,
+        config={"temperature": 0.5},
+        version="v1",
+        pins={"system": "ab" * 32, "tools": {"send": "cd" * 32}, "model": "openai:gpt-4.1"},
     ),
     ModelCalled(call_id="m1", model="local:echo", input_hash="ff" * 32),
     AssistantMessageStarted(call_id="m1", model="local:echo"),
@@ -118,6 +125,14 @@ SAMPLES: list[Payload] = [
     ExecutionEnded(output="done"),
     ExecutionFailed(error="rate limited", error_code="provider_transient", transient=True),
     SubmissionSettled(status="succeeded", result={"answer": 42}),
+    VersionChanged(
+        from_version="v1",
+        to_version="v2",
+        reason="upgrade",
+        diverged_at=4,
+        differs=("system prompt", "tool schema: send"),
+    ),
+    PatchMarked(patch_id="confirm-first"),
     LogTruncated(
         last_hash="ab" * 32,
         truncated_at="2026-12-02T00:00:00.000000Z",
@@ -418,3 +433,13 @@ def test_a_truncated_chain_verifies_from_its_anchor() -> None:
     with pytest.raises(LogTampered, match="inside the log") as inside:
         verify_chain("c", [chain[0], log[0]])
     assert inside.value.seq == 3
+
+
+def test_an_unversioned_start_is_written_as_before() -> None:
+    """An execution run without a version writes the start an older Tether wrote: old logs
+    decode, and hash, the same."""
+    start = ExecutionStarted(harness="builtin", harness_version="1", input_count=1)
+    assert start.to_json_object() == {"harness": "builtin", "harnessVersion": "1", "inputCount": 1}
+    pinned = start.model_copy(update={"version": "v2", "pins": {"model": "m"}})
+    assert pinned.to_json_object()["version"] == "v2"
+    assert pinned.to_json_object()["pins"] == {"model": "m"}

@@ -33,6 +33,7 @@ __all__ = (
     "LogTruncated",
     "Mediation",
     "ModelCalled",
+    "PatchMarked",
     "Payload",
     "SettlementStatus",
     "Signal",
@@ -46,6 +47,7 @@ __all__ = (
     "ToolOutcomeStatus",
     "Usage",
     "UserMessage",
+    "VersionChanged",
 )
 
 
@@ -107,6 +109,12 @@ class ExecutionStarted(Payload):
     harness_version: str
     input_count: int = Field(ge=0)
     config: JsonObject | None = None
+    version: str | None = None
+    """The agent version the execution runs (the host's name for it), if it has one."""
+    pins: JsonObject | None = None
+    """What identifies the agent's behaviour, as the host computed it (its harness, system
+    prompt, tool schemas and model, say, as digests): opaque to the journal, which compares
+    it only to say what changed when a later version meets this execution's log."""
 
 
 class ModelCalled(Payload):
@@ -272,6 +280,38 @@ class TaskFinished(Payload):
     usage: Usage | None = None
     model_calls: int | None = None
     cost: float | None = None
+
+
+class VersionChanged(Payload):
+    """The execution goes on under another agent version than the one it started on.
+
+    Appended in the execution it concerns, before any effect of the new version: by a
+    resume under the ``upgrade`` policy that found a recorded model call whose input the new
+    code builds differently (``reason="upgrade"``, ``diverged_at`` that call's seq), or by an
+    operator moving a parked run (``reason="operator"``). Not an effect: replay and resume
+    neither serve it nor require it consumed. Its seq says where the code changed: a
+    recorded model call before it may differ from what the code asks for (docs/architecture.md §5).
+    """
+
+    KIND = "version_changed"
+    from_version: str | None
+    to_version: str | None
+    reason: Literal["upgrade", "operator"]
+    actor: str | None = None
+    diverged_at: int | None = Field(default=None, ge=1)
+    """The seq of the first recorded model call whose input differed, if one did."""
+    differs: tuple[str, ...] = ()
+    """What differs, in words: ``system prompt``, ``tool schema: <name>``, ``tool set: +x -y``,
+    ``model``, ``harness``, ``history``."""
+
+
+class PatchMarked(Payload):
+    """The execution took the new branch of a patch (``Turn.patched``): an intent, served
+    in order by resume and replay, so an execution that passed the point before the patch
+    existed keeps the old branch."""
+
+    KIND = "patch_marked"
+    patch_id: str = Field(min_length=1)
 
 
 class ExecutionEnded(Payload):

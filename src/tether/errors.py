@@ -56,6 +56,7 @@ __all__ = (
     "ModelError",
     "ModelFatalError",
     "ModelTransientError",
+    "NoPendingExecution",
     "NoRunInFlight",
     "NotFound",
     "NotJournaled",
@@ -386,7 +387,12 @@ class ReplayDiverged(JournalError):
     record's kind and payload; ``None`` when it holds nothing); ``got``, what the code asked
     for in the same shape (the record it would have written); ``request``, the
     :class:`~tether.messages.ModelRequest` the code made when it asked for the model (the
-    log keeps only its hash).
+    log keeps only its hash); ``from_version``, the agent version the execution recorded,
+    and ``to_version``, the one that replayed it (``None`` when unversioned); ``differs``,
+    what differs between the two in words (``system prompt``, ``tool schema: <name>``,
+    ``tool set: +x -y``, ``model``, ``harness``; ``history`` when the versions' pins agree
+    or are unknown), named in the message as ``(version v1 -> v2: system prompt)`` when
+    either version is known.
     """
 
     code = "replay_diverged"
@@ -400,12 +406,21 @@ class ReplayDiverged(JournalError):
         expected: dict[str, Any] | None = None,
         got: dict[str, Any] | None = None,
         request: object = None,
+        from_version: str | None = None,
+        to_version: str | None = None,
+        differs: tuple[str, ...] = (),
     ) -> None:
         self.execution_id = execution_id
         self.seq = seq
         self.expected = expected
         self.got = got
         self.request = request
+        self.from_version = from_version
+        self.to_version = to_version
+        self.differs = differs
+        if differs and (from_version is not None or to_version is not None):
+            versions = f"{from_version or 'unversioned'} -> {to_version or 'unversioned'}"
+            message = f"{message} (version {versions}: {', '.join(differs)})"
         super().__init__(message)
 
 
@@ -451,6 +466,13 @@ class HarnessMismatch(JournalError):
             f"execution was recorded by harness {recorded[0]!r} version {recorded[1]!r}; "
             f"got {served[0]!r} version {served[1]!r}"
         )
+
+
+class NoPendingExecution(JournalError):
+    """The conversation has no pending execution (none started, or the last one ended): a
+    record that belongs to one (``Journal.record_version_change``) has nowhere to go."""
+
+    code = "no_pending_execution"
 
 
 class Parked(JournalError):

@@ -47,6 +47,7 @@ from tether._payloads import (
     InputRequested,
     LogTruncated,
     ModelCalled,
+    PatchMarked,
     Payload,
     SettlementStatus,
     Signal,
@@ -58,6 +59,7 @@ from tether._payloads import (
     ToolCalled,
     ToolOutcome,
     UserMessage,
+    VersionChanged,
 )
 from tether._wire import WireModel
 from tether.errors import LogTampered, RecordDecodeError
@@ -83,6 +85,7 @@ __all__ = (
     "InputRequested",
     "LogTruncated",
     "ModelCalled",
+    "PatchMarked",
     "Payload",
     "Record",
     "RecordDraft",
@@ -96,6 +99,7 @@ __all__ = (
     "ToolCalled",
     "ToolOutcome",
     "UserMessage",
+    "VersionChanged",
     "decode_record",
     "format_time",
     "now_rfc3339",
@@ -139,6 +143,8 @@ PAYLOAD_TYPES: Final[Mapping[str, type[Payload]]] = {
         ExecutionFailed,
         SubmissionSettled,
         LogTruncated,
+        VersionChanged,
+        PatchMarked,
     )
 }
 """Every record kind and the model of its payload."""

@@ -91,6 +91,16 @@ def test_a_steer_that_joined_a_run_settles_it_once_on_screen() -> None:
     assert shown.endswith("steer: focus on SQLite\n✓ settled succeeded\n")
 
 
+def test_a_version_change_says_which_versions_and_what_changed() -> None:
+    change = (
+        '{"fromVersion": "v1", "toVersion": "v2", "reason": "upgrade", "divergedAt": 4, '
+        '"differs": ["system prompt", "tool schema: send_email"]}'
+    )
+    assert _rendered(_frame(9, "version_changed", "run", change)) == (
+        "⇪ version v1 → v2 (upgrade): system prompt, tool schema: send_email\n"
+    )
+
+
 def _kinds(url: str) -> list[str]:
     """The kinds of the session's records so far."""
     answer = httpx.get(f"{url}/agents/assistant/me/records", params={"limit": 1000}, timeout=30)

@@ -15,12 +15,14 @@ from tether.records import (
     AssistantTextDelta,
     AssistantThinkingDelta,
     ExecutionEnded,
+    PatchMarked,
     Payload,
     RecordDraft,
     SubmissionSettled,
     ToolCalled,
     ToolOutcome,
     UserMessage,
+    VersionChanged,
 )
 from tether.store import MemoryStore, SessionKey, Store
 from tether.stream import (
@@ -168,6 +170,24 @@ async def test_approvals_are_data_messages() -> None:
     assert isinstance(requested, DataContent) and requested.data["kind"] == "approval_requested"
     assert isinstance(decided, DataContent) and decided.author == "user"
     assert decided.data["approver"] == "ann"
+
+
+async def test_a_version_change_is_a_data_message_and_a_patch_mark_is_none() -> None:
+    store = MemoryStore()
+    change = VersionChanged(
+        from_version="v1", to_version="v2", reason="upgrade", differs=("system prompt",)
+    )
+    cid = await log_of(store, [change, PatchMarked(patch_id="p")])
+    [event] = project(await store.read(cid))
+    assert isinstance(event, StreamTaskMessageFull) and isinstance(event.content, DataContent)
+    assert event.content.author == "agent"
+    assert event.content.data == {
+        "kind": "version_changed",
+        "fromVersion": "v1",
+        "toVersion": "v2",
+        "reason": "upgrade",
+        "differs": ["system prompt"],
+    }
 
 
 async def test_feeding_record_by_record_equals_projecting_the_log(

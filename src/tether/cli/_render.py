@@ -157,6 +157,8 @@ class SessionRenderer:
         elif kind == "steer_received":
             self._steers.add(str(payload.get("sourceSubmissionId")))
             self._line(f"[magenta]steer[/magenta]: {escape(str(payload.get('body', '')))}", depth)
+        elif kind == "version_changed":
+            self._version_changed(payload, depth)
         elif kind == "submission_settled":
             # A steer that joined a run settles with it: its own line said it arrived.
             if record.get("submissionId") not in self._steers:
@@ -172,6 +174,13 @@ class SessionRenderer:
         error = payload.get("error") or payload.get("errorCode") or ""
         detail = f": {escape(str(error))}" if error else ""
         self._line(f"[red]⇠ {agent} {status}{detail}[/red]", depth)
+
+    def _version_changed(self, payload: dict[str, Any], depth: int) -> None:
+        versions = f"{payload.get('fromVersion') or '?'} → {payload.get('toVersion') or '?'}"
+        differs = ", ".join(str(word) for word in payload.get("differs") or ())
+        detail = f": {escape(differs)}" if differs else ""
+        reason = escape(str(payload.get("reason")))
+        self._line(f"[yellow]⇪ version {escape(versions)} ({reason}){detail}[/yellow]", depth)
 
     def _decision(self, payload: dict[str, Any], depth: int) -> None:
         decision = payload["decision"]

@@ -90,6 +90,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.InputConflict: 409,
     E.InputClosed: 409,
     E.InvalidAnswer: 422,
+    E.NoPendingExecution: 409,
     E.HostOwnedOutcome: 500,
     E.MissingIdempotencyKey: 500,
     E.UnmediatedToolCall: 500,

@@ -30,6 +30,7 @@ from tether.journal._journal import Ending, ExecutionResult, Finisher, Journal
 from tether.journal._log import NOT_MINTED, Fence, NotMinted
 from tether.journal._truncate import truncation_anchor, truncation_point
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, Turn
+from tether.journal._versions import Versioning, diff_pins
 from tether.journal._view import LogView
 
 __all__ = (
@@ -57,6 +58,8 @@ __all__ = (
     "ToolExecutor",
     "ToolScope",
     "Turn",
+    "Versioning",
+    "diff_pins",
     "loose_ends",
     "messages_of",
     "open_gate",

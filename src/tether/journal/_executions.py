@@ -2,7 +2,9 @@
 
 An execution is every record carrying its id, in log order: ``execution_started``,
 its inputs, its effects, and ``execution_ended`` once the harness returned. Deltas,
-interrupted completions and ``execution_failed`` are audit only, never effects.
+interrupted completions and ``execution_failed`` are audit only, never effects. A
+``version_changed`` record is kept with the effects, where it says at which seq the code
+changed, though it is none: replay and resume neither serve it nor require it consumed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tether.records import (
     InputAnswered,
     InputRequested,
     ModelCalled,
+    PatchMarked,
     Record,
     Signal,
     SteerReceived,
@@ -32,6 +35,7 @@ from tether.records import (
     ToolCalled,
     ToolOutcome,
     UserMessage,
+    VersionChanged,
 )
 
 __all__ = (
@@ -65,6 +69,8 @@ EFFECT_KINDS = frozenset(
         Compaction.KIND,
         TaskSpawned.KIND,
         TaskFinished.KIND,
+        PatchMarked.KIND,
+        VersionChanged.KIND,
     }
 )
 

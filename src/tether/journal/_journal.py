@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 
@@ -31,6 +31,7 @@ from tether.errors import (
     InputClosed,
     InputParked,
     JournalError,
+    NoPendingExecution,
     Parked,
     ReplayDiverged,
     StoreUnavailable,
@@ -53,6 +54,7 @@ from tether.journal._inputs import check_answer, find_answer
 from tether.journal._log import NOT_MINTED, Fence, JournalLog, logger
 from tether.journal._recorded import Recorded
 from tether.journal._turn import Mode, Turn
+from tether.journal._versions import VersionGuard, Versioning, tolerates_harness
 from tether.journal._view import LogView
 from tether.messages import Message, args_digest
 from tether.models import Model
@@ -74,6 +76,7 @@ from tether.records import (
     ToolCalled,
     ToolOutcome,
     UserMessage,
+    VersionChanged,
 )
 from tether.store import (
     ClaimSettlement,
@@ -288,6 +291,7 @@ class Journal:
         config: dict[str, JsonValue] | None = None,
         finish: Finisher | None = None,
         defer_start: bool = False,
+        versioning: Versioning | None = None,
     ) -> ExecutionResult:
         """Start a new execution: journal its start and inputs (one CAS-guarded append at
         ``expected_seq``, the head by default), then run the harness live. A caller whose
@@ -304,7 +308,10 @@ class Journal:
 
         ``finish(output)`` may add records to append atomically with ``execution_ended``, and a
         claim to settle in that commit (the engine settles a submission with its execution's
-        end)."""
+        end).
+
+        ``versioning``: the agent version this execution runs (its ``version`` and ``pins``
+        are recorded on its start, for a later resume or replay to say what changed)."""
         current = expected_seq is not None and expected_seq == self.view.head
         view = self.view if current else await self.refresh(lean=True)
         if view.latest is not None:
@@ -321,7 +328,10 @@ class Journal:
             harness_version=harness.version,
             input_count=len(inputs),
             config=config,
+            version=None if versioning is None else versioning.version,
+            pins=None if versioning is None else versioning.pins,
         )
+        versions = VersionGuard(start, versioning)
         history = view.messages()  # before the append: the view takes in what we write
         if not defer_start:
             drafts = [self.log.draft(payload, execution_id) for payload in (start, *inputs)]
@@ -329,7 +339,13 @@ class Journal:
                 drafts, expected_seq=self.log.head if expected_seq is None else expected_seq
             )
             turn = self._turn(
-                Mode.LIVE, execution_id, Recorded(), history, messages_of(appended[1:]), config
+                Mode.LIVE,
+                execution_id,
+                Recorded(),
+                history,
+                messages_of(appended[1:]),
+                config,
+                versions=versions,
             )
             return await self._run(harness, turn, finish)
         if expected_seq is not None and expected_seq != view.head:
@@ -337,7 +353,9 @@ class Journal:
             raise Conflict(self.conversation.id, expected_seq, view.head)
         messages = projected(inputs)
         inputs_messages = [message for projection in messages.values() for message in projection]
-        turn = self._turn(Mode.LIVE, execution_id, Recorded(), history, inputs_messages, config)
+        turn = self._turn(
+            Mode.LIVE, execution_id, Recorded(), history, inputs_messages, config, versions=versions
+        )
         turn.hold_behind([start, *inputs], messages)  # like a model call's intent
         return await self._run(harness, turn, finish)
 
@@ -348,11 +366,29 @@ class Journal:
         latest = (await self.refresh()).latest
         return latest if latest is not None and not latest.completed else None
 
-    async def resume(self, harness: Harness, *, finish: Finisher | None = None) -> ExecutionResult:
+    async def resume(
+        self,
+        harness: Harness,
+        *,
+        finish: Finisher | None = None,
+        versioning: Versioning | None = None,
+    ) -> ExecutionResult:
         """Finish the pending execution: serve its recorded prefix, then go live (I3, I4).
 
         Raises ``ApprovalParked`` (``InputParked``) without running anything while its gate
         is undecided (unanswered).
+
+        ``versioning`` says which agent version resumes it and under which policy: ``strict``
+        (as without it) raises ``ReplayDiverged`` when a recorded model call's input differs
+        (I0) and ``HarnessMismatch`` for another harness; ``upgrade`` serves the recorded
+        completion all the same and journals a ``version_changed`` record (once per
+        execution) before any new effect. Either way a recorded call before a
+        ``version_changed`` record of the execution may differ. An effect of another kind
+        than the log holds, or recorded effects left unconsumed, always diverge.
+
+        Example::
+
+            await journal.resume(harness, versioning=Versioning("v2", pins, policy="upgrade"))
         """
         view = await self.refresh()
         pending = view.latest
@@ -369,18 +405,58 @@ class Journal:
             if gate.request is None or gate.decision is None:
                 await self._park(pending, gate)
         self._refuse_inherited_intents(pending, fork)
-        self._check_identity(pending, harness)
+        recorded = Recorded(pending.effects)
+        upgrading = versioning is not None and versioning.policy == "upgrade"
+        harness_changed = self._check_identity(
+            pending, harness, tolerate=upgrading or tolerates_harness(recorded.changes)
+        )
         await self._close_interrupted_stream(view.records, pending)
         started = pending.started
+        versions = VersionGuard(
+            started, versioning, recorded.changes, harness_changed=harness_changed
+        )
         turn = self._turn(
             Mode.RESUME,
             pending.id,
-            Recorded(pending.effects),
+            recorded,
             view.history_before(pending),
             messages_of(pending.inputs),
             started.config,
+            versions=versions,
         )
+        if harness_changed and not tolerates_harness(recorded.changes):
+            turn.announce_version_change()  # its seq, if a model call differs, comes later
         return await self._run(harness, turn, finish)
+
+    async def record_version_change(self, payload: VersionChanged) -> Record:
+        """Append ``payload`` to the pending execution (an operator moving a parked run to
+        another version: ``reason="operator"``), under this journal's fence; from then on a
+        resume or replay may serve that execution's recorded model calls to code that asks
+        differently. Raises ``NoPendingExecution`` when the last execution ended (or none
+        started); retries while the log moves under it.
+
+        Example::
+
+            journal = await Journal.open(store, conversation_id)
+            await journal.record_version_change(
+                VersionChanged(from_version="v1", to_version="v2", reason="operator", actor="ann")
+            )
+        """
+        for _ in range(_DECISION_TRIES):
+            pending = await self.pending()
+            if pending is None:
+                raise NoPendingExecution(
+                    f"conversation {self.conversation.id} has no pending execution"
+                )
+            draft = RecordDraft(
+                payload, submission_id=pending.start.submission_id, execution_id=pending.id
+            )
+            try:
+                [record] = await self.log.append([draft], expected_seq=self.view.head)
+            except Conflict:
+                continue  # the log moved (a decision, most likely): read it again
+            return record
+        raise StoreUnavailable("a version change: the log kept moving; try again")
 
     async def _park(self, pending: Execution, gate: ApprovalState) -> None:
         call = gate.tool_call
@@ -424,11 +500,16 @@ class Journal:
                     )
 
     @staticmethod
-    def _check_identity(execution: Execution, harness: Harness) -> None:
+    def _check_identity(execution: Execution, harness: Harness, *, tolerate: bool) -> bool:
+        """Whether another harness than the one the execution recorded serves it; raises
+        ``HarnessMismatch`` unless ``tolerate`` (a version change may bring another)."""
         started = execution.started
         recorded = (started.harness, started.harness_version)
-        if recorded != (harness.name, harness.version):
+        if recorded == (harness.name, harness.version):
+            return False
+        if not tolerate:
             raise HarnessMismatch(recorded, (harness.name, harness.version))
+        return True
 
     async def _close_interrupted_stream(
         self, records: Sequence[Record], pending: Execution
@@ -494,9 +575,14 @@ class Journal:
 
     # --- replay -----------------------------------------------------------------------
 
-    async def replay(self, harness: Harness) -> list[JsonValue]:
+    async def replay(
+        self, harness: Harness, *, versioning: Versioning | None = None
+    ) -> list[JsonValue]:
         """Re-run every completed execution from the log alone: no model call, no tool call,
-        no append (I1). Returns their outputs; raises ``ReplayDiverged`` on any difference."""
+        no append (I1). Returns their outputs; raises ``ReplayDiverged`` on any difference,
+        except a recorded model call before a ``version_changed`` record of its execution,
+        whose input may differ. ``versioning`` names the version replaying (its policy is
+        not applied: a replay writes nothing), for ``ReplayDiverged`` to say what differs."""
         # Serving effects never waits, so a replay is one bounded stretch of reading and
         # decoding, like a page read: the collector would rescan the heap as the log grows.
         with collector_paused(BULK):
@@ -504,23 +590,33 @@ class Journal:
             completed = [e for e in view.executions.by_id.values() if e.completed]
             for execution in completed:  # preflight everything before the first run
                 execution.check_inputs()
-                self._check_identity(execution, harness)
-            return await self._replay(view, completed, harness)
+                changes = [r for r in execution.effects if r.kind == VersionChanged.KIND]
+                self._check_identity(execution, harness, tolerate=tolerates_harness(changes))
+            if versioning is not None and versioning.policy != "strict":
+                versioning = replace(versioning, policy="strict")
+            return await self._replay(view, completed, harness, versioning)
 
     async def _replay(
-        self, view: LogView, completed: list[Execution], harness: Harness
+        self,
+        view: LogView,
+        completed: list[Execution],
+        harness: Harness,
+        versioning: Versioning | None,
     ) -> list[JsonValue]:
         outputs: list[JsonValue] = []
         transcripts = PrefixTranscripts(view.records)
         for execution in completed:
+            recorded = Recorded(execution.effects)
+            versions = VersionGuard(execution.started, versioning, recorded.changes)
             turn = self._turn(
                 Mode.REPLAY,
                 execution.id,
-                Recorded(execution.effects),
+                recorded,
                 partial(transcripts.before, execution.start_index),
                 messages_of(execution.inputs),
                 execution.started.config,
                 replay=True,
+                versions=versions,
             )
             try:
                 output = await harness.run(turn)
@@ -540,6 +636,9 @@ class Journal:
                     seq=end.seq,
                     expected={"kind": end.kind, "payload": end.fields.get("payload")},
                     got={"kind": end.kind, "payload": {"output": output}},
+                    from_version=versions.from_version,
+                    to_version=versions.to_version,
+                    differs=versions.differs,
                 )
             outputs.append(output)
         return outputs
@@ -556,6 +655,7 @@ class Journal:
         config: dict[str, JsonValue] | None,
         *,
         replay: bool = False,
+        versions: VersionGuard | None = None,
     ) -> Turn:
         return Turn(
             log=self.log,
@@ -569,6 +669,7 @@ class Journal:
             model=None if replay else self.model,
             tools=None if replay else self.tools,
             hooks=self.hooks.replaying() if replay else self.hooks,
+            versions=versions,
         )
 
     async def _run(

@@ -12,12 +12,13 @@ from tether.errors import JournalError
 from tether.journal._executions import Execution
 from tether.journal._log import JournalLog
 from tether.journal._unread import is_unread
-from tether.records import ApprovalDecided, InputAnswered, Record, StepRecorded
+from tether.records import ApprovalDecided, InputAnswered, Record, StepRecorded, VersionChanged
 
 __all__ = ("MISSING", "last_note")
 
-_LATE = frozenset({ApprovalDecided.KIND, InputAnswered.KIND})
-"""What a person's decision adds to an execution after its last own effect."""
+_LATE = frozenset({ApprovalDecided.KIND, InputAnswered.KIND, VersionChanged.KIND})
+"""What a person's decision (or an operator's move to another version) adds to an
+execution after its last own effect."""
 MISSING = object()
 """What ``last_note`` gives when no earlier execution noted the name."""
 

@@ -3,7 +3,9 @@
 Intents (model calls, tool calls, harness-level steps, steering, reported tool results)
 are consumed strictly in order; outcomes (completions, approval records, tool outcomes,
 steps inside a tool) are found by call id, so concurrent tool calls that completed in
-any order still match. Every record must be consumed by the end of a faithful replay.
+any order still match. Every record must be consumed by the end of a faithful replay,
+except ``version_changed`` records, which are no effect: they are kept aside, to say
+where the code changed (``changes``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tether.records import (
     InputAnswered,
     InputRequested,
     ModelCalled,
+    PatchMarked,
     Record,
     SteerReceived,
     StepRecorded,
@@ -27,6 +30,7 @@ from tether.records import (
     TaskSpawned,
     ToolCalled,
     ToolOutcome,
+    VersionChanged,
 )
 
 __all__ = ("Recorded",)
@@ -51,14 +55,19 @@ class Recorded:
         self._outcomes: dict[tuple[str, str], int] = {}
         self._tool_steps: dict[tuple[str, str], deque[int]] = {}
         self._consumed: set[int] = set()
+        self.changes: list[Record] = []
+        """The execution's ``version_changed`` records, in log order."""
         tool_calls: set[str] = set()
         # Classify from the raw payloads: only what is actually served gets validated.
         for index, record in enumerate(self.records):
             kind = record.kind
             raw = record.fields["payload"]
             call_id = str(raw.get("callId", ""))
-            if kind in (ModelCalled.KIND, SteerReceived.KIND, Compaction.KIND):
+            if kind in (ModelCalled.KIND, SteerReceived.KIND, Compaction.KIND, PatchMarked.KIND):
                 self._intents.append(index)
+            elif kind == VersionChanged.KIND:
+                self.changes.append(record)
+                self._consumed.add(index)
             elif kind == ToolCalled.KIND:
                 if call_id in tool_calls:
                     raise InvalidExecutionLog(f"seq {record.seq}: call id {call_id} repeats")

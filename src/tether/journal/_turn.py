@@ -60,6 +60,7 @@ from tether.journal._outcomes import (
     step_value,
 )
 from tether.journal._recorded import Recorded
+from tether.journal._versions import VersionGuard
 from tether.messages import (
     Mediation,
     Message,
@@ -79,6 +80,7 @@ from tether.records import (
     InputAnswered,
     InputRequested,
     ModelCalled,
+    PatchMarked,
     Payload,
     Record,
     RecordDraft,
@@ -86,6 +88,7 @@ from tether.records import (
     StepRecorded,
     ToolCalled,
     ToolOutcome,
+    VersionChanged,
 )
 
 __all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn")
@@ -136,6 +139,7 @@ class Turn:
         model: Model | None = None,
         tools: ToolExecutor | None = None,
         hooks: JournalHooks = NO_HOOKS,
+        versions: VersionGuard | None = None,
     ) -> None:
         self.execution_id = execution_id
         self._history = history
@@ -166,6 +170,9 @@ class Turn:
         execution's failure without its start and inputs."""
         self._held_messages: dict[int, tuple[Message, ...]] = {}
         self._lock = asyncio.Lock()
+        self._versions = versions
+        self._patches: dict[str, bool] = {}
+        """Each patch id asked in this execution, and the answer it got (it keeps it)."""
         self._offered: dict[str, JsonObject] = {}
         """The parameters schema of each tool the model was last offered, by tool name: an
         approval request records its tool's, for edits to be checked against."""
@@ -205,7 +212,10 @@ class Turn:
         got: Payload | JsonObject | None = None,
         request: ModelRequest | None = None,
     ) -> NoReturn:
-        """Fail the turn: the code asked for ``got`` where the log holds ``at``."""
+        """Fail the turn: the code asked for ``got`` where the log holds ``at``. A version
+        change held behind is dropped: the new version did not get to run."""
+        self._behind = [p for p in self._behind if not isinstance(p, VersionChanged)]
+        versions = self._versions
         self._stick(
             ReplayDiverged(
                 f"execution {self.execution_id}: {message}",
@@ -214,8 +224,42 @@ class Turn:
                 expected=None if at is None else effect_of(at),
                 got=asked(got),
                 request=request,
+                from_version=None if versions is None else versions.from_version,
+                to_version=None if versions is None else versions.to_version,
+                differs=() if versions is None else versions.differs,
             )
         )
+
+    def announce_version_change(self, diverged_at: int | None = None) -> None:
+        """Hold behind the ``version_changed`` record of a resume under ``upgrade`` (once
+        per execution), so that it is durable before any new effect. A change announced
+        without a seq (a harness that changed) takes the seq of the first recorded model
+        call that differs, if one does before it is written."""
+        versions = self._versions
+        if versions is None:
+            return
+        if versions.announced and diverged_at is not None:
+            for index, held in enumerate(self._behind):
+                if isinstance(held, VersionChanged) and held.diverged_at is None:
+                    self._behind[index] = held.model_copy(update={"diverged_at": diverged_at})
+            return
+        change = versions.announce(diverged_at)
+        if change is not None:
+            self._behind.append(change)
+
+    def _input_changed(self, intent: Record) -> bool:
+        """Whether a recorded model call whose input the code builds differently may be
+        served all the same: the log says the code changed after it, or this resume
+        upgrades (and journals the change, once)."""
+        versions = self._versions
+        if versions is None:
+            return False
+        if versions.covers(intent.seq):
+            return True
+        if not versions.upgrading or self.mode is Mode.REPLAY:
+            return False
+        self.announce_version_change(intent.seq)
+        return True
 
     async def _append(self, payloads: Sequence[Payload]) -> list[Record]:
         """Append ``payloads`` after whatever is held behind; durable when this returns."""
@@ -347,7 +391,7 @@ class Turn:
                         got=wanted,
                         request=request,
                     )
-                if called.input_hash != input_hash:
+                if called.input_hash != input_hash and not self._input_changed(intent):
                     self._diverge(
                         f"model input hash mismatch at seq {intent.seq} (I0): recorded "
                         f"{called.input_hash[:12]}, got {input_hash[:12]}",
@@ -841,6 +885,43 @@ class Turn:
         end, while one waits parks it just the same."""
         if self._pending_children:
             self._stick(ChildrenPending(self.execution_id, tuple(self._pending_children)))
+
+    # --- patches ----------------------------------------------------------------------
+
+    def patched(self, patch_id: str) -> bool:
+        """Whether this execution takes the new branch of a code change (Temporal's
+        ``patched``, DBOS's ``patch``): ``True`` once the turn is live (the answer is
+        journaled, as a ``patch_marked`` record, with the turn's next write) and in a resume
+        or replay of an execution that took it; ``False`` in a resume or replay of one that
+        passed this point before the patch existed (its next recorded effect is another),
+        so it keeps doing what it did. The same id answers the same all execution long.
+
+        Remove the old branch once no execution that could take it is left to resume or
+        replay; keep the ``patched`` call until then (a recorded mark must be consumed).
+
+        Example::
+
+            if turn.patched("confirm-before-send"):
+                await turn.tool(confirm_call)  # new code: ask first
+            result = await turn.tool(send_call)
+        """
+        self._check()
+        known = self._patches.get(patch_id)
+        if known is not None:
+            return known
+        intent = self._recorded.peek_intent()
+        if intent is not None:
+            payload = intent.payload
+            marked = isinstance(payload, PatchMarked) and payload.patch_id == patch_id
+            if marked:
+                self._recorded.take_intent()
+        elif self.mode is Mode.REPLAY:
+            marked = False  # the execution ended without passing a mark
+        else:
+            self._behind.append(PatchMarked(patch_id=patch_id))
+            marked = True
+        self._patches[patch_id] = marked
+        return marked
 
     # --- steps and steering -----------------------------------------------------------
 

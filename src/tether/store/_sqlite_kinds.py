@@ -31,6 +31,8 @@ KIND_CODES: Final = (
     "log_truncated",
     "input_requested",
     "input_answered",
+    "version_changed",
+    "patch_marked",
 )
 """Record kinds stored as their index here. Stored codes are forever: only append."""
 _CODE_OF: Final = {kind: code for code, kind in enumerate(KIND_CODES)}

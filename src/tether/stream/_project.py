@@ -31,6 +31,7 @@ from tether.records import (
     ToolCalled,
     ToolOutcome,
     UserMessage,
+    VersionChanged,
 )
 from tether.stream._types import (
     Attachment,
@@ -314,6 +315,11 @@ class StreamProjector:
     def _input_answered(self, payload: InputAnswered) -> list[StreamEvent]:
         return [self._data("user", "input_answered", payload)]
 
+    def _version_changed(self, payload: VersionChanged) -> list[StreamEvent]:
+        """The run goes on under another agent version (a deploy's upgrade, an operator's
+        move): what changed, and where its recorded calls first differed."""
+        return [self._data("agent", "version_changed", payload)]
+
     def _settled(self, payload: SubmissionSettled) -> StreamEvent:
         """How a submission ended (its status, and error and code unless it succeeded), so a
         reader shows an abort, a failure or a timeout the same live and read back later. Its
@@ -384,6 +390,7 @@ _HANDLERS: dict[type[Payload], Callable[[StreamProjector, Any], list[StreamEvent
     TaskSpawned: StreamProjector._task_spawned,
     TaskFinished: StreamProjector._task_finished,
     LogTruncated: StreamProjector._log_truncated,
+    VersionChanged: StreamProjector._version_changed,
 }
 
 

@@ -235,6 +235,11 @@ export class Transcript {
         outcome === undefined || outcome === null ? null : typeof outcome === "string" ? h("div", {}, outcome) : jsonBlock(outcome),
       );
     }
+    if (kind === "version_changed") {
+      const differs = data.differs && data.differs.length ? `: ${data.differs.join(", ")}` : "";
+      const versions = `${data.fromVersion ?? "?"} → ${data.toVersion ?? "?"}`;
+      return h("div", { class: "notice version" }, `Version ${versions} (${data.reason})${differs}`);
+    }
     if (kind === "submission_settled") return this.settled(data);
     if (kind === "signal") {
       return h("div", { class: "notice signal" }, `Signal ${data.type}: ${data.body}`);
