@@ -14,7 +14,7 @@ Example::
 from typing import Any
 
 from tether._moved import moved
-from tether.engine._agents import AgentDefinition, AgentSpec, Summarizer
+from tether.engine._agents import AgentDefinition, AgentSpec, Summarizer, VersionPolicy
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import RuntimeConfig
@@ -53,6 +53,7 @@ from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._results import RESULT_CORRECTION
 from tether.engine._retention import Retention
+from tether.engine._rollout import NO_WORKER_FOR_VERSION, VersionState
 from tether.engine._runtime import Runtime
 from tether.engine._schedules import (
     MAX_CATCH_UP,
@@ -76,6 +77,13 @@ from tether.engine._settle import (
 from tether.engine._subagents import SubagentLimits, SubagentPolicy
 from tether.engine._subtree import MAX_TREE_NODES, SubmissionTree
 from tether.engine._usage import ChildUsage, UsageTotals
+from tether.engine._versions import (
+    VERSION_DIVERGED,
+    AgentVersion,
+    AgentVersions,
+    pins_of,
+    version_digest,
+)
 
 __all__ = (
     "ABORTED",
@@ -86,6 +94,7 @@ __all__ = (
     "MAX_PERIOD",
     "MAX_SESSIONS_PAGE",
     "MAX_TREE_NODES",
+    "NO_WORKER_FOR_VERSION",
     "RESULT_CORRECTION",
     "RESULT_SCHEMA_INVALID",
     "RUN_FAILED",
@@ -93,8 +102,11 @@ __all__ = (
     "TASK_TOOL",
     "TASK_WAIT_EXCEEDED",
     "TIMEOUT_EXCEEDED",
+    "VERSION_DIVERGED",
     "AgentDefinition",
     "AgentSpec",
+    "AgentVersion",
+    "AgentVersions",
     "ApprovalDecidedEvent",
     "ApprovalPage",
     "AttemptStarted",
@@ -155,7 +167,11 @@ __all__ = (
     "TurnEnded",
     "TurnStarted",
     "UsageTotals",
+    "VersionPolicy",
+    "VersionState",
+    "pins_of",
     "task_tool",
+    "version_digest",
 )
 
 _MOVED = {

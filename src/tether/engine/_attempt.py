@@ -55,6 +55,7 @@ from tether.engine._settle import (
 )
 from tether.engine._steering import SteerWatch
 from tether.engine._supervise import supervise
+from tether.engine._versions import VERSION_DIVERGED
 from tether.errors import (
     ApprovalParked,
     ChildrenPending,
@@ -64,6 +65,7 @@ from tether.errors import (
     InputParked,
     Parked,
     ProviderError,
+    ReplayDiverged,
     StoreCapabilityMissing,
     StoreUnavailable,
     TetherError,
@@ -77,6 +79,7 @@ from tether.journal import (
     Journal,
     JournalHooks,
     Stamp,
+    Versioning,
 )
 from tether.models import ModelCallPolicy, StreamDelta
 from tether.records import (
@@ -208,7 +211,11 @@ class _Attempt:
         self.events = context.instrumentation
         self.submission = submission
         self.config = context.config
-        self.definition: AgentDefinition | None = context.agents.get(submission.key.agent)
+        self.version = context.versions.for_run(submission.key.agent, submission.version)
+        """The version this run is on: its own, or the newest when the claim upgraded it."""
+        self.definition: AgentDefinition | None = (
+            None if self.version is None else self.version.definition
+        )
         self.correlation = Correlation.of(submission)
         self.max_attempts, timeout = _limits(self.definition, self.config)
         self.deadline = submission.created_at + timedelta(seconds=timeout)
@@ -371,6 +378,8 @@ class _Attempt:
             with contextlib.suppress(ClaimLost):
                 await self.store.release(sub.id, attempt_id=str(sub.attempt_id), last_error=detail)
             return
+        if isinstance(error, ReplayDiverged) and self._waits_for_a_fix():
+            return await self._wait_for_a_fix(error)
         if isinstance(error, ProviderError):
             # The model call's own retries are spent (or cannot help): another attempt
             # would only multiply them.
@@ -391,6 +400,33 @@ class _Attempt:
             return
         message = self.context.redact(f"{type(error).__name__}: {error}")
         await self.settle(failed(RUN_FAILED, message))
+
+    def _waits_for_a_fix(self) -> bool:
+        """A resume whose code no longer makes the recorded effects (another effect where
+        the log holds one, or fewer): only ``strict`` fails it; under the other policies it
+        waits for code that can go on, where the store can park it."""
+        policy = self.context.versions.policy(self.submission.key.agent)
+        return policy != "strict" and self.context.capabilities.waits is not None
+
+    async def _wait_for_a_fix(self, error: ReplayDiverged) -> None:
+        """Park the run, holding no lease and refunded, with ``version_diverged`` as its wait
+        reason: a worker that starts wakes such waits of the agents it runs (a deploy with
+        a patch, ``turn.patched``), and ``tether sessions upgrade`` moves them too."""
+        sub = self.submission
+        waits = self.context.capabilities.waits
+        assert waits is not None  # _waits_for_a_fix said so
+        detail = self.context.redact(str(error))
+        await self.events.emit(
+            RecoveryDecided(self.correlation, decision=VERSION_DIVERGED, detail=detail)
+        )
+        with contextlib.suppress(ClaimLost):
+            parked = await waits.park(
+                sub.id, attempt_id=str(sub.attempt_id), reason=VERSION_DIVERGED
+            )
+            if parked.status is SubmissionStatus.WAITING:
+                await self.events.emit(
+                    SubmissionWaiting(self.correlation, reason=VERSION_DIVERGED)
+                )
 
     async def _park(self, error: Parked) -> None:
         """Wait without a lease. A CAS on the head this attempt saw (and, for children, on
@@ -523,8 +559,9 @@ class _Attempt:
         finish: Finisher,
     ) -> ExecutionResult:
         """Resume the execution a crash left (``inputs`` is ``None``), or start one."""
+        versioning = self._versioning(spec)
         if inputs is None:
-            return await journal.resume(spec.harness, finish=finish)
+            return await journal.resume(spec.harness, finish=finish, versioning=versioning)
         return await journal.exec(
             spec.harness,
             inputs,
@@ -532,6 +569,21 @@ class _Attempt:
             finish=finish,
             config=self._exec_config(),
             defer_start=True,  # under this claim's fresh fence
+            versioning=versioning,
+        )
+
+    def _versioning(self, spec: AgentSpec) -> Versioning | None:
+        """The version this run is on, what pins it, and what a resume does when the code
+        asks its model differently than the log recorded: under ``strict`` it fails; under
+        ``pinned`` and ``upgrade`` the recorded effects stand and the change is journaled."""
+        if self.version is None:
+            return None
+        versions = self.context.versions
+        policy = versions.policy(self.submission.key.agent)
+        return Versioning(
+            self.version.version,
+            versions.pins_for(spec),
+            "strict" if policy == "strict" else "upgrade",
         )
 
     def _exec_config(self) -> dict[str, JsonValue] | None:

@@ -26,6 +26,7 @@ from tether.engine._observe import (
 )
 from tether.engine._settle import SETTLEMENT_INDETERMINATE, failed, finish_reserved
 from tether.engine._steering import SteerWatch
+from tether.engine._versions import VERSION_DIVERGED
 from tether.errors import ClaimLost, Fenced, TetherError
 from tether.records import SubmissionSettled
 from tether.store import WAIT_FOR_CHILDREN, OwnerLiveness, Submission, SubmissionStatus
@@ -103,6 +104,8 @@ class Coordinator:
         """Past start-up (liveness lock held, reconciliation done): claims may be made."""
         self._next: dict[str, Submission] = {}
         """Claimed at admission while the session's previous run here still winds down."""
+        self.serves = context.versions.serves()
+        """What this worker's claims may take: per agent, the versions it runs."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="tether-coordinator")
@@ -121,6 +124,10 @@ class Coordinator:
                     waiting.id, attempt_id=str(waiting.attempt_id), refund_attempt=True
                 )
         self._next.clear()
+        versions = self.context.capabilities.versions
+        if versions is not None:
+            with contextlib.suppress(TetherError):
+                await versions.forget_worker(self.context.config.owner_id)
         if self._liveness is not None and not self.active:
             # Every run gave its claim back: nothing of ours for a peer to take over. (A run
             # still going keeps the lock until the store closes or the process ends.)
@@ -139,8 +146,31 @@ class Coordinator:
             return
         self._liveness = liveness
 
+    async def _announce(self) -> None:
+        """Tell the store which versions this worker runs (``tether versions`` counts its
+        workers by them), and wake the runs that waited for code that can go on: this
+        worker's may be it."""
+        context = self.context
+        versions = context.capabilities.versions
+        if versions is None:
+            return
+        try:
+            await versions.put_worker(
+                context.config.owner_id, self.serves, now=context.clock.now()
+            )
+        except TetherError as exc:
+            logger.warning("could not announce this worker's versions (%s)", exc)
+        waits = context.capabilities.waits
+        if waits is None:
+            return
+        for parked in await context.store.list_submissions(SubmissionStatus.WAITING):
+            if parked.wait_reason == VERSION_DIVERGED and parked.key.agent in self.serves:
+                with contextlib.suppress(ClaimLost):
+                    await waits.unpark(parked.id)
+
     async def _loop(self) -> None:
         await self._hold_liveness()
+        await self._announce()
         feed = self.context.capabilities.change_feed
         with contextlib.ExitStack() as stack:
             if feed is not None:  # admissions and settlements in any process
@@ -292,6 +322,7 @@ class Coordinator:
             owner_id=context.config.owner_id,
             lease_expires_at=now + timedelta(seconds=context.config.lease),
             now=now,
+            serves=self.serves,
         )
         if len(claimed) >= free:
             # Every slot taken: more may be runnable, and a settlement announces only its own

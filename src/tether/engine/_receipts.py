@@ -33,6 +33,9 @@ class SubmissionInfo:
     submission: Submission
     attempts: list[Attempt]
     children: list[Submission] = field(default_factory=list)
+    waits_for_a_worker: bool = False
+    """Queued, but no live worker runs the version it started on (``no_worker_for_version``):
+    it runs once one does (docs/versions.md)."""
 
     @property
     def status(self) -> SubmissionStatus:

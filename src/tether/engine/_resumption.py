@@ -6,7 +6,7 @@ from __future__ import annotations
 from tether.engine._delegation import children_awaited
 from tether.engine._observe import Correlation, EngineEvent, RecoveryDecided, SubmissionResumed
 from tether.journal import Execution
-from tether.records import ApprovalDecided, InputAnswered
+from tether.records import ApprovalDecided, InputAnswered, VersionChanged
 from tether.store import WAIT_FOR_CHILDREN
 
 __all__ = ("resume_events",)
@@ -19,7 +19,10 @@ def resume_events(correlation: Correlation, execution: Execution) -> list[Engine
     else was cut short (a crash, a lost lease, a transient error) and its resume is a
     recovery (``RecoveryDecided(decision="resume")``, the execution id as its detail)."""
     waited = children_awaited(execution.effects)
-    last = execution.effects[-1].payload if execution.effects else None
+    # An operator's version change lands after the decision it does not replace.
+    last = next(
+        (r.payload for r in reversed(execution.effects) if r.kind != VersionChanged.KIND), None
+    )
     if isinstance(last, ApprovalDecided):
         return [SubmissionResumed(correlation, "approval", last.approval_id, waited)]
     if isinstance(last, InputAnswered):

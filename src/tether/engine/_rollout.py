@@ -27,6 +27,7 @@ __all__ = (
     "NO_WORKER_FOR_VERSION",
     "VersionState",
     "live_serves",
+    "live_workers",
     "upgrade_parked",
     "version_states",
     "waits_for_a_worker",
@@ -63,7 +64,7 @@ async def live_workers(context: EngineContext) -> list[WorkerRow]:
     """The workers that announced their versions and still hold their liveness."""
     store = require_capability(context.capabilities.versions, "versions")
     workers = await store.list_workers()
-    liveness = context.capabilities.owner_liveness
+    liveness = context.capabilities.liveness
     if liveness is None or not workers:
         return workers
     others = [w.owner_id for w in workers if w.owner_id != context.config.owner_id]

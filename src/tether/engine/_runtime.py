@@ -56,7 +56,14 @@ from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._retention import Retention
 from tether.engine._revocations import is_revoked, revoke
-from tether.engine._rollout import VersionState, upgrade_parked, version_states
+from tether.engine._rollout import (
+    VersionState,
+    live_serves,
+    live_workers,
+    upgrade_parked,
+    version_states,
+    waits_for_a_worker,
+)
 from tether.engine._runs import RunRegistry, wait_settled
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
@@ -492,6 +499,7 @@ class Runtime:
                 owner_id=self.config.owner_id,
                 lease_expires_at=new.created_at + timedelta(seconds=self.config.lease),
                 now=new.created_at,
+                serves=coordinator.serves,
             )
         )
         try:
@@ -581,10 +589,18 @@ class Runtime:
         store = self._check_open()
         submission = await store.get_submission(submission_id)
         parents = self._offered().children
+        context = self._started_context()
+        stranded = (
+            submission.status is SubmissionStatus.QUEUED
+            and submission.version is not None
+            and context.capabilities.versions is not None
+            and waits_for_a_worker(submission, live_serves(await live_workers(context)))
+        )
         return SubmissionInfo(
             submission,
             await store.list_attempts(submission_id),
             await parents.list_children(submission_id) if parents else [],
+            waits_for_a_worker=stranded,
         )
 
     async def version_states(self, agent: str | None = None) -> list[VersionState]:

@@ -21,6 +21,7 @@ from tether.engine._agents import AgentDefinition, AgentSpec, VersionPolicy
 
 __all__ = (
     "PROBE_INSTANCE",
+    "VERSION_DIVERGED",
     "AgentVersion",
     "AgentVersions",
     "flatten_versions",
@@ -33,6 +34,13 @@ logger = logging.getLogger("tether.engine")
 PROBE_INSTANCE = "version-probe"
 """The instance a definition's initializer is asked for once at start, to name a version
 that was given no name: what it builds is what the version pins."""
+
+
+VERSION_DIVERGED = "version_diverged"
+"""The wait of a run whose code no longer makes its recorded effects: it waits for a worker
+whose code can go on (a deploy with a patch), and is woken when one starts."""
+
+_PINS_KEPT = 64
 
 
 def pins_of(spec: AgentSpec) -> JsonObject:
@@ -143,6 +151,7 @@ class AgentVersions:
         self._index = {
             (name, v.version): v for name, versions in self._by_agent.items() for v in versions
         }
+        self._pins: dict[int, tuple[AgentSpec, JsonObject]] = {}
 
     @classmethod
     async def resolve(
@@ -174,6 +183,18 @@ class AgentVersions:
                 resolved.append(AgentVersion(name, version, definition, pins))
             by_agent[name] = resolved
         return cls(by_agent)
+
+    def pins_for(self, spec: AgentSpec) -> JsonObject:
+        """:func:`pins_of` ``spec``, remembered for the specs seen last: an initializer that
+        returns the same spec on every claim has it digested once."""
+        kept = self._pins.get(id(spec))
+        if kept is not None and kept[0] is spec:
+            return kept[1]
+        pins = pins_of(spec)
+        if len(self._pins) >= _PINS_KEPT:
+            self._pins.pop(next(iter(self._pins)))
+        self._pins[id(spec)] = (spec, pins)
+        return pins
 
     def agents(self) -> list[str]:
         return list(self._by_agent)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field, JsonValue
 
-from tether.engine import SubmissionInfo, SubmissionTree, UsageTotals
+from tether.engine import NO_WORKER_FOR_VERSION, SubmissionInfo, SubmissionTree, UsageTotals
 from tether.http._responses import (
     TIMESTAMP,
     Settlement,
@@ -67,7 +67,13 @@ class SubmissionView(WireResponse):
     status: SubmissionStatus
     wait_reason: str | None = optional(
         description="Why a ``waiting`` submission waits: ``approval``, ``input`` (a question "
-        "for a person: GET /inputs), or ``children`` (its task calls' subagents)."
+        "for a person: GET /inputs), ``children`` (its task calls' subagents), "
+        "``no_worker_for_version`` (no live worker runs the version it started on) or "
+        "``version_diverged`` (its code no longer makes its recorded effects: it waits for "
+        "a deploy that can go on, docs/versions.md)."
+    )
+    version: str | None = optional(
+        description="The agent version it runs on: stamped when it started (docs/versions.md)."
     )
     input: JsonValue = optional()
     attempt_count: int
@@ -96,8 +102,15 @@ class SubmissionView(WireResponse):
             instance=s.key.instance,
             session=s.key.session,
             conversation_id=s.conversation_id,
-            status=s.status,
-            wait_reason=s.wait_reason if s.status is SubmissionStatus.WAITING else None,
+            status=SubmissionStatus.WAITING if info.waits_for_a_worker else s.status,
+            wait_reason=(
+                NO_WORKER_FOR_VERSION
+                if info.waits_for_a_worker
+                else s.wait_reason
+                if s.status is SubmissionStatus.WAITING
+                else None
+            ),
+            version=s.version,
             input=dict(s.input),
             attempt_count=s.attempt_count,
             attempts=[
