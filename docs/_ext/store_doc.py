@@ -164,6 +164,13 @@ The conformance suite checks each of these; they are the ones easiest to get wro
 - **Head-of-line order.** `list_runnable` and `claim_runnable` offer one head per session
   (its oldest unsettled submission), only while nothing else of its session runs or waits;
   concurrent `claim_runnable` callers take disjoint heads.
+- **Versioned claims filter in the scan.** With `serves` (agent -> versions, newest first),
+  `claim` and `claim_runnable` take a head only if its agent is served and its version is
+  unset, listed, or matched by `"*"`, and stamp `serves[agent][0]` on an unset one or one
+  matched only by `"*"`, in the claim's own commit (a listed version is kept).
+  `claim_runnable` applies the filter while it looks for heads, so a head this worker
+  cannot serve is passed over, never taking a slot of the batch nor hiding the heads of
+  other sessions behind it. `serves=None` claims as before versions existed.
 - **Parking is a compare-and-set on the log.** `park(..., expected_seq=)` requeues instead
   of parking when the conversation's head has moved past `expected_seq` or a cancel was
   requested: the decision the run would wait for may already be in the log.

@@ -85,6 +85,7 @@ __all__ = (
     "UnmediatedToolCall",
     "UnsupportedConstruct",
     "UnsupportedSchema",
+    "VersionConflict",
 )
 
 
@@ -237,6 +238,27 @@ class DispatchConflict(StoreError):
         super().__init__(
             f"dispatch id {dispatch_id!r} was already used in {session_key} "
             "with a different payload"
+        )
+
+
+class VersionConflict(StoreError):
+    """A submission's agent version was not changed (``VersionStore.set_version``): its
+    stored version is not the one the caller expected (``actual``), or its status forbids
+    a change (only a queued or waiting submission's version may change). Nothing was
+    written."""
+
+    code = "version_conflict"
+
+    def __init__(
+        self, submission_id: str, *, expected: str | None, actual: str | None, status: str
+    ) -> None:
+        self.submission_id = submission_id
+        self.expected = expected
+        self.actual = actual
+        self.status = status
+        super().__init__(
+            f"submission {submission_id}: cannot change its version from {expected!r} "
+            f"(it is {actual!r}, status {status})"
         )
 
 

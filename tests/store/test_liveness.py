@@ -19,6 +19,7 @@ from tether.store import (
     OwnerLiveness,
     SessionKey,
     Store,
+    VersionStore,
     open_store,
 )
 
@@ -49,6 +50,11 @@ async def liveness(url: str) -> AsyncIterator[OwnerLiveness]:
     await store.close()
 
 
+async def _workers(liveness: OwnerLiveness) -> list[str]:
+    """The owners of the worker rows kept (``VersionStore``), as the holders put them."""
+    return [row.owner_id for row in await cast(VersionStore, liveness).list_workers()]
+
+
 def _holder(url: str, owner_id: str) -> subprocess.Popen[str]:
     process = start(
         [sys.executable, WORKER, url, owner_id],
@@ -76,8 +82,10 @@ async def test_a_killed_owner_is_dead_and_a_paused_one_is_not(
             lambda: liveness.dead_owners(owners), "the killed owner found dead"
         )
         assert dead == {"worker-killed"}
+        assert await _workers(liveness) == ["worker-killed", "worker-paused"]
         await liveness.forget_owner("worker-killed")
         assert await liveness.dead_owners(owners) == set()  # forgotten: its claims are free
+        assert await _workers(liveness) == ["worker-paused"]  # and what it served with it
         paused.send_signal(signal.SIGCONT)
     finally:
         kill(killed)
@@ -96,6 +104,7 @@ async def test_an_orderly_stop_leaves_nothing_behind(
     assert holder.wait(60) == 0
     reap(holder)
     assert await liveness.dead_owners({"worker-stopping"}) == set()  # gone, not dead
+    assert await _workers(liveness) == []  # what it served went with its lock
     if url.startswith("sqlite"):
         assert list((tmp_path / "data" / "tether.db-owners").iterdir()) == []
     await liveness.hold_liveness("worker-stopping")  # free to be taken again
@@ -135,6 +144,7 @@ async def test_a_new_worker_forgets_the_dead_that_hold_no_claim(
     assert await liveness.dead_owners(owners) == owners
     await liveness.hold_liveness("worker-new")
     assert await liveness.dead_owners(owners) == {"worker-busy"}
+    assert await _workers(liveness) == ["worker-busy"]  # the idle one's row went with it
     if url.startswith("sqlite"):
         names = {path.name for path in (tmp_path / "data" / "tether.db-owners").iterdir()}
         assert names == {"worker-busy.lock", "worker-new.lock"}

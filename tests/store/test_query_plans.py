@@ -292,6 +292,47 @@ async def test_every_query_of_the_subagent_steps_is_served_by_an_index(
     assert capture.scans() == []
 
 
+async def _versioned_claims(store: CompleteStore) -> None:
+    """What a worker of some agent versions runs per claim: a batch that passes over heads it
+    cannot serve, a claim by id, an admission that claims, and a parked run moved by CAS."""
+    fx = Fixtures(store)
+    serves = {"support": ["v2"]}
+    pinned = await fx.claim(await fx.admit("pinned"), serves={"support": ["v1"]})
+    await store.release(pinned.id, attempt_id=str(pinned.attempt_id))
+    await fx.admit("foreign", agent="other")
+    for n in range(3):
+        await fx.admit(f"fresh-{n}")
+    heads = await store.claim_runnable(
+        attempt_ids=["att-a", "att-b"],
+        owner_id="w",
+        lease_expires_at=fx.at(60),
+        now=fx.at(0),
+        serves=serves,
+    )
+    assert [head.submission.version for head in heads] == ["v2", "v2"]
+    assert (await fx.claim(await fx.admit("by-id"), serves=serves)).version == "v2"
+    admitted = await store.admit_and_claim(
+        fx.new("admitted"),
+        attempt_id="att-c",
+        owner_id="w",
+        lease_expires_at=fx.at(60),
+        now=fx.at(0),
+        serves=serves,
+    )
+    assert admitted.submission.version == "v2"
+    assert (await store.set_version(pinned.id, expected="v1", version="v2")).version == "v2"
+
+
+async def test_every_query_of_a_versioned_claim_is_served_by_an_index(
+    store: CompleteStore, capture: Capture
+) -> None:
+    capture.statements.clear()  # opening (the migrations) is not judged
+    await _versioned_claims(store)
+    judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
+    assert any("version" in statement for statement in judged)
+    assert capture.scans() == []
+
+
 async def _fill_sessions(store: CompleteStore) -> None:
     """Conversations of two agents and three instances, with attachments in some logs (one
     shared by two), so that the planner has rows to weigh."""

@@ -86,9 +86,10 @@ async def test_a_version_9_file_migrates_to_the_fresh_schema(tmp_path: Path) -> 
             conn.executescript(step)
         conn.execute("PRAGMA user_version = 9")
         conn.execute("ATTACH DATABASE ? AS written", (str(written / "tether.db"),))
-        for table in ("records", "snapshots", "submissions", "attempts", "attachments"):
+        for table in ("records", "snapshots", "attempts", "attachments"):
             conn.execute(f"INSERT INTO {table} SELECT * FROM written.{table}")
-        for table in ("conversations", "gates"):  # the v9 columns only: later steps added theirs
+        # The v9 columns only: later steps added theirs.
+        for table in ("conversations", "gates", "submissions"):
             columns = ", ".join(
                 row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()
             )

@@ -58,6 +58,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.Fenced: 409,
     E.ClaimLost: 409,
     E.DispatchConflict: 409,
+    E.VersionConflict: 409,
     E.SubagentLimitReached: 409,
     E.SeqOutOfRange: 422,
     E.SeqTruncated: 410,

@@ -42,6 +42,7 @@ from tether.store._protocol import (
     SnapshotStore,
     Store,
     SubmissionStore,
+    VersionStore,
     WaitStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
@@ -62,6 +63,7 @@ from tether.store._types import (
     TaskParent,
 )
 from tether.store._url import DEFAULT_STORE_URL, open_store
+from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (
     "CAPABILITIES",
@@ -113,7 +115,11 @@ __all__ = (
     "TaskParent",
     "TruncatedLog",
     "VerifiedExport",
+    "VersionCount",
+    "VersionStore",
+    "VersionsServed",
     "WaitStore",
+    "WorkerRow",
     "export_chunks",
     "open_store",
     "require_capability",

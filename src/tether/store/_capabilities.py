@@ -25,6 +25,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    VersionStore,
     WaitStore,
 )
 
@@ -43,6 +44,7 @@ CapabilityName = Literal[
     "schedules",
     "change_feed",
     "liveness",
+    "versions",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -58,6 +60,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "schedules": ScheduleStore,
     "change_feed": ChangeFeed,
     "liveness": OwnerLiveness,
+    "versions": VersionStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -109,6 +112,7 @@ class StoreCapabilities:
     schedules: ScheduleStore | None
     change_feed: ChangeFeed | None
     liveness: OwnerLiveness | None
+    versions: VersionStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -133,6 +137,7 @@ class StoreCapabilities:
             schedules=cast(ScheduleStore | None, offered(ScheduleStore)),
             change_feed=cast(ChangeFeed | None, offered(ChangeFeed)),
             liveness=cast(OwnerLiveness | None, offered(OwnerLiveness)),
+            versions=cast(VersionStore | None, offered(VersionStore)),
         )
 
     @property

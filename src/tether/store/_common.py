@@ -66,7 +66,7 @@ SUBMISSION_COLUMNS = (
     "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
     "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
     "cancel_requested_at, settlement, settled_at, trace, "
-    "parent_submission_id, parent_call_id, depth, wait_until"
+    "parent_submission_id, parent_call_id, depth, wait_until, version"
 )
 """The columns a submission row is read with, in the order ``submission_from_row`` takes."""
 
@@ -277,9 +277,12 @@ def attachment_ref(data: bytes, media_type: str) -> AttachmentRef:
 def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | None]) -> Submission:
     """A row of ``SUBMISSION_COLUMNS`` as a submission; ``moment`` reads the backend's times
     (JSON columns hold canonical bytes). A row of the first twenty columns only (the
-    columns before a child's parent link) reads as a root submission without a deadline."""
-    parent_submission_id, parent_call_id, depth, wait_until = (
-        row[_BASE_COLUMNS:] if len(row) > _BASE_COLUMNS else (None, None, 0, None)
+    columns before a child's parent link) reads as a root submission without a deadline or a
+    version."""
+    parent_submission_id, parent_call_id, depth, wait_until, version = (
+        row[_BASE_COLUMNS : _BASE_COLUMNS + 5]
+        if len(row) > _BASE_COLUMNS
+        else (None, None, 0, None, None)
     )
     (
         sid,
@@ -328,6 +331,7 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
         parent_call_id=parent_call_id,
         depth=depth,
         wait_until=moment(wait_until),
+        version=version,
     )
 
 

@@ -32,6 +32,7 @@ from tether.errors import (
     StoreUnavailable,
     SubagentLimitReached,
     SubmissionNotFound,
+    VersionConflict,
 )
 from tether.records import Record, RecordDraft
 from tether.store._common import (
@@ -67,6 +68,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._truncation import check_truncation, seal_anchor
@@ -81,6 +83,16 @@ from tether.store._types import (
     SessionKey,
     Submission,
     SubmissionStatus,
+)
+from tether.store._versions import (
+    VersionCount,
+    VersionsServed,
+    WorkerRow,
+    check_serves,
+    check_version,
+    count_order,
+    frozen_serves,
+    served_version,
 )
 
 __all__ = ("MemoryStore",)
@@ -216,6 +228,7 @@ class MemoryStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    VersionStore,
 ):
     """A store held in process memory (``memory://``): the core and every capability but
     ``change_feed`` and ``liveness`` (it lives in one process). Nothing survives the process.
@@ -240,6 +253,7 @@ class MemoryStore(
         self._schedules = ScheduleBook()
         self._notifier = AppendNotifier()
         self._gates = GateIndex()  # derived from the logs: every append indexes its records
+        self._workers: dict[str, WorkerRow] = {}
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -558,16 +572,22 @@ class MemoryStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Admission:
-        admission = await self.admit(new)  # neither awaits anything: one step, as a commit
+        if serves is not None:
+            check_serves(serves)  # before the admission: bad input leaves the store untouched
+        admission = await self.admit(new)  # nothing below awaits anything: one step, a commit
         if not admission.created or not self._is_head(admission.submission):
             return admission
+        if serves is not None and self._served(admission.submission, serves) is None:
+            return admission  # an agent this worker does not run: a worker that does claims it
         claimed = await self.claim(
             new.id,
             attempt_id=attempt_id,
             owner_id=owner_id,
             lease_expires_at=lease_expires_at,
             now=now,
+            serves=serves,
         )
         return Admission(claimed, created=True)
 
@@ -593,13 +613,27 @@ class MemoryStore(
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
         check_limit(limit)
         self._check_open()
+        return [self._public(stored) for stored in self._runnable(None)[:limit]]
+
+    def _runnable(self, serves: VersionsServed | None) -> list[StoredSubmission]:
+        """Each session's head (its oldest unsettled submission) if it is queued, and with
+        ``serves``, only if a claim with it may take it: an unservable head is skipped, and
+        keeps nothing else from being listed."""
         heads: dict[str, StoredSubmission] = {}
         for stored in self._submissions.values():
             submission = stored.submission
             if submission.status is not SubmissionStatus.SETTLED:
                 heads.setdefault(submission.conversation_id, stored)
-        runnable = [s for s in heads.values() if s.submission.status is SubmissionStatus.QUEUED]
-        return [self._public(stored) for stored in runnable[:limit]]
+        return [
+            stored
+            for stored in heads.values()
+            if stored.submission.status is SubmissionStatus.QUEUED
+            and (serves is None or self._served(stored.submission, serves) is not None)
+        ]
+
+    @staticmethod
+    def _served(submission: Submission, serves: VersionsServed) -> str | None:
+        return served_version(submission.key.agent, submission.version, serves)
 
     async def claim_runnable(
         self,
@@ -608,20 +642,25 @@ class MemoryStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> list[ClaimedHead]:
-        heads = await self.list_runnable(limit=len(attempt_ids)) if attempt_ids else []
+        if serves is not None:
+            check_serves(serves)
+        self._check_open()
+        heads = self._runnable(serves)[: len(attempt_ids)] if attempt_ids else []
         claimed = []
         for head, attempt_id in zip(heads, attempt_ids, strict=False):
             submission = await self.claim(
-                head.id,
+                head.submission.id,
                 attempt_id=attempt_id,
                 owner_id=owner_id,
                 lease_expires_at=lease_expires_at,
                 now=now,
+                serves=serves,
             )
             behind = (s.submission for s in self._submissions.values())
             alone = not any(
-                s.conversation_id == head.conversation_id
+                s.conversation_id == submission.conversation_id
                 for s in behind
                 if s.status is SubmissionStatus.QUEUED
             )
@@ -636,7 +675,10 @@ class MemoryStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Submission:
+        if serves is not None:
+            check_serves(serves)
         stored = self._stored(submission_id)
         submission = stored.submission
         if submission.status is not SubmissionStatus.QUEUED:
@@ -645,6 +687,15 @@ class MemoryStore(
             raise ClaimLost(
                 submission_id, "cannot claim: an earlier submission of its session is unsettled"
             )
+        version = submission.version
+        if serves is not None:
+            version = self._served(submission, serves)
+            if version is None:
+                raise ClaimLost(
+                    submission_id,
+                    f"cannot claim: version {submission.version!r} of agent "
+                    f"{submission.key.agent!r} is not served here",
+                )
         log = self._logs[submission.conversation_id]
         log.fence += 1
         # ``number`` orders the markers; ``attempt_count`` is the budget (a refund lowers it).
@@ -661,6 +712,7 @@ class MemoryStore(
             lease_expires_at=lease_expires_at,
             fence=log.fence,
             wait_reason=None,
+            version=version,
         )
 
     async def list_children(self, submission_id: str) -> list[Submission]:
@@ -954,6 +1006,58 @@ class MemoryStore(
     async def delete_schedule(self, schedule_id: str) -> bool:
         self._check_open()
         return self._schedules.delete(schedule_id)
+
+    # --- versions ---------------------------------------------------------------------
+
+    async def set_version(
+        self, submission_id: str, *, expected: str | None, version: str
+    ) -> Submission:
+        check_version(version)
+        stored = self._stored(submission_id)
+        submission = stored.submission
+        movable = submission.status in (SubmissionStatus.QUEUED, SubmissionStatus.WAITING)
+        if not movable or submission.version != expected:
+            raise VersionConflict(
+                submission_id,
+                expected=expected,
+                actual=submission.version,
+                status=submission.status.value,
+            )
+        return self._update(stored, version=version)
+
+    async def version_counts(self, agent: str | None = None) -> list[VersionCount]:
+        self._check_open()
+        counted = (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING, SubmissionStatus.WAITING)
+        groups: dict[tuple[str, str | None, str, str | None], int] = {}
+        for stored in self._submissions.values():
+            s = stored.submission
+            if s.status in counted and (agent is None or s.key.agent == agent):
+                group = (s.key.agent, s.version, s.status.value, s.wait_reason)
+                groups[group] = groups.get(group, 0) + 1
+        return sorted(
+            (VersionCount(*group, count=count) for group, count in groups.items()),
+            key=count_order,
+        )
+
+    async def put_worker(self, owner_id: str, serves: VersionsServed, *, now: datetime) -> None:
+        check_serves(serves)
+        at = from_micros(to_micros(now))  # aware, as every time given to a store; in UTC
+        self._check_open()
+        kept = self._workers.get(owner_id)
+        fresh = frozen_serves(serves)
+        since = kept.since if kept is not None and kept.serves == fresh else at
+        self._workers[owner_id] = WorkerRow(owner_id, fresh, since)
+
+    async def list_workers(self) -> list[WorkerRow]:
+        self._check_open()
+        return [
+            dataclasses.replace(row, serves=dict(row.serves))
+            for _, row in sorted(self._workers.items())
+        ]
+
+    async def forget_worker(self, owner_id: str) -> None:
+        self._check_open()
+        self._workers.pop(owner_id, None)
 
     # --- attachments ------------------------------------------------------------------
 

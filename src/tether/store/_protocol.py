@@ -40,6 +40,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
+from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (
     "AdmitAndClaimStore",
@@ -57,6 +58,7 @@ __all__ = (
     "SnapshotStore",
     "Store",
     "SubmissionStore",
+    "VersionStore",
     "WaitStore",
 )
 
@@ -104,10 +106,27 @@ class SubmissionStore(Protocol):
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Submission:
         """CAS a queued session head to running: count the attempt, record it, mint a fence.
 
         Raises ``ClaimLost`` if the submission is not queued or not its session's head.
+
+        **Versions.** With ``serves`` (agent -> the versions the claiming worker runs,
+        newest first), a head is claimable only when its agent is a key of ``serves`` and
+        its ``version`` is ``None``, listed in ``serves[agent]``, or ``serves[agent]`` holds
+        ``"*"``; otherwise ``ClaimLost``. In the claim's own commit, a head whose version is
+        ``None`` or matched only by ``"*"`` is stamped ``serves[agent][0]`` (how a run
+        starts on, or is taken over onto, the newest version); a listed version is kept.
+        A malformed ``serves`` (no versions for an agent, ``"*"`` first) is ``ValueError``.
+        ``serves=None`` claims whatever the version, and stamps none.
+
+        Example::
+
+            claimed = await store.claim(sid, attempt_id=aid, owner_id=me,
+                                        lease_expires_at=lease, now=now,
+                                        serves={"assistant": ["v2", "v1"]})
+            assert claimed.version in ("v2", "v1")
         """
         ...
 
@@ -118,11 +137,16 @@ class SubmissionStore(Protocol):
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> list[ClaimedHead]:
         """Claim up to ``len(attempt_ids)`` runnable session heads at once, oldest first, each
         as ``claim`` would (the n-th claimed gets the n-th attempt id). Concurrent callers take
         disjoint heads; a head another caller is taking is skipped, not waited for. Each says
-        whether it was ``alone``: nothing else of its session queued behind it."""
+        whether it was ``alone``: nothing else of its session queued behind it.
+
+        With ``serves``, only heads ``claim`` would take with it are claimed, and stamped as
+        it says; a head this worker cannot serve is skipped, and never keeps it from the
+        heads of other sessions behind it."""
         ...
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
@@ -316,11 +340,13 @@ class AdmitAndClaimStore(Protocol):
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Admission:
         """Admit as ``admit`` does and, in the same commit, claim the new submission as
-        ``claim`` would if it is its session's head: the worker that admits it runs it, at the
-        cost of one commit instead of two. An idempotent replay is returned as it stands, and
-        a submission behind an unsettled one of its session stays queued; the returned
+        ``claim`` would (with ``serves``, if given) if it is its session's head: the worker
+        that admits it runs it, at the cost of one commit instead of two. An idempotent
+        replay is returned as it stands, and a submission behind an unsettled one of its
+        session, or of an agent ``serves`` does not name, stays queued; the returned
         submission is running under ``attempt_id`` exactly when it was claimed."""
         ...
 
@@ -609,6 +635,60 @@ class ScheduleStore(Protocol):
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Forget a schedule; ``False`` if none had that id."""
+        ...
+
+
+@runtime_checkable
+class VersionStore(Protocol):
+    """Capability ``versions``: agent versions in rolling deploys. What each unsettled
+    submission runs on (``Submission.version``, stamped by a claim with ``serves``: see
+    ``SubmissionStore.claim``), moving parked runs to another version, and which workers
+    serve which versions (``tether versions``). Whether a worker still lives is not decided
+    here: the engine filters ``list_workers`` with ``OwnerLiveness.dead_owners``; a store
+    that offers ``liveness`` also deletes an owner's worker row when it forgets the owner
+    (``forget_owner``) or the owner gives its lock up (``release_liveness``)."""
+
+    async def set_version(
+        self, submission_id: str, *, expected: str | None, version: str
+    ) -> Submission:
+        """CAS the version of a queued or waiting submission from ``expected`` to
+        ``version``, in one commit (how parked runs are upgraded in bulk). Raises
+        ``VersionConflict``, writing nothing, when the stored version is not ``expected``
+        or the submission is running, terminalizing or settled; ``SubmissionNotFound`` for
+        an unknown id; ``ValueError`` for a ``version`` that is empty or ``"*"``.
+
+        Example::
+
+            moved = await store.set_version(sid, expected="v1", version="v2")
+        """
+        ...
+
+    async def version_counts(self, agent: str | None = None) -> list[VersionCount]:
+        """The unsettled submissions (queued, running, waiting), of ``agent`` or of every
+        agent, grouped by agent, version (``None`` included), status and wait reason, each
+        group with its count; ordered by those four, ``None`` first, compared as code
+        points. Terminalizing ones are left out (they are ending).
+
+        Example::
+
+            for row in await store.version_counts("assistant"):
+                print(row.version, row.status, row.wait_reason, row.count)
+        """
+        ...
+
+    async def put_worker(self, owner_id: str, serves: VersionsServed, *, now: datetime) -> None:
+        """Keep (insert or replace) what worker ``owner_id`` serves. ``since`` stays as it
+        was when ``serves`` is unchanged, and becomes ``now`` otherwise. ``ValueError`` for
+        a malformed ``serves`` (see ``SubmissionStore.claim``); the store is untouched."""
+        ...
+
+    async def list_workers(self) -> list[WorkerRow]:
+        """Every kept worker, by owner id (compared as code points), with its versions per
+        agent (agents in name order) and its ``since``."""
+        ...
+
+    async def forget_worker(self, owner_id: str) -> None:
+        """Drop worker ``owner_id``'s row; idempotent."""
         ...
 
 

@@ -34,9 +34,11 @@ from tether.store import _sqlite_schedules as schedules_sql
 from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
+from tether.store import _sqlite_versions as versions_sql
 from tether.store._common import (
     check_drafts,
     check_limit,
+    to_micros,
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
@@ -54,6 +56,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite_append import AppendRequest
@@ -73,6 +76,13 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
     utc_now,
+)
+from tether.store._versions import (
+    VersionCount,
+    VersionsServed,
+    WorkerRow,
+    check_serves,
+    check_version,
 )
 
 __all__ = ("SqliteStore",)
@@ -106,6 +116,7 @@ class SqliteStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    VersionStore,
 ):
     """A store in one SQLite file (``sqlite:///path``): the core and every capability but
     ``change_feed`` (another process's appends are polled for).
@@ -196,7 +207,10 @@ class SqliteStore(
         if self._closed:
             return
         self._closed = True
-        self._owners.release_all()
+        released = self._owners.release_all()
+        with contextlib.suppress(StoreUnavailable):  # what they served goes with them
+            for owner_id in released:
+                await self._write(versions_sql.delete_worker, owner_id)
         await self._writer.close()
         with self._readers_lock:
             for conn in self._reader_conns:
@@ -224,19 +238,22 @@ class SqliteStore(
             raise StoreUnavailable("the store is closed")
         self._owners.hold(owner_id)
         with contextlib.suppress(StoreUnavailable):  # tidying only: the lock is held
-            self._owners.sweep(self._has_claims)
+            for forgotten in self._owners.sweep(self._has_claims):
+                await self._write(versions_sql.delete_worker, forgotten)
 
     def _has_claims(self, owner_id: str) -> bool:
         return self._read(lambda conn: submission_sql.owner_has_claims(conn, owner_id))
 
     async def release_liveness(self, owner_id: str) -> None:
-        self._owners.release(owner_id)
+        if self._owners.release(owner_id) and not self._closed:
+            await self._write(versions_sql.delete_worker, owner_id)
 
     async def dead_owners(self, owner_ids: Collection[str]) -> set[str]:
         return self._owners.dead(owner_ids)
 
     async def forget_owner(self, owner_id: str) -> None:
-        self._owners.forget(owner_id)
+        if self._owners.forget(owner_id):
+            await self._write(versions_sql.delete_worker, owner_id)
 
     # --- plumbing ---------------------------------------------------------------------
 
@@ -393,9 +410,12 @@ class SqliteStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Admission:
+        if serves is not None:
+            check_serves(serves)
         return await self._write_touching(
-            submission_sql.admit_and_claim, new, attempt_id, owner_id, lease_expires_at, now
+            submission_sql.admit_and_claim, new, attempt_id, owner_id, lease_expires_at, now, serves
         )
 
     async def get_submission(self, submission_id: str) -> Submission:
@@ -424,9 +444,12 @@ class SqliteStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Submission:
+        if serves is not None:
+            check_serves(serves)
         return await self._write(
-            submission_sql.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
+            submission_sql.claim, submission_id, attempt_id, owner_id, lease_expires_at, now, serves
         )
 
     async def claim_runnable(
@@ -436,14 +459,20 @@ class SqliteStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> list[ClaimedHead]:
+        if serves is not None:
+            check_serves(serves)
         # Most passes of a claim loop find nothing: a read says so on this thread, without a
         # transaction and two thread hand-offs on the writer. (It is only a hint: what the
-        # transaction finds is what is claimed.)
-        if not attempt_ids or not self._read(lambda conn: submission_sql.list_runnable(conn, 1)):
+        # transaction finds is what is claimed.) It filters as the claim does, so heads only
+        # other versions' workers may take cost this one no transaction either.
+        if not attempt_ids or not self._read(
+            lambda conn: submission_sql.list_runnable(conn, 1, serves)
+        ):
             return []
         return await self._write(
-            submission_sql.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
+            submission_sql.claim_runnable, attempt_ids, owner_id, lease_expires_at, now, serves
         )
 
     async def list_children(self, submission_id: str) -> list[Submission]:
@@ -589,6 +618,28 @@ class SqliteStore(
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         return await self._write(schedules_sql.delete_schedule, schedule_id)
+
+    # --- versions ---------------------------------------------------------------------
+
+    async def set_version(
+        self, submission_id: str, *, expected: str | None, version: str
+    ) -> Submission:
+        check_version(version)
+        return await self._write(versions_sql.set_version, submission_id, expected, version)
+
+    async def version_counts(self, agent: str | None = None) -> list[VersionCount]:
+        return self._read(lambda conn: versions_sql.version_counts(conn, agent))
+
+    async def put_worker(self, owner_id: str, serves: VersionsServed, *, now: datetime) -> None:
+        check_serves(serves)
+        to_micros(now)  # aware, as every time given to a store: checked before the write
+        await self._write(versions_sql.put_worker, owner_id, serves, now)
+
+    async def list_workers(self) -> list[WorkerRow]:
+        return self._read(versions_sql.list_workers)
+
+    async def forget_worker(self, owner_id: str) -> None:
+        await self._write(versions_sql.delete_worker, owner_id)
 
     # --- attachments ------------------------------------------------------------------
 

@@ -59,36 +59,47 @@ class OwnerLocks:
         os.write(descriptor, owner_id.encode())  # a hashed name still says whose it is
         self._held[owner_id] = descriptor
 
-    def sweep(self, has_claims: Callable[[str], bool]) -> None:
+    def sweep(self, has_claims: Callable[[str], bool]) -> list[str]:
         """Forget the dead owners that hold no claim: workers that died while idle leave
-        their lock file behind, and nobody else would ever look at it again."""
+        their lock file behind, and nobody else would ever look at it again. Returns the
+        owners forgotten."""
+        forgotten: list[str] = []
         if not self.directory.is_dir():
-            return
+            return forgotten
         for path in self.directory.glob("*.lock"):
             with contextlib.suppress(OSError):
                 owner_id = path.read_text()
                 if owner_id and path == self.path(owner_id) and not has_claims(owner_id):
-                    self.forget(owner_id)
+                    if self.forget(owner_id):
+                        forgotten.append(owner_id)
+        return forgotten
 
-    def release(self, owner_id: str) -> None:
+    def release(self, owner_id: str) -> bool:
+        """Give ``owner_id``'s lock up; whether this process held it."""
         descriptor = self._held.pop(owner_id, None)
         if descriptor is None:
-            return
+            return False
         # Unlinked while still locked: a probe that opened it meanwhile finds it free only
         # after this, when the owner has stopped claiming.
         with contextlib.suppress(FileNotFoundError):
             self.path(owner_id).unlink()
         os.close(descriptor)
+        return True
 
-    def release_all(self) -> None:
-        for owner_id in list(self._held):
+    def release_all(self) -> list[str]:
+        """Give every lock this process holds up; the owners released."""
+        released = list(self._held)
+        for owner_id in released:
             self.release(owner_id)
+        return released
 
     def dead(self, owner_ids: Collection[str]) -> set[str]:
         return {owner for owner in owner_ids if self._probe(owner, forget=False)}
 
-    def forget(self, owner_id: str) -> None:
-        self._probe(owner_id, forget=True)
+    def forget(self, owner_id: str) -> bool:
+        """Forget ``owner_id`` if it took its lock here and no longer holds it; whether it
+        did."""
+        return self._probe(owner_id, forget=True)
 
     def _probe(self, owner_id: str, *, forget: bool) -> bool:
         """Whether ``owner_id`` took its lock here and no longer holds it (unlinking its lock

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 13
+SCHEMA_VERSION: Final = 14
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -341,6 +341,21 @@ CREATE INDEX conversations_by_instance_activity
     ON conversations (agent, instance, activity_floor DESC, id);
 """
 
+# v14: agent versions (issue 38). The version a submission runs on, stamped by the claim that
+# starts it (NULL until a versioned claim takes it: every submission before v14); and the
+# workers, each with the versions it serves as canonical JSON (``{"agent": ["v2", "v1"]}``)
+# and since when. No index: a claim filters the queued heads it reads anyway
+# (``submissions_by_status``), and the counts by version read the unsettled submissions
+# (``submissions_open``), an operator's question, not a request's.
+_SCHEMA_V14: Final = """
+ALTER TABLE submissions ADD COLUMN version TEXT;
+CREATE TABLE workers (
+    owner_id TEXT PRIMARY KEY,
+    serves   BLOB NOT NULL,
+    since    INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -361,6 +376,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V11,
     _SCHEMA_V12,
     _SCHEMA_V13,
+    _SCHEMA_V14,
 )
 
 

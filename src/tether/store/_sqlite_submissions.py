@@ -28,6 +28,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
+from tether.store._versions import ANY_VERSION, VersionsServed, served_version
 
 __all__ = (
     "admit",
@@ -81,13 +82,39 @@ _HEAD_OF_SESSION = (
 )
 
 
-def list_runnable(conn: sqlite3.Connection, limit: int) -> list[Submission]:
+def list_runnable(
+    conn: sqlite3.Connection, limit: int, serves: VersionsServed | None = None
+) -> list[Submission]:
+    """The runnable heads, oldest first; with ``serves``, only those a claim with it may
+    take (the filter is part of the scan: an unservable head is passed over, not counted)."""
+    served, params = ("", ()) if serves is None else _served_filter(serves)
+    # Named when filtered by agent: the unique (agent, instance, session, dispatch_id) index
+    # would also serve ``agent = ?``, and with statistics the planner could take it and read
+    # every settled submission of the agent; the queued ones, in order, are the few to read.
+    indexed = "" if serves is None else " INDEXED BY submissions_by_status"
     rows = conn.execute(
-        f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE status = 'queued' AND "
-        f"{_HEAD_OF_SESSION} ORDER BY position LIMIT ?",
-        (limit,),
+        f"SELECT {SUBMISSION_COLUMNS} FROM submissions{indexed} WHERE status = 'queued' AND "
+        f"{served}{_HEAD_OF_SESSION} ORDER BY position LIMIT ?",
+        (*params, limit),
     ).fetchall()
     return [_submission(row) for row in rows]
+
+
+def _served_filter(serves: VersionsServed) -> tuple[str, tuple[str, ...]]:
+    """The condition (and its parameters) a head must meet to be claimed by a worker serving
+    ``serves``: ``served_version`` as SQL. One term per agent, so a worker's statement is
+    the same text on every pass (the connection caches it)."""
+    terms: list[str] = []
+    params: list[str] = []
+    for agent, versions in serves.items():
+        if ANY_VERSION in versions:
+            terms.append("agent = ?")
+            params.append(agent)
+        else:
+            listed = ", ".join("?" * len(versions))
+            terms.append(f"(agent = ? AND (version IS NULL OR version IN ({listed})))")
+            params.extend((agent, *versions))
+    return f"({' OR '.join(terms) or '0'}) AND ", tuple(params)
 
 
 def list_expired_leases(conn: sqlite3.Connection, now: datetime) -> list[Submission]:
@@ -153,14 +180,15 @@ def admit_and_claim(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
+    serves: VersionsServed | None,
     touched: list[str],
 ) -> Admission:
     admission = admit(conn, new, touched)
     if not admission.created:
         return admission
     try:
-        claimed = claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now)
-    except ClaimLost:  # behind an unsettled submission of its session: it waits its turn
+        claimed = claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now, serves)
+    except ClaimLost:  # behind an unsettled submission of its session, or not served here
         return admission
     return Admission(claimed, created=True)
 
@@ -200,6 +228,7 @@ def claim(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
+    serves: VersionsServed | None = None,
 ) -> Submission:
     current = get_submission(conn, submission_id)
     if current.status is not SubmissionStatus.QUEUED:
@@ -211,6 +240,16 @@ def claim(
         raise ClaimLost(
             submission_id, "cannot claim: an earlier submission of its session is unsettled"
         )
+    stamp: tuple[str, ...] = ()
+    if serves is not None:
+        version = served_version(current.key.agent, current.version, serves)
+        if version is None:
+            raise ClaimLost(
+                submission_id,
+                f"cannot claim: version {current.version!r} of agent {current.key.agent!r} "
+                "is not served here",
+            )
+        stamp = (version,)
     fence = mint_fence(conn, current.conversation_id)
     # ``number`` orders the attempt markers; ``attempt_count`` is the budget (a refund lowers it).
     (number,) = conn.execute(
@@ -227,8 +266,8 @@ def claim(
         None,
         "claim",
         "status = 'running', attempt_count = attempt_count + 1, attempt_id = ?, owner_id = ?, "
-        "lease_expires_at = ?, fence = ?, wait_reason = NULL",
-        (attempt_id, owner_id, to_micros(lease_expires_at), fence),
+        "lease_expires_at = ?, fence = ?, wait_reason = NULL" + (", version = ?" if stamp else ""),
+        (attempt_id, owner_id, to_micros(lease_expires_at), fence, *stamp),
         from_status=SubmissionStatus.QUEUED,
     )
 
@@ -239,13 +278,14 @@ def claim_runnable(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
+    serves: VersionsServed | None = None,
 ) -> list[ClaimedHead]:
     # One write transaction: no other writer can take these heads, or admit behind them,
     # in between.
-    heads = list_runnable(conn, len(attempt_ids))
+    heads = list_runnable(conn, len(attempt_ids), serves)
     return [
         ClaimedHead(
-            claim(conn, head.id, attempt_id, owner_id, lease_expires_at, now),
+            claim(conn, head.id, attempt_id, owner_id, lease_expires_at, now, serves),
             alone=conn.execute(_QUEUED_BEHIND, (head.conversation_id,)).fetchone() is None,
         )
         for head, attempt_id in zip(heads, attempt_ids, strict=False)

@@ -158,6 +158,9 @@ class Submission:
     """How deep in a subagent tree: 0 for a root submission, its children 1, and so on."""
     wait_until: datetime | None = None
     """Set by a park with a deadline: a wait past it is listed by ``list_expired_waits``."""
+    version: str | None = None
+    """The agent version the submission runs on: stamped by the claim that starts it (see
+    ``serves`` on ``SubmissionStore.claim``); ``None`` until a versioned claim takes it."""
 
 
 @dataclass(frozen=True, slots=True)

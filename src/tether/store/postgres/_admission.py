@@ -18,6 +18,7 @@ from tether._payloads import ConversationParent
 from tether.errors import ClaimLost, DispatchConflict
 from tether.store._common import SUBMISSION_COLUMNS, record_time, seal_created
 from tether.store._types import Admission, Conversation, NewSubmission
+from tether.store._versions import VersionsServed
 from tether.store.postgres._children import check_tree_total, lock_tree_root
 from tether.store.postgres._log import (
     Channels,
@@ -131,6 +132,7 @@ async def admit_and_claim(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
+    serves: VersionsServed | None,
     channels: Channels,
 ) -> Admission:
     """In one transaction: admit, take the conversation's row lock, then claim if it is the
@@ -145,8 +147,8 @@ async def admit_and_claim(
         (admission.submission.conversation_id,),
     )
     try:
-        claimed = await claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now)
-    except ClaimLost:  # behind an unsettled submission of its session: it waits its turn
+        claimed = await claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now, serves)
+    except ClaimLost:  # behind an unsettled submission of its session, or not served here
         await notify(conn, channels.work, new.id)
         return admission
     return Admission(claimed, created=True)

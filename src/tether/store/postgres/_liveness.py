@@ -104,6 +104,7 @@ class OwnerSessions:
             return
         try:
             await session.execute("DELETE FROM owners WHERE id = %s", (owner_id,))
+            await session.execute("DELETE FROM workers WHERE owner_id = %s", (owner_id,))
         except psycopg.Error:
             pass  # the lock goes with the session; a peer forgets the row once it finds it free
         finally:
@@ -135,7 +136,10 @@ class OwnerSessions:
             if not await self._try_lock(conn, owner_id):
                 return  # held again: alive
             try:
-                await conn.execute("DELETE FROM owners WHERE id = %s", (owner_id,))
+                # What it served goes with it (``VersionStore``), in the same transaction.
+                async with conn.transaction():
+                    await conn.execute("DELETE FROM owners WHERE id = %s", (owner_id,))
+                    await conn.execute("DELETE FROM workers WHERE owner_id = %s", (owner_id,))
             finally:
                 await self._unlock(conn, owner_id)
 

@@ -277,6 +277,21 @@ MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS gates_by_status_kind_agent_instance_tool
         ON gates (status, kind, agent, instance, tool, requested_at, conversation_id, seq);
     """,
+    # v9: agent versions (issue 38). The version a submission runs on, stamped by the claim
+    # that starts it (NULL until a versioned claim takes it: every submission before v9); and
+    # the workers, each with the versions it serves as canonical JSON
+    # (``{"agent": ["v2", "v1"]}``) and since when. No index: a claim filters the queued
+    # heads it reads anyway (``submissions_queued``), and the counts by version read the
+    # unsettled submissions (``submissions_open``), an operator's question. Idempotent, like
+    # v6's.
+    """
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS version TEXT;
+    CREATE TABLE IF NOT EXISTS workers (
+        owner_id TEXT PRIMARY KEY,
+        serves   BYTEA NOT NULL,
+        since    TIMESTAMPTZ NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -34,6 +34,7 @@ from tether.store._common import (
     check_limit,
     record_time,
     seal_batch,
+    to_micros,
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
@@ -52,6 +53,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._types import (
@@ -65,6 +67,13 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
+from tether.store._versions import (
+    VersionCount,
+    VersionsServed,
+    WorkerRow,
+    check_serves,
+    check_version,
+)
 from tether.store.postgres import (
     _admission,
     _children,
@@ -76,6 +85,7 @@ from tether.store.postgres import (
     _sessions,
     _submissions,
     _truncate,
+    _versions,
     _waits,
 )
 from tether.store.postgres._liveness import OwnerSessions
@@ -116,6 +126,7 @@ class PostgresStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    VersionStore,
 ):
     """A store in a PostgreSQL database (``postgresql://...``), for many workers: the core
     and every capability.
@@ -517,7 +528,10 @@ class PostgresStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Admission:
+        if serves is not None:
+            check_serves(serves)
         admitted = await self._run(
             _admission.admit_and_claim,
             new,
@@ -525,6 +539,7 @@ class PostgresStore(
             owner_id,
             lease_expires_at,
             now,
+            serves,
             self._channels,
         )
         if admitted.created and admitted.submission.attempt_id != attempt_id:
@@ -557,9 +572,12 @@ class PostgresStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> Submission:
+        if serves is not None:
+            check_serves(serves)
         return await self._autocommit(
-            _submissions.claim, submission_id, attempt_id, owner_id, lease_expires_at, now
+            _submissions.claim, submission_id, attempt_id, owner_id, lease_expires_at, now, serves
         )
 
     async def claim_runnable(
@@ -569,11 +587,14 @@ class PostgresStore(
         owner_id: str,
         lease_expires_at: datetime,
         now: datetime,
+        serves: VersionsServed | None = None,
     ) -> list[ClaimedHead]:
+        if serves is not None:
+            check_serves(serves)
         if not attempt_ids:
             return []
         return await self._autocommit(
-            _submissions.claim_runnable, attempt_ids, owner_id, lease_expires_at, now
+            _submissions.claim_runnable, attempt_ids, owner_id, lease_expires_at, now, serves
         )
 
     async def list_children(self, submission_id: str) -> list[Submission]:
@@ -805,6 +826,28 @@ class PostgresStore(
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         return await self._autocommit(_schedules.delete_schedule, schedule_id)
+
+    # --- versions ---------------------------------------------------------------------
+
+    async def set_version(
+        self, submission_id: str, *, expected: str | None, version: str
+    ) -> Submission:
+        check_version(version)
+        return await self._autocommit(_versions.set_version, submission_id, expected, version)
+
+    async def version_counts(self, agent: str | None = None) -> list[VersionCount]:
+        return await self._autocommit(_versions.version_counts, agent)
+
+    async def put_worker(self, owner_id: str, serves: VersionsServed, *, now: datetime) -> None:
+        check_serves(serves)
+        to_micros(now)  # aware, as every time given to a store
+        await self._autocommit(_versions.put_worker, owner_id, serves, now)
+
+    async def list_workers(self) -> list[WorkerRow]:
+        return await self._autocommit(_versions.list_workers)
+
+    async def forget_worker(self, owner_id: str) -> None:
+        await self._autocommit(_versions.delete_worker, owner_id)
 
     # --- attachments ------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from tether.store._common import (
     submission_from_row,
 )
 from tether.store._types import Attempt, ClaimedHead, Submission, SubmissionStatus
+from tether.store._versions import VersionsServed, served_version, serves_json
 from tether.store.postgres._children import wake_parent
 from tether.store.postgres._log import Conn
 
@@ -166,24 +167,29 @@ async def claim(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
+    serves: VersionsServed | None = None,
 ) -> Submission:
-    row = await (
-        await conn.execute(
-            _CLAIM_ONE,
-            {
-                "id": submission_id,
-                "attempt_ids": _json_ids([attempt_id]),
-                "owner": owner_id,
-                "now": now,
-                "lease": lease_expires_at,
-            },
-        )
-    ).fetchone()
+    params: dict[str, Any] = {
+        "id": submission_id,
+        "attempt_ids": _json_ids([attempt_id]),
+        "owner": owner_id,
+        "now": now,
+        "lease": lease_expires_at,
+    }
+    if serves is not None:
+        params["serves"] = serves_json(serves).decode()
+    row = await (await conn.execute(_CLAIM_ONE[serves is not None], params)).fetchone()
     if row is not None:
         return submission(row[:COLUMN_COUNT])
     current = await get_submission(conn, submission_id)  # SubmissionNotFound
     if current.status is not SubmissionStatus.QUEUED:
         raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
+    if serves is not None and served_version(current.key.agent, current.version, serves) is None:
+        raise ClaimLost(
+            submission_id,
+            f"cannot claim: version {current.version!r} of agent {current.key.agent!r} "
+            "is not served here",
+        )
     raise ClaimLost(
         submission_id, "cannot claim: an earlier submission of its session is unsettled"
     )
@@ -193,7 +199,7 @@ _CLAIMED_COLUMNS = ", ".join(f"s.{column.strip()}" for column in SUBMISSION_COLU
 _CLAIM = """
 WITH heads AS (
     SELECT s.id, s.conversation_id, s.position FROM submissions s
-    WHERE {which} AND s.status = 'queued' AND {head}
+    WHERE {which} AND s.status = 'queued' AND {served}{head}
     {lock_heads}
 ), free AS (
     SELECT c.id FROM conversations c WHERE c.id IN (SELECT conversation_id FROM heads)
@@ -216,30 +222,53 @@ WITH heads AS (
 )
 UPDATE submissions s SET status = 'running', attempt_count = s.attempt_count + 1,
     attempt_id = c.attempt_id, owner_id = %(owner)s, lease_expires_at = %(lease)s,
-    fence = c.fence, wait_reason = NULL
+    fence = c.fence, wait_reason = NULL{stamp}
 FROM chosen c WHERE s.id = c.id
 RETURNING {columns},
     NOT EXISTS (SELECT 1 FROM submissions q WHERE q.conversation_id = s.conversation_id
                 AND q.status <> 'settled' AND q.status = 'queued' AND q.id <> s.id),
     s.position
 """
+# With ``serves`` (a JSON object: agent -> versions, newest first), ``served_version`` in
+# SQL: a head is taken only if its agent is served and its version is unset, listed, or
+# matched by "*" (the filter is part of the scan: an unservable head is passed over, and
+# never counted against the batch); the update stamps the first version listed unless its
+# own is listed.
+_SERVES = "(%(serves)s::jsonb -> s.agent)"
+_SERVED = (
+    f"{_SERVES} IS NOT NULL AND (s.version IS NULL OR {_SERVES} ? s.version "
+    f"OR {_SERVES} ? '*') AND "
+)
+_STAMP = (
+    f", version = CASE WHEN s.version IS NOT NULL AND {_SERVES} ? s.version THEN s.version "
+    f"ELSE {_SERVES} ->> 0 END"
+)
+
+
+def _claim_statement(which: str, lock: str, *, versioned: bool) -> str:
+    return _CLAIM.format(
+        which=which,
+        served=_SERVED if versioned else "",
+        head=_HEAD_OF_SESSION,
+        lock_heads=lock.format(limit="ORDER BY s.position LIMIT %(n)s "),
+        lock_conversations=lock.format(limit=""),
+        columns=_CLAIMED_COLUMNS,
+        stamp=_STAMP if versioned else "",
+    )
+
+
 # A batch: SKIP LOCKED, so workers claiming at once take disjoint heads, and a conversation
 # locked by another transaction (an append, or a writer frozen inside one) is left for a
-# later pass instead of stalling every other claim behind it.
-_CLAIM_HEADS = _CLAIM.format(
-    which="TRUE",
-    head=_HEAD_OF_SESSION,
-    lock_heads="ORDER BY s.position LIMIT %(n)s FOR UPDATE SKIP LOCKED",
-    lock_conversations="FOR UPDATE SKIP LOCKED",
-    columns=_CLAIMED_COLUMNS,
+# later pass instead of stalling every other claim behind it. Indexed by whether it is
+# versioned (``serves`` given); without, the statement is the same as before versions.
+_CLAIM_HEADS = tuple(
+    _claim_statement("TRUE", "{limit}FOR UPDATE SKIP LOCKED", versioned=versioned)
+    for versioned in (False, True)
 )
 # One named submission: it waits for its locks (a racing claim then finds it taken).
-_CLAIM_ONE = _CLAIM.format(
-    which="s.id = %(id)s",
-    head=_HEAD_OF_SESSION,
-    lock_heads="FOR UPDATE",
-    lock_conversations="FOR UPDATE",
-    columns=_CLAIMED_COLUMNS,
+_CLAIM_ONE = tuple(
+    _claim_statement("s.id = %(id)s", "FOR UPDATE", versioned=versioned)
+    for versioned in (False, True)
 )
 
 
@@ -253,23 +282,22 @@ async def claim_runnable(
     owner_id: str,
     lease_expires_at: datetime,
     now: datetime,
+    serves: VersionsServed | None = None,
 ) -> list[ClaimedHead]:
     # One statement for the whole batch. SKIP LOCKED: workers claiming at once take disjoint
     # heads instead of queueing on each other's locks.
-    rows = await (
-        await conn.execute(
-            _CLAIM_HEADS,
-            {
-                "n": len(attempt_ids),
-                # One JSON text, not a text[]: psycopg dumps an array element by element, and
-                # a claim asks with an id for every free slot (64 by default).
-                "attempt_ids": _json_ids(attempt_ids),
-                "owner": owner_id,
-                "now": now,
-                "lease": lease_expires_at,
-            },
-        )
-    ).fetchall()
+    params: dict[str, Any] = {
+        "n": len(attempt_ids),
+        # One JSON text, not a text[]: psycopg dumps an array element by element, and a claim
+        # asks with an id for every free slot (64 by default).
+        "attempt_ids": _json_ids(attempt_ids),
+        "owner": owner_id,
+        "now": now,
+        "lease": lease_expires_at,
+    }
+    if serves is not None:
+        params["serves"] = serves_json(serves).decode()
+    rows = await (await conn.execute(_CLAIM_HEADS[serves is not None], params)).fetchall()
     return [
         ClaimedHead(submission(row[:COLUMN_COUNT]), alone=row[COLUMN_COUNT])
         for row in sorted(rows, key=lambda row: row[-1])

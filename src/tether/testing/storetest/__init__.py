@@ -37,11 +37,13 @@ from tether.testing.storetest._log import LogCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._parking import ParkingCases
 from tether.testing.storetest._schedules import ScheduleCases
+from tether.testing.storetest._serving import ServingCases
 from tether.testing.storetest._sessions import SessionListCases
 from tether.testing.storetest._settling import SettlementCases
 from tether.testing.storetest._snapshots import SnapshotCases
 from tether.testing.storetest._submissions import SubmissionCases
 from tether.testing.storetest._truncation import TruncationCases
+from tether.testing.storetest._versions import VersionCases
 
 __all__ = (
     "CompleteStore",
@@ -55,6 +57,7 @@ __all__ = (
 
 class CoreConformance(
     SubmissionCases,
+    ServingCases,
     LogCases,
     SettlementCases,
     MachineCase,
@@ -79,6 +82,7 @@ class StoreConformance(
     TruncationCases,  # retention
     ImportCases,  # import
     ScheduleCases,  # schedules
+    VersionCases,  # versions
     CoreConformance,
 ):
     """Every conformance case: the core's, and those of each capability, which run only on

@@ -31,6 +31,8 @@ from tether.store import (
     StoreCapabilities,
     Submission,
     TaskParent,
+    VersionsServed,
+    VersionStore,
 )
 
 __all__ = (
@@ -64,6 +66,7 @@ class CompleteStore(
     RetentionStore,
     ImportStore,
     ScheduleStore,
+    VersionStore,
     Protocol,
 ):
     """A store that offers every capability but the two across processes (``change_feed``
@@ -183,8 +186,8 @@ class Fixtures:
         return f"{prefix}-{next(self._ids):010d}"
 
     @staticmethod
-    def key(session: str = "default", instance: str = INSTANCE) -> SessionKey:
-        return SessionKey(AGENT, instance, session)
+    def key(session: str = "default", instance: str = INSTANCE, agent: str = AGENT) -> SessionKey:
+        return SessionKey(agent, instance, session)
 
     @staticmethod
     def at(seconds: float) -> datetime:
@@ -199,10 +202,11 @@ class Fixtures:
         instance: str = INSTANCE,
         trace: dict[str, str] | None = None,
         parent: TaskParent | None = None,
+        agent: str = AGENT,
     ) -> NewSubmission:
         return NewSubmission(
             id=self.id("sub"),
-            key=self.key(session, instance),
+            key=self.key(session, instance, agent),
             conversation_id=self.id("conv"),
             input={"kind": "user", "body": body},
             created_at=self.at(0),
@@ -214,13 +218,20 @@ class Fixtures:
     async def admit(self, session: str = "default", **kwargs: Any) -> Submission:
         return (await self.store.admit(self.new(session, **kwargs))).submission
 
-    async def claim(self, submission: Submission, *, lease_seconds: float = 60) -> Submission:
+    async def claim(
+        self,
+        submission: Submission,
+        *,
+        lease_seconds: float = 60,
+        serves: VersionsServed | None = None,
+    ) -> Submission:
         return await self.store.claim(
             submission.id,
             attempt_id=self.id("att"),
             owner_id="owner-1",
             lease_expires_at=self.at(lease_seconds),
             now=self.at(0),
+            serves=serves,
         )
 
     def draft(self, text: str = "hi", **kwargs: Any) -> RecordDraft:
