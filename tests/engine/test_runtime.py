@@ -16,6 +16,7 @@ from tether.testing import RecordingTools
 
 from ..journal.harnesses import EchoHarness
 from .agents import echo_agent, loop_agent, slow_tools
+from .waits import WAIT
 
 Make = Callable[..., Runtime]
 
@@ -233,9 +234,11 @@ async def test_graceful_shutdown_releases_without_burning_an_attempt(
     assert [r.kind for r in records].count("user_message") == 1
 
 
-async def test_an_unregistered_agent_settles_run_failed(
+async def test_a_run_of_an_agent_no_worker_runs_waits_for_one(
     make_runtime: Make, store: Store, clock: ManualClock
 ) -> None:
+    """A worker claims only the agents it runs (another worker may run the rest): the run
+    waits, visibly, and the first worker that runs its agent takes it."""
     now = clock.now()
     await store.admit(
         NewSubmission(
@@ -243,8 +246,13 @@ async def test_an_unregistered_agent_settles_run_failed(
         )
     )
     async with make_runtime({"echo": echo_agent()}) as runtime:
+        async with asyncio.timeout(WAIT):  # until the worker said what it runs
+            while not (info := await runtime.submission("sub-g")).waits_for_a_worker:
+                await clock.advance(1)
+        assert info.status is SubmissionStatus.QUEUED and info.attempts == []
+    async with make_runtime({"gone": echo_agent()}) as runtime:
         outcome = await settle(runtime, "sub-g")
-    assert outcome["errorCode"] == "run_failed" and "not registered" in str(outcome["error"])
+    assert outcome["status"] == "succeeded"
 
 
 async def test_a_backlog_past_the_free_slots_drains_as_runs_end_not_on_the_poll(

@@ -124,7 +124,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 31
+    assert len(_operations(doc)) == 33
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -320,6 +320,12 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     # What the web console reads besides (issue 23): the agents, a session's head, its
     # spans and usage, and its sign-in.
     assert (await call("GET", "/agents")).json()["agents"]
+    versions = (await call("GET", "/versions", params={"agent": "assistant"})).json()
+    [newest] = [v for v in versions["versions"] if v["newestHere"]]
+    upgrade = {"agent": "assistant", "fromVersion": "old", "toVersion": newest["version"]}
+    assert (await call("POST", "/versions/upgrade", json=upgrade)).json() == {"moved": []}
+    upgrade["toVersion"] = "nope"
+    assert (await call("POST", "/versions/upgrade", json=upgrade)).status_code == 422
     assert (await call("GET", f"{me}/conversation")).json()["head"] > 0
     assert (await call("GET", f"{me}/conversation", params={"session": "x"})).status_code == 404
     assert (await call("GET", f"/conversations/{cid}/spans")).json()["spans"]

@@ -424,9 +424,7 @@ class _Attempt:
                 sub.id, attempt_id=str(sub.attempt_id), reason=VERSION_DIVERGED
             )
             if parked.status is SubmissionStatus.WAITING:
-                await self.events.emit(
-                    SubmissionWaiting(self.correlation, reason=VERSION_DIVERGED)
-                )
+                await self.events.emit(SubmissionWaiting(self.correlation, reason=VERSION_DIVERGED))
 
     async def _park(self, error: Parked) -> None:
         """Wait without a lease. A CAS on the head this attempt saw (and, for children, on

@@ -107,7 +107,11 @@ class Coordinator:
         self.serves = context.versions.serves()
         """What this worker's claims may take: per agent, the versions it runs."""
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Hold this worker's liveness lock and say which versions it runs (before the
+        runtime's start returns: what it reports counts this worker), then claim."""
+        await self._hold_liveness()
+        await self._announce()
         self._task = asyncio.create_task(self._loop(), name="tether-coordinator")
 
     async def stop(self) -> None:
@@ -155,9 +159,7 @@ class Coordinator:
         if versions is None:
             return
         try:
-            await versions.put_worker(
-                context.config.owner_id, self.serves, now=context.clock.now()
-            )
+            await versions.put_worker(context.config.owner_id, self.serves, now=context.clock.now())
         except TetherError as exc:
             logger.warning("could not announce this worker's versions (%s)", exc)
         waits = context.capabilities.waits
@@ -169,8 +171,6 @@ class Coordinator:
                     await waits.unpark(parked.id)
 
     async def _loop(self) -> None:
-        await self._hold_liveness()
-        await self._announce()
         feed = self.context.capabilities.change_feed
         with contextlib.ExitStack() as stack:
             if feed is not None:  # admissions and settlements in any process

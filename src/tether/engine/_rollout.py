@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tether.engine._context import EngineContext
 from tether.errors import UnknownVersion
-from tether.journal import NOT_MINTED, Journal
+from tether.journal import Journal
 from tether.records import VersionChanged
 from tether.store import (
     Submission,
@@ -34,7 +34,8 @@ __all__ = (
 )
 
 NO_WORKER_FOR_VERSION = "no_worker_for_version"
-"""The reason a queued run shows as waiting: no live worker serves the version it started on."""
+"""The reason a queued run shows as waiting: no live worker runs its agent, or the version it
+started on."""
 
 _GATES = ("approval", "input")
 
@@ -82,11 +83,15 @@ def live_serves(workers: Sequence[WorkerRow]) -> dict[str, set[str]]:
 
 
 def waits_for_a_worker(submission: Submission, served: Mapping[str, Collection[str]]) -> bool:
-    """A queued run that no live worker may claim: its version is served by none."""
-    if submission.status is not SubmissionStatus.QUEUED or submission.version is None:
+    """A queued run that none of the live workers (``served``: what they run) may claim:
+    none runs its agent, or the version it started on."""
+    if submission.status is not SubmissionStatus.QUEUED or not served:
         return False
-    versions = served.get(submission.key.agent, ())
-    return submission.version not in versions and "*" not in versions
+    versions = served.get(submission.key.agent)
+    if not versions:
+        return True
+    version = submission.version
+    return version is not None and version not in versions and "*" not in versions
 
 
 async def version_states(context: EngineContext, agent: str | None = None) -> list[VersionState]:
@@ -94,23 +99,24 @@ async def version_states(context: EngineContext, agent: str | None = None) -> li
     runs, by agent then newest first here (others after, by name)."""
     store = require_capability(context.capabilities.versions, "versions")
     counts = await store.version_counts(agent)
-    served = live_serves(await live_workers(context))
+    workers = await live_workers(context)
+    served = live_serves(workers)
     workers_of: dict[tuple[str, str], int] = defaultdict(int)
-    for worker in await live_workers(context):
+    for worker in workers:
         for name, versions in worker.serves.items():
             for version in versions:
                 workers_of[(name, version)] += 1
     runs: dict[tuple[str, str | None], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for count in counts:
         tally = runs[(count.agent, count.version)]
-        tally[count.status.value] += count.count
+        tally[count.status] += count.count
         if count.wait_reason in _GATES:
             tally["gates"] += count.count
     keys: set[tuple[str, str | None]] = set(runs)
     for name in context.versions.agents():
         keys.update((name, v.version) for v in context.versions.of(name))
-    for name, versions in served.items():
-        keys.update((name, v) for v in versions if v != "*")
+    for name, names in served.items():
+        keys.update((name, v) for v in names if v != "*")
     if agent is not None:
         keys = {key for key in keys if key[0] == agent}
 
@@ -121,17 +127,16 @@ async def version_states(context: EngineContext, agent: str | None = None) -> li
         return name, rank, version or ""
 
     states: list[VersionState] = []
-    for name, version in sorted(keys, key=order):
-        tally = runs.get((name, version), {})
+    for name, listed in sorted(keys, key=order):
+        tally = runs.get((name, listed), {})
         newest = context.versions.newest(name)
         states.append(
             VersionState(
                 agent=name,
-                version=version,
-                newest_here=newest is not None and newest.version == version,
-                served_here=context.versions.find(name, version) is not None,
-                workers=workers_of.get((name, version or ""), 0)
-                + workers_of.get((name, "*"), 0),
+                version=listed,
+                newest_here=newest is not None and newest.version == listed,
+                served_here=context.versions.find(name, listed) is not None,
+                workers=workers_of.get((name, listed or ""), 0) + workers_of.get((name, "*"), 0),
                 queued=tally.get("queued", 0),
                 running=tally.get("running", 0),
                 waiting=tally.get("waiting", 0),
@@ -160,8 +165,7 @@ async def upgrade_parked(
     if context.versions.find(agent, to_version) is None:
         known = ", ".join(v.version for v in context.versions.of(agent)) or "none"
         raise UnknownVersion(
-            f"this server does not run version {to_version!r} of agent {agent!r} "
-            f"(it runs: {known})"
+            f"this server does not run version {to_version!r} of agent {agent!r} (it runs: {known})"
         )
     store = require_capability(context.capabilities.versions, "versions")
     moved: list[str] = []
@@ -171,10 +175,7 @@ async def upgrade_parked(
                 continue
             await store.set_version(submission.id, expected=from_version, version=to_version)
             journal = await Journal.open(
-                context.store,
-                submission.conversation_id,
-                fence=NOT_MINTED,
-                capabilities=context.capabilities,
+                context.store, submission.conversation_id, capabilities=context.capabilities
             )
             if await journal.pending() is not None:
                 await journal.record_version_change(

@@ -247,9 +247,16 @@ class Runtime:
 
     @property
     def versions(self) -> AgentVersions:
-        """The versions of each agent this runtime runs, newest first (named at start)."""
+        """The versions of each agent this runtime runs, newest first (named at start, or by
+        :meth:`resolve_versions`)."""
         if self._versions is None:
             raise RuntimeClosed("the runtime has not been started")
+        return self._versions
+
+    async def resolve_versions(self) -> AgentVersions:
+        """Name the versions (see :meth:`AgentVersions.resolve`) if :meth:`start` has not."""
+        if self._versions is None:
+            self._versions = await AgentVersions.resolve(self._definitions, self.config.env)
         return self._versions
 
     @property
@@ -289,13 +296,12 @@ class Runtime:
         store = self.store
         capabilities = StoreCapabilities.of(store)  # once: the context carries them
         _check_features(self.config, capabilities)
-        if self._versions is None:
-            self._versions = await AgentVersions.resolve(self._definitions, self.config.env)
+        versions = await self.resolve_versions()
         self._context = EngineContext(
             store=store,
             capabilities=capabilities,
             agents=self.agents,
-            versions=self._versions,
+            versions=versions,
             config=self.config,
             instrumentation=self.instrumentation,
             redact=self.redact,
@@ -308,7 +314,7 @@ class Runtime:
         )
         if worker:
             self._coordinator = Coordinator(self._context)
-            self._coordinator.start()
+            await self._coordinator.start()
             if capabilities.schedules is not None:
                 self._scheduler = Scheduler(
                     self._book, capabilities.schedules, self.clock, self.dispatch
@@ -592,7 +598,6 @@ class Runtime:
         context = self._started_context()
         stranded = (
             submission.status is SubmissionStatus.QUEUED
-            and submission.version is not None
             and context.capabilities.versions is not None
             and waits_for_a_worker(submission, live_serves(await live_workers(context)))
         )

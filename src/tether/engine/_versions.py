@@ -67,7 +67,7 @@ def _code_digest(initialize: Callable[..., Any]) -> str:
     target: Any = initialize
     code = getattr(target, "__code__", None)
     if code is None:
-        target = getattr(type(target), "__call__", target)  # a callable object
+        target = type(target).__call__  # a callable object: its method's code
         code = getattr(target, "__code__", None)
     parts: list[str] = [getattr(target, "__module__", ""), getattr(target, "__qualname__", "")]
 
@@ -160,9 +160,10 @@ class AgentVersions:
         env: Mapping[str, str],
     ) -> AgentVersions:
         """Name every version: a definition without a ``version`` is probed (its initializer
-        asked once for ``PROBE_INSTANCE``; one named by hand is not) and named by the digest of its pins; one whose
-        initializer refuses the probe is named by the digest of its code. Two definitions
-        that come out the same name are one version given twice, refused."""
+        asked once for ``PROBE_INSTANCE``; one named by hand is not) and named by the digest
+        of its pins; one whose initializer refuses the probe is named by the digest of its
+        code. Two definitions that come out the same name are one version given twice,
+        refused."""
         by_agent: dict[str, list[AgentVersion]] = {}
         for name, definitions in agents.items():
             resolved: list[AgentVersion] = []

@@ -116,7 +116,7 @@ insights_router = APIRouter(tags=["conversations"])
 @insights_router.get("/agents", tags=["sessions"], responses=failures())
 async def agents(runtime: RuntimeDependency) -> AgentsPage:
     """The agents this server runs."""
-    versions = runtime.versions
+    versions = await runtime.resolve_versions()
     return AgentsPage(
         agents=[
             AgentItem(

@@ -49,9 +49,7 @@ class UpgradeBody(BaseModel):
     )
     agent: str = Field(min_length=1, max_length=200)
     from_version: str = Field(min_length=1, max_length=200)
-    to_version: str = Field(
-        min_length=1, max_length=200, description="A version this server runs."
-    )
+    to_version: str = Field(min_length=1, max_length=200, description="A version this server runs.")
     actor: str | None = Field(
         default=None, max_length=200, description="Who moves them, for the audit record."
     )
@@ -64,7 +62,7 @@ class UpgradeResult(WireResponse):
 versions_router = APIRouter(tags=["versions"])
 
 
-@versions_router.get("/versions", responses=failures(501))
+@versions_router.get("/versions", responses=failures(422, 501))
 async def list_versions(
     runtime: RuntimeDependency,
     agent: str | None = Query(default=None, max_length=200, description="Only this agent's."),
