@@ -4,7 +4,7 @@ of its version, upgrade goes on with the new code and journals the change, stric
 change within a version), on every store; versions are named, served side by side, and moved
 by an operator."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -232,16 +232,20 @@ async def test_a_default_version_is_a_digest_of_what_the_journal_pins() -> None:
     assert len(by_code) == 12 and by_code == await name(AgentDefinition(needs_a_tenant))
 
 
+def _unused(instance: str, env: Mapping[str, str]) -> AgentSpec:
+    raise AssertionError("never initialized")
+
+
 @pytest.mark.parametrize(
     ("agents", "problem"),
     [
         ({"a": {"v1": "nope"}}, "must be an AgentDefinition"),
         ({"a": {}}, "names no version"),
-        ({"a": {"v1": AgentDefinition(print, version="v2")}}, "is named version 'v2'"),
+        ({"a": {"v1": AgentDefinition(_unused, version="v2")}}, "is named version 'v2'"),
         (
             {
                 "a": AgentDefinition(
-                    print, version="v1", previous=[AgentDefinition(print, version="v1")]
+                    _unused, version="v1", previous=[AgentDefinition(_unused, version="v1")]
                 )
             },
             "names a version twice",
