@@ -1,0 +1,117 @@
+"""The app the version tests' processes load (``--app tests.scale.versions_app:agents``).
+
+One agent, ``mailer``, built on the built-in agent: its model (scripted) asks the ``deliver``
+tool to deliver the user's text as a job, then answers ``"<version>: <the tool's result>"``,
+so a run's answer names the version that made its last model call. ``deliver`` is not
+idempotent (a resume that finds it started and unfinished must record ``unknown``, never run
+it again), and it is slow on purpose: it runs until the test opens its gate (the file
+``<TETHER_TEST_GATES>/<job>``), or for a minute at most.
+
+What a process runs comes from its environment:
+
+- ``TETHER_TEST_VERSIONS``: the versions it serves, oldest first (``v1``, ``v2``,
+  ``v1,v2``); each has its own system prompt (``You deliver mail, v1.``), so a recorded
+  model call's input differs between them;
+- ``TETHER_TEST_POLICY``: the newest version's policy (``pinned`` unless given).
+
+Every process audits itself into the JSON-lines file ``TETHER_TEST_AUDIT`` (one ``write`` per
+line, ``O_APPEND``, so concurrent processes never interleave a line): ``started`` (its pid and
+versions), ``model`` (one model invocation: the version whose definition made it and the
+job), ``tool_start`` / ``tool_end`` (one run of ``deliver``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from tether.agent import agent_spec, tool
+from tether.engine import AgentDefinition, VersionPolicy
+from tether.messages import ModelRequest, ToolResultPart
+from tether.models import ScriptedModel, ToolUse
+
+__all__ = (
+    "AGENT",
+    "AUDIT_ENV",
+    "GATES_ENV",
+    "POLICY_ENV",
+    "VERSIONS_ENV",
+    "agents",
+    "audited",
+)
+
+AGENT = "mailer"
+VERSIONS_ENV = "TETHER_TEST_VERSIONS"
+POLICY_ENV = "TETHER_TEST_POLICY"
+AUDIT_ENV = "TETHER_TEST_AUDIT"
+GATES_ENV = "TETHER_TEST_GATES"
+_TOOL_SECONDS = 60.0
+
+
+def audit(event: str, **fields: JsonValue) -> None:
+    path = os.environ.get(AUDIT_ENV)
+    if not path:
+        return
+    line = json.dumps({"pid": os.getpid(), "t": time.time(), "event": event, **fields})
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def audited(path: Path) -> list[dict[str, JsonValue]]:
+    """What the processes audited so far, in the order they wrote it."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _definition(
+    version: str, policy: VersionPolicy = "pinned", previous: list[AgentDefinition] | None = None
+) -> AgentDefinition:
+    @tool
+    async def deliver(job: str) -> str:
+        """Deliver a job (slow: until the test opens its gate)."""
+        audit("tool_start", version=version, job=job)
+        gate = Path(os.environ[GATES_ENV]) / job
+        deadline = time.monotonic() + _TOOL_SECONDS
+        while not gate.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # the test opens the gate; a poll is all a file offers
+        audit("tool_end", version=version, job=job)
+        return f"delivered {job} on {version}"
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        job = next(m.text for m in request.messages if m.role == "user")
+        audit("model", version=version, job=job, after=last.role)
+        if last.role == "user":
+            return ToolUse("deliver", {"job": job})
+        results = [p.content for p in last.parts if isinstance(p, ToolResultPart)]
+        return f"{version}: {' '.join(results)}"
+
+    spec = agent_spec(
+        ScriptedModel(reply, record=False),
+        model_name="scripted",
+        system_prompt=f"You deliver mail, {version}.",
+        tools=[deliver],
+    )
+    return AgentDefinition(
+        lambda instance, env: spec, version=version, policy=policy, previous=previous or []
+    )
+
+
+def agents() -> Mapping[str, AgentDefinition]:
+    """The factory ``--app tests.scale.versions_app:agents`` names."""
+    versions = os.environ.get(VERSIONS_ENV, "v1").split(",")
+    policy = os.environ.get(POLICY_ENV, "pinned")
+    assert policy in ("pinned", "upgrade", "strict"), policy
+    audit("started", versions=versions)
+    older = [_definition(v) for v in reversed(versions[:-1])]  # newest first
+    return {AGENT: _definition(versions[-1], policy, older)}  # type: ignore[arg-type]
