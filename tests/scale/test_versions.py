@@ -29,7 +29,15 @@ from pydantic import JsonValue
 
 from ..postgres import drop_schemas, fresh_schema, store_url
 from ..processes import eventually, free_port, kill, log_text, reap, start, wait_ready_blocking
-from .versions_app import AGENT, AUDIT_ENV, GATES_ENV, POLICY_ENV, VERSIONS_ENV, audited
+from .versions_app import (
+    AGENT,
+    AUDIT_ENV,
+    GATES_ENV,
+    HOLD_ENV,
+    POLICY_ENV,
+    VERSIONS_ENV,
+    audited,
+)
 
 pytestmark = pytest.mark.process
 
@@ -95,8 +103,11 @@ class Deploy:
     def gates(self) -> Path:
         return self.tmp / "gates"
 
-    def launch(self, name: str, versions: str, policy: str = "pinned") -> Server:
-        """Start a server (not waiting for it: :meth:`ready` does)."""
+    def launch(
+        self, name: str, versions: str, policy: str = "pinned", *, held: bool = False
+    ) -> Server:
+        """Start a server (not waiting for it: :meth:`ready` does). A ``held`` one imports
+        its code, then waits for :meth:`release` before it opens the store."""
         self.gates.mkdir(exist_ok=True)
         port, log = free_port(), self.tmp / f"{name}.log"
         env = {
@@ -106,6 +117,8 @@ class Deploy:
             AUDIT_ENV: str(self.audit),
             GATES_ENV: str(self.gates),
         }
+        if held:
+            env[HOLD_ENV] = str(log.with_suffix(".hold"))
         command = [*TETHER, "serve", "--app", APP, "--store", self.store, "--port", str(port)]
         with log.open("ab") as out:
             process = start(command, stdout=out, stderr=out, env=env, cwd=ROOT)
@@ -115,10 +128,10 @@ class Deploy:
         for server in servers:
             wait_ready_blocking(server.url, server.process, server.log)
 
-    def serve(self, name: str, versions: str, policy: str = "pinned") -> Server:
-        server = self.launch(name, versions, policy)
+    def release(self, server: Server) -> None:
+        """Let a held server go on, and wait until it is ready."""
+        server.log.with_suffix(".hold").touch()
         self.ready(server)
-        return server
 
     def open_gate(self, job: str) -> None:
         (self.gates / job).touch()
@@ -157,59 +170,93 @@ def _settled_once(server: Server, job: str, submission_id: str) -> dict[str, Any
     return info
 
 
-@pytest.mark.postgres
-def test_two_live_versions_on_postgres_each_run_stays_on_its_own(tmp_path: Path) -> None:
-    """A v1 server and a v2 server (both ``pinned``) on one PostgreSQL schema, each running a
-    run it started (a on v1, b on v2), each SIGKILLed mid-tool in turn.
+def _killed_mid_tool(deploy: Deploy, server: Server, job: str, survivor: Server) -> str:
+    """Run ``job`` on ``server`` and SIGKILL it mid-tool; once ``survivor`` shows the run
+    waiting for a worker of its version, its submission id. The tool's gate is opened at
+    once: a tool run again after the kill would end now, and show in the audit."""
+    submission_id = server.post(job)
+    deploy.tool_started(job, server)
+    kill(server.process)
+    deploy.open_gate(job)
+    stranded = eventually(
+        lambda: _stranded(survivor, submission_id),
+        lambda: f"{job} never waited for its version:\n{log_text(survivor.log)}",
+        seconds=WAIT,
+    )
+    assert stranded["status"] == "waiting", stranded
+    assert not deploy.events("tool_start", job)[1:], "the survivor ran the cut tool"
+    return submission_id
 
-    - Killed v1: the v2 server finds v1's worker dead (its liveness lock is free) and releases
-      a's claim at once; a is then queued on v1, which no live worker runs, so
-      ``GET /submissions/{id}`` shows it ``waiting`` / ``no_worker_for_version`` and the v2
-      server never touches it. A new v1 server takes it and finishes it: its tool, cut
-      mid-run, is recorded ``unknown`` (not run again), the answer comes from v1.
-    - Killed v2: b is likewise left to a v2-capable worker; the v1 server, live all along,
-      shows it waiting and leaves it; a new v2 server finishes it.
-    """
+
+def _finished_once(
+    deploy: Deploy, server: Server, job: str, submission_id: str, version: str
+) -> dict[str, Any]:
+    """``job``, finished by ``server`` on ``version``: its cut tool recorded ``unknown`` (not
+    run again), every model call and tool run it got made by ``version``'s code."""
+    settled = _settled_once(server, job, submission_id)
+    result = str(settled["settlement"]["result"])
+    assert result.startswith(f"{version}: ") and "unknown" in result, settled
+    assert settled["version"] == version
+    assert len(deploy.events("tool_start", job)) == 1
+    assert deploy.versions_of(job) == {version}
+    first, second = settled["attempts"]
+    assert first["ownerId"] != second["ownerId"]
+    return settled
+
+
+@pytest.mark.postgres
+def test_a_killed_v1_worker_run_waits_for_v1_on_postgres(tmp_path: Path) -> None:
+    """A v1 server and a v2 server (both ``pinned``) on one PostgreSQL schema; each starts
+    a run (a on v1, b on v2); the v1 server is SIGKILLed mid-tool.
+
+    The v2 server finds v1's worker dead (its liveness lock is free) and releases a's claim at
+    once; a is then queued on v1, which no live worker runs: ``GET /submissions/{id}`` shows
+    it ``waiting`` / ``no_worker_for_version``, ``GET /versions`` shows v1 with a queued run
+    and no worker, and the v2 server never touches it. A server that runs v1 beside v2
+    (``previous=``) takes it and finishes it on v1: its tool, cut mid-run, is recorded
+    ``unknown``, not run again. b, on v2 all along, is left alone."""
     deploy = Deploy(store_url(fresh_schema()), tmp_path)
     one, two = deploy.launch("v1", "v1"), deploy.launch("v2", "v2")
-    try:
-        deploy.ready(one, two)
-        a, b = one.post("a"), two.post("b")
-        deploy.tool_started("a", one)
-        deploy.tool_started("b", two)
-        assert (two.submission(a)["version"], one.submission(b)["version"]) == ("v1", "v2")
+    both = deploy.launch("v1v2", "v1,v2", held=True)
+    deploy.ready(one, two)
+    b = two.post("b")
+    deploy.tool_started("b", two)
+    a = _killed_mid_tool(deploy, one, "a", survivor=two)
+    assert two.submission(a)["version"] == "v1"
+    states = {
+        s["version"]: s for s in httpx.get(f"{two.url}/versions", timeout=WAIT).json()["versions"]
+    }
+    assert (states["v1"]["queued"], states["v1"]["workers"]) == (1, 0), states
+    assert (states["v2"]["running"], states["v2"]["workers"]) == (1, 1), states
+    assert not states["v1"]["retirable"]
 
-        kill(one.process)  # SIGKILL, mid-tool
-        deploy.open_gate("a")  # a tool run again would end now, and show in the audit
-        stranded = eventually(lambda: _stranded(two, a), lambda: log_text(two.log), seconds=WAIT)
-        assert stranded["status"] == "waiting" and stranded["version"] == "v1", stranded
-        versions = httpx.get(f"{two.url}/versions", timeout=WAIT).json()
-        print(versions)
+    deploy.release(both)
+    _finished_once(deploy, both, "a", a, "v1")
+    assert deploy.pids_of("a") == {one.process.pid, both.process.pid}
+    assert deploy.pids_of("b") == {two.process.pid}  # b stays where it started
+    assert two.submission(b)["status"] == "running"
+    deploy.open_gate("b")
+    assert str(_settled_once(two, "b", b)["settlement"]["result"]) == "v2: delivered b on v2"
+    for server in (two, both):
+        reap(server.process)
 
-        again = deploy.serve("v1-again", "v1")
-        settled = _settled_once(again, "a", a)
-        assert str(settled["settlement"]["result"]).startswith("v1: "), settled
-        assert "unknown" in str(settled["settlement"]["result"]), settled
-        assert len(deploy.events("tool_start", "a")) == 1  # cut once, never run again
-        assert deploy.versions_of("a") == {"v1"}
-        assert deploy.pids_of("a") == {one.process.pid, again.process.pid}
-        assert [t["ownerId"] for t in settled["attempts"]][0] != settled["attempts"][1]["ownerId"]
 
-        kill(two.process)  # SIGKILL, mid-tool: b is v2's
-        deploy.open_gate("b")
-        stranded = eventually(lambda: _stranded(again, b), lambda: log_text(again.log))
-        assert stranded["version"] == "v2", stranded
-        two_again = deploy.serve("v2-again", "v2")
-        settled = _settled_once(two_again, "b", b)
-        assert str(settled["settlement"]["result"]).startswith("v2: "), settled
-        assert len(deploy.events("tool_start", "b")) == 1
-        assert deploy.versions_of("b") == {"v2"}
-        assert deploy.pids_of("b") == {two.process.pid, two_again.process.pid}
-        for server in (again, two_again):
-            reap(server.process)
-    finally:
-        for server in (one, two):
-            kill(server.process)
+@pytest.mark.postgres
+def test_a_killed_v2_worker_run_waits_for_v2_on_postgres(tmp_path: Path) -> None:
+    """The other way round: the v2 server SIGKILLed mid-tool while a v1 server lives. The v1
+    server releases the dead worker's claim and shows b waiting for a worker of v2, and leaves
+    it; a new v2 server takes it over and finishes it on v2, the cut tool ``unknown``."""
+    deploy = Deploy(store_url(fresh_schema()), tmp_path)
+    one, two = deploy.launch("v1", "v1"), deploy.launch("v2", "v2")
+    again = deploy.launch("v2-again", "v2", held=True)
+    deploy.ready(one, two)
+    b = _killed_mid_tool(deploy, two, "b", survivor=one)
+    assert one.submission(b)["version"] == "v2"
+    deploy.release(again)
+    _finished_once(deploy, again, "b", b, "v2")
+    assert deploy.pids_of("b") == {two.process.pid, again.process.pid}
+    for server in (one, again):
+        reap(server.process)
 
 
 def test_a_crash_then_a_deploy_under_upgrade_resumes_on_the_new_version(tmp_path: Path) -> None:
@@ -217,26 +264,32 @@ def test_a_crash_then_a_deploy_under_upgrade_resumes_on_the_new_version(tmp_path
 
     The new server takes the dead one's run over (its liveness lock is free) and resumes it on
     v2: its recorded model call was made under v1's system prompt, so the log gets a
-    ``version_changed`` (v1 -> v2, ``system prompt``) before anything new; the cut tool (not
-    idempotent) is recorded ``unknown``, not run again; the answer comes from v2, and the run
-    settles once, its submission now on v2."""
+    ``version_changed`` (v1 -> v2, ``upgrade``, ``system prompt``, at that call's seq) before
+    anything new; the cut tool (not idempotent) is recorded ``unknown``, not run again; the
+    answer comes from v2, and the run settles once, its submission now on v2."""
     deploy = Deploy(f"sqlite:///{tmp_path / 'data'}", tmp_path)
-    one = deploy.serve("v1", "v1")
-    try:
-        c = one.post("c")
-        deploy.tool_started("c", one)
-    finally:
-        kill(one.process)
+    one = deploy.launch("v1", "v1")
+    two = deploy.launch("v2", "v2", policy="upgrade", held=True)
+    deploy.ready(one)
+    c = one.post("c")
+    deploy.tool_started("c", one)
+    kill(one.process)
     deploy.open_gate("c")
-    two = deploy.serve("v2", "v2", policy="upgrade")
+    deploy.release(two)
     settled = _settled_once(two, "c", c)
     result = str(settled["settlement"]["result"])
     assert result.startswith("v2: ") and "unknown" in result, settled
     assert settled["version"] == "v2"
     assert len(deploy.events("tool_start", "c")) == 1
+    assert {e["version"] for e in deploy.events("model", "c")} == {"v1", "v2"}
     records = two.records("c")
     kinds = [r["kind"] for r in records]
-    [changed] = [r for r in records if r["kind"] == "version_changed"]
-    print(changed)
+    [changed] = [r["payload"] for r in records if r["kind"] == "version_changed"]
+    assert changed["fromVersion"] == "v1" and changed["toVersion"] == "v2", changed
+    assert changed["reason"] == "upgrade" and changed["differs"] == ["system prompt"], changed
+    [first_call] = [r for r in records if r["kind"] == "model_called"][:1]
+    assert changed["divergedAt"] == first_call["seq"], (changed, first_call)
     assert kinds.index("version_changed") < kinds.index("tool_outcome")
+    [outcome] = [r["payload"] for r in records if r["kind"] == "tool_outcome"]
+    print(outcome)
     reap(two.process)

@@ -12,7 +12,10 @@ What a process runs comes from its environment:
 - ``TETHER_TEST_VERSIONS``: the versions it serves, oldest first (``v1``, ``v2``,
   ``v1,v2``); each has its own system prompt (``You deliver mail, v1.``), so a recorded
   model call's input differs between them;
-- ``TETHER_TEST_POLICY``: the newest version's policy (``pinned`` unless given).
+- ``TETHER_TEST_POLICY``: the newest version's policy (``pinned`` unless given);
+- ``TETHER_TEST_HOLD``: a file the factory waits for before it returns (a minute at most):
+  a test starts a process early, so its imports (seconds on a loaded machine) overlap the
+  rest of the test, and lets it go on (open its store, claim) at the moment it chooses.
 
 Every process audits itself into the JSON-lines file ``TETHER_TEST_AUDIT`` (one ``write`` per
 line, ``O_APPEND``, so concurrent processes never interleave a line): ``started`` (its pid and
@@ -40,6 +43,7 @@ __all__ = (
     "AGENT",
     "AUDIT_ENV",
     "GATES_ENV",
+    "HOLD_ENV",
     "POLICY_ENV",
     "VERSIONS_ENV",
     "agents",
@@ -51,7 +55,8 @@ VERSIONS_ENV = "TETHER_TEST_VERSIONS"
 POLICY_ENV = "TETHER_TEST_POLICY"
 AUDIT_ENV = "TETHER_TEST_AUDIT"
 GATES_ENV = "TETHER_TEST_GATES"
-_TOOL_SECONDS = 60.0
+HOLD_ENV = "TETHER_TEST_HOLD"
+_WAIT_SECONDS = 60.0
 
 
 def audit(event: str, **fields: JsonValue) -> None:
@@ -81,7 +86,7 @@ def _definition(
         """Deliver a job (slow: until the test opens its gate)."""
         audit("tool_start", version=version, job=job)
         gate = Path(os.environ[GATES_ENV]) / job
-        deadline = time.monotonic() + _TOOL_SECONDS
+        deadline = time.monotonic() + _WAIT_SECONDS
         while not gate.exists() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)  # the test opens the gate; a poll is all a file offers
         audit("tool_end", version=version, job=job)
@@ -109,6 +114,10 @@ def _definition(
 
 def agents() -> Mapping[str, AgentDefinition]:
     """The factory ``--app tests.scale.versions_app:agents`` names."""
+    hold = os.environ.get(HOLD_ENV)
+    deadline = time.monotonic() + _WAIT_SECONDS
+    while hold and not Path(hold).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # held at start: nothing runs yet, no loop to block
     versions = os.environ.get(VERSIONS_ENV, "v1").split(",")
     policy = os.environ.get(POLICY_ENV, "pinned")
     assert policy in ("pinned", "upgrade", "strict"), policy
