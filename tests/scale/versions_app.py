@@ -57,6 +57,7 @@ AUDIT_ENV = "TETHER_TEST_AUDIT"
 GATES_ENV = "TETHER_TEST_GATES"
 HOLD_ENV = "TETHER_TEST_HOLD"
 _WAIT_SECONDS = 60.0
+_POLL = 0.05
 
 
 def audit(event: str, **fields: JsonValue) -> None:
@@ -78,6 +79,14 @@ def audited(path: Path) -> list[dict[str, JsonValue]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+async def _opened(gate: Path) -> None:
+    """Until the test opens ``gate`` (creates the file), or a minute passes."""
+    for _ in range(int(_WAIT_SECONDS / _POLL)):
+        if await asyncio.to_thread(gate.exists):
+            return
+        await asyncio.sleep(_POLL)  # a file says nothing when it appears: it is looked at
+
+
 def _definition(
     version: str, policy: VersionPolicy = "pinned", previous: list[AgentDefinition] | None = None
 ) -> AgentDefinition:
@@ -85,10 +94,7 @@ def _definition(
     async def deliver(job: str) -> str:
         """Deliver a job (slow: until the test opens its gate)."""
         audit("tool_start", version=version, job=job)
-        gate = Path(os.environ[GATES_ENV]) / job
-        deadline = time.monotonic() + _WAIT_SECONDS
-        while not gate.exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)  # the test opens the gate; a poll is all a file offers
+        await _opened(Path(os.environ[GATES_ENV]) / job)
         audit("tool_end", version=version, job=job)
         return f"delivered {job} on {version}"
 
@@ -117,10 +123,11 @@ def agents() -> Mapping[str, AgentDefinition]:
     hold = os.environ.get(HOLD_ENV)
     deadline = time.monotonic() + _WAIT_SECONDS
     while hold and not Path(hold).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)  # held at start: nothing runs yet, no loop to block
-    versions = os.environ.get(VERSIONS_ENV, "v1").split(",")
+        time.sleep(_POLL)  # held at start: nothing runs yet, no loop to block
+    served = os.environ.get(VERSIONS_ENV, "v1")
     policy = os.environ.get(POLICY_ENV, "pinned")
     assert policy in ("pinned", "upgrade", "strict"), policy
-    audit("started", versions=versions)
+    audit("started", versions=served)
+    versions = served.split(",")
     older = [_definition(v) for v in reversed(versions[:-1])]  # newest first
     return {AGENT: _definition(versions[-1], policy, older)}  # type: ignore[arg-type]
