@@ -2,7 +2,10 @@
 decided after a deploy of another goes on under its agent's policy (pinned waits for a worker
 of its version, upgrade goes on with the new code and journals the change, strict refuses a
 change within a version), on every store; versions are named, served side by side, and moved
-by an operator."""
+by an operator; a parent and its subagent child each follow their own agent's version.
+
+The same across real crashes (SIGKILLed ``tether serve`` processes of two versions on one
+store) is in tests/scale/test_versions.py."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
