@@ -212,9 +212,9 @@ def test_a_killed_v1_worker_run_waits_for_v1_on_postgres(tmp_path: Path) -> None
     The v2 server finds v1's worker dead (its liveness lock is free) and releases a's claim at
     once; a is then queued on v1, which no live worker runs: ``GET /submissions/{id}`` shows
     it ``waiting`` / ``no_worker_for_version``, ``GET /versions`` shows v1 with a queued run
-    and no worker, and the v2 server never touches it. A server that runs v1 beside v2
-    (``previous=``) takes it and finishes it on v1: its tool, cut mid-run, is recorded
-    ``unknown``, not run again. b, on v2 all along, is left alone."""
+    and no worker, and the v2 server never touches it. A server that runs v1 beside v2 (its
+    app gives ``{"v1": ..., "v2": ...}``) takes it and finishes it on v1: its tool, cut
+    mid-run, is recorded ``unknown``, not run again. b, on v2 all along, is left alone."""
     deploy = Deploy(store_url(fresh_schema()), tmp_path)
     one, two = deploy.launch("v1", "v1"), deploy.launch("v2", "v2")
     both = deploy.launch("v1v2", "v1,v2", held=True)

@@ -10,8 +10,8 @@ it again), and it is slow on purpose: it runs until the test opens its gate (the
 What a process runs comes from its environment:
 
 - ``TETHER_TEST_VERSIONS``: the versions it serves, oldest first (``v1``, ``v2``,
-  ``v1,v2``); each has its own system prompt (``You deliver mail, v1.``), so a recorded
-  model call's input differs between them;
+  ``v1,v2``: several are given as ``{"v1": ..., "v2": ...}``); each has its own system
+  prompt (``You deliver mail, v1.``), so a recorded model call's input differs between them;
 - ``TETHER_TEST_POLICY``: the newest version's policy (``pinned`` unless given);
 - ``TETHER_TEST_HOLD``: a file the factory waits for before it returns (a minute at most):
   a test starts a process early, so its imports (seconds on a loaded machine) overlap the
@@ -87,9 +87,7 @@ async def _opened(gate: Path) -> None:
         await asyncio.sleep(_POLL)  # a file says nothing when it appears: it is looked at
 
 
-def _definition(
-    version: str, policy: VersionPolicy = "pinned", previous: list[AgentDefinition] | None = None
-) -> AgentDefinition:
+def _definition(version: str, policy: VersionPolicy = "pinned") -> AgentDefinition:
     @tool
     async def deliver(job: str) -> str:
         """Deliver a job (slow: until the test opens its gate)."""
@@ -113,12 +111,10 @@ def _definition(
         system_prompt=f"You deliver mail, {version}.",
         tools=[deliver],
     )
-    return AgentDefinition(
-        lambda instance, env: spec, version=version, policy=policy, previous=previous or []
-    )
+    return AgentDefinition(lambda instance, env: spec, version=version, policy=policy)
 
 
-def agents() -> Mapping[str, AgentDefinition]:
+def agents() -> Mapping[str, AgentDefinition | Mapping[str, AgentDefinition]]:
     """The factory ``--app tests.scale.versions_app:agents`` names."""
     hold = os.environ.get(HOLD_ENV)
     deadline = time.monotonic() + _WAIT_SECONDS
@@ -128,6 +124,13 @@ def agents() -> Mapping[str, AgentDefinition]:
     policy = os.environ.get(POLICY_ENV, "pinned")
     assert policy in ("pinned", "upgrade", "strict"), policy
     audit("started", versions=served)
-    versions = served.split(",")
-    older = [_definition(v) for v in reversed(versions[:-1])]  # newest first
-    return {AGENT: _definition(versions[-1], policy, older)}  # type: ignore[arg-type]
+    *older, newest = served.split(",")
+    if not older:
+        return {AGENT: _definition(newest, policy)}  # type: ignore[arg-type]
+    # Several versions: the mapping form (the last is newest), as docs/versions.md shows it.
+    return {
+        AGENT: {
+            **{v: _definition(v) for v in older},
+            newest: _definition(newest, policy),  # type: ignore[arg-type]
+        }
+    }
