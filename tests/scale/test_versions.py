@@ -291,5 +291,5 @@ def test_a_crash_then_a_deploy_under_upgrade_resumes_on_the_new_version(tmp_path
     assert changed["divergedAt"] == first_call["seq"], (changed, first_call)
     assert kinds.index("version_changed") < kinds.index("tool_outcome")
     [outcome] = [r["payload"] for r in records if r["kind"] == "tool_outcome"]
-    print(outcome)
+    assert outcome["status"] == "unknown" and outcome["isError"], outcome
     reap(two.process)
