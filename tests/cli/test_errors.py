@@ -42,6 +42,9 @@ def test_an_app_that_cannot_be_loaded(tmp_path: Path) -> None:
     (tmp_path / "harness_app.py").write_text("def agents():\n    return {'h': object()}\n")
     failed = tether("worker", "--app", "harness_app:agents", cwd=tmp_path, code=7)
     assert "agents['h'] must be an AgentDefinition, got object" in failed.error
+    (tmp_path / "versions_app.py").write_text("def agents():\n    return {'h': {'v1': object()}}\n")
+    failed = tether("worker", "--app", "versions_app:agents", cwd=tmp_path, code=7)
+    assert "agents['h']['v1'] must be an AgentDefinition, got object" in failed.error
 
 
 def test_a_busy_port(tmp_path: Path) -> None:

@@ -2,7 +2,10 @@
 decided after a deploy of another goes on under its agent's policy (pinned waits for a worker
 of its version, upgrade goes on with the new code and journals the change, strict refuses a
 change within a version), on every store; versions are named, served side by side, and moved
-by an operator."""
+by an operator; a parent and its subagent child each follow their own agent's version.
+
+The same across real crashes (SIGKILLed ``tether serve`` processes of two versions on one
+store) is in tests/scale/test_versions.py."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,18 +19,21 @@ from tether.engine import (
     AgentVersions,
     Receipt,
     Runtime,
+    SubmissionInfo,
     version_digest,
 )
 from tether.errors import UnknownVersion
 from tether.journal import Journal
-from tether.messages import ModelRequest
+from tether.messages import ModelRequest, ToolResultPart
 from tether.models import ScriptedModel, ToolUse
 from tether.records import ApprovalDecided, ExecutionStarted, ToolOutcome, VersionChanged
-from tether.store import Store, SubmissionStatus
+from tether.store import WAIT_FOR_CHILDREN, Store, Submission, SubmissionStatus
 from tether.testing.storetest import CompleteStore
 
 from .test_approvals import pending_gate
+from .test_control import wait_for_status
 from .test_runtime import settle
+from .waits import until_emitted
 
 Make = Callable[..., Runtime]
 
@@ -264,3 +270,145 @@ async def test_several_versions_are_served_newest_first(make_runtime: Make) -> N
         assert [v.version for v in runtime.versions.of("assistant")] == ["v2", "v1"]
         assert runtime.versions.serves() == {"assistant": ("v2", "v1", "*")}
         assert runtime.agents["assistant"].policy == "upgrade"
+
+
+def _tool_results(request: ModelRequest) -> str:
+    return " ".join(p.content for p in request.messages[-1].parts if isinstance(p, ToolResultPart))
+
+
+def lead(version: str, **definition: Any) -> AgentDefinition:
+    """A parent, ``assistant``: it asks ``researcher`` (a task), then answers
+    ``"<version> lead: <what the child said>"``."""
+
+    def reply(request: ModelRequest) -> object:
+        if request.messages[-1].role == "tool":
+            return f"{version} lead: {_tool_results(request)}"
+        return ToolUse("task", {"agent": "researcher", "prompt": "tides"})
+
+    spec = agent_spec(ScriptedModel(reply), system_prompt=f"You lead, {version}.")
+    return AgentDefinition(lambda instance, env: spec, version=version, **definition)
+
+
+def gated_researcher(looked_up: list[str], version: str, **definition: Any) -> AgentDefinition:
+    """A child, ``researcher``: it looks its topic up with a gated tool (each run of it
+    listed in ``looked_up`` with the version that ran it), then answers
+    ``"<version> found: <the result>"``."""
+
+    @tool(requires_approval=True)
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        looked_up.append(version)
+        return f"{topic} rise twice a day"
+
+    def reply(request: ModelRequest) -> object:
+        if request.messages[-1].role == "user":
+            return ToolUse("lookup", {"topic": request.messages[-1].text})
+        return f"{version} found: {_tool_results(request)}"
+
+    spec = agent_spec(
+        ScriptedModel(reply), system_prompt=f"You research, {version}.", tools=[lookup]
+    )
+    return AgentDefinition(lambda instance, env: spec, version=version, **definition)
+
+
+DELEGATES = {"assistant": ["researcher"]}
+
+
+async def park_parent_and_child_on_v1(
+    make_runtime: Make, store: CompleteStore, looked_up: list[str]
+) -> tuple[Receipt, Submission, str]:
+    """Under v1 of both agents: the parent waits for its child, the child for the approval
+    of its lookup; then the server stops. The parent's receipt, the child and the approval."""
+    agents = {"assistant": lead("v1"), "researcher": gated_researcher(looked_up, "v1")}
+    async with make_runtime(agents, subagents=DELEGATES) as runtime:
+        receipt = await runtime.dispatch("assistant", "acme", "research tides")
+        [child] = await until_emitted(runtime, lambda: store.list_children(receipt.submission_id))
+        await wait_for_status(runtime, child.id, SubmissionStatus.WAITING)
+        await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.WAITING)
+        state = await (await Journal.open(store, child.conversation_id, fence=0)).inspect_approval()
+        assert state is not None and state.approval_id is not None
+    parent = await store.get_submission(receipt.submission_id)
+    child = await store.get_submission(child.id)
+    # Each run is stamped with its own agent's version at its own first claim.
+    assert (parent.version, child.version) == ("v1", "v1")
+    assert parent.wait_reason == WAIT_FOR_CHILDREN and child.wait_reason == "approval"
+    return receipt, child, state.approval_id
+
+
+async def test_a_parent_and_its_child_each_wait_for_their_own_version(
+    make_runtime: Make, store: CompleteStore
+) -> None:
+    """Parent and child parked on v1; a deploy of v2 only (both agents ``pinned``). What we
+    found: a child is a run of its own agent, stamped at its own first claim, so it follows
+    its own version's rule and nothing of its parent's. Its approval decided under v2, it
+    waits for a worker of researcher v1 (``no_worker_for_version``), the lookup not run; the
+    parent keeps waiting for its child (a wait no worker is needed for). A server that runs
+    v1 of both beside v2 finishes the child on v1, which wakes the parent, resumed on v1."""
+    looked_up: list[str] = []
+    receipt, child, approval_id = await park_parent_and_child_on_v1(make_runtime, store, looked_up)
+    v2 = {"assistant": lead("v2"), "researcher": gated_researcher(looked_up, "v2")}
+    async with make_runtime(v2, subagents=DELEGATES) as runtime:
+        await runtime.approve(approval_id, "approve", approver="ann")
+        info = await runtime.submission(child.id)
+        assert info.submission.status is SubmissionStatus.QUEUED and info.waits_for_a_worker
+        parent = await runtime.submission(receipt.submission_id)
+        assert parent.submission.wait_reason == WAIT_FOR_CHILDREN
+        assert not parent.waits_for_a_worker
+    assert looked_up == []
+    both = {
+        "assistant": lead("v2", previous=[lead("v1")]),
+        "researcher": gated_researcher(
+            looked_up, "v2", previous=[gated_researcher(looked_up, "v1")]
+        ),
+    }
+    async with make_runtime(both, subagents=DELEGATES) as runtime:
+        settled = await settle(runtime, receipt.submission_id)
+    assert settled == {
+        "status": "succeeded",
+        "result": "v1 lead: v1 found: tides rise twice a day",
+    }
+    assert looked_up == ["v1"]
+    versions = [(await store.get_submission(s)).version for s in (receipt.submission_id, child.id)]
+    assert versions == ["v1", "v1"]
+
+
+async def test_a_child_under_upgrade_goes_on_while_its_pinned_parent_waits_for_v1(
+    make_runtime: Make, store: CompleteStore
+) -> None:
+    """Parent and child parked on v1; a deploy of v2 only, the child's agent under
+    ``upgrade``, the parent's ``pinned``. The child goes on with v2 (its log journals the
+    change) and settles; its answer wakes the parent, which v2 alone may not run: it waits
+    for a worker of assistant v1, its recorded task call and the child's answer kept. A
+    server that runs assistant v1 beside v2 resumes it on v1, with the answer v2 gave."""
+    looked_up: list[str] = []
+    receipt, child, approval_id = await park_parent_and_child_on_v1(make_runtime, store, looked_up)
+    v2 = {
+        "assistant": lead("v2"),
+        "researcher": gated_researcher(looked_up, "v2", policy="upgrade"),
+    }
+    async with make_runtime(v2, subagents=DELEGATES) as runtime:
+        await runtime.approve(approval_id, "approve", approver="ann")
+        assert (await settle(runtime, child.id))["result"] == "v2 found: tides rise twice a day"
+
+        async def woken() -> SubmissionInfo | None:
+            info = await runtime.submission(receipt.submission_id)
+            return info if info.submission.status is SubmissionStatus.QUEUED else None
+
+        parent = await until_emitted(runtime, woken)
+        assert parent.waits_for_a_worker and parent.submission.version == "v1"
+    assert looked_up == ["v2"]
+    [changed] = [
+        p
+        for p in await records_of(store, Receipt(child.id, child.conversation_id, "default"))
+        if isinstance(p, VersionChanged)
+    ]
+    assert (changed.from_version, changed.to_version) == ("v1", "v2")
+    both = {"assistant": lead("v2", previous=[lead("v1")]), "researcher": v2["researcher"]}
+    async with make_runtime(both, subagents=DELEGATES) as runtime:
+        settled = await settle(runtime, receipt.submission_id)
+    assert settled == {
+        "status": "succeeded",
+        "result": "v1 lead: v2 found: tides rise twice a day",
+    }
+    assert looked_up == ["v2"]
+    assert not [p for p in await records_of(store, receipt) if isinstance(p, VersionChanged)]

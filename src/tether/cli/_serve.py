@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import importlib
 import ipaddress
@@ -163,14 +164,46 @@ def _load_app(app: str) -> Mapping[str, AgentDefinition]:
         )
     from tether.engine import AgentDefinition
 
+    loaded: dict[str, AgentDefinition] = {}
     for name, definition in agents.items():
-        if not isinstance(definition, AgentDefinition):
+        if isinstance(definition, Mapping):
+            loaded[name] = _versions_of(app, name, definition)
+        elif isinstance(definition, AgentDefinition):
+            loaded[name] = definition
+        else:
             fail(
                 f"--app {app}: agents[{name!r}] must be an AgentDefinition, "
                 f"got {type(definition).__name__}",
                 ExitCode.BAD_APP,
             )
-    return agents
+    return loaded
+
+
+def _versions_of(app: str, name: str, versions: Mapping[Any, Any]) -> AgentDefinition:
+    """An agent given as ``{"v1": d1, "v2": d2}`` (the last is newest, docs/versions.md), as
+    the one definition the runtime reads the same way: the newest, the others its
+    ``previous``, each named by its key. A replay (``tether replay --app``) uses the newest."""
+    from tether.engine import AgentDefinition
+
+    named: list[AgentDefinition] = []
+    for version, definition in versions.items():
+        if not isinstance(definition, AgentDefinition):
+            fail(
+                f"--app {app}: agents[{name!r}][{version!r}] must be an AgentDefinition, "
+                f"got {type(definition).__name__}",
+                ExitCode.BAD_APP,
+            )
+        if not isinstance(version, str) or definition.version not in (None, version):
+            fail(
+                f"--app {app}: agents[{name!r}][{version!r}] is named version "
+                f"{definition.version!r}",
+                ExitCode.BAD_APP,
+            )
+        named.append(dataclasses.replace(definition, version=version, previous=()))
+    if not named:
+        fail(f"--app {app}: agents[{name!r}] names no version", ExitCode.BAD_APP)
+    *older, newest = named
+    return dataclasses.replace(newest, previous=tuple(reversed(older)))
 
 
 def _describe(exc: BaseException) -> str:
