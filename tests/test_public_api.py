@@ -97,6 +97,7 @@ PUBLIC = {
         "UnsupportedConstruct",
         "UnsupportedSchema",
         "VersionConflict",
+        "UnknownVersion",
     ),
     "tether.records": (
         "ApprovalDecided",
@@ -438,6 +439,14 @@ PUBLIC = {
         "TurnStarted",
         "UsageTotals",
         "task_tool",
+        "AgentVersion",
+        "AgentVersions",
+        "NO_WORKER_FOR_VERSION",
+        "VERSION_DIVERGED",
+        "VersionPolicy",
+        "VersionState",
+        "pins_of",
+        "version_digest",
     ),
     "tether.agent": (
         "Agent",
