@@ -243,6 +243,7 @@ PUBLIC = {
         "Mode",
         "NOT_MINTED",
         "NotMinted",
+        "ReplayCheck",
         "SIGNAL_MEDIA_TYPE",
         "Stamp",
         "SteerSource",
