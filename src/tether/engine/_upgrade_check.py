@@ -154,9 +154,11 @@ async def _check_session(
             f"{result.executions} executions replay on {newest.version}{waits}",
             pending=result.pending,
         )
+    said = str(diverged)
+    prefix = f"execution {diverged.execution_id}: "
     return found(
         _verdict(diverged),
-        str(diverged),
+        said.removeprefix(prefix) if diverged.execution_id else said,
         pending=result.pending,
         seq=diverged.seq,
         differs=diverged.differs,
