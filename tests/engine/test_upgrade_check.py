@@ -152,3 +152,15 @@ async def test_a_failing_initializer_is_reported_not_raised(
     assert {c.verdict for c in checks.values()} == {"needs_patch"}
     assert "LookupError: no tenant acme" in checks["parked"].detail
     assert checks["parked"].blocks and not checks["done"].blocks
+
+
+async def test_a_finished_session_with_a_queued_message_is_pending(
+    make_runtime: Make, store: CompleteStore
+) -> None:
+    outbox = Outbox()
+    await record_corpus(make_runtime, store, outbox)
+    runtime = make_runtime({"assistant": assistant(outbox, "You are v2.", version="v2")})
+    await runtime.start(worker=False)  # nothing runs what is admitted
+    await runtime.dispatch("assistant", "acme", "and mail carol", session="done")
+    checks = by_session(await runtime.check_upgrade())
+    assert checks["done"].pending and checks["done"].blocks

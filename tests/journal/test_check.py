@@ -9,14 +9,15 @@ from typing import Any, cast
 import pytest
 from pydantic import JsonValue
 
-from tether.errors import ReplayDiverged
-from tether.journal import NOT_MINTED, Journal, ReplayCheck, Turn
+from tether.errors import ApprovalParked, ReplayDiverged
+from tether.journal import NOT_MINTED, Journal, ReplayCheck, Stamp, Turn
+from tether.records import SettlementStatus, SubmissionSettled
 from tether.store import LogStore, Store
 from tether.testing import CountingModel, RecordingTools
 
 from .harnesses import journal, new_conversation, planning_model, user
 from .test_resume import cut_after
-from .test_versions import DONE, Assistant, park, park_and_approve, versioning
+from .test_versions import DONE, EMAIL, Assistant, park, park_and_approve, versioning
 
 WRITES = frozenset(
     {"append", "append_settled", "append_decision", "mint_fence", "put_snapshot", "park"}
@@ -180,3 +181,21 @@ async def test_another_harness_is_checked_and_named(store: Store) -> None:
 async def test_a_log_without_executions_checks_nothing(store: Store) -> None:
     cid = await new_conversation(store)
     assert await check(store, cid, Assistant("v1")) == ReplayCheck(0, False)
+
+
+async def test_a_run_whose_submission_settled_is_not_pending(store: Store) -> None:
+    """A run that failed for good (its submission settled) is never resumed: the next
+    execution closes it instead, so the check replays only what completed."""
+    cid = await new_conversation(store)
+    await complete_one(store, cid)
+    j = await Journal.open(
+        store, cid, model=planning_model(), tools=RecordingTools(), stamp=Stamp("sub-1", "a-1")
+    )
+    with pytest.raises(ApprovalParked):
+        await j.exec(Assistant("v1"), [user(EMAIL)], versioning=versioning("v1"))
+    await j.refresh()
+    settled = SubmissionSettled(status=SettlementStatus.FAILED, error="gave up")
+    await j.log.append([j.log.draft(settled, None)])
+    assert await check(store, cid, Assistant("v1")) == ReplayCheck(1, False)
+    later = await check(store, cid, Assistant("v2"), "v2")
+    assert (later.executions, later.pending) == (1, False) and later.diverged is not None
