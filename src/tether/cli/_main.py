@@ -293,7 +293,7 @@ def verify(conversation: str = CONVERSATION, store: str = STORE) -> None:
 @app.command()
 def replay(
     conversation: str | None = typer.Argument(
-        None, help="The conversation id (records carry it); or give --from."
+        None, help="The conversation id (records carry it); or give --from, or --against."
     ),
     store: str = STORE,
     from_: str | None = typer.Option(
@@ -303,28 +303,62 @@ def replay(
         'print "identical" or the first seq where the code diverges from it.',
     ),
     app_: str | None = typer.Option(
-        None, "--app", help="module:factory returning the agents {name: AgentDefinition}."
+        None,
+        "--app",
+        help="module:factory returning the agents {name: AgentDefinition} "
+        "(or {name: {version: AgentDefinition}}).",
     ),
     demo: bool = typer.Option(False, "--demo", help="The keyless demo agents."),
+    against: str | None = typer.Option(
+        None,
+        "--against",
+        help="The deploy gate: replay recorded sessions (no conversation id) against the "
+        "newest version of each agent module:attr defines; exit 1 if one a run would resume "
+        "diverges.",
+    ),
+    agent: str | None = typer.Option(None, "--agent", help="--against: this agent's sessions."),
+    version: str | None = typer.Option(
+        None, "--version", help="--against: sessions whose latest run recorded this version."
+    ),
+    since: str | None = typer.Option(
+        None,
+        "--since",
+        help="--against: sessions active since this time (ISO 8601, or 2h, 3d back from now).",
+    ),
+    limit: int = typer.Option(
+        100, "--limit", min=1, help="--against: check at most this many sessions, newest first."
+    ),
 ) -> None:
     """Re-run a conversation from its log: zero model and tool calls; exit 1 on divergence.
-    No provider key is needed, even by an app that builds its client at import."""
+    No provider key is needed, even by an app that builds its client at import. With
+    --against, the deploy gate: recorded sessions replayed against the new code."""
     from tether.cli import _local
     from tether.cli._export import replay_file
+    from tether.cli._gate import gate, parse_since
     from tether.cli._model import check_model
     from tether.cli._offline import offline_provider_keys
-    from tether.cli._serve import load_agents
+    from tether.cli._serve import load_agents, newest_definitions
 
-    if (conversation is None) == (from_ is None):
-        fail("give a conversation id or --from FILE (one of them)", ExitCode.USAGE)
+    if against is not None:
+        if conversation is not None or from_ is not None or app_ is not None or demo:
+            fail("--against takes no conversation id, --from, --app or --demo", ExitCode.USAGE)
+    elif (conversation is None) == (from_ is None):
+        fail("give a conversation id, --from FILE or --against APP (one of them)", ExitCode.USAGE)
+    elif agent is not None or version is not None or since is not None or limit != 100:
+        fail("--agent, --version, --since and --limit go with --against", ExitCode.USAGE)
     with offline_provider_keys():  # an app may build its provider's client at import
-        agents = load_agents(app_, demo)
+        agents = load_agents(
+            against or app_, demo, option="--app" if against is None else "--against"
+        )
         check_model(build_client=False)  # a bad TETHER_MODEL in one line; no key needed
-        if from_ is not None:
-            replay_file(from_, agents, console)
+        if against is not None:
+            since_at = None if since is None else parse_since(since)
+            gate(agents, store, console, agent=agent, version=version, since=since_at, limit=limit)
+        elif from_ is not None:
+            replay_file(from_, newest_definitions(agents), console)
         else:
             assert conversation is not None
-            _local.replay(conversation, store, agents, console)
+            _local.replay(conversation, store, newest_definitions(agents), console)
 
 
 @app.command()

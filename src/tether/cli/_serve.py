@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import importlib
 import ipaddress
@@ -35,7 +34,11 @@ if TYPE_CHECKING:
 # The server stack (uvicorn, FastAPI, the engine, the stores) is imported by the commands that
 # run it, never at import: ``tether --help`` and the client commands load this module too.
 
-__all__ = ("DEFAULT_STORE_URL", "load_agents", "serve", "worker")
+__all__ = ("DEFAULT_STORE_URL", "AppAgents", "load_agents", "newest_definitions", "serve", "worker")
+
+AppAgents = Mapping[str, "AgentDefinition | Mapping[str, AgentDefinition]"]
+"""What ``--app`` gives: each agent's definition, or its versions ``{version: definition}``
+(the last newest), as ``Runtime`` takes them."""
 
 DEFAULT_STORE_URL = "sqlite:///./tether-data"
 """``tether.store.DEFAULT_STORE_URL``, without importing the stores (a test holds them equal)."""
@@ -110,16 +113,16 @@ def _tracing(endpoint: str | None) -> Iterator[list[Interceptor]]:
         provider.shutdown()
 
 
-def load_agents(app: str | None, demo: bool) -> Mapping[str, AgentDefinition]:
-    """Agents from ``--app module:factory`` (a function returning ``{name: AgentDefinition}``)
-    and/or the keyless demo."""
-    agents: dict[str, AgentDefinition] = {}
+def load_agents(app: str | None, demo: bool, *, option: str = "--app") -> AppAgents:
+    """Agents from ``--app module:factory`` (a function returning ``{name: AgentDefinition}``,
+    or ``{name: {version: AgentDefinition}}``) and/or the keyless demo."""
+    agents: dict[str, AgentDefinition | Mapping[str, AgentDefinition]] = {}
     if demo:
         from tether.demo import demo_agents
 
         agents.update(demo_agents())
     if app is not None:
-        agents.update(_load_app(app))
+        agents.update(_load_app(app, option))
     if not agents:
         raise typer.BadParameter("give --demo or --app module:factory")
     return agents
@@ -134,76 +137,58 @@ def _demo_settings(demo: bool) -> dict[str, Any]:
     return {"subagents": demo_subagents()}
 
 
-def _load_app(app: str) -> Mapping[str, AgentDefinition]:
+def newest_definitions(agents: AppAgents) -> dict[str, AgentDefinition]:
+    """Each agent's newest definition (the last of its versions), for a command that runs
+    one version: a replay of one conversation."""
+    newest: dict[str, AgentDefinition] = {}
+    for name, given in agents.items():
+        newest[name] = given if not isinstance(given, Mapping) else list(given.values())[-1]
+    return newest
+
+
+def _load_app(app: str, option: str = "--app") -> AppAgents:
     """The agents ``module:factory`` names; exits with :attr:`ExitCode.BAD_APP` if it cannot."""
     module_name, _, attribute = app.partition(":")
     if not module_name or not attribute:
-        fail(f"--app {app}: use module:factory (e.g. myapp:agents)", ExitCode.BAD_APP)
+        fail(f"{option} {app}: use module:factory (e.g. myapp:agents)", ExitCode.BAD_APP)
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # the console script's path lacks it, unlike python -m
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and f"{module_name}.".startswith(f"{exc.name}."):
-            fail(f"--app {app}: no module named {exc.name!r}", ExitCode.BAD_APP)
-        fail(f"--app {app}: importing {module_name} failed: {exc}", ExitCode.BAD_APP)
+            fail(f"{option} {app}: no module named {exc.name!r}", ExitCode.BAD_APP)
+        fail(f"{option} {app}: importing {module_name} failed: {exc}", ExitCode.BAD_APP)
     except Exception as exc:  # the application's own import-time error, shown in one line
-        fail(f"--app {app}: importing {module_name} failed: {_describe(exc)}", ExitCode.BAD_APP)
+        fail(f"{option} {app}: importing {module_name} failed: {_describe(exc)}", ExitCode.BAD_APP)
     try:
         factory = getattr(module, attribute)
     except AttributeError:
-        fail(f"--app {app}: module {module_name} has no {attribute!r}", ExitCode.BAD_APP)
+        fail(f"{option} {app}: module {module_name} has no {attribute!r}", ExitCode.BAD_APP)
     try:
         agents = factory() if callable(factory) else factory
     except Exception as exc:
-        fail(f"--app {app}: {attribute}() failed: {_describe(exc)}", ExitCode.BAD_APP)
+        fail(f"{option} {app}: {attribute}() failed: {_describe(exc)}", ExitCode.BAD_APP)
     if not isinstance(agents, Mapping):
         fail(
-            f"--app {app}: expected {{name: AgentDefinition}}, got {type(agents).__name__}",
+            f"{option} {app}: expected {{name: AgentDefinition}}, got {type(agents).__name__}",
             ExitCode.BAD_APP,
         )
     from tether.engine import AgentDefinition
 
-    loaded: dict[str, AgentDefinition] = {}
-    for name, definition in agents.items():
-        if isinstance(definition, Mapping):
-            loaded[name] = _versions_of(app, name, definition)
-        elif isinstance(definition, AgentDefinition):
-            loaded[name] = definition
-        else:
-            fail(
-                f"--app {app}: agents[{name!r}] must be an AgentDefinition, "
-                f"got {type(definition).__name__}",
-                ExitCode.BAD_APP,
-            )
-    return loaded
-
-
-def _versions_of(app: str, name: str, versions: Mapping[Any, Any]) -> AgentDefinition:
-    """An agent given as ``{"v1": d1, "v2": d2}`` (the last is newest, docs/versions.md), as
-    the one definition the runtime reads the same way: the newest, the others its
-    ``previous``, each named by its key. A replay (``tether replay --app``) uses the newest."""
-    from tether.engine import AgentDefinition
-
-    named: list[AgentDefinition] = []
-    for version, definition in versions.items():
-        if not isinstance(definition, AgentDefinition):
-            fail(
-                f"--app {app}: agents[{name!r}][{version!r}] must be an AgentDefinition, "
-                f"got {type(definition).__name__}",
-                ExitCode.BAD_APP,
-            )
-        if not isinstance(version, str) or definition.version not in (None, version):
-            fail(
-                f"--app {app}: agents[{name!r}][{version!r}] is named version "
-                f"{definition.version!r}",
-                ExitCode.BAD_APP,
-            )
-        named.append(dataclasses.replace(definition, version=version, previous=()))
-    if not named:
-        fail(f"--app {app}: agents[{name!r}] names no version", ExitCode.BAD_APP)
-    *older, newest = named
-    return dataclasses.replace(newest, previous=tuple(reversed(older)))
+    for name, given in agents.items():
+        versions = given if isinstance(given, Mapping) else {None: given}
+        if not versions:
+            fail(f"{option} {app}: agents[{name!r}] names no version", ExitCode.BAD_APP)
+        for version, definition in versions.items():
+            if not isinstance(definition, AgentDefinition):
+                where = f"agents[{name!r}]" + ("" if version is None else f"[{version!r}]")
+                fail(
+                    f"{option} {app}: {where} must be an AgentDefinition, "
+                    f"got {type(definition).__name__}",
+                    ExitCode.BAD_APP,
+                )
+    return agents
 
 
 def _describe(exc: BaseException) -> str:
@@ -370,7 +355,7 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 @contextlib.asynccontextmanager
 async def _running(
-    agents: Mapping[str, AgentDefinition], store_url: str, *, worker: bool, options: Any
+    agents: AppAgents, store_url: str, *, worker: bool, options: Any
 ) -> AsyncIterator[tuple[Runtime, asyncio.Event]]:
     """A started runtime on the store ``store_url`` names (one line and an exit code if it
     cannot be opened), and the event SIGINT or SIGTERM sets: both stop the process gracefully,
@@ -402,7 +387,7 @@ async def _running(
 async def _serve(
     listener: socket.socket,
     host: str,
-    agents: Mapping[str, AgentDefinition],
+    agents: AppAgents,
     store_url: str,
     *,
     worker: bool,

@@ -76,6 +76,7 @@ from tether.engine._settle import (
 )
 from tether.engine._subagents import SubagentLimits, SubagentPolicy
 from tether.engine._subtree import MAX_TREE_NODES, SubmissionTree
+from tether.engine._upgrade_check import UpgradeCheck
 from tether.engine._usage import ChildUsage, UsageTotals
 from tether.engine._versions import (
     VERSION_DIVERGED,
@@ -166,6 +167,7 @@ __all__ = (
     "ToolStarted",
     "TurnEnded",
     "TurnStarted",
+    "UpgradeCheck",
     "UsageTotals",
     "VersionPolicy",
     "VersionState",

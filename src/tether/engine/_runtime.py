@@ -19,7 +19,7 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
@@ -72,6 +72,7 @@ from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
 from tether.engine._subtree import SubmissionTree, submission_tree
 from tether.engine._trace import trace_context
+from tether.engine._upgrade_check import UpgradeCheck, check_upgrade
 from tether.engine._usage import UsageTotals, total_usage
 from tether.engine._versions import AgentVersions, flatten_versions
 from tether.engine._views import ViewCache
@@ -649,6 +650,32 @@ class Runtime:
             limit=limit,
             cursor=cursor,
             usage=usage,
+        )
+
+    async def check_upgrade(
+        self,
+        *,
+        agent: str | None = None,
+        version: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[UpgradeCheck]:
+        """The deploy gate: up to ``limit`` recorded sessions, newest activity first (of
+        ``agent``; of those whose latest execution ran ``version``; active at or after
+        ``since``), each replayed against the newest version of its agent this runtime runs,
+        its pending execution up to where it waits. No model call, no tool call, nothing
+        written; a runtime started with ``worker=False`` (against a replica or a restored
+        backup) is enough. Sessions of agents this runtime does not run are passed over.
+        Needs the ``sessions`` capability.
+
+        Example::
+
+            await runtime.start(worker=False)
+            checks = await runtime.check_upgrade(since=datetime.now(UTC) - timedelta(days=7))
+            failing = [c for c in checks if c.blocks]  # diverged, and a run would resume it
+        """
+        return await check_upgrade(
+            self._started_context(), agent=agent, version=version, since=since, limit=limit
         )
 
     async def erase_session(

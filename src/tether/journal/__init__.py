@@ -12,6 +12,7 @@ Example::
 """
 
 from tether.journal._approvals import ApprovalState, Decision, open_gate
+from tether.journal._check import ReplayCheck
 from tether.journal._cut import loose_ends
 from tether.journal._effects import (
     Delegation,
@@ -53,6 +54,7 @@ __all__ = (
     "LogView",
     "Mode",
     "NotMinted",
+    "ReplayCheck",
     "Stamp",
     "SteerSource",
     "ToolExecutor",

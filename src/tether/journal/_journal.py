@@ -45,6 +45,7 @@ from tether.journal._approvals import (
     find_decision,
     latest_gate,
 )
+from tether.journal._check import PrefixEnd, ReplayCheck
 from tether.journal._cut import fork_cut_outcome, loose_ends, open_streams, unanswered_calls
 from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp, ToolExecutor
 from tether.journal._executions import Execution
@@ -603,45 +604,132 @@ class Journal:
         harness: Harness,
         versioning: Versioning | None,
     ) -> list[JsonValue]:
-        outputs: list[JsonValue] = []
         transcripts = PrefixTranscripts(view.records)
+        outputs: list[JsonValue] = []
         for execution in completed:
-            recorded = Recorded(execution.effects)
-            versions = VersionGuard(execution.started, versioning, recorded.changes)
-            turn = self._turn(
-                Mode.REPLAY,
-                execution.id,
-                recorded,
-                partial(transcripts.before, execution.start_index),
-                messages_of(execution.inputs),
-                execution.started.config,
-                replay=True,
-                versions=versions,
-            )
-            try:
-                output = await harness.run(turn)
-            except Exception:
-                turn.close()
-                if turn.failure is not None:
-                    raise turn.failure from None
-                raise
-            turn.close()
-            turn.check_consumed()
-            if canonical_json(output) != canonical_json(execution.output):
-                end = execution.end
-                assert end is not None  # only completed executions are replayed
-                raise ReplayDiverged(
-                    f"execution {execution.id}: output mismatch",
-                    execution_id=execution.id,
-                    seq=end.seq,
-                    expected={"kind": end.kind, "payload": end.fields.get("payload")},
-                    got={"kind": end.kind, "payload": {"output": output}},
-                    from_version=versions.from_version,
-                    to_version=versions.to_version,
-                    differs=versions.differs,
-                )
-            outputs.append(output)
+            outputs.append(await self._replay_one(transcripts, execution, harness, versioning))
         return outputs
+
+    async def _replay_one(
+        self,
+        transcripts: PrefixTranscripts,
+        execution: Execution,
+        harness: Harness,
+        versioning: Versioning | None,
+        *,
+        harness_changed: bool = False,
+    ) -> JsonValue:
+        """Replay one execution from the log alone; its output. A completed one must make
+        every recorded effect and end as it did (else ``ReplayDiverged``); a pending one is
+        replayed over its recorded prefix, and stops with ``PrefixEnd`` where a resume would
+        go live (or ends, having made every recorded effect: its output is then ``None``)."""
+        recorded = Recorded(execution.effects)
+        versions = VersionGuard(
+            execution.started, versioning, recorded.changes, harness_changed=harness_changed
+        )
+        turn = self._turn(
+            Mode.REPLAY,
+            execution.id,
+            recorded,
+            partial(transcripts.before, execution.start_index),
+            messages_of(execution.inputs),
+            execution.started.config,
+            replay=True,
+            versions=versions,
+            prefix=not execution.completed,
+        )
+        try:
+            output = await harness.run(turn)
+        except Exception:
+            turn.close()
+            if turn.failure is not None:
+                raise turn.failure from None
+            raise
+        turn.close()
+        if isinstance(turn.failure, PrefixEnd):
+            raise turn.failure  # the harness swallowed it: the prefix was served all the same
+        turn.check_consumed()
+        end = execution.end
+        if end is None:
+            return None  # a pending execution the code ends here: a resume would end it
+        if canonical_json(output) != canonical_json(execution.output):
+            raise ReplayDiverged(
+                f"execution {execution.id}: output mismatch",
+                execution_id=execution.id,
+                seq=end.seq,
+                expected={"kind": end.kind, "payload": end.fields.get("payload")},
+                got={"kind": end.kind, "payload": {"output": output}},
+                from_version=versions.from_version,
+                to_version=versions.to_version,
+                differs=versions.differs,
+            )
+        return output
+
+    # --- the deploy gate --------------------------------------------------------------
+
+    async def check(self, harness: Harness, *, versioning: Versioning | None = None) -> ReplayCheck:
+        """Whether ``harness`` (a new version's code) makes the effects this log recorded:
+        every completed execution is replayed as :meth:`replay` does, then the pending one (a
+        run would resume it: parked on an approval, an input or children, or cut by a crash)
+        over its recorded prefix, where reaching the end of the recorded effects (the code
+        asks for one the log does not hold) counts as compatible. Stops at the first
+        divergence and returns it (:class:`ReplayCheck`); it never raises one.
+
+        No model call, no tool call, no append: open the journal with ``fence=NOT_MINTED``,
+        so that no writer is superseded either. ``versioning`` names the version checked
+        (its policy is not applied: the check is strict, so a model input that differs is a
+        divergence), for the divergence to say what differs. Another harness than a record
+        names is checked all the same (a deploy may bring one): its differences say
+        ``harness``.
+
+        Example::
+
+            journal = await Journal.open(store, conversation_id, fence=NOT_MINTED)
+            check = await journal.check(spec.harness, versioning=Versioning("v2", pins))
+            if not check.compatible:
+                print(check.diverged.seq, check.diverged.differs)
+        """
+        with collector_paused(BULK):  # as for a replay: one bounded stretch of decoding
+            view = await self.refresh()
+            executions = [e for e in view.executions.by_id.values() if e.completed]
+            pending = self._resumable(view)
+            if pending is not None:
+                executions.append(pending)
+            if versioning is not None and versioning.policy != "strict":
+                versioning = replace(versioning, policy="strict")
+            transcripts = PrefixTranscripts(view.records)
+            for checked, execution in enumerate(executions, start=1):
+                execution.check_inputs()
+                changes = [r for r in execution.effects if r.kind == VersionChanged.KIND]
+                changed = self._check_identity(execution, harness, tolerate=True)
+                try:
+                    await self._replay_one(
+                        transcripts,
+                        execution,
+                        harness,
+                        versioning,
+                        harness_changed=changed and not tolerates_harness(changes),
+                    )
+                except PrefixEnd:
+                    pass  # the pending execution's recorded effects were all made again
+                except ReplayDiverged as diverged:
+                    return ReplayCheck(checked, pending is not None, diverged)
+            return ReplayCheck(len(executions), pending is not None)
+
+    @staticmethod
+    def _resumable(view: LogView) -> Execution | None:
+        """The execution a run would resume: the last one, if it never ended, is not a fork
+        parent's (a fork starts a new one instead), and its submission was not settled (an
+        abandoned one is closed by the next execution, never resumed)."""
+        latest = view.latest
+        if latest is None or latest.completed or 0 < latest.start.seq < view.fork_seq:
+            return None
+        submission_id = latest.start.submission_id
+        if submission_id is not None:
+            for record in view.records[latest.start_index :]:
+                if record.kind == SubmissionSettled.KIND and record.submission_id == submission_id:
+                    return None
+        return latest
 
     # --- running a turn ---------------------------------------------------------------
 
@@ -656,6 +744,7 @@ class Journal:
         *,
         replay: bool = False,
         versions: VersionGuard | None = None,
+        prefix: bool = False,
     ) -> Turn:
         return Turn(
             log=self.log,
@@ -670,6 +759,7 @@ class Journal:
             tools=None if replay else self.tools,
             hooks=self.hooks.replaying() if replay else self.hooks,
             versions=versions,
+            prefix=prefix,
         )
 
     async def _run(

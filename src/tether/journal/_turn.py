@@ -44,6 +44,7 @@ from tether.errors import (
     TurnClosed,
     UnmediatedToolCall,
 )
+from tether.journal._check import PrefixEnd
 from tether.journal._deltas import FLUSH_SECONDS, DeltaStream
 from tether.journal._effects import NO_HOOKS, Delegation, JournalHooks, ToolExecutor, ToolScope
 from tether.journal._history import messages_of
@@ -140,6 +141,7 @@ class Turn:
         tools: ToolExecutor | None = None,
         hooks: JournalHooks = NO_HOOKS,
         versions: VersionGuard | None = None,
+        prefix: bool = False,
     ) -> None:
         self.execution_id = execution_id
         self._history = history
@@ -171,6 +173,9 @@ class Turn:
         self._held_messages: dict[int, tuple[Message, ...]] = {}
         self._lock = asyncio.Lock()
         self._versions = versions
+        self._prefix = prefix and mode is Mode.REPLAY
+        """The recorded effects are a pending execution's prefix (the deploy gate's check):
+        where a resume would go live, the turn stops with :class:`PrefixEnd`."""
         self._patches: dict[str, bool] = {}
         """Each patch id asked in this execution, and the answer it got (it keeps it)."""
         self._offered: dict[str, JsonObject] = {}
@@ -322,6 +327,12 @@ class Turn:
             drafts[:0], self._returned = self._returned, []
         return drafts
 
+    def _prefix_ends(self, where: str) -> None:
+        """In the check of a pending execution, stop where a resume would go live (``where``
+        says how): every recorded effect before it was made again."""
+        if self._prefix:
+            self._stick(PrefixEnd(f"execution {self.execution_id}: {where}"))
+
     def _live_allowed(
         self,
         what: str,
@@ -329,6 +340,7 @@ class Turn:
         request: ModelRequest | None = None,
     ) -> None:
         if self.mode is Mode.REPLAY:
+            self._prefix_ends(f"the code asked for {what}, past the recorded effects")
             self._diverge(
                 f"replay asked for {what} beyond the recorded effects", got=got, request=request
             )
@@ -409,6 +421,8 @@ class Turn:
                         usage=payload.usage,
                         finish_reason=payload.finish_reason,
                     )
+                if self._recorded.exhausted:
+                    self._prefix_ends(f"the model call at seq {intent.seq} has no answer yet")
                 if self.mode is Mode.REPLAY or not self._recorded.exhausted:
                     raise RecordedModelFailure(
                         f"the model call at seq {intent.seq} failed when it was recorded"
@@ -622,6 +636,7 @@ class Turn:
             self._recorded.consume_tool_steps(call.call_id)
             return result_of(outcome)
         if self.mode is Mode.REPLAY:
+            self._prefix_ends(f"the tool call at seq {intent.seq} has no outcome yet")
             self._diverge(f"the tool call at seq {intent.seq} has no recorded outcome", at=intent)
         if question is not None:
             return await self._recorded_input(call, recorded, request, decision, question)
@@ -844,6 +859,7 @@ class Turn:
                 if outcome is not None:
                     return result_of(outcome)
                 if self.mode is Mode.REPLAY:
+                    self._prefix_ends(f"the task call at seq {intent.seq} has no answer yet")
                     self._diverge(
                         f"the task call at seq {intent.seq} has no recorded answer", at=intent
                     )
@@ -916,6 +932,7 @@ class Turn:
             if marked:
                 self._recorded.take_intent()
         elif self.mode is Mode.REPLAY:
+            self._prefix_ends(f"patch {patch_id} is asked past the recorded effects")
             marked = False  # the execution ended without passing a mark
         else:
             self._behind.append(PatchMarked(patch_id=patch_id))
