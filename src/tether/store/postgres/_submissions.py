@@ -237,7 +237,7 @@ RETURNING {columns},
 _SERVES = "(%(serves)s::jsonb -> s.agent)"
 # Asked as ``CASE ... END IS NOT NULL``, on purpose: the planner guesses a test of a jsonb
 # lookup to hold for few rows, and for a condition it guesses rare it reads every queued
-# head and sorts them (about four times the cost of a claim, at 2,000 queued); a CASE it
+# head and sorts them (claims ran three times slower at 2,000 queued); a CASE it
 # cannot see into, tested for NULL, it guesses holds for nearly every row (as it does), so
 # it reads the queued heads in order until the batch is full, as the claim without versions
 # does. (The CASE is NULL, the head passed over, for an agent not served too.)
