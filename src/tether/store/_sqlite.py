@@ -468,7 +468,7 @@ class SqliteStore(
         # transaction finds is what is claimed.) It filters as the claim does, so heads only
         # other versions' workers may take cost this one no transaction either.
         if not attempt_ids or not self._read(
-            lambda conn: submission_sql.list_runnable(conn, 1, serves)
+            lambda conn: submission_sql.has_runnable(conn, serves)
         ):
             return []
         return await self._write(

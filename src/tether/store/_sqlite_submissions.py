@@ -37,6 +37,7 @@ __all__ = (
     "claim_runnable",
     "finalize_settlement",
     "get_submission",
+    "has_runnable",
     "list_attempts",
     "list_expired_leases",
     "list_runnable",
@@ -87,17 +88,30 @@ def list_runnable(
 ) -> list[Submission]:
     """The runnable heads, oldest first; with ``serves``, only those a claim with it may
     take (the filter is part of the scan: an unservable head is passed over, not counted)."""
+    rows = conn.execute(*_runnable(SUBMISSION_COLUMNS, limit, serves)).fetchall()
+    return [_submission(row) for row in rows]
+
+
+def has_runnable(conn: sqlite3.Connection, serves: VersionsServed | None) -> bool:
+    """Whether a claim (with ``serves``) would find a head: the claim loop's lock-free hint,
+    which reads no row whole."""
+    return conn.execute(*_runnable("1", 1, serves)).fetchone() is not None
+
+
+def _runnable(
+    columns: str, limit: int, serves: VersionsServed | None
+) -> tuple[str, tuple[object, ...]]:
+    """The query of the runnable heads (``columns`` of each), and its parameters."""
     served, params = ("", ()) if serves is None else _served_filter(serves)
     # Named when filtered by agent: the unique (agent, instance, session, dispatch_id) index
     # would also serve ``agent = ?``, and with statistics the planner could take it and read
     # every settled submission of the agent; the queued ones, in order, are the few to read.
     indexed = "" if serves is None else " INDEXED BY submissions_by_status"
-    rows = conn.execute(
-        f"SELECT {SUBMISSION_COLUMNS} FROM submissions{indexed} WHERE status = 'queued' AND "
+    return (
+        f"SELECT {columns} FROM submissions{indexed} WHERE status = 'queued' AND "
         f"{served}{_HEAD_OF_SESSION} ORDER BY position LIMIT ?",
         (*params, limit),
-    ).fetchall()
-    return [_submission(row) for row in rows]
+    )
 
 
 def _served_filter(serves: VersionsServed) -> tuple[str, tuple[str, ...]]:
@@ -221,6 +235,12 @@ def update_owned(
     return _submission(row)
 
 
+_CLAIMABLE = (
+    f"SELECT status, conversation_id, agent, version, {_HEAD_OF_SESSION} FROM submissions "
+    "WHERE id = ?"
+)
+
+
 def claim(
     conn: sqlite3.Connection,
     submission_id: str,
@@ -230,27 +250,27 @@ def claim(
     now: datetime,
     serves: VersionsServed | None = None,
 ) -> Submission:
-    current = get_submission(conn, submission_id)
-    if current.status is not SubmissionStatus.QUEUED:
-        raise ClaimLost(submission_id, f"cannot claim: status is {current.status}")
-    is_head = conn.execute(
-        f"SELECT 1 FROM submissions WHERE id = ? AND {_HEAD_OF_SESSION}", (submission_id,)
-    ).fetchone()
+    # Only what the checks need, in one read: the claim returns the whole row it updates.
+    row = conn.execute(_CLAIMABLE, (submission_id,)).fetchone()
+    if row is None:
+        raise SubmissionNotFound(submission_id)
+    status, conversation_id, agent, version, is_head = row
+    if status != SubmissionStatus.QUEUED:
+        raise ClaimLost(submission_id, f"cannot claim: status is {SubmissionStatus(status)}")
     if not is_head:
         raise ClaimLost(
             submission_id, "cannot claim: an earlier submission of its session is unsettled"
         )
     stamp: tuple[str, ...] = ()
     if serves is not None:
-        version = served_version(current.key.agent, current.version, serves)
-        if version is None:
+        served = served_version(agent, version, serves)
+        if served is None:
             raise ClaimLost(
                 submission_id,
-                f"cannot claim: version {current.version!r} of agent {current.key.agent!r} "
-                "is not served here",
+                f"cannot claim: version {version!r} of agent {agent!r} is not served here",
             )
-        stamp = (version,)
-    fence = mint_fence(conn, current.conversation_id)
+        stamp = (served,)
+    fence = mint_fence(conn, conversation_id)
     # ``number`` orders the attempt markers; ``attempt_count`` is the budget (a refund lowers it).
     (number,) = conn.execute(
         "SELECT COUNT(*) + 1 FROM attempts WHERE submission_id = ?", (submission_id,)
@@ -282,13 +302,13 @@ def claim_runnable(
 ) -> list[ClaimedHead]:
     # One write transaction: no other writer can take these heads, or admit behind them,
     # in between.
-    heads = list_runnable(conn, len(attempt_ids), serves)
+    heads = conn.execute(*_runnable("id, conversation_id", len(attempt_ids), serves)).fetchall()
     return [
         ClaimedHead(
-            claim(conn, head.id, attempt_id, owner_id, lease_expires_at, now, serves),
-            alone=conn.execute(_QUEUED_BEHIND, (head.conversation_id,)).fetchone() is None,
+            claim(conn, head_id, attempt_id, owner_id, lease_expires_at, now, serves),
+            alone=conn.execute(_QUEUED_BEHIND, (conversation_id,)).fetchone() is None,
         )
-        for head, attempt_id in zip(heads, attempt_ids, strict=False)
+        for (head_id, conversation_id), attempt_id in zip(heads, attempt_ids, strict=False)
     ]
 
 

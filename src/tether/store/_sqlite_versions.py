@@ -43,10 +43,13 @@ def set_version(
 
 
 def version_counts(conn: sqlite3.Connection, agent: str | None) -> list[VersionCount]:
-    # ``status != 'settled'`` as ``submissions_open`` spells it: the unsettled ones only.
+    # Named, with ``status != 'settled'`` as the partial index spells it: the unsettled
+    # submissions only. Left to itself, the planner groups along the unique index led by the
+    # agent and reads every submission ever admitted.
     rows = conn.execute(
         "SELECT agent, version, status, wait_reason, COUNT(*) FROM submissions "
-        "WHERE status != 'settled' AND status != 'terminalizing' AND (? IS NULL OR agent = ?) "
+        "INDEXED BY submissions_open WHERE status != 'settled' AND status != 'terminalizing' "
+        "AND (? IS NULL OR agent = ?) "
         "GROUP BY agent, version, status, wait_reason",
         (agent, agent),
     ).fetchall()

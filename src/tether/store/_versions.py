@@ -72,18 +72,23 @@ def check_version(version: str) -> None:
 def check_serves(serves: VersionsServed) -> None:
     """``ValueError`` unless ``serves`` is well formed: agent names are non-empty strings,
     each maps to a non-empty list of versions (not a string), every version a non-empty
-    string, the first one no wildcard (it is what a claim stamps)."""
-    if not isinstance(serves, Mapping):
+    string, the first one no wildcard (it is what a claim stamps). Every versioned claim
+    checks it: the plain types a worker passes are checked without asking an ABC."""
+    if type(serves) is not dict and not isinstance(serves, Mapping):
         raise ValueError(f"serves must map agent names to versions, not {type(serves).__name__}")
     for agent, versions in serves.items():
-        if not isinstance(agent, str) or not agent:
+        if not agent or (type(agent) is not str and not isinstance(agent, str)):
             raise ValueError(f"an agent name must be a non-empty string, not {agent!r}")
-        if isinstance(versions, str | bytes) or not isinstance(versions, Sequence) or not versions:
-            raise ValueError(
-                f"the versions of {agent!r} must be a non-empty list, not {versions!r}"
-            )
-        if any(not isinstance(v, str) or not v for v in versions):
-            raise ValueError(f"the versions of {agent!r} must be non-empty strings: {versions!r}")
+        if type(versions) is not list and type(versions) is not tuple:
+            if isinstance(versions, str | bytes) or not isinstance(versions, Sequence):
+                raise ValueError(f"the versions of {agent!r} must be a list, not {versions!r}")
+        if not versions:
+            raise ValueError(f"the versions of {agent!r} must not be empty")
+        for version in versions:
+            if not version or (type(version) is not str and not isinstance(version, str)):
+                raise ValueError(
+                    f"the versions of {agent!r} must be non-empty strings: {versions!r}"
+                )
         if versions[0] == ANY_VERSION:
             raise ValueError(f"the first version of {agent!r} is what a claim stamps: not '*'")
 

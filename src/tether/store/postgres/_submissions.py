@@ -235,9 +235,15 @@ RETURNING {columns},
 # never counted against the batch); the update stamps the first version listed unless its
 # own is listed.
 _SERVES = "(%(serves)s::jsonb -> s.agent)"
+# Asked as ``CASE ... END IS NOT NULL``, on purpose: the planner guesses a test of a jsonb
+# lookup to hold for few rows, and for a condition it guesses rare it reads every queued
+# head and sorts them (claims ran three times slower at 2,000 queued); a CASE it
+# cannot see into, tested for NULL, it guesses holds for nearly every row (as it does), so
+# it reads the queued heads in order until the batch is full, as the claim without versions
+# does. (The CASE is NULL, the head passed over, for an agent not served too.)
 _SERVED = (
-    f"{_SERVES} IS NOT NULL AND (s.version IS NULL OR {_SERVES} ? s.version "
-    f"OR {_SERVES} ? '*') AND "
+    f"(CASE WHEN {_SERVES} IS NOT NULL AND (s.version IS NULL OR {_SERVES} ? s.version "
+    f"OR {_SERVES} ? '*') THEN 1 END) IS NOT NULL AND "
 )
 _STAMP = (
     f", version = CASE WHEN s.version IS NOT NULL AND {_SERVES} ? s.version THEN s.version "
