@@ -414,7 +414,7 @@ class ReplayDiverged(JournalError):
     what differs between the two in words (``system prompt``, ``tool schema: <name>``,
     ``tool set: +x -y``, ``model``, ``harness``; ``history`` when the versions' pins agree
     or are unknown), named in the message as ``(version v1 -> v2: system prompt)`` when
-    either version is known.
+    the code that replayed it named its version.
     """
 
     code = "replay_diverged"
@@ -440,8 +440,8 @@ class ReplayDiverged(JournalError):
         self.from_version = from_version
         self.to_version = to_version
         self.differs = differs
-        if differs and (from_version is not None or to_version is not None):
-            versions = f"{from_version or 'unversioned'} -> {to_version or 'unversioned'}"
+        if differs and to_version is not None:  # a replay that names no version: as before
+            versions = f"{from_version or 'unversioned'} -> {to_version}"
             message = f"{message} (version {versions}: {', '.join(differs)})"
         super().__init__(message)
 

@@ -244,7 +244,7 @@ def test_replay_from_a_file(tmp_path: Path) -> None:
         "error: the log's agent 'forecaster' is not among the agents given (assistant, researcher)"
     )
     both = cli("replay", conversation_id, "--from", str(file), "--demo", code=2)
-    assert "give a conversation id or --from FILE" in error(both)
+    assert "give a conversation id, --from FILE or --against APP" in error(both)
     assert "give a conversation id" in error(cli("replay", "--demo", code=2))
     lines = file.read_bytes().splitlines()
     broken = tmp_path / "broken.jsonl"
