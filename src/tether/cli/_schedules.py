@@ -13,6 +13,7 @@ from rich.console import Console
 from tether.cli import _client
 from tether.cli._exit import ExitCode, fail
 from tether.cli._help import WholeSummaries
+from tether.cli._sessions import aligned
 
 __all__ = ("schedules_app",)
 
@@ -40,14 +41,6 @@ def _when(item: dict[str, Any]) -> str:
         return f"{item['cron']}" + ("" if zone == "UTC" else f" ({zone})")
     every = float(item["every"])
     return f"every {int(every) if every.is_integer() else every} s"
-
-
-def _print_table(rows: list[list[str]]) -> None:
-    """Aligned columns, never cut to the terminal's width (ids survive copy-paste)."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        console.print("  ".join(cells).rstrip(), markup=False)
 
 
 def _time(value: str | None) -> str:
@@ -82,7 +75,8 @@ def schedules(ctx: typer.Context, url: str = URL, auth_token: str | None = TOKEN
                 _time(item.get("nextFireAt")),
             ]
         )
-    _print_table(rows)
+    for line in aligned(rows):
+        console.print(line, markup=False)
 
 
 def _target(ctx: typer.Context, url: str | None, token: str | None) -> tuple[str, str | None]:

@@ -19,13 +19,13 @@ from pydantic import Field
 from tether.http._console_cookie import COOKIE, request_cookie
 from tether.http._dependencies import SignInDependency
 from tether.http._errors import BODY_FAILURES, POST_FAILURES, ApiError, failures
-from tether.http._requests import _Body
+from tether.http._requests import RequestBody
 from tether.http._responses import WireResponse, respond
 
 __all__ = ("LoginBody", "SignedIn", "console_auth_router")
 
 
-class LoginBody(_Body):
+class LoginBody(RequestBody):
     token: str = Field(min_length=1, max_length=4096)
 
 

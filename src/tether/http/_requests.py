@@ -20,6 +20,7 @@ __all__ = (
     "DispatchBody",
     "ForkBody",
     "MessageBody",
+    "RequestBody",
     "SessionBody",
     "title",
 )
@@ -44,7 +45,9 @@ SEQ_AFTER = Query(default=0, ge=0, le=MAX_SEQ, description="Records after this s
 # --- request bodies --------------------------------------------------------------------
 
 
-class _Body(BaseModel):
+class RequestBody(BaseModel):
+    """A JSON request body: camelCase on the wire (snake_case accepted), no unknown fields."""
+
     model_config = ConfigDict(
         alias_generator=to_camel,
         validate_by_name=True,
@@ -54,7 +57,7 @@ class _Body(BaseModel):
     )
 
 
-class DispatchBody(_Body):
+class DispatchBody(RequestBody):
     kind: InboundKind = "user"
     body: str = ""
     signal: SignalInfo | None = None
@@ -65,29 +68,29 @@ class DispatchBody(_Body):
     dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class MessageBody(_Body):
+class MessageBody(RequestBody):
     body: str = Field(min_length=1)
     session: str = "default"
 
 
-class SessionBody(_Body):
+class SessionBody(RequestBody):
     session: str = "default"
 
 
-class DecisionBody(_Body):
+class DecisionBody(RequestBody):
     decision: Decision
     reason: str | None = None
     args: dict[str, JsonValue] | None = None
     approver: str = Field(default="api", min_length=1, max_length=200)
 
 
-class AnswerBody(_Body):
+class AnswerBody(RequestBody):
     value: JsonValue = Field(
         description="The answer: any JSON value (``null`` too) that fits the input's schema."
     )
     responder: str = Field(default="api", min_length=1, max_length=200)
 
 
-class ForkBody(_Body):
+class ForkBody(RequestBody):
     at_seq: int = Field(ge=1, le=MAX_SEQ)
     session: str | None = None

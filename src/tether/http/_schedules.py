@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from pydantic.alias_generators import to_camel
 
 from tether.engine import (
@@ -19,22 +19,14 @@ from tether.engine import (
 )
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, ApiError, failures
-from tether.http._requests import title
+from tether.http._requests import RequestBody
 from tether.http._responses import TIMESTAMP, WireResponse, optional, time_of
 
 __all__ = ("ScheduleBody", "ScheduleDeleted", "ScheduleItem", "SchedulesPage", "schedules_router")
 
 
-class ScheduleBody(BaseModel):
+class ScheduleBody(RequestBody):
     """A schedule to keep (see docs/schedules.md): exactly one of ``cron`` and ``every``."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        extra="forbid",
-        field_title_generator=title,
-    )
 
     agent: str
     instance: str

@@ -5,12 +5,11 @@ moves an agent's parked runs from one version to a newer one."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
-from tether.http._requests import title
+from tether.http._requests import RequestBody
 from tether.http._responses import WireResponse, optional
 
 __all__ = ("UpgradeBody", "UpgradeResult", "VersionItem", "VersionsPage", "versions_router")
@@ -37,16 +36,9 @@ class VersionsPage(WireResponse):
     versions: list[VersionItem] = Field(description="By agent, newest first.")
 
 
-class UpgradeBody(BaseModel):
+class UpgradeBody(RequestBody):
     """Which parked runs move, and where to."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        extra="forbid",
-        field_title_generator=title,
-    )
     agent: str = Field(min_length=1, max_length=200)
     from_version: str = Field(min_length=1, max_length=200)
     to_version: str = Field(min_length=1, max_length=200, description="A version this server runs.")
