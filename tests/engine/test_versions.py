@@ -14,10 +14,13 @@ import pytest
 
 from tether.agent import agent_spec, tool
 from tether.engine import (
+    VERSION_DIVERGED,
     AgentDefinition,
     AgentSpec,
     AgentVersions,
+    EngineEvent,
     Receipt,
+    RecoveryDecided,
     Runtime,
     SubmissionInfo,
     version_digest,
@@ -149,17 +152,33 @@ async def test_pinned_a_change_within_a_version_is_journaled_not_fatal(
     assert (changed.from_version, changed.to_version) == ("v1", "v1")
 
 
-async def test_strict_a_change_within_a_version_fails_naming_it(
+async def test_strict_a_change_within_a_version_stops_the_run_naming_it_until_a_fix(
     make_runtime: Make, store: CompleteStore
 ) -> None:
+    """Under ``strict`` a recorded input that changed stops the run before anything runs, and
+    says which versions and what differs; the run waits (``version_diverged``) and the code it
+    started on, deployed again, finishes it."""
     outbox = Outbox()
     receipt, approval_id = await park_on_v1(make_runtime, store, outbox)
+    heard: list[EngineEvent] = []
+
+    async def hear(event: EngineEvent) -> None:
+        heard.append(event)
+
     edited = assistant(outbox, "You are v1, edited.", version="v1", policy="strict")
-    async with make_runtime({"assistant": edited}) as runtime:
+    async with make_runtime({"assistant": edited}, observers=[hear]) as runtime:
         await runtime.approve(approval_id, "approve", approver="ann")
-        settled = await settle(runtime, receipt.submission_id)
-    assert settled["status"] == "failed" and outbox.sent == []
-    assert "v1 -> v1" in str(settled["error"]) and "system prompt" in str(settled["error"])
+        await wait_for_status(runtime, receipt.submission_id, SubmissionStatus.WAITING)
+    submission = await store.get_submission(receipt.submission_id)
+    assert submission.wait_reason == VERSION_DIVERGED and outbox.sent == []
+    [stopped] = [
+        e for e in heard if isinstance(e, RecoveryDecided) and e.decision == VERSION_DIVERGED
+    ]
+    assert "v1 -> v1" in stopped.detail and "system prompt" in stopped.detail
+    fixed = assistant(outbox, "You are v1.", version="v1", policy="strict")
+    async with make_runtime({"assistant": fixed}) as runtime:
+        assert (await settle(runtime, receipt.submission_id))["status"] == "succeeded"
+    assert outbox.sent == ["bob"]
 
 
 async def test_strict_a_deploy_of_another_version_waits_as_pinned(

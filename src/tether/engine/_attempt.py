@@ -402,11 +402,10 @@ class _Attempt:
         await self.settle(failed(RUN_FAILED, message))
 
     def _waits_for_a_fix(self) -> bool:
-        """A resume whose code no longer makes the recorded effects (another effect where
-        the log holds one, or fewer): only ``strict`` fails it; under the other policies it
-        waits for code that can go on, where the store can park it."""
-        policy = self.context.versions.policy(self.submission.key.agent)
-        return policy != "strict" and self.context.capabilities.waits is not None
+        """A resume that diverged from its log under any policy (the code makes other effects
+        than the log holds, or, under ``strict``, asks its model differently) does not end
+        the run: it waits for code that can go on, where the store can park it."""
+        return self.context.capabilities.waits is not None
 
     async def _wait_for_a_fix(self, error: ReplayDiverged) -> None:
         """Park the run, holding no lease and refunded, with ``version_diverged`` as its wait
