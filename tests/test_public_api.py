@@ -446,6 +446,7 @@ PUBLIC = {
         "VERSION_DIVERGED",
         "VersionPolicy",
         "VersionState",
+        "build_spec",
         "pins_of",
         "task_tool",
         "version_digest",

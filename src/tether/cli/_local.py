@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import json
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -98,6 +97,7 @@ def verify(conversation: str, store_url: str, console: Console) -> None:
 def replay(
     conversation: str, store_url: str, agents: Mapping[str, AgentDefinition], console: Console
 ) -> None:
+    from tether.engine import build_spec
     from tether.journal import NOT_MINTED, Journal
 
     async def run() -> list[Any]:
@@ -106,9 +106,7 @@ def replay(
             definition = agents.get(found.key.agent)
             if definition is None:
                 fail(f"agent {found.key.agent!r} is not in the given agents", ExitCode.BAD_APP)
-            spec = definition.initialize(found.key.instance, {})
-            if inspect.isawaitable(spec):
-                spec = await spec
+            spec = await build_spec(definition, found.key.agent, found.key.instance, {})
             # No model, no tools: a replay serves what was recorded.
             journal = await Journal.open(store, conversation, fence=NOT_MINTED)
             return await journal.replay(spec.harness)

@@ -14,7 +14,13 @@ Example::
 from typing import Any
 
 from tether._moved import moved
-from tether.engine._agents import AgentDefinition, AgentSpec, Summarizer, VersionPolicy
+from tether.engine._agents import (
+    AgentDefinition,
+    AgentSpec,
+    Summarizer,
+    VersionPolicy,
+    build_spec,
+)
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import RuntimeConfig
@@ -171,6 +177,7 @@ __all__ = (
     "UsageTotals",
     "VersionPolicy",
     "VersionState",
+    "build_spec",
     "pins_of",
     "task_tool",
     "version_digest",

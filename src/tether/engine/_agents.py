@@ -3,6 +3,7 @@ spec its initializer returns for each claim (the harness, and the model and tool
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -11,7 +12,14 @@ from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model, ModelRetryPolicy
 
-__all__ = ("AgentDefinition", "AgentSpec", "Initializer", "Summarizer", "VersionPolicy")
+__all__ = (
+    "AgentDefinition",
+    "AgentSpec",
+    "Initializer",
+    "Summarizer",
+    "VersionPolicy",
+    "build_spec",
+)
 
 Summarizer = Callable[[list[Message]], Awaitable[str]]
 
@@ -79,3 +87,20 @@ class AgentDefinition:
     previous: Sequence[AgentDefinition] = ()
     """Older versions this process still runs, newest first: their started runs finish on
     their own code while new runs start on this one."""
+
+
+async def build_spec(
+    definition: AgentDefinition, agent: str, instance: str, env: Mapping[str, str]
+) -> AgentSpec:
+    """What ``definition``'s initializer builds for ``instance``, awaited if it is async; an
+    initializer that returns anything but an :class:`AgentSpec` is user code gone wrong: a
+    ``TypeError`` that names ``agent``, not an assert."""
+    spec = definition.initialize(instance, env)
+    if inspect.isawaitable(spec):
+        spec = await spec
+    built: object = spec
+    if not isinstance(built, AgentSpec):
+        raise TypeError(
+            f"the initializer of agent {agent!r} returned {type(built).__name__}, not an AgentSpec"
+        )
+    return built

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -17,7 +16,7 @@ from datetime import timedelta
 
 from pydantic import JsonValue
 
-from tether.engine._agents import AgentDefinition, AgentSpec
+from tether.engine._agents import AgentDefinition, AgentSpec, build_spec
 from tether.engine._config import RuntimeConfig
 from tether.engine._context import EngineContext
 from tether.engine._delegation import (
@@ -461,14 +460,8 @@ class _Attempt:
     async def _work(self) -> SubmissionSettled:
         assert self.definition is not None
         events = self.events
-        spec = self.definition.initialize(self.submission.key.instance, self.config.env)
-        if inspect.isawaitable(spec):
-            spec = await spec
-        if not isinstance(spec, AgentSpec):  # user code: a typed error, not an assert
-            raise TypeError(
-                f"the initializer of agent {self.submission.key.agent!r} returned "
-                f"{type(spec).__name__}, not an AgentSpec"
-            )
+        key = self.submission.key
+        spec = await build_spec(self.definition, key.agent, key.instance, self.config.env)
         operation = Operation("attempt", self.submission.key.agent, self.correlation)
         result: SubmissionSettled = await events.intercept(operation, lambda: self._drive(spec))
         return result

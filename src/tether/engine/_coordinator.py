@@ -165,6 +165,9 @@ class Coordinator:
         waits = context.capabilities.waits
         if waits is None:
             return
+        counts = await versions.version_counts()  # grouped: no waiting row read for nothing
+        if not any(count.wait_reason == VERSION_DIVERGED for count in counts):
+            return
         for parked in await context.store.list_submissions(SubmissionStatus.WAITING):
             if parked.wait_reason == VERSION_DIVERGED and parked.key.agent in self.serves:
                 with contextlib.suppress(ClaimLost):

@@ -13,18 +13,16 @@ the old path for such a run).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from tether.engine._agents import AgentSpec
+from tether.engine._agents import build_spec
 from tether.engine._context import EngineContext
 from tether.engine._versions import AgentVersion
 from tether.errors import ReplayDiverged
-from tether.journal import NOT_MINTED, Journal, LogView, ReplayCheck, Versioning
-from tether.records import VersionChanged
+from tether.journal import NOT_MINTED, Journal, ReplayCheck, Versioning
 from tether.store import SessionKey, SessionRow, require_capability
 
 __all__ = ("UpgradeCheck", "Verdict", "check_upgrade")
@@ -115,7 +113,8 @@ async def _check_session(
     journal = await Journal.open(
         store, row.conversation_id, fence=NOT_MINTED, capabilities=context.capabilities
     )
-    recorded = _recorded_version(await journal.refresh())
+    latest = (await journal.refresh()).latest
+    recorded = None if latest is None else latest.version
     if wanted is not None and recorded != wanted:
         return None
     unsettled = await store.list_submissions(conversation_id=row.conversation_id, unsettled=True)
@@ -141,7 +140,9 @@ async def _check_session(
         )
 
     try:
-        spec = await _spec(context, newest, row.key.instance)
+        spec = await build_spec(
+            newest.definition, newest.agent, row.key.instance, context.config.env
+        )
         versioning = Versioning(newest.version, context.versions.pins_for(spec), "strict")
         result: ReplayCheck = await journal.check(spec.harness, versioning=versioning)
     except Exception as exc:  # the new code fails on this log: it cannot take it up as it is
@@ -176,28 +177,3 @@ def _verdict(diverged: ReplayDiverged) -> Verdict:
     ):
         return "diverged"
     return "needs_patch"
-
-
-async def _spec(context: EngineContext, version: AgentVersion, instance: str) -> AgentSpec:
-    """What the version's initializer builds for ``instance``, as a claim of it would."""
-    spec = version.definition.initialize(instance, context.config.env)
-    if inspect.isawaitable(spec):
-        spec = await spec
-    if not isinstance(spec, AgentSpec):  # user code: said, not asserted
-        raise TypeError(
-            f"the initializer of agent {version.agent!r} returned {type(spec).__name__}, "
-            "not an AgentSpec"
-        )
-    return spec
-
-
-def _recorded_version(view: LogView) -> str | None:
-    """The version the log's latest execution ran: its start's, or the last it changed to."""
-    latest = view.latest
-    if latest is None:
-        return None
-    recorded = latest.started.version
-    for record in latest.effects:
-        if isinstance(record.payload, VersionChanged):
-            recorded = record.payload.to_version
-    return recorded

@@ -8,7 +8,6 @@ any (docs/versions.md)."""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +16,7 @@ from typing import Any
 
 from tether._canonical import canonical_json, sha256_hex
 from tether._wire import JsonObject
-from tether.engine._agents import AgentDefinition, AgentSpec, VersionPolicy
+from tether.engine._agents import AgentDefinition, AgentSpec, VersionPolicy, build_spec
 
 __all__ = (
     "PROBE_INSTANCE",
@@ -235,9 +234,7 @@ async def _probe(
     name: str, definition: AgentDefinition, env: Mapping[str, str]
 ) -> JsonObject | None:
     try:
-        spec = definition.initialize(PROBE_INSTANCE, env)
-        if inspect.isawaitable(spec):
-            spec = await spec
+        spec = await build_spec(definition, name, PROBE_INSTANCE, env)
     except Exception as exc:  # an initializer that needs a real instance: named by its code
         logger.info(
             "agent %s: its initializer refused the version probe (%s: %s); its version is "
@@ -247,5 +244,4 @@ async def _probe(
             exc,
         )
         return None
-    built: object = spec  # user code may return anything: the first claim reports it
-    return pins_of(built) if isinstance(built, AgentSpec) else None
+    return pins_of(spec)

@@ -93,6 +93,16 @@ class Execution:
         return payload
 
     @property
+    def version(self) -> str | None:
+        """The agent version the execution last ran under: the one its start recorded, or
+        the one its latest ``version_changed`` moved it to (``None`` before versions)."""
+        version = self.started.version
+        for record in self.effects:
+            if isinstance(record.payload, VersionChanged):
+                version = record.payload.to_version
+        return version
+
+    @property
     def completed(self) -> bool:
         return self.end is not None
 
