@@ -225,6 +225,7 @@ PUBLIC = {
         "export_chunks",
         "open_store",
         "verify_export",
+        "served_version",
     ),
     "tether.journal": (
         "ApprovalState",

@@ -9,7 +9,7 @@ held (``OwnerLiveness``); without liveness, every announced worker counts as liv
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tether.engine._context import EngineContext
@@ -21,12 +21,12 @@ from tether.store import (
     SubmissionStatus,
     WorkerRow,
     require_capability,
+    served_version,
 )
 
 __all__ = (
     "NO_WORKER_FOR_VERSION",
     "VersionState",
-    "live_serves",
     "live_workers",
     "upgrade_parked",
     "version_states",
@@ -73,25 +73,13 @@ async def live_workers(context: EngineContext) -> list[WorkerRow]:
     return [w for w in workers if w.owner_id not in dead]
 
 
-def live_serves(workers: Sequence[WorkerRow]) -> dict[str, set[str]]:
-    """Per agent, every version some live worker runs (``"*"`` when one runs any)."""
-    served: dict[str, set[str]] = defaultdict(set)
-    for worker in workers:
-        for agent, versions in worker.serves.items():
-            served[agent].update(versions)
-    return served
-
-
-def waits_for_a_worker(submission: Submission, served: Mapping[str, Collection[str]]) -> bool:
-    """A queued run that none of the live workers (``served``: what they run) may claim:
-    none runs its agent, or the version it started on."""
-    if submission.status is not SubmissionStatus.QUEUED or not served:
+def waits_for_a_worker(submission: Submission, workers: Sequence[WorkerRow]) -> bool:
+    """A queued run that none of the live ``workers`` may claim, by the store's own rule
+    (``served_version``): none runs its agent, or the version it started on."""
+    if submission.status is not SubmissionStatus.QUEUED or not workers:
         return False
-    versions = served.get(submission.key.agent)
-    if not versions:
-        return True
-    version = submission.version
-    return version is not None and version not in versions and "*" not in versions
+    key, version = submission.key, submission.version
+    return all(served_version(key.agent, version, worker.serves) is None for worker in workers)
 
 
 async def version_states(context: EngineContext, agent: str | None = None) -> list[VersionState]:
@@ -100,7 +88,6 @@ async def version_states(context: EngineContext, agent: str | None = None) -> li
     store = require_capability(context.capabilities.versions, "versions")
     counts = await store.version_counts(agent)
     workers = await live_workers(context)
-    served = live_serves(workers)
     workers_of: dict[tuple[str, str], int] = defaultdict(int)
     for worker in workers:
         for name, versions in worker.serves.items():
@@ -115,8 +102,7 @@ async def version_states(context: EngineContext, agent: str | None = None) -> li
     keys: set[tuple[str, str | None]] = set(runs)
     for name in context.versions.agents():
         keys.update((name, v.version) for v in context.versions.of(name))
-    for name, names in served.items():
-        keys.update((name, v) for v in names if v != "*")
+    keys.update((name, version) for name, version in workers_of if version != "*")
     if agent is not None:
         keys = {key for key in keys if key[0] == agent}
 

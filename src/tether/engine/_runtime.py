@@ -58,7 +58,6 @@ from tether.engine._retention import Retention
 from tether.engine._revocations import is_revoked, revoke
 from tether.engine._rollout import (
     VersionState,
-    live_serves,
     live_workers,
     upgrade_parked,
     version_states,
@@ -600,7 +599,7 @@ class Runtime:
         stranded = (
             submission.status is SubmissionStatus.QUEUED
             and context.capabilities.versions is not None
-            and waits_for_a_worker(submission, live_serves(await live_workers(context)))
+            and waits_for_a_worker(submission, await live_workers(context))
         )
         return SubmissionInfo(
             submission,

@@ -63,7 +63,7 @@ from tether.store._types import (
     TaskParent,
 )
 from tether.store._url import DEFAULT_STORE_URL, open_store
-from tether.store._versions import VersionCount, VersionsServed, WorkerRow
+from tether.store._versions import VersionCount, VersionsServed, WorkerRow, served_version
 
 __all__ = (
     "CAPABILITIES",
@@ -123,5 +123,6 @@ __all__ = (
     "export_chunks",
     "open_store",
     "require_capability",
+    "served_version",
     "verify_export",
 )
