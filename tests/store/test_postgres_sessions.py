@@ -139,11 +139,17 @@ async def test_an_append_keeps_the_index_in_its_one_statement(
 
 
 async def _append_until_erased(
-    store: PostgresStore, cid: str, claimed: Submission, ref: AttachmentRef, settling: bool
+    store: PostgresStore,
+    cid: str,
+    head: int,
+    claimed: Submission,
+    ref: AttachmentRef,
+    settling: bool,
 ) -> int:
-    """Append (settling the claim on the fifth, if ``settling``) until the conversation is
-    gone; how many appends committed."""
-    head, appended = await store.head(cid), 0
+    """Append from ``head`` (settling the claim on the fifth, if ``settling``) until the
+    conversation is gone; how many appends committed. (The head is read before the race: an
+    erase with no delay may come before any append, or any read.)"""
+    appended = 0
     while True:
         drafts = [_said(head, ref), _said(head)]
         try:
@@ -192,9 +198,10 @@ async def test_an_erase_racing_appends_leaves_nothing(
             lease_expires_at=T0 + timedelta(hours=1),
             now=T0,
         )
+        head = await writer.head(cid)
         appended, erased = await asyncio.wait_for(
             asyncio.gather(
-                _append_until_erased(writer, cid, claimed, ref, settling),
+                _append_until_erased(writer, cid, head, claimed, ref, settling),
                 _erase_after(eraser, cid, 0.005 * (round_ % 5)),
             ),
             60,

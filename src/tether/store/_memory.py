@@ -500,6 +500,17 @@ class MemoryStore(
             )
         return stored
 
+    def _started_at(self, submission: Submission, now: datetime) -> datetime:
+        """``now``, or when the previous submission of its session settled if that is later:
+        the caller read its clock before that settlement may have made this one the head."""
+        previous = None
+        for other in self._submissions.values():
+            if other.submission.id == submission.id:
+                break
+            if other.submission.conversation_id == submission.conversation_id:
+                previous = other.submission.settled_at
+        return now if previous is None else max(now, previous)
+
     def _is_head(self, submission: Submission) -> bool:
         for other in self._submissions.values():
             if other.submission.conversation_id == submission.conversation_id and (
@@ -701,7 +712,14 @@ class MemoryStore(
         # ``number`` orders the markers; ``attempt_count`` is the budget (a refund lowers it).
         markers = self._attempts.setdefault(submission_id, [])
         markers.append(
-            Attempt(attempt_id, submission_id, owner_id, log.fence, len(markers) + 1, now)
+            Attempt(
+                attempt_id,
+                submission_id,
+                owner_id,
+                log.fence,
+                len(markers) + 1,
+                self._started_at(submission, now),
+            )
         )
         return self._update(
             stored,

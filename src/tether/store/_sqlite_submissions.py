@@ -81,6 +81,21 @@ _HEAD_OF_SESSION = (
     "position = (SELECT MIN(o.position) FROM submissions o "
     "WHERE o.conversation_id = submissions.conversation_id AND o.status != 'settled')"
 )
+# When the head's predecessor in its session settled: its attempt cannot have started
+# before (see ``started_at``).
+_PREVIOUS_SETTLED_AT = (
+    "(SELECT p.settled_at FROM submissions p WHERE p.conversation_id = submissions.conversation_id "
+    "AND p.position < submissions.position ORDER BY p.position DESC LIMIT 1)"
+)
+
+
+def started_at(now: datetime, previous_settled_at: int | None) -> int:
+    """An attempt's start as stored (microseconds): ``now``, or the settlement of its
+    session's previous submission if that is later. The caller reads its clock before the
+    claim waits for the writer, and may have read it before that settlement (which is what
+    made the head claimable); the attempt's start never precedes it."""
+    now_micros = to_micros(now)
+    return now_micros if previous_settled_at is None else max(now_micros, previous_settled_at)
 
 
 def list_runnable(
@@ -236,8 +251,8 @@ def update_owned(
 
 
 _CLAIMABLE = (
-    f"SELECT status, conversation_id, agent, version, {_HEAD_OF_SESSION} FROM submissions "
-    "WHERE id = ?"
+    f"SELECT status, conversation_id, agent, version, {_HEAD_OF_SESSION}, "
+    f"{_PREVIOUS_SETTLED_AT} FROM submissions WHERE id = ?"
 )
 
 
@@ -254,7 +269,7 @@ def claim(
     row = conn.execute(_CLAIMABLE, (submission_id,)).fetchone()
     if row is None:
         raise SubmissionNotFound(submission_id)
-    status, conversation_id, agent, version, is_head = row
+    status, conversation_id, agent, version, is_head, previous_settled_at = row
     if status != SubmissionStatus.QUEUED:
         raise ClaimLost(submission_id, f"cannot claim: status is {SubmissionStatus(status)}")
     if not is_head:
@@ -278,7 +293,7 @@ def claim(
     conn.execute(
         "INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        (submission_id, number, attempt_id, owner_id, fence, to_micros(now)),
+        (submission_id, number, attempt_id, owner_id, fence, started_at(now, previous_settled_at)),
     )
     return update_owned(
         conn,

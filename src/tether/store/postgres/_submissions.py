@@ -205,19 +205,26 @@ WITH heads AS (
     SELECT c.id FROM conversations c WHERE c.id IN (SELECT conversation_id FROM heads)
     {lock_conversations}
 ), numbered AS (
-    SELECT h.id, h.conversation_id, row_number() OVER (ORDER BY h.position) AS k
+    SELECT h.id, h.conversation_id, h.position, row_number() OVER (ORDER BY h.position) AS k
     FROM heads h JOIN free f ON f.id = h.conversation_id
 ), fenced AS (
     -- One head per session, so one conversation per head: each gets a fresh fence.
     UPDATE conversations c SET fence = c.fence + 1 FROM numbered n
     WHERE c.id = n.conversation_id RETURNING c.id AS conversation_id, c.fence
 ), chosen AS (
-    SELECT n.id, f.fence, %(attempt_ids)s::jsonb ->> (n.k::int - 1) AS attempt_id
+    SELECT n.id, n.conversation_id, n.position, f.fence,
+           %(attempt_ids)s::jsonb ->> (n.k::int - 1) AS attempt_id
     FROM numbered n JOIN fenced f USING (conversation_id)
 ), markers AS (
+    -- Not before the previous submission of the session settled: the caller read "now"
+    -- before waiting for this claim, perhaps before that settlement made the head free.
     INSERT INTO attempts (submission_id, number, id, owner_id, fence, started_at)
     SELECT c.id, (SELECT COUNT(*) + 1 FROM attempts a WHERE a.submission_id = c.id),
-           c.attempt_id, %(owner)s, c.fence, %(now)s
+           c.attempt_id, %(owner)s, c.fence,
+           GREATEST(%(now)s, (SELECT p.settled_at FROM submissions p
+                              WHERE p.conversation_id = c.conversation_id
+                              AND p.position < c.position
+                              ORDER BY p.position DESC LIMIT 1))
     FROM chosen c
 )
 UPDATE submissions s SET status = 'running', attempt_count = s.attempt_count + 1,

@@ -291,6 +291,40 @@ class SubmissionCases(BaseConformance):
         assert all(a.owner_id == "owner-1" and a.submission_id == submission.id for a in attempts)
 
     @case
+    async def test_an_attempt_starts_no_earlier_than_its_predecessor_settled(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """A claim whose ``now`` was read before the settlement that made its submission the
+        session's head (a worker reads its clock, then waits for the store) records the
+        attempt's start at that settlement, never before it: a session's runs never overlap
+        on its timeline. A later ``now`` stands."""
+        payload = {"status": "succeeded", "result": None}
+        for claim_one in (True, False):  # ``claim`` and ``claim_runnable``
+            session = f"ordered-{claim_one}"
+            first, second = [await fx.admit(session) for _ in range(2)]
+            await store.settle_absorbed(first.id, settlement=payload, now=fx.at(10))
+            if claim_one:
+                await store.claim(
+                    second.id,
+                    attempt_id="early",
+                    owner_id="w",
+                    lease_expires_at=fx.at(60),
+                    now=fx.at(5),
+                )
+            else:
+                await store.claim_runnable(
+                    attempt_ids=["early"],
+                    owner_id="w",
+                    lease_expires_at=fx.at(60),
+                    now=fx.at(5),
+                )
+            [attempt] = await store.list_attempts(second.id)
+            assert attempt.started_at == fx.at(10)
+        alone = await fx.claim(await fx.admit("no-predecessor"))
+        [attempt] = await store.list_attempts(alone.id)
+        assert attempt.started_at == fx.at(0)
+
+    @case
     async def test_lease_renew_and_expiry(self, store: CompleteStore, fx: Fixtures) -> None:
         submission = await fx.claim(await fx.admit(), lease_seconds=0.05)
         assert await store.list_expired_leases(fx.at(0)) == []
