@@ -7,6 +7,16 @@ import sys
 import pytest
 
 PUBLIC = {
+    "tether.auth": (
+        "ALL_SCOPES",
+        "Authenticate",
+        "Identity",
+        "Scope",
+        "StaticToken",
+        "authenticate_with",
+        "bearer_token",
+        "check_scopes",
+    ),
     "tether.cli": ("app", "main"),
     "tether.http": ("create_app", "runtime_dependency"),
     "tether.http.webhooks": (
@@ -46,6 +56,7 @@ PUBLIC = {
         "DuplicateCallId",
         "ExportRefused",
         "Fenced",
+        "Forbidden",
         "HarnessMismatch",
         "HostOwnedOutcome",
         "IncompleteInvocation",
@@ -92,6 +103,7 @@ PUBLIC = {
         "TetherError",
         "TransientError",
         "TurnClosed",
+        "Unauthenticated",
         "UnknownAgent",
         "UnknownVersion",
         "UnmediatedToolCall",

@@ -128,6 +128,7 @@ CORE = frozenset({"records", "messages", "errors", "tree"})
 """With the top package's private modules: the vocabulary every layer may use."""
 MAY_IMPORT = {
     "store": set(),
+    "auth": {"store"},
     "models": set(),
     "journal": {"store", "models"},
     "stream": {"journal", "models"},
@@ -136,10 +137,10 @@ MAY_IMPORT = {
     "tools": {"agent"},
     "integrations": {"engine", "journal", "stream", "models"},
     "otel": {"engine", "stream"},
-    "http": {"engine", "stream", "journal", "store"},
+    "http": {"auth", "engine", "stream", "journal", "store"},
     "testing": {"store", "journal", "models"},
     "demo": {"agent", "engine", "models"},
-    "cli": {"demo", "engine", "http", "journal", "models", "otel", "store", "stream", "testing"},
+    "cli": {"auth", "demo", "engine", "http", "journal", "models", "otel", "store", "stream", "testing"},
 }
 """docs/architecture.md §2: what each package may import of Tether besides the core."""
 

@@ -34,6 +34,7 @@ __all__ = (
     "DuplicateCallId",
     "ExportRefused",
     "Fenced",
+    "Forbidden",
     "HarnessMismatch",
     "HostOwnedOutcome",
     "IncompleteInvocation",
@@ -80,6 +81,7 @@ __all__ = (
     "TetherError",
     "TransientError",
     "TurnClosed",
+    "Unauthenticated",
     "UnknownAgent",
     "UnknownVersion",
     "UnmediatedToolCall",
@@ -132,6 +134,27 @@ class ExportRefused(TetherError, ValueError):
         self.problem = problem
         self.reason = reason
         super().__init__(reason)
+
+
+# --- identity ---------------------------------------------------------------------------
+
+
+class Unauthenticated(TetherError):
+    """A request whose credential is missing, malformed, unknown, expired or revoked
+    (HTTP 401). The message says which, never the credential."""
+
+    code = "unauthorized"
+
+
+class Forbidden(TetherError):
+    """The caller's identity lacks ``scope`` for what it asked (HTTP 403), or an
+    application's ``authorize`` refused it (``scope`` is then ``None``)."""
+
+    code = "forbidden"
+
+    def __init__(self, message: str, *, scope: str | None = None) -> None:
+        self.scope = scope
+        super().__init__(message)
 
 
 # --- stores ---------------------------------------------------------------------------

@@ -49,6 +49,9 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.CanonicalizationError: 422,
     E.RecordDecodeError: 422,
     E.ExportRefused: 422,
+    # identity
+    E.Unauthenticated: 401,
+    E.Forbidden: 403,
     # stores
     E.StoreError: 503,
     E.StoreUnavailable: 503,

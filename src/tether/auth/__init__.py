@@ -1,0 +1,23 @@
+"""Who may do what: verified identities, their scopes and tenants, and the authenticators
+that turn a request's credential into one (docs/auth.md).
+
+Example::
+
+    from tether.auth import Identity, StaticToken
+
+    app = create_app(runtime, authenticate=StaticToken("s3cret"))
+"""
+
+from tether.auth._authenticate import Authenticate, StaticToken, authenticate_with, bearer_token
+from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
+
+__all__ = (
+    "ALL_SCOPES",
+    "Authenticate",
+    "Identity",
+    "Scope",
+    "StaticToken",
+    "authenticate_with",
+    "bearer_token",
+    "check_scopes",
+)
