@@ -140,7 +140,18 @@ MAY_IMPORT = {
     "http": {"auth", "engine", "stream", "journal", "store"},
     "testing": {"store", "journal", "models"},
     "demo": {"agent", "engine", "models"},
-    "cli": {"auth", "demo", "engine", "http", "journal", "models", "otel", "store", "stream", "testing"},
+    "cli": {
+        "auth",
+        "demo",
+        "engine",
+        "http",
+        "journal",
+        "models",
+        "otel",
+        "store",
+        "stream",
+        "testing",
+    },
 }
 """docs/architecture.md §2: what each package may import of Tether besides the core."""
 

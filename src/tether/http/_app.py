@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from tether._sites import SitePolicy
+from tether.auth import Authenticate, StaticToken
 from tether.engine import Runtime
+from tether.http._access import ROUTE_SCOPES, requires
 from tether.http._approvals import approvals_router
 from tether.http._console import console_router
 from tether.http._console_auth import console_auth_router
@@ -45,6 +47,7 @@ def create_app(
     runtime: Runtime,
     *,
     auth_token: str | None = None,
+    authenticate: Authenticate | None = None,
     heartbeat: float = 15.0,
     max_body: int = MIB,
     body_timeout: float = 60.0,
@@ -58,7 +61,10 @@ def create_app(
     """The HTTP face of a runtime. With ``manage_runtime`` the app starts and closes it.
 
     ``auth_token`` (non-empty) is required as ``Authorization: Bearer <token>`` on every
-    route but the health checks; a request body must arrive within ``body_timeout``
+    route but the health checks, and grants every scope; ``authenticate`` instead finds
+    each request's :class:`~tether.auth.Identity` (``tether.auth``: stored tokens, JWTs, or
+    an application's own hook; docs/auth.md), and each route asks it for its scope (403
+    naming the one missing). A request body must arrive within ``body_timeout``
     seconds (else 408) and weigh at most ``max_body`` bytes (else 413), and a POST must say
     ``Content-Type: application/json`` (else 415). ``/docs`` and ``/redoc`` serve their
     assets from this server: they work offline. ``/ui`` is the web console
@@ -81,12 +87,16 @@ def create_app(
 
     if auth_token is not None and not auth_token.strip():
         raise ValueError("auth_token is empty: give a token, or None to serve without auth")
+    if auth_token is not None and authenticate is not None:
+        raise ValueError("give auth_token or authenticate, not both")
     sites = SitePolicy.of(allowed_hosts, allowed_origins)
-    cookies = (
-        ConsoleCookies(auth_token.encode(), runtime, lifetime=sign_in_lifetime)
-        if auth_token is not None
-        else None
-    )
+    cookies = None
+    if auth_token is not None:
+        static = StaticToken(auth_token)
+        authenticate = static
+        cookies = ConsoleCookies(
+            auth_token.encode(), runtime, identity=static.identity, lifetime=sign_in_lifetime
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -114,7 +124,7 @@ def create_app(
     hooks = {route.path for router in webhooks for route in router.routes if hasattr(route, "path")}
     app.add_middleware(
         Guard,
-        auth_token=auth_token,
+        authenticate=authenticate,
         max_body=max_body,
         body_timeout=body_timeout,
         open_paths=frozenset(hooks),
@@ -122,12 +132,13 @@ def create_app(
         cookies=cookies,
     )
 
-    # The health checks answer whatever the Host and without a token. With one, the console's
-    # cookie is checked against the store's revocations: 503 when it cannot answer.
-    guarded = failures(421, *((401, 503) if auth_token is not None else ()))
+    # The health checks answer whatever the Host and without a credential. With auth, the
+    # credential (or the console's cookie) is checked against the store: 503 when it cannot
+    # answer; and each route asks the identity for its scope: 403.
+    guarded = failures(421, *((401, 403, 503) if authenticate is not None else ()))
     signing_in = {"/ui/login": failures(401)} if auth_token is not None else {}
     for router in _API:
-        _add_routes(app, router, guarded)
+        _add_routes(app, router, guarded, scoped=True)
     for router in (health_router, *webhooks):
         _add_routes(app, router)
     # The web console last: no API request is matched against its routes first.
@@ -156,6 +167,7 @@ def _add_routes(
     responses: Responses | None = None,
     *,
     by_path: Mapping[str, Responses] | None = None,
+    scoped: bool = False,
 ) -> None:
     """The router's routes among the app's own, each also documenting ``responses`` (what
     this app's Guard may answer before it runs), and ``by_path`` those of its path.
@@ -166,19 +178,26 @@ def _add_routes(
     an included router whole and matches each request against it as a sub-router, twice,
     some 10 µs of CPU per router the request passes (``/healthz``, behind five, took 70 µs
     more).
+
+    A ``scoped`` router's routes each depend on the scope ``ROUTE_SCOPES`` names for them
+    (a route it does not name is a mistake: ``KeyError``).
     """
     for route in router.routes:
         if not isinstance(route, APIRoute):
             app.router.routes.append(route)
             continue
         extra = {**(responses or {}), **(by_path or {}).get(route.path, {})}
+        dependencies = list(route.dependencies)
+        if scoped:
+            [method] = route.methods or {"GET"}
+            dependencies.append(Depends(requires(ROUTE_SCOPES[method, route.path])))
         app.router.add_api_route(
             route.path,
             route.endpoint,
             response_model=route.response_model,
             status_code=route.status_code,
             tags=route.tags,
-            dependencies=route.dependencies,
+            dependencies=dependencies,
             summary=route.summary,
             description=route.description,
             response_description=route.response_description,

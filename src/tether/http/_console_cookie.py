@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import secrets
 
+from tether.auth import Identity
 from tether.engine import Runtime
 
 __all__ = ("COOKIE", "DEFAULT_LIFETIME", "ConsoleCookies", "request_cookie")
@@ -37,21 +38,30 @@ def request_cookie(header: str) -> str | None:
 
 
 class ConsoleCookies:
-    """Issues, checks and revokes the console's cookies for a server started with ``token``.
+    """Issues, checks and revokes the console's cookies for a server started with ``token``,
+    whose holder is ``identity``.
 
     Example::
 
-        cookies = ConsoleCookies(b"s3cret", runtime, lifetime=3600)
+        cookies = ConsoleCookies(b"s3cret", runtime, identity=Identity("token"), lifetime=3600)
         value = cookies.issue()
-        assert await cookies.valid(value)
+        assert await cookies.identity(value) == Identity("token")
         await cookies.revoke(value)
     """
 
-    def __init__(self, token: bytes, runtime: Runtime, *, lifetime: float = DEFAULT_LIFETIME):
+    def __init__(
+        self,
+        token: bytes,
+        runtime: Runtime,
+        *,
+        identity: Identity,
+        lifetime: float = DEFAULT_LIFETIME,
+    ):
         if not lifetime > 0:
             raise ValueError(f"a sign-in lifetime is a positive number of seconds: {lifetime}")
         self._key = hmac.new(token, _LABEL, hashlib.sha256).digest()
         self._runtime = runtime
+        self._identity = identity
         self.lifetime = lifetime
 
     def _now(self) -> float:
@@ -88,6 +98,10 @@ class ConsoleCookies:
     async def valid(self, value: str) -> bool:
         """Issued by this server (its token), not expired, and not signed out."""
         return await self.seconds_left(value) is not None
+
+    async def identity(self, value: str) -> Identity | None:
+        """Who the cookie signs in, if it is :meth:`valid`."""
+        return self._identity if await self.valid(value) else None
 
     async def revoke(self, value: str) -> None:
         """Sign the cookie out for good; a value this server never issued, or one that has

@@ -155,9 +155,13 @@ class ErrorEnvelope(BaseModel):
 _FAILURE_DESCRIPTIONS: dict[int, str] = {
     400: "The body is not JSON (``malformed_json``), or the request is malformed in a way "
     "the route names (``invalid_last_event_id``).",
-    401: "No valid ``Authorization: Bearer <token>`` (``unauthorized``).",
-    403: "A request that changes something, sent by a page of another site: its ``Origin`` "
-    "is neither the server's own nor one it allows (``forbidden_origin``).",
+    401: "No valid credential: no ``Authorization: Bearer <token>`` (nor the console's "
+    "sign-in), or one that is malformed, unknown, expired or revoked (``unauthorized``; the "
+    "message says which).",
+    403: "The caller's identity lacks the scope the route needs (``forbidden``; the message "
+    "and ``details`` name it), or a request that changes something was sent by a page of "
+    "another site: its ``Origin`` is neither the server's own nor one it allows "
+    "(``forbidden_origin``).",
     404: "Nothing by that name: an unknown agent, conversation, submission, approval or input.",
     408: "The body did not arrive in time (``request_timeout``).",
     409: "Conflicts with the state of things (the type says which: ``session_busy``, "
@@ -262,7 +266,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.TetherError)
     async def tether_error(request: Request, exc: errors.TetherError) -> Response:
         field = getattr(exc, "field", None)
-        details = {"field": field} if field else None
+        details: dict[str, Any] | None = {"field": field} if field else None
+        if isinstance(exc, errors.Forbidden) and exc.scope is not None:
+            details = {"scope": exc.scope}
         status = status_of(exc)
         if status == 500:  # a defect on the server's side: worth its traceback, once
             logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)

@@ -10,15 +10,17 @@ re-buffers streaming responses, and SSE streams must go out frame by frame.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from typing import Any
 
 from fastapi import HTTPException
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tether._sites import SitePolicy
-from tether.errors import TetherError
+from tether.auth import Authenticate, Identity, authenticate_with
+from tether.errors import TetherError, Unauthenticated
+from tether.http._access import OPEN
 from tether.http._console_cookie import ConsoleCookies, request_cookie
 from tether.http._errors import error_response, internal_error_response, status_of
 
@@ -40,8 +42,9 @@ class _HeadAnswered(Exception):
 
 class Guard:
     """Answer 421/403/401/408/413/415 in the error envelope: a ``Host`` the server does not
-    answer to, a change sent from another site's page (``sites``), no credential (a request
-    is authenticated by ``Authorization: Bearer <token>`` or by the console's cookie), a POST
+    answer to, a change sent from another site's page (``sites``), no valid credential (the
+    ``authenticate`` hook finds the request's identity, else the console's cookie does; the
+    identity is left in the scope's ``state`` for the routes to ask), a POST
     that does not say ``application/json``; cap bodies whether sized or chunked and bound
     the time they take to arrive; answer HEAD wherever GET is answered; and give an
     unexpected exception, wherever it is raised, the JSON envelope (500 ``internal``) and
@@ -51,24 +54,22 @@ class Guard:
         self,
         app: ASGIApp,
         *,
-        auth_token: str | None,
+        authenticate: Authenticate | None,
         max_body: int,
         body_timeout: float = 60.0,
         open_paths: frozenset[str] = frozenset(),
         sites: SitePolicy | None = None,
         cookies: ConsoleCookies | None = None,
     ) -> None:
-        if auth_token is not None and not auth_token.strip():
-            raise ValueError("auth_token is empty: give a token, or None for no auth")
         self.app = app
         self.open_paths = _OPEN_PATHS | open_paths
-        """Paths the token does not guard: the health checks, the console's page, and
-        routes that authenticate themselves (a webhook's signature)."""
+        """Paths no credential guards: the health checks, the console's page, and routes
+        that authenticate themselves (a webhook's signature)."""
         self.any_host_paths = _HEALTH_PATHS | open_paths
         """Paths answered whatever the ``Host``: nothing there is for a rebound page (the
         health checks say nothing, a webhook takes only what its sender signed)."""
         self.sites = sites if sites is not None else SitePolicy.of()
-        self.token = auth_token.encode() if auth_token is not None else None
+        self.authenticate = authenticate
         self.cookies = cookies
         self.max_body = max_body
         self.body_timeout = body_timeout
@@ -99,8 +100,8 @@ class Guard:
             scope = {**scope, "method": "GET"}
         try:
             refusal = self._refusal(scope, headers)
-            if refusal is None and self._guarded(scope["path"]) and not self._bearer(headers):
-                refusal = await self._cookie_refusal(headers)
+            if refusal is None and self._guarded(scope["path"]):
+                refusal = await self._identify(scope, headers)
             if refusal is None and scope["method"] in _BODY_METHODS:
                 refusal = self._body_refusal(scope["method"], headers)
             if refusal is not None:
@@ -146,36 +147,36 @@ class Guard:
 
     def _guarded(self, path: str) -> bool:
         """Whether the path asks for a credential."""
-        return (
-            self.token is not None
-            and path not in self.open_paths
-            and not path.startswith(_CONSOLE_PREFIX)
-        )
+        return path not in self.open_paths and not path.startswith(_CONSOLE_PREFIX)
 
-    def _bearer(self, headers: dict[str, str]) -> bool:
-        """The bearer token, compared in constant time."""
-        assert self.token is not None
-        # The scheme is case-insensitive (RFC 9110 §11.1).
-        scheme, _, token = headers.get("authorization", "").strip().partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode("latin-1"), self.token
-        )
-
-    async def _cookie_refusal(self, headers: dict[str, str]) -> Any:
-        """None if the console's cookie is valid (issued here, not expired, not signed
-        out: a read of the store), else the 401."""
-        cookie = request_cookie(headers.get("cookie", ""))
+    async def _identify(self, scope: Scope, headers: dict[str, str]) -> Any:
+        """Leave the request's identity in the scope's state (:data:`OPEN` on a server
+        without auth), or return the 401: no credential, or a bad one (the message says
+        what is wrong with it). A store that cannot answer is a 503, as at any route."""
+        identity: Identity | None = OPEN
         try:
-            valid = (
-                cookie is not None and self.cookies is not None and await self.cookies.valid(cookie)
-            )
-        except TetherError as exc:  # the store is unavailable: 503, as at any route
+            if self.authenticate is not None:
+                identity = await authenticate_with(self.authenticate, HTTPConnection(scope))
+                if identity is None:
+                    identity = await self._cookie_identity(headers)
+        except Unauthenticated as exc:
+            return error_response(401, exc.code, str(exc))
+        except TetherError as exc:
             return error_response(status_of(exc), exc.code, str(exc))
-        if not valid:
+        if identity is None:
             return error_response(
                 401, "unauthorized", "a bearer token (or the console's sign-in) is required"
             )
+        scope.setdefault("state", {})["identity"] = identity
         return None
+
+    async def _cookie_identity(self, headers: dict[str, str]) -> Identity | None:
+        """The identity of the console's cookie, if it is valid (issued here, not expired,
+        not signed out: a read of the store)."""
+        cookie = request_cookie(headers.get("cookie", ""))
+        if cookie is None or self.cookies is None:
+            return None
+        return await self.cookies.identity(cookie)
 
     def _body_refusal(self, method: str, headers: dict[str, str]) -> Any:
         length = headers.get("content-length")

@@ -1,0 +1,84 @@
+"""Who may call which route: the scope each API route needs (docs/auth.md), and the
+dependency that asks the request's identity for it.
+
+The Guard authenticates every request and leaves its :class:`~tether.auth.Identity` in the
+ASGI scope's state; ``create_app`` gives each API route the dependency of its scope from
+``ROUTE_SCOPES``, so one table says what every route needs (``tests/http/test_access.py``
+pins that it names every route, and nothing else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
+
+from starlette.requests import HTTPConnection
+
+from tether.auth import ALL_SCOPES, Identity, Scope
+from tether.errors import Forbidden
+
+__all__ = ("OPEN", "ROUTE_SCOPES", "identity_of", "requires")
+
+OPEN: Final = Identity("anonymous", tenant=None, scopes=frozenset(ALL_SCOPES))
+"""Every request's identity on a server started without auth: every scope, every tenant."""
+
+ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope]] = {
+    ("GET", "/agents"): "sessions:read",
+    ("GET", "/sessions"): "sessions:read",
+    ("POST", "/agents/{agent}/{instance}"): "sessions:write",
+    ("GET", "/agents/{agent}/{instance}"): "sessions:read",
+    ("DELETE", "/agents/{agent}/{instance}"): "sessions:erase",
+    ("POST", "/agents/{agent}/{instance}/steer"): "sessions:write",
+    ("POST", "/agents/{agent}/{instance}/followup"): "sessions:write",
+    ("POST", "/agents/{agent}/{instance}/abort"): "sessions:abort",
+    ("POST", "/agents/{agent}/{instance}/compact"): "sessions:write",
+    ("GET", "/agents/{agent}/{instance}/records"): "sessions:read",
+    ("GET", "/agents/{agent}/{instance}/messages"): "sessions:read",
+    ("GET", "/agents/{agent}/{instance}/conversation"): "sessions:read",
+    ("POST", "/conversations/{conversation_id}/fork"): "sessions:fork",
+    ("GET", "/conversations/{conversation_id}/verify"): "sessions:read",
+    ("GET", "/conversations/{conversation_id}/export"): "sessions:read",
+    ("GET", "/conversations/{conversation_id}/spans"): "sessions:read",
+    ("GET", "/conversations/{conversation_id}/usage"): "sessions:read",
+    ("GET", "/submissions/{submission_id}"): "sessions:read",
+    ("POST", "/submissions/{submission_id}/abort"): "sessions:abort",
+    ("GET", "/submissions/{submission_id}/tree"): "sessions:read",
+    ("GET", "/approvals"): "approvals:read",
+    ("POST", "/approvals/{approval_id}"): "approvals:decide",
+    ("GET", "/inputs"): "sessions:read",
+    ("POST", "/inputs/{input_id}"): "inputs:answer",
+    ("GET", "/schedules"): "sessions:read",
+    ("POST", "/schedules"): "schedules:write",
+    ("DELETE", "/schedules/{schedule_id}"): "schedules:write",
+    ("GET", "/versions"): "admin",
+    ("POST", "/versions/upgrade"): "admin",
+}
+"""The scope each API route needs, by method and path. Reading what belongs to no tenant
+(the workers and the versions they serve) and acting on every tenant's runs at once (an
+upgrade) is ``admin``'s alone."""
+
+
+def identity_of(request: HTTPConnection) -> Identity:
+    """The identity the Guard found for the request (:data:`OPEN` on a server without
+    auth, or for a route mounted on an app without the Guard)."""
+    identity: Identity | None = request.scope.get("state", {}).get("identity")
+    return OPEN if identity is None else identity
+
+
+def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:
+    """A route dependency: the request's identity if it holds ``scope``, else
+    :class:`~tether.errors.Forbidden` naming it (403).
+
+    Example::
+
+        @router.get("/approvals", dependencies=[Depends(requires("approvals:read"))])
+    """
+
+    async def identity_holding(request: HTTPConnection) -> Identity:
+        identity = identity_of(request)
+        if not identity.allows(scope):
+            raise Forbidden(f"{identity.name!r} lacks the scope {scope!r} this needs", scope=scope)
+        return identity
+
+    identity_holding.__name__ = f"requires_{scope.replace(':', '_')}"
+    return identity_holding

@@ -1,0 +1,117 @@
+"""Issue 39: every API route asks the request's identity for its scope (403 naming it, in
+the envelope), an ``authenticate`` hook finds the identity (401 when it finds none or
+refuses the credential), and ``ROUTE_SCOPES`` names every route and nothing else."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.routing import APIRoute
+from starlette.requests import HTTPConnection
+
+from tether.auth import ALL_SCOPES, Identity, Scope, bearer_token
+from tether.demo import demo_agents
+from tether.engine import Runtime
+from tether.errors import Unauthenticated
+from tether.http import create_app
+from tether.http._access import ROUTE_SCOPES
+
+from .conftest import Server
+
+Serve = Callable[..., Any]
+IDS = {"agent": "assistant", "instance": "me", "conversation_id": "c", "submission_id": "s"}
+IDS |= {"approval_id": "a", "input_id": "i", "schedule_id": "x"}
+
+
+def _identities(request: HTTPConnection) -> Identity | None:
+    """``Bearer <scope>,<scope>...``: an identity holding those scopes; ``Bearer bad``: a
+    refused credential; none: no identity."""
+    token = bearer_token(request)
+    if token is None:
+        return None
+    if token == "bad":
+        raise Unauthenticated("token expired")
+    scopes = frozenset(token.split(",")) - {""}
+    return Identity("someone", tenant=None, scopes=scopes)  # type: ignore[arg-type]
+
+
+def _path(path: str) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: IDS[m.group(1)], path)
+
+
+def test_every_api_route_has_one_scope_and_the_table_nothing_else() -> None:
+    app = create_app(Runtime(demo_agents(), "memory://"))
+    scoped = {
+        (method, route.path)
+        for route in app.routes
+        if isinstance(route, APIRoute) and route.include_in_schema
+        for method in route.methods
+    } - {("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/ui/login"), ("POST", "/ui/logout")}
+    assert scoped == set(ROUTE_SCOPES)
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(ROUTE_SCOPES))
+async def test_a_route_refuses_an_identity_without_its_scope(
+    asgi: Serve, method: str, path: str
+) -> None:
+    server: Server = await asgi(demo_agents(), authenticate=_identities)
+    needed = ROUTE_SCOPES[method, path]
+    others = ",".join(scope for scope in ALL_SCOPES if scope not in (needed, "admin"))
+    body = {} if method == "POST" else None
+    refused = await server.client.request(
+        method, _path(path), json=body, headers={"Authorization": f"Bearer {others}"}
+    )
+    assert refused.status_code == 403, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "forbidden" and error["details"] == {"scope": needed}
+    assert repr(needed) in error["message"] and "'someone'" in error["message"]
+    for holder in (needed, "admin"):
+        allowed = await server.client.request(
+            method, _path(path), json=body, headers={"Authorization": f"Bearer {holder}"}
+        )
+        assert allowed.status_code not in (401, 403), (holder, allowed.text)
+
+
+async def test_no_credential_or_a_refused_one_is_401_with_what_is_wrong(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), authenticate=_identities)
+    missing = await server.client.get("/sessions")
+    assert missing.status_code == 401
+    assert missing.json()["error"]["type"] == "unauthorized"
+    expired = await server.client.get("/sessions", headers={"Authorization": "Bearer bad"})
+    assert expired.status_code == 401
+    assert expired.json()["error"] == {"type": "unauthorized", "message": "token expired"}
+    assert (await server.client.get("/healthz")).status_code == 200  # no credential asked
+
+
+async def test_an_async_hook_and_a_server_without_auth(asgi: Serve) -> None:
+    async def only_readers(request: HTTPConnection) -> Identity:
+        return Identity("reader", scopes=frozenset({"sessions:read"}))
+
+    reader: Server = await asgi(demo_agents(), authenticate=only_readers)
+    assert (await reader.client.get("/sessions")).status_code == 200
+    sent = await reader.client.post("/agents/assistant/me", json={"body": "hi"})
+    assert sent.status_code == 403 and sent.json()["error"]["details"] == {
+        "scope": "sessions:write"
+    }
+
+
+async def test_without_auth_every_route_is_open(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
+    assert (await server.client.get("/versions")).status_code == 200
+
+
+def test_a_token_and_a_hook_together_are_refused() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        create_app(
+            Runtime(demo_agents(), "memory://"),
+            auth_token="t",
+            authenticate=_identities,
+        )
+
+
+def test_the_scopes_needed_are_known_scopes() -> None:
+    needed: set[Scope] = set(ROUTE_SCOPES.values())
+    assert needed <= set(ALL_SCOPES)
