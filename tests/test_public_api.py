@@ -112,6 +112,7 @@ PUBLIC = {
         "VersionConflict",
     ),
     "tether.records": (
+        "Actor",
         "ApprovalDecided",
         "ApprovalRequested",
         "AssistantMessageCompleted",

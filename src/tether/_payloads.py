@@ -15,6 +15,7 @@ from tether._wire import JsonObject, WireModel
 from tether.messages import Mediation, Message, ToolOutcomeStatus, Usage
 
 __all__ = (
+    "Actor",
     "ApprovalDecided",
     "ApprovalRequested",
     "AssistantMessageCompleted",
@@ -65,6 +66,15 @@ class AttachmentRef(WireModel):
     size: int = Field(ge=0)
 
 
+class Actor(WireModel):
+    """Who put a record in, as the server verified them (``tether.auth.Identity``): their
+    ``subject``, their ``tenant`` (none: an operator), and the name people are shown."""
+
+    subject: str = Field(min_length=1, max_length=500)
+    tenant: str | None = Field(default=None, min_length=1, max_length=500)
+    display: str | None = Field(default=None, max_length=500)
+
+
 class ConversationParent(WireModel):
     """Where a child conversation branched off."""
 
@@ -93,6 +103,8 @@ class UserMessage(Payload):
     KIND = "user_message"
     body: str
     attachments: tuple[AttachmentRef, ...] | None = None
+    by: Actor | None = None
+    """Who sent it, when the server knew (an authenticated request)."""
 
 
 class Signal(Payload):
@@ -101,6 +113,7 @@ class Signal(Payload):
     body: str
     sender: dict[str, str] | None = None
     tag: str | None = None
+    by: Actor | None = None
 
 
 class ExecutionStarted(Payload):
@@ -188,6 +201,8 @@ class ApprovalDecided(Payload):
     args: JsonObject | None = None
     reason: str | None = None
     approver: str
+    """The name the decider goes by (a display name: ``by`` is who they are)."""
+    by: Actor | None = None
 
 
 class InputRequested(Payload):
@@ -216,6 +231,7 @@ class InputAnswered(Payload):
     """The answer. A ``null`` one is written as no ``value`` at all (the wire omits nulls),
     so reading it back needs this default."""
     responder: str
+    by: Actor | None = None
 
 
 class ToolOutcome(Payload):
@@ -241,6 +257,7 @@ class SteerReceived(Payload):
     attachments: tuple[AttachmentRef, ...] | None = None
     source_submission_id: str | None = None
     """The submission that carried the message in (it settles with the execution it joined)."""
+    by: Actor | None = None
 
 
 class Compaction(Payload):

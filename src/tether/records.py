@@ -30,6 +30,7 @@ from tether._canonical import canonical_json, encode_string, format_number, reco
 from tether._ids import new_ulid
 from tether._moved import moved
 from tether._payloads import (
+    Actor,
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
@@ -67,6 +68,7 @@ from tether.messages import Message
 
 __all__ = (
     "PAYLOAD_TYPES",
+    "Actor",
     "ApprovalDecided",
     "ApprovalRequested",
     "AssistantMessageCompleted",

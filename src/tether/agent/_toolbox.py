@@ -36,6 +36,7 @@ class Toolbox:
             execution_id=scope.execution_id,
             scope=scope,
             progress_sink=scope.progress,
+            identity=scope.identity,
         )
         try:
             value = await found.call(call.args, context)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_m
 
 from tether.journal import ToolScope
 from tether.messages import Mediation, ToolSpec
+from tether.records import Actor
 
 __all__ = ("Tool", "ToolArgumentsError", "ToolContext", "tool")
 
@@ -25,7 +26,13 @@ class ToolContext:
     """What a running tool may use besides its arguments.
 
     ``step(name, fn)`` runs ``fn`` once and journals its value (served again on recovery);
-    ``progress(text)`` streams partial output to observers (ephemeral, never journaled).
+    ``progress(text)`` streams partial output to observers (ephemeral, never journaled);
+    ``identity`` is who asked, as the server verified them (``None``: no one signed in),
+    so a tool can act on their behalf::
+
+        @tool
+        async def my_orders(ctx: ToolContext) -> list[str]:
+            return await orders.of(ctx.identity.subject) if ctx.identity else []
     """
 
     call_id: str
@@ -35,6 +42,7 @@ class ToolContext:
     execution_id: str
     scope: ToolScope
     progress_sink: Callable[[str], Awaitable[None]] | None = None
+    identity: Actor | None = None
 
     async def step(self, name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
         return await self.scope.step(name, fn)

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
+from tether.records import Actor
+
 __all__ = ("ALL_SCOPES", "Identity", "Scope", "check_scopes")
 
 Scope = Literal[
@@ -93,6 +95,10 @@ class Identity:
     def may_use(self, agent: str) -> bool:
         """Whether the identity may reach sessions of ``agent``."""
         return self.agents is None or agent in self.agents
+
+    def actor(self) -> Actor:
+        """The identity as the journal records it on what it puts in."""
+        return Actor(subject=self.subject, tenant=self.tenant, display=self.display)
 
     def to_json(self) -> dict[str, Any]:
         """The identity as JSON (what the journal and the console's cookie keep)."""

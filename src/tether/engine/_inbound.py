@@ -8,7 +8,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import Field, ValidationError, model_validator
 
-from tether._payloads import AttachmentRef
+from tether._payloads import Actor, AttachmentRef
 from tether._wire import JsonObject, WireModel
 from tether.errors import InvalidDispatch
 from tether.records import Signal, SteerReceived, UserMessage
@@ -40,6 +40,9 @@ class Inbound(WireModel):
     attachments: tuple[AttachmentRef, ...] | None = None
     result_schema: JsonObject | None = None
     result_retries: int | None = Field(default=None, ge=0, le=10)
+    by: Actor | None = None
+    """Who sent it, as the server verified them: recorded on the message, and what a tool
+    sees as ``ctx.identity``. The caller's own application sets it, never a client's body."""
 
     @model_validator(mode="after")
     def _check(self) -> Inbound:
@@ -71,8 +74,9 @@ class Inbound(WireModel):
                 body=self.body,
                 sender=self.signal.sender,
                 tag=self.signal.tag,
+                by=self.by,
             )
-        return UserMessage(body=self.body, attachments=self.attachments)
+        return UserMessage(body=self.body, attachments=self.attachments, by=self.by)
 
     def steer_payload(self, submission_id: str) -> SteerReceived:
         mode: Literal["steer", "follow_up"] = "follow_up" if self.kind == "follow_up" else "steer"
@@ -81,6 +85,7 @@ class Inbound(WireModel):
             mode=mode,
             attachments=self.attachments,
             source_submission_id=submission_id,
+            by=self.by,
         )
 
 

@@ -90,7 +90,7 @@ from tether.errors import (
 from tether.journal import NOT_MINTED, Decision, Journal, LogView
 from tether.messages import Message
 from tether.models import ModelCallPolicy, model_timeout_from_env
-from tether.records import Record
+from tether.records import Actor, Record
 from tether.store import (
     MAX_SEQ,
     Admission,
@@ -872,8 +872,12 @@ class Runtime:
         approver: str,
         reason: str | None = None,
         args: dict[str, JsonValue] | None = None,
+        by: Actor | None = None,
     ) -> Record:
         """Decide a parked tool call and requeue its submission, in one commit.
+
+        ``approver`` is the name the decision is shown under; ``by`` who decided, as the
+        server verified them (``tether.auth``), recorded with it.
 
         Idempotent: the same decision again (concurrently too) returns the same record; a
         different one raises ``ApprovalConflict``. An ``edit`` whose ``args`` do not fit the
@@ -883,7 +887,7 @@ class Runtime:
             self._check_open(), self._offered(), self.view, approval_id, ApprovalNotFound
         )
         record = await journal.approve(
-            approval_id, decision, approver=approver, reason=reason, args=args
+            approval_id, decision, approver=approver, reason=reason, args=args, by=by
         )
         await self._decided(
             record,
@@ -928,8 +932,11 @@ class Runtime:
             cursor=cursor,
         )
 
-    async def answer(self, input_id: str, value: JsonValue, *, responder: str) -> Record:
-        """Answer a parked question and requeue its submission, in one commit.
+    async def answer(
+        self, input_id: str, value: JsonValue, *, responder: str, by: Actor | None = None
+    ) -> Record:
+        """Answer a parked question and requeue its submission, in one commit (``by``: who
+        answered, as :meth:`approve` records who decided).
 
         Idempotent: the same answer again (concurrently too) returns the same record; a
         different one raises ``InputConflict``. A value that does not fit the request's
@@ -939,7 +946,7 @@ class Runtime:
         journal = await gate_journal(
             self._check_open(), self._offered(), self.view, input_id, InputNotFound
         )
-        record = await journal.answer(input_id, value, responder=responder)
+        record = await journal.answer(input_id, value, responder=responder, by=by)
         event = InputAnsweredEvent(
             gate_correlation(journal, record), input_id=input_id, responder=responder
         )

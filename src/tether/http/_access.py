@@ -10,14 +10,26 @@ pins that it names every route, and nothing else).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from typing import Annotated, Final
 
+from fastapi import Depends
+from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
 from tether.auth import ALL_SCOPES, Identity, Scope
 from tether.errors import Forbidden
+from tether.records import Actor
 
-__all__ = ("OPEN", "ROUTE_SCOPES", "identity_of", "requires")
+__all__ = (
+    "OPEN",
+    "ROUTE_SCOPES",
+    "IdentityDependency",
+    "actor_of",
+    "identity_dependency",
+    "identity_of",
+    "requires",
+    "shown_name",
+)
 
 OPEN: Final = Identity("anonymous", tenant=None, scopes=frozenset(ALL_SCOPES))
 """Every request's identity on a server started without auth: every scope, every tenant."""
@@ -63,6 +75,29 @@ def identity_of(request: HTTPConnection) -> Identity:
     auth, or for a route mounted on an app without the Guard)."""
     identity: Identity | None = request.scope.get("state", {}).get("identity")
     return OPEN if identity is None else identity
+
+
+async def identity_dependency(request: HTTPConnection) -> Identity:
+    """The request's identity, for a route that acts on its behalf (a coroutine: FastAPI
+    runs a plain function's dependency in its thread pool)."""
+    return identity_of(request)
+
+
+IdentityDependency = Annotated[Identity, Depends(identity_dependency)]
+
+
+def actor_of(identity: Identity) -> Actor | None:
+    """Who the journal records as putting something in: the verified identity, or no one
+    on a server without auth."""
+    return None if identity is OPEN else identity.actor()
+
+
+def shown_name(body: BaseModel, field: str, identity: Identity, by: Actor | None) -> str:
+    """The name a decision or an answer is shown under: the body's ``field`` if the client
+    gave one, else the verified identity's name (a server without auth: the field's
+    default)."""
+    given: str = getattr(body, field)
+    return given if field in body.model_fields_set or by is None else identity.name
 
 
 def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:

@@ -7,6 +7,7 @@ from typing import Literal
 from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
+from tether.http._access import IdentityDependency, actor_of, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import DecisionBody
@@ -55,15 +56,22 @@ async def approvals(
     "/approvals/{approval_id}", responses=failures(*BODY_FAILURES, 404, 409, 503)
 )
 async def decide(
-    runtime: RuntimeDependency, approval_id: str, payload: DecisionBody
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    approval_id: str,
+    payload: DecisionBody,
 ) -> DecisionReceipt:
     """Decide a parked tool call: approve, reject, or edit its arguments (checked
-    against the tool's schema). The same decision again answers the same record."""
+    against the tool's schema). The same decision again answers the same record. The
+    decision records who made it (the request's identity); ``approver`` is only the name
+    it is shown under (the identity's, if not given)."""
+    by = actor_of(identity)
     record = await runtime.approve(
         approval_id,
         payload.decision,
-        approver=payload.approver,
+        approver=shown_name(payload, "approver", identity, by),
         reason=payload.reason,
         args=payload.args,
+        by=by,
     )
     return DecisionReceipt(approval_id=approval_id, decision=record)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header
 from fastapi.responses import Response, StreamingResponse
 
 from tether.errors import ConversationNotFound
+from tether.http._access import IdentityDependency, actor_of
 from tether.http._cursors import family_cursor, resume_point
 from tether.http._dependencies import RuntimeDependency, StreamsDependency
 from tether.http._errors import BODY_FAILURES, failures
@@ -62,6 +63,7 @@ dispatch_router = APIRouter(tags=["sessions"])
 )
 async def dispatch(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     agent: str,
     instance: str,
     payload: DispatchBody,
@@ -76,6 +78,8 @@ async def dispatch(
     message = payload.model_dump(
         mode="json", by_alias=True, exclude_none=True, exclude={"session", "dispatch_id"}
     )
+    if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
+        message["by"] = by
     receipt = await runtime.dispatch(
         agent,
         instance,

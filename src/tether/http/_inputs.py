@@ -11,6 +11,7 @@ from typing import Literal
 from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
+from tether.http._access import IdentityDependency, actor_of, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._input_views import AnswerReceipt, InputItem, InputsPage
@@ -56,9 +57,21 @@ async def inputs(
 
 
 @inputs_router.post("/inputs/{input_id}", responses=failures(*BODY_FAILURES, 404, 409, 503))
-async def answer(runtime: RuntimeDependency, input_id: str, payload: AnswerBody) -> AnswerReceipt:
+async def answer(
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    input_id: str,
+    payload: AnswerBody,
+) -> AnswerReceipt:
     """Answer a run's question with a JSON value (checked against the input's schema:
     422 ``invalid_answer`` if it does not fit, and nothing is written); the run resumes
-    with it. The same answer again answers the same record; another is a 409."""
-    record = await runtime.answer(input_id, payload.value, responder=payload.responder)
+    with it. The same answer again answers the same record; another is a 409. The answer
+    records who gave it (the request's identity; ``responder`` is the name shown)."""
+    by = actor_of(identity)
+    record = await runtime.answer(
+        input_id,
+        payload.value,
+        responder=shown_name(payload, "responder", identity, by),
+        by=by,
+    )
     return AnswerReceipt(input_id=input_id, answer=record)

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_SESSIONS_PAGE, SessionState
 from tether.errors import InvalidDispatch
+from tether.http._access import IdentityDependency, actor_of
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import MessageBody, SessionBody
@@ -64,20 +65,30 @@ async def erase(
 
 @sessions_router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)
 async def steer(
-    runtime: RuntimeDependency, agent: str, instance: str, payload: MessageBody
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    agent: str,
+    instance: str,
+    payload: MessageBody,
 ) -> SubmissionReceipt:
     """A message for the run in flight, which reads it at its next step (409
     ``no_run_in_flight`` when nothing runs)."""
-    receipt = await runtime.steer(agent, instance, payload.body, session=payload.session)
+    message = {"body": payload.body, "by": actor_of(identity)}
+    receipt = await runtime.steer(agent, instance, message, session=payload.session)
     return SubmissionReceipt.of(receipt)
 
 
 @sessions_router.post("/agents/{agent}/{instance}/followup", responses=_CONTROL_FAILURES)
 async def follow_up(
-    runtime: RuntimeDependency, agent: str, instance: str, payload: MessageBody
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    agent: str,
+    instance: str,
+    payload: MessageBody,
 ) -> SubmissionReceipt:
     """A message for the session once the run in flight has finished."""
-    receipt = await runtime.follow_up(agent, instance, payload.body, session=payload.session)
+    message = {"body": payload.body, "by": actor_of(identity)}
+    receipt = await runtime.follow_up(agent, instance, message, session=payload.session)
     return SubmissionReceipt.of(receipt)
 
 

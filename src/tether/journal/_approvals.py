@@ -25,6 +25,7 @@ from tether.journal._executions import Execution
 from tether.journal._schemas import schema_error
 from tether.messages import Mediation
 from tether.records import (
+    Actor,
     ApprovalDecided,
     ApprovalRequested,
     InputAnswered,
@@ -139,6 +140,7 @@ def find_decision(
     approver: str,
     reason: str | None,
     args: dict[str, JsonValue] | None,
+    by: Actor | None = None,
 ) -> tuple[Record, Record | None]:
     """The request an approval id names, and its decision if an identical one exists.
 
@@ -166,6 +168,7 @@ def find_decision(
             same = (
                 payload.decision == decision
                 and payload.approver == approver
+                and payload.by == by
                 and payload.reason == reason
                 and canonical_json(payload.args) == canonical_json(args)
             )

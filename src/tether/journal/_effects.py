@@ -11,7 +11,7 @@ from pydantic import JsonValue
 
 from tether.messages import ToolCall, ToolResult
 from tether.models import Model, ModelCallPolicy, StreamDelta
-from tether.records import Record, SteerReceived, TaskFinished, TaskSpawned
+from tether.records import Actor, Record, SteerReceived, TaskFinished, TaskSpawned
 
 __all__ = (
     "NO_HOOKS",
@@ -38,6 +38,8 @@ class ToolScope:
     idempotency_key: str
     step: Callable[[str, Callable[[], Awaitable[JsonValue]]], Awaitable[JsonValue]]
     progress: Callable[[str], Awaitable[None]] | None = None
+    identity: Actor | None = None
+    """Who asked for the execution (``Turn.identity``)."""
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ from tether._canonical import canonical_json
 from tether.errors import InputConflict, InputNotFound, InvalidAnswer
 from tether.journal._schemas import schema_error
 from tether.messages import ToolCall, ToolOutcomeStatus, ToolResult
-from tether.records import InputAnswered, InputRequested, Record
+from tether.records import Actor, InputAnswered, InputRequested, Record
 
 __all__ = ("answer_result", "check_answer", "find_answer", "input_prompt")
 
@@ -40,7 +40,12 @@ def answer_result(call_id: str, value: JsonValue) -> ToolResult:
 
 
 def find_answer(
-    records: Sequence[Record], input_id: str, *, value: JsonValue, responder: str
+    records: Sequence[Record],
+    input_id: str,
+    *,
+    value: JsonValue,
+    responder: str,
+    by: Actor | None = None,
 ) -> tuple[Record, Record | None]:
     """The request an input id names, and its answer if an identical one exists.
 
@@ -60,8 +65,10 @@ def find_answer(
     for record in records:
         payload = record.payload if record.kind == InputAnswered.KIND else None
         if isinstance(payload, InputAnswered) and payload.input_id == input_id:
-            if payload.responder != responder or canonical_json(payload.value) != canonical_json(
-                value
+            if (
+                payload.responder != responder
+                or payload.by != by
+                or canonical_json(payload.value) != canonical_json(value)
             ):
                 raise InputConflict(
                     f"input {input_id} was already answered by {payload.responder}; "

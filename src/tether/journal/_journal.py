@@ -54,12 +54,13 @@ from tether.journal._history import PrefixTranscripts, messages_of, projected
 from tether.journal._inputs import check_answer, find_answer
 from tether.journal._log import NOT_MINTED, Fence, JournalLog, logger
 from tether.journal._recorded import Recorded
-from tether.journal._turn import Mode, Turn
+from tether.journal._turn import Mode, Turn, asked_by
 from tether.journal._versions import VersionGuard, Versioning, tolerates_harness
 from tether.journal._view import LogView
 from tether.messages import Message, args_digest
 from tether.models import Model
 from tether.records import (
+    Actor,
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
@@ -347,6 +348,7 @@ class Journal:
                 messages_of(appended[1:]),
                 config,
                 versions=versions,
+                identity=asked_by(inputs),
             )
             return await self._run(harness, turn, finish)
         if expected_seq is not None and expected_seq != view.head:
@@ -355,7 +357,14 @@ class Journal:
         messages = projected(inputs)
         inputs_messages = [message for projection in messages.values() for message in projection]
         turn = self._turn(
-            Mode.LIVE, execution_id, Recorded(), history, inputs_messages, config, versions=versions
+            Mode.LIVE,
+            execution_id,
+            Recorded(),
+            history,
+            inputs_messages,
+            config,
+            versions=versions,
+            identity=asked_by(inputs),
         )
         turn.hold_behind([start, *inputs], messages)  # like a model call's intent
         return await self._run(harness, turn, finish)
@@ -424,6 +433,7 @@ class Journal:
             messages_of(pending.inputs),
             started.config,
             versions=versions,
+            identity=asked_by(record.payload for record in pending.inputs),
         )
         if harness_changed and not tolerates_harness(recorded.changes):
             turn.announce_version_change()  # its seq, if a model call differs, comes later
@@ -637,6 +647,7 @@ class Journal:
             replay=True,
             versions=versions,
             prefix=not execution.completed,
+            identity=asked_by(record.payload for record in execution.inputs),
         )
         try:
             output = await harness.run(turn)
@@ -745,6 +756,7 @@ class Journal:
         replay: bool = False,
         versions: VersionGuard | None = None,
         prefix: bool = False,
+        identity: Actor | None = None,
     ) -> Turn:
         return Turn(
             log=self.log,
@@ -760,6 +772,7 @@ class Journal:
             hooks=self.hooks.replaying() if replay else self.hooks,
             versions=versions,
             prefix=prefix,
+            identity=identity,
         )
 
     async def _run(
@@ -829,6 +842,7 @@ class Journal:
         approver: str,
         reason: str | None = None,
         args: dict[str, JsonValue] | None = None,
+        by: Actor | None = None,
     ) -> Record:
         """Record a decision on a parked tool call, superseding every earlier writer, and
         requeue the submission waiting for it, in one commit (``GateStore.append_decision``).
@@ -847,6 +861,7 @@ class Journal:
                 approver=approver,
                 reason=reason,
                 args=args,
+                by=by,
             )
             if existing is not None:
                 return existing
@@ -862,6 +877,7 @@ class Journal:
                 args=args,
                 reason=reason,
                 approver=approver,
+                by=by,
             )
 
         return await self._decide(f"approval {approval_id}", decided)
@@ -904,7 +920,9 @@ class Journal:
         self.view.extend(records)
         return records
 
-    async def answer(self, input_id: str, value: JsonValue, *, responder: str) -> Record:
+    async def answer(
+        self, input_id: str, value: JsonValue, *, responder: str, by: Actor | None = None
+    ) -> Record:
         """Record the answer to a parked question and requeue the submission waiting for
         it, in one commit (``GateStore.append_decision``), as :meth:`approve` does a decision.
 
@@ -916,7 +934,7 @@ class Journal:
 
         def answered(view: LogView) -> Record | tuple[Record, Payload]:
             request, existing = find_answer(
-                view.records, input_id, value=value, responder=responder
+                view.records, input_id, value=value, responder=responder, by=by
             )
             if existing is not None:
                 return existing
@@ -925,7 +943,11 @@ class Journal:
             check_decidable(request, view.latest, view.fork_seq, input_id, refuse=InputClosed)
             check_answer(requested, value)
             return request, InputAnswered(
-                input_id=input_id, call_id=requested.call_id, value=value, responder=responder
+                input_id=input_id,
+                call_id=requested.call_id,
+                value=value,
+                responder=responder,
+                by=by,
             )
 
         return await self._decide(f"input {input_id}", answered)

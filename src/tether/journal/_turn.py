@@ -19,7 +19,7 @@ That is one commit per model call instead of two. Anything that runs outside the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, NoReturn, cast
@@ -74,6 +74,7 @@ from tether.messages import (
 )
 from tether.models import Model
 from tether.records import (
+    Actor,
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
@@ -92,7 +93,7 @@ from tether.records import (
     VersionChanged,
 )
 
-__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn")
+__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn", "asked_by")
 
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: the process running it stopped before its "
@@ -121,6 +122,15 @@ class Mode(StrEnum):
     RESUME = "resume"
 
 
+def asked_by(inputs: Iterable[Payload]) -> Actor | None:
+    """Who asked for an execution: the ``by`` of its first input that records one."""
+    for payload in inputs:
+        by = getattr(payload, "by", None)
+        if by is not None:
+            return cast(Actor, by)
+    return None
+
+
 class Turn:
     """What a harness gets: its history and inputs, and the journaled effect methods; and
     the turn's bookkeeping under them: its records held behind, its sticky failure, its
@@ -142,8 +152,13 @@ class Turn:
         hooks: JournalHooks = NO_HOOKS,
         versions: VersionGuard | None = None,
         prefix: bool = False,
+        identity: Actor | None = None,
     ) -> None:
         self.execution_id = execution_id
+        self.identity = identity
+        """Who asked for this execution, as the server verified them (the ``by`` of its
+        first input that has one): a tool may act on their behalf. ``None`` when no one
+        authenticated sent it (a library call, a schedule, a server without auth)."""
         self._history = history
         self.inputs = inputs
         self.config = config
@@ -765,6 +780,7 @@ class Turn:
             idempotency_key=call.idempotency_key,
             step=lambda name, fn: self._step(call.call_id, name, fn),
             progress=lambda text: self._progress(call.call_id, text),
+            identity=self.identity,
         )
         self.tool_invocations += 1
         try:
