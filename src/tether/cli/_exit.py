@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ("EXIT_CODES_HELP", "ExitCode", "fail", "one_line", "stderr")
+__all__ = ("EXIT_CODES_HELP", "ExitCode", "describe", "fail", "one_line", "stderr")
 
 stderr = Console(stderr=True, soft_wrap=True, emoji=False, highlight=False)
 
@@ -64,6 +64,11 @@ Exit codes:
 def one_line(text: object) -> str:
     """``text`` on one line: libraries' messages (psycopg's, for one) span several."""
     return " ".join(str(text).split())
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line: its type and its message (an application's error)."""
+    return f"{type(exc).__name__}: {one_line(exc)}"
 
 
 def fail(message: str, code: ExitCode = ExitCode.FAILED) -> NoReturn:

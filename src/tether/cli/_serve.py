@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import importlib
 import ipaddress
-import os
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +18,20 @@ from tether._extras import install_hint
 from tether._gc import freeze_startup_heap
 from tether._sites import SitePolicy
 from tether._urls import redact_url
-from tether.cli._exit import ExitCode, fail, one_line
+from tether.cli._auth import (
+    AUTH,
+    JWKS,
+    JWT_AUDIENCE,
+    JWT_ISSUER,
+    JWT_KEY,
+    JWT_SCOPE_CLAIM,
+    JWT_TENANT_CLAIM,
+    AuthChoice,
+    choose_auth,
+)
+from tether.cli._exit import ExitCode, describe, fail
 from tether.cli._export_keys import load_export_key
+from tether.cli._imports import import_attribute
 from tether.cli._logs import show_tether_logs, uvicorn_log_level
 from tether.cli._model import check_model
 from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
@@ -148,27 +157,12 @@ def newest_definitions(agents: AppAgents) -> dict[str, AgentDefinition]:
 
 def _load_app(app: str, option: str = "--app") -> AppAgents:
     """The agents ``module:factory`` names; exits with :attr:`ExitCode.BAD_APP` if it cannot."""
-    module_name, _, attribute = app.partition(":")
-    if not module_name or not attribute:
-        fail(f"{option} {app}: use module:factory (e.g. myapp:agents)", ExitCode.BAD_APP)
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the console script's path lacks it, unlike python -m
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and f"{module_name}.".startswith(f"{exc.name}."):
-            fail(f"{option} {app}: no module named {exc.name!r}", ExitCode.BAD_APP)
-        fail(f"{option} {app}: importing {module_name} failed: {exc}", ExitCode.BAD_APP)
-    except Exception as exc:  # the application's own import-time error, shown in one line
-        fail(f"{option} {app}: importing {module_name} failed: {_describe(exc)}", ExitCode.BAD_APP)
-    try:
-        factory = getattr(module, attribute)
-    except AttributeError:
-        fail(f"{option} {app}: module {module_name} has no {attribute!r}", ExitCode.BAD_APP)
+    factory = import_attribute(app, option, "myapp:agents")
+    attribute = app.partition(":")[2]
     try:
         agents = factory() if callable(factory) else factory
     except Exception as exc:
-        fail(f"{option} {app}: {attribute}() failed: {_describe(exc)}", ExitCode.BAD_APP)
+        fail(f"{option} {app}: {attribute}() failed: {describe(exc)}", ExitCode.BAD_APP)
     if not isinstance(agents, Mapping):
         fail(
             f"{option} {app}: expected {{name: AgentDefinition}}, got {type(agents).__name__}",
@@ -189,10 +183,6 @@ def _load_app(app: str, option: str = "--app") -> AppAgents:
                     ExitCode.BAD_APP,
                 )
     return agents
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {one_line(exc)}"
 
 
 def _listed(values: list[str] | None) -> list[str]:
@@ -247,14 +237,23 @@ def serve(
     no_worker: bool = typer.Option(
         False, "--no-worker", help="Serve the API only; run no submissions."
     ),
+    auth: str | None = AUTH,
     auth_token: str | None = typer.Option(
         None,
         "--auth-token",
         envvar="TETHER_AUTH_TOKEN",
-        help="Require this bearer token on every request.",
+        help="Require this bearer token on every request (it holds every scope).",
     ),
+    jwks: str | None = JWKS,
+    jwt_key: str | None = JWT_KEY,
+    jwt_audience: str | None = JWT_AUDIENCE,
+    jwt_issuer: str | None = JWT_ISSUER,
+    jwt_tenant_claim: str = JWT_TENANT_CLAIM,
+    jwt_scope_claim: str = JWT_SCOPE_CLAIM,
     allow_unauthenticated: bool = typer.Option(
-        False, "--allow-unauthenticated", help="Serve a non-loopback address without a token."
+        False,
+        "--allow-unauthenticated",
+        help="Serve a non-loopback address without --auth (or --auth-token).",
     ),
     allowed_host: list[str] | None = ALLOWED_HOSTS,
     allowed_origin: list[str] | None = ALLOWED_ORIGINS,
@@ -274,15 +273,19 @@ def serve(
     export_key_file: Path | None = EXPORT_KEY_FILE,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
-    if auth_token is not None and not auth_token.strip():
-        # An empty token (e.g. TETHER_AUTH_TOKEN="") would let in "Bearer " with no secret.
+    access = choose_auth(
+        auth,
+        auth_token,
+        jwks=jwks,
+        jwt_key=jwt_key,
+        audience=jwt_audience,
+        issuer=jwt_issuer,
+        tenant_claim=jwt_tenant_claim,
+        scope_claim=jwt_scope_claim,
+    )
+    if not _loopback(host) and not access.secured and not allow_unauthenticated:
         raise typer.BadParameter(
-            "the token is empty: give one, or unset TETHER_AUTH_TOKEN to serve without",
-            param_hint="--auth-token",
-        )
-    if not _loopback(host) and auth_token is None and not allow_unauthenticated:
-        raise typer.BadParameter(
-            f"refusing to serve {host} without --auth-token (or TETHER_AUTH_TOKEN); "
+            f"refusing to serve {host} without --auth (or --auth-token, TETHER_AUTH_TOKEN); "
             "pass --allow-unauthenticated if something in front of it authenticates",
             param_hint="--host",
         )
@@ -310,8 +313,8 @@ def serve(
                     "export_key": export_key,
                     **_demo_settings(demo),
                 },
+                access=access,
                 app_options={
-                    "auth_token": auth_token,
                     "heartbeat": heartbeat,
                     "allowed_hosts": _allowed_hosts(host, hosts),
                     "allowed_origins": origins,
@@ -391,6 +394,7 @@ async def _serve(
     store_url: str,
     *,
     worker: bool,
+    access: AuthChoice,
     runtime_options: dict[str, Any],
     app_options: dict[str, Any],
 ) -> None:
@@ -403,7 +407,9 @@ async def _serve(
         runtime,
         _,
     ):
-        application = create_app(runtime, worker=worker, **app_options)
+        application = create_app(
+            runtime, worker=worker, **access.app_options(runtime), **app_options
+        )
         port = listener.getsockname()[1]
         shown_host = f"[{host}]" if ":" in host else host
         banner = (

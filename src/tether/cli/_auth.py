@@ -1,0 +1,187 @@
+"""How ``tether serve``'s auth options become the server's authentication (docs/auth.md):
+``--auth token`` (the shared ``--auth-token``, every scope), ``--auth tokens`` (the tokens
+``tether tokens create`` issued, in the store), ``--auth jwt`` (bearer JWTs checked against
+``--jwks`` or ``--jwt-key``), or ``--auth module:function`` (an application's own hook).
+
+Everything is checked before the server opens anything; the hook itself is made once the
+store is open (stored tokens read it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from tether.cli._exit import ExitCode, fail
+from tether.cli._imports import import_attribute
+
+if TYPE_CHECKING:
+    from tether.auth import Authenticate
+    from tether.engine import Runtime
+
+__all__ = (
+    "AUTH",
+    "JWKS",
+    "JWT_AUDIENCE",
+    "JWT_ISSUER",
+    "JWT_KEY",
+    "JWT_SCOPE_CLAIM",
+    "JWT_TENANT_CLAIM",
+    "AuthChoice",
+    "choose_auth",
+)
+
+AUTH = typer.Option(
+    None,
+    "--auth",
+    envvar="TETHER_AUTH",
+    help="How requests authenticate: token (the --auth-token), tokens (those `tether tokens "
+    "create` issued), jwt (bearer JWTs: --jwks or --jwt-key), or module:function (your own "
+    "hook returning a tether.auth.Identity). Default: token if --auth-token is given.",
+)
+JWKS = typer.Option(
+    None, "--jwks", envvar="TETHER_JWKS_URL", help="With --auth jwt: the JWKS URL of the issuer."
+)
+JWT_KEY = typer.Option(
+    None,
+    "--jwt-key",
+    envvar="TETHER_JWT_KEY",
+    help="With --auth jwt, instead of --jwks: a shared HMAC secret, or @FILE for a PEM public key.",
+)
+JWT_AUDIENCE = typer.Option(
+    None, "--jwt-audience", envvar="TETHER_JWT_AUDIENCE", help="The audience a JWT must name."
+)
+JWT_ISSUER = typer.Option(
+    None, "--jwt-issuer", envvar="TETHER_JWT_ISSUER", help="The issuer a JWT must name."
+)
+JWT_TENANT_CLAIM = typer.Option(
+    "tenant", "--jwt-tenant-claim", help="The claim naming the caller's tenant."
+)
+JWT_SCOPE_CLAIM = typer.Option(
+    "scope", "--jwt-scope-claim", help="The claim listing the caller's scopes."
+)
+
+_JWT_OPTIONS = ("--jwks", "--jwt-key", "--jwt-audience", "--jwt-issuer")
+
+
+@dataclass(frozen=True)
+class AuthChoice:
+    """What ``serve`` was told about auth, checked: ``kind`` is ``none``, ``token``,
+    ``tokens``, ``jwt`` or ``hook``."""
+
+    kind: str
+    token: str | None = None
+    hook: Callable[..., Any] | None = None
+    jwt: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def secured(self) -> bool:
+        """Whether requests must authenticate."""
+        return self.kind != "none"
+
+    def app_options(self, runtime: Runtime) -> dict[str, Any]:
+        """``create_app``'s auth options, for the runtime the server runs on (its store
+        keeps the issued tokens)."""
+        if self.kind == "token":
+            return {"auth_token": self.token}
+        authenticate: Authenticate | None = None
+        if self.kind == "hook":
+            authenticate = self.hook
+        elif self.kind == "tokens":
+            from tether.auth import StoredTokens
+
+            authenticate = StoredTokens(runtime.store)
+        elif self.kind == "jwt":
+            from tether.auth import JwtBearer
+
+            authenticate = JwtBearer(**self.jwt)
+        return {"authenticate": authenticate}
+
+
+def choose_auth(
+    auth: str | None,
+    token: str | None,
+    *,
+    jwks: str | None = None,
+    jwt_key: str | None = None,
+    audience: str | None = None,
+    issuer: str | None = None,
+    tenant_claim: str = "tenant",
+    scope_claim: str = "scope",
+) -> AuthChoice:
+    """The auth ``serve``'s options describe, or ``typer.BadParameter`` saying what is
+    missing or contradictory (a hook that cannot be imported exits with
+    :attr:`ExitCode.BAD_APP`)."""
+    if token is not None and not token.strip():
+        # An empty token (e.g. TETHER_AUTH_TOKEN="") would let in "Bearer " with no secret.
+        raise typer.BadParameter(
+            "the token is empty: give one, or unset TETHER_AUTH_TOKEN to serve without",
+            param_hint="--auth-token",
+        )
+    jwt_given = [
+        name
+        for name, value in zip(_JWT_OPTIONS, (jwks, jwt_key, audience, issuer), strict=True)
+        if value is not None
+    ]
+    kind = auth or ("token" if token is not None else "none")
+    if kind != "jwt" and jwt_given:
+        raise typer.BadParameter(f"{jwt_given[0]} is for --auth jwt", param_hint="--auth")
+    if kind != "token" and token is not None:
+        raise typer.BadParameter(
+            f"--auth-token is the shared token of --auth token, not of --auth {kind}",
+            param_hint="--auth",
+        )
+    if kind == "token":
+        if token is None:
+            raise typer.BadParameter("--auth token needs --auth-token", param_hint="--auth")
+        return AuthChoice("token", token=token)
+    if kind in ("none", "tokens"):
+        return AuthChoice(kind)
+    if kind == "jwt":
+        return AuthChoice(
+            "jwt", jwt=_jwt_options(jwks, jwt_key, audience, issuer, tenant_claim, scope_claim)
+        )
+    if ":" not in kind:
+        raise typer.BadParameter(
+            f"{kind!r} is none of token, tokens, jwt, or a module:function", param_hint="--auth"
+        )
+    hook = import_attribute(kind, "--auth", "myapp.auth:authenticate")
+    if not callable(hook):
+        fail(f"--auth {kind}: {type(hook).__name__} is not a function", ExitCode.BAD_APP)
+    return AuthChoice("hook", hook=hook)
+
+
+def _jwt_options(
+    jwks: str | None,
+    key: str | None,
+    audience: str | None,
+    issuer: str | None,
+    tenant_claim: str,
+    scope_claim: str,
+) -> dict[str, Any]:
+    if (jwks is None) == (key is None):
+        raise typer.BadParameter(
+            "--auth jwt checks tokens against --jwks URL or --jwt-key (one of them)",
+            param_hint="--auth",
+        )
+    if key is not None and key.startswith("@"):
+        try:
+            key = Path(key[1:]).read_text()
+        except OSError as exc:
+            raise typer.BadParameter(
+                f"cannot read the key {key[1:]}: {exc.strerror}", param_hint="--jwt-key"
+            ) from None
+    options: dict[str, Any] = {"tenant_claim": tenant_claim, "scope_claim": scope_claim}
+    if jwks is not None:
+        options["jwks_url"] = jwks
+    if key is not None:
+        options["key"] = key
+    if audience is not None:
+        options["audience"] = audience
+    if issuer is not None:
+        options["issuer"] = issuer
+    return options
