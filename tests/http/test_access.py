@@ -12,7 +12,7 @@ import pytest
 from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
 
-from tether.auth import ALL_SCOPES, Identity, Scope, bearer_token
+from tether.auth import ALL_SCOPES, Identity, bearer_token
 from tether.demo import demo_agents
 from tether.engine import Runtime
 from tether.errors import Unauthenticated
@@ -53,12 +53,16 @@ def test_every_api_route_has_one_scope_and_the_table_nothing_else() -> None:
     assert scoped == set(ROUTE_SCOPES)
 
 
-@pytest.mark.parametrize(("method", "path"), sorted(ROUTE_SCOPES))
+SCOPED = sorted(route for route, scope in ROUTE_SCOPES.items() if scope is not None)
+
+
+@pytest.mark.parametrize(("method", "path"), SCOPED)
 async def test_a_route_refuses_an_identity_without_its_scope(
     asgi: Serve, method: str, path: str
 ) -> None:
     server: Server = await asgi(demo_agents(), authenticate=_identities)
     needed = ROUTE_SCOPES[method, path]
+    assert needed is not None
     others = ",".join(scope for scope in ALL_SCOPES if scope not in (needed, "admin"))
     body = {} if method == "POST" else None
     refused = await server.client.request(
@@ -113,5 +117,15 @@ def test_a_token_and_a_hook_together_are_refused() -> None:
 
 
 def test_the_scopes_needed_are_known_scopes() -> None:
-    needed: set[Scope] = set(ROUTE_SCOPES.values())
+    needed = set(ROUTE_SCOPES.values()) - {None}
     assert needed <= set(ALL_SCOPES)
+
+
+async def test_me_says_who_the_caller_is_to_any_identity(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), authenticate=_identities)
+    me = await server.client.get("/me", headers={"Authorization": "Bearer approvals:decide"})
+    assert me.status_code == 200
+    assert me.json() == {"subject": "someone", "scopes": ["approvals:decide"]}
+    open_server: Server = await asgi(demo_agents())
+    anyone = (await open_server.client.get("/me")).json()
+    assert anyone == {"subject": "anonymous", "scopes": list(ALL_SCOPES)}

@@ -34,7 +34,8 @@ __all__ = (
 OPEN: Final = Identity("anonymous", tenant=None, scopes=frozenset(ALL_SCOPES))
 """Every request's identity on a server started without auth: every scope, every tenant."""
 
-ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope]] = {
+ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
+    ("GET", "/me"): None,
     ("GET", "/agents"): "sessions:read",
     ("GET", "/sessions"): "sessions:read",
     ("POST", "/agents/{agent}/{instance}"): "sessions:write",
@@ -65,7 +66,8 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope]] = {
     ("GET", "/versions"): "admin",
     ("POST", "/versions/upgrade"): "admin",
 }
-"""The scope each API route needs, by method and path. Reading what belongs to no tenant
+"""The scope each API route needs, by method and path (``None``: any identity). Reading
+what belongs to no tenant
 (the workers and the versions they serve) and acting on every tenant's runs at once (an
 upgrade) is ``admin``'s alone."""
 

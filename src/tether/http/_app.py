@@ -32,6 +32,7 @@ from tether.http._guard import Guard
 from tether.http._health import health_router
 from tether.http._inputs import inputs_router
 from tether.http._insights import insights_router
+from tether.http._me import me_router
 from tether.http._schedules import schedules_router
 from tether.http._sessions import sessions_router
 from tether.http._sse import RecentRecords
@@ -157,6 +158,7 @@ _API = (
     schedules_router,
     insights_router,
     versions_router,
+    me_router,
 )
 """The routers behind the Guard's every check, in the order a request is matched."""
 
@@ -190,7 +192,9 @@ def _add_routes(
         dependencies = list(route.dependencies)
         if scoped:
             [method] = route.methods or {"GET"}
-            dependencies.append(Depends(requires(ROUTE_SCOPES[method, route.path])))
+            scope = ROUTE_SCOPES[method, route.path]
+            if scope is not None:
+                dependencies.append(Depends(requires(scope)))
         app.router.add_api_route(
             route.path,
             route.endpoint,

@@ -1,0 +1,37 @@
+"""``GET /me``: who the server takes the caller for, and what they may do (the console shows
+only the controls its identity may use)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import Field
+
+from tether.auth import ALL_SCOPES
+from tether.http._access import IdentityDependency
+from tether.http._responses import WireResponse, optional
+
+__all__ = ("IdentityView", "me_router")
+
+me_router = APIRouter(tags=["auth"])
+
+
+class IdentityView(WireResponse):
+    """The caller as the server verified them."""
+
+    subject: str
+    tenant: str | None = optional(description="Absent for an operator, who sees every tenant.")
+    display: str | None = optional()
+    scopes: list[str] = Field(description="What the caller may do (``admin``: everything).")
+    agents: list[str] | None = optional(description="The agents they may use; absent: all.")
+
+
+@me_router.get("/me")
+async def me(identity: IdentityDependency) -> IdentityView:
+    """The caller's identity, their scopes and agents: any valid credential may ask."""
+    return IdentityView(
+        subject=identity.subject,
+        tenant=identity.tenant,
+        display=identity.display,
+        scopes=[scope for scope in ALL_SCOPES if scope in identity.scopes],
+        agents=None if identity.agents is None else sorted(identity.agents),
+    )
