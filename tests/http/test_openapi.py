@@ -124,7 +124,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 33
+    assert len(_operations(doc)) == 34
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -332,6 +332,7 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("GET", "/conversations/nope/spans")).status_code == 404
     assert (await call("GET", f"/conversations/{cid}/usage")).json()["usage"]["calls"] > 0
     assert (await call("GET", "/conversations/nope/usage")).status_code == 404
+    assert (await call("GET", "/me")).json()["subject"] == "token"
     assert (await call("POST", "/ui/login", json={"token": "t"})).status_code == 200
     assert (await call("POST", "/ui/login", json={})).status_code == 422
     assert (await call("POST", "/ui/logout", **json_type)).status_code == 200
