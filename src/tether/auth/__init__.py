@@ -10,11 +10,13 @@ Example::
 
 from tether.auth._authenticate import Authenticate, StaticToken, authenticate_with, bearer_token
 from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
+from tether.auth._jwt import JwtBearer
 
 __all__ = (
     "ALL_SCOPES",
     "Authenticate",
     "Identity",
+    "JwtBearer",
     "Scope",
     "StaticToken",
     "authenticate_with",
