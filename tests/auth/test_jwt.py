@@ -14,12 +14,15 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 from starlette.requests import HTTPConnection
@@ -270,6 +273,25 @@ def test_the_keys_are_checked_when_configured(clock: Clock) -> None:
     with pytest.raises(ValueError, match="https"):
         JwtBearer(jwks_url="ftp://issuer.test/jwks")
     assert JwtBearer(key=RSA_KEY.public_key()).algorithms == ("RS256", "ES256", "EdDSA", "PS256")
+
+
+async def test_a_pem_file_and_a_certificate_are_keys(clock: Clock, tmp_path: Path) -> None:
+    (tmp_path / "key.pem").write_bytes(pem(EC_KEY))
+    from_file = static(tmp_path / "key.pem", clock)
+    assert (await from_file.verify(sign(EC_KEY, "ES256"))).subject == "alice"
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "issuer.test")])
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(RSA_KEY.public_key())
+        .serial_number(1)
+        .not_valid_before(datetime(2026, 1, 1, tzinfo=UTC))
+        .not_valid_after(datetime(2036, 1, 1, tzinfo=UTC))
+        .sign(RSA_KEY, hashes.SHA256())
+    )
+    from_certificate = static(certificate.public_bytes(serialization.Encoding.PEM), clock)
+    assert (await from_certificate.verify(sign(RSA_KEY))).subject == "alice"
 
 
 # --- the claims that are checked -------------------------------------------------------

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self, TypeAlias
 
@@ -72,9 +73,9 @@ class JwtBearer:
     Give exactly one key source: ``jwks_url``, the provider's key set (fetched when first
     needed, cached by ``kid``, fetched again after ``jwks_ttl`` seconds or for a ``kid`` it
     does not hold, never twice within ``jwks_refetch_floor`` seconds, one fetch at a time),
-    or ``key``, a PEM public key (or certificate), a ``cryptography`` public key, or an HMAC
-    secret of at least 32 bytes. ``algorithms`` is the allow-list (default RS256, ES256,
-    EdDSA and PS256 for public keys, HS256 for a secret).
+    or ``key``, a PEM public key (or certificate; a ``Path`` is read), a ``cryptography``
+    public key, or an HMAC secret of at least 32 bytes. ``algorithms`` is the allow-list
+    (default RS256, ES256, EdDSA and PS256 for public keys, HS256 for a secret).
 
     Set ``audience`` (what the provider puts in ``aud`` for this API) and ``issuer`` (its
     ``iss``, exactly, trailing slash included): without them any token the provider signed,
@@ -107,7 +108,7 @@ class JwtBearer:
         self,
         *,
         jwks_url: str | None = None,
-        key: str | bytes | PublicKey | None = None,
+        key: str | bytes | Path | PublicKey | None = None,
         audience: str | Iterable[str] | None = None,
         issuer: str | None = None,
         algorithms: Iterable[str] | None = None,
@@ -356,8 +357,10 @@ class JwtBearer:
 # --- keys and algorithms --------------------------------------------------------------
 
 
-def _load_key(key: str | bytes | PublicKey) -> PublicKey | bytes:
+def _load_key(key: str | bytes | Path | PublicKey) -> PublicKey | bytes:
     """A public key (PEM, a certificate, or a key object), or the bytes of an HMAC secret."""
+    if isinstance(key, Path):
+        key = key.read_bytes()
     if isinstance(key, rsa.RSAPublicKey | ec.EllipticCurvePublicKey):
         return key
     if isinstance(key, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
