@@ -392,6 +392,24 @@ async def test_the_key_set_is_fetched_again_after_its_ttl(
     assert jwks.fetches == 2
 
 
+async def test_while_the_old_key_set_is_fetched_again_its_keys_serve_the_others(
+    bearer: JwtBearer, jwks: Jwks, clock: Clock
+) -> None:
+    await bearer.verify(sign(RSA_KEY))
+    clock.advance(301)
+    jwks.asked.clear()
+    jwks.gate.clear()
+    async with asyncio.TaskGroup() as group:
+        refreshing = group.create_task(bearer.verify(sign(RSA_KEY, exp=NOW + 900)))
+        await jwks.asked.wait()
+        for _ in range(5):  # answered from the cache while the fetch is held
+            assert (await bearer.verify(sign(EC_KEY, "ES256", kid="k2", exp=NOW + 900))).subject
+        assert not refreshing.done()
+        jwks.gate.set()
+    assert refreshing.result().subject == "alice"
+    assert jwks.fetches == 2
+
+
 async def test_a_flood_of_unknown_key_ids_fetches_at_most_once_per_floor(
     bearer: JwtBearer, jwks: Jwks, clock: Clock
 ) -> None:

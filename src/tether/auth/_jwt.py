@@ -260,9 +260,12 @@ class JwtBearer:
 
     async def _jwks_key(self, kid: str | None) -> _Key:
         fresh = self._fetched_at is not None and self._now() - self._fetched_at < self._ttl
-        if not fresh or self._cached(kid) is None:
-            await self._refresh()
         key = self._cached(kid)
+        # A key that is only old is used while another request fetches the new set: one
+        # request waits for the provider, not all of them.
+        if key is None or not (fresh or self._fetching.locked()):
+            await self._refresh()
+            key = self._cached(kid)
         if key is not None:  # a cached key is still used while a refetch fails
             return key
         if self._failure is not None:
