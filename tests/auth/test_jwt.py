@@ -306,6 +306,7 @@ async def test_an_expired_token_is_refused_after_the_leeway(
     assert await refused(bearer, token) == "the token expired at 2027-01-15T07:59:31+00:00"
     assert "no expiry" in await refused(bearer, sign(RSA_KEY, exp=None))
     assert "exp is not a number" in await refused(bearer, sign(RSA_KEY, exp="soon"))
+    assert "exp is not a number" in await refused(bearer, sign(RSA_KEY, exp=float("nan")))
 
 
 async def test_a_token_not_valid_yet_is_refused(bearer: JwtBearer) -> None:

@@ -14,8 +14,10 @@ given is otherwise good here too); ``sub`` (required). Keys a token points at by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -463,9 +465,13 @@ def _verified_claims(token: str, key: PublicKey | bytes, algorithm: str) -> dict
 
 def _timestamp(claims: Mapping[str, Any], name: str) -> float:
     value = claims[name]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Unauthenticated(f"the token's {name} is not a number of seconds")
-    return float(value)
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        with contextlib.suppress(OverflowError):
+            seconds = float(value)
+            # Python's JSON reads NaN and Infinity: an expiry of NaN would never pass.
+            if math.isfinite(seconds):
+                return seconds
+    raise Unauthenticated(f"the token's {name} is not a number of seconds")
 
 
 def _when(seconds: float) -> str:
