@@ -37,6 +37,7 @@ __all__ = (
     "Forbidden",
     "HarnessMismatch",
     "HostOwnedOutcome",
+    "IdentityProviderUnavailable",
     "IncompleteInvocation",
     "InheritedToolIntent",
     "InputClosed",
@@ -155,6 +156,27 @@ class Forbidden(TetherError):
     def __init__(self, message: str, *, scope: str | None = None) -> None:
         self.scope = scope
         super().__init__(message)
+
+
+class IdentityProviderUnavailable(TetherError):
+    """The identity provider's keys (its JWKS, at ``url``) could not be fetched: refused,
+    timed out, an answer other than 200, or not a key set (HTTP 503: the credential may be
+    fine; retry later). ``url`` is shown without its query or credentials.
+
+    Example::
+
+        try:
+            identity = await authenticate.verify(token)
+        except IdentityProviderUnavailable as exc:
+            print(exc.url)  # "https://issuer.example/.well-known/jwks.json"
+    """
+
+    code = "identity_provider_unavailable"
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"the identity provider's keys at {url} could not be fetched: {reason}")
 
 
 # --- stores ---------------------------------------------------------------------------

@@ -3,18 +3,33 @@ that turn a request's credential into one (docs/auth.md).
 
 Example::
 
-    from tether.auth import Identity, StaticToken
+    from tether.auth import StaticToken
 
     app = create_app(runtime, authenticate=StaticToken("s3cret"))
+
+or the bearer JWTs of an OIDC provider::
+
+    from tether.auth import JwtBearer
+
+    app = create_app(
+        runtime,
+        authenticate=JwtBearer(
+            jwks_url="https://issuer.example/.well-known/jwks.json",
+            audience="my-api",
+            issuer="https://issuer.example/",
+        ),
+    )
 """
 
 from tether.auth._authenticate import Authenticate, StaticToken, authenticate_with, bearer_token
 from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
+from tether.auth._jwt import JwtBearer
 
 __all__ = (
     "ALL_SCOPES",
     "Authenticate",
     "Identity",
+    "JwtBearer",
     "Scope",
     "StaticToken",
     "authenticate_with",

@@ -52,6 +52,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     # identity
     E.Unauthenticated: 401,
     E.Forbidden: 403,
+    E.IdentityProviderUnavailable: 503,
     # stores
     E.StoreError: 503,
     E.StoreUnavailable: 503,
