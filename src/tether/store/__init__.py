@@ -42,6 +42,7 @@ from tether.store._protocol import (
     SnapshotStore,
     Store,
     SubmissionStore,
+    TokenStore,
     VersionStore,
     WaitStore,
 )
@@ -62,6 +63,7 @@ from tether.store._types import (
     SubmissionStatus,
     TaskParent,
 )
+from tether.store._tokens import NewToken, TokenRow
 from tether.store._url import DEFAULT_STORE_URL, open_store
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow, served_version
 
@@ -98,6 +100,7 @@ __all__ = (
     "LogWalk",
     "MemoryStore",
     "NewSubmission",
+    "NewToken",
     "OwnerLiveness",
     "RetentionStore",
     "ScheduleRow",
@@ -113,6 +116,8 @@ __all__ = (
     "SubmissionStatus",
     "SubmissionStore",
     "TaskParent",
+    "TokenRow",
+    "TokenStore",
     "TruncatedLog",
     "VerifiedExport",
     "VersionCount",
