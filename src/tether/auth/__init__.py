@@ -10,14 +10,18 @@ Example::
 
 from tether.auth._authenticate import Authenticate, StaticToken, authenticate_with, bearer_token
 from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
+from tether.auth._tokens import IssuedToken, StoredTokens, issue_token
 
 __all__ = (
     "ALL_SCOPES",
     "Authenticate",
     "Identity",
+    "IssuedToken",
     "Scope",
     "StaticToken",
+    "StoredTokens",
     "authenticate_with",
     "bearer_token",
     "check_scopes",
+    "issue_token",
 )
