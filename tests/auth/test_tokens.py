@@ -126,14 +126,14 @@ async def test_no_bearer_is_no_identity(store: MemoryStore) -> None:
 async def test_a_bearer_that_is_no_tether_token_is_refused(
     store: MemoryStore, credential: str
 ) -> None:
-    with pytest.raises(Unauthenticated, match="^not a Tether token$"):
+    with pytest.raises(Unauthenticated, match=r"^not a Tether token$"):
         await StoredTokens(store, now=Clock())(request(f"Bearer {credential}"))
 
 
 async def test_an_unknown_token_is_refused(store: MemoryStore) -> None:
     await _issued(store)
     forged = "tether_" + "A" * 43
-    with pytest.raises(Unauthenticated, match="^unknown token$") as refused:
+    with pytest.raises(Unauthenticated, match=r"^unknown token$") as refused:
         await StoredTokens(store, now=Clock())(request(f"Bearer {forged}"))
     assert forged not in str(refused.value)
 
@@ -143,7 +143,7 @@ async def test_a_revoked_token_is_refused(store: MemoryStore) -> None:
     authenticate = StoredTokens(store, now=Clock())
     assert await authenticate(request(f"Bearer {issued.token}")) is not None
     await store.revoke_token(issued.row.id, now=NOW + timedelta(minutes=1))
-    with pytest.raises(Unauthenticated, match="^token revoked$"):
+    with pytest.raises(Unauthenticated, match=r"^token revoked$"):
         await authenticate(request(f"Bearer {issued.token}"))
 
 
@@ -155,7 +155,7 @@ async def test_a_token_expires_at_its_expiry(store: MemoryStore) -> None:
     clock.at = expiry - timedelta(microseconds=1)
     assert await authenticate(request(f"Bearer {issued.token}")) is not None
     clock.at = expiry
-    with pytest.raises(Unauthenticated, match="^token expired$"):
+    with pytest.raises(Unauthenticated, match=r"^token expired$"):
         await authenticate(request(f"Bearer {issued.token}"))
 
 
@@ -164,7 +164,7 @@ async def test_a_revoked_token_says_revoked_even_once_expired(store: MemoryStore
     await store.revoke_token(issued.row.id, now=NOW)
     clock = Clock()
     clock.at = NOW + timedelta(days=1)
-    with pytest.raises(Unauthenticated, match="^token revoked$"):
+    with pytest.raises(Unauthenticated, match=r"^token revoked$"):
         await StoredTokens(store, now=clock)(request(f"Bearer {issued.token}"))
 
 
@@ -192,5 +192,5 @@ async def test_the_default_clock_is_now() -> None:
             expires_at=datetime(2000, 1, 2, tzinfo=UTC),
             now=datetime(2000, 1, 1, tzinfo=UTC),
         )
-        with pytest.raises(Unauthenticated, match="^token expired$"):
+        with pytest.raises(Unauthenticated, match=r"^token expired$"):
             await StoredTokens(store)(request(f"Bearer {past.token}"))

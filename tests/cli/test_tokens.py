@@ -121,9 +121,7 @@ def test_list_shows_the_tokens_but_never_a_secret_nor_its_digest(tmp_path: Path)
     url = f"sqlite:///{tmp_path / 'data'}"
     first = json.loads(cli(*CREATE, "--json", "--store", url).stdout)
     second = json.loads(
-        cli(
-            "create", "--subject", "bot", "--scope", "admin", "--json", "--store", url
-        ).stdout
+        cli("create", "--subject", "bot", "--scope", "admin", "--json", "--store", url).stdout
     )
     listed = cli("list", "--store", url).stdout
     lines = listed.splitlines()

@@ -81,7 +81,13 @@ async def issue_token(
     if chosen is not None and not all(isinstance(a, str) and a for a in chosen):
         raise ValueError(f"an agent name is a non-empty string: {chosen!r}")
     # The identity the token will stand for, built now: what it refuses, the token would.
-    Identity(subject, tenant=tenant, scopes=known, agents=chosen, display=display)
+    Identity(
+        subject,
+        tenant=tenant,
+        scopes=known,
+        agents=None if chosen is None else frozenset(chosen),
+        display=display,
+    )
     if now.tzinfo is None or (expires_at is not None and expires_at.tzinfo is None):
         raise ValueError("the times of a token are timezone-aware")
     if expires_at is not None and expires_at <= now:

@@ -34,6 +34,18 @@ STORE = typer.Option(
     "`tether serve --auth tokens` serves.",
 )
 JSON = typer.Option(False, "--json", help="Print JSON, for programs.")
+SCOPES = typer.Option(
+    ...,
+    "--scope",
+    metavar="SCOPE",
+    help="A scope it holds (sessions:read, approvals:decide, admin...). Repeatable.",
+)
+AGENTS = typer.Option(
+    None,
+    "--agent",
+    metavar="AGENT",
+    help="An agent it may use (default: every agent). Repeatable.",
+)
 
 tokens_app = typer.Typer(
     cls=WholeSummaries,
@@ -107,15 +119,8 @@ def create(
     tenant: str | None = typer.Option(
         None, "--tenant", help="The tenant whose sessions it sees (default: every tenant's)."
     ),
-    scopes: list[str] = typer.Option(
-        ...,
-        "--scope",
-        metavar="SCOPE",
-        help="A scope it holds (sessions:read, approvals:decide, admin...). Repeatable.",
-    ),
-    agents: list[str] | None = typer.Option(
-        None, "--agent", metavar="AGENT", help="An agent it may use (default: every agent). Repeatable."
-    ),
+    scopes: list[str] = SCOPES,
+    agents: list[str] | None = AGENTS,
     display: str | None = typer.Option(
         None, "--display", help="The name people are shown (default: the subject)."
     ),

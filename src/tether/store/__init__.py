@@ -49,6 +49,7 @@ from tether.store._protocol import (
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
 from tether.store._sqlite import SqliteStore
+from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
     MAX_SEQ,
     WAIT_FOR_CHILDREN,
@@ -63,7 +64,6 @@ from tether.store._types import (
     SubmissionStatus,
     TaskParent,
 )
-from tether.store._tokens import NewToken, TokenRow
 from tether.store._url import DEFAULT_STORE_URL, open_store
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow, served_version
 

@@ -29,6 +29,7 @@ from tether._payloads import AttachmentRef
 from tether.records import Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
+from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
     Admission,
     Attempt,
@@ -40,7 +41,6 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store._tokens import NewToken, TokenRow
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (

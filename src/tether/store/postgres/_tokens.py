@@ -81,7 +81,7 @@ async def list_tokens(
             f"SELECT {_COLUMNS} FROM tokens "
             "WHERE (%(subject)s::text IS NULL OR subject = %(subject)s) "
             "AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s) "
-            "AND (%(all)s OR revoked_at IS NULL) ORDER BY id COLLATE \"C\"",
+            'AND (%(all)s OR revoked_at IS NULL) ORDER BY id COLLATE "C"',
             {"subject": subject, "tenant": tenant, "all": include_revoked},
         )
     ).fetchall()
