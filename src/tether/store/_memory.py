@@ -5,8 +5,8 @@ It is kept obviously correct rather than fast: plain dicts and lists, every oper
 synchronous inside its coroutine (so atomic under asyncio), and every value handed out
 freshly decoded so no caller can mutate what is stored. What it keeps: a log per
 conversation (:class:`MemoryLog`), the submissions (:class:`StoredSubmission`), the gates
-(:class:`~tether.store._gates.GateIndex`), the schedules (:class:`ScheduleBook`) and the
-attachments (:class:`AttachmentBook`).
+(:class:`~tether.store._gates.GateIndex`), the schedules (:class:`ScheduleBook`), the
+attachments (:class:`AttachmentBook`), the workers and the API tokens (plain dicts).
 """
 
 from __future__ import annotations
