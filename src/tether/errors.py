@@ -80,6 +80,8 @@ __all__ = (
     "SubagentLimitReached",
     "SubmissionNotFound",
     "TetherError",
+    "TokenExists",
+    "TokenNotFound",
     "TransientError",
     "TurnClosed",
     "Unauthenticated",
@@ -307,6 +309,18 @@ class VersionConflict(StoreError):
         )
 
 
+class TokenExists(StoreError):
+    """A token was not kept (``TokenStore.put_token``): a kept one already has its id or
+    its digest (``taken``: ``"id"`` or ``"digest"``). Nothing was written."""
+
+    code = "token_exists"
+
+    def __init__(self, token_id: str, *, taken: str) -> None:
+        self.token_id = token_id
+        self.taken = taken
+        super().__init__(f"token {token_id}: a kept token already has this {taken}")
+
+
 class SubagentLimitReached(StoreError):
     """A child submission would take its subagent tree past its total
     (``TaskParent.max_total``): ``root_submission_id``'s tree holds ``limit`` submissions
@@ -430,6 +444,16 @@ class AttachmentNotFound(NotFound):
     def __init__(self, digest: str) -> None:
         self.digest = digest
         super().__init__(f"attachment {digest} not found")
+
+
+class TokenNotFound(NotFound):
+    """No token has this id (``TokenStore.revoke_token``, ``tether tokens revoke``)."""
+
+    code = "token_not_found"
+
+    def __init__(self, token_id: str) -> None:
+        self.token_id = token_id
+        super().__init__(f"token {token_id} not found")
 
 
 # --- journal --------------------------------------------------------------------------

@@ -24,15 +24,19 @@ or the bearer JWTs of an OIDC provider::
 from tether.auth._authenticate import Authenticate, StaticToken, authenticate_with, bearer_token
 from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
 from tether.auth._jwt import JwtBearer
+from tether.auth._tokens import IssuedToken, StoredTokens, issue_token
 
 __all__ = (
     "ALL_SCOPES",
     "Authenticate",
     "Identity",
+    "IssuedToken",
     "JwtBearer",
     "Scope",
     "StaticToken",
+    "StoredTokens",
     "authenticate_with",
     "bearer_token",
     "check_scopes",
+    "issue_token",
 )

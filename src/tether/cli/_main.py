@@ -24,6 +24,7 @@ from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
 from tether.cli._schedules import schedules_app
 from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
 from tether.cli._sessions import delete, sessions
+from tether.cli._tokens import tokens_app
 from tether.cli._versions import agents, upgrade, versions
 
 __all__ = ("app", "main")
@@ -60,6 +61,7 @@ app.command()(export)
 app.command(name="import")(import_log)
 app.command(name="export-key")(export_key)
 app.add_typer(schedules_app, name="schedules")
+app.add_typer(tokens_app, name="tokens")
 console = Console(
     soft_wrap=True, highlight=False, emoji=False
 )  # ids and JSON survive copy-paste and pipes

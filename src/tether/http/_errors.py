@@ -63,6 +63,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.ClaimLost: 409,
     E.DispatchConflict: 409,
     E.VersionConflict: 409,
+    E.TokenExists: 409,
     E.SubagentLimitReached: 409,
     E.SeqOutOfRange: 422,
     E.SeqTruncated: 410,
@@ -74,6 +75,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.SubmissionNotFound: 404,
     E.ConversationNotFound: 404,
     E.AttachmentNotFound: 404,
+    E.TokenNotFound: 404,
     # journal: a harness's misuse is the server's failure, not the caller's
     E.JournalError: 500,
     E.ReplayDiverged: 500,

@@ -42,12 +42,14 @@ from tether.store._protocol import (
     SnapshotStore,
     Store,
     SubmissionStore,
+    TokenStore,
     VersionStore,
     WaitStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
 from tether.store._sqlite import SqliteStore
+from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
     MAX_SEQ,
     WAIT_FOR_CHILDREN,
@@ -98,6 +100,7 @@ __all__ = (
     "LogWalk",
     "MemoryStore",
     "NewSubmission",
+    "NewToken",
     "OwnerLiveness",
     "RetentionStore",
     "ScheduleRow",
@@ -113,6 +116,8 @@ __all__ = (
     "SubmissionStatus",
     "SubmissionStore",
     "TaskParent",
+    "TokenRow",
+    "TokenStore",
     "TruncatedLog",
     "VerifiedExport",
     "VersionCount",

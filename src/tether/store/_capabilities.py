@@ -25,6 +25,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TokenStore,
     VersionStore,
     WaitStore,
 )
@@ -45,6 +46,7 @@ CapabilityName = Literal[
     "change_feed",
     "liveness",
     "versions",
+    "tokens",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -61,6 +63,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "change_feed": ChangeFeed,
     "liveness": OwnerLiveness,
     "versions": VersionStore,
+    "tokens": TokenStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -113,6 +116,7 @@ class StoreCapabilities:
     change_feed: ChangeFeed | None
     liveness: OwnerLiveness | None
     versions: VersionStore | None
+    tokens: TokenStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -138,6 +142,7 @@ class StoreCapabilities:
             change_feed=cast(ChangeFeed | None, offered(ChangeFeed)),
             liveness=cast(OwnerLiveness | None, offered(OwnerLiveness)),
             versions=cast(VersionStore | None, offered(VersionStore)),
+            tokens=cast(TokenStore | None, offered(TokenStore)),
         )
 
     @property

@@ -5,8 +5,8 @@ It is kept obviously correct rather than fast: plain dicts and lists, every oper
 synchronous inside its coroutine (so atomic under asyncio), and every value handed out
 freshly decoded so no caller can mutate what is stored. What it keeps: a log per
 conversation (:class:`MemoryLog`), the submissions (:class:`StoredSubmission`), the gates
-(:class:`~tether.store._gates.GateIndex`), the schedules (:class:`ScheduleBook`) and the
-attachments (:class:`AttachmentBook`).
+(:class:`~tether.store._gates.GateIndex`), the schedules (:class:`ScheduleBook`), the
+attachments (:class:`AttachmentBook`), the workers and the API tokens (plain dicts).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from tether.errors import (
     StoreUnavailable,
     SubagentLimitReached,
     SubmissionNotFound,
+    TokenExists,
+    TokenNotFound,
     VersionConflict,
 )
 from tether.records import Record, RecordDraft
@@ -68,9 +70,11 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TokenStore,
     VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
+from tether.store._tokens import NewToken, TokenRow, check_new_token, stored_time
 from tether.store._truncation import check_truncation, seal_anchor
 from tether.store._types import WAIT_FOR_CHILDREN as CHILDREN
 from tether.store._types import (
@@ -228,6 +232,7 @@ class MemoryStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    TokenStore,
     VersionStore,
 ):
     """A store held in process memory (``memory://``): the core and every capability but
@@ -254,6 +259,8 @@ class MemoryStore(
         self._notifier = AppendNotifier()
         self._gates = GateIndex()  # derived from the logs: every append indexes its records
         self._workers: dict[str, WorkerRow] = {}
+        self._tokens: dict[str, TokenRow] = {}  # by id; rows are immutable, handed out as kept
+        self._token_ids: dict[str, str] = {}  # digest -> id
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -1076,6 +1083,50 @@ class MemoryStore(
     async def forget_worker(self, owner_id: str) -> None:
         self._check_open()
         self._workers.pop(owner_id, None)
+
+    # --- tokens -----------------------------------------------------------------------
+
+    async def put_token(self, new: NewToken) -> TokenRow:
+        row = check_new_token(new)
+        self._check_open()
+        if row.id in self._tokens:
+            raise TokenExists(row.id, taken="id")
+        if row.digest in self._token_ids:
+            raise TokenExists(row.id, taken="digest")
+        self._tokens[row.id] = row
+        self._token_ids[row.digest] = row.id
+        return row
+
+    async def find_token(self, digest: str) -> TokenRow | None:
+        self._check_open()
+        token_id = self._token_ids.get(digest)
+        return None if token_id is None else self._tokens[token_id]
+
+    async def list_tokens(
+        self,
+        *,
+        subject: str | None = None,
+        tenant: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[TokenRow]:
+        self._check_open()
+        return [
+            row
+            for _, row in sorted(self._tokens.items())
+            if (subject is None or row.subject == subject)
+            and (tenant is None or row.tenant == tenant)
+            and (include_revoked or row.revoked_at is None)
+        ]
+
+    async def revoke_token(self, token_id: str, *, now: datetime) -> TokenRow:
+        at = stored_time(now)
+        self._check_open()
+        row = self._tokens.get(token_id)
+        if row is None:
+            raise TokenNotFound(token_id)
+        if row.revoked_at is None:
+            row = self._tokens[token_id] = dataclasses.replace(row, revoked_at=at)
+        return row
 
     # --- attachments ------------------------------------------------------------------
 

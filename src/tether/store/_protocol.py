@@ -29,6 +29,7 @@ from tether._payloads import AttachmentRef
 from tether.records import Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
+from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
     Admission,
     Attempt,
@@ -58,6 +59,7 @@ __all__ = (
     "SnapshotStore",
     "Store",
     "SubmissionStore",
+    "TokenStore",
     "VersionStore",
     "WaitStore",
 )
@@ -689,6 +691,50 @@ class VersionStore(Protocol):
 
     async def forget_worker(self, owner_id: str) -> None:
         """Drop worker ``owner_id``'s row; idempotent."""
+        ...
+
+
+@runtime_checkable
+class TokenStore(Protocol):
+    """Capability ``tokens``: the API tokens an operator issued (``tether tokens``), each
+    kept by the SHA-256 digest of its secret, never the secret. The store does not
+    interpret scopes, tenants or agents, nor decide whether a token is expired or revoked:
+    ``tether.auth.StoredTokens`` does, from the row :meth:`find_token` reads."""
+
+    async def put_token(self, new: NewToken) -> TokenRow:
+        """Keep a new token, unrevoked; the row kept (times in UTC, to the microsecond).
+        Raises ``TokenExists`` (naming whether the id or the digest is taken), writing
+        nothing, when a kept token has its id or its digest; ``ValueError`` for a malformed
+        one (an empty id or subject, a digest that is not 64 lowercase hex digits, a naive
+        time).
+
+        Example::
+
+            row = await store.put_token(NewToken(id="tok_1", digest=digest,
+                                                 subject="support-1", created_at=now))
+        """
+        ...
+
+    async def find_token(self, digest: str) -> TokenRow | None:
+        """The token whose secret has this digest, revoked and expired ones included, or
+        ``None``: one indexed read, on the path of every authenticated request."""
+        ...
+
+    async def list_tokens(
+        self,
+        *,
+        subject: str | None = None,
+        tenant: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[TokenRow]:
+        """The kept tokens of ``subject`` and of ``tenant`` (``None``: any), by id compared
+        as code points (for the ids ``issue_token`` makes, the order they were issued in);
+        the revoked ones only with ``include_revoked``. Expired ones are listed."""
+        ...
+
+    async def revoke_token(self, token_id: str, *, now: datetime) -> TokenRow:
+        """Revoke token ``token_id`` at ``now``; the row as it now stands. Idempotent: a
+        revoked token keeps its first ``revoked_at``. ``TokenNotFound`` for an unknown id."""
         ...
 
 

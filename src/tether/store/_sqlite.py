@@ -34,6 +34,7 @@ from tether.store import _sqlite_schedules as schedules_sql
 from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
+from tether.store import _sqlite_tokens as tokens_sql
 from tether.store import _sqlite_versions as versions_sql
 from tether.store._common import (
     check_drafts,
@@ -56,6 +57,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TokenStore,
     VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
@@ -65,6 +67,7 @@ from tether.store._sqlite_liveness import OwnerLocks
 from tether.store._sqlite_schema import Synchronous, connect, migrate, translate_errors
 from tether.store._sqlite_truncate import truncate_log
 from tether.store._sqlite_writer import SqliteWriter
+from tether.store._tokens import NewToken, TokenRow, check_new_token, stored_time
 from tether.store._types import (
     Admission,
     Attempt,
@@ -116,6 +119,7 @@ class SqliteStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    TokenStore,
     VersionStore,
 ):
     """A store in one SQLite file (``sqlite:///path``): the core and every capability but
@@ -640,6 +644,28 @@ class SqliteStore(
 
     async def forget_worker(self, owner_id: str) -> None:
         await self._write(versions_sql.delete_worker, owner_id)
+
+    # --- tokens -----------------------------------------------------------------------
+
+    async def put_token(self, new: NewToken) -> TokenRow:
+        return await self._write(tokens_sql.put_token, check_new_token(new))
+
+    async def find_token(self, digest: str) -> TokenRow | None:
+        return self._read(lambda conn: tokens_sql.find_token(conn, digest))
+
+    async def list_tokens(
+        self,
+        *,
+        subject: str | None = None,
+        tenant: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[TokenRow]:
+        return self._read(
+            lambda conn: tokens_sql.list_tokens(conn, subject, tenant, include_revoked)
+        )
+
+    async def revoke_token(self, token_id: str, *, now: datetime) -> TokenRow:
+        return await self._write(tokens_sql.revoke_token, token_id, stored_time(now))
 
     # --- attachments ------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 14
+SCHEMA_VERSION: Final = 15
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -356,6 +356,26 @@ CREATE TABLE workers (
 ) WITHOUT ROWID;
 """
 
+# v15: API tokens (issue 39), each kept by the SHA-256 digest of its secret (hex), never the
+# secret; scopes and agents as canonical JSON arrays (agents NULL: every agent), times in
+# microseconds. ``tokens_by_digest`` is the read of every authenticated request; a list
+# filters the few tokens an operator issued.
+_SCHEMA_V15: Final = """
+CREATE TABLE tokens (
+    id         TEXT PRIMARY KEY,
+    digest     TEXT NOT NULL,
+    subject    TEXT NOT NULL,
+    tenant     TEXT,
+    scopes     BLOB NOT NULL,
+    agents     BLOB,
+    display    TEXT,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    revoked_at INTEGER
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX tokens_by_digest ON tokens (digest);
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -377,6 +397,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V12,
     _SCHEMA_V13,
     _SCHEMA_V14,
+    _SCHEMA_V15,
 )
 
 

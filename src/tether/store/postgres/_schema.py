@@ -292,6 +292,25 @@ MIGRATIONS: Final = (
         since    TIMESTAMPTZ NOT NULL
     );
     """,
+    # v10: API tokens (issue 39), each kept by the SHA-256 digest of its secret (hex), never
+    # the secret; scopes and agents as canonical JSON arrays (agents NULL: every agent).
+    # ``tokens_by_digest`` is the read of every authenticated request; a list filters the
+    # few tokens an operator issued. Idempotent, like v6's.
+    """
+    CREATE TABLE IF NOT EXISTS tokens (
+        id         TEXT PRIMARY KEY,
+        digest     TEXT NOT NULL,
+        subject    TEXT NOT NULL,
+        tenant     TEXT,
+        scopes     BYTEA NOT NULL,
+        agents     BYTEA,
+        display    TEXT,
+        created_at TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ,
+        revoked_at TIMESTAMPTZ
+    );
+    CREATE UNIQUE INDEX IF NOT EXISTS tokens_by_digest ON tokens (digest);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

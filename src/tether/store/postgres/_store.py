@@ -53,9 +53,11 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TokenStore,
     VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
+from tether.store._tokens import NewToken, TokenRow, check_new_token, stored_time
 from tether.store._types import (
     Admission,
     Attempt,
@@ -84,6 +86,7 @@ from tether.store.postgres import (
     _schedules,
     _sessions,
     _submissions,
+    _tokens,
     _truncate,
     _versions,
     _waits,
@@ -126,6 +129,7 @@ class PostgresStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    TokenStore,
     VersionStore,
 ):
     """A store in a PostgreSQL database (``postgresql://...``), for many workers: the core
@@ -848,6 +852,26 @@ class PostgresStore(
 
     async def forget_worker(self, owner_id: str) -> None:
         await self._autocommit(_versions.delete_worker, owner_id)
+
+    # --- tokens -----------------------------------------------------------------------
+
+    async def put_token(self, new: NewToken) -> TokenRow:
+        return await self._autocommit(_tokens.put_token, check_new_token(new))
+
+    async def find_token(self, digest: str) -> TokenRow | None:
+        return await self._autocommit(_tokens.find_token, digest)
+
+    async def list_tokens(
+        self,
+        *,
+        subject: str | None = None,
+        tenant: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[TokenRow]:
+        return await self._autocommit(_tokens.list_tokens, subject, tenant, include_revoked)
+
+    async def revoke_token(self, token_id: str, *, now: datetime) -> TokenRow:
+        return await self._autocommit(_tokens.revoke_token, token_id, stored_time(now))
 
     # --- attachments ------------------------------------------------------------------
 

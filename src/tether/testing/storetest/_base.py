@@ -31,6 +31,7 @@ from tether.store import (
     StoreCapabilities,
     Submission,
     TaskParent,
+    TokenStore,
     VersionsServed,
     VersionStore,
 )
@@ -67,6 +68,7 @@ class CompleteStore(
     ImportStore,
     ScheduleStore,
     VersionStore,
+    TokenStore,
     Protocol,
 ):
     """A store that offers every capability but the two across processes (``change_feed``

@@ -1,0 +1,117 @@
+"""API tokens in the store (the ``tokens`` capability): what an operator issued to a person
+or a program, kept by the digest of its secret (the secret itself is never stored), with the
+identity it stands for, its expiry and its revocation.
+
+The store does not interpret scopes, tenants or agents: ``tether.auth`` issues tokens
+(``issue_token``) and turns a presented one into an identity (``StoredTokens``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from tether._canonical import canonical_json
+from tether.store._common import from_micros, to_micros
+
+__all__ = ("NewToken", "TokenRow", "check_new_token", "names_json", "stored_time")
+
+_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, slots=True)
+class NewToken:
+    """A token to keep (``TokenStore.put_token``): its public ``id``, the ``digest`` of its
+    secret (lowercase hex SHA-256), the identity it stands for (``subject``, ``tenant``,
+    ``scopes``, ``agents``: ``None`` for every agent, ``display``), when it was issued and
+    when it expires (``None``: never).
+
+    Example::
+
+        new = NewToken(id="tok_01J...", digest=hashlib.sha256(secret).hexdigest(),
+                       subject="support-1", created_at=utc_now(), tenant="acme",
+                       scopes=("approvals:decide",))
+    """
+
+    id: str
+    digest: str
+    subject: str
+    created_at: datetime
+    tenant: str | None = None
+    scopes: tuple[str, ...] = ()
+    agents: tuple[str, ...] | None = None
+    display: str | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    """A kept token: what :class:`NewToken` said (times in UTC), and when it was revoked
+    (``None``: it was not)."""
+
+    id: str
+    digest: str
+    subject: str
+    tenant: str | None
+    scopes: tuple[str, ...]
+    agents: tuple[str, ...] | None
+    display: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the token has expired at ``now`` (its expiry is the first instant it no
+        longer holds)."""
+        return self.expires_at is not None and now >= self.expires_at
+
+
+def _text(value: object, what: str, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"a token's {what} is a non-empty string, not {value!r}")
+
+
+def _names(value: object, what: str) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"a token's {what} are a tuple of non-empty strings, not {value!r}")
+
+
+def check_new_token(new: NewToken) -> TokenRow:
+    """``new`` as the row a store keeps (times to the microsecond, in UTC), or
+    ``ValueError`` saying what is malformed: every backend checks before it writes."""
+    _text(new.id, "id")
+    if not isinstance(new.digest, str) or not _DIGEST.fullmatch(new.digest):
+        raise ValueError(f"a token's digest is 64 lowercase hex digits, not {new.digest!r}")
+    _text(new.subject, "subject")
+    _text(new.tenant, "tenant", optional=True)
+    _text(new.display, "display", optional=True)
+    _names(new.scopes, "scopes")
+    if new.agents is not None:
+        _names(new.agents, "agents")
+    return TokenRow(
+        id=new.id,
+        digest=new.digest,
+        subject=new.subject,
+        tenant=new.tenant,
+        scopes=new.scopes,
+        agents=new.agents,
+        display=new.display,
+        created_at=stored_time(new.created_at),
+        expires_at=None if new.expires_at is None else stored_time(new.expires_at),
+    )
+
+
+def stored_time(moment: datetime) -> datetime:
+    """``moment`` as every backend hands it back: in UTC, to the microsecond (``ValueError``
+    if it is naive)."""
+    return from_micros(to_micros(moment))
+
+
+def names_json(names: Sequence[str]) -> bytes:
+    """The canonical JSON a SQL store keeps scopes or agents as (an array of strings)."""
+    return canonical_json(list(names))

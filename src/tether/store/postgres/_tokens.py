@@ -1,0 +1,102 @@
+"""The SQL of API tokens (``TokenStore``) on PostgreSQL: one row per token, found by the
+unique index on its digest; each operation one statement (or a check after a refused
+insert)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from tether.errors import TokenExists, TokenNotFound
+from tether.store._tokens import TokenRow, names_json, stored_time
+from tether.store.postgres._log import Conn
+
+__all__ = ("find_token", "list_tokens", "put_token", "revoke_token")
+
+_COLUMNS = (
+    "id, digest, subject, tenant, scopes, agents, display, created_at, expires_at, revoked_at"
+)
+
+
+def _time(moment: datetime | None) -> datetime | None:
+    return None if moment is None else stored_time(moment)
+
+
+def _row(row: tuple[Any, ...]) -> TokenRow:
+    token_id, digest, subject, tenant, scopes, agents, display, created, expires, revoked = row
+    return TokenRow(
+        id=token_id,
+        digest=digest,
+        subject=subject,
+        tenant=tenant,
+        scopes=tuple(orjson.loads(scopes)),
+        agents=None if agents is None else tuple(orjson.loads(agents)),
+        display=display,
+        created_at=stored_time(created),
+        expires_at=_time(expires),
+        revoked_at=_time(revoked),
+    )
+
+
+async def put_token(conn: Conn, row: TokenRow) -> TokenRow:
+    inserted = (
+        await conn.execute(
+            f"INSERT INTO tokens ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL) "
+            "ON CONFLICT DO NOTHING",
+            (
+                row.id,
+                row.digest,
+                row.subject,
+                row.tenant,
+                names_json(row.scopes),
+                None if row.agents is None else names_json(row.agents),
+                row.display,
+                row.created_at,
+                row.expires_at,
+            ),
+        )
+    ).rowcount
+    if not inserted:
+        taken = await (
+            await conn.execute("SELECT 1 FROM tokens WHERE id = %s", (row.id,))
+        ).fetchone()
+        raise TokenExists(row.id, taken="id" if taken is not None else "digest")
+    return row
+
+
+async def find_token(conn: Conn, digest: str) -> TokenRow | None:
+    found = await (
+        await conn.execute(f"SELECT {_COLUMNS} FROM tokens WHERE digest = %s", (digest,))
+    ).fetchone()
+    return None if found is None else _row(found)
+
+
+async def list_tokens(
+    conn: Conn, subject: str | None, tenant: str | None, include_revoked: bool
+) -> list[TokenRow]:
+    rows = await (
+        await conn.execute(
+            f"SELECT {_COLUMNS} FROM tokens "
+            "WHERE (%(subject)s::text IS NULL OR subject = %(subject)s) "
+            "AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s) "
+            'AND (%(all)s OR revoked_at IS NULL) ORDER BY id COLLATE "C"',
+            {"subject": subject, "tenant": tenant, "all": include_revoked},
+        )
+    ).fetchall()
+    return [_row(row) for row in rows]
+
+
+async def revoke_token(conn: Conn, token_id: str, now: datetime) -> TokenRow:
+    # COALESCE: a second revocation keeps the first one's time.
+    found = await (
+        await conn.execute(
+            "UPDATE tokens SET revoked_at = COALESCE(revoked_at, %s) WHERE id = %s "
+            f"RETURNING {_COLUMNS}",
+            (now, token_id),
+        )
+    ).fetchone()
+    if found is None:
+        raise TokenNotFound(token_id)
+    return _row(found)
