@@ -48,7 +48,7 @@ def test_every_api_route_has_one_scope_and_the_table_nothing_else() -> None:
         (method, route.path)
         for route in app.routes
         if isinstance(route, APIRoute) and route.include_in_schema
-        for method in route.methods
+        for method in route.methods or ()
     } - {("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/ui/login"), ("POST", "/ui/logout")}
     assert scoped == set(ROUTE_SCOPES)
 
@@ -64,7 +64,7 @@ async def test_a_route_refuses_an_identity_without_its_scope(
     needed = ROUTE_SCOPES[method, path]
     assert needed is not None
     others = ",".join(scope for scope in ALL_SCOPES if scope not in (needed, "admin"))
-    body = {} if method == "POST" else None
+    body: dict[str, Any] | None = {} if method == "POST" else None
     refused = await server.client.request(
         method, _path(path), json=body, headers={"Authorization": f"Bearer {others}"}
     )

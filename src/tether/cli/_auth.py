@@ -9,7 +9,8 @@ store is open (stored tokens read it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,6 @@ from tether.cli._exit import ExitCode, fail
 from tether.cli._imports import import_attribute
 
 if TYPE_CHECKING:
-    from tether.auth import Authenticate
     from tether.engine import Runtime
 
 __all__ = (
@@ -83,23 +83,27 @@ class AuthChoice:
         """Whether requests must authenticate."""
         return self.kind != "none"
 
-    def app_options(self, runtime: Runtime) -> dict[str, Any]:
+    @contextlib.asynccontextmanager
+    async def app_options(self, runtime: Runtime) -> AsyncIterator[dict[str, Any]]:
         """``create_app``'s auth options, for the runtime the server runs on (its store
-        keeps the issued tokens)."""
+        keeps the issued tokens), while the server runs (a JWKS client is closed after)."""
         if self.kind == "token":
-            return {"auth_token": self.token}
-        authenticate: Authenticate | None = None
-        if self.kind == "hook":
-            authenticate = self.hook
+            yield {"auth_token": self.token}
         elif self.kind == "tokens":
             from tether.auth import StoredTokens
+            from tether.store import TokenStore
 
-            authenticate = StoredTokens(runtime.store)
+            store = runtime.store
+            if not isinstance(store, TokenStore):
+                fail(f"--auth tokens: the store {type(store).__name__} keeps no tokens")
+            yield {"authenticate": StoredTokens(store)}
         elif self.kind == "jwt":
             from tether.auth import JwtBearer
 
-            authenticate = JwtBearer(**self.jwt)
-        return {"authenticate": authenticate}
+            async with JwtBearer(**self.jwt) as bearer:
+                yield {"authenticate": bearer}
+        else:
+            yield {"authenticate": self.hook}
 
 
 def choose_auth(

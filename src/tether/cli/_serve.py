@@ -403,13 +403,12 @@ async def _serve(
     from tether.cli._announce import AnnouncingServer
     from tether.http import create_app
 
-    async with _running(agents, store_url, worker=worker, options=runtime_options) as (
-        runtime,
-        _,
-    ):
-        application = create_app(
-            runtime, worker=worker, **access.app_options(runtime), **app_options
+    async with contextlib.AsyncExitStack() as stack:
+        runtime, _ = await stack.enter_async_context(
+            _running(agents, store_url, worker=worker, options=runtime_options)
         )
+        authentication = await stack.enter_async_context(access.app_options(runtime))
+        application = create_app(runtime, worker=worker, **authentication, **app_options)
         port = listener.getsockname()[1]
         shown_host = f"[{host}]" if ":" in host else host
         banner = (
