@@ -16,6 +16,7 @@ PUBLIC = {
         "Scope",
         "StaticToken",
         "StoredTokens",
+        "authenticate_credential",
         "authenticate_with",
         "bearer_token",
         "check_scopes",

@@ -148,3 +148,36 @@ async def test_without_a_token_there_is_nothing_to_sign_in_to(asgi: Serve) -> No
     assert "set-cookie" not in answer.headers
     out = await call("POST", "/ui/logout", headers={"content-type": "application/json"})
     assert out.json()["authRequired"] is False
+
+
+async def test_a_stored_token_signs_in_and_its_revocation_signs_out(
+    asgi: Serve, store: Store
+) -> None:
+    """Issue 39: with stored tokens (or JWTs) the console signs in with the caller's own
+    credential; the cookie is checked as the bearer token would be, on every request."""
+    from datetime import UTC, datetime
+
+    from tether.auth import StoredTokens, issue_token
+    from tether.store import TokenStore
+
+    assert isinstance(store, TokenStore)
+    issued = await issue_token(
+        store, subject="ann", tenant="acme", scopes=["sessions:read"], now=datetime.now(UTC)
+    )
+    server: Server = await asgi(demo_agents(), authenticate=StoredTokens(store))
+    c = server.client
+    wrong = await c.post("/ui/login", json={"token": "tether_" + "x" * 43})
+    assert wrong.status_code == 401
+    assert wrong.json()["error"] == {"type": "unauthorized", "message": "unknown token"}
+    signed_in = await c.post("/ui/login", json={"token": issued.token})
+    assert signed_in.status_code == 200, signed_in.text
+    assert signed_in.json() == {"signedIn": True, "authRequired": True}
+    assert "httponly" in _cookie(signed_in).lower()
+    assert (await c.get("/me")).json()["subject"] == "ann"  # by the cookie alone
+    assert (await c.post("/agents/assistant/me", json={"body": "hi"})).status_code == 403
+    await store.revoke_token(issued.row.id, now=datetime.now(UTC))
+    ended = await c.get("/me")
+    assert ended.status_code == 401 and ended.json()["error"]["message"] == "token revoked"
+    signed_out = await c.post("/ui/logout", headers={"Content-Type": "application/json"})
+    assert signed_out.json() == {"signedIn": False, "authRequired": True}
+    assert COOKIE not in c.cookies

@@ -21,7 +21,13 @@ or the bearer JWTs of an OIDC provider::
     )
 """
 
-from tether.auth._authenticate import Authenticate, StaticToken, authenticate_with, bearer_token
+from tether.auth._authenticate import (
+    Authenticate,
+    StaticToken,
+    authenticate_credential,
+    authenticate_with,
+    bearer_token,
+)
 from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
 from tether.auth._jwt import JwtBearer
 from tether.auth._tokens import IssuedToken, StoredTokens, issue_token
@@ -35,6 +41,7 @@ __all__ = (
     "Scope",
     "StaticToken",
     "StoredTokens",
+    "authenticate_credential",
     "authenticate_with",
     "bearer_token",
     "check_scopes",

@@ -20,7 +20,13 @@ from starlette.requests import HTTPConnection
 
 from tether.auth._identity import ALL_SCOPES, Identity
 
-__all__ = ("Authenticate", "StaticToken", "authenticate_with", "bearer_token")
+__all__ = (
+    "Authenticate",
+    "StaticToken",
+    "authenticate_credential",
+    "authenticate_with",
+    "bearer_token",
+)
 
 Authenticate: TypeAlias = Callable[[HTTPConnection], "Identity | Awaitable[Identity | None] | None"]
 """An authentication hook: the request's verified identity, or ``None`` (no credential).
@@ -52,6 +58,14 @@ async def authenticate_with(hook: Authenticate, request: HTTPConnection) -> Iden
     if found is not None and not isinstance(found, Identity):
         raise TypeError(f"an authenticate hook returns an Identity or None, not {found!r}")
     return found
+
+
+async def authenticate_credential(hook: Authenticate, credential: str) -> Identity | None:
+    """The identity ``hook`` gives a request carrying only ``credential`` as its bearer
+    token: a credential that came another way (the console's sign-in form, its cookie)."""
+    header = f"Bearer {credential}".encode("latin-1", "replace")
+    request = HTTPConnection({"type": "http", "headers": [(b"authorization", header)]})
+    return await authenticate_with(hook, request)
 
 
 class StaticToken:

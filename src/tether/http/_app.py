@@ -119,7 +119,12 @@ def create_app(
     app.state.tether = AppState(
         runtime,
         Streams(heartbeat, RecentRecords(runtime)),
-        SignIn(auth_token.encode() if auth_token is not None else None, cookies),
+        SignIn(
+            auth_token.encode() if auth_token is not None else None,
+            cookies,
+            authenticate=None if cookies is not None else authenticate,
+            lifetime=sign_in_lifetime,
+        ),
     )
     install_error_handlers(app)
     hooks = {route.path for router in webhooks for route in router.routes if hasattr(route, "path")}
@@ -137,7 +142,7 @@ def create_app(
     # credential (or the console's cookie) is checked against the store: 503 when it cannot
     # answer; and each route asks the identity for its scope: 403.
     guarded = failures(421, *((401, 403, 503) if authenticate is not None else ()))
-    signing_in = {"/ui/login": failures(401)} if auth_token is not None else {}
+    signing_in = {"/ui/login": failures(401)} if authenticate is not None else {}
     for router in _API:
         _add_routes(app, router, guarded, scoped=True)
     for router in (health_router, *webhooks):

@@ -18,9 +18,11 @@ import secrets
 from tether.auth import Identity
 from tether.engine import Runtime
 
-__all__ = ("COOKIE", "DEFAULT_LIFETIME", "ConsoleCookies", "request_cookie")
+__all__ = ("COOKIE", "DEFAULT_LIFETIME", "MAX_CREDENTIAL", "ConsoleCookies", "request_cookie")
 
 COOKIE = "tether_console"
+MAX_CREDENTIAL = 8192
+"""The longest credential the console signs in with (a JWT with many claims fits)."""
 DEFAULT_LIFETIME = 12 * 3600.0
 """Seconds a sign-in lasts: a working day."""
 _LABEL = b"tether console session v2"

@@ -15,8 +15,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from tether.auth import Authenticate
 from tether.engine import Runtime
-from tether.http._console_cookie import ConsoleCookies
+from tether.http._console_cookie import DEFAULT_LIFETIME, ConsoleCookies
 from tether.http._sse import RecentRecords
 
 __all__ = (
@@ -43,10 +44,13 @@ class Streams:
 
 @dataclass(frozen=True, slots=True)
 class SignIn:
-    """The console's sign-in: the server's token (``None``: no auth) and its cookies."""
+    """The console's sign-in: the server's shared token and its cookies, or the server's
+    other authentication (``authenticate``: stored tokens, JWTs), or neither (no auth)."""
 
     token: bytes | None
     cookies: ConsoleCookies | None
+    authenticate: Authenticate | None = None
+    lifetime: float = DEFAULT_LIFETIME
 
 
 @dataclass(frozen=True, slots=True)

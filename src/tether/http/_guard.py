@@ -18,10 +18,10 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tether._sites import SitePolicy
-from tether.auth import Authenticate, Identity, authenticate_with
+from tether.auth import Authenticate, Identity, authenticate_credential, authenticate_with
 from tether.errors import TetherError, Unauthenticated
 from tether.http._access import OPEN
-from tether.http._console_cookie import ConsoleCookies, request_cookie
+from tether.http._console_cookie import MAX_CREDENTIAL, ConsoleCookies, request_cookie
 from tether.http._errors import error_response, internal_error_response, status_of
 
 __all__ = ("Guard",)
@@ -171,12 +171,17 @@ class Guard:
         return None
 
     async def _cookie_identity(self, headers: dict[str, str]) -> Identity | None:
-        """The identity of the console's cookie, if it is valid (issued here, not expired,
-        not signed out: a read of the store)."""
+        """The identity of the console's cookie: with the shared token, one issued here,
+        not expired, not signed out (a read of the store); with other authentication, the
+        credential the console signed in with, verified as the bearer token would be."""
         cookie = request_cookie(headers.get("cookie", ""))
-        if cookie is None or self.cookies is None:
+        if cookie is None:
             return None
-        return await self.cookies.identity(cookie)
+        if self.cookies is not None:
+            return await self.cookies.identity(cookie)
+        if self.authenticate is None or len(cookie) > MAX_CREDENTIAL:
+            return None
+        return await authenticate_credential(self.authenticate, cookie)
 
     def _body_refusal(self, method: str, headers: dict[str, str]) -> Any:
         length = headers.get("content-length")
