@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from tether.cli._exit import ExitCode, fail, one_line, stderr
 
 if TYPE_CHECKING:
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DEFAULT_URL",
+    "TOKEN",
     "Outcome",
     "answer_command",
     "approve_command",
@@ -38,6 +41,14 @@ WAIT_SLICE = 1.0
 """Seconds one ``?wait`` may hold a request: how soon ``send --wait`` notices a parked run."""
 PROMPT_WIDTH = 120
 """How much of an input's prompt one line shows."""
+
+TOKEN = typer.Option(
+    None,
+    "--auth-token",
+    envvar="TETHER_AUTH_TOKEN",
+    help="Your bearer token: the server's shared token, an API token, or a JWT.",
+)
+"""Every client command's credential option."""
 
 
 @contextlib.contextmanager

@@ -47,9 +47,7 @@ _PAGE = 64
 CONVERSATION = typer.Argument(help="The conversation id (records carry it).")
 FILE = typer.Argument(help="A file `tether export` wrote (- reads stdin).")
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to ask.")
-TOKEN = typer.Option(
-    None, "--auth-token", envvar="TETHER_AUTH_TOKEN", help="The server's bearer token."
-)
+TOKEN = _client.TOKEN
 FROM_STORE = typer.Option(
     None,
     "--store",

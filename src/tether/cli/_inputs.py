@@ -17,9 +17,7 @@ __all__ = ("answer", "describe_answer", "inputs", "parse_value")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = typer.Option(
-    None, "--auth-token", envvar="TETHER_AUTH_TOKEN", help="The server's bearer token."
-)
+TOKEN = _client.TOKEN
 
 
 class InputFilter(enum.StrEnum):

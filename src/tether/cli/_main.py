@@ -66,9 +66,7 @@ console = Console(
     soft_wrap=True, highlight=False, emoji=False
 )  # ids and JSON survive copy-paste and pipes
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = typer.Option(
-    None, "--auth-token", envvar="TETHER_AUTH_TOKEN", help="The server's bearer token."
-)
+TOKEN = _client.TOKEN
 STORE = typer.Option(
     DEFAULT_STORE_URL, "--store", help="The store to read (sqlite:///dir, postgresql://...)."
 )

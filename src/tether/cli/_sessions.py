@@ -13,9 +13,7 @@ __all__ = ("aligned", "delete", "sessions", "size_of")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = typer.Option(
-    None, "--auth-token", envvar="TETHER_AUTH_TOKEN", help="The server's bearer token."
-)
+TOKEN = _client.TOKEN
 
 
 class SessionFilter(enum.StrEnum):
