@@ -107,6 +107,21 @@ async def test_without_auth_every_route_is_open(asgi: Serve) -> None:
     assert (await server.client.get("/versions")).status_code == 200
 
 
+async def test_an_identity_of_some_agents_is_refused_the_others(asgi: Serve) -> None:
+    def only_assistant(request: HTTPConnection) -> Identity:
+        return Identity("ann", agents=frozenset({"assistant"}))
+
+    server: Server = await asgi(demo_agents(), authenticate=only_assistant)
+    sent = await server.client.post("/agents/assistant/me?wait=true", json={"body": "hi"})
+    assert sent.status_code == 200, sent.text
+    other = await server.client.post("/agents/researcher/me", json={"body": "hi"})
+    assert other.status_code == 403
+    assert other.json()["error"] == {
+        "type": "forbidden",
+        "message": "'ann' may not use the agent 'researcher'",
+    }
+
+
 def test_a_token_and_a_hook_together_are_refused() -> None:
     with pytest.raises(ValueError, match="not both"):
         create_app(

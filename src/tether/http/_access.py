@@ -103,8 +103,9 @@ def shown_name(body: BaseModel, field: str, identity: Identity, by: Actor | None
 
 
 def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:
-    """A route dependency: the request's identity if it holds ``scope``, else
-    :class:`~tether.errors.Forbidden` naming it (403).
+    """A route dependency: the request's identity if it holds ``scope`` (and, on a route
+    naming an ``{agent}``, may use that agent), else :class:`~tether.errors.Forbidden`
+    naming what it lacks (403).
 
     Example::
 
@@ -115,6 +116,9 @@ def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:
         identity = identity_of(request)
         if not identity.allows(scope):
             raise Forbidden(f"{identity.name!r} lacks the scope {scope!r} this needs", scope=scope)
+        agent = request.path_params.get("agent")
+        if agent is not None and not identity.may_use(agent):
+            raise Forbidden(f"{identity.name!r} may not use the agent {agent!r}")
         return identity
 
     identity_holding.__name__ = f"requires_{scope.replace(':', '_')}"
