@@ -42,6 +42,7 @@ from tether.testing.storetest._sessions import SessionListCases
 from tether.testing.storetest._settling import SettlementCases
 from tether.testing.storetest._snapshots import SnapshotCases
 from tether.testing.storetest._submissions import SubmissionCases
+from tether.testing.storetest._tenants import TenantCases
 from tether.testing.storetest._truncation import TruncationCases
 from tether.testing.storetest._versions import VersionCases
 
@@ -83,6 +84,7 @@ class StoreConformance(
     ImportCases,  # import
     ScheduleCases,  # schedules
     VersionCases,  # versions
+    TenantCases,  # each case what its listing needs
     CoreConformance,
 ):
     """Every conformance case: the core's, and those of each capability, which run only on
