@@ -345,7 +345,8 @@ def submission_filter(
 ) -> tuple[str, list[str]]:
     """The ``WHERE`` clause (empty without filters) and parameters of ``list_submissions``.
 
-    Only the filters given, each a plain term: ``(? IS NULL OR status = ?)`` reads every row.
+    Only the filters given, each a plain term: ``(? IS NULL OR status = ?)`` reads every row;
+    a tenant's, through its indexes led by the tenant (see the schemas).
     ``status <> 'settled'`` is spelled as the open-submissions partial index says, so that
     the planner may use it whenever the rows asked for cannot be settled ones."""
     terms: list[str] = []
@@ -356,7 +357,15 @@ def submission_filter(
     if conversation_id is not None:
         terms.append(f"conversation_id = {placeholder}")
         params.append(conversation_id)
-    if tenant is not None:
+    if tenant is not None and conversation_id is not None:
+        # A conversation's submissions are all of its tenant: asked once of the conversation,
+        # so that the conversation's index serves the listing, not the tenant's.
+        terms.append(
+            f"EXISTS (SELECT 1 FROM conversations WHERE id = {placeholder} "
+            f"AND tenant = {placeholder})"
+        )
+        params += [conversation_id, tenant]
+    elif tenant is not None:
         terms.append(f"tenant = {placeholder}")
         params.append(tenant)
     if unsettled or (status is not None and status is not SubmissionStatus.SETTLED):

@@ -38,8 +38,7 @@ def import_conversation(
     conversation = dataclasses.replace(conversation, tenant=tenant)
     check = ImportCheck(conversation)
     held = conn.execute(
-        "SELECT agent, instance, session, head, head_hash, tenant FROM conversations "
-        "WHERE id = ?",
+        "SELECT agent, instance, session, head, head_hash, tenant FROM conversations WHERE id = ?",
         (conversation.id,),
     ).fetchone()
     if held is not None or find_conversation(conn, key) is not None:

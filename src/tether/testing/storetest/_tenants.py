@@ -6,6 +6,7 @@ page."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -156,10 +157,7 @@ class TenantCases(BaseConformance):
     ) -> None:
         async with MemoryStore() as source:
             exported = (await source.admit(fx.new("s", tenant=ACME))).submission
-            conversation, records = await export_log(
-                source,  # type: ignore[arg-type]  # a complete store
-                exported.conversation_id,
-            )
+            conversation, records = await export_log(source, exported.conversation_id)
         assert conversation.tenant == ACME
         assert await store.import_conversation(conversation, records, tenant=GLOBEX) is True
         assert (await store.get_conversation(conversation.id)).tenant == GLOBEX
@@ -182,15 +180,18 @@ class TenantCases(BaseConformance):
             await _say(store, fx, admitted.conversation_id, at=(n * 7) % 12)
         every = await store.list_sessions(limit=100)
         assert {row.tenant for row in every} == {ACME, GLOBEX, None}
-        for filters in ({}, {"agent": "support"}, {"agent": "sales", "instance": "y"}):
+        session_filters: list[dict[str, Any]] = [
+            {},
+            {"agent": "support"},
+            {"agent": "sales", "instance": "y"},
+        ]
+        for filters in session_filters:
             unfiltered = await store.list_sessions(limit=100, **filters)
             for tenant in (ACME, GLOBEX):
                 expected = [row for row in unfiltered if row.tenant == tenant]
                 assert expected, filters
 
-                async def page(tenant: str = tenant, **paging: Any) -> list[Any]:
-                    return await store.list_sessions(tenant=tenant, **filters, **paging)
-
+                page = functools.partial(store.list_sessions, tenant=tenant, **filters)
                 for limit in (1, 2, 100):
                     assert await _pages(page, limit) == expected
             # A cursor of one tenant's row, used by another, still lists only the other's.
@@ -228,9 +229,7 @@ class TenantCases(BaseConformance):
             for tenant in (ACME, GLOBEX):
                 expected = [gate for gate in unfiltered if gate.tenant == tenant]
 
-                async def page(tenant: str = tenant, **paging: Any) -> list[Any]:
-                    return await store.list_gates(tenant=tenant, **filters, **paging)
-
+                page = functools.partial(store.list_gates, tenant=tenant, **filters)
                 for limit in (1, 2, 100):
                     assert await _pages(page, limit) == expected
         theirs = [gate for gate in every if gate.tenant == GLOBEX]
