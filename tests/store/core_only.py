@@ -83,9 +83,10 @@ class CoreOnlyStore:
         *,
         conversation_id: str | None = None,
         unsettled: bool = False,
+        tenant: str | None = None,
     ) -> list[Submission]:
         return await self._inner.list_submissions(
-            status, conversation_id=conversation_id, unsettled=unsettled
+            status, conversation_id=conversation_id, unsettled=unsettled, tenant=tenant
         )
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:

@@ -31,27 +31,27 @@ from tether.records import (
     RecordDraft,
     ToolOutcome,
 )
-from tether.store import GateKind, GateStatus, SessionKey, SqliteStore, Store
+from tether.store import GateKind, GateStatus, NewSubmission, SessionKey, SqliteStore, Store
 from tether.store.postgres import PostgresStore
 from tether.testing.storetest import CompleteStore, complete
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
 from .test_query_plans import _JUDGED, Capture, _capture_postgres, _capture_sqlite
 
-FILTERS = ("agent", "instance", "tool")
+FILTERS = ("agent", "instance", "tool", "tenant")
 _SQLITE_BAD = re.compile(r"^SCAN gates\b|USE TEMP B-TREE")
 _POSTGRES_BAD = re.compile(r"Seq Scan on gates\b|\bSort\b")
 _GATES = re.compile(r"\bgates\b")
 
 
 async def _fill(store: CompleteStore) -> None:
-    """A few gates of each kind in every status, so the planner has rows to weigh."""
+    """A few gates of each kind in every status, of two tenants and of none, so the planner
+    has rows to weigh."""
     for n in range(12):
-        key = SessionKey(("a", "b")[n % 2], ("x", "y", "z")[n % 3], "s")
-        conversation, _ = await store.ensure_conversation(
-            key, conversation_id=f"conv-{n}", created_at=datetime.now(UTC)
-        )
-        cid = conversation.id
+        key = SessionKey(("a", "b")[n % 2], ("x", "y", "z")[n % 3], f"s{n}")
+        tenant = (None, "t1", "t2")[n // 2 % 3]
+        new = NewSubmission(f"sub-{n}", key, f"conv-{n}", {}, datetime.now(UTC), tenant=tenant)
+        cid = (await store.admit(new)).submission.conversation_id
         args: dict[str, JsonValue] = {"n": n}
         tool = ("mail", "pay")[n % 2]
         requested: Payload = ApprovalRequested(
@@ -80,7 +80,8 @@ async def _list_every_combination(store: CompleteStore) -> None:
     for n in range(len(FILTERS) + 1):
         for names in itertools.combinations(FILTERS, n):
             filters = {
-                name: {"agent": "a", "instance": "x", "tool": "mail"}[name] for name in names
+                name: {"agent": "a", "instance": "x", "tool": "mail", "tenant": "t1"}[name]
+                for name in names
             }
             for status, kind in itertools.product((None, *GateStatus), (None, *GateKind)):
                 [first, *_] = await store.list_gates(status=None, limit=1)
@@ -160,6 +161,10 @@ async def test_every_gate_listing_and_update_is_an_ordered_index_read(
     assert {s.split()[0] for s in updates} == {"INSERT", "UPDATE"} and len(updates) >= 3
     # Every listing names its kind, so that its index range holds that kind's rows alone.
     assert all("kind = " in s for s in listings)
+    # A tenant's listing reads an index the tenant leads: its rows alone, not every tenant's.
+    tenants = [s for s in listings if "tenant = " in s]
+    assert len(tenants) >= 2 * 2 ** (len(FILTERS) - 1)
+    assert [s for s in tenants if not any("by_tenant" in line for line in plans[s])] == []
     found = [f"{line}  <-  {s}" for s, lines in plans.items() for line in lines if bad.search(line)]
     assert found == []
 

@@ -55,6 +55,13 @@ _POSTGRES_SCAN = re.compile(rf"Seq Scan on ({'|'.join(GROWING)})\b")
 _JUDGED = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 _SQLITE_SORT = re.compile(r"^USE TEMP B-TREE\b")
 _POSTGRES_SORT = re.compile(r"\bSort\b")
+_LISTED = "(?:conversations|submissions|schedules)"
+_SQLITE_UNLED = re.compile(rf"^(?:SEARCH|SCAN) {_LISTED}\b(?! USING (?:COVERING )?INDEX \w*tenant)")
+# PostgreSQL may read the queued ones of every tenant instead (``submissions_queued``, a
+# partial index of the backlog alone): a cost it weighs, not a scan of the history.
+_POSTGRES_UNLED = re.compile(
+    rf"Scan (?:Backward )?(?:using|on) (?!\w*tenant|submissions_queued)\w+(?: on {_LISTED}\b|$)"
+)
 
 
 async def _served_requests(server: Server) -> None:
@@ -112,6 +119,9 @@ class Capture:
     scans: Callable[[], list[str]] = list
     sorts: Callable[[], list[str]] = list
     """The plan lines that sort what a statement read (an ordered listing should not)."""
+    unled: Callable[[], list[str]] = list
+    """The plan lines that read a listing through an index the tenant does not lead (a
+    tenant's listing should read only its rows)."""
 
 
 _connect = sqlite3.connect  # the real one: the judges' own connections are not captured
@@ -221,6 +231,7 @@ async def store(
         sqlite = await SqliteStore.open(tmp_path)
         capture.scans = lambda: sqlite_scans(sqlite.path, capture.statements)
         capture.sorts = lambda: sqlite_scans(sqlite.path, capture.statements, _SQLITE_SORT)
+        capture.unled = lambda: sqlite_scans(sqlite.path, capture.statements, _SQLITE_UNLED)
         opened = sqlite
     else:
         _capture_postgres(monkeypatch, capture)
@@ -229,6 +240,9 @@ async def store(
         capture.scans = lambda: postgres_scans(POSTGRES_URL, schema, capture.statements)
         capture.sorts = lambda: postgres_scans(
             POSTGRES_URL, schema, capture.statements, _POSTGRES_SORT
+        )
+        capture.unled = lambda: postgres_scans(
+            POSTGRES_URL, schema, capture.statements, _POSTGRES_UNLED
         )
     yield opened
     await opened.close()
@@ -339,7 +353,10 @@ async def _fill_sessions(store: CompleteStore) -> None:
     shared = await store.put_attachment(b"shared", media_type="text/plain")
     for n in range(9):
         key = SessionKey(("a", "b")[n % 2], ("x", "y", "z")[n % 3], f"s{n}")
-        new = NewSubmission(f"sub-{n}", key, f"conv-{n}", {"body": "hi"}, Fixtures.at(n))
+        tenant = "t1" if n % 3 == 0 else (None, "t2")[n % 2]
+        new = NewSubmission(
+            f"sub-{n}", key, f"conv-{n}", {"body": "hi"}, Fixtures.at(n), tenant=tenant
+        )
         cid = (await store.admit(new)).submission.conversation_id
         own = await store.put_attachment(f"own {n}".encode(), media_type="text/plain")
         refs = (own, shared) if n % 3 == 0 else (own,)
@@ -351,9 +368,10 @@ async def _fill_sessions(store: CompleteStore) -> None:
 
 
 async def _list_every_filter(store: CompleteStore) -> None:
-    for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
-        first = await store.list_sessions(limit=2, **filters)
-        await store.list_sessions(limit=2, after=first[-1].cursor, **filters)
+    for tenant in (None, "t1"):
+        for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
+            first = await store.list_sessions(limit=2, tenant=tenant, **filters)
+            await store.list_sessions(limit=2, after=first[-1].cursor, tenant=tenant, **filters)
 
 
 async def _session_steps(store: CompleteStore) -> None:
@@ -369,7 +387,13 @@ async def _session_steps(store: CompleteStore) -> None:
         )
         await store.import_conversation(conversation, await source.read(conversation.id))
     await store.put_schedule(ScheduleRow("sched-1", {"every": 60}, Fixtures.at(0)))
+    await store.put_schedule(ScheduleRow("sched-2", {"every": 60}, Fixtures.at(0), "t1"))
     await store.list_schedules()
+    await store.list_schedules(tenant="t1")
+    for status in (None, SubmissionStatus.QUEUED):
+        for unsettled in (False, True):
+            await store.list_submissions(status, unsettled=unsettled, tenant="t1")
+    await store.list_submissions(conversation_id="conv-2", tenant="t1")
     await store.delete_schedule("sched-1")
 
 
@@ -394,6 +418,32 @@ async def test_every_page_of_the_sessions_index_is_an_ordered_index_read(
     assert capture.statements
     assert capture.scans() == []
     assert capture.sorts() == []
+
+
+async def test_every_listing_of_a_tenant_reads_an_index_the_tenant_leads(
+    store: CompleteStore, capture: Capture
+) -> None:
+    """A tenant's sessions (every filter, every page), submissions (every filter but a
+    conversation, whose own index serves it) and schedules are each a range of an index led
+    by the tenant: they read that tenant's rows, not every tenant's."""
+    await _fill_sessions(store)
+    await store.put_schedule(ScheduleRow("sched-1", {"every": 60}, Fixtures.at(0), "t1"))
+    capture.statements.clear()
+    for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
+        first = await store.list_sessions(limit=2, tenant="t1", **filters)
+        await store.list_sessions(limit=2, after=first[-1].cursor, tenant="t1", **filters)
+    for status in (None, SubmissionStatus.QUEUED):
+        for unsettled in (False, True):
+            await store.list_submissions(status, unsettled=unsettled, tenant="t1")
+    await store.list_schedules(tenant="t1")
+    listings = [
+        (query, params)
+        for query, params in capture.statements
+        if "tenant = " in str(query) and "FROM conversations WHERE id" not in str(query)
+    ]
+    assert len(listings) >= 11
+    capture.statements[:] = listings
+    assert capture.unled() == []
 
 
 def test_the_sqlite_check_catches_a_full_scan(tmp_path: Path) -> None:

@@ -65,9 +65,10 @@ async def approval_page(
     tool: str | None,
     limit: int,
     cursor: str | None,
+    tenant: str | None = None,
 ) -> ApprovalPage:
-    """Up to ``limit`` gates past ``cursor``; one more is read to tell whether a page follows,
-    so ``next_cursor`` never leads to an empty page."""
+    """Up to ``limit`` gates past ``cursor`` (``tenant``'s only, if given); one more is read
+    to tell whether a page follows, so ``next_cursor`` never leads to an empty page."""
     if not 1 <= limit <= MAX_APPROVALS_PAGE:
         raise ValueError(f"limit must be 1..{MAX_APPROVALS_PAGE}, got {limit}")
     gates = await store.list_gates(
@@ -78,6 +79,7 @@ async def approval_page(
         tool=tool,
         limit=limit + 1,
         after=cursor,
+        tenant=tenant,
     )
     page = tuple(gates[:limit])
     return ApprovalPage(page, page[-1].cursor if len(gates) > limit else None)

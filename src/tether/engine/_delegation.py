@@ -220,6 +220,7 @@ class ChildDelegation:
                 depth=parent.depth + 1,
                 max_total=self.context.config.subagent_limits.max_total,
             ),
+            tenant=parent.tenant,  # the store's rule too: a child is its parent's tenant's
         )
         require_capability(self.context.capabilities.children, "children")  # it keeps parents
         admission = await self.context.store.admit(new)

@@ -414,6 +414,7 @@ class Runtime:
         dispatch_id: str | None = None,
         multitask: Multitask = "enqueue",
         trace: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
@@ -422,6 +423,13 @@ class Runtime:
         ``interrupt`` (abort what runs, then run), ``steer`` (join the running execution).
         ``trace`` is the caller's W3C trace context (``traceparent``, ``tracestate``): every
         attempt, recovered ones included, joins that trace (a malformed one is ignored).
+        ``tenant`` is the caller's (``None``: an operator's): a new session is that tenant's,
+        and another tenant's session (or one of no tenant) is ``ConversationNotFound``, with
+        nothing admitted nor interrupted (see ``NewSubmission.tenant``).
+
+        Example::
+
+            receipt = await runtime.dispatch("support", "acme", "hello", tenant="acme")
         """
         self._check_open()
         if agent not in self.agents:
@@ -433,7 +441,7 @@ class Runtime:
         inbound = parse_inbound(message)
         key = SessionKey(agent, instance, session)
         if multitask != "enqueue" and inbound.kind in ("user", "signal"):
-            busy = await self._unsettled(key)
+            busy = await self._unsettled(key, tenant)
             if busy and multitask == "reject":
                 raise SessionBusy(f"session {key} is running {busy[0].id}")
             if busy and multitask == "interrupt":
@@ -441,7 +449,7 @@ class Runtime:
                     await self._cancel(submission)
             if busy and multitask == "steer":
                 inbound = inbound.model_copy(update={"kind": "steer"})
-        return await self._admit(key, inbound, dispatch_id, trace_context(trace))
+        return await self._admit(key, inbound, dispatch_id, trace_context(trace), tenant)
 
     async def _admit(
         self,
@@ -449,6 +457,7 @@ class Runtime:
         inbound: Inbound,
         dispatch_id: str | None,
         trace: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> Receipt:
         now = self.clock.now()
         new = NewSubmission(
@@ -459,6 +468,7 @@ class Runtime:
             created_at=now,
             dispatch_id=dispatch_id,
             trace=trace,
+            tenant=tenant,
         )
         coordinator = self._coordinator
         with (
@@ -514,12 +524,25 @@ class Runtime:
             claiming.add_done_callback(functools.partial(_adopt_claimed, coordinator, attempt_id))
             raise
 
-    async def _unsettled(self, key: SessionKey) -> list[Submission]:
+    async def _unsettled(self, key: SessionKey, tenant: str | None = None) -> list[Submission]:
+        """The session's unsettled submissions (none for a session not begun);
+        ``ConversationNotFound`` for one that is not ``tenant``'s (``None``, an operator,
+        may touch any): an interrupt, a steer or an abort of it touches nothing."""
         try:
             conversation = await self.store.find_conversation(key)
         except ConversationNotFound:
             return []
+        if tenant is not None and conversation.tenant != tenant:
+            raise ConversationNotFound(str(key))
         return await self.store.list_submissions(conversation_id=conversation.id, unsettled=True)
+
+    async def _tenants_conversation(self, key: SessionKey, tenant: str | None) -> Conversation:
+        """The session's conversation if it is ``tenant``'s (or ``tenant`` is ``None``);
+        ``ConversationNotFound`` otherwise, as if it did not exist."""
+        conversation = await self.store.find_conversation(key)
+        if tenant is not None and conversation.tenant != tenant:
+            raise ConversationNotFound(str(key))
+        return conversation
 
     async def _cancel(self, submission: Submission) -> None:
         await self.store.request_cancel(submission.id, now=self.clock.now())
@@ -532,9 +555,11 @@ class Runtime:
         message: Inbound | str | Mapping[str, Any],
         *,
         session: str = "default",
+        tenant: str | None = None,
     ) -> Receipt:
-        """Deliver a message into the running execution at its next safe point (durable)."""
-        return await self._inject("steer", agent, instance, message, session)
+        """Deliver a message into the running execution at its next safe point (durable).
+        ``tenant``: as :meth:`dispatch`'s (another tenant's session is not found)."""
+        return await self._inject("steer", agent, instance, message, session, tenant)
 
     async def follow_up(
         self,
@@ -543,9 +568,11 @@ class Runtime:
         message: Inbound | str | Mapping[str, Any],
         *,
         session: str = "default",
+        tenant: str | None = None,
     ) -> Receipt:
-        """Queue a message for the running execution to take once its current answer is done."""
-        return await self._inject("follow_up", agent, instance, message, session)
+        """Queue a message for the running execution to take once its current answer is done.
+        ``tenant``: as :meth:`dispatch`'s (another tenant's session is not found)."""
+        return await self._inject("follow_up", agent, instance, message, session, tenant)
 
     async def _inject(
         self,
@@ -554,6 +581,7 @@ class Runtime:
         instance: str,
         message: Inbound | str | Mapping[str, Any],
         session: str,
+        tenant: str | None = None,
     ) -> Receipt:
         self._check_open()
         if agent not in self.agents:
@@ -562,32 +590,43 @@ class Runtime:
         key = SessionKey(agent, instance, session)
         busy = [
             s
-            for s in await self._unsettled(key)
+            for s in await self._unsettled(key, tenant)
             if Inbound.model_validate(s.input).kind in ("user", "signal")
         ]
         if not busy:
             raise NoRunInFlight(f"nothing is running in session {key}")
-        return await self._admit(key, inbound.model_copy(update={"kind": kind}), None)
+        return await self._admit(key, inbound.model_copy(update={"kind": kind}), None, None, tenant)
 
-    async def abort(self, agent: str, instance: str, *, session: str = "default") -> list[str]:
-        """Abort every unsettled submission of the session (each settles ``aborted``)."""
+    async def abort(
+        self, agent: str, instance: str, *, session: str = "default", tenant: str | None = None
+    ) -> list[str]:
+        """Abort every unsettled submission of the session (each settles ``aborted``).
+        ``tenant``: another tenant's session is ``ConversationNotFound``, nothing aborted."""
         self._check_open()
-        busy = await self._unsettled(SessionKey(agent, instance, session))
+        busy = await self._unsettled(SessionKey(agent, instance, session), tenant)
         for submission in busy:
             await self._cancel(submission)
         self._wake()
         return [s.id for s in busy]
 
     async def compact(
-        self, agent: str, instance: str, *, session: str = "default", dispatch_id: str | None = None
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        dispatch_id: str | None = None,
+        tenant: str | None = None,
     ) -> Receipt:
-        """Queue a compaction of the session's history (it runs in order with the messages)."""
+        """Queue a compaction of the session's history (it runs in order with the messages).
+        ``tenant``: another tenant's session is ``ConversationNotFound``."""
         self._check_open()
         if agent not in self.agents:
             raise UnknownAgent(agent)
         key = SessionKey(agent, instance, session)
-        await self.store.find_conversation(key)  # ConversationNotFound: nothing to compact
-        return await self._admit(key, Inbound(kind="compact"), dispatch_id)
+        # ConversationNotFound: nothing to compact (or not the tenant's to)
+        await self._tenants_conversation(key, tenant)
+        return await self._admit(key, Inbound(kind="compact"), dispatch_id, None, tenant)
 
     # --- reading ----------------------------------------------------------------------
 
@@ -637,10 +676,18 @@ class Runtime:
         limit: int = 50,
         cursor: str | None = None,
         usage: bool = False,
+        tenant: str | None = None,
     ) -> SessionPage:
         """Sessions newest activity first, each with where it stands (see
         :class:`SessionPage`); ``usage`` also totals each one's model calls (it reads their
-        logs). ``instance`` needs ``agent``."""
+        logs). ``instance`` needs ``agent``. ``tenant`` lists only that tenant's (``None``:
+        every session, an operator's view); a cursor of another tenant's page lists only
+        this one's past it.
+
+        Example::
+
+            page = await runtime.sessions(tenant="acme", limit=20)
+        """
         return await session_page(
             self._started_context(),
             agent=agent,
@@ -649,6 +696,7 @@ class Runtime:
             limit=limit,
             cursor=cursor,
             usage=usage,
+            tenant=tenant,
         )
 
     async def check_upgrade(
@@ -780,10 +828,12 @@ class Runtime:
 
     # --- schedules --------------------------------------------------------------------
 
-    async def add_schedule(self, schedule: Schedule) -> ScheduleInfo:
+    async def add_schedule(self, schedule: Schedule, *, tenant: str | None = None) -> ScheduleInfo:
         """Keep a schedule in the store: every worker on it fires its windows, each once
         (docs/schedules.md). Idempotent for the same definition; ``ScheduleConflict`` for
-        an id another definition (or the configuration) has, ``UnknownAgent``.
+        an id another definition (or the configuration, or another tenant) has,
+        ``UnknownAgent``. It belongs to ``tenant``, and its windows are dispatched as that
+        tenant's (into a session of another tenant, they are refused).
 
         Example::
 
@@ -794,22 +844,24 @@ class Runtime:
             print(info.id, info.next_fire_at)
         """
         schedules = require_capability(self._offered().schedules, "schedules")
-        info = await self._book.add(schedules, schedule, self.clock.now())
+        info = await self._book.add(schedules, schedule, self.clock.now(), tenant)
         if self._scheduler is not None:
             self._scheduler.wake.set()
         return info
 
-    async def schedules(self) -> list[ScheduleInfo]:
+    async def schedules(self, *, tenant: str | None = None) -> list[ScheduleInfo]:
         """Every schedule, each with the start of its next window: the configuration's,
-        then the store's (oldest first)."""
+        then the store's (oldest first). With ``tenant``, only the store's of that tenant
+        (the configuration's are no tenant's)."""
         schedules = require_capability(self._offered().schedules, "schedules")
-        return await self._book.list(schedules, self.clock.now())
+        return await self._book.list(schedules, self.clock.now(), tenant)
 
-    async def delete_schedule(self, schedule_id: str) -> None:
-        """Forget a durable schedule (``ScheduleNotFound``; ``ScheduleConflict`` for one of
-        the configuration). What its windows admitted stays admitted."""
+    async def delete_schedule(self, schedule_id: str, *, tenant: str | None = None) -> None:
+        """Forget a durable schedule (``ScheduleNotFound``, also for another tenant's when
+        ``tenant`` is given; ``ScheduleConflict`` for one of the configuration). What its
+        windows admitted stays admitted."""
         await self._book.delete(
-            require_capability(self._offered().schedules, "schedules"), schedule_id
+            require_capability(self._offered().schedules, "schedules"), schedule_id, tenant
         )
 
     # --- retention --------------------------------------------------------------------
@@ -841,11 +893,13 @@ class Runtime:
         tool: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        tenant: str | None = None,
     ) -> ApprovalPage:
         """A page of approval gates, oldest request first, from the store's gate index (no
         log is read): by default those waiting for a decision; ``status=None`` lists every
         status, ``GateStatus.DECIDED`` the decisions made (the audit trail). ``cursor`` is a
         page's ``next_cursor`` (``InvalidCursor`` for anything else); ``limit`` 1..1000.
+        ``tenant`` lists only that tenant's gates (``None``: every gate).
 
         Example::
 
@@ -862,6 +916,7 @@ class Runtime:
             tool=tool,
             limit=limit,
             cursor=cursor,
+            tenant=tenant,
         )
 
     async def approve(
@@ -909,10 +964,12 @@ class Runtime:
         instance: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        tenant: str | None = None,
     ) -> ApprovalPage:
         """A page of the questions runs asked a person (``Turn.ask``), oldest first, from
         the store's gate index: by default those waiting for an answer; ``GateStatus.DECIDED``
-        lists the answered ones, ``status=None`` every status.
+        lists the answered ones, ``status=None`` every status; ``tenant``, only that
+        tenant's (``None``: every one).
 
         Example::
 
@@ -930,6 +987,7 @@ class Runtime:
             tool=None,
             limit=limit,
             cursor=cursor,
+            tenant=tenant,
         )
 
     async def answer(

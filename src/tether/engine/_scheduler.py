@@ -34,7 +34,13 @@ from tether.engine._schedules import (
     ScheduleNotFound,
     window_name,
 )
-from tether.errors import DispatchConflict, InvalidDispatch, TetherError, UnknownAgent
+from tether.errors import (
+    ConversationNotFound,
+    DispatchConflict,
+    InvalidDispatch,
+    TetherError,
+    UnknownAgent,
+)
 from tether.store import ScheduleRow, ScheduleStore
 
 __all__ = ("ScheduleBook", "Scheduler")
@@ -56,7 +62,14 @@ class Dispatch(Protocol):
     """``Runtime.dispatch``, as the scheduler calls it."""
 
     async def __call__(
-        self, agent: str, instance: str, message: Inbound, *, session: str, dispatch_id: str
+        self,
+        agent: str,
+        instance: str,
+        message: Inbound,
+        *,
+        session: str,
+        dispatch_id: str,
+        tenant: str | None,
     ) -> _Receipt: ...
 
 
@@ -98,11 +111,14 @@ class ScheduleBook:
         self.agents = agents
         self._unreadable: set[str] = set()
 
-    async def durable(self, store: ScheduleStore) -> list[tuple[Schedule, datetime]]:
-        """The store's schedules that this version can read, with when each was added,
-        oldest first (an unreadable row is logged once and left alone)."""
-        kept: list[tuple[Schedule, datetime]] = []
-        for row in await store.list_schedules():
+    async def durable(
+        self, store: ScheduleStore, tenant: str | None = None
+    ) -> list[tuple[Schedule, datetime, str | None]]:
+        """The store's schedules (``tenant``'s only, if given) that this version can read,
+        with when each was added and its tenant, oldest first (an unreadable row is logged
+        once and left alone)."""
+        kept: list[tuple[Schedule, datetime, str | None]] = []
+        for row in await store.list_schedules(tenant=tenant):
             try:
                 schedule = Schedule.from_json(row.definition)
                 if schedule.id != row.id:
@@ -114,40 +130,60 @@ class ScheduleBook:
                     self._unreadable.add(row.id)
                     logger.warning("schedule %s cannot be read (%s): it does not fire", row.id, exc)
                 continue
-            kept.append((schedule, row.created_at))
+            kept.append((schedule, row.created_at, row.tenant))
         return kept
 
-    async def list(self, store: ScheduleStore, now: datetime) -> list[ScheduleInfo]:
+    async def list(
+        self, store: ScheduleStore, now: datetime, tenant: str | None = None
+    ) -> list[ScheduleInfo]:
         """Every schedule with its next window's start: the configuration's, then the
-        durable ones, oldest first."""
-        infos = [ScheduleInfo(s, "config", s.next_after(now)) for s in self.configured.values()]
-        for schedule, created_at in await self.durable(store):
+        durable ones, oldest first; with ``tenant``, only the durable ones of that tenant."""
+        infos = (
+            [ScheduleInfo(s, "config", s.next_after(now)) for s in self.configured.values()]
+            if tenant is None
+            else []
+        )
+        for schedule, created_at, owner in await self.durable(store, tenant):
             if schedule.id not in self.configured:
                 infos.append(
-                    ScheduleInfo(schedule, "durable", schedule.next_after(now), created_at)
+                    ScheduleInfo(schedule, "durable", schedule.next_after(now), created_at, owner)
                 )
         return infos
 
-    async def add(self, store: ScheduleStore, schedule: Schedule, now: datetime) -> ScheduleInfo:
-        """Keep ``schedule`` in the store (idempotent for the same definition)."""
+    async def add(
+        self, store: ScheduleStore, schedule: Schedule, now: datetime, tenant: str | None = None
+    ) -> ScheduleInfo:
+        """Keep ``schedule`` in the store, ``tenant``'s (idempotent for the same definition
+        and tenant)."""
         if schedule.agent not in self.agents:
             raise UnknownAgent(schedule.agent)
         schedule.check_period(self.min_period, now=self.clock.now())
         if schedule.id in self.configured:
             raise ScheduleConflict(schedule.id, "is a schedule of the runtime's configuration")
         try:
-            kept = await store.put_schedule(ScheduleRow(schedule.id, schedule.to_json(), now))
+            kept = await store.put_schedule(
+                ScheduleRow(schedule.id, schedule.to_json(), now, tenant)
+            )
         except DispatchConflict:
             raise ScheduleConflict(schedule.id, "is taken by another definition") from None
-        return ScheduleInfo(schedule, "durable", schedule.next_after(now), kept.created_at)
+        return ScheduleInfo(
+            schedule, "durable", schedule.next_after(now), kept.created_at, kept.tenant
+        )
 
-    async def delete(self, store: ScheduleStore, schedule_id: str) -> None:
-        """Forget a durable schedule: its windows stop firing (within ``schedule_poll`` on
-        the other workers)."""
-        if schedule_id in self.configured:
+    async def delete(
+        self, store: ScheduleStore, schedule_id: str, tenant: str | None = None
+    ) -> None:
+        """Forget a durable schedule (with ``tenant``, only one of that tenant's: another's
+        is not found): its windows stop firing (within ``schedule_poll`` on the other
+        workers)."""
+        if schedule_id in self.configured and tenant is None:
             raise ScheduleConflict(
                 schedule_id, "is a schedule of the runtime's configuration: remove it there"
             )
+        if tenant is not None and schedule_id not in {
+            row.id for row in await store.list_schedules(tenant=tenant)
+        }:
+            raise ScheduleNotFound(schedule_id)
         if not await store.delete_schedule(schedule_id):
             raise ScheduleNotFound(schedule_id)
 
@@ -198,29 +234,31 @@ class Scheduler:
     async def tick(self) -> datetime | None:
         """One pass: fire what is due; the next window's start of any schedule."""
         now = self.clock.now()
-        due: list[tuple[Schedule, datetime | None]] = [
-            (schedule, None) for schedule in self.book.configured.values()
+        due: list[tuple[Schedule, datetime | None, str | None]] = [
+            (schedule, None, None) for schedule in self.book.configured.values()
         ]
-        for schedule, created_at in await self.book.durable(self.store):
+        for schedule, created_at, tenant in await self.book.durable(self.store):
             if schedule.id in self.book.configured:
                 self._warn(schedule.id, "is also a schedule of this runtime's configuration")
             else:  # nothing that started before it was added
-                due.append((schedule, created_at - _MICROSECOND))
-        current = {schedule.id for schedule, _ in due}
+                due.append((schedule, created_at - _MICROSECOND, tenant))
+        current = {schedule.id for schedule, _, _ in due}
         for gone in set(self._handled) - current:
             del self._handled[gone]
         upcoming: list[datetime] = []
-        for schedule, lower in due:
+        for schedule, lower, tenant in due:
             if schedule.agent not in self.book.agents:
                 self._warn(schedule.id, f"names the agent {schedule.agent!r}, unknown here")
                 continue
-            await self._fire_due(schedule, lower, now)
+            await self._fire_due(schedule, lower, now, tenant)
             following = schedule.next_after(now)
             if following is not None:
                 upcoming.append(following)
         return min(upcoming, default=None)
 
-    async def _fire_due(self, schedule: Schedule, lower: datetime | None, now: datetime) -> None:
+    async def _fire_due(
+        self, schedule: Schedule, lower: datetime | None, now: datetime, tenant: str | None
+    ) -> None:
         latest = schedule.latest(now)
         handled = self._handled.get(schedule.id)
         cursor = handled[1] if handled is not None and handled[0] == schedule else lower
@@ -241,13 +279,14 @@ class Scheduler:
                 now - latest,
             )
         for start in windows:
-            if not await self._fire(schedule, start):
+            if not await self._fire(schedule, start, tenant):
                 return  # not admitted: the next pass tries again
         self._handled[schedule.id] = (schedule, latest)
 
-    async def _fire(self, schedule: Schedule, start: datetime) -> bool:
-        """Admit one window; whether it is done with (admitted now or before, or refused
-        for good), rather than worth another try."""
+    async def _fire(self, schedule: Schedule, start: datetime, tenant: str | None) -> bool:
+        """Admit one window, as ``tenant``'s; whether it is done with (admitted now or
+        before, or refused for good: a session of another tenant too), rather than worth
+        another try."""
         try:
             receipt = await self.dispatch(
                 schedule.agent,
@@ -255,8 +294,9 @@ class Scheduler:
                 schedule.inbound(start),
                 session=schedule.session,
                 dispatch_id=schedule.dispatch_id(start),
+                tenant=tenant,
             )
-        except (DispatchConflict, InvalidDispatch, UnknownAgent) as exc:
+        except (ConversationNotFound, DispatchConflict, InvalidDispatch, UnknownAgent) as exc:
             logger.warning(
                 "schedule %s: window %s refused: %s", schedule.id, window_name(start), exc
             )

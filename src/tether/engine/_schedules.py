@@ -428,6 +428,9 @@ class ScheduleInfo:
     source: ScheduleSource
     next_fire_at: datetime | None
     created_at: datetime | None = None
+    tenant: str | None = None
+    """The tenant a durable schedule belongs to, whose sessions its windows dispatch into
+    (``None``: none; the configuration's are no tenant's)."""
 
     @property
     def id(self) -> str:

@@ -75,6 +75,8 @@ class SessionInfo:
     pending_approvals: int
     parent: ConversationParent | None = None
     usage: UsageTotals | None = None
+    tenant: str | None = None
+    """The tenant the session belongs to (``None``: none)."""
     pending_inputs: int = 0
     """Questions its runs wait on a person to answer (``Runtime.inputs``)."""
 
@@ -116,7 +118,7 @@ async def _state(store: Store, row: SessionRow) -> SessionState:
 
 
 async def _pending(
-    store: GateStore | None, rows: list[SessionRow]
+    store: GateStore | None, rows: list[SessionRow], tenant: str | None = None
 ) -> dict[tuple[str, GateKind], int]:
     """Pending gates per conversation and kind, one gates query per agent and instance on
     the page (none on a store without gates: nothing there waits on a person)."""
@@ -127,7 +129,12 @@ async def _pending(
         after: str | None = None
         while True:
             gates = await store.list_gates(
-                status=GateStatus.PENDING, agent=agent, instance=instance, limit=500, after=after
+                status=GateStatus.PENDING,
+                agent=agent,
+                instance=instance,
+                limit=500,
+                after=after,
+                tenant=tenant,
             )
             for gate in gates:
                 place = (gate.conversation_id, gate.kind)
@@ -147,8 +154,10 @@ async def session_page(
     limit: int,
     cursor: str | None,
     usage: bool,
+    tenant: str | None = None,
 ) -> SessionPage:
-    """Up to ``limit`` sessions past ``cursor``; see :class:`SessionPage`."""
+    """Up to ``limit`` sessions past ``cursor`` (``tenant``'s only, if given); see
+    :class:`SessionPage`."""
     if not 1 <= limit <= MAX_SESSIONS_PAGE:
         raise ValueError(f"limit must be 1..{MAX_SESSIONS_PAGE}, got {limit}")
     if instance is not None and agent is None:
@@ -161,7 +170,7 @@ async def session_page(
     for _ in range(_SCAN_PAGES if status is not None else 1):
         # One row more than asked: a cursor is handed out only if a row follows it.
         rows = await index.list_sessions(
-            agent=agent, instance=instance, limit=limit + 1, after=after
+            agent=agent, instance=instance, limit=limit + 1, after=after, tenant=tenant
         )
         page, follows = rows[:limit], len(rows) > limit
         for place, row in enumerate(page):
@@ -176,7 +185,7 @@ async def session_page(
             next_cursor = after if follows else None
         if len(found) == limit or next_cursor is None:
             break
-    pending = await _pending(context.capabilities.gates, [row for row, _ in found])
+    pending = await _pending(context.capabilities.gates, [row for row, _ in found], tenant)
     sessions = []
     for row, state in found:
         totals = None
@@ -196,6 +205,7 @@ async def session_page(
                 pending_inputs=pending.get((row.conversation_id, GateKind.INPUT), 0),
                 parent=row.parent,
                 usage=totals,
+                tenant=row.tenant,
             )
         )
     return SessionPage(tuple(sessions), next_cursor)

@@ -66,7 +66,7 @@ SUBMISSION_COLUMNS = (
     "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
     "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
     "cancel_requested_at, settlement, settled_at, trace, "
-    "parent_submission_id, parent_call_id, depth, wait_until, version"
+    "parent_submission_id, parent_call_id, depth, wait_until, version, tenant"
 )
 """The columns a submission row is read with, in the order ``submission_from_row`` takes."""
 
@@ -279,10 +279,10 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
     (JSON columns hold canonical bytes). A row of the first twenty columns only (the
     columns before a child's parent link) reads as a root submission without a deadline or a
     version."""
-    parent_submission_id, parent_call_id, depth, wait_until, version = (
-        row[_BASE_COLUMNS : _BASE_COLUMNS + 5]
+    parent_submission_id, parent_call_id, depth, wait_until, version, tenant = (
+        row[_BASE_COLUMNS : _BASE_COLUMNS + 6]
         if len(row) > _BASE_COLUMNS
-        else (None, None, 0, None, None)
+        else (None, None, 0, None, None, None)
     )
     (
         sid,
@@ -332,6 +332,7 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
         depth=depth,
         wait_until=moment(wait_until),
         version=version,
+        tenant=tenant,
     )
 
 
@@ -340,10 +341,12 @@ def submission_filter(
     conversation_id: str | None,
     unsettled: bool,
     placeholder: str,
+    tenant: str | None = None,
 ) -> tuple[str, list[str]]:
     """The ``WHERE`` clause (empty without filters) and parameters of ``list_submissions``.
 
-    Only the filters given, each a plain term: ``(? IS NULL OR status = ?)`` reads every row.
+    Only the filters given, each a plain term: ``(? IS NULL OR status = ?)`` reads every row;
+    a tenant's, through its indexes led by the tenant (see the schemas).
     ``status <> 'settled'`` is spelled as the open-submissions partial index says, so that
     the planner may use it whenever the rows asked for cannot be settled ones."""
     terms: list[str] = []
@@ -354,6 +357,17 @@ def submission_filter(
     if conversation_id is not None:
         terms.append(f"conversation_id = {placeholder}")
         params.append(conversation_id)
+    if tenant is not None and conversation_id is not None:
+        # A conversation's submissions are all of its tenant: asked once of the conversation,
+        # so that the conversation's index serves the listing, not the tenant's.
+        terms.append(
+            f"EXISTS (SELECT 1 FROM conversations WHERE id = {placeholder} "
+            f"AND tenant = {placeholder})"
+        )
+        params += [conversation_id, tenant]
+    elif tenant is not None:
+        terms.append(f"tenant = {placeholder}")
+        params.append(tenant)
     if unsettled or (status is not None and status is not SubmissionStatus.SETTLED):
         terms.append("status <> 'settled'")
     return (f"WHERE {' AND '.join(terms)} " if terms else ""), params

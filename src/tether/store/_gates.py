@@ -175,6 +175,8 @@ class Gate:
     """The JSON Schema an input gate's answer must fit (``None``: any JSON value)."""
     answer: Any = None
     """An answered input gate's value (any JSON value, ``None`` included: see ``status``)."""
+    tenant: str | None = None
+    """Its conversation's tenant (``Conversation.tenant``)."""
 
     @property
     def order_key(self) -> OrderKey:
@@ -421,6 +423,7 @@ class GateIndex:
                     status=GateStatus.PENDING,
                     kind=change.kind,
                     prompt=change.prompt,
+                    tenant=conversation.tenant,
                 )
                 self._gates[(conversation.id, change.seq)] = _Stored(
                     gate, change.args, change.answer_schema
@@ -460,6 +463,7 @@ class GateIndex:
         limit: int = 100,
         after: str | None = None,
         kind: GateKind | None = None,
+        tenant: str | None = None,
     ) -> list[Gate]:
         check_limit(limit)
         start = decode_cursor(after) if after is not None else None
@@ -469,6 +473,7 @@ class GateIndex:
                 for stored in self._gates.values()
                 if (status is None or stored.gate.status is status)
                 and (kind is None or stored.gate.kind is kind)
+                and (tenant is None or stored.gate.tenant == tenant)
                 and (agent is None or stored.gate.key.agent == agent)
                 and (instance is None or stored.gate.key.instance == instance)
                 and (tool is None or stored.gate.tool == tool)

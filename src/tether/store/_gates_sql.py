@@ -8,6 +8,12 @@ read in order, ``limit`` rows long, and a listing of one kind never reads the ot
 (the pending inputs are not found among every approval). A listing of every status, or of
 both kinds, reads one such page per (status, kind) and merges them
 (:func:`tether.store._gates.merge_pages`), so neither needs indexes of its own.
+
+A tenant's listing (SQLite v15, PostgreSQL v10: each gate keeps its conversation's tenant) has
+the same indexes again, led by the tenant: partial, ``WHERE tenant IS NOT NULL``, so that a
+store whose sessions have no tenant pays nothing for them, and a tenant's page is a range of
+its own rows, never a filter over every tenant's. The operator's listing (no tenant) reads
+the indexes above.
 """
 
 from __future__ import annotations
@@ -39,19 +45,21 @@ __all__ = (
 )
 
 FILTERS = ("agent", "instance", "tool")
-"""The optional filters of a listing, besides its status and kind."""
+"""The optional filters of a listing, besides its status, kind and tenant."""
 
 INDEXED: tuple[tuple[str, ...], ...] = tuple(
-    ("status", "kind", *chosen)
+    (*lead, "status", "kind", *chosen)
+    for lead in ((), ("tenant",))
     for n in range(len(FILTERS) + 1)
     for chosen in combinations(FILTERS, n)
 )
-"""The equality columns of each listing index, in the order the schemas create them."""
+"""The equality columns of each listing index, in the order the schemas create them (those
+led by the tenant are partial: ``WHERE tenant IS NOT NULL``)."""
 
 GATE_COLUMNS = (
     "approval_id, conversation_id, seq, agent, instance, session, submission_id, execution_id, "
     "call_id, tool, args, args_digest, requested_at, status, decision, edited_args, reason, "
-    "approver, decided_at, closed_at, kind, prompt, answer_schema, answer"
+    "approver, decided_at, closed_at, kind, prompt, answer_schema, answer, tenant"
 )
 """The columns a gate row is read with, in the order ``gate_from_row`` takes."""
 
@@ -85,6 +93,7 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         prompt,
         answer_schema,
         answer,
+        tenant,
     ) = row
     return Gate(
         approval_id=approval_id,
@@ -109,6 +118,7 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         prompt=prompt,
         answer_schema=None if answer_schema is None else orjson.loads(answer_schema),
         answer=None if answer is None else orjson.loads(answer),
+        tenant=tenant,
     )
 
 
@@ -120,13 +130,13 @@ def gate_query(
     limit: int,
     placeholder: str,
 ) -> tuple[str, list[Any]]:
-    """The page of one status and kind: only the filters given, each a plain equality
-    (spelled as the index of exactly those columns leads), then the rows past ``after`` in
-    listing order."""
+    """The page of one status and kind: only the filters given (the tenant among them),
+    each a plain equality (spelled as the index of exactly those columns leads), then the
+    rows past ``after`` in listing order."""
     p = placeholder
     terms: list[str] = [f"status = {p}", f"kind = {p}"]
     params: list[Any] = [status.value, kind.value]
-    for column in FILTERS:
+    for column in ("tenant", *FILTERS):
         value = filters.get(column)
         if value is not None:
             terms.append(f"{column} = {p}")
@@ -161,9 +171,9 @@ def gate_statements(
                 (
                     "INSERT INTO gates (conversation_id, seq, approval_id, agent, instance, "
                     "session, submission_id, execution_id, call_id, tool, args, args_digest, "
-                    "requested_at, status, kind, prompt, answer_schema) SELECT id, "
+                    "requested_at, status, kind, prompt, answer_schema, tenant) SELECT id, "
                     f"{p}, {p}, agent, instance, session, {p}, {p}, {p}, {p}, {p}, {p}, {p}, "
-                    f"'pending', {p}, {p}, {p} FROM conversations WHERE id = {p}",
+                    f"'pending', {p}, {p}, {p}, tenant FROM conversations WHERE id = {p}",
                     (
                         change.seq,
                         change.approval_id,

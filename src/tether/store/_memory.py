@@ -174,15 +174,18 @@ class ScheduleBook:
         kept = self._kept.get(schedule.id)
         if kept is None:
             kept = self._kept[schedule.id] = (
-                ScheduleRow(schedule.id, {}, schedule.created_at),
+                ScheduleRow(schedule.id, {}, schedule.created_at, schedule.tenant),
                 payload,
             )
-        elif kept[1] != payload:
+        elif kept[1] != payload or kept[0].tenant != schedule.tenant:
             raise DispatchConflict(schedule.id, "the schedules")
         return _fresh(kept)
 
-    def list(self) -> list[ScheduleRow]:
-        kept = sorted(self._kept.values(), key=lambda k: (k[0].created_at, k[0].id))
+    def list(self, tenant: str | None = None) -> list[ScheduleRow]:
+        kept = sorted(
+            (k for k in self._kept.values() if tenant is None or k[0].tenant == tenant),
+            key=lambda k: (k[0].created_at, k[0].id),
+        )
         return [_fresh(one) for one in kept]
 
     def delete(self, schedule_id: str) -> bool:
@@ -323,11 +326,12 @@ class MemoryStore(
         conversation_id: str,
         created_at: datetime,
         parent: ConversationParent | None = None,
+        tenant: str | None = None,
     ) -> tuple[Conversation, bool]:
         existing = self._by_key.get(key)
         if existing is not None:
             return self._logs[existing].conversation, False
-        conversation = Conversation(conversation_id, key, created_at, parent)
+        conversation = Conversation(conversation_id, key, created_at, parent, tenant)
         self._create_log(conversation)
         self._notifier.notify([conversation.id])
         return conversation, True
@@ -446,7 +450,11 @@ class MemoryStore(
         if key in self._by_key:
             raise SessionExists(str(key))
         conversation = Conversation(
-            new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+            new_conversation_id,
+            key,
+            created_at,
+            fork_parent(conversation_id, at_seq),
+            parent.conversation.tenant,
         )
         copied = parent.rows[: at_seq - parent.first + 1]
         self._create_log(conversation, [Record(*row) for row in copied])
@@ -526,9 +534,24 @@ class MemoryStore(
                 return other.submission.id == submission.id
         return False
 
+    def _admitting_tenant(self, new: NewSubmission) -> str | None:
+        """The tenant an admission admits for: a child's parent's (when held), else its own;
+        ``ConversationNotFound`` if the session exists and is not that tenant's."""
+        parent = None if new.parent is None else self._submissions.get(new.parent.submission_id)
+        tenant = new.tenant if parent is None else parent.submission.tenant
+        existing = self._by_key.get(new.key)
+        if (
+            tenant is not None
+            and existing is not None
+            and self._logs[existing].conversation.tenant != tenant
+        ):
+            raise ConversationNotFound(str(new.key))
+        return tenant
+
     async def admit(self, new: NewSubmission) -> Admission:
         self._check_open()
         payload = canonical_json(new.input)
+        tenant = self._admitting_tenant(new)  # before a replay: a foreign one is not told
         dispatch_key = (new.key, new.idempotency_key)
         existing_id = self._dispatch_ids.get(dispatch_key)
         if existing_id is not None:
@@ -546,6 +569,7 @@ class MemoryStore(
             new.conversation_id,
             new.created_at,
             None if parent is None else parent.conversation_parent(),
+            tenant,
         )
         submission = Submission(
             id=new.id,
@@ -559,6 +583,7 @@ class MemoryStore(
             parent_submission_id=None if parent is None else parent.submission_id,
             parent_call_id=None if parent is None else parent.call_id,
             depth=0 if parent is None else parent.depth,
+            tenant=conversation.tenant,
         )
         stored = StoredSubmission(submission, payload)
         self._submissions[new.id] = stored
@@ -618,12 +643,14 @@ class MemoryStore(
         *,
         conversation_id: str | None = None,
         unsettled: bool = False,
+        tenant: str | None = None,
     ) -> list[Submission]:
         self._check_open()
         return [
             self._public(stored)
             for stored in self._submissions.values()
             if (status is None or stored.submission.status is status)
+            and (tenant is None or stored.submission.tenant == tenant)
             and (conversation_id is None or stored.submission.conversation_id == conversation_id)
             and not (unsettled and stored.submission.status is SubmissionStatus.SETTLED)
         ]
@@ -912,9 +939,10 @@ class MemoryStore(
         limit: int = 100,
         after: str | None = None,
         kind: GateKind | None = None,
+        tenant: str | None = None,
     ) -> list[Gate]:
         self._check_open()
-        return self._gates.list(status, agent, instance, tool, limit, after, kind)
+        return self._gates.list(status, agent, instance, tool, limit, after, kind, tenant)
 
     # --- sessions, erasure, import and schedules ---------------------------------------
 
@@ -929,6 +957,7 @@ class MemoryStore(
             bytes=log.bytes,
             parent=conversation.parent,
             cursor=encode_session_cursor(log.last_activity, conversation.id),
+            tenant=conversation.tenant,
         )
 
     async def list_sessions(
@@ -938,6 +967,7 @@ class MemoryStore(
         instance: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        tenant: str | None = None,
     ) -> list[SessionRow]:
         check_limit(limit)
         check_session_filter(agent, instance)
@@ -951,6 +981,7 @@ class MemoryStore(
                 log
                 for log in self._logs.values()
                 if (agent is None or log.conversation.key.agent == agent)
+                and (tenant is None or log.conversation.tenant == tenant)
                 and (instance is None or log.conversation.key.instance == instance)
                 and (start is None or log.order_key > start)
             ),
@@ -998,9 +1029,10 @@ class MemoryStore(
         return truncated
 
     async def import_conversation(
-        self, conversation: Conversation, records: Iterable[Record]
+        self, conversation: Conversation, records: Iterable[Record], *, tenant: str | None = None
     ) -> bool:
         self._check_open()
+        conversation = dataclasses.replace(conversation, tenant=tenant)
         check = ImportCheck(conversation)
         records = [check.check(record) for record in records]  # what is checked is what is kept
         check.finish()
@@ -1009,6 +1041,7 @@ class MemoryStore(
         if (
             existing is not None
             and existing.conversation.key == conversation.key
+            and existing.conversation.tenant == tenant
             and (existing.head, existing.head_hash) == (records[-1].seq, records[-1].hash)
         ):
             return False  # this very log is held already
@@ -1024,9 +1057,9 @@ class MemoryStore(
         self._check_open()
         return self._schedules.put(schedule)
 
-    async def list_schedules(self) -> list[ScheduleRow]:
+    async def list_schedules(self, *, tenant: str | None = None) -> list[ScheduleRow]:
         self._check_open()
-        return self._schedules.list()
+        return self._schedules.list(tenant)
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         self._check_open()

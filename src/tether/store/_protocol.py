@@ -77,6 +77,19 @@ class SubmissionStore(Protocol):
 
         A child (``new.parent`` set) is admitted only by a :class:`ChildStore` (the engine
         asks no other store for one): see there.
+
+        **Tenants.** A conversation the admission creates belongs to ``new.tenant``. Into an
+        existing conversation, an admission with a tenant is admitted only if that is the
+        conversation's tenant; otherwise (another tenant's, or no tenant's) it raises
+        ``ConversationNotFound`` (to that tenant the session does not exist), writing
+        nothing, before any idempotent replay is looked up. An admission with
+        ``tenant=None`` (an operator's) is admitted into any conversation. The submission
+        takes its conversation's tenant (``Submission.tenant``), whatever admitted it.
+
+        Example::
+
+            admitted = await store.admit(NewSubmission(..., tenant="acme"))
+            assert admitted.submission.tenant == "acme"
         """
         ...
 
@@ -90,10 +103,13 @@ class SubmissionStore(Protocol):
         *,
         conversation_id: str | None = None,
         unsettled: bool = False,
+        tenant: str | None = None,
     ) -> list[Submission]:
         """Submissions in admission order, optionally filtered by status and conversation;
-        ``unsettled`` keeps only those not settled yet. Every combination is served by an
-        index: the engine asks on every steer, abort and stream."""
+        ``unsettled`` keeps only those not settled yet; ``tenant`` keeps only that tenant's
+        (``None``: every tenant's, and those of no tenant: no filter). Every combination is
+        served by an index: the engine asks on every steer, abort and stream (with a
+        conversation, its own index: a conversation's submissions are all of its tenant)."""
         ...
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
@@ -403,7 +419,7 @@ class ForkStore(Protocol):
     ) -> Conversation:
         """A new conversation for ``key`` whose records 1..``at_seq`` are the parent's, verbatim,
         followed by its ``conversation_created`` record (and the parent's snapshot, if it
-        covers no more than those records)."""
+        covers no more than those records). It belongs to the parent's tenant."""
         ...
 
 
@@ -480,9 +496,12 @@ class GateStore(WaitStore, Protocol):
         limit: int = 100,
         after: str | None = None,
         kind: GateKind | None = None,
+        tenant: str | None = None,
     ) -> list[Gate]:
         """Up to ``limit`` gates (``None`` filters match anything: ``kind=None`` lists
-        approvals and inputs alike), in the order of their requests (request time,
+        approvals and inputs alike, ``tenant=None`` every tenant's and those of no tenant;
+        there is no filter for the gates of no tenant), each with its conversation's
+        ``tenant``, in the order of their requests (request time,
         conversation id, request seq), oldest first: those past ``after``, a gate's
         ``cursor`` (``InvalidCursor`` for any other string).
 
@@ -498,6 +517,7 @@ class GateStore(WaitStore, Protocol):
             page = await store.list_gates(status=GateStatus.PENDING, agent="support")
             more = await store.list_gates(status=GateStatus.PENDING, after=page[-1].cursor)
             asked = await store.list_gates(status=GateStatus.PENDING, kind=GateKind.INPUT)
+            theirs = await store.list_gates(status=GateStatus.PENDING, tenant="acme")
         """
         ...
 
@@ -507,7 +527,9 @@ class ChildStore(WaitStore, Protocol):
     """Capability ``children``: subagents (``Runtime(subagents=...)``). A child is admitted
     with a ``TaskParent`` (``NewSubmission.parent``): it keeps its parent's submission id,
     call id and its depth; the conversation it materializes carries the parent's link in
-    its ``conversation_created`` record (an existing conversation is left as it is). A
+    its ``conversation_created`` record (an existing conversation is left as it is), and
+    the child, like its conversation, belongs to the parent submission's tenant (the
+    ``NewSubmission.tenant`` of a child whose parent the store holds is not read). A
     ``max_total`` on the ``TaskParent`` bounds the submissions below the tree's root
     (``SubagentLimitReached``, writing nothing; a replayed admission returns its child).
 
@@ -536,10 +558,13 @@ class SessionListStore(Protocol):
         instance: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        tenant: str | None = None,
     ) -> list[SessionRow]:
         """Up to ``limit`` conversations (forks and task children included), newest activity
         first (the time of the last record, then the conversation id), optionally of one
-        agent, or one agent and instance; those past ``after``, a row's ``cursor``
+        agent, or one agent and instance, and of one ``tenant`` (``None``: every tenant's and
+        those of no tenant; there is no filter for those of no tenant), each with its
+        ``tenant``; those past ``after``, a row's ``cursor``
         (``InvalidCursor`` for any other string). ``last_activity_at``, ``records`` and
         ``bytes`` are kept in the commit of every append; every page of every filter is
         served by an index.
@@ -547,6 +572,7 @@ class SessionListStore(Protocol):
         Example::
 
             page = await store.list_sessions(agent="support", limit=50)
+            theirs = await store.list_sessions(tenant="acme", after=page[-1].cursor)
         """
         ...
 
@@ -598,7 +624,7 @@ class ImportStore(Protocol):
     ``VerifiedExport.import_into``)."""
 
     async def import_conversation(
-        self, conversation: Conversation, records: Iterable[Record]
+        self, conversation: Conversation, records: Iterable[Record], *, tenant: str | None = None
     ) -> bool:
         """Create ``conversation`` holding exactly ``records`` (its whole log, from its
         ``conversation_created`` at seq 1, or from the ``log_truncated`` record retention
@@ -606,8 +632,9 @@ class ImportStore(Protocol):
         written unless the records chain (``LogTampered`` at the first bad seq), the first
         is the ``conversation_created`` of ``conversation`` (its id, key and parent), and
         neither the id nor the session key is taken (``SessionExists``). Importing a log
-        the store already holds, identical to its head hash, is a no-op: returns ``False``;
-        ``True`` when it was created.
+        the store already holds, identical to its head hash and of the same tenant, is a
+        no-op: returns ``False``; ``True`` when it was created. The conversation belongs to
+        ``tenant`` (an export carries none; ``conversation.tenant`` is not read).
 
         ``records`` is iterated once, in order, each record checked as it comes and written
         in batches inside the one transaction: a generator reading a file imports a log of
@@ -616,7 +643,7 @@ class ImportStore(Protocol):
 
         Example::
 
-            created = await store.import_conversation(conversation, records)
+            created = await store.import_conversation(conversation, records, tenant="acme")
         """
         ...
 
@@ -627,12 +654,19 @@ class ScheduleStore(Protocol):
     ``/schedules``)."""
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
-        """Keep a schedule; idempotent for an equal definition under the same id, which
-        returns the one kept; a different definition under a kept id is ``DispatchConflict``."""
+        """Keep a schedule; idempotent for an equal definition and tenant under the same id,
+        which returns the one kept; a different definition (or tenant) under a kept id is
+        ``DispatchConflict``."""
         ...
 
-    async def list_schedules(self) -> list[ScheduleRow]:
-        """Every kept schedule, oldest first (then by id)."""
+    async def list_schedules(self, *, tenant: str | None = None) -> list[ScheduleRow]:
+        """Every kept schedule, oldest first (then by id); with ``tenant``, only that
+        tenant's (``None``: every schedule, no filter), served by an index.
+
+        Example::
+
+            theirs = await store.list_schedules(tenant="acme")
+        """
         ...
 
     async def delete_schedule(self, schedule_id: str) -> bool:

@@ -36,6 +36,8 @@ class SessionRow:
     bytes: int
     parent: ConversationParent | None = None
     cursor: str = ""
+    tenant: str | None = None
+    """The conversation's tenant (``Conversation.tenant``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +71,11 @@ class TruncatedLog:
 @dataclass(frozen=True, slots=True)
 class ScheduleRow:
     """A durable schedule as a store keeps it: an id, the JSON of its definition (the engine's
-    to read; the store does not interpret it), and when it was put."""
+    to read; the store does not interpret it), when it was put, and its tenant."""
 
     id: str
     definition: Mapping[str, Any]
     created_at: datetime
+    tenant: str | None = None
+    """The tenant it belongs to, set by whoever puts it (``None``: no tenant); the sessions
+    it dispatches into are that tenant's."""

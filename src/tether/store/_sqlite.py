@@ -431,9 +431,12 @@ class SqliteStore(
         *,
         conversation_id: str | None = None,
         unsettled: bool = False,
+        tenant: str | None = None,
     ) -> list[Submission]:
         return self._read(
-            lambda conn: submission_sql.list_submissions(conn, status, conversation_id, unsettled)
+            lambda conn: submission_sql.list_submissions(
+                conn, status, conversation_id, unsettled, tenant
+            )
         )
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
@@ -558,9 +561,10 @@ class SqliteStore(
         limit: int = 100,
         after: str | None = None,
         kind: GateKind | None = None,
+        tenant: str | None = None,
     ) -> list[Gate]:
         return self._read(
-            lambda conn: list_gates(conn, status, agent, instance, tool, limit, after, kind)
+            lambda conn: list_gates(conn, status, agent, instance, tool, limit, after, kind, tenant)
         )
 
     # --- sessions, erasure, import and schedules ---------------------------------------
@@ -572,9 +576,10 @@ class SqliteStore(
         instance: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        tenant: str | None = None,
     ) -> list[SessionRow]:
         return self._read(
-            lambda conn: sessions_sql.list_sessions(conn, agent, instance, limit, after)
+            lambda conn: sessions_sql.list_sessions(conn, agent, instance, limit, after, tenant)
         )
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
@@ -608,17 +613,19 @@ class SqliteStore(
         return await self._write_touching(truncate_log, conversation_id, anchor)
 
     async def import_conversation(
-        self, conversation: Conversation, records: Iterable[Record]
+        self, conversation: Conversation, records: Iterable[Record], *, tenant: str | None = None
     ) -> bool:
         # Checked as the writer's transaction takes them in: a log streamed from a file is
         # never held whole, and a record that fails rolls the import back.
-        return await self._write_touching(import_sql.import_conversation, conversation, records)
+        return await self._write_touching(
+            functools.partial(import_sql.import_conversation, tenant=tenant), conversation, records
+        )
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
         return await self._write(schedules_sql.put_schedule, schedule)
 
-    async def list_schedules(self) -> list[ScheduleRow]:
-        return self._read(schedules_sql.list_schedules)
+    async def list_schedules(self, *, tenant: str | None = None) -> list[ScheduleRow]:
+        return self._read(lambda conn: schedules_sql.list_schedules(conn, tenant))
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         return await self._write(schedules_sql.delete_schedule, schedule_id)

@@ -59,11 +59,12 @@ def list_gates(
     limit: int,
     after: str | None,
     kind: GateKind | None,
+    tenant: str | None = None,
 ) -> list[Gate]:
     check_limit(limit)
     start = decode_cursor(after) if after is not None else None
     past = None if start is None else (to_micros(start[0]), start[1], start[2])
-    filters = {"agent": agent, "instance": instance, "tool": tool}
+    filters = {"agent": agent, "instance": instance, "tool": tool, "tenant": tenant}
 
     def page(one: GateStatus, sort: GateKind) -> list[Gate]:
         query, params = gate_query(one, sort, filters, past, limit, "?")

@@ -3,6 +3,7 @@ records checked as they stream in and written in batches, in one commit."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Iterable
 
@@ -27,26 +28,29 @@ def import_conversation(
     conversation: Conversation,
     records: Iterable[Record],
     touched: list[str],
+    tenant: str | None = None,
 ) -> bool:
     """Write the log ``records`` stream, each checked as it comes (:class:`ImportCheck`),
     in batches, in the caller's transaction (a record that fails rolls it all back),
     unless its id or key is taken: ``False`` if this very log is held already,
     ``SessionExists`` if another one is (the whole log is checked first, all the same)."""
     key = conversation.key
+    conversation = dataclasses.replace(conversation, tenant=tenant)
     check = ImportCheck(conversation)
     held = conn.execute(
-        "SELECT agent, instance, session, head, head_hash FROM conversations WHERE id = ?",
+        "SELECT agent, instance, session, head, head_hash, tenant FROM conversations WHERE id = ?",
         (conversation.id,),
     ).fetchone()
     if held is not None or find_conversation(conn, key) is not None:
         for _ in check.batches(records):
             pass
         last = check.finish()
-        if held is not None and (SessionKey(*held[:3]), held[3], bytes(held[4]).hex()) == (
-            key,
-            last.seq,
-            last.hash,
-        ):
+        if held is not None and (
+            SessionKey(*held[:3]),
+            held[3],
+            bytes(held[4]).hex(),
+            held[5],
+        ) == (key, last.seq, last.hash, tenant):
             return False
         raise SessionExists(str(key))
     number = insert_conversation_row(conn, conversation)

@@ -59,16 +59,17 @@ __all__ = (
 )
 
 RECORD_COLUMNS = "seq, kind, body, hash"
-_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
+_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent, tenant"
 
 
 def _conversation(row: tuple[Any, ...]) -> Conversation:
-    cid, agent, instance, session, created_at, parent = row
+    cid, agent, instance, session, created_at, parent, tenant = row
     return Conversation(
         cid,
         SessionKey(agent, instance, session),
         from_micros(created_at),
         None if parent is None else ConversationParent.model_validate_json(parent),
+        tenant,
     )
 
 
@@ -162,8 +163,8 @@ def insert_conversation_row(
     activity = 0 if head is None else record_micros(head.canonical)
     number: int = conn.execute(
         "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
-        "head_hash, last_activity, activity_floor, bytes, first_prev_hash) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
+        "head_hash, last_activity, activity_floor, bytes, first_prev_hash, tenant) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING number",
         (
             conversation.id,
             key.agent,
@@ -177,6 +178,7 @@ def insert_conversation_row(
             activity,
             size,
             bytes.fromhex(first_prev_hash) or None,
+            conversation.tenant,
         ),
     ).fetchone()[0]
     return number
@@ -198,13 +200,14 @@ def ensure_conversation(
     created_at: datetime,
     touched: list[str],
     parent: ConversationParent | None = None,
+    tenant: str | None = None,
 ) -> tuple[Conversation, bool]:
     """The conversation of ``key``, created (its first record linking to ``parent``, if
-    given) unless it exists; an existing one is left as it is."""
+    given; of ``tenant``) unless it exists; an existing one is left as it is."""
     existing = find_conversation(conn, key)
     if existing is not None:
         return existing, False
-    conversation = Conversation(conversation_id, key, created_at, parent)
+    conversation = Conversation(conversation_id, key, created_at, parent, tenant)
     _create_conversation(conn, conversation, touched)
     return conversation, True
 
@@ -379,8 +382,11 @@ def fork(
     if find_conversation(conn, key) is not None:
         raise SessionExists(str(key))
     prefix = read(conn, conversation_id, 0, at_seq - first + 1)
+    (tenant,) = conn.execute(
+        "SELECT tenant FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
     conversation = Conversation(
-        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq), tenant
     )
     _create_conversation(conn, conversation, touched, prefix)
     # A snapshot of the shared records describes the child's first records as well.

@@ -15,28 +15,31 @@ from tether.store._sessions import ScheduleRow
 __all__ = ("delete_schedule", "list_schedules", "put_schedule")
 
 
-def _schedule(sid: str, definition: bytes, created_at: int) -> ScheduleRow:
-    return ScheduleRow(sid, orjson.loads(definition), from_micros(created_at))
+def _schedule(sid: str, definition: bytes, created_at: int, tenant: str | None) -> ScheduleRow:
+    return ScheduleRow(sid, orjson.loads(definition), from_micros(created_at), tenant)
 
 
 def put_schedule(conn: sqlite3.Connection, schedule: ScheduleRow) -> ScheduleRow:
     payload = canonical_json(schedule.definition)
     conn.execute(
-        "INSERT INTO schedules (id, definition, created_at) VALUES (?, ?, ?) "
+        "INSERT INTO schedules (id, definition, created_at, tenant) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (id) DO NOTHING",
-        (schedule.id, payload, to_micros(schedule.created_at)),
+        (schedule.id, payload, to_micros(schedule.created_at), schedule.tenant),
     )
-    definition, created_at = conn.execute(
-        "SELECT definition, created_at FROM schedules WHERE id = ?", (schedule.id,)
+    definition, created_at, tenant = conn.execute(
+        "SELECT definition, created_at, tenant FROM schedules WHERE id = ?", (schedule.id,)
     ).fetchone()
-    if bytes(definition) != payload:
+    if bytes(definition) != payload or tenant != schedule.tenant:
         raise DispatchConflict(schedule.id, "the schedules")
-    return _schedule(schedule.id, definition, created_at)
+    return _schedule(schedule.id, definition, created_at, tenant)
 
 
-def list_schedules(conn: sqlite3.Connection) -> list[ScheduleRow]:
+def list_schedules(conn: sqlite3.Connection, tenant: str | None = None) -> list[ScheduleRow]:
+    """Every schedule, or a tenant's (read through ``schedules_by_tenant``), oldest first."""
+    where, params = ("WHERE tenant = ? ", (tenant,)) if tenant is not None else ("", ())
     rows = conn.execute(
-        "SELECT id, definition, created_at FROM schedules ORDER BY created_at, id"
+        f"SELECT id, definition, created_at, tenant FROM schedules {where}ORDER BY created_at, id",
+        params,
     ).fetchall()
     return [_schedule(*row) for row in rows]
 

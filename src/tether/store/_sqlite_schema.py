@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 15
+SCHEMA_VERSION: Final = 16
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -376,6 +376,57 @@ CREATE TABLE tokens (
 CREATE UNIQUE INDEX tokens_by_digest ON tokens (digest);
 """
 
+# v16: tenants (issue 39). Each conversation belongs to a tenant (NULL: none), recorded by
+# what creates it (an admission, a fork, an import) and copied onto what is derived from it
+# (its submissions, at admission; its gates, as they open), so that a tenant's listing reads
+# one table; the schedules keep their own. Every listing filtered by a tenant has indexes of
+# its own, the unfiltered ones again led by the tenant, each partial (``WHERE tenant IS NOT
+# NULL``): a store without tenants keeps no entry in them, and pays nothing to keep them.
+# A query ``tenant = ?`` implies the index's condition, so the planner takes them. Every row
+# before v16 is of no tenant: nothing to backfill.
+_SCHEMA_V16: Final = """
+ALTER TABLE conversations ADD COLUMN tenant TEXT;
+ALTER TABLE submissions ADD COLUMN tenant TEXT;
+ALTER TABLE gates ADD COLUMN tenant TEXT;
+ALTER TABLE schedules ADD COLUMN tenant TEXT;
+CREATE INDEX conversations_by_tenant_activity
+    ON conversations (tenant, activity_floor DESC, id) WHERE tenant IS NOT NULL;
+CREATE INDEX conversations_by_tenant_agent_activity
+    ON conversations (tenant, agent, activity_floor DESC, id) WHERE tenant IS NOT NULL;
+CREATE INDEX conversations_by_tenant_instance_activity
+    ON conversations (tenant, agent, instance, activity_floor DESC, id) WHERE tenant IS NOT NULL;
+CREATE INDEX submissions_by_tenant ON submissions (tenant, position) WHERE tenant IS NOT NULL;
+CREATE INDEX submissions_by_tenant_status
+    ON submissions (tenant, status, position) WHERE tenant IS NOT NULL;
+CREATE INDEX submissions_open_by_tenant
+    ON submissions (tenant, position) WHERE tenant IS NOT NULL AND status != 'settled';
+CREATE INDEX gates_by_tenant_status_kind
+    ON gates (tenant, status, kind, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX gates_by_tenant_status_kind_agent
+    ON gates (tenant, status, kind, agent, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX gates_by_tenant_status_kind_instance
+    ON gates (tenant, status, kind, instance, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX gates_by_tenant_status_kind_tool
+    ON gates (tenant, status, kind, tool, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX gates_by_tenant_status_kind_agent_instance
+    ON gates (tenant, status, kind, agent, instance, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX gates_by_tenant_status_kind_agent_tool
+    ON gates (tenant, status, kind, agent, tool, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX gates_by_tenant_status_kind_instance_tool
+    ON gates (tenant, status, kind, instance, tool, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX gates_by_tenant_status_kind_agent_instance_tool
+    ON gates (tenant, status, kind, agent, instance, tool, requested_at, conversation_id, seq)
+    WHERE tenant IS NOT NULL;
+CREATE INDEX schedules_by_tenant ON schedules (tenant, created_at, id) WHERE tenant IS NOT NULL;
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -398,6 +449,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V13,
     _SCHEMA_V14,
     _SCHEMA_V15,
+    _SCHEMA_V16,
 )
 
 

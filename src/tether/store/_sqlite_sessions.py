@@ -36,13 +36,15 @@ from tether.store._types import SessionKey
 
 __all__ = ("backfill", "list_sessions")
 
-_SESSION_COLUMNS = "id, agent, instance, session, created_at, parent, last_activity, head, bytes"
+_SESSION_COLUMNS = (
+    "id, agent, instance, session, created_at, parent, last_activity, head, bytes, tenant"
+)
 _NEWEST: Final = 2**63 - 1
 """Past every last activity: where the first page starts (with an id before every id)."""
 
 
 def _session(row: Sequence[Any]) -> SessionRow:
-    cid, agent, instance, session, created_at, parent, last_activity, head, size = row
+    cid, agent, instance, session, created_at, parent, last_activity, head, size, tenant = row
     return SessionRow(
         conversation_id=cid,
         key=SessionKey(agent, instance, session),
@@ -52,6 +54,7 @@ def _session(row: Sequence[Any]) -> SessionRow:
         bytes=int(size),
         parent=None if parent is None else ConversationParent.model_validate_json(parent),
         cursor=encode_session_cursor(last_activity, cid),
+        tenant=tenant,
     )
 
 
@@ -61,6 +64,7 @@ def list_sessions(
     instance: str | None,
     limit: int,
     after: str | None,
+    tenant: str | None = None,
 ) -> list[SessionRow]:
     """A page: the rows past ``after`` (older, or as old with a greater id), newest first.
     The filters given are plain equalities, as the index of exactly those columns leads;
@@ -71,7 +75,7 @@ def list_sessions(
     micros, past_id = decode_session_cursor(after) if after is not None else (_NEWEST, "")
     terms: list[str] = []
     params: list[Any] = []
-    for column, value in (("agent", agent), ("instance", instance)):
+    for column, value in (("tenant", tenant), ("agent", agent), ("instance", instance)):
         if value is not None:
             terms.append(f"{column} = ?")
             params.append(value)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from tether._canonical import canonical_json
-from tether.errors import ClaimLost, DispatchConflict, SubmissionNotFound
+from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict, SubmissionNotFound
 from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_filter, to_micros
 from tether.store._sqlite_children import check_tree_total, has_unsettled_children, wake_parent
 from tether.store._sqlite_children import submission as _submission
@@ -69,8 +69,9 @@ def list_submissions(
     status: SubmissionStatus | None,
     conversation_id: str | None,
     unsettled: bool,
+    tenant: str | None = None,
 ) -> list[Submission]:
-    where, params = submission_filter(status, conversation_id, unsettled, "?")
+    where, params = submission_filter(status, conversation_id, unsettled, "?", tenant)
     rows = conn.execute(
         f"SELECT {SUBMISSION_COLUMNS} FROM submissions {where}ORDER BY position", params
     ).fetchall()
@@ -155,9 +156,32 @@ def list_expired_leases(conn: sqlite3.Connection, now: datetime) -> list[Submiss
     return [_submission(row) for row in rows]
 
 
+def _admitting_tenant(conn: sqlite3.Connection, new: NewSubmission) -> str | None:
+    """The tenant an admission admits for: a child's parent's (when held), else its own;
+    ``ConversationNotFound`` if the session exists and is not that tenant's (checked before
+    a replay is looked up: a foreign one is not told)."""
+    tenant = new.tenant
+    if new.parent is not None:
+        held = conn.execute(
+            "SELECT tenant FROM submissions WHERE id = ?", (new.parent.submission_id,)
+        ).fetchone()
+        if held is not None:
+            tenant = held[0]
+    if tenant is not None:
+        key = new.key
+        row = conn.execute(
+            "SELECT tenant FROM conversations WHERE agent = ? AND instance = ? AND session = ?",
+            (key.agent, key.instance, key.session),
+        ).fetchone()
+        if row is not None and row[0] != tenant:
+            raise ConversationNotFound(str(key))
+    return tenant
+
+
 def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> Admission:
     payload = canonical_json(new.input)
     key = new.key
+    tenant = _admitting_tenant(conn, new)
     row = conn.execute(
         "SELECT id, input FROM submissions WHERE agent = ? AND instance = ? AND session = ? "
         "AND dispatch_id = ?",
@@ -179,11 +203,12 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
         new.created_at,
         touched,
         None if parent is None else parent.conversation_parent(),
+        tenant,
     )
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
-        "status, input, created_at, trace, parent_submission_id, parent_call_id, depth) "
-        "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+        "status, input, created_at, trace, parent_submission_id, parent_call_id, depth, "
+        "tenant) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
         (
             new.id,
             new.idempotency_key,
@@ -197,6 +222,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
             None if parent is None else parent.submission_id,
             None if parent is None else parent.call_id,
             0 if parent is None else parent.depth,
+            conversation.tenant,
         ),
     )
     return Admission(get_submission(conn, new.id), created=True)

@@ -60,6 +60,10 @@ class Conversation:
     key: SessionKey
     created_at: datetime
     parent: ConversationParent | None = None
+    tenant: str | None = None
+    """The tenant it belongs to, recorded when it is created (by the admission that creates
+    it, a fork of a conversation, an import), never changed after; ``None``: no tenant (an
+    operator's). Not part of the log: no record carries it."""
 
 
 class SubmissionStatus(StrEnum):
@@ -123,6 +127,12 @@ class NewSubmission:
     parent: TaskParent | None = None
     """Set for a child submission (a task call's): its conversation, created by this
     admission, links back to the call, and the parent is woken when its last child settles."""
+    tenant: str | None = None
+    """The tenant admitting it (``None``: an operator, who may admit into any session).
+    A conversation this admission creates belongs to it; an existing conversation of
+    another tenant (or of none) is not this tenant's to admit into: ``ConversationNotFound``,
+    nothing written. A child's tenant is its parent submission's, whatever this says (when
+    the store holds the parent)."""
 
     @property
     def idempotency_key(self) -> str:
@@ -161,6 +171,8 @@ class Submission:
     version: str | None = None
     """The agent version the submission runs on: stamped by the claim that starts it (see
     ``serves`` on ``SubmissionStore.claim``); ``None`` until a versioned claim takes it."""
+    tenant: str | None = None
+    """Its conversation's tenant, copied at admission (a check needs no join)."""
 
 
 @dataclass(frozen=True, slots=True)

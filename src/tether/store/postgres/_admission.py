@@ -4,7 +4,9 @@ an admission that claims at once.
 
 A child submission (``NewSubmission.parent``) keeps its parent link and depth, and the
 conversation it materializes links back to the task call in its ``conversation_created``
-record (an existing conversation is left as it is).
+record (an existing conversation is left as it is). Every admission is a tenant's (a child's
+parent's): the one statement admits only into a conversation of that tenant (or creates it
+of that tenant), and leaves another tenant's to the checked path, which refuses it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from tether._canonical import canonical_json
 from tether._payloads import ConversationParent
-from tether.errors import ClaimLost, DispatchConflict
+from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict
 from tether.store._common import SUBMISSION_COLUMNS, record_time, seal_created
 from tether.store._types import Admission, Conversation, NewSubmission
 from tether.store._versions import VersionsServed
@@ -32,31 +34,40 @@ from tether.store.postgres._submissions import COLUMN_COUNT, claim, get_submissi
 __all__ = ("admit", "admit_and_claim", "admit_at_once", "steers")
 
 _ADMIT = f"""
-WITH created AS (
+WITH asked AS (
+    -- The tenant admitting: a child's parent's, when the parent is held; else the caller's.
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM submissions WHERE id = %(parent_id)s)
+                THEN (SELECT tenant FROM submissions WHERE id = %(parent_id)s)
+                ELSE %(tenant)s::text END AS tenant
+), created AS (
     -- A new session's conversation, with its first record; not if the id is taken, so a
     -- conflicting dispatch leaves nothing behind.
     INSERT INTO conversations (id, agent, instance, session, created_at, parent, head,
-                               head_hash, last_activity_at, bytes)
+                               head_hash, last_activity_at, bytes, tenant)
     SELECT %(cid)s, %(agent)s, %(instance)s, %(session)s, %(at)s, %(parent)s, 1, %(hash)s,
-           %(first_at)s::timestamptz, %(bytes)s
+           %(first_at)s::timestamptz, %(bytes)s, asked.tenant
+    FROM asked
     WHERE NOT EXISTS (SELECT 1 FROM submissions WHERE id = %(id)s)
     ON CONFLICT (agent, instance, session) DO NOTHING
-    RETURNING id
+    RETURNING id, tenant
 ), first_record AS (
     INSERT INTO records (conversation_id, seq, kind, body, prev_hash, hash)
     SELECT id, 1, %(kind)s, %(body)s, %(prev)s, %(hash)s FROM created
 ), conversation AS (
-    -- The one just created, or the session's own (a statement does not see its own insert).
-    SELECT id FROM created
+    -- The one just created, or the session's own (a statement does not see its own insert)
+    -- if it is the admitting tenant's: another tenant's is left to the checked path to refuse.
+    SELECT id, tenant FROM created
     UNION ALL
-    SELECT id FROM conversations
-    WHERE agent = %(agent)s AND instance = %(instance)s AND session = %(session)s
+    SELECT c.id, c.tenant FROM conversations c, asked
+    WHERE c.agent = %(agent)s AND c.instance = %(instance)s AND c.session = %(session)s
+      AND (asked.tenant IS NULL OR c.tenant = asked.tenant)
 ), admitted AS (
     INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id,
                              status, input, created_at, trace, parent_submission_id,
-                             parent_call_id, depth)
+                             parent_call_id, depth, tenant)
     SELECT %(id)s, %(dispatch)s, %(agent)s, %(instance)s, %(session)s, conversation.id,
-           'queued', %(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s
+           'queued', %(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s,
+           conversation.tenant
     FROM conversation
     ON CONFLICT DO NOTHING
     RETURNING {SUBMISSION_COLUMNS}
@@ -115,6 +126,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
                 "input": canonical_json(new.input),
                 "trace": canonical_json(dict(new.trace)) if new.trace else None,
                 **_parent_columns(new),
+                "tenant": new.tenant,
                 "work": channels.work,
                 "append": channels.append,
                 "steers": steers(new.input),
@@ -154,6 +166,32 @@ async def admit_and_claim(
     return Admission(claimed, created=True)
 
 
+async def _admitting_tenant(conn: Conn, new: NewSubmission) -> str | None:
+    """The tenant an admission admits for: a child's parent's (when held), else its own;
+    ``ConversationNotFound`` if the session exists and is not that tenant's."""
+    tenant = new.tenant
+    if new.parent is not None:
+        held = await (
+            await conn.execute(
+                "SELECT tenant FROM submissions WHERE id = %s", (new.parent.submission_id,)
+            )
+        ).fetchone()
+        if held is not None:
+            tenant = held[0]
+    if tenant is not None:
+        key = new.key
+        row = await (
+            await conn.execute(
+                "SELECT tenant FROM conversations WHERE agent = %s AND instance = %s "
+                "AND session = %s",
+                (key.agent, key.instance, key.session),
+            )
+        ).fetchone()
+        if row is not None and row[0] != tenant:
+            raise ConversationNotFound(str(key))
+    return tenant
+
+
 async def admit(
     conn: Conn, new: NewSubmission, channels: Channels, *, wake: bool = True
 ) -> Admission:
@@ -168,6 +206,7 @@ async def admit(
         if parent is None or limit is None
         else await lock_tree_root(conn, parent.submission_id)
     )
+    tenant = await _admitting_tenant(conn, new)  # before a replay: a foreign one is not told
     existing = await (
         await conn.execute(
             "SELECT id, input FROM submissions WHERE agent = %s AND instance = %s "
@@ -179,15 +218,18 @@ async def admit(
         if root is not None and limit is not None:
             await check_tree_total(conn, root, limit)
         conversation, _ = await ensure_conversation(
-            conn, key, new.conversation_id, new.created_at, channels, _link(new)
+            conn, key, new.conversation_id, new.created_at, channels, _link(new), tenant
         )
+        if tenant is not None and conversation.tenant != tenant:  # created since it looked
+            raise ConversationNotFound(str(key))
         inserted = await (
             await conn.execute(
                 "INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
                 "conversation_id, status, input, created_at, trace, parent_submission_id, "
-                "parent_call_id, depth) VALUES (%(id)s, %(dispatch)s, %(agent)s, %(instance)s, "
-                "%(session)s, %(cid)s, 'queued', %(input)s, %(at)s, %(trace)s, %(parent_id)s, "
-                "%(call_id)s, %(depth)s) ON CONFLICT DO NOTHING RETURNING id",
+                "parent_call_id, depth, tenant) VALUES (%(id)s, %(dispatch)s, %(agent)s, "
+                "%(instance)s, %(session)s, %(cid)s, 'queued', %(input)s, %(at)s, %(trace)s, "
+                "%(parent_id)s, %(call_id)s, %(depth)s, %(tenant)s) "
+                "ON CONFLICT DO NOTHING RETURNING id",
                 {
                     "id": new.id,
                     "dispatch": new.idempotency_key,
@@ -199,6 +241,7 @@ async def admit(
                     "at": new.created_at,
                     "trace": canonical_json(dict(new.trace)) if new.trace else None,
                     **_parent_columns(new),
+                    "tenant": conversation.tenant,
                 },
             )
         ).fetchone()

@@ -64,10 +64,11 @@ async def list_gates(
     limit: int,
     after: str | None,
     kind: GateKind | None,
+    tenant: str | None = None,
 ) -> list[Gate]:
     check_limit(limit)
     start = decode_cursor(after) if after is not None else None
-    filters = {"agent": agent, "instance": instance, "tool": tool}
+    filters = {"agent": agent, "instance": instance, "tool": tool, "tenant": tenant}
     if any(value is not None and "\x00" in value for value in filters.values()):
         return []  # no text column holds a NUL: nothing matches (and libpq cannot send it)
 

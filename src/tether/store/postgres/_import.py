@@ -10,6 +10,7 @@ rolls it all back.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from psycopg import AsyncConnection
@@ -30,11 +31,16 @@ Conn = AsyncConnection[TupleRow]
 
 
 async def import_conversation(
-    conn: Conn, conversation: Conversation, records: Iterable[Record], channels: Channels
+    conn: Conn,
+    conversation: Conversation,
+    records: Iterable[Record],
+    channels: Channels,
+    tenant: str | None = None,
 ) -> bool:
     """Create ``conversation`` holding exactly ``records``, each checked as it comes
     (:class:`ImportCheck`) and written in batches, in the caller's transaction (a record
     that fails rolls it all back); ``False`` if the store holds that very log already."""
+    conversation = dataclasses.replace(conversation, tenant=tenant)
     check = ImportCheck(conversation)
     if not await insert_conversation(conn, conversation, None):
         # Its id or its session key is taken: by this log (the head hash seals all of it,
@@ -44,10 +50,15 @@ async def import_conversation(
         last = check.finish()
         held = await (
             await conn.execute(
-                "SELECT head, head_hash FROM conversations WHERE id = %s", (conversation.id,)
+                "SELECT head, head_hash, tenant FROM conversations WHERE id = %s",
+                (conversation.id,),
             )
         ).fetchone()
-        if held is not None and (int(held[0]), bytes(held[1]).hex()) == (last.seq, last.hash):
+        if held is not None and (int(held[0]), bytes(held[1]).hex(), held[2]) == (
+            last.seq,
+            last.hash,
+            tenant,
+        ):
             return False
         raise SessionExists(str(conversation.key))
     for batch in check.batches(records):

@@ -69,7 +69,7 @@ __all__ = (
 Conn = AsyncConnection[TupleRow]
 
 RECORD_COLUMNS = "seq, kind, body, prev_hash, hash"
-_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent"
+_CONVERSATION_COLUMNS = "id, agent, instance, session, created_at, parent, tenant"
 
 
 class Channels:
@@ -92,12 +92,13 @@ async def notify(conn: Conn, channel: str, payload: str) -> None:
 
 
 def _conversation(row: TupleRow) -> Conversation:
-    cid, agent, instance, session, created_at, parent = row
+    cid, agent, instance, session, created_at, parent, tenant = row
     return Conversation(
         cid,
         SessionKey(agent, instance, session),
         created_at,
         None if parent is None else ConversationParent.model_validate_json(bytes(parent)),
+        tenant,
     )
 
 
@@ -187,8 +188,8 @@ async def insert_conversation(
     created = await (
         await conn.execute(
             "INSERT INTO conversations (id, agent, instance, session, created_at, parent, head, "
-            "head_hash, last_activity_at, bytes) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::timestamptz, %s) "
+            "head_hash, last_activity_at, bytes, tenant) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::timestamptz, %s, %s) "
             f"ON CONFLICT {conflict} DO NOTHING RETURNING id",
             (
                 conversation.id,
@@ -201,6 +202,7 @@ async def insert_conversation(
                 b"" if last is None else bytes.fromhex(last.hash),
                 conversation.created_at if last is None else record_time(last.canonical),
                 log_bytes(records or ()),
+                conversation.tenant,
             ),
         )
     ).fetchone()
@@ -219,9 +221,11 @@ async def ensure_conversation(
     created_at: datetime,
     channels: Channels,
     parent: ConversationParent | None = None,
+    tenant: str | None = None,
 ) -> tuple[Conversation, bool]:
-    """The session's conversation, created (linked to ``parent``, if given) if it is new."""
-    conversation = Conversation(conversation_id, key, created_at, parent)
+    """The session's conversation, created (linked to ``parent``, if given; of ``tenant``)
+    if it is new."""
+    conversation = Conversation(conversation_id, key, created_at, parent, tenant)
     if await _create_conversation(conn, conversation, channels):
         return conversation, True
     existing = await find_conversation(conn, key)
@@ -497,10 +501,11 @@ async def fork(
     created_at: datetime,
     channels: Channels,
 ) -> Conversation:
+    source = await get_conversation(conn, conversation_id)
     check_fork_seq(conversation_id, at_seq, await head(conn, conversation_id))
     prefix = await fork_prefix(conn, conversation_id, at_seq)
     conversation = Conversation(
-        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq)
+        new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq), source.tenant
     )
     if not await _create_conversation(conn, conversation, channels, prefix):
         raise SessionExists(str(key))

@@ -311,6 +311,61 @@ MIGRATIONS: Final = (
     );
     CREATE UNIQUE INDEX IF NOT EXISTS tokens_by_digest ON tokens (digest);
     """,
+    # v11: tenants (issue 39). Each conversation belongs to a tenant (NULL: none), recorded by
+    # what creates it (an admission, a fork, an import) and copied onto what is derived from
+    # it (its submissions, at admission; its gates, as they open), so that a tenant's listing
+    # reads one table; the schedules keep their own. Every listing filtered by a tenant has
+    # indexes of its own, the unfiltered ones again led by the tenant, each partial (``WHERE
+    # tenant IS NOT NULL``): a store without tenants keeps no entry in them. ``tenant = $1``
+    # implies the condition, so the planner takes them. Every row before v11 is of no tenant:
+    # nothing to backfill. Idempotent, like v6's.
+    """
+    ALTER TABLE conversations ADD COLUMN IF NOT EXISTS tenant TEXT;
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS tenant TEXT;
+    ALTER TABLE gates ADD COLUMN IF NOT EXISTS tenant TEXT;
+    ALTER TABLE schedules ADD COLUMN IF NOT EXISTS tenant TEXT;
+    CREATE INDEX IF NOT EXISTS conversations_by_tenant_activity
+        ON conversations (tenant, last_activity_at DESC, id COLLATE "C")
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS conversations_by_tenant_agent_activity
+        ON conversations (tenant, agent, last_activity_at DESC, id COLLATE "C")
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS conversations_by_tenant_agent_instance_activity
+        ON conversations (tenant, agent, instance, last_activity_at DESC, id COLLATE "C")
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS submissions_by_tenant
+        ON submissions (tenant, position) WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS submissions_by_tenant_status
+        ON submissions (tenant, status, position) WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS submissions_open_by_tenant
+        ON submissions (tenant, position) WHERE tenant IS NOT NULL AND status <> 'settled';
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind
+        ON gates (tenant, status, kind, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind_agent
+        ON gates (tenant, status, kind, agent, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind_instance
+        ON gates (tenant, status, kind, instance, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind_tool
+        ON gates (tenant, status, kind, tool, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind_agent_instance
+        ON gates (tenant, status, kind, agent, instance, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind_agent_tool
+        ON gates (tenant, status, kind, agent, tool, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind_instance_tool
+        ON gates (tenant, status, kind, instance, tool, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS gates_by_tenant_status_kind_agent_instance_tool
+        ON gates (tenant, status, kind, agent, instance, tool, requested_at, conversation_id, seq)
+        WHERE tenant IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS schedules_by_tenant
+        ON schedules (tenant, created_at, id) WHERE tenant IS NOT NULL;
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -40,7 +40,7 @@ Conn = AsyncConnection[TupleRow]
 
 
 _SESSION_COLUMNS: Final = (
-    "id, agent, instance, session, created_at, parent, last_activity_at, head, bytes"
+    "id, agent, instance, session, created_at, parent, last_activity_at, head, bytes, tenant"
 )
 _ORDER: Final = 'last_activity_at DESC, id COLLATE "C"'
 """The listing order, spelled as its indexes are."""
@@ -50,7 +50,7 @@ the rows as old as the cursor's."""
 
 
 def _row(row: TupleRow) -> SessionRow:
-    cid, agent, instance, session, created_at, parent, last_activity_at, head, size = row
+    cid, agent, instance, session, created_at, parent, last_activity_at, head, size, tenant = row
     return SessionRow(
         conversation_id=cid,
         key=SessionKey(agent, instance, session),
@@ -60,20 +60,26 @@ def _row(row: TupleRow) -> SessionRow:
         bytes=int(size),
         parent=None if parent is None else ConversationParent.model_validate_json(bytes(parent)),
         cursor=encode_session_cursor(to_micros(last_activity_at), cid),
+        tenant=tenant,
     )
 
 
 async def list_sessions(
-    conn: Conn, agent: str | None, instance: str | None, limit: int, after: str | None
+    conn: Conn,
+    agent: str | None,
+    instance: str | None,
+    limit: int,
+    after: str | None,
+    tenant: str | None = None,
 ) -> list[SessionRow]:
     check_limit(limit)
     check_session_filter(agent, instance)
     start = decode_session_cursor(after) if after is not None else None
-    if any(value is not None and "\x00" in value for value in (agent, instance)):
+    if any(value is not None and "\x00" in value for value in (agent, instance, tenant)):
         return []  # no text column holds a NUL: nothing matches (and libpq cannot send it)
     terms: list[str] = []
     params: list[object] = []
-    for column, value in (("agent", agent), ("instance", instance)):
+    for column, value in (("tenant", tenant), ("agent", agent), ("instance", instance)):
         if value is not None:
             terms.append(f"{column} = %s")
             params.append(value)

@@ -559,9 +559,10 @@ class PostgresStore(
         *,
         conversation_id: str | None = None,
         unsettled: bool = False,
+        tenant: str | None = None,
     ) -> list[Submission]:
         return await self._autocommit(
-            _submissions.list_submissions, status, conversation_id, unsettled
+            _submissions.list_submissions, status, conversation_id, unsettled, tenant
         )
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
@@ -786,9 +787,10 @@ class PostgresStore(
         limit: int = 100,
         after: str | None = None,
         kind: GateKind | None = None,
+        tenant: str | None = None,
     ) -> list[Gate]:
         return await self._autocommit(
-            _gates.list_gates, status, agent, instance, tool, limit, after, kind
+            _gates.list_gates, status, agent, instance, tool, limit, after, kind, tenant
         )
 
     # --- sessions, erasure, import and schedules ------------------------------------------
@@ -800,8 +802,11 @@ class PostgresStore(
         instance: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        tenant: str | None = None,
     ) -> list[SessionRow]:
-        return await self._autocommit(_sessions.list_sessions, agent, instance, limit, after)
+        return await self._autocommit(
+            _sessions.list_sessions, agent, instance, limit, after, tenant
+        )
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
         erased = await _erasure.erase(self._run, conversation_id, self._channels)
@@ -818,15 +823,17 @@ class PostgresStore(
         return truncated
 
     async def import_conversation(
-        self, conversation: Conversation, records: Iterable[Record]
+        self, conversation: Conversation, records: Iterable[Record], *, tenant: str | None = None
     ) -> bool:
-        return await self._run(_import.import_conversation, conversation, records, self._channels)
+        return await self._run(
+            _import.import_conversation, conversation, records, self._channels, tenant
+        )
 
     async def put_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
         return await self._autocommit(_schedules.put_schedule, schedule)
 
-    async def list_schedules(self) -> list[ScheduleRow]:
-        return await self._autocommit(_schedules.list_schedules)
+    async def list_schedules(self, *, tenant: str | None = None) -> list[ScheduleRow]:
+        return await self._autocommit(_schedules.list_schedules, tenant)
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         return await self._autocommit(_schedules.delete_schedule, schedule_id)

@@ -80,9 +80,15 @@ async def get_submission(conn: Conn, submission_id: str, *, lock: bool = False) 
 
 
 async def list_submissions(
-    conn: Conn, status: SubmissionStatus | None, conversation_id: str | None, unsettled: bool
+    conn: Conn,
+    status: SubmissionStatus | None,
+    conversation_id: str | None,
+    unsettled: bool,
+    tenant: str | None = None,
 ) -> list[Submission]:
-    where, params = submission_filter(status, conversation_id, unsettled, "%s")
+    if tenant is not None and "\x00" in tenant:
+        return []  # no text column holds a NUL: nothing matches (and libpq cannot send it)
+    where, params = submission_filter(status, conversation_id, unsettled, "%s", tenant)
     rows = await (
         await conn.execute(
             f"SELECT {SUBMISSION_COLUMNS} FROM submissions {where}ORDER BY position", params

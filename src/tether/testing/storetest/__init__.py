@@ -42,6 +42,7 @@ from tether.testing.storetest._sessions import SessionListCases
 from tether.testing.storetest._settling import SettlementCases
 from tether.testing.storetest._snapshots import SnapshotCases
 from tether.testing.storetest._submissions import SubmissionCases
+from tether.testing.storetest._tenants import TenantCases
 from tether.testing.storetest._tokens import TokenCases
 from tether.testing.storetest._truncation import TruncationCases
 from tether.testing.storetest._versions import VersionCases
@@ -85,6 +86,7 @@ class StoreConformance(
     ScheduleCases,  # schedules
     VersionCases,  # versions
     TokenCases,  # tokens
+    TenantCases,  # each case what its listing needs
     CoreConformance,
 ):
     """Every conformance case: the core's, and those of each capability, which run only on

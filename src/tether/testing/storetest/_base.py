@@ -205,6 +205,7 @@ class Fixtures:
         trace: dict[str, str] | None = None,
         parent: TaskParent | None = None,
         agent: str = AGENT,
+        tenant: str | None = None,
     ) -> NewSubmission:
         return NewSubmission(
             id=self.id("sub"),
@@ -215,6 +216,7 @@ class Fixtures:
             dispatch_id=dispatch_id,
             trace=trace,
             parent=parent,
+            tenant=tenant,
         )
 
     async def admit(self, session: str = "default", **kwargs: Any) -> Submission:
