@@ -817,6 +817,10 @@ class Runtime:
         view = await self.views.refreshed(self._check_open(), conversation_id)
         return total_usage(view.records, submission_id=submission_id)
 
+    async def conversation_by_id(self, conversation_id: str) -> Conversation:
+        """The conversation of that id, its tenant included (``ConversationNotFound``)."""
+        return await self._check_open().get_conversation(conversation_id)
+
     async def conversation(
         self, agent: str, instance: str, *, session: str = "default"
     ) -> Conversation:

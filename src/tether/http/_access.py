@@ -17,16 +17,23 @@ from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
 from tether.auth import ALL_SCOPES, Identity, Scope
-from tether.errors import Forbidden
+from tether.engine import Runtime, SubmissionInfo
+from tether.errors import ConversationNotFound, Forbidden, SubmissionNotFound
 from tether.records import Actor
+from tether.store import Conversation
 
 __all__ = (
     "OPEN",
     "ROUTE_SCOPES",
     "IdentityDependency",
     "actor_of",
+    "check_tenant",
     "identity_dependency",
     "identity_of",
+    "own_conversation",
+    "own_gate",
+    "own_session",
+    "own_submission",
     "requires",
     "shown_name",
 )
@@ -100,6 +107,56 @@ def shown_name(body: BaseModel, field: str, identity: Identity, by: Actor | None
     default)."""
     given: str = getattr(body, field)
     return given if field in body.model_fields_set or by is None else identity.name
+
+
+def check_tenant(identity: Identity, tenant: str | None, missing: Exception) -> None:
+    """Raise ``missing`` (the resource's own not-found error) unless ``identity`` sees a
+    resource of ``tenant``: to another tenant, it does not exist (404, not 403)."""
+    if not identity.sees(tenant):
+        raise missing
+
+
+async def own_conversation(
+    runtime: Runtime, identity: Identity, conversation_id: str
+) -> Conversation:
+    """The conversation, if ``identity`` sees it; ``ConversationNotFound`` otherwise."""
+    conversation = await runtime.conversation_by_id(conversation_id)
+    check_tenant(identity, conversation.tenant, ConversationNotFound(conversation_id))
+    return conversation
+
+
+async def own_session(
+    runtime: Runtime, identity: Identity, agent: str, instance: str, session: str
+) -> Conversation:
+    """The conversation of a session, if ``identity`` sees it; ``ConversationNotFound``
+    otherwise."""
+    conversation = await runtime.conversation(agent, instance, session=session)
+    check_tenant(identity, conversation.tenant, ConversationNotFound(str(conversation.key)))
+    return conversation
+
+
+async def own_submission(
+    runtime: Runtime, identity: Identity, submission_id: str
+) -> SubmissionInfo:
+    """The submission, if ``identity`` sees it; ``SubmissionNotFound`` otherwise."""
+    info = await runtime.submission(submission_id)
+    check_tenant(identity, info.submission.tenant, SubmissionNotFound(submission_id))
+    return info
+
+
+async def own_gate(runtime: Runtime, identity: Identity, gate_id: str, missing: Exception) -> None:
+    """Raise ``missing`` unless ``identity`` sees the conversation of the gate (an approval's
+    or an input's id is ``{conversation id}.{seq}``). An operator's is not looked up."""
+    if identity.tenant is None:
+        return
+    conversation_id, dot, _ = gate_id.rpartition(".")
+    if not dot:
+        raise missing
+    try:
+        conversation = await runtime.conversation_by_id(conversation_id)
+    except ConversationNotFound:
+        raise missing from None
+    check_tenant(identity, conversation.tenant, missing)
 
 
 def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:

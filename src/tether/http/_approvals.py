@@ -7,7 +7,8 @@ from typing import Literal
 from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
-from tether.http._access import IdentityDependency, actor_of, shown_name
+from tether.errors import ApprovalNotFound
+from tether.http._access import IdentityDependency, actor_of, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import DecisionBody
@@ -24,6 +25,7 @@ approvals_router = APIRouter(tags=["approvals"])
 @approvals_router.get("/approvals", responses=failures(422, 503))
 async def approvals(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     status: Literal["pending", "decided", "closed", "all"] = Query(
         default="pending",
         description="pending (waits for a decision), decided (the decisions made, the "
@@ -45,6 +47,7 @@ async def approvals(
         tool=tool,
         limit=limit,
         cursor=cursor,
+        tenant=identity.tenant,
     )
     return ApprovalsPage(
         approvals=[ApprovalItem.of(gate) for gate in page.gates],
@@ -65,6 +68,7 @@ async def decide(
     against the tool's schema). The same decision again answers the same record. The
     decision records who made it (the request's identity); ``approver`` is only the name
     it is shown under (the identity's, if not given)."""
+    await own_gate(runtime, identity, approval_id, ApprovalNotFound(approval_id))
     by = actor_of(identity)
     record = await runtime.approve(
         approval_id,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
+from tether.http._access import IdentityDependency, own_conversation, own_session
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import SEQ_AFTER, ForkBody
@@ -37,6 +38,7 @@ conversations_router = APIRouter(tags=["conversations"])
 )
 async def records(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     agent: str,
     instance: str,
     session: str = "default",
@@ -45,7 +47,7 @@ async def records(
 ) -> Response:
     """A page of the session's records after ``after``; ``next`` is where the next
     page starts."""
-    conversation = await runtime.conversation(agent, instance, session=session)
+    conversation = await own_session(runtime, identity, agent, instance, session)
     page = await runtime.records(conversation.id, after=after, limit=limit)
     next_after = page[-1].seq if page else after
     return respond(RecordsPage(conversation_id=conversation.id, records=page, next=next_after))
@@ -53,10 +55,14 @@ async def records(
 
 @conversations_router.get("/agents/{agent}/{instance}/messages", responses=failures(404, 422, 503))
 async def messages(
-    runtime: RuntimeDependency, agent: str, instance: str, session: str = "default"
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    agent: str,
+    instance: str,
+    session: str = "default",
 ) -> MessagesPage:
     """The session's transcript, as its model is given it."""
-    conversation = await runtime.conversation(agent, instance, session=session)
+    conversation = await own_session(runtime, identity, agent, instance, session)
     return MessagesPage(
         conversation_id=conversation.id, messages=await runtime.messages(conversation.id)
     )
@@ -67,9 +73,15 @@ async def messages(
     status_code=201,
     responses=failures(*BODY_FAILURES, 404, 409, 410, 503),
 )
-async def fork(runtime: RuntimeDependency, conversation_id: str, payload: ForkBody) -> Forked:
+async def fork(
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    conversation_id: str,
+    payload: ForkBody,
+) -> Forked:
     """A new session whose log starts with this one's first ``atSeq`` records (410
-    ``seq_truncated`` for a seq retention removed)."""
+    ``seq_truncated`` for a seq retention removed); it belongs to the same tenant."""
+    await own_conversation(runtime, identity, conversation_id)
     child = await runtime.fork(conversation_id, at_seq=payload.at_seq, session=payload.session)
     key = child.key
     return Forked(
@@ -84,9 +96,12 @@ async def fork(runtime: RuntimeDependency, conversation_id: str, payload: ForkBo
 @conversations_router.get(
     "/conversations/{conversation_id}/verify", responses=failures(404, 409, 422, 503)
 )
-async def verify(runtime: RuntimeDependency, conversation_id: str) -> Verified:
+async def verify(
+    runtime: RuntimeDependency, identity: IdentityDependency, conversation_id: str
+) -> Verified:
     """Re-derive the conversation's whole hash chain (409 ``log_tampered`` if a record
     was altered)."""
+    await own_conversation(runtime, identity, conversation_id)
     head = await runtime.verify(conversation_id)
     first = await runtime.records(conversation_id, limit=1)
     first_seq = first[0].seq if first else 1
@@ -98,9 +113,12 @@ async def verify(runtime: RuntimeDependency, conversation_id: str) -> Verified:
     response_class=StreamingResponse,
     responses={200: _NDJSON, **failures(404, 422, 503)},
 )
-async def export(runtime: RuntimeDependency, conversation_id: str) -> StreamingResponse:
+async def export(
+    runtime: RuntimeDependency, identity: IdentityDependency, conversation_id: str
+) -> StreamingResponse:
     """The whole log as JSON lines (``application/x-ndjson``), the records exactly as the
     store holds them, then the export's trailer."""
+    await own_conversation(runtime, identity, conversation_id)
 
     async def read(after: int, limit: int) -> list[Record]:
         return await runtime.records(conversation_id, after=after, limit=limit)

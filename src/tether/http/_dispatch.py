@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header
 from fastapi.responses import Response, StreamingResponse
 
 from tether.errors import ConversationNotFound
-from tether.http._access import IdentityDependency, actor_of
+from tether.http._access import IdentityDependency, actor_of, own_session
 from tether.http._cursors import family_cursor, resume_point
 from tether.http._dependencies import RuntimeDependency, StreamsDependency
 from tether.http._errors import BODY_FAILURES, failures
@@ -87,6 +87,7 @@ async def dispatch(
         session=payload.session,
         dispatch_id=payload.dispatch_id or idempotency_key,
         multitask=multitask,
+        tenant=identity.tenant,
         # The caller's trace, joined by every attempt (malformed ones are ignored).
         trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
     )
@@ -107,6 +108,7 @@ async def dispatch(
 )
 async def stream(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     streams: StreamsDependency,
     agent: str,
     instance: str,
@@ -124,7 +126,7 @@ async def stream(
     ends once they are at rest as well."""
     conversation_id: str | None = None
     try:
-        conversation_id = (await runtime.conversation(agent, instance, session=session)).id
+        conversation_id = (await own_session(runtime, identity, agent, instance, session)).id
     except ConversationNotFound:
         if not follow:
             raise
@@ -146,6 +148,7 @@ async def stream(
         progress=runtime.progress,
         children=children,
         cursor=cursor,
+        sees=identity.sees,
     )
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(frames, media_type="text/event-stream", headers=headers)

@@ -11,7 +11,8 @@ from typing import Literal
 from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
-from tether.http._access import IdentityDependency, actor_of, shown_name
+from tether.errors import InputNotFound
+from tether.http._access import IdentityDependency, actor_of, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._input_views import AnswerReceipt, InputItem, InputsPage
@@ -35,6 +36,7 @@ inputs_router = APIRouter(tags=["inputs"])
 @inputs_router.get("/inputs", responses=failures(422, 503))
 async def inputs(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     status: Literal["pending", "answered", "closed", "all"] = Query(
         default="pending",
         description="pending (waits for an answer), answered (the answers given, who "
@@ -49,7 +51,12 @@ async def inputs(
 ) -> InputsPage:
     """A page of the inputs runs asked for, oldest request first."""
     page = await runtime.inputs(
-        status=_STATUS[status], agent=agent, instance=instance, limit=limit, cursor=cursor
+        status=_STATUS[status],
+        agent=agent,
+        instance=instance,
+        limit=limit,
+        cursor=cursor,
+        tenant=identity.tenant,
     )
     return InputsPage(
         inputs=[InputItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
@@ -67,6 +74,7 @@ async def answer(
     422 ``invalid_answer`` if it does not fit, and nothing is written); the run resumes
     with it. The same answer again answers the same record; another is a 409. The answer
     records who gave it (the request's identity; ``responder`` is the name shown)."""
+    await own_gate(runtime, identity, input_id, InputNotFound(input_id))
     by = actor_of(identity)
     record = await runtime.answer(
         input_id,

@@ -17,6 +17,7 @@ from tether.engine import (
     ScheduleConflict,
     ScheduleInfo,
 )
+from tether.http._access import IdentityDependency
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, ApiError, failures
 from tether.http._requests import RequestBody
@@ -149,32 +150,37 @@ schedules_router = APIRouter(tags=["schedules"])
 
 
 @schedules_router.get("/schedules", responses=failures(503))
-async def schedules(runtime: RuntimeDependency) -> SchedulesPage:
+async def schedules(runtime: RuntimeDependency, identity: IdentityDependency) -> SchedulesPage:
     """Every schedule with the start of its next window: the runtime's configuration's,
-    then those kept in the store (oldest first)."""
-    return SchedulesPage(schedules=[ScheduleItem.of(i) for i in await runtime.schedules()])
+    then those kept in the store (oldest first); a tenant's identity sees its own only."""
+    listed = await runtime.schedules(tenant=identity.tenant)
+    return SchedulesPage(schedules=[ScheduleItem.of(info) for info in listed])
 
 
 @schedules_router.post(
     "/schedules", status_code=201, responses=failures(*BODY_FAILURES, 404, 409, 503)
 )
-async def add(runtime: RuntimeDependency, payload: ScheduleBody) -> ScheduleItem:
+async def add(
+    runtime: RuntimeDependency, identity: IdentityDependency, payload: ScheduleBody
+) -> ScheduleItem:
     """Keep a schedule in the store: every worker fires each of its windows once.
     The same definition again answers the one kept; an id that another definition (or
     the configuration) has is 409; an unknown agent 404."""
     try:
-        info = await runtime.add_schedule(payload.schedule())
+        info = await runtime.add_schedule(payload.schedule(), tenant=identity.tenant)
     except ScheduleConflict as exc:
         raise _conflict(exc) from None
     return ScheduleItem.of(info)
 
 
 @schedules_router.delete("/schedules/{schedule_id}", responses=failures(403, 404, 409, 422, 503))
-async def delete(runtime: RuntimeDependency, schedule_id: str) -> ScheduleDeleted:
+async def delete(
+    runtime: RuntimeDependency, identity: IdentityDependency, schedule_id: str
+) -> ScheduleDeleted:
     """Forget a schedule kept in the store (one of the configuration is 409). What its
     windows admitted stays admitted."""
     try:
-        await runtime.delete_schedule(schedule_id)
+        await runtime.delete_schedule(schedule_id, tenant=identity.tenant)
     except ScheduleConflict as exc:
         raise _conflict(exc) from None
     return ScheduleDeleted(deleted=schedule_id)

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_SESSIONS_PAGE, SessionState
 from tether.errors import InvalidDispatch
-from tether.http._access import IdentityDependency, actor_of
+from tether.http._access import IdentityDependency, actor_of, own_session
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import MessageBody, SessionBody
@@ -26,6 +26,7 @@ sessions_router = APIRouter(tags=["sessions"])
 @sessions_router.get("/sessions", responses=failures(422, 503))
 async def sessions(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     agent: str | None = Query(default=None, max_length=200),
     instance: str | None = Query(default=None, max_length=200, description="Needs agent."),
     status: SessionState | None = None,
@@ -39,7 +40,13 @@ async def sessions(
     if instance is not None and agent is None:
         raise InvalidDispatch("an instance filter needs its agent", field="instance")
     page = await runtime.sessions(
-        agent=agent, instance=instance, status=status, limit=limit, cursor=cursor, usage=usage
+        agent=agent,
+        instance=instance,
+        status=status,
+        limit=limit,
+        cursor=cursor,
+        usage=usage,
+        tenant=identity.tenant,
     )
     return SessionsPage(
         sessions=[SessionItem.of(info) for info in page.sessions],
@@ -50,6 +57,7 @@ async def sessions(
 @sessions_router.delete("/agents/{agent}/{instance}", responses=failures(403, 404, 409, 422, 503))
 async def erase(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     agent: str,
     instance: str,
     session: str = Query(default="default", min_length=1, max_length=200),
@@ -59,6 +67,7 @@ async def erase(
 ) -> ErasedView:
     """Erase a session for good: its log, submissions, snapshot, and the attachments no
     other log references (409 ``session_busy`` while something of it is unsettled)."""
+    await own_session(runtime, identity, agent, instance, session)
     erased = await runtime.erase_session(agent, instance, session=session, force=force)
     return ErasedView.of(erased)
 
@@ -74,7 +83,9 @@ async def steer(
     """A message for the run in flight, which reads it at its next step (409
     ``no_run_in_flight`` when nothing runs)."""
     message = {"body": payload.body, "by": actor_of(identity)}
-    receipt = await runtime.steer(agent, instance, message, session=payload.session)
+    receipt = await runtime.steer(
+        agent, instance, message, session=payload.session, tenant=identity.tenant
+    )
     return SubmissionReceipt.of(receipt)
 
 
@@ -88,25 +99,37 @@ async def follow_up(
 ) -> SubmissionReceipt:
     """A message for the session once the run in flight has finished."""
     message = {"body": payload.body, "by": actor_of(identity)}
-    receipt = await runtime.follow_up(agent, instance, message, session=payload.session)
+    receipt = await runtime.follow_up(
+        agent, instance, message, session=payload.session, tenant=identity.tenant
+    )
     return SubmissionReceipt.of(receipt)
 
 
 @sessions_router.post("/agents/{agent}/{instance}/abort", responses=_CONTROL_FAILURES)
 async def abort(
-    runtime: RuntimeDependency, agent: str, instance: str, payload: SessionBody | None = None
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    agent: str,
+    instance: str,
+    payload: SessionBody | None = None,
 ) -> Aborted:
     """Cancel everything of the session that has not settled."""
     session = payload.session if payload is not None else "default"
-    return Aborted(aborted=await runtime.abort(agent, instance, session=session))
+    aborted = await runtime.abort(agent, instance, session=session, tenant=identity.tenant)
+    return Aborted(aborted=aborted)
 
 
 @sessions_router.post(
     "/agents/{agent}/{instance}/compact", status_code=202, responses=_CONTROL_FAILURES
 )
 async def compact(
-    runtime: RuntimeDependency, agent: str, instance: str, payload: SessionBody | None = None
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    agent: str,
+    instance: str,
+    payload: SessionBody | None = None,
 ) -> SubmissionReceipt:
     """Queue a compaction of the session's history."""
     session = payload.session if payload is not None else "default"
-    return SubmissionReceipt.of(await runtime.compact(agent, instance, session=session))
+    receipt = await runtime.compact(agent, instance, session=session, tenant=identity.tenant)
+    return SubmissionReceipt.of(receipt)

@@ -100,8 +100,10 @@ async def session_stream(
     progress: ProgressHub | None = None,
     children: bool = False,
     cursor: FamilyCursor | None = None,
+    sees: Callable[[str | None], bool] = lambda tenant: True,
 ) -> AsyncIterator[bytes]:
-    """The stream of one session; a followed session that does not exist yet is awaited.
+    """The stream of one session; a followed session that does not exist yet is awaited
+    (one of a tenant the caller does not ``sees`` does not exist, to them).
 
     A browser commonly opens its stream before sending the first message, so a follower
     of a session with no conversation gets heartbeats until the first dispatch creates it.
@@ -120,6 +122,8 @@ async def session_stream(
                 conversation = await runtime.conversation(
                     key.agent, key.instance, session=key.session
                 )
+                if not sees(conversation.tenant):
+                    raise ConversationNotFound(str(key))
                 conversation_id = conversation.id
             except ConversationNotFound:
                 if loop.time() >= beat_at:

@@ -9,10 +9,12 @@ from fastapi import APIRouter
 from pydantic import JsonValue
 
 from tether.engine import Runtime
+from tether.http._access import IdentityDependency, own_submission
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import POST_FAILURES, failures
 from tether.http._requests import WAIT_TIMEOUT
 from tether.http._submission_views import SubmissionTreeNode, SubmissionView
+from tether.store import SubmissionStatus
 
 __all__ = ("settled_within", "submissions_router")
 
@@ -36,6 +38,7 @@ submissions_router = APIRouter(tags=["submissions"])
 @submissions_router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))
 async def submission(
     runtime: RuntimeDependency,
+    identity: IdentityDependency,
     submission_id: str,
     wait: bool = False,
     wait_seconds: float = WAIT_TIMEOUT,
@@ -43,25 +46,33 @@ async def submission(
     """A submission's status, attempts and settlement, the submission that spawned it
     (a subagent's) and the children its task calls spawned; with ``?wait=true``, once
     it has settled or ``timeout`` seconds have passed, whichever comes first."""
-    if wait:
+    info = await own_submission(runtime, identity, submission_id)
+    if wait and info.status is not SubmissionStatus.SETTLED:
         await settled_within(runtime, submission_id, wait_seconds)
-    return SubmissionView.of(await runtime.submission(submission_id))
+        info = await runtime.submission(submission_id)
+    return SubmissionView.of(info)
 
 
 @submissions_router.post(
     "/submissions/{submission_id}/abort",
     responses=failures(*POST_FAILURES, 404, 422, 503),
 )
-async def abort(runtime: RuntimeDependency, submission_id: str) -> SubmissionView:
+async def abort(
+    runtime: RuntimeDependency, identity: IdentityDependency, submission_id: str
+) -> SubmissionView:
     """Abort one submission (an operator's cancel), wherever it runs: it settles
     ``aborted`` at its next safe point (``cancelRequestedAt`` says the abort took). A
     subagent's parent gets an error result for its task and goes on; the submission's
     own children are cancelled with it. A settled submission is answered as it is."""
+    await own_submission(runtime, identity, submission_id)
     return SubmissionView.of(await runtime.abort_submission(submission_id))
 
 
 @submissions_router.get("/submissions/{submission_id}/tree", responses=failures(404, 422, 503))
-async def tree(runtime: RuntimeDependency, submission_id: str) -> SubmissionTreeNode:
+async def tree(
+    runtime: RuntimeDependency, identity: IdentityDependency, submission_id: str
+) -> SubmissionTreeNode:
     """The submission's subagent tree: every child its task calls spawned, theirs in
     turn, each with its status and usage (model calls, tokens, cost)."""
+    await own_submission(runtime, identity, submission_id)
     return SubmissionTreeNode.of(await runtime.tree(submission_id))
