@@ -1,0 +1,152 @@
+"""Issue 39, items 2 and 5: tenant isolation over HTTP, on memory, SQLite and PostgreSQL.
+
+Tenant A (acme) makes a session with an approval waiting, a session with a question
+waiting, a fork and a schedule; tenant B (globex), holding every scope but ``admin``, then
+calls every route with A's ids: each answers 404 as for an id that does not exist, each
+listing shows none of A's, a cursor of A's listing shows B nothing of A's, and no response
+to B holds any id or text of A's. An operator (no tenant) sees both."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from starlette.requests import HTTPConnection
+
+from tether.auth import ALL_SCOPES, Identity, bearer_token
+from tether.demo import demo_agents
+
+from .conftest import Server, until_appended
+from .test_access import ROUTE_SCOPES
+from .test_inputs import Asker
+
+Serve = Callable[..., Any]
+EVERYTHING_BUT_ADMIN = frozenset(scope for scope in ALL_SCOPES if scope != "admin")
+PEOPLE = {
+    "ann": Identity("ann", tenant="acme", scopes=EVERYTHING_BUT_ADMIN),
+    "bob": Identity("bob", tenant="globex", scopes=EVERYTHING_BUT_ADMIN),
+    "ops": Identity("ops"),  # an operator: every tenant
+}
+SECRET = "acme-confidential"
+
+
+def _people(request: HTTPConnection) -> Identity | None:
+    return PEOPLE.get(bearer_token(request) or "")
+
+
+def _as(who: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {who}"}
+
+
+def _agents() -> dict[str, Any]:
+    from tether.engine import AgentDefinition, AgentSpec
+
+    return {**demo_agents(), "asker": AgentDefinition(lambda i, e: AgentSpec(harness=Asker()))}
+
+
+async def _acme(server: Server) -> dict[str, str]:
+    """Ann's resources, by the name of the path parameter they fill."""
+    c = server.client
+    ann = _as("ann")
+    parked = await c.post(
+        "/agents/assistant/acme-desk",
+        json={"body": f"email bob@example.com: {SECRET}"},
+        headers=ann,
+    )
+    assert parked.status_code == 202, parked.text
+    cid, sid = parked.json()["conversationId"], parked.json()["submissionId"]
+
+    async def pending() -> list[dict[str, Any]]:
+        listed = await c.get("/approvals", headers=ann)
+        return list(listed.json()["approvals"])
+
+    [approval] = await until_appended(server, cid, pending)
+    asked = (await c.post("/agents/asker/acme-desk", json={"body": "hi"}, headers=ann)).json()
+
+    async def questions() -> list[dict[str, Any]]:
+        return list((await c.get("/inputs", headers=ann)).json()["inputs"])
+
+    [question] = await until_appended(server, asked["conversationId"], questions)
+    forked = await c.post(f"/conversations/{cid}/fork", json={"atSeq": 2}, headers=ann)
+    assert forked.status_code == 201, forked.text
+    schedule = await c.post(
+        "/schedules",
+        json={"id": "acme-nightly", "agent": "assistant", "instance": "acme-desk",
+              "cron": "0 3 * * *", "body": SECRET},
+        headers=ann,
+    )  # fmt: skip
+    assert schedule.status_code == 201, schedule.text
+    return {
+        "agent": "assistant",
+        "instance": "acme-desk",
+        "conversation_id": cid,
+        "submission_id": sid,
+        "approval_id": approval["approvalId"],
+        "input_id": question["inputId"],
+        "schedule_id": "acme-nightly",
+        "fork_id": forked.json()["conversationId"],
+    }
+
+
+def _marks(ids: dict[str, str]) -> list[str]:
+    return [SECRET, *(v for k, v in ids.items() if k not in ("agent", "instance"))]
+
+
+async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -> None:
+    server: Server = await asgi(_agents(), authenticate=_people)
+    ids = await _acme(server)
+    c = server.client
+    bob = _as("bob")
+    answers: list[httpx.Response] = []
+    for (method, path), scope in sorted(ROUTE_SCOPES.items()):
+        if (
+            scope == "admin"
+            or "{" not in path
+            or path == "/agents/{agent}/{instance}"
+            and method == "POST"
+        ):
+            continue
+        url = re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
+        body = {"decision": "approve"} if path.startswith("/approvals/") else {}
+        body = {"value": "x"} if path.startswith("/inputs/") else body
+        body = {"body": "x"} if path.endswith(("/steer", "/followup")) else body
+        body = {"atSeq": 1} if path.endswith("/fork") else body
+        answer = await c.request(method, url, json=body if method == "POST" else None, headers=bob)
+        answers.append(answer)
+        assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
+    # A dispatch into A's session key is refused too, and writes nothing.
+    sent = await c.post("/agents/assistant/acme-desk", json={"body": "hi"}, headers=bob)
+    assert sent.status_code == 404
+    answers.append(sent)
+    # Every listing is B's own: empty, here, and past a cursor of A's.
+    for path, key in (("/sessions", "sessions"), ("/approvals", "approvals"),
+                      ("/inputs", "inputs"), ("/schedules", "schedules")):  # fmt: skip
+        listed = await c.get(path, headers=bob, params={"limit": 1})
+        assert listed.status_code == 200 and listed.json()[key] == [], (path, listed.text)
+        answers.append(listed)
+        own = (await c.get(path, headers=_as("ann"), params={"limit": 1})).json()
+        if own.get("nextCursor"):
+            later = await c.get(path, headers=bob, params={"cursor": own["nextCursor"]})
+            assert later.json()[key] == []
+            answers.append(later)
+    answers.append(await c.get("/approvals", headers=bob, params={"status": "all"}))
+    for answer in answers:  # (a 404 may repeat what B's own request named)
+        asked = str(answer.request.url) + answer.request.content.decode()
+        for mark in _marks(ids):
+            assert mark not in answer.text or mark in asked, (answer.request.url, mark)
+    # The operator sees A's; A's own resources are still there, undecided and unanswered.
+    seen = (await c.get("/sessions", headers=_as("ops"))).json()["sessions"]
+    assert {s["instance"] for s in seen} == {"acme-desk"}
+    pending = (await c.get("/approvals", headers=_as("ann"))).json()["approvals"]
+    assert [a["approvalId"] for a in pending] == [ids["approval_id"]]
+
+
+async def test_a_stream_of_another_tenants_session_never_starts(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), authenticate=_people)
+    await server.client.post(
+        "/agents/assistant/acme-desk?wait=true", json={"body": SECRET}, headers=_as("ann")
+    )
+    stream = await server.client.get("/agents/assistant/acme-desk", headers=_as("bob"))
+    assert stream.status_code == 404 and SECRET not in stream.text
