@@ -104,8 +104,7 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
         if (
             scope == "admin"
             or "{" not in path
-            or path == "/agents/{agent}/{instance}"
-            and method == "POST"
+            or (path == "/agents/{agent}/{instance}" and method == "POST")
         ):
             continue
         url = re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
