@@ -17,9 +17,9 @@ from starlette.requests import HTTPConnection
 
 from tether.auth import ALL_SCOPES, Identity, bearer_token
 from tether.demo import demo_agents
+from tether.http._access import ROUTE_SCOPES
 
 from .conftest import Server, until_appended
-from .test_access import ROUTE_SCOPES
 from .test_inputs import Asker
 
 Serve = Callable[..., Any]
@@ -108,10 +108,15 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
         ):
             continue
         url = re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
-        body = {"decision": "approve"} if path.startswith("/approvals/") else {}
-        body = {"value": "x"} if path.startswith("/inputs/") else body
-        body = {"body": "x"} if path.endswith(("/steer", "/followup")) else body
-        body = {"atSeq": 1} if path.endswith("/fork") else body
+        body: dict[str, Any] = {}
+        if path.startswith("/approvals/"):
+            body = {"decision": "approve"}
+        elif path.startswith("/inputs/"):
+            body = {"value": "x"}
+        elif path.endswith(("/steer", "/followup")):
+            body = {"body": "x"}
+        elif path.endswith("/fork"):
+            body = {"atSeq": 1}
         answer = await c.request(method, url, json=body if method == "POST" else None, headers=bob)
         answers.append(answer)
         assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
