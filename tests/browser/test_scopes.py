@@ -7,7 +7,6 @@ import json
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -144,7 +143,8 @@ def test_a_writer_sends_and_approves_but_neither_aborts_nor_forks(
     served: Served, page: "Page"
 ) -> None:
     console = served.console
-    sign_in(page, console.ui(agent="assistant", instance="me", session="write"), served.writer.token)
+    writing = console.ui(agent="assistant", instance="me", session="write")
+    sign_in(page, writing, served.writer.token)
     expect(page.locator("#identity")).to_have_text("Ann Writer · acme")
     expect(page.get_by_role("button", name="Steer")).to_be_visible()
     expect(page.get_by_role("button", name="Abort")).to_have_count(0)
