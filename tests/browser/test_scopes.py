@@ -158,7 +158,7 @@ def test_a_writer_sends_and_approves_but_neither_aborts_nor_forks(
     gate = page.locator("#pending .gate").filter(has_text="bob@example.com")
     screenshot(page, "scopes-writer-approvals")
     gate.get_by_role("button", name="Approve").click()
-    expect(page.locator("#decided li").first).to_contain_text("approve send_email")
+    expect(page.locator("#decided li").first).to_contain_text("approve send_email by Ann Writer")
     page.get_by_role("link", name="Chat").click()
     expect(page.locator(".msg.agent")).to_contain_text("Email sent: dry-run email to bob")
 

@@ -147,6 +147,7 @@ async function showIdentity() {
   const element = $("#identity");
   element.textContent = access.describe(who);
   element.title = `Scopes: ${who.scopes.join(", ") || "none"}`;
+  if (!$("#sign-out").hidden) approvals.signedInAs(who.display || who.subject);
 }
 
 function forgetIdentity() {
@@ -162,6 +163,7 @@ async function boot() {
   if (!access.can("sessions:read")) {
     // Only the inbox (an approver who reads no session): it is all the page shows.
     showPanel("approvals");
+    apiState(null);
     document.body.dataset.ready = "true";
     startPolls();
     return;

@@ -36,8 +36,17 @@ export class ApprovalsPanel {
     this.decidedList = root.querySelector("#decided");
     this.approver = root.querySelector("#approver");
     this.approver.value = localStorage.getItem("tether.approver") || "console";
-    this.approver.addEventListener("change", () => localStorage.setItem("tether.approver", this.approver.value));
+    this.approverTyped = localStorage.getItem("tether.approver") !== null;
+    this.approver.addEventListener("change", () => {
+      localStorage.setItem("tether.approver", this.approver.value);
+      this.approverTyped = true;
+    });
     this.shown = null; // the ids of the pending cards on screen: they are rebuilt only if it changes
+  }
+
+  /** The name decisions and answers go under, unless one was typed: who signed in. */
+  signedInAs(name) {
+    if (!this.approverTyped) this.approver.value = name;
   }
 
   /** Ask for the pending gates; the count goes to the badge. Cards are redrawn only when
