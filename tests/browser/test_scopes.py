@@ -176,3 +176,25 @@ def test_a_revoked_token_is_asked_for_again(served: Served, page: "Page") -> Non
     expect(dialog).to_be_visible()
     expect(dialog.get_by_role("alert")).to_contain_text("token revoked")
     expect(page.locator("#identity")).to_have_text("")
+
+
+def test_a_refusal_the_page_did_not_expect_shows_the_servers_message(
+    served: Served, page: "Page"
+) -> None:
+    # Scopes that changed while the page was open (a JWT's, an application's hook's): the
+    # server refuses what the page still offers. Here the refusal is staged for one route.
+    refusal = {
+        "error": {
+            "type": "forbidden",
+            "message": "'rita' lacks the scope 'sessions:read' this needs",
+            "details": {"scope": "sessions:read"},
+        }
+    }
+    page.route(
+        "**/agents/assistant/me/conversation?*",
+        lambda route: route.fulfill(status=403, json=refusal),
+    )
+    url = served.console.ui(agent="assistant", instance="me", session="gone")
+    sign_in(page, url, served.reader.token)
+    alert = page.get_by_role("log", name="Transcript").get_by_role("alert")
+    expect(alert).to_have_text("'rita' lacks the scope 'sessions:read' this needs")
