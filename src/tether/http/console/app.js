@@ -92,7 +92,7 @@ function showPanel(wanted) {
     else tab.removeAttribute("aria-current");
   }
   if (panel === "approvals") approvals.refresh({ decided: true }).catch(report);
-  if (panel === "inspector" && state.key) inspector.show(state.key).catch((error) => inspector.failed(error));
+  if (panel === "inspector" && state.key) inspector.show(state.key).catch(failedIn(inspector));
   document.body.classList.remove("sessions-open");
   $("#toggle-sessions").setAttribute("aria-expanded", "false");
 }
@@ -105,7 +105,7 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
     sessions.select(state.key);
     const item = sessions.find(state.key);
     chat.sessionStatus = item ? item.status : "idle";
-    chat.show(state.key).catch((error) => chat.failed(error));
+    chat.show(state.key).catch(failedIn(chat));
   }
   showPanel(panel);
   toUrl(replace);
@@ -115,6 +115,15 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
 function report(error) {
   if (error instanceof api.ApiError && error.status === 401) return; // the sign-in asks
   apiState(error instanceof TypeError ? "server unreachable" : `error: ${error.message}`);
+}
+
+/** What a panel that could not open shows: the server's message in it (a 403, say), not a
+ * blank panel; the bar says it too. A 401 is the sign-in's to ask. */
+function failedIn(panel) {
+  return (error) => {
+    report(error);
+    if (error instanceof api.ApiError && error.status !== 401) panel.failed(error);
+  };
 }
 
 let pending = null;
@@ -220,7 +229,7 @@ $("#login-form").addEventListener("submit", async (event) => {
     if (!state.booted) await boot();
     else {
       await showIdentity(); // perhaps another identity than before
-      chat.show(state.key).catch((error) => chat.failed(error));
+      chat.show(state.key).catch(failedIn(chat));
     }
   } catch (error) {
     $("#login-error").textContent = error.message;
