@@ -86,10 +86,14 @@ def log_text(log: Path | None) -> str:
     return log.read_text(errors="replace") if log is not None and log.exists() else ""
 
 
-def start(command: Sequence[str], **options: Any) -> subprocess.Popen[Any]:
-    """``subprocess.Popen(command, **options)``, remembered so the test's teardown reaps it."""
+def start(
+    command: Sequence[str], *, outlives_test: bool = False, **options: Any
+) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(command, **options)``, remembered so the test's teardown reaps it;
+    with ``outlives_test``, not: a module's fixture shares it, and reaps it itself."""
     process: subprocess.Popen[Any] = subprocess.Popen(list(command), **options)
-    _started.append(process)
+    if not outlives_test:
+        _started.append(process)
     return process
 
 

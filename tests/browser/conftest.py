@@ -90,6 +90,9 @@ class ConsoleServer:
     host: str = "127.0.0.1"
     """The address it binds (``--host``): a loopback one, as nothing here leaves the machine."""
     process: "subprocess.Popen[Any] | None" = None
+    shared: bool = False
+    """Started by a module's fixture for its tests: the teardown of each test leaves it
+    running (the fixture stops it)."""
 
     @property
     def url(self) -> str:
@@ -117,7 +120,9 @@ class ConsoleServer:
         ]
         env = {**os.environ, "TETHER_DEMO_RESEARCH_SECONDS": "2.5", **self.env}
         with self.log.open("ab") as out:
-            self.process = start(command, cwd=ROOT, stdout=out, stderr=out, env=env)
+            self.process = start(
+                command, outlives_test=self.shared, cwd=ROOT, stdout=out, stderr=out, env=env
+            )
         wait_ready_blocking(self.url, self.process, self.log)
 
     def kill(self) -> None:

@@ -14,10 +14,17 @@ export class ApiError extends Error {
 }
 
 let unauthorized = () => {};
+let forbidden = () => {};
 
 /** Called whenever the server answers 401: the page asks for the token again. */
 export function onUnauthorized(callback) {
   unauthorized = callback;
+}
+
+/** Called whenever the server answers 403 (the identity's scopes changed since the page
+ * read them): the page reads them again. The caller still shows the error's message. */
+export function onForbidden(callback) {
+  forbidden = callback;
 }
 
 export function storedToken() {
@@ -55,6 +62,7 @@ export async function request(method, path, { query, body, signal } = {}) {
   if (!response.ok) {
     const error = await failure(response);
     if (response.status === 401 && !path.startsWith("/ui/")) unauthorized(error);
+    if (response.status === 403 && error.type === "forbidden") forbidden(error);
     throw error;
   }
   return response.json();
@@ -84,7 +92,9 @@ export async function renewSignIn() {
   try {
     await login(token);
     return true;
-  } catch {
+  } catch (error) {
+    // Refused for good (a revoked or expired token): the page asks for another.
+    if (error instanceof ApiError && error.status === 401) unauthorized(error);
     return false;
   }
 }

@@ -1,6 +1,7 @@
 // The console's entry: sign-in, the URL (agent, instance, session, panel), the panels and the
 // polls that keep the sessions list and the approvals badge live.
 
+import * as access from "./access.js";
 import * as api from "./api.js";
 import { ApprovalsPanel } from "./approvals.js";
 import { ChatPanel } from "./chat.js";
@@ -79,7 +80,10 @@ const inspector = new InspectorPanel($("#panel-inspector"), {
   findConversation: (id) => sessions.findConversation(id),
 });
 
-function showPanel(panel) {
+function showPanel(wanted) {
+  // A panel the identity may not open (its tab is hidden) gives way to the first it may.
+  const open = (name) => access.shown($(`#tab-${name}`));
+  const panel = open(wanted) ? wanted : PANELS.find(open) || wanted;
   state.panel = panel;
   for (const name of PANELS) {
     $(`#panel-${name}`).hidden = name !== panel;
@@ -88,7 +92,7 @@ function showPanel(panel) {
     else tab.removeAttribute("aria-current");
   }
   if (panel === "approvals") approvals.refresh({ decided: true }).catch(report);
-  if (panel === "inspector" && state.key) inspector.show(state.key).catch(report);
+  if (panel === "inspector" && state.key) inspector.show(state.key).catch(failedIn(inspector));
   document.body.classList.remove("sessions-open");
   $("#toggle-sessions").setAttribute("aria-expanded", "false");
 }
@@ -101,7 +105,7 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
     sessions.select(state.key);
     const item = sessions.find(state.key);
     chat.sessionStatus = item ? item.status : "idle";
-    chat.show(state.key).catch(report);
+    chat.show(state.key).catch(failedIn(chat));
   }
   showPanel(panel);
   toUrl(replace);
@@ -111,6 +115,15 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
 function report(error) {
   if (error instanceof api.ApiError && error.status === 401) return; // the sign-in asks
   apiState(error instanceof TypeError ? "server unreachable" : `error: ${error.message}`);
+}
+
+/** What a panel that could not open shows: the server's message in it (a 403, say), not a
+ * blank panel; the bar says it too. A 401 is the sign-in's to ask. */
+function failedIn(panel) {
+  return (error) => {
+    report(error);
+    if (error instanceof api.ApiError && error.status !== 401) panel.failed(error);
+  };
 }
 
 let pending = null;
@@ -126,6 +139,7 @@ function soon() {
 }
 
 async function pollSessions() {
+  if (!access.can("sessions:read")) return;
   try {
     await sessions.refresh();
     const item = state.key && sessions.find(state.key);
@@ -136,10 +150,33 @@ async function pollSessions() {
   }
 }
 
+/** Who is signed in, beside Sign out (its scopes in the tooltip); the controls follow. */
+async function showIdentity() {
+  const who = await access.load();
+  const element = $("#identity");
+  element.textContent = access.describe(who);
+  element.title = `Scopes: ${who.scopes.join(", ") || "none"}`;
+  if (!$("#sign-out").hidden) approvals.signedInAs(who.display || who.subject);
+}
+
+function forgetIdentity() {
+  access.forget();
+  $("#identity").textContent = "";
+}
+
 async function boot() {
   const { key, panel, windowSize } = fromUrl();
   if (windowSize) chat.window = windowSize;
   state.key = null; // (again after a sign-in: the session is shown anew)
+  await showIdentity();
+  if (!access.can("sessions:read")) {
+    // Only the inbox (an approver who reads no session): it is all the page shows.
+    showPanel("approvals");
+    apiState(null);
+    document.body.dataset.ready = "true";
+    startPolls();
+    return;
+  }
   // The session the URL names opens at once, beside the lists it does not wait for.
   const lists = Promise.all([api.get("/agents"), sessions.refresh(), approvals.refresh()]);
   if (key) navigate(key, panel, { replace: true });
@@ -153,11 +190,14 @@ async function boot() {
     if (first) navigate({ agent: first.agent, instance: first.instance, session: first.session }, panel, { replace: true });
   }
   document.body.dataset.ready = "true"; // for tests: what is typed from now on is sent
-  if (!state.booted) {
-    state.booted = true;
-    setInterval(pollSessions, SESSIONS_POLL_MS);
-    setInterval(() => approvals.refresh({ decided: state.panel === "approvals" }).catch(report), APPROVALS_POLL_MS);
-  }
+  startPolls();
+}
+
+function startPolls() {
+  if (state.booted) return;
+  state.booted = true;
+  setInterval(pollSessions, SESSIONS_POLL_MS);
+  setInterval(() => approvals.refresh({ decided: state.panel === "approvals" }).catch(report), APPROVALS_POLL_MS);
 }
 
 // --- sign-in ---------------------------------------------------------------------------
@@ -171,7 +211,13 @@ function askToken(message = "") {
   $("#token").focus();
 }
 
-api.onUnauthorized(() => askToken(state.booted ? "Sign in again: the server refused the token." : ""));
+api.onUnauthorized((error) => {
+  forgetIdentity(); // refused: whoever it was is signed in no more
+  askToken(state.booted ? `Sign in again: ${error.message}` : "");
+});
+// A 403 although the control was shown: the scopes changed meanwhile. Read them again (the
+// control goes); where it happened shows the server's message.
+api.onForbidden(() => showIdentity().catch(report));
 
 $("#login-form").addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -181,7 +227,10 @@ $("#login-form").addEventListener("submit", async (event) => {
     $("#token").value = "";
     dialog.close();
     if (!state.booted) await boot();
-    else chat.show(state.key).catch(report);
+    else {
+      await showIdentity(); // perhaps another identity than before
+      chat.show(state.key).catch(failedIn(chat));
+    }
   } catch (error) {
     $("#login-error").textContent = error.message;
   }
@@ -191,6 +240,7 @@ $("#sign-out").addEventListener("click", async () => {
   chat.close();
   await api.logout().catch(() => {});
   $("#sign-out").hidden = true;
+  forgetIdentity();
   askToken();
 });
 
@@ -213,19 +263,21 @@ window.addEventListener("popstate", () => {
 
 async function start() {
   const token = api.storedToken();
+  let refused = "";
   if (token) {
     // The cookie may be gone (a new browser session): the tab's token gets it again.
     try {
       const answer = await api.login(token);
       $("#sign-out").hidden = !answer.authRequired;
-    } catch {
-      api.forgetToken(); // refused: the dialog asks for another
+    } catch (error) {
+      api.forgetToken(); // refused (revoked, expired): the dialog asks for another, saying why
+      refused = error.message;
     }
   }
   try {
     await boot();
   } catch (error) {
-    if (error instanceof api.ApiError && error.status === 401) askToken();
+    if (error instanceof api.ApiError && error.status === 401) askToken(refused);
     else {
       report(error);
       setTimeout(start, 2000); // the server is not up yet

@@ -5,6 +5,7 @@
 // parses, else the text typed (as `tether answer` reads it). Whether an edit or an answer fits
 // its schema the server says (jsonschema, the check that decides), shown where it was typed.
 
+import { can } from "./access.js";
 import { get, post } from "./api.js";
 import { fill, h, jsonBlock, sessionHref, timeTag } from "./dom.js";
 
@@ -35,17 +36,38 @@ export class ApprovalsPanel {
     this.decidedList = root.querySelector("#decided");
     this.approver = root.querySelector("#approver");
     this.approver.value = localStorage.getItem("tether.approver") || "console";
-    this.approver.addEventListener("change", () => localStorage.setItem("tether.approver", this.approver.value));
+    this.approverTyped = localStorage.getItem("tether.approver") !== null;
+    this.approver.addEventListener("change", () => {
+      localStorage.setItem("tether.approver", this.approver.value);
+      this.approverTyped = true;
+    });
     this.shown = null; // the ids of the pending cards on screen: they are rebuilt only if it changes
+  }
+
+  /** The name decisions and answers go under, unless one was typed: who signed in. */
+  signedInAs(name) {
+    if (!this.approverTyped) this.approver.value = name;
   }
 
   /** Ask for the pending gates; the count goes to the badge. Cards are redrawn only when
    * the set of gates changed, so an open editor is left alone. */
   async refresh({ decided = false } = {}) {
-    const [page, asked] = await Promise.all([
-      get("/approvals", { status: "pending", limit: PAGE }),
-      get("/inputs", { status: "pending", limit: PAGE }),
-    ]);
+    // Only what the identity may read: an approver who reads no session sees no questions,
+    // a reader who may not see the gates sees the questions alone.
+    const none = (name) => Promise.resolve({ [name]: [], nextCursor: null });
+    let page, asked;
+    try {
+      [page, asked] = await Promise.all([
+        can("approvals:read") ? get("/approvals", { status: "pending", limit: PAGE }) : none("approvals"),
+        can("sessions:read") ? get("/inputs", { status: "pending", limit: PAGE }) : none("inputs"),
+      ]);
+    } catch (error) {
+      if (error.status === 403) {
+        this.shown = null; // redrawn once it reads again
+        fill(this.pendingList, h("li", { class: "error", role: "alert" }, error.message));
+      }
+      throw error;
+    }
     const waiting = page.approvals.length + asked.inputs.length;
     this.onCount(page.nextCursor || asked.nextCursor ? `${waiting}+` : `${waiting}`, waiting);
     const questions = asked.inputs.map((item) => item.inputId).join(" ");
@@ -64,7 +86,7 @@ export class ApprovalsPanel {
         page.approvals.length ? page.approvals.map((gate) => this.card(gate)) : h("li", { class: "empty" }, "Nothing waits for a decision."),
       );
     }
-    if (decided) await this.refreshDecided();
+    if (decided && can("approvals:read")) await this.refreshDecided();
   }
 
   async refreshDecided() {
@@ -87,7 +109,7 @@ export class ApprovalsPanel {
   }
 
   card(gate) {
-    const reason = h("input", { type: "text", "aria-label": "Reason", placeholder: "Reason (for a rejection)" });
+    const reason = h("input", { type: "text", "aria-label": "Reason", placeholder: "Reason (for a rejection)", dataset: { needs: "approvals:decide" } });
     const problem = h("p", { class: "error", role: "alert" });
     const editorText = h("textarea", { "aria-label": "Edited arguments (JSON)", rows: 6, spellcheck: "false" });
     const editorProblem = h("p", { class: "error", role: "alert" });
@@ -132,7 +154,7 @@ export class ApprovalsPanel {
       reason,
       h(
         "div",
-        { class: "actions" },
+        { class: "actions", dataset: { needs: "approvals:decide" } },
         h("button", { type: "button", class: "primary", onclick: () => decide("approve") }, "Approve"),
         h("button", { type: "button", class: "danger", onclick: () => decide("reject", { reason: reason.value.trim() || undefined }) }, "Reject"),
         edit,
@@ -143,7 +165,7 @@ export class ApprovalsPanel {
   }
 
   inputCard(item) {
-    const value = h("textarea", { "aria-label": "Answer (JSON, or text)", rows: 2, spellcheck: "false" });
+    const value = h("textarea", { "aria-label": "Answer (JSON, or text)", rows: 2, spellcheck: "false", dataset: { needs: "inputs:answer" } });
     const problem = h("p", { class: "error", role: "alert" });
     const send = h("button", { type: "button", class: "primary" }, "Answer");
     const parsed = () => {
@@ -175,7 +197,7 @@ export class ApprovalsPanel {
       h("p", { class: "prompt" }, item.prompt),
       item.schema ? jsonBlock(item.schema, "schema json") : null,
       value,
-      h("div", { class: "actions" }, send),
+      h("div", { class: "actions", dataset: { needs: "inputs:answer" } }, send),
       problem,
     );
   }

@@ -88,6 +88,12 @@ export class ChatPanel {
     this.setStatus(this.sessionStatus);
   }
 
+  /** Opening the session failed (a 403: the identity may not read it): the transcript
+   *  says why rather than staying blank. */
+  failed(error) {
+    fill(this.log, h("p", { class: "error", role: "alert" }, error.message));
+  }
+
   newTranscript(root) {
     return new Transcript(root, { onOpenApprovals: this.onOpenApprovals });
   }

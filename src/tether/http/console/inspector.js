@@ -57,6 +57,12 @@ export class InspectorPanel {
     await Promise.all([this.page(this.lastPage()), this.spans(), this.usage()]);
   }
 
+  /** Opening the session failed (a 403: the identity may not read it): the summary says
+   *  why rather than staying blank. */
+  failed(error) {
+    fill(this.summary, h("p", { class: "error", role: "alert" }, error.message));
+  }
+
   renderSummary() {
     const info = this.info;
     let parent = null;
@@ -123,7 +129,7 @@ export class InspectorPanel {
     return h(
       "tr",
       { class: "detail" },
-      h("td", { colspan: 4 }, h("div", { class: "actions" }, fork, h("span", {}, `a new session with records 1 to ${record.seq}`)), problem, jsonBlock(record.payload), jsonBlock(meta, "json meta")),
+      h("td", { colspan: 4 }, h("div", { class: "actions", dataset: { needs: "sessions:fork" } }, fork, h("span", {}, `a new session with records 1 to ${record.seq}`)), problem, jsonBlock(record.payload), jsonBlock(meta, "json meta")),
     );
   }
 

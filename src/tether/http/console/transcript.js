@@ -202,7 +202,7 @@ export class Transcript {
         h("strong", {}, "Waiting for approval: "),
         `${data.tool}`,
         jsonBlock(data.args),
-        h("a", { href: "#", onclick: (e) => (e.preventDefault(), this.onOpenApprovals()) }, "Open the approvals inbox"),
+        h("a", { href: "#", dataset: { needs: "approvals:read" }, onclick: (e) => (e.preventDefault(), this.onOpenApprovals()) }, "Open the approvals inbox"),
       );
     }
     if (kind === "approval_decided") {

@@ -1,0 +1,200 @@
+"""The console signed in as an identity (issue 39): ``tether serve --auth tokens`` on a store
+where ``tether tokens create`` issued the tokens; the page shows who is signed in and hides
+the controls their scopes do not allow (the scope each needs is the route's, as
+``ROUTE_SCOPES`` says). A revoked token sends the page back to the sign-in."""
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+
+from .conftest import ROOT, TETHER, ConsoleServer, screenshot
+
+expect = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed").expect
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+READER = ("--subject", "rita", "--tenant", "acme", "--scope", "sessions:read")
+WRITER = (
+    "--subject",
+    "ann",
+    "--display",
+    "Ann Writer",
+    "--tenant",
+    "acme",
+    *("--scope", "sessions:read", "--scope", "sessions:write"),
+    *("--scope", "approvals:read", "--scope", "approvals:decide"),
+)
+
+
+def tokens(store: str, *args: str) -> "subprocess.Popen[str]":
+    """``tether tokens ...`` on the store, as an operator runs it."""
+    return subprocess.Popen(
+        [*TETHER, "tokens", *args, "--store", store],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def output(running: "subprocess.Popen[str]") -> str:
+    """What a ``tether tokens`` command printed, once it succeeded."""
+    out, err = running.communicate(timeout=60)
+    assert running.returncode == 0, err
+    return out
+
+
+@dataclass(frozen=True)
+class Issued:
+    token: str
+    id: str
+
+
+@dataclass(frozen=True)
+class Served:
+    console: ConsoleServer
+    store: str
+    reader: Issued
+    writer: Issued
+    revoked: Issued
+
+
+def issued(running: "subprocess.Popen[str]") -> Issued:
+    answer = json.loads(output(running))
+    return Issued(answer["token"], answer["id"])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for this module's tests, its tokens issued before it starts."""
+    folder = tmp_path_factory.mktemp("scopes")
+    store = f"sqlite:///{folder / 'data'}"
+    reader = issued(tokens(store, "create", *READER, "--json"))  # creates the store
+    # The others while the server starts: a CLI process starts no faster than the server.
+    writing = tokens(store, "create", *WRITER, "--json")
+    leaving = tokens(store, "create", "--subject", "leaver", "--scope", "sessions:read", "--json")
+    console = ConsoleServer(
+        folder / "data", folder / "serve.log", args=("--auth", "tokens"), shared=True
+    )
+    try:
+        console.start()
+        writer, revoked = issued(writing), issued(leaving)
+        yield Served(console, store, reader, writer, revoked)
+    finally:
+        console.stop()
+
+
+def sign_in(page: "Page", url: str, token: str) -> None:
+    page.goto(url)
+    dialog = page.get_by_role("dialog", name="Sign in")
+    expect(dialog).to_contain_text("your API token")
+    dialog.get_by_label("Token").fill(token)
+    dialog.get_by_role("button", name="Sign in").click()
+    expect(dialog).to_be_hidden()
+    page.wait_for_selector("body[data-ready]", state="attached")
+
+
+def test_a_reader_sees_the_session_and_no_control_that_changes_it(
+    served: Served, page: "Page"
+) -> None:
+    console = served.console
+    said = httpx.post(
+        f"{console.url}/agents/assistant/me",
+        json={"body": "hello reader", "session": "read"},
+        headers={"Authorization": f"Bearer {served.writer.token}"},
+        timeout=30,
+    )
+    assert said.status_code == 202, said.text
+    sign_in(page, console.ui(agent="assistant", instance="me", session="read"), served.reader.token)
+    expect(page.locator("#identity")).to_have_text("rita · acme")
+    expect(page.locator(".msg.agent")).to_have_text(["You said: hello reader"])
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    for hidden in ("Send", "Steer", "Follow-up", "Abort", "New session"):
+        expect(page.get_by_role("button", name=hidden)).to_have_count(0)
+    expect(page.get_by_role("textbox", name="Message")).to_have_count(0)
+    expect(page.get_by_role("navigation", name="Panels").get_by_role("link")).to_have_text(
+        ["Chat", "Inspector"]
+    )
+    screenshot(page, "scopes-reader")
+
+    page.get_by_role("link", name="Inspector").click()
+    page.get_by_role("button", name="Record 1", exact=True).click()
+    expect(page.locator("tr.detail")).to_be_visible()
+    expect(page.get_by_role("button", name="Fork here")).to_have_count(0)
+
+    # What the page hides the server refuses too, with the scope it lacks.
+    refused = httpx.post(
+        f"{console.url}/agents/assistant/me",
+        json={"body": "sneaky", "session": "read"},
+        headers={"Authorization": f"Bearer {served.reader.token}"},
+        timeout=30,
+    )
+    assert refused.status_code == 403
+    assert refused.json()["error"]["details"]["scope"] == "sessions:write"
+
+
+def test_a_writer_sends_and_approves_but_neither_aborts_nor_forks(
+    served: Served, page: "Page"
+) -> None:
+    console = served.console
+    writing = console.ui(agent="assistant", instance="me", session="write")
+    sign_in(page, writing, served.writer.token)
+    expect(page.locator("#identity")).to_have_text("Ann Writer · acme")
+    expect(page.get_by_role("button", name="Steer")).to_be_visible()
+    expect(page.get_by_role("button", name="Abort")).to_have_count(0)
+
+    message = page.get_by_role("textbox", name="Message")
+    message.fill("email bob@example.com: hi")
+    message.press("Enter")
+    expect(page.locator("#approvals-badge")).to_have_text("1")
+    expect(page.get_by_role("link", name="Open the approvals inbox")).to_be_visible()
+    page.get_by_role("navigation", name="Panels").get_by_role("link", name="Approvals").click()
+    gate = page.locator("#pending .gate").filter(has_text="bob@example.com")
+    screenshot(page, "scopes-writer-approvals")
+    gate.get_by_role("button", name="Approve").click()
+    expect(page.locator("#decided li").first).to_contain_text("approve send_email by Ann Writer")
+    page.get_by_role("link", name="Chat").click()
+    expect(page.locator(".msg.agent")).to_contain_text("Email sent: dry-run email to bob")
+
+    page.get_by_role("link", name="Inspector").click()
+    page.get_by_role("button", name="Record 1", exact=True).click()
+    expect(page.locator("tr.detail")).to_be_visible()
+    expect(page.get_by_role("button", name="Fork here")).to_have_count(0)
+
+
+def test_a_revoked_token_is_asked_for_again(served: Served, page: "Page") -> None:
+    sign_in(page, served.console.ui(), served.revoked.token)
+    expect(page.locator("#identity")).to_have_text("leaver")
+    output(tokens(served.store, "revoke", served.revoked.id))
+    dialog = page.get_by_role("dialog", name="Sign in")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_role("alert")).to_contain_text("token revoked")
+    expect(page.locator("#identity")).to_have_text("")
+
+
+def test_a_refusal_the_page_did_not_expect_shows_the_servers_message(
+    served: Served, page: "Page"
+) -> None:
+    # Scopes that changed while the page was open (a JWT's, an application's hook's): the
+    # server refuses what the page still offers. Here the refusal is staged for one route.
+    refusal = {
+        "error": {
+            "type": "forbidden",
+            "message": "'rita' lacks the scope 'sessions:read' this needs",
+            "details": {"scope": "sessions:read"},
+        }
+    }
+    page.route(
+        "**/agents/assistant/me/conversation?*",
+        lambda route: route.fulfill(status=403, json=refusal),
+    )
+    url = served.console.ui(agent="assistant", instance="me", session="gone")
+    sign_in(page, url, served.reader.token)
+    alert = page.get_by_role("log", name="Transcript").get_by_role("alert")
+    expect(alert).to_have_text("'rita' lacks the scope 'sessions:read' this needs")
