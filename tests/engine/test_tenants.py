@@ -132,3 +132,26 @@ async def test_a_schedule_is_its_tenants_and_fires_as_it(make_runtime: Make, sto
     assert scheduler(runtime)._handled["foreign"][1] is not None
     await runtime.delete_schedule(schedule.id, tenant=ACME)
     assert [info.id for info in await runtime.schedules()] == ["foreign"]
+
+
+async def test_an_application_maps_its_instances_to_tenants(
+    make_runtime: Make, store: Store
+) -> None:
+    """``RuntimeConfig.tenant_of``: an operator's admission (and a schedule's) takes the
+    instance's tenant; another tenant's is refused, writing nothing; an unmapped instance is
+    its first admitter's."""
+    runtime = make_runtime(
+        {"echo": echo_agent()},
+        tenant_of=lambda agent, instance: instance.split("-")[0] if "-" in instance else None,
+    )
+    await runtime.start(worker=False)
+    operators = await runtime.dispatch("echo", "acme-desk", "hello")
+    assert (await store.get_conversation(operators.conversation_id)).tenant == ACME
+    own = await runtime.dispatch("echo", "acme-desk", "again", tenant=ACME)
+    assert own.conversation_id == operators.conversation_id
+    before = await store.list_submissions()
+    with pytest.raises(ConversationNotFound):
+        await runtime.dispatch("echo", "acme-desk", "hi", session="new", tenant=GLOBEX)
+    assert await store.list_submissions() == before
+    unmapped = await runtime.dispatch("echo", "lobby", "hi", tenant=GLOBEX)
+    assert (await store.get_conversation(unmapped.conversation_id)).tenant == GLOBEX

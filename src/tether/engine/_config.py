@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tether._ids import new_ulid
@@ -35,6 +35,12 @@ class RuntimeConfig:
     shutdown_timeout: float = 10.0
     owner_id: str = field(default_factory=lambda: f"worker-{new_ulid()}")
     env: Mapping[str, str] = field(default_factory=dict)
+    tenant_of: Callable[[str, str], str | None] | None = None
+    """The tenant the sessions of ``(agent, instance)`` belong to, for an application that
+    maps its instances to tenants (docs/auth.md): an admission of no tenant (an operator's,
+    a schedule's, a library call's) takes the instance's; one of another tenant than the
+    instance's is refused as ``ConversationNotFound``, nothing written. ``None`` (the
+    default), or an instance it maps to ``None``: a session is its first admitter's."""
     redact: Redactor | None = None
     """Applied to tool errors, model errors and settlement failures before they are
     journaled. ``None``: a :class:`SecretRedactor` over the process environment and ``env``,

@@ -459,6 +459,7 @@ class Runtime:
         trace: Mapping[str, str] | None = None,
         tenant: str | None = None,
     ) -> Receipt:
+        tenant = self._tenant_of(key, tenant)
         now = self.clock.now()
         new = NewSubmission(
             id=new_ulid(),
@@ -497,6 +498,17 @@ class Runtime:
             if inbound.kind in ("steer", "follow_up"):
                 self.steering.heard(submission.conversation_id)  # durable now: worth a look
         return Receipt(submission.id, submission.conversation_id, key.session, admission.created)
+
+    def _tenant_of(self, key: SessionKey, tenant: str | None) -> str | None:
+        """The tenant an admission of ``tenant`` into ``key`` is made for, by the
+        application's map of instances to tenants (``RuntimeConfig.tenant_of``)."""
+        mapping = self.config.tenant_of
+        mapped = None if mapping is None else mapping(key.agent, key.instance)
+        if mapped is None:
+            return tenant
+        if tenant is not None and tenant != mapped:
+            raise ConversationNotFound(str(key))  # to another tenant, it does not exist
+        return mapped
 
     async def _admit_and_claim(
         self,
