@@ -6,7 +6,6 @@ gate already indexed, as an approval."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,13 +25,12 @@ from tether.records import (
     ToolOutcome,
 )
 from tether.store import Gate, GateKind, GateStatus, SessionKey, SqliteStore
-from tether.store._sqlite_kinds import kind_code
-from tether.store._sqlite_schema import _MIGRATIONS
 from tether.store.postgres import PostgresStore
 from tether.store.postgres._schema import MIGRATIONS
 from tether.testing.storetest import CompleteStore
 
 from ..postgres import POSTGRES_URL, fresh_schema, store_url
+from .old_schemas import postgres_at, sqlite_at
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -133,20 +131,9 @@ async def test_the_sqlite_v8_migration_backfills_the_gates(tmp_path: Path) -> No
     async with await SqliteStore.open(new) as store:
         written = await _write(store)
         path = store.path
-    old.mkdir()
-    with sqlite3.connect(old / "tether.db") as conn:  # the file as v7 left it: logs, no gates
-        conn.create_function("tether_unhex", 1, bytes.fromhex)
-        conn.create_function("tether_kind_code", 1, kind_code)
-        for step in _MIGRATIONS[:7]:
-            conn.executescript(step)
-        conn.execute("PRAGMA user_version = 7")
-        conn.execute("ATTACH DATABASE ? AS written", (str(path),))
-        for table in ("conversations", "records", "snapshots"):  # the columns v7 has
-            columns = ", ".join(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
-            conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM written.{table}")
-        conn.commit()
-        conn.execute("DETACH DATABASE written")
-    conn.close()
+    sqlite_at(
+        7, path, old, ("conversations", "records", "snapshots")
+    )  # the file as v7 left it: logs, no gates
     async with await SqliteStore.open(old) as store:
         assert await store.list_gates(limit=100) == written
         assert await store.list_gates(status=GateStatus.PENDING, tool="mail") == [
@@ -231,20 +218,9 @@ async def test_the_sqlite_v12_migration_keeps_the_gates_as_approvals(tmp_path: P
     async with await SqliteStore.open(new) as store:
         written = await _approvals(store)
         path = store.path
-    old.mkdir()
-    with sqlite3.connect(old / "tether.db") as conn:  # the file as v11 left it
-        conn.create_function("tether_unhex", 1, bytes.fromhex)
-        conn.create_function("tether_kind_code", 1, kind_code)
-        for step in _MIGRATIONS[:11]:
-            conn.executescript(step)
-        conn.execute("PRAGMA user_version = 11")
-        conn.execute("ATTACH DATABASE ? AS written", (str(path),))
-        for table in ("conversations", "records", "snapshots", "gates"):  # v11's columns
-            columns = ", ".join(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
-            conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM written.{table}")
-        conn.commit()
-        conn.execute("DETACH DATABASE written")
-    conn.close()
+    sqlite_at(
+        11, path, old, ("conversations", "records", "snapshots", "gates")
+    )  # the file as v11 left it
     async with await SqliteStore.open(old) as store:
         await _kinds_work(store, written)
 
@@ -254,27 +230,8 @@ async def test_the_postgres_v8_migration_keeps_the_gates_as_approvals() -> None:
     written_schema, old = fresh_schema(), fresh_schema()
     async with await PostgresStore.open(store_url(written_schema)) as store:
         written = await _approvals(store)
-    async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
-        await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(old)))
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(old)))
-        for step in MIGRATIONS[:7]:  # the schema as v7 left it
-            await conn.execute(step)
-        await conn.execute("UPDATE tether_schema SET version = 7")
-        for table in ("conversations", "records", "gates"):  # v7's columns
-            rows = await conn.execute(
-                "SELECT column_name FROM information_schema.columns "
-                "WHERE table_schema = %s AND table_name = %s",
-                (old, table),
-            )
-            columns = sql.SQL(", ").join(sql.Identifier(row[0]) for row in await rows.fetchall())
-            await conn.execute(
-                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}.{}").format(
-                    sql.Identifier(table),
-                    columns,
-                    columns,
-                    sql.Identifier(written_schema),
-                    sql.Identifier(table),
-                )
-            )
+    await postgres_at(
+        7, written_schema, old, ("conversations", "records", "gates"), MIGRATIONS
+    )  # the schema as v7 left it
     async with await PostgresStore.open(store_url(old)) as store:
         await _kinds_work(store, written)
