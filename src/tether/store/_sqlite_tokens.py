@@ -8,41 +8,21 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from tether.errors import TokenExists, TokenNotFound
 from tether.store._common import from_micros, to_micros
-from tether.store._tokens import TokenRow, names_json
+from tether.store._tokens import TOKEN_COLUMNS, TokenRow, names_json, token_of
 
 __all__ = ("find_token", "list_tokens", "put_token", "revoke_token")
 
-_COLUMNS = (
-    "id, digest, subject, tenant, scopes, agents, display, created_at, expires_at, revoked_at"
-)
+_COLUMNS = TOKEN_COLUMNS
 
 
 def _micros(moment: datetime | None) -> int | None:
     return None if moment is None else to_micros(moment)
 
 
-def _time(micros: int | None) -> datetime | None:
-    return None if micros is None else from_micros(micros)
-
-
 def _row(row: tuple[Any, ...]) -> TokenRow:
-    token_id, digest, subject, tenant, scopes, agents, display, created, expires, revoked = row
-    return TokenRow(
-        id=token_id,
-        digest=digest,
-        subject=subject,
-        tenant=tenant,
-        scopes=tuple(orjson.loads(scopes)),
-        agents=None if agents is None else tuple(orjson.loads(agents)),
-        display=display,
-        created_at=from_micros(created),
-        expires_at=_time(expires),
-        revoked_at=_time(revoked),
-    )
+    return token_of(row, from_micros)
 
 
 def put_token(conn: sqlite3.Connection, row: TokenRow) -> TokenRow:

@@ -9,15 +9,30 @@ The store does not interpret scopes, tenants or agents: ``tether.auth`` issues t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
+
+import orjson
 
 from tether._canonical import canonical_json
 from tether.store._common import from_micros, to_micros
 
-__all__ = ("NewToken", "TokenRow", "check_new_token", "names_json", "stored_time")
+__all__ = (
+    "TOKEN_COLUMNS",
+    "NewToken",
+    "TokenRow",
+    "check_new_token",
+    "names_json",
+    "stored_time",
+    "token_of",
+)
+
+TOKEN_COLUMNS: Final = (
+    "id, digest, subject, tenant, scopes, agents, display, created_at, expires_at, revoked_at"
+)
+"""The columns of a token row, in :func:`token_of`'s order (SQLite and PostgreSQL)."""
 
 _DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 
@@ -110,6 +125,24 @@ def stored_time(moment: datetime) -> datetime:
     """``moment`` as every backend hands it back: in UTC, to the microsecond (``ValueError``
     if it is naive)."""
     return from_micros(to_micros(moment))
+
+
+def token_of(row: Sequence[Any], time_of: Callable[[Any], datetime]) -> TokenRow:
+    """A stored row (:data:`TOKEN_COLUMNS`) as a :class:`TokenRow`, its times read with
+    ``time_of`` (each backend keeps them its own way)."""
+    token_id, digest, subject, tenant, scopes, agents, display, created, expires, revoked = row
+    return TokenRow(
+        id=token_id,
+        digest=digest,
+        subject=subject,
+        tenant=tenant,
+        scopes=tuple(orjson.loads(scopes)),
+        agents=None if agents is None else tuple(orjson.loads(agents)),
+        display=display,
+        created_at=time_of(created),
+        expires_at=None if expires is None else time_of(expires),
+        revoked_at=None if revoked is None else time_of(revoked),
+    )
 
 
 def names_json(names: Sequence[str]) -> bytes:

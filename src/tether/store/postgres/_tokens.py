@@ -7,37 +7,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from tether.errors import TokenExists, TokenNotFound
-from tether.store._tokens import TokenRow, names_json, stored_time
+from tether.store._tokens import TOKEN_COLUMNS, TokenRow, names_json, stored_time, token_of
 from tether.store.postgres._log import Conn
 
 __all__ = ("find_token", "list_tokens", "put_token", "revoke_token")
 
-_COLUMNS = (
-    "id, digest, subject, tenant, scopes, agents, display, created_at, expires_at, revoked_at"
-)
-
-
-def _time(moment: datetime | None) -> datetime | None:
-    return None if moment is None else stored_time(moment)
+_COLUMNS = TOKEN_COLUMNS
 
 
 def _row(row: tuple[Any, ...]) -> TokenRow:
-    token_id, digest, subject, tenant, scopes, agents, display, created, expires, revoked = row
-    return TokenRow(
-        id=token_id,
-        digest=digest,
-        subject=subject,
-        tenant=tenant,
-        scopes=tuple(orjson.loads(scopes)),
-        agents=None if agents is None else tuple(orjson.loads(agents)),
-        display=display,
-        created_at=stored_time(created),
-        expires_at=_time(expires),
-        revoked_at=_time(revoked),
-    )
+    return token_of(row, stored_time)
 
 
 async def put_token(conn: Conn, row: TokenRow) -> TokenRow:
