@@ -114,9 +114,9 @@ def test_flags_are_the_query_and_answers_are_shown(asked: list[httpx.Request]) -
 
 def test_an_answer_names_whom_the_server_verified_if_anyone() -> None:
     operator = {**ANSWERED, "decidedBy": {"subject": "root", "display": "Root"}}
-    assert describe_answer(operator).endswith('by ann (root) at 2026-01-01T00:00:05+00:00')
+    assert describe_answer(operator).endswith("by ann (root) at 2026-01-01T00:00:05+00:00")
     anonymous = {k: v for k, v in ANSWERED.items() if k != "decidedBy"}
-    assert describe_answer(anonymous).endswith('by ann at 2026-01-01T00:00:05+00:00')
+    assert describe_answer(anonymous).endswith("by ann at 2026-01-01T00:00:05+00:00")
 
 
 def test_pending_is_the_default(asked: list[httpx.Request]) -> None:

@@ -31,9 +31,9 @@ __all__ = (
     "describe_gate",
     "describe_input",
     "pending_gate",
-    "verified",
     "pending_input",
     "render_stream",
+    "verified",
     "wait_for_settlement",
 )
 

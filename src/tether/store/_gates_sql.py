@@ -209,8 +209,8 @@ def gate_statements(
                 (
                     f"UPDATE gates SET status = 'decided', decision = {p}, edited_args = {p}, "
                     f"reason = {p}, approver = {p}, decided_at = {p}, answer = {p}, "
-                    f"decided_by = {p} WHERE conversation_id = {p} AND status = 'pending' AND approval_id = {p} "
-                    f"AND kind = {p}",
+                    f"decided_by = {p} WHERE conversation_id = {p} AND status = 'pending' "
+                    f"AND approval_id = {p} AND kind = {p}",
                     (
                         change.decision,
                         change.args,

@@ -6,8 +6,9 @@ The records must be the whole log of the conversation as a store keeps it: they 
 seq 1, or from the ``log_truncated`` record retention left (each hash re-derived from the
 bytes, which must be canonical JSON); the record its own log begins with (seq 1, or a fork's
 after the copied ones) is its ``conversation_created`` exactly as a store seals it (its id,
-key, parent and creation time; and who made it, a fork's ``by``, as it says), or is carried as such by the ``log_truncated`` record that
-replaced it; and every record from there on names it. The first record that fails raises
+key, parent and creation time; and who made it, a fork's ``by``, as the record says), or is
+carried as such by the ``log_truncated`` record that replaced it; and every record from there
+on names it. The first record that fails raises
 ``LogTampered`` at its seq, and the backend's transaction writes nothing.
 """
 

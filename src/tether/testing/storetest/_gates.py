@@ -182,7 +182,7 @@ class GateCases(BaseConformance):
     async def test_a_decision_keeps_who_made_it(self, store: CompleteStore, fx: Fixtures) -> None:
         w = Writer(store, fx)
         cid = await fx.conversation()
-        ann = Actor(subject="ann@acme", tenant="acme", display="Ann \u00e9\"x\"")
+        ann = Actor(subject="ann@acme", tenant="acme", display='Ann \u00e9"x"')
         signed = await w.request(cid, call="c1")
         anonymous = await w.request(cid, call="c2")
         operator = await w.request(cid, call="c3")

@@ -222,7 +222,9 @@ class ImportCases(BaseConformance):
 
     @needs("forks")
     @case
-    async def test_a_fork_imports_with_who_made_it(self, store: CompleteStore, fx: Fixtures) -> None:
+    async def test_a_fork_imports_with_who_made_it(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
         """A fork's ``conversation_created`` says who made it (``by``): the one thing in it
         not derived from the conversation, so it is checked as it says and kept."""
         async with MemoryStore() as source:
