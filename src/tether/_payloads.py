@@ -97,6 +97,8 @@ class ConversationCreated(Payload):
     instance: str
     session: str
     parent: ConversationParent | None = None
+    by: Actor | None = None
+    """Who made it, when the server knew: a fork an authenticated request asked for."""
 
 
 class UserMessage(Payload):

@@ -28,11 +28,13 @@ DECIDED = {
         "decision": "edit",
         "args": {"to": "amy"},
         "reason": "not bob",
-        "approver": "ann",
+        "approver": "Ann",
+        "by": {"subject": "ann@acme", "tenant": "acme", "display": "Ann"},
     },
+    "decidedBy": {"subject": "ann@acme", "tenant": "acme", "display": "Ann"},
 }
 CLOSED = {
-    **{k: v for k, v in DECIDED.items() if k not in ("decision", "decidedAt")},
+    **{k: v for k, v in DECIDED.items() if k not in ("decision", "decidedAt", "decidedBy")},
     "approvalId": "c2.4",
     "status": "closed",
     "closedAt": "2026-01-01T00:00:09+00:00",
@@ -71,9 +73,34 @@ def test_flags_are_the_query_and_decisions_are_shown(asked: list[httpx.Request])
     }
     decided, closed, more = result.output.splitlines()
     assert decided.split()[:3] == ["c1.4", "decided", "assistant/me/default"]
-    assert decided.endswith('-> edit {"to": "amy"} by ann at 2026-01-01T00:00:05+00:00: not bob')
+    # The name shown, then who decided as the server verified them: subject and tenant.
+    assert decided.endswith(
+        '-> edit {"to": "amy"} by Ann (ann@acme, acme) at 2026-01-01T00:00:05+00:00: not bob'
+    )
     assert closed.endswith("closed at 2026-01-01T00:00:09+00:00")
     assert more == "more: add --cursor Q1"
+
+
+def test_a_decision_names_whom_the_server_verified_if_anyone() -> None:
+    operator = {**DECIDED, "decidedBy": {"subject": "[root]"}}
+    assert "by Ann ([root]) at" in _client.describe_decision(operator)
+    anonymous = {k: v for k, v in DECIDED.items() if k != "decidedBy"}
+    assert "by Ann at" in _client.describe_decision(anonymous)
+
+
+def test_a_verified_name_is_shown_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    page = {"approvals": [{**DECIDED, "decidedBy": {"subject": "[bold]x"}}], "nextCursor": None}
+
+    @contextlib.contextmanager
+    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=page))
+        with httpx.Client(base_url=url, transport=transport) as client:
+            yield client
+
+    monkeypatch.setattr(_client, "connect", connect)
+    result = CliRunner().invoke(app, ["approvals", "--status", "decided"])
+    assert result.exit_code == 0, result.output
+    assert "by Ann ([bold]x) at" in result.output  # markup in a subject is not applied
 
 
 def test_pending_is_the_default(asked: list[httpx.Request]) -> None:

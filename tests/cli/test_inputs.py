@@ -18,6 +18,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from tether.cli import _client, app
+from tether.cli._inputs import describe_answer
 from tether.cli._render import SessionRenderer, frames
 
 from .command import tether
@@ -42,9 +43,14 @@ ANSWERED = {
     "answer": "Ann [the first]",
     "responder": "ann",
     "answeredAt": "2026-01-01T00:00:05+00:00",
+    "decidedBy": {"subject": "ann@acme", "tenant": "acme"},
 }
 CLOSED = {
-    **{k: v for k, v in ANSWERED.items() if k not in ("answer", "responder", "answeredAt")},
+    **{
+        k: v
+        for k, v in ANSWERED.items()
+        if k not in ("answer", "responder", "answeredAt", "decidedBy")
+    },
     "inputId": "c2.4",
     "prompt": "x" * 300,
     "status": "closed",
@@ -99,11 +105,18 @@ def test_flags_are_the_query_and_answers_are_shown(asked: list[httpx.Request]) -
     # The prompt on one line, the schema it asks for, the answer as JSON (markup kept as text).
     assert answered.endswith(
         '"What is your name?" (answer: {"type": "string"})'
-        '  -> "Ann [the first]" by ann at 2026-01-01T00:00:05+00:00'
+        '  -> "Ann [the first]" by ann (ann@acme, acme) at 2026-01-01T00:00:05+00:00'
     )
     assert closed.endswith('x…"  closed at 2026-01-01T00:00:09+00:00')
     assert len(closed) < 200
     assert more == "more: add --cursor Q1"
+
+
+def test_an_answer_names_whom_the_server_verified_if_anyone() -> None:
+    operator = {**ANSWERED, "decidedBy": {"subject": "root", "display": "Root"}}
+    assert describe_answer(operator).endswith("by ann (root) at 2026-01-01T00:00:05+00:00")
+    anonymous = {k: v for k, v in ANSWERED.items() if k != "decidedBy"}
+    assert describe_answer(anonymous).endswith("by ann at 2026-01-01T00:00:05+00:00")
 
 
 def test_pending_is_the_default(asked: list[httpx.Request]) -> None:

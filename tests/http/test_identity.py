@@ -60,6 +60,11 @@ async def test_a_message_and_a_decision_record_who_made_them(asgi: Serve) -> Non
         f"/approvals/{item['approvalId']}", json={"decision": "approve"}, headers=_as("ann")
     )
     assert again.status_code == 409  # another person's identical decision is not the same one
+    decided_list = await c.get("/approvals", params={"status": "decided"})
+    [listed_item] = decided_list.json()["approvals"]
+    assert listed_item["decidedBy"] == {"subject": "bob@acme", "tenant": "acme"}
+    assert listed_item["decision"]["approver"] == "bob@acme"
+    assert listed_item["decision"]["by"] == listed_item["decidedBy"]  # as its record holds it
 
 
 async def test_a_client_cannot_say_who_sent_a_message(asgi: Serve) -> None:
@@ -86,6 +91,8 @@ async def test_an_answer_records_who_gave_it_under_the_name_given(asgi: Serve) -
     assert answered.status_code == 200, answered.text
     payload = answered.json()["answer"]["payload"]
     assert payload["responder"] == "front desk" and payload["by"] == ANN_BY
+    [done] = await listed(server, 1, status="answered")
+    assert (done["responder"], done["decidedBy"]) == ("front desk", ANN_BY)
 
 
 async def test_without_auth_nothing_is_recorded_of_who(asgi: Serve) -> None:
@@ -94,6 +101,37 @@ async def test_without_auth_nothing_is_recorded_of_who(asgi: Serve) -> None:
     records = (await server.client.get("/agents/assistant/me/records")).json()["records"]
     [message] = [r for r in records if r["kind"] == "user_message"]
     assert "by" not in message["payload"]
+
+
+async def test_without_auth_a_decision_names_no_one_verified(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents())
+    c = server.client
+    sent = await c.post("/agents/assistant/me", json={"body": "email bob@example.com: hi"})
+    item = await pending_item(server, sent.json()["conversationId"])
+    assert "decidedBy" not in item
+    decided = await c.post(f"/approvals/{item['approvalId']}", json={"decision": "approve"})
+    assert decided.status_code == 200, decided.text
+    [listed_item] = (await c.get("/approvals", params={"status": "decided"})).json()["approvals"]
+    assert "decidedBy" not in listed_item and "by" not in listed_item["decision"]
+    assert listed_item["decision"]["approver"] == decided.json()["decision"]["payload"]["approver"]
+
+
+async def test_a_fork_records_who_made_it(asgi: Serve) -> None:
+    server: Server = await asgi(demo_agents(), authenticate=_people)
+    c = server.client
+    c.headers.update(_as("ann"))
+    sent = await c.post("/agents/assistant/me?wait=true", json={"body": "hi"})
+    assert sent.status_code == 200, sent.text
+    cid = sent.json()["conversationId"]
+    forked = await c.post(f"/conversations/{cid}/fork", json={"atSeq": 2, "session": "again"})
+    assert forked.status_code == 201, forked.text
+    records = await c.get("/agents/assistant/me/records", params={"session": "again"})
+    created = [r for r in records.json()["records"] if r["kind"] == "conversation_created"]
+    assert "by" not in created[0]["payload"]  # the parent's own, copied verbatim
+    assert created[-1]["payload"]["by"] == ANN_BY
+    assert created[-1]["payload"]["parent"] == {"conversationId": cid, "seq": 2, "reason": "fork"}
+    verified = await c.get(f"/conversations/{forked.json()['conversationId']}/verify")
+    assert verified.json()["ok"] is True
 
 
 @tool

@@ -33,6 +33,7 @@ __all__ = (
     "pending_gate",
     "pending_input",
     "render_stream",
+    "verified",
     "wait_for_settlement",
 )
 
@@ -254,13 +255,26 @@ def describe_gate(gate: dict[str, Any]) -> str:
     return f"{gate['tool']}({json.dumps(gate.get('args', {}))})"
 
 
+def verified(item: dict[str, Any]) -> str:
+    """`` (ann@acme, acme)``: who decided or answered as the server verified them (their
+    subject, and tenant if any), after the name they are shown under; nothing when no one
+    authenticated did."""
+    by = item.get("decidedBy")
+    if not isinstance(by, dict) or not by.get("subject"):
+        return ""
+    tenant = f", {by['tenant']}" if by.get("tenant") else ""
+    return f" ({by['subject']}{tenant})"
+
+
 def describe_decision(gate: dict[str, Any]) -> str:
-    """``  -> approve by ann at <time>: <reason>`` for a decided gate, ``  closed at <time>``
-    for a closed one, nothing for a pending one."""
+    """``  -> approve by Ann (ann@acme, acme) at <time>: <reason>`` for a decided gate (the
+    verified subject and tenant when the server knew them), ``  closed at <time>`` for a
+    closed one, nothing for a pending one."""
     decided = gate.get("decision")
     if not decided:
         return f"  closed at {gate['closedAt']}" if gate.get("closedAt") else ""
     edited = f" {json.dumps(decided['args'])}" if decided.get("args") is not None else ""
     reason = f": {decided['reason']}" if decided.get("reason") else ""
     when = f" at {gate['decidedAt']}" if gate.get("decidedAt") else ""
-    return f"  -> {decided['decision']}{edited} by {decided['approver']}{when}{reason}"
+    who = f"{decided['approver']}{verified(gate)}"
+    return f"  -> {decided['decision']}{edited} by {who}{when}{reason}"

@@ -71,12 +71,13 @@ def inputs(
 
 
 def describe_answer(item: dict[str, Any]) -> str:
-    """``  -> "Ann" by ann at <time>`` for an answered input, ``  closed at <time>`` for a
-    closed one, nothing for a pending one."""
+    """``  -> "Ann" by ann (ann@acme, acme) at <time>`` for an answered input (the verified
+    subject and tenant when the server knew them), ``  closed at <time>`` for a closed one,
+    nothing for a pending one."""
     if item.get("status") == "answered":
         when = f" at {item['answeredAt']}" if item.get("answeredAt") else ""
         value = one_line(json.dumps(item.get("answer"), ensure_ascii=False))
-        return f"  -> {value} by {item.get('responder')}{when}"
+        return f"  -> {value} by {item.get('responder')}{_client.verified(item)}{when}"
     return f"  closed at {item['closedAt']}" if item.get("closedAt") else ""
 
 

@@ -204,7 +204,7 @@ def approvals(
         console.print(
             f"{item['approvalId']}  {item['status']:8}  "
             f"{item['agent']}/{item['instance']}/{item['session']}  "
-            f"{_client.describe_gate(item)}{_client.describe_decision(item)}"
+            f"{_client.describe_gate(item)}{escape(_client.describe_decision(item))}"
         )
     if next_cursor:
         console.print(f"more: add --cursor {next_cursor}")

@@ -1036,12 +1036,26 @@ class Runtime:
         self._wake()
         await self.instrumentation.emit(event)
 
-    async def fork(self, conversation_id: str, *, at_seq: int, session: str | None = None) -> Fork:
+    async def fork(
+        self,
+        conversation_id: str,
+        *,
+        at_seq: int,
+        session: str | None = None,
+        by: Actor | None = None,
+    ) -> Fork:
         """A new session whose log starts with this conversation's first ``at_seq`` records.
 
         A cut inside an execution is repaired as recovery would (``Fork.repaired``): a tool
         call separated from its result gets an ``unknown`` one, so the fork's next turn sees
-        a whole history."""
+        a whole history. ``by``, who asked for it as the server verified them
+        (``tether.auth``), is recorded on the fork's ``conversation_created``.
+
+        Example::
+
+            fork = await runtime.fork(conversation_id, at_seq=12, session="retry",
+                                      by=Actor(subject="ann@acme", tenant="acme"))
+        """
         store = self._check_open()
         forks = require_capability(self._offered().forks, "forks")
         check_seq(at_seq, field="atSeq", least=1)
@@ -1055,6 +1069,7 @@ class Runtime:
             key=key,
             new_conversation_id=new_ulid(),
             created_at=self.clock.now(),
+            by=by,
         )
         journal = await Journal.open(
             store,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
-from tether.http._access import IdentityDependency, own_conversation, own_session
+from tether.http._access import IdentityDependency, actor_of, own_conversation, own_session
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import SEQ_AFTER, ForkBody
@@ -80,9 +80,12 @@ async def fork(
     payload: ForkBody,
 ) -> Forked:
     """A new session whose log starts with this one's first ``atSeq`` records (410
-    ``seq_truncated`` for a seq retention removed); it belongs to the same tenant."""
+    ``seq_truncated`` for a seq retention removed); it belongs to the same tenant, and its
+    ``conversation_created`` records who made it (the request's identity)."""
     await own_conversation(runtime, identity, conversation_id)
-    child = await runtime.fork(conversation_id, at_seq=payload.at_seq, session=payload.session)
+    child = await runtime.fork(
+        conversation_id, at_seq=payload.at_seq, session=payload.session, by=actor_of(identity)
+    )
     key = child.key
     return Forked(
         conversation_id=child.id,

@@ -6,7 +6,14 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
-from tether.http._responses import TIMESTAMP, WireRecord, WireResponse, optional, time_of
+from tether.http._responses import (
+    TIMESTAMP,
+    WireActor,
+    WireRecord,
+    WireResponse,
+    optional,
+    time_of,
+)
 from tether.store import Gate, GateStatus
 
 __all__ = ("AnswerReceipt", "InputItem", "InputStatus", "InputsPage")
@@ -22,7 +29,8 @@ _INPUT_STATUS: dict[GateStatus, InputStatus] = {
 class InputItem(WireResponse):
     """An input as ``GET /inputs`` lists it: the question (its prompt and the schema its
     answer must fit), where it stands, and once answered the answer, who gave it and when,
-    or the time it was closed (its submission settled unanswered)."""
+    or the time it was closed (its submission settled unanswered). ``responder`` is the name
+    the answer is shown under; ``decidedBy`` who gave it, as the server verified them."""
 
     input_id: str
     conversation_id: str
@@ -48,6 +56,10 @@ class InputItem(WireResponse):
     responder: str | None = optional(description="Who answered, as the answer names them.")
     answered_at: str | None = optional(**TIMESTAMP)
     closed_at: str | None = optional(**TIMESTAMP)
+    decided_by: WireActor | None = optional(
+        description="Who answered, as the server verified them (their subject and tenant, and "
+        "the name shown): absent when no one authenticated did."
+    )
 
     @model_serializer(mode="wrap")
     def _answer_once_answered(self, write: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -81,6 +93,7 @@ class InputItem(WireResponse):
             responder=gate.approver,
             answered_at=time_of(gate.decided_at),
             closed_at=time_of(gate.closed_at),
+            decided_by=gate.decided_by,
         )
 
 

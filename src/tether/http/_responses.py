@@ -29,7 +29,7 @@ from tether import records
 from tether.engine import Receipt
 from tether.http._requests import title
 from tether.messages import Message
-from tether.records import ApprovalDecided, SettlementStatus
+from tether.records import Actor, ApprovalDecided, SettlementStatus
 from tether.store import Gate, GateStatus, SessionKey, SubmissionStatus
 
 __all__ = (
@@ -49,6 +49,7 @@ __all__ = (
     "Settlement",
     "SubmissionReceipt",
     "Verified",
+    "WireActor",
     "WireMessage",
     "WireRecord",
     "WireResponse",
@@ -145,6 +146,12 @@ WireRecord = Annotated[
 WireMessage = Annotated[Message, PlainSerializer(Message.to_json_object)]
 """A message in a response, in its wire form."""
 WireDecision = Annotated[ApprovalDecided, PlainSerializer(ApprovalDecided.to_json_object)]
+WireActor = Annotated[Actor, PlainSerializer(Actor.to_json_object)]
+"""Who did something, as the server verified them: ``{subject, tenant?, display?}``."""
+_DECIDED_BY: dict[str, Any] = {
+    "description": "Who decided, as the server verified them (their subject and tenant, and the "
+    "name shown): absent when no one authenticated did (a server without auth, a library call)."
+}
 
 
 class SubmissionReceipt(WireResponse):
@@ -222,7 +229,8 @@ class Aborted(WireResponse):
 
 class ApprovalItem(WireResponse):
     """A gate as ``GET /approvals`` lists it: the request, where it stands, and once decided
-    the decision as its record holds it (with its time), or the time it was closed."""
+    the decision as its record holds it (with its time and, when known, who made it as the
+    server verified them: ``decidedBy``), or the time it was closed."""
 
     approval_id: str
     agent: str
@@ -241,6 +249,7 @@ class ApprovalItem(WireResponse):
     decided_at: str | None = optional(**TIMESTAMP)
     closed_at: str | None = optional(**TIMESTAMP)
     decision: WireDecision | None = optional()
+    decided_by: WireActor | None = optional(**_DECIDED_BY)
 
     @classmethod
     def of(cls, gate: Gate) -> ApprovalItem:
@@ -253,6 +262,7 @@ class ApprovalItem(WireResponse):
                 args=None if gate.edited_args is None else dict(gate.edited_args),
                 reason=gate.reason,
                 approver=gate.approver,
+                by=gate.decided_by,
             )
         return cls(
             approval_id=gate.approval_id,
@@ -272,6 +282,7 @@ class ApprovalItem(WireResponse):
             decided_at=time_of(gate.decided_at),
             closed_at=time_of(gate.closed_at),
             decision=decision,
+            decided_by=gate.decided_by,
         )
 
 

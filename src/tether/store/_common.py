@@ -15,6 +15,7 @@ import orjson
 
 from tether._canonical import encode_string
 from tether._payloads import (
+    Actor,
     AttachmentRef,
     ConversationCreated,
     ConversationParent,
@@ -107,23 +108,30 @@ def from_micros(micros: int) -> datetime:
     return _EPOCH + micros * _MICROSECOND
 
 
-def conversation_created_draft(conversation: Conversation) -> RecordDraft:
-    """The first record of a conversation; its id is the conversation id, so it is deterministic."""
+def conversation_created_draft(conversation: Conversation, by: Actor | None = None) -> RecordDraft:
+    """The first record of a conversation; its id is the conversation id, so it is deterministic.
+    ``by``: who made it (a fork's verified requester), if known."""
     key = conversation.key
     return RecordDraft(
         ConversationCreated(
-            agent=key.agent, instance=key.instance, session=key.session, parent=conversation.parent
+            agent=key.agent,
+            instance=key.instance,
+            session=key.session,
+            parent=conversation.parent,
+            by=by,
         ),
         id=conversation.id,
         time=format_time(conversation.created_at),
     )
 
 
-def seal_created(conversation: Conversation, prefix: Sequence[Record] = ()) -> Record:
+def seal_created(
+    conversation: Conversation, prefix: Sequence[Record] = (), by: Actor | None = None
+) -> Record:
     """The sealed ``conversation_created`` record of ``conversation``, chained after ``prefix``
-    (a fork's inherited records; none for a new session)."""
+    (a fork's inherited records; none for a new session), made by ``by`` if known."""
     [created] = seal_batch(
-        [conversation_created_draft(conversation)],
+        [conversation_created_draft(conversation, by)],
         conversation_id=conversation.id,
         session=conversation.key.session,
         head=prefix[-1].seq if prefix else 0,

@@ -10,10 +10,11 @@ the only truth):
   prompt and answer schema), ``pending``;
 - ``approval_decided`` decides the pending approval gate of its conversation with that
   approval id (``decided``, with the decision, the edited arguments, the reason, the
-  approver and the decision's time); ``input_answered`` decides the pending input gate with
-  that input id (decision ``answer``, the value as ``answer``, the responder as
-  ``approver``); a decided gate stays decided, whatever follows, and a decision of one kind
-  never decides a gate of the other;
+  approver, who decided as the server verified them (the record's ``by``) and the
+  decision's time); ``input_answered`` decides the pending input gate with that input id
+  (decision ``answer``, the value as ``answer``, the responder as ``approver``, its ``by``);
+  a decided gate stays decided, whatever follows, and a decision of one kind never decides
+  a gate of the other;
 - a ``denied`` ``tool_outcome`` of a pending gate's call (same conversation, execution and
   call id) closes it undecided (``closed``), whatever its kind: the host writes one when a
   submission settles with its gate open (aborted, timed out, out of attempts).
@@ -45,6 +46,7 @@ from tether._canonical import canonical_json
 from tether.errors import InvalidCursor, RecordDecodeError
 from tether.messages import ToolOutcomeStatus, args_digest
 from tether.records import (
+    Actor,
     ApprovalDecided,
     ApprovalRequested,
     InputAnswered,
@@ -140,6 +142,8 @@ class Gate:
         page = await store.list_gates(status=GateStatus.DECIDED, agent="support", limit=50)
         for gate in page:
             print(gate.approval_id, gate.tool, gate.decision, gate.approver, gate.decided_at)
+            if gate.decided_by is not None:  # a signed-in person decided it
+                print("  verified:", gate.decided_by.subject, gate.decided_by.tenant)
         more = await store.list_gates(status=GateStatus.DECIDED, agent="support",
                                       after=page[-1].cursor) if len(page) == 50 else []
         asked = await store.list_gates(kind=GateKind.INPUT, status=GateStatus.PENDING)
@@ -177,6 +181,11 @@ class Gate:
     """An answered input gate's value (any JSON value, ``None`` included: see ``status``)."""
     tenant: str | None = None
     """Its conversation's tenant (``Conversation.tenant``)."""
+    decided_by: Actor | None = None
+    """Who decided (or answered), as the server verified them: the decision's ``by``.
+    ``None`` when no one authenticated made it (a library call, a server without auth), and
+    for every gate decided before decisions recorded one; ``approver`` is only the name
+    shown."""
 
     @property
     def order_key(self) -> OrderKey:
@@ -276,6 +285,8 @@ class GateDecided:
     kind: GateKind = GateKind.APPROVAL
     answer: bytes | None = None
     """An input's value, canonical JSON (``b"null"`` for a null answer)."""
+    by: Actor | None = None
+    """Who decided, as the server verified them (the record's ``by``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +353,7 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
                     reason=payload.reason,
                     approver=payload.approver,
                     at=at,
+                    by=payload.by,
                 )
             )
         elif isinstance(payload, InputRequested):
@@ -374,6 +386,7 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
                     at=at,
                     kind=GateKind.INPUT,
                     answer=canonical_json(payload.value),
+                    by=payload.by,
                 )
             )
         elif isinstance(payload, ToolOutcome) and payload.status == ToolOutcomeStatus.DENIED:
@@ -445,6 +458,7 @@ class GateIndex:
                         reason=change.reason,
                         approver=change.approver,
                         decided_at=change.at,
+                        decided_by=change.by,
                     )
                 elif isinstance(change, GateClosed) and (gate.execution_id, gate.call_id) == (
                     change.execution_id,

@@ -9,6 +9,9 @@ read in order, ``limit`` rows long, and a listing of one kind never reads the ot
 both kinds, reads one such page per (status, kind) and merges them
 (:func:`tether.store._gates.merge_pages`), so neither needs indexes of its own.
 
+Who decided, as the server verified them (SQLite v17, PostgreSQL v12), is kept as the canonical
+JSON of the decision's ``by`` (an :class:`~tether.records.Actor`), NULL when none was recorded.
+
 A tenant's listing (SQLite v15, PostgreSQL v10: each gate keeps its conversation's tenant) has
 the same indexes again, led by the tenant: partial, ``WHERE tenant IS NOT NULL``, so that a
 store whose sessions have no tenant pays nothing for them, and a tenant's page is a range of
@@ -24,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from tether._canonical import canonical_json
+from tether.records import Actor
 from tether.store._gates import (
     Gate,
     GateChange,
@@ -39,6 +44,7 @@ __all__ = (
     "FILTERS",
     "GATE_COLUMNS",
     "INDEXED",
+    "actor_json",
     "gate_from_row",
     "gate_query",
     "gate_statements",
@@ -59,7 +65,7 @@ led by the tenant are partial: ``WHERE tenant IS NOT NULL``)."""
 GATE_COLUMNS = (
     "approval_id, conversation_id, seq, agent, instance, session, submission_id, execution_id, "
     "call_id, tool, args, args_digest, requested_at, status, decision, edited_args, reason, "
-    "approver, decided_at, closed_at, kind, prompt, answer_schema, answer, tenant"
+    "approver, decided_at, closed_at, kind, prompt, answer_schema, answer, tenant, decided_by"
 )
 """The columns a gate row is read with, in the order ``gate_from_row`` takes."""
 
@@ -94,6 +100,7 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         answer_schema,
         answer,
         tenant,
+        decided_by,
     ) = row
     return Gate(
         approval_id=approval_id,
@@ -119,7 +126,13 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         answer_schema=None if answer_schema is None else orjson.loads(answer_schema),
         answer=None if answer is None else orjson.loads(answer),
         tenant=tenant,
+        decided_by=None if decided_by is None else Actor.model_validate_json(bytes(decided_by)),
     )
+
+
+def actor_json(actor: Actor | None) -> bytes | None:
+    """How a gate row keeps who decided: the canonical JSON of the record's ``by``."""
+    return None if actor is None else canonical_json(actor.to_json_object())
 
 
 def gate_query(
@@ -195,9 +208,9 @@ def gate_statements(
             statements.append(
                 (
                     f"UPDATE gates SET status = 'decided', decision = {p}, edited_args = {p}, "
-                    f"reason = {p}, approver = {p}, decided_at = {p}, answer = {p} "
-                    f"WHERE conversation_id = {p} AND status = 'pending' AND approval_id = {p} "
-                    f"AND kind = {p}",
+                    f"reason = {p}, approver = {p}, decided_at = {p}, answer = {p}, "
+                    f"decided_by = {p} WHERE conversation_id = {p} AND status = 'pending' "
+                    f"AND approval_id = {p} AND kind = {p}",
                     (
                         change.decision,
                         change.args,
@@ -205,6 +218,7 @@ def gate_statements(
                         change.approver,
                         moment(change.at),
                         change.answer,
+                        actor_json(change.by),
                         conversation_id,
                         change.approval_id,
                         change.kind.value,

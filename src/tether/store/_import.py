@@ -6,8 +6,9 @@ The records must be the whole log of the conversation as a store keeps it: they 
 seq 1, or from the ``log_truncated`` record retention left (each hash re-derived from the
 bytes, which must be canonical JSON); the record its own log begins with (seq 1, or a fork's
 after the copied ones) is its ``conversation_created`` exactly as a store seals it (its id,
-key, parent and creation time), or is carried as such by the ``log_truncated`` record that
-replaced it; and every record from there on names it. The first record that fails raises
+key, parent and creation time; and who made it, a fork's ``by``, as the record says), or is
+carried as such by the ``log_truncated`` record that replaced it; and every record from there
+on names it. The first record that fails raises
 ``LogTampered`` at its seq, and the backend's transaction writes nothing.
 """
 
@@ -17,8 +18,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import orjson
+from pydantic import ValidationError
 
-from tether._payloads import ConversationCreated, LogTruncated
+from tether._payloads import Actor, ConversationCreated, LogTruncated
 from tether.errors import LogTampered
 from tether.records import ChainVerifier, Record
 from tether.store._common import conversation_created_draft, seal_created
@@ -75,7 +77,7 @@ class ImportCheck:
                 self._created = True
         if seq == self.start and not self._created:
             prefix = [self.last] if self.last is not None else []
-            if bare != seal_created(self.conversation, prefix):
+            if bare != seal_created(self.conversation, prefix, made_by(fields.get("payload"))):
                 raise LogTampered(cid, seq, "not the conversation_created of this conversation")
             self._created = True
         elif seq > self.start and fields.get("conversationId") != cid:
@@ -113,9 +115,22 @@ class ImportCheck:
         return self.last
 
 
+def made_by(payload: object) -> Actor | None:
+    """Who a ``conversation_created`` payload says made it (a fork's ``by``): the one thing
+    in it a store does not derive from the conversation, so the record is sealed again with
+    it and compared whole. A ``by`` that is not an actor is none (the record then differs)."""
+    by = payload.get("by") if isinstance(payload, Mapping) else None
+    if by is None:
+        return None
+    try:
+        return Actor.model_validate(by)
+    except ValidationError:
+        return None
+
+
 def _is_created_of(conversation: Conversation, wire: Mapping[str, Any]) -> bool:
     """Whether a record's wire form is ``conversation``'s own ``conversation_created``."""
-    draft = conversation_created_draft(conversation)
+    draft = conversation_created_draft(conversation, made_by(wire.get("payload")))
     time = wire.get("time")
     # A fork's is sealed no earlier than the parent's record it follows, so it may be later
     # than its creation time (RFC 3339 in UTC with microseconds sorts as text).

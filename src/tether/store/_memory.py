@@ -36,7 +36,7 @@ from tether.errors import (
     TokenNotFound,
     VersionConflict,
 )
-from tether.records import Record, RecordDraft
+from tether.records import Actor, Record, RecordDraft
 from tether.store._common import (
     attachment_digests,
     attachment_ref,
@@ -298,8 +298,10 @@ class MemoryStore(
             raise ConversationNotFound(conversation_id)
         return log
 
-    def _create_log(self, conversation: Conversation, prefix: Sequence[Record] = ()) -> None:
-        self._install(conversation, [*prefix, seal_created(conversation, prefix)])
+    def _create_log(
+        self, conversation: Conversation, prefix: Sequence[Record] = (), by: Actor | None = None
+    ) -> None:
+        self._install(conversation, [*prefix, seal_created(conversation, prefix, by)])
 
     def _install(self, conversation: Conversation, records: Sequence[Record]) -> MemoryLog:
         log = MemoryLog(conversation, first=records[0].seq)
@@ -442,6 +444,7 @@ class MemoryStore(
         key: SessionKey,
         new_conversation_id: str,
         created_at: datetime,
+        by: Actor | None = None,
     ) -> Conversation:
         parent = self._log(conversation_id)
         check_fork_seq(conversation_id, at_seq, parent.head)
@@ -457,7 +460,7 @@ class MemoryStore(
             parent.conversation.tenant,
         )
         copied = parent.rows[: at_seq - parent.first + 1]
-        self._create_log(conversation, [Record(*row) for row in copied])
+        self._create_log(conversation, [Record(*row) for row in copied], by)
         if parent.snapshot is not None and parent.snapshot[0] <= at_seq:
             # A snapshot of the shared records describes the child's first records as well.
             self._logs[new_conversation_id].snapshot = parent.snapshot

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from tether._payloads import AttachmentRef
-from tether.records import Record, RecordDraft
+from tether.records import Actor, Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow
@@ -416,10 +416,12 @@ class ForkStore(Protocol):
         key: SessionKey,
         new_conversation_id: str,
         created_at: datetime,
+        by: Actor | None = None,
     ) -> Conversation:
         """A new conversation for ``key`` whose records 1..``at_seq`` are the parent's, verbatim,
         followed by its ``conversation_created`` record (and the parent's snapshot, if it
-        covers no more than those records). It belongs to the parent's tenant."""
+        covers no more than those records). It belongs to the parent's tenant. ``by``, who
+        asked for the fork as the server verified them, is recorded on that record."""
         ...
 
 

@@ -24,7 +24,7 @@ from typing import Any, Self, TypeVar
 
 from tether._payloads import AttachmentRef
 from tether.errors import ConversationNotFound, StoreUnavailable
-from tether.records import Record, RecordDraft
+from tether.records import Actor, Record, RecordDraft
 from tether.store import _sqlite_attachments as attachments_sql
 from tether.store import _sqlite_children as children_sql
 from tether.store import _sqlite_erasure as erasure_sql
@@ -381,9 +381,10 @@ class SqliteStore(
         key: SessionKey,
         new_conversation_id: str,
         created_at: datetime,
+        by: Actor | None = None,
     ) -> Conversation:
         return await self._write_touching(
-            log_sql.fork, conversation_id, at_seq, key, new_conversation_id, created_at
+            log_sql.fork, conversation_id, at_seq, key, new_conversation_id, created_at, by
         )
 
     async def put_snapshot(self, conversation_id: str, *, seq: int, body: bytes) -> None:

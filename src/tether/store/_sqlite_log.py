@@ -17,7 +17,7 @@ from tether._canonical import canonical_json
 from tether._gc import BULK, collector_paused
 from tether._payloads import ConversationParent
 from tether.errors import ConversationNotFound, SeqTruncated, SessionExists
-from tether.records import Record, RecordDraft
+from tether.records import Actor, Record, RecordDraft
 from tether.store._common import (
     attachment_digests,
     check_fork_seq,
@@ -189,8 +189,10 @@ def _create_conversation(
     conversation: Conversation,
     touched: list[str],
     prefix: Sequence[Record] = (),
+    by: Actor | None = None,
 ) -> None:
-    insert_conversation(conn, conversation, [*prefix, seal_created(conversation, prefix)], touched)
+    first = seal_created(conversation, prefix, by)
+    insert_conversation(conn, conversation, [*prefix, first], touched)
 
 
 def ensure_conversation(
@@ -373,6 +375,7 @@ def fork(
     key: SessionKey,
     new_conversation_id: str,
     created_at: datetime,
+    by: Actor | None,
     touched: list[str],
 ) -> Conversation:
     first, current_head = _bounds(conn, conversation_id)
@@ -388,7 +391,7 @@ def fork(
     conversation = Conversation(
         new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq), tenant
     )
-    _create_conversation(conn, conversation, touched, prefix)
+    _create_conversation(conn, conversation, touched, prefix, by)
     # A snapshot of the shared records describes the child's first records as well.
     conn.execute(
         f"INSERT INTO snapshots (conversation, seq, body) SELECT {_NUMBER}, seq, body "

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 16
+SCHEMA_VERSION: Final = 17
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -427,6 +427,14 @@ CREATE INDEX gates_by_tenant_status_kind_agent_instance_tool
 CREATE INDEX schedules_by_tenant ON schedules (tenant, created_at, id) WHERE tenant IS NOT NULL;
 """
 
+# v17: who decided each gate, as the server verified them (issue 39): the canonical JSON of the
+# decision's (or answer's) ``by``, written with the rest of the decision. No index: it is read
+# with the gate, never looked up. Every gate decided before v17 was decided by no verified
+# identity (decisions did not record one): nothing to backfill.
+_SCHEMA_V17: Final = """
+ALTER TABLE gates ADD COLUMN decided_by BLOB;
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -450,6 +458,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V14,
     _SCHEMA_V15,
     _SCHEMA_V16,
+    _SCHEMA_V17,
 )
 
 

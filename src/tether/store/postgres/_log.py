@@ -22,7 +22,7 @@ from tether.errors import (
     SeqTruncated,
     SessionExists,
 )
-from tether.records import Record, RecordDraft
+from tether.records import Actor, Record, RecordDraft
 from tether.store._common import (
     attachment_digests,
     check_fork_seq,
@@ -156,10 +156,14 @@ def stored_parent(parent: ConversationParent | None) -> bytes | None:
 
 
 async def _create_conversation(
-    conn: Conn, conversation: Conversation, channels: Channels, prefix: Sequence[Record] = ()
+    conn: Conn,
+    conversation: Conversation,
+    channels: Channels,
+    prefix: Sequence[Record] = (),
+    by: Actor | None = None,
 ) -> bool:
     """Insert the conversation with its records; ``False`` if the session already has one."""
-    first = seal_created(conversation, prefix)
+    first = seal_created(conversation, prefix, by)
     records = [*prefix, first]
     if not await insert_conversation(
         conn, conversation, records, conflict="(agent, instance, session)"
@@ -500,6 +504,7 @@ async def fork(
     new_conversation_id: str,
     created_at: datetime,
     channels: Channels,
+    by: Actor | None = None,
 ) -> Conversation:
     source = await get_conversation(conn, conversation_id)
     check_fork_seq(conversation_id, at_seq, await head(conn, conversation_id))
@@ -507,7 +512,7 @@ async def fork(
     conversation = Conversation(
         new_conversation_id, key, created_at, fork_parent(conversation_id, at_seq), source.tenant
     )
-    if not await _create_conversation(conn, conversation, channels, prefix):
+    if not await _create_conversation(conn, conversation, channels, prefix, by):
         raise SessionExists(str(key))
     # A snapshot of the shared records describes the child's first records as well.
     await conn.execute(

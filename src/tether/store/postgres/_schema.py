@@ -366,6 +366,13 @@ MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS schedules_by_tenant
         ON schedules (tenant, created_at, id) WHERE tenant IS NOT NULL;
     """,
+    # v12: who decided each gate, as the server verified them (issue 39): the canonical JSON
+    # of the decision's (or answer's) ``by``, written with the rest of the decision. No index:
+    # it is read with the gate, never looked up. Every gate decided before v12 was decided by
+    # no verified identity: nothing to backfill. Idempotent, like v6's.
+    """
+    ALTER TABLE gates ADD COLUMN IF NOT EXISTS decided_by BYTEA;
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -28,7 +28,7 @@ from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef
 from tether._urls import redact_url
 from tether.errors import ClaimLost, ConversationNotFound, StoreUnavailable, TetherError
-from tether.records import Record, RecordDraft
+from tether.records import Actor, Record, RecordDraft
 from tether.store._common import (
     check_drafts,
     check_limit,
@@ -491,9 +491,17 @@ class PostgresStore(
         key: SessionKey,
         new_conversation_id: str,
         created_at: datetime,
+        by: Actor | None = None,
     ) -> Conversation:
         return await self._run(
-            _log.fork, conversation_id, at_seq, key, new_conversation_id, created_at, self._channels
+            _log.fork,
+            conversation_id,
+            at_seq,
+            key,
+            new_conversation_id,
+            created_at,
+            self._channels,
+            by,
         )
 
     async def wait_for_append(self, conversation_id: str, *, after_seq: int) -> int:

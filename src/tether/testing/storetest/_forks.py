@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tether.errors import ConversationNotFound, SeqOutOfRange, SessionExists
+from tether.records import Actor, ConversationCreated
 from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("ForkCases",)
@@ -41,6 +42,30 @@ class ForkCases(BaseConformance):
         )
         await store.append(child.id, [fx.draft()], expected_seq=5, fence=0)
         assert await store.head(parent) == 6  # the parent is untouched
+
+    @case
+    async def test_fork_records_who_made_it(self, store: CompleteStore, fx: Fixtures) -> None:
+        parent = await fx.conversation()
+        await fx.fill(parent, 2)
+        ann = Actor(subject="ann@acme", tenant="acme", display="Ann")
+        signed = await store.fork(
+            parent,
+            at_seq=2,
+            key=fx.key("signed"),
+            new_conversation_id="conv-signed",
+            created_at=T0,
+            by=ann,
+        )
+        anonymous = await store.fork(
+            parent, at_seq=2, key=fx.key("anon"), new_conversation_id="conv-anon", created_at=T0
+        )
+        [created] = (await store.read(signed.id))[2:]
+        assert isinstance(created.payload, ConversationCreated)
+        assert created.payload.by == ann and created.payload.parent == signed.parent
+        assert await store.verify(signed.id) == 3
+        [created] = (await store.read(anonymous.id))[2:]
+        assert isinstance(created.payload, ConversationCreated) and created.payload.by is None
+        assert b'"by"' not in created.canonical  # no one: the record is as it always was
 
     @case
     async def test_fork_rejects_bad_targets(self, store: CompleteStore, fx: Fixtures) -> None:

@@ -14,6 +14,7 @@ from pydantic import JsonValue
 from tether.errors import ClaimLost, Conflict, Fenced, InvalidCursor
 from tether.messages import ToolOutcomeStatus, args_digest
 from tether.records import (
+    Actor,
     ApprovalDecided,
     ApprovalRequested,
     Payload,
@@ -176,6 +177,30 @@ class GateCases(BaseConformance):
         await w.decide(cid, approval_id, "reject", approver="bob", at=6)
         await w.append(cid, w.outcome(at=7))
         assert await store.list_gates() == [gate]
+
+    @case
+    async def test_a_decision_keeps_who_made_it(self, store: CompleteStore, fx: Fixtures) -> None:
+        w = Writer(store, fx)
+        cid = await fx.conversation()
+        ann = Actor(subject="ann@acme", tenant="acme", display='Ann \u00e9"x"')
+        signed = await w.request(cid, call="c1")
+        anonymous = await w.request(cid, call="c2")
+        operator = await w.request(cid, call="c3")
+        await w.decide(cid, signed, call="c1", by=ann, approver="Ann")
+        await w.decide(cid, anonymous, "reject", call="c2")
+        await w.decide(cid, operator, call="c3", by=Actor(subject="root"))
+        gates = await store.list_gates(status=GateStatus.DECIDED)
+        assert [(g.approval_id, g.approver, g.decided_by) for g in gates] == [
+            (signed, "Ann", ann),
+            (anonymous, "ann", None),  # no one authenticated: the name shown only
+            (operator, "ann", Actor(subject="root")),
+        ]
+        # Decided is final: a later decision by someone else changes no one.
+        await w.decide(cid, signed, "reject", call="c1", by=Actor(subject="eve"))
+        assert await store.list_gates(status=GateStatus.DECIDED) == gates
+        # A request not yet decided names no one.
+        await w.request(cid, call="c4")
+        assert (await _one(store, status=GateStatus.PENDING)).decided_by is None
 
     @case
     async def test_a_denied_outcome_closes_a_pending_gate(

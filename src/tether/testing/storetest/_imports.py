@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tether.errors import ConversationNotFound, LogTampered, SessionExists
-from tether.records import ConversationParent, Record, UserMessage
+from tether.records import Actor, ConversationCreated, ConversationParent, Record, UserMessage
 from tether.store import MemoryStore, TaskParent
 from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 from tether.testing.storetest._records import (
@@ -219,6 +219,33 @@ class ImportCases(BaseConformance):
             await store.find_conversation(fx.key("free"))
         assert await store.head("conv-2") == 1
         assert sorted(await listed_ids(store)) == ["conv-2", "conv-other"]
+
+    @needs("forks")
+    @case
+    async def test_a_fork_imports_with_who_made_it(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """A fork's ``conversation_created`` says who made it (``by``): the one thing in it
+        not derived from the conversation, so it is checked as it says and kept."""
+        async with MemoryStore() as source:
+            cid = await open_conversation(source, "conv-1", 1)
+            await append_all(source, cid, draft_at(fx, 2))
+            ann = Actor(subject="ann@acme", tenant="acme", display="Ann")
+            fork = await source.fork(
+                cid,
+                at_seq=2,
+                key=fx.key("fork"),
+                new_conversation_id="conv-f",
+                created_at=fx.at(3),
+                by=ann,
+            )
+            exported = [await export_log(source, one) for one in (cid, fork.id)]
+        for conversation, records in exported:
+            assert await store.import_conversation(conversation, records)
+            assert await export_log(store, conversation.id) == (conversation, records)
+            assert await store.verify(conversation.id) == len(records)
+        created = (await store.read(fork.id))[-1].payload
+        assert isinstance(created, ConversationCreated) and created.by == ann
 
     @needs("attachments", "children", "forks", "gates", "retention", "sessions")
     @case

@@ -10,7 +10,14 @@ from typing import Any
 from pydantic import JsonValue
 
 from tether.messages import Mediation, ToolOutcomeStatus, args_digest
-from tether.records import ApprovalDecided, InputAnswered, InputRequested, RecordDraft, ToolCalled
+from tether.records import (
+    Actor,
+    ApprovalDecided,
+    InputAnswered,
+    InputRequested,
+    RecordDraft,
+    ToolCalled,
+)
 from tether.store import Gate, GateKind, GateStatus, SessionKey
 from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 from tether.testing.storetest._gates import FILTERS, Writer
@@ -65,8 +72,11 @@ class _Asker(Writer):
         call: str = "ask-1",
         responder: str = "ann",
         at: float = 1,
+        by: Actor | None = None,
     ) -> RecordDraft:
-        payload = InputAnswered(input_id=input_id, call_id=call, value=value, responder=responder)
+        payload = InputAnswered(
+            input_id=input_id, call_id=call, value=value, responder=responder, by=by
+        )
         return self.draft(payload, at=at)
 
     async def answer(self, cid: str, input_id: str, value: JsonValue, **kw: Any) -> None:
@@ -141,6 +151,24 @@ class InputGateCases(BaseConformance):
         ok = w.outcome(call="ask-1", status=ToolOutcomeStatus.OK, at=7)
         await w.append(cid, ok, w.outcome(call="ask-1", at=8))
         assert await _everything(store) == [gate]
+
+    @case
+    async def test_an_answer_keeps_who_gave_it(self, store: CompleteStore, fx: Fixtures) -> None:
+        w = _Asker(store, fx)
+        cid = await fx.conversation()
+        bob = Actor(subject="bob@acme", tenant="acme")
+        signed = await w.ask(cid, call="ask-1")
+        anonymous = await w.ask(cid, call="ask-2")
+        await w.answer(cid, signed, "Oslo", call="ask-1", responder="Bob", by=bob)
+        await w.answer(cid, anonymous, None, call="ask-2")
+        gates = await store.list_gates(kind=GateKind.INPUT, status=GateStatus.DECIDED)
+        assert [(g.approval_id, g.approver, g.decided_by) for g in gates] == [
+            (signed, "Bob", bob),
+            (anonymous, "ann", None),
+        ]
+        # Answered is final: another answer by someone else changes no one.
+        await w.answer(cid, signed, "Bergen", call="ask-1", by=Actor(subject="eve"))
+        assert await store.list_gates(kind=GateKind.INPUT, status=GateStatus.DECIDED) == gates
 
     @case
     async def test_any_json_value_answers(self, store: CompleteStore, fx: Fixtures) -> None:
