@@ -5,37 +5,26 @@ with exactly the schema of a fresh one."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
 from pydantic import JsonValue
 
 from tether.messages import args_digest
 from tether.records import Actor, ApprovalDecided, ApprovalRequested, RecordDraft
 from tether.store import GateStatus, SqliteStore
-from tether.store._sqlite_kinds import kind_code
 from tether.store._sqlite_schema import _MIGRATIONS, SCHEMA_VERSION
 from tether.store.postgres import PostgresStore
 from tether.store.postgres._schema import MIGRATIONS
 from tether.testing.storetest import CompleteStore, Fixtures
 
-from ..postgres import POSTGRES_URL, fresh_schema, store_url
+from ..postgres import fresh_schema, store_url
+from .old_schemas import postgres_at, sqlite_at, sqlite_schema
 
 _TABLES = ("conversations", "records", "submissions", "attempts", "gates")
 _SQLITE_BEFORE = next(n for n, step in enumerate(_MIGRATIONS) if "decided_by" in step)
 _POSTGRES_BEFORE = next(n for n, step in enumerate(MIGRATIONS) if "decided_by" in step)
 _ANN = Actor(subject="ann@acme", tenant="acme", display="Ann")
-
-
-def _schema(path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-    conn.close()
-    return [*rows, ("user_version", str(version))]
 
 
 def _request(cid: str, seq: int, call: str) -> RecordDraft:
@@ -91,26 +80,13 @@ async def test_the_sqlite_deciders_migration_leaves_every_decided_gate_by_no_one
     written, old, fresh = tmp_path / "written", tmp_path / "old", tmp_path / "fresh"
     async with await SqliteStore.open(written) as store:
         cid = await _written(store)
-    old.mkdir()
-    with sqlite3.connect(old / "tether.db") as conn:  # the file as the step before left it
-        conn.create_function("tether_unhex", 1, bytes.fromhex)
-        conn.create_function("tether_kind_code", 1, kind_code)
-        for step in _MIGRATIONS[:_SQLITE_BEFORE]:
-            conn.executescript(step)
-        conn.execute(f"PRAGMA user_version = {_SQLITE_BEFORE}")
-        conn.execute("ATTACH DATABASE ? AS written", (str(written / "tether.db"),))
-        for table in _TABLES:  # the columns before decided_by
-            columns = ", ".join(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
-            conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM written.{table}")
-        conn.commit()
-        conn.execute("DETACH DATABASE written")
-    conn.close()
+    sqlite_at(_SQLITE_BEFORE, written / "tether.db", old, _TABLES)
     async with await SqliteStore.open(old) as store:
         await _deciders_work(store, cid)
     async with await SqliteStore.open(fresh):
         pass
-    assert _schema(old / "tether.db") == _schema(fresh / "tether.db")
-    assert _schema(fresh / "tether.db")[-1] == ("user_version", str(SCHEMA_VERSION))
+    assert sqlite_schema(old / "tether.db") == sqlite_schema(fresh / "tether.db")
+    assert sqlite_schema(fresh / "tether.db")[-1] == ("user_version", str(SCHEMA_VERSION))
 
 
 @pytest.mark.postgres
@@ -118,28 +94,6 @@ async def test_the_postgres_deciders_migration_leaves_every_decided_gate_by_no_o
     written_schema, old = fresh_schema(), fresh_schema()
     async with await PostgresStore.open(store_url(written_schema)) as store:
         cid = await _written(store)
-    async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
-        await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(old)))
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(old)))
-        for step in MIGRATIONS[:_POSTGRES_BEFORE]:  # the schema as the step before left it
-            await conn.execute(step)
-        await conn.execute("UPDATE tether_schema SET version = %s", (_POSTGRES_BEFORE,))
-        for table in _TABLES:  # the columns before decided_by
-            rows = await conn.execute(
-                "SELECT column_name FROM information_schema.columns "
-                "WHERE table_schema = %s AND table_name = %s AND is_generated = 'NEVER' "
-                "AND is_identity = 'NO'",
-                (old, table),
-            )
-            columns = sql.SQL(", ").join(sql.Identifier(row[0]) for row in await rows.fetchall())
-            await conn.execute(
-                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}.{}").format(
-                    sql.Identifier(table),
-                    columns,
-                    columns,
-                    sql.Identifier(written_schema),
-                    sql.Identifier(table),
-                )
-            )
+    await postgres_at(_POSTGRES_BEFORE, written_schema, old, _TABLES, MIGRATIONS)
     async with await PostgresStore.open(store_url(old)) as store:
         await _deciders_work(store, cid)
