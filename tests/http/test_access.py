@@ -144,3 +144,41 @@ async def test_me_says_who_the_caller_is_to_any_identity(asgi: Serve) -> None:
     open_server: Server = await asgi(demo_agents())
     anyone = (await open_server.client.get("/me")).json()
     assert anyone == {"subject": "anonymous", "scopes": list(ALL_SCOPES)}
+
+
+async def test_every_route_refuses_a_bad_stored_token_saying_what_is_wrong(
+    asgi: Serve, store: Any
+) -> None:
+    """Issue 39, item 5: every route (SSE and ``/me`` included) answers an expired, a
+    revoked, an unknown and a malformed stored token with the 401 envelope naming which,
+    and none of them reaches a route."""
+    from datetime import UTC, datetime, timedelta
+
+    from tether.auth import StoredTokens, issue_token
+
+    now = datetime.now(UTC)
+    everything = list(ALL_SCOPES)
+    expired = await issue_token(
+        store, subject="x", scopes=everything, now=now, expires_at=now + timedelta(hours=1)
+    )
+    revoked = await issue_token(store, subject="y", scopes=everything, now=now)
+    await store.revoke_token(revoked.row.id, now=now)
+    later = now + timedelta(hours=2)
+    server: Server = await asgi(demo_agents(), authenticate=StoredTokens(store, now=lambda: later))
+    credentials = {
+        expired.token: "token expired",
+        revoked.token: "token revoked",
+        "tether_" + "A" * 43: "unknown token",
+        "tether_short": "not a Tether token",
+    }
+    for method, path in sorted(ROUTE_SCOPES):
+        for credential, said in credentials.items():
+            answer = await server.client.request(
+                method,
+                _path(path),
+                json={} if method == "POST" else None,
+                headers={"Authorization": f"Bearer {credential}"},
+            )
+            assert answer.status_code == 401, (method, path, answer.text)
+            assert answer.json()["error"] == {"type": "unauthorized", "message": said}
+    assert not (await server.runtime.sessions()).sessions  # nothing was written
