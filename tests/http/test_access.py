@@ -122,6 +122,48 @@ async def test_an_identity_of_some_agents_is_refused_the_others(asgi: Serve) -> 
     }
 
 
+async def test_the_listings_of_an_identity_of_some_agents_show_only_theirs(asgi: Serve) -> None:
+    """One agent: its listings are of that agent; several: one at a time (422 without
+    ``?agent=``); another agent's listing is 403."""
+    people = {
+        "one": Identity("one", agents=frozenset({"assistant"})),
+        "two": Identity("two", agents=frozenset({"assistant", "researcher"})),
+    }
+
+    def hook(request: HTTPConnection) -> Identity | None:
+        return people.get(bearer_token(request) or "")
+
+    server: Server = await asgi(demo_agents(), authenticate=hook)
+    c = server.client
+    admin: Server = await asgi(demo_agents())
+    await admin.client.post("/agents/researcher/x?wait=true", json={"body": "hi"})
+    await c.post("/agents/assistant/y?wait=true", json={"body": "hi"}, headers=_as("one"))
+    for path, key in (
+        ("/sessions", "sessions"),
+        ("/approvals", "approvals"),
+        ("/inputs", "inputs"),
+    ):
+        mine = await c.get(
+            path, headers=_as("one"), params={"status": "all"} if key != "sessions" else {}
+        )
+        assert mine.status_code == 200, mine.text
+        assert all(item["agent"] == "assistant" for item in mine.json()[key])
+        refused = await c.get(path, headers=_as("one"), params={"agent": "researcher"})
+        assert refused.status_code == 403
+        several = await c.get(path, headers=_as("two"))
+        assert several.status_code == 422 and several.json()["error"]["details"] == {
+            "field": "agent"
+        }
+    [only] = (await c.get("/sessions", headers=_as("one"))).json()["sessions"]
+    assert only["instance"] == "y"
+    schedule = {"id": "s", "agent": "researcher", "instance": "x", "every": 60, "body": "b"}
+    assert (await c.post("/schedules", json=schedule, headers=_as("one"))).status_code == 403
+
+
+def _as(who: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {who}"}
+
+
 def test_a_token_and_a_hook_together_are_refused() -> None:
     with pytest.raises(ValueError, match="not both"):
         create_app(

@@ -18,7 +18,7 @@ from starlette.requests import HTTPConnection
 
 from tether.auth import ALL_SCOPES, Identity, Scope
 from tether.engine import Runtime, SubmissionInfo
-from tether.errors import ConversationNotFound, Forbidden, SubmissionNotFound
+from tether.errors import ConversationNotFound, Forbidden, InvalidDispatch, SubmissionNotFound
 from tether.records import Actor
 from tether.store import Conversation
 
@@ -30,6 +30,7 @@ __all__ = (
     "check_tenant",
     "identity_dependency",
     "identity_of",
+    "listed_agent",
     "own_conversation",
     "own_gate",
     "own_session",
@@ -157,6 +158,26 @@ async def own_gate(runtime: Runtime, identity: Identity, gate_id: str, missing: 
     except ConversationNotFound:
         raise missing from None
     check_tenant(identity, conversation.tenant, missing)
+
+
+def listed_agent(identity: Identity, agent: str | None) -> str | None:
+    """The agent a listing of ``identity`` is filtered by: the one asked for (403 if the
+    identity may not use it), else, for an identity of one agent, that one. An identity of
+    several agents lists them one at a time (422 without ``agent``): a listing's pages come
+    from one index each."""
+    if identity.agents is None:
+        return agent
+    if agent is not None:
+        if not identity.may_use(agent):
+            raise Forbidden(f"{identity.name!r} may not use the agent {agent!r}")
+        return agent
+    if len(identity.agents) == 1:
+        [only] = identity.agents
+        return only
+    raise InvalidDispatch(
+        f"{identity.name!r} may use several agents: list one at a time (?agent=)",
+        field="agent",
+    )
 
 
 def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
 from tether.errors import ApprovalNotFound
-from tether.http._access import IdentityDependency, actor_of, own_gate, shown_name
+from tether.http._access import IdentityDependency, actor_of, listed_agent, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import DecisionBody
@@ -42,7 +42,7 @@ async def approvals(
     """A page of approval gates, oldest request first."""
     page = await runtime.approvals(
         status=None if status == "all" else GateStatus(status),
-        agent=agent,
+        agent=listed_agent(identity, agent),
         instance=instance,
         tool=tool,
         limit=limit,

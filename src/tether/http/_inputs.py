@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
 from tether.errors import InputNotFound
-from tether.http._access import IdentityDependency, actor_of, own_gate, shown_name
+from tether.http._access import IdentityDependency, actor_of, listed_agent, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._input_views import AnswerReceipt, InputItem, InputsPage
@@ -52,7 +52,7 @@ async def inputs(
     """A page of the inputs runs asked for, oldest request first."""
     page = await runtime.inputs(
         status=_STATUS[status],
-        agent=agent,
+        agent=listed_agent(identity, agent),
         instance=instance,
         limit=limit,
         cursor=cursor,

@@ -17,6 +17,7 @@ from tether.engine import (
     ScheduleConflict,
     ScheduleInfo,
 )
+from tether.errors import Forbidden
 from tether.http._access import IdentityDependency
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, ApiError, failures
@@ -154,7 +155,11 @@ async def schedules(runtime: RuntimeDependency, identity: IdentityDependency) ->
     """Every schedule with the start of its next window: the runtime's configuration's,
     then those kept in the store (oldest first); a tenant's identity sees its own only."""
     listed = await runtime.schedules(tenant=identity.tenant)
-    return SchedulesPage(schedules=[ScheduleItem.of(info) for info in listed])
+    return SchedulesPage(
+        schedules=[
+            ScheduleItem.of(info) for info in listed if identity.may_use(info.schedule.agent)
+        ]
+    )
 
 
 @schedules_router.post(
@@ -166,6 +171,8 @@ async def add(
     """Keep a schedule in the store: every worker fires each of its windows once.
     The same definition again answers the one kept; an id that another definition (or
     the configuration) has is 409; an unknown agent 404."""
+    if not identity.may_use(payload.agent):
+        raise Forbidden(f"{identity.name!r} may not use the agent {payload.agent!r}")
     try:
         info = await runtime.add_schedule(payload.schedule(), tenant=identity.tenant)
     except ScheduleConflict as exc:

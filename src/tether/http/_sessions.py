@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_SESSIONS_PAGE, SessionState
 from tether.errors import InvalidDispatch
-from tether.http._access import IdentityDependency, actor_of, own_session
+from tether.http._access import IdentityDependency, actor_of, listed_agent, own_session
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import MessageBody, SessionBody
@@ -40,7 +40,7 @@ async def sessions(
     if instance is not None and agent is None:
         raise InvalidDispatch("an instance filter needs its agent", field="instance")
     page = await runtime.sessions(
-        agent=agent,
+        agent=listed_agent(identity, agent),
         instance=instance,
         status=status,
         limit=limit,
