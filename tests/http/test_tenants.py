@@ -8,16 +8,22 @@ to B holds any id or text of A's. An operator (no tenant) sees both."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.requests import HTTPConnection
 
 from tether.auth import ALL_SCOPES, Identity, bearer_token
 from tether.demo import demo_agents
+from tether.engine import Runtime
+from tether.http import create_app
 from tether.http._access import ROUTE_SCOPES
+from tether.store import MemoryStore
 
 from .conftest import Server, until_appended
 from .test_inputs import Asker
@@ -154,3 +160,73 @@ async def test_a_stream_of_another_tenants_session_never_starts(asgi: Serve) -> 
     )
     stream = await server.client.get("/agents/assistant/acme-desk", headers=_as("bob"))
     assert stream.status_code == 404 and SECRET not in stream.text
+
+
+_OPERATIONS = ("send", "list", "records", "approvals", "submission")
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,  # the same examples every run: CI never meets a new one by chance
+)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(("ann", "bob")),
+            st.sampled_from(_OPERATIONS),
+            st.sampled_from(("desk", "lobby", "desk-2")),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_no_answer_to_one_tenant_ever_holds_anything_of_another(
+    steps: list[tuple[str, str, str]],
+) -> None:
+    """A property (issue 39, item 5): whatever two tenants do, interleaved, on their own
+    sessions and each other's, no answer to one holds the other's ids or text."""
+    asyncio.run(_interleaved(steps))
+
+
+async def _interleaved(steps: list[tuple[str, str, str]]) -> None:
+    runtime = Runtime(demo_agents(), MemoryStore())
+    app = create_app(runtime, manage_runtime=True, authenticate=_people)
+    marks: dict[str, set[str]] = {"ann": set(), "bob": set()}
+    answers: dict[str, list[httpx.Response]] = {"ann": [], "bob": []}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://tether.test"
+        ) as client,
+    ):
+        for n, (who, operation, instance) in enumerate(steps):
+            headers = _as(who)
+            own = f"{who}-{instance}"  # each one's own instances, and the other's by name
+            target = own if n % 3 else f"{'bob' if who == 'ann' else 'ann'}-{instance}"
+            if operation == "send":
+                text = f"secret-of-{who}-{n}"
+                sent = await client.post(
+                    f"/agents/assistant/{target}?wait=true", json={"body": text}, headers=headers
+                )
+                if sent.status_code in (200, 202):
+                    marks[who] |= {text, sent.json()["submissionId"], sent.json()["conversationId"]}
+                answers[who].append(sent)
+            elif operation == "list":
+                answers[who].append(await client.get("/sessions", headers=headers))
+            elif operation == "records":
+                answers[who].append(
+                    await client.get(f"/agents/assistant/{target}/records", headers=headers)
+                )
+            elif operation == "approvals":
+                params = {"status": "all"}
+                answers[who].append(await client.get("/approvals", headers=headers, params=params))
+            else:
+                for other in sorted(marks["bob" if who == "ann" else "ann"]):
+                    answers[who].append(await client.get(f"/submissions/{other}", headers=headers))
+    for who, other in (("ann", "bob"), ("bob", "ann")):
+        for answer in answers[who]:
+            asked = str(answer.request.url) + answer.request.content.decode()
+            for mark in marks[other]:
+                assert mark not in answer.text or mark in asked, (who, answer.request.url, mark)
