@@ -8,9 +8,9 @@ tenant's resources.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 from tether.records import Actor
 
@@ -99,25 +99,3 @@ class Identity:
     def actor(self) -> Actor:
         """The identity as the journal records it on what it puts in."""
         return Actor(subject=self.subject, tenant=self.tenant, display=self.display)
-
-    def to_json(self) -> dict[str, Any]:
-        """The identity as JSON (what the journal and the console's cookie keep)."""
-        return {
-            "subject": self.subject,
-            "tenant": self.tenant,
-            "scopes": sorted(self.scopes, key=ALL_SCOPES.index),
-            "agents": None if self.agents is None else sorted(self.agents),
-            "display": self.display,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Identity:
-        """The identity :meth:`to_json` wrote (``ValueError`` if it is not one)."""
-        agents = data.get("agents")
-        return cls(
-            subject=data["subject"],
-            tenant=data.get("tenant"),
-            scopes=frozenset(data.get("scopes", ())),
-            agents=None if agents is None else frozenset(agents),
-            display=data.get("display"),
-        )

@@ -544,17 +544,13 @@ class Runtime:
             conversation = await self.store.find_conversation(key)
         except ConversationNotFound:
             return []
-        if tenant is not None and conversation.tenant != tenant:
-            raise ConversationNotFound(str(key))
+        _check_tenant(conversation, tenant)
         return await self.store.list_submissions(conversation_id=conversation.id, unsettled=True)
 
     async def _tenants_conversation(self, key: SessionKey, tenant: str | None) -> Conversation:
         """The session's conversation if it is ``tenant``'s (or ``tenant`` is ``None``);
         ``ConversationNotFound`` otherwise, as if it did not exist."""
-        conversation = await self.store.find_conversation(key)
-        if tenant is not None and conversation.tenant != tenant:
-            raise ConversationNotFound(str(key))
-        return conversation
+        return _check_tenant(await self.store.find_conversation(key), tenant)
 
     async def _cancel(self, submission: Submission) -> None:
         await self.store.request_cancel(submission.id, now=self.clock.now())
@@ -1079,3 +1075,11 @@ class Runtime:
             capabilities=self._offered(),
         )
         return Fork.of(child, tuple(await journal.repair_cut()))
+
+
+def _check_tenant(conversation: Conversation, tenant: str | None) -> Conversation:
+    """``conversation`` if ``tenant`` may touch it (``None``, an operator, touches any);
+    ``ConversationNotFound`` otherwise: to another tenant, it does not exist."""
+    if tenant is not None and conversation.tenant != tenant:
+        raise ConversationNotFound(str(conversation.key))
+    return conversation

@@ -10,15 +10,11 @@ from typing import Any
 
 from tether.errors import TokenExists, TokenNotFound
 from tether.store._common import from_micros, to_micros
-from tether.store._tokens import TOKEN_COLUMNS, TokenRow, names_json, token_of
+from tether.store._tokens import TOKEN_COLUMNS, TokenRow, token_of, token_values
 
 __all__ = ("find_token", "list_tokens", "put_token", "revoke_token")
 
 _COLUMNS = TOKEN_COLUMNS
-
-
-def _micros(moment: datetime | None) -> int | None:
-    return None if moment is None else to_micros(moment)
 
 
 def _row(row: tuple[Any, ...]) -> TokenRow:
@@ -29,17 +25,7 @@ def put_token(conn: sqlite3.Connection, row: TokenRow) -> TokenRow:
     inserted = conn.execute(
         f"INSERT INTO tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) "
         "ON CONFLICT DO NOTHING",
-        (
-            row.id,
-            row.digest,
-            row.subject,
-            row.tenant,
-            names_json(row.scopes),
-            None if row.agents is None else names_json(row.agents),
-            row.display,
-            to_micros(row.created_at),
-            _micros(row.expires_at),
-        ),
+        token_values(row, to_micros),
     ).rowcount
     if not inserted:
         taken = conn.execute("SELECT 1 FROM tokens WHERE id = ?", (row.id,)).fetchone()

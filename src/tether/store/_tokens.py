@@ -27,6 +27,7 @@ __all__ = (
     "names_json",
     "stored_time",
     "token_of",
+    "token_values",
 )
 
 TOKEN_COLUMNS: Final = (
@@ -142,6 +143,22 @@ def token_of(row: Sequence[Any], time_of: Callable[[Any], datetime]) -> TokenRow
         created_at=time_of(created),
         expires_at=None if expires is None else time_of(expires),
         revoked_at=None if revoked is None else time_of(revoked),
+    )
+
+
+def token_values(row: TokenRow, stored: Callable[[datetime], Any]) -> tuple[Any, ...]:
+    """What an insert of ``row`` binds to :data:`TOKEN_COLUMNS` but ``revoked_at`` (a new
+    token is not revoked), its times written with ``stored``."""
+    return (
+        row.id,
+        row.digest,
+        row.subject,
+        row.tenant,
+        names_json(row.scopes),
+        None if row.agents is None else names_json(row.agents),
+        row.display,
+        stored(row.created_at),
+        None if row.expires_at is None else stored(row.expires_at),
     )
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from tether.errors import TokenExists, TokenNotFound
-from tether.store._tokens import TOKEN_COLUMNS, TokenRow, names_json, stored_time, token_of
+from tether.store._tokens import TOKEN_COLUMNS, TokenRow, stored_time, token_of, token_values
 from tether.store.postgres._log import Conn
 
 __all__ = ("find_token", "list_tokens", "put_token", "revoke_token")
@@ -25,17 +25,7 @@ async def put_token(conn: Conn, row: TokenRow) -> TokenRow:
         await conn.execute(
             f"INSERT INTO tokens ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, NULL) "
             "ON CONFLICT DO NOTHING",
-            (
-                row.id,
-                row.digest,
-                row.subject,
-                row.tenant,
-                names_json(row.scopes),
-                None if row.agents is None else names_json(row.agents),
-                row.display,
-                row.created_at,
-                row.expires_at,
-            ),
+            token_values(row, lambda moment: moment),
         )
     ).rowcount
     if not inserted:
