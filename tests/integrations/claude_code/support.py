@@ -169,7 +169,12 @@ def fake_cli(
     if stderr:
         body.append(f"echo {json.dumps(stderr)} >&2")
     if then_sleep:
-        body += [f'sleep 300 & echo $! > "{log}.child"', "wait"]
+        # Written aside, then renamed: a stop between the redirect's creating the file and
+        # the echo's writing it would leave an empty pid file for the test to read.
+        body += [
+            f'sleep 300 & echo $! > "{log}.child.new" && mv "{log}.child.new" "{log}.child"',
+            "wait",
+        ]
     body.append(f"exit {exit_code}")
     script = bin_dir / name
     script.write_text("\n".join(body) + "\n")
