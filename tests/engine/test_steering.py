@@ -10,7 +10,7 @@ from tether.agent import Tool, agent_spec, tool
 from tether.engine import AgentDefinition, Runtime
 from tether.messages import ModelRequest
 from tether.models import ScriptedModel, ToolUse
-from tether.store import Store, SubmissionStatus
+from tether.store import Store, StoreCapabilities, SubmissionStatus
 from tether.store.postgres import PostgresStore
 
 from ..postgres import fresh_schema, store_url
@@ -51,6 +51,16 @@ def _held_agent(release: asyncio.Event) -> dict[str, AgentDefinition]:
         return ToolUse("slow") if len(users) == 1 else " | ".join(users)
 
     return _agents(ScriptedModel(reply), slow)
+
+
+async def _listening(store: Store) -> None:
+    """Once a store with a change feed has its LISTEN in place. Until then a notice may be
+    missed, so the store then wakes every watch to look again (steers included): a run
+    claimed before that moment makes one lookup, rightly."""
+    feed = StoreCapabilities.of(store).change_feed
+    if feed is not None:
+        with feed.listen("work") as listening:  # a worker's channels, steers among them
+            await listening.wait()  # set by the look-again that follows the LISTEN
 
 
 def _count_queued_lookups(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -96,6 +106,7 @@ async def test_a_run_the_claim_loop_takes_alone_in_its_session_makes_no_lookup(
     admitting = make_runtime(agents)
     await admitting.start(worker=False)  # an API-only node: it admits, another runs
     receipt = await admitting.dispatch("bot", "acme", "go")
+    await _listening(store)
     asked = _count_queued_lookups(store, monkeypatch)
     running = make_runtime(agents, claim_interval=30)
     async with running:
