@@ -1,6 +1,8 @@
 """Fixtures shared across the test tree."""
 
+import compileall
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from tether.store import MemoryStore, SqliteStore, Store
 from .postgres import drop_schemas, fresh_schema, postgres_reachable, store_url
 from .processes import reap_started
 
+ROOT = Path(__file__).resolve().parents[1]
 SOAK_TIMEOUT = 3600  # seconds a test may take under TETHER_SOAK=1 (ten times the work)
 PROCESS_FIXTURES = frozenset({"serve", "server", "make_console", "browser"})
 """A test that asks for one of these talks to a real uvicorn, a ``tether serve`` child or a
@@ -25,6 +28,17 @@ browser: it is a ``process`` test (a module that starts processes itself says so
 settings.register_profile("bounded", max_examples=50, derandomize=True)
 settings.register_profile("soak", max_examples=1000, derandomize=False)
 settings.load_profile("soak" if os.environ.get("TETHER_SOAK") else "bounded")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile the source tree once, before any worker starts, where Python would not
+    keep what it compiles (``PYTHONDONTWRITEBYTECODE``, as CI machines set it). Hundreds of
+    processes the tests start (``tether serve``, the CLI, crash workers) import Tether from
+    ``src``: without its bytecode on disk each would compile it again, a third of a second
+    of CPU apiece."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):  # xdist's controller
+        for tree in ("src", "tests", "examples", "benchmarks"):
+            compileall.compile_dir(ROOT / tree, quiet=2, workers=1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -52,3 +52,22 @@ def test_an_app_builds_its_own_routes_and_leaves_the_routers_as_they_are() -> No
     [mounted] = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == "/agents"]
     assert 401 in mounted.responses
     assert all(route is not mounted for route in insights_router.routes)
+
+
+async def test_apps_of_one_kind_share_what_fastapi_built_and_not_their_overrides() -> None:
+    """An app copies the routes built for the first app of its kind (building is most of an
+    app's creation): each copy resolves dependencies through its own app's overrides."""
+    first, second = (create_app(Runtime(demo_agents(), "memory://")) for _ in range(2))
+    second.dependency_overrides[runtime_dependency] = _one_agent
+    assert "solo" not in await _agents(first)
+    assert await _agents(second) == ["solo"]
+
+    def agents_route(app: FastAPI) -> APIRoute:
+        [route] = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == "/agents"]
+        return route
+
+    built, copied = agents_route(first), agents_route(second)
+    assert copied is not built and copied.dependant is built.dependant
+    # With auth, the routes differ (each asks for its scope and documents 401): built apart.
+    guarded = agents_route(create_app(Runtime(demo_agents(), "memory://"), auth_token="s3cret"))
+    assert guarded.dependant is not built.dependant and 401 in guarded.responses

@@ -21,6 +21,8 @@ or the bearer JWTs of an OIDC provider::
     )
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tether.auth._authenticate import (
     Authenticate,
     StaticToken,
@@ -29,8 +31,21 @@ from tether.auth._authenticate import (
     bearer_token,
 )
 from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
-from tether.auth._jwt import JwtBearer
 from tether.auth._tokens import IssuedToken, StoredTokens, issue_token
+
+if TYPE_CHECKING:
+    from tether.auth._jwt import JwtBearer
+
+
+def __getattr__(name: str) -> Any:
+    # JwtBearer is imported on first use: PyJWT, cryptography and httpx cost a quarter of a
+    # second of every server's start, and only ``--auth jwt`` needs them.
+    if name != "JwtBearer":
+        raise AttributeError(f"module 'tether.auth' has no attribute {name!r}")
+    from tether.auth._jwt import JwtBearer
+
+    globals()[name] = JwtBearer
+    return JwtBearer
 
 __all__ = (
     "ALL_SCOPES",

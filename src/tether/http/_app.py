@@ -9,12 +9,15 @@ written by ``_sse`` (with the events of a session's subagents: ``_family``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import copy
+import weakref
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, request_response
 from fastapi_offline import FastAPIOffline
+from starlette.routing import BaseRoute
 
 from tether._sites import SitePolicy
 from tether.auth import Authenticate, StaticToken
@@ -181,19 +184,48 @@ def _add_routes(
     """The router's routes among the app's own, each also documenting ``responses`` (what
     this app's Guard may answer before it runs), and ``by_path`` those of its path.
 
-    Each route is built again for this app, as FastAPI's ``add_api_route`` builds one: the
-    module's router stays as it is (other apps mount it too), and the app's
-    ``dependency_overrides`` reach the copy. Not ``include_router``: FastAPI (0.165) keeps
-    an included router whole and matches each request against it as a sub-router, twice,
-    some 10 µs of CPU per router the request passes (``/healthz``, behind five, took 70 µs
-    more).
+    Each route is this app's own copy: the module's router stays as it is (other apps mount
+    it too), and the app's ``dependency_overrides`` reach the copy. Not ``include_router``:
+    FastAPI (0.165) keeps an included router whole and matches each request against it as a
+    sub-router, twice, some 10 µs of CPU per router the request passes (``/healthz``, behind
+    five, took 70 µs more).
 
     A ``scoped`` router's routes each depend on the scope ``ROUTE_SCOPES`` names for them
     (a route it does not name is a mistake: ``KeyError``).
     """
+    variant = (
+        scoped,
+        frozenset(responses or ()),
+        frozenset((path, frozenset(codes)) for path, codes in (by_path or {}).items()),
+    )
+    built = _BUILT.get(id(router))
+    if built is None:  # routers compare by value, unhashable: by identity, while it lives
+        built = _BUILT[id(router)] = {}
+        weakref.finalize(router, _BUILT.pop, id(router), None)
+    if variant not in built:
+        built[variant] = _built_routes(router, responses, by_path, scoped)
+    for route in built[variant]:
+        app.router.routes.append(_for_app(route, app) if isinstance(route, APIRoute) else route)
+
+
+_BUILT: dict[int, dict[Hashable, list[BaseRoute]]] = {}
+"""Each router's routes as built for an app, by what the app adds to them (scopes, documented
+failures): FastAPI's building of a route (a pydantic adapter for each parameter and response)
+is most of the CPU an app's creation takes, a fifth of a second for all of them, and every
+app of one kind builds the same routes."""
+
+
+def _built_routes(
+    router: APIRouter,
+    responses: Responses | None,
+    by_path: Mapping[str, Responses] | None,
+    scoped: bool,
+) -> list[BaseRoute]:
+    """The router's routes, each built again as FastAPI's ``add_api_route`` builds one."""
+    staging = APIRouter()
     for route in router.routes:
         if not isinstance(route, APIRoute):
-            app.router.routes.append(route)
+            staging.routes.append(route)
             continue
         extra = {**(responses or {}), **(by_path or {}).get(route.path, {})}
         dependencies = list(route.dependencies)
@@ -202,7 +234,7 @@ def _add_routes(
             scope = ROUTE_SCOPES[method, route.path]
             if scope is not None:
                 dependencies.append(Depends(requires(scope)))
-        app.router.add_api_route(
+        staging.add_api_route(
             route.path,
             route.endpoint,
             response_model=route.response_model,
@@ -229,5 +261,16 @@ def _add_routes(
             openapi_extra=route.openapi_extra,
             generate_unique_id_function=route.generate_unique_id_function,
             strict_content_type=route.strict_content_type,
-            max_body_size=route.max_body_size,
+            # no max_body_size: the Guard bounds every body, a route's own limit is never set
         )
+    return list(staging.routes)
+
+
+def _for_app(built: APIRoute, app: FastAPI) -> APIRoute:
+    """A copy of a built route answering for ``app``: what FastAPI built for it (its
+    dependant, its parameters' and response's fields) is shared, only its request handler,
+    which resolves dependencies through the app's ``dependency_overrides``, is the app's."""
+    route = copy.copy(built)
+    route.dependency_overrides_provider = app
+    route.app = request_response(route.get_route_handler())  # as APIRoute's own, unlimited
+    return route

@@ -10,6 +10,7 @@ Every file is a route of its own: there is no path to resolve, so none can leave
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -73,9 +74,10 @@ def _serving(file: _File) -> Callable[[Request], Coroutine[Any, Any, Response]]:
     return serve
 
 
+@functools.cache
 def console_router() -> APIRouter:
     """The console's page and files, and the redirect from ``/``; none is in the API's
-    OpenAPI document (they are not API)."""
+    OpenAPI document (they are not API). Read once a process: every app serves the same."""
     router = APIRouter(include_in_schema=False)
     console = _files()
     page = console.pop("index.html")
