@@ -100,9 +100,11 @@ QUICK = Sizes(
         "replay.py": "--rounds 1 --records 500".split(),
         "engine.py": "--samples 10 --turns 5 --sessions 1 4 --tp-turns 2 --tool-rounds 3".split(),
         "sse.py": "--records 500 --fanout-records 50 --subscribers 5 --appends 10".split(),
-        "postgres.py": "--submissions 40 --samples 10 --workers 1 2".split(),
-        "http.py": "--clients 1 8 --seconds 0.5 --warmup 0.2".split(),
-        "scale.py": "--sizes 100 1000 --submissions 10 --rounds 1".split(),
+        "postgres.py": (
+            "--submissions 20 --samples 5 --workers 1 --count-submissions 5 --singles 1"
+        ).split(),
+        "http.py": "--clients 1 4 --seconds 0.3 --warmup 0.1".split(),
+        "scale.py": "--sizes 10 100 --submissions 5 --rounds 1 --sessions 2".split(),
     },
 )
 
