@@ -470,6 +470,7 @@ class Runtime:
             dispatch_id=dispatch_id,
             trace=trace,
             tenant=tenant,
+            by=inbound.by,
         )
         coordinator = self._coordinator
         with (

@@ -329,12 +329,13 @@ class MemoryStore(
         created_at: datetime,
         parent: ConversationParent | None = None,
         tenant: str | None = None,
+        by: Actor | None = None,
     ) -> tuple[Conversation, bool]:
         existing = self._by_key.get(key)
         if existing is not None:
             return self._logs[existing].conversation, False
         conversation = Conversation(conversation_id, key, created_at, parent, tenant)
-        self._create_log(conversation)
+        self._create_log(conversation, by=by)
         self._notifier.notify([conversation.id])
         return conversation, True
 
@@ -573,6 +574,7 @@ class MemoryStore(
             new.created_at,
             None if parent is None else parent.conversation_parent(),
             tenant,
+            new.by,
         )
         submission = Submission(
             id=new.id,

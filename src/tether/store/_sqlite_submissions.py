@@ -204,6 +204,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
         touched,
         None if parent is None else parent.conversation_parent(),
         tenant,
+        new.by,
     )
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
