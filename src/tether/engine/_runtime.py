@@ -90,7 +90,7 @@ from tether.errors import (
 from tether.journal import NOT_MINTED, Decision, Journal, LogView
 from tether.messages import Message
 from tether.models import ModelCallPolicy, model_timeout_from_env
-from tether.records import Actor, Record
+from tether.records import Actor, ConversationCreated, LogTruncated, Record
 from tether.store import (
     MAX_SEQ,
     Admission,
@@ -838,6 +838,32 @@ class Runtime:
         if agent not in self.agents:
             raise UnknownAgent(agent)
         return await store.find_conversation(SessionKey(agent, instance, session))
+
+    async def created_by(self, conversation: Conversation) -> Actor | None:
+        """Who created the session of ``conversation``, as its ``conversation_created``
+        record says (the verified identity whose message created it, or who forked it);
+        ``None`` when no authenticated request did (a schedule, a library call, a subagent,
+        a session older than the record's ``by``). One read of one record: a fork's own
+        record follows the records it copied; retention's ``log_truncated`` keeps it.
+
+        Example::
+
+            conversation = await runtime.conversation("assistant", "acme")
+            owner = await runtime.created_by(conversation)
+        """
+        parent = conversation.parent
+        own = parent.seq + 1 if parent is not None and parent.reason == "fork" else 1
+        records = await self._check_open().read(conversation.id, after_seq=own - 1, limit=1)
+        if not records:
+            return None
+        payload = records[0].payload
+        if isinstance(payload, ConversationCreated):
+            return payload.by
+        if isinstance(payload, LogTruncated) and payload.created is not None:
+            kept = payload.created.get("payload")
+            by = kept.get("by") if isinstance(kept, dict) else None
+            return None if by is None else Actor.model_validate(by)
+        return None
 
     # --- schedules --------------------------------------------------------------------
 
