@@ -553,8 +553,8 @@ class Runtime:
         ``ConversationNotFound`` otherwise, as if it did not exist."""
         return _check_tenant(await self.store.find_conversation(key), tenant)
 
-    async def _cancel(self, submission: Submission) -> None:
-        await self.store.request_cancel(submission.id, now=self.clock.now())
+    async def _cancel(self, submission: Submission, by: Actor | None = None) -> None:
+        await self.store.request_cancel(submission.id, now=self.clock.now(), by=by)
         self._runs.abort(submission.id)
 
     async def steer(
@@ -607,14 +607,22 @@ class Runtime:
         return await self._admit(key, inbound.model_copy(update={"kind": kind}), None, None, tenant)
 
     async def abort(
-        self, agent: str, instance: str, *, session: str = "default", tenant: str | None = None
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        tenant: str | None = None,
+        by: Actor | None = None,
     ) -> list[str]:
         """Abort every unsettled submission of the session (each settles ``aborted``).
-        ``tenant``: another tenant's session is ``ConversationNotFound``, nothing aborted."""
+        ``tenant``: another tenant's session is ``ConversationNotFound``, nothing aborted.
+        ``by``: who aborts (a verified identity), kept with the cancel and recorded on each
+        aborted settlement (``abortedBy``)."""
         self._check_open()
         busy = await self._unsettled(SessionKey(agent, instance, session), tenant)
         for submission in busy:
-            await self._cancel(submission)
+            await self._cancel(submission, by)
         self._wake()
         return [s.id for s in busy]
 
@@ -735,12 +743,20 @@ class Runtime:
         )
 
     async def erase_session(
-        self, agent: str, instance: str, *, session: str = "default", force: bool = False
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        force: bool = False,
+        by: Actor | None = None,
     ) -> ErasedSession:
         """Erase a session for good: its log, submissions, snapshot and the attachments no
         other log references. ``SessionBusy`` if anything of it is unsettled, unless
         ``force``, which aborts that first (waiting up to ``shutdown_timeout`` for it to
-        settle). ``ConversationNotFound`` for a session that has no conversation.
+        settle). ``ConversationNotFound`` for a session that has no conversation. ``by``:
+        who erases it (a verified identity), logged on ``tether.engine.events`` and
+        returned (``ErasedSession.by``); the store keeps nothing of the session.
 
         Example::
 
@@ -751,6 +767,7 @@ class Runtime:
             SessionKey(agent, instance, session),
             force=force,
             settle_within=self.config.shutdown_timeout,
+            by=by,
         )
 
     async def tree(self, submission_id: str) -> SubmissionTree:
@@ -760,20 +777,22 @@ class Runtime:
         submission = await store.get_submission(submission_id)
         return await submission_tree(store, self._offered().children, self.views, submission)
 
-    async def abort_submission(self, submission_id: str) -> SubmissionInfo:
+    async def abort_submission(
+        self, submission_id: str, *, by: Actor | None = None
+    ) -> SubmissionInfo:
         """Abort one submission (an operator's cancel): it settles ``aborted`` at its next
         safe point, wherever it runs. A child's parent gets an error result for the task
         and goes on. A settled submission is left as it is. ``SubmissionNotFound`` for an
-        unknown id.
+        unknown id. ``by``: who aborts, as :meth:`abort`'s.
 
         Example::
 
-            info = await runtime.abort_submission(child_id)
+            info = await runtime.abort_submission(child_id, by=Actor(subject="ops-1"))
         """
         store = self._check_open()
         submission = await store.get_submission(submission_id)
         if submission.status is not SubmissionStatus.SETTLED:
-            await self._cancel(submission)
+            await self._cancel(submission, by)
             self._wake()
         return await self.submission(submission_id)
 

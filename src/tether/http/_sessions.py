@@ -76,7 +76,9 @@ async def erase(
     """Erase a session for good: its log, submissions, snapshot, and the attachments no
     other log references (409 ``session_busy`` while something of it is unsettled)."""
     await own_session(runtime, access, agent, instance, session)
-    erased = await runtime.erase_session(agent, instance, session=session, force=force)
+    erased = await runtime.erase_session(
+        agent, instance, session=session, force=force, by=actor_of(identity)
+    )
     return ErasedView.of(erased)
 
 
@@ -129,7 +131,9 @@ async def abort(
     """Cancel everything of the session that has not settled."""
     session = payload.session if payload is not None else "default"
     await authorize_session(runtime, access, agent, instance, session)
-    aborted = await runtime.abort(agent, instance, session=session, tenant=identity.tenant)
+    aborted = await runtime.abort(
+        agent, instance, session=session, tenant=identity.tenant, by=actor_of(identity)
+    )
     return Aborted(aborted=aborted)
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from pydantic import JsonValue
 
 from tether.engine import Runtime
-from tether.http._access import AccessDependency, own_submission
+from tether.http._access import AccessDependency, actor_of, own_submission
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import POST_FAILURES, failures
 from tether.http._requests import WAIT_TIMEOUT
@@ -65,7 +65,8 @@ async def abort(
     subagent's parent gets an error result for its task and goes on; the submission's
     own children are cancelled with it. A settled submission is answered as it is."""
     await own_submission(runtime, access, submission_id)
-    return SubmissionView.of(await runtime.abort_submission(submission_id))
+    aborted = await runtime.abort_submission(submission_id, by=actor_of(access.identity))
+    return SubmissionView.of(aborted)
 
 
 @submissions_router.get("/submissions/{submission_id}/tree", responses=failures(404, 422, 503))

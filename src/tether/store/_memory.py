@@ -892,13 +892,15 @@ class MemoryStore(
         self._wake(stored)
         return self._public(stored)
 
-    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
+    async def request_cancel(
+        self, submission_id: str, *, now: datetime, by: Actor | None = None
+    ) -> Submission:
         stored = self._stored(submission_id)
         submission = stored.submission
         if submission.status is SubmissionStatus.SETTLED:
             return self._public(stored)
         if submission.cancel_requested_at is None:
-            self._update(stored, cancel_requested_at=now)
+            self._update(stored, cancel_requested_at=now, cancel_requested_by=by)
         self._wake(stored)  # nothing it waits for will come: its next claim settles it
         return self._public(stored)
 

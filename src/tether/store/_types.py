@@ -177,6 +177,9 @@ class Submission:
     ``serves`` on ``SubmissionStore.claim``); ``None`` until a versioned claim takes it."""
     tenant: str | None = None
     """Its conversation's tenant, copied at admission (a check needs no join)."""
+    cancel_requested_by: Actor | None = None
+    """Who asked for the cancel, as the server verified them (kept with the first stamp;
+    ``None``: no one authenticated, or no cancel)."""
 
 
 @dataclass(frozen=True, slots=True)
