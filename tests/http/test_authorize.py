@@ -255,3 +255,15 @@ async def test_without_a_hook_no_owner_is_read(
 def test_a_hook_needs_authentication() -> None:
     with pytest.raises(ValueError, match="authorize needs"):
         create_app(object(), authorize=lambda identity, action, resource: True)  # type: ignore[arg-type]
+
+
+async def test_a_hook_answering_other_than_a_bool_is_a_500(asgi: Serve) -> None:
+    def sloppy(identity: Identity, action: Scope, resource: Resource) -> bool:
+        return "yes"  # type: ignore[return-value]
+
+    server: Server = await asgi(demo_agents(), authenticate=_people, authorize=sloppy)
+    answer = await server.client.post(
+        "/agents/assistant/mine", json={"body": "hi"}, headers=_as("ann")
+    )
+    assert answer.status_code == 500
+    assert answer.json()["error"]["type"] == "internal"
