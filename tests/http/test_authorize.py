@@ -24,12 +24,13 @@ Serve = Callable[..., Any]
 ANN = Identity("ann@acme", tenant="acme", display="Ann")
 BOB = Identity("bob@acme", tenant="acme")
 GIL = Identity("gil@globex", tenant="globex")
+OPS = Identity("ops")  # an operator: every tenant's
 ANN_ACTOR = Actor(subject="ann@acme", tenant="acme", display="Ann")
 _CHANGES: frozenset[Scope] = frozenset({"sessions:write", "sessions:abort", "sessions:erase"})
 
 
 def _people(request: HTTPConnection) -> Identity | None:
-    return {"ann": ANN, "bob": BOB, "gil": GIL}.get(bearer_token(request) or "")
+    return {"ann": ANN, "bob": BOB, "gil": GIL, "ops": OPS}.get(bearer_token(request) or "")
 
 
 def _as(who: str) -> dict[str, str]:
@@ -267,3 +268,23 @@ async def test_a_hook_answering_other_than_a_bool_is_a_500(asgi: Serve) -> None:
     )
     assert answer.status_code == 500
     assert answer.json()["error"]["type"] == "internal"
+
+
+async def test_a_new_session_is_shown_as_the_tenant_it_will_be_created_for(asgi: Serve) -> None:
+    hook = OwnerRules()
+    server: Server = await asgi(
+        demo_agents(),
+        settings={"tenant_of": lambda agent, instance: instance.partition("-")[0]},
+        authenticate=_people,
+        authorize=hook,
+    )
+    sent = await server.client.post(
+        "/agents/assistant/acme-desk?wait=true", json={"body": "hi"}, headers=_as("ops")
+    )
+    assert sent.status_code == 200, sent.text
+    [new] = [r for _, _, r in hook.asked]
+    assert new == Resource("session", "assistant", "acme-desk", "default", "acme")
+    assert (
+        await server.runtime.created_by(await server.runtime.conversation("assistant", "acme-desk"))
+        == OPS.actor()
+    )

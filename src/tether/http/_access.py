@@ -211,15 +211,19 @@ async def authorize_session(
     """Ask the ``authorize`` hook (if the app has one: else nothing is read) about the
     session, for a route whose runtime operation checks the tenant itself (a message, a
     steer, an abort...). A session not created yet is shown with no owner and no id, as the
-    identity's tenant's; another tenant's is ``ConversationNotFound``."""
+    tenant it would be created for (the runtime's ``tenant_of`` map's, else the identity's);
+    another tenant's is ``ConversationNotFound``."""
     if access.authorize is None:
         return
     try:
         conversation = await runtime.conversation(agent, instance, session=session)
     except ConversationNotFound:
+        mapping = runtime.config.tenant_of
+        mapped = None if mapping is None else mapping(agent, instance)
+        tenant = access.identity.tenant if mapped is None else mapped
 
         async def new() -> Resource:
-            return Resource("session", agent, instance, session, access.identity.tenant)
+            return Resource("session", agent, instance, session, tenant)
 
         await access.check(new)
         return
