@@ -354,6 +354,9 @@ class SubmissionSettled(Payload):
     error_details: JsonObject | None = None
     """What a failure's code says more precisely: for a ``provider_*`` code the provider's
     HTTP ``status`` (when it answered one) and the ``tries`` (requests made)."""
+    aborted_by: Actor | None = None
+    """Who aborted it, as the server verified them (an ``aborted`` settlement of a cancel an
+    authenticated request asked for)."""
 
 
 class LogTruncated(Payload):

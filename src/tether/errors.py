@@ -151,12 +151,22 @@ class Unauthenticated(TetherError):
 
 class Forbidden(TetherError):
     """The caller's identity lacks ``scope`` for what it asked (HTTP 403), or an
-    application's ``authorize`` refused it (``scope`` is then ``None``)."""
+    application's ``authorize`` refused it (``scope`` is then ``None``; ``action``, the
+    route's scope, and ``resource``, the kind of what it names, say what was refused)."""
 
     code = "forbidden"
 
-    def __init__(self, message: str, *, scope: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        scope: str | None = None,
+        action: str | None = None,
+        resource: str | None = None,
+    ) -> None:
         self.scope = scope
+        self.action = action
+        self.resource = resource
         super().__init__(message)
 
 

@@ -95,3 +95,50 @@ def test_an_application_hook(tmp_path: Path) -> None:
             assert client.get("/me").status_code == 401
     finally:
         server.stop()
+
+
+def test_an_application_authorize_hook(tmp_path: Path) -> None:
+    (tmp_path / "my_rules.py").write_text(
+        "from tether.auth import Identity\n"
+        "def authenticate(request):\n"
+        "    who = request.headers.get('x-user')\n"
+        "    return Identity(who, tenant='acme') if who else None\n"
+        "def authorize(identity, action, resource):\n"
+        "    if action == 'sessions:read' or resource.owner is None:\n"
+        "        return True\n"
+        "    return resource.owner.subject == identity.subject\n"
+    )
+    server = start_server(
+        tmp_path / "data",
+        tmp_path / "serve.log",
+        *("--auth", "my_rules:authenticate", "--authorize", "my_rules:authorize"),
+        PYTHONPATH=str(tmp_path),
+    )
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            ann, bob = {"X-User": "ann"}, {"X-User": "bob"}
+            sent = client.post("/agents/assistant/mine?wait=true", json={"body": "hi"}, headers=ann)
+            assert sent.status_code == 200, sent.text
+            assert client.get("/agents/assistant/mine/records", headers=bob).status_code == 200
+            refused = client.delete("/agents/assistant/mine", headers=bob)
+            assert refused.status_code == 403
+            assert refused.json()["error"]["details"] == {
+                "action": "sessions:erase",
+                "resource": "session",
+            }
+            assert client.delete("/agents/assistant/mine", headers=ann).status_code == 200
+    finally:
+        server.stop()
+
+
+def test_authorize_needs_auth(tmp_path: Path) -> None:
+    (tmp_path / "my_rules.py").write_text(
+        "def authorize(identity, action, resource):\n    return True\n"
+    )
+    result = CliRunner().invoke(
+        app,
+        ["serve", "--demo", "--store", "memory://", "--authorize", "my_rules:authorize"],
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert result.exit_code == 2, result.output
+    assert "--authorize needs --auth" in result.output

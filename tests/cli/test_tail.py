@@ -60,6 +60,17 @@ def test_failures_are_not_ticks() -> None:
     assert _rendered(failed) == "✗ settled aborted: aborted while waiting for approval\n"
 
 
+def test_an_abort_says_who_aborted() -> None:
+    aborted = (
+        'id: 3\ndata: {"seq": 3, "kind": "submission_settled", "payload": {"status": '
+        '"aborted", "error": "aborted before it went on", "abortedBy": {"subject": "ann@acme", '
+        '"tenant": "acme", "display": "Ann"}}}\n\n'
+    )
+    assert _rendered(aborted) == (
+        "✗ settled aborted: aborted before it went on (aborted by Ann: ann@acme, acme)\n"
+    )
+
+
 def _frame(seq: int, kind: str, submission: str, payload: str) -> str:
     return (
         f'id: {seq}\nevent: {kind}\ndata: {{"seq": {seq}, "kind": "{kind}", '

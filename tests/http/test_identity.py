@@ -123,12 +123,13 @@ async def test_a_fork_records_who_made_it(asgi: Serve) -> None:
     sent = await c.post("/agents/assistant/me?wait=true", json={"body": "hi"})
     assert sent.status_code == 200, sent.text
     cid = sent.json()["conversationId"]
+    c.headers.update(_as("bob"))
     forked = await c.post(f"/conversations/{cid}/fork", json={"atSeq": 2, "session": "again"})
     assert forked.status_code == 201, forked.text
     records = await c.get("/agents/assistant/me/records", params={"session": "again"})
     created = [r for r in records.json()["records"] if r["kind"] == "conversation_created"]
-    assert "by" not in created[0]["payload"]  # the parent's own, copied verbatim
-    assert created[-1]["payload"]["by"] == ANN_BY
+    assert created[0]["payload"]["by"] == ANN_BY  # the parent's own (Ann's message made it)
+    assert created[-1]["payload"]["by"] == {"subject": "bob@acme", "tenant": "acme"}
     assert created[-1]["payload"]["parent"] == {"conversationId": cid, "seq": 2, "reason": "fork"}
     verified = await c.get(f"/conversations/{forked.json()['conversationId']}/verify")
     assert verified.json()["ok"] is True

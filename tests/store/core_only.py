@@ -114,8 +114,8 @@ class CoreOnlyStore:
     async def release(self, submission_id: str, **release: Any) -> Submission:
         return await self._inner.release(submission_id, **release)
 
-    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
-        return await self._inner.request_cancel(submission_id, now=now)
+    async def request_cancel(self, submission_id: str, **cancel: Any) -> Submission:
+        return await self._inner.request_cancel(submission_id, **cancel)
 
     async def reserve_settlement(self, submission_id: str, **reserve: Any) -> Submission:
         return await self._inner.reserve_settlement(submission_id, **reserve)

@@ -30,6 +30,7 @@ from tether.auth._authenticate import (
     authenticate_with,
     bearer_token,
 )
+from tether.auth._authorize import Authorize, Resource, ResourceKind, authorize_with
 from tether.auth._identity import ALL_SCOPES, Identity, Scope, check_scopes
 from tether.auth._tokens import IssuedToken, StoredTokens, issue_token
 
@@ -50,14 +51,18 @@ def __getattr__(name: str) -> Any:
 __all__ = (
     "ALL_SCOPES",
     "Authenticate",
+    "Authorize",
     "Identity",
     "IssuedToken",
     "JwtBearer",
+    "Resource",
+    "ResourceKind",
     "Scope",
     "StaticToken",
     "StoredTokens",
     "authenticate_credential",
     "authenticate_with",
+    "authorize_with",
     "bearer_token",
     "check_scopes",
     "issue_token",

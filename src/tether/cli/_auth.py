@@ -1,7 +1,8 @@
 """How ``tether serve``'s auth options become the server's authentication (docs/auth.md):
 ``--auth token`` (the shared ``--auth-token``, every scope), ``--auth tokens`` (the tokens
 ``tether tokens create`` issued, in the store), ``--auth jwt`` (bearer JWTs checked against
-``--jwks`` or ``--jwt-key``), or ``--auth module:function`` (an application's own hook).
+``--jwks`` or ``--jwt-key``), or ``--auth module:function`` (an application's own hook);
+and ``--authorize module:function``, the application's rules beyond scopes (with any of them).
 
 Everything is checked before the server opens anything; the hook itself is made once the
 store is open (stored tokens read it).
@@ -10,6 +11,7 @@ store is open (stored tokens read it).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "AUTH",
+    "AUTHORIZE",
     "JWKS",
     "JWT_AUDIENCE",
     "JWT_ISSUER",
@@ -42,6 +45,13 @@ AUTH = typer.Option(
     help="How requests authenticate: token (the --auth-token), tokens (those `tether tokens "
     "create` issued), jwt (bearer JWTs: --jwks or --jwt-key), or module:function (your own "
     "hook returning a tether.auth.Identity). Default: token if --auth-token is given.",
+)
+AUTHORIZE = typer.Option(
+    None,
+    "--authorize",
+    envvar="TETHER_AUTHORIZE",
+    help="module:function: your rules beyond scopes, asked (identity, action, resource) on "
+    "every route naming a resource, True or False (needs --auth or --auth-token).",
 )
 JWKS = typer.Option(
     None, "--jwks", envvar="TETHER_JWKS_URL", help="With --auth jwt: the JWKS URL of the issuer."
@@ -77,6 +87,8 @@ class AuthChoice:
     token: str | None = None
     hook: Callable[..., Any] | None = None
     jwt: dict[str, Any] = field(default_factory=dict)
+    authorize: Callable[..., Any] | None = None
+    """The ``--authorize`` hook, if given."""
 
     @property
     def secured(self) -> bool:
@@ -87,6 +99,13 @@ class AuthChoice:
     async def app_options(self, runtime: Runtime) -> AsyncIterator[dict[str, Any]]:
         """``create_app``'s auth options, for the runtime the server runs on (its store
         keeps the issued tokens), while the server runs (a JWKS client is closed after)."""
+        async with self._authentication(runtime) as options:
+            if self.authorize is not None:
+                options["authorize"] = self.authorize
+            yield options
+
+    @contextlib.asynccontextmanager
+    async def _authentication(self, runtime: Runtime) -> AsyncIterator[dict[str, Any]]:
         if self.kind == "token":
             yield {"auth_token": self.token}
         elif self.kind == "tokens":
@@ -116,10 +135,42 @@ def choose_auth(
     issuer: str | None = None,
     tenant_claim: str = "tenant",
     scope_claim: str = "scope",
+    authorize: str | None = None,
 ) -> AuthChoice:
     """The auth ``serve``'s options describe, or ``typer.BadParameter`` saying what is
     missing or contradictory (a hook that cannot be imported exits with
     :attr:`ExitCode.BAD_APP`)."""
+    choice = _authentication(
+        auth, token, jwks, jwt_key, audience, issuer, tenant_claim, scope_claim
+    )
+    if authorize is None:
+        return choice
+    if not choice.secured:
+        raise typer.BadParameter(
+            "--authorize needs --auth (or --auth-token): without auth, no one is known",
+            param_hint="--authorize",
+        )
+    hook = _hook(authorize, "--authorize", "myapp.auth:authorize")
+    return dataclasses.replace(choice, authorize=hook)
+
+
+def _hook(spec: str, option: str, example: str) -> Callable[..., Any]:
+    hook = import_attribute(spec, option, example)
+    if not callable(hook):
+        fail(f"{option} {spec}: {type(hook).__name__} is not a function", ExitCode.BAD_APP)
+    return hook  # type: ignore[no-any-return]
+
+
+def _authentication(
+    auth: str | None,
+    token: str | None,
+    jwks: str | None,
+    jwt_key: str | None,
+    audience: str | None,
+    issuer: str | None,
+    tenant_claim: str,
+    scope_claim: str,
+) -> AuthChoice:
     if token is not None and not token.strip():
         # An empty token (e.g. TETHER_AUTH_TOKEN="") would let in "Bearer " with no secret.
         raise typer.BadParameter(
@@ -153,10 +204,7 @@ def choose_auth(
         raise typer.BadParameter(
             f"{kind!r} is none of token, tokens, jwt, or a module:function", param_hint="--auth"
         )
-    hook = import_attribute(kind, "--auth", "myapp.auth:authenticate")
-    if not callable(hook):
-        fail(f"--auth {kind}: {type(hook).__name__} is not a function", ExitCode.BAD_APP)
-    return AuthChoice("hook", hook=hook)
+    return AuthChoice("hook", hook=_hook(kind, "--auth", "myapp.auth:authenticate"))
 
 
 def _jwt_options(

@@ -200,7 +200,18 @@ class SessionRenderer:
             return
         error = payload.get("error") or payload.get("errorCode") or ""
         detail = f": {escape(str(error))}" if error else ""
-        self._line(f"[red]✗ settled {status}{detail}[/red]", depth)
+        self._line(f"[red]✗ settled {status}{detail}{_aborted_by(payload)}[/red]", depth)
+
+
+def _aborted_by(payload: dict[str, Any]) -> str:
+    """`` (aborted by Ann: ann@acme, acme)``: who aborted the run, as the server verified
+    them; nothing when no one authenticated did."""
+    by = payload.get("abortedBy")
+    if not isinstance(by, dict) or not by.get("subject"):
+        return ""
+    tenant = f", {by['tenant']}" if by.get("tenant") else ""
+    name = by.get("display") or by["subject"]
+    return escape(f" (aborted by {name}: {by['subject']}{tenant})")
 
 
 def _indent(depth: int) -> str:

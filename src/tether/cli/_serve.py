@@ -20,6 +20,7 @@ from tether._sites import SitePolicy
 from tether._urls import redact_url
 from tether.cli._auth import (
     AUTH,
+    AUTHORIZE,
     JWKS,
     JWT_AUDIENCE,
     JWT_ISSUER,
@@ -238,6 +239,7 @@ def serve(
         False, "--no-worker", help="Serve the API only; run no submissions."
     ),
     auth: str | None = AUTH,
+    authorize: str | None = AUTHORIZE,
     auth_token: str | None = typer.Option(
         None,
         "--auth-token",
@@ -282,6 +284,7 @@ def serve(
         issuer=jwt_issuer,
         tenant_claim=jwt_tenant_claim,
         scope_claim=jwt_scope_claim,
+        authorize=authorize,
     )
     if not _loopback(host) and not access.secured and not allow_unauthenticated:
         raise typer.BadParameter(

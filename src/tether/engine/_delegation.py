@@ -369,7 +369,8 @@ async def abort_settlement(
     context: EngineContext, submission: Submission, reason: str
 ) -> SubmissionSettled:
     """An abort's settlement: ``cancelled_by_parent`` for a child its parent gave up on (the
-    parent settled, or recorded this child's end: its wait lapsed), else ``aborted``."""
+    parent settled, or recorded this child's end: its wait lapsed), else ``aborted``, saying
+    who asked for the cancel (``aborted_by``) when an authenticated request did."""
     parent_id = submission.parent_submission_id
     if parent_id is not None:
         with contextlib.suppress(SubmissionNotFound):
@@ -384,4 +385,8 @@ async def abort_settlement(
                 if record.kind == TaskFinished.KIND
             ):
                 return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} gave up on it")
-    return failed(ABORTED, reason)
+    by = submission.cancel_requested_by
+    if by is None:  # the claim's copy may predate the cancel: who asked is in the store
+        with contextlib.suppress(SubmissionNotFound):
+            by = (await context.store.get_submission(submission.id)).cancel_requested_by
+    return failed(ABORTED, reason).model_copy(update={"aborted_by": by})

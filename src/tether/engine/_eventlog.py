@@ -1,9 +1,10 @@
 """The runtime's own observer: what an operator reads in the server log.
 
 Takeovers and every other recovery decision, approval decisions (and who made them), answers,
-the resumes of parked runs they lead to and settlements that did not succeed are logged at
-INFO on ``tether.engine.events``, each line with the ids to look the work up by (and the same
-ids as ``extra`` fields, for structured handlers). Successful settlements are logged at
+the resumes of parked runs they lead to, settlements that did not succeed (an abort's with
+who aborted it) and erased sessions (with who erased them: nothing else keeps it) are logged
+at INFO on ``tether.engine.events``, each line with the ids to look the work up by (and the
+same ids as ``extra`` fields, for structured handlers). Successful settlements are logged at
 DEBUG: at INFO a busy server would log one line per message.
 """
 
@@ -21,8 +22,10 @@ from tether.engine._observe import (
     SubmissionResumed,
     SubmissionSettledEvent,
 )
+from tether.records import Actor
+from tether.store import ErasedSession
 
-__all__ = ("log_event", "logger")
+__all__ = ("log_erased", "log_event", "logger")
 
 logger = logging.getLogger("tether.engine.events")
 
@@ -58,7 +61,34 @@ def log_event(event: EngineEvent) -> None:
         code = settlement.get("errorCode") or settlement.get("error_code")
         error = settlement.get("error")
         because = f" [{code}]" if code else ""
-        _log(logging.INFO, event.correlation, f"settled {status}{because}: {error}")
+        by = settlement.get("abortedBy")
+        who = f" (aborted by {by.get('subject')})" if isinstance(by, dict) else ""
+        _log(logging.INFO, event.correlation, f"settled {status}{because}: {error}{who}")
+
+
+def log_erased(erased: ErasedSession, by: Actor | None, tenant: str | None) -> None:
+    """Log an erased session, with who erased it (``subject``, ``tenant``: ``None`` when no
+    one authenticated did) and the session's tenant, as ``extra`` fields too: once erased,
+    the store keeps nothing of it, so this line is the record of the erase."""
+    fields = {
+        "conversation_id": erased.conversation_id,
+        "session": str(erased.key),
+        "session_tenant": tenant,
+        "subject": None if by is None else by.subject,
+        "tenant": None if by is None else by.tenant,
+    }
+    who = "no one authenticated" if by is None else by.subject
+    of = "" if by is None or by.tenant is None else f" of {by.tenant}"
+    logger.info(
+        "session %s erased by %s%s (%d records, %d submissions) conversation=%s",
+        erased.key,
+        who,
+        of,
+        erased.records,
+        erased.submissions,
+        erased.conversation_id,
+        extra=fields,
+    )
 
 
 def _after(event: SubmissionResumed) -> str:

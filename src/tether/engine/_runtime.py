@@ -90,7 +90,7 @@ from tether.errors import (
 from tether.journal import NOT_MINTED, Decision, Journal, LogView
 from tether.messages import Message
 from tether.models import ModelCallPolicy, model_timeout_from_env
-from tether.records import Actor, Record
+from tether.records import Actor, ConversationCreated, LogTruncated, Record
 from tether.store import (
     MAX_SEQ,
     Admission,
@@ -470,6 +470,7 @@ class Runtime:
             dispatch_id=dispatch_id,
             trace=trace,
             tenant=tenant,
+            by=inbound.by,
         )
         coordinator = self._coordinator
         with (
@@ -552,8 +553,8 @@ class Runtime:
         ``ConversationNotFound`` otherwise, as if it did not exist."""
         return _check_tenant(await self.store.find_conversation(key), tenant)
 
-    async def _cancel(self, submission: Submission) -> None:
-        await self.store.request_cancel(submission.id, now=self.clock.now())
+    async def _cancel(self, submission: Submission, by: Actor | None = None) -> None:
+        await self.store.request_cancel(submission.id, now=self.clock.now(), by=by)
         self._runs.abort(submission.id)
 
     async def steer(
@@ -606,14 +607,22 @@ class Runtime:
         return await self._admit(key, inbound.model_copy(update={"kind": kind}), None, None, tenant)
 
     async def abort(
-        self, agent: str, instance: str, *, session: str = "default", tenant: str | None = None
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        tenant: str | None = None,
+        by: Actor | None = None,
     ) -> list[str]:
         """Abort every unsettled submission of the session (each settles ``aborted``).
-        ``tenant``: another tenant's session is ``ConversationNotFound``, nothing aborted."""
+        ``tenant``: another tenant's session is ``ConversationNotFound``, nothing aborted.
+        ``by``: who aborts (a verified identity), kept with the cancel and recorded on each
+        aborted settlement (``abortedBy``)."""
         self._check_open()
         busy = await self._unsettled(SessionKey(agent, instance, session), tenant)
         for submission in busy:
-            await self._cancel(submission)
+            await self._cancel(submission, by)
         self._wake()
         return [s.id for s in busy]
 
@@ -734,12 +743,20 @@ class Runtime:
         )
 
     async def erase_session(
-        self, agent: str, instance: str, *, session: str = "default", force: bool = False
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        force: bool = False,
+        by: Actor | None = None,
     ) -> ErasedSession:
         """Erase a session for good: its log, submissions, snapshot and the attachments no
         other log references. ``SessionBusy`` if anything of it is unsettled, unless
         ``force``, which aborts that first (waiting up to ``shutdown_timeout`` for it to
-        settle). ``ConversationNotFound`` for a session that has no conversation.
+        settle). ``ConversationNotFound`` for a session that has no conversation. ``by``:
+        who erases it (a verified identity), logged on ``tether.engine.events`` and
+        returned (``ErasedSession.by``); the store keeps nothing of the session.
 
         Example::
 
@@ -750,6 +767,7 @@ class Runtime:
             SessionKey(agent, instance, session),
             force=force,
             settle_within=self.config.shutdown_timeout,
+            by=by,
         )
 
     async def tree(self, submission_id: str) -> SubmissionTree:
@@ -759,20 +777,22 @@ class Runtime:
         submission = await store.get_submission(submission_id)
         return await submission_tree(store, self._offered().children, self.views, submission)
 
-    async def abort_submission(self, submission_id: str) -> SubmissionInfo:
+    async def abort_submission(
+        self, submission_id: str, *, by: Actor | None = None
+    ) -> SubmissionInfo:
         """Abort one submission (an operator's cancel): it settles ``aborted`` at its next
         safe point, wherever it runs. A child's parent gets an error result for the task
         and goes on. A settled submission is left as it is. ``SubmissionNotFound`` for an
-        unknown id.
+        unknown id. ``by``: who aborts, as :meth:`abort`'s.
 
         Example::
 
-            info = await runtime.abort_submission(child_id)
+            info = await runtime.abort_submission(child_id, by=Actor(subject="ops-1"))
         """
         store = self._check_open()
         submission = await store.get_submission(submission_id)
         if submission.status is not SubmissionStatus.SETTLED:
-            await self._cancel(submission)
+            await self._cancel(submission, by)
             self._wake()
         return await self.submission(submission_id)
 
@@ -837,6 +857,32 @@ class Runtime:
         if agent not in self.agents:
             raise UnknownAgent(agent)
         return await store.find_conversation(SessionKey(agent, instance, session))
+
+    async def created_by(self, conversation: Conversation) -> Actor | None:
+        """Who created the session of ``conversation``, as its ``conversation_created``
+        record says (the verified identity whose message created it, or who forked it);
+        ``None`` when no authenticated request did (a schedule, a library call, a subagent,
+        a session older than the record's ``by``). One read of one record: a fork's own
+        record follows the records it copied; retention's ``log_truncated`` keeps it.
+
+        Example::
+
+            conversation = await runtime.conversation("assistant", "acme")
+            owner = await runtime.created_by(conversation)
+        """
+        parent = conversation.parent
+        own = parent.seq + 1 if parent is not None and parent.reason == "fork" else 1
+        records = await self._check_open().read(conversation.id, after_seq=own - 1, limit=1)
+        if not records:
+            return None
+        payload = records[0].payload
+        if isinstance(payload, ConversationCreated):
+            return payload.by
+        if isinstance(payload, LogTruncated) and payload.created is not None:
+            kept = payload.created.get("payload")
+            by = kept.get("by") if isinstance(kept, dict) else None
+            return None if by is None else Actor.model_validate(by)
+        return None
 
     # --- schedules --------------------------------------------------------------------
 

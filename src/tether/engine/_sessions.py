@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -16,9 +17,10 @@ from typing import Final
 
 from tether._payloads import ConversationParent
 from tether.engine._context import EngineContext
+from tether.engine._eventlog import log_erased
 from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import SessionBusy
-from tether.records import SettlementStatus, SubmissionSettled
+from tether.records import Actor, SettlementStatus, SubmissionSettled
 from tether.store import (
     ErasedSession,
     GateKind,
@@ -212,11 +214,18 @@ async def session_page(
 
 
 async def erase_session(
-    context: EngineContext, key: SessionKey, *, force: bool, settle_within: float
+    context: EngineContext,
+    key: SessionKey,
+    *,
+    force: bool,
+    settle_within: float,
+    by: Actor | None = None,
 ) -> ErasedSession:
     """Erase a session's conversation (see ``RetentionStore.erase_session``). A session with
     anything unsettled is refused (``SessionBusy``) unless ``force``: then what is unsettled
-    is aborted first, and the erase waits up to ``settle_within`` seconds for it to settle."""
+    is aborted first (by ``by``), and the erase waits up to ``settle_within`` seconds for it
+    to settle. Nothing of the session stays in the store: who erased it (``by``) is logged
+    on ``tether.engine.events`` and returned."""
     store = context.store
     retention = require_capability(context.capabilities.retention, "retention")
     conversation = await store.find_conversation(key)
@@ -228,7 +237,7 @@ async def erase_session(
             "abort them first, or erase with force"
         )
     for submission in busy:
-        await store.request_cancel(submission.id, now=context.clock.now())
+        await store.request_cancel(submission.id, now=context.clock.now(), by=by)
         context.runs.abort(submission.id)
     if busy:
         context.runs.wake_claims()
@@ -243,4 +252,5 @@ async def erase_session(
                     await context.clock.sleep(0.05)
     erased = await retention.erase_session(conversation.id)
     context.views.forget(conversation.id)
-    return erased
+    log_erased(erased, by, conversation.tenant)
+    return dataclasses.replace(erased, by=by)

@@ -1,32 +1,47 @@
-"""Who may call which route: the scope each API route needs (docs/auth.md), and the
-dependency that asks the request's identity for it.
+"""Who may call which route: the scope each API route needs (docs/auth.md), the
+dependency that asks the request's identity for it, and the application's ``authorize``
+hook asked about the resource a route names.
 
 The Guard authenticates every request and leaves its :class:`~tether.auth.Identity` in the
 ASGI scope's state; ``create_app`` gives each API route the dependency of its scope from
 ``ROUTE_SCOPES``, so one table says what every route needs (``tests/http/test_access.py``
-pins that it names every route, and nothing else).
+pins that it names every route, and nothing else). A route naming a resource finds it
+through one of the ``own_*`` helpers (``authorize_session`` where the runtime checks the
+tenant itself), which check the tenant, then ask the ``authorize`` hook, if the app has
+one, whether the identity may do the route's action (its scope) to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Final
 
 from fastapi import Depends
 from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
-from tether.auth import ALL_SCOPES, Identity, Scope
+from tether.auth import ALL_SCOPES, Authorize, Identity, Resource, Scope, authorize_with
 from tether.engine import Runtime, SubmissionInfo
-from tether.errors import ConversationNotFound, Forbidden, InvalidDispatch, SubmissionNotFound
+from tether.errors import (
+    ConversationNotFound,
+    Forbidden,
+    InputNotFound,
+    InvalidDispatch,
+    SubmissionNotFound,
+)
 from tether.records import Actor
 from tether.store import Conversation
 
 __all__ = (
     "OPEN",
     "ROUTE_SCOPES",
+    "Access",
+    "AccessDependency",
     "IdentityDependency",
+    "access_dependency",
     "actor_of",
+    "authorize_session",
     "check_tenant",
     "identity_dependency",
     "identity_of",
@@ -117,38 +132,137 @@ def check_tenant(identity: Identity, tenant: str | None, missing: Exception) -> 
         raise missing
 
 
-async def own_conversation(
-    runtime: Runtime, identity: Identity, conversation_id: str
-) -> Conversation:
-    """The conversation, if ``identity`` sees it; ``ConversationNotFound`` otherwise."""
+@dataclass(frozen=True, slots=True)
+class Access:
+    """A request's identity with what the app's ``authorize`` hook (if any) is asked about
+    the resource its route names: the route's ``action`` (its scope)."""
+
+    identity: Identity
+    authorize: Authorize | None = None
+    action: Scope | None = None
+
+    async def check(self, resource: Callable[[], Awaitable[Resource]]) -> None:
+        """Ask the hook about the resource ``resource`` builds (only if there is a hook:
+        without one nothing is read); ``Forbidden`` if it refuses."""
+        if self.authorize is None or self.action is None:
+            return
+        await authorize_with(self.authorize, self.identity, self.action, await resource())
+
+
+async def access_dependency(request: HTTPConnection) -> Access:
+    """The request's :class:`Access`: its identity, the app's ``authorize`` hook and the
+    action of the matched route (its scope in ``ROUTE_SCOPES``)."""
+    identity = identity_of(request)
+    state = getattr(request.app.state, "tether", None)
+    hook: Authorize | None = getattr(state, "authorize", None)
+    if hook is None:
+        return Access(identity)
+    route = request.scope.get("route")
+    methods = getattr(route, "methods", None) or {"GET"}
+    method = "GET" if "GET" in methods else next(iter(methods))
+    return Access(identity, hook, ROUTE_SCOPES.get((method, getattr(route, "path", ""))))
+
+
+AccessDependency = Annotated[Access, Depends(access_dependency)]
+
+
+def _session_resource(
+    runtime: Runtime, conversation: Conversation
+) -> Callable[[], Awaitable[Resource]]:
+    async def resource() -> Resource:
+        key = conversation.key
+        return Resource(
+            "session",
+            key.agent,
+            key.instance,
+            key.session,
+            conversation.tenant,
+            conversation.id,
+            await runtime.created_by(conversation),
+        )
+
+    return resource
+
+
+async def own_conversation(runtime: Runtime, access: Access, conversation_id: str) -> Conversation:
+    """The conversation, if ``access``'s identity sees it (``ConversationNotFound``
+    otherwise) and the app's ``authorize`` hook lets it do the route's action to it."""
     conversation = await runtime.conversation_by_id(conversation_id)
-    check_tenant(identity, conversation.tenant, ConversationNotFound(conversation_id))
+    check_tenant(access.identity, conversation.tenant, ConversationNotFound(conversation_id))
+    await access.check(_session_resource(runtime, conversation))
     return conversation
 
 
 async def own_session(
-    runtime: Runtime, identity: Identity, agent: str, instance: str, session: str
+    runtime: Runtime, access: Access, agent: str, instance: str, session: str
 ) -> Conversation:
-    """The conversation of a session, if ``identity`` sees it; ``ConversationNotFound``
-    otherwise."""
+    """The conversation of a session, if ``access``'s identity sees it
+    (``ConversationNotFound`` otherwise) and the ``authorize`` hook lets it do the route's
+    action to it."""
     conversation = await runtime.conversation(agent, instance, session=session)
-    check_tenant(identity, conversation.tenant, ConversationNotFound(str(conversation.key)))
+    check_tenant(access.identity, conversation.tenant, ConversationNotFound(str(conversation.key)))
+    await access.check(_session_resource(runtime, conversation))
     return conversation
 
 
-async def own_submission(
-    runtime: Runtime, identity: Identity, submission_id: str
-) -> SubmissionInfo:
-    """The submission, if ``identity`` sees it; ``SubmissionNotFound`` otherwise."""
+async def authorize_session(
+    runtime: Runtime, access: Access, agent: str, instance: str, session: str
+) -> None:
+    """Ask the ``authorize`` hook (if the app has one: else nothing is read) about the
+    session, for a route whose runtime operation checks the tenant itself (a message, a
+    steer, an abort...). A session not created yet is shown with no owner and no id, as the
+    tenant it would be created for (the runtime's ``tenant_of`` map's, else the identity's);
+    another tenant's is ``ConversationNotFound``."""
+    if access.authorize is None:
+        return
+    try:
+        conversation = await runtime.conversation(agent, instance, session=session)
+    except ConversationNotFound:
+        mapping = runtime.config.tenant_of
+        mapped = None if mapping is None else mapping(agent, instance)
+        tenant = access.identity.tenant if mapped is None else mapped
+
+        async def new() -> Resource:
+            return Resource("session", agent, instance, session, tenant)
+
+        await access.check(new)
+        return
+    check_tenant(access.identity, conversation.tenant, ConversationNotFound(str(conversation.key)))
+    await access.check(_session_resource(runtime, conversation))
+
+
+async def own_submission(runtime: Runtime, access: Access, submission_id: str) -> SubmissionInfo:
+    """The submission, if ``access``'s identity sees it (``SubmissionNotFound`` otherwise)
+    and the ``authorize`` hook lets it do the route's action to it (its owner is its
+    session's)."""
     info = await runtime.submission(submission_id)
-    check_tenant(identity, info.submission.tenant, SubmissionNotFound(submission_id))
+    submission = info.submission
+    check_tenant(access.identity, submission.tenant, SubmissionNotFound(submission_id))
+
+    async def resource() -> Resource:
+        key = submission.key
+        conversation = await runtime.conversation_by_id(submission.conversation_id)
+        return Resource(
+            "submission",
+            key.agent,
+            key.instance,
+            key.session,
+            submission.tenant,
+            submission_id,
+            await runtime.created_by(conversation),
+        )
+
+    await access.check(resource)
     return info
 
 
-async def own_gate(runtime: Runtime, identity: Identity, gate_id: str, missing: Exception) -> None:
-    """Raise ``missing`` unless ``identity`` sees the conversation of the gate (an approval's
-    or an input's id is ``{conversation id}.{seq}``). An operator's is not looked up."""
-    if identity.tenant is None:
+async def own_gate(runtime: Runtime, access: Access, gate_id: str, missing: Exception) -> None:
+    """Raise ``missing`` unless ``access``'s identity sees the conversation of the gate (an
+    approval's or an input's id is ``{conversation id}.{seq}``; an operator's is not looked
+    up, unless the ``authorize`` hook is asked: about the gate, of kind ``approval`` or
+    ``input`` as ``missing`` says)."""
+    identity = access.identity
+    if identity.tenant is None and access.authorize is None:
         return
     conversation_id, dot, _ = gate_id.rpartition(".")
     if not dot:
@@ -158,6 +272,20 @@ async def own_gate(runtime: Runtime, identity: Identity, gate_id: str, missing: 
     except ConversationNotFound:
         raise missing from None
     check_tenant(identity, conversation.tenant, missing)
+
+    async def resource() -> Resource:
+        key = conversation.key
+        return Resource(
+            "input" if isinstance(missing, InputNotFound) else "approval",
+            key.agent,
+            key.instance,
+            key.session,
+            conversation.tenant,
+            gate_id,
+            await runtime.created_by(conversation),
+        )
+
+    await access.check(resource)
 
 
 def listed_agent(identity: Identity, agent: str | None) -> str | None:

@@ -20,7 +20,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.routing import BaseRoute
 
 from tether._sites import SitePolicy
-from tether.auth import Authenticate, StaticToken
+from tether.auth import Authenticate, Authorize, StaticToken
 from tether.engine import Runtime
 from tether.http._access import ROUTE_SCOPES, requires
 from tether.http._approvals import approvals_router
@@ -52,6 +52,7 @@ def create_app(
     *,
     auth_token: str | None = None,
     authenticate: Authenticate | None = None,
+    authorize: Authorize | None = None,
     heartbeat: float = 15.0,
     max_body: int = MIB,
     body_timeout: float = 60.0,
@@ -68,7 +69,10 @@ def create_app(
     route but the health checks, and grants every scope; ``authenticate`` instead finds
     each request's :class:`~tether.auth.Identity` (``tether.auth``: stored tokens, JWTs, or
     an application's own hook; docs/auth.md), and each route asks it for its scope (403
-    naming the one missing). A request body must arrive within ``body_timeout``
+    naming the one missing). ``authorize`` (which needs one of them) is asked, on every
+    route that names a resource, after its scope and tenant, whether the identity may do
+    the route's action to it (:class:`~tether.auth.Resource`: its owner included; 403
+    when it answers ``False``). A request body must arrive within ``body_timeout``
     seconds (else 408) and weigh at most ``max_body`` bytes (else 413), and a POST must say
     ``Content-Type: application/json`` (else 415). ``/docs`` and ``/redoc`` serve their
     assets from this server: they work offline. ``/ui`` is the web console
@@ -93,6 +97,8 @@ def create_app(
         raise ValueError("auth_token is empty: give a token, or None to serve without auth")
     if auth_token is not None and authenticate is not None:
         raise ValueError("give auth_token or authenticate, not both")
+    if authorize is not None and auth_token is None and authenticate is None:
+        raise ValueError("authorize needs auth_token or authenticate: without auth, none is known")
     sites = SitePolicy.of(allowed_hosts, allowed_origins)
     cookies = None
     if auth_token is not None:
@@ -128,6 +134,7 @@ def create_app(
             authenticate=None if cookies is not None else authenticate,
             lifetime=sign_in_lifetime,
         ),
+        authorize,
     )
     install_error_handlers(app)
     hooks = {route.path for router in webhooks for route in router.routes if hasattr(route, "path")}

@@ -8,7 +8,14 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
 from tether.errors import ApprovalNotFound
-from tether.http._access import IdentityDependency, actor_of, listed_agent, own_gate, shown_name
+from tether.http._access import (
+    AccessDependency,
+    IdentityDependency,
+    actor_of,
+    listed_agent,
+    own_gate,
+    shown_name,
+)
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import DecisionBody
@@ -61,6 +68,7 @@ async def approvals(
 async def decide(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     approval_id: str,
     payload: DecisionBody,
 ) -> DecisionReceipt:
@@ -68,7 +76,7 @@ async def decide(
     against the tool's schema). The same decision again answers the same record. The
     decision records who made it (the request's identity); ``approver`` is only the name
     it is shown under (the identity's, if not given)."""
-    await own_gate(runtime, identity, approval_id, ApprovalNotFound(approval_id))
+    await own_gate(runtime, access, approval_id, ApprovalNotFound(approval_id))
     by = actor_of(identity)
     record = await runtime.approve(
         approval_id,

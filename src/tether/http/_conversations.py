@@ -6,7 +6,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
-from tether.http._access import IdentityDependency, actor_of, own_conversation, own_session
+from tether.http._access import (
+    AccessDependency,
+    IdentityDependency,
+    actor_of,
+    own_conversation,
+    own_session,
+)
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import SEQ_AFTER, ForkBody
@@ -38,7 +44,7 @@ conversations_router = APIRouter(tags=["conversations"])
 )
 async def records(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     session: str = "default",
@@ -47,7 +53,7 @@ async def records(
 ) -> Response:
     """A page of the session's records after ``after``; ``next`` is where the next
     page starts."""
-    conversation = await own_session(runtime, identity, agent, instance, session)
+    conversation = await own_session(runtime, access, agent, instance, session)
     page = await runtime.records(conversation.id, after=after, limit=limit)
     next_after = page[-1].seq if page else after
     return respond(RecordsPage(conversation_id=conversation.id, records=page, next=next_after))
@@ -56,13 +62,13 @@ async def records(
 @conversations_router.get("/agents/{agent}/{instance}/messages", responses=failures(404, 422, 503))
 async def messages(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     session: str = "default",
 ) -> MessagesPage:
     """The session's transcript, as its model is given it."""
-    conversation = await own_session(runtime, identity, agent, instance, session)
+    conversation = await own_session(runtime, access, agent, instance, session)
     return MessagesPage(
         conversation_id=conversation.id, messages=await runtime.messages(conversation.id)
     )
@@ -76,13 +82,14 @@ async def messages(
 async def fork(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     conversation_id: str,
     payload: ForkBody,
 ) -> Forked:
     """A new session whose log starts with this one's first ``atSeq`` records (410
     ``seq_truncated`` for a seq retention removed); it belongs to the same tenant, and its
     ``conversation_created`` records who made it (the request's identity)."""
-    await own_conversation(runtime, identity, conversation_id)
+    await own_conversation(runtime, access, conversation_id)
     child = await runtime.fork(
         conversation_id, at_seq=payload.at_seq, session=payload.session, by=actor_of(identity)
     )
@@ -100,11 +107,11 @@ async def fork(
     "/conversations/{conversation_id}/verify", responses=failures(404, 409, 422, 503)
 )
 async def verify(
-    runtime: RuntimeDependency, identity: IdentityDependency, conversation_id: str
+    runtime: RuntimeDependency, access: AccessDependency, conversation_id: str
 ) -> Verified:
     """Re-derive the conversation's whole hash chain (409 ``log_tampered`` if a record
     was altered)."""
-    await own_conversation(runtime, identity, conversation_id)
+    await own_conversation(runtime, access, conversation_id)
     head = await runtime.verify(conversation_id)
     first = await runtime.records(conversation_id, limit=1)
     first_seq = first[0].seq if first else 1
@@ -117,11 +124,11 @@ async def verify(
     responses={200: _NDJSON, **failures(404, 422, 503)},
 )
 async def export(
-    runtime: RuntimeDependency, identity: IdentityDependency, conversation_id: str
+    runtime: RuntimeDependency, access: AccessDependency, conversation_id: str
 ) -> StreamingResponse:
     """The whole log as JSON lines (``application/x-ndjson``), the records exactly as the
     store holds them, then the export's trailer."""
-    await own_conversation(runtime, identity, conversation_id)
+    await own_conversation(runtime, access, conversation_id)
 
     async def read(after: int, limit: int) -> list[Record]:
         return await runtime.records(conversation_id, after=after, limit=limit)

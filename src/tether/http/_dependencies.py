@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from tether.auth import Authenticate
+from tether.auth import Authenticate, Authorize
 from tether.engine import Runtime
 from tether.http._console_cookie import DEFAULT_LIFETIME, ConsoleCookies
 from tether.http._sse import RecentRecords
@@ -60,6 +60,8 @@ class AppState:
     runtime: Runtime
     streams: Streams
     sign_in: SignIn
+    authorize: Authorize | None = None
+    """The application's rules beyond scopes, asked about each resource a route names."""
 
 
 def _state(request: Request) -> AppState:

@@ -9,7 +9,13 @@ from fastapi import APIRouter, Header
 from fastapi.responses import Response, StreamingResponse
 
 from tether.errors import ConversationNotFound
-from tether.http._access import IdentityDependency, actor_of, own_session
+from tether.http._access import (
+    AccessDependency,
+    IdentityDependency,
+    actor_of,
+    authorize_session,
+    own_session,
+)
 from tether.http._cursors import family_cursor, resume_point
 from tether.http._dependencies import RuntimeDependency, StreamsDependency
 from tether.http._errors import BODY_FAILURES, failures
@@ -64,6 +70,7 @@ dispatch_router = APIRouter(tags=["sessions"])
 async def dispatch(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     payload: DispatchBody,
@@ -80,6 +87,7 @@ async def dispatch(
     )
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
+    await authorize_session(runtime, access, agent, instance, payload.session)
     receipt = await runtime.dispatch(
         agent,
         instance,
@@ -109,6 +117,7 @@ async def dispatch(
 async def stream(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     streams: StreamsDependency,
     agent: str,
     instance: str,
@@ -126,10 +135,11 @@ async def stream(
     ends once they are at rest as well."""
     conversation_id: str | None = None
     try:
-        conversation_id = (await own_session(runtime, identity, agent, instance, session)).id
+        conversation_id = (await own_session(runtime, access, agent, instance, session)).id
     except ConversationNotFound:
         if not follow:
             raise
+        await authorize_session(runtime, access, agent, instance, session)
     cursor = None
     if children:
         cursor, start, skip = family_cursor(last_event_id, view), after, 0

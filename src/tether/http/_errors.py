@@ -162,7 +162,9 @@ _FAILURE_DESCRIPTIONS: dict[int, str] = {
     "sign-in), or one that is malformed, unknown, expired or revoked (``unauthorized``; the "
     "message says which).",
     403: "The caller's identity lacks the scope the route needs (``forbidden``; the message "
-    "and ``details`` name it), or a request that changes something was sent by a page of "
+    "and ``details`` name it), or the server's authorize hook refused it what it asked "
+    "(``forbidden``; ``details``: the ``action`` and the ``resource``'s kind), or a request "
+    "that changes something was sent by a page of "
     "another site: its ``Origin`` is neither the server's own nor one it allows "
     "(``forbidden_origin``).",
     404: "Nothing by that name: an unknown agent, conversation, submission, approval or input.",
@@ -272,6 +274,8 @@ def install_error_handlers(app: FastAPI) -> None:
         details: dict[str, Any] | None = {"field": field} if field else None
         if isinstance(exc, errors.Forbidden) and exc.scope is not None:
             details = {"scope": exc.scope}
+        elif isinstance(exc, errors.Forbidden) and exc.action is not None:
+            details = {"action": exc.action, "resource": exc.resource}
         status = status_of(exc)
         if status == 500:  # a defect on the server's side: worth its traceback, once
             logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)

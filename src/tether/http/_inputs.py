@@ -12,7 +12,14 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_APPROVALS_PAGE
 from tether.errors import InputNotFound
-from tether.http._access import IdentityDependency, actor_of, listed_agent, own_gate, shown_name
+from tether.http._access import (
+    AccessDependency,
+    IdentityDependency,
+    actor_of,
+    listed_agent,
+    own_gate,
+    shown_name,
+)
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._input_views import AnswerReceipt, InputItem, InputsPage
@@ -67,6 +74,7 @@ async def inputs(
 async def answer(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     input_id: str,
     payload: AnswerBody,
 ) -> AnswerReceipt:
@@ -74,7 +82,7 @@ async def answer(
     422 ``invalid_answer`` if it does not fit, and nothing is written); the run resumes
     with it. The same answer again answers the same record; another is a 409. The answer
     records who gave it (the request's identity; ``responder`` is the name shown)."""
-    await own_gate(runtime, identity, input_id, InputNotFound(input_id))
+    await own_gate(runtime, access, input_id, InputNotFound(input_id))
     by = actor_of(identity)
     record = await runtime.answer(
         input_id,

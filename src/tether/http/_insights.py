@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query
 from pydantic import Field
 
 from tether.engine import ChildUsage, Runtime
-from tether.http._access import IdentityDependency, own_conversation, own_session
+from tether.http._access import AccessDependency, own_conversation, own_session
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import failures
 from tether.http._requests import SEQ_AFTER
@@ -136,13 +136,13 @@ async def agents(runtime: RuntimeDependency) -> AgentsPage:
 @insights_router.get("/agents/{agent}/{instance}/conversation", responses=failures(404, 422, 503))
 async def conversation(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     session: str = Query(default="default", max_length=200),
 ) -> ConversationView:
     """The session's conversation and its head (404 before its first message)."""
-    found = await own_session(runtime, identity, agent, instance, session)
+    found = await own_session(runtime, access, agent, instance, session)
     # A log is never empty (conversation_created comes first): this answers at once.
     head = await runtime.wait_for_append(found.id, after=0)
     parent = found.parent
@@ -168,7 +168,7 @@ async def conversation(
 @insights_router.get("/conversations/{conversation_id}/spans", responses=failures(404, 422, 503))
 async def spans(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    access: AccessDependency,
     conversation_id: str,
     after: int = SEQ_AFTER,
     limit: int = Query(default=200, ge=1, le=MAX_SPANS_PAGE),
@@ -177,17 +177,17 @@ async def spans(
     that start after seq ``after``, in the order they started, each with its duration
     once it has ended. The log is read from ``after`` until the page's spans have
     ended (or the log does)."""
-    await own_conversation(runtime, identity, conversation_id)
+    await own_conversation(runtime, access, conversation_id)
     return await _spans_page(runtime, conversation_id, after=after, limit=limit)
 
 
 @insights_router.get("/conversations/{conversation_id}/usage", responses=failures(404, 422, 503))
 async def usage(
-    runtime: RuntimeDependency, identity: IdentityDependency, conversation_id: str
+    runtime: RuntimeDependency, access: AccessDependency, conversation_id: str
 ) -> SessionUsage:
     """Token usage and cost of the conversation's model calls, its children's included
     (each child also listed). An unknown price leaves ``cost`` out, never zero."""
-    await own_conversation(runtime, identity, conversation_id)
+    await own_conversation(runtime, access, conversation_id)
     totals = await runtime.usage(conversation_id)
     return SessionUsage(
         conversation_id=conversation_id,

@@ -201,6 +201,10 @@ class Settlement(WireResponse):
     error: str | None = optional()
     error_code: str | None = optional()
     error_details: dict[str, JsonValue] | None = optional()
+    aborted_by: WireActor | None = optional(
+        description="Who aborted it, as the server verified them (their subject, tenant and "
+        "the name shown): absent when no one authenticated did."
+    )
 
 
 class DispatchSettled(Settlement):

@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from pydantic import Field
 from pydantic.alias_generators import to_camel
 
+from tether.auth import Resource
 from tether.engine import (
     MAX_CATCH_UP,
     MAX_PERIOD,
@@ -18,7 +19,7 @@ from tether.engine import (
     ScheduleInfo,
 )
 from tether.errors import Forbidden
-from tether.http._access import IdentityDependency
+from tether.http._access import AccessDependency, IdentityDependency
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, ApiError, failures
 from tether.http._requests import RequestBody
@@ -166,15 +167,31 @@ async def schedules(runtime: RuntimeDependency, identity: IdentityDependency) ->
     "/schedules", status_code=201, responses=failures(*BODY_FAILURES, 404, 409, 503)
 )
 async def add(
-    runtime: RuntimeDependency, identity: IdentityDependency, payload: ScheduleBody
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    access: AccessDependency,
+    payload: ScheduleBody,
 ) -> ScheduleItem:
     """Keep a schedule in the store: every worker fires each of its windows once.
     The same definition again answers the one kept; an id that another definition (or
     the configuration) has is 409; an unknown agent 404."""
     if not identity.may_use(payload.agent):
         raise Forbidden(f"{identity.name!r} may not use the agent {payload.agent!r}")
+    schedule = payload.schedule()
+
+    async def resource() -> Resource:  # a new one: no owner
+        return Resource(
+            "schedule",
+            schedule.agent,
+            schedule.instance,
+            schedule.session,
+            identity.tenant,
+            schedule.id,
+        )
+
+    await access.check(resource)
     try:
-        info = await runtime.add_schedule(payload.schedule(), tenant=identity.tenant)
+        info = await runtime.add_schedule(schedule, tenant=identity.tenant)
     except ScheduleConflict as exc:
         raise _conflict(exc) from None
     return ScheduleItem.of(info)
@@ -182,10 +199,30 @@ async def add(
 
 @schedules_router.delete("/schedules/{schedule_id}", responses=failures(403, 404, 409, 422, 503))
 async def delete(
-    runtime: RuntimeDependency, identity: IdentityDependency, schedule_id: str
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    access: AccessDependency,
+    schedule_id: str,
 ) -> ScheduleDeleted:
     """Forget a schedule kept in the store (one of the configuration is 409). What its
     windows admitted stays admitted."""
+    if access.authorize is not None:
+        listed = await runtime.schedules(tenant=identity.tenant)
+        # One not this tenant's, or none: the delete answers 404 without asking.
+        if found := next((info for info in listed if info.schedule.id == schedule_id), None):
+            schedule, tenant = found.schedule, found.tenant
+
+            async def resource() -> Resource:
+                return Resource(
+                    "schedule",
+                    schedule.agent,
+                    schedule.instance,
+                    schedule.session,
+                    tenant,
+                    schedule_id,
+                )
+
+            await access.check(resource)
     try:
         await runtime.delete_schedule(schedule_id, tenant=identity.tenant)
     except ScheduleConflict as exc:

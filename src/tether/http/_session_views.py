@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from tether.engine import SessionInfo, SessionState
-from tether.http._responses import TIMESTAMP, WireResponse, optional, stream_url
+from tether.http._responses import TIMESTAMP, WireActor, WireResponse, optional, stream_url
 from tether.http._submission_views import UsageView
 from tether.store import ErasedSession
 
@@ -91,6 +91,11 @@ class ErasedView(WireResponse):
     submissions: int
     snapshot: bool
     attachments: list[str] = Field(description="The digests of the attachments erased.")
+    erased_by: WireActor | None = optional(
+        description="Who erased it, as the server verified them: absent when no one "
+        "authenticated did. The store keeps nothing of the session; the server's log keeps "
+        "this line."
+    )
 
     @classmethod
     def of(cls, erased: ErasedSession) -> ErasedView:
@@ -103,4 +108,5 @@ class ErasedView(WireResponse):
             submissions=erased.submissions,
             snapshot=erased.snapshot,
             attachments=list(erased.attachments),
+            erased_by=erased.by,
         )

@@ -7,7 +7,14 @@ from fastapi import APIRouter, Query
 
 from tether.engine import MAX_SESSIONS_PAGE, SessionState
 from tether.errors import InvalidDispatch
-from tether.http._access import IdentityDependency, actor_of, listed_agent, own_session
+from tether.http._access import (
+    AccessDependency,
+    IdentityDependency,
+    actor_of,
+    authorize_session,
+    listed_agent,
+    own_session,
+)
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import MessageBody, SessionBody
@@ -58,6 +65,7 @@ async def sessions(
 async def erase(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     session: str = Query(default="default", min_length=1, max_length=200),
@@ -67,8 +75,10 @@ async def erase(
 ) -> ErasedView:
     """Erase a session for good: its log, submissions, snapshot, and the attachments no
     other log references (409 ``session_busy`` while something of it is unsettled)."""
-    await own_session(runtime, identity, agent, instance, session)
-    erased = await runtime.erase_session(agent, instance, session=session, force=force)
+    await own_session(runtime, access, agent, instance, session)
+    erased = await runtime.erase_session(
+        agent, instance, session=session, force=force, by=actor_of(identity)
+    )
     return ErasedView.of(erased)
 
 
@@ -76,12 +86,14 @@ async def erase(
 async def steer(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     payload: MessageBody,
 ) -> SubmissionReceipt:
     """A message for the run in flight, which reads it at its next step (409
     ``no_run_in_flight`` when nothing runs)."""
+    await authorize_session(runtime, access, agent, instance, payload.session)
     message = {"body": payload.body, "by": actor_of(identity)}
     receipt = await runtime.steer(
         agent, instance, message, session=payload.session, tenant=identity.tenant
@@ -93,11 +105,13 @@ async def steer(
 async def follow_up(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     payload: MessageBody,
 ) -> SubmissionReceipt:
     """A message for the session once the run in flight has finished."""
+    await authorize_session(runtime, access, agent, instance, payload.session)
     message = {"body": payload.body, "by": actor_of(identity)}
     receipt = await runtime.follow_up(
         agent, instance, message, session=payload.session, tenant=identity.tenant
@@ -109,13 +123,17 @@ async def follow_up(
 async def abort(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     payload: SessionBody | None = None,
 ) -> Aborted:
     """Cancel everything of the session that has not settled."""
     session = payload.session if payload is not None else "default"
-    aborted = await runtime.abort(agent, instance, session=session, tenant=identity.tenant)
+    await authorize_session(runtime, access, agent, instance, session)
+    aborted = await runtime.abort(
+        agent, instance, session=session, tenant=identity.tenant, by=actor_of(identity)
+    )
     return Aborted(aborted=aborted)
 
 
@@ -125,11 +143,13 @@ async def abort(
 async def compact(
     runtime: RuntimeDependency,
     identity: IdentityDependency,
+    access: AccessDependency,
     agent: str,
     instance: str,
     payload: SessionBody | None = None,
 ) -> SubmissionReceipt:
     """Queue a compaction of the session's history."""
     session = payload.session if payload is not None else "default"
+    await authorize_session(runtime, access, agent, instance, session)
     receipt = await runtime.compact(agent, instance, session=session, tenant=identity.tenant)
     return SubmissionReceipt.of(receipt)

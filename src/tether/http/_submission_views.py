@@ -10,6 +10,7 @@ from tether.engine import NO_WORKER_FOR_VERSION, SubmissionInfo, SubmissionTree,
 from tether.http._responses import (
     TIMESTAMP,
     Settlement,
+    WireActor,
     WireResponse,
     optional,
     stream_url,
@@ -81,6 +82,10 @@ class SubmissionView(WireResponse):
     last_error: str | None = optional()
     created_at: str | None = optional(**TIMESTAMP)
     cancel_requested_at: str | None = optional(**TIMESTAMP)
+    cancel_requested_by: WireActor | None = optional(
+        description="Who asked for the cancel, as the server verified them: absent when no "
+        "one authenticated did (its aborted settlement says the same, ``abortedBy``)."
+    )
     settled_at: str | None = optional(**TIMESTAMP)
     settlement: Settlement | None = optional()
     parent_submission_id: str | None = optional(
@@ -125,6 +130,7 @@ class SubmissionView(WireResponse):
             last_error=s.last_error,
             created_at=time_of(s.created_at),
             cancel_requested_at=time_of(s.cancel_requested_at),
+            cancel_requested_by=s.cancel_requested_by,
             settled_at=time_of(s.settled_at),
             settlement=_settlement(s),
             parent_submission_id=s.parent_submission_id,

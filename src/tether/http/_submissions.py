@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from pydantic import JsonValue
 
 from tether.engine import Runtime
-from tether.http._access import IdentityDependency, own_submission
+from tether.http._access import AccessDependency, actor_of, own_submission
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import POST_FAILURES, failures
 from tether.http._requests import WAIT_TIMEOUT
@@ -38,7 +38,7 @@ submissions_router = APIRouter(tags=["submissions"])
 @submissions_router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))
 async def submission(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    access: AccessDependency,
     submission_id: str,
     wait: bool = False,
     wait_seconds: float = WAIT_TIMEOUT,
@@ -46,7 +46,7 @@ async def submission(
     """A submission's status, attempts and settlement, the submission that spawned it
     (a subagent's) and the children its task calls spawned; with ``?wait=true``, once
     it has settled or ``timeout`` seconds have passed, whichever comes first."""
-    info = await own_submission(runtime, identity, submission_id)
+    info = await own_submission(runtime, access, submission_id)
     if wait and info.status is not SubmissionStatus.SETTLED:
         await settled_within(runtime, submission_id, wait_seconds)
         info = await runtime.submission(submission_id)
@@ -58,21 +58,22 @@ async def submission(
     responses=failures(*POST_FAILURES, 404, 422, 503),
 )
 async def abort(
-    runtime: RuntimeDependency, identity: IdentityDependency, submission_id: str
+    runtime: RuntimeDependency, access: AccessDependency, submission_id: str
 ) -> SubmissionView:
     """Abort one submission (an operator's cancel), wherever it runs: it settles
     ``aborted`` at its next safe point (``cancelRequestedAt`` says the abort took). A
     subagent's parent gets an error result for its task and goes on; the submission's
     own children are cancelled with it. A settled submission is answered as it is."""
-    await own_submission(runtime, identity, submission_id)
-    return SubmissionView.of(await runtime.abort_submission(submission_id))
+    await own_submission(runtime, access, submission_id)
+    aborted = await runtime.abort_submission(submission_id, by=actor_of(access.identity))
+    return SubmissionView.of(aborted)
 
 
 @submissions_router.get("/submissions/{submission_id}/tree", responses=failures(404, 422, 503))
 async def tree(
-    runtime: RuntimeDependency, identity: IdentityDependency, submission_id: str
+    runtime: RuntimeDependency, access: AccessDependency, submission_id: str
 ) -> SubmissionTreeNode:
     """The submission's subagent tree: every child its task calls spawned, theirs in
     turn, each with its status and usage (model calls, tokens, cost)."""
-    await own_submission(runtime, identity, submission_id)
+    await own_submission(runtime, access, submission_id)
     return SubmissionTreeNode.of(await runtime.tree(submission_id))

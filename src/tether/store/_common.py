@@ -67,7 +67,8 @@ SUBMISSION_COLUMNS = (
     "id, dispatch_id, agent, instance, session, conversation_id, status, input, created_at, "
     "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
     "cancel_requested_at, settlement, settled_at, trace, "
-    "parent_submission_id, parent_call_id, depth, wait_until, version, tenant"
+    "parent_submission_id, parent_call_id, depth, wait_until, version, tenant, "
+    "cancel_requested_by"
 )
 """The columns a submission row is read with, in the order ``submission_from_row`` takes."""
 
@@ -287,10 +288,10 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
     (JSON columns hold canonical bytes). A row of the first twenty columns only (the
     columns before a child's parent link) reads as a root submission without a deadline or a
     version."""
-    parent_submission_id, parent_call_id, depth, wait_until, version, tenant = (
-        row[_BASE_COLUMNS : _BASE_COLUMNS + 6]
+    parent_submission_id, parent_call_id, depth, wait_until, version, tenant, cancelled_by = (
+        row[_BASE_COLUMNS : _BASE_COLUMNS + 7]
         if len(row) > _BASE_COLUMNS
-        else (None, None, 0, None, None, None)
+        else (None, None, 0, None, None, None, None)
     )
     (
         sid,
@@ -341,6 +342,9 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
         wait_until=moment(wait_until),
         version=version,
         tenant=tenant,
+        cancel_requested_by=(
+            None if cancelled_by is None else Actor.model_validate_json(bytes(cancelled_by))
+        ),
     )
 
 

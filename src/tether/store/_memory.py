@@ -329,12 +329,13 @@ class MemoryStore(
         created_at: datetime,
         parent: ConversationParent | None = None,
         tenant: str | None = None,
+        by: Actor | None = None,
     ) -> tuple[Conversation, bool]:
         existing = self._by_key.get(key)
         if existing is not None:
             return self._logs[existing].conversation, False
         conversation = Conversation(conversation_id, key, created_at, parent, tenant)
-        self._create_log(conversation)
+        self._create_log(conversation, by=by)
         self._notifier.notify([conversation.id])
         return conversation, True
 
@@ -573,6 +574,7 @@ class MemoryStore(
             new.created_at,
             None if parent is None else parent.conversation_parent(),
             tenant,
+            new.by,
         )
         submission = Submission(
             id=new.id,
@@ -890,13 +892,15 @@ class MemoryStore(
         self._wake(stored)
         return self._public(stored)
 
-    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
+    async def request_cancel(
+        self, submission_id: str, *, now: datetime, by: Actor | None = None
+    ) -> Submission:
         stored = self._stored(submission_id)
         submission = stored.submission
         if submission.status is SubmissionStatus.SETTLED:
             return self._public(stored)
         if submission.cancel_requested_at is None:
-            self._update(stored, cancel_requested_at=now)
+            self._update(stored, cancel_requested_at=now, cancel_requested_by=by)
         self._wake(stored)  # nothing it waits for will come: its next claim settles it
         return self._public(stored)
 

@@ -196,8 +196,12 @@ class SubmissionStore(Protocol):
         """
         ...
 
-    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
-        """Stamp a cancel request (the first stamp is kept); a settled submission is untouched.
+    async def request_cancel(
+        self, submission_id: str, *, now: datetime, by: Actor | None = None
+    ) -> Submission:
+        """Stamp a cancel request (the first stamp is kept, with who asked for it: ``by``,
+        the verified identity of an operator's abort, kept as ``cancel_requested_by``); a
+        settled submission is untouched.
 
         A waiting submission is requeued in the same commit (waiting → queued): nothing it
         waits for will come, and its next claim settles it before any user code runs."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tether._payloads import ConversationParent
+from tether._payloads import Actor, ConversationParent
 from tether.store._types import SessionKey
 
 __all__ = ("ErasedSession", "ScheduleRow", "SessionRow", "TruncatedLog")
@@ -44,7 +44,9 @@ class SessionRow:
 class ErasedSession:
     """What ``RetentionStore.erase_session`` removed: the conversation's records (those it held:
     fewer than its head once retention truncated it), its submissions (with their attempts),
-    whether a snapshot was kept, and the attachments no other log referenced (by digest)."""
+    whether a snapshot was kept, and the attachments no other log referenced (by digest);
+    and who erased it (``by``: the verified identity the runtime was given; a store erases
+    without knowing, and keeps nothing of the session, who erased it included)."""
 
     conversation_id: str
     key: SessionKey
@@ -52,6 +54,7 @@ class ErasedSession:
     submissions: int
     snapshot: bool
     attachments: tuple[str, ...] = ()
+    by: Actor | None = None
 
 
 @dataclass(frozen=True, slots=True)

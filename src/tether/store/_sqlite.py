@@ -530,8 +530,10 @@ class SqliteStore(
     async def unpark(self, submission_id: str) -> Submission:
         return await self._write(submission_sql.unpark, submission_id)
 
-    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
-        return await self._write(submission_sql.request_cancel, submission_id, now)
+    async def request_cancel(
+        self, submission_id: str, *, now: datetime, by: Actor | None = None
+    ) -> Submission:
+        return await self._write(submission_sql.request_cancel, submission_id, now, by)
 
     async def reserve_settlement(
         self, submission_id: str, *, attempt_id: str, settlement: Mapping[str, Any]

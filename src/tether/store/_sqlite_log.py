@@ -203,14 +203,16 @@ def ensure_conversation(
     touched: list[str],
     parent: ConversationParent | None = None,
     tenant: str | None = None,
+    by: Actor | None = None,
 ) -> tuple[Conversation, bool]:
     """The conversation of ``key``, created (its first record linking to ``parent``, if
-    given; of ``tenant``) unless it exists; an existing one is left as it is."""
+    given; of ``tenant``; made by ``by``) unless it exists; an existing one is left as it
+    is."""
     existing = find_conversation(conn, key)
     if existing is not None:
         return existing, False
     conversation = Conversation(conversation_id, key, created_at, parent, tenant)
-    _create_conversation(conn, conversation, touched)
+    _create_conversation(conn, conversation, touched, by=by)
     return conversation, True
 
 

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 17
+SCHEMA_VERSION: Final = 18
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -435,6 +435,14 @@ _SCHEMA_V17: Final = """
 ALTER TABLE gates ADD COLUMN decided_by BLOB;
 """
 
+# v18: who asked for each submission's cancel, as the server verified them (issue 39): the
+# canonical JSON of the abort's identity, written with the first cancel stamp. No index: it
+# is read with the submission. A cancel requested before v18 was asked by no verified
+# identity: nothing to backfill.
+_SCHEMA_V18: Final = """
+ALTER TABLE submissions ADD COLUMN cancel_requested_by BLOB;
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -459,6 +467,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V15,
     _SCHEMA_V16,
     _SCHEMA_V17,
+    _SCHEMA_V18,
 )
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 from tether._canonical import canonical_json
 from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict, SubmissionNotFound
+from tether.records import Actor
 from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_filter, to_micros
+from tether.store._gates_sql import actor_json
 from tether.store._sqlite_children import check_tree_total, has_unsettled_children, wake_parent
 from tether.store._sqlite_children import submission as _submission
 from tether.store._sqlite_log import ensure_conversation, head, mint_fence
@@ -204,6 +206,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
         touched,
         None if parent is None else parent.conversation_parent(),
         tenant,
+        new.by,
     )
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
@@ -437,13 +440,19 @@ def unpark(conn: sqlite3.Connection, submission_id: str) -> Submission:
     )
 
 
-def request_cancel(conn: sqlite3.Connection, submission_id: str, now: datetime) -> Submission:
-    # A waiting submission is requeued: nothing it waits for will come.
+def request_cancel(
+    conn: sqlite3.Connection, submission_id: str, now: datetime, by: Actor | None = None
+) -> Submission:
+    # A waiting submission is requeued: nothing it waits for will come. Who asked is kept
+    # with the first stamp.
     conn.execute(
-        "UPDATE submissions SET cancel_requested_at = COALESCE(cancel_requested_at, ?), "
+        "UPDATE submissions SET "
+        "cancel_requested_by = CASE WHEN cancel_requested_at IS NULL THEN ? "
+        "ELSE cancel_requested_by END, "
+        "cancel_requested_at = COALESCE(cancel_requested_at, ?), "
         "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
         "WHERE id = ? AND status != 'settled'",
-        (to_micros(now), submission_id),
+        (actor_json(by), to_micros(now), submission_id),
     )
     return get_submission(conn, submission_id)
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from tether._payloads import ConversationParent
+from tether._payloads import Actor, ConversationParent
 
 __all__ = (
     "MAX_SEQ",
@@ -133,6 +133,10 @@ class NewSubmission:
     another tenant (or of none) is not this tenant's to admit into: ``ConversationNotFound``,
     nothing written. A child's tenant is its parent submission's, whatever this says (when
     the store holds the parent)."""
+    by: Actor | None = None
+    """Who admits it, as the server verified them: a conversation this admission creates
+    records them as its maker (its ``conversation_created``'s ``by``); an existing one is
+    left as it is. Not part of what makes a dispatch the same one."""
 
     @property
     def idempotency_key(self) -> str:
@@ -173,6 +177,9 @@ class Submission:
     ``serves`` on ``SubmissionStore.claim``); ``None`` until a versioned claim takes it."""
     tenant: str | None = None
     """Its conversation's tenant, copied at admission (a check needs no join)."""
+    cancel_requested_by: Actor | None = None
+    """Who asked for the cancel, as the server verified them (kept with the first stamp;
+    ``None``: no one authenticated, or no cancel)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,7 +104,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
     conflict, which the checked path then sorts out."""
     key = new.key
     conversation = Conversation(new.conversation_id, key, new.created_at, _link(new))
-    first = seal_created(conversation)
+    first = seal_created(conversation, by=new.by)
     row = await (
         await conn.execute(
             _ADMIT,
@@ -218,7 +218,7 @@ async def admit(
         if root is not None and limit is not None:
             await check_tree_total(conn, root, limit)
         conversation, _ = await ensure_conversation(
-            conn, key, new.conversation_id, new.created_at, channels, _link(new), tenant
+            conn, key, new.conversation_id, new.created_at, channels, _link(new), tenant, new.by
         )
         if tenant is not None and conversation.tenant != tenant:  # created since it looked
             raise ConversationNotFound(str(key))

@@ -226,11 +226,12 @@ async def ensure_conversation(
     channels: Channels,
     parent: ConversationParent | None = None,
     tenant: str | None = None,
+    by: Actor | None = None,
 ) -> tuple[Conversation, bool]:
-    """The session's conversation, created (linked to ``parent``, if given; of ``tenant``)
-    if it is new."""
+    """The session's conversation, created (linked to ``parent``, if given; of ``tenant``;
+    made by ``by``) if it is new."""
     conversation = Conversation(conversation_id, key, created_at, parent, tenant)
-    if await _create_conversation(conn, conversation, channels):
+    if await _create_conversation(conn, conversation, channels, by=by):
         return conversation, True
     existing = await find_conversation(conn, key)
     assert existing is not None  # the insert lost to it

@@ -373,6 +373,13 @@ MIGRATIONS: Final = (
     """
     ALTER TABLE gates ADD COLUMN IF NOT EXISTS decided_by BYTEA;
     """,
+    # v13: who asked for each submission's cancel, as the server verified them (issue 39):
+    # the canonical JSON of the abort's identity, written with the first cancel stamp. No
+    # index: it is read with the submission. A cancel requested before v13 was asked by no
+    # verified identity: nothing to backfill. Idempotent, like v6's.
+    """
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS cancel_requested_by BYTEA;
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -685,9 +685,15 @@ class PostgresStore(
             work=True,
         )
 
-    async def request_cancel(self, submission_id: str, *, now: datetime) -> Submission:
+    async def request_cancel(
+        self, submission_id: str, *, now: datetime, by: Actor | None = None
+    ) -> Submission:
         run = functools.partial(
-            _waits.request_cancel, work=self._channels.work, submission_id=submission_id, now=now
+            _waits.request_cancel,
+            work=self._channels.work,
+            submission_id=submission_id,
+            now=now,
+            by=by,
         )
         cancelled, requeued = await self._run(run)
         if requeued:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from tether.records import Actor
+from tether.store._gates_sql import actor_json
 from tether.store._types import WAIT_FOR_CHILDREN, Submission, SubmissionStatus
 from tether.store.postgres import _log, _submissions
 from tether.store.postgres._children import UNSETTLED_CHILDREN
@@ -57,7 +59,7 @@ async def park(
 
 
 async def request_cancel(
-    conn: Conn, *, work: str, submission_id: str, now: datetime
+    conn: Conn, *, work: str, submission_id: str, now: datetime, by: Actor | None = None
 ) -> tuple[Submission, bool]:
     """Stamp the cancel; a waiting submission is requeued (returned: whether it was)."""
     row = await (
@@ -68,10 +70,13 @@ async def request_cancel(
     waiting = row is not None and row[0] == SubmissionStatus.WAITING.value
     # A waiting submission is requeued: nothing it waits for will come.
     await conn.execute(
-        "UPDATE submissions SET cancel_requested_at = COALESCE(cancel_requested_at, %s), "
+        "UPDATE submissions SET "
+        "cancel_requested_by = CASE WHEN cancel_requested_at IS NULL THEN %s "
+        "ELSE cancel_requested_by END, "
+        "cancel_requested_at = COALESCE(cancel_requested_at, %s), "
         "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
         "WHERE id = %s AND status <> 'settled'",
-        (now, submission_id),
+        (actor_json(by), now, submission_id),
     )
     if waiting:
         await _log.notify(conn, work, submission_id)

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, TypeVar, cast
 
 import pytest
 
-from tether.records import RecordDraft, UserMessage, format_time
+from tether.records import Actor, RecordDraft, UserMessage, format_time
 from tether.store import (
     CAPABILITIES,
     AdmitAndClaimStore,
@@ -206,6 +206,7 @@ class Fixtures:
         parent: TaskParent | None = None,
         agent: str = AGENT,
         tenant: str | None = None,
+        by: Actor | None = None,
     ) -> NewSubmission:
         return NewSubmission(
             id=self.id("sub"),
@@ -217,6 +218,7 @@ class Fixtures:
             trace=trace,
             parent=parent,
             tenant=tenant,
+            by=by,
         )
 
     async def admit(self, session: str = "default", **kwargs: Any) -> Submission:

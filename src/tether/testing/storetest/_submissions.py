@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from tether.errors import ClaimLost, DispatchConflict, SubmissionNotFound
+from tether.records import Actor
 from tether.store import SubmissionStatus
 from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, offers
 
@@ -390,6 +391,26 @@ class SubmissionCases(BaseConformance):
         second = await store.request_cancel(queued.id, now=fx.at(2))
         assert first.cancel_requested_at == second.cancel_requested_at == fx.at(1)
         assert second.status is SubmissionStatus.QUEUED
+
+    @case
+    async def test_request_cancel_keeps_who_asked_with_the_first_stamp(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        ann = Actor(subject="ann", tenant="acme", display="Ann")
+        queued = await fx.admit()
+        assert queued.cancel_requested_by is None
+        first = await store.request_cancel(queued.id, now=fx.at(1), by=ann)
+        again = await store.request_cancel(queued.id, now=fx.at(2), by=Actor(subject="bob"))
+        assert first.cancel_requested_by == again.cancel_requested_by == ann
+        assert (await store.get_submission(queued.id)).cancel_requested_by == ann
+        running = await fx.claim(await fx.admit("other"))
+        assert running.cancel_requested_by is None
+        anonymous = await store.request_cancel(running.id, now=fx.at(1))
+        assert anonymous.cancel_requested_at == fx.at(1) and anonymous.cancel_requested_by is None
+        later = await store.request_cancel(running.id, now=fx.at(2), by=ann)
+        assert later.cancel_requested_by is None  # the first request was no one's
+        [listed] = await store.list_submissions(conversation_id=queued.conversation_id)
+        assert listed.cancel_requested_by == ann
 
     @case
     async def test_request_cancel_leaves_settled_untouched(

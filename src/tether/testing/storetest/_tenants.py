@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tether.errors import ConversationNotFound, DispatchConflict, SessionExists
-from tether.records import RecordDraft, UserMessage, format_time
+from tether.records import Actor, ConversationCreated, RecordDraft, UserMessage, format_time
 from tether.store import GateKind, GateStatus, MemoryStore, ScheduleRow, Submission, TaskParent
 from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 from tether.testing.storetest._gates import Writer
@@ -21,6 +21,15 @@ from tether.testing.storetest._records import export_log
 __all__ = ("TenantCases",)
 
 ACME, GLOBEX = "acme", "globex"
+ANN = Actor(subject="ann", tenant=ACME, display="Ann")
+BOB = Actor(subject="bob", tenant=ACME)
+
+
+async def _made_by(store: CompleteStore, cid: str) -> Actor | None:
+    """Who the conversation's ``conversation_created`` says made it."""
+    [created] = await store.read(cid, after_seq=0, limit=1)
+    assert isinstance(created.payload, ConversationCreated)
+    return created.payload.by
 
 
 async def _say(store: CompleteStore, fx: Fixtures, cid: str, at: float) -> None:
@@ -59,6 +68,33 @@ class TenantCases(BaseConformance):
         assert (await store.get_conversation(operators.conversation_id)).tenant is None
         again = await fx.admit("s-acme", tenant=ACME)  # into its own: admitted
         assert again.tenant == ACME and again.conversation_id == mine.conversation_id
+
+    @case
+    async def test_the_admission_that_creates_a_conversation_records_who_made_it(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        first = await fx.admit("s", tenant=ACME, by=ANN)
+        assert await _made_by(store, first.conversation_id) == ANN
+        later = await fx.admit("s", tenant=ACME, by=BOB)  # an existing one is left as it is
+        assert later.conversation_id == first.conversation_id
+        assert await _made_by(store, first.conversation_id) == ANN
+        await store.verify(first.conversation_id)
+        nobody = await fx.admit("s-none")
+        assert await _made_by(store, nobody.conversation_id) is None
+
+    @needs("admit_and_claim")
+    @case
+    async def test_an_admission_and_claim_records_who_made_the_conversation(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        claimed = await store.admit_and_claim(
+            fx.new("s", tenant=ACME, by=ANN),
+            attempt_id=fx.id("att"),
+            owner_id="owner-1",
+            lease_expires_at=fx.at(60),
+            now=fx.at(0),
+        )
+        assert await _made_by(store, claimed.submission.conversation_id) == ANN
 
     @case
     async def test_an_operators_admission_takes_the_conversations_tenant(
