@@ -48,6 +48,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = JwtBearer
     return JwtBearer
 
+
 __all__ = (
     "ALL_SCOPES",
     "Authenticate",
