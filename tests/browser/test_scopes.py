@@ -158,9 +158,12 @@ def test_a_writer_sends_and_approves_but_neither_aborts_nor_forks(
     gate = page.locator("#pending .gate").filter(has_text="bob@example.com")
     screenshot(page, "scopes-writer-approvals")
     gate.get_by_role("button", name="Approve").click()
-    expect(page.locator("#decided li").first).to_contain_text("approve send_email by Ann Writer")
+    # The audit shows the name and who the server verified: the subject and the tenant.
+    decided = "approve send_email by Ann Writer (ann, acme)"
+    expect(page.locator("#decided li").first).to_contain_text(decided)
     page.get_by_role("link", name="Chat").click()
     expect(page.locator(".msg.agent")).to_contain_text("Email sent: dry-run email to bob")
+    expect(page.locator(".notice.decided")).to_contain_text("approve by Ann Writer (ann, acme)")
 
     page.get_by_role("link", name="Inspector").click()
     page.get_by_role("button", name="Record 1", exact=True).click()

@@ -325,8 +325,15 @@ def assert_answers(case: Case, tree: Tree) -> None:
         result = child.settlement["result"]
         # A lookup cut mid-way is not idempotent: the child's model sees an unknown outcome.
         found = UNKNOWN_OUTCOME if case.cut == "child-tool" else f"{topic} data"
-        assert result == f"notes on {topic}: {found}", result
+        # Cut at the first of two children's settlement, the other may be in its lookup
+        # (between its call and its outcome, on a slow machine): that one's is unknown too.
+        sibling_cut_mid_tool = len(case.topics) > 1 and case.cut == "child-settled"
+        assert result == f"notes on {topic}: {found}" or (
+            sibling_cut_mid_tool and result == f"notes on {topic}: {UNKNOWN_OUTCOME}"
+        ), result
         results.append(result)
+    if len(case.topics) > 1 and case.cut == "child-settled":  # the one whose settlement cut
+        assert any(r.endswith(" data") for r in results), results
     for task in of(tree.root_log, TaskFinished):
         assert task.result == results[int(task.call_id.removeprefix("call-"))]
     assert root.settlement == {"status": "succeeded", "result": "Findings: " + " | ".join(results)}

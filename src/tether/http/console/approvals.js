@@ -7,7 +7,7 @@
 
 import { can } from "./access.js";
 import { get, post } from "./api.js";
-import { fill, h, jsonBlock, sessionHref, timeTag } from "./dom.js";
+import { actorText, fill, h, jsonBlock, sessionHref, timeTag } from "./dom.js";
 
 const PAGE = 200;
 const DECIDED_SHOWN = 50;
@@ -208,7 +208,7 @@ export class ApprovalsPanel {
       "li",
       { class: `decided ${decision.decision || ""}` },
       h("strong", {}, decision.decision || gate.status),
-      ` ${gate.tool} by ${decision.approver || "?"} `,
+      ` ${gate.tool} by ${actorText(decision.approver, gate.decidedBy)} `,
       timeTag(gate.decidedAt || ""),
       " · ",
       this.where(gate),

@@ -33,6 +33,14 @@ export function ago(iso, now = Date.now()) {
 }
 
 /** A time element: the relative time shown, the ISO time in datetime and title. */
+/** Who did something, as the server verified them (a record's or a gate's ``by``): the name
+ * shown, then the verified subject and tenant, e.g. "Ann (ann@acme, acme)". */
+export function actorText(shown, by) {
+  if (!by) return shown || "?";
+  const verified = by.tenant ? `${by.subject}, ${by.tenant}` : by.subject;
+  return `${shown || by.display || by.subject} (${verified})`;
+}
+
 export function timeTag(iso) {
   return h("time", { datetime: iso, title: iso }, ago(iso));
 }

@@ -12,7 +12,7 @@
 // When the model's answer comes again it takes the same index (a Start, or a Full), and
 // whatever stood at that index is replaced in place, so the answer shows once.
 
-import { h, jsonBlock, keyOfStreamUrl, sessionHref } from "./dom.js";
+import { actorText, h, jsonBlock, keyOfStreamUrl, sessionHref } from "./dom.js";
 
 function asJson(text) {
   const trimmed = text.trim();
@@ -207,7 +207,7 @@ export class Transcript {
     }
     if (kind === "approval_decided") {
       const reason = data.reason ? ` (${data.reason})` : "";
-      return h("div", { class: `notice decided ${data.decision}` }, `${data.decision} by ${data.approver}${reason}`);
+      return h("div", { class: `notice decided ${data.decision}` }, `${data.decision} by ${actorText(data.approver, data.by)}${reason}`);
     }
     if (kind === "input_requested") {
       return h(
@@ -219,7 +219,7 @@ export class Transcript {
       );
     }
     if (kind === "input_answered") {
-      return h("div", { class: "notice decided answer" }, `answered by ${data.responder}: `, jsonBlock(data.value));
+      return h("div", { class: "notice decided answer" }, `answered by ${actorText(data.responder, data.by)}: `, jsonBlock(data.value));
     }
     if (kind === "task_spawned" || kind === "task_finished") {
       const child = data.streamUrl ? keyOfStreamUrl(data.streamUrl) : null;
