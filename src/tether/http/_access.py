@@ -13,6 +13,7 @@ one, whether the identity may do the route's action (its scope) to it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Final
@@ -21,7 +22,15 @@ from fastapi import Depends
 from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
-from tether.auth import ALL_SCOPES, Authorize, Identity, Resource, Scope, authorize_with
+from tether.auth import (
+    ALL_SCOPES,
+    Authorize,
+    Identity,
+    Resource,
+    ResourceKind,
+    Scope,
+    authorize_with,
+)
 from tether.engine import Runtime, SubmissionInfo
 from tether.errors import (
     ConversationNotFound,
@@ -166,22 +175,27 @@ async def access_dependency(request: HTTPConnection) -> Access:
 AccessDependency = Annotated[Access, Depends(access_dependency)]
 
 
+async def _resource(
+    runtime: Runtime, kind: ResourceKind, conversation: Conversation, resource_id: str
+) -> Resource:
+    """What the ``authorize`` hook is shown of a resource of ``conversation``'s session,
+    its owner read from the session's log."""
+    key = conversation.key
+    return Resource(
+        kind,
+        key.agent,
+        key.instance,
+        key.session,
+        conversation.tenant,
+        resource_id,
+        await runtime.created_by(conversation),
+    )
+
+
 def _session_resource(
     runtime: Runtime, conversation: Conversation
 ) -> Callable[[], Awaitable[Resource]]:
-    async def resource() -> Resource:
-        key = conversation.key
-        return Resource(
-            "session",
-            key.agent,
-            key.instance,
-            key.session,
-            conversation.tenant,
-            conversation.id,
-            await runtime.created_by(conversation),
-        )
-
-    return resource
+    return functools.partial(_resource, runtime, "session", conversation, conversation.id)
 
 
 async def own_conversation(runtime: Runtime, access: Access, conversation_id: str) -> Conversation:
@@ -240,17 +254,8 @@ async def own_submission(runtime: Runtime, access: Access, submission_id: str) -
     check_tenant(access.identity, submission.tenant, SubmissionNotFound(submission_id))
 
     async def resource() -> Resource:
-        key = submission.key
         conversation = await runtime.conversation_by_id(submission.conversation_id)
-        return Resource(
-            "submission",
-            key.agent,
-            key.instance,
-            key.session,
-            submission.tenant,
-            submission_id,
-            await runtime.created_by(conversation),
-        )
+        return await _resource(runtime, "submission", conversation, submission_id)
 
     await access.check(resource)
     return info
@@ -273,19 +278,8 @@ async def own_gate(runtime: Runtime, access: Access, gate_id: str, missing: Exce
         raise missing from None
     check_tenant(identity, conversation.tenant, missing)
 
-    async def resource() -> Resource:
-        key = conversation.key
-        return Resource(
-            "input" if isinstance(missing, InputNotFound) else "approval",
-            key.agent,
-            key.instance,
-            key.session,
-            conversation.tenant,
-            gate_id,
-            await runtime.created_by(conversation),
-        )
-
-    await access.check(resource)
+    kind: ResourceKind = "input" if isinstance(missing, InputNotFound) else "approval"
+    await access.check(functools.partial(_resource, runtime, kind, conversation, gate_id))
 
 
 def listed_agent(identity: Identity, agent: str | None) -> str | None:
