@@ -386,7 +386,7 @@ async def abort_settlement(
             ):
                 return failed(CANCELLED_BY_PARENT, f"its parent {parent.id} gave up on it")
     by = submission.cancel_requested_by
-    if by is None:  # the claim's copy may predate the cancel: who asked is in the store
+    if submission.cancel_requested_at is None:  # a copy from before the cancel: ask the store
         with contextlib.suppress(SubmissionNotFound):
             by = (await context.store.get_submission(submission.id)).cancel_requested_by
     return failed(ABORTED, reason).model_copy(update={"aborted_by": by})

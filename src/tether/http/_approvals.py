@@ -67,7 +67,6 @@ async def approvals(
 )
 async def decide(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     approval_id: str,
     payload: DecisionBody,
@@ -76,6 +75,7 @@ async def decide(
     against the tool's schema). The same decision again answers the same record. The
     decision records who made it (the request's identity); ``approver`` is only the name
     it is shown under (the identity's, if not given)."""
+    identity = access.identity
     await own_gate(runtime, access, approval_id, ApprovalNotFound(approval_id))
     by = actor_of(identity)
     record = await runtime.approve(

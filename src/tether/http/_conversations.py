@@ -8,7 +8,6 @@ from fastapi.responses import Response, StreamingResponse
 
 from tether.http._access import (
     AccessDependency,
-    IdentityDependency,
     actor_of,
     own_conversation,
     own_session,
@@ -81,7 +80,6 @@ async def messages(
 )
 async def fork(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     conversation_id: str,
     payload: ForkBody,
@@ -89,6 +87,7 @@ async def fork(
     """A new session whose log starts with this one's first ``atSeq`` records (410
     ``seq_truncated`` for a seq retention removed); it belongs to the same tenant, and its
     ``conversation_created`` records who made it (the request's identity)."""
+    identity = access.identity
     await own_conversation(runtime, access, conversation_id)
     child = await runtime.fork(
         conversation_id, at_seq=payload.at_seq, session=payload.session, by=actor_of(identity)

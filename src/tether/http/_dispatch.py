@@ -11,7 +11,6 @@ from fastapi.responses import Response, StreamingResponse
 from tether.errors import ConversationNotFound
 from tether.http._access import (
     AccessDependency,
-    IdentityDependency,
     actor_of,
     authorize_session,
     own_session,
@@ -69,7 +68,6 @@ dispatch_router = APIRouter(tags=["sessions"])
 )
 async def dispatch(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     agent: str,
     instance: str,
@@ -82,6 +80,7 @@ async def dispatch(
     tracestate: str | None = Header(default=None),
 ) -> Response:
     """Admit a message to the session; ``?wait=true`` answers with its settlement."""
+    identity = access.identity
     message = payload.model_dump(
         mode="json", by_alias=True, exclude_none=True, exclude={"session", "dispatch_id"}
     )
@@ -116,7 +115,6 @@ async def dispatch(
 )
 async def stream(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     streams: StreamsDependency,
     agent: str,
@@ -133,6 +131,7 @@ async def stream(
     not exist yet). ``view=stream`` sends canonical stream events instead.
     ``children=true`` sends the subagents' events too, each under its task call, and
     ends once they are at rest as well."""
+    identity = access.identity
     conversation_id: str | None = None
     try:
         conversation_id = (await own_session(runtime, access, agent, instance, session)).id

@@ -73,7 +73,6 @@ async def inputs(
 @inputs_router.post("/inputs/{input_id}", responses=failures(*BODY_FAILURES, 404, 409, 503))
 async def answer(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     input_id: str,
     payload: AnswerBody,
@@ -82,6 +81,7 @@ async def answer(
     422 ``invalid_answer`` if it does not fit, and nothing is written); the run resumes
     with it. The same answer again answers the same record; another is a 409. The answer
     records who gave it (the request's identity; ``responder`` is the name shown)."""
+    identity = access.identity
     await own_gate(runtime, access, input_id, InputNotFound(input_id))
     by = actor_of(identity)
     record = await runtime.answer(

@@ -168,13 +168,13 @@ async def schedules(runtime: RuntimeDependency, identity: IdentityDependency) ->
 )
 async def add(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     payload: ScheduleBody,
 ) -> ScheduleItem:
     """Keep a schedule in the store: every worker fires each of its windows once.
     The same definition again answers the one kept; an id that another definition (or
     the configuration) has is 409; an unknown agent 404."""
+    identity = access.identity
     if not identity.may_use(payload.agent):
         raise Forbidden(f"{identity.name!r} may not use the agent {payload.agent!r}")
     schedule = payload.schedule()
@@ -200,12 +200,12 @@ async def add(
 @schedules_router.delete("/schedules/{schedule_id}", responses=failures(403, 404, 409, 422, 503))
 async def delete(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     schedule_id: str,
 ) -> ScheduleDeleted:
     """Forget a schedule kept in the store (one of the configuration is 409). What its
     windows admitted stays admitted."""
+    identity = access.identity
     if access.authorize is not None:
         listed = await runtime.schedules(tenant=identity.tenant)
         # One not this tenant's, or none: the delete answers 404 without asking.

@@ -64,7 +64,6 @@ async def sessions(
 @sessions_router.delete("/agents/{agent}/{instance}", responses=failures(403, 404, 409, 422, 503))
 async def erase(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     agent: str,
     instance: str,
@@ -75,6 +74,7 @@ async def erase(
 ) -> ErasedView:
     """Erase a session for good: its log, submissions, snapshot, and the attachments no
     other log references (409 ``session_busy`` while something of it is unsettled)."""
+    identity = access.identity
     await own_session(runtime, access, agent, instance, session)
     erased = await runtime.erase_session(
         agent, instance, session=session, force=force, by=actor_of(identity)
@@ -85,7 +85,6 @@ async def erase(
 @sessions_router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)
 async def steer(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     agent: str,
     instance: str,
@@ -93,6 +92,7 @@ async def steer(
 ) -> SubmissionReceipt:
     """A message for the run in flight, which reads it at its next step (409
     ``no_run_in_flight`` when nothing runs)."""
+    identity = access.identity
     await authorize_session(runtime, access, agent, instance, payload.session)
     message = {"body": payload.body, "by": actor_of(identity)}
     receipt = await runtime.steer(
@@ -104,13 +104,13 @@ async def steer(
 @sessions_router.post("/agents/{agent}/{instance}/followup", responses=_CONTROL_FAILURES)
 async def follow_up(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     agent: str,
     instance: str,
     payload: MessageBody,
 ) -> SubmissionReceipt:
     """A message for the session once the run in flight has finished."""
+    identity = access.identity
     await authorize_session(runtime, access, agent, instance, payload.session)
     message = {"body": payload.body, "by": actor_of(identity)}
     receipt = await runtime.follow_up(
@@ -122,13 +122,13 @@ async def follow_up(
 @sessions_router.post("/agents/{agent}/{instance}/abort", responses=_CONTROL_FAILURES)
 async def abort(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     agent: str,
     instance: str,
     payload: SessionBody | None = None,
 ) -> Aborted:
     """Cancel everything of the session that has not settled."""
+    identity = access.identity
     session = payload.session if payload is not None else "default"
     await authorize_session(runtime, access, agent, instance, session)
     aborted = await runtime.abort(
@@ -142,13 +142,13 @@ async def abort(
 )
 async def compact(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
     access: AccessDependency,
     agent: str,
     instance: str,
     payload: SessionBody | None = None,
 ) -> SubmissionReceipt:
     """Queue a compaction of the session's history."""
+    identity = access.identity
     session = payload.session if payload is not None else "default"
     await authorize_session(runtime, access, agent, instance, session)
     receipt = await runtime.compact(agent, instance, session=session, tenant=identity.tenant)
