@@ -107,6 +107,7 @@ def _imported(*args: str) -> set[str]:
     "args",
     [
         ["--help"],
+        ["--version"],
         ["send", "--help"],
         ["serve", "--help"],
         ["send", "assistant", "me", "hi", "--wait"],
@@ -133,3 +134,17 @@ def test_the_cli_default_store_is_the_stores_default() -> None:
 
     assert CLI_DEFAULT == DEFAULT_STORE_URL
     assert os.path.basename(DEFAULT_STORE_URL) == "tether-data"
+
+
+def test_version_prints_the_installed_packages_version() -> None:
+    """One source: pyproject.toml's ``version``, read back from the installed metadata by
+    ``tether --version`` and ``tether.__version__`` alike."""
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    import tether as package
+
+    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert version("tether") == declared["project"]["version"] == package.__version__
+    assert tether("--version").stdout == f"tether {package.__version__}\n"

@@ -39,6 +39,32 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: wraps to the terminal, never truncates an option
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(asked: bool) -> None:
+    """``tether --version``: the installed package's version (``tether.__version__``, which
+    reads its metadata: pyproject.toml's ``version`` is the one source), then exit."""
+    if asked:
+        import tether
+
+        typer.echo(f"tether {tether.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        expose_value=False,
+        callback=_print_version,
+        help="Print the installed version and exit.",
+    ),
+) -> None:
+    """Tether: durable AI-agent sessions."""
+
+
 app.command()(serve)
 app.command()(worker)
 app.command()(backup)
