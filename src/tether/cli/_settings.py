@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import typer
-import typer
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
