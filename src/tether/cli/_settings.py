@@ -50,6 +50,7 @@ __all__ = (
     "WorkerSettings",
     "env_names",
     "from_context",
+    "reference_table",
     "resolve",
     "shown_value",
 )
@@ -390,3 +391,22 @@ def _table(model: type[Settings], document: dict[str, Any], label: str) -> dict[
 def _file_label(path: Path) -> str:
     shown = path.name if path.parent == Path.cwd() else str(path)
     return f"{shown} [tool.tether]" if path.name == "pyproject.toml" else shown
+
+
+def reference_table() -> str:
+    """The Markdown table of every setting (docs/serving.md holds it; a test keeps them
+    equal): its flag, variable, file key, default, the commands that take it, and what it
+    is."""
+    rows = [
+        "| flag | variable | `tether.toml` key | default | commands | what |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, field in ServeSettings.model_fields.items():
+        commands = "serve, worker" if name in WorkerSettings.model_fields else "serve"
+        default = "-" if field.default is None else shown_value(ServeSettings, name, field.default)
+        variables = ", ".join(f"`{variable}`" for variable in env_names(ServeSettings, name))
+        rows.append(
+            f"| `{_flag(name)}` | {variables} | `{name.replace('_', '-')}` | `{default}` "
+            f"| {commands} | {field.description} |"
+        )
+    return "\n".join(rows)
