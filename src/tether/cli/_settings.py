@@ -88,6 +88,7 @@ class Settings(BaseSettings):
         populate_by_name=True,
         case_sensitive=False,
         validate_default=False,
+        env_ignore_empty=True,  # TETHER_AUTH_TOKEN="" is unset, as click always read it
     )
     command: ClassVar[str] = ""
 
@@ -297,7 +298,7 @@ def _from_env(
     model: type[Settings], environ: Mapping[str, str]
 ) -> tuple[dict[str, object], dict[str, str]]:
     """The variables set for ``model``'s fields, read by pydantic-settings, each named."""
-    found = {key.upper(): key for key in environ}
+    found = {key.upper(): key for key, value in environ.items() if value != ""}
     sources: dict[str, str] = {}
     raw: dict[str, Any] = {}
     for name in model.model_fields:
