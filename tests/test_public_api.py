@@ -41,6 +41,7 @@ PUBLIC = {
     "tether": (
         "AgentDefinition",
         "AgentSpec",
+        "App",
         "Record",
         "RecordDraft",
         "Runtime",
@@ -397,6 +398,8 @@ PUBLIC = {
         "AgentSpec",
         "AgentVersion",
         "AgentVersions",
+        "App",
+        "AppAgents",
         "ApprovalDecidedEvent",
         "ApprovalPage",
         "AttemptStarted",

@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.engine import AgentDefinition, AgentSpec, Runtime
+    from tether.engine import AgentDefinition, AgentSpec, App, Runtime
     from tether.records import Record, RecordDraft
     from tether.store import SessionKey, Store, open_store
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "AgentDefinition": "tether.engine",
     "AgentSpec": "tether.engine",
+    "App": "tether.engine",
     "Runtime": "tether.engine",
     "Record": "tether.records",
     "RecordDraft": "tether.records",
@@ -64,6 +65,7 @@ def __dir__() -> list[str]:
 __all__ = (
     "AgentDefinition",
     "AgentSpec",
+    "App",
     "Record",
     "RecordDraft",
     "Runtime",

@@ -41,7 +41,6 @@ __all__ = (
 AUTH = typer.Option(
     None,
     "--auth",
-    envvar="TETHER_AUTH",
     help="How requests authenticate: token (the --auth-token), tokens (those `tether tokens "
     "create` issued), jwt (bearer JWTs: --jwks or --jwt-key), or module:function (your own "
     "hook returning a tether.auth.Identity). Default: token if --auth-token is given.",
@@ -49,25 +48,17 @@ AUTH = typer.Option(
 AUTHORIZE = typer.Option(
     None,
     "--authorize",
-    envvar="TETHER_AUTHORIZE",
     help="module:function: your rules beyond scopes, asked (identity, action, resource) on "
     "every route naming a resource, True or False (needs --auth or --auth-token).",
 )
-JWKS = typer.Option(
-    None, "--jwks", envvar="TETHER_JWKS_URL", help="With --auth jwt: the JWKS URL of the issuer."
-)
+JWKS = typer.Option(None, "--jwks", help="With --auth jwt: the JWKS URL of the issuer.")
 JWT_KEY = typer.Option(
     None,
     "--jwt-key",
-    envvar="TETHER_JWT_KEY",
     help="With --auth jwt, instead of --jwks: a shared HMAC secret, or @FILE for a PEM public key.",
 )
-JWT_AUDIENCE = typer.Option(
-    None, "--jwt-audience", envvar="TETHER_JWT_AUDIENCE", help="The audience a JWT must name."
-)
-JWT_ISSUER = typer.Option(
-    None, "--jwt-issuer", envvar="TETHER_JWT_ISSUER", help="The issuer a JWT must name."
-)
+JWT_AUDIENCE = typer.Option(None, "--jwt-audience", help="The audience a JWT must name.")
+JWT_ISSUER = typer.Option(None, "--jwt-issuer", help="The issuer a JWT must name.")
 JWT_TENANT_CLAIM = typer.Option(
     "tenant", "--jwt-tenant-claim", help="The claim naming the caller's tenant."
 )
@@ -136,21 +127,32 @@ def choose_auth(
     tenant_claim: str = "tenant",
     scope_claim: str = "scope",
     authorize: str | None = None,
+    app_authenticate: Callable[..., Any] | None = None,
+    app_authorize: Callable[..., Any] | None = None,
 ) -> AuthChoice:
     """The auth ``serve``'s options describe, or ``typer.BadParameter`` saying what is
     missing or contradictory (a hook that cannot be imported exits with
-    :attr:`ExitCode.BAD_APP`)."""
+    :attr:`ExitCode.BAD_APP`). The App's ``authenticate`` and ``authorize`` hooks serve
+    where the options name none."""
     choice = _authentication(
         auth, token, jwks, jwt_key, audience, issuer, tenant_claim, scope_claim
     )
-    if authorize is None:
+    if not choice.secured and app_authenticate is not None:
+        choice = AuthChoice("hook", hook=app_authenticate)
+    if authorize is None and app_authorize is None:
         return choice
     if not choice.secured:
+        asked = "--authorize" if authorize is not None else "the App's authorize"
         raise typer.BadParameter(
-            "--authorize needs --auth (or --auth-token): without auth, no one is known",
+            f"{asked} needs --auth (or --auth-token, or the App's authenticate): "
+            "without auth, no one is known",
             param_hint="--authorize",
         )
-    hook = _hook(authorize, "--authorize", "myapp.auth:authorize")
+    hook = (
+        _hook(authorize, "--authorize", "myapp.auth:authorize")
+        if authorize is not None
+        else app_authorize
+    )
     return dataclasses.replace(choice, authorize=hook)
 
 

@@ -41,6 +41,10 @@ class ExitCode(enum.IntEnum):
     BAD_MODEL = 10
     """``TETHER_MODEL`` names no usable model: an unknown provider, a package or (``serve``,
     ``worker``) a key that is missing; or ``TETHER_MODEL_TIMEOUT`` is no number of seconds."""
+    BAD_CONFIG = 11
+    """A setting of ``serve`` or ``worker`` is bad: a ``TETHER_*`` variable's value, or
+    ``tether.toml`` (``--config``, ``[tool.tether]``) unreadable, not TOML, or holding a bad
+    key or value."""
     INTERRUPTED = 130
     """Ctrl-C."""
 
@@ -58,6 +62,7 @@ Exit codes:
   8  the address is in use (--host, --port)
   9  send --wait: the run waits for an approval or an input
   10  TETHER_MODEL names no usable model (serve, worker, replay)
+  11  a bad setting (a TETHER_* variable, tether.toml) (serve, worker, config)
   130  interrupted (Ctrl-C)"""
 
 

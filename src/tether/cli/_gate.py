@@ -20,8 +20,7 @@ from tether.cli._stores import open_store_or_fail
 from tether.errors import TetherError
 
 if TYPE_CHECKING:
-    from tether.cli._serve import AppAgents
-    from tether.engine import UpgradeCheck
+    from tether.engine import AppAgents, UpgradeCheck
 
 __all__ = ("describe", "gate", "parse_since", "summary")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -22,7 +23,7 @@ from tether.cli._help import HELP_SETTINGS, WholeSummaries
 from tether.cli._inputs import answer, inputs
 from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
 from tether.cli._schedules import schedules_app
-from tether.cli._serve import DEFAULT_STORE_URL, serve, worker
+from tether.cli._serve import CONFIG, DEFAULT_STORE_URL, SETTINGS_EPILOG, serve, worker
 from tether.cli._sessions import delete, sessions
 from tether.cli._tokens import tokens_app
 from tether.cli._versions import agents, upgrade, versions
@@ -65,8 +66,8 @@ def _root(
     """Tether: durable AI-agent sessions."""
 
 
-app.command()(serve)
-app.command()(worker)
+app.command(epilog=SETTINGS_EPILOG)(serve)
+app.command(epilog=SETTINGS_EPILOG)(worker)
 app.command()(backup)
 sessions_app = typer.Typer(
     cls=WholeSummaries,
@@ -331,8 +332,8 @@ def replay(
     app_: str | None = typer.Option(
         None,
         "--app",
-        help="module:factory returning the agents {name: AgentDefinition} "
-        "(or {name: {version: AgentDefinition}}).",
+        help="module:attr: a tether.App, or a function returning one, or returning the "
+        "agents {name: AgentDefinition} (or {name: {version: AgentDefinition}}).",
     ),
     demo: bool = typer.Option(False, "--demo", help="The keyless demo agents."),
     against: str | None = typer.Option(
@@ -359,11 +360,11 @@ def replay(
     No provider key is needed, even by an app that builds its client at import. With
     --against, the deploy gate: recorded sessions replayed against the new code."""
     from tether.cli import _local
+    from tether.cli._application import load_agents, newest_definitions
     from tether.cli._export import replay_file
     from tether.cli._gate import gate, parse_since
     from tether.cli._model import check_model
     from tether.cli._offline import offline_provider_keys
-    from tether.cli._serve import load_agents, newest_definitions
 
     if against is not None:
         if conversation is not None or from_ is not None or app_ is not None or demo:
@@ -412,6 +413,20 @@ def fork(
     from tether.cli import _local
 
     _local.fork(conversation, at, store, console)
+
+
+@app.command(name="config")
+def show_config(
+    worker: bool = typer.Option(
+        False, "--worker", help="Show `tether worker`'s settings (default: `tether serve`'s)."
+    ),
+    config: Path | None = CONFIG,
+) -> None:
+    """Print the settings `tether serve` (or `tether worker`) would run with here, and where
+    each came from (a variable, the file, the default); secrets masked."""
+    from tether.cli._config import show
+
+    show(worker=worker, config=config, console=console)
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import errno
 import ipaddress
 import signal
 import socket
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from tether._extras import install_hint
 from tether._gc import freeze_startup_heap
 from tether._sites import SitePolicy
 from tether._urls import redact_url
+from tether.cli._application import load_app
 from tether.cli._auth import (
     AUTH,
     AUTHORIZE,
@@ -30,28 +31,42 @@ from tether.cli._auth import (
     AuthChoice,
     choose_auth,
 )
-from tether.cli._exit import ExitCode, describe, fail
+from tether.cli._exit import ExitCode, fail
 from tether.cli._export_keys import load_export_key
-from tether.cli._imports import import_attribute
 from tether.cli._logs import show_tether_logs, uvicorn_log_level
 from tether.cli._model import check_model
 from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
-from tether.cli._stores import open_store_or_fail
+from tether.cli._stores import DEFAULT_STORE_URL, open_store_or_fail
 
 if TYPE_CHECKING:
-    from tether.engine import AgentDefinition, Interceptor, Runtime
+    from tether.cli._settings import Resolved, Settings
+    from tether.engine import App, Interceptor, Runtime
 
 # The server stack (uvicorn, FastAPI, the engine, the stores) is imported by the commands that
 # run it, never at import: ``tether --help`` and the client commands load this module too.
 
-__all__ = ("DEFAULT_STORE_URL", "AppAgents", "load_agents", "newest_definitions", "serve", "worker")
+__all__ = ("APP", "CONFIG", "DEFAULT_STORE_URL", "SETTINGS_EPILOG", "serve", "worker")
 
-AppAgents = Mapping[str, "AgentDefinition | Mapping[str, AgentDefinition]"]
-"""What ``--app`` gives: each agent's definition, or its versions ``{version: definition}``
-(the last newest), as ``Runtime`` takes them."""
-
-DEFAULT_STORE_URL = "sqlite:///./tether-data"
-"""``tether.store.DEFAULT_STORE_URL``, without importing the stores (a test holds them equal)."""
+CONFIG = typer.Option(
+    None,
+    "--config",
+    envvar="TETHER_CONFIG",
+    metavar="FILE",
+    help="Read settings from this TOML file (default: ./tether.toml, else [tool.tether] "
+    "in ./pyproject.toml).",
+)
+APP = typer.Option(
+    None,
+    "--app",
+    help="module:attr: a tether.App (or a function returning one, or returning "
+    "{name: AgentDefinition}).",
+)
+SETTINGS_EPILOG = (
+    "Every option can also be set by an environment variable, TETHER_ and its name "
+    "(--auth-token: TETHER_AUTH_TOKEN), or in tether.toml (auth-token = ...): a flag "
+    "wins over a variable, a variable over the file, and any of them over what --app's "
+    "App says. `tether config` shows the values in effect and where each came from."
+)
 
 SHUTDOWN_GRACE = 5
 """Seconds a stopping server waits for open requests (followed streams) before it cuts them."""
@@ -64,7 +79,6 @@ LEASE = typer.Option(
 SCHEDULE_MIN_PERIOD = typer.Option(
     1.0,
     "--schedule-min-period",
-    envvar="TETHER_SCHEDULE_MIN_PERIOD",
     min=0.001,
     help="Seconds: the closest two windows of one schedule may be; a schedule under it is "
     "refused (422), and one the store keeps does not fire.",
@@ -72,14 +86,12 @@ SCHEDULE_MIN_PERIOD = typer.Option(
 EXPORT_KEY_FILE = typer.Option(
     None,
     "--export-key-file",
-    envvar="TETHER_EXPORT_KEY_FILE",
     help="Sign every export served with this Ed25519 key (a PEM file: `tether export-key "
     "--new PATH`), so `tether import --require-signed` can tell them from forgeries.",
 )
 OTLP = typer.Option(
     None,
     "--otlp-endpoint",
-    envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
     help="Export spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); "
     "needs the otel extra.",
 )
@@ -87,7 +99,6 @@ OTLP = typer.Option(
 ALLOWED_HOSTS = typer.Option(
     None,
     "--allowed-host",
-    envvar="TETHER_ALLOWED_HOSTS",
     metavar="HOST",
     help="Also answer requests for this Host (a name behind a proxy, e.g. agents.example.com; "
     "* for any): only loopback names, --host and the address a connection came in on are "
@@ -96,7 +107,6 @@ ALLOWED_HOSTS = typer.Option(
 ALLOWED_ORIGINS = typer.Option(
     None,
     "--allowed-origin",
-    envvar="TETHER_ALLOWED_ORIGINS",
     metavar="ORIGIN",
     help="Let pages of this origin (https://app.example.com) change things; only the "
     "server's own may otherwise (403). Repeatable.",
@@ -121,69 +131,6 @@ def _tracing(endpoint: str | None) -> Iterator[list[Interceptor]]:
         yield [OtelInterceptor(provider.get_tracer("tether"))]
     finally:
         provider.shutdown()
-
-
-def load_agents(app: str | None, demo: bool, *, option: str = "--app") -> AppAgents:
-    """Agents from ``--app module:factory`` (a function returning ``{name: AgentDefinition}``,
-    or ``{name: {version: AgentDefinition}}``) and/or the keyless demo."""
-    agents: dict[str, AgentDefinition | Mapping[str, AgentDefinition]] = {}
-    if demo:
-        from tether.demo import demo_agents
-
-        agents.update(demo_agents())
-    if app is not None:
-        agents.update(_load_app(app, option))
-    if not agents:
-        raise typer.BadParameter("give --demo or --app module:factory")
-    return agents
-
-
-def _demo_settings(demo: bool) -> dict[str, Any]:
-    """The runtime settings the demo needs: ``assistant`` may delegate to ``researcher``."""
-    if not demo:
-        return {}
-    from tether.demo import demo_subagents
-
-    return {"subagents": demo_subagents()}
-
-
-def newest_definitions(agents: AppAgents) -> dict[str, AgentDefinition]:
-    """Each agent's newest definition (the last of its versions), for a command that runs
-    one version: a replay of one conversation."""
-    newest: dict[str, AgentDefinition] = {}
-    for name, given in agents.items():
-        newest[name] = given if not isinstance(given, Mapping) else list(given.values())[-1]
-    return newest
-
-
-def _load_app(app: str, option: str = "--app") -> AppAgents:
-    """The agents ``module:factory`` names; exits with :attr:`ExitCode.BAD_APP` if it cannot."""
-    factory = import_attribute(app, option, "myapp:agents")
-    attribute = app.partition(":")[2]
-    try:
-        agents = factory() if callable(factory) else factory
-    except Exception as exc:
-        fail(f"{option} {app}: {attribute}() failed: {describe(exc)}", ExitCode.BAD_APP)
-    if not isinstance(agents, Mapping):
-        fail(
-            f"{option} {app}: expected {{name: AgentDefinition}}, got {type(agents).__name__}",
-            ExitCode.BAD_APP,
-        )
-    from tether.engine import AgentDefinition
-
-    for name, given in agents.items():
-        versions = given if isinstance(given, Mapping) else {None: given}
-        if not versions:
-            fail(f"{option} {app}: agents[{name!r}] names no version", ExitCode.BAD_APP)
-        for version, definition in versions.items():
-            if not isinstance(definition, AgentDefinition):
-                where = f"agents[{name!r}]" + ("" if version is None else f"[{version!r}]")
-                fail(
-                    f"{option} {app}: {where} must be an AgentDefinition, "
-                    f"got {type(definition).__name__}",
-                    ExitCode.BAD_APP,
-                )
-    return agents
 
 
 def _listed(values: list[str] | None) -> list[str]:
@@ -222,10 +169,9 @@ def _loopback(host: str) -> bool:
 
 
 def serve(
+    ctx: typer.Context,
     demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agents."),
-    app: str | None = typer.Option(
-        None, "--app", help="module:factory returning {name: AgentDefinition}."
-    ),
+    app: str | None = APP,
     store: str = typer.Option(
         DEFAULT_STORE_URL,
         "--store",
@@ -243,7 +189,6 @@ def serve(
     auth_token: str | None = typer.Option(
         None,
         "--auth-token",
-        envvar="TETHER_AUTH_TOKEN",
         help="Require this bearer token on every request (it holds every scope).",
     ),
     jwks: str | None = JWKS,
@@ -273,58 +218,84 @@ def serve(
     prune_every: float = PRUNE_EVERY,
     schedule_min_period: float = SCHEDULE_MIN_PERIOD,
     export_key_file: Path | None = EXPORT_KEY_FILE,
+    config: Path | None = CONFIG,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
+    from tether.cli._settings import ServeSettings, from_context
+
+    resolved = from_context(ctx, ServeSettings, config)
+    given = resolved.settings
+    loaded = load_app(given.app, given.demo)
     access = choose_auth(
-        auth,
-        auth_token,
-        jwks=jwks,
-        jwt_key=jwt_key,
-        audience=jwt_audience,
-        issuer=jwt_issuer,
-        tenant_claim=jwt_tenant_claim,
-        scope_claim=jwt_scope_claim,
-        authorize=authorize,
+        given.auth,
+        given.auth_token,
+        jwks=given.jwks,
+        jwt_key=given.jwt_key,
+        audience=given.jwt_audience,
+        issuer=given.jwt_issuer,
+        tenant_claim=given.jwt_tenant_claim,
+        scope_claim=given.jwt_scope_claim,
+        authorize=given.authorize,
+        app_authenticate=loaded.authenticate,
+        app_authorize=loaded.authorize,
     )
-    if not _loopback(host) and not access.secured and not allow_unauthenticated:
+    host = given.host
+    if not _loopback(host) and not access.secured and not given.allow_unauthenticated:
         raise typer.BadParameter(
             f"refusing to serve {host} without --auth (or --auth-token, TETHER_AUTH_TOKEN); "
             "pass --allow-unauthenticated if something in front of it authenticates",
             param_hint="--host",
         )
-    hosts, origins = _listed(allowed_host), _listed(allowed_origin)
+    hosts, origins = _listed(given.allowed_host), _listed(given.allowed_origin)
     _check_sites(host, hosts, origins)
-    agents = load_agents(app, demo)
-    retention = retention_of(retain_days, keep_records, prune_every)
-    export_key = load_export_key(export_key_file, "--export-key-file")
+    overrides = _runtime_overrides(resolved)
+    if resolved.given("export_key_file"):
+        overrides["export_key"] = load_export_key(given.export_key_file, "--export-key-file")
     check_model()  # a bad TETHER_MODEL fails here, not at the first request
     show_tether_logs()
-    listener = _listen(host, port)  # before the store opens: a busy port changes nothing
-    with listener, _tracing(otlp_endpoint) as interceptors:
+    listener = _listen(host, given.port)  # before the store opens: a busy port changes nothing
+    with listener, _tracing(given.otlp_endpoint) as interceptors:
         _run(
             _serve(
                 listener,
                 host,
-                agents,
-                store,
-                worker=not no_worker,
-                runtime_options={
-                    "lease": lease,
-                    "interceptors": interceptors,
-                    "retention": retention,
-                    "schedule_min_period": schedule_min_period,
-                    "export_key": export_key,
-                    **_demo_settings(demo),
-                },
+                loaded,
+                _store_url(resolved, loaded),
+                worker=not given.no_worker,
+                runtime_options={**overrides, "interceptors": interceptors},
                 access=access,
                 app_options={
-                    "heartbeat": heartbeat,
+                    "heartbeat": given.heartbeat,
                     "allowed_hosts": _allowed_hosts(host, hosts),
                     "allowed_origins": origins,
-                    "sign_in_lifetime": sign_in_hours * 3600,
+                    "sign_in_lifetime": given.sign_in_hours * 3600,
                 },
             )
         )
+
+
+def _store_url(resolved: Resolved[Any], app: App) -> str:
+    """``--store`` if it was set (by flag, variable or file), else the App's, else the
+    default."""
+    settings: Settings = resolved.settings
+    if resolved.given("store") or app.store is None:
+        return settings.store
+    return app.store
+
+
+def _runtime_overrides(resolved: Resolved[Any]) -> dict[str, Any]:
+    """The engine settings the options set (by flag, variable or file), over the App's:
+    what none of them set is the App's (or the engine's default)."""
+    settings: Settings = resolved.settings
+    overrides: dict[str, Any] = {}
+    for name in ("lease", "schedule_min_period"):
+        if resolved.given(name):
+            overrides[name] = getattr(settings, name)
+    if any(resolved.given(name) for name in ("retain_days", "keep_records", "prune_every")):
+        overrides["retention"] = retention_of(
+            settings.retain_days, settings.keep_records, settings.prune_every
+        )
+    return overrides
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -361,7 +332,7 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 @contextlib.asynccontextmanager
 async def _running(
-    agents: AppAgents, store_url: str, *, worker: bool, options: Any
+    app: App, store_url: str, *, worker: bool, options: Any
 ) -> AsyncIterator[tuple[Runtime, asyncio.Event]]:
     """A started runtime on the store ``store_url`` names (one line and an exit code if it
     cannot be opened), and the event SIGINT or SIGTERM sets: both stop the process gracefully,
@@ -370,7 +341,7 @@ async def _running(
 
     store = await open_store_or_fail(store_url, create=True)
     try:
-        runtime = Runtime(agents, store, **options)
+        runtime = Runtime.from_app(app, store, **options)
         await runtime.start(worker=worker)
         try:
             loop, stop = asyncio.get_running_loop(), asyncio.Event()
@@ -393,7 +364,7 @@ async def _running(
 async def _serve(
     listener: socket.socket,
     host: str,
-    agents: AppAgents,
+    app: App,
     store_url: str,
     *,
     worker: bool,
@@ -408,14 +379,14 @@ async def _serve(
 
     async with contextlib.AsyncExitStack() as stack:
         runtime, _ = await stack.enter_async_context(
-            _running(agents, store_url, worker=worker, options=runtime_options)
+            _running(app, store_url, worker=worker, options=runtime_options)
         )
         authentication = await stack.enter_async_context(access.app_options(runtime))
         application = create_app(runtime, worker=worker, **authentication, **app_options)
         port = listener.getsockname()[1]
         shown_host = f"[{host}]" if ":" in host else host
         banner = (
-            f"tether serving {', '.join(agents)} on http://{shown_host}:{port} "
+            f"tether serving {', '.join(app.agents)} on http://{shown_host}:{port} "
             f"(store {redact_url(store_url)})"
         )
         level = uvicorn_log_level()
@@ -430,14 +401,13 @@ async def _serve(
 
 
 def worker(
+    ctx: typer.Context,
     store: str = typer.Option(
         DEFAULT_STORE_URL,
         "--store",
         help="Store URL (sqlite:///dir, postgresql://user@host/db); run several on PostgreSQL.",
     ),
-    app: str | None = typer.Option(
-        None, "--app", help="module:factory returning {name: AgentDefinition}."
-    ),
+    app: str | None = APP,
     demo: bool = typer.Option(False, "--demo", help="Register the keyless demo agents."),
     lease: float = LEASE,
     otlp_endpoint: str | None = OTLP,
@@ -445,25 +415,27 @@ def worker(
     keep_records: int | None = KEEP_RECORDS,
     prune_every: float = PRUNE_EVERY,
     schedule_min_period: float = SCHEDULE_MIN_PERIOD,
+    config: Path | None = CONFIG,
 ) -> None:
     """Run submissions from the store, without HTTP."""
-    agents = load_agents(app, demo)
-    retention = retention_of(retain_days, keep_records, prune_every)
+    from tether.cli._settings import WorkerSettings, from_context
+
+    resolved = from_context(ctx, WorkerSettings, config)
+    given = resolved.settings
+    loaded = load_app(given.app, given.demo)
+    overrides = _runtime_overrides(resolved)
+    store_url = _store_url(resolved, loaded)
     check_model()
     show_tether_logs()
 
     async def run(interceptors: list[Interceptor]) -> None:
-        options = {
-            "lease": lease,
-            "interceptors": interceptors,
-            "retention": retention,
-            "schedule_min_period": schedule_min_period,
-            **_demo_settings(demo),
-        }
-        async with _running(agents, store, worker=True, options=options) as (_, stop):
-            typer.echo(f"tether worker running {', '.join(agents)} (store {redact_url(store)})")
+        options = {**overrides, "interceptors": interceptors}
+        async with _running(loaded, store_url, worker=True, options=options) as (_, stop):
+            typer.echo(
+                f"tether worker running {', '.join(loaded.agents)} (store {redact_url(store_url)})"
+            )
             freeze_startup_heap()
             await stop.wait()
 
-    with _tracing(otlp_endpoint) as interceptors:
+    with _tracing(given.otlp_endpoint) as interceptors:
         _run(run(interceptors))

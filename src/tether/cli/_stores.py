@@ -13,7 +13,10 @@ from tether.errors import TetherError
 if TYPE_CHECKING:
     from tether.store import Store
 
-__all__ = ("open_store_or_fail",)
+__all__ = ("DEFAULT_STORE_URL", "open_store_or_fail")
+
+DEFAULT_STORE_URL = "sqlite:///./tether-data"
+"""``tether.store.DEFAULT_STORE_URL``, without importing the stores (a test holds them equal)."""
 
 
 async def open_store_or_fail(url: str, *, create: bool) -> Store:

@@ -21,6 +21,7 @@ from tether.engine._agents import (
     VersionPolicy,
     build_spec,
 )
+from tether.engine._app import App, AppAgents
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import RuntimeConfig
@@ -114,6 +115,8 @@ __all__ = (
     "AgentSpec",
     "AgentVersion",
     "AgentVersions",
+    "App",
+    "AppAgents",
     "ApprovalDecidedEvent",
     "ApprovalPage",
     "AttemptStarted",

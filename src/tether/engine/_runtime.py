@@ -27,6 +27,7 @@ from pydantic import JsonValue
 
 from tether._ids import new_ulid
 from tether.engine._agents import AgentDefinition
+from tether.engine._app import App
 from tether.engine._approvals import (
     ApprovalPage,
     approval_page,
@@ -92,6 +93,7 @@ from tether.messages import Message
 from tether.models import ModelCallPolicy, model_timeout_from_env
 from tether.records import Actor, ConversationCreated, LogTruncated, Record
 from tether.store import (
+    DEFAULT_STORE_URL,
     MAX_SEQ,
     Admission,
     AdmitAndClaimStore,
@@ -185,7 +187,7 @@ class Runtime:
     def __init__(
         self,
         agents: Mapping[str, AgentDefinition | Mapping[str, AgentDefinition]],
-        store: Store | str = "sqlite:///./tether-data",
+        store: Store | str = DEFAULT_STORE_URL,
         *,
         config: RuntimeConfig | None = None,
         observers: Sequence[Observer] = (),
@@ -236,6 +238,33 @@ class Runtime:
         """What running attempts have heard of steering (see :mod:`._steering`)."""
         self.views = ViewCache()
         """This process's log views, by conversation (see :class:`ViewCache`)."""
+
+    @classmethod
+    def from_app(
+        cls,
+        app: App,
+        store: Store | str | None = None,
+        *,
+        interceptors: Sequence[Interceptor] = (),
+        **settings: Any,
+    ) -> Runtime:
+        """The runtime ``app`` describes (what ``tether serve --app`` and ``tether worker
+        --app`` run): its agents, store, settings, observers and interceptors. ``store``
+        (else the App's, else the default) and ``settings`` (:class:`RuntimeConfig` fields)
+        override the App's; ``interceptors`` are added after its own.
+
+        Example::
+
+            async with Runtime.from_app(myapp.app, "memory://") as runtime:
+                receipt = await runtime.dispatch("assistant", "acme", "hello")
+        """
+        return cls(
+            app.agents,
+            store if store is not None else app.store or DEFAULT_STORE_URL,
+            config=app.runtime_config(**settings),
+            observers=app.observers,
+            interceptors=[*app.interceptors, *interceptors],
+        )
 
     # --- lifecycle --------------------------------------------------------------------
 
