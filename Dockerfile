@@ -39,4 +39,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 ENTRYPOINT ["tether", "serve"]
 # The keyless demo agents; give your application instead: --app module:factory (on
 # PYTHONPATH, or installed in an image built FROM this one).
-CMD ["--host", "0.0.0.0", "--demo"]
+CMD ["--demo"]
