@@ -33,7 +33,14 @@ from tether.cli._auth import (
 from tether.cli._exit import ExitCode, describe, fail
 from tether.cli._export_keys import load_export_key
 from tether.cli._imports import import_attribute
-from tether.cli._logs import show_tether_logs, uvicorn_log_level
+from tether.cli._logs import (
+    LOG_FORMAT,
+    LOG_LEVEL,
+    LogFormat,
+    LogLevel,
+    show_tether_logs,
+    uvicorn_log_level,
+)
 from tether.cli._model import check_model
 from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
 from tether.cli._stores import open_store_or_fail
@@ -273,6 +280,8 @@ def serve(
     prune_every: float = PRUNE_EVERY,
     schedule_min_period: float = SCHEDULE_MIN_PERIOD,
     export_key_file: Path | None = EXPORT_KEY_FILE,
+    log_format: LogFormat = LOG_FORMAT,
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
     access = choose_auth(
@@ -298,7 +307,7 @@ def serve(
     retention = retention_of(retain_days, keep_records, prune_every)
     export_key = load_export_key(export_key_file, "--export-key-file")
     check_model()  # a bad TETHER_MODEL fails here, not at the first request
-    show_tether_logs()
+    show_tether_logs(log_format, log_level, tracing=otlp_endpoint is not None)
     listener = _listen(host, port)  # before the store opens: a busy port changes nothing
     with listener, _tracing(otlp_endpoint) as interceptors:
         _run(
@@ -323,6 +332,7 @@ def serve(
                     "allowed_origins": origins,
                     "sign_in_lifetime": sign_in_hours * 3600,
                 },
+                uvicorn_level=uvicorn_log_level(log_level),
             )
         )
 
@@ -400,6 +410,7 @@ async def _serve(
     access: AuthChoice,
     runtime_options: dict[str, Any],
     app_options: dict[str, Any],
+    uvicorn_level: str = "warning",
 ) -> None:
     import uvicorn
 
@@ -418,11 +429,14 @@ async def _serve(
             f"tether serving {', '.join(agents)} on http://{shown_host}:{port} "
             f"(store {redact_url(store_url)})"
         )
-        level = uvicorn_log_level()
         # A followed stream (an open console tab, a `tail -f`) would hold a SIGTERM's shutdown
         # until its client left: after the grace, uvicorn cancels what is still open.
+        # log_config=None: uvicorn's lines go to the root handler, in --log-format.
         config = uvicorn.Config(
-            application, log_level=level, timeout_graceful_shutdown=SHUTDOWN_GRACE
+            application,
+            log_level=uvicorn_level,
+            log_config=None,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE,
         )
         server = AnnouncingServer(config, banner)
         freeze_startup_heap()
@@ -445,12 +459,14 @@ def worker(
     keep_records: int | None = KEEP_RECORDS,
     prune_every: float = PRUNE_EVERY,
     schedule_min_period: float = SCHEDULE_MIN_PERIOD,
+    log_format: LogFormat = LOG_FORMAT,
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Run submissions from the store, without HTTP."""
     agents = load_agents(app, demo)
     retention = retention_of(retain_days, keep_records, prune_every)
     check_model()
-    show_tether_logs()
+    show_tether_logs(log_format, log_level, tracing=otlp_endpoint is not None)
 
     async def run(interceptors: list[Interceptor]) -> None:
         options = {
