@@ -519,7 +519,7 @@ PUBLIC = {
         "demo_tools",
         "researcher",
     ),
-    "tether.otel": ("OtelInterceptor", "OtelSpanSink", "otlp_provider"),
+    "tether.otel": ("OtelInterceptor", "OtelSpanSink", "TraceLogFilter", "otlp_provider"),
     "tether.stream": (
         "Attachment",
         "Author",

@@ -1,9 +1,12 @@
-"""An API node and a worker node on one PostgreSQL schema, as real processes.
+"""An API node and worker nodes on one PostgreSQL schema, as real processes.
 
 ``tether serve --no-worker`` admits and streams; a separate ``tether worker`` runs the demo
 assistant's submissions. An SSE client on the API node follows a session that only the worker
 can run: every record reaches it live, in order, up to ``submission_settled``, and ``POST
-?wait=true`` on the API node returns the result the worker settled.
+?wait=true`` on the API node returns the result the worker settled. With two workers, the one
+running a submission is SIGKILLed mid-tool: the other takes the run over once the lease is
+found dead, and the stream on the API node goes on to the settlement, each effect done once
+(docs/deploy.md, "Running the API and workers apart").
 
 Both processes open the store with ``poll_interval=3600``, so a record that reached the API
 node within the test's bounds came through LISTEN/NOTIFY, not a poll of the head.
@@ -12,6 +15,7 @@ node within the test's bounds came through LISTEN/NOTIFY, not a poll of the head
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -26,12 +30,15 @@ import httpx
 import pytest
 
 from ..postgres import drop_schemas, fresh_schema, store_url
-from ..processes import free_port, log_text, reap, start, wait_ready
+from ..processes import eventually, free_port, kill, log_text, reap, start, wait_ready
+from .chaos_app import LOG_ENV
+from .held_app import RELEASE_ENV
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres]
 
 TETHER = [sys.executable, "-c", "from tether.cli import main; main()"]
 AGENT = "/agents/assistant/me"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,10 +47,16 @@ def _schemas() -> Iterator[None]:
     drop_schemas()
 
 
-def _start(log: Path, *args: str, research: str = "0.3") -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TETHER_DEMO_RESEARCH_SECONDS": research}
+def _start(log: Path, *args: str, research: str = "0.3", **env: str) -> subprocess.Popen[bytes]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    environment = {
+        **os.environ,
+        "TETHER_DEMO_RESEARCH_SECONDS": research,
+        "PYTHONPATH": path,  # the held app is tests.scale.held_app
+        **env,
+    }
     with log.open("ab") as out:
-        return start([*TETHER, *args], stdout=out, stderr=out, env=env)
+        return start([*TETHER, *args], stdout=out, stderr=out, env=environment, cwd=ROOT)
 
 
 @dataclass
@@ -54,9 +67,15 @@ class Frame:
     at: float = field(default_factory=time.time)  # the wall clock, as a record's ``time``
 
 
-async def _follow(client: httpx.AsyncClient, frames: list[Frame], connected: asyncio.Event) -> None:
+async def _follow(
+    client: httpx.AsyncClient,
+    frames: list[Frame],
+    connected: asyncio.Event,
+    path: str = AGENT,
+    session: str = "tides",
+) -> None:
     """Read the record stream until ``submission_settled``."""
-    async with client.stream("GET", AGENT, params={"session": "tides", "follow": True}) as stream:
+    async with client.stream("GET", path, params={"session": session, "follow": True}) as stream:
         assert stream.status_code == 200
         connected.set()
         fields: dict[str, str] = {}
@@ -118,3 +137,91 @@ async def test_sse_on_the_api_node_follows_a_run_on_the_worker(tmp_path: Path) -
     started = next(f for f in frames if f.kind == "tool_called")
     outcome = next(r for r in records if r["kind"] == "tool_outcome")
     assert started.at < datetime.fromisoformat(outcome["time"]).timestamp(), (started, outcome)
+
+
+@pytest.mark.xfail(
+    reason="a defect this test found, not yet fixed: about 1 run in 3, once the SSE follower "
+    "has left, the API node's next request gets 503 store_unavailable (its pool 'couldn't get "
+    "a connection after 30 s'), while PostgreSQL shows a new pool connection idle after its "
+    "SET idle_in_transaction_session_timeout",
+    raises=AssertionError,
+    strict=False,
+)
+async def test_a_worker_killed_mid_run_the_other_finishes_it_on_the_api_nodes_stream(
+    tmp_path: Path,
+) -> None:
+    url = store_url(fresh_schema(), poll_interval="3600")
+    port = free_port()
+    audit, release = tmp_path / "audit.jsonl", tmp_path / "release"
+    os.mkfifo(release)
+    env = {LOG_ENV: str(audit), RELEASE_ENV: str(release)}
+    app = ("--app", "tests.scale.held_app:agents", "--store", url)
+    api_log = tmp_path / "api.log"
+    api = _start(api_log, "serve", *app, "--no-worker", "--port", str(port), **env)
+    workers = {
+        process.pid: process
+        for process in (
+            _start(tmp_path / f"worker{n}.log", "worker", *app, "--lease", "1", **env)
+            for n in (1, 2)
+        )
+    }
+
+    def events(kind: str) -> list[dict[str, Any]]:
+        lines = audit.read_text().splitlines() if audit.exists() else []
+        return [event for line in lines if (event := json.loads(line))["event"] == kind]
+
+    def logs() -> str:
+        return "\n".join(log_text(log) for log in sorted(tmp_path.glob("*.log")))
+
+    def released() -> None:
+        with release.open("wb") as pipe:  # blocks until the survivor's tool opens it to read
+            pipe.write(b"released")
+
+    path = "/agents/held/me"
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=90) as client:
+            await wait_ready(client, api, api_log)
+            frames: list[Frame] = []
+            async with asyncio.timeout(90):
+                connected = asyncio.Event()
+                following = asyncio.create_task(
+                    _follow(client, frames, connected, path, session="held")
+                )
+                await connected.wait()
+                accepted = await client.post(path, json={"body": "hold on", "session": "held"})
+                assert accepted.status_code == 202, accepted.text
+                submission_id = accepted.json()["submissionId"]
+                # Another process's doing: polled, off the loop that reads the stream.
+                [first] = await asyncio.to_thread(eventually, lambda: events("tool_start"), logs)
+                kill(workers[first["pid"]])  # SIGKILL, held mid-tool
+                [survivor] = [pid for pid in workers if pid != first["pid"]]
+                await asyncio.to_thread(eventually, lambda: len(events("tool_start")) == 2, logs)
+                await asyncio.to_thread(released)
+                await following
+                # The stream saw it settle: read, no ?wait.
+                settled = (await client.get(f"/submissions/{submission_id}")).json()
+                records = (
+                    await client.get(f"{path}/records", params={"session": "held", "limit": 1000})
+                ).json()["records"]
+            assert workers[survivor].poll() is None, logs()
+    finally:
+        reap(api)
+        for process in workers.values():
+            reap(process)
+
+    assert settled.get("status") == "settled", settled
+    assert settled["settlement"]["result"] == "done", settled
+    killed_owner, survivor_owner = (attempt["ownerId"] for attempt in settled["attempts"])
+    assert killed_owner != survivor_owner, settled
+    # The stream on the API node: every record once, in order, through the takeover.
+    assert [f.id for f in frames] == list(range(1, len(records) + 1)), "holes or duplicates"
+    assert [f.kind for f in frames] == [r["kind"] for r in records]
+    assert frames[-1].kind == "submission_settled"
+    # The effects: the tool ran on each worker and finished once, on the survivor; each model
+    # call was made once (the one before the kill is served from the log on the takeover).
+    assert [e["pid"] for e in events("tool_start")] == [first["pid"], survivor]
+    assert [e["pid"] for e in events("tool_end")] == [survivor]
+    hashes = [e["hash"] for e in events("model")]
+    assert len(hashes) == 2 and len(set(hashes)) == 2, events("model")
+    [outcome] = [r for r in records if r["kind"] == "tool_outcome"]
+    assert "released" in json.dumps(outcome["payload"]), outcome

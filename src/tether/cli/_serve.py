@@ -33,7 +33,14 @@ from tether.cli._auth import (
 )
 from tether.cli._exit import ExitCode, fail
 from tether.cli._export_keys import load_export_key
-from tether.cli._logs import show_tether_logs, uvicorn_log_level
+from tether.cli._logs import (
+    LOG_FORMAT,
+    LOG_LEVEL,
+    LogFormat,
+    LogLevel,
+    show_tether_logs,
+    uvicorn_log_level,
+)
 from tether.cli._model import check_model
 from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
 from tether.cli._stores import DEFAULT_STORE_URL, open_store_or_fail
@@ -219,6 +226,8 @@ def serve(
     schedule_min_period: float = SCHEDULE_MIN_PERIOD,
     export_key_file: Path | None = EXPORT_KEY_FILE,
     config: Path | None = CONFIG,
+    log_format: LogFormat = LOG_FORMAT,
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Serve the HTTP API (and run submissions unless --no-worker)."""
     from tether.cli._settings import ServeSettings, from_context
@@ -252,7 +261,7 @@ def serve(
     if resolved.given("export_key_file"):
         overrides["export_key"] = load_export_key(given.export_key_file, "--export-key-file")
     check_model()  # a bad TETHER_MODEL fails here, not at the first request
-    show_tether_logs()
+    show_tether_logs(given.log_format, given.log_level, tracing=given.otlp_endpoint is not None)
     listener = _listen(host, given.port)  # before the store opens: a busy port changes nothing
     with listener, _tracing(given.otlp_endpoint) as interceptors:
         _run(
@@ -270,6 +279,7 @@ def serve(
                     "allowed_origins": origins,
                     "sign_in_lifetime": given.sign_in_hours * 3600,
                 },
+                uvicorn_level=uvicorn_log_level(given.log_level),
             )
         )
 
@@ -371,6 +381,7 @@ async def _serve(
     access: AuthChoice,
     runtime_options: dict[str, Any],
     app_options: dict[str, Any],
+    uvicorn_level: str = "warning",
 ) -> None:
     import uvicorn
 
@@ -389,11 +400,14 @@ async def _serve(
             f"tether serving {', '.join(app.agents)} on http://{shown_host}:{port} "
             f"(store {redact_url(store_url)})"
         )
-        level = uvicorn_log_level()
         # A followed stream (an open console tab, a `tail -f`) would hold a SIGTERM's shutdown
         # until its client left: after the grace, uvicorn cancels what is still open.
+        # log_config=None: uvicorn's lines go to the root handler, in --log-format.
         config = uvicorn.Config(
-            application, log_level=level, timeout_graceful_shutdown=SHUTDOWN_GRACE
+            application,
+            log_level=uvicorn_level,
+            log_config=None,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE,
         )
         server = AnnouncingServer(config, banner)
         freeze_startup_heap()
@@ -416,6 +430,8 @@ def worker(
     prune_every: float = PRUNE_EVERY,
     schedule_min_period: float = SCHEDULE_MIN_PERIOD,
     config: Path | None = CONFIG,
+    log_format: LogFormat = LOG_FORMAT,
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Run submissions from the store, without HTTP."""
     from tether.cli._settings import WorkerSettings, from_context
@@ -426,7 +442,7 @@ def worker(
     overrides = _runtime_overrides(resolved)
     store_url = _store_url(resolved, loaded)
     check_model()
-    show_tether_logs()
+    show_tether_logs(given.log_format, given.log_level, tracing=given.otlp_endpoint is not None)
 
     async def run(interceptors: list[Interceptor]) -> None:
         options = {**overrides, "interceptors": interceptors}

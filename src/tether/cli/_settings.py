@@ -37,6 +37,7 @@ from pydantic_settings import (
 
 from tether._urls import redact_url
 from tether.cli._exit import ExitCode, fail
+from tether.cli._logs import LogFormat, LogLevel
 from tether.cli._stores import DEFAULT_STORE_URL
 
 __all__ = (
@@ -69,6 +70,15 @@ def _one_or_many(value: object) -> object:
 
 
 Listed = Annotated[list[str] | None, NoDecode, BeforeValidator(_one_or_many)]
+
+
+def _lowered(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
+T = TypeVar("T")
+Lowered = Annotated[T, BeforeValidator(_lowered)]
+"""A choice given in any case (``TETHER_LOG_LEVEL=DEBUG``), as its flag takes it."""
 
 
 def _env(*names: str) -> Any:
@@ -106,6 +116,12 @@ class Settings(BaseSettings):
     prune_every: float = Field(3600.0, ge=1.0, description="Seconds between prunes.")
     schedule_min_period: float = Field(
         1.0, ge=0.001, description="Seconds: the shortest schedule period."
+    )
+    log_format: Lowered[LogFormat] = Field(
+        LogFormat.TEXT, description="text, or json: one JSON object a line."
+    )
+    log_level: Lowered[LogLevel] = Field(
+        LogLevel.INFO, description="The least level logged: debug, info, warning, error."
     )
 
     @classmethod

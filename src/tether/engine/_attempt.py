@@ -197,7 +197,8 @@ async def run_attempt(context: EngineContext, submission: Submission, steering: 
     try:
         await _Attempt(context, submission, steering).run()
     except Exception:  # an attempt must never take the coordinator down
-        logger.exception("attempt on %s crashed", submission.id)
+        fields = Correlation.of(submission).log_fields()
+        logger.exception("attempt on %s crashed", submission.id, extra=fields)
 
 
 class _Attempt:

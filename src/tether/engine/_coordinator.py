@@ -222,7 +222,8 @@ class Coordinator:
             try:
                 await requeue_if_stranded(self.context, waiting)
             except TetherError:  # one unreadable log must not keep the others waiting
-                logger.exception("could not check whether %s still waits", waiting.id)
+                fields = Correlation.of(waiting).log_fields()
+                logger.exception("could not check whether %s still waits", waiting.id, extra=fields)
         if not stuck_only:
             try:
                 await cancel_orphans(self.context)

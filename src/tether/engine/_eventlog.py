@@ -4,13 +4,17 @@ Takeovers and every other recovery decision, approval decisions (and who made th
 the resumes of parked runs they lead to, settlements that did not succeed (an abort's with
 who aborted it) and erased sessions (with who erased them: nothing else keeps it) are logged
 at INFO on ``tether.engine.events``, each line with the ids to look the work up by (and the
-same ids as ``extra`` fields, for structured handlers). Successful settlements are logged at
-DEBUG: at INFO a busy server would log one line per message.
+same ids as ``extra`` fields, for structured handlers: ``submission_id``, ``conversation_id``,
+``session``, ``attempt_id``, and ``trace_id`` when the submission was dispatched in a
+trace). Successful settlements are logged at DEBUG: at INFO a busy server would log one line
+per message.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from tether.engine._observe import (
@@ -28,6 +32,7 @@ from tether.store import ErasedSession
 __all__ = ("log_erased", "log_event", "logger")
 
 logger = logging.getLogger("tether.engine.events")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 def log_event(event: EngineEvent) -> None:
@@ -99,19 +104,20 @@ def _after(event: SubmissionResumed) -> str:
     return f"with the answers of children {', '.join(event.children)}"
 
 
+def _trace_id(trace: Mapping[str, str] | None) -> str | None:
+    """The trace id of the W3C ``traceparent`` a submission was dispatched with, if any."""
+    match = _TRACEPARENT.match((trace or {}).get("traceparent", ""))
+    return None if match is None or not match[1].strip("0") else match[1]
+
+
 def _log(level: int, correlation: Correlation, message: str, **ids: Any) -> None:
     if not logger.isEnabledFor(level):
         return
-    fields = {
-        "submission_id": correlation.submission_id or None,
-        "conversation_id": correlation.conversation_id,
-        "session": str(correlation.session_key),
-        "attempt_id": correlation.attempt_id,
-        **ids,
-    }
+    fields = {**correlation.log_fields(), **ids}
     shown = " ".join(
         f"{name.removesuffix('_id')}={value}"
         for name, value in fields.items()
         if value is not None and name != "approval_id"
     )
+    fields["trace_id"] = _trace_id(correlation.trace)
     logger.log(level, "%s %s", message, shown, extra=fields)

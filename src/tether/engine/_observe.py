@@ -76,6 +76,22 @@ class Correlation:
             submission.trace,
         )
 
+    def log_fields(self) -> dict[str, str | None]:
+        """The ids as a log record's ``extra`` fields, for a structured handler (``tether serve
+        --log-format json`` writes them): ``submission_id``, ``conversation_id``, ``session``
+        (``agent/instance/session``) and ``attempt_id``.
+
+        Example::
+
+            logger.warning("gave up", extra=Correlation.of(submission).log_fields())
+        """
+        return {
+            "submission_id": self.submission_id or None,
+            "conversation_id": self.conversation_id,
+            "session": str(self.session_key),
+            "attempt_id": self.attempt_id,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class EngineEvent:

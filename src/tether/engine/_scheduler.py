@@ -312,6 +312,7 @@ class Scheduler:
                 schedule.id,
                 window_name(start),
                 receipt.submission_id,
+                extra={"submission_id": receipt.submission_id, "schedule_id": schedule.id},
             )
         return True
 

@@ -9,7 +9,8 @@ Example::
 """
 
 from tether.otel._engine import OtelInterceptor
+from tether.otel._logs import TraceLogFilter
 from tether.otel._otlp import otlp_provider
 from tether.otel._sink import OtelSpanSink
 
-__all__ = ("OtelInterceptor", "OtelSpanSink", "otlp_provider")
+__all__ = ("OtelInterceptor", "OtelSpanSink", "TraceLogFilter", "otlp_provider")
