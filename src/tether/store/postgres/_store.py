@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tether._canonical import canonical_json
 from tether._payloads import AttachmentRef
+from tether._tasks import finish
 from tether._urls import redact_url
 from tether.errors import ClaimLost, ConversationNotFound, StoreUnavailable, TetherError
 from tether.records import Actor, Record, RecordDraft
@@ -264,12 +265,17 @@ class PostgresStore(
         if self._closed:
             raise StoreUnavailable("the store is closed")
         try:
-            async with self._pool.connection() as conn:
+            conn = await self._pool.getconn()
+            try:
                 if atomic:
                     async with conn.transaction():
                         yield conn
                 else:
                     yield conn
+            finally:
+                # Handed back whole, even by a task being cancelled: cut short, the handover
+                # would leave the request it was for waiting on a connection never coming.
+                await finish(self._pool.putconn(conn))
         except TetherError:
             raise
         except psycopg.Error as exc:
