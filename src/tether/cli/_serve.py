@@ -80,7 +80,7 @@ OTLP = typer.Option(
     None,
     "--otlp-endpoint",
     envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
-    help="Export spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); "
+    help="Export spans and metrics to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); "
     "needs the otel extra.",
 )
 
@@ -104,23 +104,27 @@ ALLOWED_ORIGINS = typer.Option(
 
 
 @contextlib.contextmanager
-def _tracing(endpoint: str | None) -> Iterator[list[Interceptor]]:
-    """The interceptors that export spans to ``endpoint`` (none without one); flushed on exit."""
+def _tracing(endpoint: str | None) -> Iterator[dict[str, Any]]:
+    """The runtime options that export spans and metrics to ``endpoint`` (its interceptors
+    and metric sinks: none without one); flushed on exit."""
     if endpoint is None:
-        yield []
+        yield {"interceptors": []}
         return
     try:
-        from tether.otel import OtelInterceptor, otlp_provider
+        from tether.otel import OtelInterceptor, otlp_metrics, otlp_provider
     except ImportError as exc:
         raise typer.BadParameter(
             f"{install_hint('otel')}: {exc}",
             param_hint="--otlp-endpoint",
         ) from exc
     provider = otlp_provider(endpoint)
+    metrics = otlp_metrics(endpoint)
     try:
-        yield [OtelInterceptor(provider.get_tracer("tether"))]
+        interceptors: list[Interceptor] = [OtelInterceptor(provider.get_tracer("tether"))]
+        yield {"interceptors": interceptors, "metric_sinks": [metrics]}
     finally:
         provider.shutdown()
+        metrics.shutdown()
 
 
 def load_agents(app: str | None, demo: bool, *, option: str = "--app") -> AppAgents:
@@ -300,7 +304,7 @@ def serve(
     check_model()  # a bad TETHER_MODEL fails here, not at the first request
     show_tether_logs()
     listener = _listen(host, port)  # before the store opens: a busy port changes nothing
-    with listener, _tracing(otlp_endpoint) as interceptors:
+    with listener, _tracing(otlp_endpoint) as telemetry:
         _run(
             _serve(
                 listener,
@@ -310,7 +314,7 @@ def serve(
                 worker=not no_worker,
                 runtime_options={
                     "lease": lease,
-                    "interceptors": interceptors,
+                    **telemetry,
                     "retention": retention,
                     "schedule_min_period": schedule_min_period,
                     "export_key": export_key,
@@ -452,10 +456,10 @@ def worker(
     check_model()
     show_tether_logs()
 
-    async def run(interceptors: list[Interceptor]) -> None:
+    async def run(telemetry: dict[str, Any]) -> None:
         options = {
             "lease": lease,
-            "interceptors": interceptors,
+            **telemetry,
             "retention": retention,
             "schedule_min_period": schedule_min_period,
             **_demo_settings(demo),
@@ -465,5 +469,5 @@ def worker(
             freeze_startup_heap()
             await stop.wait()
 
-    with _tracing(otlp_endpoint) as interceptors:
-        _run(run(interceptors))
+    with _tracing(otlp_endpoint) as telemetry:
+        _run(run(telemetry))

@@ -13,6 +13,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import JsonValue
@@ -32,6 +33,7 @@ __all__ = (
     "InputAnsweredEvent",
     "Instrumentation",
     "Interceptor",
+    "ModelCallFailed",
     "Observer",
     "Operation",
     "OperationEnded",
@@ -218,6 +220,10 @@ class SubmissionSettledEvent(EngineEvent):
 
     kind = "settled"
     settlement: dict[str, JsonValue] = field(default_factory=dict)
+    admitted_at: datetime | None = None
+    """When the submission was admitted (its settle latency starts there)."""
+    settled_at: datetime | None = None
+    """When it settled, on the runtime's clock."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +236,8 @@ class ApprovalDecidedEvent(EngineEvent):
     decision: str = ""
     approver: str = ""
     reason: str | None = None
+    waited: float | None = None
+    """Seconds from the request to the decision, by the two records' times."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +248,20 @@ class InputAnsweredEvent(EngineEvent):
     kind = "input_answered"
     input_id: str = ""
     responder: str = ""
+    waited: float | None = None
+    """Seconds from the question to the answer, by the two records' times."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFailed(EngineEvent):
+    """A try of a model call failed at the provider (a rate limit, a 5xx, a timeout, a
+    connection that failed): ``status`` is the HTTP status if one came, ``code`` the
+    :class:`~tether.errors.ProviderError`'s, ``retried`` whether the call tries again."""
+
+    kind = "model_call_failed"
+    status: int | None = None
+    code: str = ""
+    retried: bool = False
 
 
 Observer = Callable[[EngineEvent], "Awaitable[None] | None"]

@@ -157,6 +157,9 @@ class ModelCallPolicy:
     timeout: float | None = DEFAULT_MODEL_TIMEOUT
     retry: ModelRetryPolicy = field(default_factory=ModelRetryPolicy)
     clock: RetryClock | None = None
+    on_failure: Callable[[ProviderError, bool], Awaitable[None]] | None = None
+    """Told of each failed try: the provider's failure, and whether the call tries again
+    (the engine's observers hear it as ``ModelCallFailed``, for metrics)."""
     _timers: _ClockTimers | None = field(default=None, init=False, repr=False, compare=False)
     """The clock's time and timers, if it has timers (looked for once, not per call)."""
 
@@ -184,6 +187,8 @@ class ModelCallPolicy:
                 if failure is None:
                     raise
                 wait = self.retry.delay(failure, tries, now() - started, random.random())
+                if self.on_failure is not None:
+                    await self.on_failure(failure, wait is not None)
                 if wait is None:
                     raise failure.ended(tries, self.retry.why_not(failure, tries)) from exc
                 # Not the failure's text: it can quote what a redactor would mask.
