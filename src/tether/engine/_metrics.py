@@ -224,6 +224,19 @@ INSTRUMENTS: Final[tuple[Instrument, ...]] = (
     ),
 )
 _BY_NAME: Final = {instrument.name: instrument for instrument in INSTRUMENTS}
+_COUNTED: Final[frozenset[type[EngineEvent]]] = frozenset(
+    {
+        SubmissionAdmitted,
+        SubmissionSettledEvent,
+        SubmissionClaimed,
+        AttemptStarted,
+        RecoveryDecided,
+        ApprovalDecidedEvent,
+        InputAnsweredEvent,
+        ModelCallFailed,
+    }
+)
+"""The events the observer counts (exactly these classes: the engine emits no subclass)."""
 _GATE_REASONS: Final = frozenset({"approval", "input"})
 
 
@@ -247,7 +260,14 @@ class HistogramValue:
 @dataclass(frozen=True, slots=True)
 class MetricsSnapshot:
     """Every instrument's values at one moment: by instrument name, by label values (in the
-    order of :attr:`Instrument.labels`)."""
+    order of :attr:`Instrument.labels`).
+
+    Example::
+
+        snapshot = await runtime.metrics_snapshot()
+        settled = snapshot.counter("tether_submissions_settled_total")
+        failed = sum(n for (agent, status), n in settled.items() if status == "failed")
+    """
 
     counters: Mapping[str, Mapping[Labels, float]]
     histograms: Mapping[str, Mapping[Labels, HistogramValue]]
@@ -263,7 +283,17 @@ class MetricsSnapshot:
 
 class MetricSink(Protocol):
     """Hears each count and observation as :class:`EngineMetrics` makes it, and the store's
-    state when the runtime reads it (OpenTelemetry's instruments: ``tether.otel``)."""
+    state when the runtime reads it (OpenTelemetry's instruments: ``tether.otel``).
+
+    Example::
+
+        class Printer:
+            def add(self, instrument, labels, value): print(instrument.name, labels, value)
+            def record(self, instrument, labels, value): print(instrument.name, labels, value)
+            def gauges(self, snapshot): pass
+
+        runtime = Runtime(agents, store, metric_sinks=[Printer()])
+    """
 
     def add(self, instrument: Instrument, labels: Labels, value: float) -> None: ...
 
@@ -285,8 +315,14 @@ def provider_error_class(status: int | None, code: str) -> str:
 
 
 class EngineMetrics:
-    """Counts what the engine's events say: an observer (pass it nothing: the runtime
-    installs its own) and an interceptor (attempts running, model calls and their usage)."""
+    """Counts what the engine's events say: an observer and an interceptor (attempts
+    running, model calls and their usage). Every runtime installs its own
+    (:attr:`Runtime.metrics`); an application reads it, never adds one.
+
+    Example::
+
+        runtime.metrics.snapshot().counter("tether_claims_total")  # this process's claims
+    """
 
     def __init__(self, sinks: Sequence[MetricSink] = ()) -> None:
         self.sinks = list(sinks)
@@ -321,6 +357,8 @@ class EngineMetrics:
     # --- the observer ---------------------------------------------------------------------
 
     def __call__(self, event: EngineEvent) -> None:
+        if type(event) not in _COUNTED:  # deltas, tool progress: one set lookup, nothing more
+            return
         agent = event.correlation.session_key.agent
         if isinstance(event, SubmissionAdmitted):
             if event.created:

@@ -245,6 +245,7 @@ class Runtime:
         self._scheduler: Scheduler | None = None
         self._pruner: Pruner | None = None
         self._gauges: asyncio.Task[None] | None = None
+        self._reading: asyncio.Future[MetricsSnapshot] | None = None
         self._runs = RunRegistry()
         self.steering = SteerWatches(poll=self.config.claim_interval, clock=self.clock)
         """What running attempts have heard of steering (see :mod:`._steering`)."""
@@ -351,6 +352,9 @@ class Runtime:
             self._gauges.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._gauges
+            if self._reading is not None:  # a read under way finishes (its outcome is moot)
+                with contextlib.suppress(Exception):
+                    await self._reading
         if self._scheduler is not None:
             await self._scheduler.stop()
         if self._pruner is not None:
@@ -442,15 +446,19 @@ class Runtime:
         return self.metrics.snapshot(gauges=gauges, owner_id=self.config.owner_id)
 
     async def _feed_gauges(self) -> None:
-        """Hands the store's state to the metric sinks every ``metrics_interval``."""
+        """Hands the store's state to the metric sinks every ``metrics_interval``. Each read
+        is a task of its own, shielded: stopping the feed never cuts a query short (a
+        PostgreSQL connection cancelled mid-query is not returned to its pool whole)."""
         while True:
+            self._reading = asyncio.ensure_future(self.metrics_snapshot())
             try:
-                snapshot = await self.metrics_snapshot()
-            except (StoreUnavailable, RuntimeClosed) as exc:
-                logger.warning("metrics: the store's state could not be read: %s", exc)
-            else:
+                snapshot = await asyncio.shield(self._reading)
                 for sink in self.metrics.sinks:
                     sink.gauges(snapshot)
+            except (StoreUnavailable, RuntimeClosed) as exc:
+                logger.warning("metrics: the store's state could not be read: %s", exc)
+            except Exception:  # a sink's defect never stops the runtime
+                logger.exception("metrics: feeding the sinks failed")
             await self.clock.sleep(self.config.metrics_interval)
 
     async def revoke(self, credential_id: str) -> None:
