@@ -480,12 +480,13 @@ class _Attempt:
         """The runtime's timeout and retry policy for model calls, as ``spec`` overrides them,
         telling the observers of each failed try (``ModelCallFailed``)."""
         policy = self.context.model_calls
-        return replace(
-            policy,
-            timeout=policy.timeout if spec.model_timeout is None else spec.model_timeout,
-            retry=spec.model_retry or policy.retry,
-            on_failure=self._model_call_failed,
-        )
+        if spec.model_timeout is not None or spec.model_retry is not None:
+            policy = replace(
+                policy,
+                timeout=policy.timeout if spec.model_timeout is None else spec.model_timeout,
+                retry=spec.model_retry or policy.retry,
+            )
+        return policy.observed(self._model_call_failed)
 
     async def _model_call_failed(self, failure: ProviderError, retried: bool) -> None:
         await self.events.emit(

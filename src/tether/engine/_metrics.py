@@ -1,6 +1,6 @@
 """The runtime's metrics: engine events counted as they come, and the store's state as it is.
 
-:class:`EngineMetrics` is an observer and an interceptor of the runtime's own (every
+:class:`EngineMetrics` is an observer of the runtime's own (every
 ``Runtime`` has one, :attr:`Runtime.metrics`), keeping counters and histograms in plain
 dictionaries keyed by bounded label values (agent, model, status, reason: never a session
 or submission id). It imports no metrics library: ``/metrics`` renders a
@@ -20,9 +20,9 @@ Example::
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from tether.engine._observe import (
     ApprovalDecidedEvent,
@@ -30,13 +30,12 @@ from tether.engine._observe import (
     EngineEvent,
     InputAnsweredEvent,
     ModelCallFailed,
-    Operation,
     RecoveryDecided,
     SubmissionAdmitted,
     SubmissionClaimed,
     SubmissionSettledEvent,
+    TurnEnded,
 )
-from tether.messages import ModelResponse
 from tether.models import cost_of
 from tether.store import VersionCount
 
@@ -118,7 +117,7 @@ INSTRUMENTS: Final[tuple[Instrument, ...]] = (
     Instrument(
         "tether_attempts_running",
         "gauge",
-        ("agent",),
+        (),
         "Attempts running in this process now.",
     ),
     Instrument(
@@ -234,6 +233,7 @@ _COUNTED: Final[frozenset[type[EngineEvent]]] = frozenset(
         ApprovalDecidedEvent,
         InputAnsweredEvent,
         ModelCallFailed,
+        TurnEnded,
     }
 )
 """The events the observer counts (exactly these classes: the engine emits no subclass)."""
@@ -315,8 +315,7 @@ def provider_error_class(status: int | None, code: str) -> str:
 
 
 class EngineMetrics:
-    """Counts what the engine's events say: an observer and an interceptor (attempts
-    running, model calls and their usage). Every runtime installs its own
+    """Counts what the engine's events say: an observer. Every runtime installs its own
     (:attr:`Runtime.metrics`); an application reads it, never adds one.
 
     Example::
@@ -328,7 +327,6 @@ class EngineMetrics:
         self.sinks = list(sinks)
         self._counters: dict[str, dict[Labels, float]] = {}
         self._histograms: dict[str, dict[Labels, HistogramValue]] = {}
-        self._running: dict[Labels, float] = {}
 
     # --- recording ----------------------------------------------------------------------
 
@@ -387,46 +385,33 @@ class EngineMetrics:
             self.add("tether_gate_decisions_total", (kind, decision))
             if event.waited is not None:
                 self.observe("tether_gate_decision_duration_seconds", (kind,), event.waited)
+        elif isinstance(event, TurnEnded):
+            self._turn_ended(agent, event)
         elif isinstance(event, ModelCallFailed):
             status = provider_error_class(event.status, event.code)
             self.add("tether_provider_errors_total", (agent, status))
             if event.retried:
                 self.add("tether_model_retries_total", (agent,))
 
-    # --- the interceptor ------------------------------------------------------------------
-
-    async def intercept(self, operation: Operation, call_next: Callable[[], Awaitable[Any]]) -> Any:
-        if operation.boundary == "attempt":
-            labels = (operation.correlation.session_key.agent,)
-            self._running[labels] = self._running.get(labels, 0) + 1
-            try:
-                return await call_next()
-            finally:
-                self._running[labels] -= 1
-        if operation.boundary != "turn":
-            return await call_next()
-        agent, model = operation.correlation.session_key.agent, operation.name
-        try:
-            response = await call_next()
-        except BaseException:
-            self.add("tether_model_calls_total", (agent, model, "error"))
-            raise
-        self.add("tether_model_calls_total", (agent, model, "ok"))
-        if isinstance(response, ModelResponse) and response.usage is not None:
-            usage = response.usage
-            for kind, tokens in (
-                ("input", usage.input_tokens),
-                ("output", usage.output_tokens),
-                ("cache_read", usage.cache_read_tokens),
-                ("cache_write", usage.cache_write_tokens),
-                ("reasoning", usage.reasoning_tokens),
-            ):
-                if tokens:
-                    self.add("tether_model_tokens_total", (agent, model, kind), tokens)
-            cost = cost_of(model, usage)
-            if cost is not None:
-                self.add("tether_model_cost_usd_total", (agent, model), cost)
-        return response
+    def _turn_ended(self, agent: str, event: TurnEnded) -> None:
+        model = event.model
+        outcome = "ok" if event.error is None else "error"
+        self.add("tether_model_calls_total", (agent, model, outcome))
+        usage = event.usage
+        if usage is None:
+            return
+        for kind, tokens in (
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("reasoning", usage.reasoning_tokens),
+        ):
+            if tokens:
+                self.add("tether_model_tokens_total", (agent, model, kind), tokens)
+        cost = cost_of(model, usage)
+        if cost is not None:
+            self.add("tether_model_cost_usd_total", (agent, model), cost)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -438,7 +423,6 @@ class EngineMetrics:
     ) -> MetricsSnapshot:
         """What this process counted, and ``gauges`` beside its own (the store's state)."""
         every = {name: dict(series) for name, series in (gauges or {}).items()}
-        every["tether_attempts_running"] = dict(self._running)
         return MetricsSnapshot(
             {name: dict(series) for name, series in self._counters.items()},
             {

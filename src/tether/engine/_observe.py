@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import JsonValue
 
-from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
+from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 from tether.models import DeltaSink, Model
 from tether.records import Compaction, Record
 from tether.store import SessionKey, Submission
@@ -160,9 +160,13 @@ class TurnStarted(EngineEvent):
 
 @dataclass(frozen=True, slots=True)
 class TurnEnded(EngineEvent):
+    """A request to the model ended (each try of a call is one): ``error`` if it failed,
+    else the ``usage`` its provider reported (``None``: not reported)."""
+
     kind = "turn_ended"
     model: str = ""
     error: str | None = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,16 +381,23 @@ class _InstrumentedModel:
         events = self._instrumentation
         await events.emit(TurnStarted(self._correlation, model=request.model))
         error: str | None = None
+        usage: Usage | None = None
         operation = Operation(
             "turn", request.model, self._correlation, provider=_provider(self._inner)
         )
         try:
-            return await events.intercept(operation, lambda: self._inner.request(request, stream))
+            response = await events.intercept(
+                operation, lambda: self._inner.request(request, stream)
+            )
+            usage = response.usage
+            return response
         except BaseException as exc:
             error = events.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            await events.emit(TurnEnded(self._correlation, model=request.model, error=error))
+            await events.emit(
+                TurnEnded(self._correlation, model=request.model, error=error, usage=usage)
+            )
 
 
 def _provider(model: Model) -> str | None:

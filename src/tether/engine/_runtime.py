@@ -216,13 +216,10 @@ class Runtime:
         self.progress = ProgressHub()
         """Tool progress, live, for whoever follows a session (the HTTP streams do)."""
         self.metrics = EngineMetrics(self.config.metric_sinks)
-        """What this process counted (docs/metrics.md): an observer and the outermost
-        interceptor of its own; read with :meth:`metrics_snapshot`."""
-        self._interceptors = interceptors
+        """What this process counted (docs/metrics.md): an observer of its own; read with
+        :meth:`metrics_snapshot`."""
         self.instrumentation = Instrumentation(
-            [log_event, *observers, self.progress, self.metrics],
-            [self.metrics.intercept, *interceptors],
-            redact=self.redact,
+            [log_event, *observers, self.progress, self.metrics], interceptors, redact=self.redact
         )
         self.clock: Clock = self.config.clock or SystemClock()
         timeout = self.config.model_timeout
@@ -425,7 +422,7 @@ class Runtime:
                     detail=None if held else "this worker holds no liveness lock",
                 )
             )
-        for reporter in (*self.config.metric_sinks, *self._interceptors):
+        for reporter in (*self.config.metric_sinks, *self.instrumentation.interceptors):
             if isinstance(reporter, HealthReporter):
                 found.append(reporter.health())
         return found
@@ -443,6 +440,7 @@ class Runtime:
         versions = self._offered().versions
         gauges = store_gauges(await versions.version_counts()) if versions is not None else {}
         gauges["tether_sse_subscribers"] = {(): float(self.progress.followers)}
+        gauges["tether_attempts_running"] = {(): float(self._runs.running)}
         return self.metrics.snapshot(gauges=gauges, owner_id=self.config.owner_id)
 
     async def _feed_gauges(self) -> None:

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import math
 import random
@@ -169,6 +170,20 @@ class ModelCallPolicy:
         clock: object = self.clock  # a RetryClock may have timers too
         if isinstance(clock, _Timers):
             object.__setattr__(self, "_timers", (clock.monotonic, clock.call_later))
+
+    def observed(
+        self, on_failure: Callable[[ProviderError, bool], Awaitable[None]]
+    ) -> ModelCallPolicy:
+        """This policy, telling ``on_failure`` of each failed try: a copy made without
+        ``__post_init__`` (whose protocol check of the clock would run again per attempt).
+
+        Example::
+
+            policy = runtime.model_calls.observed(report)
+        """
+        observed = copy.copy(self)
+        object.__setattr__(observed, "on_failure", on_failure)
+        return observed
 
     async def call(self, attempt: Callable[[Touch], Awaitable[_T]]) -> _T:
         """``attempt(touch)`` until it answers, under the timeout and the retry policy; a
