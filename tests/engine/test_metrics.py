@@ -5,6 +5,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from tether.demo import demo_agents, demo_subagents
 from tether.engine import ManualClock
 from tether.engine._metrics import provider_error_class
 from tether.messages import ModelRequest
@@ -57,3 +60,23 @@ async def test_a_5xx_and_a_timeout_retried_then_answered(
     }
     assert snapshot.gauge("tether_attempts_running") == {(): 0}
     assert snapshot.gauge("tether_submissions_queued") == {}  # nothing unsettled
+
+
+async def test_a_subagent_child_counts_as_admitted_where_it_was_spawned(
+    make_runtime: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "0.05")
+    runtime = make_runtime(demo_agents(), subagents=demo_subagents())
+    async with runtime:
+        receipt = await runtime.dispatch(
+            "assistant", "me", "ask the researcher about A and about B"
+        )
+        async with asyncio.timeout(60):
+            settled = await runtime.wait(receipt.submission_id)
+        assert settled["status"] == "succeeded", settled
+        snapshot = await runtime.metrics_snapshot()
+    admitted = snapshot.counter("tether_submissions_admitted_total")
+    assert admitted == {("assistant",): 1, ("researcher",): 2}
+    settled_counts = snapshot.counter("tether_submissions_settled_total")
+    assert settled_counts[("researcher", "succeeded")] == 2
+    assert settled_counts[("assistant", "succeeded")] == 1

@@ -34,6 +34,7 @@ from tether.engine._observe import (
     SubmissionAdmitted,
     SubmissionClaimed,
     SubmissionSettledEvent,
+    SubmissionSpawned,
     TurnEnded,
 )
 from tether.models import cost_of
@@ -79,7 +80,8 @@ INSTRUMENTS: Final[tuple[Instrument, ...]] = (
         "tether_submissions_admitted_total",
         "counter",
         ("agent",),
-        "Submissions this process admitted (an idempotent replay is not counted).",
+        "Submissions this process admitted, a subagent's children included (an idempotent "
+        "replay is not counted).",
     ),
     Instrument(
         "tether_submissions_settled_total",
@@ -227,6 +229,7 @@ _COUNTED: Final[frozenset[type[EngineEvent]]] = frozenset(
     {
         SubmissionAdmitted,
         SubmissionSettledEvent,
+        SubmissionSpawned,
         SubmissionClaimed,
         AttemptStarted,
         RecoveryDecided,
@@ -361,6 +364,8 @@ class EngineMetrics:
         if isinstance(event, SubmissionAdmitted):
             if event.created:
                 self.add("tether_submissions_admitted_total", (agent,))
+        elif isinstance(event, SubmissionSpawned):  # a subagent's child, admitted by its parent
+            self.add("tether_submissions_admitted_total", (agent,))
         elif isinstance(event, SubmissionSettledEvent):
             status = str(event.settlement.get("status", "unknown"))
             self.add("tether_submissions_settled_total", (agent, status))
