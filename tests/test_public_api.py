@@ -409,11 +409,18 @@ PUBLIC = {
         "Compacted",
         "Correlation",
         "DeltaReceived",
+        "Dependency",
+        "DependencyState",
         "EngineEvent",
+        "EngineMetrics",
         "Fork",
+        "HealthReporter",
+        "HistogramValue",
+        "INSTRUMENTS",
         "Inbound",
         "InboundKind",
         "InputAnsweredEvent",
+        "Instrument",
         "Interceptor",
         "InvalidSchedule",
         "MAX_APPROVALS_PAGE",
@@ -422,6 +429,9 @@ PUBLIC = {
         "MAX_SESSIONS_PAGE",
         "MAX_TREE_NODES",
         "ManualClock",
+        "MetricSink",
+        "MetricsSnapshot",
+        "ModelCallFailed",
         "Multitask",
         "NO_WORKER_FOR_VERSION",
         "Observer",
@@ -519,7 +529,14 @@ PUBLIC = {
         "demo_tools",
         "researcher",
     ),
-    "tether.otel": ("OtelInterceptor", "OtelSpanSink", "TraceLogFilter", "otlp_provider"),
+    "tether.otel": (
+        "OtelInterceptor",
+        "OtelMetrics",
+        "OtelSpanSink",
+        "TraceLogFilter",
+        "otlp_metrics",
+        "otlp_provider",
+    ),
     "tether.stream": (
         "Attachment",
         "Author",
@@ -613,7 +630,8 @@ def test_import_tether_imports_no_framework_or_test_tool() -> None:
         "import sys, tether, tether.store, tether.records, tether.tree, tether.agent, tether.demo,"
         " tether.stream, tether.integrations\n"
         "banned = ('pytest', 'hypothesis', 'pydantic_ai', 'langgraph', 'langchain_core', 'agents',"
-        " 'openai', 'opentelemetry', 'psycopg', 'fastapi', 'starlette', 'uvicorn', 'agentex')\n"
+        " 'openai', 'opentelemetry', 'psycopg', 'fastapi', 'starlette', 'uvicorn', 'agentex',"
+        " 'prometheus_client')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in banned))\n"
     )
     out = subprocess.run(

@@ -11,7 +11,7 @@ import pytest
 import typer
 
 from tether._extras import install_hint
-from tether.cli._serve import _listen, _tracing
+from tether.cli._serve import _listen, _telemetry
 
 from ..processes import eventually
 from .conftest import start_server
@@ -100,6 +100,6 @@ def test_sigterm_stops_the_server_while_a_stream_is_followed(tmp_path: Path) -> 
 
 def test_tracing_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tether.otel", None)
-    with pytest.raises(typer.BadParameter) as raised, _tracing("http://127.0.0.1:4318"):
+    with pytest.raises(typer.BadParameter) as raised, _telemetry("http://127.0.0.1:4318"):
         pass
     assert str(raised.value).startswith(f"{install_hint('otel')}: ")

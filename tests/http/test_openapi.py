@@ -124,7 +124,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 34
+    assert len(_operations(doc)) == 35
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -135,6 +135,8 @@ def test_every_operation_documents_its_body_and_its_errors() -> None:
             for kind, media in content.items():
                 if kind in ("text/event-stream", "application/x-ndjson"):
                     continue  # a stream: its frames (records, events) are documented apart
+                if kind == "text/plain" and name == "GET /metrics":
+                    continue  # Prometheus's text format, documented in docs/metrics.md
                 assert kind == "application/json", (name, status, kind)
                 assert media["schema"].get("$ref"), f"{name} {status}: no response model"
         errors = {status: r for status, r in responses.items() if int(status) >= 400}
@@ -333,6 +335,7 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("GET", f"/conversations/{cid}/usage")).json()["usage"]["calls"] > 0
     assert (await call("GET", "/conversations/nope/usage")).status_code == 404
     assert (await call("GET", "/me")).json()["subject"] == "anonymous"
+    assert "tether_submissions_admitted_total" in (await call("GET", "/metrics")).text
     assert (await call("POST", "/ui/login", json={"token": "t"})).status_code == 200
     assert (await call("POST", "/ui/login", json={})).status_code == 422
     assert (await call("POST", "/ui/logout", **json_type)).status_code == 200

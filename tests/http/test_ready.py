@@ -1,4 +1,5 @@
-"""``/readyz`` asks the store to write: a server whose disk is full is not ready.
+"""``/readyz`` asks the store to write: a server whose disk is full is not ready. It lists
+each dependency (the store, a worker's liveness lock, an exporter) with its state.
 
 The disk fills for real: the kernel refuses the server process's writes past a file size
 limit (``RLIMIT_FSIZE``, set on the running process; Python ignores ``SIGXFSZ``, so a write
@@ -15,8 +16,9 @@ import httpx
 import pytest
 
 from tether.demo import demo_agents
+from tether.engine import Dependency, Instrument, MetricsSnapshot
 from tether.errors import StoreUnavailable, TetherError
-from tether.store import Store
+from tether.store import Store, StoreCapabilities
 
 from ..cli.conftest import start_server
 from .conftest import Server
@@ -28,7 +30,12 @@ def test_readyz_is_503_once_the_store_cannot_write(tmp_path: Path) -> None:
     data = tmp_path / "data"
     server = start_server(data, tmp_path / "serve.log")
     try:
-        assert httpx.get(f"{server.url}/readyz", timeout=20).json() == {"ready": True}
+        ready = httpx.get(f"{server.url}/readyz", timeout=20).json()
+        assert ready["ready"] is True
+        assert {d["name"]: d["state"] for d in ready["dependencies"]} == {
+            "store": "up",
+            "liveness": "up",  # the worker holds its flock beside the SQLite file
+        }
         files = [data / "tether.db", data / "tether.db-wal"]
         room = max(path.stat().st_size for path in files if path.exists()) + 64 * 1024
         resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE, (room, room))
@@ -91,3 +98,70 @@ async def test_readyz_is_a_logged_500_for_anything_but_the_store_being_unavailab
         assert "secret" not in answer.text
         [logged] = [r for r in caplog.records if r.exc_info is not None]
         assert logged.exc_info is not None and logged.exc_info[1] is failure
+
+
+def _listed(answer: httpx.Response) -> dict[str, str]:
+    body = answer.json()
+    found = body["dependencies"] if "ready" in body else body["error"]["details"]["dependencies"]
+    return {item["name"]: item["state"] for item in found}
+
+
+async def test_readyz_lists_each_dependency(asgi: Any, store: Store) -> None:
+    server: Server = await asgi(demo_agents())
+    answer = await server.client.get("/readyz")
+    assert answer.status_code == 200 and answer.json()["ready"] is True
+    held = StoreCapabilities.of(store).liveness is not None  # SQLite's flock, PostgreSQL's lock
+    assert _listed(answer) == {"store": "up", **({"liveness": "up"} if held else {})}
+    api_only: Server = await asgi(demo_agents(), worker=False)
+    assert _listed(await api_only.client.get("/readyz")) == {"store": "up"}  # no worker: no lock
+
+
+async def test_readyz_is_503_for_a_worker_without_its_liveness_lock(
+    asgi: Any, store: Store
+) -> None:
+    """A worker that could not take its lock runs on, but a crash of it would be taken over
+    only after a lease: not ready, and the answer says which dependency is down."""
+    if StoreCapabilities.of(store).liveness is None:
+        pytest.skip("the memory store holds no liveness locks")
+
+    async def taken(owner_id: str) -> None:
+        raise StoreUnavailable(f"owner id {owner_id!r} is in use by a live process")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "hold_liveness", taken)
+        server: Server = await asgi(demo_agents())
+        answer = await server.client.get("/readyz")
+    assert answer.status_code == 503
+    error = answer.json()["error"]
+    assert error["type"] == "not_ready" and "liveness" in error["message"]
+    assert _listed(answer) == {"store": "up", "liveness": "down"}
+
+
+class _Exporter:
+    """A metric sink whose collector is down: reported, never required."""
+
+    def add(self, instrument: Instrument, labels: tuple[str, ...], value: float) -> None:
+        pass
+
+    def record(self, instrument: Instrument, labels: tuple[str, ...], value: float) -> None:
+        pass
+
+    def gauges(self, snapshot: MetricsSnapshot) -> None:
+        pass
+
+    def health(self) -> Dependency:
+        return Dependency("otlp", "down", required=False, detail="the last export failed")
+
+
+async def test_readyz_reports_an_exporter_down_and_stays_ready(asgi: Any) -> None:
+    server: Server = await asgi(
+        demo_agents(), settings={"metric_sinks": [_Exporter()]}, worker=False
+    )
+    answer = await server.client.get("/readyz")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["dependencies"][-1] == {
+        "name": "otlp",
+        "state": "down",
+        "required": False,
+        "detail": "the last export failed",
+    }

@@ -26,13 +26,15 @@ Scope = Literal[
     "approvals:decide",
     "inputs:answer",
     "schedules:write",
+    "metrics:read",
     "admin",
 ]
 """What an identity may do. ``sessions:read`` reads sessions, submissions, streams and
 usage; ``sessions:write`` dispatches, steers and follows up; ``sessions:abort``,
 ``sessions:fork`` and ``sessions:erase`` do what they say; ``approvals:read`` lists the
 approvals and ``approvals:decide`` decides them; ``inputs:answer`` answers a run's question;
-``schedules:write`` creates, changes and deletes schedules. ``admin`` holds every scope, and
+``schedules:write`` creates, changes and deletes schedules; ``metrics:read`` reads
+``/metrics`` (every tenant's counts: a monitoring system's scope). ``admin`` holds every scope, and
 alone reaches what belongs to no tenant (the workers, the versions, an upgrade)."""
 
 ALL_SCOPES: Final[tuple[Scope, ...]] = get_args(Scope)

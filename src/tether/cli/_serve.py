@@ -99,7 +99,7 @@ EXPORT_KEY_FILE = typer.Option(
 OTLP = typer.Option(
     None,
     "--otlp-endpoint",
-    help="Export spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); "
+    help="Export spans and metrics to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); "
     "needs the otel extra.",
 )
 
@@ -121,23 +121,27 @@ ALLOWED_ORIGINS = typer.Option(
 
 
 @contextlib.contextmanager
-def _tracing(endpoint: str | None) -> Iterator[list[Interceptor]]:
-    """The interceptors that export spans to ``endpoint`` (none without one); flushed on exit."""
+def _telemetry(endpoint: str | None) -> Iterator[dict[str, Any]]:
+    """The runtime options that export spans and metrics to ``endpoint`` (its interceptors
+    and metric sinks: none without one); flushed on exit."""
     if endpoint is None:
-        yield []
+        yield {"interceptors": []}
         return
     try:
-        from tether.otel import OtelInterceptor, otlp_provider
+        from tether.otel import OtelInterceptor, otlp_metrics, otlp_provider
     except ImportError as exc:
         raise typer.BadParameter(
             f"{install_hint('otel')}: {exc}",
             param_hint="--otlp-endpoint",
         ) from exc
     provider = otlp_provider(endpoint)
+    metrics = otlp_metrics(endpoint)
     try:
-        yield [OtelInterceptor(provider.get_tracer("tether"))]
+        interceptors: list[Interceptor] = [OtelInterceptor(provider.get_tracer("tether"))]
+        yield {"interceptors": interceptors, "metric_sinks": [metrics]}
     finally:
         provider.shutdown()
+        metrics.shutdown()
 
 
 def _listed(values: list[str] | None) -> list[str]:
@@ -263,7 +267,7 @@ def serve(
     check_model()  # a bad TETHER_MODEL fails here, not at the first request
     show_tether_logs(given.log_format, given.log_level, tracing=given.otlp_endpoint is not None)
     listener = _listen(host, given.port)  # before the store opens: a busy port changes nothing
-    with listener, _tracing(given.otlp_endpoint) as interceptors:
+    with listener, _telemetry(given.otlp_endpoint) as telemetry:
         _run(
             _serve(
                 listener,
@@ -271,7 +275,7 @@ def serve(
                 loaded,
                 _store_url(resolved, loaded),
                 worker=not given.no_worker,
-                runtime_options={**overrides, "interceptors": interceptors},
+                runtime_options={**overrides, **telemetry},
                 access=access,
                 app_options={
                     "heartbeat": given.heartbeat,
@@ -444,8 +448,8 @@ def worker(
     check_model()
     show_tether_logs(given.log_format, given.log_level, tracing=given.otlp_endpoint is not None)
 
-    async def run(interceptors: list[Interceptor]) -> None:
-        options = {**overrides, "interceptors": interceptors}
+    async def run(telemetry: dict[str, Any]) -> None:
+        options = {**overrides, **telemetry}
         async with _running(loaded, store_url, worker=True, options=options) as (_, stop):
             typer.echo(
                 f"tether worker running {', '.join(loaded.agents)} (store {redact_url(store_url)})"
@@ -453,5 +457,5 @@ def worker(
             freeze_startup_heap()
             await stop.wait()
 
-    with _tracing(given.otlp_endpoint) as interceptors:
-        _run(run(interceptors))
+    with _telemetry(given.otlp_endpoint) as telemetry:
+        _run(run(telemetry))

@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     otlp_endpoint: str | None = Field(
         None,
         validation_alias=_env("TETHER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
-        description="Export spans to this OTLP/HTTP collector.",
+        description="Export spans and metrics to this OTLP/HTTP collector.",
     )
     retain_days: Listed = Field(None, description="[AGENT=]DAYS: erase idle sessions.")
     keep_records: int | None = Field(None, ge=1, description="Cut logs longer than this.")

@@ -27,7 +27,16 @@ from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import RuntimeConfig
 from tether.engine._delegation import TASK_TOOL, TASK_WAIT_EXCEEDED, TaskArgs, task_tool
 from tether.engine._fork import Fork
+from tether.engine._health import Dependency, DependencyState, HealthReporter
 from tether.engine._inbound import Inbound, InboundKind, SignalInfo
+from tether.engine._metrics import (
+    INSTRUMENTS,
+    EngineMetrics,
+    HistogramValue,
+    Instrument,
+    MetricSink,
+    MetricsSnapshot,
+)
 from tether.engine._observe import (
     ApprovalDecidedEvent,
     AttemptStarted,
@@ -37,6 +46,7 @@ from tether.engine._observe import (
     EngineEvent,
     InputAnsweredEvent,
     Interceptor,
+    ModelCallFailed,
     Observer,
     Operation,
     OperationEnded,
@@ -97,6 +107,7 @@ __all__ = (
     "ABORTED",
     "ATTEMPT_BUDGET_EXHAUSTED",
     "CANCELLED_BY_PARENT",
+    "INSTRUMENTS",
     "MAX_APPROVALS_PAGE",
     "MAX_CATCH_UP",
     "MAX_PERIOD",
@@ -125,14 +136,23 @@ __all__ = (
     "Compacted",
     "Correlation",
     "DeltaReceived",
+    "Dependency",
+    "DependencyState",
     "EngineEvent",
+    "EngineMetrics",
     "Fork",
+    "HealthReporter",
+    "HistogramValue",
     "Inbound",
     "InboundKind",
     "InputAnsweredEvent",
+    "Instrument",
     "Interceptor",
     "InvalidSchedule",
     "ManualClock",
+    "MetricSink",
+    "MetricsSnapshot",
+    "ModelCallFailed",
     "Multitask",
     "Observer",
     "Operation",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from tether.engine._observe import Correlation
@@ -27,6 +28,7 @@ __all__ = (
     "approval_page",
     "gate_correlation",
     "gate_journal",
+    "gate_waited",
 )
 
 MAX_APPROVALS_PAGE: Final = 1000
@@ -114,3 +116,17 @@ def gate_correlation(journal: Journal, record: Record) -> Correlation:
     return Correlation(
         journal.conversation.key, journal.conversation.id, record.submission_id or ""
     )
+
+
+def gate_waited(journal: Journal, gate_id: str, decided: Record) -> float | None:
+    """Seconds from a gate's request to its decision, by the two records' times (the gate
+    id ends with the request's seq; ``None`` if the view no longer holds the request)."""
+    _, _, seq = gate_id.rpartition(".")
+    records = journal.view.records
+    if not seq.isdigit() or not 1 <= int(seq) <= len(records):
+        return None
+    request = records[int(seq) - 1]
+    if request.seq != int(seq):  # a placeholder for a record retention removed
+        return None
+    waited = datetime.fromisoformat(decided.time) - datetime.fromisoformat(request.time)
+    return max(waited.total_seconds(), 0.0)

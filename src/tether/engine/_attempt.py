@@ -30,6 +30,7 @@ from tether.engine._observe import (
     AttemptStarted,
     Correlation,
     DeltaReceived,
+    ModelCallFailed,
     Operation,
     OperationEnded,
     OperationStarted,
@@ -162,6 +163,8 @@ class _Observer:
     def __init__(self, context: EngineContext, correlation: Correlation) -> None:
         self._events = context.instrumentation
         self._correlation = correlation
+        self.on_commit = context.metrics.commit
+        """How long each append's commit took, for the metrics."""
 
     async def on_record(self, records: Sequence[Record]) -> None:
         """Compactions, once durable (a queued one, or the agent's own on an overflow or past
@@ -288,7 +291,14 @@ class _Attempt:
         correlation = Correlation.of(submission)
         settlement = payload.to_json_object()
         self.context.runs.notify_settled(submission.id, settlement)
-        await self.events.emit(SubmissionSettledEvent(correlation, settlement=settlement))
+        await self.events.emit(
+            SubmissionSettledEvent(
+                correlation,
+                settlement=settlement,
+                admitted_at=submission.created_at,
+                settled_at=self.context.clock.now(),
+            )
+        )
         if submission.id == self.submission.id and self.delegation is not None:
             await cancel_children(self.context, submission)
 
@@ -468,14 +478,22 @@ class _Attempt:
         return result
 
     def _model_calls(self, spec: AgentSpec) -> ModelCallPolicy:
-        """The runtime's timeout and retry policy for model calls, as ``spec`` overrides them."""
+        """The runtime's timeout and retry policy for model calls, as ``spec`` overrides them,
+        telling the observers of each failed try (``ModelCallFailed``)."""
         policy = self.context.model_calls
-        if spec.model_timeout is None and spec.model_retry is None:
-            return policy
-        return replace(
-            policy,
-            timeout=policy.timeout if spec.model_timeout is None else spec.model_timeout,
-            retry=spec.model_retry or policy.retry,
+        if spec.model_timeout is not None or spec.model_retry is not None:
+            policy = replace(
+                policy,
+                timeout=policy.timeout if spec.model_timeout is None else spec.model_timeout,
+                retry=spec.model_retry or policy.retry,
+            )
+        return policy.observed(self._model_call_failed)
+
+    async def _model_call_failed(self, failure: ProviderError, retried: bool) -> None:
+        await self.events.emit(
+            ModelCallFailed(
+                self.correlation, status=failure.status, code=failure.code, retried=retried
+            )
         )
 
     async def _journal(self, spec: AgentSpec) -> Journal:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from tether._ids import new_ulid
 from tether.engine._clock import Clock
+from tether.engine._metrics import MetricSink
 from tether.engine._redact import Redactor
 from tether.engine._retention import Retention
 from tether.engine._schedules import Schedule
@@ -72,6 +73,12 @@ class RuntimeConfig:
     limit); ``None``: ``TETHER_MODEL_TIMEOUT``, else 300, read when the runtime is built."""
     model_retry: ModelRetryPolicy = field(default_factory=ModelRetryPolicy)
     """How a model call that failed is tried again within the call (docs/models.md)."""
+    metric_sinks: Sequence[MetricSink] = ()
+    """Where the runtime's metrics go besides ``/metrics`` (``tether.otel.OtelMetrics``:
+    OpenTelemetry); each hears every count as it is made (docs/metrics.md)."""
+    metrics_interval: float = 15.0
+    """With ``metric_sinks``: how often a started runtime reads the store's state (queued,
+    running, waiting, gates pending) for them."""
 
     @property
     def heartbeat_interval(self) -> float:

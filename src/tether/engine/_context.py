@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tether.engine._agents import AgentDefinition
 from tether.engine._clock import Clock
 from tether.engine._config import RuntimeConfig
+from tether.engine._metrics import EngineMetrics
 from tether.engine._observe import Instrumentation
 from tether.engine._redact import Redactor
 from tether.engine._runs import RunRegistry
@@ -30,7 +31,8 @@ class EngineContext:
     """A started runtime's store (with its capabilities, detected once at start), agent
     registry, settings, observers, redactor, clock, and the shared state of this process's
     runs: their registry (the wake-up hub), steering watches and log views; and how model
-    calls are bounded and retried (the configured timeout and retry policy, on the clock)."""
+    calls are bounded and retried (the configured timeout and retry policy, on the clock);
+    the metrics its runs count."""
 
     store: Store
     capabilities: StoreCapabilities
@@ -45,6 +47,7 @@ class EngineContext:
     views: ViewCache
     subagents: SubagentPolicy
     model_calls: ModelCallPolicy
+    metrics: EngineMetrics
 
     @property
     def closing(self) -> bool:

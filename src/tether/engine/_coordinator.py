@@ -138,6 +138,11 @@ class Coordinator:
             with contextlib.suppress(TetherError):
                 await self._liveness.release_liveness(self.context.config.owner_id)
 
+    @property
+    def holds_liveness(self) -> bool:
+        """Whether this worker holds its liveness lock (``/readyz`` asks)."""
+        return self._liveness is not None
+
     async def _hold_liveness(self) -> None:
         """Hold this worker's liveness lock before its first claim, for as long as it runs."""
         liveness = self.context.capabilities.liveness
@@ -263,7 +268,12 @@ class Coordinator:
             settlement = payload.to_json_object()
             self.context.runs.notify_settled(submission.id, settlement)
             await self.context.instrumentation.emit(
-                SubmissionSettledEvent(correlation, settlement=settlement)
+                SubmissionSettledEvent(
+                    correlation,
+                    settlement=settlement,
+                    admitted_at=submission.created_at,
+                    settled_at=self.context.clock.now(),
+                )
             )
             if self.context.subagents.targets(submission.key.agent, submission.depth):
                 await cancel_children(self.context, submission)  # as its attempt would have
@@ -320,6 +330,7 @@ class Coordinator:
         if free <= 0 or context.closing:
             return
         now = context.clock.now()
+        started = context.clock.monotonic()
         # One batch: on PostgreSQL it skips heads other workers are taking instead of waiting.
         claimed = await context.store.claim_runnable(
             attempt_ids=UlidsOnDemand(free),
@@ -328,6 +339,8 @@ class Coordinator:
             now=now,
             serves=self.serves,
         )
+        if claimed:  # a pass that found nothing committed nothing (SQLite reads a hint first)
+            context.metrics.commit("claim", context.clock.monotonic() - started)
         if len(claimed) >= free:
             # Every slot taken: more may be runnable, and a settlement announces only its own
             # session's next head, so the next look is when a run of ours ends.

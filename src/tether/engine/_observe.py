@@ -13,11 +13,12 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import JsonValue
 
-from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
+from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 from tether.models import DeltaSink, Model
 from tether.records import Compaction, Record
 from tether.store import SessionKey, Submission
@@ -32,6 +33,7 @@ __all__ = (
     "InputAnsweredEvent",
     "Instrumentation",
     "Interceptor",
+    "ModelCallFailed",
     "Observer",
     "Operation",
     "OperationEnded",
@@ -174,9 +176,13 @@ class TurnStarted(EngineEvent):
 
 @dataclass(frozen=True, slots=True)
 class TurnEnded(EngineEvent):
+    """A request to the model ended (each try of a call is one): ``error`` if it failed,
+    else the ``usage`` its provider reported (``None``: not reported)."""
+
     kind = "turn_ended"
     model: str = ""
     error: str | None = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +240,10 @@ class SubmissionSettledEvent(EngineEvent):
 
     kind = "settled"
     settlement: dict[str, JsonValue] = field(default_factory=dict)
+    admitted_at: datetime | None = None
+    """When the submission was admitted (its settle latency starts there)."""
+    settled_at: datetime | None = None
+    """When it settled, on the runtime's clock."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +256,8 @@ class ApprovalDecidedEvent(EngineEvent):
     decision: str = ""
     approver: str = ""
     reason: str | None = None
+    waited: float | None = None
+    """Seconds from the request to the decision, by the two records' times."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +268,20 @@ class InputAnsweredEvent(EngineEvent):
     kind = "input_answered"
     input_id: str = ""
     responder: str = ""
+    waited: float | None = None
+    """Seconds from the question to the answer, by the two records' times."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFailed(EngineEvent):
+    """A try of a model call failed at the provider (a rate limit, a 5xx, a timeout, a
+    connection that failed): ``status`` is the HTTP status if one came, ``code`` the
+    :class:`~tether.errors.ProviderError`'s, ``retried`` whether the call tries again."""
+
+    kind = "model_call_failed"
+    status: int | None = None
+    code: str = ""
+    retried: bool = False
 
 
 Observer = Callable[[EngineEvent], "Awaitable[None] | None"]
@@ -371,16 +397,23 @@ class _InstrumentedModel:
         events = self._instrumentation
         await events.emit(TurnStarted(self._correlation, model=request.model))
         error: str | None = None
+        usage: Usage | None = None
         operation = Operation(
             "turn", request.model, self._correlation, provider=_provider(self._inner)
         )
         try:
-            return await events.intercept(operation, lambda: self._inner.request(request, stream))
+            response = await events.intercept(
+                operation, lambda: self._inner.request(request, stream)
+            )
+            usage = response.usage
+            return response
         except BaseException as exc:
             error = events.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            await events.emit(TurnEnded(self._correlation, model=request.model, error=error))
+            await events.emit(
+                TurnEnded(self._correlation, model=request.model, error=error, usage=usage)
+            )
 
 
 def _provider(model: Model) -> str | None:

@@ -69,6 +69,11 @@ class ProgressHub:
         for subscription in self._subscribers.get(event.correlation.session_key, ()):
             subscription.put(event)
 
+    @property
+    def followers(self) -> int:
+        """The subscriptions open now: the live streams following a session."""
+        return sum(len(subscribers) for subscribers in self._subscribers.values())
+
     def subscribe(self, key: SessionKey) -> ProgressSubscription:
         subscription = ProgressSubscription()
         self._subscribers.setdefault(key, set()).add(subscription)

@@ -57,6 +57,11 @@ class RunRegistry:
     def __contains__(self, submission_id: object) -> bool:
         return submission_id in self._runs
 
+    @property
+    def running(self) -> int:
+        """The attempts running in this process now (their work registered)."""
+        return len(self._runs)
+
     def register(self, submission_id: str, task: asyncio.Task[Any], stop: Stop) -> None:
         loop = asyncio.get_running_loop()
         self._runs[submission_id] = _Run(task, stop, loop.create_future())

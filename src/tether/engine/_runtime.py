@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -33,6 +34,7 @@ from tether.engine._approvals import (
     approval_page,
     gate_correlation,
     gate_journal,
+    gate_waited,
 )
 from tether.engine._clock import Clock, SystemClock
 from tether.engine._config import RuntimeConfig
@@ -40,7 +42,9 @@ from tether.engine._context import EngineContext
 from tether.engine._coordinator import Coordinator, requeue_if_stranded
 from tether.engine._eventlog import log_event
 from tether.engine._fork import Fork
+from tether.engine._health import Dependency, HealthReporter
 from tether.engine._inbound import Inbound, parse_inbound
+from tether.engine._metrics import EngineMetrics, MetricsSnapshot, store_gauges
 from tether.engine._observe import (
     ApprovalDecidedEvent,
     Correlation,
@@ -85,6 +89,7 @@ from tether.errors import (
     NoRunInFlight,
     RuntimeClosed,
     SessionBusy,
+    StoreUnavailable,
     SubmissionNotFound,
     UnknownAgent,
 )
@@ -113,6 +118,8 @@ from tether.store import (
 )
 
 __all__ = ("Runtime",)
+
+logger = logging.getLogger("tether.engine")
 
 
 _NAME_LIMIT = 200
@@ -210,8 +217,11 @@ class Runtime:
         )
         self.progress = ProgressHub()
         """Tool progress, live, for whoever follows a session (the HTTP streams do)."""
+        self.metrics = EngineMetrics(self.config.metric_sinks)
+        """What this process counted (docs/metrics.md): an observer of its own; read with
+        :meth:`metrics_snapshot`."""
         self.instrumentation = Instrumentation(
-            [log_event, *observers, self.progress], interceptors, redact=self.redact
+            [log_event, *observers, self.progress, self.metrics], interceptors, redact=self.redact
         )
         self.clock: Clock = self.config.clock or SystemClock()
         timeout = self.config.model_timeout
@@ -233,6 +243,8 @@ class Runtime:
         )
         self._scheduler: Scheduler | None = None
         self._pruner: Pruner | None = None
+        self._gauges: asyncio.Task[None] | None = None
+        self._reading: asyncio.Future[MetricsSnapshot] | None = None
         self._runs = RunRegistry()
         self.steering = SteerWatches(poll=self.config.claim_interval, clock=self.clock)
         """What running attempts have heard of steering (see :mod:`._steering`)."""
@@ -340,7 +352,10 @@ class Runtime:
             views=self.views,
             subagents=self.subagents,
             model_calls=self.model_calls,
+            metrics=self.metrics,
         )
+        if self.metrics.sinks:
+            self._gauges = asyncio.create_task(self._feed_gauges(), name="tether-metric-gauges")
         if worker:
             self._coordinator = Coordinator(self._context)
             await self._coordinator.start()
@@ -359,6 +374,13 @@ class Runtime:
         if self.closing:
             return
         self._runs.close()
+        if self._gauges is not None:
+            self._gauges.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._gauges
+            if self._reading is not None:  # a read under way finishes (its outcome is moot)
+                with contextlib.suppress(Exception):
+                    await self._reading
         if self._scheduler is not None:
             await self._scheduler.stop()
         if self._pruner is not None:
@@ -391,6 +413,80 @@ class Runtime:
             await runtime.ready()
         """
         await self._check_open().ping()
+
+    async def readiness(self) -> list[Dependency]:
+        """Each dependency and its state (see :class:`Dependency`): the store (a heartbeat
+        write), this worker's liveness lock (when it runs one on a store that offers them),
+        and what a configured exporter reports. A ``RuntimeClosed`` or a store that cannot
+        write is the store ``down``; any other failure of the write is raised (a defect).
+        What ``/readyz`` answers.
+
+        Example::
+
+            if not all(dependency.ready for dependency in await runtime.readiness()):
+                print("not ready")
+        """
+        found: list[Dependency] = []
+        try:
+            await self.ready()
+            found.append(Dependency("store", "up", required=True))
+        except RuntimeClosed:
+            found.append(
+                Dependency("store", "down", required=True, detail="the server is stopping")
+            )
+        except StoreUnavailable as exc:
+            logger.warning("not ready: the store cannot write: %s", exc)
+            found.append(
+                Dependency("store", "down", required=True, detail="the store cannot write")
+            )
+        coordinator = self._coordinator
+        context = self._context
+        if coordinator is not None and context is not None and context.capabilities.liveness:
+            held = coordinator.holds_liveness
+            found.append(
+                Dependency(
+                    "liveness",
+                    "up" if held else "down",
+                    required=True,
+                    detail=None if held else "this worker holds no liveness lock",
+                )
+            )
+        for reporter in (*self.config.metric_sinks, *self.instrumentation.interceptors):
+            if isinstance(reporter, HealthReporter):
+                found.append(reporter.health())
+        return found
+
+    async def metrics_snapshot(self) -> MetricsSnapshot:
+        """What this process counted, with the store's state read now (queued, running,
+        waiting and gated submissions, cluster-wide: one grouped count, on a store that
+        offers ``versions``) and this process's live streams. What ``/metrics`` renders.
+
+        Example::
+
+            snapshot = await runtime.metrics_snapshot()
+            queued = sum(snapshot.gauge("tether_submissions_queued").values())
+        """
+        versions = self._offered().versions
+        gauges = store_gauges(await versions.version_counts()) if versions is not None else {}
+        gauges["tether_sse_subscribers"] = {(): float(self.progress.followers)}
+        gauges["tether_attempts_running"] = {(): float(self._runs.running)}
+        return self.metrics.snapshot(gauges=gauges, owner_id=self.config.owner_id)
+
+    async def _feed_gauges(self) -> None:
+        """Hands the store's state to the metric sinks every ``metrics_interval``. Each read
+        is a task of its own, shielded: stopping the feed never cuts a query short (a
+        PostgreSQL connection cancelled mid-query is not returned to its pool whole)."""
+        while True:
+            self._reading = asyncio.ensure_future(self.metrics_snapshot())
+            try:
+                snapshot = await asyncio.shield(self._reading)
+                for sink in self.metrics.sinks:
+                    sink.gauges(snapshot)
+            except (StoreUnavailable, RuntimeClosed) as exc:
+                logger.warning("metrics: the store's state could not be read: %s", exc)
+            except Exception:  # a sink's defect never stops the runtime
+                logger.exception("metrics: feeding the sinks failed")
+            await self.clock.sleep(self.config.metrics_interval)
 
     async def revoke(self, credential_id: str) -> None:
         """Refuse a credential the application issued (by its id) from now on: in every
@@ -507,10 +603,12 @@ class Runtime:
         ) as room:
             attempt_id = new_ulid() if room else None
             fast = self._offered().admit_and_claim if coordinator is not None else None
+            started = self.clock.monotonic()
             if attempt_id is not None and coordinator is not None and fast is not None:
                 admission = await self._admit_and_claim(fast, coordinator, new, attempt_id)
             else:
                 admission = await self.store.admit(new)
+            self.metrics.commit("admit", self.clock.monotonic() - started)
             submission = admission.submission
             claimed = attempt_id is not None and submission.attempt_id == attempt_id
             correlation = Correlation.of(submission)
@@ -1039,6 +1137,7 @@ class Runtime:
                 decision=decision,
                 approver=approver,
                 reason=reason,
+                waited=gate_waited(journal, approval_id, record),
             ),
         )
         return record
@@ -1093,7 +1192,10 @@ class Runtime:
         )
         record = await journal.answer(input_id, value, responder=responder, by=by)
         event = InputAnsweredEvent(
-            gate_correlation(journal, record), input_id=input_id, responder=responder
+            gate_correlation(journal, record),
+            input_id=input_id,
+            responder=responder,
+            waited=gate_waited(journal, input_id, record),
         )
         await self._decided(record, event)
         return record

@@ -97,6 +97,7 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("DELETE", "/schedules/{schedule_id}"): "schedules:write",
     ("GET", "/versions"): "admin",
     ("POST", "/versions/upgrade"): "admin",
+    ("GET", "/metrics"): "metrics:read",
 }
 """The scope each API route needs, by method and path (``None``: any identity). Reading
 what belongs to no tenant

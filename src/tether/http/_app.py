@@ -36,6 +36,7 @@ from tether.http._health import health_router
 from tether.http._inputs import inputs_router
 from tether.http._insights import insights_router
 from tether.http._me import me_router
+from tether.http._metrics import metrics_router
 from tether.http._schedules import schedules_router
 from tether.http._sessions import sessions_router
 from tether.http._sse import RecentRecords
@@ -176,6 +177,7 @@ _API = (
     insights_router,
     versions_router,
     me_router,
+    metrics_router,
 )
 """The routers behind the Guard's every check, in the order a request is matched."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 import orjson
@@ -39,6 +39,7 @@ __all__ = (
     "ApprovalItem",
     "ApprovalsPage",
     "DecisionReceipt",
+    "DependencyItem",
     "DispatchAccepted",
     "DispatchSettled",
     "Forked",
@@ -352,5 +353,19 @@ class Alive(WireResponse):
     ok: bool
 
 
+class DependencyItem(WireResponse):
+    """One thing the server depends on, and its state."""
+
+    name: str = Field(description="store, liveness (a worker's lock) or otlp (an exporter).")
+    state: Literal["up", "down", "unknown"] = Field(
+        description="unknown: not tried yet (an exporter before its first export)."
+    )
+    required: bool = Field(description="Whether the server is ready only while it is up.")
+    detail: str | None = optional(description="Why it is not up, in words safe to show.")
+
+
 class Ready(WireResponse):
     ready: bool
+    dependencies: list[DependencyItem] = Field(
+        default_factory=list, description="Each dependency, the store first."
+    )

@@ -55,7 +55,8 @@ class JournalObserver(Protocol):
 
     Deltas are never effects: replay emits none. A failing observer never fails a run.
     An observer may also define ``async on_progress(execution_id, call_id, text)`` for the
-    partial output tools report.
+    partial output tools report, and ``on_commit(operation, seconds)`` (not async) to hear
+    how long each append's commit took (``append`` or ``append_settled``).
     """
 
     async def on_record(self, records: Sequence[Record]) -> None: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from collections.abc import Sequence
 from typing import Final, TypeAlias
 
@@ -62,6 +63,8 @@ class JournalLog:
         self.submission_id = stamp.submission_id
         self.attempt_id = stamp.attempt_id
         self.observer = hooks.observer
+        # An observer may time the commits it waited for (the engine's metrics do).
+        self._on_commit = getattr(hooks.observer, "on_commit", None)
         self.view = view
         self.redact = hooks.redact
         """Applied to error text (tool errors, execution failures) before it is written."""
@@ -102,6 +105,7 @@ class JournalLog:
         the store returns them (a caller cancelled later still learns they are in)."""
         async with self._lock:
             head = self.head if expected_seq is None else expected_seq
+            started = time.perf_counter() if self._on_commit is not None else 0.0
             if settle is None:
                 records = await self.store.append(
                     self.conversation_id, drafts, expected_seq=head, fence=self.store_fence
@@ -116,6 +120,9 @@ class JournalLog:
                 )
             else:
                 raise JournalError("settling with an append needs a whole Store")
+            if self._on_commit is not None:
+                operation = "append" if settle is None else "append_settled"
+                self._on_commit(operation, time.perf_counter() - started)
             self.head = records[-1].seq
             if landed is not None:
                 landed.extend(records)

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import math
 import random
@@ -157,6 +158,9 @@ class ModelCallPolicy:
     timeout: float | None = DEFAULT_MODEL_TIMEOUT
     retry: ModelRetryPolicy = field(default_factory=ModelRetryPolicy)
     clock: RetryClock | None = None
+    on_failure: Callable[[ProviderError, bool], Awaitable[None]] | None = None
+    """Told of each failed try: the provider's failure, and whether the call tries again
+    (the engine's observers hear it as ``ModelCallFailed``, for metrics)."""
     _timers: _ClockTimers | None = field(default=None, init=False, repr=False, compare=False)
     """The clock's time and timers, if it has timers (looked for once, not per call)."""
 
@@ -166,6 +170,20 @@ class ModelCallPolicy:
         clock: object = self.clock  # a RetryClock may have timers too
         if isinstance(clock, _Timers):
             object.__setattr__(self, "_timers", (clock.monotonic, clock.call_later))
+
+    def observed(
+        self, on_failure: Callable[[ProviderError, bool], Awaitable[None]]
+    ) -> ModelCallPolicy:
+        """This policy, telling ``on_failure`` of each failed try: a copy made without
+        ``__post_init__`` (whose protocol check of the clock would run again per attempt).
+
+        Example::
+
+            policy = runtime.model_calls.observed(report)
+        """
+        observed = copy.copy(self)
+        object.__setattr__(observed, "on_failure", on_failure)
+        return observed
 
     async def call(self, attempt: Callable[[Touch], Awaitable[_T]]) -> _T:
         """``attempt(touch)`` until it answers, under the timeout and the retry policy; a
@@ -184,6 +202,8 @@ class ModelCallPolicy:
                 if failure is None:
                     raise
                 wait = self.retry.delay(failure, tries, now() - started, random.random())
+                if self.on_failure is not None:
+                    await self.on_failure(failure, wait is not None)
                 if wait is None:
                     raise failure.ended(tries, self.retry.why_not(failure, tries)) from exc
                 # Not the failure's text: it can quote what a redactor would mask.

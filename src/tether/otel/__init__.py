@@ -1,4 +1,5 @@
-"""OpenTelemetry (extra ``otel``): engine work and span signals as GenAI-convention spans.
+"""OpenTelemetry (extra ``otel``): engine work and span signals as GenAI-convention spans, and
+the runtime's metrics as OpenTelemetry instruments (``OtelMetrics``).
 
 Example::
 
@@ -10,7 +11,15 @@ Example::
 
 from tether.otel._engine import OtelInterceptor
 from tether.otel._logs import TraceLogFilter
+from tether.otel._metrics import OtelMetrics, otlp_metrics
 from tether.otel._otlp import otlp_provider
 from tether.otel._sink import OtelSpanSink
 
-__all__ = ("OtelInterceptor", "OtelSpanSink", "TraceLogFilter", "otlp_provider")
+__all__ = (
+    "OtelInterceptor",
+    "OtelMetrics",
+    "OtelSpanSink",
+    "TraceLogFilter",
+    "otlp_metrics",
+    "otlp_provider",
+)
