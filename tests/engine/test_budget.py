@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from tether.agent import agent_spec, tool
-from tether.engine import BUDGET_EXHAUSTED, AgentDefinition, Budget, Runtime
+from tether.engine import BUDGET_EXHAUSTED, AgentDefinition, App, Budget, Runtime
 from tether.engine._budget import effective_budget
 from tether.errors import InvalidDispatch
 from tether.journal import Journal
@@ -20,6 +20,7 @@ from tether.models import ScriptedModel, Text, ToolUse
 from tether.records import ToolCalled, ToolOutcome
 from tether.store import Store, SubmissionStatus
 
+from .conftest import FAST
 from .test_runtime import settle
 
 Make = Callable[..., Runtime]
@@ -250,3 +251,12 @@ async def test_a_childs_usage_counts_against_its_parent(make_runtime: Make) -> N
     assert parent_model.invocations == 1 and child_model.invocations == 3
     details = outcome["errorDetails"]
     assert isinstance(details, dict) and details["modelCalls"] == 4
+
+
+async def test_an_app_takes_a_budget_as_a_setting(store: Store) -> None:
+    model = looping()
+    app = App({"a": define(model)}, budget=Budget(model_calls=2), **FAST)
+    async with Runtime.from_app(app, store=store) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED and model.invocations == 2

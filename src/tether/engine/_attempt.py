@@ -575,10 +575,10 @@ class _Attempt:
         its children's answers), read from the store whole (a lean view may hold only the
         latest execution's records)."""
         meter = self.meter
-        if meter is None:
+        if meter is None or not mine:  # nothing run yet: nothing spent (no log read)
             return
         sub = self.submission
-        after = mine[0].start_index if mine else 0
+        after = mine[0].start_index
         while True:
             page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
             meter.count_records(page, sub.id)
