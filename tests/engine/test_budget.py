@@ -4,7 +4,10 @@ calls, counted from the journal, from each source, across a resume and a subagen
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +21,15 @@ from tether.journal import Journal
 from tether.messages import Message, ModelRequest, ModelResponse, TextPart, ToolCallPart, Usage
 from tether.models import ScriptedModel, Text, ToolUse
 from tether.records import ToolCalled, ToolOutcome
-from tether.store import Store, SubmissionStatus
+from tether.store import SqliteStore, Store, SubmissionStatus
 
+from ..processes import eventually_awaited, kill, start
 from .conftest import FAST
 from .test_runtime import settle
 
 Make = Callable[..., Runtime]
+WORKER = Path(__file__).with_name("budget_crash_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def looping(tools_per_call: int = 1) -> ScriptedModel:
@@ -260,3 +266,40 @@ async def test_an_app_takes_a_budget_as_a_setting(store: Store) -> None:
         receipt = await runtime.dispatch("a", "acme", "go")
         outcome = await settle(runtime, receipt.submission_id)
     assert outcome["errorCode"] == BUDGET_EXHAUSTED and model.invocations == 2
+
+
+@pytest.mark.process
+async def test_a_worker_killed_mid_run_is_resumed_without_counting_again(tmp_path: Path) -> None:
+    """SIGKILL a worker with two model calls paid for and a tool call recorded but never
+    answered; another worker resumes the run from the journal and stops at the budget: the
+    calls the dead worker made count once, and the tool call re-driven counts once."""
+    log = tmp_path / "calls.log"
+    store = await SqliteStore.open(tmp_path)
+    api = Runtime({"a": define(looping())}, store)  # admission only: no worker runs here
+    await api.start(worker=False)
+    receipt = await api.dispatch("a", "acme", "go", budget=Budget(model_calls=4))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with (tmp_path / "worker.log").open("ab") as errors:
+        worker = start(
+            [sys.executable, str(WORKER), str(tmp_path), str(log)], stderr=errors, env=env
+        )
+
+    def held() -> bool:
+        return log.exists() and "held" in log.read_text().splitlines()
+
+    await eventually_awaited(
+        lambda: asyncio.to_thread(held), lambda: (tmp_path / "worker.log").read_text()
+    )
+    kill(worker)
+    assert log.read_text().splitlines().count("model") == 2
+    model = looping()
+    async with Runtime({"a": define(model)}, store, **FAST) as again:  # the real clock
+        outcome = await settle(again, receipt.submission_id)
+    await api.close()
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert model.invocations == 2  # 2 + 2: none bought again
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict)
+    assert (details["modelCalls"], details["toolCalls"]) == (4, 4)
+    assert _closed(await _records(store, receipt.conversation_id))
+    await store.close()
