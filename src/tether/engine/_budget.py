@@ -36,6 +36,10 @@ __all__ = (
 
 BUDGET_EXHAUSTED: Final = "budget_exhausted"
 _N = TypeVar("_N", int, float)
+_COUNTED_TOOLS: Final = frozenset((Mediation.HOST, Mediation.APPROVAL))
+"""The tool calls a ``tool_calls`` limit counts: those the host's executor runs (one needing
+approval counts from its request, approved or not). A person's answer to an ask is no
+tool run, and a task call spends what its child spends."""
 
 
 class Budget(WireModel):
@@ -132,7 +136,7 @@ class BudgetMeter:
                 model = self._models.get(payload.call_id, "")
                 at = datetime.fromisoformat(record.time)
                 self.add_model_call(model, payload.usage, at=at)
-            elif isinstance(payload, ToolCalled) and payload.mediation is not Mediation.TASK:
+            elif isinstance(payload, ToolCalled) and payload.mediation in _COUNTED_TOOLS:
                 if payload.call_id not in self.tool_ids:
                     self.tool_ids.add(payload.call_id)
                     self.tool_calls += 1
