@@ -23,6 +23,7 @@ from tether.engine._agents import (
 )
 from tether.engine._app import App, AppAgents
 from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
+from tether.engine._budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
 from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import RuntimeConfig
 from tether.engine._delegation import TASK_TOOL, TASK_WAIT_EXCEEDED, TaskArgs, task_tool
@@ -106,6 +107,7 @@ from tether.engine._versions import (
 __all__ = (
     "ABORTED",
     "ATTEMPT_BUDGET_EXHAUSTED",
+    "BUDGET_EXHAUSTED",
     "CANCELLED_BY_PARENT",
     "INSTRUMENTS",
     "MAX_APPROVALS_PAGE",
@@ -131,6 +133,8 @@ __all__ = (
     "ApprovalDecidedEvent",
     "ApprovalPage",
     "AttemptStarted",
+    "Budget",
+    "BudgetExhausted",
     "ChildUsage",
     "Clock",
     "Compacted",

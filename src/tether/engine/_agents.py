@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.engine._budget import Budget
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model, ModelRetryPolicy
@@ -82,6 +83,9 @@ class AgentDefinition:
     """The version's name; by default a digest of what the journal pins (the harness, its
     system prompt, tool schemas and model), as the initializer builds them for a probe
     instance (docs/versions.md)."""
+    budget: Budget | None = None
+    """Limits on each submission's spending (docs/budgets.md); a dispatch's own override
+    them limit by limit, and they override the application's (``RuntimeConfig.budget``)."""
     policy: VersionPolicy = "pinned"
     """What a run started on another version of this agent does here."""
     previous: Sequence[AgentDefinition] = ()

@@ -17,6 +17,14 @@ from datetime import timedelta
 from pydantic import JsonValue
 
 from tether.engine._agents import AgentDefinition, AgentSpec, build_spec
+from tether.engine._budget import (
+    BUDGET_EXHAUSTED,
+    BudgetedModel,
+    BudgetedTools,
+    BudgetExhausted,
+    BudgetMeter,
+    effective_budget,
+)
 from tether.engine._config import RuntimeConfig
 from tether.engine._context import EngineContext
 from tether.engine._delegation import (
@@ -24,6 +32,7 @@ from tether.engine._delegation import (
     abort_settlement,
     cancel_children,
     children_awaited,
+    partial_output,
 )
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
@@ -74,6 +83,7 @@ from tether.errors import (
 from tether.journal import (
     EffectWrappers,
     Ending,
+    Execution,
     ExecutionResult,
     Finisher,
     Journal,
@@ -234,6 +244,15 @@ class _Attempt:
             ChildDelegation(context, submission, self.targets) if self.targets else None
         )
         """Runs the task calls of an agent that may delegate (its task tool is offered)."""
+        budget = effective_budget(
+            self.inbound.budget,
+            None if self.definition is None else self.definition.budget,
+            self.config.budget,
+        )
+        self.meter = None if budget is None else BudgetMeter(budget)
+        """What this submission has spent against its budget, if it has one."""
+        if self.meter is not None and self.delegation is not None:
+            self.delegation.on_delivered = self.meter.add_child
 
     async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
         absorbed = await self._absorbed()
@@ -390,6 +409,8 @@ class _Attempt:
             return
         if isinstance(error, ReplayDiverged) and self._waits_for_a_fix():
             return await self._wait_for_a_fix(error)
+        if isinstance(error, BudgetExhausted):
+            return await self._settle_exhausted(error)
         if isinstance(error, ProviderError):
             # The model call's own retries are spent (or cannot help): another attempt
             # would only multiply them.
@@ -410,6 +431,21 @@ class _Attempt:
             return
         message = self.context.redact(f"{type(error).__name__}: {error}")
         await self.settle(failed(RUN_FAILED, message))
+
+    async def _settle_exhausted(self, error: BudgetExhausted) -> None:
+        """Settle ``failed`` with ``budget_exhausted`` and the partial answer (the last text
+        its model produced). The settlement closes what the execution left open, as an
+        abort's does: a tool call without a result gets one, so the session's next run
+        hands its model a history a provider accepts."""
+        sub = self.submission
+        view = await self.context.views.refreshed(self.store, sub.conversation_id)
+        mine = view.executions.by_submission.get(sub.id)
+        floor = mine[0].start_index if mine else len(view.records)
+        payload = failed(BUDGET_EXHAUSTED, str(error), dict(error.details))
+        partial = partial_output(view.records[floor:])
+        if partial is not None:
+            payload = payload.model_copy(update={"result": partial})
+        await self.settle(payload)
 
     def _waits_for_a_fix(self) -> bool:
         """A resume that diverged from its log under any policy (the code makes other effects
@@ -498,7 +534,6 @@ class _Attempt:
 
     async def _journal(self, spec: AgentSpec) -> Journal:
         sub = self.submission
-        events = self.events
         return await Journal.open(
             self.store,
             sub.conversation_id,
@@ -514,14 +549,42 @@ class _Attempt:
                 observer=_Observer(self.context, self.correlation),
                 steer_source=self._steer_source,
                 delegation=self.delegation,
-                wrappers=EffectWrappers(
-                    model=lambda model: events.model(model, self.correlation),
-                    tools=lambda tools: events.tools(tools, self.correlation),
-                ),
+                wrappers=self._wrappers(),
                 redact=self.context.redact,
                 model_calls=self._model_calls(spec),
             ),
         )
+
+    def _wrappers(self) -> EffectWrappers:
+        """Every model client and tool executor invoked: instrumented, and, under a budget,
+        checked against it first (a call refused is never made, so never instrumented)."""
+        events, correlation, meter = self.events, self.correlation, self.meter
+        if meter is None:
+            return EffectWrappers(
+                model=lambda model: events.model(model, correlation),
+                tools=lambda tools: events.tools(tools, correlation),
+            )
+        now = self.context.clock.now
+        return EffectWrappers(
+            model=lambda model: BudgetedModel(events.model(model, correlation), meter, now),
+            tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meter),
+        )
+
+    async def _count_spent(self, mine: Sequence[Execution]) -> None:
+        """Take in what this submission's journaled records say it spent (earlier attempts,
+        its children's answers), read from the store whole (a lean view may hold only the
+        latest execution's records)."""
+        meter = self.meter
+        if meter is None or not mine:  # nothing run yet: nothing spent (no log read)
+            return
+        sub = self.submission
+        after = mine[0].start_index
+        while True:
+            page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
+            meter.count_records(page, sub.id)
+            if len(page) < 1000:
+                return
+            after = page[-1].seq
 
     async def _operation(
         self,
@@ -655,6 +718,7 @@ class _Attempt:
         if self.inbound.kind == "compact":
             return await self._compact(journal, spec)
         mine = view.executions.by_submission.get(sub.id, [])
+        await self._count_spent(mine)
         events = self.events
         first: Sequence[UserMessage | Signal] = [self.inbound.input_payload()]
         settling: _Settling | None = None

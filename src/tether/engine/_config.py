@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tether._ids import new_ulid
+from tether.engine._budget import Budget
 from tether.engine._clock import Clock
 from tether.engine._metrics import MetricSink
 from tether.engine._redact import Redactor
@@ -32,6 +33,9 @@ class RuntimeConfig:
     timeout_grace: float = 10.0
     """How long a timed-out or aborted run gets to unwind before it is settled over."""
     result_retries: int = 2
+    budget: Budget | None = None
+    """Limits on every submission's spending (docs/budgets.md), where neither its dispatch
+    nor its agent sets them."""
     backoff_cap: float = 5.0
     shutdown_timeout: float = 10.0
     owner_id: str = field(default_factory=lambda: f"worker-{new_ulid()}")

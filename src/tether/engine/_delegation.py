@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import jsonschema
@@ -54,6 +54,7 @@ __all__ = (
     "abort_settlement",
     "cancel_children",
     "children_awaited",
+    "partial_output",
     "task_session",
     "task_tool",
 )
@@ -146,6 +147,9 @@ class ChildDelegation:
         """The earliest deadline of the children found still running (``max_wait``)."""
         self.waiting_for: list[str] = []
         """The children found still running, by submission id."""
+        self.on_delivered: Callable[[TaskFinished], None] | None = None
+        """Hears each child's answer once it is durable in the parent's log (a budget counts
+        the child's usage against its parent's)."""
         self._given_up: set[str] = set()
         """Children whose wait lapsed: cancelled once the parent's log says so (their
         abort then reads as ``cancelled_by_parent``)."""
@@ -273,6 +277,8 @@ class ChildDelegation:
     async def delivered(self, finished: Record) -> None:
         payload = finished.payload
         assert isinstance(payload, TaskFinished)
+        if self.on_delivered is not None:
+            self.on_delivered(payload)
         if payload.child_submission_id in self._given_up:
             self._given_up.discard(payload.child_submission_id)
             child_id = payload.child_submission_id
@@ -293,7 +299,7 @@ class ChildDelegation:
             child_conversation_id=task.child_conversation_id,
             child_submission_id=task.child_submission_id,
             status=settled.status,
-            result=settled.result if succeeded else _partial_output(view.records),
+            result=settled.result if succeeded else partial_output(view.records),
             error=None if succeeded else settled.error or f"it ended {settled.status}",
             error_code=settled.error_code,
             agent=task.agent,
@@ -310,7 +316,7 @@ class ChildDelegation:
         return finished, _tool_result(task, finished)
 
 
-def _partial_output(records: Sequence[Record]) -> str | None:
+def partial_output(records: Sequence[Record]) -> str | None:
     """The last text the child's model produced, if any: what a failed child leaves."""
     for record in reversed(records):
         payload = record.payload if record.kind == AssistantMessageCompleted.KIND else None

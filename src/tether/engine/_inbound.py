@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from tether._payloads import Actor, AttachmentRef
 from tether._wire import JsonObject, WireModel
+from tether.engine._budget import Budget
 from tether.errors import InvalidDispatch
 from tether.records import Signal, SteerReceived, UserMessage
 
@@ -40,6 +41,9 @@ class Inbound(WireModel):
     attachments: tuple[AttachmentRef, ...] | None = None
     result_schema: JsonObject | None = None
     result_retries: int | None = Field(default=None, ge=0, le=10)
+    budget: Budget | None = None
+    """This submission's own limits (docs/budgets.md): each it sets overrides the agent's and
+    the application's. Stored with the input, so every attempt enforces the same budget."""
     by: Actor | None = None
     """Who sent it, as the server verified them: recorded on the message, and what a tool
     sees as ``ctx.identity``. The caller's own application sets it, never a client's body."""
@@ -54,6 +58,8 @@ class Inbound(WireModel):
             raise ValueError("body is required")
         if self.kind in ("steer", "follow_up", "compact") and self.result_schema is not None:
             raise ValueError(f"a {self.kind} takes no result schema")
+        if self.kind in ("steer", "follow_up", "compact") and self.budget is not None:
+            raise ValueError(f"a {self.kind} takes no budget: it runs within its host's")
         if self.result_schema is not None:
             try:
                 jsonschema.validators.validator_for(self.result_schema).check_schema(

@@ -36,6 +36,7 @@ from tether.engine._approvals import (
     gate_journal,
     gate_waited,
 )
+from tether.engine._budget import Budget
 from tether.engine._clock import Clock, SystemClock
 from tether.engine._config import RuntimeConfig
 from tether.engine._context import EngineContext
@@ -143,6 +144,11 @@ def check_seq(value: int, *, field: str, least: int = 0) -> int:
     if not least <= value <= MAX_SEQ:
         raise InvalidSeq(value, field=field, least=least)
     return value
+
+
+def _budget_wire(budget: Budget | Mapping[str, Any]) -> Any:
+    """A dispatch's budget as its message's wire form takes it (a mapping is validated there)."""
+    return budget.to_json_object() if isinstance(budget, Budget) else dict(budget)
 
 
 def _check_name(kind: str, value: str) -> None:
@@ -540,6 +546,7 @@ class Runtime:
         multitask: Multitask = "enqueue",
         trace: Mapping[str, str] | None = None,
         tenant: str | None = None,
+        budget: Budget | Mapping[str, Any] | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
@@ -550,11 +557,14 @@ class Runtime:
         attempt, recovered ones included, joins that trace (a malformed one is ignored).
         ``tenant`` is the caller's (``None``: an operator's): a new session is that tenant's,
         and another tenant's session (or one of no tenant) is ``ConversationNotFound``, with
-        nothing admitted nor interrupted (see ``NewSubmission.tenant``).
+        nothing admitted nor interrupted (see ``NewSubmission.tenant``). ``budget`` limits
+        this submission's spending, over its agent's and the application's, limit by limit
+        (docs/budgets.md); it is stored with the message.
 
         Example::
 
             receipt = await runtime.dispatch("support", "acme", "hello", tenant="acme")
+            await runtime.dispatch("support", "acme", "go", budget=Budget(model_calls=5))
         """
         self._check_open()
         if agent not in self.agents:
@@ -564,6 +574,8 @@ class Runtime:
         if dispatch_id is not None and not (0 < len(dispatch_id) <= _NAME_LIMIT):
             raise InvalidDispatch(f"must be 1-{_NAME_LIMIT} characters", field="dispatchId")
         inbound = parse_inbound(message)
+        if budget is not None:
+            inbound = parse_inbound({**inbound.to_json_object(), "budget": _budget_wire(budget)})
         key = SessionKey(agent, instance, session)
         if multitask != "enqueue" and inbound.kind in ("user", "signal"):
             busy = await self._unsettled(key, tenant)
@@ -573,7 +585,7 @@ class Runtime:
                 for submission in busy:
                     await self._cancel(submission)
             if busy and multitask == "steer":
-                inbound = inbound.model_copy(update={"kind": "steer"})
+                inbound = inbound.model_copy(update={"kind": "steer", "budget": None})
         return await self._admit(key, inbound, dispatch_id, trace_context(trace), tenant)
 
     async def _admit(

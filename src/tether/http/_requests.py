@@ -7,7 +7,7 @@ from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from tether.engine import InboundKind, SignalInfo
+from tether.engine import Budget, InboundKind, SignalInfo
 from tether.journal import Decision
 from tether.records import AttachmentRef
 from tether.store import MAX_SEQ
@@ -64,6 +64,11 @@ class DispatchBody(RequestBody):
     attachments: list[AttachmentRef] | None = None
     result_schema: dict[str, JsonValue] | None = None
     result_retries: int | None = Field(default=None, ge=0, le=10)
+    budget: Budget | None = Field(
+        default=None,
+        description="Limits on this submission's spending, each over the agent's and the "
+        "application's (docs/budgets.md).",
+    )
     session: str = "default"
     dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
 

@@ -1,0 +1,250 @@
+"""Per-submission budgets: limits on model calls, tokens, cost and tool calls, counted from
+the journal and checked before each model call and each tool call (docs/budgets.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final, TypeVar
+
+from pydantic import Field
+
+from tether._wire import WireModel
+from tether.errors import JournalError
+from tether.journal import ToolExecutor, ToolScope
+from tether.messages import Mediation, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
+from tether.models import DeltaSink, Model, cost_of
+from tether.records import (
+    AssistantMessageCompleted,
+    LogTruncated,
+    ModelCalled,
+    Record,
+    TaskFinished,
+    ToolCalled,
+)
+
+__all__ = (
+    "BUDGET_EXHAUSTED",
+    "Budget",
+    "BudgetExhausted",
+    "BudgetMeter",
+    "BudgetedModel",
+    "BudgetedTools",
+    "effective_budget",
+)
+
+BUDGET_EXHAUSTED: Final = "budget_exhausted"
+_N = TypeVar("_N", int, float)
+_COUNTED_TOOLS: Final = frozenset((Mediation.HOST, Mediation.APPROVAL))
+"""The tool calls a ``tool_calls`` limit counts: those the host's executor runs (one needing
+approval counts from its request, approved or not). A person's answer to an ask is no
+tool run, and a task call spends what its child spends."""
+
+
+class Budget(WireModel):
+    """Limits on what one submission may spend; ``None`` is no limit. On the wire (a
+    dispatch's ``budget``) the names are camelCase: ``modelCalls``, ``tokens``, ``costUsd``,
+    ``toolCalls``. ``tokens`` counts input and output tokens; a child submission's calls
+    count against its parent.
+
+    Example::
+
+        Budget(model_calls=5, tokens=20_000, cost_usd=0.5, tool_calls=10)
+    """
+
+    model_calls: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+    tool_calls: int | None = Field(default=None, ge=0)
+
+    def over(self, fallback: Budget | None) -> Budget:
+        """This budget, each limit it leaves unset taken from ``fallback``."""
+        if fallback is None:
+            return self
+        return Budget(
+            model_calls=_first(self.model_calls, fallback.model_calls),
+            tokens=_first(self.tokens, fallback.tokens),
+            cost_usd=_first(self.cost_usd, fallback.cost_usd),
+            tool_calls=_first(self.tool_calls, fallback.tool_calls),
+        )
+
+    @property
+    def unlimited(self) -> bool:
+        return (
+            self.model_calls is None
+            and self.tokens is None
+            and self.cost_usd is None
+            and self.tool_calls is None
+        )
+
+
+def _first(value: _N | None, fallback: _N | None) -> _N | None:
+    return fallback if value is None else value
+
+
+def effective_budget(*budgets: Budget | None) -> Budget | None:
+    """The budget of a submission from its sources, most specific first (the dispatch's,
+    the agent's, the application's): each limit from the first that sets it."""
+    result: Budget | None = None
+    for budget in reversed(budgets):
+        if budget is not None:
+            result = budget.over(result)
+    return None if result is None or result.unlimited else result
+
+
+class BudgetExhausted(JournalError):
+    """A submission's budget was used up before a model call or a tool call: it settles
+    ``failed`` with ``budget_exhausted`` and its partial answer."""
+
+    code = BUDGET_EXHAUSTED
+
+    def __init__(self, message: str, details: dict[str, int | float | str | None]) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+@dataclass(slots=True)
+class BudgetMeter:
+    """What one submission has spent: counted from its journaled records when its attempt
+    starts, then from each call made live (the journal may hold a call's records back to
+    commit them with the next, so the log alone can trail the calls just made)."""
+
+    budget: Budget
+    model_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    tool_calls: int = 0
+    tool_ids: set[str] = field(default_factory=set)
+    """The tool calls counted, so that one re-driven after a crash counts once."""
+    child_ids: set[str] = field(default_factory=set)
+    """The children whose answers were counted."""
+    _models: dict[str, str] = field(default_factory=dict)
+
+    def count_records(self, records: Sequence[Record], submission_id: str) -> None:
+        """Take in a submission's journaled spending (its children's, by ``task_finished``).
+        A model call counts once its completion is recorded: a replayed or resumed call
+        that has one is served from the log, never bought again."""
+        for record in records:
+            if record.submission_id != submission_id:
+                continue
+            payload = record.payload
+            if isinstance(payload, ModelCalled):
+                self._models[payload.call_id] = payload.model
+            elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
+                model = self._models.get(payload.call_id, "")
+                at = datetime.fromisoformat(record.time)
+                self.add_model_call(model, payload.usage, at=at)
+            elif isinstance(payload, ToolCalled) and payload.mediation in _COUNTED_TOOLS:
+                if payload.call_id not in self.tool_ids:
+                    self.tool_ids.add(payload.call_id)
+                    self.tool_calls += 1
+            elif isinstance(payload, TaskFinished):
+                self.add_child(payload)
+            elif isinstance(payload, LogTruncated) and payload.model_calls:
+                self._add(payload.model_calls, payload.usage, payload.cost)
+
+    def add_model_call(self, model: str, usage: Usage | None, *, at: datetime) -> None:
+        self._add(1, usage, cost_of(model, usage or Usage(), at=at))
+
+    def add_child(self, finished: TaskFinished) -> None:
+        """A child's answer, counted once (its usage includes its own children's)."""
+        if finished.child_submission_id in self.child_ids:
+            return
+        self.child_ids.add(finished.child_submission_id)
+        calls = finished.model_calls or 0
+        self._add(calls, finished.usage, finished.cost if calls else 0.0)
+
+    def _add(self, calls: int, usage: Usage | None, cost: float | None) -> None:
+        self.model_calls += calls
+        if usage is not None:
+            self.tokens += (usage.input_tokens or 0) + (usage.output_tokens or 0)
+        if cost is None:
+            self.cost_known = False
+        else:
+            self.cost_usd += cost
+
+    def check(self, before: str) -> None:
+        """Raise :class:`BudgetExhausted` if a limit is used up (``before`` names the call
+        about to be made)."""
+        budget = self.budget
+        exhausted: tuple[str, float, float] | None = None
+        if (
+            budget.model_calls is not None
+            and before == "model"
+            and (self.model_calls >= budget.model_calls)
+        ):
+            exhausted = ("modelCalls", self.model_calls, budget.model_calls)
+        elif budget.tokens is not None and before == "model" and self.tokens >= budget.tokens:
+            exhausted = ("tokens", self.tokens, budget.tokens)
+        elif (
+            budget.cost_usd is not None
+            and before == "model"
+            and self.cost_known
+            and self.cost_usd >= budget.cost_usd
+        ):
+            exhausted = ("costUsd", round(self.cost_usd, 6), budget.cost_usd)
+        elif (
+            budget.tool_calls is not None
+            and before == "tool"
+            and (self.tool_calls >= budget.tool_calls)
+        ):
+            exhausted = ("toolCalls", self.tool_calls, budget.tool_calls)
+        if exhausted is None:
+            return
+        name, used, limit = exhausted
+        message = (
+            f"budget exhausted: {name} used {used} of {limit} before a {before} call "
+            f"({self.model_calls} model calls, {self.tokens} tokens, "
+            f"{self._cost_text()}, {self.tool_calls} tool calls)"
+        )
+        raise BudgetExhausted(
+            message,
+            {
+                "limit": name,
+                "used": used,
+                "max": limit,
+                "modelCalls": self.model_calls,
+                "tokens": self.tokens,
+                "costUsd": round(self.cost_usd, 6) if self.cost_known else None,
+                "toolCalls": self.tool_calls,
+            },
+        )
+
+    def _cost_text(self) -> str:
+        return f"${self.cost_usd:.6f}" if self.cost_known else "cost unknown"
+
+
+class BudgetedModel:
+    """A model client that checks the meter before each request and counts each answer."""
+
+    def __init__(self, inner: Model, meter: BudgetMeter, now: Callable[[], datetime]) -> None:
+        self._inner = inner
+        self._meter = meter
+        self._now = now
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        self._meter.check("model")
+        response = await self._inner.request(request, stream)
+        self._meter.add_model_call(request.model, response.usage, at=self._now())
+        return response
+
+
+class BudgetedTools:
+    """A tool executor that checks the meter before each new call and counts it (a call
+    whose intent the log already holds, re-driven by a resume, was counted from it)."""
+
+    def __init__(self, inner: ToolExecutor, meter: BudgetMeter) -> None:
+        self._inner = inner
+        self._meter = meter
+
+    async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult:
+        meter = self._meter
+        if call.call_id not in meter.tool_ids:
+            meter.check("tool")
+            meter.tool_ids.add(call.call_id)
+            meter.tool_calls += 1
+        return await self._inner.execute(call, scope)

@@ -1,0 +1,305 @@
+"""Per-submission budgets (issue 41, item 1): limits on model calls, tokens, cost and tool
+calls, counted from the journal, from each source, across a resume and a subagent tree."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from tether.agent import agent_spec, tool
+from tether.engine import BUDGET_EXHAUSTED, AgentDefinition, App, Budget, Runtime
+from tether.engine._budget import effective_budget
+from tether.errors import InvalidDispatch
+from tether.journal import Journal
+from tether.messages import Message, ModelRequest, ModelResponse, TextPart, ToolCallPart, Usage
+from tether.models import ScriptedModel, Text, ToolUse
+from tether.records import ToolCalled, ToolOutcome
+from tether.store import SqliteStore, Store, SubmissionStatus
+
+from ..processes import eventually_awaited, kill, start
+from .conftest import FAST
+from .test_runtime import settle
+
+Make = Callable[..., Runtime]
+WORKER = Path(__file__).with_name("budget_crash_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def looping(tools_per_call: int = 1) -> ScriptedModel:
+    """A model that never stops: each answer says which step it is on and calls ``lookup``."""
+
+    def reply(request: ModelRequest) -> object:
+        step = sum(1 for m in request.messages if m.role == "assistant") + 1
+        uses = [
+            ToolUse("lookup", {"q": f"{step}-{i}"}, call_id=f"c{step}-{i}")
+            for i in range(tools_per_call)
+        ]
+        return [Text(f"step {step}"), *uses]
+
+    return ScriptedModel(reply)
+
+
+def costly(input_tokens: int, output_tokens: int) -> ScriptedModel:
+    """A looping model reporting the same usage on every call."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        step = sum(1 for m in request.messages if m.role == "assistant") + 1
+        message = Message(
+            role="assistant",
+            parts=(
+                TextPart(text=f"step {step}"),
+                ToolCallPart(call_id=f"c{step}", name="lookup", args={"q": str(step)}),
+            ),
+        )
+        usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+        return ModelResponse(message=message, usage=usage)
+
+    return ScriptedModel(reply)
+
+
+@tool
+async def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+def define(model: ScriptedModel, tools: Any = (lookup,), **policy: Any) -> AgentDefinition:
+    spec = agent_spec(model, tools=list(tools))
+    return AgentDefinition(lambda instance, env: spec, **policy)
+
+
+async def _records(store: Store, conversation_id: str) -> list[Any]:
+    journal = await Journal.open(store, conversation_id)
+    return list(await journal.records())
+
+
+def _closed(records: list[Any]) -> bool:
+    """Every tool call has an outcome: a history a provider accepts."""
+    called = {r.payload.call_id for r in records if isinstance(r.payload, ToolCalled)}
+    answered = {r.payload.call_id for r in records if isinstance(r.payload, ToolOutcome)}
+    return called <= answered
+
+
+# --- the budget itself --------------------------------------------------------------------
+
+
+def test_the_most_specific_source_wins_limit_by_limit() -> None:
+    app = Budget(model_calls=10, tokens=1000, cost_usd=1.0)
+    agent = Budget(model_calls=5, tool_calls=3)
+    dispatch = Budget(model_calls=2)
+    assert effective_budget(dispatch, agent, app) == Budget(
+        model_calls=2, tokens=1000, cost_usd=1.0, tool_calls=3
+    )
+    assert effective_budget(None, None, None) is None
+    assert effective_budget(Budget(), None, None) is None  # nothing limited: no budget
+
+
+def test_a_negative_limit_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        Budget(model_calls=-1)
+    assert Budget.model_validate({"modelCalls": 5, "costUsd": 0.5}).to_json_object() == {
+        "modelCalls": 5,
+        "costUsd": 0.5,
+    }
+
+
+# --- enforcement ---------------------------------------------------------------------------
+
+
+async def test_model_calls_run_out_before_the_next_call(make_runtime: Make, store: Store) -> None:
+    model = looping()
+    async with make_runtime({"a": define(model)}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=Budget(model_calls=3))
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["status"] == "failed" and outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert model.invocations == 3  # the fourth was never asked
+    assert outcome["result"] == "step 3"  # the partial answer: its model's last text
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict)
+    assert (details["limit"], details["used"], details["max"]) == ("modelCalls", 3, 3)
+    assert "modelCalls used 3 of 3" in str(outcome["error"])
+    assert _closed(await _records(store, receipt.conversation_id))
+
+
+async def test_tokens_run_out(make_runtime: Make) -> None:
+    model = costly(100, 50)
+    async with make_runtime({"a": define(model)}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget={"tokens": 400})
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert model.invocations == 3  # 150, 300, 450: over once the third was paid for
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict) and details["limit"] == "tokens" and details["used"] == 450
+
+
+async def test_cost_runs_out(make_runtime: Make) -> None:
+    # An unpriced model's cost is unknown and never counts as spent; the scripted "default"
+    # model's name is in the price table at zero, so only a zero budget is exhausted by it.
+    model = looping()
+    async with make_runtime({"a": define(model)}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget={"costUsd": 0})
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED and model.invocations == 0
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict) and details["limit"] == "costUsd"
+
+
+async def test_tool_calls_run_out_and_the_refused_call_gets_an_outcome(
+    make_runtime: Make, store: Store
+) -> None:
+    model = looping(tools_per_call=2)
+    async with make_runtime({"a": define(model)}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=Budget(tool_calls=3))
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict)
+    assert (details["limit"], details["used"]) == ("toolCalls", 3)
+    records = await _records(store, receipt.conversation_id)
+    assert _closed(records)  # the fourth call, refused, was closed by the settlement
+    ran = [r for r in records if isinstance(r.payload, ToolOutcome) and "found" in str(r.payload)]
+    assert len(ran) == 3
+
+
+async def test_the_agent_and_the_application_set_budgets_too(make_runtime: Make) -> None:
+    agents = {
+        "capped": define(looping(), budget=Budget(model_calls=2)),
+        "free": define(looping()),
+    }
+    async with make_runtime(agents, budget=Budget(model_calls=1)) as runtime:
+        capped = await runtime.dispatch("capped", "acme", "go")
+        free = await runtime.dispatch("free", "acme", "go")
+        raised = await runtime.dispatch(
+            "capped", "acme", "go", session="s2", budget={"modelCalls": 4}
+        )
+        outcomes = [await settle(runtime, r.submission_id) for r in (capped, free, raised)]
+    used = [o["errorDetails"]["used"] for o in outcomes]  # type: ignore[index,call-overload]
+    assert used == [2, 1, 4]  # the agent's over the application's, the dispatch's over both
+
+
+async def test_a_budget_is_stored_with_the_message(make_runtime: Make, store: Store) -> None:
+    async with make_runtime({"a": define(looping())}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget={"modelCalls": 1})
+        await settle(runtime, receipt.submission_id)
+    submission = await store.get_submission(receipt.submission_id)
+    assert submission.input["budget"] == {"modelCalls": 1}
+
+
+async def test_a_bad_budget_is_refused_at_dispatch(make_runtime: Make) -> None:
+    async with make_runtime({"a": define(looping())}) as runtime:
+        with pytest.raises(InvalidDispatch) as caught:
+            await runtime.dispatch("a", "acme", "go", budget={"tokens": -5})
+        assert caught.value.field == "budget.tokens"
+        with pytest.raises(InvalidDispatch, match="takes no budget"):
+            await runtime.dispatch(
+                "a", "acme", {"kind": "steer", "body": "x"}, budget={"tokens": 5}
+            )
+
+
+async def test_a_resumed_run_does_not_count_again(make_runtime: Make, store: Store) -> None:
+    """A runtime closed while a tool runs hands the run back; another resumes it from the
+    journal: the calls the first made count once, and none is bought again."""
+    started, release = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        calls.append(q)
+        if q == "2-0":
+            started.set()
+            await release.wait()
+        return f"found {q}"
+
+    first_model = looping()
+    runtime = make_runtime({"a": define(first_model, tools=(lookup,))})
+    await runtime.start()
+    receipt = await runtime.dispatch("a", "acme", "go", budget=Budget(model_calls=4))
+    await asyncio.wait_for(started.wait(), 60)
+    await runtime.close()
+    assert (await store.get_submission(receipt.submission_id)).status is SubmissionStatus.QUEUED
+    second_model = looping()
+    release.set()
+    async with make_runtime({"a": define(second_model, tools=(lookup,))}) as again:
+        outcome = await settle(again, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert first_model.invocations == 2 and second_model.invocations == 2  # 4 in all
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict) and details["modelCalls"] == 4
+
+
+async def test_a_childs_usage_counts_against_its_parent(make_runtime: Make) -> None:
+    def parent_reply(request: ModelRequest) -> object:
+        if request.messages[-1].role == "tool":
+            return "all done"
+        return [ToolUse("task", {"agent": "researcher", "prompt": "X"}, call_id="t1")]
+
+    child_model = looping()
+    parent_model = ScriptedModel(parent_reply)
+    agents = {
+        "parent": define(parent_model, tools=()),
+        "researcher": define(child_model, budget=Budget(model_calls=3)),
+    }
+    runtime = make_runtime(agents, subagents={"parent": ["researcher"]})
+    await runtime.start()
+    receipt = await runtime.dispatch("parent", "acme", "go", budget=Budget(model_calls=3))
+    outcome = await settle(runtime, receipt.submission_id)
+    # One call of its own spawned the child; the child's three (its own budget ran out) made
+    # four in the parent's count, so the parent's second call is never made.
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert parent_model.invocations == 1 and child_model.invocations == 3
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict) and details["modelCalls"] == 4
+
+
+async def test_an_app_takes_a_budget_as_a_setting(store: Store) -> None:
+    model = looping()
+    app = App({"a": define(model)}, budget=Budget(model_calls=2), **FAST)
+    async with Runtime.from_app(app, store=store) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED and model.invocations == 2
+
+
+@pytest.mark.process
+async def test_a_worker_killed_mid_run_is_resumed_without_counting_again(tmp_path: Path) -> None:
+    """SIGKILL a worker with two model calls paid for and a tool call recorded but never
+    answered; another worker resumes the run from the journal and stops at the budget: the
+    calls the dead worker made count once, and the tool call re-driven counts once."""
+    log = tmp_path / "calls.log"
+    store = await SqliteStore.open(tmp_path)
+    api = Runtime({"a": define(looping())}, store)  # admission only: no worker runs here
+    await api.start(worker=False)
+    receipt = await api.dispatch("a", "acme", "go", budget=Budget(model_calls=4))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with (tmp_path / "worker.log").open("ab") as errors:
+        worker = start(
+            [sys.executable, str(WORKER), str(tmp_path), str(log)], stderr=errors, env=env
+        )
+
+    def held() -> bool:
+        return log.exists() and "held" in log.read_text().splitlines()
+
+    await eventually_awaited(
+        lambda: asyncio.to_thread(held), lambda: (tmp_path / "worker.log").read_text()
+    )
+    kill(worker)
+    assert log.read_text().splitlines().count("model") == 2
+    model = looping()
+    async with Runtime({"a": define(model)}, store, **FAST) as again:  # the real clock
+        outcome = await settle(again, receipt.submission_id)
+    await api.close()
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert model.invocations == 2  # 2 + 2: none bought again
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict)
+    assert (details["modelCalls"], details["toolCalls"]) == (4, 4)
+    assert _closed(await _records(store, receipt.conversation_id))
+    await store.close()
