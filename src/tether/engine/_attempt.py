@@ -578,7 +578,7 @@ class _Attempt:
         if meter is None or not mine:  # nothing run yet: nothing spent (no log read)
             return
         sub = self.submission
-        after = mine[0].start_index
+        after = mine[0].start.seq - 1
         while True:
             page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
             meter.count_records(page, sub.id)
