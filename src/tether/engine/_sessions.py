@@ -18,6 +18,7 @@ from typing import Final
 from tether._payloads import ConversationParent
 from tether.engine._context import EngineContext
 from tether.engine._eventlog import log_erased
+from tether.engine._runs import wait_settled
 from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import SessionBusy
 from tether.records import Actor, SettlementStatus, SubmissionSettled
@@ -241,15 +242,11 @@ async def erase_session(
         context.runs.abort(submission.id)
     if busy:
         context.runs.wake_claims()
+        feed = context.capabilities.change_feed
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(settle_within):
-                while True:
-                    left = await store.list_submissions(
-                        conversation_id=conversation.id, unsettled=True
-                    )
-                    if not left:
-                        break
-                    await context.clock.sleep(0.05)
+                for submission in busy:  # woken by each settlement, not polled
+                    await wait_settled(store, feed, context.runs, submission.id)
     erased = await retention.erase_session(conversation.id)
     context.views.forget(conversation.id)
     log_erased(erased, by, conversation.tenant)
