@@ -10,26 +10,18 @@ with a tool call recorded and unanswered, two model calls paid for.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.engine.crash_worker import _append  # one line a write, whole across a kill
 from tests.engine.test_budget import looping
 from tether.agent import agent_spec, tool
 from tether.engine import AgentDefinition, Runtime
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, ScriptedModel
 from tether.store import SqliteStore
-
-
-def _append(path: Path, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
 
 
 class Logged(ScriptedModel):
