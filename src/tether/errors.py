@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Self
 
 __all__ = (
@@ -80,6 +81,7 @@ __all__ = (
     "SubagentLimitReached",
     "SubmissionNotFound",
     "TetherError",
+    "TimerParked",
     "TokenExists",
     "TokenNotFound",
     "TransientError",
@@ -632,6 +634,23 @@ class ChildrenPending(Parked):
         self.call_ids = call_ids
         super().__init__(
             f"execution {execution_id} is waiting for the children of {', '.join(call_ids)}"
+        )
+
+
+class TimerParked(Parked):
+    """The execution parked durably on a timer (``Turn.sleep``, ``Turn.sleep_until``): its
+    start is in the log with the time it wakes (``wake_at``, UTC); the engine requeues the
+    submission then, with no process holding it meanwhile, and ``resume`` returns from the
+    sleep. ``timer_id`` names the sleep within its execution."""
+
+    code = "timer_parked"
+
+    def __init__(self, timer_id: str, execution_id: str, wake_at: datetime) -> None:
+        self.timer_id = timer_id
+        self.execution_id = execution_id
+        self.wake_at = wake_at
+        super().__init__(
+            f"execution {execution_id} is asleep until {wake_at.isoformat()} ({timer_id})"
         )
 
 

@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 
@@ -78,6 +78,7 @@ from tether.errors import (
     StoreCapabilityMissing,
     StoreUnavailable,
     TetherError,
+    TimerParked,
     TransientError,
 )
 from tether.journal import (
@@ -103,6 +104,7 @@ from tether.records import (
 )
 from tether.store import (
     WAIT_FOR_CHILDREN,
+    WAIT_FOR_TIMER,
     ClaimSettlement,
     StoreCapabilities,
     Submission,
@@ -138,6 +140,8 @@ def _wait_reason(error: Parked, *, for_children: bool) -> str:
     """The store's name for what a parked submission waits for."""
     if for_children:
         return WAIT_FOR_CHILDREN
+    if isinstance(error, TimerParked):
+        return WAIT_FOR_TIMER
     return "input" if isinstance(error, InputParked) else "approval"
 
 
@@ -147,7 +151,27 @@ def _parked_on(error: Parked) -> str:
         return f"approval {error.approval_id}"
     if isinstance(error, InputParked):
         return f"input {error.input_id}"
+    if isinstance(error, TimerParked):
+        return f"its timer ({error.timer_id})"
     return "its children"
+
+
+def _timed_from(submission: Submission) -> datetime:
+    """Where a submission's timeout counts from: its admission, or the time it last became
+    due, a delayed dispatch's or the timer it last slept on (a sleep or a delay is not run
+    time: a week's sleep must not time out an hour's budget)."""
+    due = submission.wait_until
+    if due is None or submission.wait_reason not in (None, WAIT_FOR_TIMER):
+        return submission.created_at
+    return max(submission.created_at, due)
+
+
+def _deadline(error: Parked, delegation: ChildDelegation | None) -> datetime | None:
+    """When a park's wait ends by itself: a timer's wake time, a wait for children's
+    deadline (``None``: only what it waits for ends it)."""
+    if isinstance(error, TimerParked):
+        return error.wake_at
+    return None if delegation is None else delegation.wait_until
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +225,9 @@ def _parking(capabilities: StoreCapabilities, parked: Parked) -> WaitStore:
     one for an approval or a question (``StoreCapabilityMissing`` naming it otherwise)."""
     if isinstance(parked, ChildrenPending):
         return require_capability(capabilities.children, "children")
+    if isinstance(parked, TimerParked):  # woken by the engine, which asks for its due time
+        require_capability(capabilities.timers, "timers")
+        return require_capability(capabilities.waits, "timers")
     return require_capability(capabilities.gates, "gates")
 
 
@@ -231,7 +258,7 @@ class _Attempt:
         )
         self.correlation = Correlation.of(submission)
         self.max_attempts, timeout = _limits(self.definition, self.config)
-        self.deadline = submission.created_at + timedelta(seconds=timeout)
+        self.deadline = _timed_from(submission) + timedelta(seconds=timeout)
         self._delivered: dict[str, str] = {}  # steer submission id -> the submission it joined
         self._committed: _Settling | None = None
         """The settlement whose record committed with the execution's end, once the work
@@ -489,7 +516,7 @@ class _Attempt:
                 attempt_id=str(sub.attempt_id),
                 reason=_wait_reason(error, for_children=children),
                 expected_seq=seen,
-                wait_until=delegation.wait_until if children and delegation else None,
+                wait_until=_deadline(error, delegation if children else None),
             )
             if parked.status is SubmissionStatus.QUEUED:
                 detail = f"{_parked_on(error)}: decided, settled or aborted before the park"
@@ -497,6 +524,8 @@ class _Attempt:
                     RecoveryDecided(self.correlation, decision="woken_before_park", detail=detail)
                 )
                 return
+            if isinstance(error, TimerParked):
+                self.context.runs.due(error.wake_at)  # the claim loop sleeps until then
             waited = tuple(delegation.waiting_for) if children and delegation else ()
             await self.events.emit(
                 SubmissionWaiting(self.correlation, reason=str(parked.wait_reason), children=waited)
@@ -552,6 +581,7 @@ class _Attempt:
                 wrappers=self._wrappers(),
                 redact=self.context.redact,
                 model_calls=self._model_calls(spec),
+                now=self.context.clock.now,
             ),
         )
 

@@ -29,7 +29,13 @@ from tether.engine._steering import SteerWatch
 from tether.engine._versions import VERSION_DIVERGED
 from tether.errors import ClaimLost, Fenced, TetherError
 from tether.records import SubmissionSettled
-from tether.store import WAIT_FOR_CHILDREN, OwnerLiveness, Submission, SubmissionStatus
+from tether.store import (
+    WAIT_FOR_CHILDREN,
+    WAIT_FOR_TIMER,
+    OwnerLiveness,
+    Submission,
+    SubmissionStatus,
+)
 
 __all__ = ("Coordinator", "requeue_if_stranded")
 
@@ -38,10 +44,11 @@ logger = logging.getLogger("tether.engine")
 
 async def requeue_if_stranded(context: EngineContext, submission: Submission) -> bool:
     """Requeue a waiting submission whose wait is over: a cancel was requested, the gate it
-    waits on is decided (or no longer open), its children have all settled, or its wait for
-    them lapsed. Today each of those commits with its wake-up; a store written by an earlier
-    version (which decided, then requeued, in two commits) may hold strays, and a lapsed
-    wait has no commit of its own. Returns whether it requeued the submission."""
+    waits on is decided (or no longer open), its children have all settled, its wait for
+    them lapsed, or its timer is due. Today each of those but the lapses commits with its
+    wake-up; a store written by an earlier version (which decided, then requeued, in two
+    commits) may hold strays, and a lapsed wait or a due timer has no commit of its own.
+    Returns whether it requeued the submission."""
     if submission.status is not SubmissionStatus.WAITING:
         return False
     detail = "waiting"
@@ -53,6 +60,11 @@ async def requeue_if_stranded(context: EngineContext, submission: Submission) ->
             if any(child.status is not SubmissionStatus.SETTLED for child in children):
                 return False  # still waiting for a child
         detail = "its wait for its children lapsed" if lapsed else "its children have settled"
+    elif submission.cancel_requested_at is None and submission.wait_reason == WAIT_FOR_TIMER:
+        due = submission.wait_until
+        if due is not None and due > context.clock.now():
+            return False  # still asleep
+        detail = "its timer is due"
     elif submission.cancel_requested_at is None:
         view = await context.views.refreshed(context.store, submission.conversation_id)
         gate = view.open_gate(submission.id)
@@ -201,13 +213,15 @@ class Coordinator:
                 if clock.monotonic() >= next_reclaim:
                     await self.reclaim_expired()
                     next_reclaim = clock.monotonic() + reclaim_every
+                elif self._is_due():  # sooner than the sweep: a timer, a delayed dispatch
+                    await self.fire_due()
                 await self.claim_runnable()
                 if clock.monotonic() >= next_sweep:
                     await self.reconcile(stuck_only=True)
                     next_sweep = clock.monotonic() + lease
             except TetherError:
                 logger.exception("claim loop pass failed; retrying")
-            await clock.wait_event(self.wake, interval)
+            await clock.wait_event(self.wake, self._until_due(interval))
             self.wake.clear()
 
     async def reconcile(self, *, stuck_only: bool = False) -> None:
@@ -280,12 +294,10 @@ class Coordinator:
 
     async def reclaim_expired(self) -> None:
         """Release the claims whose lease expired, and (where the store offers liveness
-        locks) at once every claim of a worker whose lock is free: its process died. Requeue
-        the waits past their deadline."""
+        locks) at once every claim of a worker whose lock is free: its process died. Fire
+        what is due (see :meth:`fire_due`)."""
         store = self.context.store
-        waits = self.context.capabilities.waits
-        for waiting in await waits.list_expired_waits(self.context.clock.now()) if waits else ():
-            await requeue_if_stranded(self.context, waiting)  # the resume lands the lapse
+        await self.fire_due()
         lost = [
             (submission, "lease_expired", "lease expired")
             for submission in await store.list_expired_leases(self.context.clock.now())
@@ -321,6 +333,42 @@ class Coordinator:
         if liveness is not None:
             for owner_id in dead:  # its claims are released: nothing of it is left to find
                 await liveness.forget_owner(owner_id)
+
+    def _is_due(self) -> bool:
+        due = self.context.runs.next_due
+        return due is not None and due <= self.context.clock.now()
+
+    def _until_due(self, interval: float) -> float:
+        """How long the loop may sleep: ``interval``, or less when something is due sooner."""
+        due = self.context.runs.next_due
+        if due is None:
+            return interval
+        return max(0.0, min(interval, (due - self.context.clock.now()).total_seconds()))
+
+    async def fire_due(self) -> None:
+        """Fire what is due, each at most once whichever worker gets to it first: requeue the
+        waits past their time (a timer, a wait for children past its deadline; the resume
+        lands the lapse) and release the delayed dispatches due (scheduled → queued); then
+        learn from the store when the next thing is due, for the loop to sleep until then
+        (a peer's timer included: this sweep runs at least every second)."""
+        context = self.context
+        now = context.clock.now()
+        waits = context.capabilities.waits
+        for waiting in await waits.list_expired_waits(now) if waits else ():
+            await requeue_if_stranded(context, waiting)
+        timers = context.capabilities.timers
+        if timers is None:
+            context.runs.next_due = None
+            return
+        for released in await timers.release_due(now):
+            await context.instrumentation.emit(
+                RecoveryDecided(Correlation.of(released), decision="scheduled_due", detail="due")
+            )
+            context.runs.wake_claims()
+        due = await timers.next_due()
+        # One not requeued though due (a peer woke it meanwhile, or a cancel did) is looked
+        # at again on the next sweep, not on every pass.
+        context.runs.next_due = due if due is not None and due > now else None
 
     async def claim_runnable(self) -> None:
         context = self.context

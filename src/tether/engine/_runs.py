@@ -11,6 +11,7 @@ import contextlib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import JsonValue
@@ -49,10 +50,21 @@ class RunRegistry:
         self._zombies: set[asyncio.Task[Any]] = set()
         self.claims = asyncio.Event()
         """Set when there may be work to claim here (the coordinator's wake-up)."""
+        self.next_due: datetime | None = None
+        """The earliest time something is due that this process knows of (a timer it parked,
+        a delayed dispatch it admitted, or the store's ``next_due``): the claim loop sleeps
+        no longer than until then, and releases what is due at it."""
 
     def wake_claims(self) -> None:
         """Tell this process's coordinator to look for work now (say, a child just admitted)."""
         self.claims.set()
+
+    def due(self, when: datetime) -> None:
+        """Something is due at ``when`` (a timer, a delayed dispatch): the claim loop looks
+        again now, to sleep no longer than until then."""
+        if self.next_due is None or when < self.next_due:
+            self.next_due = when
+            self.claims.set()
 
     def __contains__(self, submission_id: object) -> bool:
         return submission_id in self._runs

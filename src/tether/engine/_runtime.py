@@ -41,6 +41,7 @@ from tether.engine._clock import Clock, SystemClock
 from tether.engine._config import RuntimeConfig
 from tether.engine._context import EngineContext
 from tether.engine._coordinator import Coordinator, requeue_if_stranded
+from tether.engine._delays import due_time
 from tether.engine._eventlog import log_event
 from tether.engine._fork import Fork
 from tether.engine._health import Dependency, HealthReporter
@@ -547,6 +548,8 @@ class Runtime:
         trace: Mapping[str, str] | None = None,
         tenant: str | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
+        run_at: datetime | None = None,
+        after: timedelta | float | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
@@ -559,12 +562,18 @@ class Runtime:
         and another tenant's session (or one of no tenant) is ``ConversationNotFound``, with
         nothing admitted nor interrupted (see ``NewSubmission.tenant``). ``budget`` limits
         this submission's spending, over its agent's and the application's, limit by limit
-        (docs/budgets.md); it is stored with the message.
+        (docs/budgets.md); it is stored with the message. ``run_at`` (timezone-aware) or
+        ``after`` (a delay, or seconds) delays it: it is admitted ``scheduled``, durably,
+        and queued at that time, holding its session's later submissions behind it; an
+        abort settles it ``aborted`` without running it (docs/timers.md). Both, a past
+        time or one too far (``MAX_DELAY``) are ``InvalidDispatch``, nothing written; only
+        ``enqueue`` delays.
 
         Example::
 
             receipt = await runtime.dispatch("support", "acme", "hello", tenant="acme")
             await runtime.dispatch("support", "acme", "go", budget=Budget(model_calls=5))
+            await runtime.dispatch("support", "acme", "remind me", after=timedelta(days=1))
         """
         self._check_open()
         if agent not in self.agents:
@@ -576,6 +585,11 @@ class Runtime:
         inbound = parse_inbound(message)
         if budget is not None:
             inbound = parse_inbound({**inbound.to_json_object(), "budget": _budget_wire(budget)})
+        due = due_time(self.clock.now(), run_at, after)
+        if due is not None:
+            if multitask != "enqueue" or inbound.kind not in ("user", "signal"):
+                raise InvalidDispatch("only a user message or a signal, enqueued", field="runAt")
+            require_capability(self._offered().timers, "timers")
         key = SessionKey(agent, instance, session)
         if multitask != "enqueue" and inbound.kind in ("user", "signal"):
             busy = await self._unsettled(key, tenant)
@@ -586,7 +600,7 @@ class Runtime:
                     await self._cancel(submission)
             if busy and multitask == "steer":
                 inbound = inbound.model_copy(update={"kind": "steer", "budget": None})
-        return await self._admit(key, inbound, dispatch_id, trace_context(trace), tenant)
+        return await self._admit(key, inbound, dispatch_id, trace_context(trace), tenant, due)
 
     async def _admit(
         self,
@@ -595,6 +609,7 @@ class Runtime:
         dispatch_id: str | None,
         trace: Mapping[str, str] | None = None,
         tenant: str | None = None,
+        run_at: datetime | None = None,
     ) -> Receipt:
         tenant = self._tenant_of(key, tenant)
         now = self.clock.now()
@@ -608,8 +623,9 @@ class Runtime:
             trace=trace,
             tenant=tenant,
             by=inbound.by,
+            run_at=run_at,
         )
-        coordinator = self._coordinator
+        coordinator = self._coordinator if run_at is None else None  # never claimed at once
         with (
             coordinator.reserve() if coordinator is not None else contextlib.nullcontext(False)
         ) as room:
@@ -633,7 +649,9 @@ class Runtime:
             finally:  # admitted, then claimed: observers hear it in that order
                 if claimed and coordinator is not None:
                     coordinator.adopt(submission)
-            if not claimed:
+            if run_at is not None:
+                self._runs.due(run_at)  # this process's claim loop sleeps no longer than that
+            elif not claimed:
                 self._wake()
             if inbound.kind in ("steer", "follow_up"):
                 self.steering.heard(submission.conversation_id)  # durable now: worth a look

@@ -82,7 +82,10 @@ async def dispatch(
     """Admit a message to the session; ``?wait=true`` answers with its settlement."""
     identity = access.identity
     message = payload.model_dump(
-        mode="json", by_alias=True, exclude_none=True, exclude={"session", "dispatch_id"}
+        mode="json",
+        by_alias=True,
+        exclude_none=True,
+        exclude={"session", "dispatch_id", "run_at", "after_seconds"},
     )
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
@@ -97,6 +100,8 @@ async def dispatch(
         tenant=identity.tenant,
         # The caller's trace, joined by every attempt (malformed ones are ignored).
         trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
+        run_at=payload.run_at,
+        after=payload.after_seconds,
     )
     status = None
     if wait:

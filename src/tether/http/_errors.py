@@ -87,6 +87,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.Parked: 409,
     E.ApprovalParked: 409,
     E.ChildrenPending: 409,
+    E.TimerParked: 409,
     E.ApprovalBlocked: 409,
     E.ApprovalNotFound: 404,
     E.ApprovalConflict: 409,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fastapi import Query
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from tether.engine import Budget, InboundKind, SignalInfo
@@ -71,6 +71,18 @@ class DispatchBody(RequestBody):
     )
     session: str = "default"
     dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
+    run_at: AwareDatetime | None = Field(
+        default=None,
+        description="Run it at this time (RFC 3339, with an offset): it is admitted "
+        "``scheduled`` until then, holding its session's later messages behind it "
+        "(docs/timers.md). Not with ``afterSeconds``; not in the past.",
+    )
+    after_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Run it this many seconds from now: as ``runAt``.",
+    )
 
 
 class MessageBody(RequestBody):

@@ -71,7 +71,13 @@ class SubmissionView(WireResponse):
         "for a person: GET /inputs), ``children`` (its task calls' subagents), "
         "``no_worker_for_version`` (no live worker runs the version it started on) or "
         "``version_diverged`` (its code no longer makes its recorded effects: it waits for "
-        "a deploy that can go on, docs/versions.md)."
+        "a deploy that can go on, docs/versions.md) or ``timer`` (asleep until ``dueAt``, "
+        "docs/timers.md)."
+    )
+    due_at: str | None = optional(
+        **TIMESTAMP,
+        description="When a ``scheduled`` submission is queued, or a ``waiting`` one's timer "
+        "(or its deadline) wakes it (docs/timers.md).",
     )
     version: str | None = optional(
         description="The agent version it runs on: stamped when it started (docs/versions.md)."
@@ -113,6 +119,11 @@ class SubmissionView(WireResponse):
                 if info.waits_for_a_worker
                 else s.wait_reason
                 if s.status is SubmissionStatus.WAITING
+                else None
+            ),
+            due_at=(
+                time_of(s.wait_until)
+                if s.status in (SubmissionStatus.SCHEDULED, SubmissionStatus.WAITING)
                 else None
             ),
             version=s.version,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final, Protocol, runtime_checkable
 
 from pydantic import JsonValue
@@ -121,6 +122,10 @@ class Stamp:
     attempt_id: str | None = None
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class JournalHooks:
     """What a host attaches to a journal's live executions.
@@ -131,7 +136,9 @@ class JournalHooks:
     ``redact`` rewrites error text (tool errors, execution failures) before it is journaled,
     to keep secrets out of the permanent log; ``model_calls`` bounds and retries every model
     call (the engine's timeout and retry policy; ``None``: each call is made once, without a
-    timeout, and its error raised as it came). A replay keeps only ``redact``.
+    timeout, and its error raised as it came); ``now`` is what time it is for a sleep
+    (``Turn.sleep``: the engine's clock; the system's by default). A replay keeps only
+    ``redact`` (and ``now``: a replayed sleep never asks it).
 
     Example::
 
@@ -145,11 +152,12 @@ class JournalHooks:
     wrappers: EffectWrappers | None = None
     redact: Callable[[str], str] = _unchanged
     model_calls: ModelCallPolicy | None = None
+    now: Callable[[], datetime] = _utc_now
 
     def replaying(self) -> JournalHooks:
         """The hooks of a replay: no observer, steering, delegation or wrappers (nothing is
         invoked)."""
-        return JournalHooks(redact=self.redact)
+        return JournalHooks(redact=self.redact, now=self.now)
 
     def model(self, model: Model) -> Model:
         return model if self.wrappers is None else self.wrappers.model(model)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal, NoReturn, cast
 
@@ -41,6 +42,7 @@ from tether.errors import (
     RecordedModelFailure,
     ReplayDiverged,
     TetherError,
+    TimerParked,
     TurnClosed,
     UnmediatedToolCall,
 )
@@ -93,7 +95,13 @@ from tether.records import (
     VersionChanged,
 )
 
-__all__ = ("UNKNOWN_OUTCOME", "Mode", "Turn", "asked_by")
+__all__ = ("SLEEP_STARTED", "SLEEP_WOKE", "UNKNOWN_OUTCOME", "Mode", "Turn", "asked_by")
+
+SLEEP_STARTED = "tether.sleep"
+"""The name of the step a sleep starts with: ``{"timer": ..., "until": RFC 3339}``, durable
+before the execution parks (``Turn.sleep``)."""
+SLEEP_WOKE = "tether.woke"
+"""The name of the step a sleep ends with, once its time has come: ``{"timer": ...}``."""
 
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: the process running it stopped before its "
@@ -180,6 +188,7 @@ class Turn:
         self._closed = False
         self._call_ids: set[str] = set()
         self._asks = 0
+        self._sleeps = 0
         self._behind: list[Payload] = []  # written with the next append
         self._returned: list[RecordDraft] = []
         """Drafts of an append cut short by a cancellation before the store answered: they
@@ -956,6 +965,79 @@ class Turn:
         self._patches[patch_id] = marked
         return marked
 
+    # --- timers -----------------------------------------------------------------------
+
+    async def sleep(self, duration: timedelta | float) -> None:
+        """Sleep durably for ``duration`` (a ``timedelta``, or seconds): the wake time is
+        journaled, and the execution parks (raises ``TimerParked``) holding no lease and no
+        process; the engine requeues it at that time, after a crash or a restart too, and the
+        call returns. A recovery or a replay of a sleep that has ended returns at once.
+
+        Example::
+
+            await turn.sleep(timedelta(days=7))
+        """
+        span = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
+        if span < timedelta(0):
+            raise ValueError(f"a sleep cannot be negative: {span}")
+        await self._sleep(lambda now: now + span)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep durably until ``when`` (timezone-aware): as :meth:`sleep`. A time already
+        past still journals the sleep, and returns at once.
+
+        Example::
+
+            await turn.sleep_until(datetime(2027, 1, 1, 9, tzinfo=UTC))
+        """
+        if when.tzinfo is None:
+            raise ValueError("sleep_until needs a timezone-aware datetime")
+        await self._sleep(lambda _now: when.astimezone(UTC))
+
+    async def _sleep(self, until: Callable[[datetime], datetime]) -> None:
+        self._sleeps += 1
+        timer = f"sleep-{self._sleeps}"
+        async with self._lock:
+            self._check()
+            got: JsonObject = {"kind": StepRecorded.KIND, "payload": {"name": SLEEP_STARTED}}
+            intent = self._recorded.peek_intent()
+            if intent is not None:
+                wake_at = self._recorded_sleep(intent, timer, got)
+                self._recorded.take_intent()
+                woke = self._recorded.peek_intent()
+                if woke is not None and _is_sleep(woke, SLEEP_WOKE, timer):
+                    self._recorded.take_intent()
+                    return  # it ended: served at once, with no wait
+                if self.mode is Mode.REPLAY:
+                    self._prefix_ends(f"the sleep at seq {intent.seq} has not ended")
+                    self._diverge(f"the sleep at seq {intent.seq} has not ended", at=intent)
+            else:
+                self._live_allowed(f"sleep {timer}", got)
+                wake_at = until(self._hooks.now()).astimezone(UTC)
+                started = StepRecorded(
+                    call_id="",
+                    name=SLEEP_STARTED,
+                    value={"timer": timer, "until": wake_at.isoformat()},
+                )
+                await self._append([started])  # durable before the park names its time
+            if self._hooks.now() < wake_at:
+                self._stick(TimerParked(timer, self.execution_id, wake_at))
+            # Its time has come: the end rides with the next write (a cut before it only
+            # makes the next recovery find the time past again, and end it then).
+            self._behind.append(StepRecorded(call_id="", name=SLEEP_WOKE, value={"timer": timer}))
+
+    def _recorded_sleep(self, intent: Record, timer: str, got: JsonObject) -> datetime:
+        """The wake time of the recorded sleep ``intent``, which must be this one."""
+        if not _is_sleep(intent, SLEEP_STARTED, timer):
+            self._diverge(
+                f"seq {intent.seq} recorded {intent.kind}; the harness slept ({timer})",
+                at=intent,
+                got=got,
+            )
+        payload = intent.payload
+        assert isinstance(payload, StepRecorded) and isinstance(payload.value, dict)
+        return datetime.fromisoformat(str(payload.value["until"]))
+
     # --- steps and steering -----------------------------------------------------------
 
     async def note(self, name: str, value: JsonValue) -> JsonValue:
@@ -1097,6 +1179,17 @@ class Turn:
             if not steers:
                 return []
             return messages_of(await self._append(steers))
+
+
+def _is_sleep(record: Record, name: str, timer: str) -> bool:
+    """Whether ``record`` is the ``name`` step (start or end) of the sleep ``timer``."""
+    payload = record.payload
+    return (
+        isinstance(payload, StepRecorded)
+        and payload.name == name
+        and isinstance(payload.value, dict)
+        and payload.value.get("timer") == timer
+    )
 
 
 def _refused(call: ToolCall, reason: str) -> ToolResult:

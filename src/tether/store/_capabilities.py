@@ -25,6 +25,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TimerStore,
     TokenStore,
     VersionStore,
     WaitStore,
@@ -47,6 +48,7 @@ CapabilityName = Literal[
     "liveness",
     "versions",
     "tokens",
+    "timers",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -64,6 +66,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "liveness": OwnerLiveness,
     "versions": VersionStore,
     "tokens": TokenStore,
+    "timers": TimerStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -117,6 +120,7 @@ class StoreCapabilities:
     liveness: OwnerLiveness | None
     versions: VersionStore | None
     tokens: TokenStore | None
+    timers: TimerStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -143,6 +147,7 @@ class StoreCapabilities:
             liveness=cast(OwnerLiveness | None, offered(OwnerLiveness)),
             versions=cast(VersionStore | None, offered(VersionStore)),
             tokens=cast(TokenStore | None, offered(TokenStore)),
+            timers=cast(TimerStore | None, offered(TimerStore)),
         )
 
     @property

@@ -70,6 +70,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TimerStore,
     TokenStore,
     VersionStore,
 )
@@ -235,6 +236,7 @@ class MemoryStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    TimerStore,
     TokenStore,
     VersionStore,
 ):
@@ -581,9 +583,10 @@ class MemoryStore(
             dispatch_id=new.idempotency_key,
             key=new.key,
             conversation_id=conversation.id,
-            status=SubmissionStatus.QUEUED,
+            status=SubmissionStatus.QUEUED if new.run_at is None else SubmissionStatus.SCHEDULED,
             input={},
             created_at=new.created_at,
+            wait_until=new.run_at,
             trace=dict(new.trace) if new.trace else None,
             parent_submission_id=None if parent is None else parent.submission_id,
             parent_call_id=None if parent is None else parent.call_id,
@@ -625,6 +628,8 @@ class MemoryStore(
         if serves is not None:
             check_serves(serves)  # before the admission: bad input leaves the store untouched
         admission = await self.admit(new)  # nothing below awaits anything: one step, a commit
+        if admission.submission.status is not SubmissionStatus.QUEUED:
+            return admission  # a delayed dispatch (or a replay of one): never claimed here
         if not admission.created or not self._is_head(admission.submission):
             return admission
         if serves is not None and self._served(admission.submission, serves) is None:
@@ -790,6 +795,32 @@ class MemoryStore(
             and stored.submission.wait_until <= now
         ]
 
+    async def release_due(self, now: datetime) -> list[Submission]:
+        self._check_open()
+        due = [
+            stored
+            for stored in self._submissions.values()
+            if stored.submission.status is SubmissionStatus.SCHEDULED
+            and stored.submission.wait_until is not None
+            and stored.submission.wait_until <= now
+        ]
+        for stored in due:
+            self._update(stored, status=SubmissionStatus.QUEUED)
+        return [self._public(stored) for stored in due]
+
+    async def next_due(self) -> datetime | None:
+        self._check_open()
+        return min(
+            (
+                stored.submission.wait_until
+                for stored in self._submissions.values()
+                if stored.submission.wait_until is not None
+                and stored.submission.status
+                in (SubmissionStatus.SCHEDULED, SubmissionStatus.WAITING)
+            ),
+            default=None,
+        )
+
     def _has_unsettled_children(self, submission_id: str) -> bool:
         return any(
             stored.submission.parent_submission_id == submission_id
@@ -901,6 +932,8 @@ class MemoryStore(
             return self._public(stored)
         if submission.cancel_requested_at is None:
             self._update(stored, cancel_requested_at=now, cancel_requested_by=by)
+        if stored.submission.status is SubmissionStatus.SCHEDULED:  # no need to wait for it
+            self._update(stored, status=SubmissionStatus.QUEUED)
         self._wake(stored)  # nothing it waits for will come: its next claim settles it
         return self._public(stored)
 

@@ -59,6 +59,7 @@ __all__ = (
     "SnapshotStore",
     "Store",
     "SubmissionStore",
+    "TimerStore",
     "TokenStore",
     "VersionStore",
     "WaitStore",
@@ -464,6 +465,27 @@ class WaitStore(Protocol):
 
     async def list_expired_waits(self, now: datetime) -> list[Submission]:
         """Waiting submissions whose ``wait_until`` is at or before ``now``."""
+        ...
+
+
+@runtime_checkable
+class TimerStore(Protocol):
+    """Capability ``timers``: delayed dispatches and the engine's next wake-up. A store that
+    offers it admits a ``NewSubmission.run_at`` as ``scheduled`` (its ``wait_until`` the due
+    time), makes it ``queued`` when due (:meth:`release_due`) or when a cancel is requested
+    (``request_cancel``: its next claim settles it ``aborted`` without running it), and says
+    when the earliest thing anything waits for is due (:meth:`next_due`), so that the claim
+    loop sleeps until then instead of polling for it."""
+
+    async def release_due(self, now: datetime) -> list[Submission]:
+        """Scheduled → queued for every scheduled submission due at or before ``now``, in one
+        commit, each at most once (a second call, or a peer's, finds it queued already);
+        returns those it moved, in admission order. Wakes the claimers as an admission does."""
+        ...
+
+    async def next_due(self) -> datetime | None:
+        """The earliest ``wait_until`` of a scheduled submission or of a waiting one (a timer,
+        a deadline on children), or ``None`` when nothing waits for a time."""
         ...
 
 

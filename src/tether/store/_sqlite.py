@@ -57,6 +57,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TimerStore,
     TokenStore,
     VersionStore,
 )
@@ -119,6 +120,7 @@ class SqliteStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    TimerStore,
     TokenStore,
     VersionStore,
 ):
@@ -488,6 +490,12 @@ class SqliteStore(
 
     async def list_expired_waits(self, now: datetime) -> list[Submission]:
         return self._read(lambda conn: children_sql.list_expired_waits(conn, now))
+
+    async def release_due(self, now: datetime) -> list[Submission]:
+        return await self._write(submission_sql.release_due, now)
+
+    async def next_due(self) -> datetime | None:
+        return self._read(submission_sql.next_due)
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         return self._read(lambda conn: submission_sql.list_attempts(conn, submission_id))

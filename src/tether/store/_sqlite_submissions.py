@@ -211,7 +211,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
         "status, input, created_at, trace, parent_submission_id, parent_call_id, depth, "
-        "tenant) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+        "tenant, wait_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             new.id,
             new.idempotency_key,
@@ -219,6 +219,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
             key.instance,
             key.session,
             conversation.id,
+            "queued" if new.run_at is None else "scheduled",
             payload,
             to_micros(new.created_at),
             canonical_json(dict(new.trace)) if new.trace else None,
@@ -226,6 +227,7 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
             None if parent is None else parent.call_id,
             0 if parent is None else parent.depth,
             conversation.tenant,
+            None if new.run_at is None else to_micros(new.run_at),
         ),
     )
     return Admission(get_submission(conn, new.id), created=True)
@@ -242,8 +244,8 @@ def admit_and_claim(
     touched: list[str],
 ) -> Admission:
     admission = admit(conn, new, touched)
-    if not admission.created:
-        return admission
+    if not admission.created or admission.submission.status is not SubmissionStatus.QUEUED:
+        return admission  # a replay, or a delayed dispatch: never claimed at its admission
     try:
         claimed = claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now, serves)
     except ClaimLost:  # behind an unsettled submission of its session, or not served here
@@ -362,6 +364,39 @@ _QUEUED_BEHIND = (
 )
 
 
+def release_due(conn: sqlite3.Connection, now: datetime) -> list[Submission]:
+    """Scheduled → queued for those due at or before ``now`` (see ``TimerStore``)."""
+    due = [
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM submissions WHERE status = 'scheduled' AND wait_until <= ? "
+            "ORDER BY position",
+            (to_micros(now),),
+        )
+    ]
+    return [
+        update_owned(
+            conn,
+            submission_id,
+            None,
+            "release when due",
+            "status = 'queued'",
+            (),
+            from_status=SubmissionStatus.SCHEDULED,
+        )
+        for submission_id in due
+    ]
+
+
+def next_due(conn: sqlite3.Connection) -> datetime | None:
+    """The earliest due time of a scheduled or a waiting submission (see ``TimerStore``)."""
+    row = conn.execute(
+        "SELECT MIN(wait_until) FROM submissions WHERE status IN ('scheduled', 'waiting') "
+        "AND wait_until IS NOT NULL"
+    ).fetchone()
+    return None if row is None or row[0] is None else from_micros(row[0])
+
+
 def list_attempts(conn: sqlite3.Connection, submission_id: str) -> list[Attempt]:
     get_submission(conn, submission_id)
     rows = conn.execute(
@@ -450,7 +485,7 @@ def request_cancel(
         "cancel_requested_by = CASE WHEN cancel_requested_at IS NULL THEN ? "
         "ELSE cancel_requested_by END, "
         "cancel_requested_at = COALESCE(cancel_requested_at, ?), "
-        "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
+        "status = CASE WHEN status IN ('waiting', 'scheduled') THEN 'queued' ELSE status END "
         "WHERE id = ? AND status != 'settled'",
         (actor_json(by), to_micros(now), submission_id),
     )

@@ -13,6 +13,7 @@ from tether._payloads import Actor, ConversationParent
 __all__ = (
     "MAX_SEQ",
     "WAIT_FOR_CHILDREN",
+    "WAIT_FOR_TIMER",
     "Admission",
     "Attempt",
     "ClaimedHead",
@@ -29,6 +30,11 @@ __all__ = (
 MAX_SEQ: Final = 2**63 - 1
 """The largest sequence number a store keeps (a signed 64-bit integer): the bound every
 number that names a record is checked against, at the HTTP and the Runtime boundary."""
+
+
+WAIT_FOR_TIMER: Final = "timer"
+"""The park ``reason`` of a run asleep (``Turn.sleep``): its ``wait_until`` is when it wakes;
+the engine requeues it then (``list_expired_waits``)."""
 
 
 WAIT_FOR_CHILDREN: Final = "children"
@@ -70,9 +76,12 @@ class SubmissionStatus(StrEnum):
     """Lifecycle of a submission: ``queued → running → terminalizing → settled``.
 
     A running submission may be released back to ``queued`` (retry, shutdown, lost lease)
-    or parked in ``waiting`` (approval, child tasks) until it is woken.
+    or parked in ``waiting`` (approval, child tasks, a timer) until it is woken. A delayed
+    dispatch (``NewSubmission.run_at``) is admitted ``scheduled`` and becomes ``queued`` at
+    its time (or at once when a cancel is requested).
     """
 
+    SCHEDULED = "scheduled"
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
@@ -138,6 +147,13 @@ class NewSubmission:
     records them as its maker (its ``conversation_created``'s ``by``); an existing one is
     left as it is. Not part of what makes a dispatch the same one."""
 
+    run_at: datetime | None = None
+    """A delayed dispatch: admitted ``scheduled`` (its ``wait_until`` is this time) and made
+    ``queued`` by :meth:`~tether.store.TimerStore.release_due` once it is due; until then it
+    holds the later submissions of its session behind it, as any unsettled head does. Only a
+    :class:`~tether.store.TimerStore` honours it. Not part of what makes a dispatch the same
+    one, and never claimed at its admission."""
+
     @property
     def idempotency_key(self) -> str:
         return self.dispatch_id if self.dispatch_id is not None else self.id
@@ -171,7 +187,8 @@ class Submission:
     depth: int = 0
     """How deep in a subagent tree: 0 for a root submission, its children 1, and so on."""
     wait_until: datetime | None = None
-    """Set by a park with a deadline: a wait past it is listed by ``list_expired_waits``."""
+    """Set by a park with a deadline: a wait past it is listed by ``list_expired_waits``.
+    For a ``scheduled`` submission: when it is due (its ``run_at``)."""
     version: str | None = None
     """The agent version the submission runs on: stamped by the claim that starts it (see
     ``serves`` on ``SubmissionStore.claim``); ``None`` until a versioned claim takes it."""

@@ -64,15 +64,16 @@ WITH asked AS (
 ), admitted AS (
     INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id,
                              status, input, created_at, trace, parent_submission_id,
-                             parent_call_id, depth, tenant)
+                             parent_call_id, depth, tenant, wait_until)
     SELECT %(id)s, %(dispatch)s, %(agent)s, %(instance)s, %(session)s, conversation.id,
-           'queued', %(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s,
-           conversation.tenant
+           %(status)s, %(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s,
+           conversation.tenant, %(run_at)s::timestamptz
     FROM conversation
     ON CONFLICT DO NOTHING
     RETURNING {SUBMISSION_COLUMNS}
 )
-SELECT admitted.*, pg_notify(%(work)s, admitted.id),
+SELECT admitted.*, CASE WHEN %(run_at)s::timestamptz IS NULL
+                       THEN pg_notify(%(work)s, admitted.id) END,
        (SELECT pg_notify(%(append)s, created.id || ':1') FROM created),
        CASE WHEN %(steers)s THEN pg_notify(%(steer)s, admitted.conversation_id) END
 FROM admitted
@@ -91,6 +92,11 @@ def _parent_columns(new: NewSubmission) -> dict[str, Any]:
         "call_id": None if parent is None else parent.call_id,
         "depth": 0 if parent is None else parent.depth,
     }
+
+
+def _timing(new: NewSubmission) -> dict[str, Any]:
+    """A delayed dispatch is admitted ``scheduled`` until its ``run_at`` (``wait_until``)."""
+    return {"status": "queued" if new.run_at is None else "scheduled", "run_at": new.run_at}
 
 
 def steers(submission_input: Mapping[str, Any]) -> bool:
@@ -126,6 +132,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
                 "input": canonical_json(new.input),
                 "trace": canonical_json(dict(new.trace)) if new.trace else None,
                 **_parent_columns(new),
+                **_timing(new),
                 "tenant": new.tenant,
                 "work": channels.work,
                 "append": channels.append,
@@ -152,8 +159,8 @@ async def admit_and_claim(
     claim of the session that committed before (a claim takes that lock too): two admitting
     workers can never both find their submission the head."""
     admission = await admit(conn, new, channels, wake=False)
-    if not admission.created:
-        return admission
+    if not admission.created or new.run_at is not None:
+        return admission  # a replay, or a delayed dispatch: never claimed at its admission
     await conn.execute(
         "SELECT 1 FROM conversations WHERE id = %s FOR UPDATE",
         (admission.submission.conversation_id,),
@@ -226,9 +233,9 @@ async def admit(
             await conn.execute(
                 "INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
                 "conversation_id, status, input, created_at, trace, parent_submission_id, "
-                "parent_call_id, depth, tenant) VALUES (%(id)s, %(dispatch)s, %(agent)s, "
-                "%(instance)s, %(session)s, %(cid)s, 'queued', %(input)s, %(at)s, %(trace)s, "
-                "%(parent_id)s, %(call_id)s, %(depth)s, %(tenant)s) "
+                "parent_call_id, depth, tenant, wait_until) VALUES (%(id)s, %(dispatch)s, "
+                "%(agent)s, %(instance)s, %(session)s, %(cid)s, %(status)s, %(input)s, %(at)s, "
+                "%(trace)s, %(parent_id)s, %(call_id)s, %(depth)s, %(tenant)s, %(run_at)s) "
                 "ON CONFLICT DO NOTHING RETURNING id",
                 {
                     "id": new.id,
@@ -241,12 +248,13 @@ async def admit(
                     "at": new.created_at,
                     "trace": canonical_json(dict(new.trace)) if new.trace else None,
                     **_parent_columns(new),
+                    **_timing(new),
                     "tenant": conversation.tenant,
                 },
             )
         ).fetchone()
         if inserted is not None:
-            if wake:
+            if wake and new.run_at is None:
                 await notify(conn, channels.work, new.id)
             if steers(new.input):
                 await notify(conn, channels.steer, conversation.id)

@@ -380,6 +380,18 @@ MIGRATIONS: Final = (
     """
     ALTER TABLE submissions ADD COLUMN IF NOT EXISTS cancel_requested_by BYTEA;
     """,
+    # v14: delayed dispatch (issue 41): a submission admitted with ``run_at`` is 'scheduled'
+    # (its ``wait_until`` the due time) until the engine releases it to 'queued'. The status
+    # check gains the value (dropped and re-added: idempotent), and the due ones are found by
+    # a partial index as the timed waits are. Nothing to backfill: none was scheduled before.
+    """
+    ALTER TABLE submissions DROP CONSTRAINT IF EXISTS submissions_status_check;
+    ALTER TABLE submissions ADD CONSTRAINT submissions_status_check CHECK (
+        status IN ('scheduled', 'queued', 'running', 'waiting', 'terminalizing', 'settled')
+    );
+    CREATE INDEX IF NOT EXISTS submissions_scheduled ON submissions (wait_until)
+        WHERE status = 'scheduled';
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -54,6 +54,7 @@ from tether.store._protocol import (
     SessionListStore,
     SnapshotStore,
     Store,
+    TimerStore,
     TokenStore,
     VersionStore,
 )
@@ -130,6 +131,7 @@ class PostgresStore(
     ScheduleStore,
     SessionListStore,
     SnapshotStore,
+    TimerStore,
     TokenStore,
     VersionStore,
 ):
@@ -621,6 +623,17 @@ class PostgresStore(
 
     async def list_expired_waits(self, now: datetime) -> list[Submission]:
         return await self._autocommit(_children.list_expired_waits, now)
+
+    async def release_due(self, now: datetime) -> list[Submission]:
+        released = await self._autocommit(
+            functools.partial(_waits.release_due, work=self._channels.work, now=now)
+        )
+        if released:
+            self._wake.work()  # our own NOTIFY's echo is skipped
+        return released
+
+    async def next_due(self) -> datetime | None:
+        return await self._autocommit(_waits.next_due)
 
     async def list_attempts(self, submission_id: str) -> list[Attempt]:
         return await self._autocommit(_submissions.list_attempts, submission_id)

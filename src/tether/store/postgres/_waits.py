@@ -4,15 +4,21 @@ before they look at what it waits for (its log's head, its children)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
 from tether.records import Actor
+from tether.store._common import SUBMISSION_COLUMNS
 from tether.store._gates_sql import actor_json
 from tether.store._types import WAIT_FOR_CHILDREN, Submission, SubmissionStatus
 from tether.store.postgres import _log, _submissions
 from tether.store.postgres._children import UNSETTLED_CHILDREN
 from tether.store.postgres._log import Conn
 
-__all__ = ("park", "request_cancel")
+__all__ = ("next_due", "park", "release_due", "request_cancel")
+
+_RETURNED = ", ".join(f"s.{column.strip()}" for column in SUBMISSION_COLUMNS.split(",")) + (
+    ", s.position"
+)
 
 
 async def park(
@@ -67,17 +73,51 @@ async def request_cancel(
             "SELECT status FROM submissions WHERE id = %s FOR UPDATE", (submission_id,)
         )
     ).fetchone()
-    waiting = row is not None and row[0] == SubmissionStatus.WAITING.value
-    # A waiting submission is requeued: nothing it waits for will come.
+    waiting = row is not None and row[0] in (
+        SubmissionStatus.WAITING.value,
+        SubmissionStatus.SCHEDULED.value,
+    )
+    # A waiting submission is requeued: nothing it waits for will come. So is a scheduled
+    # one: its next claim settles it aborted, without running it.
     await conn.execute(
         "UPDATE submissions SET "
         "cancel_requested_by = CASE WHEN cancel_requested_at IS NULL THEN %s "
         "ELSE cancel_requested_by END, "
         "cancel_requested_at = COALESCE(cancel_requested_at, %s), "
-        "status = CASE status WHEN 'waiting' THEN 'queued' ELSE status END "
-        "WHERE id = %s AND status <> 'settled'",
+        "status = CASE WHEN status IN ('waiting', 'scheduled') THEN 'queued' "
+        "ELSE status END WHERE id = %s AND status <> 'settled'",
         (actor_json(by), now, submission_id),
     )
     if waiting:
         await _log.notify(conn, work, submission_id)
     return await _submissions.get_submission(conn, submission_id), waiting
+
+
+async def release_due(conn: Conn, *, work: str, now: datetime) -> list[Submission]:
+    """Scheduled → queued for those due at or before ``now``, one statement, each row
+    once (a peer's concurrent release skips the rows this one locked); NOTIFY ``work``."""
+    rows = await (
+        await conn.execute(
+            "WITH due AS (SELECT id FROM submissions WHERE status = 'scheduled' "
+            "AND wait_until <= %s ORDER BY position FOR UPDATE SKIP LOCKED), "
+            "changed AS (UPDATE submissions s SET status = 'queued' FROM due "
+            "WHERE s.id = due.id AND s.status = 'scheduled' "
+            f"RETURNING {_RETURNED}) "
+            "SELECT changed.*, pg_notify(%s, changed.id) FROM changed ORDER BY position",
+            (now, work),
+        )
+    ).fetchall()
+    return [_submissions.submission(row[: _submissions.COLUMN_COUNT]) for row in rows]
+
+
+async def next_due(conn: Conn) -> datetime | None:
+    """The earliest ``wait_until`` of a scheduled or waiting submission (both indexed)."""
+    row = await (
+        await conn.execute(
+            "SELECT LEAST("
+            "(SELECT MIN(wait_until) FROM submissions WHERE status = 'scheduled'), "
+            "(SELECT MIN(wait_until) FROM submissions "
+            "WHERE status = 'waiting' AND wait_until IS NOT NULL))"
+        )
+    ).fetchone()
+    return None if row is None else cast(datetime | None, row[0])
