@@ -43,6 +43,7 @@ from tether.testing.storetest._settling import SettlementCases
 from tether.testing.storetest._snapshots import SnapshotCases
 from tether.testing.storetest._submissions import SubmissionCases
 from tether.testing.storetest._tenants import TenantCases
+from tether.testing.storetest._timers import TimerCases
 from tether.testing.storetest._tokens import TokenCases
 from tether.testing.storetest._truncation import TruncationCases
 from tether.testing.storetest._versions import VersionCases
@@ -86,6 +87,7 @@ class StoreConformance(
     ScheduleCases,  # schedules
     VersionCases,  # versions
     TokenCases,  # tokens
+    TimerCases,  # timers
     TenantCases,  # each case what its listing needs
     CoreConformance,
 ):

@@ -31,6 +31,7 @@ from tether.store import (
     StoreCapabilities,
     Submission,
     TaskParent,
+    TimerStore,
     TokenStore,
     VersionsServed,
     VersionStore,
@@ -69,6 +70,7 @@ class CompleteStore(
     ScheduleStore,
     VersionStore,
     TokenStore,
+    TimerStore,
     Protocol,
 ):
     """A store that offers every capability but the two across processes (``change_feed``
@@ -207,6 +209,7 @@ class Fixtures:
         agent: str = AGENT,
         tenant: str | None = None,
         by: Actor | None = None,
+        run_at: datetime | None = None,
     ) -> NewSubmission:
         return NewSubmission(
             id=self.id("sub"),
@@ -219,6 +222,7 @@ class Fixtures:
             parent=parent,
             tenant=tenant,
             by=by,
+            run_at=run_at,
         )
 
     async def admit(self, session: str = "default", **kwargs: Any) -> Submission:
