@@ -16,6 +16,7 @@ from pydantic import JsonValue
 from tether._canonical import canonical_json, sha256_hex
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
+from tether.agent._wait import WAIT_TOOL, wait_tool
 from tether.engine import TASK_TOOL, AgentSpec, task_tool
 from tether.errors import ContextOverflow, JournalError, RecordedModelFailure
 from tether.journal import SIGNAL_MEDIA_TYPE, Turn
@@ -108,7 +109,11 @@ class Agent:
         reserve_tokens: int = 16_384,
         keep_tokens: int = 20_000,
         max_overflow_compactions: int = 2,
+        timers: bool = False,
     ) -> None:
+        self.timers = timers
+        """Offer the model the ``wait_until`` tool (docs/timers.md): an application's opt-in,
+        as a model that may pause a conversation for days is a decision to make."""
         self.context_window = context_window
         self.reserve_tokens = reserve_tokens
         self.keep_tokens = keep_tokens
@@ -116,6 +121,10 @@ class Agent:
         self.model = model
         self.system_prompt = system_prompt
         self.tools = {t.name: t for t in tools}
+        if timers:
+            if WAIT_TOOL in self.tools:
+                raise ValueError(f"a tool named {WAIT_TOOL!r} would shadow the wait tool")
+            self.tools[WAIT_TOOL] = wait_tool()
         self.max_rounds = max_rounds
         self.settings = dict(settings or {})
         if max_tokens is not None:
@@ -168,7 +177,11 @@ class Agent:
             else Mediation.HOST,
             idempotent=tool is not None and tool.idempotent,
         )
-        return await (turn.delegate(call) if task else turn.tool(call))
+        if task:
+            return await turn.delegate(call)
+        if part.name == WAIT_TOOL and self.timers:  # run here, whatever the spec's executor
+            return await turn.tool(call, executor=_WAITS)
+        return await turn.tool(call)
 
     async def run(self, turn: Turn) -> JsonValue:
         if _delegates(turn.config) and TASK_TOOL in self.tools:
@@ -230,6 +243,9 @@ class Agent:
         return [Message.user(f"Summary of the conversation so far:\n{summary}"), *kept]
 
 
+_WAITS = Toolbox([wait_tool()])
+
+
 def _whole_batches(messages: Sequence[Message], keep: int) -> int:
     """``keep``, moved so that the kept messages do not start inside a tool batch: a result
     needs the assistant message that asked for it before it (every provider refuses one
@@ -276,10 +292,12 @@ def agent_spec(
     keep_tokens: int = 20_000,
     model_timeout: float | None = None,
     model_retry: ModelRetryPolicy | None = None,
+    timers: bool = False,
 ) -> AgentSpec:
     """An engine spec running the built-in agent, with ``model`` as the client and a summarizer
     (for queued compaction) that asks the same model. ``model_timeout`` and ``model_retry``
     override the runtime's for its model calls (see :class:`~tether.engine.AgentSpec`).
+    ``timers`` offers the model the ``wait_until`` tool (docs/timers.md).
 
     Example::
 
@@ -299,6 +317,7 @@ def agent_spec(
         context_window=context_window,
         reserve_tokens=reserve_tokens,
         keep_tokens=keep_tokens,
+        timers=timers,
     )
     return AgentSpec(
         harness=harness,

@@ -6,6 +6,7 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
@@ -50,6 +51,15 @@ class ToolContext:
     async def progress(self, text: str) -> None:
         if self.progress_sink is not None:
             await self.progress_sink(text)
+
+    async def sleep(self, until: datetime | timedelta) -> None:
+        """Sleep durably until a time (timezone-aware) or for a while: the run parks
+        without a lease and is woken by the engine then (docs/timers.md). Declare the tool
+        idempotent: it is run again once it wakes, its steps and this sleep served from the
+        log (so a while counts from the first run)."""
+        if self.scope.sleep is None:
+            raise RuntimeError("this tool's executor offers no durable sleep")
+        await self.scope.sleep(until)
 
 
 class _Args(BaseModel):

@@ -26,6 +26,7 @@ from tether.engine._approvals import MAX_APPROVALS_PAGE, ApprovalPage
 from tether.engine._budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
 from tether.engine._clock import Clock, ManualClock, SystemClock
 from tether.engine._config import RuntimeConfig
+from tether.engine._delays import MAX_DELAY
 from tether.engine._delegation import TASK_TOOL, TASK_WAIT_EXCEEDED, TaskArgs, task_tool
 from tether.engine._fork import Fork
 from tether.engine._health import Dependency, DependencyState, HealthReporter
@@ -112,6 +113,7 @@ __all__ = (
     "INSTRUMENTS",
     "MAX_APPROVALS_PAGE",
     "MAX_CATCH_UP",
+    "MAX_DELAY",
     "MAX_PERIOD",
     "MAX_SESSIONS_PAGE",
     "MAX_TREE_NODES",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final, Protocol, runtime_checkable
 
 from pydantic import JsonValue
@@ -41,6 +41,11 @@ class ToolScope:
     progress: Callable[[str], Awaitable[None]] | None = None
     identity: Actor | None = None
     """Who asked for the execution (``Turn.identity``)."""
+    sleep: Callable[[datetime | timedelta], Awaitable[None]] | None = None
+    """A durable sleep inside the call, until a time or for a while (as ``Turn.sleep``):
+    the execution parks until then, and a tool declared idempotent is run again once it
+    wakes, its steps and this sleep served from the log (the built-in agent's
+    ``wait_until`` tool)."""
 
 
 @runtime_checkable

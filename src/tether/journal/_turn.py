@@ -790,6 +790,7 @@ class Turn:
             step=lambda name, fn: self._step(call.call_id, name, fn),
             progress=lambda text: self._progress(call.call_id, text),
             identity=self.identity,
+            sleep=lambda when: self._tool_sleep(call.call_id, when),
         )
         self.tool_invocations += 1
         try:
@@ -1025,6 +1026,25 @@ class Turn:
             # Its time has come: the end rides with the next write (a cut before it only
             # makes the next recovery find the time past again, and end it then).
             self._behind.append(StepRecorded(call_id="", name=SLEEP_WOKE, value={"timer": timer}))
+
+    async def _tool_sleep(self, call_id: str, when: datetime | timedelta) -> None:
+        """A sleep inside tool call ``call_id``: a step of the call (served on its re-run)."""
+        if isinstance(when, datetime) and when.tzinfo is None:
+            raise ValueError("a sleep needs a timezone-aware datetime")
+        async with self._lock:
+            self._check()
+            recorded = self._recorded.tool_step(call_id, SLEEP_STARTED)
+            if recorded is None:
+                start = self._hooks.now()
+                wake_at = (start + when if isinstance(when, timedelta) else when).astimezone(UTC)
+                value: JsonObject = {"timer": call_id, "until": wake_at.isoformat()}
+                await self._append([StepRecorded(call_id=call_id, name=SLEEP_STARTED, value=value)])
+            else:
+                payload = recorded.payload
+                assert isinstance(payload, StepRecorded) and isinstance(payload.value, dict)
+                wake_at = datetime.fromisoformat(str(payload.value["until"]))
+            if self._hooks.now() < wake_at:
+                self._stick(TimerParked(call_id, self.execution_id, wake_at))
 
     def _recorded_sleep(self, intent: Record, timer: str, got: JsonObject) -> datetime:
         """The wake time of the recorded sleep ``intent``, which must be this one."""
