@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from pydantic import JsonValue
 
 from tether.agent import Agent, agent_spec
 from tether.engine import AgentDefinition, ManualClock, Runtime
@@ -22,7 +23,7 @@ Make = Callable[..., Runtime]
 HOUR = timedelta(hours=1)
 
 
-def _model(args: dict[str, object]) -> ScriptedModel:
+def _model(args: dict[str, JsonValue]) -> ScriptedModel:
     return ScriptedModel(
         [Rule("later", ToolUse("wait_until", args)), Rule("", lambda r: "back", on="tool")]
     )
