@@ -77,3 +77,35 @@ def test_approve_refuses_bad_arguments_in_one_line(server: ServerProcess) -> Non
     assert "--decision edit needs --args" in failed.error
     failed = tether("approve", "a-1", "--args", "{}", *url, code=2)
     assert "--args goes with --decision edit only" in failed.error
+
+
+def test_send_after_schedules_the_message_and_a_bad_delay_is_refused(
+    server: ServerProcess,
+) -> None:
+    url = ("--url", server.url)
+    sent = json.loads(tether("send", "assistant", "later", "hello", "--after", "3600", *url).stdout)
+    submission = httpx.get(f"{server.url}/submissions/{sent['submissionId']}", timeout=30).json()
+    assert submission["status"] == "scheduled" and "dueAt" in submission
+    aborted = httpx.post(
+        f"{server.url}/submissions/{sent['submissionId']}/abort", json={}, timeout=30
+    )
+    assert aborted.status_code < 300
+
+    def settlement() -> dict[str, object] | None:
+        found = httpx.get(f"{server.url}/submissions/{sent['submissionId']}", timeout=30).json()
+        return found.get("settlement")  # type: ignore[no-any-return]
+
+    assert eventually(settlement, "the aborted one settled")["status"] == "aborted"
+    refused = tether(
+        "send",
+        "assistant",
+        "later",
+        "hi",
+        "--after",
+        "5",
+        "--run-at",
+        "2030-01-01T00:00:00Z",
+        *url,
+        code=1,
+    )
+    assert "runAt" in refused.stdout + refused.stderr

@@ -112,12 +112,25 @@ def send(
         help="Wait for the answer and print it; if the run parks for an approval or an "
         "input, say so, print the command that decides or answers it and exit 9.",
     ),
+    run_at: str | None = typer.Option(
+        None,
+        "--run-at",
+        help="Run it at this time (RFC 3339 with an offset, e.g. 2030-01-01T09:00:00Z): it "
+        "waits `scheduled` until then (docs/timers.md).",
+    ),
+    after: float | None = typer.Option(
+        None, "--after", help="Run it this many seconds from now (as --run-at)."
+    ),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
     """Send a message; with --wait, print the answer."""
     path = f"/agents/{agent}/{instance}"
-    message = {"body": text, "session": session}
+    message: dict[str, str | float] = {"body": text, "session": session}
+    if run_at is not None:
+        message["runAt"] = run_at
+    if after is not None:
+        message["afterSeconds"] = after
     with _client.connect(url, auth_token, timeout=None if wait else 30.0) as client:
         if not wait:
             console.print_json(data=_client.check(client.post(path, json=message)))
