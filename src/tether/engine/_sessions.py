@@ -53,7 +53,8 @@ short; its cursor goes on from where the scan stopped)."""
 
 class SessionState(StrEnum):
     """Where a session stands: something of it is queued or running, it waits (an approval,
-    its children), its last submission failed, or it is at rest."""
+    its children, a timer, a delayed dispatch at its head), its last submission failed, or
+    it is at rest."""
 
     IDLE = "idle"
     RUNNING = "running"
@@ -106,8 +107,10 @@ class SessionPage:
 
 async def _state(store: Store, row: SessionRow) -> SessionState:
     open_ones = await store.list_submissions(conversation_id=row.conversation_id, unsettled=True)
-    if any(s.status is SubmissionStatus.WAITING for s in open_ones):
-        return SessionState.WAITING
+    if any(s.status is SubmissionStatus.WAITING for s in open_ones) or (
+        open_ones and open_ones[0].status is SubmissionStatus.SCHEDULED
+    ):
+        return SessionState.WAITING  # for a decision, its children, a timer, or its time
     if open_ones:
         return SessionState.RUNNING
     tail = await store.read(row.conversation_id, after_seq=max(row.records - _TAIL, 0), limit=_TAIL)
