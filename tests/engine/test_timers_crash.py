@@ -5,7 +5,7 @@ meantime: no process is alive while it is due.
 
 This file is also the worker (a real process)::
 
-    python test_timers_crash.py DB_DIR EFFECTS_FILE MODE
+    python test_timers_crash.py STORE_URL EFFECTS_FILE MODE
 
 ``MODE`` is ``sleep`` (it dispatches, idempotently, a run that sleeps ``NAP`` seconds) or
 ``delay`` (it dispatches, idempotently, a run delayed by ``NAP`` seconds). Each live wake of
@@ -28,12 +28,18 @@ from pydantic import JsonValue
 from tether.engine import AgentDefinition, AgentSpec, Runtime
 from tether.journal import Turn
 from tether.records import StepRecorded, SubmissionSettled
-from tether.store import WAIT_FOR_TIMER, SqliteStore, Store, Submission, SubmissionStatus
+from tether.store import WAIT_FOR_TIMER, Store, Submission, SubmissionStatus, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the worker imports tests.*
+from tests.postgres import fresh_schema, store_url
 from tests.processes import eventually_awaited, kill, log_text, reap, start
 
-pytestmark = pytest.mark.process
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.parametrize(
+        "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+    ),
+]
 
 NAP = 1.5
 """Seconds a run sleeps (or a dispatch is delayed): long enough to kill its worker first."""
@@ -62,8 +68,8 @@ class Napper:
         return "rested"
 
 
-async def worker(directory: Path, effects: Path, mode: str) -> None:
-    store = await SqliteStore.open(directory)
+async def worker(url: str, effects: Path, mode: str) -> None:
+    store = await open_store(url)
     spec = AgentSpec(harness=Napper(effects, sleeps=mode == "sleep"))
     agents = {"nap": AgentDefinition(lambda instance, env: spec)}
     settings: dict[str, Any] = {"claim_interval": 0.05, "lease": 1.0, "timeout_grace": 0.5}
@@ -74,11 +80,16 @@ async def worker(directory: Path, effects: Path, mode: str) -> None:
         await asyncio.Event().wait()  # until the test stops it
 
 
-def _start(directory: Path, effects: Path, mode: str, log: Path) -> subprocess.Popen[Any]:
+def _start(url: str, effects: Path, mode: str, log: Path) -> subprocess.Popen[Any]:
     with log.open("ab") as out:
-        return start(
-            [sys.executable, __file__, str(directory), str(effects), mode], stdout=out, stderr=out
-        )
+        return start([sys.executable, __file__, url, str(effects), mode], stdout=out, stderr=out)
+
+
+def _url(directory: Path, backend: str) -> str:
+    if backend == "sqlite":
+        directory.mkdir()
+        return f"sqlite:///{directory}"
+    return store_url(fresh_schema())
 
 
 def _lines(path: Path) -> list[str]:
@@ -108,12 +119,12 @@ async def _settled_once(store: Store, submission: Submission, effects: Path, log
 
 
 async def test_a_sleeping_run_whose_worker_was_killed_wakes_once_on_a_later_worker(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
-    directory, effects, log = tmp_path / "db", tmp_path / "effects", tmp_path / "worker.log"
-    store = await SqliteStore.open(directory)  # the schema exists before any worker starts
+    url, effects, log = _url(tmp_path / "db", backend), tmp_path / "effects", tmp_path / "log"
+    store = await open_store(url)  # the schema exists before any worker starts
     try:
-        first = _start(directory, effects, "sleep", log)
+        first = _start(url, effects, "sleep", log)
         try:
             asleep = await eventually_awaited(
                 lambda: _only(store, SubmissionStatus.WAITING),
@@ -125,7 +136,7 @@ async def test_a_sleeping_run_whose_worker_was_killed_wakes_once_on_a_later_work
         assert asleep.lease_expires_at is None  # nobody holds it
         await _past(asleep.wait_until)
         assert _lines(effects) == []  # no process was alive to wake it
-        second = _start(directory, effects, "sleep", log)
+        second = _start(url, effects, "sleep", log)
         try:
             await _settled_once(store, asleep, effects, log)
         finally:
@@ -139,12 +150,12 @@ async def test_a_sleeping_run_whose_worker_was_killed_wakes_once_on_a_later_work
 
 
 async def test_a_delayed_dispatch_outlives_its_worker_and_runs_once_on_the_next(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
-    directory, effects, log = tmp_path / "db", tmp_path / "effects", tmp_path / "worker.log"
-    store = await SqliteStore.open(directory)
+    url, effects, log = _url(tmp_path / "db", backend), tmp_path / "effects", tmp_path / "log"
+    store = await open_store(url)
     try:
-        first = _start(directory, effects, "delay", log)
+        first = _start(url, effects, "delay", log)
         try:
             scheduled = await eventually_awaited(
                 lambda: _only(store, SubmissionStatus.SCHEDULED),
@@ -156,7 +167,7 @@ async def test_a_delayed_dispatch_outlives_its_worker_and_runs_once_on_the_next(
         assert scheduled.wait_until > scheduled.created_at
         await _past(scheduled.wait_until)
         assert (await store.get_submission(scheduled.id)).status is SubmissionStatus.SCHEDULED
-        second = _start(directory, effects, "delay", log)
+        second = _start(url, effects, "delay", log)
         try:
             await _settled_once(store, scheduled, effects, log)
         finally:
@@ -168,4 +179,4 @@ async def test_a_delayed_dispatch_outlives_its_worker_and_runs_once_on_the_next(
 
 
 if __name__ == "__main__":
-    asyncio.run(worker(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]))
+    asyncio.run(worker(sys.argv[1], Path(sys.argv[2]), sys.argv[3]))

@@ -492,6 +492,10 @@ class SqliteStore(
         return self._read(lambda conn: children_sql.list_expired_waits(conn, now))
 
     async def release_due(self, now: datetime) -> list[Submission]:
+        # Looked for first, lock-free: the claim loop asks every second, and on an idle
+        # store a write transaction each time would be for nothing.
+        if not self._read(lambda conn: submission_sql.any_due(conn, now)):
+            return []
         return await self._write(submission_sql.release_due, now)
 
     async def next_due(self) -> datetime | None:

@@ -364,6 +364,17 @@ _QUEUED_BEHIND = (
 )
 
 
+def any_due(conn: sqlite3.Connection, now: datetime) -> bool:
+    """Whether a scheduled submission is due at ``now`` (``release_due``'s hint)."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM submissions WHERE status = 'scheduled' AND wait_until <= ? LIMIT 1",
+            (to_micros(now),),
+        ).fetchone()
+        is not None
+    )
+
+
 def release_due(conn: sqlite3.Connection, now: datetime) -> list[Submission]:
     """Scheduled → queued for those due at or before ``now`` (see ``TimerStore``)."""
     due = [
