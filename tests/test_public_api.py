@@ -431,6 +431,7 @@ PUBLIC = {
         "InvalidSchedule",
         "MAX_APPROVALS_PAGE",
         "MAX_CATCH_UP",
+        "MAX_DELAY",
         "MAX_PERIOD",
         "MAX_SESSIONS_PAGE",
         "MAX_TREE_NODES",
