@@ -1125,7 +1125,12 @@ class MemoryStore(
 
     async def version_counts(self, agent: str | None = None) -> list[VersionCount]:
         self._check_open()
-        counted = (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING, SubmissionStatus.WAITING)
+        counted = (
+            SubmissionStatus.SCHEDULED,
+            SubmissionStatus.QUEUED,
+            SubmissionStatus.RUNNING,
+            SubmissionStatus.WAITING,
+        )
         groups: dict[tuple[str, str | None, str, str | None], int] = {}
         for stored in self._submissions.values():
             s = stored.submission

@@ -728,8 +728,8 @@ class VersionStore(Protocol):
         ...
 
     async def version_counts(self, agent: str | None = None) -> list[VersionCount]:
-        """The unsettled submissions (queued, running, waiting), of ``agent`` or of every
-        agent, grouped by agent, version (``None`` included), status and wait reason, each
+        """The unsettled submissions (scheduled, queued, running, waiting), of ``agent`` or of
+        every agent, grouped by agent, version (``None`` included), status and wait reason, each
         group with its count; ordered by those four, ``None`` first, compared as code
         points. Terminalizing ones are left out (they are ending).
 

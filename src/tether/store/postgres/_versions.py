@@ -48,7 +48,7 @@ async def version_counts(conn: Conn, agent: str | None) -> list[VersionCount]:
     rows = await (
         await conn.execute(
             "SELECT agent, version, status, wait_reason, COUNT(*) FROM submissions "
-            "WHERE status IN ('queued', 'running', 'waiting') "
+            "WHERE status IN ('scheduled', 'queued', 'running', 'waiting') "
             "AND (%(agent)s::text IS NULL OR agent = %(agent)s) "
             "GROUP BY agent, version, status, wait_reason",
             {"agent": agent},

@@ -174,6 +174,37 @@ class _ReferenceMachine(GateRules, SessionRules, VersionRules, RuleBasedStateMac
         key=st.sampled_from(SESSIONS),
         payload=st.sampled_from(INPUTS),
         dispatch=st.sampled_from((None, None, "d1", "d2")),
+        delay=st.integers(0, 60),
+    )
+    def admit_scheduled(
+        self, key: SessionKey, payload: dict[str, Any], dispatch: str | None, delay: int
+    ) -> None:
+        """A delayed dispatch (capability ``timers``): ``scheduled`` until ``release_due``."""
+        new = NewSubmission(
+            self._id("sub"),
+            key,
+            self._id("conv"),
+            payload,
+            self._now(),
+            dispatch,
+            run_at=self._now() + timedelta(seconds=delay),
+        )
+        kind, result = self._both(lambda store: store.admit(new), needs="timers")
+        if kind == "ok":
+            self.submissions.append(result.submission.id)
+            self.conversations.append(result.submission.conversation_id)
+
+    @rule()
+    def timers(self) -> None:
+        """Release what is due now, and ask when the next thing is (capability ``timers``)."""
+        now = self._now()
+        self._both(lambda store: store.release_due(now), needs="timers")
+        self._both(lambda store: store.next_due(), needs="timers")
+
+    @rule(
+        key=st.sampled_from(SESSIONS),
+        payload=st.sampled_from(INPUTS),
+        dispatch=st.sampled_from((None, None, "d1", "d2")),
         lease=st.integers(1, 60),
     )
     def admit_and_claim(
