@@ -224,3 +224,24 @@ async def test_a_naive_run_at_and_a_delayed_steer_are_refused(
         with pytest.raises(InvalidDispatch):
             await runtime.dispatch("echo", "acme", "hi", after=5, multitask="interrupt")
         assert await store.list_submissions() == []
+
+
+async def test_a_delay_admitted_by_a_worker_now_gone_fires_on_another_at_its_time(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """The worker that admitted it is closed: the other learns the due time from the store
+    (its sweep asks ``next_due``), not from the admission, and fires it at that time."""
+    start = clock.now()
+    async with make_runtime({"echo": echo_agent()}) as survivor:
+        gone = make_runtime({"echo": echo_agent()})
+        async with gone:
+            receipt = await gone.dispatch("echo", "acme", "later", after=60)
+        await clock.advance(59)
+        assert (await store.get_submission(receipt.submission_id)).status is (
+            SubmissionStatus.SCHEDULED
+        )
+        await clock.advance(1)  # its time, and no more
+        settled = await settle(survivor, receipt.submission_id)
+        assert settled["result"] == "echo: later"
+        assert clock.now() == start + timedelta(seconds=60)
+        assert len(await store.list_attempts(receipt.submission_id)) == 1
