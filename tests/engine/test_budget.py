@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,29 @@ import pytest
 from pydantic import ValidationError
 
 from tether.agent import agent_spec, tool
-from tether.engine import BUDGET_EXHAUSTED, AgentDefinition, App, Budget, Runtime
-from tether.engine._budget import effective_budget
+from tether.engine import (
+    BUDGET_EXHAUSTED,
+    AgentDefinition,
+    App,
+    Budget,
+    BudgetExhausted,
+    ManualClock,
+    Runtime,
+)
+from tether.engine._budget import BudgetMeter, effective_budget
 from tether.errors import InvalidDispatch
 from tether.journal import Journal
 from tether.messages import Message, ModelRequest, ModelResponse, TextPart, ToolCallPart, Usage
 from tether.models import ScriptedModel, Text, ToolUse
-from tether.records import ToolCalled, ToolOutcome
+from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
+    ExecutionStarted,
+    RecordDraft,
+    ToolCalled,
+    ToolOutcome,
+    seal,
+)
 from tether.store import SqliteStore, Store, SubmissionStatus
 
 from ..processes import eventually_awaited, kill, start
@@ -303,3 +320,115 @@ async def test_a_worker_killed_mid_run_is_resumed_without_counting_again(tmp_pat
     assert (details["modelCalls"], details["toolCalls"]) == (4, 4)
     assert _closed(await _records(store, receipt.conversation_id))
     await store.close()
+
+
+# --- wall time -------------------------------------------------------------------------------
+
+
+def test_wall_time_is_seconds_on_the_wire() -> None:
+    budget = Budget.model_validate({"wallTime": 90})
+    assert budget.wall_time == timedelta(seconds=90)
+    assert Budget(wall_time=timedelta(minutes=2)).to_json_object() == {"wallTime": 120.0}
+    for bad in (-1, "PT5S", 1e30):
+        with pytest.raises(ValidationError):
+            Budget.model_validate({"wallTime": bad})
+
+
+async def test_wall_time_runs_out_before_the_next_call(
+    make_runtime: Make, clock: ManualClock, store: Store
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        if q == "2-0":
+            started.set()
+            await release.wait()
+        return f"found {q}"
+
+    model = looping()
+    async with make_runtime({"a": define(model, tools=(lookup,))}, lease=600) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=Budget(wall_time=60))
+        await asyncio.wait_for(started.wait(), 60)
+        await clock.advance(61)  # the tool took a minute
+        release.set()
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert model.invocations == 2  # the third call came after the minute was up
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict) and (details["limit"], details["max"]) == ("wallTime", 60)
+    assert outcome["result"] == "step 2"
+    assert _closed(await _records(store, receipt.conversation_id))
+
+
+async def test_a_restart_does_not_reset_the_wall_time(
+    make_runtime: Make, clock: ManualClock, store: Store
+) -> None:
+    """The time counts from the submission's first execution as its log recorded it, not
+    from when this process (or this attempt) began."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        if q == "2-0":
+            started.set()
+            await release.wait()
+        return f"found {q}"
+
+    first_model = looping()
+    runtime = make_runtime({"a": define(first_model, tools=(lookup,))})
+    await runtime.start()
+    receipt = await runtime.dispatch("a", "acme", "go", budget=Budget(wall_time=60))
+    await asyncio.wait_for(started.wait(), 60)
+    await runtime.close()  # handed back, its tool call unanswered
+    release.set()
+    await clock.advance(100)  # no process held it meanwhile
+    second_model = looping()
+    async with make_runtime({"a": define(second_model, tools=(lookup,))}) as again:
+        outcome = await settle(again, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert second_model.invocations == 0  # the tool re-ran; no model call after it
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict) and details["limit"] == "wallTime"
+    assert float(details["used"]) >= 60  # type: ignore[arg-type]
+
+
+def test_the_wait_for_a_person_does_not_count() -> None:
+    """The meter takes a gate's request-to-decision time off the wall time (read from the
+    records' own times, so a restart in between changes nothing)."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def at(seconds: int) -> str:
+        return (t0 + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+    drafts = [
+        RecordDraft(
+            ExecutionStarted(harness="h", harness_version="1", input_count=1),
+            submission_id="s1",
+            time=at(0),
+        ),
+        RecordDraft(
+            ApprovalRequested(approval_id="g1", call_id="c1", tool="t", args={}, args_digest="d"),
+            submission_id="s1",
+            time=at(10),
+        ),
+        RecordDraft(
+            ApprovalDecided(approval_id="g1", call_id="c1", decision="approve", approver="x"),
+            submission_id="s1",
+            time=at(1010),
+        ),
+    ]
+    records = [
+        seal(draft, conversation_id="c", session="s", seq=seq, prev_hash="")
+        for seq, draft in enumerate(drafts, start=1)
+    ]
+    meter = BudgetMeter(Budget(wall_time=60), lambda: t0 + timedelta(seconds=1030))
+    meter.count_records(records, "s1")
+    assert meter.elapsed() == timedelta(seconds=30)  # 1030 less the 1000 it waited
+    meter.check("model")  # within its minute
+    meter.now = lambda: t0 + timedelta(seconds=1070)
+    with pytest.raises(BudgetExhausted) as caught:
+        meter.check("tool")
+    assert caught.value.details["limit"] == "wallTime"

@@ -249,7 +249,7 @@ class _Attempt:
             None if self.definition is None else self.definition.budget,
             self.config.budget,
         )
-        self.meter = None if budget is None else BudgetMeter(budget)
+        self.meter = None if budget is None else BudgetMeter(budget, context.clock.now)
         """What this submission has spent against its budget, if it has one."""
         if self.meter is not None and self.delegation is not None:
             self.delegation.on_delivered = self.meter.add_child
@@ -575,7 +575,10 @@ class _Attempt:
         its children's answers), read from the store whole (a lean view may hold only the
         latest execution's records)."""
         meter = self.meter
-        if meter is None or not mine:  # nothing run yet: nothing spent (no log read)
+        if meter is None:
+            return
+        if not mine:  # nothing run yet: nothing spent (no log read), and its time starts now
+            meter.started_at = self.context.clock.now()
             return
         sub = self.submission
         after = mine[0].start.seq - 1

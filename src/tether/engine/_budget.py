@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Final, TypeVar
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Final, TypeVar
 
-from pydantic import Field
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
 from tether._wire import WireModel
 from tether.errors import JournalError
@@ -16,7 +16,12 @@ from tether.journal import ToolExecutor, ToolScope
 from tether.messages import Mediation, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 from tether.models import DeltaSink, Model, cost_of
 from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessageCompleted,
+    ExecutionStarted,
+    InputAnswered,
+    InputRequested,
     LogTruncated,
     ModelCalled,
     Record,
@@ -35,28 +40,55 @@ __all__ = (
 )
 
 BUDGET_EXHAUSTED: Final = "budget_exhausted"
-_N = TypeVar("_N", int, float)
+_N = TypeVar("_N", int, float, timedelta)
 _COUNTED_TOOLS: Final = frozenset((Mediation.HOST, Mediation.APPROVAL))
 """The tool calls a ``tool_calls`` limit counts: those the host's executor runs (one needing
 approval counts from its request, approved or not). A person's answer to an ask is no
 tool run, and a task call spends what its child spends."""
 
 
+def _no_text(value: Any) -> Any:
+    """A duration on the wire is a number of seconds, never an ISO 8601 string."""
+    if isinstance(value, str | bytes):
+        raise ValueError("a duration is a number of seconds")
+    return value
+
+
+def _not_negative(value: timedelta) -> timedelta:
+    if value < timedelta(0):
+        raise ValueError("a duration is not negative")
+    return value
+
+
+Seconds = Annotated[
+    timedelta,
+    BeforeValidator(_no_text),
+    AfterValidator(_not_negative),
+    PlainSerializer(lambda value: value.total_seconds(), return_type=float),
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
+"""A duration: a ``timedelta`` (or seconds) in Python, a number of seconds on the wire."""
+
+
 class Budget(WireModel):
     """Limits on what one submission may spend; ``None`` is no limit. On the wire (a
     dispatch's ``budget``) the names are camelCase: ``modelCalls``, ``tokens``, ``costUsd``,
-    ``toolCalls``. ``tokens`` counts input and output tokens; a child submission's calls
-    count against its parent.
+    ``toolCalls``, ``wallTime`` (seconds). ``tokens`` counts input and output tokens; a child
+    submission's calls count against its parent. ``wall_time`` is the time since the
+    submission's first execution started, less the time it waited for a person (a
+    ``timedelta``, or seconds).
 
     Example::
 
-        Budget(model_calls=5, tokens=20_000, cost_usd=0.5, tool_calls=10)
+        Budget(model_calls=5, tokens=20_000, cost_usd=0.5, tool_calls=10, wall_time=600)
     """
 
     model_calls: int | None = Field(default=None, ge=0)
     tokens: int | None = Field(default=None, ge=0)
     cost_usd: float | None = Field(default=None, ge=0)
     tool_calls: int | None = Field(default=None, ge=0)
+    wall_time: Seconds | None = None
+    """Seconds on the wire (a number); ``timedelta`` or seconds in Python."""
 
     def over(self, fallback: Budget | None) -> Budget:
         """This budget, each limit it leaves unset taken from ``fallback``."""
@@ -67,6 +99,7 @@ class Budget(WireModel):
             tokens=_first(self.tokens, fallback.tokens),
             cost_usd=_first(self.cost_usd, fallback.cost_usd),
             tool_calls=_first(self.tool_calls, fallback.tool_calls),
+            wall_time=_first(self.wall_time, fallback.wall_time),
         )
 
     @property
@@ -76,6 +109,7 @@ class Budget(WireModel):
             and self.tokens is None
             and self.cost_usd is None
             and self.tool_calls is None
+            and self.wall_time is None
         )
 
 
@@ -111,6 +145,8 @@ class BudgetMeter:
     commit them with the next, so the log alone can trail the calls just made)."""
 
     budget: Budget
+    now: Callable[[], datetime]
+    """The runtime's clock (``wall_time`` is measured on it)."""
     model_calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
@@ -120,7 +156,14 @@ class BudgetMeter:
     """The tool calls counted, so that one re-driven after a crash counts once."""
     child_ids: set[str] = field(default_factory=set)
     """The children whose answers were counted."""
+    started_at: datetime | None = None
+    """When the submission's first execution started (its ``execution_started`` record), or,
+    before it has one, when this attempt began: ``wall_time`` counts from here."""
+    waited: timedelta = timedelta(0)
+    """The time it spent parked for a person (a gate's request to its decision), which
+    ``wall_time`` does not count."""
     _models: dict[str, str] = field(default_factory=dict)
+    _asked: dict[str, datetime] = field(default_factory=dict)
 
     def count_records(self, records: Sequence[Record], submission_id: str) -> None:
         """Take in a submission's journaled spending (its children's, by ``task_finished``).
@@ -130,7 +173,11 @@ class BudgetMeter:
             if record.submission_id != submission_id:
                 continue
             payload = record.payload
-            if isinstance(payload, ModelCalled):
+            if isinstance(payload, ExecutionStarted | ApprovalRequested | InputRequested):
+                self._asking(payload, datetime.fromisoformat(record.time))
+            elif isinstance(payload, ApprovalDecided | InputAnswered):
+                self._answered(payload, datetime.fromisoformat(record.time))
+            elif isinstance(payload, ModelCalled):
                 self._models[payload.call_id] = payload.model
             elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
                 model = self._models.get(payload.call_id, "")
@@ -144,6 +191,29 @@ class BudgetMeter:
                 self.add_child(payload)
             elif isinstance(payload, LogTruncated) and payload.model_calls:
                 self._add(payload.model_calls, payload.usage, payload.cost)
+
+    def _asking(
+        self, payload: ExecutionStarted | ApprovalRequested | InputRequested, at: datetime
+    ) -> None:
+        if isinstance(payload, ExecutionStarted):
+            if self.started_at is None:
+                self.started_at = at
+        elif isinstance(payload, ApprovalRequested):
+            self._asked.setdefault(payload.approval_id, at)
+        else:
+            self._asked.setdefault(payload.input_id, at)
+
+    def _answered(self, payload: ApprovalDecided | InputAnswered, at: datetime) -> None:
+        gate = payload.approval_id if isinstance(payload, ApprovalDecided) else payload.input_id
+        asked = self._asked.pop(gate, None)
+        if asked is not None and at > asked:
+            self.waited += at - asked
+
+    def elapsed(self) -> timedelta:
+        """The wall time spent so far: since the start, less the waits for a person."""
+        if self.started_at is None:
+            self.started_at = self.now()
+        return max(self.now() - self.started_at - self.waited, timedelta(0))
 
     def add_model_call(self, model: str, usage: Usage | None, *, at: datetime) -> None:
         self._add(1, usage, cost_of(model, usage or Usage(), at=at))
@@ -191,6 +261,11 @@ class BudgetMeter:
             and (self.tool_calls >= budget.tool_calls)
         ):
             exhausted = ("toolCalls", self.tool_calls, budget.tool_calls)
+        if exhausted is None and budget.wall_time is not None:
+            elapsed = self.elapsed()
+            if elapsed >= budget.wall_time:
+                limit_seconds = budget.wall_time.total_seconds()
+                exhausted = ("wallTime", round(elapsed.total_seconds(), 3), limit_seconds)
         if exhausted is None:
             return
         name, used, limit = exhausted
@@ -209,6 +284,7 @@ class BudgetMeter:
                 "tokens": self.tokens,
                 "costUsd": round(self.cost_usd, 6) if self.cost_known else None,
                 "toolCalls": self.tool_calls,
+                "wallTime": round(self.elapsed().total_seconds(), 3),
             },
         )
 
