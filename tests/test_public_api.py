@@ -133,6 +133,8 @@ PUBLIC = {
         "AssistantTextDelta",
         "AssistantThinkingDelta",
         "AttachmentRef",
+        "BudgetDecided",
+        "BudgetRequested",
         "ChainVerifier",
         "Compaction",
         "ConversationCreated",

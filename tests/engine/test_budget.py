@@ -25,7 +25,7 @@ from tether.engine import (
     Runtime,
 )
 from tether.engine._budget import BudgetMeter, effective_budget
-from tether.errors import InvalidDispatch
+from tether.errors import ApprovalConflict, ApprovalNotFound, InvalidApproval, InvalidDispatch
 from tether.journal import Journal
 from tether.messages import Message, ModelRequest, ModelResponse, TextPart, ToolCallPart, Usage
 from tether.models import ScriptedModel, Text, ToolUse
@@ -38,11 +38,12 @@ from tether.records import (
     ToolOutcome,
     seal,
 )
-from tether.store import SqliteStore, Store, SubmissionStatus
+from tether.store import GateStatus, SqliteStore, Store, SubmissionStatus
 
 from ..processes import eventually_awaited, kill, start
 from .conftest import FAST
 from .test_runtime import settle
+from .waits import until_emitted
 
 Make = Callable[..., Runtime]
 WORKER = Path(__file__).with_name("budget_crash_worker.py")
@@ -432,3 +433,167 @@ def test_the_wait_for_a_person_does_not_count() -> None:
     with pytest.raises(BudgetExhausted) as caught:
         meter.check("tool")
     assert caught.value.details["limit"] == "wallTime"
+
+
+# --- the budget gate ------------------------------------------------------------------------
+
+
+async def _parked(runtime: Runtime, store: Store, submission_id: str) -> Any:
+    """The pending budget gate of a submission, once it waits on it."""
+
+    async def waiting() -> bool:
+        submission = await store.get_submission(submission_id)
+        return submission.status is SubmissionStatus.WAITING
+
+    await until_emitted(runtime, waiting)
+    [gate] = (await runtime.budget_gates()).gates
+    return gate
+
+
+async def test_a_run_parks_on_a_budget_gate_and_an_approval_extends_it(
+    make_runtime: Make, store: Store
+) -> None:
+    model = looping()
+    park = Budget(model_calls=2, on_exhausted="park")
+    async with make_runtime({"a": define(model)}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=park)
+        gate = await _parked(runtime, store, receipt.submission_id)
+        assert model.invocations == 2
+        assert (gate.kind, gate.tool, gate.status) == ("budget", "budget", "pending")
+        assert (gate.args["limit"], gate.args["used"], gate.args["max"]) == ("modelCalls", 2, 2)
+        assert gate.args["spent"]["toolCalls"] == 2
+        assert gate.submission_id == receipt.submission_id
+        await runtime.decide_budget(
+            gate.approval_id, "approve", extension={"modelCalls": 3}, approver="ops"
+        )
+        gate = await _parked(runtime, store, receipt.submission_id)  # again, at 5
+        assert model.invocations == 5 and gate.args["max"] == 5
+        [decided] = (await runtime.budget_gates(status=GateStatus.DECIDED)).gates
+        assert decided.decision == "approve" and decided.edited_args == {"modelCalls": 3}
+        await runtime.decide_budget(gate.approval_id, "reject", approver="ops", reason="enough")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED and outcome["result"] == "step 5"
+    assert model.invocations == 5
+    assert _closed(await _records(store, receipt.conversation_id))
+
+
+async def test_a_budget_decision_is_final_and_checked(make_runtime: Make, store: Store) -> None:
+    park = Budget(model_calls=1, on_exhausted="park")
+    async with make_runtime({"a": define(looping())}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=park)
+        gate = await _parked(runtime, store, receipt.submission_id)
+        with pytest.raises(InvalidDispatch) as bad:
+            await runtime.decide_budget(
+                gate.approval_id, "approve", extension={"modelCalls": -1}, approver="ops"
+            )
+        assert bad.value.field == "extension.modelCalls"
+        with pytest.raises(InvalidDispatch):
+            await runtime.decide_budget(
+                gate.approval_id, "reject", extension={"modelCalls": 1}, approver="ops"
+            )
+        with pytest.raises(ApprovalNotFound):
+            await runtime.decide_budget(f"{receipt.conversation_id}.999", "reject", approver="x")
+        first = await runtime.decide_budget(gate.approval_id, "reject", approver="ops")
+        again = await runtime.decide_budget(gate.approval_id, "reject", approver="ops")
+        assert first.seq == again.seq  # idempotent
+        with pytest.raises(ApprovalConflict):
+            await runtime.decide_budget(
+                gate.approval_id, "approve", extension={"modelCalls": 1}, approver="ops"
+            )
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+
+
+async def test_an_abort_closes_the_budget_gate(make_runtime: Make, store: Store) -> None:
+    park = Budget(tool_calls=1, on_exhausted="park")
+    async with make_runtime({"a": define(looping())}) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=park)
+        gate = await _parked(runtime, store, receipt.submission_id)
+        await runtime.abort_submission(receipt.submission_id)
+        outcome = await settle(runtime, receipt.submission_id)
+        assert outcome["status"] == "aborted"
+        [closed] = (await runtime.budget_gates(status=None)).gates
+        assert closed.approval_id == gate.approval_id and closed.status == "closed"
+        with pytest.raises(InvalidApproval):
+            await runtime.decide_budget(gate.approval_id, "reject", approver="ops")
+    assert _closed(await _records(store, receipt.conversation_id))
+
+
+@pytest.mark.process
+async def test_a_worker_killed_between_the_gates_request_and_its_park(tmp_path: Path) -> None:
+    """A worker writes the budget gate's request and is SIGKILLed before it parks: the next
+    attempt finds the request undecided and parks on it (no second request, no call bought
+    again); an approval then extends the budget for the run's next attempt."""
+    log = tmp_path / "calls.log"
+    store = await SqliteStore.open(tmp_path)
+    api = Runtime({"a": define(looping())}, store)
+    await api.start(worker=False)
+    park = Budget(model_calls=2, on_exhausted="park")
+    receipt = await api.dispatch("a", "acme", "go", budget=park)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with (tmp_path / "worker.log").open("ab") as errors:
+        worker = start(
+            [sys.executable, str(WORKER), str(tmp_path), str(log), "park"],
+            stderr=errors,
+            env=env,
+        )
+    await asyncio.to_thread(worker.wait, 60)  # it killed itself
+    assert log.read_text().splitlines().count("model") == 2
+    assert "parking" in log.read_text().splitlines()
+
+    def requests() -> list[Any]:
+        return [r for r in records if r.kind == "budget_requested"]
+
+    records = await _records(store, receipt.conversation_id)
+    assert len(requests()) == 1
+    model = looping()
+    async with Runtime({"a": define(model)}, store, **FAST) as again:  # the real clock
+
+        async def waiting() -> bool:
+            found = await store.get_submission(receipt.submission_id)
+            return found.status is SubmissionStatus.WAITING
+
+        await eventually_awaited(waiting, "parked on the gate again")
+        [gate] = (await again.budget_gates()).gates
+        records = await _records(store, receipt.conversation_id)
+        assert len(requests()) == 1 and gate.approval_id == requests()[0].payload.gate_id
+        assert model.invocations == 0  # the two paid for were not bought again
+        await again.decide_budget(
+            gate.approval_id, "approve", extension={"modelCalls": 1}, approver="ops"
+        )
+
+        async def parked_again() -> list[Any]:
+            return list((await again.budget_gates()).gates)
+
+        [second] = await eventually_awaited(parked_again, "parked on a second gate")
+        assert model.invocations == 1 and second.args["max"] == 3
+        await again.decide_budget(second.approval_id, "reject", approver="ops")
+        outcome = await settle(again, receipt.submission_id)
+    await api.close()
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED and outcome["result"] == "step 3"
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict) and details["modelCalls"] == 3
+    assert _closed(await _records(store, receipt.conversation_id))
+    await store.close()
+
+
+async def test_a_budget_gate_outlives_its_runtime(make_runtime: Make, store: Store) -> None:
+    """Parked, the runtime closed; another decides, and runs it on from the journal."""
+    park = Budget(model_calls=2, on_exhausted="park")
+    first_model = looping()
+    runtime = make_runtime({"a": define(first_model)})
+    await runtime.start()
+    receipt = await runtime.dispatch("a", "acme", "go", budget=park)
+    gate = await _parked(runtime, store, receipt.submission_id)
+    await runtime.close()
+    second_model = looping()
+    async with make_runtime({"a": define(second_model)}) as again:
+        await again.decide_budget(
+            gate.approval_id, "approve", extension={"modelCalls": 2}, approver="ops"
+        )
+        second = await _parked(again, store, receipt.submission_id)
+        assert second.args["max"] == 4 and second.args["used"] == 4
+        await again.decide_budget(second.approval_id, "reject", approver="ops")
+        outcome = await settle(again, receipt.submission_id)
+    assert first_model.invocations == 2 and second_model.invocations == 2
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED and outcome["result"] == "step 4"

@@ -19,6 +19,7 @@ from pydantic import JsonValue
 from tether.engine._agents import AgentDefinition, AgentSpec, build_spec
 from tether.engine._budget import (
     BUDGET_EXHAUSTED,
+    BUDGET_WAIT,
     BudgetedModel,
     BudgetedTools,
     BudgetExhausted,
@@ -69,6 +70,7 @@ from tether.errors import (
     ApprovalParked,
     ChildrenPending,
     ClaimLost,
+    Conflict,
     Fenced,
     IncompleteInvocation,
     InputParked,
@@ -93,6 +95,7 @@ from tether.journal import (
 )
 from tether.models import ModelCallPolicy, StreamDelta
 from tether.records import (
+    BudgetRequested,
     Compaction,
     Record,
     RecordDraft,
@@ -410,6 +413,8 @@ class _Attempt:
         if isinstance(error, ReplayDiverged) and self._waits_for_a_fix():
             return await self._wait_for_a_fix(error)
         if isinstance(error, BudgetExhausted):
+            if error.park and self.meter is not None:
+                return await self._park_on_budget(error, self.meter)
             return await self._settle_exhausted(error)
         if isinstance(error, ProviderError):
             # The model call's own retries are spent (or cannot help): another attempt
@@ -446,6 +451,54 @@ class _Attempt:
         if partial is not None:
             payload = payload.model_copy(update={"result": partial})
         await self.settle(payload)
+
+    async def _park_on_budget(self, error: BudgetExhausted, meter: BudgetMeter) -> None:
+        """Wait on a ``budget`` gate: append its request (unless the log holds one not yet
+        decided, left by an attempt that crashed before it parked), then park without a
+        lease, as a run parked on an approval does. A decision wakes it (requeued in the
+        decision's commit); the next attempt reads the extension from the log."""
+        sub = self.submission
+        try:
+            waits = require_capability(self.context.capabilities.gates, "gates")
+        except StoreCapabilityMissing:  # no store to wait in: settle as the default does
+            return await self._settle_exhausted(error)
+        view = await self.context.views.refreshed(self.store, sub.conversation_id)
+        head = view.head
+        if meter.pending_gate is None:
+            gate_id = f"{sub.conversation_id}.{head + 1}"
+            details = error.details
+            request = BudgetRequested(
+                gate_id=gate_id,
+                limit=str(details["limit"]),
+                used=float(details["used"] or 0),
+                max=float(details["max"] or 0),
+                spent={k: v for k, v in details.items() if k not in ("limit", "used", "max")},
+                budget=meter.budget.to_json_object(),
+            )
+            draft = RecordDraft(request, submission_id=sub.id, attempt_id=sub.attempt_id)
+            try:
+                records = await self.store.append(
+                    sub.conversation_id, [draft], expected_seq=head, fence=sub.fence
+                )
+            except (Conflict, Fenced) as moved:  # a steer, an abort, a newer writer: go again
+                detail = self.context.redact(f"{type(moved).__name__}: {moved}")
+                with contextlib.suppress(ClaimLost):
+                    await self.store.release(
+                        sub.id, attempt_id=str(sub.attempt_id), last_error=detail
+                    )
+                return
+            head = records[-1].seq
+        with contextlib.suppress(ClaimLost):
+            parked = await waits.park(
+                sub.id, attempt_id=str(sub.attempt_id), reason=BUDGET_WAIT, expected_seq=head
+            )
+            if parked.status is SubmissionStatus.QUEUED:
+                detail = "budget gate: decided, settled or aborted before the park"
+                await self.events.emit(
+                    RecoveryDecided(self.correlation, decision="woken_before_park", detail=detail)
+                )
+                return
+            await self.events.emit(SubmissionWaiting(self.correlation, reason=BUDGET_WAIT))
 
     def _waits_for_a_fix(self) -> bool:
         """A resume that diverged from its log under any policy (the code makes other effects

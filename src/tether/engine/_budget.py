@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
@@ -19,6 +19,8 @@ from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
+    BudgetDecided,
+    BudgetRequested,
     ExecutionStarted,
     InputAnswered,
     InputRequested,
@@ -31,6 +33,7 @@ from tether.records import (
 
 __all__ = (
     "BUDGET_EXHAUSTED",
+    "BUDGET_WAIT",
     "Budget",
     "BudgetExhausted",
     "BudgetMeter",
@@ -41,6 +44,8 @@ __all__ = (
 
 BUDGET_EXHAUSTED: Final = "budget_exhausted"
 _N = TypeVar("_N", int, float, timedelta)
+BUDGET_WAIT: Final = "budget"
+"""The wait reason of a run parked on a ``budget`` gate."""
 _COUNTED_TOOLS: Final = frozenset((Mediation.HOST, Mediation.APPROVAL))
 """The tool calls a ``tool_calls`` limit counts: those the host's executor runs (one needing
 approval counts from its request, approved or not). A person's answer to an ask is no
@@ -89,6 +94,27 @@ class Budget(WireModel):
     tool_calls: int | None = Field(default=None, ge=0)
     wall_time: Seconds | None = None
     """Seconds on the wire (a number); ``timedelta`` or seconds in Python."""
+    on_exhausted: Literal["settle", "park"] | None = None
+    """What a run does when a limit is used up: ``settle`` (the default) settles it
+    ``failed`` with ``budget_exhausted``; ``park`` parks it on a ``budget`` gate, for a person
+    to extend the budget (approve) or end the run (reject)."""
+
+    def extended(self, extension: Budget) -> Budget:
+        """This budget with each limit raised by ``extension``'s (a limit it leaves unset
+        stays unlimited)."""
+
+        def plus(limit: _N | None, more: _N | None) -> _N | None:
+            return limit if limit is None or more is None else limit + more
+
+        return self.model_copy(
+            update={
+                "model_calls": plus(self.model_calls, extension.model_calls),
+                "tokens": plus(self.tokens, extension.tokens),
+                "cost_usd": plus(self.cost_usd, extension.cost_usd),
+                "tool_calls": plus(self.tool_calls, extension.tool_calls),
+                "wall_time": plus(self.wall_time, extension.wall_time),
+            }
+        )
 
     def over(self, fallback: Budget | None) -> Budget:
         """This budget, each limit it leaves unset taken from ``fallback``."""
@@ -100,6 +126,7 @@ class Budget(WireModel):
             cost_usd=_first(self.cost_usd, fallback.cost_usd),
             tool_calls=_first(self.tool_calls, fallback.tool_calls),
             wall_time=_first(self.wall_time, fallback.wall_time),
+            on_exhausted=self.on_exhausted or fallback.on_exhausted,
         )
 
     @property
@@ -133,9 +160,18 @@ class BudgetExhausted(JournalError):
 
     code = BUDGET_EXHAUSTED
 
-    def __init__(self, message: str, details: dict[str, int | float | str | None]) -> None:
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, int | float | str | None],
+        *,
+        park: bool = False,
+    ) -> None:
         super().__init__(message)
         self.details = details
+        self.park = park
+        """The budget's policy is ``park`` and no one rejected extending it: the run waits
+        on a ``budget`` gate instead of settling."""
 
 
 @dataclass(slots=True)
@@ -162,6 +198,10 @@ class BudgetMeter:
     waited: timedelta = timedelta(0)
     """The time it spent parked for a person (a gate's request to its decision), which
     ``wall_time`` does not count."""
+    pending_gate: str | None = None
+    """The budget gate this submission waits on, requested and not yet decided."""
+    rejected: bool = False
+    """A person rejected extending its budget: the next exhaustion settles, never parks."""
     _models: dict[str, str] = field(default_factory=dict)
     _asked: dict[str, datetime] = field(default_factory=dict)
 
@@ -177,6 +217,11 @@ class BudgetMeter:
                 self._asking(payload, datetime.fromisoformat(record.time))
             elif isinstance(payload, ApprovalDecided | InputAnswered):
                 self._answered(payload, datetime.fromisoformat(record.time))
+            elif isinstance(payload, BudgetRequested):
+                self.pending_gate = payload.gate_id
+                self._asked.setdefault(payload.gate_id, datetime.fromisoformat(record.time))
+            elif isinstance(payload, BudgetDecided):
+                self.decided(payload, datetime.fromisoformat(record.time))
             elif isinstance(payload, ModelCalled):
                 self._models[payload.call_id] = payload.model
             elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
@@ -203,8 +248,25 @@ class BudgetMeter:
         else:
             self._asked.setdefault(payload.input_id, at)
 
-    def _answered(self, payload: ApprovalDecided | InputAnswered, at: datetime) -> None:
-        gate = payload.approval_id if isinstance(payload, ApprovalDecided) else payload.input_id
+    def decided(self, payload: BudgetDecided, at: datetime) -> None:
+        """A person's decision on this submission's budget gate: an extension raises its
+        limits (on every attempt from now on, each reading it from the log); a rejection
+        makes the next exhaustion settle."""
+        if payload.gate_id == self.pending_gate:
+            self.pending_gate = None
+        if payload.decision == "reject":
+            self.rejected = True
+        elif payload.extension is not None:
+            self.budget = self.budget.extended(Budget.model_validate(payload.extension))
+        self._answered(payload, at)
+
+    def _answered(
+        self, payload: ApprovalDecided | InputAnswered | BudgetDecided, at: datetime
+    ) -> None:
+        if isinstance(payload, BudgetDecided):
+            gate = payload.gate_id
+        else:
+            gate = payload.approval_id if isinstance(payload, ApprovalDecided) else payload.input_id
         asked = self._asked.pop(gate, None)
         if asked is not None and at > asked:
             self.waited += at - asked
@@ -286,6 +348,7 @@ class BudgetMeter:
                 "toolCalls": self.tool_calls,
                 "wallTime": round(self.elapsed().total_seconds(), 3),
             },
+            park=budget.on_exhausted == "park" and not self.rejected,
         )
 
     def _cost_text(self) -> str:
