@@ -597,3 +597,47 @@ async def test_a_budget_gate_outlives_its_runtime(make_runtime: Make, store: Sto
         outcome = await settle(again, receipt.submission_id)
     assert first_model.invocations == 2 and second_model.invocations == 2
     assert outcome["errorCode"] == BUDGET_EXHAUSTED and outcome["result"] == "step 4"
+
+
+async def test_a_child_parks_on_its_budget_while_its_parent_waits(
+    make_runtime: Make, store: Store
+) -> None:
+    """A subagent's own budget gate: the child waits for a person, its parent for the child;
+    an approval runs the child on, a rejection settles it, and the parent gets its answer
+    (the child's failure, with its usage) and goes on."""
+
+    def parent_reply(request: ModelRequest) -> object:
+        if request.messages[-1].role == "tool":
+            return "all done"
+        return [ToolUse("task", {"agent": "researcher", "prompt": "X"}, call_id="t1")]
+
+    child_model = looping()
+    parent_model = ScriptedModel(parent_reply)
+    agents = {
+        "parent": define(parent_model, tools=()),
+        "researcher": define(child_model, budget=Budget(model_calls=2, on_exhausted="park")),
+    }
+    async with make_runtime(agents, subagents={"parent": ["researcher"]}) as runtime:
+        receipt = await runtime.dispatch("parent", "acme", "go", budget=Budget(model_calls=9))
+
+        async def gates() -> list[Any]:
+            return list((await runtime.budget_gates()).gates)
+
+        [gate] = await until_emitted(runtime, gates)
+        assert gate.key.agent == "researcher" and child_model.invocations == 2
+        await runtime.decide_budget(
+            gate.approval_id, "approve", extension={"modelCalls": 1}, approver="ops"
+        )
+
+        async def second_gate() -> list[Any]:
+            return [g for g in await gates() if g.approval_id != gate.approval_id]
+
+        [second] = await until_emitted(runtime, second_gate)
+        assert child_model.invocations == 3
+        await runtime.decide_budget(second.approval_id, "reject", approver="ops")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["status"] == "succeeded" and outcome["result"] == "all done"
+    assert parent_model.invocations == 2
+    records = await _records(store, receipt.conversation_id)
+    [finished] = [r.payload for r in records if r.kind == "task_finished"]
+    assert finished.error_code == BUDGET_EXHAUSTED and finished.model_calls == 3
