@@ -256,6 +256,9 @@ class BudgetRequested(Payload):
     unknown, ``wallTime`` in seconds)."""
     budget: JsonObject
     """The budget in force, extensions included (a ``Budget``'s wire form)."""
+    scope: Literal["session"] | None = None
+    """``session``: the session's budget ran out (every submission of the session counts
+    against it, and an extension raises it for them all); absent: the submission's own."""
 
 
 class BudgetDecided(Payload):

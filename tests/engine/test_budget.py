@@ -641,3 +641,74 @@ async def test_a_child_parks_on_its_budget_while_its_parent_waits(
     records = await _records(store, receipt.conversation_id)
     [finished] = [r.payload for r in records if r.kind == "task_finished"]
     assert finished.error_code == BUDGET_EXHAUSTED and finished.model_calls == 3
+
+
+# --- session budgets -------------------------------------------------------------------------
+
+
+async def test_a_session_budget_counts_every_submission_of_the_session(
+    make_runtime: Make, store: Store
+) -> None:
+    """Three calls a session: the first message's run spends two, the second's one, and the
+    third message's run is refused before it calls at all; another session has its own."""
+
+    def two_steps(request: ModelRequest) -> object:
+        since = 0
+        for message in reversed(request.messages):
+            if message.role == "user":
+                break
+            since += message.role == "assistant"
+        if since == 0:
+            return [ToolUse("lookup", {"q": str(len(request.messages))})]
+        return "done"
+
+    model = ScriptedModel(two_steps)
+    agents = {"a": define(model, session_budget=Budget(model_calls=3))}
+    async with make_runtime(agents) as runtime:
+        first = await runtime.dispatch("a", "acme", "one")
+        assert (await settle(runtime, first.submission_id))["status"] == "succeeded"
+        second = await runtime.dispatch("a", "acme", "two")
+        outcome = await settle(runtime, second.submission_id)
+        assert outcome["errorCode"] == BUDGET_EXHAUSTED and model.invocations == 3
+        details = outcome["errorDetails"]
+        assert isinstance(details, dict)
+        assert (details["scope"], details["limit"], details["used"]) == ("session", "modelCalls", 3)
+        assert "session budget exhausted" in str(outcome["error"])
+        third = await runtime.dispatch("a", "acme", "three")
+        assert (await settle(runtime, third.submission_id))["errorCode"] == BUDGET_EXHAUSTED
+        assert model.invocations == 3
+        other = await runtime.dispatch("a", "acme", "one", session="other")
+        assert (await settle(runtime, other.submission_id))["status"] == "succeeded"
+    assert _closed(await _records(store, second.conversation_id))
+
+
+async def test_a_session_budget_gate_extends_the_session(make_runtime: Make, store: Store) -> None:
+    """Parked on the session's budget: the extension raises the session's limit for its
+    later submissions too; the submission's own budget is untouched."""
+    model = looping()
+    session = Budget(model_calls=2, on_exhausted="park")
+    async with make_runtime({"a": define(model)}, session_budget=session) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=Budget(model_calls=10))
+        gate = await _parked(runtime, store, receipt.submission_id)
+        assert gate.args["budget"] == {"modelCalls": 2, "onExhausted": "park"}
+        assert gate.args["spent"]["modelCalls"] == 2
+        await runtime.decide_budget(
+            gate.approval_id, "approve", extension={"modelCalls": 2}, approver="ops"
+        )
+        again = await _parked(runtime, store, receipt.submission_id)
+        assert again.args["max"] == 4 and model.invocations == 4
+        await runtime.abort_submission(receipt.submission_id)
+        await settle(runtime, receipt.submission_id)
+        later = await runtime.dispatch("a", "acme", "more")
+        third = await _parked(runtime, store, later.submission_id)
+        assert third.args["max"] == 4 and model.invocations == 4  # the session's, extended
+    records = await _records(store, receipt.conversation_id)
+    scopes = [r.payload.scope for r in records if r.kind == "budget_requested"]
+    assert scopes == ["session"] * 3
+
+
+def test_a_session_budget_has_no_wall_time() -> None:
+    with pytest.raises(ValueError, match="wall_time"):
+        define(looping(), session_budget=Budget(wall_time=60))
+    with pytest.raises(ValueError, match="wall_time"):
+        App({"a": define(looping())}, session_budget=Budget(wall_time=60))

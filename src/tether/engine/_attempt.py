@@ -102,6 +102,7 @@ from tether.records import (
     Signal,
     SteerReceived,
     SubmissionSettled,
+    TaskFinished,
     UserMessage,
 )
 from tether.store import (
@@ -254,8 +255,23 @@ class _Attempt:
         )
         self.meter = None if budget is None else BudgetMeter(budget, context.clock.now)
         """What this submission has spent against its budget, if it has one."""
-        if self.meter is not None and self.delegation is not None:
-            self.delegation.on_delivered = self.meter.add_child
+        session_budget = effective_budget(
+            None if self.definition is None else self.definition.session_budget,
+            self.config.session_budget,
+        )
+        self.session_meter = (
+            None
+            if session_budget is None
+            else BudgetMeter(session_budget, context.clock.now, scope="session")
+        )
+        """What this submission's session has spent against its session budget, if any."""
+        self.meters = [m for m in (self.meter, self.session_meter) if m is not None]
+        if self.meters and self.delegation is not None:
+            self.delegation.on_delivered = self._child_delivered
+
+    def _child_delivered(self, finished: TaskFinished) -> None:
+        for meter in self.meters:
+            meter.add_child(finished)
 
     async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
         absorbed = await self._absorbed()
@@ -413,8 +429,8 @@ class _Attempt:
         if isinstance(error, ReplayDiverged) and self._waits_for_a_fix():
             return await self._wait_for_a_fix(error)
         if isinstance(error, BudgetExhausted):
-            if error.park and self.meter is not None:
-                return await self._park_on_budget(error, self.meter)
+            if error.park and error.meter is not None:
+                return await self._park_on_budget(error, error.meter)
             return await self._settle_exhausted(error)
         if isinstance(error, ProviderError):
             # The model call's own retries are spent (or cannot help): another attempt
@@ -472,8 +488,11 @@ class _Attempt:
                 limit=str(details["limit"]),
                 used=float(details["used"] or 0),
                 max=float(details["max"] or 0),
-                spent={k: v for k, v in details.items() if k not in ("limit", "used", "max")},
+                spent={
+                    k: v for k, v in details.items() if k not in ("limit", "used", "max", "scope")
+                },
                 budget=meter.budget.to_json_object(),
+                scope="session" if meter.scope == "session" else None,
             )
             draft = RecordDraft(request, submission_id=sub.id, attempt_id=sub.attempt_id)
             try:
@@ -611,22 +630,24 @@ class _Attempt:
     def _wrappers(self) -> EffectWrappers:
         """Every model client and tool executor invoked: instrumented, and, under a budget,
         checked against it first (a call refused is never made, so never instrumented)."""
-        events, correlation, meter = self.events, self.correlation, self.meter
-        if meter is None:
+        events, correlation, meters = self.events, self.correlation, self.meters
+        if not meters:
             return EffectWrappers(
                 model=lambda model: events.model(model, correlation),
                 tools=lambda tools: events.tools(tools, correlation),
             )
         now = self.context.clock.now
         return EffectWrappers(
-            model=lambda model: BudgetedModel(events.model(model, correlation), meter, now),
-            tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meter),
+            model=lambda model: BudgetedModel(events.model(model, correlation), meters, now),
+            tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meters),
         )
 
     async def _count_spent(self, mine: Sequence[Execution]) -> None:
         """Take in what this submission's journaled records say it spent (earlier attempts,
         its children's answers), read from the store whole (a lean view may hold only the
         latest execution's records)."""
+        if self.session_meter is not None:
+            await self._count_session()
         meter = self.meter
         if meter is None:
             return
@@ -635,6 +656,20 @@ class _Attempt:
             return
         sub = self.submission
         after = mine[0].start.seq - 1
+        while True:
+            page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
+            meter.count_records(page, sub.id)
+            if len(page) < 1000:
+                return
+            after = page[-1].seq
+
+    async def _count_session(self) -> None:
+        """Take in what the whole session has spent: every record of its conversation (a
+        truncated head counts by its ``log_truncated``), read from the store page by page."""
+        meter = self.session_meter
+        assert meter is not None
+        sub = self.submission
+        after = 0
         while True:
             page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
             meter.count_records(page, sub.id)

@@ -37,13 +37,16 @@ __all__ = (
     "Budget",
     "BudgetExhausted",
     "BudgetMeter",
+    "BudgetScope",
     "BudgetedModel",
     "BudgetedTools",
+    "check_session_budget",
     "effective_budget",
 )
 
 BUDGET_EXHAUSTED: Final = "budget_exhausted"
 _N = TypeVar("_N", int, float, timedelta)
+BudgetScope = Literal["submission", "session"]
 BUDGET_WAIT: Final = "budget"
 """The wait reason of a run parked on a ``budget`` gate."""
 _COUNTED_TOOLS: Final = frozenset((Mediation.HOST, Mediation.APPROVAL))
@@ -140,6 +143,13 @@ class Budget(WireModel):
         )
 
 
+def check_session_budget(budget: Budget | None) -> None:
+    """A session budget has no ``wall_time`` (a session may sit idle for weeks between two
+    messages): ``ValueError`` if it sets one."""
+    if budget is not None and budget.wall_time is not None:
+        raise ValueError("a session budget has no wall_time: set it on each submission's")
+
+
 def _first(value: _N | None, fallback: _N | None) -> _N | None:
     return fallback if value is None else value
 
@@ -166,9 +176,12 @@ class BudgetExhausted(JournalError):
         details: dict[str, int | float | str | None],
         *,
         park: bool = False,
+        meter: BudgetMeter | None = None,
     ) -> None:
         super().__init__(message)
         self.details = details
+        self.meter = meter
+        """The meter that ran out (the submission's or its session's)."""
         self.park = park
         """The budget's policy is ``park`` and no one rejected extending it: the run waits
         on a ``budget`` gate instead of settling."""
@@ -183,6 +196,9 @@ class BudgetMeter:
     budget: Budget
     now: Callable[[], datetime]
     """The runtime's clock (``wall_time`` is measured on it)."""
+    scope: BudgetScope = "submission"
+    """What this meter counts: one submission's spending, or its whole session's (every
+    submission of its conversation: a session budget)."""
     model_calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
@@ -204,13 +220,15 @@ class BudgetMeter:
     """A person rejected extending its budget: the next exhaustion settles, never parks."""
     _models: dict[str, str] = field(default_factory=dict)
     _asked: dict[str, datetime] = field(default_factory=dict)
+    _gate_scopes: dict[str, BudgetScope] = field(default_factory=dict)
 
     def count_records(self, records: Sequence[Record], submission_id: str) -> None:
         """Take in a submission's journaled spending (its children's, by ``task_finished``).
         A model call counts once its completion is recorded: a replayed or resumed call
         that has one is served from the log, never bought again."""
         for record in records:
-            if record.submission_id != submission_id:
+            mine = record.submission_id == submission_id
+            if not mine and self.scope == "submission":
                 continue
             payload = record.payload
             if isinstance(payload, ExecutionStarted | ApprovalRequested | InputRequested):
@@ -218,10 +236,13 @@ class BudgetMeter:
             elif isinstance(payload, ApprovalDecided | InputAnswered):
                 self._answered(payload, datetime.fromisoformat(record.time))
             elif isinstance(payload, BudgetRequested):
-                self.pending_gate = payload.gate_id
+                scope = payload.scope or "submission"
+                self._gate_scopes[payload.gate_id] = scope
+                if mine and scope == self.scope:
+                    self.pending_gate = payload.gate_id
                 self._asked.setdefault(payload.gate_id, datetime.fromisoformat(record.time))
             elif isinstance(payload, BudgetDecided):
-                self.decided(payload, datetime.fromisoformat(record.time))
+                self.decided(payload, datetime.fromisoformat(record.time), mine=mine)
             elif isinstance(payload, ModelCalled):
                 self._models[payload.call_id] = payload.model
             elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
@@ -248,17 +269,20 @@ class BudgetMeter:
         else:
             self._asked.setdefault(payload.input_id, at)
 
-    def decided(self, payload: BudgetDecided, at: datetime) -> None:
-        """A person's decision on this submission's budget gate: an extension raises its
-        limits (on every attempt from now on, each reading it from the log); a rejection
-        makes the next exhaustion settle."""
+    def decided(self, payload: BudgetDecided, at: datetime, *, mine: bool = True) -> None:
+        """A person's decision on a budget gate of this meter's scope: an extension raises
+        its limits (on every attempt from now on, each reading it from the log; a session's,
+        for every later submission of the session too); a rejection makes this submission's
+        next exhaustion settle."""
+        self._answered(payload, at)
+        if self._gate_scopes.get(payload.gate_id, "submission") != self.scope:
+            return
         if payload.gate_id == self.pending_gate:
             self.pending_gate = None
         if payload.decision == "reject":
-            self.rejected = True
+            self.rejected = self.rejected or mine
         elif payload.extension is not None:
             self.budget = self.budget.extended(Budget.model_validate(payload.extension))
-        self._answered(payload, at)
 
     def _answered(
         self, payload: ApprovalDecided | InputAnswered | BudgetDecided, at: datetime
@@ -331,14 +355,17 @@ class BudgetMeter:
         if exhausted is None:
             return
         name, used, limit = exhausted
+        whose = "session budget" if self.scope == "session" else "budget"
         message = (
-            f"budget exhausted: {name} used {used} of {limit} before a {before} call "
+            f"{whose} exhausted: {name} used {used} of {limit} before a {before} call "
             f"({self.model_calls} model calls, {self.tokens} tokens, "
             f"{self._cost_text()}, {self.tool_calls} tool calls)"
         )
+        details: dict[str, int | float | str | None] = {"scope": "session"}
         raise BudgetExhausted(
             message,
             {
+                **(details if self.scope == "session" else {}),
                 "limit": name,
                 "used": used,
                 "max": limit,
@@ -349,6 +376,7 @@ class BudgetMeter:
                 "wallTime": round(self.elapsed().total_seconds(), 3),
             },
             park=budget.on_exhausted == "park" and not self.rejected,
+            meter=self,
         )
 
     def _cost_text(self) -> str:
@@ -356,34 +384,41 @@ class BudgetMeter:
 
 
 class BudgetedModel:
-    """A model client that checks the meter before each request and counts each answer."""
+    """A model client that checks the meters before each request and counts each answer
+    on every one (a submission's, and its session's when it has a session budget)."""
 
-    def __init__(self, inner: Model, meter: BudgetMeter, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self, inner: Model, meters: Sequence[BudgetMeter], now: Callable[[], datetime]
+    ) -> None:
         self._inner = inner
-        self._meter = meter
+        self._meters = meters
         self._now = now
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
-        self._meter.check("model")
+        for meter in self._meters:
+            meter.check("model")
         response = await self._inner.request(request, stream)
-        self._meter.add_model_call(request.model, response.usage, at=self._now())
+        at = self._now()
+        for meter in self._meters:
+            meter.add_model_call(request.model, response.usage, at=at)
         return response
 
 
 class BudgetedTools:
-    """A tool executor that checks the meter before each new call and counts it (a call
-    whose intent the log already holds, re-driven by a resume, was counted from it)."""
+    """A tool executor that checks the meters before each new call and counts it on each (a
+    call whose intent the log already holds, re-driven by a resume, was counted from it)."""
 
-    def __init__(self, inner: ToolExecutor, meter: BudgetMeter) -> None:
+    def __init__(self, inner: ToolExecutor, meters: Sequence[BudgetMeter]) -> None:
         self._inner = inner
-        self._meter = meter
+        self._meters = meters
 
     async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult:
-        meter = self._meter
-        if call.call_id not in meter.tool_ids:
+        new = [meter for meter in self._meters if call.call_id not in meter.tool_ids]
+        for meter in new:
             meter.check("tool")
+        for meter in new:
             meter.tool_ids.add(call.call_id)
             meter.tool_calls += 1
         return await self._inner.execute(call, scope)
