@@ -712,3 +712,38 @@ def test_a_session_budget_has_no_wall_time() -> None:
         define(looping(), session_budget=Budget(wall_time=60))
     with pytest.raises(ValueError, match="wall_time"):
         App({"a": define(looping())}, session_budget=Budget(wall_time=60))
+
+
+async def test_wall_time_parks_and_an_extension_adds_time(
+    make_runtime: Make, clock: ManualClock, store: Store
+) -> None:
+    """Out of time under ``park``: the gate's extension adds seconds. (That the wait on the
+    gate does not count is the meter's test above: the records' times are the store's
+    clock, which a manual clock does not move.)"""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        if q == "2-0":
+            started.set()
+            await release.wait()
+        return f"found {q}"
+
+    model = looping()
+    park = Budget(wall_time=60, model_calls=3, on_exhausted="park")
+    async with make_runtime({"a": define(model, tools=(lookup,))}, lease=10_000) as runtime:
+        receipt = await runtime.dispatch("a", "acme", "go", budget=park)
+        await asyncio.wait_for(started.wait(), 60)
+        await clock.advance(61)
+        release.set()
+        gate = await _parked(runtime, store, receipt.submission_id)
+        assert gate.args["limit"] == "wallTime" and model.invocations == 2
+        await runtime.decide_budget(
+            gate.approval_id, "approve", extension={"wallTime": 30}, approver="ops"
+        )
+        again = await _parked(runtime, store, receipt.submission_id)
+        assert again.args["limit"] == "modelCalls" and model.invocations == 3
+        await runtime.decide_budget(again.approval_id, "reject", approver="ops")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED

@@ -64,6 +64,7 @@ async def test_a_run_parks_on_its_budget_and_a_decision_goes_over_http(asgi: Ser
         "pending",
     )
     assert gate["spent"]["modelCalls"] == 2 and gate["budget"]["onExhausted"] == "park"
+    assert gate["scope"] == "submission"
     gate_id = gate["gateId"]
     bad = await c.post(f"/budgets/{gate_id}", json={"decision": "approve", "extension": {"x": 1}})
     assert bad.status_code == 422 and bad.json()["error"]["type"] == "invalid_request"

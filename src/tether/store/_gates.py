@@ -419,6 +419,7 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
                 "max": payload.max,
                 "spent": payload.spent,
                 "budget": payload.budget,
+                "scope": payload.scope or "submission",
             }
             changes.append(
                 GateRequested(

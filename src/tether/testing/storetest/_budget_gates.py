@@ -59,6 +59,7 @@ def _args() -> dict[str, JsonValue]:
         "max": 2.0,
         "spent": SPENT,
         "budget": {"modelCalls": 2, "onExhausted": "park"},
+        "scope": "submission",
     }
 
 
