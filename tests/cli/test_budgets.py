@@ -5,15 +5,18 @@ what was granted, by whom and when."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from tether.cli import _client, app
+from tether.cli._render import SessionRenderer, frames
 
 PENDING = {
     "gateId": "c1.12",
@@ -95,3 +98,26 @@ def test_extend_sends_the_amounts_and_reject_none(asked: list[httpx.Request]) ->
     assert "extension" not in json.loads(asked[1].content)
     assert CliRunner().invoke(app, ["extend", "c1.12"]).exit_code == 2
     assert CliRunner().invoke(app, ["extend", "c1.12", "--reject", "--tokens", "1"]).exit_code == 2
+
+
+def _frame(seq: int, kind: str, payload: dict[str, Any]) -> str:
+    record = {"seq": seq, "kind": kind, "payload": payload}
+    return f"id: {seq}\nevent: {kind}\ndata: {json.dumps(record)}\n\n"
+
+
+def test_tail_shows_the_wait_for_budget_and_its_decision() -> None:
+    requested = {"gateId": "c1.9", "limit": "tokens", "used": 450.0, "max": 400.0}
+    stream = _frame(
+        9, "budget_requested", {**requested, "spent": {}, "budget": {}, "scope": "session"}
+    ) + _frame(
+        10,
+        "budget_decided",
+        {"gateId": "c1.9", "decision": "approve", "extension": {"tokens": 100}, "approver": "ops"},
+    )
+    out = io.StringIO()
+    renderer = SessionRenderer(Console(file=out, soft_wrap=True, emoji=False))
+    for frame in frames(stream.splitlines()):
+        renderer.feed(frame)
+    assert out.getvalue() == (
+        '⏸ budget c1.9: tokens 450 of 400 used (session)\n✓ budget approve {"tokens": 100} by ops\n'
+    )

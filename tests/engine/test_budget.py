@@ -39,6 +39,7 @@ from tether.records import (
     seal,
 )
 from tether.store import GateStatus, SqliteStore, Store, SubmissionStatus
+from tether.stream import DataContent, StreamTaskMessageFull, project
 
 from ..processes import eventually_awaited, kill, start
 from .conftest import FAST
@@ -474,7 +475,22 @@ async def test_a_run_parks_on_a_budget_gate_and_an_approval_extends_it(
         outcome = await settle(runtime, receipt.submission_id)
     assert outcome["errorCode"] == BUDGET_EXHAUSTED and outcome["result"] == "step 5"
     assert model.invocations == 5
-    assert _closed(await _records(store, receipt.conversation_id))
+    records = await _records(store, receipt.conversation_id)
+    assert _closed(records)
+    # The canonical stream shows the waits and the decisions (the console, `tether tail`).
+    shown = [
+        event.content.data
+        for event in project(records)
+        if isinstance(event, StreamTaskMessageFull) and isinstance(event.content, DataContent)
+    ]
+    budget = [d for d in shown if str(d.get("kind", "")).startswith("budget_")]
+    assert [(d["kind"], d.get("decision")) for d in budget] == [
+        ("budget_requested", None),
+        ("budget_decided", "approve"),
+        ("budget_requested", None),
+        ("budget_decided", "reject"),
+    ]
+    assert budget[0]["limit"] == "modelCalls" and budget[1]["extension"] == {"modelCalls": 3}
 
 
 async def test_a_budget_decision_is_final_and_checked(make_runtime: Make, store: Store) -> None:
