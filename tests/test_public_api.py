@@ -134,6 +134,8 @@ PUBLIC = {
         "AssistantTextDelta",
         "AssistantThinkingDelta",
         "AttachmentRef",
+        "BudgetDecided",
+        "BudgetRequested",
         "ChainVerifier",
         "Compaction",
         "ConversationCreated",

@@ -23,6 +23,8 @@ __all__ = (
     "AssistantTextDelta",
     "AssistantThinkingDelta",
     "AttachmentRef",
+    "BudgetDecided",
+    "BudgetRequested",
     "Compaction",
     "ConversationCreated",
     "ConversationParent",
@@ -233,6 +235,43 @@ class InputAnswered(Payload):
     """The answer. A ``null`` one is written as no ``value`` at all (the wire omits nulls),
     so reading it back needs this default."""
     responder: str
+    by: Actor | None = None
+
+
+class BudgetRequested(Payload):
+    """A submission's budget ran out under the ``park`` policy: it waits on a ``budget`` gate
+    for a person to extend it (``budget_decided``). ``gate_id`` names the wait as an approval
+    id does: ``{conversation id}.{seq of this record}``. Written outside any execution (the
+    run's execution is left unfinished, to be resumed), with the submission's id."""
+
+    KIND = "budget_requested"
+    gate_id: str
+    limit: str
+    """The limit used up, by its wire name (``modelCalls``, ``tokens``, ``costUsd``,
+    ``toolCalls``, ``wallTime``)."""
+    used: float
+    max: float
+    spent: JsonObject
+    """What the submission had spent, each limit by its wire name (``costUsd`` ``null`` when
+    unknown, ``wallTime`` in seconds)."""
+    budget: JsonObject
+    """The budget in force, extensions included (a ``Budget``'s wire form)."""
+    scope: Literal["session"] | None = None
+    """``session``: the session's budget ran out (every submission of the session counts
+    against it, and an extension raises it for them all); absent: the submission's own."""
+
+
+class BudgetDecided(Payload):
+    """A person's decision on a ``budget`` gate: ``approve`` adds ``extension`` (a
+    ``Budget``'s wire form: the amounts each limit grows by) to the submission's budget for
+    every later attempt; ``reject`` settles it ``budget_exhausted``."""
+
+    KIND = "budget_decided"
+    gate_id: str
+    decision: Literal["approve", "reject"]
+    extension: JsonObject | None = None
+    reason: str | None = None
+    approver: str
     by: Actor | None = None
 
 

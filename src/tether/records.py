@@ -38,6 +38,8 @@ from tether._payloads import (
     AssistantTextDelta,
     AssistantThinkingDelta,
     AttachmentRef,
+    BudgetDecided,
+    BudgetRequested,
     Compaction,
     ConversationCreated,
     ConversationParent,
@@ -76,6 +78,8 @@ __all__ = (
     "AssistantTextDelta",
     "AssistantThinkingDelta",
     "AttachmentRef",
+    "BudgetDecided",
+    "BudgetRequested",
     "ChainVerifier",
     "Compaction",
     "ConversationCreated",
@@ -147,6 +151,8 @@ PAYLOAD_TYPES: Final[Mapping[str, type[Payload]]] = {
         LogTruncated,
         VersionChanged,
         PatchMarked,
+        BudgetRequested,
+        BudgetDecided,
     )
 }
 """Every record kind and the model of its payload."""

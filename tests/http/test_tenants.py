@@ -91,6 +91,7 @@ async def _acme(server: Server) -> dict[str, str]:
         "submission_id": sid,
         "approval_id": approval["approvalId"],
         "input_id": question["inputId"],
+        "gate_id": f"{cid}.1",  # in Ann's conversation: Bob's tenant check refuses it first
         "schedule_id": "acme-nightly",
         "fork_id": forked.json()["conversationId"],
     }
@@ -119,6 +120,8 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             body = {"decision": "approve"}
         elif path.startswith("/inputs/"):
             body = {"value": "x"}
+        elif path.startswith("/budgets/"):
+            body = {"decision": "reject"}
         elif path.endswith(("/steer", "/followup")):
             body = {"body": "x"}
         elif path.endswith("/fork"):
@@ -132,7 +135,8 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
     answers.append(sent)
     # Every listing is B's own: empty, here, and past a cursor of A's.
     for path, key in (("/sessions", "sessions"), ("/approvals", "approvals"),
-                      ("/inputs", "inputs"), ("/schedules", "schedules")):  # fmt: skip
+                      ("/inputs", "inputs"), ("/budgets", "budgets"),
+                      ("/schedules", "schedules")):  # fmt: skip
         listed = await c.get(path, headers=bob, params={"limit": 1})
         assert listed.status_code == 200 and listed.json()[key] == [], (path, listed.text)
         answers.append(listed)

@@ -4,7 +4,8 @@ the gates table whole (``SCAN gates`` on SQLite; ``Seq Scan on gates`` on Postgr
 sequential scans disabled), and none sorts what it read (``USE TEMP B-TREE``, ``Sort``), so a
 page costs its own rows, not the history's; and a listing of one kind reads an index led by
 the kind (the pending inputs are not a filter over every approval). The statements that keep
-the index (a request, a decision, an answer, a closing outcome) are served by an index too."""
+the index (a request, a decision, an answer, a closing outcome, a settlement closing a budget
+gate) are served by an index too."""
 
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ from tether.messages import ToolOutcomeStatus, args_digest
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
+    BudgetRequested,
     InputAnswered,
     InputRequested,
     Payload,
     RecordDraft,
+    SubmissionSettled,
     ToolOutcome,
 )
 from tether.store import GateKind, GateStatus, NewSubmission, SessionKey, SqliteStore, Store
@@ -71,6 +74,14 @@ async def _fill(store: CompleteStore) -> None:
         elif n % 3 == 2:
             outcome = ToolOutcome(call_id="c", content="no", status=ToolOutcomeStatus.DENIED)
             drafts.append(RecordDraft(outcome, execution_id="e"))
+        if n % 4 == 0:  # a budget gate, which its submission's settlement closes (n 0, 8)
+            budget = BudgetRequested(
+                gate_id=f"{cid}.9", limit="tokens", used=1, max=1, spent={}, budget={}
+            )
+            drafts.append(RecordDraft(budget, submission_id=f"sub-{n}"))
+        if n % 8 == 0:
+            settled = SubmissionSettled(status="succeeded")
+            drafts.append(RecordDraft(settled, submission_id=f"sub-{n}"))
         for draft in drafts:  # one append each: every statement that keeps the index runs
             head = await store.head(cid)
             await store.append(cid, [draft], expected_seq=head, fence=0)
@@ -159,6 +170,7 @@ async def test_every_gate_listing_and_update_is_an_ordered_index_read(
     # Each combination of filters ran, with and without a cursor; every kind of change ran.
     assert len(listings) >= 2 * 2 ** len(FILTERS)
     assert {s.split()[0] for s in updates} == {"INSERT", "UPDATE"} and len(updates) >= 3
+    assert any("kind = 'budget'" in s for s in updates)  # a settlement closing a budget gate
     # Every listing names its kind, so that its index range holds that kind's rows alone.
     assert all("kind = " in s for s in listings)
     # A tenant's listing reads an index the tenant leads: its rows alone, not every tenant's.

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from tether.cli import _client
 from tether.cli._backup import backup
+from tether.cli._budgets import budgets, extend
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._export import export, export_key, import_log
 from tether.cli._help import HELP_SETTINGS, WholeSummaries
@@ -84,6 +85,8 @@ app.command()(versions)
 app.command()(delete)
 app.command()(inputs)
 app.command()(answer)
+app.command()(budgets)
+app.command()(extend)
 app.command()(export)
 app.command(name="import")(import_log)
 app.command(name="export-key")(export_key)

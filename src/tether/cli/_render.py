@@ -154,6 +154,17 @@ class SessionRenderer:
             value = json.dumps(payload.get("value"), ensure_ascii=False)
             responder = escape(str(payload.get("responder")))
             self._line(f"[green]✓ answered by {responder}: {escape(value)}[/green]", depth)
+        elif kind == "budget_requested":
+            gate, limit = payload["gateId"], payload.get("limit")
+            used = f"{payload.get('used'):g} of {payload.get('max'):g}"
+            whose = " (session)" if payload.get("scope") == "session" else ""
+            self._line(f"[yellow]⏸ budget {gate}: {limit} {used} used{whose}[/yellow]", depth)
+        elif kind == "budget_decided":
+            more = json.dumps(payload["extension"]) if payload.get("extension") else ""
+            who = escape(str(payload.get("approver")))
+            self._line(
+                f"[green]✓ budget {payload.get('decision')} {escape(more)} by {who}[/green]", depth
+            )
         elif kind == "steer_received":
             self._steers.add(str(payload.get("sourceSubmissionId")))
             self._line(f"[magenta]steer[/magenta]: {escape(str(payload.get('body', '')))}", depth)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tether.engine._budget import Budget
+from tether.engine._budget import Budget, check_session_budget
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model, ModelRetryPolicy
@@ -86,11 +86,18 @@ class AgentDefinition:
     budget: Budget | None = None
     """Limits on each submission's spending (docs/budgets.md); a dispatch's own override
     them limit by limit, and they override the application's (``RuntimeConfig.budget``)."""
+    session_budget: Budget | None = None
+    """Limits on what each session of this agent spends, all its submissions together
+    (docs/budgets.md), over the application's (``RuntimeConfig.session_budget``) limit by
+    limit; no ``wall_time`` (a session may sit idle for weeks between messages)."""
     policy: VersionPolicy = "pinned"
     """What a run started on another version of this agent does here."""
     previous: Sequence[AgentDefinition] = ()
     """Older versions this process still runs, newest first: their started runs finish on
     their own code while new runs start on this one."""
+
+    def __post_init__(self) -> None:
+        check_session_budget(self.session_budget)
 
 
 async def build_spec(

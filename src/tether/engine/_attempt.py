@@ -19,6 +19,7 @@ from pydantic import JsonValue
 from tether.engine._agents import AgentDefinition, AgentSpec, build_spec
 from tether.engine._budget import (
     BUDGET_EXHAUSTED,
+    BUDGET_WAIT,
     BudgetedModel,
     BudgetedTools,
     BudgetExhausted,
@@ -69,6 +70,7 @@ from tether.errors import (
     ApprovalParked,
     ChildrenPending,
     ClaimLost,
+    Conflict,
     Fenced,
     IncompleteInvocation,
     InputParked,
@@ -94,12 +96,14 @@ from tether.journal import (
 )
 from tether.models import ModelCallPolicy, StreamDelta
 from tether.records import (
+    BudgetRequested,
     Compaction,
     Record,
     RecordDraft,
     Signal,
     SteerReceived,
     SubmissionSettled,
+    TaskFinished,
     UserMessage,
 )
 from tether.store import (
@@ -276,10 +280,25 @@ class _Attempt:
             None if self.definition is None else self.definition.budget,
             self.config.budget,
         )
-        self.meter = None if budget is None else BudgetMeter(budget)
+        self.meter = None if budget is None else BudgetMeter(budget, context.clock.now)
         """What this submission has spent against its budget, if it has one."""
-        if self.meter is not None and self.delegation is not None:
-            self.delegation.on_delivered = self.meter.add_child
+        session_budget = effective_budget(
+            None if self.definition is None else self.definition.session_budget,
+            self.config.session_budget,
+        )
+        self.session_meter = (
+            None
+            if session_budget is None
+            else BudgetMeter(session_budget, context.clock.now, scope="session")
+        )
+        """What this submission's session has spent against its session budget, if any."""
+        self.meters = [m for m in (self.meter, self.session_meter) if m is not None]
+        if self.meters and self.delegation is not None:
+            self.delegation.on_delivered = self._child_delivered
+
+    def _child_delivered(self, finished: TaskFinished) -> None:
+        for meter in self.meters:
+            meter.add_child(finished)
 
     async def settle(self, payload: SubmissionSettled, *, fresh_fence: bool = False) -> None:
         absorbed = await self._absorbed()
@@ -437,6 +456,8 @@ class _Attempt:
         if isinstance(error, ReplayDiverged) and self._waits_for_a_fix():
             return await self._wait_for_a_fix(error)
         if isinstance(error, BudgetExhausted):
+            if error.park and error.meter is not None:
+                return await self._park_on_budget(error, error.meter)
             return await self._settle_exhausted(error)
         if isinstance(error, ProviderError):
             # The model call's own retries are spent (or cannot help): another attempt
@@ -473,6 +494,57 @@ class _Attempt:
         if partial is not None:
             payload = payload.model_copy(update={"result": partial})
         await self.settle(payload)
+
+    async def _park_on_budget(self, error: BudgetExhausted, meter: BudgetMeter) -> None:
+        """Wait on a ``budget`` gate: append its request (unless the log holds one not yet
+        decided, left by an attempt that crashed before it parked), then park without a
+        lease, as a run parked on an approval does. A decision wakes it (requeued in the
+        decision's commit); the next attempt reads the extension from the log."""
+        sub = self.submission
+        try:
+            waits = require_capability(self.context.capabilities.gates, "gates")
+        except StoreCapabilityMissing:  # no store to wait in: settle as the default does
+            return await self._settle_exhausted(error)
+        view = await self.context.views.refreshed(self.store, sub.conversation_id)
+        head = view.head
+        if meter.pending_gate is None:
+            gate_id = f"{sub.conversation_id}.{head + 1}"
+            details = error.details
+            request = BudgetRequested(
+                gate_id=gate_id,
+                limit=str(details["limit"]),
+                used=float(details["used"] or 0),
+                max=float(details["max"] or 0),
+                spent={
+                    k: v for k, v in details.items() if k not in ("limit", "used", "max", "scope")
+                },
+                budget=meter.budget.to_json_object(),
+                scope="session" if meter.scope == "session" else None,
+            )
+            draft = RecordDraft(request, submission_id=sub.id, attempt_id=sub.attempt_id)
+            try:
+                records = await self.store.append(
+                    sub.conversation_id, [draft], expected_seq=head, fence=sub.fence
+                )
+            except (Conflict, Fenced) as moved:  # a steer, an abort, a newer writer: go again
+                detail = self.context.redact(f"{type(moved).__name__}: {moved}")
+                with contextlib.suppress(ClaimLost):
+                    await self.store.release(
+                        sub.id, attempt_id=str(sub.attempt_id), last_error=detail
+                    )
+                return
+            head = records[-1].seq
+        with contextlib.suppress(ClaimLost):
+            parked = await waits.park(
+                sub.id, attempt_id=str(sub.attempt_id), reason=BUDGET_WAIT, expected_seq=head
+            )
+            if parked.status is SubmissionStatus.QUEUED:
+                detail = "budget gate: decided, settled or aborted before the park"
+                await self.events.emit(
+                    RecoveryDecided(self.correlation, decision="woken_before_park", detail=detail)
+                )
+                return
+            await self.events.emit(SubmissionWaiting(self.correlation, reason=BUDGET_WAIT))
 
     def _waits_for_a_fix(self) -> bool:
         """A resume that diverged from its log under any policy (the code makes other effects
@@ -588,27 +660,46 @@ class _Attempt:
     def _wrappers(self) -> EffectWrappers:
         """Every model client and tool executor invoked: instrumented, and, under a budget,
         checked against it first (a call refused is never made, so never instrumented)."""
-        events, correlation, meter = self.events, self.correlation, self.meter
-        if meter is None:
+        events, correlation, meters = self.events, self.correlation, self.meters
+        if not meters:
             return EffectWrappers(
                 model=lambda model: events.model(model, correlation),
                 tools=lambda tools: events.tools(tools, correlation),
             )
         now = self.context.clock.now
         return EffectWrappers(
-            model=lambda model: BudgetedModel(events.model(model, correlation), meter, now),
-            tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meter),
+            model=lambda model: BudgetedModel(events.model(model, correlation), meters, now),
+            tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meters),
         )
 
     async def _count_spent(self, mine: Sequence[Execution]) -> None:
         """Take in what this submission's journaled records say it spent (earlier attempts,
         its children's answers), read from the store whole (a lean view may hold only the
         latest execution's records)."""
+        if self.session_meter is not None:
+            await self._count_session()
         meter = self.meter
-        if meter is None or not mine:  # nothing run yet: nothing spent (no log read)
+        if meter is None:
+            return
+        if not mine:  # nothing run yet: nothing spent (no log read), and its time starts now
+            meter.started_at = self.context.clock.now()
             return
         sub = self.submission
         after = mine[0].start.seq - 1
+        while True:
+            page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
+            meter.count_records(page, sub.id)
+            if len(page) < 1000:
+                return
+            after = page[-1].seq
+
+    async def _count_session(self) -> None:
+        """Take in what the whole session has spent: every record of its conversation (a
+        truncated head counts by its ``log_truncated``), read from the store page by page."""
+        meter = self.session_meter
+        assert meter is not None
+        sub = self.submission
+        after = 0
         while True:
             page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
             meter.count_records(page, sub.id)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Final, TypeVar
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
 from tether._wire import WireModel
 from tether.errors import JournalError
@@ -16,7 +16,14 @@ from tether.journal import ToolExecutor, ToolScope
 from tether.messages import Mediation, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 from tether.models import DeltaSink, Model, cost_of
 from tether.records import (
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessageCompleted,
+    BudgetDecided,
+    BudgetRequested,
+    ExecutionStarted,
+    InputAnswered,
+    InputRequested,
     LogTruncated,
     ModelCalled,
     Record,
@@ -26,37 +33,91 @@ from tether.records import (
 
 __all__ = (
     "BUDGET_EXHAUSTED",
+    "BUDGET_WAIT",
     "Budget",
     "BudgetExhausted",
     "BudgetMeter",
+    "BudgetScope",
     "BudgetedModel",
     "BudgetedTools",
+    "check_session_budget",
     "effective_budget",
 )
 
 BUDGET_EXHAUSTED: Final = "budget_exhausted"
-_N = TypeVar("_N", int, float)
+_N = TypeVar("_N", int, float, timedelta)
+BudgetScope = Literal["submission", "session"]
+BUDGET_WAIT: Final = "budget"
+"""The wait reason of a run parked on a ``budget`` gate."""
 _COUNTED_TOOLS: Final = frozenset((Mediation.HOST, Mediation.APPROVAL))
 """The tool calls a ``tool_calls`` limit counts: those the host's executor runs (one needing
 approval counts from its request, approved or not). A person's answer to an ask is no
 tool run, and a task call spends what its child spends."""
 
 
+def _no_text(value: Any) -> Any:
+    """A duration on the wire is a number of seconds, never an ISO 8601 string."""
+    if isinstance(value, str | bytes):
+        raise ValueError("a duration is a number of seconds")
+    return value
+
+
+def _not_negative(value: timedelta) -> timedelta:
+    if value < timedelta(0):
+        raise ValueError("a duration is not negative")
+    return value
+
+
+Seconds = Annotated[
+    timedelta,
+    BeforeValidator(_no_text),
+    AfterValidator(_not_negative),
+    PlainSerializer(lambda value: value.total_seconds(), return_type=float),
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
+"""A duration: a ``timedelta`` (or seconds) in Python, a number of seconds on the wire."""
+
+
 class Budget(WireModel):
     """Limits on what one submission may spend; ``None`` is no limit. On the wire (a
     dispatch's ``budget``) the names are camelCase: ``modelCalls``, ``tokens``, ``costUsd``,
-    ``toolCalls``. ``tokens`` counts input and output tokens; a child submission's calls
-    count against its parent.
+    ``toolCalls``, ``wallTime`` (seconds). ``tokens`` counts input and output tokens; a child
+    submission's calls count against its parent. ``wall_time`` is the time since the
+    submission's first execution started, less the time it waited for a person (a
+    ``timedelta``, or seconds).
 
     Example::
 
-        Budget(model_calls=5, tokens=20_000, cost_usd=0.5, tool_calls=10)
+        Budget(model_calls=5, tokens=20_000, cost_usd=0.5, tool_calls=10, wall_time=600)
     """
 
     model_calls: int | None = Field(default=None, ge=0)
     tokens: int | None = Field(default=None, ge=0)
     cost_usd: float | None = Field(default=None, ge=0)
     tool_calls: int | None = Field(default=None, ge=0)
+    wall_time: Seconds | None = None
+    """Seconds on the wire (a number); ``timedelta`` or seconds in Python."""
+    on_exhausted: Literal["settle", "park"] | None = None
+    """What a run does when a limit is used up: ``settle`` (the default) settles it
+    ``failed`` with ``budget_exhausted``; ``park`` parks it on a ``budget`` gate, for a person
+    to extend the budget (approve) or end the run (reject)."""
+
+    def extended(self, extension: Budget) -> Budget:
+        """This budget with each limit raised by ``extension``'s (a limit it leaves unset
+        stays unlimited)."""
+
+        def plus(limit: _N | None, more: _N | None) -> _N | None:
+            return limit if limit is None or more is None else limit + more
+
+        return self.model_copy(
+            update={
+                "model_calls": plus(self.model_calls, extension.model_calls),
+                "tokens": plus(self.tokens, extension.tokens),
+                "cost_usd": plus(self.cost_usd, extension.cost_usd),
+                "tool_calls": plus(self.tool_calls, extension.tool_calls),
+                "wall_time": plus(self.wall_time, extension.wall_time),
+            }
+        )
 
     def over(self, fallback: Budget | None) -> Budget:
         """This budget, each limit it leaves unset taken from ``fallback``."""
@@ -67,6 +128,8 @@ class Budget(WireModel):
             tokens=_first(self.tokens, fallback.tokens),
             cost_usd=_first(self.cost_usd, fallback.cost_usd),
             tool_calls=_first(self.tool_calls, fallback.tool_calls),
+            wall_time=_first(self.wall_time, fallback.wall_time),
+            on_exhausted=self.on_exhausted or fallback.on_exhausted,
         )
 
     @property
@@ -76,7 +139,15 @@ class Budget(WireModel):
             and self.tokens is None
             and self.cost_usd is None
             and self.tool_calls is None
+            and self.wall_time is None
         )
+
+
+def check_session_budget(budget: Budget | None) -> None:
+    """A session budget has no ``wall_time`` (a session may sit idle for weeks between two
+    messages): ``ValueError`` if it sets one."""
+    if budget is not None and budget.wall_time is not None:
+        raise ValueError("a session budget has no wall_time: set it on each submission's")
 
 
 def _first(value: _N | None, fallback: _N | None) -> _N | None:
@@ -99,9 +170,21 @@ class BudgetExhausted(JournalError):
 
     code = BUDGET_EXHAUSTED
 
-    def __init__(self, message: str, details: dict[str, int | float | str | None]) -> None:
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, int | float | str | None],
+        *,
+        park: bool = False,
+        meter: BudgetMeter | None = None,
+    ) -> None:
         super().__init__(message)
         self.details = details
+        self.meter = meter
+        """The meter that ran out (the submission's or its session's)."""
+        self.park = park
+        """The budget's policy is ``park`` and no one rejected extending it: the run waits
+        on a ``budget`` gate instead of settling."""
 
 
 @dataclass(slots=True)
@@ -111,6 +194,11 @@ class BudgetMeter:
     commit them with the next, so the log alone can trail the calls just made)."""
 
     budget: Budget
+    now: Callable[[], datetime]
+    """The runtime's clock (``wall_time`` is measured on it)."""
+    scope: BudgetScope = "submission"
+    """What this meter counts: one submission's spending, or its whole session's (every
+    submission of its conversation: a session budget)."""
     model_calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
@@ -120,17 +208,42 @@ class BudgetMeter:
     """The tool calls counted, so that one re-driven after a crash counts once."""
     child_ids: set[str] = field(default_factory=set)
     """The children whose answers were counted."""
+    started_at: datetime | None = None
+    """When the submission's first execution started (its ``execution_started`` record), or,
+    before it has one, when this attempt began: ``wall_time`` counts from here."""
+    waited: timedelta = timedelta(0)
+    """The time it spent parked for a person (a gate's request to its decision), which
+    ``wall_time`` does not count."""
+    pending_gate: str | None = None
+    """The budget gate this submission waits on, requested and not yet decided."""
+    rejected: bool = False
+    """A person rejected extending its budget: the next exhaustion settles, never parks."""
     _models: dict[str, str] = field(default_factory=dict)
+    _asked: dict[str, datetime] = field(default_factory=dict)
+    _gate_scopes: dict[str, BudgetScope] = field(default_factory=dict)
 
     def count_records(self, records: Sequence[Record], submission_id: str) -> None:
         """Take in a submission's journaled spending (its children's, by ``task_finished``).
         A model call counts once its completion is recorded: a replayed or resumed call
         that has one is served from the log, never bought again."""
         for record in records:
-            if record.submission_id != submission_id:
+            mine = record.submission_id == submission_id
+            if not mine and self.scope == "submission":
                 continue
             payload = record.payload
-            if isinstance(payload, ModelCalled):
+            if isinstance(payload, ExecutionStarted | ApprovalRequested | InputRequested):
+                self._asking(payload, datetime.fromisoformat(record.time))
+            elif isinstance(payload, ApprovalDecided | InputAnswered):
+                self._answered(payload, datetime.fromisoformat(record.time))
+            elif isinstance(payload, BudgetRequested):
+                scope = payload.scope or "submission"
+                self._gate_scopes[payload.gate_id] = scope
+                if mine and scope == self.scope:
+                    self.pending_gate = payload.gate_id
+                self._asked.setdefault(payload.gate_id, datetime.fromisoformat(record.time))
+            elif isinstance(payload, BudgetDecided):
+                self.decided(payload, datetime.fromisoformat(record.time), mine=mine)
+            elif isinstance(payload, ModelCalled):
                 self._models[payload.call_id] = payload.model
             elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
                 model = self._models.get(payload.call_id, "")
@@ -144,6 +257,49 @@ class BudgetMeter:
                 self.add_child(payload)
             elif isinstance(payload, LogTruncated) and payload.model_calls:
                 self._add(payload.model_calls, payload.usage, payload.cost)
+
+    def _asking(
+        self, payload: ExecutionStarted | ApprovalRequested | InputRequested, at: datetime
+    ) -> None:
+        if isinstance(payload, ExecutionStarted):
+            if self.started_at is None:
+                self.started_at = at
+        elif isinstance(payload, ApprovalRequested):
+            self._asked.setdefault(payload.approval_id, at)
+        else:
+            self._asked.setdefault(payload.input_id, at)
+
+    def decided(self, payload: BudgetDecided, at: datetime, *, mine: bool = True) -> None:
+        """A person's decision on a budget gate of this meter's scope: an extension raises
+        its limits (on every attempt from now on, each reading it from the log; a session's,
+        for every later submission of the session too); a rejection makes this submission's
+        next exhaustion settle."""
+        self._answered(payload, at)
+        if self._gate_scopes.get(payload.gate_id, "submission") != self.scope:
+            return
+        if payload.gate_id == self.pending_gate:
+            self.pending_gate = None
+        if payload.decision == "reject":
+            self.rejected = self.rejected or mine
+        elif payload.extension is not None:
+            self.budget = self.budget.extended(Budget.model_validate(payload.extension))
+
+    def _answered(
+        self, payload: ApprovalDecided | InputAnswered | BudgetDecided, at: datetime
+    ) -> None:
+        if isinstance(payload, BudgetDecided):
+            gate = payload.gate_id
+        else:
+            gate = payload.approval_id if isinstance(payload, ApprovalDecided) else payload.input_id
+        asked = self._asked.pop(gate, None)
+        if asked is not None and at > asked:
+            self.waited += at - asked
+
+    def elapsed(self) -> timedelta:
+        """The wall time spent so far: since the start, less the waits for a person."""
+        if self.started_at is None:
+            self.started_at = self.now()
+        return max(self.now() - self.started_at - self.waited, timedelta(0))
 
     def add_model_call(self, model: str, usage: Usage | None, *, at: datetime) -> None:
         self._add(1, usage, cost_of(model, usage or Usage(), at=at))
@@ -191,17 +347,25 @@ class BudgetMeter:
             and (self.tool_calls >= budget.tool_calls)
         ):
             exhausted = ("toolCalls", self.tool_calls, budget.tool_calls)
+        if exhausted is None and budget.wall_time is not None:
+            elapsed = self.elapsed()
+            if elapsed >= budget.wall_time:
+                limit_seconds = budget.wall_time.total_seconds()
+                exhausted = ("wallTime", round(elapsed.total_seconds(), 3), limit_seconds)
         if exhausted is None:
             return
         name, used, limit = exhausted
+        whose = "session budget" if self.scope == "session" else "budget"
         message = (
-            f"budget exhausted: {name} used {used} of {limit} before a {before} call "
+            f"{whose} exhausted: {name} used {used} of {limit} before a {before} call "
             f"({self.model_calls} model calls, {self.tokens} tokens, "
             f"{self._cost_text()}, {self.tool_calls} tool calls)"
         )
+        details: dict[str, int | float | str | None] = {"scope": "session"}
         raise BudgetExhausted(
             message,
             {
+                **(details if self.scope == "session" else {}),
                 "limit": name,
                 "used": used,
                 "max": limit,
@@ -209,7 +373,10 @@ class BudgetMeter:
                 "tokens": self.tokens,
                 "costUsd": round(self.cost_usd, 6) if self.cost_known else None,
                 "toolCalls": self.tool_calls,
+                "wallTime": round(self.elapsed().total_seconds(), 3),
             },
+            park=budget.on_exhausted == "park" and not self.rejected,
+            meter=self,
         )
 
     def _cost_text(self) -> str:
@@ -217,34 +384,41 @@ class BudgetMeter:
 
 
 class BudgetedModel:
-    """A model client that checks the meter before each request and counts each answer."""
+    """A model client that checks the meters before each request and counts each answer
+    on every one (a submission's, and its session's when it has a session budget)."""
 
-    def __init__(self, inner: Model, meter: BudgetMeter, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self, inner: Model, meters: Sequence[BudgetMeter], now: Callable[[], datetime]
+    ) -> None:
         self._inner = inner
-        self._meter = meter
+        self._meters = meters
         self._now = now
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
-        self._meter.check("model")
+        for meter in self._meters:
+            meter.check("model")
         response = await self._inner.request(request, stream)
-        self._meter.add_model_call(request.model, response.usage, at=self._now())
+        at = self._now()
+        for meter in self._meters:
+            meter.add_model_call(request.model, response.usage, at=at)
         return response
 
 
 class BudgetedTools:
-    """A tool executor that checks the meter before each new call and counts it (a call
-    whose intent the log already holds, re-driven by a resume, was counted from it)."""
+    """A tool executor that checks the meters before each new call and counts it on each (a
+    call whose intent the log already holds, re-driven by a resume, was counted from it)."""
 
-    def __init__(self, inner: ToolExecutor, meter: BudgetMeter) -> None:
+    def __init__(self, inner: ToolExecutor, meters: Sequence[BudgetMeter]) -> None:
         self._inner = inner
-        self._meter = meter
+        self._meters = meters
 
     async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult:
-        meter = self._meter
-        if call.call_id not in meter.tool_ids:
+        new = [meter for meter in self._meters if call.call_id not in meter.tool_ids]
+        for meter in new:
             meter.check("tool")
+        for meter in new:
             meter.tool_ids.add(call.call_id)
             meter.tool_calls += 1
         return await self._inner.execute(call, scope)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tether._ids import new_ulid
-from tether.engine._budget import Budget
+from tether.engine._budget import Budget, check_session_budget
 from tether.engine._clock import Clock
 from tether.engine._metrics import MetricSink
 from tether.engine._redact import Redactor
@@ -36,6 +36,9 @@ class RuntimeConfig:
     budget: Budget | None = None
     """Limits on every submission's spending (docs/budgets.md), where neither its dispatch
     nor its agent sets them."""
+    session_budget: Budget | None = None
+    """Limits on what each session spends, all its submissions together (docs/budgets.md),
+    where its agent sets none (``AgentDefinition.session_budget``); no ``wall_time``."""
     backoff_cap: float = 5.0
     shutdown_timeout: float = 10.0
     owner_id: str = field(default_factory=lambda: f"worker-{new_ulid()}")
@@ -83,6 +86,9 @@ class RuntimeConfig:
     metrics_interval: float = 15.0
     """With ``metric_sinks``: how often a started runtime reads the store's state (queued,
     running, waiting, gates pending) for them."""
+
+    def __post_init__(self) -> None:
+        check_session_budget(self.session_budget)
 
     @property
     def heartbeat_interval(self) -> float:

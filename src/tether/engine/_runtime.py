@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from tether._ids import new_ulid
 from tether.engine._agents import AgentDefinition
@@ -98,7 +98,7 @@ from tether.errors import (
 from tether.journal import NOT_MINTED, Decision, Journal, LogView
 from tether.messages import Message
 from tether.models import ModelCallPolicy, model_timeout_from_env
-from tether.records import Actor, ConversationCreated, LogTruncated, Record
+from tether.records import Actor, BudgetDecided, ConversationCreated, LogTruncated, Record
 from tether.store import (
     DEFAULT_STORE_URL,
     MAX_SEQ,
@@ -145,6 +145,27 @@ def check_seq(value: int, *, field: str, least: int = 0) -> int:
     if not least <= value <= MAX_SEQ:
         raise InvalidSeq(value, field=field, least=least)
     return value
+
+
+def _extension(
+    decision: str, extension: Budget | Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A budget gate's extension as its decision records it: a ``Budget``'s wire form, with
+    limits only (``InvalidDispatch`` naming the field otherwise)."""
+    if extension is None:
+        return None
+    if decision != "approve":
+        raise InvalidDispatch("only an approval extends a budget", field="extension")
+    try:
+        grant = extension if isinstance(extension, Budget) else Budget.model_validate(extension)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in ("extension", *error["loc"]))
+        raise InvalidDispatch(str(error["msg"]), field=where) from None
+    if grant.on_exhausted is not None:
+        raise InvalidDispatch("an extension adds limits only", field="extension.onExhausted")
+    wire: dict[str, Any] = grant.to_json_object()
+    return wire
 
 
 def _budget_wire(budget: Budget | Mapping[str, Any]) -> Any:
@@ -1228,6 +1249,90 @@ class Runtime:
             waited=gate_waited(journal, input_id, record),
         )
         await self._decided(record, event)
+        return record
+
+    async def budget_gates(
+        self,
+        *,
+        status: GateStatus | None = GateStatus.PENDING,
+        agent: str | None = None,
+        instance: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        tenant: str | None = None,
+    ) -> ApprovalPage:
+        """A page of the runs whose budget ran out under the ``park`` policy (``budget``
+        gates), oldest first, from the store's gate index: by default those waiting for a
+        decision. A gate's ``args`` hold the limit used up (``limit``, ``used``, ``max``),
+        what was spent (``spent``) and the budget in force (``budget``).
+
+        Example::
+
+            for gate in (await runtime.budget_gates()).gates:
+                print(gate.approval_id, gate.args["limit"], gate.args["used"])
+        """
+        return await approval_page(
+            require_capability(self._offered().gates, "gates"),
+            kind=GateKind.BUDGET,
+            status=status,
+            agent=agent,
+            instance=instance,
+            tool=None,
+            limit=limit,
+            cursor=cursor,
+            tenant=tenant,
+        )
+
+    async def decide_budget(
+        self,
+        gate_id: str,
+        decision: Literal["approve", "reject"],
+        *,
+        extension: Budget | Mapping[str, Any] | None = None,
+        approver: str,
+        reason: str | None = None,
+        by: Actor | None = None,
+    ) -> Record:
+        """Decide a run parked on a ``budget`` gate (docs/budgets.md) and requeue it, in one
+        commit: ``approve`` raises its budget by ``extension`` (each limit it sets is added
+        to the one in force, on every later attempt); ``reject`` settles it
+        ``budget_exhausted`` with its partial answer.
+
+        Idempotent: the same decision again returns the same record; a different one raises
+        ``ApprovalConflict``. ``ApprovalNotFound`` for an unknown gate id, ``InvalidApproval``
+        once its submission settled, ``InvalidDispatch`` for a bad extension (or one on a
+        rejection), nothing written.
+
+        Example::
+
+            [gate] = (await runtime.budget_gates()).gates
+            await runtime.decide_budget(gate.approval_id, "approve",
+                                        extension=Budget(model_calls=5), approver="ops")
+        """
+        grant = _extension(decision, extension)
+        journal = await gate_journal(
+            self._check_open(), self._offered(), self.view, gate_id, ApprovalNotFound
+        )
+        payload = BudgetDecided(
+            gate_id=gate_id,
+            decision=decision,
+            extension=grant,
+            reason=reason,
+            approver=approver,
+            by=by,
+        )
+        record = await journal.decide_budget(gate_id, payload)
+        await self._decided(
+            record,
+            ApprovalDecidedEvent(
+                gate_correlation(journal, record),
+                approval_id=gate_id,
+                decision=decision,
+                approver=approver,
+                reason=reason,
+                waited=gate_waited(journal, gate_id, record),
+            ),
+        )
         return record
 
     async def _decided(self, record: Record, event: EngineEvent) -> None:

@@ -91,6 +91,8 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("GET", "/approvals"): "approvals:read",
     ("POST", "/approvals/{approval_id}"): "approvals:decide",
     ("GET", "/inputs"): "sessions:read",
+    ("GET", "/budgets"): "approvals:read",
+    ("POST", "/budgets/{gate_id}"): "approvals:decide",
     ("POST", "/inputs/{input_id}"): "inputs:answer",
     ("GET", "/schedules"): "sessions:read",
     ("POST", "/schedules"): "schedules:write",

@@ -24,6 +24,7 @@ from tether.auth import Authenticate, Authorize, StaticToken
 from tether.engine import Runtime
 from tether.http._access import ROUTE_SCOPES, requires
 from tether.http._approvals import approvals_router
+from tether.http._budgets import budgets_router
 from tether.http._console import console_router
 from tether.http._console_auth import console_auth_router
 from tether.http._console_cookie import DEFAULT_LIFETIME, ConsoleCookies
@@ -173,6 +174,7 @@ _API = (
     submissions_router,
     approvals_router,
     inputs_router,
+    budgets_router,
     schedules_router,
     insights_router,
     versions_router,

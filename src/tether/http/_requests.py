@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import Query
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
@@ -16,6 +18,7 @@ __all__ = (
     "SEQ_AFTER",
     "WAIT_TIMEOUT",
     "AnswerBody",
+    "BudgetDecisionBody",
     "DecisionBody",
     "DispatchBody",
     "ForkBody",
@@ -98,6 +101,20 @@ class DecisionBody(RequestBody):
     decision: Decision
     reason: str | None = None
     args: dict[str, JsonValue] | None = None
+    approver: str = Field(default="api", min_length=1, max_length=200)
+
+
+class BudgetDecisionBody(RequestBody):
+    decision: Literal["approve", "reject"] = Field(
+        description="approve: extend the budget by ``extension`` and resume the run; reject: "
+        "settle it ``budget_exhausted`` with its partial answer."
+    )
+    extension: Budget | None = Field(
+        default=None,
+        description="What an approval adds to each limit (``modelCalls``, ``tokens``, "
+        "``costUsd``, ``toolCalls``, ``wallTime`` in seconds); a limit it leaves out stays.",
+    )
+    reason: str | None = Field(default=None, max_length=2000)
     approver: str = Field(default="api", min_length=1, max_length=200)
 
 

@@ -45,6 +45,7 @@ from tether.journal._approvals import (
     find_decision,
     latest_gate,
 )
+from tether.journal._budget_gates import find_budget_decision
 from tether.journal._check import PrefixEnd, ReplayCheck
 from tether.journal._cut import fork_cut_outcome, loose_ends, open_streams, unanswered_calls
 from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp, ToolExecutor
@@ -64,6 +65,7 @@ from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessageCompleted,
+    BudgetDecided,
     ExecutionEnded,
     ExecutionFailed,
     ExecutionStarted,
@@ -951,6 +953,24 @@ class Journal:
             )
 
         return await self._decide(f"input {input_id}", answered)
+
+    async def decide_budget(self, gate_id: str, decision: BudgetDecided) -> Record:
+        """Record a person's decision on a ``budget`` gate (an extension, or a rejection)
+        and requeue the submission waiting on it, in one commit, as :meth:`approve` does.
+
+        Idempotent: the same decision again returns the original record; a different one
+        raises ``ApprovalConflict``; ``ApprovalNotFound`` for an unknown gate id;
+        ``InvalidApproval`` once its submission settled."""
+
+        def decided(view: LogView) -> Record | tuple[Record, Payload]:
+            request, existing = find_budget_decision(
+                view.records, gate_id, decision, by=decision.by
+            )
+            if existing is not None:
+                return existing
+            return request, decision
+
+        return await self._decide(f"budget gate {gate_id}", decided)
 
     # --- fork and verify --------------------------------------------------------------
 

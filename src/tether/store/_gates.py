@@ -41,6 +41,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 import orjson
+from pydantic import JsonValue
 
 from tether._canonical import canonical_json
 from tether.errors import InvalidCursor, RecordDecodeError
@@ -49,9 +50,12 @@ from tether.records import (
     Actor,
     ApprovalDecided,
     ApprovalRequested,
+    BudgetDecided,
+    BudgetRequested,
     InputAnswered,
     InputRequested,
     Record,
+    SubmissionSettled,
     ToolOutcome,
 )
 from tether.store._common import check_limit, from_micros, record_time, to_micros
@@ -68,6 +72,7 @@ __all__ = (
     "GateIndex",
     "GateKind",
     "GateRequested",
+    "GateSettled",
     "GateStatus",
     "OrderKey",
     "decode_cursor",
@@ -89,9 +94,13 @@ GATE_RECORDS = frozenset(
         InputRequested.KIND,
         InputAnswered.KIND,
         ToolOutcome.KIND,
+        BudgetRequested.KIND,
+        BudgetDecided.KIND,
+        SubmissionSettled.KIND,
     }
 )
-"""The record kinds that may change a gate (a ``tool_outcome`` only when denied)."""
+"""The record kinds that may change a gate (a ``tool_outcome`` only when denied; a
+``submission_settled`` closes its submission's pending budget gates)."""
 DENIED_MARK = b'"status":"denied"'
 """In a record's canonical bytes only a denied outcome's payload holds this sequence (a quote
 inside a string is escaped): what a backfill reads of the tool outcomes, before decoding."""
@@ -119,6 +128,9 @@ class GateKind(StrEnum):
 
     APPROVAL = "approval"
     INPUT = "input"
+    BUDGET = "budget"
+    """A run whose budget ran out waits for a person to extend it (``budget_requested``;
+    docs/budgets.md): ``tool`` is ``budget``, ``args`` what was spent against which limit."""
 
 
 GateDecision = Literal["approve", "reject", "edit", "answer"]
@@ -298,7 +310,16 @@ class GateClosed:
     at: datetime
 
 
-GateChange = GateRequested | GateDecided | GateClosed
+@dataclass(frozen=True, slots=True)
+class GateSettled:
+    """Closes the conversation's pending budget gates of this submission (it settled: a
+    budget gate has no tool call whose denied outcome could close it)."""
+
+    submission_id: str
+    at: datetime
+
+
+GateChange = GateRequested | GateDecided | GateClosed | GateSettled
 
 
 def _is_denied(record: Record) -> bool:
@@ -391,6 +412,44 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
             )
         elif isinstance(payload, ToolOutcome) and payload.status == ToolOutcomeStatus.DENIED:
             changes.append(GateClosed(record.execution_id, payload.call_id, at))
+        elif isinstance(payload, BudgetRequested):
+            args: dict[str, JsonValue] = {
+                "limit": payload.limit,
+                "used": payload.used,
+                "max": payload.max,
+                "spent": payload.spent,
+                "budget": payload.budget,
+                "scope": payload.scope or "submission",
+            }
+            changes.append(
+                GateRequested(
+                    seq=record.seq,
+                    approval_id=payload.gate_id,
+                    submission_id=record.submission_id,
+                    execution_id=record.execution_id,
+                    call_id=payload.gate_id,
+                    tool=GateKind.BUDGET.value,
+                    args=canonical_json(args),
+                    args_digest=args_digest(args),
+                    at=at,
+                    kind=GateKind.BUDGET,
+                )
+            )
+        elif isinstance(payload, BudgetDecided):
+            changes.append(
+                GateDecided(
+                    approval_id=payload.gate_id,
+                    decision=payload.decision,
+                    args=None if payload.extension is None else canonical_json(payload.extension),
+                    reason=payload.reason,
+                    approver=payload.approver,
+                    at=at,
+                    kind=GateKind.BUDGET,
+                    by=payload.by,
+                )
+            )
+        elif isinstance(payload, SubmissionSettled) and record.submission_id is not None:
+            changes.append(GateSettled(record.submission_id, at))
     return changes
 
 
@@ -460,9 +519,17 @@ class GateIndex:
                         decided_at=change.at,
                         decided_by=change.by,
                     )
-                elif isinstance(change, GateClosed) and (gate.execution_id, gate.call_id) == (
-                    change.execution_id,
-                    change.call_id,
+                elif (
+                    isinstance(change, GateClosed)
+                    and (gate.execution_id, gate.call_id)
+                    == (
+                        change.execution_id,
+                        change.call_id,
+                    )
+                ) or (
+                    isinstance(change, GateSettled)
+                    and gate.kind is GateKind.BUDGET
+                    and gate.submission_id == change.submission_id
                 ):
                     stored.gate = dataclasses.replace(
                         gate, status=GateStatus.CLOSED, closed_at=change.at

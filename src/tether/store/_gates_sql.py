@@ -36,6 +36,7 @@ from tether.store._gates import (
     GateDecided,
     GateKind,
     GateRequested,
+    GateSettled,
     GateStatus,
 )
 from tether.store._types import SessionKey
@@ -232,6 +233,15 @@ def gate_statements(
                     f"WHERE conversation_id = {p} AND status = 'pending' AND call_id = {p} "
                     f"AND execution_id {same} {p}",
                     (moment(change.at), conversation_id, change.call_id, change.execution_id),
+                )
+            )
+        elif isinstance(change, GateSettled):
+            statements.append(
+                (
+                    f"UPDATE gates SET status = 'closed', closed_at = {p} "
+                    f"WHERE conversation_id = {p} AND status = 'pending' AND kind = 'budget' "
+                    f"AND submission_id = {p}",
+                    (moment(change.at), conversation_id, change.submission_id),
                 )
             )
     return statements

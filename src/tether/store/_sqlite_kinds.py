@@ -33,6 +33,8 @@ KIND_CODES: Final = (
     "input_answered",
     "version_changed",
     "patch_marked",
+    "budget_requested",
+    "budget_decided",
 )
 """Record kinds stored as their index here. Stored codes are forever: only append."""
 _CODE_OF: Final = {kind: code for code, kind in enumerate(KIND_CODES)}

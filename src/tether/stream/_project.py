@@ -18,6 +18,8 @@ from tether.records import (
     AssistantTextDelta,
     AssistantThinkingDelta,
     AttachmentRef,
+    BudgetDecided,
+    BudgetRequested,
     InputAnswered,
     InputRequested,
     LogTruncated,
@@ -315,6 +317,14 @@ class StreamProjector:
     def _input_answered(self, payload: InputAnswered) -> list[StreamEvent]:
         return [self._data("user", "input_answered", payload)]
 
+    def _budget_requested(self, payload: BudgetRequested) -> list[StreamEvent]:
+        """The run's budget ran out under the ``park`` policy: it waits for a person to
+        extend it (what it spent against which limit)."""
+        return [self._data("agent", "budget_requested", payload)]
+
+    def _budget_decided(self, payload: BudgetDecided) -> list[StreamEvent]:
+        return [self._data("user", "budget_decided", payload)]
+
     def _version_changed(self, payload: VersionChanged) -> list[StreamEvent]:
         """The run goes on under another agent version (a deploy's upgrade, an operator's
         move): what changed, and where its recorded calls first differed."""
@@ -391,6 +401,8 @@ _HANDLERS: dict[type[Payload], Callable[[StreamProjector, Any], list[StreamEvent
     TaskFinished: StreamProjector._task_finished,
     LogTruncated: StreamProjector._log_truncated,
     VersionChanged: StreamProjector._version_changed,
+    BudgetRequested: StreamProjector._budget_requested,
+    BudgetDecided: StreamProjector._budget_decided,
 }
 
 

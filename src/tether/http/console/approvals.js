@@ -4,6 +4,8 @@
 // them, the questions runs wait on (GET /inputs), each answered with a value: JSON if it
 // parses, else the text typed (as `tether answer` reads it). Whether an edit or an answer fits
 // its schema the server says (jsonschema, the check that decides), shown where it was typed.
+// And the runs parked on their budget (GET /budgets): what they spent against which limit,
+// extended by the amounts typed (a JSON object, as {"modelCalls": 5}) or rejected.
 
 import { can } from "./access.js";
 import { get, post } from "./api.js";
@@ -33,6 +35,8 @@ export class ApprovalsPanel {
     this.pendingList = root.querySelector("#pending");
     this.inputsList = root.querySelector("#inputs");
     this.shownInputs = null;
+    this.budgetsList = root.querySelector("#budgets");
+    this.shownBudgets = null;
     this.decidedList = root.querySelector("#decided");
     this.approver = root.querySelector("#approver");
     this.approver.value = localStorage.getItem("tether.approver") || "console";
@@ -55,11 +59,12 @@ export class ApprovalsPanel {
     // Only what the identity may read: an approver who reads no session sees no questions,
     // a reader who may not see the gates sees the questions alone.
     const none = (name) => Promise.resolve({ [name]: [], nextCursor: null });
-    let page, asked;
+    let page, asked, spent;
     try {
-      [page, asked] = await Promise.all([
+      [page, asked, spent] = await Promise.all([
         can("approvals:read") ? get("/approvals", { status: "pending", limit: PAGE }) : none("approvals"),
         can("sessions:read") ? get("/inputs", { status: "pending", limit: PAGE }) : none("inputs"),
+        can("approvals:read") ? get("/budgets", { status: "pending", limit: PAGE }) : none("budgets"),
       ]);
     } catch (error) {
       if (error.status === 403) {
@@ -68,8 +73,17 @@ export class ApprovalsPanel {
       }
       throw error;
     }
-    const waiting = page.approvals.length + asked.inputs.length;
-    this.onCount(page.nextCursor || asked.nextCursor ? `${waiting}+` : `${waiting}`, waiting);
+    const waiting = page.approvals.length + asked.inputs.length + spent.budgets.length;
+    const more = page.nextCursor || asked.nextCursor || spent.nextCursor;
+    this.onCount(more ? `${waiting}+` : `${waiting}`, waiting);
+    const parked = spent.budgets.map((item) => item.gateId).join(" ");
+    if (parked !== this.shownBudgets) {
+      this.shownBudgets = parked;
+      fill(
+        this.budgetsList,
+        spent.budgets.length ? spent.budgets.map((item) => this.budgetCard(item)) : h("li", { class: "empty" }, "No run waits for more budget."),
+      );
+    }
     const questions = asked.inputs.map((item) => item.inputId).join(" ");
     if (questions !== this.shownInputs) {
       this.shownInputs = questions;
@@ -198,6 +212,47 @@ export class ApprovalsPanel {
       item.schema ? jsonBlock(item.schema, "schema json") : null,
       value,
       h("div", { class: "actions", dataset: { needs: "inputs:answer" } }, send),
+      problem,
+    );
+  }
+
+  budgetCard(item) {
+    const whose = item.scope === "session" ? "the session's budget" : "its budget";
+    const more = h("textarea", { "aria-label": "Extension (JSON)", rows: 2, spellcheck: "false", dataset: { needs: "approvals:decide" } });
+    more.value = JSON.stringify({ [item.limit]: item.max || 1 });
+    const problem = h("p", { class: "error", role: "alert" });
+    const extend = h("button", { type: "button", class: "primary" }, "Extend");
+    more.addEventListener("input", () => check(more, problem, extend));
+    const decide = async (decision, extra = {}) => {
+      problem.textContent = "";
+      try {
+        await post(`/budgets/${encodeURIComponent(item.gateId)}`, {
+          decision,
+          approver: this.approver.value.trim() || "console",
+          ...extra,
+        });
+        this.shownBudgets = null; // redraw
+        await this.refresh();
+      } catch (error) {
+        problem.textContent = error.message;
+      }
+    };
+    extend.addEventListener("click", async () => {
+      if (check(more, problem, extend)) await decide("approve", { extension: JSON.parse(more.value) });
+    });
+    return h(
+      "li",
+      { class: "gate budget", dataset: { gateId: item.gateId } },
+      h("div", { class: "gate-head" }, h("strong", { class: "tool-name" }, "budget"), " · ", this.where(item), " · ", timeTag(item.requestedAt || "")),
+      h("p", { class: "limit" }, `${item.limit}: ${item.used} of ${item.max} used (${whose})`),
+      jsonBlock(item.spent, "spent json"),
+      more,
+      h(
+        "div",
+        { class: "actions", dataset: { needs: "approvals:decide" } },
+        extend,
+        h("button", { type: "button", class: "danger", onclick: () => decide("reject") }, "Reject"),
+      ),
       problem,
     );
   }

@@ -221,6 +221,20 @@ export class Transcript {
     if (kind === "input_answered") {
       return h("div", { class: "notice decided answer" }, `answered by ${actorText(data.responder, data.by)}: `, jsonBlock(data.value));
     }
+    if (kind === "budget_requested") {
+      const whose = data.scope === "session" ? "the session's budget" : "its budget";
+      return h(
+        "div",
+        { class: "notice budget" },
+        h("strong", {}, "Waiting for more budget: "),
+        `${data.limit} ${data.used} of ${data.max} used (${whose})`,
+        h("a", { href: "#", dataset: { needs: "approvals:read" }, onclick: (e) => (e.preventDefault(), this.onOpenApprovals()) }, "Open the approvals inbox"),
+      );
+    }
+    if (kind === "budget_decided") {
+      const more = data.extension ? ` +${JSON.stringify(data.extension)}` : "";
+      return h("div", { class: `notice decided ${data.decision}` }, `budget ${data.decision}${more} by ${actorText(data.approver, data.by)}`);
+    }
     if (kind === "task_spawned" || kind === "task_finished") {
       const child = data.streamUrl ? keyOfStreamUrl(data.streamUrl) : null;
       const link = child ? h("a", { href: sessionHref(child), class: "child-link" }, `${child.agent} / ${child.session}`) : data.agent;

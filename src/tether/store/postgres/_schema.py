@@ -392,6 +392,15 @@ MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS submissions_scheduled ON submissions (wait_until)
         WHERE status = 'scheduled';
     """,
+    # v15: budget gates (issue 41): a run whose budget ran out under the ``park`` policy
+    # waits on a gate of kind ``budget`` (``budget_requested``), which the kind's check now
+    # admits. Nothing to backfill: no v14 log holds a budget request. Idempotent: the
+    # constraint is dropped by the name v7 gave it, then added again.
+    """
+    ALTER TABLE gates DROP CONSTRAINT IF EXISTS gates_kind_check;
+    ALTER TABLE gates ADD CONSTRAINT gates_kind_check
+        CHECK (kind IN ('approval', 'input', 'budget'));
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

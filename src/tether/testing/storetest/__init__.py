@@ -26,6 +26,7 @@ Example (a complete test module for a third-party backend)::
 from tether.testing.storetest._admitting import AdmitAndClaimCases
 from tether.testing.storetest._attachments import AttachmentCases
 from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, complete
+from tether.testing.storetest._budget_gates import BudgetGateCases
 from tether.testing.storetest._children import ChildCases
 from tether.testing.storetest._deciding import DecisionCases
 from tether.testing.storetest._erasure import ErasureCases
@@ -79,6 +80,7 @@ class StoreConformance(
     DecisionCases,  # gates
     GateCases,  # gates
     InputGateCases,  # gates
+    BudgetGateCases,  # gates
     ChildCases,  # children
     SessionListCases,  # sessions
     ErasureCases,  # retention

@@ -1,0 +1,98 @@
+"""The runs parked on their budget: ``GET /budgets`` pages them, ``POST /budgets/{id}``
+decides one (approve with an extension, or reject).
+
+A budget gate is a gate of kind ``budget`` (docs/budgets.md): the same index, cursors and
+resumption as an approval, with an extension of the budget for its decision.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Query
+
+from tether.engine import MAX_APPROVALS_PAGE
+from tether.errors import ApprovalNotFound
+from tether.http._access import (
+    AccessDependency,
+    IdentityDependency,
+    actor_of,
+    listed_agent,
+    own_gate,
+    shown_name,
+)
+from tether.http._budget_views import BudgetGateItem, BudgetGatesPage, BudgetReceipt
+from tether.http._dependencies import RuntimeDependency
+from tether.http._errors import BODY_FAILURES, failures
+from tether.http._requests import BudgetDecisionBody
+from tether.store import GateStatus
+
+__all__ = ("budgets_router",)
+
+_STATUS: dict[str, GateStatus | None] = {
+    "pending": GateStatus.PENDING,
+    "decided": GateStatus.DECIDED,
+    "closed": GateStatus.CLOSED,
+    "all": None,
+}
+
+
+budgets_router = APIRouter(tags=["budgets"])
+"""The budget gates page and a decision."""
+
+
+@budgets_router.get("/budgets", responses=failures(422, 503))
+async def budget_gates(
+    runtime: RuntimeDependency,
+    identity: IdentityDependency,
+    status: Literal["pending", "decided", "closed", "all"] = Query(
+        default="pending",
+        description="pending (waits for a decision), decided, closed (settled undecided: "
+        "aborted, timed out) or all.",
+    ),
+    agent: str | None = Query(default=None, max_length=200),
+    instance: str | None = Query(default=None, max_length=200),
+    limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
+    cursor: str | None = Query(
+        default=None, max_length=2000, description="A page's nextCursor: the page after it."
+    ),
+) -> BudgetGatesPage:
+    """A page of the runs whose budget ran out under the ``park`` policy, oldest first,
+    each with what it spent against which limit."""
+    page = await runtime.budget_gates(
+        status=_STATUS[status],
+        agent=listed_agent(identity, agent),
+        instance=instance,
+        limit=limit,
+        cursor=cursor,
+        tenant=identity.tenant,
+    )
+    return BudgetGatesPage(
+        budgets=[BudgetGateItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
+    )
+
+
+@budgets_router.post("/budgets/{gate_id}", responses=failures(*BODY_FAILURES, 404, 409, 503))
+async def decide_budget(
+    runtime: RuntimeDependency,
+    access: AccessDependency,
+    gate_id: str,
+    payload: BudgetDecisionBody,
+) -> BudgetReceipt:
+    """Decide a run parked on its budget: ``approve`` adds ``extension`` to its limits
+    (journaled: every later attempt counts it) and resumes it; ``reject`` settles it
+    ``budget_exhausted`` with its partial answer. The same decision again answers the same
+    record; another is a 409 (``approval_conflict``); a gate whose run already settled is
+    a 409 (``invalid_approval``)."""
+    identity = access.identity
+    await own_gate(runtime, access, gate_id, ApprovalNotFound(gate_id))
+    by = actor_of(identity)
+    record = await runtime.decide_budget(
+        gate_id,
+        payload.decision,
+        extension=payload.extension,
+        approver=shown_name(payload, "approver", identity, by),
+        reason=payload.reason,
+        by=by,
+    )
+    return BudgetReceipt(gate_id=gate_id, decision=record)
