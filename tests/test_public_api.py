@@ -255,6 +255,9 @@ PUBLIC = {
         "open_store",
         "verify_export",
         "served_version",
+        "DEFAULT_PRIORITY_AGING",
+        "PRIORITY_MAX",
+        "PRIORITY_MIN",
     ),
     "tether.journal": (
         "ApprovalState",

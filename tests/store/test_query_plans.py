@@ -50,7 +50,12 @@ GROWING = (
     "gates",
     "attachment_refs",
 )
-_SQLITE_SCAN = re.compile(rf"^SCAN ({'|'.join(GROWING)})\b")
+# A claim reads the queued heads in claim order from ``submissions_queued_by_rank``, a
+# partial index of the backlog alone (as PostgreSQL's ``submissions_queued`` below): SQLite
+# calls reading it in order a SCAN, but it is not a scan of the history.
+_SQLITE_SCAN = re.compile(
+    rf"^SCAN ({'|'.join(GROWING)})\b(?! USING (?:COVERING )?INDEX submissions_queued_by_rank\b)"
+)
 _POSTGRES_SCAN = re.compile(rf"Seq Scan on ({'|'.join(GROWING)})\b")
 _JUDGED = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 _SQLITE_SORT = re.compile(r"^USE TEMP B-TREE\b")

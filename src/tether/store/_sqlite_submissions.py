@@ -18,6 +18,7 @@ from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict, Sub
 from tether.records import Actor
 from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_filter, to_micros
 from tether.store._gates_sql import actor_json
+from tether.store._priority import claim_rank
 from tether.store._sqlite_children import check_tree_total, has_unsettled_children, wake_parent
 from tether.store._sqlite_children import submission as _submission
 from tether.store._sqlite_log import ensure_conversation, head, mint_fence
@@ -104,8 +105,9 @@ def started_at(now: datetime, previous_settled_at: int | None) -> int:
 def list_runnable(
     conn: sqlite3.Connection, limit: int, serves: VersionsServed | None = None
 ) -> list[Submission]:
-    """The runnable heads, oldest first; with ``serves``, only those a claim with it may
-    take (the filter is part of the scan: an unservable head is passed over, not counted)."""
+    """The runnable heads in claim order (``claim_rank``, then admission); with ``serves``,
+    only those a claim with it may take (the filter is part of the scan: an unservable head
+    is passed over, not counted)."""
     rows = conn.execute(*_runnable(SUBMISSION_COLUMNS, limit, serves)).fetchall()
     return [_submission(row) for row in rows]
 
@@ -124,10 +126,14 @@ def _runnable(
     # Named when filtered by agent: the unique (agent, instance, session, dispatch_id) index
     # would also serve ``agent = ?``, and with statistics the planner could take it and read
     # every settled submission of the agent; the queued ones, in order, are the few to read.
-    indexed = "" if serves is None else " INDEXED BY submissions_by_status"
+    # Priorities: claim order is (claim_rank, position), read in order from the partial index
+    # of the queued rows (``_priority``: the rank is fixed at admission, aging included). Not
+    # named for ``serves={}``: its filter is a constant false, and SQLite finds no plan that
+    # uses a partial index under one ("no query solution"); it reads nothing instead.
+    indexed = "" if not serves else " INDEXED BY submissions_queued_by_rank"
     return (
         f"SELECT {columns} FROM submissions{indexed} WHERE status = 'queued' AND "
-        f"{served}{_HEAD_OF_SESSION} ORDER BY position LIMIT ?",
+        f"{served}{_HEAD_OF_SESSION} ORDER BY claim_rank, position LIMIT ?",
         (*params, limit),
     )
 
@@ -182,6 +188,7 @@ def _admitting_tenant(conn: sqlite3.Connection, new: NewSubmission) -> str | Non
 
 def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> Admission:
     payload = canonical_json(new.input)
+    rank = claim_rank(new.created_at, new.priority, new.priority_aging)  # ValueError first
     key = new.key
     tenant = _admitting_tenant(conn, new)
     row = conn.execute(
@@ -211,7 +218,8 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
     conn.execute(
         "INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id, "
         "status, input, created_at, trace, parent_submission_id, parent_call_id, depth, "
-        "tenant) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+        "tenant, priority, claim_rank) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?)",
         (
             new.id,
             new.idempotency_key,
@@ -226,6 +234,8 @@ def admit(conn: sqlite3.Connection, new: NewSubmission, touched: list[str]) -> A
             None if parent is None else parent.call_id,
             0 if parent is None else parent.depth,
             conversation.tenant,
+            new.priority,
+            rank,
         ),
     )
     return Admission(get_submission(conn, new.id), created=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
 from tether._payloads import Actor, ConversationParent
+from tether.store._priority import DEFAULT_PRIORITY_AGING
 
 __all__ = (
     "MAX_SEQ",
@@ -137,6 +138,13 @@ class NewSubmission:
     """Who admits it, as the server verified them: a conversation this admission creates
     records them as its maker (its ``conversation_created``'s ``by``); an existing one is
     left as it is. Not part of what makes a dispatch the same one."""
+    priority: int = 0
+    """Higher is claimed first, among the sessions' heads (``PRIORITY_MIN..PRIORITY_MAX``;
+    a session's own submissions keep their order). Not part of what makes a dispatch the
+    same one: a replay keeps the first admission's."""
+    priority_aging: timedelta = DEFAULT_PRIORITY_AGING
+    """How long it waits, queued, to gain one step of priority (``_priority``): with the
+    priority, it fixes the submission's ``claim_rank`` at admission."""
 
     @property
     def idempotency_key(self) -> str:
@@ -180,6 +188,8 @@ class Submission:
     cancel_requested_by: Actor | None = None
     """Who asked for the cancel, as the server verified them (kept with the first stamp;
     ``None``: no one authenticated, or no cancel)."""
+    priority: int = 0
+    """As admitted (``NewSubmission.priority``): higher is claimed first, aging aside."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from tether._canonical import canonical_json
 from tether._payloads import ConversationParent
 from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict
 from tether.store._common import SUBMISSION_COLUMNS, record_time, seal_created
+from tether.store._priority import claim_rank
 from tether.store._types import Admission, Conversation, NewSubmission
 from tether.store._versions import VersionsServed
 from tether.store.postgres._children import check_tree_total, lock_tree_root
@@ -64,10 +65,10 @@ WITH asked AS (
 ), admitted AS (
     INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id,
                              status, input, created_at, trace, parent_submission_id,
-                             parent_call_id, depth, tenant)
+                             parent_call_id, depth, tenant, priority, claim_rank)
     SELECT %(id)s, %(dispatch)s, %(agent)s, %(instance)s, %(session)s, conversation.id,
            'queued', %(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s,
-           conversation.tenant
+           conversation.tenant, %(priority)s, %(rank)s
     FROM conversation
     ON CONFLICT DO NOTHING
     RETURNING {SUBMISSION_COLUMNS}
@@ -91,6 +92,13 @@ def _parent_columns(new: NewSubmission) -> dict[str, Any]:
         "call_id": None if parent is None else parent.call_id,
         "depth": 0 if parent is None else parent.depth,
     }
+
+
+def _rank_columns(new: NewSubmission) -> dict[str, Any]:
+    """Its priority and claim order (``_priority``); ``ValueError`` before anything is
+    written for a priority or aging out of range."""
+    rank = claim_rank(new.created_at, new.priority, new.priority_aging)
+    return {"priority": new.priority, "rank": rank}
 
 
 def steers(submission_input: Mapping[str, Any]) -> bool:
@@ -126,6 +134,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
                 "input": canonical_json(new.input),
                 "trace": canonical_json(dict(new.trace)) if new.trace else None,
                 **_parent_columns(new),
+                **_rank_columns(new),
                 "tenant": new.tenant,
                 "work": channels.work,
                 "append": channels.append,
@@ -196,6 +205,7 @@ async def admit(
     conn: Conn, new: NewSubmission, channels: Channels, *, wake: bool = True
 ) -> Admission:
     payload = canonical_json(new.input)
+    ranked = _rank_columns(new)  # a bad priority: ValueError before anything is read
     key = new.key
     parent = new.parent
     limit = None if parent is None else parent.max_total
@@ -226,9 +236,10 @@ async def admit(
             await conn.execute(
                 "INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
                 "conversation_id, status, input, created_at, trace, parent_submission_id, "
-                "parent_call_id, depth, tenant) VALUES (%(id)s, %(dispatch)s, %(agent)s, "
-                "%(instance)s, %(session)s, %(cid)s, 'queued', %(input)s, %(at)s, %(trace)s, "
-                "%(parent_id)s, %(call_id)s, %(depth)s, %(tenant)s) "
+                "parent_call_id, depth, tenant, priority, claim_rank) VALUES (%(id)s, "
+                "%(dispatch)s, %(agent)s, %(instance)s, %(session)s, %(cid)s, 'queued', "
+                "%(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s, "
+                "%(tenant)s, %(priority)s, %(rank)s) "
                 "ON CONFLICT DO NOTHING RETURNING id",
                 {
                     "id": new.id,
@@ -241,6 +252,7 @@ async def admit(
                     "at": new.created_at,
                     "trace": canonical_json(dict(new.trace)) if new.trace else None,
                     **_parent_columns(new),
+                    **ranked,
                     "tenant": conversation.tenant,
                 },
             )
