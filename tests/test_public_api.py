@@ -258,6 +258,8 @@ PUBLIC = {
         "DEFAULT_PRIORITY_AGING",
         "PRIORITY_MAX",
         "PRIORITY_MIN",
+        "check_priority",
+        "check_priority_aging",
     ),
     "tether.journal": (
         "ApprovalState",

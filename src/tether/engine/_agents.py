@@ -86,6 +86,9 @@ class AgentDefinition:
     budget: Budget | None = None
     """Limits on each submission's spending (docs/budgets.md); a dispatch's own override
     them limit by limit, and they override the application's (``RuntimeConfig.budget``)."""
+    priority: int | None = None
+    """The priority of its submissions where a dispatch sets none (docs/priorities.md):
+    higher is claimed first; ``None``: 0. A subagent's task inherits its parent's."""
     policy: VersionPolicy = "pinned"
     """What a run started on another version of this agent does here."""
     previous: Sequence[AgentDefinition] = ()

@@ -114,6 +114,8 @@ from tether.store import (
     StoreCapabilities,
     Submission,
     SubmissionStatus,
+    check_priority,
+    check_priority_aging,
     open_store,
     require_capability,
 )
@@ -191,6 +193,12 @@ def _check_agents(
                 "AgentDefinition(lambda instance, env: AgentSpec(harness=...)))"
             )
         checked[name] = flatten_versions(name, given)
+        for definition in checked[name]:
+            if definition.priority is not None:
+                try:
+                    check_priority(definition.priority)
+                except ValueError as exc:
+                    raise ValueError(f"agents[{name!r}]: {exc}") from None
     return checked
 
 
@@ -214,6 +222,8 @@ class Runtime:
         self._store_source = store
         self._store: Store | None = store if not isinstance(store, str) else None
         self.config = replace(config or RuntimeConfig(), **settings)
+        self.priority_aging = check_priority_aging(timedelta(seconds=self.config.priority_aging))
+        """``RuntimeConfig.priority_aging``, checked (docs/priorities.md)."""
         self.subagents = SubagentPolicy.of(
             self.config.subagents, self.config.subagent_limits, list(self.agents)
         )
@@ -547,6 +557,7 @@ class Runtime:
         trace: Mapping[str, str] | None = None,
         tenant: str | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
@@ -559,12 +570,16 @@ class Runtime:
         and another tenant's session (or one of no tenant) is ``ConversationNotFound``, with
         nothing admitted nor interrupted (see ``NewSubmission.tenant``). ``budget`` limits
         this submission's spending, over its agent's and the application's, limit by limit
-        (docs/budgets.md); it is stored with the message.
+        (docs/budgets.md); it is stored with the message. ``priority``
+        (``PRIORITY_MIN..PRIORITY_MAX``, higher first; ``None``: the agent's, else 0) orders
+        its claim among other sessions' queued submissions, aged by
+        ``RuntimeConfig.priority_aging`` (docs/priorities.md); ``InvalidDispatch`` out of range.
 
         Example::
 
             receipt = await runtime.dispatch("support", "acme", "hello", tenant="acme")
             await runtime.dispatch("support", "acme", "go", budget=Budget(model_calls=5))
+            await runtime.dispatch("support", "acme", "urgent", priority=10)
         """
         self._check_open()
         if agent not in self.agents:
@@ -573,6 +588,11 @@ class Runtime:
         _check_name("session", session)
         if dispatch_id is not None and not (0 < len(dispatch_id) <= _NAME_LIMIT):
             raise InvalidDispatch(f"must be 1-{_NAME_LIMIT} characters", field="dispatchId")
+        if priority is not None:
+            try:
+                check_priority(priority)
+            except ValueError as exc:
+                raise InvalidDispatch(str(exc), field="priority") from None
         inbound = parse_inbound(message)
         if budget is not None:
             inbound = parse_inbound({**inbound.to_json_object(), "budget": _budget_wire(budget)})
@@ -586,7 +606,7 @@ class Runtime:
                     await self._cancel(submission)
             if busy and multitask == "steer":
                 inbound = inbound.model_copy(update={"kind": "steer", "budget": None})
-        return await self._admit(key, inbound, dispatch_id, trace_context(trace), tenant)
+        return await self._admit(key, inbound, dispatch_id, trace_context(trace), tenant, priority)
 
     async def _admit(
         self,
@@ -595,9 +615,12 @@ class Runtime:
         dispatch_id: str | None,
         trace: Mapping[str, str] | None = None,
         tenant: str | None = None,
+        priority: int | None = None,
     ) -> Receipt:
         tenant = self._tenant_of(key, tenant)
         now = self.clock.now()
+        if priority is None:  # the agent's default, else 0
+            priority = self.agents[key.agent].priority or 0
         new = NewSubmission(
             id=new_ulid(),
             key=key,
@@ -608,6 +631,8 @@ class Runtime:
             trace=trace,
             tenant=tenant,
             by=inbound.by,
+            priority=priority,
+            priority_aging=self.priority_aging,
         )
         coordinator = self._coordinator
         with (

@@ -82,7 +82,10 @@ async def dispatch(
     """Admit a message to the session; ``?wait=true`` answers with its settlement."""
     identity = access.identity
     message = payload.model_dump(
-        mode="json", by_alias=True, exclude_none=True, exclude={"session", "dispatch_id"}
+        mode="json",
+        by_alias=True,
+        exclude_none=True,
+        exclude={"session", "dispatch_id", "priority"},  # the submission's, not the message's
     )
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
@@ -95,6 +98,7 @@ async def dispatch(
         dispatch_id=payload.dispatch_id or idempotency_key,
         multitask=multitask,
         tenant=identity.tenant,
+        priority=payload.priority,
         # The caller's trace, joined by every attempt (malformed ones are ignored).
         trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
     )

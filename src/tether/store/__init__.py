@@ -26,7 +26,13 @@ from tether.store._export import (
 from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._memory import MemoryStore
-from tether.store._priority import DEFAULT_PRIORITY_AGING, PRIORITY_MAX, PRIORITY_MIN
+from tether.store._priority import (
+    DEFAULT_PRIORITY_AGING,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    check_priority,
+    check_priority_aging,
+)
 from tether.store._protocol import (
     AdmitAndClaimStore,
     AttachmentStore,
@@ -129,6 +135,8 @@ __all__ = (
     "VersionsServed",
     "WaitStore",
     "WorkerRow",
+    "check_priority",
+    "check_priority_aging",
     "export_chunks",
     "open_store",
     "require_capability",
