@@ -10,7 +10,9 @@ sessions (each a runnable head), ``ANALYZE``d; then
 
 - the claim statement's plan under ``EXPLAIN (ANALYZE, BUFFERS)``, in a transaction rolled
   back (the claim it made is undone): which index the heads are read from, how many rows
-  it read, and the shared buffers it touched, for one head and for a batch of 32;
+  it read, and the shared buffers it touched, for one head, for a batch of 32, and for one
+  head with ``serves`` (a versioned worker's claim, ``{"support": ["v1"]}``: the rows its
+  heads scan returned say whether it read the heads in order and stopped, or read them all);
 - ``--claims`` claims of one head each (``claim_runnable`` x1, a commit each), timed: the
   median and p90 in milliseconds. Timings on a shared machine vary by tens of percent; the
   buffers do not.
@@ -105,25 +107,27 @@ async def _child(base: str, queued: int, claims: int, mode: str) -> dict[str, An
             await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
             await conn.execute("ANALYZE submissions")
             await conn.commit()
-            for size in (1, BATCH):
+            for name, size, versioned in (("x1", 1, 0), ("x32", BATCH, 0), ("v1", 1, 1)):
                 params = {
                     "n": size,
                     "attempt_ids": json.dumps([f"explain-{k}" for k in range(size)]),
                     "owner": "w",
                     "now": T0,
                     "lease": lease,
+                    "serves": json.dumps({"support": ["v1"]}),
                 }
                 samples = []
                 for _ in range(5):
                     cursor = await conn.execute(
-                        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + pg._CLAIM_HEADS[0], params
+                        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + pg._CLAIM_HEADS[versioned],
+                        params,
                     )
                     row = await cursor.fetchone()
                     assert row is not None
                     samples.append(_explained(row[0][0]))
                     await conn.rollback()
                 buffers, indexes, rows = samples[-1]  # warm
-                result[f"x{size}"] = {"buffers": buffers, "indexes": indexes, "rows": rows}
+                result[name] = {"buffers": buffers, "indexes": indexes, "rows": rows}
         async with await PostgresStore.open(url) as store:
             times = []
             for k in range(claims):
@@ -186,13 +190,15 @@ def main() -> None:
     runs += [("this checkout", ROOT, "plain"), ("this checkout", ROOT, "priorities")]
     print(f"One PostgreSQL claim, {args.queued} queued heads ({args.claims} claims timed)")
     header = f"  {'checkout, backlog':<30} {'heads read from':<28} {'rows x1':>7} "
-    print(header + f"{'bufs x1':>8} {'bufs x32':>9} {'p50 ms':>7} {'p90 ms':>7}")
+    columns = f"{'bufs x1':>8} {'bufs x32':>9} {'rows v1':>7} {'bufs v1':>8}"
+    print(header + columns + f" {'p50 ms':>7} {'p90 ms':>7}")
     for name, tree, mode in runs:
         got = _run(tree, base, args.queued, args.claims, mode)
         index = got["x1"]["indexes"][0] if got["x1"]["indexes"] else "-"
         print(
             f"  {name + ', ' + mode:<30} {index:<28} {got['x1']['rows']:>7} "
             f"{got['x1']['buffers']:>8} {got['x32']['buffers']:>9} "
+            f"{got['v1']['rows']:>7} {got['v1']['buffers']:>8} "
             f"{got['ms']['p50']:>7.2f} {got['ms']['p90']:>7.2f}"
         )
 
