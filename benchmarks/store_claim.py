@@ -1,7 +1,7 @@
 """The instructions a claim costs on SQLite, counted under callgrind, with and without
-``serves`` (one agent, one version).
+``serves`` (one agent, one version), and with the backlog's priorities mixed.
 
-    python benchmarks/store_claim.py [--baseline PATH]
+    python benchmarks/store_claim.py [--baseline PATH] [--sessions 700]
 
 What ``SqliteStore.claim_runnable`` runs for one head (its lock-free hint read, then the
 claim's transaction), on one thread: the schema migrated and N sessions admitted through
@@ -9,7 +9,9 @@ the store's own SQL functions, no event loop and no writer thread (whose hand-of
 timing under valgrind, so the count would too). Each figure is the difference between runs
 of C1 and C2 claims, divided by the claims between them. ``--baseline`` counts another
 checkout (an earlier commit's ``git worktree``) without ``serves``, which it may predate.
-Needs valgrind.
+The ``priorities`` row admits the backlog with eleven priorities (-5 to 5, in turn), so
+claims take heads out of admission order (docs/priorities.md); a checkout without
+priorities admits every one at 0. Needs valgrind.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSIONS, C1, C2 = 700, 50, 650
 
 
-def _claims(directory: Path, claims: int, versioned: bool) -> None:
+def _claims(directory: Path, claims: int, mode: str, sessions: int) -> None:
     """What the counted child runs."""
+    import dataclasses
+
     from tether.store import NewSubmission, SessionKey
     from tether.store import _sqlite_submissions as sql
     from tether.store._sqlite_schema import connect, migrate
@@ -46,10 +50,16 @@ def _claims(directory: Path, claims: int, versioned: bool) -> None:
     path = directory / "tether.db"
     conn = connect(path, synchronous="OFF", busy_timeout=5.0)
     migrate(conn, 5.0)
+    versioned = mode == "versioned"
+    prioritized = mode == "priorities" and any(
+        field.name == "priority" for field in dataclasses.fields(NewSubmission)
+    )
     conn.execute("BEGIN IMMEDIATE")
-    for n in range(SESSIONS):
+    for n in range(sessions):
         key = SessionKey("support", "i", f"s{n}")
         new = NewSubmission(f"sub-{n:05d}", key, f"conv-{n:05d}", {"kind": "user"}, t0)
+        if prioritized:
+            new = dataclasses.replace(new, priority=n % 11 - 5)
         sql.admit(conn, new, [])
     conn.execute("COMMIT")
     reader = connect(path, synchronous="OFF", busy_timeout=5.0)
@@ -69,7 +79,7 @@ def _claims(directory: Path, claims: int, versioned: bool) -> None:
         assert len(got) == 1
 
 
-def _counted(tree: Path, claims: int, versioned: bool) -> int:
+def _counted(tree: Path, claims: int, mode: str, sessions: int) -> int:
     with tempfile.TemporaryDirectory(prefix="tether-claims-") as tmp:
         env = dict(
             os.environ,
@@ -77,14 +87,21 @@ def _counted(tree: Path, claims: int, versioned: bool) -> int:
             PYTHONMALLOC="malloc",
             PYTHONHASHSEED="0",
         )
-        child = [sys.executable, str(Path(__file__).resolve()), "--child", tmp, str(claims)]
+        child = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            tmp,
+            str(claims),
+            mode,
+            str(sessions),
+        ]
         done = subprocess.run(
             [
                 "valgrind",
                 "--tool=callgrind",
                 f"--callgrind-out-file={tmp}/callgrind.out",
                 *child,
-                "versioned" if versioned else "plain",
             ],
             env=env,
             capture_output=True,
@@ -97,8 +114,8 @@ def _counted(tree: Path, claims: int, versioned: bool) -> int:
         return int(found.group(1))
 
 
-def per_claim(tree: Path, versioned: bool) -> float:
-    return (_counted(tree, C2, versioned) - _counted(tree, C1, versioned)) / (C2 - C1)
+def per_claim(tree: Path, mode: str, sessions: int) -> float:
+    return (_counted(tree, C2, mode, sessions) - _counted(tree, C1, mode, sessions)) / (C2 - C1)
 
 
 def main() -> None:
@@ -106,21 +123,32 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--baseline", type=Path, help="another checkout of Tether to count")
-    parser.add_argument("--child", nargs=3, metavar=("DIR", "CLAIMS", "MODE"), help="internal")
+    parser.add_argument(
+        "--sessions", type=int, default=SESSIONS, help=f"queued sessions (> {C2}; {SESSIONS})"
+    )
+    parser.add_argument(
+        "--child", nargs=4, metavar=("DIR", "CLAIMS", "MODE", "SESSIONS"), help="internal"
+    )
     args = parser.parse_args()
     if args.child:
-        directory, claims, mode = args.child
-        _claims(Path(directory), int(claims), mode == "versioned")
+        directory, claims, mode, sessions = args.child
+        _claims(Path(directory), int(claims), mode, int(sessions))
         return
+    if args.sessions <= C2:
+        parser.error(f"--sessions must be over {C2}: every claim takes a queued head")
     if shutil.which("valgrind") is None:
         print("store_claim.py: valgrind is not installed (apt-get install valgrind)")
         return
     rows = []
+    n = args.sessions
     if args.baseline is not None:
-        rows.append((f"baseline ({args.baseline}), serves=None", per_claim(args.baseline, False)))
-    rows.append(("this checkout, serves=None", per_claim(ROOT, False)))
-    rows.append(('this checkout, serves={"support": ["v1"]}', per_claim(ROOT, True)))
-    print(f"Instructions a claim (SQLite, {SESSIONS} queued sessions, one head a claim)")
+        baseline = args.baseline
+        rows.append((f"baseline ({baseline}), serves=None", per_claim(baseline, "plain", n)))
+        rows.append((f"baseline ({baseline}), serves=v1", per_claim(baseline, "versioned", n)))
+    rows.append(("this checkout, serves=None", per_claim(ROOT, "plain", n)))
+    rows.append(('this checkout, serves={"support": ["v1"]}', per_claim(ROOT, "versioned", n)))
+    rows.append(("this checkout, priorities -5..5", per_claim(ROOT, "priorities", n)))
+    print(f"Instructions a claim (SQLite, {n} queued sessions, one head a claim)")
     for name, count in rows:
         print(f"  {name:<48} {count:>12,.0f}")
 

@@ -260,6 +260,11 @@ PUBLIC = {
         "open_store",
         "verify_export",
         "served_version",
+        "DEFAULT_PRIORITY_AGING",
+        "PRIORITY_MAX",
+        "PRIORITY_MIN",
+        "check_priority",
+        "check_priority_aging",
     ),
     "tether.journal": (
         "ApprovalState",

@@ -164,6 +164,13 @@ The conformance suite checks each of these; they are the ones easiest to get wro
 - **Head-of-line order.** `list_runnable` and `claim_runnable` offer one head per session
   (its oldest unsettled submission), only while nothing else of its session runs or waits;
   concurrent `claim_runnable` callers take disjoint heads.
+- **Claims go by rank.** `admit` fixes each submission's claim rank,
+  `created_at - priority * priority_aging` (`ValueError` for a priority outside
+  `PRIORITY_MIN..PRIORITY_MAX` or an aging outside `(0, 1 day]`, nothing written), and
+  `list_runnable` and `claim_runnable` take heads lowest rank first, ties in admission
+  order; a released submission keeps its rank, and a replay keeps the first admission's
+  priority. Keep the rank in a column and read the queued heads in its order from an index:
+  the clock never enters the claim (docs/priorities.md).
 - **Versioned claims filter in the scan.** With `serves` (agent -> versions, newest first),
   `claim` and `claim_runnable` take a head only if its agent is served and its version is
   unset, listed, or matched by `"*"`, and stamp `serves[agent][0]` on an unset one or one

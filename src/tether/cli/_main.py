@@ -109,6 +109,13 @@ def send(
     instance: str = typer.Argument(help="The agent instance (a user, a ticket...)."),
     text: str = typer.Argument(help="The message."),
     session: str = SESSION,
+    priority: int | None = typer.Option(
+        None,
+        "--priority",
+        help="An integer, -1000 to 1000: higher is claimed first among other sessions' "
+        "queued work, aged so none waits forever (docs/priorities.md); by default the "
+        "agent's, else 0.",
+    ),
     wait: bool = typer.Option(
         False,
         "--wait",
@@ -134,6 +141,8 @@ def send(
         message["runAt"] = run_at
     if after is not None:
         message["afterSeconds"] = after
+    if priority is not None:
+        message["priority"] = priority
     with _client.connect(url, auth_token, timeout=None if wait else 30.0) as client:
         if not wait:
             console.print_json(data=_client.check(client.post(path, json=message)))

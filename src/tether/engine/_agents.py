@@ -90,6 +90,9 @@ class AgentDefinition:
     """Limits on what each session of this agent spends, all its submissions together
     (docs/budgets.md), over the application's (``RuntimeConfig.session_budget``) limit by
     limit; no ``wall_time`` (a session may sit idle for weeks between messages)."""
+    priority: int | None = None
+    """The priority of its submissions where a dispatch sets none (docs/priorities.md):
+    higher is claimed first; ``None``: 0. A subagent's task inherits its parent's."""
     policy: VersionPolicy = "pinned"
     """What a run started on another version of this agent does here."""
     previous: Sequence[AgentDefinition] = ()

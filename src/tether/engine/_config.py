@@ -39,6 +39,10 @@ class RuntimeConfig:
     session_budget: Budget | None = None
     """Limits on what each session spends, all its submissions together (docs/budgets.md),
     where its agent sets none (``AgentDefinition.session_budget``); no ``wall_time``."""
+    priority_aging: float = 60.0
+    """Seconds a queued submission waits to gain one step of priority (docs/priorities.md):
+    priority ``p`` goes ahead of what was queued up to ``p`` times this before it, and no
+    submission waits behind newer ones forever. Fixed per submission at its admission."""
     backoff_cap: float = 5.0
     shutdown_timeout: float = 10.0
     owner_id: str = field(default_factory=lambda: f"worker-{new_ulid()}")

@@ -225,6 +225,8 @@ class ChildDelegation:
                 max_total=self.context.config.subagent_limits.max_total,
             ),
             tenant=parent.tenant,  # the store's rule too: a child is its parent's tenant's
+            priority=parent.priority,  # a task is as urgent as the run that asked for it
+            priority_aging=timedelta(seconds=self.context.config.priority_aging),
         )
         require_capability(self.context.capabilities.children, "children")  # it keeps parents
         admission = await self.context.store.admit(new)

@@ -115,6 +115,8 @@ from tether.store import (
     StoreCapabilities,
     Submission,
     SubmissionStatus,
+    check_priority,
+    check_priority_aging,
     open_store,
     require_capability,
 )
@@ -213,6 +215,12 @@ def _check_agents(
                 "AgentDefinition(lambda instance, env: AgentSpec(harness=...)))"
             )
         checked[name] = flatten_versions(name, given)
+        for definition in checked[name]:
+            if definition.priority is not None:
+                try:
+                    check_priority(definition.priority)
+                except ValueError as exc:
+                    raise ValueError(f"agents[{name!r}]: {exc}") from None
     return checked
 
 
@@ -236,6 +244,8 @@ class Runtime:
         self._store_source = store
         self._store: Store | None = store if not isinstance(store, str) else None
         self.config = replace(config or RuntimeConfig(), **settings)
+        self.priority_aging = check_priority_aging(timedelta(seconds=self.config.priority_aging))
+        """``RuntimeConfig.priority_aging``, checked (docs/priorities.md)."""
         self.subagents = SubagentPolicy.of(
             self.config.subagents, self.config.subagent_limits, list(self.agents)
         )
@@ -571,6 +581,7 @@ class Runtime:
         budget: Budget | Mapping[str, Any] | None = None,
         run_at: datetime | None = None,
         after: timedelta | float | None = None,
+        priority: int | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
@@ -588,13 +599,17 @@ class Runtime:
         and queued at that time, holding its session's later submissions behind it; an
         abort settles it ``aborted`` without running it (docs/timers.md). Both, a past
         time or one too far (``MAX_DELAY``) are ``InvalidDispatch``, nothing written; only
-        ``enqueue`` delays.
+        ``enqueue`` delays. ``priority`` (``PRIORITY_MIN..PRIORITY_MAX``, higher first;
+        ``None``: the agent's, else 0) orders its claim among other sessions' queued
+        submissions, aged by ``RuntimeConfig.priority_aging`` (docs/priorities.md);
+        ``InvalidDispatch`` out of range.
 
         Example::
 
             receipt = await runtime.dispatch("support", "acme", "hello", tenant="acme")
             await runtime.dispatch("support", "acme", "go", budget=Budget(model_calls=5))
             await runtime.dispatch("support", "acme", "remind me", after=timedelta(days=1))
+            await runtime.dispatch("support", "acme", "urgent", priority=10)
         """
         self._check_open()
         if agent not in self.agents:
@@ -603,6 +618,11 @@ class Runtime:
         _check_name("session", session)
         if dispatch_id is not None and not (0 < len(dispatch_id) <= _NAME_LIMIT):
             raise InvalidDispatch(f"must be 1-{_NAME_LIMIT} characters", field="dispatchId")
+        if priority is not None:
+            try:
+                check_priority(priority)
+            except ValueError as exc:
+                raise InvalidDispatch(str(exc), field="priority") from None
         inbound = parse_inbound(message)
         if budget is not None:
             inbound = parse_inbound({**inbound.to_json_object(), "budget": _budget_wire(budget)})
@@ -621,7 +641,9 @@ class Runtime:
                     await self._cancel(submission)
             if busy and multitask == "steer":
                 inbound = inbound.model_copy(update={"kind": "steer", "budget": None})
-        return await self._admit(key, inbound, dispatch_id, trace_context(trace), tenant, due)
+        return await self._admit(
+            key, inbound, dispatch_id, trace_context(trace), tenant, due, priority
+        )
 
     async def _admit(
         self,
@@ -631,9 +653,12 @@ class Runtime:
         trace: Mapping[str, str] | None = None,
         tenant: str | None = None,
         run_at: datetime | None = None,
+        priority: int | None = None,
     ) -> Receipt:
         tenant = self._tenant_of(key, tenant)
         now = self.clock.now()
+        if priority is None:  # the agent's default, else 0
+            priority = self.agents[key.agent].priority or 0
         new = NewSubmission(
             id=new_ulid(),
             key=key,
@@ -645,6 +670,8 @@ class Runtime:
             tenant=tenant,
             by=inbound.by,
             run_at=run_at,
+            priority=priority,
+            priority_aging=self.priority_aging,
         )
         coordinator = self._coordinator if run_at is None else None  # never claimed at once
         with (

@@ -85,7 +85,7 @@ async def dispatch(
         mode="json",
         by_alias=True,
         exclude_none=True,
-        exclude={"session", "dispatch_id", "run_at", "after_seconds"},
+        exclude={"session", "dispatch_id", "run_at", "after_seconds", "priority"},
     )
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
@@ -98,6 +98,7 @@ async def dispatch(
         dispatch_id=payload.dispatch_id or idempotency_key,
         multitask=multitask,
         tenant=identity.tenant,
+        priority=payload.priority,
         # The caller's trace, joined by every attempt (malformed ones are ignored).
         trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
         run_at=payload.run_at,

@@ -12,7 +12,7 @@ from pydantic.alias_generators import to_camel
 from tether.engine import Budget, InboundKind, SignalInfo
 from tether.journal import Decision
 from tether.records import AttachmentRef
-from tether.store import MAX_SEQ
+from tether.store import MAX_SEQ, PRIORITY_MAX, PRIORITY_MIN
 
 __all__ = (
     "SEQ_AFTER",
@@ -71,6 +71,15 @@ class DispatchBody(RequestBody):
         default=None,
         description="Limits on this submission's spending, each over the agent's and the "
         "application's (docs/budgets.md).",
+    )
+    priority: int | None = Field(
+        default=None,
+        strict=True,
+        ge=PRIORITY_MIN,
+        le=PRIORITY_MAX,
+        description="Higher is claimed first among other sessions' queued submissions, "
+        "aged so that none waits forever; a session's own keep their order "
+        "(docs/priorities.md). Absent: the agent's default, else 0.",
     )
     session: str = "default"
     dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)

@@ -99,6 +99,10 @@ class SubmissionView(WireResponse):
     )
     parent_call_id: str | None = optional(description="That task call.")
     depth: int = Field(description="0 for a root submission, 1 for its children, and so on.")
+    priority: int = Field(
+        description="Higher is claimed first, aged while queued (docs/priorities.md); a "
+        "subagent's is its parent's."
+    )
     children: list[ChildSubmission] = Field(
         description="The submissions its task calls spawned, in spawn order."
     )
@@ -147,6 +151,7 @@ class SubmissionView(WireResponse):
             parent_submission_id=s.parent_submission_id,
             parent_call_id=s.parent_call_id,
             depth=s.depth,
+            priority=s.priority,
             children=[ChildSubmission.of(child) for child in info.children],
         )
 

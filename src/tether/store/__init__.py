@@ -26,6 +26,13 @@ from tether.store._export import (
 from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._memory import MemoryStore
+from tether.store._priority import (
+    DEFAULT_PRIORITY_AGING,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    check_priority,
+    check_priority_aging,
+)
 from tether.store._protocol import (
     AdmitAndClaimStore,
     AttachmentStore,
@@ -71,10 +78,13 @@ from tether.store._versions import VersionCount, VersionsServed, WorkerRow, serv
 
 __all__ = (
     "CAPABILITIES",
+    "DEFAULT_PRIORITY_AGING",
     "DEFAULT_STORE_URL",
     "EXPORT_PAGE",
     "EXPORT_VERSION",
     "MAX_SEQ",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
     "SQLITE_FILENAME",
     "WAIT_FOR_CHILDREN",
     "WAIT_FOR_TIMER",
@@ -129,6 +139,8 @@ __all__ = (
     "VersionsServed",
     "WaitStore",
     "WorkerRow",
+    "check_priority",
+    "check_priority_aging",
     "export_chunks",
     "open_store",
     "require_capability",

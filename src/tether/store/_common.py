@@ -68,7 +68,7 @@ SUBMISSION_COLUMNS = (
     "attempt_count, attempt_id, owner_id, lease_expires_at, fence, last_error, wait_reason, "
     "cancel_requested_at, settlement, settled_at, trace, "
     "parent_submission_id, parent_call_id, depth, wait_until, version, tenant, "
-    "cancel_requested_by"
+    "cancel_requested_by, priority"
 )
 """The columns a submission row is read with, in the order ``submission_from_row`` takes."""
 
@@ -288,10 +288,19 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
     (JSON columns hold canonical bytes). A row of the first twenty columns only (the
     columns before a child's parent link) reads as a root submission without a deadline or a
     version."""
-    parent_submission_id, parent_call_id, depth, wait_until, version, tenant, cancelled_by = (
-        row[_BASE_COLUMNS : _BASE_COLUMNS + 7]
+    (
+        parent_submission_id,
+        parent_call_id,
+        depth,
+        wait_until,
+        version,
+        tenant,
+        cancelled_by,
+        priority,
+    ) = (
+        row[_BASE_COLUMNS : _BASE_COLUMNS + 8]
         if len(row) > _BASE_COLUMNS
-        else (None, None, 0, None, None, None, None)
+        else (None, None, 0, None, None, None, None, 0)
     )
     (
         sid,
@@ -345,6 +354,7 @@ def submission_from_row(row: Sequence[Any], moment: Callable[[Any], datetime | N
         cancel_requested_by=(
             None if cancelled_by is None else Actor.model_validate_json(bytes(cancelled_by))
         ),
+        priority=priority,
     )
 
 

@@ -161,6 +161,8 @@ class StoredSubmission:
     submission: Submission  # input/settlement are placeholders; the bytes below are the truth
     input: bytes
     settlement: bytes | None = None
+    rank: int = 0
+    """Its ``claim_rank``, fixed at admission (``_priority``)."""
 
 
 class ScheduleBook:
@@ -557,6 +559,7 @@ class MemoryStore(
     async def admit(self, new: NewSubmission) -> Admission:
         self._check_open()
         payload = canonical_json(new.input)
+        rank = new.claim_rank()  # ValueError first
         tenant = self._admitting_tenant(new)  # before a replay: a foreign one is not told
         dispatch_key = (new.key, new.idempotency_key)
         existing_id = self._dispatch_ids.get(dispatch_key)
@@ -592,8 +595,9 @@ class MemoryStore(
             parent_call_id=None if parent is None else parent.call_id,
             depth=0 if parent is None else parent.depth,
             tenant=conversation.tenant,
+            priority=new.priority,
         )
-        stored = StoredSubmission(submission, payload)
+        stored = StoredSubmission(submission, payload, rank=rank)
         self._submissions[new.id] = stored
         self._dispatch_ids[dispatch_key] = new.id
         return Admission(self._public(stored), created=True)
@@ -673,15 +677,15 @@ class MemoryStore(
     def _runnable(self, serves: VersionsServed | None) -> list[StoredSubmission]:
         """Each session's head (its oldest unsettled submission) if it is queued, and with
         ``serves``, only if a claim with it may take it: an unservable head is skipped, and
-        keeps nothing else from being listed."""
-        heads: dict[str, StoredSubmission] = {}
-        for stored in self._submissions.values():
+        keeps nothing else from being listed. In claim order: by rank, then admission."""
+        heads: dict[str, tuple[int, int, StoredSubmission]] = {}
+        for position, stored in enumerate(self._submissions.values()):
             submission = stored.submission
             if submission.status is not SubmissionStatus.SETTLED:
-                heads.setdefault(submission.conversation_id, stored)
+                heads.setdefault(submission.conversation_id, (stored.rank, position, stored))
         return [
             stored
-            for stored in heads.values()
+            for _, _, stored in sorted(heads.values(), key=lambda head: head[:2])
             if stored.submission.status is SubmissionStatus.QUEUED
             and (serves is None or self._served(stored.submission, serves) is not None)
         ]

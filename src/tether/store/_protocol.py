@@ -114,7 +114,9 @@ class SubmissionStore(Protocol):
         ...
 
     async def list_runnable(self, limit: int = 100) -> list[Submission]:
-        """One head per session (its oldest unsettled submission), only if that head is queued."""
+        """One head per session (its oldest unsettled submission), only if that head is queued,
+        in claim order: by ``claim_rank`` (admission time, ``priority`` agings earlier: see
+        ``NewSubmission.priority``), then admission order."""
         ...
 
     async def claim(
@@ -158,9 +160,10 @@ class SubmissionStore(Protocol):
         now: datetime,
         serves: VersionsServed | None = None,
     ) -> list[ClaimedHead]:
-        """Claim up to ``len(attempt_ids)`` runnable session heads at once, oldest first, each
-        as ``claim`` would (the n-th claimed gets the n-th attempt id). Concurrent callers take
-        disjoint heads; a head another caller is taking is skipped, not waited for. Each says
+        """Claim up to ``len(attempt_ids)`` runnable session heads at once, first in claim
+        order (``list_runnable``'s: higher priority first, aged), each as ``claim`` would
+        (the n-th claimed gets the n-th attempt id). Concurrent callers take disjoint heads;
+        a head another caller is taking is skipped, not waited for. Each says
         whether it was ``alone``: nothing else of its session queued behind it.
 
         With ``serves``, only heads ``claim`` would take with it are claimed, and stamped as

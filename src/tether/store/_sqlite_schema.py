@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 18
+SCHEMA_VERSION: Final = 19
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -443,6 +443,20 @@ _SCHEMA_V18: Final = """
 ALTER TABLE submissions ADD COLUMN cancel_requested_by BLOB;
 """
 
+# v19: priorities (issue 41). Each submission's ``priority`` as admitted, and its
+# ``claim_rank`` (``_priority``): its admission time in microseconds, ``priority`` agings
+# earlier, fixed at admission. Claims read the queued heads by rank, then position, from
+# ``submissions_queued_by_rank`` (only queued rows: a claim moves its row out). An unsettled
+# submission admitted before v19 ranks at its admission (priority 0); a settled one is never
+# claimed again and keeps no rank.
+_SCHEMA_V19: Final = """
+ALTER TABLE submissions ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE submissions ADD COLUMN claim_rank INTEGER;
+UPDATE submissions SET claim_rank = created_at WHERE status != 'settled';
+CREATE INDEX submissions_queued_by_rank ON submissions (claim_rank, position)
+    WHERE status = 'queued';
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -468,6 +482,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V16,
     _SCHEMA_V17,
     _SCHEMA_V18,
+    _SCHEMA_V19,
 )
 
 

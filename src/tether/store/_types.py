@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final
 
 from tether._payloads import Actor, ConversationParent
+from tether.store._priority import DEFAULT_PRIORITY_AGING, claim_rank
 
 __all__ = (
     "MAX_SEQ",
@@ -146,6 +147,13 @@ class NewSubmission:
     """Who admits it, as the server verified them: a conversation this admission creates
     records them as its maker (its ``conversation_created``'s ``by``); an existing one is
     left as it is. Not part of what makes a dispatch the same one."""
+    priority: int = 0
+    """Higher is claimed first, among the sessions' heads (``PRIORITY_MIN..PRIORITY_MAX``;
+    a session's own submissions keep their order). Not part of what makes a dispatch the
+    same one: a replay keeps the first admission's."""
+    priority_aging: timedelta = DEFAULT_PRIORITY_AGING
+    """How long it waits, queued, to gain one step of priority (``_priority``): with the
+    priority, it fixes the submission's ``claim_rank`` at admission."""
 
     run_at: datetime | None = None
     """A delayed dispatch: admitted ``scheduled`` (its ``wait_until`` is this time) and made
@@ -157,6 +165,14 @@ class NewSubmission:
     @property
     def idempotency_key(self) -> str:
         return self.dispatch_id if self.dispatch_id is not None else self.id
+
+    def claim_rank(self) -> int:
+        """The key its claim is ordered by (``_priority.claim_rank``), fixed at admission:
+        from when it is queued, its ``run_at`` for a delayed dispatch (which so waits its turn
+        behind what was queued before it came due, not ahead of it by its delay).
+        ``ValueError`` for a priority or aging out of range."""
+        queued_at = self.created_at if self.run_at is None else self.run_at
+        return claim_rank(queued_at, self.priority, self.priority_aging)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +213,8 @@ class Submission:
     cancel_requested_by: Actor | None = None
     """Who asked for the cancel, as the server verified them (kept with the first stamp;
     ``None``: no one authenticated, or no cancel)."""
+    priority: int = 0
+    """As admitted (``NewSubmission.priority``): higher is claimed first, aging aside."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,10 +64,10 @@ WITH asked AS (
 ), admitted AS (
     INSERT INTO submissions (id, dispatch_id, agent, instance, session, conversation_id,
                              status, input, created_at, trace, parent_submission_id,
-                             parent_call_id, depth, tenant, wait_until)
+                             parent_call_id, depth, tenant, wait_until, priority, claim_rank)
     SELECT %(id)s, %(dispatch)s, %(agent)s, %(instance)s, %(session)s, conversation.id,
            %(status)s, %(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s,
-           conversation.tenant, %(run_at)s::timestamptz
+           conversation.tenant, %(run_at)s::timestamptz, %(priority)s, %(rank)s
     FROM conversation
     ON CONFLICT DO NOTHING
     RETURNING {SUBMISSION_COLUMNS}
@@ -97,6 +97,13 @@ def _parent_columns(new: NewSubmission) -> dict[str, Any]:
 def _timing(new: NewSubmission) -> dict[str, Any]:
     """A delayed dispatch is admitted ``scheduled`` until its ``run_at`` (``wait_until``)."""
     return {"status": "queued" if new.run_at is None else "scheduled", "run_at": new.run_at}
+
+
+def _rank_columns(new: NewSubmission) -> dict[str, Any]:
+    """Its priority and claim order (``_priority``); ``ValueError`` before anything is
+    written for a priority or aging out of range."""
+    rank = new.claim_rank()
+    return {"priority": new.priority, "rank": rank}
 
 
 def steers(submission_input: Mapping[str, Any]) -> bool:
@@ -133,6 +140,7 @@ async def admit_at_once(conn: Conn, new: NewSubmission, channels: Channels) -> A
                 "trace": canonical_json(dict(new.trace)) if new.trace else None,
                 **_parent_columns(new),
                 **_timing(new),
+                **_rank_columns(new),
                 "tenant": new.tenant,
                 "work": channels.work,
                 "append": channels.append,
@@ -203,6 +211,7 @@ async def admit(
     conn: Conn, new: NewSubmission, channels: Channels, *, wake: bool = True
 ) -> Admission:
     payload = canonical_json(new.input)
+    ranked = _rank_columns(new)  # a bad priority: ValueError before anything is read
     key = new.key
     parent = new.parent
     limit = None if parent is None else parent.max_total
@@ -233,9 +242,10 @@ async def admit(
             await conn.execute(
                 "INSERT INTO submissions (id, dispatch_id, agent, instance, session, "
                 "conversation_id, status, input, created_at, trace, parent_submission_id, "
-                "parent_call_id, depth, tenant, wait_until) VALUES (%(id)s, %(dispatch)s, "
-                "%(agent)s, %(instance)s, %(session)s, %(cid)s, %(status)s, %(input)s, %(at)s, "
-                "%(trace)s, %(parent_id)s, %(call_id)s, %(depth)s, %(tenant)s, %(run_at)s) "
+                "parent_call_id, depth, tenant, wait_until, priority, claim_rank) VALUES (%(id)s, "
+                "%(dispatch)s, %(agent)s, %(instance)s, %(session)s, %(cid)s, %(status)s, "
+                "%(input)s, %(at)s, %(trace)s, %(parent_id)s, %(call_id)s, %(depth)s, "
+                "%(tenant)s, %(run_at)s, %(priority)s, %(rank)s) "
                 "ON CONFLICT DO NOTHING RETURNING id",
                 {
                     "id": new.id,
@@ -249,6 +259,7 @@ async def admit(
                     "trace": canonical_json(dict(new.trace)) if new.trace else None,
                     **_parent_columns(new),
                     **_timing(new),
+                    **ranked,
                     "tenant": conversation.tenant,
                 },
             )

@@ -401,6 +401,22 @@ MIGRATIONS: Final = (
     ALTER TABLE gates ADD CONSTRAINT gates_kind_check
         CHECK (kind IN ('approval', 'input', 'budget'));
     """,
+    # v16: priorities (issue 41). Each submission's ``priority`` as admitted, and its
+    # ``claim_rank`` (``_priority``): its admission time in microseconds since the epoch,
+    # ``priority`` agings earlier, fixed at admission. A batch claim reads the queued heads by
+    # rank, then position, from ``submissions_queued_by_rank`` (the queued rows only, as
+    # ``submissions_queued``, which claims read before). An unsettled submission admitted
+    # before v16 ranks at its admission (priority 0); a settled one keeps no rank. Idempotent,
+    # like v6's.
+    """
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE submissions ADD COLUMN IF NOT EXISTS claim_rank BIGINT;
+    UPDATE submissions
+        SET claim_rank = (extract(epoch FROM created_at) * 1000000)::bigint
+        WHERE status <> 'settled' AND claim_rank IS NULL;
+    CREATE INDEX IF NOT EXISTS submissions_queued_by_rank ON submissions (claim_rank, position)
+        WHERE status = 'queued';
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

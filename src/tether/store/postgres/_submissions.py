@@ -101,7 +101,7 @@ async def list_runnable(conn: Conn, limit: int) -> list[Submission]:
     rows = await (
         await conn.execute(
             f"SELECT {SUBMISSION_COLUMNS} FROM submissions s WHERE status = 'queued' AND "
-            f"{_HEAD_OF_SESSION} ORDER BY position LIMIT %s",
+            f"{_HEAD_OF_SESSION} ORDER BY claim_rank, position LIMIT %s",
             (limit,),
         )
     ).fetchall()
@@ -204,14 +204,15 @@ async def claim(
 _CLAIMED_COLUMNS = ", ".join(f"s.{column.strip()}" for column in SUBMISSION_COLUMNS.split(","))
 _CLAIM = """
 WITH heads AS (
-    SELECT s.id, s.conversation_id, s.position FROM submissions s
+    SELECT s.id, s.conversation_id, s.position, s.claim_rank FROM submissions s
     WHERE {which} AND s.status = 'queued' AND {served}{head}
     {lock_heads}
 ), free AS (
     SELECT c.id FROM conversations c WHERE c.id IN (SELECT conversation_id FROM heads)
     {lock_conversations}
 ), numbered AS (
-    SELECT h.id, h.conversation_id, h.position, row_number() OVER (ORDER BY h.position) AS k
+    SELECT h.id, h.conversation_id, h.position,
+           row_number() OVER (ORDER BY h.claim_rank, h.position) AS k
     FROM heads h JOIN free f ON f.id = h.conversation_id
 ), fenced AS (
     -- One head per session, so one conversation per head: each gets a fresh fence.
@@ -240,7 +241,7 @@ FROM chosen c WHERE s.id = c.id
 RETURNING {columns},
     NOT EXISTS (SELECT 1 FROM submissions q WHERE q.conversation_id = s.conversation_id
                 AND q.status <> 'settled' AND q.status = 'queued' AND q.id <> s.id),
-    s.position
+    s.claim_rank, s.position
 """
 # With ``serves`` (a JSON object: agent -> versions, newest first), ``served_version`` in
 # SQL: a head is taken only if its agent is served and its version is unset, listed, or
@@ -269,7 +270,10 @@ def _claim_statement(which: str, lock: str, *, versioned: bool) -> str:
         which=which,
         served=_SERVED if versioned else "",
         head=_HEAD_OF_SESSION,
-        lock_heads=lock.format(limit="ORDER BY s.position LIMIT %(n)s "),
+        # Priorities: claim order is (claim_rank, position), read in that order from the
+        # partial index of the queued rows (``submissions_queued_by_rank``), as ``position``
+        # was from ``submissions_queued``: no expression of the clock, aging is in the rank.
+        lock_heads=lock.format(limit="ORDER BY s.claim_rank, s.position LIMIT %(n)s "),
         lock_conversations=lock.format(limit=""),
         columns=_CLAIMED_COLUMNS,
         stamp=_STAMP if versioned else "",
@@ -319,7 +323,7 @@ async def claim_runnable(
     rows = await (await conn.execute(_CLAIM_HEADS[serves is not None], params)).fetchall()
     return [
         ClaimedHead(submission(row[:COLUMN_COUNT]), alone=row[COLUMN_COUNT])
-        for row in sorted(rows, key=lambda row: row[-1])
+        for row in sorted(rows, key=lambda row: (row[-2], row[-1]))  # claim order
     ]
 
 

@@ -37,6 +37,7 @@ from tether.testing.storetest._input_gates import InputGateCases
 from tether.testing.storetest._log import LogCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._parking import ParkingCases
+from tether.testing.storetest._priorities import PriorityCases
 from tether.testing.storetest._schedules import ScheduleCases
 from tether.testing.storetest._serving import ServingCases
 from tether.testing.storetest._sessions import SessionListCases
@@ -62,6 +63,7 @@ __all__ = (
 class CoreConformance(
     SubmissionCases,
     ServingCases,
+    PriorityCases,
     LogCases,
     SettlementCases,
     MachineCase,

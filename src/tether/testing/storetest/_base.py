@@ -14,6 +14,7 @@ import pytest
 from tether.records import Actor, RecordDraft, UserMessage, format_time
 from tether.store import (
     CAPABILITIES,
+    DEFAULT_PRIORITY_AGING,
     AdmitAndClaimStore,
     AttachmentStore,
     CapabilityName,
@@ -210,19 +211,24 @@ class Fixtures:
         tenant: str | None = None,
         by: Actor | None = None,
         run_at: datetime | None = None,
+        priority: int = 0,
+        seconds: float = 0,
+        aging: timedelta = DEFAULT_PRIORITY_AGING,
     ) -> NewSubmission:
         return NewSubmission(
             id=self.id("sub"),
             key=self.key(session, instance, agent),
             conversation_id=self.id("conv"),
             input={"kind": "user", "body": body},
-            created_at=self.at(0),
+            created_at=self.at(seconds),
             dispatch_id=dispatch_id,
             trace=trace,
             parent=parent,
             tenant=tenant,
             by=by,
             run_at=run_at,
+            priority=priority,
+            priority_aging=aging,
         )
 
     async def admit(self, session: str = "default", **kwargs: Any) -> Submission:

@@ -162,9 +162,20 @@ class _ReferenceMachine(GateRules, SessionRules, VersionRules, RuleBasedStateMac
         key=st.sampled_from(SESSIONS),
         payload=st.sampled_from(INPUTS),
         dispatch=st.sampled_from((None, None, "d1", "d2")),
+        priority=st.sampled_from((0, 0, 1, -1, 3)),  # claim order: by rank, then admission
     )
-    def admit(self, key: SessionKey, payload: dict[str, Any], dispatch: str | None) -> None:
-        new = NewSubmission(self._id("sub"), key, self._id("conv"), payload, self._now(), dispatch)
+    def admit(
+        self, key: SessionKey, payload: dict[str, Any], dispatch: str | None, priority: int
+    ) -> None:
+        new = NewSubmission(
+            self._id("sub"),
+            key,
+            self._id("conv"),
+            payload,
+            self._now(),
+            dispatch,
+            priority=priority,
+        )
         kind, result = self._both(lambda store: store.admit(new))
         if kind == "ok":
             self.submissions.append(result.submission.id)
