@@ -1,7 +1,7 @@
 """Conformance cases for timers (capability ``timers``): a delayed dispatch is admitted
 ``scheduled`` with its due time, is never claimed nor claimed at admission, holds its
 session's later submissions behind it, is released to ``queued`` once due (each once), and
-a cancel queues it at once; ``next_due`` says when the earliest scheduled or timed wait is."""
+a cancel queues it at once; once due, it is claimed in its turn from its due time; ``next_due`` says when the earliest scheduled or timed wait is."""
 
 from __future__ import annotations
 
@@ -57,6 +57,24 @@ class TimerCases(BaseConformance):
             attempt_ids=["att-3", "att-4"], owner_id="w", lease_expires_at=fx.at(120), now=fx.at(0)
         )
         assert head.submission.id == later.id  # its session's order is kept
+
+    @case
+    async def test_a_delayed_dispatch_waits_its_turn_from_when_it_came_due(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        # Its claim order (priorities' rank) counts from its due time, not its admission:
+        # what was queued before it came due goes first, what came after goes after.
+        later = await fx.admit("a", run_at=fx.at(60))
+        before_due = await fx.admit("b", seconds=30)
+        after_due = await fx.admit("c", seconds=90)
+        await store.release_due(fx.at(100))
+        heads = await store.claim_runnable(
+            attempt_ids=["att-1", "att-2", "att-3"],
+            owner_id="w",
+            lease_expires_at=fx.at(200),
+            now=fx.at(100),
+        )
+        assert [head.submission.id for head in heads] == [before_due.id, later.id, after_due.id]
 
     @case
     async def test_releases_are_in_admission_order_and_once_under_races(
