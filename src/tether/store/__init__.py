@@ -25,6 +25,7 @@ from tether.store._export import (
 )
 from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
+from tether.store._limits import HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -34,6 +35,7 @@ from tether.store._protocol import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     LogStore,
     OwnerLiveness,
     RetentionStore,
@@ -95,7 +97,10 @@ __all__ = (
     "GateKind",
     "GateStatus",
     "GateStore",
+    "HeldBack",
     "ImportStore",
+    "LimitAsk",
+    "LimitStore",
     "LogStore",
     "LogWalk",
     "MemoryStore",

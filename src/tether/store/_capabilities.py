@@ -18,6 +18,7 @@ from tether.store._protocol import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     LogStore,
     OwnerLiveness,
     RetentionStore,
@@ -47,6 +48,7 @@ CapabilityName = Literal[
     "liveness",
     "versions",
     "tokens",
+    "limits",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -64,6 +66,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "liveness": OwnerLiveness,
     "versions": VersionStore,
     "tokens": TokenStore,
+    "limits": LimitStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -117,6 +120,7 @@ class StoreCapabilities:
     liveness: OwnerLiveness | None
     versions: VersionStore | None
     tokens: TokenStore | None
+    limits: LimitStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -143,6 +147,7 @@ class StoreCapabilities:
             liveness=cast(OwnerLiveness | None, offered(OwnerLiveness)),
             versions=cast(VersionStore | None, offered(VersionStore)),
             tokens=cast(TokenStore | None, offered(TokenStore)),
+            limits=cast(LimitStore | None, offered(LimitStore)),
         )
 
     @property

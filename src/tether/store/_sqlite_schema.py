@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 18
+SCHEMA_VERSION: Final = 19
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -443,6 +443,23 @@ _SCHEMA_V18: Final = """
 ALTER TABLE submissions ADD COLUMN cancel_requested_by BLOB;
 """
 
+# v19: shared limits (issue 41, docs/limits.md): each limit key's expiring holds (a slot in
+# flight, a call in a rate's window, tokens spent in the last minute, a provider's pause),
+# times in microseconds. ``limit_holds_by_key`` serves a grant's read of one key and the
+# prefix scan of the keys at their limit; ``limit_holds_by_owner`` a worker's renewal.
+_SCHEMA_V19: Final = """
+CREATE TABLE limit_holds (
+    key        TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    holder     TEXT NOT NULL,
+    owner_id   TEXT NOT NULL,
+    amount     INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX limit_holds_by_key ON limit_holds (key, kind, expires_at);
+CREATE INDEX limit_holds_by_owner ON limit_holds (owner_id, kind);
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -468,6 +485,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V16,
     _SCHEMA_V17,
     _SCHEMA_V18,
+    _SCHEMA_V19,
 )
 
 

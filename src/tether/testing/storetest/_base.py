@@ -21,6 +21,7 @@ from tether.store import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     NewSubmission,
     RetentionStore,
     ScheduleStore,
@@ -56,6 +57,7 @@ offers with gates or children)."""
 
 
 class CompleteStore(
+    LimitStore,
     Store,
     AdmitAndClaimStore,
     AttachmentStore,
