@@ -440,6 +440,8 @@ PUBLIC = {
         "ModelCallFailed",
         "Multitask",
         "NO_WORKER_FOR_VERSION",
+        "LIMIT",
+        "Limits",
         "Observer",
         "Operation",
         "OperationEnded",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tether.engine._budget import Budget
+from tether.engine._limits import Limits
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model, ModelRetryPolicy
@@ -86,6 +87,9 @@ class AgentDefinition:
     budget: Budget | None = None
     """Limits on each submission's spending (docs/budgets.md); a dispatch's own override
     them limit by limit, and they override the application's (``RuntimeConfig.budget``)."""
+    limits: Limits | None = None
+    """Limits on this agent's runs in flight (``concurrency`` across workers, ``per_worker``
+    on one) and on its runs' model calls (``rate``, ``tokens_per_minute``): docs/limits.md."""
     policy: VersionPolicy = "pinned"
     """What a run started on another version of this agent does here."""
     previous: Sequence[AgentDefinition] = ()

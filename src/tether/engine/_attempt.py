@@ -559,14 +559,20 @@ class _Attempt:
         """Every model client and tool executor invoked: instrumented, and, under a budget,
         checked against it first (a call refused is never made, so never instrumented)."""
         events, correlation, meter = self.events, self.correlation, self.meter
+        # Limits (docs/limits.md) outside the instrumentation: a wait for a rate limit is
+        # no part of the call's latency; inside the budget: a call refused by the budget
+        # waits for no limit.
+        limits, submission = self.context.limits, self.submission
         if meter is None:
             return EffectWrappers(
-                model=lambda model: events.model(model, correlation),
+                model=lambda model: limits.model(events.model(model, correlation), submission),
                 tools=lambda tools: events.tools(tools, correlation),
             )
         now = self.context.clock.now
         return EffectWrappers(
-            model=lambda model: BudgetedModel(events.model(model, correlation), meter, now),
+            model=lambda model: BudgetedModel(
+                limits.model(events.model(model, correlation), submission), meter, now
+            ),
             tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meter),
         )
 
