@@ -205,6 +205,7 @@ PUBLIC = {
         "LimitStore",
         "HeldBack",
         "LimitAsk",
+        "GrantTime",
         "RetentionStore",
         "ScheduleStore",
         "SessionListStore",

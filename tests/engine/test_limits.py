@@ -16,7 +16,7 @@ from tether.engine._limits import model_keys
 from tether.errors import ProviderRateLimited
 from tether.messages import Message, ModelRequest, ModelResponse, TextPart, Usage
 from tether.models import DeltaSink
-from tether.store import LimitAsk, Store, SubmissionStatus
+from tether.store import GrantTime, LimitAsk, Store, SubmissionStatus
 
 from ..journal.harnesses import EchoHarness
 from .agents import agent
@@ -186,10 +186,16 @@ async def test_a_models_rate_is_never_exceeded(
     granted: list[datetime] = []
     acquire = store.acquire_limit  # type: ignore[attr-defined]
 
-    async def spied(ask: LimitAsk, *, now: datetime) -> datetime | None:
-        retry_at: datetime | None = await acquire(ask, now=now)
+    async def spied(ask: LimitAsk, *, now: GrantTime) -> datetime | None:
+        read: list[datetime] = []
+
+        def reading() -> datetime:  # the time the store decided at
+            read.append(now() if callable(now) else now)
+            return read[-1]
+
+        retry_at: datetime | None = await acquire(ask, now=reading)
         if retry_at is None:
-            granted.append(now)
+            granted.append(read[-1])
         return retry_at
 
     monkeypatch.setattr(store, "acquire_limit", spied)

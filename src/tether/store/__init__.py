@@ -25,7 +25,7 @@ from tether.store._export import (
 )
 from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import HeldBack, LimitAsk
+from tether.store._limits import GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -97,6 +97,7 @@ __all__ = (
     "GateKind",
     "GateStatus",
     "GateStore",
+    "GrantTime",
     "HeldBack",
     "ImportStore",
     "LimitAsk",

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from tether.store._common import from_micros, to_micros
+
 __all__ = (
     "CALL",
     "HOLDS_BY_KIND",
@@ -24,6 +26,7 @@ __all__ = (
     "SLOT",
     "TOKENS",
     "TOKENS_WINDOW",
+    "GrantTime",
     "HeldBack",
     "KeyHolds",
     "LimitAsk",
@@ -32,6 +35,7 @@ __all__ = (
     "decide",
     "holds_of",
     "prefix_bounds",
+    "read_now",
 )
 
 SLOT: Final = "slot"
@@ -40,6 +44,19 @@ TOKENS: Final = "tokens"
 PAUSE: Final = "pause"
 TOKENS_WINDOW: Final = 60.0
 """Seconds a ``tokens`` hold counts against ``tokens_per_minute``."""
+
+
+GrantTime = datetime | Callable[[], datetime]
+"""A grant's time: a moment, or a clock read once the key is locked, so that an ask that
+waited for the lock (other workers' asks of the key) is decided at the time it is decided,
+and a call it grants starts within moments of the time its window is counted from."""
+
+
+def read_now(now: GrantTime) -> datetime:
+    """The moment ``now`` says, as every backend keeps it (UTC, to the microsecond);
+    ``ValueError`` if naive."""
+    moment = now() if callable(now) else now
+    return from_micros(to_micros(moment))
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,12 +63,14 @@ from tether.store._limits import (
     SLOT,
     TOKENS,
     TOKENS_WINDOW,
+    GrantTime,
     HeldBack,
     KeyHolds,
     LimitAsk,
     check_ask,
     check_key,
     decide,
+    read_now,
 )
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
@@ -1154,10 +1156,10 @@ class MemoryStore(
         self._holds = [h for h in self._holds if h.key != key or h.expires_at > now]
         return [h for h in self._holds if h.key == key]
 
-    async def acquire_limit(self, ask: LimitAsk, *, now: datetime) -> datetime | None:
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         check_ask(ask)
-        stored_time(now)
         self._check_open()
+        now = read_now(now)  # nothing runs between this and the grant: the key is "locked"
         live = self._live_holds(ask.key, now)
 
         def of(kind: str) -> list[_Hold]:

@@ -28,7 +28,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from tether._payloads import AttachmentRef
 from tether.records import Actor, Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import HeldBack, LimitAsk
+from tether.store._limits import GrantTime, HeldBack, LimitAsk
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
@@ -852,11 +852,12 @@ class LimitStore(Protocol):
                 await store.release_limit("model:openai", holder=call_id)
     """
 
-    async def acquire_limit(self, ask: LimitAsk, *, now: datetime) -> datetime | None:
-        """Drop the key's holds expired at ``now``; then, if :func:`~tether.store._limits.decide`
-        grants ``ask``, take its slot (or move an existing slot of its holder to the new
-        expiry) and its call, and answer ``None``; else take nothing and answer the earliest
-        time to ask again. ``ValueError`` for a malformed ask (writing nothing)."""
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
+        """Drop the key's holds expired at ``now`` (a moment, or a clock read once the key
+        is locked: :data:`~tether.store.GrantTime`); then, if the holds left allow ``ask``
+        (``tether.store._limits.decide``), take its slot (or move its holder's slot to the
+        new expiry) and its call, and answer ``None``; else take nothing and answer the
+        earliest time to ask again. ``ValueError`` for a malformed ask (writing nothing)."""
         ...
 
     async def release_limit(self, key: str, *, holder: str) -> None:

@@ -44,7 +44,7 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import HeldBack, LimitAsk, check_ask, check_key
+from tether.store._limits import GrantTime, HeldBack, LimitAsk, check_ask, check_key, read_now
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -671,9 +671,11 @@ class SqliteStore(
 
     # --- limits -----------------------------------------------------------------------
 
-    async def acquire_limit(self, ask: LimitAsk, *, now: datetime) -> datetime | None:
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         check_ask(ask)
-        return await self._write(limits_sql.acquire_limit, ask, stored_time(now))
+        if not callable(now):
+            now = read_now(now)  # refused before the write, if naive
+        return await self._write(limits_sql.acquire_limit, ask, now)
 
     async def release_limit(self, key: str, *, holder: str) -> None:
         await self._write(limits_sql.release_limit, key, holder)

@@ -15,10 +15,12 @@ from tether.store._limits import (
     SLOT,
     TOKENS,
     TOKENS_WINDOW,
+    GrantTime,
     LimitAsk,
     decide,
     holds_of,
     prefix_bounds,
+    read_now,
 )
 
 __all__ = (
@@ -38,7 +40,8 @@ _INSERT = (
 _HOLDS = HOLDS_BY_KIND.format(p="?")
 
 
-def acquire_limit(conn: sqlite3.Connection, ask: LimitAsk, now: datetime) -> datetime | None:
+def acquire_limit(conn: sqlite3.Connection, ask: LimitAsk, when: GrantTime) -> datetime | None:
+    now = read_now(when)  # in the write transaction: no other process decides meanwhile
     at = to_micros(now)
     conn.execute("DELETE FROM limit_holds WHERE key = ? AND expires_at <= ?", (ask.key, at))
     rows = conn.execute(_HOLDS, (ask.holder, ask.holder, ask.key, at)).fetchall()

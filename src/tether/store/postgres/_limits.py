@@ -13,10 +13,12 @@ from tether.store._limits import (
     SLOT,
     TOKENS,
     TOKENS_WINDOW,
+    GrantTime,
     LimitAsk,
     decide,
     holds_of,
     prefix_bounds,
+    read_now,
 )
 from tether.store.postgres._log import Conn
 
@@ -44,9 +46,10 @@ def _same(moment: datetime) -> datetime:
     return moment  # timestamptz columns arrive as aware datetimes
 
 
-async def acquire_limit(conn: Conn, ask: LimitAsk, now: datetime) -> datetime | None:
+async def acquire_limit(conn: Conn, ask: LimitAsk, when: GrantTime) -> datetime | None:
     """In a transaction (the store's ``_run``): the key's lock is held to its commit."""
     await conn.execute(_LOCK, (ask.key,))
+    now = read_now(when)  # once the lock is ours: no other worker decides meanwhile
     await conn.execute(
         "DELETE FROM limit_holds WHERE key = %s AND expires_at <= %s", (ask.key, now)
     )

@@ -39,7 +39,7 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import HeldBack, LimitAsk, check_ask, check_key
+from tether.store._limits import GrantTime, HeldBack, LimitAsk, check_ask, check_key, read_now
 from tether.store._notify import wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -893,9 +893,11 @@ class PostgresStore(
 
     # --- limits -----------------------------------------------------------------------
 
-    async def acquire_limit(self, ask: LimitAsk, *, now: datetime) -> datetime | None:
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         check_ask(ask)
-        return await self._run(_limits.acquire_limit, ask, stored_time(now))
+        if not callable(now):
+            now = read_now(now)  # refused before the transaction, if naive
+        return await self._run(_limits.acquire_limit, ask, now)
 
     async def release_limit(self, key: str, *, holder: str) -> None:
         if _sendable(key, holder):
