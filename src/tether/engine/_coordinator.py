@@ -434,7 +434,10 @@ class Coordinator:
         try:
             await self._claimed(submission, watch)
         finally:
-            await limits.give_back_run(submission)
+            if await limits.give_back_run(submission):
+                # A slot is free only now, after the settlement's wake-up (which a claim
+                # may have heard while the slot was still held): look again.
+                self.wake.set()
 
     async def _claimed(self, submission: Submission, watch: SteerWatch) -> None:
         context = self.context

@@ -260,11 +260,15 @@ class LimitGate:
         self._drop_local(rules)
         return False
 
-    async def give_back_run(self, submission: Submission) -> None:
-        """Give back what :meth:`take_run` took (when the run ends, however it ends)."""
+    async def give_back_run(self, submission: Submission) -> bool:
+        """Give back what :meth:`take_run` took (when the run ends, however it ends);
+        whether it took anything (then a claim may now take what was held back)."""
         rules = self._run_rules(submission)
+        if not rules:
+            return False
         self._drop_local(rules)
         await self._release(rules, str(submission.attempt_id))
+        return True
 
     def _drop_local(self, rules: Iterable[_Rule]) -> None:
         for rule in rules:
