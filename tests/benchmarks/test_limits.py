@@ -21,7 +21,7 @@ def test_the_limits_benchmark_runs_and_states_its_goals(tmp_path: Path) -> None:
         [
             sys.executable,
             "benchmarks/limits.py",
-            *("--turns 5 --rounds 1 --queued 20 --claims 2 --rate 5 --per 0.5 --seconds 1").split(),
+            *("--turns 5 --rounds 1 --queued 20 --claims 2 --rate 5 --per 0.5 --seconds 2").split(),
         ],
         cwd=ROOT,
         capture_output=True,
