@@ -257,3 +257,28 @@ async def test_a_429_retry_after_slows_every_worker(
     assert [o["status"] for o in outcomes] == ["succeeded", "succeeded"]
     assert len(model.started) == 3
     assert all(at >= refused_at + timedelta(seconds=30) for at in model.started[1:])
+
+
+async def test_a_run_aborted_while_it_waits_for_a_slot_leaves_none_behind(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """A call waiting for the model's one slot is cancelled with its run: it holds nothing
+    after, and the slot goes to the next call once the first gives it back."""
+    model = Held(clock)
+    limits = {"test": Limits(concurrency=1)}
+    async with make_runtime({"a": agent(EchoHarness(), model)}, model_limits=limits) as runtime:
+        first = (await runtime.dispatch("a", "acme", "go", session="a")).submission_id
+        await asyncio.wait_for(model.entered.wait(), 30)
+        waiting = (await runtime.dispatch("a", "acme", "go", session="b")).submission_id
+        await _turns(clock)
+        assert len(model.started) == 1  # the second call waits for the slot
+        await runtime.abort_submission(waiting)
+        aborted = await advance_until(clock, runtime.wait(waiting), 0.05)
+        assert aborted["status"] == "aborted"
+        limited: Any = store
+        assert await limited.limit_slots("model:", now=clock.now()) == {"model:test": 1}
+        model.release.set()
+        third = (await runtime.dispatch("a", "acme", "go", session="c")).submission_id
+        outcomes = await advance_until(clock, _settle_all(runtime, [first, third]), 0.05)
+        assert [o["status"] for o in outcomes] == ["succeeded", "succeeded"]
+        assert await limited.limit_slots("model:", now=clock.now()) == {}

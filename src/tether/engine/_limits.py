@@ -148,11 +148,14 @@ class LimitGate:
         """Slots of each key held in this process (``per_worker``, and whether to renew)."""
         self._local_wait = asyncio.Condition()
         self._calls = 0
+        """Model calls holding the store's slots here (renewed while they last)."""
+        self._unreleased: set[tuple[str, str]] = set()
+        """Slots whose giving back failed (the store was away): given back at the next
+        renewal, so that a renewal never keeps them alive."""
         self._limits_runs = any(
             limits.concurrency is not None or limits.per_worker is not None
             for limits in (*self._agents.values(), *self._tenants.values())
         )
-        """Model calls holding the store's slots here (renewed while they last)."""
 
     @property
     def configured(self) -> bool:
@@ -255,7 +258,12 @@ class LimitGate:
                 return False
         for rule in rules:  # counted before the store is asked: runs start side by side
             self._local[rule.key] += 1
-        if await self._ask_all(rules, str(submission.attempt_id), pauses=False) is None:
+        try:
+            granted = await self._ask_all(rules, str(submission.attempt_id), pauses=False)
+        except BaseException:  # cancelled, or the store failed: nothing is left taken
+            self._drop_local(rules)
+            raise
+        if granted is None:
             return True
         self._drop_local(rules)
         return False
@@ -359,6 +367,17 @@ class LimitGate:
         store = self._store
         if store is None:
             return None
+        try:
+            return await self._ask_each(rules, holder, pauses)
+        except BaseException:
+            # Cancelled (a run aborted) or failed midway: give back every slot this holder
+            # may hold, the one whose grant committed as the error came included.
+            await self._release(rules, holder)
+            raise
+
+    async def _ask_each(self, rules: Sequence[_Rule], holder: str, pauses: bool) -> datetime | None:
+        store = self._store
+        assert store is not None
         clock = self._clock
         now = clock.now()
         taken: list[_Rule] = []
@@ -398,7 +417,8 @@ class LimitGate:
             if rule.counts_slots and rule.limits.concurrency is not None:
                 try:
                     await store.release_limit(rule.key, holder=holder)
-                except TetherError:  # it expires with its lease
+                except TetherError:  # given back at the next renewal, else it expires
+                    self._unreleased.add((rule.key, holder))
                     logger.warning("could not give back a slot of %s", rule.key, exc_info=True)
 
     async def _wait_until(self, retry_at: datetime) -> None:
@@ -408,7 +428,12 @@ class LimitGate:
     async def renew(self) -> None:
         """Move this worker's slots on by a lease (its heartbeat), if it holds any."""
         store = self._store
-        if store is None or not self.holds_slots:
+        if store is None:
+            return
+        for key, holder in list(self._unreleased):
+            await store.release_limit(key, holder=holder)
+            self._unreleased.discard((key, holder))
+        if not self.holds_slots:
             return
         until = self._clock.now() + timedelta(seconds=self._lease)
         await store.renew_limits(self._owner_id, expires_at=until)
