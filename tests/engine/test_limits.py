@@ -23,6 +23,9 @@ from .agents import agent
 from .waits import advance_until
 
 Make = Callable[..., Runtime]
+LONG = 600.0
+"""A lease for the tests that move the clock on by seconds at a time while runs wait: their
+heartbeats, on a loaded machine, must not fall a lease behind the clock."""
 
 
 class Held:
@@ -200,8 +203,8 @@ async def test_a_models_rate_is_never_exceeded(
 
     monkeypatch.setattr(store, "acquire_limit", spied)
     async with (
-        make_runtime({"a": definition}, model_limits=limits) as one,
-        make_runtime({"a": definition}, model_limits=limits) as two,
+        make_runtime({"a": definition}, model_limits=limits, lease=LONG) as one,
+        make_runtime({"a": definition}, model_limits=limits, lease=LONG) as two,
     ):
         ids = [
             (
@@ -225,7 +228,9 @@ async def test_tokens_per_minute_hold_the_next_call(
     model = Held(clock, tokens=80)
     model.release.set()
     limits = {"test": Limits(tokens_per_minute=100)}
-    async with make_runtime({"a": agent(EchoHarness(), model)}, model_limits=limits) as runtime:
+    async with make_runtime(
+        {"a": agent(EchoHarness(), model)}, model_limits=limits, lease=LONG
+    ) as runtime:
         ids = [
             (await runtime.dispatch("a", "acme", f"go {n}", session="s")).submission_id
             for n in range(3)
@@ -245,8 +250,8 @@ async def test_a_429_retry_after_slows_every_worker(
     limits = {"test": Limits()}  # a key to share the provider's pauses on
     definition = agent(EchoHarness(), model)
     async with (
-        make_runtime({"a": definition}, model_limits=limits) as one,
-        make_runtime({"a": definition}, model_limits=limits) as two,
+        make_runtime({"a": definition}, model_limits=limits, lease=LONG) as one,
+        make_runtime({"a": definition}, model_limits=limits, lease=LONG) as two,
     ):
         first = (await one.dispatch("a", "acme", "go", session="a")).submission_id
         while not model.started:
@@ -266,7 +271,9 @@ async def test_a_run_aborted_while_it_waits_for_a_slot_leaves_none_behind(
     after, and the slot goes to the next call once the first gives it back."""
     model = Held(clock)
     limits = {"test": Limits(concurrency=1)}
-    async with make_runtime({"a": agent(EchoHarness(), model)}, model_limits=limits) as runtime:
+    async with make_runtime(
+        {"a": agent(EchoHarness(), model)}, model_limits=limits, lease=LONG
+    ) as runtime:
         first = (await runtime.dispatch("a", "acme", "go", session="a")).submission_id
         await asyncio.wait_for(model.entered.wait(), 30)
         waiting = (await runtime.dispatch("a", "acme", "go", session="b")).submission_id

@@ -167,6 +167,13 @@ class LimitGate:
         ``per_worker``."""
         return self._limits_runs
 
+    def may_hold_back(self, agent: str) -> bool:
+        """Whether a run of ``agent`` may be held back by a limit (its own, or its
+        tenant's): then it is admitted for a claim to take, never claimed at admission."""
+        limits = self._agents.get(agent)
+        own = limits is not None and bool(limits.concurrency or limits.per_worker)
+        return own or any(t.concurrency or t.per_worker for t in self._tenants.values())
+
     def _tenant(self, tenant: str | None) -> Limits | None:
         if tenant is None:
             return None

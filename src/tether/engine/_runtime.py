@@ -648,6 +648,8 @@ class Runtime:
         ) as room:
             attempt_id = new_ulid() if room else None
             fast = self._offered().admit_and_claim if coordinator is not None else None
+            if fast is not None and self._started_context().limits.may_hold_back(key.agent):
+                fast = None  # limits (docs/limits.md): a claim decides whether it may run
             started = self.clock.monotonic()
             if attempt_id is not None and coordinator is not None and fast is not None:
                 admission = await self._admit_and_claim(fast, coordinator, new, attempt_id)
