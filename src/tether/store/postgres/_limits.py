@@ -36,7 +36,10 @@ _INSERT = (
     "INSERT INTO limit_holds (key, kind, holder, owner_id, amount, expires_at) "
     "VALUES (%s, %s, %s, %s, %s, %s)"
 )
-_HOLDS = HOLDS_BY_KIND.format(p="%s")
+_PRUNE_AND_READ = (
+    "WITH gone AS (DELETE FROM limit_holds WHERE key = %s AND expires_at <= %s) "
+    + HOLDS_BY_KIND.format(p="%s")
+)
 # Keyed by the hash of the key with a prefix of its own (a hash that collides with another
 # advisory lock's only serializes the two, never lets one through).
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('tether-limit:' || %s, 0))"
@@ -50,24 +53,33 @@ async def acquire_limit(conn: Conn, ask: LimitAsk, when: GrantTime) -> datetime 
     """In a transaction (the store's ``_run``): the key's lock is held to its commit."""
     await conn.execute(_LOCK, (ask.key,))
     now = read_now(when)  # once the lock is ours: no other worker decides meanwhile
-    await conn.execute(
-        "DELETE FROM limit_holds WHERE key = %s AND expires_at <= %s", (ask.key, now)
-    )
-    rows = await (await conn.execute(_HOLDS, (ask.holder, ask.holder, ask.key, now))).fetchall()
+    # One round trip: the expired holds go as the live ones are read (the read filters on
+    # expiry itself, so that it does not see the delete does not matter).
+    rows = await (
+        await conn.execute(_PRUNE_AND_READ, (ask.key, now, ask.holder, ask.holder, ask.key, now))
+    ).fetchall()
     retry_at = decide(ask, holds_of(rows, _same))
     if retry_at is not None:
         return retry_at
+    values: list[tuple[object, ...]] = []
     if ask.concurrency is not None:
-        await conn.execute(
-            "DELETE FROM limit_holds WHERE key = %s AND kind = %s AND holder = %s",
-            (ask.key, SLOT, ask.holder),
-        )
-        await conn.execute(
-            _INSERT, (ask.key, SLOT, ask.holder, ask.owner_id, 1, ask.slot_expires_at)
-        )
+        values.append((ask.key, SLOT, ask.holder, ask.owner_id, 1, ask.slot_expires_at))
     if ask.rate is not None and ask.per_seconds is not None:
         until = now + timedelta(seconds=ask.per_seconds)
-        await conn.execute(_INSERT, (ask.key, CALL, ask.holder, ask.owner_id, 1, until))
+        values.append((ask.key, CALL, ask.holder, ask.owner_id, 1, until))
+    if values:  # one round trip: the holder's earlier slot of the key goes, the grant comes
+        rows_sql = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(values))
+        await conn.execute(
+            f"WITH gone AS (DELETE FROM limit_holds WHERE key = %s AND kind = '{SLOT}' "
+            f"AND holder = %s AND %s) INSERT INTO limit_holds (key, kind, holder, owner_id, "
+            f"amount, expires_at) VALUES {rows_sql}",
+            (
+                ask.key,
+                ask.holder,
+                ask.concurrency is not None,
+                *(value for row in values for value in row),
+            ),
+        )
     return None
 
 
