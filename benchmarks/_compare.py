@@ -86,6 +86,7 @@ FULL = Sizes(
         "postgres.py": "--submissions 1000 --samples 100".split(),
         "http.py": [],
         "scale.py": [],
+        "limits.py": [],
     },
 )
 QUICK = Sizes(
@@ -105,6 +106,9 @@ QUICK = Sizes(
         ).split(),
         "http.py": "--clients 1 4 --seconds 0.3 --warmup 0.1".split(),
         "scale.py": "--sizes 10 100 --submissions 5 --rounds 1 --sessions 2".split(),
+        "limits.py": (
+            "--turns 10 --rounds 1 --queued 40 --claims 3 --rate 10 --per 0.5 --seconds 1"
+        ).split(),
     },
 )
 
@@ -245,7 +249,7 @@ def _measure_resume(sizes: Sizes, tmp: Path, results: Results) -> None:
             results.resume.setdefault(DBOS, {})[length] = (run["ms"], int(run["count"]))
 
 
-POSTGRES_FLAGS = {"postgres.py": "--url", "scale.py": "--postgres-url"}
+POSTGRES_FLAGS = {"postgres.py": "--url", "scale.py": "--postgres-url", "limits.py": "--url"}
 """The scripts that measure PostgreSQL, each with the flag naming the database it makes its
 schemas in. ``postgres.py`` is skipped without one; the others then measure SQLite only."""
 

@@ -4,6 +4,7 @@ fails with ``StoreCapabilityMissing`` naming it: from the runtime, from an attem
 HTTP as a 501."""
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from tether.demo import demo_agents, demo_subagents
-from tether.engine import Retention, Runtime, Schedule
+from tether.engine import Limits, Retention, Runtime, Schedule
 from tether.errors import StoreCapabilityMissing
 from tether.http import create_app
 from tether.records import ToolCalled, ToolOutcome
@@ -122,6 +123,8 @@ async def test_a_run_that_would_park_settles_naming_the_capability() -> None:
             "schedules",
         ),
         ({"retention": Retention(keep_records=10)}, "sessions"),
+        ({"model_limits": {"openai": Limits(rate=(10, 60))}}, "limits"),
+        ({"tenant_limits": {"*": Limits(concurrency=2)}}, "limits"),
     ],
 )
 async def test_a_configured_feature_is_refused_at_start(
@@ -165,3 +168,20 @@ def test_the_shipped_stores_declare_what_they_offer() -> None:
     assert GateStore in MemoryStore.__mro__ and OwnerLiveness in SqliteStore.__mro__
     assert StoreCapabilities.of(MemoryStore()).missing == ("change_feed", "liveness")
     assert ChangeFeed not in SqliteStore.__mro__
+
+
+async def test_limits_of_one_worker_run_on_a_store_of_only_the_core() -> None:
+    """``per_worker`` alone is kept in process: nothing of the store is needed."""
+    agents = demo_agents()
+    limited = {
+        name: dataclasses.replace(definition, limits=Limits(per_worker=1))
+        for name, definition in agents.items()
+    }
+    async with Runtime(limited, CoreOnlyStore(), **FAST) as runtime:
+        receipts = [
+            await runtime.dispatch("assistant", "me", "what time is it?", session=f"s{n}")
+            for n in range(2)
+        ]
+        async with asyncio.timeout(60):
+            answers = [await runtime.wait(r.submission_id) for r in receipts]
+        assert [a["status"] for a in answers] == ["succeeded", "succeeded"]

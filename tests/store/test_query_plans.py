@@ -25,6 +25,8 @@ from tether.demo import demo_agents
 from tether.records import RecordDraft, UserMessage
 from tether.store import (
     WAIT_FOR_CHILDREN,
+    HeldBack,
+    LimitAsk,
     MemoryStore,
     NewSubmission,
     ScheduleRow,
@@ -49,6 +51,7 @@ GROWING = (
     "attachments",
     "gates",
     "attachment_refs",
+    "limit_holds",
 )
 # A claim reads the queued heads in claim order from ``submissions_queued_by_rank``, a
 # partial index of the backlog alone (as PostgreSQL's ``submissions_queued`` below): SQLite
@@ -380,6 +383,50 @@ async def test_a_claim_reads_the_queued_heads_in_claim_order_without_a_sort(
     # PostgreSQL's batch claim sorts the heads it took to number them (``row_number() OVER``,
     # the batch's few rows), which this check cannot tell from a sort of the backlog: what
     # its heads scan reads is measured by ``benchmarks/pg_claim.py`` (one row for one head).
+
+
+async def _limits(store: CompleteStore) -> None:
+    """Every limits statement the engine runs per claim and per model call, over holds of
+    several keys and owners (issue 41)."""
+    fx = Fixtures(store)
+    for n in range(6):
+        await fx.admit(f"s{n}", agent=("busy", "free")[n % 2], tenant=("t1", "t2")[n % 2])
+    for n in range(8):
+        ask = LimitAsk(
+            f"agent:a{n % 3}",
+            f"h{n}",
+            f"w{n % 2}",
+            fx.at(30),
+            concurrency=5,
+            rate=9,
+            per_seconds=60,
+            tokens_per_minute=10_000,
+        )
+        await store.acquire_limit(ask, now=fx.at(n))
+        await store.spend_limit(f"agent:a{n % 3}", tokens=10, now=fx.at(n))
+    await store.pause_limit("model:p", until=fx.at(20))
+    await store.acquire_limit(LimitAsk("model:p", "h", "w0", fx.at(30)), now=fx.at(10))
+    await store.limit_slots("agent:", now=fx.at(10))
+    await store.renew_limits("w0", expires_at=fx.at(40))
+    await store.release_limit("agent:a0", holder="h0")
+    await store.release_owner_limits("w1")
+    await store.claim_runnable(
+        attempt_ids=["att-1", "att-2"],
+        owner_id="w",
+        lease_expires_at=fx.at(60),
+        now=fx.at(0),
+        held_back=HeldBack(agents=frozenset({"busy"}), tenants=frozenset({"t9"})),
+    )
+
+
+async def test_every_query_of_the_limits_is_served_by_an_index(
+    store: CompleteStore, capture: Capture
+) -> None:
+    capture.statements.clear()  # opening (the migrations) is not judged
+    await _limits(store)
+    judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
+    assert any("limit_holds" in statement for statement in judged)
+    assert capture.scans() == []
 
 
 async def _fill_sessions(store: CompleteStore) -> None:

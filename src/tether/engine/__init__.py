@@ -31,6 +31,7 @@ from tether.engine._delegation import TASK_TOOL, TASK_WAIT_EXCEEDED, TaskArgs, t
 from tether.engine._fork import Fork
 from tether.engine._health import Dependency, DependencyState, HealthReporter
 from tether.engine._inbound import Inbound, InboundKind, SignalInfo
+from tether.engine._limits import LIMIT, Limits
 from tether.engine._metrics import (
     INSTRUMENTS,
     EngineMetrics,
@@ -111,6 +112,7 @@ __all__ = (
     "BUDGET_EXHAUSTED",
     "CANCELLED_BY_PARENT",
     "INSTRUMENTS",
+    "LIMIT",
     "MAX_APPROVALS_PAGE",
     "MAX_CATCH_UP",
     "MAX_DELAY",
@@ -155,6 +157,7 @@ __all__ = (
     "Instrument",
     "Interceptor",
     "InvalidSchedule",
+    "Limits",
     "ManualClock",
     "MetricSink",
     "MetricsSnapshot",

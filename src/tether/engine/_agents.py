@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tether.engine._budget import Budget, check_session_budget
+from tether.engine._limits import Limits
 from tether.journal import Harness, ToolExecutor
 from tether.messages import Message
 from tether.models import Model, ModelRetryPolicy
@@ -93,6 +94,9 @@ class AgentDefinition:
     priority: int | None = None
     """The priority of its submissions where a dispatch sets none (docs/priorities.md):
     higher is claimed first; ``None``: 0. A subagent's task inherits its parent's."""
+    limits: Limits | None = None
+    """Limits on this agent's runs in flight (``concurrency`` across workers, ``per_worker``
+    on one) and on its runs' model calls (``rate``, ``tokens_per_minute``): docs/limits.md."""
     policy: VersionPolicy = "pinned"
     """What a run started on another version of this agent does here."""
     previous: Sequence[AgentDefinition] = ()

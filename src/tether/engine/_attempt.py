@@ -661,14 +661,20 @@ class _Attempt:
         """Every model client and tool executor invoked: instrumented, and, under a budget,
         checked against it first (a call refused is never made, so never instrumented)."""
         events, correlation, meters = self.events, self.correlation, self.meters
+        # Limits (docs/limits.md) outside the instrumentation: a wait for a rate limit is
+        # no part of the call's latency; inside the budget: a call refused by the budget
+        # waits for no limit.
+        limits, submission = self.context.limits, self.submission
         if not meters:
             return EffectWrappers(
-                model=lambda model: events.model(model, correlation),
+                model=lambda model: limits.model(events.model(model, correlation), submission),
                 tools=lambda tools: events.tools(tools, correlation),
             )
         now = self.context.clock.now
         return EffectWrappers(
-            model=lambda model: BudgetedModel(events.model(model, correlation), meters, now),
+            model=lambda model: BudgetedModel(
+                limits.model(events.model(model, correlation), submission), meters, now
+            ),
             tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meters),
         )
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from tether._ids import new_ulid
 from tether.engine._budget import Budget, check_session_budget
 from tether.engine._clock import Clock
+from tether.engine._limits import Limits
 from tether.engine._metrics import MetricSink
 from tether.engine._redact import Redactor
 from tether.engine._retention import Retention
@@ -43,6 +44,15 @@ class RuntimeConfig:
     """Seconds a queued submission waits to gain one step of priority (docs/priorities.md):
     priority ``p`` goes ahead of what was queued up to ``p`` times this before it, and no
     submission waits behind newer ones forever. Fixed per submission at its admission."""
+    model_limits: Mapping[str, Limits] = field(default_factory=dict)
+    """Limits on the model calls of every run, by provider (``"openai"``) or provider and
+    model (``"openai:gpt-4o"``), both applying to a call that matches both (docs/limits.md)."""
+    tenant_limits: Mapping[str, Limits] = field(default_factory=dict)
+    """Limits of each tenant's runs and model calls, by tenant; ``"*"``: every tenant
+    without its own (docs/limits.md)."""
+    limit_poll: float = 1.0
+    """The longest a run waits for a limit before it asks the store again (a slot given
+    back on another worker is seen then)."""
     backoff_cap: float = 5.0
     shutdown_timeout: float = 10.0
     owner_id: str = field(default_factory=lambda: f"worker-{new_ulid()}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tether.engine._agents import AgentDefinition
 from tether.engine._clock import Clock
 from tether.engine._config import RuntimeConfig
+from tether.engine._limits import LimitGate
 from tether.engine._metrics import EngineMetrics
 from tether.engine._observe import Instrumentation
 from tether.engine._redact import Redactor
@@ -48,6 +49,7 @@ class EngineContext:
     subagents: SubagentPolicy
     model_calls: ModelCallPolicy
     metrics: EngineMetrics
+    limits: LimitGate
 
     @property
     def closing(self) -> bool:

@@ -208,6 +208,8 @@ class Coordinator:
         # wakes the loop per admission and settlement, and expiry is measured in leases anyway.
         reclaim_every = min(lease / 4, 1.0)
         next_reclaim = clock.monotonic()
+        renew_every = self.context.config.heartbeat_interval
+        next_renewal = clock.monotonic() + renew_every
         while True:
             try:
                 if clock.monotonic() >= next_reclaim:
@@ -215,6 +217,11 @@ class Coordinator:
                     next_reclaim = clock.monotonic() + reclaim_every
                 elif self._is_due():  # sooner than the sweep: a timer, a delayed dispatch
                     await self.fire_due()
+                if clock.monotonic() >= next_renewal:
+                    # This worker's limit slots live by its heartbeat: a SIGKILLed worker's
+                    # expire within a lease, and come back to the others (docs/limits.md).
+                    await self.context.limits.renew()
+                    next_renewal = clock.monotonic() + renew_every
                 await self.claim_runnable()
                 if clock.monotonic() >= next_sweep:
                     await self.reconcile(stuck_only=True)
@@ -332,6 +339,7 @@ class Coordinator:
                 )
         if liveness is not None:
             for owner_id in dead:  # its claims are released: nothing of it is left to find
+                await self.context.limits.forget_owner(owner_id)  # nor its limits' slots
                 await liveness.forget_owner(owner_id)
 
     def _is_due(self) -> bool:
@@ -380,13 +388,27 @@ class Coordinator:
         now = context.clock.now()
         started = context.clock.monotonic()
         # One batch: on PostgreSQL it skips heads other workers are taking instead of waiting.
-        claimed = await context.store.claim_runnable(
-            attempt_ids=UlidsOnDemand(free),
-            owner_id=context.config.owner_id,
-            lease_expires_at=now + timedelta(seconds=context.config.lease),
-            now=now,
-            serves=self.serves,
-        )
+        held_back = await context.limits.held_back()
+        limited = context.capabilities.limits
+        if held_back is not None and limited is not None:
+            # Limits (docs/limits.md): the heads of agents and tenants at their limit of
+            # runs in flight are passed over, in the claim itself.
+            claimed = await limited.claim_runnable(
+                attempt_ids=UlidsOnDemand(free),
+                owner_id=context.config.owner_id,
+                lease_expires_at=now + timedelta(seconds=context.config.lease),
+                now=now,
+                serves=self.serves,
+                held_back=held_back,
+            )
+        else:
+            claimed = await context.store.claim_runnable(
+                attempt_ids=UlidsOnDemand(free),
+                owner_id=context.config.owner_id,
+                lease_expires_at=now + timedelta(seconds=context.config.lease),
+                now=now,
+                serves=self.serves,
+            )
         if claimed:  # a pass that found nothing committed nothing (SQLite reads a hint first)
             context.metrics.commit("claim", context.clock.monotonic() - started)
         if len(claimed) >= free:
@@ -446,6 +468,26 @@ class Coordinator:
         task.add_done_callback(functools.partial(self._finished, submission.conversation_id, watch))
 
     async def _run(self, submission: Submission, watch: SteerWatch) -> None:
+        context = self.context
+        limits = context.limits
+        if not await limits.take_run(submission):
+            # Its agent or tenant reached its limit since the claim looked (another worker
+            # took the last slot): given back, not counted as an attempt, and passed over
+            # by the next claims until a slot is free.
+            with contextlib.suppress(ClaimLost):
+                await context.store.release(
+                    submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
+                )
+            return
+        try:
+            await self._claimed(submission, watch)
+        finally:
+            if await limits.give_back_run(submission):
+                # A slot is free only now, after the settlement's wake-up (which a claim
+                # may have heard while the slot was still held): look again.
+                self.wake.set()
+
+    async def _claimed(self, submission: Submission, watch: SteerWatch) -> None:
         context = self.context
         await context.instrumentation.emit(
             SubmissionClaimed(

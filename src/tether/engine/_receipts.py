@@ -36,6 +36,9 @@ class SubmissionInfo:
     waits_for_a_worker: bool = False
     """Queued, but no live worker runs the version it started on (``no_worker_for_version``):
     it runs once one does (docs/versions.md)."""
+    waits_for_a_limit: bool = False
+    """Queued, and held back by a limit: its agent's or its tenant's runs in flight are at
+    their ``concurrency`` (the waiting reason ``limit``, docs/limits.md)."""
 
     @property
     def status(self) -> SubmissionStatus:

@@ -46,6 +46,7 @@ from tether.engine._eventlog import log_event
 from tether.engine._fork import Fork
 from tether.engine._health import Dependency, HealthReporter
 from tether.engine._inbound import Inbound, parse_inbound
+from tether.engine._limits import LimitGate
 from tether.engine._metrics import EngineMetrics, MetricsSnapshot, store_gauges
 from tether.engine._observe import (
     ApprovalDecidedEvent,
@@ -182,13 +183,31 @@ def _check_name(kind: str, value: str) -> None:
         )
 
 
-def _check_features(config: RuntimeConfig, capabilities: StoreCapabilities) -> None:
+def _shares_limits(config: RuntimeConfig, agents: Mapping[str, AgentDefinition]) -> bool:
+    """Whether a limit must be kept in the store (``per_worker`` alone is kept in process)."""
+    given = [
+        *config.model_limits.values(),
+        *config.tenant_limits.values(),
+        *(d.limits for d in agents.values() if d.limits is not None),
+    ]
+    return any(limits.concurrency is not None or limits.limits_calls for limits in given) or bool(
+        config.model_limits
+    )
+
+
+def _check_features(
+    config: RuntimeConfig,
+    capabilities: StoreCapabilities,
+    agents: Mapping[str, AgentDefinition] | None = None,
+) -> None:
     """``StoreCapabilityMissing`` for a configured feature the store cannot carry: refused
     when the runtime starts, not at the first run that needs it."""
     if any(config.subagents.values()):
         require_capability(capabilities.children, "children")
     if config.schedules:
         require_capability(capabilities.schedules, "schedules")
+    if _shares_limits(config, agents or {}):
+        require_capability(capabilities.limits, "limits")
     if config.retention is not None and config.retention.prunes:
         require_capability(capabilities.sessions, "sessions")
         require_capability(capabilities.retention, "retention")
@@ -374,7 +393,7 @@ class Runtime:
             self._store = await open_store(self._store_source)
         store = self.store
         capabilities = StoreCapabilities.of(store)  # once: the context carries them
-        _check_features(self.config, capabilities)
+        _check_features(self.config, capabilities, self.agents)
         versions = await self.resolve_versions()
         self._context = EngineContext(
             store=store,
@@ -391,6 +410,20 @@ class Runtime:
             subagents=self.subagents,
             model_calls=self.model_calls,
             metrics=self.metrics,
+            limits=LimitGate(
+                capabilities.limits,
+                agent_limits={
+                    name: definition.limits
+                    for name, definition in self.agents.items()
+                    if definition.limits is not None
+                },
+                tenant_limits=self.config.tenant_limits,
+                model_limits=self.config.model_limits,
+                clock=self.clock,
+                owner_id=self.config.owner_id,
+                lease=self.config.lease,
+                poll=self.config.limit_poll,
+            ),
         )
         if self.metrics.sinks:
             self._gauges = asyncio.create_task(self._feed_gauges(), name="tether-metric-gauges")
@@ -679,6 +712,8 @@ class Runtime:
         ) as room:
             attempt_id = new_ulid() if room else None
             fast = self._offered().admit_and_claim if coordinator is not None else None
+            if fast is not None and self._started_context().limits.may_hold_back(key.agent):
+                fast = None  # limits (docs/limits.md): a claim decides whether it may run
             started = self.clock.monotonic()
             if attempt_id is not None and coordinator is not None and fast is not None:
                 admission = await self._admit_and_claim(fast, coordinator, new, attempt_id)
@@ -862,11 +897,17 @@ class Runtime:
             and context.capabilities.versions is not None
             and waits_for_a_worker(submission, await live_workers(context))
         )
+        held = (
+            submission.status is SubmissionStatus.QUEUED
+            and not stranded
+            and await context.limits.waits_for_limit(submission)
+        )
         return SubmissionInfo(
             submission,
             await store.list_attempts(submission_id),
             await parents.list_children(submission_id) if parents else [],
             waits_for_a_worker=stranded,
+            waits_for_a_limit=held,
         )
 
     async def version_states(self, agent: str | None = None) -> list[VersionState]:

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from pydantic import Field, JsonValue
 
-from tether.engine import NO_WORKER_FOR_VERSION, SubmissionInfo, SubmissionTree, UsageTotals
+from tether.engine import (
+    LIMIT,
+    NO_WORKER_FOR_VERSION,
+    SubmissionInfo,
+    SubmissionTree,
+    UsageTotals,
+)
 from tether.http._responses import (
     TIMESTAMP,
     Settlement,
@@ -72,7 +78,8 @@ class SubmissionView(WireResponse):
         "``no_worker_for_version`` (no live worker runs the version it started on) or "
         "``version_diverged`` (its code no longer makes its recorded effects: it waits for "
         "a deploy that can go on, docs/versions.md) or ``timer`` (asleep until ``dueAt``, "
-        "docs/timers.md)."
+        "docs/timers.md). For a ``queued`` one, ``limit``: its agent's or its tenant's runs "
+        "in flight are at their limit (docs/limits.md)."
     )
     due_at: str | None = optional(
         **TIMESTAMP,
@@ -121,6 +128,8 @@ class SubmissionView(WireResponse):
             wait_reason=(
                 NO_WORKER_FOR_VERSION
                 if info.waits_for_a_worker
+                else LIMIT
+                if info.waits_for_a_limit
                 else s.wait_reason
                 if s.status is SubmissionStatus.WAITING
                 else None

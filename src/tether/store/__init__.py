@@ -25,6 +25,7 @@ from tether.store._export import (
 )
 from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
+from tether.store._limits import GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
 from tether.store._priority import (
     DEFAULT_PRIORITY_AGING,
@@ -41,6 +42,7 @@ from tether.store._protocol import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     LogStore,
     OwnerLiveness,
     RetentionStore,
@@ -108,7 +110,11 @@ __all__ = (
     "GateKind",
     "GateStatus",
     "GateStore",
+    "GrantTime",
+    "HeldBack",
     "ImportStore",
+    "LimitAsk",
+    "LimitStore",
     "LogStore",
     "LogWalk",
     "MemoryStore",

@@ -18,6 +18,7 @@ from tether.store._protocol import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     LogStore,
     OwnerLiveness,
     RetentionStore,
@@ -49,6 +50,7 @@ CapabilityName = Literal[
     "versions",
     "tokens",
     "timers",
+    "limits",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -67,6 +69,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "versions": VersionStore,
     "tokens": TokenStore,
     "timers": TimerStore,
+    "limits": LimitStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -121,6 +124,7 @@ class StoreCapabilities:
     versions: VersionStore | None
     tokens: TokenStore | None
     timers: TimerStore | None
+    limits: LimitStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -148,6 +152,7 @@ class StoreCapabilities:
             versions=cast(VersionStore | None, offered(VersionStore)),
             tokens=cast(TokenStore | None, offered(TokenStore)),
             timers=cast(TimerStore | None, offered(TimerStore)),
+            limits=cast(LimitStore | None, offered(LimitStore)),
         )
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
@@ -57,6 +57,21 @@ from tether.store._common import (
 )
 from tether.store._gates import Gate, GateIndex, GateKind, GateStatus
 from tether.store._import import ImportCheck
+from tether.store._limits import (
+    CALL,
+    PAUSE,
+    SLOT,
+    TOKENS,
+    TOKENS_WINDOW,
+    GrantTime,
+    HeldBack,
+    KeyHolds,
+    LimitAsk,
+    check_ask,
+    check_key,
+    decide,
+    read_now,
+)
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -65,6 +80,7 @@ from tether.store._protocol import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     RetentionStore,
     ScheduleStore,
     SessionListStore,
@@ -234,6 +250,7 @@ class MemoryStore(
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     RetentionStore,
     ScheduleStore,
     SessionListStore,
@@ -268,6 +285,7 @@ class MemoryStore(
         self._workers: dict[str, WorkerRow] = {}
         self._tokens: dict[str, TokenRow] = {}  # by id; rows are immutable, handed out as kept
         self._token_ids: dict[str, str] = {}  # digest -> id
+        self._holds: list[_Hold] = []  # the limits' holds, every key's (few: they expire)
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -702,11 +720,19 @@ class MemoryStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        held_back: HeldBack | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
         self._check_open()
-        heads = self._runnable(serves)[: len(attempt_ids)] if attempt_ids else []
+        runnable = self._runnable(serves)
+        if held_back:  # limits: a head whose agent or tenant is at its limit is passed over
+            runnable = [
+                s
+                for s in runnable
+                if not held_back.holds(s.submission.key.agent, s.submission.tenant)
+            ]
+        heads = runnable[: len(attempt_ids)] if attempt_ids else []
         claimed = []
         for head, attempt_id in zip(heads, attempt_ids, strict=False):
             submission = await self.claim(
@@ -1166,6 +1192,96 @@ class MemoryStore(
         self._check_open()
         self._workers.pop(owner_id, None)
 
+    # --- limits -----------------------------------------------------------------------
+
+    def _live_holds(self, key: str, now: datetime) -> list[_Hold]:
+        self._holds = [h for h in self._holds if h.key != key or h.expires_at > now]
+        return [h for h in self._holds if h.key == key]
+
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
+        check_ask(ask)
+        self._check_open()
+        now = read_now(now)  # nothing runs between this and the grant: the key is "locked"
+        live = self._live_holds(ask.key, now)
+
+        def of(kind: str) -> list[_Hold]:
+            return [h for h in live if h.kind == kind]
+
+        slots, calls, tokens, pauses = of(SLOT), of(CALL), of(TOKENS), of(PAUSE)
+        others = [h for h in slots if h.holder != ask.holder]
+        holds = KeyHolds(
+            slots=len(others),
+            first_slot_expiry=min((h.expires_at for h in others), default=None),
+            calls=len(calls),
+            first_call_expiry=min((h.expires_at for h in calls), default=None),
+            tokens=sum(h.amount for h in tokens),
+            first_tokens_expiry=min((h.expires_at for h in tokens), default=None),
+            paused_until=max((h.expires_at for h in pauses), default=None),
+            mine=len(others) < len(slots),
+        )
+        retry_at = decide(ask, holds)
+        if retry_at is not None:
+            return retry_at
+        if ask.concurrency is not None:
+            self._holds = [
+                h
+                for h in self._holds
+                if not (h.key == ask.key and h.kind == SLOT and h.holder == ask.holder)
+            ]
+            self._holds.append(
+                _Hold(ask.key, SLOT, ask.holder, ask.owner_id, 1, stored_time(ask.slot_expires_at))
+            )
+        if ask.rate is not None and ask.per_seconds is not None:
+            until = stored_time(now + timedelta(seconds=ask.per_seconds))
+            self._holds.append(_Hold(ask.key, CALL, ask.holder, ask.owner_id, 1, until))
+        return None
+
+    async def release_limit(self, key: str, *, holder: str) -> None:
+        self._check_open()
+        self._holds = [
+            h for h in self._holds if not (h.key == key and h.kind == SLOT and h.holder == holder)
+        ]
+
+    async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
+        stored_time(expires_at)
+        self._check_open()
+        mine = [h for h in self._holds if h.kind == SLOT and h.owner_id == owner_id]
+        for hold in mine:
+            hold.expires_at = stored_time(expires_at)
+        return len(mine)
+
+    async def release_owner_limits(self, owner_id: str) -> int:
+        self._check_open()
+        kept = [h for h in self._holds if not (h.kind == SLOT and h.owner_id == owner_id)]
+        released = len(self._holds) - len(kept)
+        self._holds = kept
+        return released
+
+    async def spend_limit(self, key: str, *, tokens: int, now: datetime) -> None:
+        check_key(key)
+        if tokens < 0:
+            raise ValueError(f"tokens spent must be 0 or more, not {tokens}")
+        stored_time(now)
+        self._check_open()
+        if tokens:
+            until = stored_time(now + timedelta(seconds=TOKENS_WINDOW))
+            self._holds.append(_Hold(key, TOKENS, "", "", tokens, until))
+
+    async def pause_limit(self, key: str, *, until: datetime) -> None:
+        check_key(key)
+        stored_time(until)
+        self._check_open()
+        self._holds.append(_Hold(key, PAUSE, "", "", 0, stored_time(until)))
+
+    async def limit_slots(self, prefix: str, *, now: datetime) -> dict[str, int]:
+        stored_time(now)
+        self._check_open()
+        counts: dict[str, int] = {}
+        for hold in self._holds:
+            if hold.kind == SLOT and hold.key.startswith(prefix) and hold.expires_at > now:
+                counts[hold.key] = counts.get(hold.key, 0) + 1
+        return counts
+
     # --- tokens -----------------------------------------------------------------------
 
     async def put_token(self, new: NewToken) -> TokenRow:
@@ -1219,3 +1335,15 @@ class MemoryStore(
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
         self._check_open()
         return self._attachments.get(digest)
+
+
+@dataclass(slots=True)
+class _Hold:
+    """One hold of a limit key (see :mod:`tether.store._limits`)."""
+
+    key: str
+    kind: str
+    holder: str
+    owner_id: str
+    amount: int
+    expires_at: datetime

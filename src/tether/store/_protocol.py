@@ -28,6 +28,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from tether._payloads import AttachmentRef
 from tether.records import Actor, Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
+from tether.store._limits import GrantTime, HeldBack, LimitAsk
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
@@ -854,4 +855,77 @@ class OwnerLiveness(Protocol):
     async def forget_owner(self, owner_id: str) -> None:
         """Drop what is kept of a dead owner (once its claims are released), unless its lock
         is held again meanwhile."""
+        ...
+
+
+@runtime_checkable
+class LimitStore(Protocol):
+    """Capability ``limits``: shared rate limits and concurrency (docs/limits.md), kept as
+    expiring holds per key (see :mod:`tether.store._limits`), so they hold across every
+    process using the store. Each grant is decided and written in one transaction serialized
+    per key; times are the caller's clock (the engine's), as leases are.
+
+    Example::
+
+        ask = LimitAsk(key="model:openai", holder=call_id, owner_id=me,
+                       slot_expires_at=now + lease, concurrency=4, rate=60, per_seconds=60)
+        retry_at = await store.acquire_limit(ask, now=now)
+        if retry_at is None:
+            try:
+                ...  # the call
+            finally:
+                await store.release_limit("model:openai", holder=call_id)
+    """
+
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
+        """Drop the key's holds expired at ``now`` (a moment, or a clock read once the key
+        is locked: :data:`~tether.store.GrantTime`); then, if the holds left allow ``ask``
+        (``tether.store._limits.decide``), take its slot (or move its holder's slot to the
+        new expiry) and its call, and answer ``None``; else take nothing and answer the
+        earliest time to ask again. ``ValueError`` for a malformed ask (writing nothing)."""
+        ...
+
+    async def release_limit(self, key: str, *, holder: str) -> None:
+        """Give back ``holder``'s slot of ``key``; idempotent (a slot that expired, or was
+        never taken, is nothing to give back)."""
+        ...
+
+    async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
+        """Move every slot ``owner_id`` holds, on any key, to expire at ``expires_at``: a
+        live worker's heartbeat. How many it moved."""
+        ...
+
+    async def release_owner_limits(self, owner_id: str) -> int:
+        """Give back every slot of ``owner_id`` (a worker known dead), without waiting for
+        them to expire; how many."""
+        ...
+
+    async def spend_limit(self, key: str, *, tokens: int, now: datetime) -> None:
+        """Count ``tokens`` spent against ``key``'s ``tokens_per_minute`` for the minute after
+        ``now``. ``ValueError`` for a negative amount."""
+        ...
+
+    async def pause_limit(self, key: str, *, until: datetime) -> None:
+        """Grant nothing of ``key`` before ``until`` (a provider's ``Retry-After``); a later
+        pause already kept stays."""
+        ...
+
+    async def limit_slots(self, prefix: str, *, now: datetime) -> dict[str, int]:
+        """The live slots (expiring after ``now``) of every key starting with ``prefix``, by
+        key; keys with none are left out."""
+        ...
+
+    async def claim_runnable(
+        self,
+        *,
+        attempt_ids: Sequence[str],
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+        serves: VersionsServed | None = None,
+        held_back: HeldBack | None = None,
+    ) -> list[ClaimedHead]:
+        """:meth:`Store.claim_runnable`, passing over the heads ``held_back`` names (their
+        agent or tenant is at its limit): a head passed over is not counted against the
+        batch, and keeps no other session's head from being claimed."""
         ...

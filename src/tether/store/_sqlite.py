@@ -29,6 +29,7 @@ from tether.store import _sqlite_attachments as attachments_sql
 from tether.store import _sqlite_children as children_sql
 from tether.store import _sqlite_erasure as erasure_sql
 from tether.store import _sqlite_import as import_sql
+from tether.store import _sqlite_limits as limits_sql
 from tether.store import _sqlite_log as log_sql
 from tether.store import _sqlite_schedules as schedules_sql
 from tether.store import _sqlite_sessions as sessions_sql
@@ -43,6 +44,7 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
+from tether.store._limits import GrantTime, HeldBack, LimitAsk, check_ask, check_key, read_now
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -51,6 +53,7 @@ from tether.store._protocol import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -115,6 +118,7 @@ class SqliteStore(
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -470,19 +474,27 @@ class SqliteStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        held_back: HeldBack | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
+        held = held_back or None
         # Most passes of a claim loop find nothing: a read says so on this thread, without a
         # transaction and two thread hand-offs on the writer. (It is only a hint: what the
         # transaction finds is what is claimed.) It filters as the claim does, so heads only
         # other versions' workers may take cost this one no transaction either.
         if not attempt_ids or not self._read(
-            lambda conn: submission_sql.has_runnable(conn, serves)
+            lambda conn: submission_sql.has_runnable(conn, serves, held)
         ):
             return []
         return await self._write(
-            submission_sql.claim_runnable, attempt_ids, owner_id, lease_expires_at, now, serves
+            submission_sql.claim_runnable,
+            attempt_ids,
+            owner_id,
+            lease_expires_at,
+            now,
+            serves,
+            held,
         )
 
     async def list_children(self, submission_id: str) -> list[Submission]:
@@ -666,6 +678,40 @@ class SqliteStore(
 
     async def forget_worker(self, owner_id: str) -> None:
         await self._write(versions_sql.delete_worker, owner_id)
+
+    # --- tokens -----------------------------------------------------------------------
+
+    # --- limits -----------------------------------------------------------------------
+
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
+        check_ask(ask)
+        if not callable(now):
+            now = read_now(now)  # refused before the write, if naive
+        return await self._write(limits_sql.acquire_limit, ask, now)
+
+    async def release_limit(self, key: str, *, holder: str) -> None:
+        await self._write(limits_sql.release_limit, key, holder)
+
+    async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
+        return await self._write(limits_sql.renew_limits, owner_id, stored_time(expires_at))
+
+    async def release_owner_limits(self, owner_id: str) -> int:
+        return await self._write(limits_sql.release_owner_limits, owner_id)
+
+    async def spend_limit(self, key: str, *, tokens: int, now: datetime) -> None:
+        check_key(key)
+        if tokens < 0:
+            raise ValueError(f"tokens spent must be 0 or more, not {tokens}")
+        if tokens:
+            await self._write(limits_sql.spend_limit, key, tokens, stored_time(now))
+
+    async def pause_limit(self, key: str, *, until: datetime) -> None:
+        check_key(key)
+        await self._write(limits_sql.pause_limit, key, stored_time(until))
+
+    async def limit_slots(self, prefix: str, *, now: datetime) -> dict[str, int]:
+        at = stored_time(now)
+        return self._read(lambda conn: limits_sql.limit_slots(conn, prefix, at))
 
     # --- tokens -----------------------------------------------------------------------
 

@@ -457,6 +457,23 @@ CREATE INDEX submissions_queued_by_rank ON submissions (claim_rank, position)
     WHERE status = 'queued';
 """
 
+# v20: shared limits (issue 41, docs/limits.md): each limit key's expiring holds (a slot in
+# flight, a call in a rate's window, tokens spent in the last minute, a provider's pause),
+# times in microseconds. ``limit_holds_by_key`` serves a grant's read of one key and the
+# prefix scan of the keys at their limit; ``limit_holds_by_owner`` a worker's renewal.
+_SCHEMA_V20: Final = """
+CREATE TABLE limit_holds (
+    key        TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    holder     TEXT NOT NULL,
+    owner_id   TEXT NOT NULL,
+    amount     INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX limit_holds_by_key ON limit_holds (key, kind, expires_at);
+CREATE INDEX limit_holds_by_owner ON limit_holds (owner_id, kind);
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -483,6 +500,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V17,
     _SCHEMA_V18,
     _SCHEMA_V19,
+    _SCHEMA_V20,
 )
 
 

@@ -18,6 +18,7 @@ from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict, Sub
 from tether.records import Actor
 from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_filter, to_micros
 from tether.store._gates_sql import actor_json
+from tether.store._limits import HeldBack
 from tether.store._sqlite_children import check_tree_total, has_unsettled_children, wake_parent
 from tether.store._sqlite_children import submission as _submission
 from tether.store._sqlite_log import ensure_conversation, head, mint_fence
@@ -111,17 +112,22 @@ def list_runnable(
     return [_submission(row) for row in rows]
 
 
-def has_runnable(conn: sqlite3.Connection, serves: VersionsServed | None) -> bool:
+def has_runnable(
+    conn: sqlite3.Connection, serves: VersionsServed | None, held: HeldBack | None = None
+) -> bool:
     """Whether a claim (with ``serves``) would find a head: the claim loop's lock-free hint,
     which reads no row whole."""
-    return conn.execute(*_runnable("1", 1, serves)).fetchone() is not None
+    return conn.execute(*_runnable("1", 1, serves, held)).fetchone() is not None
 
 
 def _runnable(
-    columns: str, limit: int, serves: VersionsServed | None
+    columns: str, limit: int, serves: VersionsServed | None, held: HeldBack | None = None
 ) -> tuple[str, tuple[object, ...]]:
     """The query of the runnable heads (``columns`` of each), and its parameters."""
     served, params = ("", ()) if serves is None else _served_filter(serves)
+    if held:  # limits (docs/limits.md): its own condition, the rest of the query unchanged
+        condition, held_params = _held_filter(held)
+        served, params = served + condition, (*params, *held_params)
     # Named when filtered by agent: the unique (agent, instance, session, dispatch_id) index
     # would also serve ``agent = ?``, and with statistics the planner could take it and read
     # every settled submission of the agent; the queued ones, in order, are the few to read.
@@ -139,6 +145,21 @@ def _runnable(
         f"{served}{_HEAD_OF_SESSION} ORDER BY claim_rank, position LIMIT ?",
         (*params, limit),
     )
+
+
+def _held_filter(held: HeldBack) -> tuple[str, tuple[str, ...]]:
+    """The condition a head must meet not to be held back by a limit: its agent and its
+    tenant are not among those at their limit of runs in flight."""
+    terms: list[str] = []
+    params: list[str] = []
+    if held.agents:
+        terms.append(f"agent NOT IN ({', '.join('?' * len(held.agents))})")
+        params.extend(sorted(held.agents))
+    if held.tenants:
+        listed = ", ".join("?" * len(held.tenants))
+        terms.append(f"(tenant IS NULL OR tenant NOT IN ({listed}))")
+        params.extend(sorted(held.tenants))
+    return "".join(f"{term} AND " for term in terms), tuple(params)
 
 
 def _served_filter(serves: VersionsServed) -> tuple[str, tuple[str, ...]]:
@@ -358,10 +379,12 @@ def claim_runnable(
     lease_expires_at: datetime,
     now: datetime,
     serves: VersionsServed | None = None,
+    held: HeldBack | None = None,
 ) -> list[ClaimedHead]:
     # One write transaction: no other writer can take these heads, or admit behind them,
     # in between.
-    heads = conn.execute(*_runnable("id, conversation_id", len(attempt_ids), serves)).fetchall()
+    query = _runnable("id, conversation_id", len(attempt_ids), serves, held)
+    heads = conn.execute(*query).fetchall()
     return [
         ClaimedHead(
             claim(conn, head_id, attempt_id, owner_id, lease_expires_at, now, serves),

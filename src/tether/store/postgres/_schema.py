@@ -417,6 +417,22 @@ MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS submissions_queued_by_rank ON submissions (claim_rank, position)
         WHERE status = 'queued';
     """,
+    # v17: shared limits (issue 41, docs/limits.md): each limit key's expiring holds (a slot
+    # in flight, a call in a rate's window, tokens spent in the last minute, a provider's
+    # pause). The key compares as code points (``COLLATE "C"``), so a prefix is an index
+    # range; ``limit_holds_by_owner`` serves a worker's renewal. Idempotent, like v6's.
+    """
+    CREATE TABLE IF NOT EXISTS limit_holds (
+        key        TEXT COLLATE "C" NOT NULL,
+        kind       TEXT NOT NULL,
+        holder     TEXT NOT NULL,
+        owner_id   TEXT NOT NULL,
+        amount     BIGINT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS limit_holds_by_key ON limit_holds (key, kind, expires_at);
+    CREATE INDEX IF NOT EXISTS limit_holds_by_owner ON limit_holds (owner_id, kind);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -39,6 +39,7 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
+from tether.store._limits import GrantTime, HeldBack, LimitAsk, check_ask, check_key, read_now
 from tether.store._notify import wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -48,6 +49,7 @@ from tether.store._protocol import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -84,6 +86,7 @@ from tether.store.postgres import (
     _erasure,
     _gates,
     _import,
+    _limits,
     _log,
     _schedules,
     _sessions,
@@ -126,6 +129,7 @@ class PostgresStore(
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -609,13 +613,20 @@ class PostgresStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        held_back: HeldBack | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
         if not attempt_ids:
             return []
         return await self._autocommit(
-            _submissions.claim_runnable, attempt_ids, owner_id, lease_expires_at, now, serves
+            _submissions.claim_runnable,
+            attempt_ids,
+            owner_id,
+            lease_expires_at,
+            now,
+            serves,
+            held_back or None,
         )
 
     async def list_children(self, submission_id: str) -> list[Submission]:
@@ -893,6 +904,46 @@ class PostgresStore(
     async def forget_worker(self, owner_id: str) -> None:
         await self._autocommit(_versions.delete_worker, owner_id)
 
+    # --- limits -----------------------------------------------------------------------
+
+    async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
+        check_ask(ask)
+        if not callable(now):
+            now = read_now(now)  # refused before the transaction, if naive
+        return await self._run(_limits.acquire_limit, ask, now)
+
+    async def release_limit(self, key: str, *, holder: str) -> None:
+        if _sendable(key, holder):
+            await self._autocommit(_limits.release_limit, key, holder)
+
+    async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
+        expires_at = stored_time(expires_at)
+        if not _sendable(owner_id):
+            return 0
+        return await self._autocommit(_limits.renew_limits, owner_id, expires_at)
+
+    async def release_owner_limits(self, owner_id: str) -> int:
+        if not _sendable(owner_id):
+            return 0
+        return await self._autocommit(_limits.release_owner_limits, owner_id)
+
+    async def spend_limit(self, key: str, *, tokens: int, now: datetime) -> None:
+        check_key(key)
+        if tokens < 0:
+            raise ValueError(f"tokens spent must be 0 or more, not {tokens}")
+        if tokens:
+            await self._autocommit(_limits.spend_limit, key, tokens, stored_time(now))
+
+    async def pause_limit(self, key: str, *, until: datetime) -> None:
+        check_key(key)
+        await self._autocommit(_limits.pause_limit, key, stored_time(until))
+
+    async def limit_slots(self, prefix: str, *, now: datetime) -> dict[str, int]:
+        now = stored_time(now)
+        if not _sendable(prefix):
+            return {}
+        return await self._autocommit(_limits.limit_slots, prefix, now)
+
     # --- tokens -----------------------------------------------------------------------
 
     async def put_token(self, new: NewToken) -> TokenRow:
@@ -920,3 +971,8 @@ class PostgresStore(
 
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
         return await self._autocommit(_submissions.get_attachment, digest)
+
+
+def _sendable(*texts: str) -> bool:
+    """Whether libpq can send these (no NUL): a text with one matches no stored row."""
+    return not any("\x00" in text for text in texts)

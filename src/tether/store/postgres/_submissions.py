@@ -22,6 +22,7 @@ from tether.store._common import (
     submission_filter,
     submission_from_row,
 )
+from tether.store._limits import HeldBack
 from tether.store._types import Attempt, ClaimedHead, Submission, SubmissionStatus
 from tether.store._versions import VersionsServed, served_version, serves_json
 from tether.store.postgres._children import wake_parent
@@ -205,7 +206,7 @@ _CLAIMED_COLUMNS = ", ".join(f"s.{column.strip()}" for column in SUBMISSION_COLU
 _CLAIM = """
 WITH heads AS (
     SELECT s.id, s.conversation_id, s.position, s.claim_rank FROM submissions s
-    WHERE {which} AND s.status = 'queued' AND {served}{head}
+    WHERE {which} AND s.status = 'queued' AND {served}{held}{head}
     {lock_heads}
 ), free AS (
     SELECT c.id FROM conversations c WHERE c.id IN (SELECT conversation_id FROM heads)
@@ -265,10 +266,20 @@ _STAMP = (
 )
 
 
-def _claim_statement(which: str, lock: str, *, versioned: bool) -> str:
+# Limits (docs/limits.md): a head whose agent or tenant is at its limit of runs in flight is
+# passed over, its own condition beside the rest (each list holds the few names at their
+# limit; most rows pass it, as the planner guesses of a NOT ... = ANY).
+_HELD = (
+    "NOT (s.agent = ANY(%(held_agents)s::text[])) AND "
+    "(s.tenant IS NULL OR NOT (s.tenant = ANY(%(held_tenants)s::text[]))) AND "
+)
+
+
+def _claim_statement(which: str, lock: str, *, versioned: bool, held: bool = False) -> str:
     return _CLAIM.format(
         which=which,
         served=_SERVED if versioned else "",
+        held=_HELD if held else "",
         head=_HEAD_OF_SESSION,
         # Priorities: claim order is (claim_rank, position), read in that order from the
         # partial index of the queued rows (``submissions_queued_by_rank``), as ``position``
@@ -286,6 +297,11 @@ def _claim_statement(which: str, lock: str, *, versioned: bool) -> str:
 # versioned (``serves`` given); without, the statement is the same as before versions.
 _CLAIM_HEADS = tuple(
     _claim_statement("TRUE", "{limit}FOR UPDATE SKIP LOCKED", versioned=versioned)
+    for versioned in (False, True)
+)
+# The same, holding back what limits name (indexed the same way).
+_CLAIM_HEADS_HELD = tuple(
+    _claim_statement("TRUE", "{limit}FOR UPDATE SKIP LOCKED", versioned=versioned, held=True)
     for versioned in (False, True)
 )
 # One named submission: it waits for its locks (a racing claim then finds it taken).
@@ -306,6 +322,7 @@ async def claim_runnable(
     lease_expires_at: datetime,
     now: datetime,
     serves: VersionsServed | None = None,
+    held: HeldBack | None = None,
 ) -> list[ClaimedHead]:
     # One statement for the whole batch. SKIP LOCKED: workers claiming at once take disjoint
     # heads instead of queueing on each other's locks.
@@ -320,7 +337,12 @@ async def claim_runnable(
     }
     if serves is not None:
         params["serves"] = serves_json(serves).decode()
-    rows = await (await conn.execute(_CLAIM_HEADS[serves is not None], params)).fetchall()
+    statements = _CLAIM_HEADS
+    if held:
+        statements = _CLAIM_HEADS_HELD
+        params["held_agents"] = sorted(held.agents)
+        params["held_tenants"] = sorted(held.tenants)
+    rows = await (await conn.execute(statements[serves is not None], params)).fetchall()
     return [
         ClaimedHead(submission(row[:COLUMN_COUNT]), alone=row[COLUMN_COUNT])
         for row in sorted(rows, key=lambda row: (row[-2], row[-1]))  # claim order

@@ -34,6 +34,7 @@ from tether.testing.storetest._forks import ForkCases
 from tether.testing.storetest._gates import GateCases
 from tether.testing.storetest._imports import ImportCases
 from tether.testing.storetest._input_gates import InputGateCases
+from tether.testing.storetest._limits import LimitCases
 from tether.testing.storetest._log import LogCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
 from tether.testing.storetest._parking import ParkingCases
@@ -92,6 +93,7 @@ class StoreConformance(
     VersionCases,  # versions
     TokenCases,  # tokens
     TimerCases,  # timers
+    LimitCases,  # limits
     TenantCases,  # each case what its listing needs
     CoreConformance,
 ):

@@ -22,6 +22,7 @@ from tether.store import (
     ForkStore,
     GateStore,
     ImportStore,
+    LimitStore,
     NewSubmission,
     RetentionStore,
     ScheduleStore,
@@ -58,6 +59,7 @@ offers with gates or children)."""
 
 
 class CompleteStore(
+    LimitStore,
     Store,
     AdmitAndClaimStore,
     AttachmentStore,

@@ -43,6 +43,7 @@ from tether.store import (
 )
 from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Needed, offers
 from tether.testing.storetest._machine_gates import GateRules
+from tether.testing.storetest._machine_limits import LimitRules
 from tether.testing.storetest._machine_sessions import SessionRules
 from tether.testing.storetest._machine_versions import VersionRules
 
@@ -81,7 +82,7 @@ def _normalize(value: Any) -> Any:
     return value
 
 
-class _ReferenceMachine(GateRules, SessionRules, VersionRules, RuleBasedStateMachine):
+class _ReferenceMachine(GateRules, SessionRules, VersionRules, LimitRules, RuleBasedStateMachine):
     factory: ClassVar[tuple[Callable[[Path], Awaitable[Store]]]]  # a tuple keeps it unbound
     directory: ClassVar[Path]
     steps: ClassVar[list[int]]

@@ -1,7 +1,8 @@
 """Conformance cases for timers (capability ``timers``): a delayed dispatch is admitted
 ``scheduled`` with its due time, is never claimed nor claimed at admission, holds its
 session's later submissions behind it, is released to ``queued`` once due (each once), and
-a cancel queues it at once; once due, it is claimed in its turn from its due time; ``next_due`` says when the earliest scheduled or timed wait is."""
+a cancel queues it at once; once due, it is claimed in its turn from its due time;
+``next_due`` says when the earliest scheduled or timed wait is."""
 
 from __future__ import annotations
 
