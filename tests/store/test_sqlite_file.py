@@ -97,6 +97,19 @@ async def test_data_persists_across_reopen(tmp_path: Path) -> None:
         assert await store.verify(cid) == 5
 
 
+async def test_a_store_opened_again_runs_no_migration_again(tmp_path: Path) -> None:
+    """The stamped version is the number of steps: one stamped short of them re-ran the last
+    on every open ("table limit_holds already exists", when two merged migrations took one
+    number)."""
+    assert len(_MIGRATIONS) == SCHEMA_VERSION
+    for _ in range(2):
+        async with await SqliteStore.open(tmp_path):
+            pass
+    with sqlite3.connect(tmp_path / "tether.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     async with await SqliteStore.open(tmp_path):
         pass
