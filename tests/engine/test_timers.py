@@ -240,8 +240,11 @@ async def test_a_delay_admitted_by_a_worker_now_gone_fires_on_another_at_its_tim
         assert (await store.get_submission(receipt.submission_id)).status is (
             SubmissionStatus.SCHEDULED
         )
-        await clock.advance(1)  # its time, and no more
-        settled = await settle(survivor, receipt.submission_id)
+        await clock.advance(1)  # its time
+        # Fired at its time, or at the latest by the survivor's next sweep: on a loaded machine
+        # the sweep that learns the due time can finish after time reached it, and a manual
+        # clock moves only when told (the spec is "within a second of its time").
+        settled = await advance_until(clock, settle(survivor, receipt.submission_id), 0.05)
         assert settled["result"] == "echo: later"
-        assert clock.now() == start + timedelta(seconds=60)
+        assert clock.now() <= start + timedelta(seconds=61)
         assert len(await store.list_attempts(receipt.submission_id)) == 1
