@@ -2,11 +2,12 @@
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, AgentSpec, ManualClock, Runtime
+from tether.engine import AgentDefinition, AgentSpec, ManualClock, Runtime, _coordinator
 from tether.errors import NoRunInFlight, SessionBusy
 from tether.journal import Journal, Stamp
 from tether.messages import Message
@@ -63,6 +64,33 @@ async def test_abort_settles_running_and_queued_work(make_runtime: Make) -> None
         for receipt in (running, queued):
             outcome = await settle(runtime, receipt.submission_id)
             assert outcome["status"] == "aborted" and outcome["errorCode"] == "aborted"
+
+
+async def test_an_abort_between_the_claim_and_the_run_stops_it(
+    make_runtime: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An abort that lands after this process claimed a run but before its work was
+    registered (the claim's copy of the submission predates the cancel, and on a manual
+    clock no heartbeat reads the store again) still stops it, at once: not after its 30 s
+    tool."""
+    claimed, go_on = asyncio.Event(), asyncio.Event()
+    real_run_attempt = _coordinator.run_attempt
+
+    async def run_attempt_later(*args: Any, **kwargs: Any) -> None:
+        claimed.set()
+        await go_on.wait()
+        await real_run_attempt(*args, **kwargs)
+
+    monkeypatch.setattr(_coordinator, "run_attempt", run_attempt_later)
+    started = asyncio.Event()
+    async with make_runtime({"slow": loop_agent(slow_tools(30, started))}) as runtime:
+        receipt = await runtime.dispatch("slow", "acme", "lookup slowly")
+        await asyncio.wait_for(claimed.wait(), 60)
+        await runtime.abort_submission(receipt.submission_id)
+        go_on.set()
+        async with asyncio.timeout(15):  # well before the tool's 30 s were up
+            outcome = await runtime.wait(receipt.submission_id)
+        assert outcome["status"] == "aborted"
 
 
 async def test_multitask_policies(make_runtime: Make) -> None:

@@ -463,9 +463,10 @@ class Coordinator:
             feed=context.capabilities.change_feed,
             known_clear=known_clear,
         )
+        context.runs.starting(submission.id)
         task = asyncio.create_task(self._run(submission, watch), name=f"tether-run-{submission.id}")
         self.active[submission.conversation_id] = task
-        task.add_done_callback(functools.partial(self._finished, submission.conversation_id, watch))
+        task.add_done_callback(functools.partial(self._finished, submission, watch))
 
     async def _run(self, submission: Submission, watch: SteerWatch) -> None:
         context = self.context
@@ -498,7 +499,11 @@ class Coordinator:
         )
         await run_attempt(context, submission, watch)
 
-    def _finished(self, conversation_id: str, watch: SteerWatch, _task: asyncio.Task[None]) -> None:
+    def _finished(
+        self, submission: Submission, watch: SteerWatch, _task: asyncio.Task[None]
+    ) -> None:
+        conversation_id = submission.conversation_id
+        self.context.runs.finished(submission.id)
         self.context.steering.close(conversation_id, watch)
         self.active.pop(conversation_id, None)
         if conversation_id in self._next and not self.context.closing:

@@ -45,6 +45,12 @@ class RunRegistry:
         self.closing = False
         """Set once the runtime shuts down: no new claims, running work is released."""
         self._runs: dict[str, _Run] = {}
+        self._starting: set[str] = set()
+        """Claimed here, their work not registered yet (the attempt is being set up)."""
+        self._aborted_early: set[str] = set()
+        """Of those, the ones an in-process abort was asked for before their work was
+        registered: their run stops as soon as it is (the claim's copy of the submission
+        predates the cancel, and on a manual clock no heartbeat would read it)."""
         self._settled: dict[str, asyncio.Future[dict[str, JsonValue]]] = {}
         self._waiting: dict[str, int] = {}  # waiters in progress, by submission id
         self._zombies: set[asyncio.Task[Any]] = set()
@@ -74,9 +80,24 @@ class RunRegistry:
         """The attempts running in this process now (their work registered)."""
         return len(self._runs)
 
+    def starting(self, submission_id: str) -> None:
+        """A run of ``submission_id`` was claimed here and is being set up: an abort asked
+        for before its work is registered is kept for it (:meth:`register`)."""
+        self._starting.add(submission_id)
+
+    def finished(self, submission_id: str) -> None:
+        """The run claimed here is over (or never got as far as its work)."""
+        self._starting.discard(submission_id)
+        self._aborted_early.discard(submission_id)
+
     def register(self, submission_id: str, task: asyncio.Task[Any], stop: Stop) -> None:
         loop = asyncio.get_running_loop()
-        self._runs[submission_id] = _Run(task, stop, loop.create_future())
+        run = _Run(task, stop, loop.create_future())
+        self._runs[submission_id] = run
+        if submission_id in self._aborted_early:
+            self._aborted_early.discard(submission_id)
+            stop.reason = "aborted"
+            run.wake.set_result(None)
 
     def unregister(self, submission_id: str) -> None:
         self._runs.pop(submission_id, None)
@@ -88,6 +109,8 @@ class RunRegistry:
     def abort(self, submission_id: str) -> None:
         """Stop a run of this process now, if one runs (it settles ``aborted``)."""
         run = self._runs.get(submission_id)
+        if run is None and submission_id in self._starting:
+            self._aborted_early.add(submission_id)
         if run is not None:
             run.stop.reason = "aborted"
             if not run.wake.done():
