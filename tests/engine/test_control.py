@@ -8,6 +8,7 @@ import pytest
 from pydantic import JsonValue
 
 from tether.engine import AgentDefinition, AgentSpec, ManualClock, Runtime, _coordinator
+from tether.engine._attempt import run_attempt
 from tether.errors import NoRunInFlight, SessionBusy
 from tether.journal import Journal, Stamp
 from tether.messages import Message
@@ -74,12 +75,11 @@ async def test_an_abort_between_the_claim_and_the_run_stops_it(
     clock no heartbeat reads the store again) still stops it, at once: not after its 30 s
     tool."""
     claimed, go_on = asyncio.Event(), asyncio.Event()
-    real_run_attempt = _coordinator.run_attempt
 
     async def run_attempt_later(*args: Any, **kwargs: Any) -> None:
         claimed.set()
         await go_on.wait()
-        await real_run_attempt(*args, **kwargs)
+        await run_attempt(*args, **kwargs)
 
     monkeypatch.setattr(_coordinator, "run_attempt", run_attempt_later)
     started = asyncio.Event()
