@@ -16,18 +16,19 @@ from typing import Any
 import pytest
 
 from tether.agent import Toolset, agent_spec
-from tether.engine import AgentDefinition, ManualClock, RecoveryDecided, Runtime
+from tether.engine import AgentDefinition, ManualClock, RecoveryDecided, Runtime, SystemClock
 from tether.errors import McpToolsChanged
 from tether.journal import Harness, Journal
 from tether.messages import ToolOutcomeStatus
 from tether.models import Rule, ScriptedModel, ToolUse
 from tether.records import ApprovalRequested, StepRecorded, ToolCalled, ToolOutcome
-from tether.store import MemoryStore, Store
+from tether.store import MemoryStore, SqliteStore, Store
 from tether.tools import mcp
 
 from ..engine.conftest import FAST
 from ..engine.waits import until_emitted
-from ..processes import kill, start
+from ..processes import eventually, kill, start
+from . import mcp_worker
 from .mcp_support import SERVER, alive, calling_model, ledger, server_command
 
 pytestmark = pytest.mark.process
@@ -268,3 +269,53 @@ async def test_over_http_and_replayed_with_the_server_gone(
     kill(process)
     journal = await Journal.open(memory, conversation, fence=0)
     assert await journal.replay(harness(mcp(url=url, name="calc"))) == ["answer: 42"]
+
+
+# --- a worker killed mid-call --------------------------------------------------------------
+
+WORKER = Path(__file__).with_name("mcp_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["not-idempotent", "idempotent"])
+async def test_a_worker_killed_mid_call_leaves_no_server_and_recovery_honours_idempotence(
+    tmp_path: Path, calls: Path, idempotent: bool
+) -> None:
+    release = tmp_path / "release"
+    store = await SqliteStore.open(tmp_path)
+    agents = mcp_worker.agents(calls, release, idempotent=idempotent)
+    admission = Runtime(agents, store, **FAST)  # admission only: the worker process runs it
+    await admission.start(worker=False)
+    receipt = await admission.dispatch("bot", "acme", 'tool:hold {"text": "x"}')
+    await admission.close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with (tmp_path / "worker.log").open("ab") as log:
+        worker = start(
+            [sys.executable, str(WORKER), str(tmp_path), str(calls), str(release)]
+            + (["idempotent"] if idempotent else []),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+        )
+    # The server has the call and holds it: kill the worker under it.
+    (held,) = eventually(lambda: ledger(calls), lambda: (tmp_path / "worker.log").read_text())
+    kill(worker)
+    server = int(str(held["pid"]))
+    eventually(lambda: not alive(server), "the MCP server outlived the worker that started it")
+    release.touch()
+    # Resumed here, once the dead worker's lease has run out: on the real clock, as the
+    # worker's lease was taken on it.
+    async with Runtime(agents, store, **FAST, clock=SystemClock()) as runtime:
+        async with asyncio.timeout(60):
+            settled = await runtime.wait(receipt.submission_id)
+    (outcome,) = await outcomes(store, receipt.conversation_id)
+    seen = [c["tool"] for c in ledger(calls)]
+    if idempotent:  # called again, on a new server, which answered
+        assert (outcome.status, outcome.content) == (ToolOutcomeStatus.OK, "held: x")
+        assert seen == ["hold", "hold"]
+    else:  # never called again: its outcome is unknown
+        assert outcome.status is ToolOutcomeStatus.UNKNOWN
+        assert seen == ["hold"]
+    assert settled["status"] == "succeeded"
+    await store.close()
+    assert all(not alive(int(str(c["pid"]))) for c in ledger(calls))

@@ -25,6 +25,7 @@ from tether._extras import install_hint
 from tether.agent import Tool, ToolArgumentsError, ToolContext, Toolset
 from tether.messages import Mediation, ToolOutcomeStatus, ToolResult, ToolSpec
 from tether.tools._mcp_connection import Interrupted, McpConnection, Transport
+from tether.tools._mcp_launch import launched
 
 __all__ = ("mcp",)
 
@@ -135,8 +136,9 @@ def _stdio(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | N
     _sdk()
     from mcp import StdioServerParameters, stdio_client
 
+    command = launched(argv)  # a server that dies with this process, whatever kills it
     return stdio_client(
-        StdioServerParameters(command=argv[0], args=argv[1:], env=env or None, cwd=cwd)
+        StdioServerParameters(command=command[0], args=command[1:], env=env or None, cwd=cwd)
     )
 
 
