@@ -306,7 +306,7 @@ class _McpServer(Toolset):
     ) -> ToolResult:
         connection = self.connection(ctx.execution_id)
         try:
-            result = await connection.call(remote, arguments)
+            result = await connection.call(remote, arguments, ctx.progress)
         except Interrupted as interrupted:
             if not idempotent:
                 return ToolResult(
@@ -315,7 +315,7 @@ class _McpServer(Toolset):
                     is_error=True,
                     status=ToolOutcomeStatus.UNKNOWN,
                 )
-            result = await connection.call(remote, arguments)  # safe to make again, once
+            result = await connection.call(remote, arguments, ctx.progress)  # safe again, once
         return _result(ctx.call_id, result)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -152,19 +152,28 @@ class McpConnection:
         _, listing = await self._client()
         return listing
 
-    async def call(self, name: str, arguments: dict[str, JsonValue]) -> CallToolResult:
-        """Call a tool. A server found gone before the call is started again first; one that
-        goes away during it (or a call past ``timeout``) raises :class:`Interrupted`."""
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, JsonValue],
+        sink: Callable[[str], Awaitable[None]] | None = None,
+    ) -> CallToolResult:
+        """Call a tool, passing the server's progress notifications to ``sink`` as text.
+        A server found gone before the call is started again first; one that goes away
+        during it (or a call past ``timeout``) raises :class:`Interrupted`."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
         client, _ = await self._client()
         current = self._open
+
+        async def notified(progress: float, total: float | None, message: str | None) -> None:
+            if sink is not None:
+                await sink(message or (f"{progress:g}/{total:g}" if total else f"{progress:g}"))
+
         try:
-            if self._timeout is None:
-                return await client.call_tool(name, arguments)
             async with asyncio.timeout(self._timeout):
-                return await client.call_tool(name, arguments)
+                return await client.call_tool(name, arguments, progress_callback=notified)
         except TimeoutError:
             await self._drop(current)
             raise Interrupted(
