@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 __all__ = ("server",)
@@ -62,6 +62,15 @@ def hold(text: str) -> str:
     while not release.exists():
         time.sleep(0.05)  # waits for another process: the test makes the file
     return f"held: {text}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def count(n: int, ctx: Context) -> str:
+    """Count to n, reporting progress at each step."""
+    _saw("count", n=n)
+    for step in range(1, n + 1):
+        await ctx.report_progress(step, n, f"counted {step}")
+    return f"counted to {n}"
 
 
 @server.tool()

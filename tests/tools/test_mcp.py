@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from tether.agent import Toolset, agent_spec
-from tether.engine import AgentDefinition, ManualClock, RecoveryDecided, Runtime, SystemClock
+from tether.engine import (
+    AgentDefinition,
+    ManualClock,
+    RecoveryDecided,
+    Runtime,
+    SystemClock,
+    ToolProgress,
+)
 from tether.errors import McpToolsChanged
 from tether.journal import Harness, Journal
 from tether.messages import ToolOutcomeStatus
@@ -90,7 +97,7 @@ async def test_stdio_tools_are_offered_with_their_schemas_and_each_call_is_journ
     assert [(c["tool"], c["args"]) for c in seen] == [("add", {"a": 2, "b": 3})]
     # The model was offered the server's tools with the server's JSON schemas.
     offered = {t.name: t for t in model.calls[0].tools}
-    assert set(offered) == {"add", "note", "wipe", "hold", "crash"}
+    assert set(offered) == {"add", "count", "note", "wipe", "hold", "crash"}
     assert offered["add"].parameters["properties"] == {
         "a": {"title": "A", "type": "integer"},
         "b": {"title": "B", "type": "integer"},
@@ -99,7 +106,7 @@ async def test_stdio_tools_are_offered_with_their_schemas_and_each_call_is_journ
     records = [r.payload for r in await memory.read(conversation)]
     (listing,) = [p for p in records if isinstance(p, StepRecorded)]
     assert listing.name == "tether.toolset:calc"
-    assert isinstance(listing.value, list) and len(listing.value) == 5
+    assert isinstance(listing.value, list) and len(listing.value) == 6
     (called,) = [p for p in records if isinstance(p, ToolCalled)]
     assert (called.tool, called.args) == ("add", {"a": 2, "b": 3})
     (outcome,) = await outcomes(memory, conversation)
@@ -209,6 +216,43 @@ async def test_a_server_whose_tools_changed_is_a_divergence(memory: Store, calls
     # The run waits for a fix, saying why; the approved note never reached the server.
     assert "'calc' changed its tools" in decided[0] and "added: extra" in decided[0]
     assert ledger(calls) == []
+
+
+async def test_only_the_named_tools_under_a_prefix(memory: Store, calls: Path) -> None:
+    model = calling_model()
+    toolset = stdio(calls, tools=["add", "count"], prefix="calc_")
+    _, settled = await run(memory, bot(toolset, model=model), 'tool:calc_add {"a": 1, "b": 2}')
+    assert settled["result"] == "answer: 3"
+    assert {t.name for t in model.calls[0].tools} == {"calc_add", "calc_count"}
+    assert [(c["tool"], c["args"]) for c in ledger(calls)] == [("add", {"a": 1, "b": 2})]
+    # Arguments that do not fit the server's schema never reach it.
+    _, settled = await run(memory, bot(toolset), 'tool:calc_add {"a": "one", "b": 2}')
+    assert "invalid arguments for calc_add: a: 'one' is not of type 'integer'" in str(
+        settled["result"]
+    )
+    assert len(ledger(calls)) == 1
+
+
+async def test_progress_notifications_reach_the_observers(memory: Store, calls: Path) -> None:
+    progress: list[str] = []
+    async with Runtime(bot(stdio(calls)), memory, **FAST, clock=ManualClock()) as runtime:
+        runtime.instrumentation.observers.append(
+            lambda event: progress.append(event.text) if isinstance(event, ToolProgress) else None
+        )
+        receipt = await runtime.dispatch("bot", "acme", 'tool:count {"n": 3}')
+        async with asyncio.timeout(60):
+            settled = await runtime.wait(receipt.submission_id)
+    assert settled["result"] == "answer: counted to 3"
+    assert progress == ["counted 1", "counted 2", "counted 3"]
+
+
+async def test_a_server_that_will_not_start_is_transient(memory: Store) -> None:
+    toolset = mcp(command=["/nonexistent/mcp-server"], name="calc")
+    spec = agent_spec(calling_model(), tools=[toolset])
+    agents = {"bot": AgentDefinition(lambda instance, env: spec, max_attempts=2)}
+    _, settled = await run(memory, agents, 'tool:add {"a": 1, "b": 2}')
+    assert settled["status"] == "failed", settled
+    assert "could not be opened" in str(settled), settled
 
 
 def test_the_toolset_checks_its_arguments() -> None:
