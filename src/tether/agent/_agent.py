@@ -213,7 +213,7 @@ class Agent:
 
             recorded = await turn.step(TOOLSET_STEP + name, listing)
             for tool in toolset.tools(recorded, turn.execution_id):
-                if tool.name in offered or tool.name in (TASK_TOOL, WAIT_TOOL):
+                if tool.name in offered or (tool.name == TASK_TOOL and _delegates(turn.config)):
                     raise AgentLoopError(
                         f"the tool {tool.name!r} of the toolset {name!r} would shadow another "
                         "tool of this agent: give the toolset a prefix"
