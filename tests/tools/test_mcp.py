@@ -155,6 +155,20 @@ async def test_an_idempotent_tool_is_called_again_after_the_server_died_under_it
     assert [c["tool"] for c in ledger(calls)] == ["crash", "crash"]
 
 
+async def test_a_call_past_its_timeout_is_unknown_and_its_server_stopped(
+    memory: Store, calls: Path
+) -> None:
+    # ``hold`` never answers (nothing releases it): the timeout ends the wait, not the speed
+    # of the machine.
+    toolset = stdio(calls, timeout=1.0)
+    conversation, settled = await run(memory, bot(toolset), 'tool:hold {"text": "x"}')
+    assert settled["status"] == "succeeded"
+    (outcome,) = await outcomes(memory, conversation)
+    assert outcome.status is ToolOutcomeStatus.UNKNOWN and "did not answer" in outcome.content
+    (held,) = ledger(calls)
+    assert not alive(int(str(held["pid"])))
+
+
 async def test_a_destructive_tool_waits_for_approval(memory: Store, calls: Path) -> None:
     agents = bot(stdio(calls))
     async with Runtime(agents, memory, **FAST, clock=ManualClock()) as runtime:

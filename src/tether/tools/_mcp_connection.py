@@ -14,7 +14,6 @@ it ended may or may not have acted (the caller decides: see ``tools/_mcp.py``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -207,7 +206,15 @@ class McpConnection:
                 current.task = asyncio.create_task(self._run(current))
                 self.opened += 1
             try:
-                client, listing = await asyncio.shield(current.ready)
+                async with asyncio.timeout(self._timeout):  # a handshake that never ends
+                    client, listing = await asyncio.shield(current.ready)
+            except TimeoutError:
+                self._open = None
+                await self._stop(current)
+                raise McpServerUnavailable(
+                    f"the MCP server {self.server!r} did not open within {self._timeout:g} s",
+                    server=self.server,
+                ) from None
             except BaseException:
                 self._open = None
                 await self._stop(current)
@@ -226,7 +233,9 @@ class McpConnection:
                 current.ready.set_result((client, listing))
                 await current.stop.wait()
         except BaseException as exc:
-            if not current.ready.done():
+            if not current.ready.done() and not isinstance(exc, Exception):
+                current.ready.cancel()  # stopped before it opened: nobody waits for it
+            elif not current.ready.done():
                 current.ready.set_exception(
                     McpServerUnavailable(
                         f"the MCP server {self.server!r} could not be opened: "
@@ -248,8 +257,9 @@ class McpConnection:
         if current is None or current.task is None:
             return
         current.stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.shield(current.task)
+        if not current.ready.done():
+            current.task.cancel()  # still opening: no stop would be heard
+        await asyncio.wait({current.task})
 
 
 def _finished(current: _Open) -> bool:
