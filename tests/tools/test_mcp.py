@@ -115,6 +115,15 @@ async def test_stdio_tools_are_offered_with_their_schemas_and_each_call_is_journ
     assert not alive(int(str(seen[0]["pid"])))
 
 
+async def test_a_parallel_batch_shares_the_runs_server(memory: Store, calls: Path) -> None:
+    batch = [ToolUse("add", {"a": n, "b": n}, f"c{n}") for n in range(1, 4)]
+    _, settled = await run(memory, bot(stdio(calls), Rule("batch", batch)), "batch")
+    assert settled["result"] == "answer: 2 | 4 | 6"
+    seen = ledger(calls)
+    assert sorted(str(c["args"]) for c in seen) == sorted(str(c.args) for c in batch)
+    assert len({c["pid"] for c in seen}) == 1  # one server for the run, opened once
+
+
 async def test_replay_calls_no_mcp_server(memory: Store, calls: Path) -> None:
     conversation, settled = await run(memory, bot(stdio(calls)), 'tool:note {"text": "hi"}')
     assert settled["result"] == "answer: noted: hi"
