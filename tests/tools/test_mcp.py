@@ -171,7 +171,7 @@ async def test_a_call_past_its_timeout_is_unknown_and_its_server_stopped(
     # of the machine.
     toolset = stdio(calls, timeout=1.0)
     conversation, settled = await run(memory, bot(toolset), 'tool:hold {"text": "x"}')
-    assert settled["status"] == "succeeded"
+    assert settled["status"] == "succeeded", settled
     (outcome,) = await outcomes(memory, conversation)
     assert outcome.status is ToolOutcomeStatus.UNKNOWN and "did not answer" in outcome.content
     (held,) = ledger(calls)

@@ -53,6 +53,7 @@ def mcp(
     approval: Approval = "destructive",
     idempotent: Idempotence = "hints",
     timeout: float | None = 300.0,
+    start_timeout: float = 60.0,
 ) -> Toolset:
     """The tools of an MCP server, for the built-in :class:`~tether.agent.Agent` (pass it
     in ``tools`` beside :class:`~tether.agent.Tool` s).
@@ -81,7 +82,10 @@ def mcp(
     seconds passed) of a tool not idempotent ends ``unknown``, as after a crash; an
     idempotent one is made again on a fresh connection, once. A server whose tools differ
     from those the run recorded, found when a run connects again (a resume, a restart),
-    fails the run with :class:`~tether.errors.McpToolsChanged`, a divergence.
+    fails the run with :class:`~tether.errors.McpToolsChanged`, a divergence. A server that
+    does not start and list its tools within ``start_timeout`` seconds (or cannot be reached)
+    raises :class:`~tether.errors.McpServerUnavailable`: the run is tried again later when it
+    happens as the run lists the tools, the model reads it as the call's error after that.
 
     Example::
 
@@ -98,6 +102,8 @@ def mcp(
         raise ValueError("command is a non-empty list of the program and its arguments")
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive, not {timeout!r}")
+    if start_timeout <= 0:
+        raise ValueError(f"start_timeout must be positive, not {start_timeout!r}")
     if not name:
         raise ValueError("name must not be empty")
     if isinstance(approval, str) and approval != "destructive":
@@ -122,6 +128,7 @@ def mcp(
         approval=approval,
         idempotent=idempotent,
         timeout=timeout,
+        start_timeout=start_timeout,
     )
 
 
@@ -215,6 +222,7 @@ class _McpServer(Toolset):
         approval: Approval,
         idempotent: Idempotence,
         timeout: float | None,
+        start_timeout: float,
     ) -> None:
         self.name = name
         self._transport = transport
@@ -224,6 +232,7 @@ class _McpServer(Toolset):
         self._approval = approval
         self._idempotent = idempotent
         self._timeout = timeout
+        self._start_timeout = start_timeout
         self._connections: dict[str, McpConnection] = {}
 
     def __repr__(self) -> str:
@@ -242,6 +251,7 @@ class _McpServer(Toolset):
                 execution_id=execution_id,
                 select=self._select,
                 timeout=self._timeout,
+                start_timeout=self._start_timeout,
             )
         return found
 

@@ -135,6 +135,7 @@ class McpConnection:
         execution_id: str,
         select: Callable[[list[JsonValue]], list[JsonValue]],
         timeout: float | None,
+        start_timeout: float,
     ) -> None:
         self.server = server
         self.execution_id = execution_id
@@ -143,6 +144,7 @@ class McpConnection:
         self._transport = transport
         self._select = select
         self._timeout = timeout
+        self._start_timeout = start_timeout
         self._open: _Open | None = None
         self._lock = asyncio.Lock()
 
@@ -180,13 +182,14 @@ class McpConnection:
             ) from None
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
-                raise
+                raise  # the server answered: an error, not an unknown
             await self._drop(current)
             raise Interrupted(f"the MCP server {self.server!r} went away during {name}") from None
-        except OSError as exc:  # a socket's failure (an HTTP server's)
+        except Exception as exc:  # the transport failed under the call (a socket, a stream)
             await self._drop(current)
             raise Interrupted(
-                f"the MCP server {self.server!r} could not be reached during {name}: {exc}"
+                f"the MCP server {self.server!r} could not be reached during {name}: "
+                f"{type(exc).__name__}: {exc}"
             ) from None
 
     async def close(self) -> None:
@@ -206,13 +209,13 @@ class McpConnection:
                 current.task = asyncio.create_task(self._run(current))
                 self.opened += 1
             try:
-                async with asyncio.timeout(self._timeout):  # a handshake that never ends
+                async with asyncio.timeout(self._start_timeout):  # a handshake that never ends
                     client, listing = await asyncio.shield(current.ready)
             except TimeoutError:
                 self._open = None
                 await self._stop(current)
                 raise McpServerUnavailable(
-                    f"the MCP server {self.server!r} did not open within {self._timeout:g} s",
+                    f"the MCP server {self.server!r} did not open within {self._start_timeout:g} s",
                     server=self.server,
                 ) from None
             except BaseException:
