@@ -54,6 +54,8 @@ __all__ = (
     "InvalidSeq",
     "JournalError",
     "LogTampered",
+    "McpServerUnavailable",
+    "McpToolsChanged",
     "MissingIdempotencyKey",
     "MissingToolExecutor",
     "ModelError",
@@ -527,6 +529,44 @@ class ReplayDiverged(JournalError):
         super().__init__(message)
 
 
+class McpToolsChanged(ReplayDiverged):
+    """An MCP server offers other tools than the run recorded it offered (``tether.tools.mcp``):
+    found when a resumed run (or one whose server was restarted) connects to it again. Like
+    any divergence the run waits for a fix (the server's tools as they were, or code that
+    expects the new ones) rather than going on with tools its model never saw.
+
+    ``server`` names the server (its toolset's name); ``added``, ``removed`` and ``changed``
+    name the tools offered now and not then, then and not now, and in both with another
+    description, schema or annotations."""
+
+    code = "mcp_tools_changed"
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        execution_id: str,
+        added: tuple[str, ...] = (),
+        removed: tuple[str, ...] = (),
+        changed: tuple[str, ...] = (),
+    ) -> None:
+        self.server = server
+        self.added = added
+        self.removed = removed
+        self.changed = changed
+        differs = tuple(
+            f"{what}: {', '.join(names)}"
+            for what, names in (("added", added), ("removed", removed), ("changed", changed))
+            if names
+        )
+        super().__init__(
+            f"execution {execution_id}: the MCP server {server!r} changed its tools since the "
+            f"run recorded them ({'; '.join(differs)})",
+            execution_id=execution_id,
+            differs=differs,
+        )
+
+
 class RecordedModelFailure(JournalError):
     """Replay reached a model call that failed live (no completion was recorded).
 
@@ -808,6 +848,18 @@ class TransientError(TetherError):
     releases the submission with the error, and a later attempt tries again."""
 
     code = "transient"
+
+
+class McpServerUnavailable(TransientError):
+    """An MCP server could not be reached: its command would not start, or exited or
+    answered nothing during the handshake, or its URL did not answer (``tether.tools.mcp``).
+    ``server`` names it. Transient: the engine tries the run again later."""
+
+    code = "mcp_server_unavailable"
+
+    def __init__(self, message: str, *, server: str) -> None:
+        self.server = server
+        super().__init__(message)
 
 
 class UnknownAgent(NotFound):

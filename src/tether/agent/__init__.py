@@ -16,6 +16,7 @@ Example::
 from tether.agent._agent import Agent, AgentLoopError, agent_spec, render_signal
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool, ToolArgumentsError, ToolContext, tool
+from tether.agent._toolset import Toolset
 
 __all__ = (
     "Agent",
@@ -24,6 +25,7 @@ __all__ = (
     "ToolArgumentsError",
     "ToolContext",
     "Toolbox",
+    "Toolset",
     "agent_spec",
     "render_signal",
     "tool",

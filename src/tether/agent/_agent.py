@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 from xml.sax.saxutils import escape, quoteattr
 
@@ -16,6 +17,7 @@ from pydantic import JsonValue
 from tether._canonical import canonical_json, sha256_hex
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
+from tether.agent._toolset import TOOLSET_STEP, Toolset
 from tether.agent._wait import WAIT_TOOL, wait_tool
 from tether.engine import TASK_TOOL, AgentSpec, task_tool
 from tether.errors import ContextOverflow, JournalError, RecordedModelFailure
@@ -101,7 +103,7 @@ class Agent:
         *,
         model: str = "default",
         system_prompt: str | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool | Toolset] = (),
         max_rounds: int = 25,
         max_tokens: int | None = None,
         settings: dict[str, JsonValue] | None = None,
@@ -120,7 +122,12 @@ class Agent:
         self.max_overflow_compactions = max_overflow_compactions
         self.model = model
         self.system_prompt = system_prompt
-        self.tools = {t.name: t for t in tools}
+        self.tools = {t.name: t for t in tools if isinstance(t, Tool)}
+        self.toolsets = {t.name: t for t in tools if isinstance(t, Toolset)}
+        """Tools found at run time (an MCP server's), by toolset name: each execution
+        records their listing (a step) and offers them beside ``tools``."""
+        if len(self.toolsets) != sum(isinstance(t, Toolset) for t in tools):
+            raise ValueError("toolset names must be unique: give each MCP server a name=")
         if timers:
             if WAIT_TOOL in self.tools:
                 raise ValueError(f"a tool named {WAIT_TOOL!r} would shadow the wait tool")
@@ -133,8 +140,10 @@ class Agent:
     def pins(self) -> dict[str, JsonValue]:
         """What pins this agent's behaviour for its journal (docs/versions.md): its model's
         name and digests of its system prompt, each tool's schema and its settings. An
-        agent version is named by them unless it is named by hand."""
-        return {
+        agent version is named by them unless it is named by hand. Toolsets are pinned by
+        what they name (an MCP server's command or URL), their tools being recorded per
+        execution."""
+        pins: dict[str, JsonValue] = {
             "model": self.model,
             "system": sha256_hex(self.system_prompt.encode()) if self.system_prompt else None,
             "tools": {
@@ -143,27 +152,34 @@ class Agent:
             },
             "settings": sha256_hex(canonical_json(self.settings)),
         }
+        if self.toolsets:  # only then: an agent without any keeps the pins it had
+            pins["toolsets"] = {name: t.pins() for name, t in sorted(self.toolsets.items())}
+        return pins
 
     def _request(
-        self, messages: Sequence[Message], config: dict[str, JsonValue] | None
+        self,
+        messages: Sequence[Message],
+        config: dict[str, JsonValue] | None,
+        tools: _RunTools,
     ) -> ModelRequest:
         system = (Message.system(self.system_prompt),) if self.system_prompt else ()
         settings = dict(self.settings)
         if config and "resultSchema" in config:
             settings["resultSchema"] = config["resultSchema"]
-        tools = tuple(t.spec for t in self.tools.values())
+        specs = tuple(t.spec for t in tools.offered.values())
         if _delegates(config):
             assert config is not None
-            tools += (task_tool(config["subagents"]),)
+            specs += (task_tool(config["subagents"]),)
         return ModelRequest(
-            model=self.model, messages=(*system, *messages), tools=tools, settings=settings
+            model=self.model, messages=(*system, *messages), tools=specs, settings=settings
         )
 
-    async def _call(self, turn: Turn, part: ToolCallPart) -> ToolResult | None:
+    async def _call(self, turn: Turn, part: ToolCallPart, tools: _RunTools) -> ToolResult | None:
         """Run one of the model's tool calls: a task call as a child submission (when the
-        execution offers the task tool), any other through the journal's tool executor."""
+        execution offers the task tool), a toolset's through the run's toolbox of them, any
+        other through the journal's tool executor."""
         task = part.name == TASK_TOOL and _delegates(turn.config)
-        tool = None if task else self.tools.get(part.name)
+        tool = None if task else tools.offered.get(part.name)
         call = ToolCall(
             call_id=part.call_id,
             name=part.name,
@@ -181,7 +197,30 @@ class Agent:
             return await turn.delegate(call)
         if part.name == WAIT_TOOL and self.timers:  # run here, whatever the spec's executor
             return await turn.tool(call, executor=_WAITS)
+        if part.name in tools.found.tools:
+            return await turn.tool(call, executor=tools.found)
         return await turn.tool(call)
+
+    async def _tools(self, turn: Turn) -> _RunTools:
+        """The tools this execution offers: the agent's, and each toolset's as the execution
+        recorded its listing (a step: listed live once, then served from the log)."""
+        offered = dict(self.tools)
+        found: list[Tool] = []
+        for name, toolset in self.toolsets.items():
+
+            async def listing(toolset: Toolset = toolset) -> JsonValue:
+                return await toolset.list_tools(turn.execution_id)
+
+            recorded = await turn.step(TOOLSET_STEP + name, listing)
+            for tool in toolset.tools(recorded, turn.execution_id):
+                if tool.name in offered or (tool.name == TASK_TOOL and _delegates(turn.config)):
+                    raise AgentLoopError(
+                        f"the tool {tool.name!r} of the toolset {name!r} would shadow another "
+                        "tool of this agent: give the toolset a prefix"
+                    )
+                offered[tool.name] = tool
+                found.append(tool)
+        return _RunTools(offered, Toolbox(found))
 
     async def run(self, turn: Turn) -> JsonValue:
         if _delegates(turn.config) and TASK_TOOL in self.tools:
@@ -189,26 +228,35 @@ class Agent:
                 f"a tool named {TASK_TOOL!r} would shadow the task tool this agent is given "
                 "for its subagents: rename the tool"
             )
+        try:
+            return await self._run(turn, await self._tools(turn))
+        finally:
+            for toolset in self.toolsets.values():
+                # Whatever ended the run (a park, a failure, a cancellation), what the toolset
+                # started for it stops with it.
+                await asyncio.shield(toolset.release(turn.execution_id))
+
+    async def _run(self, turn: Turn, tools: _RunTools) -> JsonValue:
         messages = _render([*turn.history, *turn.inputs])
         overflows = 0
         used = 0  # the prompt tokens the last call reported
         for _ in range(self.max_rounds):
             if self.context_window is not None and used > self.context_window - self.reserve_tokens:
-                messages = await self._compact(turn, messages, "threshold")
+                messages = await self._compact(turn, messages, "threshold", tools)
             try:
-                response = await turn.model(self._request(messages, turn.config))
+                response = await turn.model(self._request(messages, turn.config, tools))
             except (ContextOverflow, RecordedModelFailure):
                 # A replay meets the overflow again as a recorded failure at the same point.
                 overflows += 1
                 if overflows > self.max_overflow_compactions:
                     raise
-                messages = await self._compact(turn, messages, "overflow")
+                messages = await self._compact(turn, messages, "overflow", tools)
                 continue
             used = (response.usage.input_tokens or 0) if response.usage else 0
             messages.append(response.message)
             calls = response.message.tool_calls
             if calls:
-                answers = await _all(self._call(turn, part) for part in calls)
+                answers = await _all(self._call(turn, part, tools) for part in calls)
                 turn.wait_for_children()  # parks here while a task call's child runs
                 results = [answer for answer in answers if answer is not None]
                 messages += [
@@ -225,11 +273,15 @@ class Agent:
         raise AgentLoopError(f"no final answer after {self.max_rounds} model calls")
 
     async def _compact(
-        self, turn: Turn, messages: list[Message], reason: Literal["threshold", "overflow"]
+        self,
+        turn: Turn,
+        messages: list[Message],
+        reason: Literal["threshold", "overflow"],
+        tools: _RunTools,
     ) -> list[Message]:
         """Summarize with the model, journal the compaction, and continue from the summary plus
         the most recent messages that fit in ``keep_tokens``."""
-        request = self._request([*messages, Message.user(SUMMARY_PROMPT)], None)
+        request = self._request([*messages, Message.user(SUMMARY_PROMPT)], None, tools)
         summary = (await turn.model(request, purpose="summary")).message.text
         keep, budget = 0, self.keep_tokens
         for message in reversed(messages):
@@ -244,6 +296,14 @@ class Agent:
 
 
 _WAITS = Toolbox([wait_tool()])
+
+
+@dataclass(frozen=True, slots=True)
+class _RunTools:
+    """The tools one execution offers, by name, and the toolbox of those its toolsets found."""
+
+    offered: dict[str, Tool]
+    found: Toolbox
 
 
 def _whole_batches(messages: Sequence[Message], keep: int) -> int:
@@ -284,7 +344,7 @@ def agent_spec(
     *,
     model_name: str = "default",
     system_prompt: str | None = None,
-    tools: Sequence[Tool] = (),
+    tools: Sequence[Tool | Toolset] = (),
     max_rounds: int = 25,
     max_tokens: int | None = None,
     context_window: int | None = None,
@@ -297,7 +357,8 @@ def agent_spec(
     """An engine spec running the built-in agent, with ``model`` as the client and a summarizer
     (for queued compaction) that asks the same model. ``model_timeout`` and ``model_retry``
     override the runtime's for its model calls (see :class:`~tether.engine.AgentSpec`).
-    ``timers`` offers the model the ``wait_until`` tool (docs/timers.md).
+    ``timers`` offers the model the ``wait_until`` tool (docs/timers.md). ``tools`` may hold
+    toolsets (an MCP server's tools, ``tether.tools.mcp``) beside tools.
 
     Example::
 
@@ -322,7 +383,7 @@ def agent_spec(
     return AgentSpec(
         harness=harness,
         model=model,
-        tools=Toolbox(tools),
+        tools=Toolbox([t for t in tools if isinstance(t, Tool)]),
         summarize=summarize,
         model_timeout=model_timeout,
         model_retry=model_retry,

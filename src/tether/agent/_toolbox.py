@@ -1,5 +1,6 @@
 """The tool executor for the built-in agent: runs ``Tool``s, turning every failure into a
-result the model can read (never a crash of the run)."""
+result the model can read (never a crash of the run; a journal error, a divergence or a
+park, is the run's and passes)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import orjson
 from pydantic import JsonValue
 
 from tether.agent._tools import Tool, ToolArgumentsError, ToolContext
+from tether.errors import JournalError
 from tether.journal import ToolScope
 from tether.messages import ToolCall, ToolOutcomeStatus, ToolResult
 
@@ -42,6 +44,8 @@ class Toolbox:
             value = await found.call(call.args, context)
         except ToolArgumentsError as exc:
             return _error(call, str(exc))
+        except JournalError:
+            raise  # a divergence, a park: the run's, not the tool's, to report
         except Exception as exc:
             return _error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
         return _result(call, value)
@@ -54,6 +58,8 @@ def _error(call: ToolCall, message: str) -> ToolResult:
 
 
 def _result(call: ToolCall, value: object) -> ToolResult:
+    if isinstance(value, ToolResult):  # a tool that says its status itself (an MCP call's)
+        return value.model_copy(update={"call_id": call.call_id})
     if hasattr(value, "model_dump"):
         value = value.model_dump(mode="json")  # a pydantic model
     try:

@@ -79,6 +79,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     # journal: a harness's misuse is the server's failure, not the caller's
     E.JournalError: 500,
     E.ReplayDiverged: 500,
+    E.McpToolsChanged: 500,
     E.RecordedModelFailure: 500,
     E.InvalidExecutionLog: 500,
     E.IncompleteInvocation: 500,
@@ -110,6 +111,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.NotJournaled: 500,
     # engine
     E.TransientError: 503,
+    E.McpServerUnavailable: 503,
     E.UnknownAgent: 404,
     E.UnknownVersion: 422,
     E.InvalidDispatch: 422,

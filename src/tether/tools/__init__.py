@@ -1,5 +1,6 @@
 """Built-in tools for coding agents: ``workspace(root)`` gives ``read``, ``write``, ``edit``,
-``glob``, ``grep`` and ``bash``, rooted at a directory.
+``glob``, ``grep`` and ``bash``, rooted at a directory; ``mcp(command=[...])`` or
+``mcp(url=...)`` gives an MCP server's tools, journaled like any (docs/mcp.md).
 
 Example::
 
@@ -65,6 +66,7 @@ from tether.tools._errors import (
     ToolTimedOut,
     WorkspaceError,
 )
+from tether.tools._mcp import mcp
 from tether.tools._sandbox import SandboxLimits
 from tether.tools._search import DEFAULT_IGNORE
 from tether.tools._workspace import workspace
@@ -85,5 +87,6 @@ __all__ = (
     "SandboxUnavailable",
     "ToolTimedOut",
     "WorkspaceError",
+    "mcp",
     "workspace",
 )

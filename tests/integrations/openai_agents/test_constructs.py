@@ -28,7 +28,6 @@ from agents import (
     function_tool,
     handoff,
 )
-from agents.mcp import MCPServerStdio
 from agents.sandbox import SandboxAgent
 
 from tether.engine import Runtime
@@ -190,21 +189,16 @@ async def custom(ctx: Any, text: str) -> str:
     return text
 
 
-def mcp_server() -> MCPServerStdio:
-    return MCPServerStdio(params={"command": "true"}, name="local-docs")
-
-
 REFUSED: dict[str, tuple[Callable[[], Any], str]] = {
     # how the construct is registered, and what the error names
-    "MCP servers": (
-        lambda: durable(Agent(name="helper", mcp_servers=[mcp_server()])),
-        "mcp_servers",
-    ),
-    "MCP servers of a handoff's target": (
+    "a local tool of a handoff's target": (
         lambda: durable(
-            Agent(name="helper", handoffs=[Agent(name="docs", mcp_servers=[mcp_server()])])
+            Agent(
+                name="helper",
+                handoffs=[Agent(name="docs", tools=[LocalShellTool(executor=lambda r: "ok")])],
+            )
         ),
-        "agent 'docs': mcp_servers",
+        "agent 'docs': tool 'local_shell'",
     ),
     "a local ShellTool": (
         lambda: durable(agent_with(ShellTool(executor=lambda request: "ok"))),
@@ -288,11 +282,11 @@ async def test_a_nested_run_of_an_unsupported_agent_fails_loudly(
     fake: FakeOpenAI, make_runtime: Make
 ) -> None:
     async def instructions(ctx: Any, agent: Agent[Any]) -> str:
-        docs = Agent(name="docs", model=MODEL, mcp_servers=[mcp_server()])
+        docs = Agent(name="docs", model=MODEL, tools=[LocalShellTool(executor=lambda r: "ok")])
         return str((await Runner.run(docs, "a prompt")).final_output)
 
     run = await run_durably(
         make_runtime, lambda: Agent(name="helper", instructions=instructions, model=MODEL), "hi"
     )
     assert run.settled["status"] == "failed"
-    assert "agent 'docs': mcp_servers" in str(run.settled) and fake.count == 0
+    assert "agent 'docs': tool 'local_shell'" in str(run.settled) and fake.count == 0

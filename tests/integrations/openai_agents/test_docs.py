@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from agents import (
     Agent,
+    LocalShellTool,
     ModelSettings,
     OpenAIChatCompletionsModel,
     function_tool,
     set_tracing_disabled,
 )
-from agents.mcp import MCPServerStdio
 from openai import AsyncOpenAI
 
 from tether.engine import Runtime
@@ -44,10 +44,11 @@ TAP = "OpenAIAgentsTurn(result"
 ADAPTER = "# myapp.py"
 GUARDRAIL = "@input_guardrail"
 REFUSAL = ">>> durable(Agent("
+MCP = "mcp_servers=[server]"
 
 
 def test_every_python_example_of_the_page_is_run_by_a_test() -> None:
-    assert PAGE.unclaimed([TAP, ADAPTER, GUARDRAIL, REFUSAL]) == []
+    assert PAGE.unclaimed([TAP, ADAPTER, GUARDRAIL, REFUSAL, MCP]) == []
 
 
 @pytest.fixture
@@ -131,8 +132,11 @@ async def test_the_guardrail_example_journals_its_checker(
 
 async def test_the_refusal_example_says_what_it_shows() -> None:
     [(source, shown)] = pycon_session(PAGE.example(REFUSAL))
-    server = MCPServerStdio(params={"command": "true"}, name="docs")
-    namespace: dict[str, Any] = {"shop": Shop(), "server": server}
+    namespace: dict[str, Any] = {
+        "shop": Shop(),
+        "LocalShellTool": LocalShellTool,
+        "run_locally": lambda request: "ok",
+    }
     await run_example(PAGE.example(ADAPTER), namespace, "myapp")  # its imports, as read
     with pytest.raises(UnsupportedConstruct) as refused:
         await run_example(source, namespace)

@@ -1,8 +1,9 @@
 """The journaled clone of an agent graph: models, function tools and guardrails.
 
 The agent is cloned (never mutated): its model becomes a :class:`JournaledModel`, each
-``FunctionTool`` a journaled one and each guardrail a serial one, recursively through
-handoffs. Constructs that cannot be journaled are refused before anything runs.
+``FunctionTool`` a journaled one, its MCP servers' tools a journaled listing of journaled
+tools (``_mcp.py``) and each guardrail a serial one, recursively through handoffs.
+Constructs that cannot be journaled are refused before anything runs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from agents import Agent, FunctionTool, Handoff, Model, RunContextWrapper
 
 from tether.integrations.openai_agents._guardrails import serial_input, serial_output
+from tether.integrations.openai_agents._mcp import journal_mcp_servers
 from tether.integrations.openai_agents._model import JournaledModel
 from tether.integrations.openai_agents._refuse import check_agent
 from tether.integrations.openai_agents._scope import Scope, scope_of, set_scope
@@ -52,6 +54,8 @@ def clone_graph(agent: Agent[Any], scope: Scope) -> Agent[Any]:
             input_guardrails=[serial_input(g, scope.lock) for g in original.input_guardrails],
             output_guardrails=[serial_output(g, scope.lock) for g in original.output_guardrails],
         )
+        if original.mcp_servers:
+            journal_mcp_servers(clone, scope)
         set_scope(clone, scope)
         clones[id(original)] = clone  # before the handoffs: agents may hand off in a cycle
         clone.handoffs = [wrap_handoff(h) for h in original.handoffs]

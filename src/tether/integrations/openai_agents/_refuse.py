@@ -41,9 +41,9 @@ class UnsupportedConstruct(errors.UnsupportedConstruct):
     Example::
 
         try:
-            durable(Agent(name="a", mcp_servers=[server]))
+            durable(Agent(name="a", tools=[LocalShellTool(executor=run)]))
         except UnsupportedConstruct as exc:
-            print(exc)   # agent 'a': mcp_servers: ...
+            print(exc)   # agent 'a': tool 'local_shell': ...
     """
 
 
@@ -84,12 +84,6 @@ def check_agent(agent: Agent[Any]) -> None:
         raise UnsupportedConstruct(
             f"{where}: a SandboxAgent runs commands and file edits in a sandbox session "
             "outside the journal (a replay or a resume would repeat them)"
-        )
-    if agent.mcp_servers:
-        raise UnsupportedConstruct(
-            f"{where}: mcp_servers: MCP server tools are listed and called live on every turn, "
-            "outside the journal; wrap the calls in function_tools, or use a HostedMCPTool "
-            "(the provider calls it inside the journaled model call)"
         )
     for tool in agent.tools:
         problem = _tool_problem(tool)
