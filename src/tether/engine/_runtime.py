@@ -47,7 +47,12 @@ from tether.engine._fork import Fork
 from tether.engine._health import Dependency, HealthReporter
 from tether.engine._inbound import Inbound, parse_inbound
 from tether.engine._limits import LimitGate
-from tether.engine._metrics import EngineMetrics, MetricsSnapshot, store_gauges
+from tether.engine._metrics import (
+    EngineMetrics,
+    MetricsSnapshot,
+    limited_gauge,
+    store_gauges,
+)
 from tether.engine._observe import (
     ApprovalDecidedEvent,
     Correlation,
@@ -537,11 +542,30 @@ class Runtime:
             snapshot = await runtime.metrics_snapshot()
             queued = sum(snapshot.gauge("tether_submissions_queued").values())
         """
-        versions = self._offered().versions
+        offered = self._offered()
+        versions = offered.versions
         gauges = store_gauges(await versions.version_counts()) if versions is not None else {}
+        if offered.timers is not None:
+            due = await offered.timers.next_due()
+            if due is not None:
+                until = (due - self.clock.now()).total_seconds()
+                gauges["tether_timers_next_due_seconds"] = {(): until}
+        gauges["tether_submissions_limited"] = await self._limited()
         gauges["tether_sse_subscribers"] = {(): float(self.progress.followers)}
         gauges["tether_attempts_running"] = {(): float(self._runs.running)}
         return self.metrics.snapshot(gauges=gauges, owner_id=self.config.owner_id)
+
+    async def _limited(self) -> dict[tuple[str, ...], float]:
+        """The queued submissions a limit of runs in flight holds back now, by agent and by
+        whose limit (the ``tether_submissions_limited`` gauge): the queued ones are listed
+        only while some agent or tenant is at its limit."""
+        context = self._context
+        if context is None or not context.limits.limits_runs:
+            return {}
+        held = await context.limits.held_back()
+        if held is None:
+            return {}
+        return limited_gauge(held, await self.store.list_submissions(SubmissionStatus.QUEUED))
 
     async def _feed_gauges(self) -> None:
         """Hands the store's state to the metric sinks every ``metrics_interval``. Each read
@@ -1399,6 +1423,7 @@ class Runtime:
                 approver=approver,
                 reason=reason,
                 waited=gate_waited(journal, gate_id, record),
+                gate="budget",
             ),
         )
         return record
