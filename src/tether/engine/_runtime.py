@@ -934,6 +934,32 @@ class Runtime:
             waits_for_a_limit=held,
         )
 
+    async def open_submissions(
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        tenant: str | None = None,
+        limit: int = 100,
+    ) -> list[SubmissionInfo]:
+        """A session's unsettled submissions, oldest first (the first ``limit``), each as
+        :meth:`submission` tells it (a queued one held back by a limit says so); none for a
+        session not begun, ``ConversationNotFound`` for another ``tenant``'s. What the
+        console shows of a session's runs: scheduled, queued, running, waiting.
+
+        Example::
+
+            for info in await runtime.open_submissions("support", "acme"):
+                print(info.submission.id, info.status, info.submission.wait_until)
+        """
+        found = await self._unsettled(SessionKey(agent, instance, session), tenant)
+        infos = []
+        for submission in found[:limit]:
+            with contextlib.suppress(SubmissionNotFound):  # erased meanwhile
+                infos.append(await self.submission(submission.id))
+        return infos
+
     async def version_states(self, agent: str | None = None) -> list[VersionState]:
         """Each agent's versions (``agent``'s only, if given) with their live workers,
         unsettled runs and parked gates: a version with nothing left can be retired."""

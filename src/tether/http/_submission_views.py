@@ -24,7 +24,14 @@ from tether.http._responses import (
 )
 from tether.store import Submission, SubmissionStatus
 
-__all__ = ("AttemptView", "ChildSubmission", "SubmissionTreeNode", "SubmissionView", "UsageView")
+__all__ = (
+    "AttemptView",
+    "ChildSubmission",
+    "OpenSubmissions",
+    "SubmissionTreeNode",
+    "SubmissionView",
+    "UsageView",
+)
 
 
 class AttemptView(WireResponse):
@@ -163,6 +170,13 @@ class SubmissionView(WireResponse):
             priority=s.priority,
             children=[ChildSubmission.of(child) for child in info.children],
         )
+
+
+class OpenSubmissions(WireResponse):
+    """A session's unsettled submissions, oldest first."""
+
+    submissions: list[SubmissionView]
+    more: bool = Field(description="Whether more are unsettled than the limit listed.")
 
 
 class UsageView(WireResponse):
