@@ -333,3 +333,30 @@ async def test_budget_gates_and_exhausted_budgets_are_counted(asgi: Serve) -> No
     assert value(samples, "tether_budget_exhausted_total", agent="a") == 1
     assert value(samples, "tether_submissions_settled_total", agent="a", status="failed") == 1
     assert value(samples, "tether_gates_pending", agent="a", kind="budget") == 0
+
+
+async def test_runs_held_back_by_their_tenants_limit_name_no_tenant(
+    asgi: Serve, clock: ManualClock
+) -> None:
+    """Each tenant one run in flight: a tenant's second run is counted held back by its
+    tenant's limit, under its agent; no label names the tenant."""
+    model = Held(clock)
+    server: Server = await asgi(
+        {"a": define_agent(EchoHarness(), model)},
+        settings={"tenant_limits": {"*": Limits(concurrency=1)}},
+    )
+    ids = [
+        (await server.runtime.dispatch("a", tenant, "go", session=f"s{n}", tenant=tenant))
+        for tenant, n in (("t1", 0), ("t1", 1), ("t2", 0))
+    ]
+    await asyncio.wait_for(model.entered.wait(), 30)
+    await _turns(clock)
+    samples = scrape((await server.client.get("/metrics")).text)
+    assert value(samples, "tether_submissions_limited", agent="a", kind="tenant") == 1
+    assert value(samples, "tether_submissions_limited", agent="a", kind="agent") == 0
+    assert value(samples, "tether_submissions_running", agent="a") == 2
+    assert not {v for _, pairs in samples for _, v in pairs} & {"t1", "t2"}
+    model.release.set()
+    async with asyncio.timeout(60):
+        for receipt in ids:
+            await server.runtime.wait(receipt.submission_id)

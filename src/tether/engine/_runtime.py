@@ -550,21 +550,32 @@ class Runtime:
             if due is not None:
                 until = (due - self.clock.now()).total_seconds()
                 gauges["tether_timers_next_due_seconds"] = {(): until}
-        gauges["tether_submissions_limited"] = await self._limited()
+        queued = gauges.get("tether_submissions_queued") if versions is not None else None
+        gauges["tether_submissions_limited"] = await self._limited(queued)
         gauges["tether_sse_subscribers"] = {(): float(self.progress.followers)}
         gauges["tether_attempts_running"] = {(): float(self._runs.running)}
         return self.metrics.snapshot(gauges=gauges, owner_id=self.config.owner_id)
 
-    async def _limited(self) -> dict[tuple[str, ...], float]:
+    async def _limited(
+        self, queued: Mapping[tuple[str, ...], float] | None
+    ) -> dict[tuple[str, ...], float]:
         """The queued submissions a limit of runs in flight holds back now, by agent and by
-        whose limit (the ``tether_submissions_limited`` gauge): the queued ones are listed
-        only while some agent or tenant is at its limit."""
+        whose limit (the ``tether_submissions_limited`` gauge). An agent at its limit holds
+        back every queued run of its own: ``queued`` (by agent, the store's grouped count)
+        says how many. Only while a tenant is at its limit (or without that count) are the
+        queued submissions listed, to find that tenant's."""
         context = self._context
         if context is None or not context.limits.limits_runs:
             return {}
         held = await context.limits.held_back()
         if held is None:
             return {}
+        if queued is not None and not held.tenants:
+            return {
+                (labels[0], "agent"): count
+                for labels, count in queued.items()
+                if labels[0] in held.agents and count
+            }
         return limited_gauge(held, await self.store.list_submissions(SubmissionStatus.QUEUED))
 
     async def _feed_gauges(self) -> None:
