@@ -1,5 +1,6 @@
 """The Usage panel (issue 41): a tenant's spend against its budget for the day or the month,
-from ``GET /usage?tenant=...&period=...``; a server without that route hides the panel.
+from ``GET /usage?tenant=...&period=...``; a server without that route, or refusing it, hides
+the panel.
 
 STUB: ``GET /usage`` is being built beside this panel. Until it is merged the browser is
 answered by ``_stub_usage`` below (Playwright's ``page.route``), in the response shape agreed
@@ -85,3 +86,17 @@ def test_without_the_route_the_usage_panel_is_hidden(console: ConsoleServer, pag
     expect(panels.get_by_role("link", name="Usage")).to_have_count(0)
     expect(page.locator("#panel-usage")).to_be_hidden()
     expect(page.locator("#panel-chat")).to_be_visible()
+
+
+def test_an_identity_the_route_refuses_gets_no_usage_panel(
+    console: ConsoleServer, page: "Page"
+) -> None:
+    refusal = {"error": {"type": "forbidden", "message": "no", "details": {"scope": "x"}}}
+    page.route(  # STUB of GET /usage refusing, as above
+        lambda url: urlparse(url).path == "/usage",
+        lambda route: route.fulfill(status=403, json=refusal),
+    )
+    ready(page, console.ui(agent="assistant", instance="me"))
+    panels = page.get_by_role("navigation", name="Panels")
+    expect(panels.get_by_role("link", name="Inspector")).to_be_visible()
+    expect(panels.get_by_role("link", name="Usage")).to_have_count(0)

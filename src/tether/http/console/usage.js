@@ -1,6 +1,7 @@
 // The Usage panel: a tenant's spend against its budget for the day or the month
 // (GET /usage?tenant=...&period=day|month): each limit's spent, budget and what remains, a
-// bar of the share used. A server without the route (404) hides the tab and the panel.
+// bar of the share used. A server without the route (404), or one that does not let the
+// identity read it (403), hides the tab and the panel.
 
 import { ApiError, get } from "./api.js";
 import { fill, h } from "./dom.js";
@@ -40,14 +41,14 @@ export class UsagePanel {
     return { tenant: this.tenant.value.trim() || undefined, period: this.period.value };
   }
 
-  /** Ask once whether the server has the route: a 404 hides the tab. Resolves to whether
-   *  it has. */
+  /** Ask once whether the server has the route (a 404 hides the tab) and lets this
+   *  identity read it (a 403 hides it too). Resolves to whether the tab shows. */
   async probe() {
     try {
       await get("/usage", this.query());
       this.setAvailable(true);
     } catch (error) {
-      this.setAvailable(!(error instanceof ApiError && error.status === 404));
+      this.setAvailable(!(error instanceof ApiError && [403, 404].includes(error.status)));
     }
     return this.available;
   }
