@@ -58,8 +58,9 @@ def test_a_run_held_back_by_a_limit_says_so(
     pill = page.locator("#runs .run .pill")
     expect(pill).to_have_text("limit")
     expect(pill).to_have_class("pill limit")
-    held = "Held back: its agent's or its tenant's runs in flight are at their limit"
+    held = "Held back: its agent's runs in flight are at their limit"
     expect(pill).to_have_attribute("title", held)
+    expect(page.locator("#runs .run .held-by")).to_have_text("agent's limit")
     expect(page.locator("#runs .run .priority")).to_have_text("priority 0")
     screenshot(page, "runs-limit")
     page.get_by_role("link", name="me / ahead").click()

@@ -61,11 +61,37 @@ async def test_a_run_held_back_by_a_limit_is_listed_waiting_for_it(
     for n in range(2):
         page = await server.client.get("/agents/a/me/submissions", params={"session": f"s{n}"})
         [item] = page.json()["submissions"]
-        found.append((item["status"], item.get("waitReason")))
-    assert sorted(found) == [("queued", "limit"), ("running", None)]
+        found.append((item["status"], item.get("waitReason"), item.get("heldBy")))
+    assert sorted(found, key=str) == [("queued", "limit", "agent"), ("running", None, None)]
     model.release.set()
     async with asyncio.timeout(60):
         for n in range(2):
             page = await server.client.get("/agents/a/me/submissions", params={"session": f"s{n}"})
             for item in page.json()["submissions"]:
                 await server.runtime.wait(item["submissionId"])
+
+
+async def test_a_run_held_back_by_its_tenants_limit_says_whose(
+    asgi: Serve, clock: ManualClock
+) -> None:
+    model = Held(clock)
+    server = await asgi(
+        {"a": agent(EchoHarness(), model)},
+        settings={"tenant_limits": {"*": Limits(concurrency=1)}},
+    )
+    ids = [
+        (await server.runtime.dispatch("a", "acme", "go", session=f"s{n}", tenant="acme"))
+        for n in range(2)
+    ]
+    await asyncio.wait_for(model.entered.wait(), 30)
+    await _turns(clock)
+    views = [(await server.client.get(f"/submissions/{r.submission_id}")).json() for r in ids]
+    states = [(v["status"], v.get("waitReason"), v.get("heldBy")) for v in views]
+    assert sorted(states, key=str) == [
+        ("queued", "limit", "tenant"),
+        ("running", None, None),
+    ]
+    model.release.set()
+    async with asyncio.timeout(60):
+        for receipt in ids:
+            await server.runtime.wait(receipt.submission_id)

@@ -932,17 +932,18 @@ class Runtime:
             and context.capabilities.versions is not None
             and waits_for_a_worker(submission, await live_workers(context))
         )
-        held = (
-            submission.status is SubmissionStatus.QUEUED
-            and not stranded
-            and await context.limits.waits_for_limit(submission)
+        held_by = (
+            await context.limits.held_by(submission)
+            if submission.status is SubmissionStatus.QUEUED and not stranded
+            else None
         )
         return SubmissionInfo(
             submission,
             await store.list_attempts(submission_id),
             await parents.list_children(submission_id) if parents else [],
             waits_for_a_worker=stranded,
-            waits_for_a_limit=held,
+            waits_for_a_limit=held_by is not None,
+            held_by=held_by,
         )
 
     async def open_submissions(

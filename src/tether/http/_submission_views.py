@@ -4,6 +4,8 @@ children (:class:`SubmissionView`), and its subagent tree with the usage of each
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, JsonValue
 
 from tether.engine import (
@@ -88,6 +90,10 @@ class SubmissionView(WireResponse):
         "docs/timers.md). For a ``queued`` one, ``limit``: its agent's or its tenant's runs "
         "in flight are at their limit (docs/limits.md)."
     )
+    held_by: Literal["agent", "tenant"] | None = optional(
+        description="For ``waitReason: limit``: whose limit of runs in flight holds it back, "
+        "its agent's or its tenant's (docs/limits.md)."
+    )
     due_at: str | None = optional(
         **TIMESTAMP,
         description="When a ``scheduled`` submission is queued, or a ``waiting`` one's timer "
@@ -139,6 +145,13 @@ class SubmissionView(WireResponse):
                 if info.waits_for_a_limit
                 else s.wait_reason
                 if s.status is SubmissionStatus.WAITING
+                else None
+            ),
+            held_by=(
+                "agent"
+                if info.held_by == "agent"
+                else "tenant"
+                if info.held_by == "tenant"
                 else None
             ),
             due_at=(

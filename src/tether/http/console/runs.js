@@ -1,11 +1,17 @@
 // The session's runs not settled yet (GET /agents/{agent}/{instance}/submissions), above the
 // transcript: each with where it stands — scheduled (and when it is due), queued, held back
-// by a limit (its own pill: its agent's or its tenant's runs in flight are at their limit),
+// by a limit (its own pill, and whose: its agent's or its tenant's runs in flight are at
+// their limit),
 // running, waiting (and for what: an approval, a timer...) — its priority, and Cancel, an
 // abort of that one submission (a scheduled one settles aborted, unrun).
 
 import { agentPath, ApiError, get, post } from "./api.js";
 import { fill, h, sameKey, until } from "./dom.js";
+
+const HELD_BY = {
+  agent: "its agent's runs in flight are at their limit",
+  tenant: "its tenant's runs in flight are at their limit",
+};
 
 const WHY = {
   limit: "Held back: its agent's or its tenant's runs in flight are at their limit",
@@ -24,6 +30,12 @@ export function stateOf(submission) {
   if (submission.waitReason === "limit") return { text: "limit", kind: "limit" };
   if (submission.waitReason) return { text: `waiting: ${submission.waitReason}`, kind: "waiting" };
   return { text: submission.status, kind: submission.status };
+}
+
+/** Why a run waits, for its pill's tooltip. */
+function why(submission) {
+  const held = HELD_BY[submission.heldBy];
+  return held ? `Held back: ${held}` : WHY[submission.waitReason] || "";
 }
 
 export class RunsList {
@@ -94,7 +106,8 @@ export class RunsList {
     return h(
       "li",
       { class: "run", dataset: { id, status: submission.status } },
-      h("span", { class: `pill ${state.kind}`, title: WHY[submission.waitReason] || "" }, state.text),
+      h("span", { class: `pill ${state.kind}`, title: why(submission) }, state.text),
+      submission.heldBy ? h("span", { class: "held-by" }, `${submission.heldBy}'s limit`) : null,
       h("code", { class: "run-id", title: id }, id.slice(0, 12)),
       due,
       h("span", { class: "priority", title: "Higher is claimed first (docs/priorities.md)" }, `priority ${submission.priority}`),
