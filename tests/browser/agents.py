@@ -2,7 +2,9 @@
 tests.browser.agents:agents``): ``slow`` echoes like the demo model, streaming its answer a
 few characters at a time, and stops half-way until a gate file exists. A test can so kill the
 server while an answer is cut mid-stream, with no race: the file is made before the restart,
-and the model asked again streams the whole answer."""
+and the model asked again streams the whole answer. ``limited`` is ``slow`` with one run in
+flight at a time (``Limits(concurrency=1)``): while one waits for the gate file, the next is
+held back by the limit."""
 
 import asyncio
 import os
@@ -10,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tether.agent import agent_spec
-from tether.engine import AgentDefinition, AgentSpec
+from tether.engine import AgentDefinition, AgentSpec, Limits
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, EchoModel, StreamDelta
 
@@ -47,4 +49,7 @@ def slow(instance: str, env: Mapping[str, str]) -> AgentSpec:
 
 
 def agents() -> dict[str, AgentDefinition]:
-    return {"slow": AgentDefinition(slow)}
+    return {
+        "slow": AgentDefinition(slow),
+        "limited": AgentDefinition(slow, limits=Limits(concurrency=1)),
+    }

@@ -139,6 +139,25 @@ def test_a_reader_sees_the_session_and_no_control_that_changes_it(
     assert refused.json()["error"]["details"]["scope"] == "sessions:write"
 
 
+def test_a_reader_sees_a_scheduled_run_but_cannot_cancel_it(served: Served, page: "Page") -> None:
+    console = served.console
+    later = {"body": "for later", "session": "read-later", "afterSeconds": 3600}
+    said = httpx.post(
+        f"{console.url}/agents/assistant/me",
+        json=later,
+        headers={"Authorization": f"Bearer {served.writer.token}"},
+        timeout=30,
+    )
+    assert said.status_code == 202, said.text
+    url = console.ui(agent="assistant", instance="me", session="read-later")
+    sign_in(page, url, served.reader.token)
+    run = page.locator("#runs .run")
+    expect(run.locator(".pill")).to_have_text("scheduled")
+    expect(run.locator(".due")).to_contain_text("due in")
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    screenshot(page, "scopes-reader-runs")
+
+
 def test_a_writer_sends_and_approves_but_neither_aborts_nor_forks(
     served: Served, page: "Page"
 ) -> None:

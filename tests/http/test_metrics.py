@@ -5,6 +5,7 @@ In process (``asgi``), on each store, on the test's manual clock: a settlement's
 what the test moved the clock by.
 """
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +15,18 @@ from starlette.requests import HTTPConnection
 
 from tether.auth import Identity
 from tether.demo import demo_agents
-from tether.engine import INSTRUMENTS, AgentDefinition, AgentSpec, ManualClock
+from tether.engine import INSTRUMENTS, AgentDefinition, AgentSpec, Limits, ManualClock
 from tether.journal import Turn
 from tether.messages import Message, ModelRequest, ModelResponse, Usage
 from tether.models import ScriptedModel, cost_of
 
+from ..engine.agents import agent as define_agent
+from ..engine.test_budget import define, looping
+from ..engine.test_limits import Held, _turns
 from ..engine.waits import until_emitted
+from ..journal.harnesses import EchoHarness
 from .conftest import Server, until_appended
+from .test_budget import _parked_gate
 
 Serve = Callable[..., Any]
 MODEL = "openai:gpt-4.1-mini"
@@ -237,3 +243,120 @@ async def test_two_apps_in_one_process_count_apart(asgi: Serve) -> None:
     second = scrape((await two.client.get("/metrics")).text)
     assert value(first, "tether_submissions_admitted_total", agent="assistant") == 1
     assert value(second, "tether_submissions_admitted_total", agent="assistant") == 0
+
+
+async def test_scheduled_submissions_and_the_next_timer_are_gauged(
+    asgi: Serve, clock: ManualClock
+) -> None:
+    """A delayed dispatch is counted ``scheduled`` and its due time read as seconds from now
+    (the manual clock's); once aborted neither is left."""
+    server: Server = await asgi(_agents())
+    c = server.client
+    samples = scrape((await c.get("/metrics")).text)
+    assert ("tether_timers_next_due_seconds", ()) not in samples  # nothing waits for a time
+    later = await c.post("/agents/echo/me", json={"body": "later", "afterSeconds": 60})
+    assert later.status_code == 202, later.text
+    submission = later.json()["submissionId"]
+    samples = scrape((await c.get("/metrics")).text)
+    assert value(samples, "tether_submissions_scheduled", agent="echo") == 1
+    assert value(samples, "tether_submissions_queued", agent="echo") == 0
+    assert value(samples, "tether_timers_next_due_seconds") == pytest.approx(60)
+    await clock.advance(20)
+    samples = scrape((await c.get("/metrics")).text)
+    assert value(samples, "tether_timers_next_due_seconds") == pytest.approx(40)
+    aborted = await c.post(f"/submissions/{submission}/abort", json={})
+    assert aborted.status_code == 200, aborted.text
+    await server.runtime.wait(submission)
+    samples = scrape((await c.get("/metrics")).text)
+    assert value(samples, "tether_submissions_scheduled", agent="echo") == 0
+    assert ("tether_timers_next_due_seconds", ()) not in samples
+
+
+async def test_submissions_held_back_by_a_limit_are_gauged_by_whose_limit(
+    asgi: Serve, clock: ManualClock
+) -> None:
+    """Two runs of an agent whose runs in flight are limited to one: one runs, the other is
+    counted held back by its agent's limit (the label names the agent, never a session)."""
+    model = Held(clock)
+    server: Server = await asgi(
+        {"a": define_agent(EchoHarness(), model, limits=Limits(concurrency=1))}
+    )
+    ids = []
+    for n in range(2):
+        sent = await server.client.post("/agents/a/me", json={"body": "go", "session": f"s{n}"})
+        ids.append(sent.json()["submissionId"])
+    await asyncio.wait_for(model.entered.wait(), 30)
+    await _turns(clock)
+    samples = scrape((await server.client.get("/metrics")).text)
+    assert value(samples, "tether_submissions_limited", agent="a", kind="agent") == 1
+    assert value(samples, "tether_submissions_limited", agent="a", kind="tenant") == 0
+    assert value(samples, "tether_submissions_running", agent="a") == 1
+    model.release.set()
+    async with asyncio.timeout(60):
+        for submission in ids:
+            await server.runtime.wait(submission)
+    samples = scrape((await server.client.get("/metrics")).text)
+    assert value(samples, "tether_submissions_limited", agent="a", kind="agent") == 0
+
+
+async def test_budget_gates_and_exhausted_budgets_are_counted(asgi: Serve) -> None:
+    """A run parks on its budget (a gate opened, pending), is extended once (a decision of
+    kind budget), parks again, and a rejection settles it ``budget_exhausted``."""
+    server: Server = await asgi({"a": define(looping())})
+    c = server.client
+    sent = await c.post(
+        "/agents/a/me", json={"body": "go", "budget": {"modelCalls": 2, "onExhausted": "park"}}
+    )
+    submission = sent.json()["submissionId"]
+    gate = await _parked_gate(server, submission)
+
+    async def parked() -> bool:
+        found = await c.get(f"/submissions/{submission}")
+        return bool(found.json()["status"] == "waiting")
+
+    await until_emitted(server.runtime, parked)
+    samples = scrape((await c.get("/metrics")).text)
+    assert value(samples, "tether_budget_gates_opened_total", agent="a") == 1
+    assert value(samples, "tether_gates_pending", agent="a", kind="budget") == 1
+    assert value(samples, "tether_submissions_waiting", agent="a", reason="budget") == 1
+    extend = {"decision": "approve", "extension": {"modelCalls": 1}}
+    assert (await c.post(f"/budgets/{gate['gateId']}", json=extend)).status_code == 200
+    again = await _parked_gate(server, submission)
+    assert (await c.post(f"/budgets/{again['gateId']}", json={"decision": "reject"})).is_success
+    await server.runtime.wait(submission)
+    samples = scrape((await c.get("/metrics")).text)
+    assert value(samples, "tether_budget_gates_opened_total", agent="a") == 2
+    decisions = "tether_gate_decisions_total"
+    assert value(samples, decisions, kind="budget", decision="approve") == 1
+    assert value(samples, decisions, kind="budget", decision="reject") == 1
+    assert value(samples, decisions, kind="approval", decision="approve") == 0
+    assert value(samples, "tether_budget_exhausted_total", agent="a") == 1
+    assert value(samples, "tether_submissions_settled_total", agent="a", status="failed") == 1
+    assert value(samples, "tether_gates_pending", agent="a", kind="budget") == 0
+
+
+async def test_runs_held_back_by_their_tenants_limit_name_no_tenant(
+    asgi: Serve, clock: ManualClock
+) -> None:
+    """Each tenant one run in flight: a tenant's second run is counted held back by its
+    tenant's limit, under its agent; no label names the tenant."""
+    model = Held(clock)
+    server: Server = await asgi(
+        {"a": define_agent(EchoHarness(), model)},
+        settings={"tenant_limits": {"*": Limits(concurrency=1)}},
+    )
+    ids = [
+        (await server.runtime.dispatch("a", tenant, "go", session=f"s{n}", tenant=tenant))
+        for tenant, n in (("t1", 0), ("t1", 1), ("t2", 0))
+    ]
+    await asyncio.wait_for(model.entered.wait(), 30)
+    await _turns(clock)
+    samples = scrape((await server.client.get("/metrics")).text)
+    assert value(samples, "tether_submissions_limited", agent="a", kind="tenant") == 1
+    assert value(samples, "tether_submissions_limited", agent="a", kind="agent") == 0
+    assert value(samples, "tether_submissions_running", agent="a") == 2
+    assert not {v for _, pairs in samples for _, v in pairs} & {"t1", "t2"}
+    model.release.set()
+    async with asyncio.timeout(60):
+        for receipt in ids:
+            await server.runtime.wait(receipt.submission_id)

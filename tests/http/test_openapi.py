@@ -124,7 +124,7 @@ def test_the_openapi_document_is_pinned() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 37
+    assert len(_operations(doc)) == 38
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -342,6 +342,11 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     assert (await call("POST", "/ui/login", json={"token": "t"})).status_code == 200
     assert (await call("POST", "/ui/login", json={})).status_code == 422
     assert (await call("POST", "/ui/logout", **json_type)).status_code == 200
+    later = {"body": "later", "session": "later", "afterSeconds": 3600}
+    scheduled = (await call("POST", me, json=later)).json()["submissionId"]
+    opened = await call("GET", f"{me}/submissions", params={"session": "later"})
+    assert [item["submissionId"] for item in opened.json()["submissions"]] == [scheduled]
+    assert (await call("GET", f"{me}/submissions", params={"session": "x"})).status_code == 404
     assert set(call.templates) <= call.seen, set(call.templates) - call.seen
 
 

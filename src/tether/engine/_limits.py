@@ -244,14 +244,19 @@ class LimitGate:
         held_back = HeldBack(frozenset(agents), frozenset(tenants))
         return held_back or None
 
-    async def waits_for_limit(self, submission: Submission) -> bool:
-        """Whether a queued ``submission`` is held back: its agent's or its tenant's runs
-        are at their limit (the waiting reason :data:`LIMIT`)."""
-        rules = self._run_rules(submission)
-        if not rules:
-            return False
+    async def held_by(self, submission: Submission) -> str | None:
+        """Whose limit holds a queued ``submission`` back (the waiting reason
+        :data:`LIMIT`): ``agent`` (its agent's runs in flight are at their limit), else
+        ``tenant`` (its tenant's), else ``None``."""
+        if not self._run_rules(submission):
+            return None
         held = await self.held_back()
-        return held is not None and held.holds(submission.key.agent, submission.tenant)
+        if held is None:
+            return None
+        if submission.key.agent in held.agents:
+            return "agent"
+        tenant = submission.tenant
+        return "tenant" if tenant is not None and tenant in held.tenants else None
 
     async def take_run(self, submission: Submission) -> bool:
         """Take the slots of a claimed run's agent and tenant (its attempt holds them), or

@@ -35,10 +35,11 @@ from tether.engine._observe import (
     SubmissionClaimed,
     SubmissionSettledEvent,
     SubmissionSpawned,
+    SubmissionWaiting,
     TurnEnded,
 )
 from tether.models import cost_of
-from tether.store import VersionCount
+from tether.store import HeldBack, Submission, VersionCount
 
 __all__ = (
     "INSTRUMENTS",
@@ -47,6 +48,7 @@ __all__ = (
     "Instrument",
     "MetricSink",
     "MetricsSnapshot",
+    "limited_gauge",
     "provider_error_class",
     "store_gauges",
 )
@@ -139,7 +141,21 @@ INSTRUMENTS: Final[tuple[Instrument, ...]] = (
         "tether_gate_decisions_total",
         "counter",
         ("kind", "decision"),
-        "Gates decided through this process: kind approval or input.",
+        "Gates decided through this process: kind approval, input or budget.",
+    ),
+    Instrument(
+        "tether_budget_gates_opened_total",
+        "counter",
+        ("agent",),
+        "Runs this process parked on a budget gate (their budget ran out under the park "
+        "policy, docs/budgets.md).",
+    ),
+    Instrument(
+        "tether_budget_exhausted_total",
+        "counter",
+        ("agent",),
+        "Submissions this process settled failed with budget_exhausted (also counted in "
+        "tether_submissions_settled_total, status failed).",
     ),
     Instrument(
         "tether_gate_decision_duration_seconds",
@@ -202,6 +218,32 @@ INSTRUMENTS: Final[tuple[Instrument, ...]] = (
         cluster=True,
     ),
     Instrument(
+        "tether_submissions_scheduled",
+        "gauge",
+        ("agent",),
+        "Delayed dispatches waiting for their time (status scheduled), in the whole store.",
+        cluster=True,
+    ),
+    Instrument(
+        "tether_timers_next_due_seconds",
+        "gauge",
+        (),
+        "Seconds until the earliest time something waits for (a delayed dispatch, a "
+        "sleeping run, a deadline): negative when it is overdue by that much; no sample when "
+        "nothing waits for a time. In the whole store.",
+        "seconds",
+        cluster=True,
+    ),
+    Instrument(
+        "tether_submissions_limited",
+        "gauge",
+        ("agent", "kind"),
+        "Queued submissions held back by a limit of runs in flight (waitReason limit): kind "
+        "agent (their agent's) or tenant (their tenant's). In the whole store, as this "
+        "process's limits see it.",
+        cluster=True,
+    ),
+    Instrument(
         "tether_submissions_running",
         "gauge",
         ("agent",),
@@ -212,15 +254,15 @@ INSTRUMENTS: Final[tuple[Instrument, ...]] = (
         "tether_submissions_waiting",
         "gauge",
         ("agent", "reason"),
-        "Submissions parked, by what they wait for (approval, input, children, "
-        "version_diverged), in the whole store.",
+        "Submissions parked, by what they wait for (approval, input, budget, children, "
+        "timer, version_diverged), in the whole store.",
         cluster=True,
     ),
     Instrument(
         "tether_gates_pending",
         "gauge",
         ("agent", "kind"),
-        "Runs parked on a person (kind approval or input), in the whole store.",
+        "Runs parked on a person (kind approval, input or budget), in the whole store.",
         cluster=True,
     ),
 )
@@ -231,6 +273,7 @@ _COUNTED: Final[frozenset[type[EngineEvent]]] = frozenset(
         SubmissionSettledEvent,
         SubmissionSpawned,
         SubmissionClaimed,
+        SubmissionWaiting,
         AttemptStarted,
         RecoveryDecided,
         ApprovalDecidedEvent,
@@ -240,7 +283,8 @@ _COUNTED: Final[frozenset[type[EngineEvent]]] = frozenset(
     }
 )
 """The events the observer counts (exactly these classes: the engine emits no subclass)."""
-_GATE_REASONS: Final = frozenset({"approval", "input"})
+_GATE_REASONS: Final = frozenset({"approval", "input", "budget"})
+_BUDGET_EXHAUSTED: Final = "budget_exhausted"
 
 
 @dataclass(slots=True)
@@ -369,6 +413,8 @@ class EngineMetrics:
         elif isinstance(event, SubmissionSettledEvent):
             status = str(event.settlement.get("status", "unknown"))
             self.add("tether_submissions_settled_total", (agent, status))
+            if event.settlement.get("errorCode") == _BUDGET_EXHAUSTED:
+                self.add("tether_budget_exhausted_total", (agent,))
             if event.admitted_at is not None and event.settled_at is not None:
                 waited = (event.settled_at - event.admitted_at).total_seconds()
                 self.observe(
@@ -376,6 +422,9 @@ class EngineMetrics:
                 )
         elif isinstance(event, SubmissionClaimed):
             self.add("tether_claims_total", (agent,))
+        elif isinstance(event, SubmissionWaiting):
+            if event.reason == "budget":
+                self.add("tether_budget_gates_opened_total", (agent,))
         elif isinstance(event, AttemptStarted):
             self.add("tether_attempts_total", (agent,))
             if event.attempt_count > 1:
@@ -385,7 +434,7 @@ class EngineMetrics:
             if event.decision in ("lease_expired", "owner_died"):
                 self.add("tether_lease_takeovers_total", (event.decision,))
         elif isinstance(event, ApprovalDecidedEvent | InputAnsweredEvent):
-            kind = "approval" if isinstance(event, ApprovalDecidedEvent) else "input"
+            kind = event.gate if isinstance(event, ApprovalDecidedEvent) else "input"
             decision = event.decision if isinstance(event, ApprovalDecidedEvent) else "answer"
             self.add("tether_gate_decisions_total", (kind, decision))
             if event.waited is not None:
@@ -446,6 +495,7 @@ def store_gauges(counts: Sequence[VersionCount]) -> dict[str, dict[Labels, float
     """The cluster-wide gauges from ``VersionStore.version_counts`` rows (agent, status,
     wait reason, count): every version summed, a gated wait counted as a pending gate."""
     gauges: dict[str, dict[Labels, float]] = {
+        "tether_submissions_scheduled": {},
         "tether_submissions_queued": {},
         "tether_submissions_running": {},
         "tether_submissions_waiting": {},
@@ -456,7 +506,9 @@ def store_gauges(counts: Sequence[VersionCount]) -> dict[str, dict[Labels, float
         gauges[name][labels] = gauges[name].get(labels, 0) + by
 
     for row in counts:
-        if row.status == "queued":
+        if row.status == "scheduled":
+            bump("tether_submissions_scheduled", (row.agent,), row.count)
+        elif row.status == "queued":
             bump("tether_submissions_queued", (row.agent,), row.count)
         elif row.status == "running":
             bump("tether_submissions_running", (row.agent,), row.count)
@@ -466,3 +518,20 @@ def store_gauges(counts: Sequence[VersionCount]) -> dict[str, dict[Labels, float
             if reason in _GATE_REASONS:
                 bump("tether_gates_pending", (row.agent, reason), row.count)
     return gauges
+
+
+def limited_gauge(held: HeldBack, queued: Sequence[Submission]) -> dict[Labels, float]:
+    """The ``tether_submissions_limited`` series: of the ``queued`` submissions, those
+    ``held`` back, by agent and by whose limit holds them (``agent`` before ``tenant``: a
+    tenant's name is never a label)."""
+    counts: dict[Labels, float] = {}
+    for submission in queued:
+        agent = submission.key.agent
+        if agent in held.agents:
+            labels: Labels = (agent, "agent")
+        elif submission.tenant is not None and submission.tenant in held.tenants:
+            labels = (agent, "tenant")
+        else:
+            continue
+        counts[labels] = counts.get(labels, 0) + 1
+    return counts

@@ -258,6 +258,9 @@ class ApprovalDecidedEvent(EngineEvent):
     reason: str | None = None
     waited: float | None = None
     """Seconds from the request to the decision, by the two records' times."""
+    gate: str = "approval"
+    """The gate's kind: ``approval`` (a gated tool call) or ``budget`` (a run whose budget
+    ran out; its record is a ``budget_decided``)."""
 
 
 @dataclass(frozen=True, slots=True)

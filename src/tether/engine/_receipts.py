@@ -39,6 +39,9 @@ class SubmissionInfo:
     waits_for_a_limit: bool = False
     """Queued, and held back by a limit: its agent's or its tenant's runs in flight are at
     their ``concurrency`` (the waiting reason ``limit``, docs/limits.md)."""
+    held_by: str | None = None
+    """Whose limit holds it back, when it waits for one: ``agent`` (its agent's, checked
+    first) or ``tenant`` (its tenant's)."""
 
     @property
     def status(self) -> SubmissionStatus:

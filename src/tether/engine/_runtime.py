@@ -47,7 +47,12 @@ from tether.engine._fork import Fork
 from tether.engine._health import Dependency, HealthReporter
 from tether.engine._inbound import Inbound, parse_inbound
 from tether.engine._limits import LimitGate
-from tether.engine._metrics import EngineMetrics, MetricsSnapshot, store_gauges
+from tether.engine._metrics import (
+    EngineMetrics,
+    MetricsSnapshot,
+    limited_gauge,
+    store_gauges,
+)
 from tether.engine._observe import (
     ApprovalDecidedEvent,
     Correlation,
@@ -537,11 +542,41 @@ class Runtime:
             snapshot = await runtime.metrics_snapshot()
             queued = sum(snapshot.gauge("tether_submissions_queued").values())
         """
-        versions = self._offered().versions
+        offered = self._offered()
+        versions = offered.versions
         gauges = store_gauges(await versions.version_counts()) if versions is not None else {}
+        if offered.timers is not None:
+            due = await offered.timers.next_due()
+            if due is not None:
+                until = (due - self.clock.now()).total_seconds()
+                gauges["tether_timers_next_due_seconds"] = {(): until}
+        queued = gauges.get("tether_submissions_queued") if versions is not None else None
+        gauges["tether_submissions_limited"] = await self._limited(queued)
         gauges["tether_sse_subscribers"] = {(): float(self.progress.followers)}
         gauges["tether_attempts_running"] = {(): float(self._runs.running)}
         return self.metrics.snapshot(gauges=gauges, owner_id=self.config.owner_id)
+
+    async def _limited(
+        self, queued: Mapping[tuple[str, ...], float] | None
+    ) -> dict[tuple[str, ...], float]:
+        """The queued submissions a limit of runs in flight holds back now, by agent and by
+        whose limit (the ``tether_submissions_limited`` gauge). An agent at its limit holds
+        back every queued run of its own: ``queued`` (by agent, the store's grouped count)
+        says how many. Only while a tenant is at its limit (or without that count) are the
+        queued submissions listed, to find that tenant's."""
+        context = self._context
+        if context is None or not context.limits.limits_runs:
+            return {}
+        held = await context.limits.held_back()
+        if held is None:
+            return {}
+        if queued is not None and not held.tenants:
+            return {
+                (labels[0], "agent"): count
+                for labels, count in queued.items()
+                if labels[0] in held.agents and count
+            }
+        return limited_gauge(held, await self.store.list_submissions(SubmissionStatus.QUEUED))
 
     async def _feed_gauges(self) -> None:
         """Hands the store's state to the metric sinks every ``metrics_interval``. Each read
@@ -897,18 +932,45 @@ class Runtime:
             and context.capabilities.versions is not None
             and waits_for_a_worker(submission, await live_workers(context))
         )
-        held = (
-            submission.status is SubmissionStatus.QUEUED
-            and not stranded
-            and await context.limits.waits_for_limit(submission)
+        held_by = (
+            await context.limits.held_by(submission)
+            if submission.status is SubmissionStatus.QUEUED and not stranded
+            else None
         )
         return SubmissionInfo(
             submission,
             await store.list_attempts(submission_id),
             await parents.list_children(submission_id) if parents else [],
             waits_for_a_worker=stranded,
-            waits_for_a_limit=held,
+            waits_for_a_limit=held_by is not None,
+            held_by=held_by,
         )
+
+    async def open_submissions(
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        tenant: str | None = None,
+        limit: int = 100,
+    ) -> list[SubmissionInfo]:
+        """A session's unsettled submissions, oldest first (the first ``limit``), each as
+        :meth:`submission` tells it (a queued one held back by a limit says so); none for a
+        session not begun, ``ConversationNotFound`` for another ``tenant``'s. What the
+        console shows of a session's runs: scheduled, queued, running, waiting.
+
+        Example::
+
+            for info in await runtime.open_submissions("support", "acme"):
+                print(info.submission.id, info.status, info.submission.wait_until)
+        """
+        found = await self._unsettled(SessionKey(agent, instance, session), tenant)
+        infos = []
+        for submission in found[:limit]:
+            with contextlib.suppress(SubmissionNotFound):  # erased meanwhile
+                infos.append(await self.submission(submission.id))
+        return infos
 
     async def version_states(self, agent: str | None = None) -> list[VersionState]:
         """Each agent's versions (``agent``'s only, if given) with their live workers,
@@ -1399,6 +1461,7 @@ class Runtime:
                 approver=approver,
                 reason=reason,
                 waited=gate_waited(journal, gate_id, record),
+                gate="budget",
             ),
         )
         return record

@@ -86,6 +86,7 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("GET", "/conversations/{conversation_id}/spans"): "sessions:read",
     ("GET", "/conversations/{conversation_id}/usage"): "sessions:read",
     ("GET", "/submissions/{submission_id}"): "sessions:read",
+    ("GET", "/agents/{agent}/{instance}/submissions"): "sessions:read",
     ("POST", "/submissions/{submission_id}/abort"): "sessions:abort",
     ("GET", "/submissions/{submission_id}/tree"): "sessions:read",
     ("GET", "/approvals"): "approvals:read",

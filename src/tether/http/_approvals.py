@@ -6,21 +6,14 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from tether.engine import MAX_APPROVALS_PAGE
 from tether.errors import ApprovalNotFound
-from tether.http._access import (
-    AccessDependency,
-    IdentityDependency,
-    actor_of,
-    listed_agent,
-    own_gate,
-    shown_name,
-)
+from tether.http._access import AccessDependency, actor_of, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
+from tether.http._gate_pages import GatePageDependency
 from tether.http._requests import DecisionBody
 from tether.http._responses import ApprovalItem, ApprovalsPage, DecisionReceipt
-from tether.store import GateStatus
+from tether.store import GateKind
 
 __all__ = ("approvals_router",)
 
@@ -32,30 +25,16 @@ approvals_router = APIRouter(tags=["approvals"])
 @approvals_router.get("/approvals", responses=failures(422, 503))
 async def approvals(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    query: GatePageDependency,
     status: Literal["pending", "decided", "closed", "all"] = Query(
         default="pending",
         description="pending (waits for a decision), decided (the decisions made, the "
         "audit trail), closed (settled undecided) or all.",
     ),
-    agent: str | None = Query(default=None, max_length=200),
-    instance: str | None = Query(default=None, max_length=200),
     tool: str | None = Query(default=None, max_length=200),
-    limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
-    cursor: str | None = Query(
-        default=None, max_length=2000, description="A page's nextCursor: the page after it."
-    ),
 ) -> ApprovalsPage:
     """A page of approval gates, oldest request first."""
-    page = await runtime.approvals(
-        status=None if status == "all" else GateStatus(status),
-        agent=listed_agent(identity, agent),
-        instance=instance,
-        tool=tool,
-        limit=limit,
-        cursor=cursor,
-        tenant=identity.tenant,
-    )
+    page = await query.read(runtime, GateKind.APPROVAL, status, tool=tool)
     return ApprovalsPage(
         approvals=[ApprovalItem.of(gate) for gate in page.gates],
         next_cursor=page.next_cursor,

@@ -11,30 +11,16 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from tether.engine import MAX_APPROVALS_PAGE
 from tether.errors import ApprovalNotFound
-from tether.http._access import (
-    AccessDependency,
-    IdentityDependency,
-    actor_of,
-    listed_agent,
-    own_gate,
-    shown_name,
-)
+from tether.http._access import AccessDependency, actor_of, own_gate, shown_name
 from tether.http._budget_views import BudgetGateItem, BudgetGatesPage, BudgetReceipt
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
+from tether.http._gate_pages import GatePageDependency
 from tether.http._requests import BudgetDecisionBody
-from tether.store import GateStatus
+from tether.store import GateKind
 
 __all__ = ("budgets_router",)
-
-_STATUS: dict[str, GateStatus | None] = {
-    "pending": GateStatus.PENDING,
-    "decided": GateStatus.DECIDED,
-    "closed": GateStatus.CLOSED,
-    "all": None,
-}
 
 
 budgets_router = APIRouter(tags=["budgets"])
@@ -44,29 +30,16 @@ budgets_router = APIRouter(tags=["budgets"])
 @budgets_router.get("/budgets", responses=failures(422, 503))
 async def budget_gates(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    query: GatePageDependency,
     status: Literal["pending", "decided", "closed", "all"] = Query(
         default="pending",
         description="pending (waits for a decision), decided, closed (settled undecided: "
         "aborted, timed out) or all.",
     ),
-    agent: str | None = Query(default=None, max_length=200),
-    instance: str | None = Query(default=None, max_length=200),
-    limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
-    cursor: str | None = Query(
-        default=None, max_length=2000, description="A page's nextCursor: the page after it."
-    ),
 ) -> BudgetGatesPage:
     """A page of the runs whose budget ran out under the ``park`` policy, oldest first,
     each with what it spent against which limit."""
-    page = await runtime.budget_gates(
-        status=_STATUS[status],
-        agent=listed_agent(identity, agent),
-        instance=instance,
-        limit=limit,
-        cursor=cursor,
-        tenant=identity.tenant,
-    )
+    page = await query.read(runtime, GateKind.BUDGET, status)
     return BudgetGatesPage(
         budgets=[BudgetGateItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
     )

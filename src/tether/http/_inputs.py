@@ -10,30 +10,16 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from tether.engine import MAX_APPROVALS_PAGE
 from tether.errors import InputNotFound
-from tether.http._access import (
-    AccessDependency,
-    IdentityDependency,
-    actor_of,
-    listed_agent,
-    own_gate,
-    shown_name,
-)
+from tether.http._access import AccessDependency, actor_of, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
+from tether.http._gate_pages import GatePageDependency
 from tether.http._input_views import AnswerReceipt, InputItem, InputsPage
 from tether.http._requests import AnswerBody
-from tether.store import GateStatus
+from tether.store import GateKind
 
 __all__ = ("inputs_router",)
-
-_STATUS: dict[str, GateStatus | None] = {
-    "pending": GateStatus.PENDING,
-    "answered": GateStatus.DECIDED,  # an input's decision is its answer
-    "closed": GateStatus.CLOSED,
-    "all": None,
-}
 
 
 inputs_router = APIRouter(tags=["inputs"])
@@ -43,28 +29,15 @@ inputs_router = APIRouter(tags=["inputs"])
 @inputs_router.get("/inputs", responses=failures(422, 503))
 async def inputs(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    query: GatePageDependency,
     status: Literal["pending", "answered", "closed", "all"] = Query(
         default="pending",
         description="pending (waits for an answer), answered (the answers given, who "
         "gave them and when), closed (settled unanswered) or all.",
     ),
-    agent: str | None = Query(default=None, max_length=200),
-    instance: str | None = Query(default=None, max_length=200),
-    limit: int = Query(default=100, ge=1, le=MAX_APPROVALS_PAGE),
-    cursor: str | None = Query(
-        default=None, max_length=2000, description="A page's nextCursor: the page after it."
-    ),
 ) -> InputsPage:
     """A page of the inputs runs asked for, oldest request first."""
-    page = await runtime.inputs(
-        status=_STATUS[status],
-        agent=listed_agent(identity, agent),
-        instance=instance,
-        limit=limit,
-        cursor=cursor,
-        tenant=identity.tenant,
-    )
+    page = await query.read(runtime, GateKind.INPUT, status)
     return InputsPage(
         inputs=[InputItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
     )

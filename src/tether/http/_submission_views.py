@@ -4,6 +4,8 @@ children (:class:`SubmissionView`), and its subagent tree with the usage of each
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, JsonValue
 
 from tether.engine import (
@@ -24,7 +26,14 @@ from tether.http._responses import (
 )
 from tether.store import Submission, SubmissionStatus
 
-__all__ = ("AttemptView", "ChildSubmission", "SubmissionTreeNode", "SubmissionView", "UsageView")
+__all__ = (
+    "AttemptView",
+    "ChildSubmission",
+    "OpenSubmissions",
+    "SubmissionTreeNode",
+    "SubmissionView",
+    "UsageView",
+)
 
 
 class AttemptView(WireResponse):
@@ -81,6 +90,10 @@ class SubmissionView(WireResponse):
         "docs/timers.md). For a ``queued`` one, ``limit``: its agent's or its tenant's runs "
         "in flight are at their limit (docs/limits.md)."
     )
+    held_by: Literal["agent", "tenant"] | None = optional(
+        description="For ``waitReason: limit``: whose limit of runs in flight holds it back, "
+        "its agent's or its tenant's (docs/limits.md)."
+    )
     due_at: str | None = optional(
         **TIMESTAMP,
         description="When a ``scheduled`` submission is queued, or a ``waiting`` one's timer "
@@ -134,6 +147,13 @@ class SubmissionView(WireResponse):
                 if s.status is SubmissionStatus.WAITING
                 else None
             ),
+            held_by=(
+                "agent"
+                if info.held_by == "agent"
+                else "tenant"
+                if info.held_by == "tenant"
+                else None
+            ),
             due_at=(
                 time_of(s.wait_until)
                 if s.status in (SubmissionStatus.SCHEDULED, SubmissionStatus.WAITING)
@@ -163,6 +183,13 @@ class SubmissionView(WireResponse):
             priority=s.priority,
             children=[ChildSubmission.of(child) for child in info.children],
         )
+
+
+class OpenSubmissions(WireResponse):
+    """A session's unsettled submissions, oldest first."""
+
+    submissions: list[SubmissionView]
+    more: bool = Field(description="Whether more are unsettled than the limit listed.")
 
 
 class UsageView(WireResponse):

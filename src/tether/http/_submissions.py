@@ -1,19 +1,19 @@
 """``/submissions/{id}``: where a submission stands (optionally once it settles), an
-operator's abort, and its subagent tree."""
+operator's abort, and its subagent tree; and a session's unsettled submissions."""
 
 from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import JsonValue
 
 from tether.engine import Runtime
-from tether.http._access import AccessDependency, actor_of, own_submission
+from tether.http._access import AccessDependency, actor_of, own_session, own_submission
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import POST_FAILURES, failures
 from tether.http._requests import WAIT_TIMEOUT
-from tether.http._submission_views import SubmissionTreeNode, SubmissionView
+from tether.http._submission_views import OpenSubmissions, SubmissionTreeNode, SubmissionView
 from tether.store import SubmissionStatus
 
 __all__ = ("settled_within", "submissions_router")
@@ -32,7 +32,33 @@ async def settled_within(
 
 
 submissions_router = APIRouter(tags=["submissions"])
-"""A submission's view, abort and tree."""
+"""A submission's view, abort and tree; a session's open submissions."""
+
+MAX_OPEN_SUBMISSIONS = 200
+"""The most ``GET /agents/{agent}/{instance}/submissions`` lists."""
+
+
+@submissions_router.get("/agents/{agent}/{instance}/submissions", responses=failures(404, 422, 503))
+async def open_submissions(
+    runtime: RuntimeDependency,
+    access: AccessDependency,
+    agent: str,
+    instance: str,
+    session: str = Query(default="default", max_length=200),
+    limit: int = Query(default=50, ge=1, le=MAX_OPEN_SUBMISSIONS),
+) -> OpenSubmissions:
+    """The session's unsettled submissions, oldest first (the first ``limit``): each as
+    ``GET /submissions/{id}`` shows it, so a scheduled one with its ``dueAt``, a queued
+    one held back by a limit with ``waitReason: "limit"``, and each one's ``priority``
+    (404 before the session's first message)."""
+    await own_session(runtime, access, agent, instance, session)
+    infos = await runtime.open_submissions(
+        agent, instance, session=session, tenant=access.identity.tenant, limit=limit + 1
+    )
+    return OpenSubmissions(
+        submissions=[SubmissionView.of(info) for info in infos[:limit]],
+        more=len(infos) > limit,
+    )
 
 
 @submissions_router.get("/submissions/{submission_id}", responses=failures(404, 422, 503))

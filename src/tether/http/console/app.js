@@ -1,5 +1,5 @@
 // The console's entry: sign-in, the URL (agent, instance, session, panel), the panels and the
-// polls that keep the sessions list and the approvals badge live.
+// polls that keep the sessions list, the session's runs and the approvals badge live.
 
 import * as access from "./access.js";
 import * as api from "./api.js";
@@ -7,11 +7,15 @@ import { ApprovalsPanel } from "./approvals.js";
 import { ChatPanel } from "./chat.js";
 import { InspectorPanel } from "./inspector.js";
 import { sameKey } from "./dom.js";
+import { RunsList } from "./runs.js";
 import { SessionsPanel } from "./sessions.js";
+import { UsagePanel } from "./usage.js";
 
-const PANELS = ["chat", "approvals", "inspector"];
+const PANELS = ["chat", "approvals", "inspector", "usage"];
 const SESSIONS_POLL_MS = 3000;
 const APPROVALS_POLL_MS = 2000;
+const RUNS_POLL_MS = 2000;
+const USAGE_POLL_MS = 5000;
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -79,10 +83,12 @@ const inspector = new InspectorPanel($("#panel-inspector"), {
   onNavigate: (key, panel) => navigate(key, panel),
   findConversation: (id) => sessions.findConversation(id),
 });
+const runs = new RunsList($("#runs"));
+const usage = new UsagePanel($("#panel-usage"), { tab: $("#tab-usage") });
 
 function showPanel(wanted) {
   // A panel the identity may not open (its tab is hidden) gives way to the first it may.
-  const open = (name) => access.shown($(`#tab-${name}`));
+  const open = (name) => access.shown($(`#tab-${name}`)) && !$(`#tab-${name}`).hidden;
   const panel = open(wanted) ? wanted : PANELS.find(open) || wanted;
   state.panel = panel;
   for (const name of PANELS) {
@@ -93,6 +99,7 @@ function showPanel(wanted) {
   }
   if (panel === "approvals") approvals.refresh({ decided: true }).catch(report);
   if (panel === "inspector" && state.key) inspector.show(state.key).catch(failedIn(inspector));
+  if (panel === "usage") usage.refresh().catch(report);
   document.body.classList.remove("sessions-open");
   $("#toggle-sessions").setAttribute("aria-expanded", "false");
 }
@@ -106,6 +113,7 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
     const item = sessions.find(state.key);
     chat.sessionStatus = item ? item.status : "idle";
     chat.show(state.key).catch(failedIn(chat));
+    runs.show(state.key).catch(report);
   }
   showPanel(panel);
   toUrl(replace);
@@ -135,6 +143,7 @@ function soon() {
     pending = null;
     chat.poll();
     pollSessions();
+    pollRuns();
   }, 300);
 }
 
@@ -150,12 +159,19 @@ async function pollSessions() {
   }
 }
 
+/** The session's runs not settled, while the chat shows it. */
+function pollRuns() {
+  if (!access.can("sessions:read") || state.panel !== "chat" || !state.key) return;
+  runs.refresh().catch(report);
+}
+
 /** Who is signed in, beside Sign out (its scopes in the tooltip); the controls follow. */
 async function showIdentity() {
   const who = await access.load();
   const element = $("#identity");
   element.textContent = access.describe(who);
   element.title = `Scopes: ${who.scopes.join(", ") || "none"}`;
+  usage.signedInAs(who);
   if (!$("#sign-out").hidden) approvals.signedInAs(who.display || who.subject);
 }
 
@@ -178,13 +194,14 @@ async function boot() {
     return;
   }
   // The session the URL names opens at once, beside the lists it does not wait for.
-  const lists = Promise.all([api.get("/agents"), sessions.refresh(), approvals.refresh()]);
+  const lists = Promise.all([api.get("/agents"), sessions.refresh(), approvals.refresh(), usage.probe()]);
   if (key) navigate(key, panel, { replace: true });
   const [{ agents }, listed] = await lists;
   sessions.setAgents(agents);
   if (key) {
     const item = sessions.find(key);
     if (item) chat.setStatus(item.status);
+    if (panel === "usage" && usage.available) navigate(null, "usage", { replace: true }); // its tab shows now
   } else {
     const first = listed[0] || (agents.length && { agent: agents[0].name, instance: "me", session: "default" });
     if (first) navigate({ agent: first.agent, instance: first.instance, session: first.session }, panel, { replace: true });
@@ -198,6 +215,8 @@ function startPolls() {
   state.booted = true;
   setInterval(pollSessions, SESSIONS_POLL_MS);
   setInterval(() => approvals.refresh({ decided: state.panel === "approvals" }).catch(report), APPROVALS_POLL_MS);
+  setInterval(pollRuns, RUNS_POLL_MS);
+  setInterval(() => state.panel === "usage" && usage.refresh().catch(report), USAGE_POLL_MS);
 }
 
 // --- sign-in ---------------------------------------------------------------------------

@@ -32,7 +32,19 @@ export function ago(iso, now = Date.now()) {
   return new Date(then).toISOString().slice(0, 10);
 }
 
-/** A time element: the relative time shown, the ISO time in datetime and title. */
+/** A time to come as people say it: "in 40 s", "in 5 min", "in 3 h", "in 2 d"; one past
+ * as ago() says it (a scheduled run overdue). */
+export function until(iso, now = Date.now()) {
+  const then = Date.parse(iso);
+  if (Number.isNaN(then)) return iso || "";
+  const seconds = Math.round((then - now) / 1000);
+  if (seconds <= 0) return ago(iso, now);
+  if (seconds < 60) return `in ${seconds} s`;
+  if (seconds < 3600) return `in ${Math.round(seconds / 60)} min`;
+  if (seconds < 86400) return `in ${Math.round(seconds / 3600)} h`;
+  return `in ${Math.round(seconds / 86400)} d`;
+}
+
 /** Who did something, as the server verified them (a record's or a gate's ``by``): the name
  * shown, then the verified subject and tenant, e.g. "Ann (ann@acme, acme)". */
 export function actorText(shown, by) {
@@ -41,6 +53,7 @@ export function actorText(shown, by) {
   return `${shown || by.display || by.subject} (${verified})`;
 }
 
+/** A time element: the relative time shown, the ISO time in datetime and title. */
 export function timeTag(iso) {
   return h("time", { datetime: iso, title: iso }, ago(iso));
 }
