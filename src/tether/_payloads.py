@@ -171,6 +171,10 @@ class AssistantMessageCompleted(Payload):
     """Set when a crash cut the stream: the partial message closes it and is never served."""
     purpose: Literal["summary"] | None = None
     """A completion for the harness's own use (a compaction summary): not part of the transcript."""
+    cost: float | None = None
+    """The call's cost in US dollars as the journal priced it when it was answered
+    (``tether.models.cost_of``), when it is known and not zero: what a tenant's usage
+    aggregate adds up in the store (docs/budgets.md)."""
 
 
 class ToolCalled(Payload):
