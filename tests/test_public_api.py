@@ -489,6 +489,8 @@ PUBLIC = {
         "SessionState",
         "SignalInfo",
         "SubagentLimits",
+        "TenantBudget",
+        "TenantUsage",
         "SubagentPolicy",
         "SubmissionAdmitted",
         "SubmissionClaimed",

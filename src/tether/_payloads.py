@@ -260,9 +260,11 @@ class BudgetRequested(Payload):
     unknown, ``wallTime`` in seconds)."""
     budget: JsonObject
     """The budget in force, extensions included (a ``Budget``'s wire form)."""
-    scope: Literal["session"] | None = None
+    scope: Literal["session", "tenant"] | None = None
     """``session``: the session's budget ran out (every submission of the session counts
-    against it, and an extension raises it for them all); absent: the submission's own."""
+    against it, and an extension raises it for them all); ``tenant``: its tenant's budget of
+    a period ran out (an extension lets this submission go on past it by that much);
+    absent: the submission's own."""
 
 
 class BudgetDecided(Payload):
