@@ -86,7 +86,7 @@ def test_a_tenant_budget_has_a_period_and_no_wall_time() -> None:
         date(2026, 2, 1),
         date(2026, 3, 1),
     )
-    budgets = {
+    budgets: dict[str, TenantBudget | list[TenantBudget]] = {
         "*": TenantBudget(model_calls=10),
         "acme": [TenantBudget(tokens=500), TenantBudget(cost_usd=9.0, period="month")],
     }
