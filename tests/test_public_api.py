@@ -114,6 +114,7 @@ PUBLIC = {
         "TetherError",
         "TimerParked",
         "TokenExists",
+        "TenantNotFound",
         "TokenNotFound",
         "TransientError",
         "TurnClosed",
