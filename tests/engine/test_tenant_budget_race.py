@@ -109,7 +109,7 @@ async def test_concurrent_runs_never_overspend_by_more_than_one_call(
         outcomes = await asyncio.gather(*(settle(one, r.submission_id) for r in receipts))
         usage = await one.tenant_usage("acme")
     assert all(o["errorCode"] == BUDGET_EXHAUSTED for o in outcomes), outcomes
-    assert {o["errorDetails"]["limit"] for o in outcomes} == {limit}  # type: ignore[index]
+    assert {o["errorDetails"]["limit"] for o in outcomes} == {limit}  # type: ignore[index,call-overload]
     calls = sum(m.invocations for m in models)
     spent = sum(m.tokens for m in models)
     assert (usage.spent.model_calls, usage.spent.tokens) == (calls, spent)  # exact
