@@ -4,8 +4,11 @@ UTC day or month, counted by the store's usage aggregate and reserved call by ca
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,12 +35,15 @@ from tether.models import ScriptedModel
 from tether.records import AssistantMessageCompleted, RecordDraft, format_time
 from tether.store import (
     GateStatus,
+    SqliteStore,
     Store,
     StoreCapabilities,
     UsageSpent,
     require_capability,
 )
 
+from ..processes import eventually_awaited, kill, start
+from .conftest import FAST
 from .test_runtime import settle
 
 Make = Callable[..., Runtime]
@@ -206,4 +212,66 @@ def _new(tenant: str) -> Any:
         input={"kind": "user", "body": "hi"},
         created_at=datetime.now(UTC),
         tenant=tenant,
+    )
+
+
+# --- crashes ---------------------------------------------------------------------------------
+
+WORKER = Path(__file__).with_name("tenant_budget_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("mode", "mark"), [("tool", "held"), ("call", "calling")])
+async def test_a_worker_killed_mid_run_leaves_the_aggregate_exact(
+    tmp_path: Path, mode: str, mark: str
+) -> None:
+    """SIGKILL a worker between a call's usage record and the next call's budget decision
+    (``tool``), or with a call reserved and never answered (``call``); another worker resumes
+    the run: the tenant's aggregate counts each recorded call once (it moved in the commit of
+    each record), the dead worker's reservation expires, and the run stops at exactly the
+    tenant's limit."""
+    log = tmp_path / "calls.log"
+    store = await SqliteStore.open(tmp_path)
+    api = Runtime({"a": define(costly())}, store)  # admission only: no worker runs here
+    await api.start(worker=False)
+    receipt = await api.dispatch("a", "acme-desk", "go", tenant="acme")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with (tmp_path / "worker.log").open("ab") as errors:
+        worker = start(
+            [sys.executable, str(WORKER), str(tmp_path), str(log), mode], stderr=errors, env=env
+        )
+
+    def reached() -> bool:
+        return log.exists() and mark in log.read_text().splitlines()
+
+    await eventually_awaited(
+        lambda: asyncio.to_thread(reached), lambda: (tmp_path / "worker.log").read_text()
+    )
+    kill(worker)
+    paid = log.read_text().splitlines().count("model")
+    assert paid == 2
+    usage = require_capability(StoreCapabilities.of(store).usage, "usage")
+    today = datetime.now(UTC).date()
+    spent = await usage.tenant_usage("acme", start=today, end=today + timedelta(days=1))
+    assert spent.model_calls == _completions(await api.records(receipt.conversation_id))
+    model = costly()
+    budgets = {"acme": TenantBudget(model_calls=5)}
+    settings: dict[str, Any] = {**FAST, "tenant_budgets": budgets, "limit_poll": 0.05}
+    async with Runtime({"a": define(model)}, store, **settings) as again:  # the real clock
+        outcome = await settle(again, receipt.submission_id)
+        records = await again.records(receipt.conversation_id)
+        after = await again.tenant_usage("acme")
+    await api.close()
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED
+    assert model.invocations == 3  # 2 + 3 = the limit: none bought again, none over
+    assert after.spent.model_calls == _completions(records) == 5
+    await store.close()
+
+
+def _completions(records: list[Any]) -> int:
+    return sum(
+        1
+        for r in records
+        if isinstance(r.payload, AssistantMessageCompleted) and not r.payload.interrupted
     )
