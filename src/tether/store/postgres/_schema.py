@@ -450,7 +450,7 @@ MIGRATIONS: Final = (
         PRIMARY KEY (tenant, day)
     );
     CREATE TABLE IF NOT EXISTS usage_reservations (
-        id         BIGSERIAL PRIMARY KEY,
+        id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         tenant     TEXT NOT NULL,
         holder     TEXT NOT NULL,
         owner_id   TEXT NOT NULL,
