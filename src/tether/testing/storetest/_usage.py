@@ -120,6 +120,31 @@ class UsageCases(BaseConformance):
         assert (spent.model_calls, spent.tokens) == (1, 10)
 
     @case
+    @needs("forks")
+    async def test_a_fork_spends_nothing_by_copying(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """A fork copies its parent's head verbatim, spent calls included: it adds nothing to
+        the tenant's usage (the calls were counted once, when they were made); what the fork
+        appends after is the tenant's like any append."""
+        cid = (await fx.admit("s", tenant=ACME)).conversation_id
+        await _append(store, fx, cid, [_completed("m1", 10, 0.1), _tool("t1")])
+        head = await store.head(cid)
+        fork = await store.fork(
+            cid,
+            at_seq=head,
+            key=fx.key("forked"),
+            new_conversation_id=fx.id("conv"),
+            created_at=T0,
+        )
+        assert fork.tenant == ACME
+        spent = await store.tenant_usage(ACME, start=DAY, end=NEXT)
+        assert (spent.model_calls, spent.tool_calls) == (1, 1)
+        await _append(store, fx, fork.id, [_completed("m2", 5)])
+        spent = await store.tenant_usage(ACME, start=DAY, end=NEXT)
+        assert (spent.model_calls, spent.tokens) == (2, 15)
+
+    @case
     async def test_reservations_hold_the_calls_in_flight(
         self, store: CompleteStore, fx: Fixtures
     ) -> None:
