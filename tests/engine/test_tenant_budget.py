@@ -137,6 +137,31 @@ async def test_a_tenants_runs_share_its_day_budget(make_runtime: Make, store: St
         assert month.spent.model_calls == 3 and month.budget is None
 
 
+async def test_a_tenants_tool_calls_run_out_before_the_next_tool_call(
+    make_runtime: Make,
+) -> None:
+    """``tool_calls`` is checked before each tool call the host runs, from the aggregate:
+    the refused call is never run, and the run settles with the month's counts."""
+    ran: list[str] = []
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        ran.append(q)
+        return f"found {q}"
+
+    spec = agent_spec(costly(), tools=[lookup])
+    agents = {"a": AgentDefinition(lambda instance, env: spec)}
+    budgets = {"*": TenantBudget(tool_calls=2, period="month")}
+    async with make_runtime(agents, tenant_budgets=budgets) as runtime:
+        receipt = await runtime.dispatch("a", "desk", "go", tenant="acme")
+        outcome = await settle(runtime, receipt.submission_id)
+    assert outcome["errorCode"] == BUDGET_EXHAUSTED and ran == ["1", "2"]
+    details = outcome["errorDetails"]
+    assert isinstance(details, dict)
+    assert (details["limit"], details["used"], details["period"]) == ("toolCalls", 2, "month")
+
+
 async def test_an_approved_extension_lets_the_run_go_on(make_runtime: Make) -> None:
     """Under ``park``, a tenant's run waits on a budget gate (scope ``tenant``); an approval
     lets this run spend its extension past the tenant's budget, a rejection settles it."""

@@ -206,7 +206,8 @@ class TenantBudgetGate:
     async def check_tool(
         self, tenant: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
     ) -> None:
-        """:class:`BudgetExhausted` if a ``tool_calls`` limit of ``tenant``'s is used up."""
+        """:class:`BudgetExhausted` if a ``tool_calls`` limit of ``tenant``'s is used up by
+        the calls before this one (whose intent, durable before it runs, counts already)."""
         store = self._store
         assert store is not None
         now = self._clock.now()
@@ -216,8 +217,10 @@ class TenantBudgetGate:
             most = budget.tool_calls + (meter.budget.tool_calls or 0)
             start, end = period_bounds(budget.period, now)
             spent = await store.tenant_usage(tenant, start=start, end=end)
-            if spent.tool_calls >= most:
-                refused = UsageRefusal(0, "toolCalls", spent.tool_calls, most, spent, _NONE, False)
+            # The call's intent is durable before it runs: the aggregate counts it already.
+            if spent.tool_calls > most:
+                used = spent.tool_calls - 1
+                refused = UsageRefusal(0, "toolCalls", used, most, spent, _NONE, False)
                 raise _exhausted(tenant, budget, refused, "tool", meter)
 
     async def renew(self) -> None:
