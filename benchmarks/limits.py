@@ -54,7 +54,15 @@ from psycopg import sql
 
 from benchmarks._measure import LOCAL_POSTGRES, own_database, postgres_answers, told_postgres_url
 from benchmarks._table import Goal, judged, print_goals, print_table
-from tether.engine import AgentDefinition, AgentSpec, Budget, Limits, Runtime, SystemClock
+from tether.engine import (
+    AgentDefinition,
+    AgentSpec,
+    Budget,
+    Limits,
+    Runtime,
+    SystemClock,
+    TenantBudget,
+)
 from tether.engine._limits import LimitGate
 from tether.journal import Turn
 from tether.messages import ModelRequest
@@ -98,18 +106,28 @@ def _variants(turns: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         "budget on the agent": ({"budget": Budget(model_calls=10, tokens=10**9)}, {}),
         "rate on the model": ({}, {"model_limits": {"bench": Limits(rate=(turns * 10, 60))}}),
         "runs in flight on the agent": ({"limits": Limits(concurrency=10**6)}, {}),
+        # A tenant's runs: their usage is added up in the store with each completion (an
+        # upsert in the append's commit; on PostgreSQL the append takes the checked path).
+        "a tenant, no budget": ({}, {"tenant": "acme"}),
+        # ... and reserved against its day budget before each call (a store round trip).
+        "a tenant's day budget": (
+            {},
+            {"tenant": "acme", "tenant_budgets": {"acme": TenantBudget(model_calls=10**9)}},
+        ),
     }
 
 
 async def _turn_cpu(store: Store, turns: int, policy: dict[str, Any], settings: Any) -> float:
     """CPU seconds per settled turn, the runtime's start and stop left out."""
+    settings = dict(settings)
+    tenant = settings.pop("tenant", None)
     async with Runtime(
         {"a": _definition(**policy)}, store, claim_interval=0.01, **settings
     ) as runtime:
         tag = uuid.uuid4().hex[:8]
         started = time.process_time()
         ids = [
-            (await runtime.dispatch("a", tag, "go", session=f"s{n}")).submission_id
+            (await runtime.dispatch("a", tag, "go", session=f"s{n}", tenant=tenant)).submission_id
             for n in range(turns)
         ]
         for submission_id in ids:

@@ -171,6 +171,10 @@ class AssistantMessageCompleted(Payload):
     """Set when a crash cut the stream: the partial message closes it and is never served."""
     purpose: Literal["summary"] | None = None
     """A completion for the harness's own use (a compaction summary): not part of the transcript."""
+    cost: float | None = None
+    """The call's cost in US dollars as the journal priced it when it was answered
+    (``tether.models.cost_of``), when it is known and not zero: what a tenant's usage
+    aggregate adds up in the store (docs/budgets.md)."""
 
 
 class ToolCalled(Payload):
@@ -256,9 +260,11 @@ class BudgetRequested(Payload):
     unknown, ``wallTime`` in seconds)."""
     budget: JsonObject
     """The budget in force, extensions included (a ``Budget``'s wire form)."""
-    scope: Literal["session"] | None = None
+    scope: Literal["session", "tenant"] | None = None
     """``session``: the session's budget ran out (every submission of the session counts
-    against it, and an extension raises it for them all); absent: the submission's own."""
+    against it, and an extension raises it for them all); ``tenant``: its tenant's budget of
+    a period ran out (an extension lets this submission go on past it by that much);
+    absent: the submission's own."""
 
 
 class BudgetDecided(Payload):

@@ -82,6 +82,7 @@ __all__ = (
     "StoreUnavailable",
     "SubagentLimitReached",
     "SubmissionNotFound",
+    "TenantNotFound",
     "TetherError",
     "TimerParked",
     "TokenExists",
@@ -468,6 +469,17 @@ class TokenNotFound(NotFound):
     def __init__(self, token_id: str) -> None:
         self.token_id = token_id
         super().__init__(f"token {token_id} not found")
+
+
+class TenantNotFound(NotFound):
+    """No tenant by this name for the caller: an identity of one tenant asked about
+    another's usage (``GET /usage``), which to it does not exist."""
+
+    code = "tenant_not_found"
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+        super().__init__(f"tenant {tenant} not found")
 
 
 # --- journal --------------------------------------------------------------------------

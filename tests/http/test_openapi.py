@@ -305,6 +305,9 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     # A budget gate listed and decided is checked in tests/http/test_budget.py.
     assert (await call("GET", "/budgets", params={"status": "all"})).json()["budgets"] == []
     assert (await call("POST", "/budgets/nope", json={"decision": "reject"})).status_code == 404
+    # A tenant's usage is checked in tests/http/test_usage.py.
+    assert (await call("GET", "/usage", params={"tenant": "acme"})).status_code == 200
+    assert (await call("GET", "/usage")).status_code == 422
     exported = await call("GET", f"/conversations/{cid}/export")
     assert exported.headers["content-type"].startswith("application/x-ndjson")
     assert (await call("GET", "/conversations/nope/export")).status_code == 404

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tether.demo import demo_agents, demo_subagents
-from tether.engine import Limits, Retention, Runtime, Schedule
+from tether.engine import Limits, Retention, Runtime, Schedule, TenantBudget
 from tether.errors import StoreCapabilityMissing
 from tether.http import create_app
 from tether.records import ToolCalled, ToolOutcome
@@ -94,6 +94,7 @@ async def test_a_feature_without_its_capability_says_which() -> None:
         assert await _missing(runtime.schedules()) == "schedules"
         assert await _missing(runtime.delete_schedule("digest")) == "schedules"
         assert await _missing(runtime.revoke("cookie-1")) == "attachments"
+        assert await _missing(runtime.tenant_usage("acme")) == "usage"
 
 
 async def test_a_run_that_would_park_settles_naming_the_capability() -> None:
@@ -125,6 +126,7 @@ async def test_a_run_that_would_park_settles_naming_the_capability() -> None:
         ({"retention": Retention(keep_records=10)}, "sessions"),
         ({"model_limits": {"openai": Limits(rate=(10, 60))}}, "limits"),
         ({"tenant_limits": {"*": Limits(concurrency=2)}}, "limits"),
+        ({"tenant_budgets": {"*": TenantBudget(model_calls=5)}}, "usage"),
     ],
 )
 async def test_a_configured_feature_is_refused_at_start(

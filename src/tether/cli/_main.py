@@ -27,6 +27,7 @@ from tether.cli._schedules import schedules_app
 from tether.cli._serve import CONFIG, DEFAULT_STORE_URL, SETTINGS_EPILOG, serve, worker
 from tether.cli._sessions import delete, sessions
 from tether.cli._tokens import tokens_app
+from tether.cli._usage import usage
 from tether.cli._versions import agents, upgrade, versions
 
 __all__ = ("app", "main")
@@ -86,6 +87,7 @@ app.command()(delete)
 app.command()(inputs)
 app.command()(answer)
 app.command()(budgets)
+app.command()(usage)
 app.command()(extend)
 app.command()(export)
 app.command(name="import")(import_log)

@@ -96,6 +96,7 @@ from tether.engine._settle import (
 )
 from tether.engine._subagents import SubagentLimits, SubagentPolicy
 from tether.engine._subtree import MAX_TREE_NODES, SubmissionTree
+from tether.engine._tenant_budget import TenantBudget, TenantUsage
 from tether.engine._upgrade_check import UpgradeCheck
 from tether.engine._usage import ChildUsage, UsageTotals
 from tether.engine._versions import (
@@ -200,6 +201,8 @@ __all__ = (
     "Summarizer",
     "SystemClock",
     "TaskArgs",
+    "TenantBudget",
+    "TenantUsage",
     "ToolEnded",
     "ToolProgress",
     "ToolStarted",

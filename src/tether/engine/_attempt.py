@@ -65,6 +65,11 @@ from tether.engine._settle import (
 )
 from tether.engine._steering import SteerWatch
 from tether.engine._supervise import supervise
+from tether.engine._tenant_budget import (
+    TenantBudgetedModel,
+    TenantBudgetedTools,
+    tenant_budget_meter,
+)
 from tether.engine._versions import VERSION_DIVERGED
 from tether.errors import (
     ApprovalParked,
@@ -92,9 +97,10 @@ from tether.journal import (
     Journal,
     JournalHooks,
     Stamp,
+    ToolExecutor,
     Versioning,
 )
-from tether.models import ModelCallPolicy, StreamDelta
+from tether.models import Model, ModelCallPolicy, StreamDelta
 from tether.records import (
     BudgetRequested,
     Compaction,
@@ -118,6 +124,9 @@ from tether.store import (
 )
 
 __all__ = ("run_attempt",)
+
+_NOT_SPENT = frozenset(("limit", "used", "max", "scope", "tenant", "period"))
+"""The details of an exhausted budget that are not what was spent."""
 
 logger = logging.getLogger("tether.engine")
 
@@ -293,6 +302,10 @@ class _Attempt:
         )
         """What this submission's session has spent against its session budget, if any."""
         self.meters = [m for m in (self.meter, self.session_meter) if m is not None]
+        self.tenant_budgets = context.tenant_budgets.of(submission.tenant)
+        """The budgets of this submission's tenant per period (docs/budgets.md)."""
+        self.tenant_meter = tenant_budget_meter(context.clock.now) if self.tenant_budgets else None
+        """This submission's extensions of its tenant's budgets, read from its log."""
         if self.meters and self.delegation is not None:
             self.delegation.on_delivered = self._child_delivered
 
@@ -516,10 +529,12 @@ class _Attempt:
                 used=float(details["used"] or 0),
                 max=float(details["max"] or 0),
                 spent={
-                    k: v for k, v in details.items() if k not in ("limit", "used", "max", "scope")
+                    k: v
+                    for k, v in details.items()
+                    if k not in ("limit", "used", "max", "scope", "tenant", "period")
                 },
-                budget=meter.budget.to_json_object(),
-                scope="session" if meter.scope == "session" else None,
+                budget=(error.budget or meter.budget).to_json_object(),
+                scope=None if meter.scope == "submission" else meter.scope,
             )
             draft = RecordDraft(request, submission_id=sub.id, attempt_id=sub.attempt_id)
             try:
@@ -663,20 +678,28 @@ class _Attempt:
         events, correlation, meters = self.events, self.correlation, self.meters
         # Limits (docs/limits.md) outside the instrumentation: a wait for a rate limit is
         # no part of the call's latency; inside the budget: a call refused by the budget
-        # waits for no limit.
+        # waits for no limit. The tenant's budgets inside the submission's: a call its own
+        # budget refuses reserves nothing of its tenant's.
         limits, submission = self.context.limits, self.submission
-        if not meters:
-            return EffectWrappers(
-                model=lambda model: limits.model(events.model(model, correlation), submission),
-                tools=lambda tools: events.tools(tools, correlation),
-            )
+        tenant_budgets, tenant_meter = self.tenant_budgets, self.tenant_meter
+        gate, tenant = self.context.tenant_budgets, submission.tenant
+
+        def model(inner: Model) -> Model:
+            wrapped = limits.model(events.model(inner, correlation), submission)
+            if tenant_meter is not None and tenant is not None:
+                wrapped = TenantBudgetedModel(
+                    wrapped, gate, tenant, submission.conversation_id, tenant_budgets, tenant_meter
+                )
+            return BudgetedModel(wrapped, meters, now) if meters else wrapped
+
+        def tools(inner: ToolExecutor) -> ToolExecutor:
+            wrapped = events.tools(inner, correlation)
+            if tenant_meter is not None and tenant is not None:
+                wrapped = TenantBudgetedTools(wrapped, gate, tenant, tenant_budgets, tenant_meter)
+            return BudgetedTools(wrapped, meters) if meters else wrapped
+
         now = self.context.clock.now
-        return EffectWrappers(
-            model=lambda model: BudgetedModel(
-                limits.model(events.model(model, correlation), submission), meters, now
-            ),
-            tools=lambda tools: BudgetedTools(events.tools(tools, correlation), meters),
-        )
+        return EffectWrappers(model=model, tools=tools)
 
     async def _count_spent(self, mine: Sequence[Execution]) -> None:
         """Take in what this submission's journaled records say it spent (earlier attempts,
@@ -684,6 +707,9 @@ class _Attempt:
         latest execution's records)."""
         if self.session_meter is not None:
             await self._count_session()
+        tenant_meter = self.tenant_meter
+        if tenant_meter is not None and mine:  # its extensions of its tenant's budgets
+            await self._count_from(tenant_meter, mine[0].start.seq - 1)
         meter = self.meter
         if meter is None:
             return
@@ -692,6 +718,15 @@ class _Attempt:
             return
         sub = self.submission
         after = mine[0].start.seq - 1
+        while True:
+            page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
+            meter.count_records(page, sub.id)
+            if len(page) < 1000:
+                return
+            after = page[-1].seq
+
+    async def _count_from(self, meter: BudgetMeter, after: int) -> None:
+        sub = self.submission
         while True:
             page = await self.store.read(sub.conversation_id, after_seq=after, limit=1000)
             meter.count_records(page, sub.id)

@@ -46,7 +46,7 @@ __all__ = (
 
 BUDGET_EXHAUSTED: Final = "budget_exhausted"
 _N = TypeVar("_N", int, float, timedelta)
-BudgetScope = Literal["submission", "session"]
+BudgetScope = Literal["submission", "session", "tenant"]
 BUDGET_WAIT: Final = "budget"
 """The wait reason of a run parked on a ``budget`` gate."""
 _COUNTED_TOOLS: Final = frozenset((Mediation.HOST, Mediation.APPROVAL))
@@ -177,11 +177,15 @@ class BudgetExhausted(JournalError):
         *,
         park: bool = False,
         meter: BudgetMeter | None = None,
+        budget: Budget | None = None,
     ) -> None:
         super().__init__(message)
         self.details = details
         self.meter = meter
-        """The meter that ran out (the submission's or its session's)."""
+        """The meter that ran out (the submission's or its session's), or that keeps the
+        extensions of its tenant's budget (scope ``tenant``)."""
+        self.budget = budget if budget is not None or meter is None else meter.budget
+        """The budget in force that ran out."""
         self.park = park
         """The budget's policy is ``park`` and no one rejected extending it: the run waits
         on a ``budget`` gate instead of settling."""
@@ -228,7 +232,7 @@ class BudgetMeter:
         that has one is served from the log, never bought again."""
         for record in records:
             mine = record.submission_id == submission_id
-            if not mine and self.scope == "submission":
+            if not mine and self.scope != "session":
                 continue
             payload = record.payload
             if isinstance(payload, ExecutionStarted | ApprovalRequested | InputRequested):

@@ -14,6 +14,7 @@ from tether.engine._redact import Redactor
 from tether.engine._retention import Retention
 from tether.engine._schedules import Schedule
 from tether.engine._subagents import SubagentLimits
+from tether.engine._tenant_budget import TenantBudget
 from tether.models import ModelRetryPolicy
 from tether.store import ExportKey
 
@@ -50,6 +51,12 @@ class RuntimeConfig:
     tenant_limits: Mapping[str, Limits] = field(default_factory=dict)
     """Limits of each tenant's runs and model calls, by tenant; ``"*"``: every tenant
     without its own (docs/limits.md)."""
+    tenant_budgets: Mapping[str, TenantBudget | Sequence[TenantBudget]] = field(
+        default_factory=dict
+    )
+    """What all of each tenant's runs together may spend per UTC day or month, by tenant;
+    ``"*"``: every tenant without its own (docs/budgets.md). Needs the store's ``usage``
+    capability; a run of no tenant spends from none."""
     limit_poll: float = 1.0
     """The longest a run waits for a limit before it asks the store again (a slot given
     back on another worker is seen then)."""

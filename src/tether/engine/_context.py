@@ -19,6 +19,7 @@ from tether.engine._redact import Redactor
 from tether.engine._runs import RunRegistry
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
+from tether.engine._tenant_budget import TenantBudgetGate
 from tether.engine._versions import AgentVersions
 from tether.engine._views import ViewCache
 from tether.models import ModelCallPolicy
@@ -50,6 +51,7 @@ class EngineContext:
     model_calls: ModelCallPolicy
     metrics: EngineMetrics
     limits: LimitGate
+    tenant_budgets: TenantBudgetGate
 
     @property
     def closing(self) -> bool:

@@ -221,6 +221,7 @@ class Coordinator:
                     # This worker's limit slots live by its heartbeat: a SIGKILLed worker's
                     # expire within a lease, and come back to the others (docs/limits.md).
                     await self.context.limits.renew()
+                    await self.context.tenant_budgets.renew()  # its calls' reservations too
                     next_renewal = clock.monotonic() + renew_every
                 await self.claim_runnable()
                 if clock.monotonic() >= next_sweep:

@@ -83,6 +83,13 @@ from tether.engine._sessions import SessionPage, SessionState, erase_session, se
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
 from tether.engine._subtree import SubmissionTree, submission_tree
+from tether.engine._tenant_budget import (
+    Period,
+    TenantBudgetGate,
+    TenantUsage,
+    budget_of,
+    period_bounds,
+)
 from tether.engine._trace import trace_context
 from tether.engine._upgrade_check import UpgradeCheck, check_upgrade
 from tether.engine._usage import UsageTotals, total_usage
@@ -213,6 +220,8 @@ def _check_features(
         require_capability(capabilities.schedules, "schedules")
     if _shares_limits(config, agents or {}):
         require_capability(capabilities.limits, "limits")
+    if config.tenant_budgets:
+        require_capability(capabilities.usage, "usage")
     if config.retention is not None and config.retention.prunes:
         require_capability(capabilities.sessions, "sessions")
         require_capability(capabilities.retention, "retention")
@@ -424,6 +433,14 @@ class Runtime:
                 },
                 tenant_limits=self.config.tenant_limits,
                 model_limits=self.config.model_limits,
+                clock=self.clock,
+                owner_id=self.config.owner_id,
+                lease=self.config.lease,
+                poll=self.config.limit_poll,
+            ),
+            tenant_budgets=TenantBudgetGate(
+                capabilities.usage,
+                self.config.tenant_budgets,
                 clock=self.clock,
                 owner_id=self.config.owner_id,
                 lease=self.config.lease,
@@ -1380,6 +1397,25 @@ class Runtime:
         )
         await self._decided(record, event)
         return record
+
+    async def tenant_usage(
+        self, tenant: str, *, period: Period = "day", at: datetime | None = None
+    ) -> TenantUsage:
+        """What ``tenant`` spent in the UTC ``period`` (``day`` or ``month``) that holds
+        ``at`` (now, by the runtime's clock, if not given), as the store's usage aggregate
+        says, with the budget it spends from then (``RuntimeConfig.tenant_budgets``), if
+        any. ``StoreCapabilityMissing`` on a store without ``usage``.
+
+        Example::
+
+            usage = await runtime.tenant_usage("acme", period="month")
+            print(usage.spent.cost_usd, usage.budget and usage.budget.cost_usd)
+        """
+        store = require_capability(self._offered().usage, "usage")
+        start, end = period_bounds(period, at or self.clock.now())
+        spent = await store.tenant_usage(tenant, start=start, end=end)
+        budget = budget_of(self.config.tenant_budgets, tenant, period)
+        return TenantUsage(tenant, period, start, end, spent, budget)
 
     async def budget_gates(
         self,

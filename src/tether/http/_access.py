@@ -101,6 +101,7 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("GET", "/versions"): "admin",
     ("POST", "/versions/upgrade"): "admin",
     ("GET", "/metrics"): "metrics:read",
+    ("GET", "/usage"): "sessions:read",
 }
 """The scope each API route needs, by method and path (``None``: any identity). Reading
 what belongs to no tenant

@@ -42,6 +42,7 @@ from tether.http._schedules import schedules_router
 from tether.http._sessions import sessions_router
 from tether.http._sse import RecentRecords
 from tether.http._submissions import submissions_router
+from tether.http._usage import usage_router
 from tether.http._versions import versions_router
 
 __all__ = ("create_app",)
@@ -175,6 +176,7 @@ _API = (
     approvals_router,
     inputs_router,
     budgets_router,
+    usage_router,
     schedules_router,
     insights_router,
     versions_router,

@@ -48,9 +48,10 @@ class BudgetGateItem(WireResponse):
         "wallTime in seconds)."
     )
     budget: dict[str, JsonValue] = Field(description="The budget in force when it ran out.")
-    scope: Literal["submission", "session"] = Field(
-        description="Whose budget ran out: the submission's own, or its session's (every "
-        "submission of the session together)."
+    scope: Literal["submission", "session", "tenant"] = Field(
+        description="Whose budget ran out: the submission's own, its session's (every "
+        "submission of the session together), or its tenant's of a day or month (every run "
+        "of the tenant together)."
     )
     requested_at: str | None = optional(**TIMESTAMP)
     status: BudgetStatus
@@ -84,7 +85,7 @@ class BudgetGateItem(WireResponse):
             max=float(args.get("max", 0)),
             spent=dict(args.get("spent", {})),
             budget=dict(args.get("budget", {})),
-            scope="session" if args.get("scope") == "session" else "submission",
+            scope=args["scope"] if args.get("scope") in ("session", "tenant") else "submission",
             requested_at=time_of(gate.requested_at),
             status=_STATUS[gate.status],
             decision=decision,

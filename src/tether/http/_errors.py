@@ -76,6 +76,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.ConversationNotFound: 404,
     E.AttachmentNotFound: 404,
     E.TokenNotFound: 404,
+    E.TenantNotFound: 404,
     # journal: a harness's misuse is the server's failure, not the caller's
     E.JournalError: 500,
     E.ReplayDiverged: 500,

@@ -74,7 +74,7 @@ from tether.messages import (
     ToolResult,
     args_digest,
 )
-from tether.models import Model
+from tether.models import Model, cost_of
 from tether.records import (
     Actor,
     ApprovalDecided,
@@ -473,12 +473,20 @@ class Turn:
         self.model_invocations += 1
         async with self._lock:
             self._check()
+            # Priced as it is answered, so that the store adds the cost up with the record
+            # (a tenant's usage): zero or unknown is left out, as before there was a price.
+            cost = (
+                None
+                if response.usage is None
+                else cost_of(request.model, response.usage, at=self._hooks.now())
+            )
             completed = AssistantMessageCompleted(
                 call_id=call_id,
                 message=response.message,
                 usage=response.usage,
                 finish_reason=response.finish_reason,
                 purpose=purpose,
+                cost=cost or None,
             )
             self._behind.extend(stream.take())
             self._behind.append(completed)

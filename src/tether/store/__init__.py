@@ -53,6 +53,7 @@ from tether.store._protocol import (
     SubmissionStore,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
     WaitStore,
 )
@@ -76,6 +77,13 @@ from tether.store._types import (
     TaskParent,
 )
 from tether.store._url import DEFAULT_STORE_URL, open_store
+from tether.store._usage import (
+    UsageAsk,
+    UsageLimit,
+    UsageRefusal,
+    UsageReserved,
+    UsageSpent,
+)
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow, served_version
 
 __all__ = (
@@ -139,6 +147,12 @@ __all__ = (
     "TokenRow",
     "TokenStore",
     "TruncatedLog",
+    "UsageAsk",
+    "UsageLimit",
+    "UsageRefusal",
+    "UsageReserved",
+    "UsageSpent",
+    "UsageStore",
     "VerifiedExport",
     "VersionCount",
     "VersionStore",

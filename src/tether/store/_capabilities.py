@@ -28,6 +28,7 @@ from tether.store._protocol import (
     Store,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
     WaitStore,
 )
@@ -51,6 +52,7 @@ CapabilityName = Literal[
     "tokens",
     "timers",
     "limits",
+    "usage",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -70,6 +72,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "tokens": TokenStore,
     "timers": TimerStore,
     "limits": LimitStore,
+    "usage": UsageStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -125,6 +128,7 @@ class StoreCapabilities:
     tokens: TokenStore | None
     timers: TimerStore | None
     limits: LimitStore | None
+    usage: UsageStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -153,6 +157,7 @@ class StoreCapabilities:
             tokens=cast(TokenStore | None, offered(TokenStore)),
             timers=cast(TimerStore | None, offered(TimerStore)),
             limits=cast(LimitStore | None, offered(LimitStore)),
+            usage=cast(UsageStore | None, offered(UsageStore)),
         )
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
@@ -88,6 +88,7 @@ from tether.store._protocol import (
     Store,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
@@ -104,6 +105,16 @@ from tether.store._types import (
     SessionKey,
     Submission,
     SubmissionStatus,
+)
+from tether.store._usage import (
+    UsageAsk,
+    UsageRefusal,
+    UsageReserved,
+    UsageSpent,
+    check_usage_ask,
+    decide_usage,
+    held_by,
+    spends_of,
 )
 from tether.store._versions import (
     VersionCount,
@@ -257,6 +268,7 @@ class MemoryStore(
     SnapshotStore,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
 ):
     """A store held in process memory (``memory://``): the core and every capability but
@@ -286,6 +298,8 @@ class MemoryStore(
         self._tokens: dict[str, TokenRow] = {}  # by id; rows are immutable, handed out as kept
         self._token_ids: dict[str, str] = {}  # digest -> id
         self._holds: list[_Hold] = []  # the limits' holds, every key's (few: they expire)
+        self._usage: dict[tuple[str, date], UsageSpent] = {}  # by tenant and UTC day
+        self._reservations: list[_Reservation] = []  # every tenant's (few: they expire)
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -395,8 +409,27 @@ class MemoryStore(
         )
         self._extend(log, sealed)
         self._gates.index(log.conversation, sealed)
+        tenant = log.conversation.tenant
+        if tenant is not None:
+            self._spend(tenant, conversation_id, sealed)
         self._notifier.notify([conversation_id])
         return [Record(*row_of(record)) for record in sealed]
+
+    def _spend(self, tenant: str, conversation_id: str, records: Sequence[Record]) -> None:
+        """Add what ``records`` spend to their tenant's days, and give back a reservation of
+        the conversation for each model call they complete (with the append: no await)."""
+        for spend in spends_of(records):
+            key = (tenant, spend.day)
+            kept = self._usage.get(key)
+            self._usage[key] = spend.spent if kept is None else kept.plus(spend.spent)
+            for _ in range(spend.completions):
+                self._release_one(tenant, conversation_id)
+
+    def _release_one(self, tenant: str, holder: str) -> None:
+        for index, reservation in enumerate(self._reservations):
+            if reservation.tenant == tenant and reservation.holder == holder:
+                del self._reservations[index]
+                return
 
     async def append_settled(
         self,
@@ -1282,6 +1315,54 @@ class MemoryStore(
                 counts[hold.key] = counts.get(hold.key, 0) + 1
         return counts
 
+    # --- usage ------------------------------------------------------------------------
+
+    async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
+        self._check_open()
+        total = UsageSpent()
+        for (whose, day), spent in self._usage.items():
+            if whose == tenant and start <= day < end:
+                total = total.plus(spent)
+        return total
+
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+        check_usage_ask(ask)
+        now = stored_time(now)
+        self._check_open()
+        self._reservations = [
+            r for r in self._reservations if r.tenant != ask.tenant or r.expires_at > now
+        ]
+        live = [r for r in self._reservations if r.tenant == ask.tenant]
+        reserved = UsageReserved(
+            len(live), sum(r.tokens for r in live), sum(r.cost_usd for r in live)
+        )
+        spents = [
+            await self.tenant_usage(ask.tenant, start=limit.start, end=limit.end)
+            for limit in ask.limits
+        ]
+        refused = decide_usage(ask, spents, reserved)
+        if refused is not None:
+            return refused
+        tokens, cost = held_by(spents)
+        self._reservations.append(
+            _Reservation(
+                ask.tenant, ask.holder, ask.owner_id, tokens, cost, stored_time(ask.expires_at)
+            )
+        )
+        return None
+
+    async def release_usage(self, tenant: str, *, holder: str) -> None:
+        self._check_open()
+        self._release_one(tenant, holder)
+
+    async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
+        until = stored_time(expires_at)
+        self._check_open()
+        mine = [r for r in self._reservations if r.owner_id == owner_id]
+        for reservation in mine:
+            reservation.expires_at = until
+        return len(mine)
+
     # --- tokens -----------------------------------------------------------------------
 
     async def put_token(self, new: NewToken) -> TokenRow:
@@ -1335,6 +1416,19 @@ class MemoryStore(
     async def get_attachment(self, digest: str) -> tuple[AttachmentRef, bytes]:
         self._check_open()
         return self._attachments.get(digest)
+
+
+@dataclass(slots=True)
+class _Reservation:
+    """One model call in flight of a tenant's, by its conversation (see
+    :mod:`tether.store._usage`)."""
+
+    tenant: str
+    holder: str
+    owner_id: str
+    tokens: int
+    cost_usd: float
+    expires_at: datetime
 
 
 @dataclass(slots=True)

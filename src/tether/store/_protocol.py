@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -42,6 +42,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
+from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (
@@ -62,6 +63,7 @@ __all__ = (
     "SubmissionStore",
     "TimerStore",
     "TokenStore",
+    "UsageStore",
     "VersionStore",
     "WaitStore",
 )
@@ -928,4 +930,47 @@ class LimitStore(Protocol):
         """:meth:`Store.claim_runnable`, passing over the heads ``held_back`` names (their
         agent or tenant is at its limit): a head passed over is not counted against the
         batch, and keeps no other session's head from being claimed."""
+        ...
+
+
+@runtime_checkable
+class UsageStore(Protocol):
+    """Capability ``usage``: what each tenant spent per UTC day, added up in the transaction
+    of every append that spends (see :mod:`tether.store._usage`), and the reservations of its
+    model calls in flight against its period budgets (docs/budgets.md). Times are the
+    caller's clock (the engine's), as leases are; a record's day is its own time's.
+
+    Example::
+
+        spent = await store.tenant_usage("acme", start=date(2026, 12, 1), end=date(2027, 1, 1))
+        refused = await store.reserve_usage(
+            UsageAsk("acme", conversation_id, me, now + lease,
+                     (UsageLimit(today, tomorrow, model_calls=100),)),
+            now=now,
+        )
+    """
+
+    async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
+        """What ``tenant``'s conversations spent on the UTC days ``start <= day < end``, as
+        the records appended so far say (a conversation of no tenant counts under none)."""
+        ...
+
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+        """Drop the tenant's reservations expired at ``now``; then, if no limit of the ask
+        is used up by what was spent over its days plus the live reservations
+        (``tether.store._usage.decide_usage``), reserve one model call for ``ask.holder``
+        (holding the largest single call's tokens and cost of those days) and answer
+        ``None``; else reserve nothing and answer why. Decided and written in one
+        transaction serialized per tenant. ``ValueError`` for a malformed ask."""
+        ...
+
+    async def release_usage(self, tenant: str, *, holder: str) -> None:
+        """Give back one of ``holder``'s reservations (a call that failed, unanswered); none
+        held is nothing to give back. The append of a call's completion gives one back
+        itself, in its own transaction."""
+        ...
+
+    async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
+        """Move every reservation ``owner_id`` holds to expire at ``expires_at``: a live
+        worker's heartbeat. How many it moved."""
         ...

@@ -17,7 +17,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -36,6 +36,7 @@ from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
 from tether.store import _sqlite_tokens as tokens_sql
+from tether.store import _sqlite_usage as usage_sql
 from tether.store import _sqlite_versions as versions_sql
 from tether.store._common import (
     check_drafts,
@@ -62,6 +63,7 @@ from tether.store._protocol import (
     Store,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
@@ -84,6 +86,7 @@ from tether.store._types import (
     SubmissionStatus,
     utc_now,
 )
+from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent, check_usage_ask
 from tether.store._versions import (
     VersionCount,
     VersionsServed,
@@ -126,6 +129,7 @@ class SqliteStore(
     SnapshotStore,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
 ):
     """A store in one SQLite file (``sqlite:///path``): the core and every capability but
@@ -712,6 +716,21 @@ class SqliteStore(
     async def limit_slots(self, prefix: str, *, now: datetime) -> dict[str, int]:
         at = stored_time(now)
         return self._read(lambda conn: limits_sql.limit_slots(conn, prefix, at))
+
+    # --- usage ------------------------------------------------------------------------
+
+    async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
+        return self._read(lambda conn: usage_sql.tenant_usage(conn, tenant, start, end))
+
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+        check_usage_ask(ask)
+        return await self._write(usage_sql.reserve_usage, ask, stored_time(now))
+
+    async def release_usage(self, tenant: str, *, holder: str) -> None:
+        await self._write(usage_sql.release_usage, tenant, holder)
+
+    async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
+        return await self._write(usage_sql.renew_usage, owner_id, stored_time(expires_at))
 
     # --- tokens -----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from tether.store._sqlite_log import (
     move_anchors,
     moves_floor,
 )
+from tether.store._sqlite_usage import add_usage
 
 __all__ = ("AppendRequest", "Appender")
 
@@ -143,6 +144,7 @@ class Appender:
             added[number] = size
             request.result = sealed
             request.touched.append(cid)
+            add_usage(conn, number, sealed)  # before any insert: it only adds to other rows
         if len(rows) == 1:  # one record per commit: a cached statement, no list to flatten
             conn.execute(_INSERT_ONE, rows[0])
             rows = []

@@ -31,6 +31,7 @@ from tether.store._common import (
 )
 from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_kinds import kind_code, kind_name
+from tether.store._sqlite_usage import add_usage
 from tether.store._types import Conversation, SessionKey
 
 __all__ = (
@@ -463,5 +464,6 @@ def append_checked(
     )
     index_gates(conn, conversation_id, sealed)
     index_attachments(conn, conversation_id, sealed)
+    add_usage(conn, number, sealed)
     touched.append(conversation_id)
     return sealed

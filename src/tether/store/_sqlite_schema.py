@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 20
+SCHEMA_VERSION: Final = 21
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -474,6 +474,36 @@ CREATE INDEX limit_holds_by_key ON limit_holds (key, kind, expires_at);
 CREATE INDEX limit_holds_by_owner ON limit_holds (owner_id, kind);
 """
 
+# v21: tenant usage (issue 41, docs/budgets.md): what each tenant spent per UTC day (its day
+# as ``YYYY-MM-DD``), moved by the append of every record that spends, in its transaction;
+# and the reservations of its model calls in flight (times in microseconds), one row each,
+# by the conversation that makes the call. ``usage_reservations_by_tenant`` serves a
+# reservation's read and the release of one by its conversation; ``..._by_owner`` a
+# worker's renewal.
+_SCHEMA_V21: Final = """
+CREATE TABLE tenant_usage (
+    tenant          TEXT NOT NULL,
+    day             TEXT NOT NULL,
+    model_calls     INTEGER NOT NULL,
+    tokens          INTEGER NOT NULL,
+    cost_usd        REAL NOT NULL,
+    tool_calls      INTEGER NOT NULL,
+    max_call_tokens INTEGER NOT NULL,
+    max_call_cost   REAL NOT NULL,
+    PRIMARY KEY (tenant, day)
+) WITHOUT ROWID;
+CREATE TABLE usage_reservations (
+    tenant     TEXT NOT NULL,
+    holder     TEXT NOT NULL,
+    owner_id   TEXT NOT NULL,
+    tokens     INTEGER NOT NULL,
+    cost_usd   REAL NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX usage_reservations_by_tenant ON usage_reservations (tenant, holder);
+CREATE INDEX usage_reservations_by_owner ON usage_reservations (owner_id);
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -501,6 +531,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V18,
     _SCHEMA_V19,
     _SCHEMA_V20,
+    _SCHEMA_V21,
 )
 
 

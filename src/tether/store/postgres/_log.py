@@ -37,9 +37,11 @@ from tether.store._types import (
     Conversation,
     SessionKey,
 )
+from tether.store._usage import spends_of
 from tether.store.postgres._children import wake_parent
 from tether.store.postgres._gates import index_gates
 from tether.store.postgres._refs import INSERT_REFS, index_refs
+from tether.store.postgres._usage import add_usage
 
 __all__ = (
     "LAST_IN_SESSION",
@@ -306,11 +308,13 @@ async def append(
     fence: int,
     channels: Channels,
 ) -> tuple[list[Record], str]:
-    """The checked append (the records and the conversation's session), in a transaction."""
+    """The checked append (the records and the conversation's session), in a transaction;
+    what the records spend is added to the conversation's tenant's usage in it."""
     # The row lock orders every append of this conversation: seqs commit in order.
     row = await (
         await conn.execute(
-            "SELECT c.fence, c.session, c.head, c.head_hash, r.body FROM conversations c "
+            "SELECT c.fence, c.session, c.head, c.head_hash, r.body, c.tenant "
+            "FROM conversations c "
             "LEFT JOIN records r ON r.conversation_id = c.id AND r.seq = c.head "
             "WHERE c.id = %s FOR UPDATE OF c",
             (conversation_id,),
@@ -318,7 +322,7 @@ async def append(
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    current_fence, session, current_head, head_hash, head_body = row
+    current_fence, session, current_head, head_hash, head_body, tenant = row
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -345,6 +349,8 @@ async def append(
     )
     await index_gates(conn, conversation_id, sealed)
     await index_refs(conn, conversation_id, sealed)
+    if tenant is not None:
+        await add_usage(conn, tenant, conversation_id, sealed)
     await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
     return sealed, session
 
@@ -455,13 +461,16 @@ async def append_if_head(
     fence: int,
     settle: ClaimSettlement | None,
     channels: Channels,
+    spends: bool = True,
 ) -> AppendedIfHead | None:
     """Write records sealed against a head this process believes current, in one statement
     (its own transaction), settling ``settle``'s claim with them if given: ``None``, writing
     nothing, unless the head, its hash, the fence (and the claim) still allow it. The
     conversation's row lock still orders the seqs. Records that change a gate are declined
-    (``None``) before anything runs: the checked path indexes them."""
-    if has_gate_changes(sealed):
+    (``None``) before anything runs: the checked path indexes them; so are records that
+    spend, unless ``spends`` is false (the conversation is known to be of no tenant): the
+    checked path adds them to the tenant's usage."""
+    if has_gate_changes(sealed) or (spends and spends_of(sealed)):
         return None
     params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
     refs = 1 if params["digests"] else 0

@@ -433,6 +433,35 @@ MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS limit_holds_by_key ON limit_holds (key, kind, expires_at);
     CREATE INDEX IF NOT EXISTS limit_holds_by_owner ON limit_holds (owner_id, kind);
     """,
+    # v18: tenant usage (issue 41, docs/budgets.md): what each tenant spent per UTC day,
+    # moved by the checked append of every record that spends, in its transaction; and the
+    # reservations of its model calls in flight, one row each, by the conversation that
+    # makes the call. Idempotent, like v6's.
+    """
+    CREATE TABLE IF NOT EXISTS tenant_usage (
+        tenant          TEXT NOT NULL,
+        day             DATE NOT NULL,
+        model_calls     BIGINT NOT NULL,
+        tokens          BIGINT NOT NULL,
+        cost_usd        DOUBLE PRECISION NOT NULL,
+        tool_calls      BIGINT NOT NULL,
+        max_call_tokens BIGINT NOT NULL,
+        max_call_cost   DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (tenant, day)
+    );
+    CREATE TABLE IF NOT EXISTS usage_reservations (
+        id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        tenant     TEXT NOT NULL,
+        holder     TEXT NOT NULL,
+        owner_id   TEXT NOT NULL,
+        tokens     BIGINT NOT NULL,
+        cost_usd   DOUBLE PRECISION NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS usage_reservations_by_tenant
+        ON usage_reservations (tenant, holder);
+    CREATE INDEX IF NOT EXISTS usage_reservations_by_owner ON usage_reservations (owner_id);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

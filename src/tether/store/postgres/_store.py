@@ -15,7 +15,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -58,6 +58,7 @@ from tether.store._protocol import (
     Store,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
@@ -72,6 +73,13 @@ from tether.store._types import (
     SessionKey,
     Submission,
     SubmissionStatus,
+)
+from tether.store._usage import (
+    UsageAsk,
+    UsageRefusal,
+    UsageSpent,
+    check_usage_ask,
+    spends_of,
 )
 from tether.store._versions import (
     VersionCount,
@@ -93,6 +101,7 @@ from tether.store.postgres import (
     _submissions,
     _tokens,
     _truncate,
+    _usage,
     _versions,
     _waits,
 )
@@ -137,6 +146,7 @@ class PostgresStore(
     SnapshotStore,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionStore,
 ):
     """A store in a PostgreSQL database (``postgresql://...``), for many workers: the core
@@ -182,6 +192,7 @@ class PostgresStore(
             name=f"tether-{schema}",
         )
         self._heads: dict[str, _Head] = {}
+        self._tenants: dict[str, str | None] = {}  # by conversation id
         self._owners = OwnerSessions(conninfo, schema, lambda: self._connection(atomic=False))
         self._closed = False
 
@@ -366,6 +377,9 @@ class PostgresStore(
                 prev_time=known.time,
             )
             heard = self._wake.work_heard
+            # Records that spend take the checked path (it adds them to their tenant's
+            # usage) unless their conversation is of no tenant.
+            spends = bool(spends_of(sealed)) and await self._tenant_of(conversation_id) is not None
             written = await self._autocommit(
                 _log.append_if_head,
                 conversation_id,
@@ -374,6 +388,7 @@ class PostgresStore(
                 fence,
                 settle,
                 self._channels,
+                spends,
             )
             if written is not None:
                 # A work notice heard while the statement ran may be an admission into this
@@ -457,6 +472,16 @@ class PostgresStore(
         if settle is not None:  # our own NOTIFY's echo is skipped
             self._wake.settled(settle.submission_id, more_work=more_work)
         return sealed
+
+    async def _tenant_of(self, conversation_id: str) -> str | None:
+        """A conversation's tenant (it never changes: kept once asked)."""
+        if conversation_id in self._tenants:
+            return self._tenants[conversation_id]
+        tenant = (await self.get_conversation(conversation_id)).tenant
+        if len(self._tenants) >= _HEADS_LIMIT:
+            self._tenants.clear()
+        self._tenants[conversation_id] = tenant
+        return tenant
 
     def _remember(self, conversation_id: str, session: str, last: Record) -> None:
         if len(self._heads) >= _HEADS_LIMIT:
@@ -943,6 +968,21 @@ class PostgresStore(
         if not _sendable(prefix):
             return {}
         return await self._autocommit(_limits.limit_slots, prefix, now)
+
+    # --- usage ------------------------------------------------------------------------
+
+    async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
+        return await self._autocommit(_usage.tenant_usage, tenant, start, end)
+
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+        check_usage_ask(ask)
+        return await self._run(_usage.reserve_usage, ask, stored_time(now))
+
+    async def release_usage(self, tenant: str, *, holder: str) -> None:
+        await self._autocommit(_usage.release_usage, tenant, holder)
+
+    async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
+        return await self._autocommit(_usage.renew_usage, owner_id, stored_time(expires_at))
 
     # --- tokens -----------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from tether.testing.storetest._tenants import TenantCases
 from tether.testing.storetest._timers import TimerCases
 from tether.testing.storetest._tokens import TokenCases
 from tether.testing.storetest._truncation import TruncationCases
+from tether.testing.storetest._usage import UsageCases
 from tether.testing.storetest._versions import VersionCases
 
 __all__ = (
@@ -94,6 +95,7 @@ class StoreConformance(
     TokenCases,  # tokens
     TimerCases,  # timers
     LimitCases,  # limits
+    UsageCases,  # usage
     TenantCases,  # each case what its listing needs
     CoreConformance,
 ):

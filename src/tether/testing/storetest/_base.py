@@ -35,6 +35,7 @@ from tether.store import (
     TaskParent,
     TimerStore,
     TokenStore,
+    UsageStore,
     VersionsServed,
     VersionStore,
 )
@@ -74,6 +75,7 @@ class CompleteStore(
     VersionStore,
     TokenStore,
     TimerStore,
+    UsageStore,
     Protocol,
 ):
     """A store that offers every capability but the two across processes (``change_feed``

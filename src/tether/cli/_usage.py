@@ -1,0 +1,138 @@
+"""``tether usage``: what a tenant spent in a UTC day or month against its budget, from the
+server (``GET /usage``), or read from a store directly (``--store``: the spending alone, the
+budgets being the server's configuration)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tether.cli import _client
+from tether.cli._exit import ExitCode, fail
+from tether.cli._stores import open_store_or_fail
+from tether.errors import StoreCapabilityMissing, TetherError
+
+__all__ = ("describe_usage", "usage")
+
+console = Console(soft_wrap=True, highlight=False, emoji=False)
+_AMOUNTS = (
+    ("modelCalls", "model calls"),
+    ("tokens", "tokens"),
+    ("costUsd", "USD"),
+    ("toolCalls", "tool calls"),
+)
+
+
+class PeriodChoice(enum.StrEnum):
+    DAY = "day"
+    MONTH = "month"
+
+
+PERIOD = typer.Option(PeriodChoice.DAY, "--period", help="A UTC day or month.")
+
+
+def usage(
+    tenant: str | None = typer.Option(
+        None, "--tenant", help="Whose: your own tenant by default (an operator names one)."
+    ),
+    period: PeriodChoice = PERIOD,
+    at: str | None = typer.Option(
+        None, "--at", help="A day of the period (YYYY-MM-DD); today if absent."
+    ),
+    store: str | None = typer.Option(
+        None,
+        "--store",
+        help="Read this store directly (sqlite:///dir, postgresql://...) instead of asking "
+        "the server: the spending alone (the budgets are the server's).",
+    ),
+    url: str = typer.Option(
+        _client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to."
+    ),
+    auth_token: str | None = _client.TOKEN,
+) -> None:
+    """Show what a tenant's runs spent in a UTC day or month (model calls, tokens, cost, tool
+    calls) against its budget of that period, and what is left."""
+    day = _day(at)
+    if store is not None:
+        if tenant is None:
+            fail("--store reads every tenant's: name one with --tenant", ExitCode.USAGE)
+        report = asyncio.run(_from_store(store, tenant, period.value, day))
+    else:
+        params: dict[str, Any] = {"period": period.value}
+        if tenant is not None:
+            params["tenant"] = tenant
+        if day is not None:
+            params["at"] = day.isoformat()
+        with _client.connect(url, auth_token) as client:
+            report = _client.check(client.get("/usage", params=params))
+    for line in describe_usage(report):
+        console.print(escape(line))
+
+
+def _day(text: str | None) -> date | None:
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        fail(f"--at is not a date (YYYY-MM-DD): {text!r}", ExitCode.USAGE)
+
+
+async def _from_store(url: str, tenant: str, period: str, day: date | None) -> dict[str, Any]:
+    from tether.store import StoreCapabilities, require_capability
+
+    start = datetime.now(UTC).date() if day is None else day
+    if period == "month":
+        start = start.replace(day=1)
+        end = date(start.year + (start.month == 12), start.month % 12 + 1, 1)
+    else:
+        end = start + timedelta(days=1)
+    async with await open_store_or_fail(url, create=False) as opened:
+        try:
+            kept = require_capability(StoreCapabilities.of(opened).usage, "usage")
+            spent = await kept.tenant_usage(tenant, start=start, end=end)
+        except StoreCapabilityMissing as exc:
+            fail(str(exc))
+        except TetherError as exc:
+            fail(f"{exc.code}: {exc}")
+    return {
+        "tenant": tenant,
+        "period": period,
+        "start": f"{start.isoformat()}T00:00:00Z",
+        "end": f"{end.isoformat()}T00:00:00Z",
+        "spent": {
+            "modelCalls": spent.model_calls,
+            "tokens": spent.tokens,
+            "costUsd": round(spent.cost_usd, 6),
+            "toolCalls": spent.tool_calls,
+        },
+        "budget": None,
+        "remaining": None,
+    }
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def describe_usage(report: dict[str, Any]) -> list[str]:
+    """``acme, day 2026-12-07T00:00:00Z .. 2026-12-08T00:00:00Z`` then one line per amount:
+    ``model calls  3 of 100 (97 left)``, ``tokens  1200`` (no limit)."""
+    lines = [f"{report['tenant']}, {report['period']} {report['start']} .. {report['end']}"]
+    budget = report.get("budget") or {}
+    remaining = report.get("remaining") or {}
+    for key, name in _AMOUNTS:
+        text = f"{name:12} {_number(report['spent'][key])}"
+        limit = budget.get(key)
+        if limit is not None:
+            text += f" of {_number(limit)} ({_number(remaining.get(key))} left)"
+        lines.append(text)
+    if report.get("budget") is None:
+        lines.append("no budget")
+    return lines

@@ -1,0 +1,334 @@
+"""Per-tenant budgets per period: what all of one tenant's runs may spend in a UTC day or
+month, counted by the store's usage aggregate and reserved call by call, so that concurrent
+runs of a tenant, on any worker, overspend by at most one call's worth (docs/budgets.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+
+from pydantic import model_validator
+
+from tether.engine._budget import Budget, BudgetExhausted, BudgetMeter
+from tether.engine._clock import Clock
+from tether.engine._limits import ANY_TENANT
+from tether.errors import TetherError
+from tether.journal import ToolExecutor, ToolScope
+from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
+from tether.models import DeltaSink, Model
+from tether.store import (
+    UsageAsk,
+    UsageLimit,
+    UsageRefusal,
+    UsageReserved,
+    UsageSpent,
+    UsageStore,
+)
+
+__all__ = (
+    "Period",
+    "TenantBudget",
+    "TenantBudgetGate",
+    "TenantBudgetedModel",
+    "TenantBudgetedTools",
+    "TenantUsage",
+    "budget_of",
+    "period_bounds",
+    "tenant_budget_meter",
+)
+
+logger = logging.getLogger("tether.engine")
+
+Period = Literal["day", "month"]
+
+
+class TenantBudget(Budget):
+    """What all of one tenant's runs together may spend per UTC calendar ``period`` (a
+    ``day``, a ``month``): model calls, tokens, cost and tool calls (no ``wall_time``), set
+    per tenant in ``RuntimeConfig.tenant_budgets`` (``"*"``: every tenant without its own).
+    ``on_exhausted`` as any budget: ``settle`` (the default) or ``park``.
+
+    Example::
+
+        RuntimeConfig(tenant_budgets={
+            "*": TenantBudget(cost_usd=5.0, period="day"),
+            "acme": [TenantBudget(model_calls=1000), TenantBudget(cost_usd=100, period="month")],
+        })
+    """
+
+    period: Period = "day"
+
+    @model_validator(mode="after")
+    def _no_wall_time(self) -> TenantBudget:
+        if self.wall_time is not None:
+            raise ValueError("a tenant budget has no wall_time: set it on each submission's")
+        return self
+
+
+def period_bounds(period: Period, at: datetime) -> tuple[date, date]:
+    """The UTC days ``start <= day < end`` of the ``period`` that holds ``at``."""
+    day = at.astimezone(UTC).date()
+    if period == "day":
+        return day, day + timedelta(days=1)
+    start = day.replace(day=1)
+    end = date(start.year + (start.month == 12), start.month % 12 + 1, 1)
+    return start, end
+
+
+def _budgets(
+    given: TenantBudget | Sequence[TenantBudget] | None,
+) -> tuple[TenantBudget, ...]:
+    if given is None:
+        return ()
+    return (given,) if isinstance(given, TenantBudget) else tuple(given)
+
+
+def budget_of(
+    budgets: Mapping[str, TenantBudget | Sequence[TenantBudget]], tenant: str, period: Period
+) -> TenantBudget | None:
+    """``tenant``'s budget of ``period`` in ``budgets`` (its own, else every tenant's
+    ``"*"``), if any; several of one period combine limit by limit, the first that sets one
+    winning."""
+    given = budgets.get(tenant)
+    if given is None:
+        given = budgets.get(ANY_TENANT)
+    found: Budget | None = None
+    for budget in _budgets(given):
+        if budget.period == period:
+            found = budget if found is None else found.over(budget)
+    if found is None:
+        return None
+    return TenantBudget.model_validate({**found.model_dump(), "period": period})
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """What a tenant spent in one UTC ``period`` (the days ``start <= day < end``) and the
+    budget it spends from in that period, if any (``Runtime.tenant_usage``, ``GET /usage``)."""
+
+    tenant: str
+    period: Period
+    start: date
+    end: date
+    spent: UsageSpent
+    budget: TenantBudget | None
+
+
+def tenant_budget_meter(now: Callable[[], datetime]) -> BudgetMeter:
+    """A meter of a submission's extensions of its tenant's budgets (scope ``tenant``): its
+    budget starts at nothing and grows by each approved extension read from the log (it
+    is never checked itself: the store's usage is)."""
+    return BudgetMeter(
+        Budget(model_calls=0, tokens=0, cost_usd=0.0, tool_calls=0), now, scope="tenant"
+    )
+
+
+class TenantBudgetGate:
+    """This runtime's tenant budgets and the store's usage of them: one per runtime, shared
+    by its runs. ``RuntimeConfig.tenant_budgets`` needs the store's ``usage`` capability
+    (the runtime refuses to start without it)."""
+
+    def __init__(
+        self,
+        store: UsageStore | None,
+        budgets: Mapping[str, TenantBudget | Sequence[TenantBudget]],
+        *,
+        clock: Clock,
+        owner_id: str,
+        lease: float,
+        poll: float,
+    ) -> None:
+        self._store = store
+        self._budgets = {tenant: _budgets(given) for tenant, given in budgets.items()}
+        self._clock = clock
+        self._owner_id = owner_id
+        self._lease = lease
+        self._poll = poll
+        self._in_flight = 0
+
+    def of(self, tenant: str | None) -> tuple[TenantBudget, ...]:
+        """The budgets ``tenant``'s runs spend from (none for a run of no tenant)."""
+        if tenant is None or self._store is None:
+            return ()
+        found = self._budgets.get(tenant)
+        return found if found is not None else self._budgets.get(ANY_TENANT, ())
+
+    def _limits(
+        self, budgets: Sequence[TenantBudget], extension: Budget, now: datetime
+    ) -> tuple[UsageLimit, ...]:
+        return tuple(
+            UsageLimit(
+                *period_bounds(b.period, now),
+                model_calls=_plus(b.model_calls, extension.model_calls),
+                tokens=_plus(b.tokens, extension.tokens),
+                cost_usd=_plus_cost(b.cost_usd, extension.cost_usd),
+            )
+            for b in budgets
+        )
+
+    async def reserve(
+        self, tenant: str, holder: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
+    ) -> None:
+        """Reserve one model call of ``tenant``'s (by its conversation ``holder``), waiting
+        while the calls in flight hold what is left; :class:`BudgetExhausted` if a budget is
+        used up."""
+        store = self._store
+        assert store is not None
+        while True:
+            now = self._clock.now()
+            limits = self._limits(budgets, meter.budget, now)
+            expires = now + timedelta(seconds=self._lease)
+            refused = await store.reserve_usage(
+                UsageAsk(tenant, holder, self._owner_id, expires, limits), now=now
+            )
+            if refused is None:
+                self._in_flight += 1
+                return
+            if not refused.waiting:
+                raise _exhausted(tenant, budgets[refused.index], refused, "model", meter)
+            await self._clock.sleep(self._poll)
+
+    async def done(self, tenant: str, holder: str, *, answered: bool) -> None:
+        """A call reserved is over: an unanswered one gives its reservation back (an answered
+        one's completion gives it back as it is appended)."""
+        self._in_flight -= 1
+        if answered or self._store is None:
+            return
+        try:
+            await self._store.release_usage(tenant, holder=holder)
+        except TetherError:  # it expires within a lease
+            logger.warning("could not give back a usage reservation of %s", tenant, exc_info=True)
+
+    async def check_tool(
+        self, tenant: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
+    ) -> None:
+        """:class:`BudgetExhausted` if a ``tool_calls`` limit of ``tenant``'s is used up by
+        the calls before this one (whose intent, durable before it runs, counts already)."""
+        store = self._store
+        assert store is not None
+        now = self._clock.now()
+        for budget in budgets:
+            if budget.tool_calls is None:
+                continue
+            most = budget.tool_calls + (meter.budget.tool_calls or 0)
+            start, end = period_bounds(budget.period, now)
+            spent = await store.tenant_usage(tenant, start=start, end=end)
+            # The call's intent is durable before it runs: the aggregate counts it already.
+            if spent.tool_calls > most:
+                used = spent.tool_calls - 1
+                refused = UsageRefusal(0, "toolCalls", used, most, spent, _NONE, False)
+                raise _exhausted(tenant, budget, refused, "tool", meter)
+
+    async def renew(self) -> None:
+        """Move this worker's reservations on by a lease (its heartbeat), while it holds
+        any."""
+        if self._store is None or self._in_flight <= 0:
+            return
+        until = self._clock.now() + timedelta(seconds=self._lease)
+        await self._store.renew_usage(self._owner_id, expires_at=until)
+
+
+def _plus(limit: int | None, more: int | None) -> int | None:
+    return None if limit is None else limit + (more or 0)
+
+
+def _plus_cost(limit: float | None, more: float | None) -> float | None:
+    return None if limit is None else limit + (more or 0.0)
+
+
+_NONE = UsageReserved()
+
+
+def _exhausted(
+    tenant: str,
+    budget: TenantBudget,
+    refused: UsageRefusal,
+    before: str,
+    meter: BudgetMeter,
+) -> BudgetExhausted:
+    spent = refused.spent
+    used = round(refused.used, 6) if isinstance(refused.used, float) else refused.used
+    message = (
+        f"tenant budget exhausted: {refused.limit} used {used} of {refused.max} this "
+        f"{budget.period} before a {before} call ({spent.model_calls} model calls, "
+        f"{spent.tokens} tokens, ${spent.cost_usd:.6f}, {spent.tool_calls} tool calls)"
+    )
+    return BudgetExhausted(
+        message,
+        {
+            "scope": "tenant",
+            "tenant": tenant,
+            "period": budget.period,
+            "limit": refused.limit,
+            "used": used,
+            "max": refused.max,
+            "modelCalls": spent.model_calls,
+            "tokens": spent.tokens,
+            "costUsd": round(spent.cost_usd, 6),
+            "toolCalls": spent.tool_calls,
+        },
+        park=budget.on_exhausted == "park" and not meter.rejected,
+        meter=meter,
+        budget=budget,
+    )
+
+
+class TenantBudgetedModel:
+    """A model client whose every call first reserves against its tenant's budgets."""
+
+    def __init__(
+        self,
+        inner: Model,
+        gate: TenantBudgetGate,
+        tenant: str,
+        holder: str,
+        budgets: Sequence[TenantBudget],
+        meter: BudgetMeter,
+    ) -> None:
+        self._inner = inner
+        self._gate = gate
+        self._tenant = tenant
+        self._holder = holder
+        self._budgets = budgets
+        self._meter = meter
+
+    async def request(
+        self, request: ModelRequest, stream: DeltaSink | None = None
+    ) -> ModelResponse:
+        await self._gate.reserve(self._tenant, self._holder, self._budgets, self._meter)
+        answered = False
+        try:
+            response = await self._inner.request(request, stream)
+            answered = True
+            return response
+        finally:
+            with contextlib.suppress(Exception):
+                await self._gate.done(self._tenant, self._holder, answered=answered)
+
+
+class TenantBudgetedTools:
+    """A tool executor that checks its tenant's ``tool_calls`` budgets before each call the
+    host runs."""
+
+    def __init__(
+        self,
+        inner: ToolExecutor,
+        gate: TenantBudgetGate,
+        tenant: str,
+        budgets: Sequence[TenantBudget],
+        meter: BudgetMeter,
+    ) -> None:
+        self._inner = inner
+        self._gate = gate
+        self._tenant = tenant
+        self._budgets = budgets
+        self._meter = meter
+
+    async def execute(self, call: ToolCall, scope: ToolScope) -> ToolResult:
+        if any(b.tool_calls is not None for b in self._budgets):
+            await self._gate.check_tool(self._tenant, self._budgets, self._meter)
+        return await self._inner.execute(call, scope)

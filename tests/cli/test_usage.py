@@ -1,0 +1,115 @@
+"""``tether usage``: the flags become the query of ``GET /usage`` and its answer is shown
+amount by amount against the budget; ``--store`` reads the store's aggregate directly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from tether.cli import _client, app
+from tether.messages import Message, Usage
+from tether.records import AssistantMessageCompleted, RecordDraft
+from tether.store import NewSubmission, SessionKey, SqliteStore
+
+REPORT = {
+    "tenant": "acme",
+    "period": "day",
+    "start": "2026-12-07T00:00:00Z",
+    "end": "2026-12-08T00:00:00Z",
+    "spent": {"modelCalls": 3, "tokens": 1200, "costUsd": 0.01, "toolCalls": 2},
+    "budget": {"modelCalls": 100, "tokens": None, "costUsd": 5.0, "toolCalls": None},
+    "remaining": {"modelCalls": 97, "tokens": None, "costUsd": 4.99, "toolCalls": None},
+}
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
+    requests: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        if request.url.params.get("tenant") == "globex":
+            error = {"type": "tenant_not_found", "message": "tenant globex not found"}
+            return httpx.Response(404, json={"error": error})
+        return httpx.Response(200, json=REPORT)
+
+    @contextlib.contextmanager
+    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
+        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
+            yield client
+
+    monkeypatch.setattr(_client, "connect", connect)
+    return requests
+
+
+def test_usage_shows_the_spending_against_the_budget(asked: list[httpx.Request]) -> None:
+    result = CliRunner().invoke(app, ["usage", "--tenant", "acme", "--at", "2026-12-07"])
+    assert result.exit_code == 0, result.output
+    [request] = asked
+    assert request.url.path == "/usage"
+    assert dict(request.url.params) == {"period": "day", "tenant": "acme", "at": "2026-12-07"}
+    assert result.output.splitlines() == [
+        "acme, day 2026-12-07T00:00:00Z .. 2026-12-08T00:00:00Z",
+        "model calls  3 of 100 (97 left)",
+        "tokens       1200",
+        "USD          0.01 of 5 (4.99 left)",
+        "tool calls   2",
+    ]
+    month = CliRunner().invoke(app, ["usage", "--period", "month"])
+    assert month.exit_code == 0 and dict(asked[1].url.params) == {"period": "month"}
+
+
+def test_usage_fails_in_one_line(asked: list[httpx.Request]) -> None:
+    foreign = CliRunner().invoke(app, ["usage", "--tenant", "globex"])
+    assert foreign.exit_code != 0 and "tenant globex not found" in foreign.output
+    assert CliRunner().invoke(app, ["usage", "--at", "tomorrow"]).exit_code == 2
+    assert CliRunner().invoke(app, ["usage", "--period", "week"]).exit_code == 2
+    assert CliRunner().invoke(app, ["usage", "--store", "sqlite:///x"]).exit_code == 2
+
+
+def test_usage_reads_a_store(tmp_path: Path) -> None:
+    async def fill() -> None:
+        async with await SqliteStore.open(tmp_path) as store:
+            new = NewSubmission(
+                id="s1",
+                key=SessionKey("a", "i", "default"),
+                conversation_id="c1",
+                input={"kind": "user", "body": "hi"},
+                created_at=datetime(2026, 12, 7, tzinfo=UTC),
+                tenant="acme",
+            )
+            await store.admit(new)
+            done = AssistantMessageCompleted(
+                call_id="m1",
+                message=Message.assistant("ok"),
+                usage=Usage(input_tokens=30, output_tokens=12),
+                cost=0.5,
+            )
+            draft = RecordDraft(done, time="2026-12-07T10:00:00.000000Z")
+            await store.append("c1", [draft], expected_seq=await store.head("c1"), fence=0)
+
+    asyncio.run(fill())
+    url = f"sqlite:///{tmp_path}"
+    args = ["usage", "--store", url, "--tenant", "acme", "--at", "2026-12-07"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "acme, day 2026-12-07T00:00:00Z .. 2026-12-08T00:00:00Z",
+        "model calls  1",
+        "tokens       42",
+        "USD          0.5",
+        "tool calls   0",
+        "no budget",
+    ]
+    other_day = CliRunner().invoke(app, [*args[:-1], "2026-12-08"])
+    assert "model calls  0" in other_day.output
+    month = CliRunner().invoke(app, [*args, "--period", "month"])
+    assert "2026-12-01T00:00:00Z .. 2027-01-01T00:00:00Z" in month.output
