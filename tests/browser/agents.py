@@ -4,7 +4,8 @@ few characters at a time, and stops half-way until a gate file exists. A test ca
 server while an answer is cut mid-stream, with no race: the file is made before the restart,
 and the model asked again streams the whole answer. ``limited`` is ``slow`` with one run in
 flight at a time (``Limits(concurrency=1)``): while one waits for the gate file, the next is
-held back by the limit."""
+held back by the limit. Tenant ``acme`` (the signed-in tests' tenant) has a budget for the
+day, which the console's Usage panel shows."""
 
 import asyncio
 import os
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tether.agent import agent_spec
-from tether.engine import AgentDefinition, AgentSpec, Limits
+from tether.engine import AgentDefinition, AgentSpec, App, Limits, TenantBudget
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, EchoModel, StreamDelta
 
@@ -48,8 +49,15 @@ def slow(instance: str, env: Mapping[str, str]) -> AgentSpec:
     return agent_spec(GatedModel(), model_name="echo", system_prompt="You are slow.")
 
 
-def agents() -> dict[str, AgentDefinition]:
-    return {
-        "slow": AgentDefinition(slow),
-        "limited": AgentDefinition(slow, limits=Limits(concurrency=1)),
-    }
+ACME_DAY = TenantBudget(model_calls=1000, cost_usd=5.0, period="day")
+
+
+def agents() -> App:
+    return App(
+        {
+            "slow": AgentDefinition(slow),
+            "limited": AgentDefinition(slow, limits=Limits(concurrency=1)),
+        },
+        env={},
+        tenant_budgets={"acme": ACME_DAY},
+    )

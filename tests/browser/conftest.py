@@ -7,6 +7,7 @@ here is skipped, with the reason. Screenshots of each panel are saved under
 ``test-artifacts/console/`` (or ``$TETHER_TEST_ARTIFACTS``), which git ignores.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -172,3 +173,89 @@ def screenshot(page: "Page", name: str) -> Path:
     path = artifacts() / f"{name}.png"
     page.screenshot(path=str(path), full_page=False)
     return path
+
+
+# Signed-in consoles (issue 39): `tether serve --auth tokens` and tokens issued before it starts.
+
+READER = ("--subject", "rita", "--tenant", "acme", "--scope", "sessions:read")
+WRITER = (
+    "--subject",
+    "ann",
+    "--display",
+    "Ann Writer",
+    "--tenant",
+    "acme",
+    *("--scope", "sessions:read", "--scope", "sessions:write"),
+    *("--scope", "approvals:read", "--scope", "approvals:decide"),
+)
+
+
+def tokens(store: str, *args: str) -> "subprocess.Popen[str]":
+    """``tether tokens ...`` on the store, as an operator runs it."""
+    return subprocess.Popen(
+        [*TETHER, "tokens", *args, "--store", store],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def output(running: "subprocess.Popen[str]") -> str:
+    """What a ``tether tokens`` command printed, once it succeeded."""
+    out, err = running.communicate(timeout=60)
+    assert running.returncode == 0, err
+    return out
+
+
+@dataclass(frozen=True)
+class Issued:
+    token: str
+    id: str
+
+
+@dataclass(frozen=True)
+class Served:
+    console: ConsoleServer
+    store: str
+    reader: Issued
+    writer: Issued
+    revoked: Issued
+
+
+def issued(running: "subprocess.Popen[str]") -> Issued:
+    answer = json.loads(output(running))
+    return Issued(answer["token"], answer["id"])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for this module's tests, its tokens issued before it starts."""
+    folder = tmp_path_factory.mktemp("scopes")
+    store = f"sqlite:///{folder / 'data'}"
+    reader = issued(tokens(store, "create", *READER, "--json"))  # creates the store
+    # The others while the server starts: a CLI process starts no faster than the server.
+    writing = tokens(store, "create", *WRITER, "--json")
+    leaving = tokens(store, "create", "--subject", "leaver", "--scope", "sessions:read", "--json")
+    console = ConsoleServer(
+        folder / "data", folder / "serve.log", args=("--auth", "tokens"), shared=True
+    )
+    try:
+        console.start()
+        writer, revoked = issued(writing), issued(leaving)
+        yield Served(console, store, reader, writer, revoked)
+    finally:
+        console.stop()
+
+
+def sign_in(page: "Page", url: str, token: str) -> None:
+    """Open the console at ``url`` and sign in with ``token``."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    dialog = page.get_by_role("dialog", name="Sign in")
+    expect(dialog).to_contain_text("your API token")
+    dialog.get_by_label("Token").fill(token)
+    dialog.get_by_role("button", name="Sign in").click()
+    expect(dialog).to_be_hidden()
+    page.wait_for_selector("body[data-ready]", state="attached")

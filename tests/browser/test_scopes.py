@@ -3,101 +3,17 @@ where ``tether tokens create`` issued the tokens; the page shows who is signed i
 the controls their scopes do not allow (the scope each needs is the route's, as
 ``ROUTE_SCOPES`` says). A revoked token sends the page back to the sign-in."""
 
-import json
-import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
-from .conftest import ROOT, TETHER, ConsoleServer, screenshot
+from .conftest import Served, output, screenshot, sign_in, tokens
 
 expect = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed").expect
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
-
-READER = ("--subject", "rita", "--tenant", "acme", "--scope", "sessions:read")
-WRITER = (
-    "--subject",
-    "ann",
-    "--display",
-    "Ann Writer",
-    "--tenant",
-    "acme",
-    *("--scope", "sessions:read", "--scope", "sessions:write"),
-    *("--scope", "approvals:read", "--scope", "approvals:decide"),
-)
-
-
-def tokens(store: str, *args: str) -> "subprocess.Popen[str]":
-    """``tether tokens ...`` on the store, as an operator runs it."""
-    return subprocess.Popen(
-        [*TETHER, "tokens", *args, "--store", store],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def output(running: "subprocess.Popen[str]") -> str:
-    """What a ``tether tokens`` command printed, once it succeeded."""
-    out, err = running.communicate(timeout=60)
-    assert running.returncode == 0, err
-    return out
-
-
-@dataclass(frozen=True)
-class Issued:
-    token: str
-    id: str
-
-
-@dataclass(frozen=True)
-class Served:
-    console: ConsoleServer
-    store: str
-    reader: Issued
-    writer: Issued
-    revoked: Issued
-
-
-def issued(running: "subprocess.Popen[str]") -> Issued:
-    answer = json.loads(output(running))
-    return Issued(answer["token"], answer["id"])
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """One server for this module's tests, its tokens issued before it starts."""
-    folder = tmp_path_factory.mktemp("scopes")
-    store = f"sqlite:///{folder / 'data'}"
-    reader = issued(tokens(store, "create", *READER, "--json"))  # creates the store
-    # The others while the server starts: a CLI process starts no faster than the server.
-    writing = tokens(store, "create", *WRITER, "--json")
-    leaving = tokens(store, "create", "--subject", "leaver", "--scope", "sessions:read", "--json")
-    console = ConsoleServer(
-        folder / "data", folder / "serve.log", args=("--auth", "tokens"), shared=True
-    )
-    try:
-        console.start()
-        writer, revoked = issued(writing), issued(leaving)
-        yield Served(console, store, reader, writer, revoked)
-    finally:
-        console.stop()
-
-
-def sign_in(page: "Page", url: str, token: str) -> None:
-    page.goto(url)
-    dialog = page.get_by_role("dialog", name="Sign in")
-    expect(dialog).to_contain_text("your API token")
-    dialog.get_by_label("Token").fill(token)
-    dialog.get_by_role("button", name="Sign in").click()
-    expect(dialog).to_be_hidden()
-    page.wait_for_selector("body[data-ready]", state="attached")
 
 
 def test_a_reader_sees_the_session_and_no_control_that_changes_it(
@@ -119,7 +35,7 @@ def test_a_reader_sees_the_session_and_no_control_that_changes_it(
         expect(page.get_by_role("button", name=hidden)).to_have_count(0)
     expect(page.get_by_role("textbox", name="Message")).to_have_count(0)
     expect(page.get_by_role("navigation", name="Panels").get_by_role("link")).to_have_text(
-        ["Chat", "Inspector"]
+        ["Chat", "Inspector", "Usage"]
     )
     screenshot(page, "scopes-reader")
 

@@ -18,6 +18,12 @@ function amount(key, value) {
   return key === "costUsd" ? `$${Number(value).toFixed(4)}` : Number(value).toLocaleString("en");
 }
 
+/** The server has no usage route (an older one answers 404) or will not let this identity
+ *  read it (403); a tenant it does not know is an answer to show, not a missing route. */
+function routeMissing(error) {
+  return error.status === 403 || (error.status === 404 && error.type !== "tenant_not_found");
+}
+
 export class UsagePanel {
   constructor(root, { tab }) {
     this.root = root;
@@ -48,7 +54,7 @@ export class UsagePanel {
       await get("/usage", this.query());
       this.setAvailable(true);
     } catch (error) {
-      this.setAvailable(!(error instanceof ApiError && [403, 404].includes(error.status)));
+      this.setAvailable(!(error instanceof ApiError && routeMissing(error)));
     }
     return this.available;
   }
@@ -66,7 +72,7 @@ export class UsagePanel {
     try {
       answer = await get("/usage", this.query());
     } catch (error) {
-      if (error instanceof ApiError && error.status === 404) {
+      if (error instanceof ApiError && routeMissing(error)) {
         this.setAvailable(false);
         return;
       }
