@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from benchmarks._table import Goal, split_goals
 
-pytestmark = pytest.mark.process
+# The tests of one quick run share it (a module fixture): in one group, so that xdist
+# (``--dist loadgroup``, the default in pyproject.toml) sends them to one worker and the run,
+# a minute of CPU, happens once rather than once on each worker that draws one of them.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("benchmarks-quick-run")]
 
 ROOT = Path(__file__).resolve().parents[2]
 # A quick run takes 10-60 s on an idle machine, several times that on a loaded one (it runs
