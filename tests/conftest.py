@@ -10,10 +10,11 @@ import pytest
 from hypothesis import settings
 
 from tether.engine import ManualClock
-from tether.store import MemoryStore, SqliteStore, Store
+from tether.store import MemoryStore, Store
 
 from .postgres import drop_schemas, open_pooled, postgres_reachable
 from .processes import reap_started
+from .sqlite import open_sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
 SOAK_TIMEOUT = 3600  # seconds a test may take under TETHER_SOAK=1 (ten times the work)
@@ -111,13 +112,14 @@ def clock() -> ManualClock:
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each test runs on the reference in-memory store, on SQLite and on PostgreSQL (a
-    schema of its own, fully migrated and empty: see ``tests/postgres.py``)."""
+    """Each test runs on the reference in-memory store, on SQLite (a copy of a freshly
+    migrated file: ``tests/sqlite.py``) and on PostgreSQL (a schema of its own, migrated
+    and empty: ``tests/postgres.py``)."""
     opened: Store
     if request.param == "memory":
         opened = MemoryStore()
     elif request.param == "sqlite":
-        opened = await SqliteStore.open(tmp_path)
+        opened = await open_sqlite(tmp_path)
     else:
         opened = await open_pooled()
     yield opened
