@@ -7,9 +7,9 @@ other's data. CI gives every run a database of its own and drops it whole at the
 A test that asks for a store (the ``store`` fixture, the conformance suite) gets one from
 :func:`open_pooled`: a schema migrated once in this process and emptied after each test that
 used it, not a new one migrated for each (migrating one costs the server about a tenth of a
-second, and a thousand tests ask). A schema goes back to the pool only if it is, catalogue
-and all, what a fresh migration makes (:func:`_give_back`); one a test changed is left for
-the session's drop. A test about migrations, or that names its schema, uses
+second, and a thousand tests ask). A schema is handed out again only if it is, catalogue
+and all, what its migration made (:func:`_emptied`); one a test changed is left for the
+session's drop. A test about migrations, or that names its schema, uses
 :func:`fresh_schema` as before.
 """
 
@@ -86,14 +86,19 @@ class PooledStore(PostgresStore):
         await super().close()
         if self.schema in _leased:
             _leased.discard(self.schema)
-            _give_back(self.schema)
+            _idle.append(self.schema)
 
 
 async def open_pooled(**options: str) -> PostgresStore:
     """A store on an empty, fully migrated schema of its own until it closes: one from the
-    pool, or a new one (migrated as it opens, then pooled in its turn)."""
+    pool (emptied now, when whatever the last test started has been reaped), or a new one
+    (migrated as it opens, then pooled in its turn)."""
     global _tables
-    schema = _idle.pop() if _idle else fresh_schema()
+    schema = None
+    while _idle and schema is None:
+        candidate = _idle.pop()
+        schema = candidate if _emptied(candidate) else None
+    schema = schema or fresh_schema()
     store = await PooledStore.open(store_url(schema, **options))
     if schema not in _migrated:  # just migrated: what it must be again to be pooled again
         conn = _connection()
@@ -198,24 +203,28 @@ def _emptying_order(conn: psycopg.Connection[TupleRow], schema: str) -> tuple[st
     return tuple(order)
 
 
-def _give_back(schema: str) -> None:
-    """Empty ``schema`` and pool it again if it still is what its migration made: the same
-    catalogue, at the current version, and no other session holding its tables (a lock
-    not granted within two seconds). Otherwise it stays out, for the session's drop."""
+def _emptied(schema: str) -> bool:
+    """Empty ``schema`` if it still is what its migration made: the same catalogue, at the
+    current version. Its tables are locked first, which waits out (up to two seconds) any
+    transaction still on them: a process the last test started and left running has been
+    reaped since, but what its session had in flight may still be committing. ``False``
+    (the schema left for the session's drop) if not."""
     if _tables is None or schema not in _migrated:
-        return
+        return False
+    ident = sql.Identifier(schema)
+    tables = sql.SQL(", ").join(sql.Identifier(schema, table) for table in _tables)
     try:
         conn = _connection()
         with conn.transaction():
             conn.execute("SET LOCAL lock_timeout = '2s'")
+            conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(tables))
             if _digest(conn, schema) != _migrated[schema]:
-                return
-            ident = sql.Identifier(schema)
+                return False
             version = conn.execute(
                 sql.SQL("SELECT version FROM {}.tether_schema").format(ident)
             ).fetchall()
             if version != [(SCHEMA_VERSION,)]:
-                return
+                return False
             for table in _tables:
                 conn.execute(sql.SQL("DELETE FROM {}.{}").format(ident, sql.Identifier(table)))
             conn.execute(
@@ -226,5 +235,5 @@ def _give_back(schema: str) -> None:
             )
     except psycopg.Error:
         _close_connection()
-        return
-    _idle.append(schema)
+        return False
+    return True
