@@ -10,10 +10,11 @@ import pytest
 from hypothesis import settings
 
 from tether.engine import ManualClock
-from tether.store import MemoryStore, SqliteStore, Store
+from tether.store import MemoryStore, Store
 
-from .postgres import drop_schemas, fresh_schema, postgres_reachable, store_url
+from .postgres import drop_schemas, open_pooled, postgres_reachable
 from .processes import reap_started
+from .sqlite import open_sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
 SOAK_TIMEOUT = 3600  # seconds a test may take under TETHER_SOAK=1 (ten times the work)
@@ -111,15 +112,15 @@ def clock() -> ManualClock:
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each test runs on the reference in-memory store, on SQLite and on PostgreSQL."""
+    """Each test runs on the reference in-memory store, on SQLite (a copy of a freshly
+    migrated file: ``tests/sqlite.py``) and on PostgreSQL (a schema of its own, migrated
+    and empty: ``tests/postgres.py``)."""
     opened: Store
     if request.param == "memory":
         opened = MemoryStore()
     elif request.param == "sqlite":
-        opened = await SqliteStore.open(tmp_path)
+        opened = await open_sqlite(tmp_path)
     else:
-        from tether.store.postgres import PostgresStore
-
-        opened = await PostgresStore.open(store_url(fresh_schema()))
+        opened = await open_pooled()
     yield opened
     await opened.close()

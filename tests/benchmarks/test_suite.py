@@ -61,11 +61,12 @@ class QuickRun:
     tmp: Path
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
-    """One quick run for the tests below, started in an empty directory, with a temporary
-    directory of its own (``TMPDIR``) and its results written elsewhere."""
-    cwd, tmp, out = (tmp_path_factory.mktemp(name) for name in ("cwd", "tmp", "out"))
+def _quick_run(tmp_path: Path) -> QuickRun:
+    """A quick run started in an empty directory, with a temporary directory of its own
+    (``TMPDIR``) and its results written elsewhere."""
+    cwd, tmp, out = (tmp_path / name for name in ("cwd", "tmp", "out"))
+    for directory in (cwd, tmp, out):
+        directory.mkdir()
     pythonpath = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": pythonpath}
     stdout = _run(["-m", "benchmarks", "--quick", "--out", str(out)], cwd=cwd, env=env)
@@ -85,7 +86,17 @@ def _goals_table(report: str) -> list[tuple[Goal, str]]:
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_quick_run_writes_tables_and_plots(quick_run: QuickRun) -> None:
+def test_a_quick_run(tmp_path: Path) -> None:
+    """One quick run (a minute of CPU), and what it must do: each check below on it. One
+    test, not one each sharing a module fixture: under xdist each worker that drew one of
+    them would run the fixture, the quick run, again."""
+    quick_run = _quick_run(tmp_path)
+    _writes_tables_and_plots(quick_run)
+    _reports_every_goal_in_one_table(quick_run)
+    _leaves_no_files_behind(quick_run)
+
+
+def _writes_tables_and_plots(quick_run: QuickRun) -> None:
     text, out = quick_run.report, quick_run.stdout
     assert "## Side by side" in text and "## Goals" in text
     assert "overhead per turn, T=5" in text and "cold resume and first turn" in text
@@ -100,8 +111,7 @@ def test_quick_run_writes_tables_and_plots(quick_run: QuickRun) -> None:
         assert "skipped: install tether[bench]" in text
 
 
-@pytest.mark.timeout(RUN_SECONDS + 60)
-def test_quick_run_reports_every_goal_in_one_table(quick_run: QuickRun) -> None:
+def _reports_every_goal_in_one_table(quick_run: QuickRun) -> None:
     text = quick_run.report
     assert text.count("## Goals") == 1  # the scripts' own tables are gathered into it
     goals = _goals_table(text)
@@ -125,8 +135,7 @@ def test_quick_run_reports_every_goal_in_one_table(quick_run: QuickRun) -> None:
     assert f"Goals: {len(goals)}," in quick_run.stdout
 
 
-@pytest.mark.timeout(RUN_SECONDS + 60)
-def test_quick_run_leaves_no_files_behind(quick_run: QuickRun) -> None:
+def _leaves_no_files_behind(quick_run: QuickRun) -> None:
     assert not list(quick_run.cwd.iterdir())  # nothing in the working directory
     assert not list(quick_run.tmp.iterdir())  # its temporary directories are removed
     assert {p.suffix for p in quick_run.out.iterdir()} <= {".md", ".png"}

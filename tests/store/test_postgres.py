@@ -16,14 +16,14 @@ from tether.store.postgres import _schema as schema_module
 from tether.store.postgres._schema import BACKFILLS, MIGRATIONS
 from tether.testing.storetest import StoreConformance
 
-from ..postgres import POSTGRES_URL, fresh_schema, store_url
+from ..postgres import POSTGRES_URL, fresh_schema, open_pooled, store_url
 
 pytestmark = pytest.mark.postgres
 
 
 class TestPostgresStore(StoreConformance):
     async def make_store(self, directory: Path) -> Store:
-        return await PostgresStore.open(store_url(fresh_schema()))
+        return await open_pooled()
 
     async def tamper(self, store: Store, conversation_id: str, seq: int, body: bytes) -> None:
         assert isinstance(store, PostgresStore)

@@ -4,6 +4,8 @@ from pathlib import Path
 from tether.store import SqliteStore, Store
 from tether.testing.storetest import StoreConformance
 
+from ..sqlite import open_sqlite
+
 
 class TestSqliteStore(StoreConformance):
     async def make_store(self, directory: Path) -> Store:
@@ -31,7 +33,8 @@ class TestSqliteStore(StoreConformance):
 
 
 class TestSqliteStoreThreadCommits(TestSqliteStore):
-    """The same contract when every commit runs on the writer thread."""
+    """The same contract when every commit runs on the writer thread (on copies of a
+    migrated file: ``TestSqliteStore`` runs it on files each store migrated)."""
 
     async def make_store(self, directory: Path) -> Store:
-        return await SqliteStore.open(directory, inline_commits=False)
+        return await open_sqlite(directory, inline_commits=False)
