@@ -218,6 +218,7 @@ PUBLIC = {
         "Attempt",
         "ChangeFeed",
         "ClaimSettlement",
+        "ClaimSlots",
         "ClaimedHead",
         "Conversation",
         "DEFAULT_STORE_URL",

@@ -63,6 +63,7 @@ from tether.store._limits import (
     SLOT,
     TOKENS,
     TOKENS_WINDOW,
+    ClaimSlots,
     GrantTime,
     HeldBack,
     KeyHolds,
@@ -721,10 +722,14 @@ class MemoryStore(
         now: datetime,
         serves: VersionsServed | None = None,
         held_back: HeldBack | None = None,
+        slots: ClaimSlots | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
         self._check_open()
+        if slots is not None:
+            for key, holder in slots.give_back:
+                await self.release_limit(key, holder=holder)
         runnable = self._runnable(serves)
         if held_back:  # limits: a head whose agent or tenant is at its limit is passed over
             runnable = [
@@ -749,8 +754,24 @@ class MemoryStore(
                 for s in behind
                 if s.status is SubmissionStatus.QUEUED
             )
-            claimed.append(ClaimedHead(submission, alone=alone))
+            refused = slots is not None and not await self._take_slots(slots, submission, now)
+            claimed.append(ClaimedHead(submission, alone=alone, slots_refused=refused))
         return claimed
+
+    async def _take_slots(self, slots: ClaimSlots, submission: Submission, now: datetime) -> bool:
+        """Every slot ``slots`` asks for ``submission`` (nothing runs in between: the claim's
+        "transaction"), or none and ``False``."""
+        asks = slots.asks(submission)
+        for ask in asks:
+            check_ask(ask)
+        taken: list[tuple[str, str]] = []
+        for ask in asks:
+            if await self.acquire_limit(ask, now=now) is not None:
+                for key, holder in taken:
+                    await self.release_limit(key, holder=holder)
+                return False
+            taken.append((ask.key, ask.holder))
+        return True
 
     async def claim(
         self,
@@ -1212,7 +1233,7 @@ class MemoryStore(
         holds = KeyHolds(
             slots=len(others),
             first_slot_expiry=min((h.expires_at for h in others), default=None),
-            calls=len(calls),
+            calls=sum(h.amount for h in calls),
             first_call_expiry=min((h.expires_at for h in calls), default=None),
             tokens=sum(h.amount for h in tokens),
             first_tokens_expiry=min((h.expires_at for h in tokens), default=None),
@@ -1233,7 +1254,7 @@ class MemoryStore(
             )
         if ask.rate is not None and ask.per_seconds is not None:
             until = stored_time(now + timedelta(seconds=ask.per_seconds))
-            self._holds.append(_Hold(ask.key, CALL, ask.holder, ask.owner_id, 1, until))
+            self._holds.append(_Hold(ask.key, CALL, ask.holder, ask.owner_id, ask.calls, until))
         return None
 
     async def release_limit(self, key: str, *, holder: str) -> None:

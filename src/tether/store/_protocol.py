@@ -28,7 +28,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from tether._payloads import AttachmentRef
 from tether.records import Actor, Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import GrantTime, HeldBack, LimitAsk
+from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
@@ -924,8 +924,12 @@ class LimitStore(Protocol):
         now: datetime,
         serves: VersionsServed | None = None,
         held_back: HeldBack | None = None,
+        slots: ClaimSlots | None = None,
     ) -> list[ClaimedHead]:
         """:meth:`Store.claim_runnable`, passing over the heads ``held_back`` names (their
         agent or tenant is at its limit): a head passed over is not counted against the
-        batch, and keeps no other session's head from being claimed."""
+        batch, and keeps no other session's head from being claimed. With ``slots``, in the
+        same transaction: the slots ``slots.give_back`` names are given back first (even if
+        nothing is claimed), and each head claimed takes ``slots.asks(head)`` as
+        :meth:`acquire_limit` would at ``now`` (every one, or none and ``slots_refused``)."""
         ...

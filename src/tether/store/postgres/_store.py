@@ -39,7 +39,15 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import GrantTime, HeldBack, LimitAsk, check_ask, check_key, read_now
+from tether.store._limits import (
+    ClaimSlots,
+    GrantTime,
+    HeldBack,
+    LimitAsk,
+    check_ask,
+    check_key,
+    read_now,
+)
 from tether.store._notify import wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -614,9 +622,14 @@ class PostgresStore(
         now: datetime,
         serves: VersionsServed | None = None,
         held_back: HeldBack | None = None,
+        slots: ClaimSlots | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
+        if slots is not None:
+            return await self._claim_with_slots(
+                attempt_ids, owner_id, lease_expires_at, now, serves, held_back or None, slots
+            )
         if not attempt_ids:
             return []
         return await self._autocommit(
@@ -628,6 +641,34 @@ class PostgresStore(
             serves,
             held_back or None,
         )
+
+    async def _claim_with_slots(
+        self,
+        attempt_ids: Sequence[str],
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+        serves: VersionsServed | None,
+        held: HeldBack | None,
+        slots: ClaimSlots,
+    ) -> list[ClaimedHead]:
+        """The claim and its heads' slots in one transaction (the slots of runs that ended
+        given back first)."""
+        give_back = [(key, holder) for key, holder in slots.give_back if _sendable(key, holder)]
+        if not attempt_ids and not give_back:
+            return []
+
+        async def claim(conn: Conn) -> list[ClaimedHead]:
+            for key, holder in give_back:
+                await _limits.release_limit(conn, key, holder)
+            if not attempt_ids:
+                return []
+            heads = await _submissions.claim_runnable(
+                conn, attempt_ids, owner_id, lease_expires_at, now, serves, held
+            )
+            return await _limits.claim_slots(conn, slots, heads, now)
+
+        return await self._run(claim)
 
     async def list_children(self, submission_id: str) -> list[Submission]:
         return await self._autocommit(_children.list_children, submission_id)
