@@ -2,6 +2,7 @@
 how exact a rate limit shared by 4 worker processes on PostgreSQL is (issue 41, item 5).
 
     python benchmarks/limits.py [--url postgresql://...] [--turns 300] [--queued 2000]
+                                [--instructions] [--baseline PATH]
     python benchmarks/limits.py --turns 20 --queued 100 --seconds 2   # a CI smoke run
 
 **CPU per turn**: a runtime on SQLite (and on PostgreSQL, given a database) settles
@@ -11,6 +12,16 @@ budget or a limit, with a budget on the agent (checked before the call, counted 
 a rate on the model (one grant per call, never refused), with a limit of runs in flight on
 the agent (claims pass over what is at its limit; a slot taken and given back per run).
 The goal: each under 5% of a turn's CPU.
+
+**Instructions per turn** (``--instructions``, needs valgrind): the same turns on SQLite (at
+``synchronous=OFF``: an fsync costs time, not instructions), each variant in a process of its
+own under callgrind, the instructions it executes: a timing on a shared machine varies by
+±30% from run to run, a count by well under 1%, so this is what the 5% goal is judged on
+when it runs. A variant's overhead is its count less the baseline's (no budget, no limit) at
+``--turns`` turns, over the baseline's instructions per turn (the difference between its
+counts at ``--turns`` and at a fifth of them: start-up cancels out). ``--baseline PATH``
+also counts another checkout of Tether (an earlier commit's tree) with this workload, in the
+same run: its overheads are the "before" column.
 
 **A claim at 2,000 queued**: ``claim_runnable`` of one head, median ms over ``--claims``
 claims, with ``--queued`` runnable heads (the older half of agent ``busy``): as before limits
@@ -32,6 +43,8 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -169,6 +182,85 @@ async def turn_section(
         rows,
     )
     return medians
+
+
+# --- instructions per turn ----------------------------------------------------------------
+
+
+async def _counted_turns(directory: str, variant: str, turns: int) -> None:
+    """What a counted child runs: ``turns`` turns of ``variant`` on a fresh SQLite store."""
+    policy, settings = _variants(turns)[variant]
+    async with await SqliteStore.open(Path(directory) / "store", synchronous="OFF") as store:
+        await _turn_cpu(store, turns, policy, settings)
+
+
+def _instructions(tree: Path, variant: str, turns: int) -> int:
+    """Instructions a child process executes running ``turns`` turns of ``variant`` with the
+    library of ``tree`` (this checkout's workload)."""
+    with tempfile.TemporaryDirectory(prefix="tether-limits-count-") as tmp:
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(tree / "src"), str(ROOT)]),
+            PYTHONMALLOC="malloc",  # valgrind counts the allocator's work, not pymalloc's arenas
+            PYTHONHASHSEED="0",
+        )
+        child = [sys.executable, str(SCRIPT), "--count-child", tmp, variant, str(turns)]
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out", *child],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise RuntimeError(f"the counted run failed:\n{done.stderr[-2000:]}")
+        return int(found.group(1))
+
+
+def instruction_overheads(tree: Path, turns: int) -> tuple[float, dict[str, float]]:
+    """``tree``'s baseline instructions per turn, and each variant's overhead over it."""
+    variants = list(_variants(turns))
+    base = variants[0]
+    few = max(turns // 5, 1)
+    at_turns = {name: _instructions(tree, name, turns) for name in variants}
+    per_turn = (at_turns[base] - _instructions(tree, base, few)) / (turns - few)
+    overheads = {
+        name: (count - at_turns[base]) / turns / per_turn
+        for name, count in at_turns.items()
+        if name != base
+    }
+    return per_turn, overheads
+
+
+def instruction_section(args: argparse.Namespace) -> list[Goal]:
+    if shutil.which("valgrind") is None:
+        print("limits.py: --instructions needs valgrind (apt-get install valgrind)")
+        return [Goal("instructions per turn", "skipped: no valgrind", None)]
+    trees = {"this checkout": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+    found = {label: instruction_overheads(tree, args.turns) for label, tree in trees.items()}
+    names = list(found["this checkout"][1])
+    header = ["variant", *(f"{label}: vs none" for label in found)]
+    rows = [
+        ["no budget, no limit (instructions/turn)", *(f"{pt:,.0f}" for pt, _ in found.values())]
+    ]
+    rows += [[name, *(f"{by[name]:+.2%}" for _, by in found.values())] for name in names]
+    print_table(f"Instructions per turn on SQLite (callgrind, {args.turns} turns)", header, rows)
+    ours = found["this checkout"][1]
+    before = found.get("baseline")
+    goals = []
+    for name in names:
+        measured = f"{ours[name]:+.2%}"
+        if before is not None:
+            measured += f" (baseline {before[1][name]:+.2%})"
+        goals.append(
+            Goal(
+                f"{name} (sqlite, instructions) under 5% of a turn's",
+                measured,
+                judged(ours[name] < GOAL_OVERHEAD, args.turns >= 100),
+            )
+        )
+    return goals
 
 
 # --- claims at a backlog ----------------------------------------------------------------
@@ -368,6 +460,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--per", type=float, default=2.0, help="the rate's window, seconds")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the 4 workers call")
     parser.add_argument("--tasks", type=int, default=8, help="calling tasks per worker")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each variant's instructions per turn (callgrind; minutes)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="with --instructions: another checkout of Tether to count"
+    )
     return parser
 
 
@@ -384,6 +484,8 @@ async def main(args: argparse.Namespace) -> None:
     judge = args.turns >= 200
     with tempfile.TemporaryDirectory(prefix="tether-limits-") as tmp, database as url:
         turns = await turn_section(args, url, Path(tmp))
+        if args.instructions:
+            goals += await asyncio.to_thread(instruction_section, args)
         for backend, by in turns.items():
             base = by["no budget, no limit"]
             for name, value in by.items():
@@ -435,7 +537,10 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child"]:
+    if sys.argv[1:2] == ["--count-child"]:
+        directory, variant, turns = sys.argv[2:5]
+        asyncio.run(_counted_turns(directory, variant, int(turns)))
+    elif sys.argv[1:2] == ["--child"]:
         url, rate, per, seconds, tasks = sys.argv[2:7]
         asyncio.run(_child(url, int(rate), float(per), float(seconds), int(tasks)))
     else:

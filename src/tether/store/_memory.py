@@ -729,7 +729,7 @@ class MemoryStore(
         self._check_open()
         if slots is not None:
             for key, holder in slots.give_back:
-                await self.release_limit(key, holder=holder)
+                self._release_slot(key, holder)
         runnable = self._runnable(serves)
         if held_back:  # limits: a head whose agent or tenant is at its limit is passed over
             runnable = [
@@ -754,11 +754,11 @@ class MemoryStore(
                 for s in behind
                 if s.status is SubmissionStatus.QUEUED
             )
-            refused = slots is not None and not await self._take_slots(slots, submission, now)
+            refused = slots is not None and not self._take_slots(slots, submission, now)
             claimed.append(ClaimedHead(submission, alone=alone, slots_refused=refused))
         return claimed
 
-    async def _take_slots(self, slots: ClaimSlots, submission: Submission, now: datetime) -> bool:
+    def _take_slots(self, slots: ClaimSlots, submission: Submission, now: datetime) -> bool:
         """Every slot ``slots`` asks for ``submission`` (nothing runs in between: the claim's
         "transaction"), or none and ``False``."""
         asks = slots.asks(submission)
@@ -766,9 +766,9 @@ class MemoryStore(
             check_ask(ask)
         taken: list[tuple[str, str]] = []
         for ask in asks:
-            if await self.acquire_limit(ask, now=now) is not None:
+            if self._acquire(ask, now) is not None:
                 for key, holder in taken:
-                    await self.release_limit(key, holder=holder)
+                    self._release_slot(key, holder)
                 return False
             taken.append((ask.key, ask.holder))
         return True
@@ -1222,6 +1222,9 @@ class MemoryStore(
     async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         check_ask(ask)
         self._check_open()
+        return self._acquire(ask, now)
+
+    def _acquire(self, ask: LimitAsk, now: GrantTime) -> datetime | None:
         now = read_now(now)  # nothing runs between this and the grant: the key is "locked"
         live = self._live_holds(ask.key, now)
 
@@ -1259,6 +1262,9 @@ class MemoryStore(
 
     async def release_limit(self, key: str, *, holder: str) -> None:
         self._check_open()
+        self._release_slot(key, holder)
+
+    def _release_slot(self, key: str, holder: str) -> None:
         self._holds = [
             h for h in self._holds if not (h.key == key and h.kind == SLOT and h.holder == holder)
         ]
