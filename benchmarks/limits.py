@@ -324,9 +324,9 @@ async def _child(store_url: str, rate: int, per: float, seconds: float, tasks: i
     """One worker process: ``tasks`` tasks calling through the gate until ``seconds`` pass;
     prints the grants' times and the calls' start times, as JSON."""
     store: Any = await open_store(store_url)
-    grants: list[float] = []
+    leases: dict[str, list[float]] = {}  # by holder: the grant time of each permit it holds
     starts: list[float] = []
-    acquire = store.acquire_limit
+    acquire, release = store.acquire_limit, store.release_limit
 
     async def spied(ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         read: list[datetime] = []
@@ -336,11 +336,16 @@ async def _child(store_url: str, rate: int, per: float, seconds: float, tasks: i
             return read[-1]
 
         retry_at: datetime | None = await acquire(ask, now=reading)
-        if retry_at is None:
-            grants.append(read[-1].timestamp())
+        if retry_at is None:  # a lease of several permits: each counted at its grant
+            leases.setdefault(ask.holder, []).extend([read[-1].timestamp()] * ask.calls)
         return retry_at
 
-    store.acquire_limit = spied
+    async def given_back(key: str, *, holder: str, calls: int = 0) -> None:
+        await release(key, holder=holder, calls=calls)
+        if calls:  # a lease's unspent permits: no longer counted (nor ever spent)
+            del leases[holder][:calls]
+
+    store.acquire_limit, store.release_limit = spied, given_back
     clock = SystemClock()
     gate = LimitGate(
         store,
@@ -363,6 +368,7 @@ async def _child(store_url: str, rate: int, per: float, seconds: float, tasks: i
         await asyncio.gather(*(calls() for _ in range(tasks)))
     finally:
         await store.close()
+    grants = [at for permits in leases.values() for at in permits]
     print(json.dumps({"grants": grants, "starts": starts}))
 
 

@@ -18,6 +18,7 @@ class _Spied(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.grants: list[tuple[datetime, int]] = []
+        self.returned: list[int] = []
 
     async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         read: list[datetime] = []
@@ -30,6 +31,11 @@ class _Spied(MemoryStore):
         if retry_at is None:
             self.grants.append((read[-1], ask.calls))
         return retry_at
+
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
+        if calls:
+            self.returned.append(calls)
+        await super().release_limit(key, holder=holder, calls=calls)
 
 
 def _gate(store: MemoryStore, clock: ManualClock, rate: tuple[int, float]) -> LimitGate:
@@ -82,6 +88,7 @@ async def test_a_leased_permit_is_not_spent_after_its_hold() -> None:
     await _call(gate)
     assert len(store.grants) == granted + 1
     assert store.grants[-1][1] == 4  # 7 of 8 unspent: half the size
+    assert store.returned == [7]  # and given back: their places are free for every worker
 
 
 async def test_a_pause_drops_leased_permits() -> None:

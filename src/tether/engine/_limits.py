@@ -134,9 +134,14 @@ class _Permits:
     until: datetime | None = None
     """When the lease's permits may no longer be spent (``None``: no lease)."""
     size: int = 0
+    holder: str = ""
+    """The lease's holder in the store (its row of calls)."""
     batch: int = 1
     """How many the next lease asks for: doubled when a lease runs out within its hold,
     halved when one ends with half or more unspent."""
+    unspent: tuple[str, int] | None = None
+    """A lease that ended with permits unspent (its holder, how many): given back to the
+    store before the next lease, so that other workers may use their places."""
 
     def take(self, now: datetime, cap: int) -> bool:
         if self.until is None:
@@ -151,10 +156,13 @@ class _Permits:
         self.drop()
         return False
 
-    def leased(self, size: int, until: datetime) -> None:
-        self.left, self.until, self.size = size - 1, until, size
+    def leased(self, size: int, until: datetime, holder: str) -> None:
+        self.left, self.until, self.size, self.holder = size - 1, until, size, holder
 
     def drop(self) -> None:
+        """The lease ends: no permit of it is spent from now on."""
+        if self.left > 0:
+            self.unspent = (self.holder, self.left)
         self.left, self.until = 0, None
 
 
@@ -561,6 +569,8 @@ class LimitGate:
             cap = _lease_cap(rate)
             if permits.take(clock.now(), cap):
                 return None
+            if permits.unspent is not None:
+                await self._give_back_unspent(rule.key, permits)
             hold = _lease_hold(per)
             decided: list[datetime] = []
 
@@ -585,8 +595,19 @@ class LimitGate:
                 if batch == 1:
                     return retry_at
                 batch = 1  # the window has room for fewer than a batch: one, as unleased
-            permits.leased(batch, decided[-1] + timedelta(seconds=hold))
+            permits.leased(batch, decided[-1] + timedelta(seconds=hold), holder)
             return None
+
+    async def _give_back_unspent(self, key: str, permits: _Permits) -> None:
+        """A lease's permits never spent (its hold passed, or a pause): their places in the
+        window are freed for every worker (never spent now, so never over the rate)."""
+        assert self._store is not None and permits.unspent is not None
+        holder, count = permits.unspent
+        permits.unspent = None
+        try:
+            await self._store.release_limit(key, holder=holder, calls=count)
+        except TetherError:  # kept until its window ends: fewer calls, never more
+            logger.warning("could not give back unspent permits of %s", key, exc_info=True)
 
     async def _release(self, rules: Iterable[_Rule], holder: str) -> None:
         store = self._store

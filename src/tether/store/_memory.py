@@ -1260,9 +1260,15 @@ class MemoryStore(
             self._holds.append(_Hold(ask.key, CALL, ask.holder, ask.owner_id, ask.calls, until))
         return None
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
         self._check_open()
         self._release_slot(key, holder)
+        for hold in self._holds:
+            if calls > 0 and hold.key == key and hold.kind == CALL and hold.holder == holder:
+                given = min(calls, hold.amount)
+                hold.amount -= given
+                calls -= given
+        self._holds = [h for h in self._holds if h.kind != CALL or h.amount > 0]
 
     def _release_slot(self, key: str, holder: str) -> None:
         self._holds = [

@@ -885,9 +885,11 @@ class LimitStore(Protocol):
         earliest time to ask again. ``ValueError`` for a malformed ask (writing nothing)."""
         ...
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
         """Give back ``holder``'s slot of ``key``; idempotent (a slot that expired, or was
-        never taken, is nothing to give back)."""
+        never taken, is nothing to give back). ``calls``: also give back that many of the
+        calls ``holder`` was granted on ``key`` (permits of a lease never spent: their
+        places in the window are free again), at most as many as it holds."""
         ...
 
     async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:

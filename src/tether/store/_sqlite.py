@@ -715,8 +715,8 @@ class SqliteStore(
             now = read_now(now)  # refused before the write, if naive
         return await self._write(limits_sql.acquire_limit, ask, now)
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
-        await self._write(limits_sql.release_limit, key, holder)
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
+        await self._write(limits_sql.release_limit, key, holder, calls)
 
     async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
         return await self._write(limits_sql.renew_limits, owner_id, stored_time(expires_at))

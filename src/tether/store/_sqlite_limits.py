@@ -89,10 +89,20 @@ def claim_slots(
     return result
 
 
-def release_limit(conn: sqlite3.Connection, key: str, holder: str) -> None:
+def release_limit(conn: sqlite3.Connection, key: str, holder: str, calls: int = 0) -> None:
     conn.execute(
         "DELETE FROM limit_holds WHERE key = ? AND kind = ? AND holder = ?", (key, SLOT, holder)
     )
+    if calls > 0:  # a lease's unspent permits (one row per lease)
+        conn.execute(
+            "UPDATE limit_holds SET amount = MAX(amount - ?, 0) "
+            "WHERE key = ? AND kind = ? AND holder = ?",
+            (calls, key, CALL, holder),
+        )
+        conn.execute(
+            "DELETE FROM limit_holds WHERE key = ? AND kind = ? AND holder = ? AND amount <= 0",
+            (key, CALL, holder),
+        )
 
 
 def renew_limits(conn: sqlite3.Connection, owner_id: str, expires_at: datetime) -> int:

@@ -119,11 +119,19 @@ async def claim_slots(
     return result
 
 
-async def release_limit(conn: Conn, key: str, holder: str) -> None:
+async def release_limit(conn: Conn, key: str, holder: str, calls: int = 0) -> None:
     await conn.execute(
         "DELETE FROM limit_holds WHERE key = %s AND kind = %s AND holder = %s",
         (key, SLOT, holder),
     )
+    if calls > 0:  # a lease's unspent permits (one row per lease): one statement, atomic
+        await conn.execute(
+            "WITH given AS (UPDATE limit_holds SET amount = amount - %s WHERE key = %s "
+            "AND kind = %s AND holder = %s AND amount > %s RETURNING 1) "
+            "DELETE FROM limit_holds WHERE key = %s AND kind = %s AND holder = %s "
+            "AND amount <= %s",
+            (calls, key, CALL, holder, calls, key, CALL, holder, calls),
+        )
 
 
 async def renew_limits(conn: Conn, owner_id: str, expires_at: datetime) -> int:

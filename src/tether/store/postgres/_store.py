@@ -953,9 +953,9 @@ class PostgresStore(
             now = read_now(now)  # refused before the transaction, if naive
         return await self._run(_limits.acquire_limit, ask, now)
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
         if _sendable(key, holder):
-            await self._autocommit(_limits.release_limit, key, holder)
+            await self._autocommit(_limits.release_limit, key, holder, calls)
 
     async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
         expires_at = stored_time(expires_at)

@@ -112,6 +112,35 @@ class LimitCases(BaseConformance):
         ) == fx.at(11)
 
     @case
+    async def test_a_leases_unspent_calls_are_given_back(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """``release_limit(calls=n)`` frees ``n`` of a holder's calls (at most what it holds):
+        their places in the window are free at once."""
+        assert (
+            await store.acquire_limit(_ask(fx, "a", calls=3, rate=4, per_seconds=10), now=fx.at(0))
+            is None
+        )
+        assert (
+            await store.acquire_limit(_ask(fx, "b", rate=4, per_seconds=10), now=fx.at(0)) is None
+        )
+        assert await store.acquire_limit(
+            _ask(fx, "c", rate=4, per_seconds=10), now=fx.at(1)
+        ) == fx.at(10)
+        await store.release_limit("model:openai", holder="a", calls=2)
+        assert (
+            await store.acquire_limit(_ask(fx, "c", calls=2, rate=4, per_seconds=10), now=fx.at(1))
+            is None
+        )
+        await store.release_limit("model:openai", holder="b", calls=5)  # more than it holds
+        assert (
+            await store.acquire_limit(_ask(fx, "d", rate=4, per_seconds=10), now=fx.at(1)) is None
+        )
+        assert await store.acquire_limit(
+            _ask(fx, "e", rate=4, per_seconds=10), now=fx.at(1)
+        ) == fx.at(10)
+
+    @case
     async def test_tokens_per_minute_and_a_pause(self, store: CompleteStore, fx: Fixtures) -> None:
         """Tokens spent count for a minute; a pause grants nothing, to anyone, before it
         ends (the latest pause kept wins)."""
