@@ -319,3 +319,22 @@ async def test_a_runs_slots_come_and_go_with_claims(
         assert model.peak <= 2
         assert asked == []
     assert await store.limit_slots("agent:", now=clock.now()) == {}  # type: ignore[attr-defined]
+
+
+async def test_a_slot_given_back_is_taken_at_once_by_the_next_run(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """``concurrency=1`` on one worker: a run's end starts the next at once, on a clock that
+    never moves (its slot, still to be given back by the next claim, is not counted as
+    held by that claim): no poll between two runs."""
+    model = Held(clock)
+    model.release.set()
+    definition = agent(EchoHarness(), model, limits=Limits(concurrency=1))
+    async with make_runtime({"a": definition}) as runtime:
+        ids = [
+            (await runtime.dispatch("a", "acme", "go", session=f"s{n}")).submission_id
+            for n in range(4)
+        ]
+        outcomes = await asyncio.wait_for(_settle_all(runtime, ids), 60)
+        assert [o["status"] for o in outcomes] == ["succeeded"] * 4
+        assert model.peak == 1

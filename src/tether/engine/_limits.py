@@ -310,14 +310,18 @@ class LimitGate:
         store = self._store
         if store is not None:
             now = self._clock.now()
+            # The slots of runs ended here are free: the claim gives them back first.
+            leaving = Counter(key for key, _ in self._give_back)
             if any(limits.concurrency for limits in self._agents.values()):
                 for key, held in (await store.limit_slots(_AGENT, now=now)).items():
+                    held -= leaving[key]
                     name = key.removeprefix(_AGENT)
                     limits = self._agents.get(name)
                     if limits is not None and limits.concurrency and held >= limits.concurrency:
                         agents.add(name)
             if any(limits.concurrency for limits in self._tenants.values()):
                 for key, held in (await store.limit_slots(_TENANT, now=now)).items():
+                    held -= leaving[key]
                     name = key.removeprefix(_TENANT)
                     limits = self._tenant(name)
                     if limits is not None and limits.concurrency and held >= limits.concurrency:
