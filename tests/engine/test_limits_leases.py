@@ -84,7 +84,7 @@ async def test_a_leased_permit_is_not_spent_after_its_hold() -> None:
         await _call(gate)
     assert [n for _, n in store.grants] == [1, 2, 4, 8]
     granted = len(store.grants)
-    await clock.advance(1.0)  # past the hold of the last lease (half of 2% of 10 s)
+    await clock.advance(1.0)  # past the hold of the last lease (1% of 10 s)
     await _call(gate)
     assert len(store.grants) == granted + 1
     assert store.grants[-1][1] == 4  # 7 of 8 unspent: half the size

@@ -117,10 +117,11 @@ _LEASE_MAX: Final = 64
 
 
 def _lease_hold(per: float) -> float:
-    """How long a lease's permits may be spent after their grant: half the start margin, so
-    that the grant counts each for ``per`` plus the margin plus this (no window a provider
-    sees holds more than the rate, however late in the hold a permit is spent)."""
-    return _start_margin(per) / 2
+    """How long a lease's permits may be spent after their grant: 1% of the window, at most a
+    second. The grant counts each for ``per`` plus the start margin plus this, so that no
+    window a provider sees holds more than the rate, however late in the hold a permit is
+    spent (a lease's places are kept 1% longer: the rate's use is at most 1% lower)."""
+    return min(per * 0.01, 1.0)
 
 
 @dataclass(slots=True)
