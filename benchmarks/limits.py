@@ -16,10 +16,14 @@ The goal: each under 5% of a turn's CPU.
 **Instructions per turn** (``--instructions``, needs valgrind): the same turns on SQLite (at
 ``synchronous=OFF``: an fsync costs time, not instructions), each variant in a process of its
 own under callgrind, the instructions it executes: a timing on a shared machine varies by
-±30% from run to run, a count by well under 1%, so this is what the 5% goal is judged on
-when it runs. A variant's overhead is its count less the baseline's (no budget, no limit) at
-``--turns`` turns, over the baseline's instructions per turn (the difference between its
-counts at ``--turns`` and at a fifth of them: start-up cancels out). ``--baseline PATH``
+±30% from run to run. The count is no exact measure here either: the workload is concurrent
+and paced by time (claim passes, the batches they claim, a lease's hold), and under callgrind
+a turn takes some 50 times as long, so the same code counts ±3 points apart from one run to
+the next, and a rate's leases, whose hold is wall time, cover far fewer calls than at full
+speed: the count overstates what a rate costs. Read both. A variant's overhead is its count
+less the baseline's (no budget, no limit) at ``--turns`` turns, over the baseline's
+instructions per turn (the difference between its counts at ``--turns`` and at a fifth of
+them: start-up cancels out). ``--baseline PATH``
 also counts another checkout of Tether (an earlier commit's tree) with this workload, in the
 same run: its overheads are the "before" column.
 
