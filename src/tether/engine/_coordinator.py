@@ -115,9 +115,9 @@ class Coordinator:
         self._claiming = False
         """Past start-up (liveness lock held, reconciliation done): claims may be made."""
         self._next: dict[str, Submission] = {}
+        """Claimed at admission while the session's previous run here still winds down."""
         self._slotted: set[str] = set()
         """Claimed runs whose claim took their limits' slots (not started yet)."""
-        """Claimed at admission while the session's previous run here still winds down."""
         self.serves = context.versions.serves()
         """What this worker's claims may take: per agent, the versions it runs."""
 
