@@ -2,6 +2,7 @@
 how exact a rate limit shared by 4 worker processes on PostgreSQL is (issue 41, item 5).
 
     python benchmarks/limits.py [--url postgresql://...] [--turns 300] [--queued 2000]
+                                [--instructions] [--baseline PATH]
     python benchmarks/limits.py --turns 20 --queued 100 --seconds 2   # a CI smoke run
 
 **CPU per turn**: a runtime on SQLite (and on PostgreSQL, given a database) settles
@@ -11,6 +12,20 @@ budget or a limit, with a budget on the agent (checked before the call, counted 
 a rate on the model (one grant per call, never refused), with a limit of runs in flight on
 the agent (claims pass over what is at its limit; a slot taken and given back per run).
 The goal: each under 5% of a turn's CPU.
+
+**Instructions per turn** (``--instructions``, needs valgrind): the same turns on SQLite (at
+``synchronous=OFF``: an fsync costs time, not instructions), each variant in a process of its
+own under callgrind, the instructions it executes: a timing on a shared machine varies by
+±30% from run to run. The count is no exact measure here either: the workload is concurrent
+and paced by time (claim passes, the batches they claim, a lease's hold), and under callgrind
+a turn takes some 50 times as long, so the same code counts ±3 points apart from one run to
+the next, and a rate's leases, whose hold is wall time, cover far fewer calls than at full
+speed: the count overstates what a rate costs. Read both. A variant's overhead is its count
+less the baseline's (no budget, no limit) at ``--turns`` turns, over the baseline's
+instructions per turn (the difference between its counts at ``--turns`` and at a fifth of
+them: start-up cancels out). ``--baseline PATH``
+also counts another checkout of Tether (an earlier commit's tree) with this workload, in the
+same run: its overheads are the "before" column.
 
 **A claim at 2,000 queued**: ``claim_runnable`` of one head, median ms over ``--claims``
 claims, with ``--queued`` runnable heads (the older half of agent ``busy``): as before limits
@@ -32,6 +47,8 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -189,6 +206,85 @@ async def turn_section(
     return medians
 
 
+# --- instructions per turn ----------------------------------------------------------------
+
+
+async def _counted_turns(directory: str, variant: str, turns: int) -> None:
+    """What a counted child runs: ``turns`` turns of ``variant`` on a fresh SQLite store."""
+    policy, settings = _variants(turns)[variant]
+    async with await SqliteStore.open(Path(directory) / "store", synchronous="OFF") as store:
+        await _turn_cpu(store, turns, policy, settings)
+
+
+def _instructions(tree: Path, variant: str, turns: int) -> int:
+    """Instructions a child process executes running ``turns`` turns of ``variant`` with the
+    library of ``tree`` (this checkout's workload)."""
+    with tempfile.TemporaryDirectory(prefix="tether-limits-count-") as tmp:
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(tree / "src"), str(ROOT)]),
+            PYTHONMALLOC="malloc",  # valgrind counts the allocator's work, not pymalloc's arenas
+            PYTHONHASHSEED="0",
+        )
+        child = [sys.executable, str(SCRIPT), "--count-child", tmp, variant, str(turns)]
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out", *child],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise RuntimeError(f"the counted run failed:\n{done.stderr[-2000:]}")
+        return int(found.group(1))
+
+
+def instruction_overheads(tree: Path, turns: int) -> tuple[float, dict[str, float]]:
+    """``tree``'s baseline instructions per turn, and each variant's overhead over it."""
+    variants = list(_variants(turns))
+    base = variants[0]
+    few = max(turns // 5, 1)
+    at_turns = {name: _instructions(tree, name, turns) for name in variants}
+    per_turn = (at_turns[base] - _instructions(tree, base, few)) / (turns - few)
+    overheads = {
+        name: (count - at_turns[base]) / turns / per_turn
+        for name, count in at_turns.items()
+        if name != base
+    }
+    return per_turn, overheads
+
+
+def instruction_section(args: argparse.Namespace) -> list[Goal]:
+    if shutil.which("valgrind") is None:
+        print("limits.py: --instructions needs valgrind (apt-get install valgrind)")
+        return [Goal("instructions per turn", "skipped: no valgrind", None)]
+    trees = {"this checkout": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+    found = {label: instruction_overheads(tree, args.turns) for label, tree in trees.items()}
+    names = list(found["this checkout"][1])
+    header = ["variant", *(f"{label}: vs none" for label in found)]
+    rows = [
+        ["no budget, no limit (instructions/turn)", *(f"{pt:,.0f}" for pt, _ in found.values())]
+    ]
+    rows += [[name, *(f"{by[name]:+.2%}" for _, by in found.values())] for name in names]
+    print_table(f"Instructions per turn on SQLite (callgrind, {args.turns} turns)", header, rows)
+    ours = found["this checkout"][1]
+    before = found.get("baseline")
+    goals = []
+    for name in names:
+        measured = f"{ours[name]:+.2%}"
+        if before is not None:
+            measured += f" (baseline {before[1][name]:+.2%})"
+        goals.append(
+            Goal(
+                f"{name} (sqlite, instructions) under 5% of a turn's",
+                measured,
+                judged(ours[name] < GOAL_OVERHEAD, args.turns >= 100),
+            )
+        )
+    return goals
+
+
 # --- claims at a backlog ----------------------------------------------------------------
 
 
@@ -250,9 +346,9 @@ async def _child(store_url: str, rate: int, per: float, seconds: float, tasks: i
     """One worker process: ``tasks`` tasks calling through the gate until ``seconds`` pass;
     prints the grants' times and the calls' start times, as JSON."""
     store: Any = await open_store(store_url)
-    grants: list[float] = []
+    leases: dict[str, list[float]] = {}  # by holder: the grant time of each permit it holds
     starts: list[float] = []
-    acquire = store.acquire_limit
+    acquire, release = store.acquire_limit, store.release_limit
 
     async def spied(ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         read: list[datetime] = []
@@ -262,11 +358,16 @@ async def _child(store_url: str, rate: int, per: float, seconds: float, tasks: i
             return read[-1]
 
         retry_at: datetime | None = await acquire(ask, now=reading)
-        if retry_at is None:
-            grants.append(read[-1].timestamp())
+        if retry_at is None:  # a lease of several permits: each counted at its grant
+            leases.setdefault(ask.holder, []).extend([read[-1].timestamp()] * ask.calls)
         return retry_at
 
-    store.acquire_limit = spied
+    async def given_back(key: str, *, holder: str, calls: int = 0) -> None:
+        await release(key, holder=holder, calls=calls)
+        if calls:  # a lease's unspent permits: no longer counted (nor ever spent)
+            del leases[holder][:calls]
+
+    store.acquire_limit, store.release_limit = spied, given_back
     clock = SystemClock()
     gate = LimitGate(
         store,
@@ -289,6 +390,7 @@ async def _child(store_url: str, rate: int, per: float, seconds: float, tasks: i
         await asyncio.gather(*(calls() for _ in range(tasks)))
     finally:
         await store.close()
+    grants = [at for permits in leases.values() for at in permits]
     print(json.dumps({"grants": grants, "starts": starts}))
 
 
@@ -386,6 +488,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--per", type=float, default=2.0, help="the rate's window, seconds")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the 4 workers call")
     parser.add_argument("--tasks", type=int, default=8, help="calling tasks per worker")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each variant's instructions per turn (callgrind; minutes)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="with --instructions: another checkout of Tether to count"
+    )
     return parser
 
 
@@ -402,6 +512,8 @@ async def main(args: argparse.Namespace) -> None:
     judge = args.turns >= 200
     with tempfile.TemporaryDirectory(prefix="tether-limits-") as tmp, database as url:
         turns = await turn_section(args, url, Path(tmp))
+        if args.instructions:
+            goals += await asyncio.to_thread(instruction_section, args)
         for backend, by in turns.items():
             base = by["no budget, no limit"]
             for name, value in by.items():
@@ -453,7 +565,10 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child"]:
+    if sys.argv[1:2] == ["--count-child"]:
+        directory, variant, turns = sys.argv[2:5]
+        asyncio.run(_counted_turns(directory, variant, int(turns)))
+    elif sys.argv[1:2] == ["--child"]:
         url, rate, per, seconds, tasks = sys.argv[2:7]
         asyncio.run(_child(url, int(rate), float(per), float(seconds), int(tasks)))
     else:

@@ -227,6 +227,7 @@ PUBLIC = {
         "Attempt",
         "ChangeFeed",
         "ClaimSettlement",
+        "ClaimSlots",
         "ClaimedHead",
         "Conversation",
         "DEFAULT_STORE_URL",

@@ -38,3 +38,18 @@ def test_the_limits_benchmark_runs_and_states_its_goals(tmp_path: Path) -> None:
     if os.environ.get("TETHER_TEST_POSTGRES_URL") or os.environ.get("CI"):
         assert "worker processes" in text
         assert [g.met for g in goals if "no window" in g.goal] == [True]
+
+
+def test_the_counted_child_runs_each_variant(tmp_path: Path) -> None:
+    """What ``--instructions`` counts under callgrind runs on its own (each variant's turns
+    on a fresh SQLite store): valgrind left out, so that the test needs none."""
+    for variant in ("no budget, no limit", "rate on the model", "runs in flight on the agent"):
+        done = subprocess.run(
+            [sys.executable, "benchmarks/limits.py", "--count-child", str(tmp_path), variant, "3"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr

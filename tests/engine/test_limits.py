@@ -289,3 +289,52 @@ async def test_a_run_aborted_while_it_waits_for_a_slot_leaves_none_behind(
         outcomes = await advance_until(clock, _settle_all(runtime, [first, third]), 0.05)
         assert [o["status"] for o in outcomes] == ["succeeded", "succeeded"]
         assert await limited.limit_slots("model:", now=clock.now()) == {}
+
+
+async def test_a_runs_slots_come_and_go_with_claims(
+    make_runtime: Make, store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's slots are taken in its claim's transaction and given back by a later claim's:
+    no ask or release of its own (issue 41's CPU goal), never over the limit, and none held
+    once the runtime stops."""
+    model = Held(clock)
+    model.release.set()
+    asked: list[str] = []
+    for name in ("acquire_limit", "release_limit"):
+        method = getattr(store, name)
+
+        async def spied(*args: Any, _method: Any = method, _name: str = name, **kw: Any) -> Any:
+            asked.append(_name)
+            return await _method(*args, **kw)
+
+        monkeypatch.setattr(store, name, spied)
+    definition = agent(EchoHarness(), model, limits=Limits(concurrency=2))
+    async with make_runtime({"a": definition}) as runtime:
+        ids = [
+            (await runtime.dispatch("a", "acme", "go", session=f"s{n}")).submission_id
+            for n in range(6)
+        ]
+        outcomes = await advance_until(clock, _settle_all(runtime, ids), 0.05)
+        assert [o["status"] for o in outcomes] == ["succeeded"] * 6
+        assert model.peak <= 2
+        assert asked == []
+    assert await store.limit_slots("agent:", now=clock.now()) == {}  # type: ignore[attr-defined]
+
+
+async def test_a_slot_given_back_is_taken_at_once_by_the_next_run(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """``concurrency=1`` on one worker: a run's end starts the next at once, on a clock that
+    never moves (its slot, still to be given back by the next claim, is not counted as
+    held by that claim): no poll between two runs."""
+    model = Held(clock)
+    model.release.set()
+    definition = agent(EchoHarness(), model, limits=Limits(concurrency=1))
+    async with make_runtime({"a": definition}) as runtime:
+        ids = [
+            (await runtime.dispatch("a", "acme", "go", session=f"s{n}")).submission_id
+            for n in range(4)
+        ]
+        outcomes = await asyncio.wait_for(_settle_all(runtime, ids), 60)
+        assert [o["status"] for o in outcomes] == ["succeeded"] * 4
+        assert model.peak == 1

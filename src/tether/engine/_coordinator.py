@@ -116,6 +116,8 @@ class Coordinator:
         """Past start-up (liveness lock held, reconciliation done): claims may be made."""
         self._next: dict[str, Submission] = {}
         """Claimed at admission while the session's previous run here still winds down."""
+        self._slotted: set[str] = set()
+        """Claimed runs whose claim took their limits' slots (not started yet)."""
         self.serves = context.versions.serves()
         """What this worker's claims may take: per agent, the versions it runs."""
 
@@ -134,6 +136,9 @@ class Coordinator:
             await asyncio.wait(
                 set(self.active.values()), timeout=self.context.config.shutdown_timeout
             )
+        self.context.limits.defers_give_back = False
+        with contextlib.suppress(TetherError):  # no claim to carry them: given back now
+            await self.context.limits.flush_give_back()
         for waiting in self._next.values():  # claimed, never started: hand it back whole
             with contextlib.suppress(TetherError):
                 await self.context.store.release(
@@ -200,6 +205,7 @@ class Coordinator:
     async def _claim_loop(self) -> None:
         await self.reconcile()
         self._claiming = True
+        self.context.limits.defers_give_back = True
         interval = self.context.config.claim_interval
         lease = self.context.config.lease
         clock = self.context.clock
@@ -385,23 +391,32 @@ class Coordinator:
         # Without a change feed, only a run's end says that its session's next head is up.
         self._waits_for_a_finish = free <= 0 or context.capabilities.change_feed is None
         if free <= 0 or context.closing:
+            await context.limits.flush_give_back()  # no claim to carry them
             return
         now = context.clock.now()
         started = context.clock.monotonic()
         # One batch: on PostgreSQL it skips heads other workers are taking instead of waiting.
         held_back = await context.limits.held_back()
         limited = context.capabilities.limits
-        if held_back is not None and limited is not None:
+        slots = context.limits.claim_slots() if limited is not None else None
+        if (held_back is not None or slots is not None) and limited is not None:
             # Limits (docs/limits.md): the heads of agents and tenants at their limit of
-            # runs in flight are passed over, in the claim itself.
-            claimed = await limited.claim_runnable(
-                attempt_ids=UlidsOnDemand(free),
-                owner_id=context.config.owner_id,
-                lease_expires_at=now + timedelta(seconds=context.config.lease),
-                now=now,
-                serves=self.serves,
-                held_back=held_back,
-            )
+            # runs in flight are passed over, in the claim itself; the runs it claims take
+            # their slots in its transaction, and the runs that ended give theirs back.
+            try:
+                claimed = await limited.claim_runnable(
+                    attempt_ids=UlidsOnDemand(free),
+                    owner_id=context.config.owner_id,
+                    lease_expires_at=now + timedelta(seconds=context.config.lease),
+                    now=now,
+                    serves=self.serves,
+                    held_back=held_back,
+                    slots=slots,
+                )
+            except BaseException:
+                if slots is not None:
+                    context.limits.claim_failed(slots)
+                raise
         else:
             claimed = await context.store.claim_runnable(
                 attempt_ids=UlidsOnDemand(free),
@@ -418,9 +433,22 @@ class Coordinator:
             self._waits_for_a_finish = True
         for head in claimed:
             submission = head.submission
+            if head.slots_refused:
+                # Its agent or tenant reached its limit as the claim decided (another
+                # worker took the last slot): given back, not counted as an attempt.
+                with contextlib.suppress(ClaimLost):
+                    await context.store.release(
+                        submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
+                    )
+                continue
+            if slots is not None:
+                self._slotted.add(submission.id)
             if submission.conversation_id in self.active:
                 # Our previous attempt released it and is still winding down: not twice at once.
                 self._waits_for_a_finish = True
+                if submission.id in self._slotted:  # its slots go back with its claim
+                    self._slotted.discard(submission.id)
+                    context.limits.forget_claimed(submission)
                 with contextlib.suppress(ClaimLost):
                     await context.store.release(
                         submission.id, attempt_id=str(submission.attempt_id), refund_attempt=True
@@ -472,7 +500,9 @@ class Coordinator:
     async def _run(self, submission: Submission, watch: SteerWatch) -> None:
         context = self.context
         limits = context.limits
-        if not await limits.take_run(submission):
+        claimed = submission.id in self._slotted
+        self._slotted.discard(submission.id)
+        if not await limits.take_run(submission, claimed=claimed):
             # Its agent or tenant reached its limit since the claim looked (another worker
             # took the last slot): given back, not counted as an attempt, and passed over
             # by the next claims until a slot is free.

@@ -17,7 +17,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -26,7 +26,7 @@ from tether.engine._clock import Clock
 from tether.errors import ProviderError, ProviderRateLimited, TetherError
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, Model
-from tether.store import HeldBack, LimitAsk, LimitStore, Submission
+from tether.store import ClaimSlots, HeldBack, LimitAsk, LimitStore, Submission
 
 __all__ = (
     "ANY_TENANT",
@@ -110,6 +110,67 @@ def _start_margin(per: float) -> float:
     return min(per * 0.02, 0.1)
 
 
+_LEASE_SHARE: Final = 25
+"""A lease of a rate's permits takes at most a 25th of the rate (4%): what leased permits
+left unused can keep from other workers in a window."""
+_LEASE_MAX: Final = 64
+
+
+def _lease_hold(per: float) -> float:
+    """How long a lease's permits may be spent after their grant: 1% of the window, at most a
+    second. The grant counts each for ``per`` plus the start margin plus this, so that no
+    window a provider sees holds more than the rate, however late in the hold a permit is
+    spent (a lease's places are kept 1% longer: the rate's use is at most 1% lower)."""
+    return min(per * 0.01, 1.0)
+
+
+@dataclass(slots=True)
+class _Permits:
+    """The permits of one rate-only key leased by this worker (granted by the store in one
+    ask, counted as calls when granted) and not spent yet."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while a lease is asked for: the key's other calls here wait and spend it."""
+    left: int = 0
+    until: datetime | None = None
+    """When the lease's permits may no longer be spent (``None``: no lease)."""
+    size: int = 0
+    holder: str = ""
+    """The lease's holder in the store (its row of calls)."""
+    batch: int = 1
+    """How many the next lease asks for: doubled when a lease runs out within its hold,
+    halved when one ends with half or more unspent."""
+    unspent: tuple[str, int] | None = None
+    """A lease that ended with permits unspent (its holder, how many): given back to the
+    store before the next lease, so that other workers may use their places."""
+
+    def take(self, now: datetime, cap: int) -> bool:
+        if self.until is None:
+            return False
+        if now < self.until:
+            if self.left > 0:
+                self.left -= 1
+                return True
+            self.batch = min(self.size * 2, cap)  # run out: demand outpaces the lease
+        elif self.left * 2 >= self.size:
+            self.batch = max(1, self.size // 2)  # half or more unspent: too big a lease
+        self.drop()
+        return False
+
+    def leased(self, size: int, until: datetime, holder: str) -> None:
+        self.left, self.until, self.size, self.holder = size - 1, until, size, holder
+
+    def drop(self) -> None:
+        """The lease ends: no permit of it is spent from now on."""
+        if self.left > 0:
+            self.unspent = (self.holder, self.left)
+        self.left, self.until = 0, None
+
+
+def _lease_cap(rate: int) -> int:
+    return max(1, min(rate // _LEASE_SHARE, _LEASE_MAX))
+
+
 @dataclass(frozen=True, slots=True)
 class _Rule:
     key: str
@@ -117,6 +178,17 @@ class _Rule:
     counts_slots: bool
     """Whether its ``concurrency`` is taken here (a run's limits at the run, a model's at
     the call)."""
+
+    @property
+    def leases(self) -> bool:
+        """Whether its grants are only a rate's (no slot, no tokens per minute to look at
+        per call): then permits are leased several at once and spent in process."""
+        limits = self.limits
+        return (
+            limits.rate is not None
+            and limits.tokens_per_minute is None
+            and (limits.concurrency is None or not self.counts_slots)
+        )
 
 
 class LimitGate:
@@ -152,10 +224,20 @@ class LimitGate:
         self._unreleased: set[tuple[str, str]] = set()
         """Slots whose giving back failed (the store was away): given back at the next
         renewal, so that a renewal never keeps them alive."""
+        self._permits: dict[str, _Permits] = {}
+        """Leased permits of rate-only keys (see :class:`_Permits`), by key."""
         self._limits_runs = any(
             limits.concurrency is not None or limits.per_worker is not None
             for limits in (*self._agents.values(), *self._tenants.values())
         )
+        self._shares_runs = any(
+            limits.concurrency is not None
+            for limits in (*self._agents.values(), *self._tenants.values())
+        )
+        self._give_back: list[tuple[str, str]] = []
+        """Slots of runs that ended, given back by the next claim's transaction."""
+        self.defers_give_back = False
+        """Whether a claim loop runs to give back what runs leave (else at once)."""
 
     @property
     def configured(self) -> bool:
@@ -229,14 +311,18 @@ class LimitGate:
         store = self._store
         if store is not None:
             now = self._clock.now()
+            # The slots of runs ended here are free: the claim gives them back first.
+            leaving = Counter(key for key, _ in self._give_back)
             if any(limits.concurrency for limits in self._agents.values()):
                 for key, held in (await store.limit_slots(_AGENT, now=now)).items():
+                    held -= leaving[key]
                     name = key.removeprefix(_AGENT)
                     limits = self._agents.get(name)
                     if limits is not None and limits.concurrency and held >= limits.concurrency:
                         agents.add(name)
             if any(limits.concurrency for limits in self._tenants.values()):
                 for key, held in (await store.limit_slots(_TENANT, now=now)).items():
+                    held -= leaving[key]
                     name = key.removeprefix(_TENANT)
                     limits = self._tenant(name)
                     if limits is not None and limits.concurrency and held >= limits.concurrency:
@@ -258,18 +344,63 @@ class LimitGate:
         tenant = submission.tenant
         return "tenant" if tenant is not None and tenant in held.tenants else None
 
-    async def take_run(self, submission: Submission) -> bool:
+    def claim_slots(self) -> ClaimSlots | None:
+        """What a claim takes in its own transaction: the ``concurrency`` slots of the runs it
+        claims (their agent's and tenant's), and first gives back the slots of runs that
+        ended (``None``: no such limit, or no store to keep them)."""
+        if self._store is None or not self._shares_runs:
+            return None
+        give_back, self._give_back = tuple(self._give_back), []
+        until = self._clock.now() + timedelta(seconds=self._lease)
+        owner = self._owner_id
+
+        def asks(submission: Submission) -> list[LimitAsk]:
+            holder = str(submission.attempt_id)
+            return [
+                LimitAsk(rule.key, holder, owner, until, concurrency=rule.limits.concurrency)
+                for rule in self._run_rules(submission)
+                if rule.limits.concurrency is not None
+            ]
+
+        return ClaimSlots(asks, give_back)
+
+    def claim_failed(self, slots: ClaimSlots) -> None:
+        """The claim given ``slots`` failed: what it was to give back goes with the next."""
+        self._give_back.extend(slots.give_back)
+
+    def forget_claimed(self, submission: Submission) -> None:
+        """A run whose claim took its slots is given back unstarted: so are its slots."""
+        holder = str(submission.attempt_id)
+        for rule in self._run_rules(submission):
+            if rule.limits.concurrency is not None:
+                self._give_back.append((rule.key, holder))
+
+    async def flush_give_back(self) -> None:
+        """Give back at once what waits for a claim (none is coming)."""
+        store = self._store
+        while self._give_back and store is not None:
+            key, holder = self._give_back[0]
+            await store.release_limit(key, holder=holder)
+            del self._give_back[0]
+
+    async def take_run(self, submission: Submission, *, claimed: bool = False) -> bool:
         """Take the slots of a claimed run's agent and tenant (its attempt holds them), or
-        none and ``False`` if one is at its limit: the claim is then given back."""
+        none and ``False`` if one is at its limit: the claim is then given back.
+        ``claimed``: its claim took its ``concurrency`` slots (:meth:`claim_slots`), only
+        this worker's ``per_worker`` is left to take."""
         rules = self._run_rules(submission)
         if not rules:
             return True
         for rule in rules:
             limit = rule.limits.per_worker
             if limit is not None and self._local[rule.key] >= limit:
+                if claimed:
+                    self.forget_claimed(submission)
                 return False
         for rule in rules:  # counted before the store is asked: runs start side by side
             self._local[rule.key] += 1
+        if claimed:
+            return True
         try:
             granted = await self._ask_all(rules, str(submission.attempt_id), pauses=False)
         except BaseException:  # cancelled, or the store failed: nothing is left taken
@@ -287,7 +418,10 @@ class LimitGate:
         if not rules:
             return False
         self._drop_local(rules)
-        await self._release(rules, str(submission.attempt_id))
+        if self.defers_give_back and self._store is not None:
+            self.forget_claimed(submission)  # given back by the next claim, in its transaction
+        else:
+            await self._release(rules, str(submission.attempt_id))
         return True
 
     def _drop_local(self, rules: Iterable[_Rule]) -> None:
@@ -366,6 +500,9 @@ class LimitGate:
         until = self._clock.now() + timedelta(seconds=max(retry_after, 0.0))
         for key in model_keys(model):
             if key in self._models:
+                permits = self._permits.get(_MODEL + key)
+                if permits is not None:
+                    permits.drop()  # this worker's leased permits wait out the pause too
                 await store.pause_limit(_MODEL + key, until=until)
 
     # --- the store --------------------------------------------------------------------
@@ -394,6 +531,12 @@ class LimitGate:
         now = clock.now()
         taken: list[_Rule] = []
         for rule in rules:
+            if rule.leases:
+                retry_at = await self._permit(rule, holder)
+                if retry_at is not None:
+                    await self._release(taken, holder)
+                    return retry_at
+                continue
             limits = rule.limits
             concurrency = limits.concurrency if rule.counts_slots else None
             rate, per = limits.rate if limits.rate is not None else (None, None)
@@ -420,6 +563,61 @@ class LimitGate:
                 return retry_at
             taken.append(rule)
         return None
+
+    async def _permit(self, rule: _Rule, holder: str) -> datetime | None:
+        """A permit of a rate-only ``rule``: one leased earlier and not spent, else a new
+        lease of a batch of them (all counted as calls at its grant, each spent within
+        :func:`_lease_hold` of it), else one alone if the batch does not fit the window."""
+        store = self._store
+        assert store is not None
+        clock = self._clock
+        permits = self._permits.get(rule.key)
+        if permits is None:
+            permits = self._permits[rule.key] = _Permits()
+        async with permits.lock:
+            rate, per = rule.limits.rate or (1, 1.0)
+            cap = _lease_cap(rate)
+            if permits.take(clock.now(), cap):
+                return None
+            if permits.unspent is not None:
+                await self._give_back_unspent(rule.key, permits)
+            hold = _lease_hold(per)
+            decided: list[datetime] = []
+
+            def now() -> datetime:  # read once the key is locked: the lease's grant time
+                decided.append(clock.now())
+                return decided[-1]
+
+            batch = min(permits.batch, cap)
+            while True:
+                ask = LimitAsk(
+                    rule.key,
+                    holder,
+                    self._owner_id,
+                    clock.now() + timedelta(seconds=self._lease),
+                    rate=rate,
+                    per_seconds=per + _start_margin(per) + (hold if batch > 1 else 0.0),
+                    calls=batch,
+                )
+                retry_at = await store.acquire_limit(ask, now=now)
+                if retry_at is None:
+                    break
+                if batch == 1:
+                    return retry_at
+                batch = 1  # the window has room for fewer than a batch: one, as unleased
+            permits.leased(batch, decided[-1] + timedelta(seconds=hold), holder)
+            return None
+
+    async def _give_back_unspent(self, key: str, permits: _Permits) -> None:
+        """A lease's permits never spent (its hold passed, or a pause): their places in the
+        window are freed for every worker (never spent now, so never over the rate)."""
+        assert self._store is not None and permits.unspent is not None
+        holder, count = permits.unspent
+        permits.unspent = None
+        try:
+            await self._store.release_limit(key, holder=holder, calls=count)
+        except TetherError:  # kept until its window ends: fewer calls, never more
+            logger.warning("could not give back unspent permits of %s", key, exc_info=True)
 
     async def _release(self, rules: Iterable[_Rule], holder: str) -> None:
         store = self._store

@@ -25,7 +25,7 @@ from tether.store._export import (
 )
 from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import GrantTime, HeldBack, LimitAsk
+from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
 from tether.store._priority import (
     DEFAULT_PRIORITY_AGING,
@@ -106,6 +106,7 @@ __all__ = (
     "ChangeFeed",
     "ChildStore",
     "ClaimSettlement",
+    "ClaimSlots",
     "ClaimedHead",
     "Conversation",
     "ErasedSession",

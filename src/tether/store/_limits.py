@@ -12,12 +12,13 @@ grant; the in-memory store is the reference.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 from tether.store._common import from_micros, to_micros
+from tether.store._types import Submission
 
 __all__ = (
     "CALL",
@@ -26,6 +27,7 @@ __all__ = (
     "SLOT",
     "TOKENS",
     "TOKENS_WINDOW",
+    "ClaimSlots",
     "GrantTime",
     "HeldBack",
     "KeyHolds",
@@ -81,12 +83,33 @@ class HeldBack:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimSlots:
+    """The slots a claim takes in its own transaction (limits of runs in flight): first it
+    gives back the slots ``give_back`` names (``(key, holder)`` pairs: runs that ended), then,
+    for each head it claims, takes the slots ``asks(claimed)`` names (their ``holder`` the
+    claim's attempt id; decided at the claim's ``now``), all of them or none. A head whose
+    asks are refused comes back with ``slots_refused``. No extra transaction per run: a
+    run's slots come with its claim and go with a later claim.
+
+    Example::
+
+        slots = ClaimSlots(lambda s: [LimitAsk("agent:" + s.key.agent, str(s.attempt_id),
+                                                 me, lease_end, concurrency=4)], ended)
+        await store.claim_runnable(..., slots=slots)
+    """
+
+    asks: Callable[[Submission], Sequence[LimitAsk]]
+    give_back: Sequence[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class LimitAsk:
     """What one grant of a key needs: at most ``concurrency`` slots held at once (this
     ``holder``'s own not counted, so asking twice is one slot), at most ``rate`` calls in any
     ``per_seconds``, under ``tokens_per_minute`` tokens spent in the last minute. ``None``:
     no such limit. A grant takes a slot (expiring at ``slot_expires_at``) if ``concurrency``
-    is set, and a call if ``rate`` is."""
+    is set, and ``calls`` calls if ``rate`` is: all of them or none (a worker leasing
+    several permits at once, spent in process, asks for more than one)."""
 
     key: str
     holder: str
@@ -96,6 +119,7 @@ class LimitAsk:
     rate: int | None = None
     per_seconds: float | None = None
     tokens_per_minute: int | None = None
+    calls: int = 1
 
 
 def check_key(key: str) -> None:
@@ -116,6 +140,10 @@ def check_ask(ask: LimitAsk) -> None:
             raise ValueError(f"{name} must be 1 or more, not {value}")
     if ask.rate is not None and not (ask.per_seconds is not None and ask.per_seconds > 0):
         raise ValueError("a rate needs per_seconds greater than 0")
+    if isinstance(ask.calls, bool) or not isinstance(ask.calls, int) or ask.calls < 1:
+        raise ValueError(f"calls must be an int of 1 or more, not {ask.calls!r}")
+    if ask.rate is not None and ask.calls > ask.rate:
+        raise ValueError(f"calls ({ask.calls}) must not be more than the rate ({ask.rate})")
     if ask.slot_expires_at.tzinfo is None:
         raise ValueError("datetimes given to a store must be timezone-aware")
 
@@ -148,7 +176,11 @@ def decide(ask: LimitAsk, holds: KeyHolds) -> datetime | None:
         and holds.first_slot_expiry is not None
     ):
         return holds.first_slot_expiry
-    if ask.rate is not None and holds.calls >= ask.rate and holds.first_call_expiry is not None:
+    if (
+        ask.rate is not None
+        and holds.calls + ask.calls > ask.rate
+        and holds.first_call_expiry is not None
+    ):
         return holds.first_call_expiry
     if (
         ask.tokens_per_minute is not None
@@ -180,7 +212,7 @@ def holds_of(rows: Iterable[Any], time_of: Callable[[Any], datetime]) -> KeyHold
             found["slots"] = int(count) - int(my_count or 0)
             found["first_slot_expiry"] = at
         elif kind == CALL:
-            found["calls"] = int(count)
+            found["calls"] = int(amount or 0)  # a lease of several permits is one row
             found["first_call_expiry"] = at
         elif kind == TOKENS:
             found["tokens"] = int(amount or 0)

@@ -63,6 +63,7 @@ from tether.store._limits import (
     SLOT,
     TOKENS,
     TOKENS_WINDOW,
+    ClaimSlots,
     GrantTime,
     HeldBack,
     KeyHolds,
@@ -754,10 +755,14 @@ class MemoryStore(
         now: datetime,
         serves: VersionsServed | None = None,
         held_back: HeldBack | None = None,
+        slots: ClaimSlots | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
         self._check_open()
+        if slots is not None:
+            for key, holder in slots.give_back:
+                self._release_slot(key, holder)
         runnable = self._runnable(serves)
         if held_back:  # limits: a head whose agent or tenant is at its limit is passed over
             runnable = [
@@ -782,8 +787,24 @@ class MemoryStore(
                 for s in behind
                 if s.status is SubmissionStatus.QUEUED
             )
-            claimed.append(ClaimedHead(submission, alone=alone))
+            refused = slots is not None and not self._take_slots(slots, submission, now)
+            claimed.append(ClaimedHead(submission, alone=alone, slots_refused=refused))
         return claimed
+
+    def _take_slots(self, slots: ClaimSlots, submission: Submission, now: datetime) -> bool:
+        """Every slot ``slots`` asks for ``submission`` (nothing runs in between: the claim's
+        "transaction"), or none and ``False``."""
+        asks = slots.asks(submission)
+        for ask in asks:
+            check_ask(ask)
+        taken: list[tuple[str, str]] = []
+        for ask in asks:
+            if self._acquire(ask, now) is not None:
+                for key, holder in taken:
+                    self._release_slot(key, holder)
+                return False
+            taken.append((ask.key, ask.holder))
+        return True
 
     async def claim(
         self,
@@ -1234,6 +1255,9 @@ class MemoryStore(
     async def acquire_limit(self, ask: LimitAsk, *, now: GrantTime) -> datetime | None:
         check_ask(ask)
         self._check_open()
+        return self._acquire(ask, now)
+
+    def _acquire(self, ask: LimitAsk, now: GrantTime) -> datetime | None:
         now = read_now(now)  # nothing runs between this and the grant: the key is "locked"
         live = self._live_holds(ask.key, now)
 
@@ -1245,7 +1269,7 @@ class MemoryStore(
         holds = KeyHolds(
             slots=len(others),
             first_slot_expiry=min((h.expires_at for h in others), default=None),
-            calls=len(calls),
+            calls=sum(h.amount for h in calls),
             first_call_expiry=min((h.expires_at for h in calls), default=None),
             tokens=sum(h.amount for h in tokens),
             first_tokens_expiry=min((h.expires_at for h in tokens), default=None),
@@ -1266,11 +1290,20 @@ class MemoryStore(
             )
         if ask.rate is not None and ask.per_seconds is not None:
             until = stored_time(now + timedelta(seconds=ask.per_seconds))
-            self._holds.append(_Hold(ask.key, CALL, ask.holder, ask.owner_id, 1, until))
+            self._holds.append(_Hold(ask.key, CALL, ask.holder, ask.owner_id, ask.calls, until))
         return None
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
         self._check_open()
+        self._release_slot(key, holder)
+        for hold in self._holds:
+            if calls > 0 and hold.key == key and hold.kind == CALL and hold.holder == holder:
+                given = min(calls, hold.amount)
+                hold.amount -= given
+                calls -= given
+        self._holds = [h for h in self._holds if h.kind != CALL or h.amount > 0]
+
+    def _release_slot(self, key: str, holder: str) -> None:
         self._holds = [
             h for h in self._holds if not (h.key == key and h.kind == SLOT and h.holder == holder)
         ]

@@ -28,7 +28,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from tether._payloads import AttachmentRef
 from tether.records import Actor, Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import GrantTime, HeldBack, LimitAsk
+from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
@@ -887,9 +887,11 @@ class LimitStore(Protocol):
         earliest time to ask again. ``ValueError`` for a malformed ask (writing nothing)."""
         ...
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
         """Give back ``holder``'s slot of ``key``; idempotent (a slot that expired, or was
-        never taken, is nothing to give back)."""
+        never taken, is nothing to give back). ``calls``: also give back that many of the
+        calls ``holder`` was granted on ``key`` (permits of a lease never spent: their
+        places in the window are free again), at most as many as it holds."""
         ...
 
     async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
@@ -926,10 +928,14 @@ class LimitStore(Protocol):
         now: datetime,
         serves: VersionsServed | None = None,
         held_back: HeldBack | None = None,
+        slots: ClaimSlots | None = None,
     ) -> list[ClaimedHead]:
         """:meth:`Store.claim_runnable`, passing over the heads ``held_back`` names (their
         agent or tenant is at its limit): a head passed over is not counted against the
-        batch, and keeps no other session's head from being claimed."""
+        batch, and keeps no other session's head from being claimed. With ``slots``, in the
+        same transaction: the slots ``slots.give_back`` names are given back first (even if
+        nothing is claimed), and each head claimed takes ``slots.asks(head)`` as
+        :meth:`acquire_limit` would at ``now`` (every one, or none and ``slots_refused``)."""
         ...
 
 

@@ -45,7 +45,15 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import GrantTime, HeldBack, LimitAsk, check_ask, check_key, read_now
+from tether.store._limits import (
+    ClaimSlots,
+    GrantTime,
+    HeldBack,
+    LimitAsk,
+    check_ask,
+    check_key,
+    read_now,
+)
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -479,6 +487,7 @@ class SqliteStore(
         now: datetime,
         serves: VersionsServed | None = None,
         held_back: HeldBack | None = None,
+        slots: ClaimSlots | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
@@ -487,19 +496,36 @@ class SqliteStore(
         # transaction and two thread hand-offs on the writer. (It is only a hint: what the
         # transaction finds is what is claimed.) It filters as the claim does, so heads only
         # other versions' workers may take cost this one no transaction either.
-        if not attempt_ids or not self._read(
+        claims = bool(attempt_ids) and self._read(
             lambda conn: submission_sql.has_runnable(conn, serves, held)
-        ):
-            return []
-        return await self._write(
-            submission_sql.claim_runnable,
-            attempt_ids,
-            owner_id,
-            lease_expires_at,
-            now,
-            serves,
-            held,
         )
+        if slots is None:
+            if not claims:
+                return []
+            return await self._write(
+                submission_sql.claim_runnable,
+                attempt_ids,
+                owner_id,
+                lease_expires_at,
+                now,
+                serves,
+                held,
+            )
+        if not claims and not slots.give_back:
+            return []
+        when = stored_time(now)
+
+        def claim(conn: sqlite3.Connection) -> list[ClaimedHead]:
+            for key, holder in slots.give_back:  # runs that ended: their slots are free
+                limits_sql.release_limit(conn, key, holder)
+            if not claims:
+                return []
+            heads = submission_sql.claim_runnable(
+                conn, attempt_ids, owner_id, lease_expires_at, now, serves, held
+            )
+            return limits_sql.claim_slots(conn, slots, heads, when)
+
+        return await self._write(claim)
 
     async def list_children(self, submission_id: str) -> list[Submission]:
         return self._read(lambda conn: children_sql.list_children(conn, submission_id))
@@ -693,8 +719,8 @@ class SqliteStore(
             now = read_now(now)  # refused before the write, if naive
         return await self._write(limits_sql.acquire_limit, ask, now)
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
-        await self._write(limits_sql.release_limit, key, holder)
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
+        await self._write(limits_sql.release_limit, key, holder, calls)
 
     async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
         return await self._write(limits_sql.renew_limits, owner_id, stored_time(expires_at))

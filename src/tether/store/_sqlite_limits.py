@@ -4,7 +4,9 @@ as plain functions over a connection (writes on the writer's, inside its transac
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from tether.store._common import from_micros, to_micros
@@ -15,16 +17,20 @@ from tether.store._limits import (
     SLOT,
     TOKENS,
     TOKENS_WINDOW,
+    ClaimSlots,
     GrantTime,
     LimitAsk,
+    check_ask,
     decide,
     holds_of,
     prefix_bounds,
     read_now,
 )
+from tether.store._types import ClaimedHead
 
 __all__ = (
     "acquire_limit",
+    "claim_slots",
     "limit_slots",
     "pause_limit",
     "release_limit",
@@ -57,14 +63,46 @@ def acquire_limit(conn: sqlite3.Connection, ask: LimitAsk, when: GrantTime) -> d
         conn.execute(_INSERT, (ask.key, SLOT, ask.holder, ask.owner_id, 1, expires))
     if ask.rate is not None and ask.per_seconds is not None:
         until = to_micros(now + timedelta(seconds=ask.per_seconds))
-        conn.execute(_INSERT, (ask.key, CALL, ask.holder, ask.owner_id, 1, until))
+        conn.execute(_INSERT, (ask.key, CALL, ask.holder, ask.owner_id, ask.calls, until))
     return None
 
 
-def release_limit(conn: sqlite3.Connection, key: str, holder: str) -> None:
+def claim_slots(
+    conn: sqlite3.Connection, slots: ClaimSlots, heads: Sequence[ClaimedHead], now: datetime
+) -> list[ClaimedHead]:
+    """In the claim's transaction: each claimed head's slots, all or none (then
+    ``slots_refused``)."""
+    result = []
+    for head in heads:
+        asks = slots.asks(head.submission)
+        for ask in asks:
+            check_ask(ask)
+        taken: list[LimitAsk] = []
+        for ask in asks:
+            if acquire_limit(conn, ask, now) is not None:
+                for done in taken:
+                    release_limit(conn, done.key, done.holder)
+                head = dataclasses.replace(head, slots_refused=True)
+                break
+            taken.append(ask)
+        result.append(head)
+    return result
+
+
+def release_limit(conn: sqlite3.Connection, key: str, holder: str, calls: int = 0) -> None:
     conn.execute(
         "DELETE FROM limit_holds WHERE key = ? AND kind = ? AND holder = ?", (key, SLOT, holder)
     )
+    if calls > 0:  # a lease's unspent permits (one row per lease)
+        conn.execute(
+            "UPDATE limit_holds SET amount = MAX(amount - ?, 0) "
+            "WHERE key = ? AND kind = ? AND holder = ?",
+            (calls, key, CALL, holder),
+        )
+        conn.execute(
+            "DELETE FROM limit_holds WHERE key = ? AND kind = ? AND holder = ? AND amount <= 0",
+            (key, CALL, holder),
+        )
 
 
 def renew_limits(conn: sqlite3.Connection, owner_id: str, expires_at: datetime) -> int:

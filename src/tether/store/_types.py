@@ -233,6 +233,10 @@ class ClaimedHead:
 
     submission: Submission
     alone: bool
+    slots_refused: bool = False
+    """Claimed with ``slots`` (``LimitStore.claim_runnable``) whose asks were refused (its
+    agent or tenant reached its limit as the claim decided): it holds no slot, and the caller
+    gives the claim back."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ workers of every process decide one key's grants one at a time."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from tether.store._limits import (
@@ -13,17 +15,21 @@ from tether.store._limits import (
     SLOT,
     TOKENS,
     TOKENS_WINDOW,
+    ClaimSlots,
     GrantTime,
     LimitAsk,
+    check_ask,
     decide,
     holds_of,
     prefix_bounds,
     read_now,
 )
+from tether.store._types import ClaimedHead
 from tether.store.postgres._log import Conn
 
 __all__ = (
     "acquire_limit",
+    "claim_slots",
     "limit_slots",
     "pause_limit",
     "release_limit",
@@ -49,9 +55,13 @@ def _same(moment: datetime) -> datetime:
     return moment  # timestamptz columns arrive as aware datetimes
 
 
-async def acquire_limit(conn: Conn, ask: LimitAsk, when: GrantTime) -> datetime | None:
-    """In a transaction (the store's ``_run``): the key's lock is held to its commit."""
-    await conn.execute(_LOCK, (ask.key,))
+async def acquire_limit(
+    conn: Conn, ask: LimitAsk, when: GrantTime, *, locked: bool = False
+) -> datetime | None:
+    """In a transaction (the store's ``_run``): the key's lock is held to its commit
+    (``locked``: taken already)."""
+    if not locked:
+        await conn.execute(_LOCK, (ask.key,))
     now = read_now(when)  # once the lock is ours: no other worker decides meanwhile
     # One round trip: the expired holds go as the live ones are read (the read filters on
     # expiry itself, so that it does not see the delete does not matter).
@@ -66,7 +76,7 @@ async def acquire_limit(conn: Conn, ask: LimitAsk, when: GrantTime) -> datetime 
         values.append((ask.key, SLOT, ask.holder, ask.owner_id, 1, ask.slot_expires_at))
     if ask.rate is not None and ask.per_seconds is not None:
         until = now + timedelta(seconds=ask.per_seconds)
-        values.append((ask.key, CALL, ask.holder, ask.owner_id, 1, until))
+        values.append((ask.key, CALL, ask.holder, ask.owner_id, ask.calls, until))
     if values:  # one round trip: the holder's earlier slot of the key goes, the grant comes
         rows_sql = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(values))
         await conn.execute(
@@ -83,11 +93,45 @@ async def acquire_limit(conn: Conn, ask: LimitAsk, when: GrantTime) -> datetime 
     return None
 
 
-async def release_limit(conn: Conn, key: str, holder: str) -> None:
+async def claim_slots(
+    conn: Conn, slots: ClaimSlots, heads: Sequence[ClaimedHead], now: datetime
+) -> list[ClaimedHead]:
+    """In the claim's transaction: each claimed head's slots, all or none (then
+    ``slots_refused``). Every key is locked first, in one order, so that two claims
+    locking keys of the same heads never wait for each other in a cycle."""
+    asks_of = [slots.asks(head.submission) for head in heads]
+    for asks in asks_of:
+        for ask in asks:
+            check_ask(ask)
+    for key in sorted({ask.key for asks in asks_of for ask in asks}):
+        await conn.execute(_LOCK, (key,))
+    result = []
+    for head, asks in zip(heads, asks_of, strict=True):
+        taken: list[LimitAsk] = []
+        for ask in asks:
+            if await acquire_limit(conn, ask, now, locked=True) is not None:
+                for done in taken:
+                    await release_limit(conn, done.key, done.holder)
+                head = dataclasses.replace(head, slots_refused=True)
+                break
+            taken.append(ask)
+        result.append(head)
+    return result
+
+
+async def release_limit(conn: Conn, key: str, holder: str, calls: int = 0) -> None:
     await conn.execute(
         "DELETE FROM limit_holds WHERE key = %s AND kind = %s AND holder = %s",
         (key, SLOT, holder),
     )
+    if calls > 0:  # a lease's unspent permits (one row per lease): one statement, atomic
+        await conn.execute(
+            "WITH given AS (UPDATE limit_holds SET amount = amount - %s WHERE key = %s "
+            "AND kind = %s AND holder = %s AND amount > %s RETURNING 1) "
+            "DELETE FROM limit_holds WHERE key = %s AND kind = %s AND holder = %s "
+            "AND amount <= %s",
+            (calls, key, CALL, holder, calls, key, CALL, holder, calls),
+        )
 
 
 async def renew_limits(conn: Conn, owner_id: str, expires_at: datetime) -> int:

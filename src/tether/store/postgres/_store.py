@@ -39,7 +39,15 @@ from tether.store._common import (
     verify_anchored,
 )
 from tether.store._gates import Gate, GateKind, GateStatus
-from tether.store._limits import GrantTime, HeldBack, LimitAsk, check_ask, check_key, read_now
+from tether.store._limits import (
+    ClaimSlots,
+    GrantTime,
+    HeldBack,
+    LimitAsk,
+    check_ask,
+    check_key,
+    read_now,
+)
 from tether.store._notify import wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -639,9 +647,14 @@ class PostgresStore(
         now: datetime,
         serves: VersionsServed | None = None,
         held_back: HeldBack | None = None,
+        slots: ClaimSlots | None = None,
     ) -> list[ClaimedHead]:
         if serves is not None:
             check_serves(serves)
+        if slots is not None:
+            return await self._claim_with_slots(
+                attempt_ids, owner_id, lease_expires_at, now, serves, held_back or None, slots
+            )
         if not attempt_ids:
             return []
         return await self._autocommit(
@@ -653,6 +666,34 @@ class PostgresStore(
             serves,
             held_back or None,
         )
+
+    async def _claim_with_slots(
+        self,
+        attempt_ids: Sequence[str],
+        owner_id: str,
+        lease_expires_at: datetime,
+        now: datetime,
+        serves: VersionsServed | None,
+        held: HeldBack | None,
+        slots: ClaimSlots,
+    ) -> list[ClaimedHead]:
+        """The claim and its heads' slots in one transaction (the slots of runs that ended
+        given back first)."""
+        give_back = [(key, holder) for key, holder in slots.give_back if _sendable(key, holder)]
+        if not attempt_ids and not give_back:
+            return []
+
+        async def claim(conn: Conn) -> list[ClaimedHead]:
+            for key, holder in give_back:
+                await _limits.release_limit(conn, key, holder)
+            if not attempt_ids:
+                return []
+            heads = await _submissions.claim_runnable(
+                conn, attempt_ids, owner_id, lease_expires_at, now, serves, held
+            )
+            return await _limits.claim_slots(conn, slots, heads, now)
+
+        return await self._run(claim)
 
     async def list_children(self, submission_id: str) -> list[Submission]:
         return await self._autocommit(_children.list_children, submission_id)
@@ -937,9 +978,9 @@ class PostgresStore(
             now = read_now(now)  # refused before the transaction, if naive
         return await self._run(_limits.acquire_limit, ask, now)
 
-    async def release_limit(self, key: str, *, holder: str) -> None:
+    async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
         if _sendable(key, holder):
-            await self._autocommit(_limits.release_limit, key, holder)
+            await self._autocommit(_limits.release_limit, key, holder, calls)
 
     async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
         expires_at = stored_time(expires_at)

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from tether.store import HeldBack, LimitAsk, SubmissionStatus
+from tether.store import ClaimSlots, HeldBack, LimitAsk, Submission, SubmissionStatus
 from tether.testing.storetest._base import BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("LimitCases",)
@@ -84,6 +84,63 @@ class LimitCases(BaseConformance):
             assert sum(start <= g < start + 10 for g in granted) <= 3
 
     @case
+    async def test_a_lease_of_several_calls_counts_them_all(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """An ask of ``calls`` permits takes all of them or none: counted as that many calls
+        in the window, from its grant, and refused while fewer are free."""
+        assert (
+            await store.acquire_limit(_ask(fx, "a", rate=5, per_seconds=10, calls=3), now=fx.at(0))
+            is None
+        )
+        assert await store.acquire_limit(
+            _ask(fx, "b", rate=5, per_seconds=10, calls=3), now=fx.at(1)
+        ) == fx.at(10)
+        assert (
+            await store.acquire_limit(_ask(fx, "b", rate=5, per_seconds=10, calls=2), now=fx.at(1))
+            is None
+        )
+        assert await store.acquire_limit(
+            _ask(fx, "c", rate=5, per_seconds=10), now=fx.at(2)
+        ) == fx.at(10)
+        assert (
+            await store.acquire_limit(_ask(fx, "c", rate=5, per_seconds=10, calls=3), now=fx.at(10))
+            is None
+        )
+        assert await store.acquire_limit(
+            _ask(fx, "d", rate=5, per_seconds=10), now=fx.at(10)
+        ) == fx.at(11)
+
+    @case
+    async def test_a_leases_unspent_calls_are_given_back(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """``release_limit(calls=n)`` frees ``n`` of a holder's calls (at most what it holds):
+        their places in the window are free at once."""
+        assert (
+            await store.acquire_limit(_ask(fx, "a", calls=3, rate=4, per_seconds=10), now=fx.at(0))
+            is None
+        )
+        assert (
+            await store.acquire_limit(_ask(fx, "b", rate=4, per_seconds=10), now=fx.at(0)) is None
+        )
+        assert await store.acquire_limit(
+            _ask(fx, "c", rate=4, per_seconds=10), now=fx.at(1)
+        ) == fx.at(10)
+        await store.release_limit("model:openai", holder="a", calls=2)
+        assert (
+            await store.acquire_limit(_ask(fx, "c", calls=2, rate=4, per_seconds=10), now=fx.at(1))
+            is None
+        )
+        await store.release_limit("model:openai", holder="b", calls=5)  # more than it holds
+        assert (
+            await store.acquire_limit(_ask(fx, "d", rate=4, per_seconds=10), now=fx.at(1)) is None
+        )
+        assert await store.acquire_limit(
+            _ask(fx, "e", rate=4, per_seconds=10), now=fx.at(1)
+        ) == fx.at(10)
+
+    @case
     async def test_tokens_per_minute_and_a_pause(self, store: CompleteStore, fx: Fixtures) -> None:
         """Tokens spent count for a minute; a pause grants nothing, to anyone, before it
         ends (the latest pause kept wins)."""
@@ -120,6 +177,8 @@ class LimitCases(BaseConformance):
             _ask(fx, "a", concurrency=0),
             _ask(fx, "a", rate=2),
             _ask(fx, "a", rate=2, per_seconds=0),
+            _ask(fx, "a", rate=2, per_seconds=1, calls=0),
+            _ask(fx, "a", rate=2, per_seconds=1, calls=3),
             LimitAsk("k", "a", "o", naive, concurrency=1),
         ):
             with pytest.raises(ValueError):
@@ -157,3 +216,56 @@ class LimitCases(BaseConformance):
             held_back=HeldBack(),
         )
         assert [h.submission.id for h in rest] == [held.id, acme.id]
+
+    @case
+    async def test_a_claim_takes_its_heads_slots_and_gives_back_ended_ones(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """With ``slots``, a claim takes each head's slots in its own transaction, all of a
+        head's or none (then ``slots_refused``, holding nothing), after giving back the slots
+        of runs that ended, even when it claims nothing."""
+        first = await fx.admit("a", agent="busy")
+        second = await fx.admit("b", agent="busy", tenant="acme")
+        third = await fx.admit("c", agent="other", tenant="acme")
+
+        def asks(submission: Submission) -> list[LimitAsk]:
+            holder = str(submission.attempt_id)
+            found = [LimitAsk("agent:" + submission.key.agent, holder, "w", fx.at(30), 1)]
+            if submission.tenant is not None:
+                found.append(LimitAsk("tenant:" + submission.tenant, holder, "w", fx.at(30), 5))
+            return found
+
+        heads = await store.claim_runnable(
+            attempt_ids=["att-1", "att-2", "att-3"],
+            owner_id="w",
+            lease_expires_at=fx.at(60),
+            now=fx.at(0),
+            slots=ClaimSlots(asks),
+        )
+        by_id = {h.submission.id: h.slots_refused for h in heads}
+        assert by_id == {first.id: False, second.id: True, third.id: False}
+        assert await store.limit_slots("", now=fx.at(0)) == {
+            "agent:busy": 1,
+            "agent:other": 1,
+            "tenant:acme": 1,
+        }
+        attempt = {h.submission.id: str(h.submission.attempt_id) for h in heads}
+        await store.release(second.id, attempt_id=attempt[second.id], refund_attempt=True)
+        nothing = await store.claim_runnable(
+            attempt_ids=[],
+            owner_id="w",
+            lease_expires_at=fx.at(60),
+            now=fx.at(1),
+            slots=ClaimSlots(asks, give_back=[("agent:busy", attempt[first.id])]),
+        )
+        assert nothing == []
+        assert await store.limit_slots("agent:", now=fx.at(1)) == {"agent:other": 1}
+        again = await store.claim_runnable(
+            attempt_ids=["att-4"],
+            owner_id="w",
+            lease_expires_at=fx.at(60),
+            now=fx.at(2),
+            slots=ClaimSlots(asks, give_back=[("agent:other", attempt[third.id])]),
+        )
+        assert [(h.submission.id, h.slots_refused) for h in again] == [(second.id, False)]
+        assert await store.limit_slots("", now=fx.at(2)) == {"agent:busy": 1, "tenant:acme": 2}
