@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,7 @@ async def test_concurrent_runs_never_overspend_by_more_than_one_call(
         Runtime({"a": _define(models[0])}, await stores(), **settings) as one,
         Runtime({"a": _define(models[1])}, await stores(), **settings) as two,
     ):
+        first = datetime.now(UTC)
         receipts = [
             await (one if n % 2 else two).dispatch(
                 "a", "acme-desk", "go", session=f"s{n}", tenant="acme"
@@ -107,17 +109,24 @@ async def test_concurrent_runs_never_overspend_by_more_than_one_call(
             for n in range(SESSIONS)
         ]
         outcomes = await asyncio.gather(*(settle(one, r.submission_id) for r in receipts))
-        usage = await one.tenant_usage("acme")
+        # A day's budget: a race that straddles midnight (UTC) spends from each day's.
+        last = datetime.now(UTC)
+        moments = [first] if first.date() == last.date() else [first, last]
+        usages = [(await one.tenant_usage("acme", at=moment)).spent for moment in moments]
     assert all(o["errorCode"] == BUDGET_EXHAUSTED for o in outcomes), outcomes
     assert {o["errorDetails"]["limit"] for o in outcomes} == {limit}  # type: ignore[index,call-overload]
     calls = sum(m.invocations for m in models)
     spent = sum(m.tokens for m in models)
-    assert (usage.spent.model_calls, usage.spent.tokens) == (calls, spent)  # exact
+    assert sum(day.model_calls for day in usages) == calls  # exact
+    assert sum(day.tokens for day in usages) == spent
+    # Each day's budget is never overspent, and the day the runs stopped in used its up.
     if budget.model_calls is not None:
-        assert calls == budget.model_calls  # never over
+        assert all(day.model_calls <= budget.model_calls for day in usages)  # never over
+        assert usages[-1].model_calls == budget.model_calls
     else:
         assert budget.tokens is not None
-        assert budget.tokens <= spent < budget.tokens + 150  # over by less than one call
+        assert all(day.tokens < budget.tokens + 150 for day in usages)  # by less than a call
+        assert usages[-1].tokens >= budget.tokens
 
 
 def _define(model: ScriptedModel) -> AgentDefinition:
