@@ -46,10 +46,12 @@ __all__ = (
 # The oldest unsettled submission of its conversation is the only one that may run, and
 # only while nothing else of its session runs or waits: an admission that committed after a
 # later one of the same session was claimed (positions are drawn at insert, visibility
-# comes at commit) waits for that run to end instead of running beside it.
+# comes at commit) waits for that run to end instead of running beside it. A later one
+# still ``scheduled`` (a delayed dispatch not yet due) neither runs nor waits.
 _HEAD_OF_SESSION = (
     "NOT EXISTS (SELECT 1 FROM submissions e WHERE e.conversation_id = s.conversation_id "
-    "AND e.status <> 'settled' AND (e.position < s.position OR e.status <> 'queued'))"
+    "AND e.status <> 'settled' "
+    "AND (e.position < s.position OR e.status NOT IN ('queued', 'scheduled')))"
 )
 
 

@@ -60,6 +60,20 @@ class TimerCases(BaseConformance):
         assert head.submission.id == later.id  # its session's order is kept
 
     @case
+    async def test_a_scheduled_submission_behind_a_queued_head_holds_nothing_back(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        # The head of a session is its oldest unsettled submission; one scheduled behind it
+        # is no reason to pass the head over (found by the state machine on PostgreSQL).
+        first = await fx.admit()
+        await fx.admit(run_at=fx.at(0))
+        [head] = await store.claim_runnable(
+            attempt_ids=["att-1"], owner_id="w", lease_expires_at=fx.at(120), now=fx.at(0)
+        )
+        assert head.submission.id == first.id
+        assert head.alone  # nothing queued behind it: the scheduled one is not yet
+
+    @case
     async def test_a_delayed_dispatch_waits_its_turn_from_when_it_came_due(
         self, store: CompleteStore, fx: Fixtures
     ) -> None:
