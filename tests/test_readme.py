@@ -32,13 +32,5 @@ def test_the_readme_opens_with_a_serve_command_and_a_test_command() -> None:
 
 
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
-    """In two halves, each verbatim and each once: the install first (the lint and type
-    checks need it), the tests last. One install: a second found all in place and still
-    cost ten seconds."""
     _, test = _setup_commands()
-    install, separator, tests = test.rpartition(" && ")
-    assert separator and tests.startswith(".venv-test/bin/pytest"), test
-    lines = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert lines.count(install) == 1 and lines.count(tests) == 1
-    assert lines.index(install) < lines.index(tests)
-    assert sum("pip install" in line for line in lines) == 1
+    assert test in (ROOT / ".ci" / "run").read_text().splitlines()
