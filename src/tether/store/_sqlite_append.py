@@ -62,6 +62,7 @@ class _State:
     head_hash: str
     head_time: str
     floor: int  # the activity floor the sessions index holds
+    tenant: str | None  # whose usage what it spends adds to (fixed at its creation)
 
 
 class Appender:
@@ -91,13 +92,13 @@ class Appender:
         for start in range(0, len(missing), _MAX_VARIABLES):
             chunk = missing[start : start + _MAX_VARIABLES]
             marks = ",".join("?" * len(chunk))
-            for cid, number, fence, session, seq, hash_, floor, body in conn.execute(
+            for cid, number, fence, session, seq, hash_, floor, body, tenant in conn.execute(
                 f"SELECT {HEAD_STATE_COLUMNS} FROM conversations c WHERE c.id IN ({marks})",
                 chunk,
             ):
                 head_time = record_time(body) if body else ""
                 self._states[cid] = _State(
-                    number, fence, session, seq, hash_.hex(), head_time, floor
+                    number, fence, session, seq, hash_.hex(), head_time, floor, tenant
                 )
 
     def append_all(self, conn: sqlite3.Connection, requests: Sequence[AppendRequest]) -> None:
@@ -144,7 +145,8 @@ class Appender:
             added[number] = size
             request.result = sealed
             request.touched.append(cid)
-            add_usage(conn, number, sealed)  # before any insert: it only adds to other rows
+            if state.tenant is not None:  # before any insert: it only adds to other rows
+                add_usage(conn, state.tenant, cid, sealed)
         if len(rows) == 1:  # one record per commit: a cached statement, no list to flatten
             conn.execute(_INSERT_ONE, rows[0])
             rows = []

@@ -94,10 +94,11 @@ def find_conversation(conn: sqlite3.Connection, key: SessionKey) -> Conversation
 
 HEAD_STATE_COLUMNS = (
     "c.id, c.number, c.fence, c.session, c.head, c.head_hash, c.activity_floor, "
-    "(SELECT body FROM records WHERE conversation = c.number AND seq = c.head)"
+    "(SELECT body FROM records WHERE conversation = c.number AND seq = c.head), c.tenant"
 )
 """What an append checks and seals against, from a conversation row ``c``: its anchor and
-the head record's bytes (for its time), and its activity floor (moved or not)."""
+the head record's bytes (for its time), its activity floor (moved or not), and its tenant
+(whose usage what it spends adds to)."""
 
 _NUMBER = "(SELECT number FROM conversations WHERE id = ?)"
 """A conversation's number, by id: what a records row holds instead of the id."""
@@ -441,7 +442,7 @@ def append_checked(
     ).fetchone()
     if row is None:
         raise ConversationNotFound(conversation_id)
-    _, number, current_fence, session, current_head, head_hash, floor, head_body = row
+    _, number, current_fence, session, current_head, head_hash, floor, head_body, tenant = row
     sealed = seal_append(
         drafts,
         conversation_id=conversation_id,
@@ -464,6 +465,7 @@ def append_checked(
     )
     index_gates(conn, conversation_id, sealed)
     index_attachments(conn, conversation_id, sealed)
-    add_usage(conn, number, sealed)
+    if tenant is not None:
+        add_usage(conn, tenant, conversation_id, sealed)
     touched.append(conversation_id)
     return sealed

@@ -38,21 +38,14 @@ _RELEASE_ONE = (
 )
 
 
-def add_usage(conn: sqlite3.Connection, number: int, records: Sequence[Record]) -> None:
-    """Inside an append's transaction: what ``records`` (of the conversation numbered
-    ``number``) spend, added to its tenant's days; a reservation of the conversation given
-    back for each model call they complete. Records that spend nothing cost a kind
-    comparison each; a conversation of no tenant, one more read."""
-    spends = spends_of(records)
-    if not spends:
-        return
-    row = conn.execute(
-        "SELECT tenant, id FROM conversations WHERE number = ?", (number,)
-    ).fetchone()
-    if row is None or row[0] is None:
-        return
-    tenant, conversation_id = row
-    for spend in spends:
+def add_usage(
+    conn: sqlite3.Connection, tenant: str, conversation_id: str, records: Sequence[Record]
+) -> None:
+    """Inside an append's transaction: what ``records`` (of a conversation of ``tenant``)
+    spend, added to the tenant's days; a reservation of the conversation given back for each
+    model call they complete. Records that spend nothing cost a kind comparison each (the
+    append of a conversation of no tenant does not call this)."""
+    for spend in spends_of(records):
         s = spend.spent
         conn.execute(
             _ADD,
