@@ -82,13 +82,13 @@ def _collected(output: str) -> int:
     return int(found.group(1))
 
 
-def _counted(tree: Path, turns: int, count: int) -> int:
-    """Instructions a child process executes running ``count`` conversations of ``turns``
-    turns with the library of ``tree``."""
+def count_child(script: Path, tree: Path, *arguments: str) -> int:
+    """Instructions ``script --child <a scratch folder> arguments...`` executes as a child
+    process under callgrind, with the library of ``tree``."""
     with tempfile.TemporaryDirectory(prefix="tether-instructions-") as tmp:
-        child = [sys.executable, str(Path(__file__).resolve()), "--child", tmp, str(turns)]
+        child = [sys.executable, str(script.resolve()), "--child", tmp, *arguments]
         done = subprocess.run(
-            _valgrind(Path(tmp) / "callgrind.out", [*child, str(count)]),
+            _valgrind(Path(tmp) / "callgrind.out", child),
             env=_environment(tree),
             capture_output=True,
             text=True,
@@ -97,6 +97,12 @@ def _counted(tree: Path, turns: int, count: int) -> int:
         if done.returncode != 0:
             raise RuntimeError(f"the counted run failed:\n{done.stdout}\n{done.stderr[-2000:]}")
         return _collected(done.stderr)
+
+
+def _counted(tree: Path, turns: int, count: int) -> int:
+    """Instructions a child process executes running ``count`` conversations of ``turns``
+    turns with the library of ``tree``."""
+    return count_child(Path(__file__), tree, str(turns), str(count))
 
 
 def _served(tree: Path, requests: int) -> int:

@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import subprocess
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,7 +29,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(_here.parent))
 
 from benchmarks._table import print_table
-from benchmarks.instructions import ROOT, _collected, _environment, _valgrind, per_turn
+from benchmarks.instructions import ROOT, count_child, per_turn
 
 
 async def _appends(directory: Path, tenant: str, count: int) -> None:
@@ -67,18 +65,7 @@ async def _appends(directory: Path, tenant: str, count: int) -> None:
 
 
 def _counted(tenant: str, count: int) -> int:
-    with tempfile.TemporaryDirectory(prefix="tether-usage-") as tmp:
-        child = [sys.executable, str(Path(__file__).resolve()), "--child", tmp, tenant or "-"]
-        done = subprocess.run(
-            _valgrind(Path(tmp) / "callgrind.out", [*child, str(count)]),
-            env=_environment(ROOT),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"the counted run failed:\n{done.stdout}\n{done.stderr[-2000:]}")
-        return _collected(done.stderr)
+    return count_child(Path(__file__), ROOT, tenant or "-", str(count))
 
 
 def per_call(tenant: str, calls: int) -> float:
