@@ -51,6 +51,25 @@ class AutoChained:
         return result.final_output
 
 
+class AutoChainedStreamed:
+    """As :class:`AutoChained`, with ``Runner.run_streamed`` (the SDK takes the response id
+    from the stream's ``response.completed``)."""
+
+    name, version = "agent", "1"
+
+    async def run(self, turn: Turn) -> Any:
+        with turn_scope(turn):
+            result = Runner.run_streamed(
+                journaled_agent(helper()),
+                turn.inputs[-1].text,
+                auto_previous_response_id=True,
+                run_config=QUIET,
+            )
+            async for _ in result.stream_events():
+                pass
+        return result.final_output
+
+
 class TwoRuns:
     """Two runs of one clone, the second continuing the first by its last response's id."""
 
@@ -87,13 +106,19 @@ TWO = (*AUTO, Answer(text="Moon."))
             ["user", "function_call", "function_call_output"],
         ),
         (
+            AutoChainedStreamed,
+            AUTO,
+            "Tides rise.",
+            ["user", "function_call", "function_call_output"],
+        ),
+        (
             TwoRuns,
             TWO,
             ["Tides rise.", "Moon."],
             ["user", "function_call", "function_call_output", "assistant", "user"],
         ),
     ],
-    ids=["auto_previous_response_id", "previous_response_id"],
+    ids=["auto_previous_response_id", "streamed", "previous_response_id"],
 )
 async def test_a_chained_run_sends_its_history_from_the_journal(
     harness: Callable[[], Any],

@@ -3,6 +3,7 @@ item 4), on the memory, SQLite and PostgreSQL stores, driven by an unmodified ``
 whose real ``openai`` client talks to the fake OpenAI API."""
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,11 @@ from agents import Agent, RunConfig, Runner
 from agents.items import TResponseInputItem
 from agents.memory import Session, SessionSettings, SQLiteSession
 
+from tether.engine import Runtime, SessionState
 from tether.integrations.openai_agents import TetherSession, UnsupportedConstruct, durable
 from tether.integrations.openai_agents._session import CLEARED, ITEM, WITHDRAWN
-from tether.journal import NOT_MINTED, Journal
+from tether.journal import NOT_MINTED, SIGNAL_MEDIA_TYPE, Journal
+from tether.messages import DataPart
 from tether.records import ExecutionEnded, Signal
 from tether.store import SessionKey, Store
 
@@ -164,3 +167,18 @@ def _text(item: dict[str, Any]) -> str:
 def test_a_durable_agent_refuses_any_sdk_session(session: Any) -> None:
     with pytest.raises(UnsupportedConstruct, match="TetherSession"):
         durable(agent(), session=session())
+
+
+async def test_the_session_is_listed_and_read_as_any_tether_session(
+    store: Store, make_runtime: Callable[..., Runtime]
+) -> None:
+    session = TetherSession("ticket-7", store, agent="shop", instance="acme")
+    await session.add_items([said("hi")])
+    async with make_runtime({}) as runtime:
+        [listed] = (await runtime.sessions(agent="shop")).sessions
+        assert listed.key == SessionKey("shop", "acme", "ticket-7")
+        assert listed.status == SessionState.IDLE
+        [message] = await runtime.messages(listed.conversation_id)
+    [part] = message.parts
+    assert isinstance(part, DataPart) and part.media_type == SIGNAL_MEDIA_TYPE
+    assert part.data == {"type": ITEM, "body": '{"role":"user","content":"hi"}'}
