@@ -9,7 +9,8 @@ the ``openai_agents.session`` harness, written in one commit, whose inputs are s
 - ``openai_agents.cleared``: ``clear_session`` set aside every item before it.
 
 The history the SDK reads is the items folded in log order. What was popped or cleared is
-withdrawn from that history, not erased from the log (``tether gc`` / retention erase it).
+withdrawn from that history, not erased from the log (retention erases it, with the session
+or the head of its log).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tether.journal import Journal, Turn
 from tether.records import Record, Signal
 from tether.store import SessionKey, Store, open_store
 
-__all__ = ("CLEARED", "ITEM", "WITHDRAWN", "TetherSession")
+__all__ = ("CLEARED", "ITEM", "WITHDRAWN", "TetherSession", "fold")
 
 ITEM: Final = "openai_agents.item"
 """A signal holding one SDK input item (its JSON as the body)."""
