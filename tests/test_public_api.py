@@ -383,6 +383,7 @@ PUBLIC = {
         "JournaledModel",
         "OpenAIAgentsHarness",
         "OpenAIAgentsTurn",
+        "TetherSession",
         "UnsupportedConstruct",
         "convert_openai_agents_events",
         "durable",

@@ -135,7 +135,7 @@ MAY_IMPORT = {
     "engine": {"journal", "store", "models"},
     "agent": {"engine", "journal", "models"},
     "tools": {"agent"},
-    "integrations": {"engine", "journal", "stream", "models"},
+    "integrations": {"engine", "journal", "stream", "models", "store"},
     "otel": {"engine", "stream"},
     "http": {"auth", "engine", "stream", "journal", "store"},
     "testing": {"store", "journal", "models"},

@@ -32,7 +32,9 @@ header); an answer with ``hang=True`` sends nothing at all (not even a status li
 
 Like the real API, the fake answers 400 (``invalid_request_error``, OpenAI's own message) to a
 history a provider refuses: a tool call not answered by its result before anything else, or
-a result that answers no call (``provider_rules``); :attr:`FakeOpenAI.refused` says why.
+a result that answers no call (``provider_rules``); :attr:`FakeOpenAI.refused` says why. It
+keeps no response: a Responses request naming a ``previous_response_id`` gets the 400 the API
+answers for a response it no longer holds.
 """
 
 from __future__ import annotations
@@ -240,6 +242,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             refusal = (chat_refusal if chat else responses_refusal)(
                 body.get("messages" if chat else "input") or []
             )
+            if not chat and body.get("previous_response_id"):
+                # The fake keeps no response: as the API answers once it holds one no more.
+                refusal = f"Previous response with id '{body['previous_response_id']}' not found."
             if refusal is not None:  # as the real API answers a history it cannot take
                 fake._refuse(Request(path, body), refusal)
                 error = {

@@ -264,7 +264,6 @@ class CustomHarness:
         {"session": SQLiteSession("s2")},
         {"previous_response_id": "resp_1"},
         {"conversation_id": "conv_1"},
-        {"auto_previous_response_id": True},
     ],
     ids=lambda options: next(iter(options)),
 )

@@ -6,6 +6,7 @@ expected answer, its model calls are the requests the fake counted, and a durabl
 offline with none."""
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from agents import (
 from openai import AsyncOpenAI
 
 from tether.engine import Runtime
-from tether.integrations.openai_agents import UnsupportedConstruct
+from tether.integrations.openai_agents import TetherSession, UnsupportedConstruct
 from tether.store import Store
 
 from ...fakes.openai_server import Answer, FakeOpenAI
@@ -45,10 +46,11 @@ ADAPTER = "# myapp.py"
 GUARDRAIL = "@input_guardrail"
 REFUSAL = ">>> durable(Agent("
 MCP = "mcp_servers=[server]"
+SESSION = 'TetherSession("ticket-42"'
 
 
 def test_every_python_example_of_the_page_is_run_by_a_test() -> None:
-    assert PAGE.unclaimed([TAP, ADAPTER, GUARDRAIL, REFUSAL, MCP]) == []
+    assert PAGE.unclaimed([TAP, ADAPTER, GUARDRAIL, REFUSAL, MCP, SESSION]) == []
 
 
 @pytest.fixture
@@ -142,3 +144,20 @@ async def test_the_refusal_example_says_what_it_shows() -> None:
         await run_example(source, namespace)
     said = f"{type(refused.value).__name__}: {refused.value}"
     assert shown.endswith("...") and said.startswith(shown.removesuffix("..."))
+
+
+@pytest.mark.usefixtures("no_sdk_traces")
+async def test_the_session_example_keeps_the_conversation_in_a_tether_store(
+    fake: FakeOpenAI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the example's ./tether-data
+    fake.add(Answer(text="Hello, Ann."), Answer(text="You are Ann."))
+    await run_example(PAGE.example(SESSION), {})
+    assert capsys.readouterr().out.splitlines() == ["You are Ann.", "4"]
+    second = [item.get("content") for item in fake.requests[1].body["input"]]
+    assert second[0] == "I am Ann." and second[-1] == "What is my name?" and len(second) == 3
+    async with TetherSession("ticket-42", "sqlite:///./tether-data") as session:
+        assert len(await session.get_items()) == 4  # in the store, for the next process

@@ -1,11 +1,13 @@
 """OpenAI Agents SDK integration: a stream tap and a durable adapter.
 
 The tap turns ``Runner.run_streamed(...).stream_events()`` into Tether's canonical stream;
-the adapter runs an ``agents.Agent`` as a Tether harness whose model calls and function
+:class:`TetherSession` is the SDK's ``Session`` kept in a Tether session's log; the adapter
+runs an ``agents.Agent`` as a Tether harness whose model calls and function
 tools go through the journal (resume after ``kill -9``, replay with zero model calls, fork,
 approvals for tools with ``needs_approval``), guardrails' checker agents and other runs nested
-in the durable one included. What cannot be journaled (local MCP servers, local shell,
-computer and patch tools, SDK sessions...) is refused with :class:`UnsupportedConstruct`.
+in the durable one included. What cannot be journaled (local shell, computer and patch
+tools, SDK sessions, conversations held by the provider...) is refused with
+:class:`UnsupportedConstruct`.
 
 Example::
 
@@ -34,12 +36,14 @@ from tether.integrations.openai_agents._adapter import (
 )
 from tether.integrations.openai_agents._model import JournaledModel
 from tether.integrations.openai_agents._refuse import UnsupportedConstruct
+from tether.integrations.openai_agents._session import TetherSession
 from tether.integrations.openai_agents._tap import OpenAIAgentsTurn, convert_openai_agents_events
 
 __all__ = (
     "JournaledModel",
     "OpenAIAgentsHarness",
     "OpenAIAgentsTurn",
+    "TetherSession",
     "UnsupportedConstruct",
     "convert_openai_agents_events",
     "durable",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from agents import (
     Handoff,
@@ -44,6 +45,8 @@ from tether.integrations.openai_agents._convert import (
     settings_of,
     tool_specs,
 )
+from tether.integrations.openai_agents._refuse import server_state
+from tether.integrations.openai_agents._scope import Scope, current_scope
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, StreamDelta
 
@@ -90,18 +93,22 @@ class JournaledModel(Model):
         conversation_id: str | None,
         prompt: ResponsePromptParam | None,
     ) -> SdkResponse:
+        scope = current_scope()
+        whole = _whole_input(scope, input, previous_response_id, conversation_id)
         request = ModelRequest(
             model=self.model_name,
-            messages=items_to_messages(system_instructions, input),
+            messages=items_to_messages(system_instructions, whole),
             tools=tool_specs(tools, handoffs),
             settings=settings_of(model_settings, output_schema),
         )
+        # The provider is sent the whole history and asked to hold nothing: a resume or a
+        # replay then never depends on it still holding a response.
         kwargs: dict[str, Any] = {
-            "previous_response_id": previous_response_id,
-            "conversation_id": conversation_id,
+            "previous_response_id": None,
+            "conversation_id": None,
             "prompt": prompt,
         }
-        args = (system_instructions, input, model_settings, tools, output_schema, handoffs, tracing)
+        args = (system_instructions, whole, model_settings, tools, output_schema, handoffs, tracing)
 
         async def native(stream: DeltaSink | None) -> ModelResponse:
             real = self._real()
@@ -111,7 +118,12 @@ class JournaledModel(Model):
                 streamed, model = await _streamed(real.stream_response(*args, **kwargs), stream)
             return response_from_sdk(streamed).model_copy(update={"response_model": model})
 
-        return response_to_sdk(await journaled_model(request, native, provider=self.provider))
+        journaled = await journaled_model(request, native, provider=self.provider)
+        response = response_to_sdk(journaled)
+        response.response_id = _chain_id(request, journaled)
+        if scope is not None:
+            scope.responses[response.response_id] = [*_items(whole), *response.to_input_items()]
+        return response
 
     async def stream_response(
         self,
@@ -152,7 +164,7 @@ class JournaledModel(Model):
             type="response.completed",
             sequence_number=len(response.output),
             response=Response(
-                id="resp_tether",
+                id=response.response_id or "resp_tether",
                 object="response",
                 created_at=0,
                 model=self.model_name,
@@ -164,6 +176,38 @@ class JournaledModel(Model):
                 usage=_response_usage(response.usage) if reported(response.usage) else None,
             ),
         )
+
+
+def _whole_input(
+    scope: Scope | None,
+    input: str | list[TResponseInputItem],
+    previous_response_id: str | None,
+    conversation_id: str | None,
+) -> str | list[TResponseInputItem]:
+    """The call's input with what its ``previous_response_id`` continues put back in front,
+    from the responses journaled earlier in the run (the SDK then sends only what is new)."""
+    if conversation_id:
+        raise server_state("conversation_id", conversation_id)
+    if not previous_response_id:
+        return input
+    earlier = None if scope is None else scope.responses.get(previous_response_id)
+    if earlier is None:
+        raise server_state("previous_response_id", previous_response_id)
+    return [*earlier, *_items(input)]
+
+
+def _chain_id(request: ModelRequest, response: ModelResponse) -> str:
+    """The id the SDK is given for a journaled response: the call's, the same live, on
+    resume and in replay (the provider's own is not journaled, and never sent back to it)."""
+    digest = hashlib.sha256(request.input_hash().encode())
+    digest.update(response.message.model_dump_json().encode())
+    return f"resp_tether_{digest.hexdigest()[:32]}"
+
+
+def _items(input: str | list[TResponseInputItem]) -> list[TResponseInputItem]:
+    if isinstance(input, str):
+        return [cast(TResponseInputItem, {"role": "user", "content": input})]
+    return list(input)
 
 
 def _sdk_retries_off() -> contextlib.AbstractContextManager[None]:

@@ -3,6 +3,7 @@ only a nested run names, when that run starts) rather than left to run twice."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from agents import (
@@ -20,7 +21,7 @@ from agents.sandbox import SandboxAgent
 
 from tether import errors
 
-__all__ = ("UnsupportedConstruct", "check_agent", "check_run_options")
+__all__ = ("UnsupportedConstruct", "check_agent", "check_run_options", "server_state")
 
 _LOCAL_TOOLS: tuple[type[Any], ...] = (
     ComputerTool,
@@ -92,27 +93,46 @@ def check_agent(agent: Agent[Any]) -> None:
             raise UnsupportedConstruct(f"{where}: tool {name!r}: {problem}")
 
 
-_SERVER_STATE = ("previous_response_id", "conversation_id", "auto_previous_response_id")
-
-
-def check_run_options(options: dict[str, Any], input: object) -> None:
-    """Refuse the run options that put the conversation somewhere the journal cannot see."""
+def check_run_options(
+    options: dict[str, Any], input: object, responses: Collection[str] = ()
+) -> None:
+    """Refuse the run options that put the conversation somewhere the journal cannot see.
+    ``responses``: the ids of the responses journaled so far in the enclosing run, which a
+    ``previous_response_id`` may name (the journal holds what they continue)."""
     if options.get("session") is not None:
         raise UnsupportedConstruct(
             "session=: a durable run's memory is its Tether session log (every submission "
             "to a session sees its transcript, across restarts, forks and replays); an SDK "
-            "Session would be a second memory the journal does not hold. Drop session= and "
-            "dispatch to a Tether session instead (runtime.dispatch(..., session=...), "
-            'POST /agents/{agent}/{instance} with {"session": ...})'
+            "Session, a TetherSession included, would be a second memory the journal does "
+            "not hold (read live, written again on replay). Drop session= and dispatch to "
+            "a Tether session instead (runtime.dispatch(..., session=...), "
+            'POST /agents/{agent}/{instance} with {"session": ...}); TetherSession is for '
+            "Runner.run outside a durable agent"
         )
-    for name in _SERVER_STATE:
-        if options.get(name):
-            raise UnsupportedConstruct(
-                f"{name}=: server-side conversation state is not in the journal; a durable "
-                "run sends its history from the Tether log"
-            )
+    if options.get("conversation_id"):
+        raise server_state("conversation_id", options["conversation_id"])
+    previous = options.get("previous_response_id")
+    if previous and previous not in responses:
+        raise server_state("previous_response_id", previous)
     if type(input).__name__ == "RunState":
         raise UnsupportedConstruct(
             "a RunState resumes the SDK's own interruptions; a durable run parks for Tether "
             "approvals instead and resumes from its log"
         )
+
+
+def server_state(option: str, value: object) -> UnsupportedConstruct:
+    """The refusal of a conversation kept at the provider that the journal does not hold."""
+    if option == "conversation_id":
+        return UnsupportedConstruct(
+            f"conversation_id={value!r}: a conversation object kept by the provider is not "
+            "in the journal, so a resume or a replay would depend on the provider still "
+            "holding it; a durable run sends its history from the Tether log"
+        )
+    return UnsupportedConstruct(
+        f"previous_response_id={value!r} names no response of this durable run: the history "
+        "it continues is held by the provider only, so a resume or a replay would depend on "
+        "the provider still holding it. Chain only the run's own responses "
+        "(auto_previous_response_id=True, or a response id this run returned), which the "
+        "journal resolves from its log"
+    )

@@ -75,9 +75,10 @@ def _prepare(
             control=outer.control,
             idempotent=outer.idempotent,
             tracing_disabled=outer.tracing_disabled,
+            responses=outer.responses,
         )
         agent = clone_graph(agent, scope)
-    check_run_options(kwargs, input)
+    check_run_options(kwargs, input, scope.responses)
     config = _run_config(kwargs.get("run_config"))
     if not nested:
         scope.tracing_disabled = config.tracing_disabled

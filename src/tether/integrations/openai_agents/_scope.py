@@ -37,6 +37,10 @@ class Scope:
     serial_tools: bool = False
     """A function tool of the graph has tool guardrails: tools run one at a time."""
     tracing_disabled: bool = True
+    responses: dict[str, list[Any]] = field(default_factory=dict)
+    """Each response journaled in the run, by its id: the conversation it closes, as SDK
+    input items (its input, the input it continued, its output). A call naming one as its
+    ``previous_response_id`` continues that, resolved here rather than by the provider."""
 
 
 _current: ContextVar[Scope | None] = ContextVar("tether_openai_agents_scope", default=None)
