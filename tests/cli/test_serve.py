@@ -11,7 +11,7 @@ import pytest
 import typer
 
 from tether._extras import install_hint
-from tether.cli._serve import _listen, _telemetry
+from tether.cli._serve import _listen, _require_mcp, _telemetry
 
 from ..processes import eventually
 from .conftest import start_server
@@ -103,3 +103,13 @@ def test_tracing_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(typer.BadParameter) as raised, _telemetry("http://127.0.0.1:4318"):
         pass
     assert str(raised.value).startswith(f"{install_hint('otel')}: ")
+
+
+def test_mcp_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve --mcp`` stops before it listens, naming what installs the SDK."""
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    monkeypatch.setitem(sys.modules, "mcp.server.streamable_http_manager", None)
+    with pytest.raises(typer.BadParameter) as raised:
+        _require_mcp()
+    assert str(raised.value).startswith(f"{install_hint('mcp')}: ")
+    assert raised.value.param_hint == "--mcp"
