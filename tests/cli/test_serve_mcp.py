@@ -7,71 +7,26 @@ tools decide it; a token's scopes and tenant hold as on the HTTP routes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
-import httpx2
-import mcp_types
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from typer.testing import CliRunner
 
 from tether.cli import app
 
-from .conftest import ServerProcess, start_server
+from ..mcp_client import Heard, connected, structured, text, tool_names
+from .conftest import start_server
 
 pytestmark = pytest.mark.process
-
-
-@asynccontextmanager
-async def connected(server: ServerProcess, token: str | None = None) -> AsyncIterator[ClientSession]:
-    """An initialized MCP session with the server's ``/mcp``, as ``token``'s bearer."""
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    timeout = httpx2.Timeout(30.0, read=90.0)
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-        streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-class Heard:
-    """The progress messages of one call."""
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        self.messages.append(message or "")
-
-
-def _text(result: mcp_types.CallToolResult) -> str:
-    [content] = result.content
-    assert isinstance(content, mcp_types.TextContent)
-    return content.text
-
-
-def _structured(result: mcp_types.CallToolResult) -> dict[str, Any]:
-    assert result.structured_content is not None, result
-    return dict(result.structured_content)
-
-
-async def _tool_names(session: ClientSession) -> list[str]:
-    return [tool.name for tool in (await session.list_tools()).tools]
 
 
 async def test_the_demo_agents_as_tools_and_an_approval_round_trip(tmp_path: Path) -> None:
     server = start_server(tmp_path / "data", tmp_path / "serve.log", "--mcp")
     try:
-        async with connected(server) as session:
+        async with connected(server.url) as session:
             listed = (await session.list_tools()).tools
             assert [tool.name for tool in listed] == [
                 "assistant",
@@ -89,9 +44,9 @@ async def test_the_demo_agents_as_tools_and_an_approval_round_trip(tmp_path: Pat
                 "assistant", {"message": "research tides"}, progress_callback=heard
             )
             assert not answered.is_error
-            reply = _structured(answered)
+            reply = structured(answered)
             assert reply["status"] == "succeeded"
-            assert "three findings about tides" in reply["answer"] == _text(answered)
+            assert "three findings about tides" in reply["answer"] == text(answered)
             assert heard.messages[0].startswith(f"admitted as submission {reply['submissionId']}")
             assert 'calling research {"topic": "tides"}' in heard.messages
             assert any(message.startswith("research answered: ") for message in heard.messages)
@@ -101,34 +56,34 @@ async def test_the_demo_agents_as_tools_and_an_approval_round_trip(tmp_path: Pat
             again = await session.call_tool(
                 "assistant", {"message": "email bob: hi", "sessionId": reply["sessionId"]}
             )
-            waiting = _structured(again)
+            waiting = structured(again)
             assert not again.is_error and waiting["status"] == "waiting"
             assert waiting["sessionId"] == reply["sessionId"]
             [gate] = waiting["waits"]
             assert gate["kind"] == "approval" and gate["tool"] == "send_email"
-            assert f"approval {gate['id']} of send_email" in _text(again)
+            assert f"approval {gate['id']} of send_email" in text(again)
 
-            inbox = _structured(await session.call_tool("list_approvals", {}))
+            inbox = structured(await session.call_tool("list_approvals", {}))
             assert [item["approvalId"] for item in inbox["approvals"]] == [gate["id"]]
 
             heard = Heard()
             decided = await session.call_tool(
                 "approve", {"approvalId": gate["id"], "reason": "fine"}, progress_callback=heard
             )
-            assert _structured(decided)["status"] == "succeeded"
-            assert _text(decided) == "Email sent: dry-run email to bob: hi"
+            assert structured(decided)["status"] == "succeeded"
+            assert text(decided) == "Email sent: dry-run email to bob: hi"
             assert "the tool answered: dry-run email to bob: hi" in heard.messages
-            assert _structured(await session.call_tool("list_approvals", {}))["approvals"] == []
+            assert structured(await session.call_tool("list_approvals", {}))["approvals"] == []
 
             refused = await session.call_tool("assistant", {"message": "", "extra": 1})
             assert refused.is_error
-            assert _text(refused).startswith("invalid_arguments: message: ")
-            assert "extra: Extra inputs are not permitted" in _text(refused)
+            assert text(refused).startswith("invalid_arguments: message: ")
+            assert "extra: Extra inputs are not permitted" in text(refused)
             with pytest.raises(MCPError, match="no tool named 'nobody'"):
                 await session.call_tool("nobody", {})
-        with httpx.Client(base_url=server.url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
             path = f"/conversations/{reply['sessionId']}/verify"
-            assert client.get(path).status_code == 200
+            assert (await client.get(path)).status_code == 200
     finally:
         server.stop()
 
@@ -140,7 +95,7 @@ async def test_a_cancelled_call_leaves_the_run_going(tmp_path: Path) -> None:
         tmp_path / "data", tmp_path / "serve.log", "--mcp", TETHER_DEMO_RESEARCH_SECONDS="2"
     )
     try:
-        async with connected(server) as session:
+        async with connected(server.url) as session:
             heard = Heard()
             with anyio.move_on_after(60) as scope:
 
@@ -151,14 +106,17 @@ async def test_a_cancelled_call_leaves_the_run_going(tmp_path: Path) -> None:
                     scope.cancel()
 
                 await session.call_tool(
-                    "assistant", {"message": "research eels"}, progress_callback=cancel_once_admitted
+                    "assistant",
+                    {"message": "research eels"},
+                    progress_callback=cancel_once_admitted,
                 )
             assert scope.cancelled_caught
             submission = heard.messages[0].split()[3]
             # The session goes on serving calls after the cancel.
-            assert "researcher" in await _tool_names(session)
-        with httpx.Client(base_url=server.url, timeout=90) as client:
-            settled = client.get(f"/submissions/{submission}", params={"wait": True}).json()
+            assert "researcher" in await tool_names(session)
+        async with httpx.AsyncClient(base_url=server.url, timeout=90) as client:
+            waited = await client.get(f"/submissions/{submission}", params={"wait": True})
+            settled = waited.json()
         assert settled["status"] == "settled", settled
         assert settled["settlement"]["status"] == "succeeded"
         assert "three findings about eels" in str(settled["settlement"]["result"])
@@ -169,10 +127,13 @@ async def test_a_cancelled_call_leaves_the_run_going(tmp_path: Path) -> None:
 def _token(store: str, subject: str, tenant: str, *scopes: str) -> str:
     flags = [part for scope in scopes for part in ("--scope", scope)]
     result = CliRunner().invoke(
-        app, ["tokens", "create", "--store", store, "--subject", subject, "--tenant", tenant, *flags]
+        app,
+        ["tokens", "create", "--store", store, "--subject", subject, "--tenant", tenant, *flags],
     )
     assert result.exit_code == 0, result.output
-    return next(line.split()[-1] for line in result.output.splitlines() if line.startswith("token:"))
+    return next(
+        line.split()[-1] for line in result.output.splitlines() if line.startswith("token:")
+    )
 
 
 async def test_tokens_scopes_and_tenants_hold_over_mcp(tmp_path: Path) -> None:
@@ -184,46 +145,47 @@ async def test_tokens_scopes_and_tenants_hold_over_mcp(tmp_path: Path) -> None:
     reader = await asyncio.to_thread(_token, store, "rita", "acme", "sessions:read")
     server = start_server(tmp_path / "data", tmp_path / "serve.log", "--mcp", "--auth", "tokens")
     try:
-        with httpx.Client(base_url=server.url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
             initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
-            unsigned = client.post("/mcp", json=initialize)
+            unsigned = await client.post("/mcp", json=initialize)
             assert unsigned.status_code == 401
             assert unsigned.json()["error"]["type"] == "unauthorized"
         with pytest.raises(ExceptionGroup) as refused:  # the SDK's client cannot initialize
-            async with connected(server):
+            async with connected(server.url):
                 pass
         assert refused.group_contains(MCPError, match="error response")
 
-        async with connected(server, reader) as session:
-            assert await _tool_names(session) == []  # no sessions:write, no approvals scope
+        async with connected(server.url, reader) as session:
+            assert await tool_names(session) == []  # no sessions:write, no approvals scope
             denied = await session.call_tool("assistant", {"message": "hi"})
             assert denied.is_error
-            assert _text(denied) == "forbidden: 'rita' lacks the scope 'sessions:write' this needs"
+            assert text(denied) == "forbidden: 'rita' lacks the scope 'sessions:write' this needs"
 
-        async with connected(server, acme) as session:
-            waiting = _structured(await session.call_tool("assistant", {"message": "email bob: hi"}))
+        async with connected(server.url, acme) as session:
+            waiting = structured(await session.call_tool("assistant", {"message": "email bob: hi"}))
             [gate] = waiting["waits"]
-            mine = _structured(await session.call_tool("list_approvals", {}))["approvals"]
+            mine = structured(await session.call_tool("list_approvals", {}))["approvals"]
             assert [item["approvalId"] for item in mine] == [gate["id"]]
 
-        async with connected(server, globex) as session:
-            assert _structured(await session.call_tool("list_approvals", {}))["approvals"] == []
+        async with connected(server.url, globex) as session:
+            assert structured(await session.call_tool("list_approvals", {}))["approvals"] == []
             theirs = await session.call_tool("approve", {"approvalId": gate["id"]})
             assert theirs.is_error
-            assert _text(theirs).startswith("approval_not_found: ")
+            assert text(theirs).startswith("approval_not_found: ")
             other = await session.call_tool(
                 "assistant", {"message": "hi", "sessionId": waiting["sessionId"]}
             )
-            assert other.is_error and _text(other).startswith("conversation_not_found: ")
+            assert other.is_error and text(other).startswith("conversation_not_found: ")
 
-        async with connected(server, acme) as session:
+        async with connected(server.url, acme) as session:
             rejected = await session.call_tool(
                 "reject", {"approvalId": gate["id"], "reason": "no emails today"}
             )
-            assert _structured(rejected)["status"] == "succeeded"
-        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert structured(rejected)["status"] == "succeeded"
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
             signed = {"Authorization": f"Bearer {acme}"}
-            decided = client.get("/approvals", params={"status": "decided"}, headers=signed).json()
+            listed = await client.get("/approvals", params={"status": "decided"}, headers=signed)
+            decided = listed.json()
         [item] = decided["approvals"]
         assert item["decision"]["decision"] == "reject"
         assert item["decision"]["approver"] == "ann"
