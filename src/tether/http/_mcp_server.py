@@ -16,7 +16,7 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -30,8 +30,8 @@ from starlette.requests import HTTPConnection
 from starlette.routing import Route
 
 from tether._ids import new_ulid
-from tether.auth import Identity, Scope
-from tether.engine import Runtime
+from tether.auth import Authorize, Identity, Scope
+from tether.engine import AgentDefinition, Runtime
 from tether.errors import ApprovalNotFound, ConversationNotFound, Forbidden, TetherError
 from tether.http._access import (
     Access,
@@ -136,7 +136,7 @@ class _Call:
 
     runtime: Runtime
     identity: Identity
-    authorize: Any
+    authorize: Authorize | None
     session: ServerSession
 
     def access(self, action: Scope) -> Access:
@@ -185,16 +185,14 @@ class AgentsOverMcp:
             ...
     """
 
-    def __init__(self, agents: Mapping[str, Any]) -> None:
+    def __init__(self, agents: Mapping[str, AgentDefinition]) -> None:
         clash = sorted(set(agents) & set(APPROVALS_TOOLS))
         if clash:
             raise ValueError(
                 f"the agent {clash[0]!r} has the name of an approvals tool over MCP "
                 f"({', '.join(APPROVALS_TOOLS)}): rename it to serve it with mcp"
             )
-        self.descriptions = {
-            name: getattr(definition, "description", None) for name, definition in agents.items()
-        }
+        self.descriptions = {name: definition.description for name, definition in agents.items()}
         self.server: Server[Any] = Server(
             "tether",
             instructions="Tether's durable agents, one tool each, and the approvals inbox.",
@@ -452,7 +450,9 @@ async def _reject(call: _Call, given: dict[str, Any]) -> types.CallToolResult:
     return await _decide(call, "reject", given)
 
 
-async def _decide(call: _Call, decision: Any, given: dict[str, Any]) -> types.CallToolResult:
+async def _decide(
+    call: _Call, decision: Literal["approve", "reject"], given: dict[str, Any]
+) -> types.CallToolResult:
     """Decide an approval as ``POST /approvals/{id}`` does; with ``wait``, follow its run
     until it settles or waits again."""
     arguments = DecideArguments.model_validate(given)
