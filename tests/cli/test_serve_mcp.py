@@ -49,6 +49,7 @@ async def test_the_demo_agents_as_tools_and_an_approval_round_trip(tmp_path: Pat
             assert "three findings about tides" in reply["answer"] == text(answered)
             assert heard.messages[0].startswith(f"admitted as submission {reply['submissionId']}")
             assert 'calling research {"topic": "tides"}' in heard.messages
+            assert "researching tides: step 1 of 3" in heard.messages  # the tool's own
             assert any(message.startswith("research answered: ") for message in heard.messages)
             assert "three findings about tides" in heard.messages[-1]
 

@@ -12,9 +12,10 @@ with ``mcp=True`` imports this module: the ``mcp`` SDK is an extra.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -31,7 +32,7 @@ from starlette.routing import Route
 
 from tether._ids import new_ulid
 from tether.auth import Authorize, Identity, Scope
-from tether.engine import AgentDefinition, Runtime
+from tether.engine import AgentDefinition, ProgressSubscription, Runtime
 from tether.errors import ApprovalNotFound, ConversationNotFound, Forbidden, TetherError
 from tether.http._access import (
     Access,
@@ -56,7 +57,7 @@ from tether.records import (
     SettlementStatus,
     SubmissionSettled,
 )
-from tether.store import GateKind
+from tether.store import GateKind, SessionKey
 from tether.stream import (
     StreamEvent,
     StreamProjector,
@@ -153,9 +154,11 @@ class _Call:
 
 @dataclass(slots=True)
 class _Progress:
-    """The call's progress notifications (none if the client gave no progress token)."""
+    """The call's progress notifications (none if the client gave no progress token), and
+    the tool progress it forwards."""
 
     session: ServerSession
+    tools: ProgressSubscription
     sent: int = 0
 
     async def say(self, message: str) -> None:
@@ -289,25 +292,34 @@ async def _ask(call: _Call, agent: str, given: dict[str, Any]) -> types.CallTool
     message: dict[str, Any] = {"kind": "user", "body": arguments.message}
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
-    receipt = await runtime.dispatch(
-        agent, instance, message, session=session, tenant=identity.tenant
-    )
-    progress = _Progress(call.session)
-    # First, so a client that gives up (or cancels) still knows where its run went on.
-    await progress.say(
-        f"admitted as submission {receipt.submission_id} in session {receipt.conversation_id}"
-    )
-    run = await _follow(runtime, receipt.conversation_id, receipt.submission_id, after, progress)
+    # Subscribed first: the run's tools may report before the dispatch returns.
+    with _tool_reports(runtime, SessionKey(agent, instance, session)) as tools:
+        receipt = await runtime.dispatch(
+            agent, instance, message, session=session, tenant=identity.tenant
+        )
+        progress = _Progress(call.session, tools)
+        # First, so a client that gives up (or cancels) still knows where its run went on.
+        await progress.say(
+            f"admitted as submission {receipt.submission_id} in session {receipt.conversation_id}"
+        )
+        run = await _follow(
+            runtime, receipt.conversation_id, receipt.submission_id, after, progress
+        )
     return _answer(run, receipt.conversation_id, receipt.submission_id)
 
 
 async def _follow(
-    runtime: Runtime, conversation_id: str, submission_id: str, after: int, progress: _Progress
+    runtime: Runtime,
+    conversation_id: str,
+    submission_id: str,
+    after: int,
+    progress: _Progress,
 ) -> _Run:
-    """Read the submission's records after seq ``after`` as they are appended, reporting
-    what its canonical stream says, until it settles or waits on a person (an approval, an
-    input, a budget) with nothing more to read. A cancelled call stops reading here only:
-    the durable run goes on."""
+    """Read the submission's records after seq ``after`` as they are appended, reporting what
+    its canonical stream says and what its tools report of their progress (those that run
+    in this process: ``Runtime.progress``), until it settles or waits on a person (an
+    approval, an input, a budget) with nothing more to read. A cancelled call stops reading
+    here only: the durable run goes on."""
     projector = StreamProjector()
     run = _Run()
     cursor = after
@@ -316,7 +328,10 @@ async def _follow(
         if not records:
             if run.waits:
                 return run
-            await runtime.wait_for_append(conversation_id, after=cursor)
+            await _appended_or_reported(runtime, conversation_id, cursor, progress.tools)
+            for reported in progress.tools.take():
+                if reported.correlation.submission_id == submission_id and reported.text:
+                    await progress.say(reported.text)
             continue
         for record in records:
             cursor = record.seq
@@ -329,6 +344,29 @@ async def _follow(
             _note(run, record)
             if run.settled is not None:
                 return run
+
+
+@contextlib.contextmanager
+def _tool_reports(runtime: Runtime, key: SessionKey) -> Iterator[ProgressSubscription]:
+    """The progress the tools of ``key``'s runs in this process report, while it lasts."""
+    subscription = runtime.progress.subscribe(key)
+    try:
+        yield subscription
+    finally:
+        runtime.progress.unsubscribe(key, subscription)
+
+
+async def _appended_or_reported(
+    runtime: Runtime, conversation_id: str, after: int, tools: ProgressSubscription
+) -> None:
+    """Until the log passes seq ``after``, or a tool of the session reports progress."""
+    appended = asyncio.ensure_future(runtime.wait_for_append(conversation_id, after=after))
+    reported = tools.arrived()
+    try:
+        await asyncio.wait((appended, reported), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        appended.cancel()
+        reported.cancel()
 
 
 def _note(run: _Run, record: Record) -> None:
@@ -472,14 +510,15 @@ async def _decide(
     conversation_id = record.conversation_id
     submission_id = record.submission_id or await _gate_submission(runtime, approval_id)
     if not arguments.wait:
-        where = {"sessionId": conversation_id, "submissionId": submission_id}
+        ids = {"sessionId": conversation_id, "submissionId": submission_id}
         return _result(
             f"{decision}d approval {approval_id}",
-            {"status": "decided", "decision": decision, **where},
+            {"status": "decided", "decision": decision, **ids},
         )
-    run = await _follow(
-        runtime, conversation_id, submission_id, record.seq, _Progress(call.session)
-    )
+    key = (await runtime.conversation_by_id(conversation_id)).key
+    with _tool_reports(runtime, key) as tools:
+        progress = _Progress(call.session, tools)
+        run = await _follow(runtime, conversation_id, submission_id, record.seq, progress)
     return _answer(run, conversation_id, submission_id)
 
 
