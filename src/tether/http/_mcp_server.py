@@ -33,11 +33,12 @@ from starlette.routing import Route
 from tether._ids import new_ulid
 from tether.auth import Authorize, Identity, Scope
 from tether.engine import AgentDefinition, ProgressSubscription, Runtime
-from tether.errors import ApprovalNotFound, ConversationNotFound, Forbidden, TetherError
+from tether.errors import ApprovalNotFound, ConversationNotFound, TetherError
 from tether.http._access import (
     Access,
     actor_of,
     authorize_session,
+    check_scope,
     identity_of,
     listed_agent,
     own_conversation,
@@ -145,11 +146,7 @@ class _Call:
 
     def require(self, scope: Scope, agent: str | None = None) -> None:
         """As a route's scope dependency: ``Forbidden`` naming what the identity lacks."""
-        name = self.identity.name
-        if not self.identity.allows(scope):
-            raise Forbidden(f"{name!r} lacks the scope {scope!r} this needs", scope=scope)
-        if agent is not None and not self.identity.may_use(agent):
-            raise Forbidden(f"{name!r} may not use the agent {agent!r}")
+        check_scope(self.identity, scope, agent)
 
 
 @dataclass(slots=True)
