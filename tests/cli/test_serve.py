@@ -9,8 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from tether._extras import install_hint
+from tether.cli import app
+from tether.cli._exit import ExitCode
 from tether.cli._serve import _listen, _require_mcp, _telemetry
 
 from ..processes import eventually
@@ -113,3 +116,19 @@ def test_mcp_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         _require_mcp()
     assert str(raised.value).startswith(f"{install_hint('mcp')}: ")
     assert raised.value.param_hint == "--mcp"
+
+
+def test_mcp_refuses_an_agent_named_as_an_approvals_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "clash_app.py").write_text(
+        "from tether.demo import assistant\n"
+        "from tether.engine import AgentDefinition\n\n"
+        "def agents():\n"
+        "    return {'approve': AgentDefinition(assistant)}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["serve", "--app", "clash_app:agents", "--mcp", "--store", "memory://", "--port", "0"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == ExitCode.BAD_APP, result.output
+    assert "the agent 'approve' has the name of an approvals tool" in result.output

@@ -414,7 +414,10 @@ async def _serve(
             _running(app, store_url, worker=worker, options=runtime_options)
         )
         authentication = await stack.enter_async_context(access.app_options(runtime))
-        application = create_app(runtime, worker=worker, **authentication, **app_options)
+        try:
+            application = create_app(runtime, worker=worker, **authentication, **app_options)
+        except ValueError as exc:  # what the app's agents cannot be served as (--mcp)
+            fail(f"cannot serve the app: {exc}", ExitCode.BAD_APP)
         port = listener.getsockname()[1]
         shown_host = f"[{host}]" if ":" in host else host
         banner = (
