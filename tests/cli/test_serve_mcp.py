@@ -193,3 +193,31 @@ async def test_tokens_scopes_and_tenants_hold_over_mcp(tmp_path: Path) -> None:
         assert item["decidedBy"]["subject"] == "ann"
     finally:
         server.stop()
+
+
+async def test_an_apps_agents_over_mcp(tmp_path: Path) -> None:
+    """``serve --app --mcp``: the application's own agent, its gated tool rejected through
+    ``reject``, and the run's answer after it."""
+    data, log = tmp_path / "data", tmp_path / "serve.log"
+    server = start_server(data, log, "--mcp", app="tests.cli.gate_app:v1")
+    try:
+        async with connected(server.url) as session:
+            assert await tool_names(session) == ["assistant", "list_approvals", "approve", "reject"]
+            asked = structured(await session.call_tool("assistant", {"message": "hi"}))
+            [gate] = asked["waits"]
+            assert (gate["tool"], gate["args"]) == ("send_email", {"to": "bob"})
+            heard = Heard()
+            rejected = await session.call_tool(
+                "reject", {"approvalId": gate["id"]}, progress_callback=heard
+            )
+            assert structured(rejected) == {
+                "status": "succeeded",
+                "answer": "done",
+                "sessionId": asked["sessionId"],
+                "submissionId": asked["submissionId"],
+            }
+            assert any(
+                message.startswith("the tool answered with an error") for message in heard.messages
+            )
+    finally:
+        server.stop()
