@@ -9,9 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from tether._extras import install_hint
-from tether.cli._serve import _listen, _telemetry
+from tether.cli import app
+from tether.cli._exit import ExitCode
+from tether.cli._serve import _listen, _require_mcp, _telemetry
 
 from ..processes import eventually
 from .conftest import start_server
@@ -103,3 +106,29 @@ def test_tracing_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(typer.BadParameter) as raised, _telemetry("http://127.0.0.1:4318"):
         pass
     assert str(raised.value).startswith(f"{install_hint('otel')}: ")
+
+
+def test_mcp_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve --mcp`` stops before it listens, naming what installs the SDK."""
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    monkeypatch.setitem(sys.modules, "mcp.server.streamable_http_manager", None)
+    with pytest.raises(typer.BadParameter) as raised:
+        _require_mcp()
+    assert str(raised.value).startswith(f"{install_hint('mcp')}: ")
+    assert raised.value.param_hint == "--mcp"
+
+
+def test_mcp_refuses_an_agent_named_as_an_approvals_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "clash_app.py").write_text(
+        "from tether.demo import assistant\n"
+        "from tether.engine import AgentDefinition\n\n"
+        "def agents():\n"
+        "    return {'approve': AgentDefinition(assistant)}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["serve", "--app", "clash_app:agents", "--mcp", "--store", "memory://", "--port", "0"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == ExitCode.BAD_APP, result.output
+    assert "the agent 'approve' has the name of an approvals tool" in result.output

@@ -144,6 +144,14 @@ def _telemetry(endpoint: str | None) -> Iterator[dict[str, Any]]:
         metrics.shutdown()
 
 
+def _require_mcp() -> None:
+    """Stops ``serve --mcp`` before anything is opened when the ``mcp`` extra is missing."""
+    try:
+        import mcp.server.streamable_http_manager  # noqa: F401
+    except ImportError as exc:
+        raise typer.BadParameter(f"{install_hint('mcp')}: {exc}", param_hint="--mcp") from exc
+
+
 def _listed(values: list[str] | None) -> list[str]:
     """A repeatable option's values, each of which may list several (commas or spaces, as
     an environment variable does)."""
@@ -194,6 +202,12 @@ def serve(
     ),
     no_worker: bool = typer.Option(
         False, "--no-worker", help="Serve the API only; run no submissions."
+    ),
+    mcp: bool = typer.Option(
+        False,
+        "--mcp",
+        help="Also serve each agent as an MCP tool, and the approvals inbox, at /mcp "
+        "(streamable HTTP, under the same auth); needs the mcp extra.",
     ),
     auth: str | None = AUTH,
     authorize: str | None = AUTHORIZE,
@@ -261,6 +275,8 @@ def serve(
         )
     hosts, origins = _listed(given.allowed_host), _listed(given.allowed_origin)
     _check_sites(host, hosts, origins)
+    if given.mcp:
+        _require_mcp()
     overrides = _runtime_overrides(resolved)
     if resolved.given("export_key_file"):
         overrides["export_key"] = load_export_key(given.export_key_file, "--export-key-file")
@@ -282,6 +298,7 @@ def serve(
                     "allowed_hosts": _allowed_hosts(host, hosts),
                     "allowed_origins": origins,
                     "sign_in_lifetime": given.sign_in_hours * 3600,
+                    "mcp": given.mcp,
                 },
                 uvicorn_level=uvicorn_log_level(given.log_level),
             )
@@ -397,7 +414,10 @@ async def _serve(
             _running(app, store_url, worker=worker, options=runtime_options)
         )
         authentication = await stack.enter_async_context(access.app_options(runtime))
-        application = create_app(runtime, worker=worker, **authentication, **app_options)
+        try:
+            application = create_app(runtime, worker=worker, **authentication, **app_options)
+        except ValueError as exc:  # what the app's agents cannot be served as (--mcp)
+            fail(f"cannot serve the app: {exc}", ExitCode.BAD_APP)
         port = listener.getsockname()[1]
         shown_host = f"[{host}]" if ":" in host else host
         banner = (

@@ -152,6 +152,7 @@ class ServeSettings(Settings):
     host: str = Field("127.0.0.1", description="The address to listen on.")
     port: int = Field(8484, ge=0, le=65535, description="The port to listen on.")
     no_worker: bool = Field(False, description="Serve the API only.")
+    mcp: bool = Field(False, description="Also serve the agents over MCP, at /mcp.")
     auth: str | None = Field(None, description="token, tokens, jwt or module:function.")
     authorize: str | None = Field(None, description="module:function: rules beyond scopes.")
     auth_token: str | None = Field(

@@ -51,6 +51,7 @@ __all__ = (
     "access_dependency",
     "actor_of",
     "authorize_session",
+    "check_scope",
     "check_tenant",
     "identity_dependency",
     "identity_of",
@@ -307,6 +308,15 @@ def listed_agent(identity: Identity, agent: str | None) -> str | None:
     )
 
 
+def check_scope(identity: Identity, scope: Scope, agent: str | None = None) -> None:
+    """:class:`~tether.errors.Forbidden` naming what ``identity`` lacks, unless it holds
+    ``scope`` and (given an ``agent``) may use that agent."""
+    if not identity.allows(scope):
+        raise Forbidden(f"{identity.name!r} lacks the scope {scope!r} this needs", scope=scope)
+    if agent is not None and not identity.may_use(agent):
+        raise Forbidden(f"{identity.name!r} may not use the agent {agent!r}")
+
+
 def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:
     """A route dependency: the request's identity if it holds ``scope`` (and, on a route
     naming an ``{agent}``, may use that agent), else :class:`~tether.errors.Forbidden`
@@ -319,11 +329,7 @@ def requires(scope: Scope) -> Callable[[HTTPConnection], Awaitable[Identity]]:
 
     async def identity_holding(request: HTTPConnection) -> Identity:
         identity = identity_of(request)
-        if not identity.allows(scope):
-            raise Forbidden(f"{identity.name!r} lacks the scope {scope!r} this needs", scope=scope)
-        agent = request.path_params.get("agent")
-        if agent is not None and not identity.may_use(agent):
-            raise Forbidden(f"{identity.name!r} may not use the agent {agent!r}")
+        check_scope(identity, scope, request.path_params.get("agent"))
         return identity
 
     identity_holding.__name__ = f"requires_{scope.replace(':', '_')}"

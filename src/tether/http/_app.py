@@ -12,13 +12,15 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.routing import APIRoute, request_response
 from fastapi_offline import FastAPIOffline
 from starlette.routing import BaseRoute
 
+from tether._extras import install_hint
 from tether._sites import SitePolicy
 from tether.auth import Authenticate, Authorize, StaticToken
 from tether.engine import Runtime
@@ -45,6 +47,9 @@ from tether.http._submissions import submissions_router
 from tether.http._usage import usage_router
 from tether.http._versions import versions_router
 
+if TYPE_CHECKING:
+    from tether.http._mcp_server import AgentsOverMcp
+
 __all__ = ("create_app",)
 
 MIB = 1024 * 1024
@@ -65,6 +70,7 @@ def create_app(
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
     sign_in_lifetime: float = DEFAULT_LIFETIME,
+    mcp: bool = False,
 ) -> FastAPI:
     """The HTTP face of a runtime. With ``manage_runtime`` the app starts and closes it.
 
@@ -82,7 +88,9 @@ def create_app(
     (docs/console.md), whose sign-in trades the token for a cookie that lasts
     ``sign_in_lifetime`` seconds. ``webhooks`` are routes made by
     :mod:`tether.http.webhooks`: their signature is their auth, so the token does not guard
-    their paths.
+    their paths. With ``mcp`` (the ``mcp`` extra) the app also speaks MCP at ``/mcp``
+    (streamable HTTP, behind the same Guard): each agent a tool, and the approvals inbox
+    (docs/mcp.md#serve-agents-over-mcp); its sessions run under the app's lifespan.
 
     Other sites' pages are kept out (docs/serving.md): the app answers a ``Host`` that is
     a loopback name, the address the connection came in on, or one of ``allowed_hosts``
@@ -103,6 +111,7 @@ def create_app(
     if authorize is not None and auth_token is None and authenticate is None:
         raise ValueError("authorize needs auth_token or authenticate: without auth, none is known")
     sites = SitePolicy.of(allowed_hosts, allowed_origins)
+    over_mcp = _agents_over_mcp(runtime) if mcp else None
     cookies = None
     if auth_token is not None:
         static = StaticToken(auth_token)
@@ -116,7 +125,8 @@ def create_app(
         if manage_runtime:
             await runtime.start(worker=worker)
         try:
-            yield
+            async with over_mcp.running() if over_mcp is not None else nullcontext():
+                yield
         finally:
             if manage_runtime:
                 await runtime.close()
@@ -162,10 +172,22 @@ def create_app(
         _add_routes(app, router, guarded, scoped=authenticate is not None)
     for router in (health_router, *webhooks):
         _add_routes(app, router)
+    if over_mcp is not None:  # behind the Guard's every check, as the API's routes
+        app.router.routes.append(over_mcp.route)
     # The web console last: no API request is matched against its routes first.
     _add_routes(app, console_auth_router, by_path=signing_in)
     _add_routes(app, console_router())
     return app
+
+
+def _agents_over_mcp(runtime: Runtime) -> AgentsOverMcp:
+    """The app's MCP server, for ``create_app(mcp=True)``: the SDK is an extra, imported
+    only then (``ImportError`` naming how to install it)."""
+    try:
+        from tether.http._mcp_server import AgentsOverMcp
+    except ImportError as exc:
+        raise ImportError(f"create_app(mcp=True) {install_hint('mcp')}: {exc}") from exc
+    return AgentsOverMcp(runtime.agents)
 
 
 _API = (
