@@ -25,7 +25,8 @@ from tether.journal import (
 from tether.journal._tool_policy import ATTEMPT_FAILED
 from tether.messages import ToolCall, ToolResult
 from tether.records import Record, StepRecorded
-from tether.store import Store
+from tether.store import MemoryStore, Store
+from tether.testing import copy_prefix
 
 from .harnesses import new_conversation, user
 from .test_resume import cut_after
@@ -259,3 +260,35 @@ def test_a_policy_refuses_what_makes_no_sense() -> None:
         ToolPolicy(retries=-1)
     with pytest.raises(ValueError, match="backoff"):
         ToolPolicy(backoff=float("nan"))
+
+
+async def test_a_crash_at_every_record_of_a_retried_call_resumes_to_the_same_end(
+    store: Store,
+) -> None:
+    cid = await new_conversation(store)
+    clock, policy = Clock(), ToolPolicy(retries=3, backoff=1)
+    run = (await _journal(store, cid, Flaky(failures=2), clock)).exec(OneCall(policy), [user("go")])
+    expected = (await _run_advancing(clock, run)).output
+    records = await store.read(cid)
+    intent = next(r.seq for r in records if r.kind == "tool_called")
+    for cut_at in range(intent, records[-1].seq):
+        cut = MemoryStore()
+        await copy_prefix(store, cid, cut_at, cut)
+        held = await cut.read(cid)
+        failed_before = len(_failures(held))
+        fetched = any(
+            isinstance(r.payload, StepRecorded) and r.payload.name == "fetch" for r in held
+        )
+        # The tool goes on from the attempts the log holds: it fails the first two in all.
+        tools = Flaky(failures=2)
+        tools.attempts = failed_before
+        later = Clock(start=clock.now())
+        resumed = await _run_advancing(
+            later, (await _journal(cut, cid, tools, later)).resume(OneCall(policy))
+        )
+        assert resumed.output == expected, cut_at
+        answered = any(r.kind == "tool_outcome" for r in held)
+        assert tools.fetches == (0 if fetched or answered else 1), cut_at  # served, not run
+        assert tools.attempts == (failed_before if answered else 3), cut_at  # none lost
+        replayed = await (await Journal.open(cut, cid)).replay(OneCall(policy))
+        assert replayed == [expected], cut_at
