@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, JsonValue
 
 from tether.agent import Tool, Toolbox, ToolContext, tool
-from tether.journal import ToolScope
+from tether.journal import ToolFailure, ToolScope
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus
 
 
@@ -89,11 +89,6 @@ def test_schemas_come_from_type_hints() -> None:
             "unknown tool",
         ),
         (
-            ToolCall(call_id="5", name="broken", idempotency_key="k"),
-            ToolOutcomeStatus.ERROR,
-            "disk on fire",
-        ),
-        (
             ToolCall(call_id="6", name="weird", idempotency_key="k"),
             ToolOutcomeStatus.ERROR,
             "not JSON",
@@ -107,13 +102,21 @@ def test_schemas_come_from_type_hints() -> None:
         ),
     ],
 )
-async def test_every_failure_is_a_result_for_the_model(
+async def test_a_call_that_cannot_run_is_a_result_for_the_model(
     call: ToolCall, status: ToolOutcomeStatus, needle: str
 ) -> None:
     tools: list[Tool] = [add, ship_to, broken, weird]
     result = await Toolbox(tools).execute(call, scope())
     assert result.status is status and needle in result.content and result.call_id == call.call_id
     assert result.is_error == (status is ToolOutcomeStatus.ERROR)
+
+
+async def test_a_tool_that_raised_is_a_failure_for_the_journal_to_retry_or_report() -> None:
+    call = ToolCall(call_id="5", name="broken", idempotency_key="k")
+    with pytest.raises(ToolFailure) as failed:
+        await Toolbox([broken]).execute(call, scope())
+    assert failed.value.message == "broken failed: RuntimeError: disk on fire"
+    assert isinstance(failed.value.__cause__, RuntimeError)  # what a policy's retry_on sees
 
 
 async def test_the_context_carries_the_key_and_steps() -> None:

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from pydantic import JsonValue
 
 from tether.agent import Tool, Toolbox, ToolContext
-from tether.journal import ToolScope
-from tether.messages import ToolCall, ToolResult
+from tether.journal import ToolFailure, ToolScope
+from tether.messages import ToolCall, ToolOutcomeStatus, ToolResult
 from tether.tools import SandboxUnavailable, workspace
 from tether.tools._pool import rebuilt
 from tether.tools._worker import answer
@@ -87,7 +87,15 @@ class Tools:
 
     async def result(self, name: str, **args: Any) -> ToolResult:
         call = ToolCall(call_id="c1", name=name, args=args, idempotency_key="e1:c1")
-        return await Toolbox(self.all).execute(call, self.recorder.scope())
+        try:
+            return await Toolbox(self.all).execute(call, self.recorder.scope())
+        except ToolFailure as failure:  # as the journal reports it to the model
+            return ToolResult(
+                call_id=call.call_id,
+                content=failure.message,
+                is_error=True,
+                status=ToolOutcomeStatus.ERROR,
+            )
 
 
 class InProcess:

@@ -17,6 +17,7 @@ from tether.agent._agent import Agent, AgentLoopError, agent_spec, render_signal
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool, ToolArgumentsError, ToolContext, tool
 from tether.agent._toolset import Toolset
+from tether.journal import ToolPolicy
 
 __all__ = (
     "Agent",
@@ -24,6 +25,7 @@ __all__ = (
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolPolicy",
     "Toolbox",
     "Toolset",
     "agent_spec",

@@ -7,7 +7,7 @@ a crash resumes it from the journal, a replay re-runs it with zero model calls.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 from xml.sax.saxutils import escape, quoteattr
@@ -21,7 +21,7 @@ from tether.agent._toolset import TOOLSET_STEP, Toolset
 from tether.agent._wait import WAIT_TOOL, wait_tool
 from tether.engine import TASK_TOOL, AgentSpec, task_tool
 from tether.errors import ContextOverflow, JournalError, RecordedModelFailure
-from tether.journal import SIGNAL_MEDIA_TYPE, Turn
+from tether.journal import SIGNAL_MEDIA_TYPE, ToolPolicy, Turn
 from tether.messages import (
     DataPart,
     Mediation,
@@ -112,8 +112,12 @@ class Agent:
         keep_tokens: int = 20_000,
         max_overflow_compactions: int = 2,
         timers: bool = False,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         self.timers = timers
+        self.tool_policies = dict(tool_policies or {})
+        """How each tool's calls are bounded and retried, by tool name (``"*"``: any other);
+        a tool's own policy (``@tool(policy=...)``) comes first."""
         """Offer the model the ``wait_until`` tool (docs/timers.md): an application's opt-in,
         as a model that may pause a conversation for days is a decision to make."""
         self.context_window = context_window
@@ -197,9 +201,15 @@ class Agent:
             return await turn.delegate(call)
         if part.name == WAIT_TOOL and self.timers:  # run here, whatever the spec's executor
             return await turn.tool(call, executor=_WAITS)
+        policy = self._policy(part.name, tool)
         if part.name in tools.found.tools:
-            return await turn.tool(call, executor=tools.found)
-        return await turn.tool(call)
+            return await turn.tool(call, executor=tools.found, policy=policy)
+        return await turn.tool(call, policy=policy)
+
+    def _policy(self, name: str, tool: Tool | None) -> ToolPolicy | None:
+        if tool is not None and tool.policy is not None:
+            return tool.policy
+        return self.tool_policies.get(name) or self.tool_policies.get("*")
 
     async def _tools(self, turn: Turn) -> _RunTools:
         """The tools this execution offers: the agent's, and each toolset's as the execution
@@ -353,12 +363,15 @@ def agent_spec(
     model_timeout: float | None = None,
     model_retry: ModelRetryPolicy | None = None,
     timers: bool = False,
+    tool_policies: Mapping[str, ToolPolicy] | None = None,
 ) -> AgentSpec:
     """An engine spec running the built-in agent, with ``model`` as the client and a summarizer
     (for queued compaction) that asks the same model. ``model_timeout`` and ``model_retry``
     override the runtime's for its model calls (see :class:`~tether.engine.AgentSpec`).
     ``timers`` offers the model the ``wait_until`` tool (docs/timers.md). ``tools`` may hold
-    toolsets (an MCP server's tools, ``tether.tools.mcp``) beside tools.
+    toolsets (an MCP server's tools, ``tether.tools.mcp``) beside tools. ``tool_policies``
+    bounds and retries the calls of tools by name (``"*"``: any other), for tools that have
+    no policy of their own (:class:`~tether.journal.ToolPolicy`).
 
     Example::
 
@@ -379,6 +392,7 @@ def agent_spec(
         reserve_tokens=reserve_tokens,
         keep_tokens=keep_tokens,
         timers=timers,
+        tool_policies=tool_policies,
     )
     return AgentSpec(
         harness=harness,

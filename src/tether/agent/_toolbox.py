@@ -1,6 +1,9 @@
 """The tool executor for the built-in agent: runs ``Tool``s, turning every failure into a
 result the model can read (never a crash of the run; a journal error, a divergence or a
-park, is the run's and passes)."""
+park, is the run's and passes). A tool that raised is a :class:`~tether.journal.ToolFailure`
+for the journal, which retries it if the call's policy says so, else reads it as the error
+result; a call that cannot run (an unknown tool, arguments that do not fit) is an error
+result at once, as no attempt would fare better."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pydantic import JsonValue
 
 from tether.agent._tools import Tool, ToolArgumentsError, ToolContext
 from tether.errors import JournalError
-from tether.journal import ToolScope
+from tether.journal import ToolFailure, ToolScope
 from tether.messages import ToolCall, ToolOutcomeStatus, ToolResult
 
 __all__ = ("Toolbox",)
@@ -47,7 +50,7 @@ class Toolbox:
         except JournalError:
             raise  # a divergence, a park: the run's, not the tool's, to report
         except Exception as exc:
-            return _error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
+            raise ToolFailure(f"{call.name} failed: {type(exc).__name__}: {exc}") from exc
         return _result(call, value)
 
 

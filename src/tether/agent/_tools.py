@@ -11,7 +11,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
 
-from tether.journal import ToolScope
+from tether.journal import ToolPolicy, ToolScope
 from tether.messages import Mediation, ToolSpec
 from tether.records import Actor
 
@@ -77,6 +77,8 @@ class Tool:
     context_parameter: str | None = None
     requires_approval: bool = False
     idempotent: bool = False
+    policy: ToolPolicy | None = None
+    """How each call is bounded and retried (``None``: the agent's ``tool_policies``)."""
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
@@ -122,7 +124,11 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, requires_approval: bool = False, idempotent: bool = False
+    *,
+    name: str | None = None,
+    requires_approval: bool = False,
+    idempotent: bool = False,
+    policy: ToolPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -133,15 +139,17 @@ def tool(
     name: str | None = None,
     requires_approval: bool = False,
     idempotent: bool = False,
+    policy: ToolPolicy | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a sync or async function; its docstring is the description.
 
     Parameters become the JSON Schema (pydantic types and models work); one annotated
-    :class:`ToolContext` receives the context instead.
+    :class:`ToolContext` receives the context instead. ``policy`` bounds each call and
+    retries a failed one (:class:`~tether.journal.ToolPolicy`).
 
     Example::
 
-        @tool(idempotent=True)
+        @tool(idempotent=True, policy=ToolPolicy(timeout=10, retries=2))
         async def weather(city: str, ctx: ToolContext) -> str:
             '''The weather in a city.'''
             return await ctx.step("fetch", lambda: fetch_weather(city))
@@ -168,6 +176,7 @@ def tool(
             context_parameter=context_parameter,
             requires_approval=requires_approval,
             idempotent=idempotent,
+            policy=policy,
         )
 
     return build(fn) if fn is not None else build

@@ -669,6 +669,7 @@ class _Attempt:
                 redact=self.context.redact,
                 model_calls=self._model_calls(spec),
                 now=self.context.clock.now,
+                clock=self.context.clock,
             ),
         )
 

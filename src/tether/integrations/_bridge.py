@@ -10,16 +10,16 @@ turn of the run reaches the stand-ins through a context variable set by the harn
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 
 from pydantic import JsonValue
 
 from tether.engine import AgentDefinition, AgentSpec
 from tether.errors import JournalError
-from tether.journal import Harness, ToolScope, Turn
+from tether.journal import Harness, ToolPolicy, ToolScope, Turn
 from tether.messages import Mediation, ModelRequest, ModelResponse, ToolCall, ToolResult
-from tether.models import DeltaSink
+from tether.models import DeltaSink, ModelRetryPolicy
 
 __all__ = (
     "NativeModelCall",
@@ -29,6 +29,7 @@ __all__ = (
     "durable_definition",
     "journaled_model",
     "journaled_tool",
+    "policy_for",
     "step",
     "tool_call",
     "turn_scope",
@@ -108,9 +109,18 @@ async def journaled_model(
     return await current_turn().model(request, client=_NativeModel(native, provider))
 
 
-async def journaled_tool(call: ToolCall, native: NativeToolCall) -> ToolResult:
-    """Run a tool through the current turn: at most once per key, approvals honoured."""
-    return await current_turn().tool(call, executor=_NativeTools(native))
+async def journaled_tool(
+    call: ToolCall, native: NativeToolCall, *, policy: ToolPolicy | None = None
+) -> ToolResult:
+    """Run a tool through the current turn: at most once per key, approvals honoured, each
+    attempt bounded and a failed one retried as ``policy`` says (an exception ``native``
+    raises is a failed attempt)."""
+    return await current_turn().tool(call, executor=_NativeTools(native), policy=policy)
+
+
+def policy_for(name: str, policies: Mapping[str, ToolPolicy]) -> ToolPolicy | None:
+    """A tool's policy in an adapter's ``tool_policies``: its own entry, else ``"*"``'s."""
+    return policies.get(name) or policies.get("*")
 
 
 def tool_call(
@@ -135,8 +145,16 @@ def tool_call(
 
 
 def durable_definition(
-    harness: Harness, *, max_attempts: int | None = None, timeout: float | None = None
+    harness: Harness,
+    *,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    model_timeout: float | None = None,
+    model_retry: ModelRetryPolicy | None = None,
 ) -> AgentDefinition:
-    """An engine definition running ``harness``, whose stand-ins bring the framework's calls."""
-    spec = AgentSpec(harness=harness)  # every call brings its own client or executor
+    """An engine definition running ``harness``, whose stand-ins bring the framework's calls.
+    ``model_timeout`` and ``model_retry`` bound and retry each of the framework's model
+    calls (the runtime's policy when ``None``; see :class:`~tether.engine.AgentSpec`)."""
+    # Every call brings its own client or executor.
+    spec = AgentSpec(harness=harness, model_timeout=model_timeout, model_retry=model_retry)
     return AgentDefinition(lambda instance, env: spec, max_attempts=max_attempts, timeout=timeout)

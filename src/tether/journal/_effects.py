@@ -3,6 +3,7 @@ small values that say who writes (``Stamp``) and what the host attaches (``Journ
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -11,7 +12,7 @@ from typing import Final, Protocol, runtime_checkable
 from pydantic import JsonValue
 
 from tether.messages import ToolCall, ToolResult
-from tether.models import Model, ModelCallPolicy, StreamDelta
+from tether.models import Model, ModelCallPolicy, RetryClock, StreamDelta
 from tether.records import Actor, Record, SteerReceived, TaskFinished, TaskSpawned
 
 __all__ = (
@@ -142,8 +143,9 @@ class JournalHooks:
     to keep secrets out of the permanent log; ``model_calls`` bounds and retries every model
     call (the engine's timeout and retry policy; ``None``: each call is made once, without a
     timeout, and its error raised as it came); ``now`` is what time it is for a sleep
-    (``Turn.sleep``: the engine's clock; the system's by default). A replay keeps only
-    ``redact`` (and ``now``: a replayed sleep never asks it).
+    (``Turn.sleep``: the engine's clock; the system's by default); ``clock`` measures tool
+    policies' timeouts and waits (the engine's clock; the event loop's by default). A
+    replay keeps only ``redact`` (and ``now`` and ``clock``: a replay asks neither).
 
     Example::
 
@@ -158,11 +160,20 @@ class JournalHooks:
     redact: Callable[[str], str] = _unchanged
     model_calls: ModelCallPolicy | None = None
     now: Callable[[], datetime] = _utc_now
+    clock: RetryClock | None = None
+    """What measures a tool policy's timeouts and waits (``None``: the event loop)."""
 
     def replaying(self) -> JournalHooks:
         """The hooks of a replay: no observer, steering, delegation or wrappers (nothing is
         invoked)."""
-        return JournalHooks(redact=self.redact, now=self.now)
+        return JournalHooks(redact=self.redact, now=self.now, clock=self.clock)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait on the clock (a tool policy's wait before its next attempt)."""
+        if self.clock is None:
+            await asyncio.sleep(seconds)
+        else:
+            await self.clock.sleep(seconds)
 
     def model(self, model: Model) -> Model:
         return model if self.wrappers is None else self.wrappers.model(model)

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from tether.errors import InvalidExecutionLog
+from tether.journal._tool_policy import ATTEMPT_FAILED
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
@@ -54,6 +55,9 @@ class Recorded:
         self._next_intent = 0
         self._outcomes: dict[tuple[str, str], int] = {}
         self._tool_steps: dict[tuple[str, str], deque[int]] = {}
+        self._every_tool_step: dict[tuple[str, str], list[int]] = {}
+        """Each call's steps of each name, served or not: a retried attempt is served them
+        again (``rewind_tool_steps``)."""
         self._consumed: set[int] = set()
         self.changes: list[Record] = []
         """The execution's ``version_changed`` records, in log order."""
@@ -80,7 +84,9 @@ class Recorded:
                     self._index_outcome(_OUTCOME_ROLES[kind], call_id, index)
             elif kind == StepRecorded.KIND:
                 if call_id in tool_calls:
-                    self._tool_steps.setdefault((call_id, str(raw["name"])), deque()).append(index)
+                    key = (call_id, str(raw["name"]))
+                    self._tool_steps.setdefault(key, deque()).append(index)
+                    self._every_tool_step.setdefault(key, []).append(index)
                 else:
                     self._intents.append(index)
 
@@ -131,6 +137,28 @@ class Recorded:
             if step_call == call_id:
                 self._consumed.update(indexes)
                 indexes.clear()
+
+    def failed_attempts(self, call_id: str) -> list[Record]:
+        """The attempts of a call that failed and were to be tried again, in order."""
+        steps = self._tool_steps.get((call_id, ATTEMPT_FAILED))
+        if not steps:
+            return []
+        self._consumed.update(steps)
+        failed = [self.records[index] for index in steps]
+        steps.clear()
+        return failed
+
+    def rewind_tool_steps(self, call_id: str, live: Sequence[Record]) -> None:
+        """Serve a call's next attempt the steps recorded for it, those the last attempt
+        just appended (``live``) included, from the first again."""
+        for record in live:
+            self._consumed.add(len(self.records))
+            key = (call_id, str(record.fields["payload"]["name"]))
+            self._every_tool_step.setdefault(key, []).append(len(self.records))
+            self.records.append(record)
+        for (step_call, name), indexes in self._every_tool_step.items():
+            if step_call == call_id and name != ATTEMPT_FAILED:
+                self._tool_steps[(step_call, name)] = deque(indexes)
 
     def unconsumed(self) -> list[Record]:
         return [record for index, record in enumerate(self.records) if index not in self._consumed]

@@ -19,6 +19,7 @@ That is one commit per model call instead of two. Anything that runs outside the
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -63,6 +64,13 @@ from tether.journal._outcomes import (
     step_value,
 )
 from tether.journal._recorded import Recorded
+from tether.journal._tool_policy import (
+    ATTEMPT_FAILED,
+    AttemptTimeout,
+    FailedAttempt,
+    ToolFailure,
+    ToolPolicy,
+)
 from tether.journal._versions import VersionGuard
 from tether.messages import (
     Mediation,
@@ -202,6 +210,9 @@ class Turn:
         where a resume would go live, the turn stops with :class:`PrefixEnd`."""
         self._patches: dict[str, bool] = {}
         """Each patch id asked in this execution, and the answer it got (it keeps it)."""
+        self._live_tool_steps: dict[str, list[Record]] = {}
+        """The steps each call under a policy of retries took in its current attempt: the
+        next attempt is served them."""
         self._offered: dict[str, JsonObject] = {}
         """The parameters schema of each tool the model was last offered, by tool name: an
         approval request records its tool's, for edits to be checked against."""
@@ -541,16 +552,24 @@ class Turn:
 
     # --- tools ------------------------------------------------------------------------
 
-    async def tool(self, call: ToolCall, *, executor: ToolExecutor | None = None) -> ToolResult:
+    async def tool(
+        self,
+        call: ToolCall,
+        *,
+        executor: ToolExecutor | None = None,
+        policy: ToolPolicy | None = None,
+    ) -> ToolResult:
         """Run a host-mediated tool at most once per idempotency key (I3).
 
         Live: the intent is durable before the tool runs, then the outcome. A tool that
         needs approval parks the execution (raises ``ApprovalParked``) until decided; a call
         of ``Mediation.INPUT`` asks a person for its result (see :meth:`ask`).
-        ``executor`` runs this call instead of the journal's tool executor.
+        ``executor`` runs this call instead of the journal's tool executor; ``policy``
+        bounds each attempt and retries a failed one, journaling each failure (see
+        :class:`~tether.journal.ToolPolicy`).
         """
         question = Question(input_prompt(call)) if call.mediation is Mediation.INPUT else None
-        return await self._tool(call, executor, question)
+        return await self._tool(call, executor, question, policy)
 
     async def ask(
         self,
@@ -581,10 +600,14 @@ class Turn:
             idempotency_key=f"{self.execution_id}:{call_id}",
             mediation=Mediation.INPUT,
         )
-        return (await self._tool(call, None, Question(prompt, schema))).data
+        return (await self._tool(call, None, Question(prompt, schema), None)).data
 
     async def _tool(
-        self, call: ToolCall, executor: ToolExecutor | None, question: Question | None
+        self,
+        call: ToolCall,
+        executor: ToolExecutor | None,
+        question: Question | None,
+        policy: ToolPolicy | None,
     ) -> ToolResult:
         tools = self._tools if executor is None else self._hooks.tools(executor)
         async with self._lock:
@@ -617,7 +640,7 @@ class Turn:
         if isinstance(plan, ToolResult):
             return plan
         assert tools is not None  # checked on the way in, live or recovering
-        return await self._execute(plan, tools)
+        return await self._execute(plan, tools, policy)
 
     def _live_intent(self, call: ToolCall, what: str) -> ToolCalled:
         """The intent of a call the log does not hold: allowed live, and new to it."""
@@ -727,6 +750,7 @@ class Turn:
             is_error=True,
             status=ToolOutcomeStatus.UNKNOWN,
         )
+        self._recorded.consume_tool_steps(call.call_id)  # the outcome stands for them
         await self._append([outcome_of(unknown)])
         return unknown
 
@@ -789,7 +813,9 @@ class Turn:
         await self._append([request] if after_intent else [intent, request])
         self._stick(InputParked(input_id, self.execution_id, call.call_id, request_seq))
 
-    async def _execute(self, call: ToolCall, tools: ToolExecutor) -> ToolResult:
+    async def _execute(
+        self, call: ToolCall, tools: ToolExecutor, policy: ToolPolicy | None
+    ) -> ToolResult:
         scope = ToolScope(
             conversation_id=self._log.conversation_id,
             session=self._session,
@@ -800,28 +826,101 @@ class Turn:
             identity=self.identity,
             sleep=lambda when: self._tool_sleep(call.call_id, when),
         )
-        self.tool_invocations += 1
+        # Attempts a recovered call already failed (a crash cut the wait or the next one):
+        # it goes on with the attempts left, after the wait left.
+        failed = self._recorded.failed_attempts(call.call_id)
+        attempt = len(failed)
+        retrying = policy is not None and policy.retries > 0
+        if retrying:
+            self._live_tool_steps[call.call_id] = []
         try:
-            result = await tools.execute(call, scope)
-            # Correlation is the host's: whatever id the executor returned, the call's wins.
-            result = result.model_copy(update={"call_id": call.call_id})
-        except JournalError:
-            raise
-        except Exception as exc:
-            result = ToolResult(
-                call_id=call.call_id,
-                content=f"{type(exc).__name__}: {exc}",
-                is_error=True,
-                status=ToolOutcomeStatus.ERROR,
-            )
+            if failed:
+                await self._wait_to_retry(failed[-1])
+            while True:
+                attempt += 1
+                self.tool_invocations += 1
+                answer = await self._attempt(call, tools, scope, policy)
+                if isinstance(answer, ToolResult):
+                    # Correlation is the host's: whatever id the executor returned, the
+                    # call's wins.
+                    result = answer.model_copy(update={"call_id": call.call_id})
+                    break
+                wait = (
+                    None if policy is None else policy.delay(attempt, answer.cause, random.random())
+                )
+                if wait is None:
+                    result = ToolResult(
+                        call_id=call.call_id,
+                        content=answer.message,
+                        is_error=True,
+                        status=ToolOutcomeStatus.ERROR,
+                    )
+                    break
+                await self._attempt_failed(call.call_id, attempt, answer.message, wait)
+        finally:
+            self._live_tool_steps.pop(call.call_id, None)
         if result.is_error:
             # Masked before the harness sees it too: what it builds from the result (the next
             # model input, whose hash is recorded) must match what replay serves from the log.
             result = result.model_copy(update={"content": self._log.redact(result.content)})
         async with self._lock:
             self._check()
+            self._recorded.consume_tool_steps(call.call_id)  # the outcome stands for them
             await self._append([outcome_of(result)])
         return result
+
+    async def _attempt(
+        self, call: ToolCall, tools: ToolExecutor, scope: ToolScope, policy: ToolPolicy | None
+    ) -> ToolResult | FailedAttempt:
+        """One attempt: its result, or what failed it."""
+        timeout = None if policy is None else policy.timeout
+        try:
+            if timeout is None:
+                return await tools.execute(call, scope)
+            async with AttemptTimeout(timeout, self._hooks.clock) as limit:
+                try:
+                    return await tools.execute(call, scope)
+                finally:
+                    limit.stop()
+        except JournalError:
+            raise
+        except TimeoutError as exc:
+            if timeout is not None and limit.expired:
+                return FailedAttempt(f"{call.name} timed out after {timeout:g} s", None)
+            return FailedAttempt(f"{type(exc).__name__}: {exc}", exc)
+        except ToolFailure as exc:
+            return FailedAttempt(exc.message, exc)
+        except Exception as exc:
+            return FailedAttempt(f"{type(exc).__name__}: {exc}", exc)
+
+    async def _attempt_failed(self, call_id: str, attempt: int, message: str, wait: float) -> None:
+        """Journal a failed attempt that is tried again, then wait: a crash from here on
+        resumes with the attempts left (a call declared idempotent; another's is unknown)."""
+        retry_at = self._hooks.now() + timedelta(seconds=wait)
+        failed = StepRecorded(
+            call_id=call_id,
+            name=ATTEMPT_FAILED,
+            value={
+                "attempt": attempt,
+                "error": self._log.redact(message),
+                "retryAt": retry_at.isoformat(),
+            },
+        )
+        async with self._lock:
+            self._check()
+            await self._append([failed])
+        # The next attempt is served the steps this one and those before it took.
+        self._recorded.rewind_tool_steps(call_id, self._live_tool_steps.get(call_id, ()))
+        self._live_tool_steps[call_id] = []
+        await self._hooks.sleep(wait)
+
+    async def _wait_to_retry(self, failed: Record) -> None:
+        value = step_value(failed)
+        retry_at = value.get("retryAt") if isinstance(value, dict) else None
+        if isinstance(retry_at, str):
+            left = (datetime.fromisoformat(retry_at) - self._hooks.now()).total_seconds()
+            if left > 0:
+                await self._hooks.sleep(left)
 
     async def _progress(self, call_id: str, text: str) -> None:
         """Partial tool output for observers: ephemeral, never journaled, not replayed."""
@@ -1150,7 +1249,10 @@ class Turn:
         payload = StepRecorded(call_id=call_id, name=name, value=value)
         async with self._lock:
             self._check()
-            await self._append([payload])
+            records = await self._append([payload])
+        attempt_steps = self._live_tool_steps.get(call_id)
+        if attempt_steps is not None:
+            attempt_steps.extend(records)
         return payload.value
 
     async def compact(

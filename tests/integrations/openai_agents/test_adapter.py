@@ -16,7 +16,8 @@ from tether.integrations.openai_agents import (
     durable,
     journaled_agent,
 )
-from tether.journal import Decision, Journal, Turn
+from tether.journal import Decision, Journal, ToolPolicy, Turn
+from tether.records import StepRecorded, ToolOutcome
 from tether.store import Store
 
 from ...engine.test_runtime import settle
@@ -220,3 +221,23 @@ async def test_handoffs_are_journaled_too_and_replay_with_zero_calls(
     replay = OpenAIAgentsHarness(triage_agent(ForbiddenModel(), ForbiddenModel()), name="helper")
     replayed = await (await Journal.open(store, conversation_id, fence=0)).replay(replay)
     assert replayed == [result]
+
+
+async def test_a_tool_policy_retries_a_failing_tool_and_the_last_failure_is_read(
+    make_runtime: Make,
+) -> None:
+    policies = {"broken": ToolPolicy(retries=2, backoff=0)}
+    async with make_runtime({"helper": durable(make_agent(), tool_policies=policies)}) as runtime:
+        conversation_id, result = await run(runtime, "break it")
+        records = await runtime.records(conversation_id)
+    failed = [
+        r.payload.value
+        for r in records
+        if isinstance(r.payload, StepRecorded) and r.payload.name == "tether.attempt_failed"
+    ]
+    assert [f["attempt"] for f in failed] == [1, 2]  # type: ignore[call-overload,index]
+    outcome = next(r.payload for r in records if isinstance(r.payload, ToolOutcome))
+    # The SDK's failure message is what the model reads, after the third attempt failed.
+    assert outcome.is_error and outcome.content == "An error occurred while running the tool."
+    assert failed[0]["error"] == outcome.content  # type: ignore[call-overload,index]
+    assert result == f"done: {outcome.content}"

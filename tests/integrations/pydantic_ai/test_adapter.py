@@ -4,12 +4,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic_ai import Agent
 from pydantic_ai import messages as pa
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tether.engine import Runtime
 from tether.integrations.pydantic_ai import PydanticAIHarness, durable
-from tether.journal import Decision, Journal
+from tether.journal import Decision, Journal, ToolPolicy
+from tether.records import StepRecorded
 from tether.store import Store
 
 from ...engine.test_runtime import settle
@@ -135,3 +137,33 @@ async def test_a_fork_continues_from_any_seq(make_runtime: Make) -> None:
             "done: three facts about moons"
         )
         assert receipt.conversation_id == fork.id
+
+
+async def test_a_tool_policy_retries_a_tool_that_raised_and_journals_the_failure(
+    make_runtime: Make,
+) -> None:
+    def reply(messages: list[pa.ModelMessage], info: AgentInfo) -> pa.ModelResponse:
+        returned = [p for p in messages[-1].parts if isinstance(p, pa.ToolReturnPart)]
+        if returned:
+            return pa.ModelResponse(parts=[pa.TextPart(f"got {returned[0].content}")])
+        return pa.ModelResponse(parts=[pa.ToolCallPart("fetch", {}, tool_call_id="c1")])
+
+    agent = Agent(FunctionModel(reply, model_name="scripted"), name="fetcher")
+    attempts: list[int] = []
+
+    @agent.tool_plain
+    async def fetch() -> str:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            raise ConnectionError("reset by peer")
+        return "the page"
+
+    helper = durable(agent, tool_policies={"fetch": ToolPolicy(retries=2, backoff=0)})
+    async with make_runtime({"helper": helper}) as runtime:
+        conversation_id, result = await run(runtime, "go")
+        records = await runtime.records(conversation_id)
+    assert result == "got the page" and attempts == [1, 2]
+    failed = [r.payload for r in records if isinstance(r.payload, StepRecorded)]
+    assert [(step.name, step.value["attempt"]) for step in failed] == [  # type: ignore[call-overload,index]
+        ("tether.attempt_failed", 1)
+    ]

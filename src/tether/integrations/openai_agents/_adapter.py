@@ -8,7 +8,7 @@ own loop; the journal decides whether a call runs or is served from the log.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agents import Agent, RunConfig, Runner
@@ -22,7 +22,8 @@ from tether.integrations.openai_agents._convert import jsonable, messages_to_ite
 from tether.integrations.openai_agents._refuse import UnsupportedConstruct, check_run_options
 from tether.integrations.openai_agents._runner import install_runner
 from tether.integrations.openai_agents._scope import Scope
-from tether.journal import Turn
+from tether.journal import ToolPolicy, Turn
+from tether.models import ModelRetryPolicy
 
 __all__ = ("OpenAIAgentsHarness", "durable", "journaled_agent")
 
@@ -32,11 +33,14 @@ def journaled_agent(
     control: list[TetherError] | None = None,
     *,
     idempotent_tools: Iterable[str] = (),
+    tool_policies: Mapping[str, ToolPolicy] | None = None,
 ) -> Agent[Any]:
     """A clone of ``agent`` (and of every agent it hands off to) with a journaled model,
     journaled function tools and guardrails that run one at a time before the model call.
     ``agent`` itself is left untouched. ``control`` collects the Tether control errors
-    (parks, divergences) a tool raised, which the SDK wraps. Raises
+    (parks, divergences) a tool raised, which the SDK wraps. ``tool_policies`` bounds each
+    function tool's calls and retries a failed one, by tool name (``"*"``: any other; see
+    :class:`~tether.journal.ToolPolicy`). Raises
     :class:`UnsupportedConstruct` for what cannot be journaled (MCP servers, local shell,
     computer and patch tools...).
 
@@ -48,7 +52,9 @@ def journaled_agent(
     """
     install_runner()  # nested runs (a guardrail's checker agent) are journaled too
     scope = Scope(
-        control=control if control is not None else [], idempotent=frozenset(idempotent_tools)
+        control=control if control is not None else [],
+        idempotent=frozenset(idempotent_tools),
+        policies=dict(tool_policies or {}),
     )
     return clone_graph(agent, scope)
 
@@ -71,11 +77,13 @@ class OpenAIAgentsHarness:
         context: object = None,
         idempotent_tools: Iterable[str] = (),
         session: object = None,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         check_run_options({"session": session}, None)
         journaled_agent(agent)  # refuses at registration what cannot be journaled
         self.name = name or agent.name
         self.idempotent_tools = tuple(idempotent_tools)
+        self.tool_policies = dict(tool_policies or {})
         self.version = version
         self.agent = agent
         self.max_turns = max_turns
@@ -83,7 +91,12 @@ class OpenAIAgentsHarness:
 
     async def run(self, turn: Turn) -> JsonValue:
         control: list[TetherError] = []
-        agent = journaled_agent(self.agent, control, idempotent_tools=self.idempotent_tools)
+        agent = journaled_agent(
+            self.agent,
+            control,
+            idempotent_tools=self.idempotent_tools,
+            tool_policies=self.tool_policies,
+        )
         items = messages_to_items([*turn.history, *turn.inputs])
         with turn_scope(turn):
             try:
@@ -122,8 +135,14 @@ def durable(
     max_attempts: int | None = None,
     timeout: float | None = None,
     session: object = None,
+    tool_policies: Mapping[str, ToolPolicy] | None = None,
+    model_timeout: float | None = None,
+    model_retry: ModelRetryPolicy | None = None,
 ) -> AgentDefinition:
     """An engine definition running ``agent`` durably (its model and function tools journaled).
+    ``tool_policies`` bounds and retries its function tools' calls (see
+    :func:`journaled_agent`); ``model_timeout`` and ``model_retry`` its model calls' (the
+    runtime's when ``None``).
 
     ``session`` is refused (:class:`UnsupportedConstruct`): the Tether session log is the
     agent's memory. So is any construct the journal cannot hold (see ``journaled_agent``).
@@ -141,5 +160,12 @@ def durable(
         context=context,
         idempotent_tools=idempotent_tools,
         session=session,
+        tool_policies=tool_policies,
     )
-    return durable_definition(harness, max_attempts=max_attempts, timeout=timeout)
+    return durable_definition(
+        harness,
+        max_attempts=max_attempts,
+        timeout=timeout,
+        model_timeout=model_timeout,
+        model_retry=model_retry,
+    )

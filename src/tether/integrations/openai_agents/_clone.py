@@ -13,6 +13,7 @@ from typing import Any
 
 from agents import Agent, FunctionTool, Handoff, Model, RunContextWrapper
 
+from tether.integrations._bridge import policy_for
 from tether.integrations.openai_agents._guardrails import serial_input, serial_output
 from tether.integrations.openai_agents._mcp import journal_mcp_servers
 from tether.integrations.openai_agents._model import JournaledModel
@@ -46,7 +47,12 @@ def clone_graph(agent: Agent[Any], scope: Scope) -> Agent[Any]:
         clone = original.clone(
             model=model if isinstance(model, JournaledModel) else JournaledModel(model),
             tools=[
-                journaled_tool_of(t, scope.control, idempotent=t.name in scope.idempotent)
+                journaled_tool_of(
+                    t,
+                    scope.control,
+                    idempotent=t.name in scope.idempotent,
+                    policy=policy_for(t.name, scope.policies),
+                )
                 if isinstance(t, FunctionTool)
                 else t
                 for t in original.tools

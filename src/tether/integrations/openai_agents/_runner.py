@@ -74,6 +74,7 @@ def _prepare(
         scope = Scope(
             control=outer.control,
             idempotent=outer.idempotent,
+            policies=outer.policies,
             tracing_disabled=outer.tracing_disabled,
             responses=outer.responses,
         )

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.errors import TetherError
+from tether.journal import ToolPolicy
 
 __all__ = ("Scope", "current_scope", "outside_scope", "scope_of", "set_scope", "within")
 
@@ -31,6 +32,9 @@ class Scope:
 
     control: list[TetherError]
     idempotent: frozenset[str] = frozenset()
+    policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    """Each function tool's :class:`~tether.journal.ToolPolicy`, by name (``"*"``: any
+    other)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Guardrails run one at a time, in their list's order, so the journal records their
     model calls in the same order live, on resume and in replay."""

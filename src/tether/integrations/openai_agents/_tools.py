@@ -23,13 +23,13 @@ from tether.errors import TetherError
 from tether.integrations._bridge import journaled_tool, tool_call
 from tether.integrations.openai_agents._convert import jsonable
 from tether.integrations.openai_agents._scope import outside_scope
-from tether.journal import ToolScope
+from tether.journal import ToolFailure, ToolPolicy, ToolScope
 from tether.messages import Mediation, ToolCall, ToolOutcomeStatus, ToolResult
 from tether.stream import parse_tool_arguments
 
 __all__ = ("journaled_tool_of",)
 
-_failed: ContextVar[list[bool] | None] = ContextVar("tether_openai_tool_failed", default=None)
+_failed: ContextVar[list[Exception] | None] = ContextVar("tether_openai_tool_failed", default=None)
 
 _JOURNALED = "_tether_journaled"
 
@@ -37,17 +37,18 @@ NeedsApproval = bool | Callable[[RunContextWrapper[Any], dict[str, Any], str], A
 
 
 def _recording_failures(tool: FunctionTool) -> FunctionTool:
-    """A copy of ``tool`` whose handled failures are flagged (for ``is_error``) and whose
-    Tether control errors are never turned into a message for the model."""
+    """A copy of ``tool`` whose handled failures are kept (for ``is_error``, and for a tool
+    policy to retry) and whose Tether control errors are never turned into a message for
+    the model."""
     inner = tool.__copy__()
     original = resolve_function_tool_failure_error_function(tool)
 
     async def on_failure(ctx: RunContextWrapper[Any], error: Exception) -> str:
         if isinstance(error, TetherError):
             raise error
-        flags = _failed.get()
-        if flags is not None:
-            flags.append(True)
+        failures = _failed.get()
+        if failures is not None:
+            failures.append(error)
         if original is None:
             raise error
         message = original(ctx, error)
@@ -73,11 +74,17 @@ def _json_text(data: JsonValue) -> str:
 
 
 def journaled_tool_of(
-    tool: FunctionTool, control: list[TetherError], *, idempotent: bool = False
+    tool: FunctionTool,
+    control: list[TetherError],
+    *,
+    idempotent: bool = False,
+    policy: ToolPolicy | None = None,
 ) -> FunctionTool:
     """``tool`` with its invocation journaled; ``needs_approval`` becomes a Tether approval.
     An ``idempotent`` tool is run again after a crash cut it short (else its outcome is
-    recorded as unknown)."""
+    recorded as unknown). Under a ``policy``, a failure (what the SDK's failure function
+    turns into a message) is retried, the message being the error the model reads once no
+    attempt is left."""
     if getattr(tool.on_invoke_tool, _JOURNALED, False):
         return tool  # a tool of a journaled clone: journaled once is enough
     inner = _recording_failures(tool)
@@ -92,8 +99,8 @@ def journaled_tool_of(
             mediation = Mediation.APPROVAL
 
         async def native(call: ToolCall, scope: ToolScope) -> ToolResult:
-            flags: list[bool] = []
-            token = _failed.set(flags)
+            failures: list[Exception] = []
+            token = _failed.set(failures)
             try:
                 with outside_scope():  # an agent-as-tool's nested run is this call's result
                     output = await invoke_function_tool(
@@ -101,13 +108,15 @@ def journaled_tool_of(
                     )
             finally:
                 _failed.reset(token)
-            return _result_of(call.call_id, output, bool(flags))
+            if failures and policy is not None:
+                raise ToolFailure(str(output)) from failures[-1]
+            return _result_of(call.call_id, output, bool(failures))
 
         try:
             call = tool_call(
                 ctx.tool_call_id, tool.name, args, mediation=mediation, idempotent=idempotent
             )
-            result = await journaled_tool(call, native)
+            result = await journaled_tool(call, native, policy=policy)
         except TetherError as exc:
             control.append(exc)  # the SDK wraps tool exceptions; the harness re-raises this
             raise

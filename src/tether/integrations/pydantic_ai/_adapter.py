@@ -13,7 +13,7 @@ or answers.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
@@ -26,8 +26,9 @@ from tether.integrations.pydantic_ai._agent import JournaledAgent, check_journal
 from tether.integrations.pydantic_ai._convert import jsonable
 from tether.integrations.pydantic_ai._model import inside_run
 from tether.integrations.pydantic_ai._tools import ToolFailed, gated_history
-from tether.journal import Turn
+from tether.journal import ToolPolicy, Turn
 from tether.messages import Message
+from tether.models import ModelRetryPolicy
 from tether.models.pydantic_ai import to_pydantic_ai
 
 __all__ = ("Drive", "PydanticAIHarness", "ToolFailed", "durable")
@@ -53,6 +54,8 @@ class PydanticAIHarness:
     input is its prompt. ``deps`` is passed to every run. ``idempotent_tools`` names the
     tools safe to run again under the same key after a crash interrupted them (their
     executor deduplicates); any other interrupted tool gets an ``unknown`` outcome.
+    ``tool_policies`` bounds each tool's calls and retries a failed one, by tool name
+    (``"*"``: any other; see :class:`~tether.journal.ToolPolicy`).
     ``drive`` runs the agent another way than ``agent.run`` (see :data:`Drive`).
 
     Example::
@@ -69,10 +72,12 @@ class PydanticAIHarness:
         deps: Any = None,
         idempotent_tools: Sequence[str] = (),
         drive: Drive | None = None,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         check_journalable(agent)
         self.agent = agent
         self.idempotent_tools = frozenset(idempotent_tools)
+        self.tool_policies = dict(tool_policies or {})
         self.name = name or f"pydantic-ai:{agent.name or 'agent'}"
         self.version = version
         self.deps = deps
@@ -80,7 +85,12 @@ class PydanticAIHarness:
 
     async def run(self, turn: Turn) -> JsonValue:
         history = to_pydantic_ai(gated_history(turn.history))
-        agent = JournaledAgent(self.agent, idempotent_tools=self.idempotent_tools, deps=self.deps)
+        agent = JournaledAgent(
+            self.agent,
+            idempotent_tools=self.idempotent_tools,
+            deps=self.deps,
+            tool_policies=self.tool_policies,
+        )
         with turn_scope(turn), inside_run():
             try:
                 output = await self.drive(agent, _prompt(turn.inputs), history)
@@ -105,13 +115,19 @@ def durable(
     drive: Drive | None = None,
     max_attempts: int | None = None,
     timeout: float | None = None,
+    tool_policies: Mapping[str, ToolPolicy] | None = None,
+    model_timeout: float | None = None,
+    model_retry: ModelRetryPolicy | None = None,
 ) -> AgentDefinition:
     """A pydantic-ai agent as a durable Tether agent (for ``Runtime`` or ``tether serve --app``).
+    ``tool_policies`` bounds and retries its tools' calls (see :class:`PydanticAIHarness`);
+    ``model_timeout`` and ``model_retry`` its model calls' (the runtime's when ``None``).
 
     Example::
 
         def agents():
-            return {"support": durable(support_agent)}
+            return {"support": durable(support_agent,
+                                       tool_policies={"lookup": ToolPolicy(retries=3)})}
     """
     harness = PydanticAIHarness(
         agent,
@@ -120,5 +136,12 @@ def durable(
         deps=deps,
         idempotent_tools=idempotent_tools,
         drive=drive,
+        tool_policies=tool_policies,
     )
-    return durable_definition(harness, max_attempts=max_attempts, timeout=timeout)
+    return durable_definition(
+        harness,
+        max_attempts=max_attempts,
+        timeout=timeout,
+        model_timeout=model_timeout,
+        model_retry=model_retry,
+    )

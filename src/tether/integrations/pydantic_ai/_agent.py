@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, NoReturn
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
@@ -39,14 +39,18 @@ from tether.integrations.pydantic_ai._model import (
     inside_run,
 )
 from tether.integrations.pydantic_ai._tools import JournaledToolset, resolve_deferred
+from tether.journal import ToolPolicy
 
 __all__ = ("JournaledAgent", "check_journalable", "install", "journaled_agent")
 
 
 @dataclasses.dataclass(init=False)
 class _Journaled(AbstractCapability[Any]):
-    def __init__(self, idempotent: frozenset[str]) -> None:
+    def __init__(
+        self, idempotent: frozenset[str], policies: Mapping[str, ToolPolicy] | None = None
+    ) -> None:
         self.idempotent = idempotent
+        self.policies = policies or {}
 
     def get_ordering(self) -> CapabilityOrdering:
         # Outermost, so the other capabilities' request hooks see the journaled model.
@@ -71,7 +75,7 @@ class _Journaled(AbstractCapability[Any]):
         return await self.before_model_request(ctx, request_context)
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
-        return JournaledToolset(toolset, self.idempotent)
+        return JournaledToolset(toolset, self.idempotent, self.policies)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[Any], *, requests: DeferredToolRequests
@@ -118,10 +122,12 @@ class JournaledAgent(WrapperAgent[Any, Any]):
         *,
         idempotent_tools: Iterable[str] = (),
         deps: Any = None,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         super().__init__(wrapped)
         self.idempotent_tools = frozenset(idempotent_tools)
         self.deps = deps
+        self.tool_policies = dict(tool_policies or {})
 
     @contextlib.asynccontextmanager
     async def iter(
@@ -136,7 +142,7 @@ class JournaledAgent(WrapperAgent[Any, Any]):
             kwargs["deps"] = self.deps
         capabilities = [
             *(kwargs.pop("capabilities", None) or ()),
-            _Journaled(self.idempotent_tools),
+            _Journaled(self.idempotent_tools, self.tool_policies),
         ]
         with inside_run():
             async with self.wrapped.iter(user_prompt, capabilities=capabilities, **kwargs) as run:
@@ -191,11 +197,12 @@ def journaled_agent(
     *,
     idempotent_tools: Iterable[str] = (),
     deps: Any = None,
+    tool_policies: Mapping[str, ToolPolicy] | None = None,
 ) -> JournaledAgent:
     """``agent`` journaled in the current Tether turn (see :class:`JournaledAgent`), for a
     harness of your own. (Inside a durable run, any other agent run outside its tools, a
     checker in an output validator say, is journaled without it; wrap one to name its
-    ``idempotent_tools``.)
+    ``idempotent_tools`` and ``tool_policies``.)
 
     Example::
 
@@ -212,7 +219,9 @@ def journaled_agent(
     check_journalable(agent)
     if isinstance(agent, JournaledAgent):
         return agent
-    return JournaledAgent(agent, idempotent_tools=idempotent_tools, deps=deps)
+    return JournaledAgent(
+        agent, idempotent_tools=idempotent_tools, deps=deps, tool_policies=tool_policies
+    )
 
 
 install()

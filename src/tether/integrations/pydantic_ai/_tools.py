@@ -20,7 +20,7 @@ the run with ``DeferredToolRequests``:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
@@ -39,10 +39,10 @@ from pydantic_ai import messages as pa
 from pydantic_ai.toolsets import WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from tether.integrations._bridge import journaled_tool, tool_call
+from tether.integrations._bridge import journaled_tool, policy_for, tool_call
 from tether.integrations.pydantic_ai._convert import as_text, jsonable
 from tether.integrations.pydantic_ai._model import inside_tool
-from tether.journal import ToolScope
+from tether.journal import ToolPolicy, ToolScope
 from tether.messages import (
     Mediation,
     Message,
@@ -80,6 +80,8 @@ class JournaledToolset(WrapperToolset[Any]):
     """Every call through the journal; approval and external tools become Tether gates."""
 
     idempotent: frozenset[str] = frozenset()
+    policies: Mapping[str, ToolPolicy] = dataclasses.field(default_factory=dict)
+    """Each tool's :class:`~tether.journal.ToolPolicy`, by name (``"*"``: any other)."""
     approval: set[str] = dataclasses.field(default_factory=set)
     external: set[str] = dataclasses.field(default_factory=set)
 
@@ -157,7 +159,7 @@ class JournaledToolset(WrapperToolset[Any]):
             data = None if isinstance(value, str) else jsonable(value)
             return ToolResult(call_id=call.call_id, content=as_text(value), data=data)
 
-        return await journaled_tool(call, native)
+        return await journaled_tool(call, native, policy=policy_for(name, self.policies))
 
 
 async def resolve_deferred(requests: DeferredToolRequests) -> DeferredToolResults:
