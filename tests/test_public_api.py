@@ -374,6 +374,7 @@ PUBLIC = {
         "LangGraphHarness",
         "LangGraphTurn",
         "NotJournaled",
+        "TetherCheckpointer",
         "UnsupportedConstruct",
         "convert_langgraph_events",
         "durable",
