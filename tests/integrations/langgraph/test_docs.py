@@ -2,9 +2,12 @@
 the fake OpenAI API (issue 36 item 3): each settles with the expected answer, its model calls
 are the requests the fake counted, and a durable run replays offline with none."""
 
+import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 from pydantic import JsonValue
@@ -27,10 +30,11 @@ TAP = "LangGraphTurn(source"
 ADAPTER = "# myapp.py"
 STATE = "class State(MessagesState):"
 INTERRUPT = "class Review(MessagesState):"
+CHECKPOINTER = 'TetherCheckpointer("sqlite:///./tether-data")'
 
 
 def test_every_python_example_of_the_page_is_run_by_a_test() -> None:
-    assert PAGE.unclaimed([TAP, ADAPTER, STATE, INTERRUPT]) == []
+    assert PAGE.unclaimed([TAP, ADAPTER, STATE, INTERRUPT, CHECKPOINTER]) == []
 
 
 def readers_tools(sent: list[str]) -> dict[str, BaseTool]:
@@ -151,3 +155,11 @@ async def test_the_interrupt_example_parks_for_answers_and_resumes(
     assert state == {"verdict": "send", "note": "cc legal"}
     replayed = await replay_sends_nothing(store, fake, receipt.conversation_id, harness_of(review))
     assert replayed == ["Dear team, the tide is in."]
+
+
+async def test_the_checkpointer_example_runs_and_forks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    await asyncio.to_thread(asyncio.run, run_example(PAGE.example(CHECKPOINTER), {}))
+    assert capsys.readouterr().out.splitlines() == ["('review',)", "('review',)"]

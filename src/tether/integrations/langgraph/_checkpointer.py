@@ -53,8 +53,8 @@ from tether.records import RecordDraft, StepRecorded
 __all__ = ("TetherCheckpointer",)
 
 _T = TypeVar("_T")
-_STORE_KEY = "__pregel_store"
-"""Where LangGraph hands its ``store=`` to a run's config."""
+_RUNTIME_KEY = "__pregel_runtime"
+"""Where LangGraph hands a run's ``Runtime`` (its ``store=`` among it) to the saver's config."""
 _PAGE = 1000
 
 
@@ -493,7 +493,8 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def _refuse_store(config: RunnableConfig) -> None:
-    if config.get("configurable", {}).get(_STORE_KEY) is not None:
+    runtime = config.get("configurable", {}).get(_RUNTIME_KEY)
+    if getattr(runtime, "store", None) is not None:
         raise UnsupportedConstruct(
             "the graph is compiled with store=: Tether has no long-term store yet, and a "
             "LangGraph store's reads and writes would happen outside the log; keep what must "
