@@ -300,6 +300,7 @@ PUBLIC = {
         "NotMinted",
         "ReplayCheck",
         "SIGNAL_MEDIA_TYPE",
+        "STREAM_DATA",
         "Stamp",
         "SteerSource",
         "ToolExecutor",

@@ -22,7 +22,7 @@ from ...fakes.openai_server import Answer, Call, FakeOpenAI
 from ..approvals import decide_parked
 from ..cuts import harness_of, replay_sends_nothing
 from ..doc_examples import Page, TapReader, memory_only, run_example
-from .test_interrupt import pending_input
+from .test_interrupt import pending_input, state_step
 
 Make = Callable[..., Runtime]
 PAGE = Page("langgraph.md")
@@ -125,7 +125,7 @@ async def test_the_state_example_keeps_its_channels_between_submissions(
             receipt = await runtime.dispatch("counter", "acme", body)
             await settle(runtime, receipt.submission_id)
         records = await runtime.records(receipt.conversation_id)
-    steps = [r.payload.to_json_object()["value"] for r in records if r.kind == "step_recorded"]
+    steps = [s["value"] for s in map(state_step, records) if s is not None]
     assert steps == [{"count": 1, "topics": ["tides"]}, {"count": 2, "topics": ["tides", "moons"]}]
     replayed = await replay_sends_nothing(store, fake, receipt.conversation_id, harness_of(counter))
     assert replayed == ["Noon.", "Midnight."]
@@ -151,7 +151,7 @@ async def test_the_interrupt_example_parks_for_answers_and_resumes(
         records = await runtime.records(receipt.conversation_id)
     assert outcome["result"] == "Dear team, the tide is in."
     assert fake.count == 1  # the draft was asked once, served from the log on each resume
-    [state] = [r.payload.to_json_object()["value"] for r in records if r.kind == "step_recorded"]
+    [state] = [s["value"] for s in map(state_step, records) if s is not None]
     assert state == {"verdict": "send", "note": "cc legal"}
     replayed = await replay_sends_nothing(store, fake, receipt.conversation_id, harness_of(review))
     assert replayed == ["Dear team, the tide is in."]

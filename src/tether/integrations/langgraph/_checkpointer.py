@@ -314,8 +314,7 @@ class TetherCheckpointer(BaseCheckpointSaver[int]):
             log = await self._thread_log(thread_id, create=False)
             if log is None:
                 return None
-            checkpoint_id = get_checkpoint_id(config)
-            found = log.checkpoints.get((ns, checkpoint_id)) if checkpoint_id else log.latest(ns)
+            found = log.find(ns, get_checkpoint_id(config))
             return None if found is None else self._tuple(thread_id, log, found)
 
     def _tuple(self, thread_id: str, log: ThreadLog, stored: StoredCheckpoint) -> CheckpointTuple:
@@ -471,11 +470,7 @@ class TetherCheckpointer(BaseCheckpointSaver[int]):
         checkpoint_id = get_checkpoint_id(config)
         async with self._lock:
             log = await self._thread_log(thread_id, create=False)
-            stored = None
-            if log is not None:
-                stored = (
-                    log.checkpoints.get((ns, checkpoint_id)) if checkpoint_id else log.latest(ns)
-                )
+            stored = None if log is None else log.find(ns, checkpoint_id)
             if log is None or stored is None:
                 raise ValueError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
             await self._runtime.fork(log.conversation_id, at_seq=stored.seq, session=str(target))

@@ -46,7 +46,18 @@ from tether.stream import (
     TurnUsage,
 )
 
-__all__ = ("LangGraphTurn", "convert_langgraph_events", "langgraph_usage")
+__all__ = (
+    "CUSTOM_KIND",
+    "UPDATE_KIND",
+    "LangGraphTurn",
+    "convert_langgraph_events",
+    "langgraph_usage",
+)
+
+UPDATE_KIND = "langgraph_update"
+"""The ``kind`` of a data event of a node's writes besides its messages (``updates`` mode)."""
+CUSTOM_KIND = "langgraph_custom"
+"""The ``kind`` of a data event of what a node's stream writer wrote (``custom`` mode)."""
 
 OnAIMessage = Callable[[AIMessage], Awaitable[None] | None]
 _REASONING = frozenset({"reasoning", "thinking"})
@@ -234,9 +245,11 @@ async def convert_langgraph_events(
                 if isinstance(chunk, AIMessage):
                     for event in state.chunk(chunk):
                         yield event
-            elif mode in ("custom", "values"):
-                key = "data" if mode == "custom" else "values"
-                for event in state.data({"kind": f"langgraph_{mode}", key: _jsonable(data)}):
+            elif mode == "custom":
+                for event in state.data({"kind": CUSTOM_KIND, "data": _jsonable(data)}):
+                    yield event
+            elif mode == "values":
+                for event in state.data({"kind": "langgraph_values", "values": _jsonable(data)}):
                     yield event
             elif mode == "updates" and isinstance(data, dict):
                 for node, update in data.items():
@@ -255,7 +268,7 @@ async def convert_langgraph_events(
                                 yield event
                     written = _other_channels(update)
                     if written:
-                        update_data = {"kind": "langgraph_update", "node": str(node)}
+                        update_data = {"kind": UPDATE_KIND, "node": str(node)}
                         for event in state.data({**update_data, "update": written}):
                             yield event
         for event in state.close():

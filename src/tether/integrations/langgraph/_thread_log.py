@@ -119,6 +119,10 @@ class ThreadLog:
                 continue
             kept[(task_id, index)] = StoredWrite(task_id, task_path, index, channel, encoded)
 
+    def find(self, ns: str, checkpoint_id: str | None) -> StoredCheckpoint | None:
+        """The namespace's checkpoint of that id, or its newest (``checkpoint_id`` ``None``)."""
+        return self.checkpoints.get((ns, checkpoint_id)) if checkpoint_id else self.latest(ns)
+
     def latest(self, ns: str) -> StoredCheckpoint | None:
         """The namespace's newest checkpoint (LangGraph's ids sort by time)."""
         found = [c for (n, _), c in self.checkpoints.items() if n == ns]
