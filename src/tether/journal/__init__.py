@@ -29,6 +29,7 @@ from tether.journal._harness import Harness
 from tether.journal._history import SIGNAL_MEDIA_TYPE, messages_of, transcript
 from tether.journal._journal import Ending, ExecutionResult, Finisher, Journal
 from tether.journal._log import NOT_MINTED, Fence, NotMinted
+from tether.journal._notes import STREAM_DATA
 from tether.journal._tool_policy import ToolFailure, ToolPolicy
 from tether.journal._truncate import truncation_anchor, truncation_point
 from tether.journal._turn import UNKNOWN_OUTCOME, Mode, Turn
@@ -38,6 +39,7 @@ from tether.journal._view import LogView
 __all__ = (
     "NOT_MINTED",
     "SIGNAL_MEDIA_TYPE",
+    "STREAM_DATA",
     "UNKNOWN_OUTCOME",
     "ApprovalState",
     "Decision",

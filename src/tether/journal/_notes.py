@@ -14,7 +14,13 @@ from tether.journal._log import JournalLog
 from tether.journal._unread import is_unread
 from tether.records import ApprovalDecided, InputAnswered, Record, StepRecorded, VersionChanged
 
-__all__ = ("MISSING", "last_note")
+__all__ = ("MISSING", "STREAM_DATA", "last_note")
+
+STREAM_DATA = "tether.stream.data"
+"""The name of a note the canonical stream shows as a data event (``Full(DataContent)``, its
+value, a JSON object with a ``kind``, as the data): what a harness streams beside its
+messages, such as a LangGraph graph's updates and custom events. Like any note it rides with
+the turn's next write, and replay compares it."""
 
 _LATE = frozenset({ApprovalDecided.KIND, InputAnswered.KIND, VersionChanged.KIND})
 """What a person's decision (or an operator's move to another version) adds to an

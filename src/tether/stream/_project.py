@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from pydantic import JsonValue
 
-from tether.journal import SIGNAL_MEDIA_TYPE
+from tether.journal import SIGNAL_MEDIA_TYPE, STREAM_DATA
 from tether.messages import DataPart, TextPart, ThinkingPart, ToolResultPart
 from tether.records import (
     ApprovalDecided,
@@ -27,6 +27,7 @@ from tether.records import (
     Record,
     Signal,
     SteerReceived,
+    StepRecorded,
     SubmissionSettled,
     TaskFinished,
     TaskSpawned,
@@ -330,6 +331,12 @@ class StreamProjector:
         move): what changed, and where its recorded calls first differed."""
         return [self._data("agent", "version_changed", payload)]
 
+    def _step(self, payload: StepRecorded) -> list[StreamEvent]:
+        """A harness's streamed data (a ``STREAM_DATA`` note); any other step shows nothing."""
+        if payload.name != STREAM_DATA or not isinstance(payload.value, dict):
+            return []
+        return [self._full(DataContent(author="agent", data=payload.value))]
+
     def _settled(self, payload: SubmissionSettled) -> StreamEvent:
         """How a submission ended (its status, and error and code unless it succeeded), so a
         reader shows an abort, a failure or a timeout the same live and read back later. Its
@@ -403,6 +410,7 @@ _HANDLERS: dict[type[Payload], Callable[[StreamProjector, Any], list[StreamEvent
     VersionChanged: StreamProjector._version_changed,
     BudgetRequested: StreamProjector._budget_requested,
     BudgetDecided: StreamProjector._budget_decided,
+    StepRecorded: StreamProjector._step,
 }
 
 

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tether.integrations.langgraph._state import STATE_STEP
+
 from ...cli.conftest import start_server
 from ...fakes.openai_server import Answer, FakeOpenAI
 from ...processes import eventually
@@ -63,7 +65,11 @@ def test_the_state_survives_a_new_process(tmp_path: Path) -> None:
         finally:
             server.stop()
         assert settled["settlement"]["result"] == f"echo: {body}", log.read_text()
-    steps = [r["payload"]["value"] for r in records if r["kind"] == "step_recorded"]
+    steps = [
+        r["payload"]["value"]
+        for r in records
+        if r["kind"] == "step_recorded" and r["payload"]["name"] == STATE_STEP
+    ]
     assert steps == [{"count": 1, "topics": ["tides"]}, {"count": 2, "topics": ["tides", "moons"]}]
 
 

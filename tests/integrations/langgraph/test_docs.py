@@ -2,9 +2,12 @@
 the fake OpenAI API (issue 36 item 3): each settles with the expected answer, its model calls
 are the requests the fake counted, and a durable run replays offline with none."""
 
+import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 from pydantic import JsonValue
@@ -19,7 +22,7 @@ from ...fakes.openai_server import Answer, Call, FakeOpenAI
 from ..approvals import decide_parked
 from ..cuts import harness_of, replay_sends_nothing
 from ..doc_examples import Page, TapReader, memory_only, run_example
-from .test_interrupt import pending_input
+from .test_interrupt import pending_input, state_step
 
 Make = Callable[..., Runtime]
 PAGE = Page("langgraph.md")
@@ -27,10 +30,11 @@ TAP = "LangGraphTurn(source"
 ADAPTER = "# myapp.py"
 STATE = "class State(MessagesState):"
 INTERRUPT = "class Review(MessagesState):"
+CHECKPOINTER = 'TetherCheckpointer("sqlite:///./tether-data")'
 
 
 def test_every_python_example_of_the_page_is_run_by_a_test() -> None:
-    assert PAGE.unclaimed([TAP, ADAPTER, STATE, INTERRUPT]) == []
+    assert PAGE.unclaimed([TAP, ADAPTER, STATE, INTERRUPT, CHECKPOINTER]) == []
 
 
 def readers_tools(sent: list[str]) -> dict[str, BaseTool]:
@@ -121,7 +125,7 @@ async def test_the_state_example_keeps_its_channels_between_submissions(
             receipt = await runtime.dispatch("counter", "acme", body)
             await settle(runtime, receipt.submission_id)
         records = await runtime.records(receipt.conversation_id)
-    steps = [r.payload.to_json_object()["value"] for r in records if r.kind == "step_recorded"]
+    steps = [s["value"] for s in map(state_step, records) if s is not None]
     assert steps == [{"count": 1, "topics": ["tides"]}, {"count": 2, "topics": ["tides", "moons"]}]
     replayed = await replay_sends_nothing(store, fake, receipt.conversation_id, harness_of(counter))
     assert replayed == ["Noon.", "Midnight."]
@@ -147,7 +151,15 @@ async def test_the_interrupt_example_parks_for_answers_and_resumes(
         records = await runtime.records(receipt.conversation_id)
     assert outcome["result"] == "Dear team, the tide is in."
     assert fake.count == 1  # the draft was asked once, served from the log on each resume
-    [state] = [r.payload.to_json_object()["value"] for r in records if r.kind == "step_recorded"]
+    [state] = [s["value"] for s in map(state_step, records) if s is not None]
     assert state == {"verdict": "send", "note": "cc legal"}
     replayed = await replay_sends_nothing(store, fake, receipt.conversation_id, harness_of(review))
     assert replayed == ["Dear team, the tide is in."]
+
+
+async def test_the_checkpointer_example_runs_and_forks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    await asyncio.to_thread(asyncio.run, run_example(PAGE.example(CHECKPOINTER), {}))
+    assert capsys.readouterr().out.splitlines() == ["('review',)", "('review',)"]

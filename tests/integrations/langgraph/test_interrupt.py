@@ -21,7 +21,9 @@ from tether.integrations.langgraph import (
     LangGraphHarness,
     durable,
 )
+from tether.integrations.langgraph._state import STATE_STEP
 from tether.journal import Journal
+from tether.records import Record, StepRecorded
 from tether.store import Gate, Store, SubmissionStatus
 
 from ...engine.test_control import wait_for_status
@@ -39,6 +41,14 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "fake")
         yield server
+
+
+def state_step(record: Record) -> dict[str, Any] | None:
+    """The record's payload if it is the state an execution ended with (not a streamed
+    update or custom event)."""
+    if not isinstance(record.payload, StepRecorded) or record.payload.name != STATE_STEP:
+        return None
+    return record.payload.to_json_object()
 
 
 async def pending_input(runtime: Runtime, after: int = 0) -> Gate:
@@ -92,7 +102,7 @@ async def test_interrupts_park_as_inputs_and_answers_resume_the_graph(
     assert told == {"role": "user", "content": "The reviewer says send: cc legal"}
     kinds = [r.kind for r in records]
     assert kinds.count("input_requested") == 2 and kinds.count("input_answered") == 2
-    [state] = [r.payload.to_json_object() for r in records if r.kind == "step_recorded"]
+    [state] = [s for s in map(state_step, records) if s is not None]
     assert state["value"] == {"verdict": "send", "note": "cc legal"}
     # A replay serves the model calls and both answers from the log.
     replayer = LangGraphHarness(reviewer, model=chat_openai(), name="review")

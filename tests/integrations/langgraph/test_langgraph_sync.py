@@ -115,7 +115,7 @@ async def test_plain_text_is_start_deltas_done() -> None:
 
 async def test_empty_and_non_ai_chunks_are_skipped() -> None:
     tool_chunk = ("messages", (ToolMessage(content="x", tool_call_id="c"), META))
-    assert await convert([chunk(""), chunk([]), tool_chunk, ("custom", {"x": 1})]) == []
+    assert await convert([chunk(""), chunk([]), tool_chunk]) == []
 
 
 async def test_text_reasoning_text_transitions() -> None:

@@ -1,13 +1,22 @@
 """LangGraphTurn: the tap's events, and usage summed over the turn's AI messages."""
 
-from typing import Any
+from datetime import date
+from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
+from langgraph.config import get_stream_writer
+from langgraph.graph import START, StateGraph, add_messages
 
 from tether.integrations.langgraph import LangGraphTurn, convert_langgraph_events, langgraph_usage
-from tether.stream import HarnessTurn, TurnUsage, UnifiedEmitter
+from tether.stream import (
+    DataContent,
+    HarnessTurn,
+    StreamTaskMessageFull,
+    TurnUsage,
+    UnifiedEmitter,
+)
 
 from .test_langgraph_sync import Source, calling, chunk, update
 
@@ -108,3 +117,43 @@ async def test_stopping_a_turn_early_closes_the_graph_stream() -> None:
         break
     await stream.aclose()
     assert source.closed
+
+
+class Counted(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    count: int
+
+
+def counting(state: Counted) -> dict[str, Any]:
+    get_stream_writer()({"progress": "half", "at": date(2026, 1, 2)})
+    return {"messages": [AIMessage(content="counted", id="ai-1")], "count": state["count"] + 1}
+
+
+async def test_updates_values_and_custom_modes_come_as_data_events() -> None:
+    builder = StateGraph(Counted)
+    builder.add_node("counting", counting)
+    builder.add_edge(START, "counting")
+    graph = builder.compile()
+    source = graph.astream(
+        {"messages": [HumanMessage(content="count", id="h-1")], "count": 1},
+        stream_mode=["messages", "updates", "values", "custom"],
+    )
+    events = [e async for e in convert_langgraph_events(source)]
+    data = [
+        e.content.data
+        for e in events
+        if isinstance(e, StreamTaskMessageFull) and isinstance(e.content, DataContent)
+    ]
+    assert [d["kind"] for d in data] == [
+        "langgraph_values",
+        "langgraph_custom",
+        "langgraph_update",
+        "langgraph_values",
+    ]
+    assert data[1]["data"] == {"progress": "half", "at": "2026-01-02"}
+    assert data[2] == {"kind": "langgraph_update", "node": "counting", "update": {"count": 2}}
+    final = data[3]["values"]
+    assert isinstance(final, dict) and final["count"] == 2
+    messages = final["messages"]
+    assert isinstance(messages, list)
+    assert [m["content"] for m in messages if isinstance(m, dict)] == ["count", "counted"]

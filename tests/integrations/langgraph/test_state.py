@@ -199,7 +199,8 @@ async def test_a_state_value_that_is_not_json_fails_the_run_loudly(make_runtime:
         outcome = await settle(runtime, receipt.submission_id)
         records = await runtime.records(receipt.conversation_id)
     assert outcome["status"] == "failed"
-    assert "state channel 'when' holds a datetime" in str(outcome["error"])
+    # The node's update is refused as it streams, before the state is recorded.
+    assert "the update of 'when' by node 'agent' holds a datetime" in str(outcome["error"])
     assert not states(records)
     [failed] = [r.payload.to_json_object() for r in records if r.kind == "execution_failed"]
     assert failed["errorCode"] == NotJournaled.code

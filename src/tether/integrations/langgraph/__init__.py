@@ -1,5 +1,7 @@
 """LangGraph for Tether: a tap to the canonical stream, and a durable adapter.
 
+``TetherCheckpointer`` is LangGraph's checkpointer over a Tether store: an unmodified graph
+compiled with ``checkpointer=TetherCheckpointer(url)`` keeps its checkpoints in session logs.
 The tap turns ``graph.astream(..., stream_mode=["messages", "updates"])`` into Tether's
 canonical (agentex-compatible) events. The adapter runs a MessagesState-style graph as a
 durable Tether agent: its chat model and tools go through the journal, so a run survives
@@ -24,6 +26,7 @@ from tether.integrations.langgraph._adapter import (
     LangGraphHarness,
     durable,
 )
+from tether.integrations.langgraph._checkpointer import TetherCheckpointer
 from tether.integrations.langgraph._errors import NotJournaled, UnsupportedConstruct
 from tether.integrations.langgraph._model import JournaledChatModel
 from tether.integrations.langgraph._tap import (
@@ -41,6 +44,7 @@ __all__ = (
     "LangGraphHarness",
     "LangGraphTurn",
     "NotJournaled",
+    "TetherCheckpointer",
     "UnsupportedConstruct",
     "convert_langgraph_events",
     "durable",

@@ -31,9 +31,11 @@ from tether.integrations.langgraph._state import (
     state_channels,
 )
 from tether.integrations.langgraph._sync import sync_calls
+from tether.integrations.langgraph._tap import CUSTOM_KIND, UPDATE_KIND
 from tether.integrations.langgraph._tools import JournaledTool
-from tether.journal import Mode, Turn
+from tether.journal import STREAM_DATA, Mode, Turn
 from tether.messages import Mediation
+from tether.records import StepRecorded
 
 __all__ = ("CompiledGraph", "GraphBuilder", "LangGraphHarness", "durable")
 
@@ -130,7 +132,11 @@ async def _drive(
     while True:
         # Checkpointed when the graph stops (done or interrupted), not at every step:
         # the scratch checkpoint would otherwise copy the whole transcript each time.
-        await graph.ainvoke(graph_input, config, durability="exit")
+        async for mode, chunk in graph.astream(
+            graph_input, config, durability="exit", stream_mode=["updates", "custom"]
+        ):
+            for data in _streamed(mode, chunk):
+                await _stream(turn, data)
         refused.check()
         if turn.failure is not None:
             # The graph may have absorbed a park or a divergence (a tool error handler).
@@ -139,6 +145,40 @@ async def _drive(
         if not interrupts:
             return
         graph_input = Command(resume={i.id: await _ask(turn, i) for i in interrupts})
+
+
+def _streamed(mode: str, chunk: Any) -> list[dict[str, JsonValue]]:
+    """The data events of one chunk of the ``updates`` and ``custom`` stream modes: a node's
+    writes besides its messages (which the log keeps as messages already), and what its
+    stream writer wrote. JSON only, as the state: a replay compares them."""
+    if mode == "custom":
+        return [{"kind": CUSTOM_KIND, "data": journaled_json(chunk, "a custom event")}]
+    found: list[dict[str, JsonValue]] = []
+    for node, update in chunk.items() if isinstance(chunk, dict) else ():
+        if not isinstance(update, dict) or str(node).startswith("__"):
+            continue  # an interrupt, or a node's writes as a list (a Command's several)
+        written = {
+            str(name): journaled_json(value, f"the update of {name!r} by node {node!r}")
+            for name, value in update.items()
+            if name != MESSAGES
+        }
+        if written:
+            found.append({"kind": UPDATE_KIND, "node": str(node), "update": written})
+    return found
+
+
+async def _stream(turn: Turn, data: dict[str, JsonValue]) -> None:
+    """A streamed event as a ``STREAM_DATA`` note: no commit of its own, it rides with the
+    turn's next write, and the canonical stream shows it as a data event."""
+    if turn.mode is not Mode.LIVE:
+        recorded = turn.next_recorded()
+        if recorded is None and turn.mode is Mode.REPLAY:
+            return
+        if recorded is not None and not (
+            isinstance(recorded.payload, StepRecorded) and recorded.payload.name == STREAM_DATA
+        ):
+            return  # recorded before the adapter streamed: nothing to serve it from
+    await turn.note(STREAM_DATA, data)
 
 
 async def _ask(turn: Turn, interrupt: Interrupt) -> JsonValue:

@@ -3,7 +3,11 @@ canonical stream (reference §2.3).
 
 Text and reasoning arrive as chunks in the ``messages`` mode and become Start/Delta/Done
 slots; tool requests and tool responses arrive whole in the ``updates`` mode and become
-Full events. Differences from agentex's tap, all deliberate:
+Full events. What else the graph streams comes as Full data events: in the ``updates``
+mode, each node's writes to channels other than ``messages`` (``kind``
+``langgraph_update``); in the ``values`` mode, the state after each step
+(``langgraph_values``); in the ``custom`` mode, what a node's stream writer wrote
+(``langgraph_custom``). Differences from agentex's tap, all deliberate:
 
 - a whole ``AIMessage`` in the ``messages`` mode (a model that does not stream, or Tether's
   journaled model) is treated like one chunk, where agentex drops its text;
@@ -19,11 +23,14 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from pydantic import JsonValue
+from pydantic_core import to_jsonable_python
 
 from tether.stream import (
+    DataContent,
     ReasoningContent,
     ReasoningContentDelta,
     ReasoningSummaryDelta,
@@ -39,7 +46,18 @@ from tether.stream import (
     TurnUsage,
 )
 
-__all__ = ("LangGraphTurn", "convert_langgraph_events", "langgraph_usage")
+__all__ = (
+    "CUSTOM_KIND",
+    "UPDATE_KIND",
+    "LangGraphTurn",
+    "convert_langgraph_events",
+    "langgraph_usage",
+)
+
+UPDATE_KIND = "langgraph_update"
+"""The ``kind`` of a data event of a node's writes besides its messages (``updates`` mode)."""
+CUSTOM_KIND = "langgraph_custom"
+"""The ``kind`` of a data event of what a node's stream writer wrote (``custom`` mode)."""
 
 OnAIMessage = Callable[[AIMessage], Awaitable[None] | None]
 _REASONING = frozenset({"reasoning", "thinking"})
@@ -72,6 +90,19 @@ def _messages_of(update: Any) -> list[BaseMessage]:
     if isinstance(messages, list | tuple):
         return [m for m in messages if isinstance(m, BaseMessage)]
     return []
+
+
+def _other_channels(update: Any) -> dict[str, JsonValue]:
+    """A node's writes to channels other than ``messages`` (those come as messages)."""
+    if not isinstance(update, dict):
+        return {}
+    return {str(k): _jsonable(v) for k, v in update.items() if k != "messages"}
+
+
+def _jsonable(value: Any) -> JsonValue:
+    """``value`` as JSON: messages and pydantic models by their fields, anything JSON cannot
+    hold by its ``repr`` (a stream event is shown, never replayed)."""
+    return cast(JsonValue, to_jsonable_python(value, fallback=repr))
 
 
 def _tool_content(message: ToolMessage) -> str | list[Any] | dict[str, Any]:
@@ -143,7 +174,12 @@ class _Converter:
                 events.append(StreamTaskMessageDelta(index=self.index, delta=summary_delta))
         return events
 
-    def full(self, content: ToolRequestContent | ToolResponseContent) -> list[StreamEvent]:
+    def data(self, data: dict[str, JsonValue]) -> list[StreamEvent]:
+        return self.full(DataContent(author="agent", data=data))
+
+    def full(
+        self, content: ToolRequestContent | ToolResponseContent | DataContent
+    ) -> list[StreamEvent]:
         events = self.close()
         events.append(StreamTaskMessageFull(index=self.index, content=content))
         self.index += 1
@@ -209,8 +245,14 @@ async def convert_langgraph_events(
                 if isinstance(chunk, AIMessage):
                     for event in state.chunk(chunk):
                         yield event
+            elif mode == "custom":
+                for event in state.data({"kind": CUSTOM_KIND, "data": _jsonable(data)}):
+                    yield event
+            elif mode == "values":
+                for event in state.data({"kind": "langgraph_values", "values": _jsonable(data)}):
+                    yield event
             elif mode == "updates" and isinstance(data, dict):
-                for update in data.values():
+                for node, update in data.items():
                     for message in _messages_of(update):
                         if isinstance(message, AIMessage):
                             if not state.is_new_ai(message):
@@ -224,6 +266,11 @@ async def convert_langgraph_events(
                         elif isinstance(message, ToolMessage):
                             for event in state.response(message):
                                 yield event
+                    written = _other_channels(update)
+                    if written:
+                        update_data = {"kind": UPDATE_KIND, "node": str(node)}
+                        for event in state.data({**update_data, "update": written}):
+                            yield event
         for event in state.close():
             yield event
     finally:
