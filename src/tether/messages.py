@@ -202,6 +202,9 @@ class ModelResponse(WireModel):
     message: Message
     usage: Usage | None = None
     finish_reason: str | None = None
+    cost: float | None = None
+    """What the call cost in dollars, when whoever answered it says (an agent CLI reports its
+    run's cost): journaled as the completion's cost instead of the price table's."""
     response_id: str | None = None
     """The provider's id of this response (``chatcmpl-…``, ``resp_…``), when it reports one."""
     response_model: str | None = None

@@ -444,6 +444,7 @@ class Turn:
                         message=payload.message,
                         usage=payload.usage,
                         finish_reason=payload.finish_reason,
+                        cost=payload.cost,
                     )
                 if self._recorded.exhausted:
                     self._prefix_ends(f"the model call at seq {intent.seq} has no answer yet")
@@ -475,11 +476,10 @@ class Turn:
             self._check()
             # Priced as it is answered, so that the store adds the cost up with the record
             # (a tenant's usage): zero or unknown is left out, as before there was a price.
-            cost = (
-                None
-                if response.usage is None
-                else cost_of(request.model, response.usage, at=self._hooks.now())
-            )
+            # A cost the answer reports (an agent CLI's) is what the call cost.
+            cost = response.cost
+            if cost is None and response.usage is not None:
+                cost = cost_of(request.model, response.usage, at=self._hooks.now())
             completed = AssistantMessageCompleted(
                 call_id=call_id,
                 message=response.message,
