@@ -582,6 +582,7 @@ PUBLIC = {
         "TurnResult",
         "TurnUsage",
         "SpanSink",
+        "SpanTracer",
         "UnifiedEmitter",
         "DataContent",
         "DataDelta",
@@ -605,6 +606,7 @@ PUBLIC = {
         "ToolResponseDelta",
         "parse_tool_arguments",
         "project",
+        "tool_attributes",
     ),
     "tether.testing": (
         "CountingModel",
