@@ -230,6 +230,9 @@ class ToolCall(WireModel):
     idempotency_key: str = ""
     mediation: Mediation = Mediation.HOST
     idempotent: bool = False
+    metadata: JsonObject | None = None
+    """What the framework attached to a call it deferred to a person (pydantic-ai's
+    ``ApprovalRequired``/``CallDeferred`` metadata): its approval or input request carries it."""
 
 
 class ToolResult(WireModel):

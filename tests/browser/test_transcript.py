@@ -84,7 +84,12 @@ EVENTS = [
         5,
         "data",
         author="agent",
-        data={"kind": "approval_requested", "tool": "send_email", "args": {"to": "a@b.c"}},
+        data={
+            "kind": "approval_requested",
+            "tool": "send_email",
+            "args": {"to": "a@b.c"},
+            "metadata": {"reason": "external recipient"},
+        },
     ),
     _full(
         "16:0",
@@ -191,6 +196,8 @@ def test_every_event_shape_renders(console: ConsoleServer, page: "Page") -> None
     expect(tool).to_have_class(re.compile(r"\berror\b"))
     expect(tool.locator(".tool-result")).to_contain_text("no such page")
     expect(root.locator(".notice.approval")).to_contain_text("Waiting for approval: send_email")
+    # What the framework attached to its ask (pydantic-ai's ApprovalRequired metadata).
+    expect(root.locator(".notice.approval .metadata")).to_contain_text("external recipient")
     link = root.get_by_role("link", name="researcher / task-1")
     expect(link).to_have_attribute("href", re.compile(r"agent=researcher.*session=task-1"))
     expect(root.locator(".notice.signal")).to_have_text("Signal webhook: ping")

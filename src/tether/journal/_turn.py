@@ -744,6 +744,7 @@ class Turn:
             args=call.args,
             args_digest=args_digest(call.args),
             parameters=self._offered.get(call.name),
+            metadata=call.metadata,
         )
         await self._append([request] if after_intent else [intent, request])
         self._stick(ApprovalParked(approval_id, self.execution_id, call.call_id, request_seq))
@@ -785,6 +786,7 @@ class Turn:
             args=call.args,
             prompt=question.prompt,
             answer_schema=question.schema,
+            metadata=call.metadata,
         )
         await self._append([request] if after_intent else [intent, request])
         self._stick(InputParked(input_id, self.execution_id, call.call_id, request_seq))

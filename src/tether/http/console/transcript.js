@@ -206,6 +206,7 @@ export class Transcript {
         h("strong", {}, "Waiting for approval: "),
         `${data.tool}`,
         jsonBlock(data.args),
+        data.metadata ? jsonBlock(data.metadata, "json metadata") : null,
         h("a", { href: "#", dataset: { needs: "approvals:read" }, onclick: (e) => (e.preventDefault(), this.onOpenApprovals()) }, "Open the approvals inbox"),
       );
     }
@@ -220,6 +221,7 @@ export class Transcript {
         h("strong", {}, "Waiting for input: "),
         data.prompt,
         data.answerSchema ? jsonBlock(data.answerSchema, "json schema") : null,
+        data.metadata ? jsonBlock(data.metadata, "json metadata") : null,
       );
     }
     if (kind === "input_answered") {
