@@ -588,6 +588,7 @@ PUBLIC = {
         "TurnResult",
         "TurnUsage",
         "SpanSink",
+        "SpanTracer",
         "UnifiedEmitter",
         "DataContent",
         "DataDelta",
@@ -611,6 +612,7 @@ PUBLIC = {
         "ToolResponseDelta",
         "parse_tool_arguments",
         "project",
+        "tool_attributes",
     ),
     "tether.testing": (
         "CountingModel",

@@ -199,6 +199,9 @@ class ApprovalRequested(Payload):
     parameters: JsonObject | None = None
     """The JSON Schema of the tool's arguments as the model was offered it, when the turn
     knew it: an ``edit`` decision must fit it."""
+    metadata: JsonObject | None = None
+    """What the framework attached to the request (pydantic-ai's ``ApprovalRequired``
+    metadata): the call's ``ToolCall.metadata``."""
 
 
 class ApprovalDecided(Payload):
@@ -229,6 +232,9 @@ class InputRequested(Payload):
     """The question, as a person reads it."""
     answer_schema: JsonObject | None = None
     """The JSON Schema the answer must fit; ``None`` takes any JSON value."""
+    metadata: JsonObject | None = None
+    """What the framework attached to the request (pydantic-ai's ``CallDeferred``
+    metadata): the call's ``ToolCall.metadata``."""
 
 
 class InputAnswered(Payload):

@@ -202,6 +202,9 @@ class ModelResponse(WireModel):
     message: Message
     usage: Usage | None = None
     finish_reason: str | None = None
+    cost: float | None = None
+    """What the call cost in dollars, when whoever answered it says (an agent CLI reports its
+    run's cost): journaled as the completion's cost instead of the price table's."""
     response_id: str | None = None
     """The provider's id of this response (``chatcmpl-…``, ``resp_…``), when it reports one."""
     response_model: str | None = None
@@ -227,6 +230,9 @@ class ToolCall(WireModel):
     idempotency_key: str = ""
     mediation: Mediation = Mediation.HOST
     idempotent: bool = False
+    metadata: JsonObject | None = None
+    """What the framework attached to a call it deferred to a person (pydantic-ai's
+    ``ApprovalRequired``/``CallDeferred`` metadata): its approval or input request carries it."""
 
 
 class ToolResult(WireModel):

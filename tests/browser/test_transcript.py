@@ -51,6 +51,14 @@ def _cut(at: str, index: int, text: str) -> Event:
     return ["done", {"type": "done", "index": index, "parent_task_message": message}, at]
 
 
+def _superseding(at: str, index: int, message_id: str) -> Event:
+    """The Start of the answer that supersedes the cut message ``message_id``."""
+    content = {"type": "text", "author": "agent", "content": "", "format": "markdown"}
+    message = {"content": content, "task_id": "c", "id": message_id}
+    event = {"type": "start", "index": index, "content": content, "parent_task_message": message}
+    return ["start", event, at]
+
+
 LOOKUP = {"name": "lookup", "tool_call_id": "c1"}
 EVENTS = [
     _full("3:0", 0, "text", author="user", content="think"),
@@ -60,13 +68,13 @@ EVENTS = [
     _start("6:1", 2, "text", content=""),
     _delta("6:2", 2, "text", text_delta="A cut ans"),
     _cut("7:0", 2, "A cut ans"),  # ... a crash cut it
-    _start("9:0", 2, "text", content=""),  # the answer, asked for again, supersedes it
-    _delta("9:1", 2, "text", text_delta='{"answer": 42, '),
-    _delta("10:0", 2, "text", text_delta='"sure": true}'),
+    _superseding("9:0", 14, "c#2"),  # the answer, asked for again, in a fresh slot
+    _delta("9:1", 14, "text", text_delta='{"answer": 42, '),
+    _delta("10:0", 14, "text", text_delta='"sure": true}'),
     _start("11:0", 3, "tool_request", arguments={}, **LOOKUP),
     _delta("11:1", 3, "tool_request", arguments_delta='{"q": "ti', **LOOKUP),
     _delta("12:0", 3, "tool_request", arguments_delta='des"}', **LOOKUP),
-    _done("13:0", 2),
+    _done("13:0", 14),
     _done("13:1", 3),
     _full(
         "14:0", 4, "tool_response", author="agent", content="no such page", is_error=True, **LOOKUP
@@ -76,7 +84,12 @@ EVENTS = [
         5,
         "data",
         author="agent",
-        data={"kind": "approval_requested", "tool": "send_email", "args": {"to": "a@b.c"}},
+        data={
+            "kind": "approval_requested",
+            "tool": "send_email",
+            "args": {"to": "a@b.c"},
+            "metadata": {"reason": "external recipient"},
+        },
     ),
     _full(
         "16:0",
@@ -183,6 +196,8 @@ def test_every_event_shape_renders(console: ConsoleServer, page: "Page") -> None
     expect(tool).to_have_class(re.compile(r"\berror\b"))
     expect(tool.locator(".tool-result")).to_contain_text("no such page")
     expect(root.locator(".notice.approval")).to_contain_text("Waiting for approval: send_email")
+    # What the framework attached to its ask (pydantic-ai's ApprovalRequired metadata).
+    expect(root.locator(".notice.approval .metadata")).to_contain_text("external recipient")
     link = root.get_by_role("link", name="researcher / task-1")
     expect(link).to_have_attribute("href", re.compile(r"agent=researcher.*session=task-1"))
     expect(root.locator(".notice.signal")).to_have_text("Signal webhook: ping")

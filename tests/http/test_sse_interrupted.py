@@ -1,8 +1,9 @@
 """A server SIGKILLed mid-answer, started again on its store: in the canonical stream, as
 agentex's own client reads it, the answer the crash cut is closed as interrupted and the
-answer the model gives when asked again supersedes it (the same index, the same message id),
-so a client keeping one slot per index shows the answer once, as ``/messages`` does. Read
-again from the start, or resumed with ``Last-Event-ID`` at any event, the stream is the same.
+answer the model gives when asked again supersedes it: in a fresh slot (an agentex server
+ignores an index once it is Done), with the cut message's id, so a client keeping one
+message per id shows the answer once, as ``/messages`` does. Read again from the start, or
+resumed with ``Last-Event-ID`` at any event, the stream is the same, live or not.
 """
 
 import asyncio
@@ -64,16 +65,25 @@ def event_ids(url: str) -> list[str]:
         return [line.removeprefix("id: ") for line in s.iter_lines() if line.startswith("id: ")]
 
 
-def by_index(updates: list[TaskMessageUpdate]) -> dict[int, str]:
-    """The agent's text as a client keeping one slot per index shows it."""
-    shown: dict[int, str] = {}
+def by_message(updates: list[TaskMessageUpdate]) -> dict[int | str, str]:
+    """The agent's text as a client keeping one message per id shows it: a message goes by
+    its index until an update names its ``parent_task_message.id``. No index opens twice."""
+    keys: dict[int, int | str] = {}
+    shown: dict[int | str, str] = {}
     for update in updates:
         assert update.index is not None
         content = getattr(update, "content", None)
+        parent = update.parent_task_message
         if update.type in ("start", "full") and content is not None:
-            shown[update.index] = getattr(content, "content", "") if content.type == "text" else ""
+            assert update.index not in keys, f"index {update.index} opened again"
+            key = keys[update.index] = update.index if parent is None else str(parent.id)
+            shown[key] = getattr(content, "content", "") if content.type == "text" else ""
         elif update.type == "delta" and update.delta is not None:
-            shown[update.index] += getattr(update.delta, "text_delta", None) or ""
+            shown[keys[update.index]] += getattr(update.delta, "text_delta", None) or ""
+        elif update.type == "done" and parent is not None:
+            text = shown.pop(keys[update.index])
+            key = keys[update.index] = str(parent.id)
+            shown[key] = text
     return shown
 
 
@@ -136,15 +146,19 @@ def test_a_crash_mid_answer_reads_as_one_answer_that_superseded_the_cut(tmp_path
         assert message is not None and message.streaming_status == "IN_PROGRESS"
         assert getattr(message.content, "content", None) == partial
         assert message.task_id == conversation_id
-        # The answer asked for again takes its index and its message id.
+        # The answer asked for again takes its message id, in a fresh slot: nothing more is
+        # sent to the cut index, which an agentex server would ignore.
+        assert all(u.index != closing.index for u in updates[at + 1 :])
         [superseding] = [
             u
             for u in updates[at + 1 :]
-            if isinstance(u, StreamTaskMessageStart) and u.index == closing.index
+            if isinstance(u, StreamTaskMessageStart) and u.parent_task_message is not None
         ]
         assert superseding.parent_task_message is not None
         assert superseding.parent_task_message.id == message.id
-        shown = by_index(updates)
+        assert superseding.index is not None and closing.index is not None
+        assert superseding.index > closing.index
+        shown = by_message(updates)
         assert [text for text in shown.values() if text.startswith("You said")] == [ANSWER]
         messages = httpx.get(f"{server.url}{SESSION}/messages").json()["messages"]
         answers = [m for m in messages if m["role"] == "assistant"]

@@ -1,5 +1,7 @@
 """Span signals exported through the OpenTelemetry SDK's in-memory exporter."""
 
+from collections.abc import AsyncIterator
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -9,7 +11,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from opentelemetry.trace import StatusCode, set_span_in_context
 
 from tether.otel import OtelSpanSink
-from tether.stream import CloseSpan, OpenSpan
+from tether.stream import (
+    CloseSpan,
+    OpenSpan,
+    SpanTracer,
+    StreamEvent,
+    StreamTaskMessageFull,
+    ToolRequestContent,
+    ToolResponseContent,
+    TurnUsage,
+    UnifiedEmitter,
+)
 
 
 @pytest.fixture
@@ -75,3 +87,56 @@ def test_errors_incomplete_reasoning_duplicates_and_orphans(
     assert spans[("execute_tool slow", False)].status.status_code is StatusCode.ERROR
     assert dict(spans[("reasoning", None)].attributes or {})["tether.span.kind"] == "reasoning"
     assert ("execute_tool t", False) in spans and ("execute_tool t", None) in spans
+
+
+async def test_the_emitters_default_tracer_is_the_trace_given_as_agentexs_is(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """``UnifiedEmitter(task_id, trace_id, parent_span_id)``, agentex's signature: spans go
+    under that parent in that trace, with the task's id; ``tracer=False`` turns them off."""
+    trace_id, parent_span_id = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    emitter = UnifiedEmitter("task-1", trace_id, parent_span_id)
+    assert (emitter.task_id, emitter.trace_id, emitter.parent_span_id) == (
+        "task-1",
+        trace_id,
+        parent_span_id,
+    )
+    assert isinstance(emitter.tracer, SpanTracer)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    emitter.tracer.tracer = provider.get_tracer("test")
+    request = ToolRequestContent(author="agent", name="clock", tool_call_id="c1", arguments={})
+    response = ToolResponseContent(author="agent", name="clock", tool_call_id="c1", content="noon")
+    events: list[StreamEvent] = [
+        StreamTaskMessageFull(index=0, content=request),
+        StreamTaskMessageFull(index=1, content=response),
+    ]
+    turn = _Listed(events)
+    assert [e async for e in emitter.yield_turn(turn)] == events
+    [span] = exporter.get_finished_spans()
+    assert span.name == "execute_tool clock"
+    assert f"{span.context.trace_id:032x}" == trace_id
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == parent_span_id
+    assert dict(span.attributes or {})["tether.task.id"] == "task-1"
+    # A task id as the trace id (as agentex's examples pass it) stands for ids derived from it.
+    derived = UnifiedEmitter("task-1", "task-1", None).tracer
+    assert isinstance(derived, SpanTracer) and derived.parent is not None
+    assert UnifiedEmitter("task-1", trace_id, parent_span_id, tracer=False).tracer is None
+    assert UnifiedEmitter("task-1").tracer is None  # no trace id: no tracing
+    assert UnifiedEmitter(tracer=True).tracer is not None  # under the current span
+
+
+class _Listed:
+    def __init__(self, events: list[StreamEvent]) -> None:
+        self._events = events
+
+    @property
+    def events(self) -> AsyncIterator[StreamEvent]:
+        return self._stream()
+
+    async def _stream(self) -> AsyncIterator[StreamEvent]:
+        for event in self._events:
+            yield event
+
+    def usage(self) -> TurnUsage:
+        return TurnUsage()

@@ -1,5 +1,6 @@
 """A message a crash cut, in the canonical stream: marked interrupted, and superseded by the
-answer the re-driven model call gives (the same indexes), never shown twice."""
+answer the re-driven model call gives (fresh indexes, as an agentex server ignores an index
+once it is Done, and the cut message's id), never shown twice."""
 
 from collections.abc import Sequence
 from typing import Any
@@ -69,22 +70,32 @@ async def events_of(payloads: Sequence[Payload]) -> list[StreamEvent]:
     return events
 
 
-def shown(events: Sequence[StreamEvent]) -> dict[int, tuple[str, str, bool]]:
-    """What a client keeping one map of slots by index shows: (type, text, interrupted)."""
-    slots: dict[int, tuple[str, str, bool]] = {}
+def shown(events: Sequence[StreamEvent]) -> dict[int | str, tuple[str, str, bool]]:
+    """What a client keeping one map of messages shows, (type, text, interrupted) by message:
+    its ``parent_task_message.id`` once an event names one (a superseding answer replaces
+    the message of that id), else its index. No index is opened twice."""
+    keys: dict[int, int | str] = {}
+    slots: dict[int | str, tuple[str, str, bool]] = {}
     for event in events:
         assert event.index is not None
         if isinstance(event, StreamTaskMessageStart | StreamTaskMessageFull):
-            slots[event.index] = (event.content.type, _text(event.content), False)
-        elif event.type == "delta" and event.delta is not None:
-            kind, text, _ = slots[event.index]
+            assert event.index not in keys, f"index {event.index} opened again"
+            parent = event.parent_task_message
+            key = keys[event.index] = event.index if parent is None else str(parent.id)
+            slots[key] = (event.content.type, _text(event.content), False)
+            continue
+        key = keys[event.index]
+        if event.type == "delta" and event.delta is not None:
+            kind, text, _ = slots[key]
             piece = getattr(event.delta, "text_delta", None) or getattr(
                 event.delta, "content_delta", None
             )
-            slots[event.index] = (kind, text + (piece or ""), False)
+            slots[key] = (kind, text + (piece or ""), False)
         elif isinstance(event, StreamTaskMessageDone) and event.parent_task_message is not None:
-            kind, text, _ = slots[event.index]
-            slots[event.index] = (kind, text, event.parent_task_message.streaming_status != "DONE")
+            # The Done names the message it closes: from now on it goes by that id.
+            kind, text, _ = slots.pop(key)
+            key = keys[event.index] = str(event.parent_task_message.id)
+            slots[key] = (kind, text, event.parent_task_message.streaming_status != "DONE")
     return slots
 
 
@@ -102,7 +113,7 @@ def marker(event: StreamEvent) -> TaskMessage:
     return event.parent_task_message
 
 
-async def test_the_cut_is_marked_and_the_streamed_answer_takes_its_index() -> None:
+async def test_the_cut_is_marked_and_the_streamed_answer_supersedes_it_in_a_fresh_slot() -> None:
     events = await events_of(
         [
             *cut(),
@@ -118,10 +129,10 @@ async def test_the_cut_is_marked_and_the_streamed_answer_takes_its_index() -> No
         ("start", 1),
         ("delta", 1),
         ("done", 1),  # the cut
-        ("start", 1),  # the answer, in its place
-        ("delta", 1),
-        ("delta", 1),
-        ("done", 1),
+        ("start", 2),  # the answer, in a fresh slot, naming the cut message
+        ("delta", 2),
+        ("delta", 2),
+        ("done", 2),
     ]
     closed = marker(events[3])
     assert closed == TaskMessage(
@@ -134,13 +145,34 @@ async def test_the_cut_is_marked_and_the_streamed_answer_takes_its_index() -> No
     assert isinstance(superseding, StreamTaskMessageStart)
     assert superseding.parent_task_message is not None
     assert superseding.parent_task_message.id == closed.id
-    assert events[-1] == StreamTaskMessageDone(index=1)  # the answer finished: no marker
-    assert shown(events) == {0: ("text", "hello", False), 1: ("text", ANSWER, False)}
+    assert events[-1] == StreamTaskMessageDone(index=2)  # the answer finished: no marker
+    assert shown(events) == {0: ("text", "hello", False), "c-1#1": ("text", ANSWER, False)}
 
 
 async def test_before_the_answer_comes_the_partial_shows_interrupted() -> None:
     events = await events_of(cut())
-    assert shown(events)[1] == ("text", PARTIAL, True)
+    assert shown(events)["c-1#1"] == ("text", PARTIAL, True)
+
+
+async def test_no_index_is_updated_after_its_done_as_an_agentex_server_needs() -> None:
+    """An agentex server drops any update to an index already Done or Full: no Start, Delta
+    or Full goes to a closed index (only the cut's marking Done of a slot closed before)."""
+    events = await events_of(
+        [
+            *cut(thinking="hmm"),
+            AssistantMessageStarted(call_id="m", model="echo"),
+            AssistantTextDelta(call_id="m", text=ANSWER),
+            AssistantMessageCompleted(call_id="m", message=Message.assistant(ANSWER)),
+        ]
+    )
+    closed: set[int] = set()
+    for event in events:
+        assert event.index is not None
+        if not isinstance(event, StreamTaskMessageDone):
+            assert event.index not in closed, event
+        if isinstance(event, StreamTaskMessageDone | StreamTaskMessageFull):
+            closed.add(event.index)
+    assert shown(events)["c-1#2"] == ("text", ANSWER, False)
 
 
 async def test_reasoning_and_text_of_a_cut_message_are_both_superseded() -> None:
@@ -170,17 +202,17 @@ async def test_reasoning_and_text_of_a_cut_message_are_both_superseded() -> None
     assert reasoning.content == ReasoningContent(author="agent", summary=[], content=["hmm"])
     assert reasoning.streaming_status == text.streaming_status == "IN_PROGRESS"
     assert kinds[8:] == [
-        ("start", 1),
-        ("delta", 1),
-        ("done", 1),
-        ("start", 2),
-        ("delta", 2),
-        ("done", 2),
+        ("start", 3),
+        ("delta", 3),
+        ("done", 3),
+        ("start", 4),
+        ("delta", 4),
+        ("done", 4),
     ]
     assert shown(events) == {
         0: ("text", "hello", False),
-        1: ("reasoning", "hmm, ok", False),
-        2: ("text", ANSWER, False),
+        "c-1#1": ("reasoning", "hmm, ok", False),
+        "c-1#2": ("text", ANSWER, False),
     }
 
 
@@ -189,13 +221,13 @@ async def test_an_answer_not_streamed_supersedes_with_a_full() -> None:
         [*cut(), AssistantMessageCompleted(call_id="m", message=Message.assistant(ANSWER))]
     )
     full = events[-1]
-    assert isinstance(full, StreamTaskMessageFull) and full.index == 1
+    assert isinstance(full, StreamTaskMessageFull) and full.index == 2
     assert full.parent_task_message is not None
     assert (full.parent_task_message.id, full.parent_task_message.streaming_status) == (
         "c-1#1",
         "DONE",
     )
-    assert shown(events)[1] == ("text", ANSWER, False)
+    assert shown(events)["c-1#1"] == ("text", ANSWER, False)
 
 
 async def test_only_the_same_model_call_supersedes_and_only_once() -> None:
@@ -211,11 +243,12 @@ async def test_only_the_same_model_call_supersedes_and_only_once() -> None:
         ]
     )
     slots = shown(events)
-    assert slots[1] == ("text", PARTIAL, True)
+    assert slots["c-1#1"] == ("text", PARTIAL, True)
     assert slots[2] == ("tool_request", "", False)
     assert slots[3] == ("text", "noon", False)
-    starts = [e.index for e in events if isinstance(e, StreamTaskMessageStart)]
-    assert starts == [1, 3]
+    starts = [e for e in events if isinstance(e, StreamTaskMessageStart)]
+    assert [e.index for e in starts] == [1, 3]
+    assert starts[1].parent_task_message is None  # another call supersedes nothing
 
 
 async def test_a_cut_with_nothing_streamed_adds_nothing() -> None:

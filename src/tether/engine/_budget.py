@@ -252,7 +252,7 @@ class BudgetMeter:
             elif isinstance(payload, AssistantMessageCompleted) and not payload.interrupted:
                 model = self._models.get(payload.call_id, "")
                 at = datetime.fromisoformat(record.time)
-                self.add_model_call(model, payload.usage, at=at)
+                self.add_model_call(model, payload.usage, at=at, cost=payload.cost)
             elif isinstance(payload, ToolCalled) and payload.mediation in _COUNTED_TOOLS:
                 if payload.call_id not in self.tool_ids:
                     self.tool_ids.add(payload.call_id)
@@ -305,8 +305,13 @@ class BudgetMeter:
             self.started_at = self.now()
         return max(self.now() - self.started_at - self.waited, timedelta(0))
 
-    def add_model_call(self, model: str, usage: Usage | None, *, at: datetime) -> None:
-        self._add(1, usage, cost_of(model, usage or Usage(), at=at))
+    def add_model_call(
+        self, model: str, usage: Usage | None, *, at: datetime, cost: float | None = None
+    ) -> None:
+        """One model call; ``cost``, if its answer reported one, else priced from ``usage``."""
+        if cost is None:
+            cost = cost_of(model, usage or Usage(), at=at)
+        self._add(1, usage, cost)
 
     def add_child(self, finished: TaskFinished) -> None:
         """A child's answer, counted once (its usage includes its own children's)."""
@@ -406,7 +411,7 @@ class BudgetedModel:
         response = await self._inner.request(request, stream)
         at = self._now()
         for meter in self._meters:
-            meter.add_model_call(request.model, response.usage, at=at)
+            meter.add_model_call(request.model, response.usage, at=at, cost=response.cost)
         return response
 
 

@@ -92,9 +92,10 @@ def total_usage(records: Iterable[Record], *, submission_id: str | None = None) 
             if completed.interrupted:
                 continue
             usage = completed.usage or Usage()
-            call_cost = cost_of(
-                models.get(completed.call_id, ""), usage, at=datetime.fromisoformat(record.time)
-            )
+            call_cost = completed.cost  # as it was priced when answered, or as it was reported
+            if call_cost is None:
+                model, at = models.get(completed.call_id, ""), datetime.fromisoformat(record.time)
+                call_cost = cost_of(model, usage, at=at)
             cost = None if cost is None or call_cost is None else cost + call_cost
             totals = _plus(totals, usage, 1)
     if totals.calls == 0:

@@ -130,9 +130,11 @@ def tool_call(
     *,
     mediation: Mediation = Mediation.HOST,
     idempotent: bool = False,
+    metadata: dict[str, JsonValue] | None = None,
 ) -> ToolCall:
     """A framework's tool call as the journal's. The key derives from recorded values (the
-    execution and the model's call id), so a resume or a replay derives the same one."""
+    execution and the model's call id), so a resume or a replay derives the same one.
+    ``metadata`` goes with a gated call's approval or input request."""
     turn = current_turn()
     return ToolCall(
         call_id=call_id,
@@ -141,6 +143,7 @@ def tool_call(
         idempotency_key=f"{turn.execution_id}:{call_id}",
         mediation=mediation,
         idempotent=idempotent,
+        metadata=metadata,
     )
 
 

@@ -455,6 +455,7 @@ class Turn:
                         message=payload.message,
                         usage=payload.usage,
                         finish_reason=payload.finish_reason,
+                        cost=payload.cost,
                     )
                 if self._recorded.exhausted:
                     self._prefix_ends(f"the model call at seq {intent.seq} has no answer yet")
@@ -486,11 +487,10 @@ class Turn:
             self._check()
             # Priced as it is answered, so that the store adds the cost up with the record
             # (a tenant's usage): zero or unknown is left out, as before there was a price.
-            cost = (
-                None
-                if response.usage is None
-                else cost_of(request.model, response.usage, at=self._hooks.now())
-            )
+            # A cost the answer reports (an agent CLI's) is what the call cost.
+            cost = response.cost
+            if cost is None and response.usage is not None:
+                cost = cost_of(request.model, response.usage, at=self._hooks.now())
             completed = AssistantMessageCompleted(
                 call_id=call_id,
                 message=response.message,
@@ -768,6 +768,7 @@ class Turn:
             args=call.args,
             args_digest=args_digest(call.args),
             parameters=self._offered.get(call.name),
+            metadata=call.metadata,
         )
         await self._append([request] if after_intent else [intent, request])
         self._stick(ApprovalParked(approval_id, self.execution_id, call.call_id, request_seq))
@@ -809,6 +810,7 @@ class Turn:
             args=call.args,
             prompt=question.prompt,
             answer_schema=question.schema,
+            metadata=call.metadata,
         )
         await self._append([request] if after_intent else [intent, request])
         self._stick(InputParked(input_id, self.execution_id, call.call_id, request_seq))

@@ -35,8 +35,9 @@ from tether.engine import Operation
 from tether.errors import ApprovalParked, ChildrenPending, InputParked, Parked
 from tether.messages import ModelResponse, ToolResult
 from tether.otel._semconv import finish_reason, model_identity, submission_ids
+from tether.stream import tool_attributes
 
-__all__ = ("PARKED_EVENT", "OtelInterceptor", "submission_parent", "tool_attributes")
+__all__ = ("PARKED_EVENT", "OtelInterceptor", "submission_parent")
 
 PARKED_EVENT = "tether.parked"
 """The event on the spans a park ends (the status stays unset: waiting is not failing)."""
@@ -45,16 +46,6 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 _KINDS = {"turn": SpanKind.CLIENT}  # a model call goes out to a provider; the rest is in-process
 _tool_names: ContextVar[dict[str, str] | None] = ContextVar("tether_otel_tool_names", default=None)
 """Within an attempt: the tool each call id the model asked for names (a park's event says it)."""
-
-
-def tool_attributes(name: str, call_id: str) -> dict[str, str]:
-    """The GenAI semantic-convention attributes of an ``execute_tool {name}`` span."""
-    return {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": name,
-        "gen_ai.tool.call.id": call_id,
-        "gen_ai.tool.type": "function",
-    }
 
 
 def submission_parent(submission_id: str) -> Context:

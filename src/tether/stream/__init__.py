@@ -12,6 +12,7 @@ from tether.stream._arguments import parse_tool_arguments
 from tether.stream._emitter import SpanSink, UnifiedEmitter
 from tether.stream._project import StreamProjector, project
 from tether.stream._spans import CloseSpan, OpenSpan, SpanDeriver, SpanSignal
+from tether.stream._tracer import SpanTracer, tool_attributes
 from tether.stream._turn import HarnessTurn, TurnResult, TurnUsage
 from tether.stream._types import (
     Attachment,
@@ -53,6 +54,7 @@ __all__ = (
     "SpanDeriver",
     "SpanSignal",
     "SpanSink",
+    "SpanTracer",
     "StreamEvent",
     "StreamProjector",
     "StreamTaskMessageDelta",
@@ -71,4 +73,5 @@ __all__ = (
     "UnifiedEmitter",
     "parse_tool_arguments",
     "project",
+    "tool_attributes",
 )

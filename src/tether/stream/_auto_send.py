@@ -29,6 +29,7 @@ from tether.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResult,
+    Usage,
 )
 from tether.models import DeltaSink, StreamDelta
 from tether.records import ModelCalled, ToolOutcome
@@ -66,9 +67,9 @@ async def auto_send(turn: HarnessTurn, journal: Turn, trace: Trace) -> TurnResul
     The source is closed however this ends: never started on a replay, cut short on a
     failure."""
     events = turn.events
-    sender = AutoSend(journal, events, turn.usage().model or "tap", trace)
+    sender = AutoSend(journal, events, turn.usage().model or "tap", trace, turn.usage)
     try:
-        usage = await sender.run(turn.usage)
+        usage = await sender.run()
     finally:
         if isinstance(events, AsyncGenerator):
             await events.aclose()
@@ -114,19 +115,28 @@ class AutoSend:
     """One framework turn written through a journal turn (see the module docstring)."""
 
     def __init__(
-        self, journal: Turn, events: AsyncIterator[StreamEvent], model: str, trace: Trace
+        self,
+        journal: Turn,
+        events: AsyncIterator[StreamEvent],
+        model: str,
+        trace: Trace,
+        usage: Callable[[], TurnUsage],
     ) -> None:
         self._journal = journal
         self._events = events
         self._model = model
         self._trace = trace
+        self._usage = usage
         self._pushed: list[StreamEvent] = []
         self._responding: dict[int, _Slot] = {}
         self._messages = 0
+        self._usage_landed = False
+        """Whether a completion carries the turn's usage (the last message read to the end)."""
         self.final_text = ""
 
-    async def run(self, usage: Callable[[], TurnUsage]) -> TurnUsage:
+    async def run(self) -> TurnUsage:
         """Serve what was recorded, go on live from the source, and close with the usage."""
+        usage = self._usage
         while True:
             recorded = self._journal.next_recorded()
             if recorded is not None:
@@ -141,6 +151,11 @@ class AutoSend:
                 continue
             event = await self._peek()
             if event is None:
+                if not self._usage_landed and _billed(*_spent(usage())):
+                    # The turn ended on tool responses: its usage comes as a message of its
+                    # own, with no parts, so that the ledger and the budgets count it.
+                    await self._message()
+                    continue
                 return await self._close(usage)
             if self._is_response(event):
                 await self._tool_responses()
@@ -181,15 +196,24 @@ class AutoSend:
         )
         response = await self._journal.model(request, client=_Reader(self))
         self._messages += 1
+        self._usage_landed |= _billed(response.usage, response.cost)
         texts = [part.text for part in response.message.parts if isinstance(part, TextPart)]
         if texts:
             self.final_text = texts[-1]  # the last text segment is the answer
 
     async def read_message(self, stream: DeltaSink | None) -> ModelResponse:
-        """Pull one assistant message off the source: up to a tool response or the end."""
+        """Pull one assistant message off the source: up to a tool response or the end. The
+        message that reads to the end carries the turn's usage and cost (valid only then),
+        where the usage ledger and the budgets count a completion's."""
         order: list[_Slot] = []
         open_slots: dict[int, _Slot] = {}
-        while (event := await self._next()) is not None:
+        usage: Usage | None = None
+        cost: float | None = None
+        while True:
+            event = await self._next()
+            if event is None:
+                usage, cost = _spent(self._usage())
+                break
             if self._is_response(event):
                 self._pushed.append(event)
                 break
@@ -204,7 +228,8 @@ class AutoSend:
             elif isinstance(event, StreamTaskMessageDone) and event.index is not None:
                 open_slots.pop(event.index, None)
         parts = tuple(slot.part() for slot in order)
-        return ModelResponse(message=Message(role="assistant", parts=parts))
+        message = Message(role="assistant", parts=parts)
+        return ModelResponse(message=message, usage=usage, cost=cost)
 
     async def _tool_responses(self) -> None:
         """Report each tool response (a Full, or Start + deltas + Done) until something else."""
@@ -239,6 +264,21 @@ class AutoSend:
             return usage().model_dump(mode="json")
 
         return TurnUsage.model_validate(await self._journal.step(USAGE_STEP, read))
+
+
+def _spent(usage: TurnUsage) -> tuple[Usage | None, float | None]:
+    """A turn's usage as a completion's: its tokens (``None`` if it reported none) and cost."""
+    tokens = Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        cache_read_tokens=usage.cached_input_tokens,
+    )
+    return (None if tokens == Usage() else tokens), usage.cost_usd
+
+
+def _billed(usage: Usage | None, cost: float | None) -> bool:
+    return usage is not None or cost is not None
 
 
 async def _stream_initial(content: MessageContent, stream: DeltaSink | None) -> None:

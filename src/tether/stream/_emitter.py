@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tether.stream._auto_send import auto_send
 from tether.stream._spans import SpanDeriver, SpanSignal
+from tether.stream._tracer import SpanTracer
 from tether.stream._turn import HarnessTurn, TurnResult
 from tether.stream._types import StreamEvent
 
@@ -28,16 +29,42 @@ SpanSink = Callable[[SpanSignal], Awaitable[None] | None]
 class UnifiedEmitter:
     """Delivers turns from any framework tap in the canonical stream, deriving spans.
 
+    Constructed as agentex's: ``task_id``, ``trace_id`` and ``parent_span_id`` are the
+    turn's context, and ``tracer`` says where spans go: ``None`` (the default) a
+    :class:`SpanTracer` of ``trace_id`` under ``parent_span_id`` if there is a ``trace_id``
+    (OpenTelemetry spans, the ``otel`` extra), else no tracing; ``False`` no tracing
+    whatever the ids; ``True`` a :class:`SpanTracer` even without a ``trace_id`` (under the
+    current span); any other span sink (a callable taking each signal) as given.
+
     Example::
 
-        emitter = UnifiedEmitter(tracer=my_tracer.handle)
+        emitter = UnifiedEmitter(task_id=task, trace_id=trace, parent_span_id=turn_span)
         async for event in emitter.yield_turn(turn):
             await send(event)
         usage = turn.usage()  # valid once the events are exhausted
+
+        UnifiedEmitter(tracer=my_sink)  # spans to a sink of one's own
+        UnifiedEmitter()                # no tracing
     """
 
-    def __init__(self, *, tracer: SpanSink | None = None) -> None:
-        self.tracer = tracer
+    def __init__(
+        self,
+        task_id: str | None = None,
+        trace_id: str | None = None,
+        parent_span_id: str | None = None,
+        *,
+        tracer: SpanSink | bool | None = None,
+    ) -> None:
+        self.task_id = task_id
+        self.trace_id = trace_id
+        self.parent_span_id = parent_span_id
+        self.tracer: SpanSink | None
+        if tracer is False or (tracer is None and not trace_id):
+            self.tracer = None
+        elif tracer is None or tracer is True:
+            self.tracer = SpanTracer(trace_id, parent_span_id, task_id)
+        else:
+            self.tracer = tracer
 
     async def yield_turn(self, turn: HarnessTurn) -> AsyncGenerator[StreamEvent, None]:
         """Each event unchanged and in order; its spans are handled before it is yielded.

@@ -1,5 +1,5 @@
-"""Records → the canonical stream: one slot index per message, reused only by the answer
-that supersedes a message a crash cut."""
+"""Records → the canonical stream: one slot index per message, never reused; the answer that
+supersedes a message a crash cut shares that message's id, not its index."""
 
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def stream_url(agent: str, instance: str, session: str) -> str:
 
 
 def message_id(conversation_id: str, index: int) -> str:
-    """The ``parent_task_message.id`` of slot ``index``: what an interrupted message and the
-    answer that supersedes it share."""
+    """The ``parent_task_message.id`` of the message first streamed in slot ``index``: what
+    an interrupted message and the answer that supersedes it (in a slot of its own) share."""
     return f"{conversation_id}#{index}"
 
 
@@ -89,10 +89,11 @@ class StreamProjector:
     A message a crash cut mid-stream (an interrupted completion) is closed by a Done per slot
     whose ``parent_task_message`` is that message as it stood, with ``streaming_status``
     ``IN_PROGRESS``: it never finished. The answer the model call gives when it is asked
-    again *supersedes* it: its text and reasoning take the cut slots' indexes again (a Start,
-    or a Full if not streamed, whose ``parent_task_message`` has the same ``id``), so a
-    consumer replaces the partial instead of showing the answer twice. No other event reuses
-    an index.
+    again *supersedes* it: its text and reasoning come in fresh slots (an agentex server
+    ignores any update to an index once it is Done), each a Start, or a Full if not streamed,
+    whose ``parent_task_message`` has the cut message's ``id``, so a consumer that keys
+    messages by id replaces the partial instead of showing the answer twice. No event reuses
+    an index that was closed.
 
     Example::
 
@@ -157,16 +158,16 @@ class StreamProjector:
     def _open(
         self, call_id: str, kind: SlotKind, content: MessageContent
     ) -> tuple[int, StreamEvent]:
-        """A slot of the current message: the one of its kind a crash cut from this model
-        call's earlier answer, if there is one (superseded), else a fresh one."""
-        index = self._cut.get(call_id, {}).pop(kind, None)
-        self._message[kind] = index if index is not None else self._claim()
-        self._summarized.discard(self._message[kind])  # a superseding answer says anew
-        parent = None if index is None else self._task_message(index, content, "IN_PROGRESS")
-        start = StreamTaskMessageStart(
-            content=content, index=self._message[kind], parent_task_message=parent
+        """A fresh slot of the current message; if a crash cut this model call's earlier
+        answer, its Start names the cut message of its kind, which it supersedes."""
+        superseded = self._cut.get(call_id, {}).pop(kind, None)
+        index = self._message[kind] = self._claim()
+        parent = (
+            None if superseded is None else self._task_message(superseded, content, "IN_PROGRESS")
         )
-        return self._message[kind], start
+        return index, StreamTaskMessageStart(
+            content=content, index=index, parent_task_message=parent
+        )
 
     def _completed(self, payload: AssistantMessageCompleted) -> list[StreamEvent]:
         streamed, self._message = self._message, {}
@@ -220,11 +221,12 @@ class StreamProjector:
         return events
 
     def _whole(self, content: MessageContent, superseded: int | None) -> StreamEvent:
-        """A whole message part: in the slot it supersedes, if a crash cut that one."""
+        """A whole message part in a fresh slot, naming the cut message it supersedes."""
         if superseded is None:
             return self._full(content)
         parent = self._task_message(superseded, content, "DONE")
-        return StreamTaskMessageFull(content=content, index=superseded, parent_task_message=parent)
+        index = self._claim()
+        return StreamTaskMessageFull(content=content, index=index, parent_task_message=parent)
 
     @staticmethod
     def _reasoning(text: str, *, summary: bool) -> ReasoningContent:
@@ -236,8 +238,8 @@ class StreamProjector:
     def _task_message(
         self, index: int, content: MessageContent, status: Literal["IN_PROGRESS", "DONE"]
     ) -> TaskMessage:
-        """The message of slot ``index`` as agentex names a stored one: the same ``id`` on
-        the cut message's Done and on the answer that supersedes it."""
+        """The message first streamed in slot ``index`` as agentex names a stored one: the
+        same ``id`` on the cut message's Done and on the answer that supersedes it."""
         conversation = self._record.conversation_id if self._record is not None else ""
         return TaskMessage(
             content=content,

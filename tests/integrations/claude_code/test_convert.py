@@ -9,12 +9,16 @@ from contextlib import aclosing
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tether.integrations.claude_code import (
     ClaudeCodeTurn,
     claude_code_usage,
     convert_claude_code_events,
 )
+from tether.otel import OtelSpanSink
 from tether.stream import CloseSpan, OpenSpan, SpanSignal, StreamEvent, UnifiedEmitter
 
 from .support import CLAUDE_FIXTURES, check_slots, collect, lines, logical
@@ -44,7 +48,8 @@ async def test_text_and_thinking_with_the_runs_usage_and_cost() -> None:
         ("reasoning", "The user wants a greeting. Keep it short."),
         ("text", "Hello! How can I help?"),
     ]
-    assert [e.type for e in events] == ["full", "full"]
+    # Thinking as agentex's tap sends it (Start, Delta, Done), so a reasoning span comes out.
+    assert [e.type for e in events] == ["start", "delta", "done", "full"]
     usage = turn.usage()
     assert usage.model == "claude-sonnet-4-5"
     # 1201 fresh + 300 written to the cache + 5000 read from it, as the fake reported
@@ -284,7 +289,45 @@ async def test_spans_for_the_tool_call_and_the_reasoning() -> None:
         assert isinstance(tools[0], OpenSpan) and tools[0].input == BASH, name
         assert isinstance(tools[1], CloseSpan) and tools[1].output == "hello from bash", name
         assert tools[1].is_error is False
-        if name == "partial":  # a streamed thinking block is a reasoning span
-            reasoning = [s for s in signals if s.key.startswith("reasoning:")]
-            assert isinstance(reasoning[-1], CloseSpan)
-            assert reasoning[-1].output == "I should run echo to check the shell."
+        # A thinking block is a reasoning span, streamed or whole.
+        reasoning = [s for s in signals if s.key.startswith("reasoning:")]
+        assert isinstance(reasoning[0], OpenSpan) and reasoning[0].kind == "reasoning", name
+        assert isinstance(reasoning[-1], CloseSpan) and reasoning[-1].is_complete, name
+        assert reasoning[-1].output == "I should run echo to check the shell.", name
+
+
+async def test_the_otel_sink_makes_a_span_of_a_whole_thinking_block() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = OtelSpanSink(provider.get_tracer("test"))
+    turn = ClaudeCodeTurn(lines(CLAUDE_FIXTURES / "text.jsonl"))
+    async for _ in UnifiedEmitter(tracer=sink).yield_turn(turn):
+        pass
+    [span] = exporter.get_finished_spans()
+    assert span.name == "reasoning"
+    assert dict(span.attributes or {})["tether.span.kind"] == "reasoning"
+
+
+async def test_a_tool_result_is_cut_to_agentexs_4000_characters() -> None:
+    output = "x" * 3999 + "é" + "tail past the limit"
+    events = await collect(
+        convert_claude_code_events(
+            [
+                {
+                    "type": "assistant",
+                    "message": {
+                        "id": "m1",
+                        "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}],
+                    },
+                },
+                {
+                    "type": "user",
+                    "message": {
+                        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]
+                    },
+                },
+            ]
+        )
+    )
+    assert logical(events)[-1] == ("response", "Bash", "t1", "x" * 3999 + "é", False)

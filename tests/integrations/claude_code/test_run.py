@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.engine import Runtime
+from tether.engine import BUDGET_EXHAUSTED, Runtime, TenantBudget
 from tether.integrations.claude_code import (
     ClaudeCodeFailed,
     claude_code_argv,
@@ -110,7 +110,7 @@ async def test_a_reader_that_stops_early_ends_the_cli_and_what_it_started(
     turn = run_claude_code("hi", env=on_path(tmp_path / "bin"), terminate_grace=30)
     async with aclosing(UnifiedEmitter().yield_turn(turn)) as events:
         async for event in events:
-            assert event.type == "full"
+            assert event.type == "start"  # the thinking block's
             break
     assert turn.process is not None and turn.process.returncode is not None
     assert turn.process.returncode < 0  # ended by a signal
@@ -145,3 +145,26 @@ async def test_a_session_continues_and_a_failed_run_fails_the_submission(
     assert failed["status"] == "failed"
     assert ClaudeCodeFailed.__name__ in str(failed["error"])
     assert "error_max_turns: Reached maximum number of turns (1)" in str(failed["error"])
+
+
+async def test_the_runs_tokens_and_cost_count_in_the_usage_ledger_and_the_budgets(
+    make_runtime: Make, tmp_path: Path
+) -> None:
+    """The CLI's own count (6501 prompt tokens, 41 out, $0.006843) lands on the run's last
+    completion: the session's usage, the tenant's ledger and a tenant budget count it."""
+    claude = fake_cli(tmp_path / "bin", "claude", CLAUDE_FIXTURES / "text.jsonl")
+    agents = {"coder": durable(executable=str(claude))}
+    budgets = {"acme": TenantBudget(tokens=1000)}
+    async with make_runtime(agents, tenant_budgets=budgets) as runtime:
+        first = await runtime.dispatch("coder", "me", "Say hello.", tenant="acme")
+        assert (await settle(runtime, first.submission_id))["status"] == "succeeded"
+        usage = await runtime.usage(first.conversation_id)
+        assert (usage.calls, usage.input_tokens, usage.output_tokens) == (1, 6501, 41)
+        assert usage.cache_read_tokens == 5000
+        assert usage.cost == pytest.approx(0.006843)  # the CLI's price, not a table's
+        ledger = await runtime.tenant_usage("acme")
+        assert (ledger.spent.model_calls, ledger.spent.tokens) == (1, 6542)
+        assert ledger.spent.cost_usd == pytest.approx(0.006843)
+        second = await runtime.dispatch("coder", "you", "Say hello.", tenant="acme")
+        refused = await settle(runtime, second.submission_id)
+    assert refused["errorCode"] == BUDGET_EXHAUSTED, refused

@@ -13,9 +13,11 @@ from tether.stream import (
     CloseSpan,
     OpenSpan,
     ReasoningContent,
+    ReasoningSummaryDelta,
     SpanSignal,
     StreamEvent,
-    StreamTaskMessageFull,
+    StreamTaskMessageDelta,
+    StreamTaskMessageStart,
     UnifiedEmitter,
 )
 
@@ -37,9 +39,13 @@ async def test_reasoning_and_a_message_with_the_turns_usage() -> None:
         ("reasoning", "**Greeting**\n\nThe user wants a short hello."),
         ("text", "Hello! How can I help?"),
     ]
-    first = events[0]
-    assert isinstance(first, StreamTaskMessageFull) and isinstance(first.content, ReasoningContent)
-    assert first.content.summary and not first.content.content  # a summary, as Codex says
+    # A reasoning item that only completes comes as agentex's tap sends it, Start, Delta,
+    # Done (so a reasoning span comes out), its text a summary, as Codex says.
+    assert [e.type for e in events] == ["start", "delta", "done", "full"]
+    start, delta = events[0], events[1]
+    assert isinstance(start, StreamTaskMessageStart) and isinstance(start.content, ReasoningContent)
+    assert isinstance(delta, StreamTaskMessageDelta)
+    assert isinstance(delta.delta, ReasoningSummaryDelta)
     usage = turn.usage()
     assert (usage.model, usage.input_tokens, usage.cached_input_tokens) == ("gpt-5.5", 2400, 1024)
     assert (usage.output_tokens, usage.reasoning_tokens, usage.total_tokens) == (60, 20, 2460)
@@ -251,6 +257,17 @@ async def test_a_consumer_that_stops_early_closes_the_source() -> None:
         async for _ in events:
             break
     assert closed == [True]
+
+
+async def test_a_completed_reasoning_item_is_a_reasoning_span() -> None:
+    signals: list[SpanSignal] = []
+    turn = CodexTurn(lines(CODEX_FIXTURES / "text.jsonl"))
+    async for _ in UnifiedEmitter(tracer=signals.append).yield_turn(turn):
+        pass
+    opened, closed = signals
+    assert isinstance(opened, OpenSpan) and opened.kind == "reasoning"
+    assert isinstance(closed, CloseSpan) and closed.is_complete
+    assert closed.output == "**Greeting**\n\nThe user wants a short hello."
 
 
 async def test_spans_for_the_command() -> None:

@@ -100,6 +100,10 @@ async def test_a_thread_continues_with_each_runs_own_usage_and_a_failure_fails(
         third = await runtime.dispatch("coder", "me", "Once more.")
         failed = await settle(runtime, third.submission_id)
         records = await runtime.records(second.conversation_id)
+        ledger = [
+            await runtime.usage(first.conversation_id, submission_id=receipt.submission_id)
+            for receipt in (first, second)
+        ]
     thread = lines(CODEX_FIXTURES / "text.jsonl")[0].split('"thread_id":"')[1].split('"')[0]
     argv = runs(codex)
     assert argv[0][-2:] == ["--skip-git-repo-check", "-"]
@@ -112,6 +116,9 @@ async def test_a_thread_continues_with_each_runs_own_usage_and_a_failure_fails(
     # Codex counts the thread: the second run's own share is what it added to the first's.
     assert [u["input_tokens"] for u in usages[:2]] == [2400, 4801 - 2400]
     assert [u["output_tokens"] for u in usages[:2]] == [60, 121 - 60]
+    # ... and that share is what the usage ledger counts for each submission.
+    assert [(u.input_tokens, u.output_tokens) for u in ledger] == [(2400, 60), (2401, 61)]
+    assert [u.cache_read_tokens for u in ledger] == [u["cached_input_tokens"] for u in usages[:2]]
     assert failed["status"] == "failed"
     assert CodexFailed.__name__ in str(failed["error"])
     assert "fake: the model is not available" in str(failed["error"])

@@ -21,6 +21,7 @@ from tether.engine import Receipt, Runtime
 from tether.integrations.pydantic_ai import PydanticAIHarness, durable
 from tether.journal import UNKNOWN_OUTCOME, Decision, Journal
 from tether.store import GateKind, MemoryStore, Store, SubmissionStatus
+from tether.stream import DataContent, StreamTaskMessageFull, project
 from tether.testing import copy_prefix
 
 from ...engine.test_control import wait_for_status
@@ -257,3 +258,33 @@ async def test_a_crash_after_the_approval_runs_the_tool_at_most_once(
         assert [approved for name, approved in seen if name == tool].count(True) == (
             0 if cut_short else 1
         ), cut
+
+
+@pytest.mark.parametrize(
+    ("tool", "kind", "metadata"),
+    [
+        ("refund", "approval_requested", {"reason": "large"}),  # raised by the tool
+        ("checked_refund", "approval_requested", {"reason": "large"}),  # by its validator
+        ("wire", "approval_requested", None),  # requires_approval: nothing attached
+        ("ship", "input_requested", {"queue": "shipping"}),  # CallDeferred
+    ],
+)
+async def test_what_a_deferral_attached_goes_with_its_request(
+    make_runtime: Make, tool: str, kind: str, metadata: dict[str, JsonValue] | None
+) -> None:
+    """``ApprovalRequired``/``CallDeferred`` metadata is on the approval or input request,
+    and so on the canonical stream's ``approval_requested``/``input_requested`` event."""
+    async with make_runtime({"shop": durable(make_agent())}) as runtime:
+        receipt = await runtime.dispatch("shop", "me", f"{tool} 500")
+        await parked(runtime, receipt)
+        records = await runtime.records(receipt.conversation_id)
+    [request] = [r.payload for r in records if r.kind == kind]
+    assert getattr(request, "metadata") == metadata  # noqa: B009
+    [data] = [
+        e.content.data
+        for e in project(records)
+        if isinstance(e, StreamTaskMessageFull)
+        and isinstance(e.content, DataContent)
+        and e.content.data.get("kind") == kind
+    ]
+    assert data.get("metadata") == metadata

@@ -9,8 +9,9 @@
 //
 // A crash can cut an answer mid-stream. The stream then closes the partial with a Done whose
 // `parent_task_message` is still IN_PROGRESS (it never finished): it is shown as interrupted.
-// When the model's answer comes again it takes the same index (a Start, or a Full), and
-// whatever stood at that index is replaced in place, so the answer shows once.
+// When the model's answer comes again it comes in a fresh slot (an agentex server ignores an
+// index once it is Done) whose Start or Full names the cut message's id, and the cut message
+// of that id is replaced in place, so the answer shows once.
 
 import { actorText, h, jsonBlock, keyOfStreamUrl, sessionHref } from "./dom.js";
 
@@ -29,17 +30,19 @@ export class Transcript {
     this.root = root;
     this.onOpenApprovals = onOpenApprovals;
     this.slots = new Map(); // index -> {element, kind, text}: streamed slots
+    this.cut = new Map(); // message id -> the element of a message a crash cut
     this.tools = new Map(); // tool_call_id -> the tool call's card
     this.answered = false; // the agent has said something since the last user message
   }
 
   apply(type, event) {
+    const supersedes = event.parent_task_message?.id;
     if (type === "start") {
-      this.open(event.index, event.content);
+      this.open(event.index, event.content, supersedes);
     } else if (type === "delta") {
       this.delta(event.index, event.delta);
     } else if (type === "full") {
-      this.full(event.index, event.content);
+      this.full(event.index, event.content, supersedes);
     } else if (type === "done") {
       const slot = this.slots.get(event.index);
       if (!slot) return;
@@ -47,29 +50,30 @@ export class Transcript {
       if (event.parent_task_message?.streaming_status === "IN_PROGRESS") {
         slot.element.classList.add("interrupted");
         slot.element.title = "Interrupted: the answer is asked for again";
+        if (supersedes !== undefined) this.cut.set(supersedes, slot.element);
       }
     }
   }
 
-  /** Show `element` at the end, or in place of what stood at `index` (a message a crash cut,
-   *  which the answer that came again supersedes). */
-  add(element, index) {
-    const superseded = index === undefined ? undefined : this.slots.get(index);
+  /** Show `element` at the end, or in place of the message of id `supersedes` (a message a
+   *  crash cut, which the answer that came again supersedes). */
+  add(element, supersedes) {
+    const superseded = supersedes === undefined ? undefined : this.cut.get(supersedes);
     if (superseded) {
-      superseded.element.replaceWith(element);
-      this.slots.delete(index);
+      superseded.replaceWith(element);
+      this.cut.delete(supersedes);
     } else {
       this.root.append(element);
     }
     return element;
   }
 
-  open(index, content) {
+  open(index, content, supersedes) {
     if (content.type === "reasoning") {
       const body = h("div", { class: "reasoning-body" }, (content.content || []).join(""));
       const element = this.add(
         h("details", { class: "reasoning streaming" }, h("summary", {}, "Reasoning"), body),
-        index,
+        supersedes,
       );
       this.slots.set(index, { element, body, kind: "reasoning", text: "" });
     } else if (content.type === "tool_request") {
@@ -79,13 +83,13 @@ export class Transcript {
       const body = h("div", { class: "text" }, content.content || "");
       const element = this.add(
         h("div", { class: `msg ${content.author} streaming`, dataset: { index } }, body),
-        index,
+        supersedes,
       );
       this.answered = content.author === "agent";
       this.slots.set(index, { element, body, kind: "text", text: content.content || "" });
     } else {
       const body = h("pre", { class: "json" });
-      const element = this.add(h("div", { class: "notice" }, body), index);
+      const element = this.add(h("div", { class: "notice" }, body), supersedes);
       this.slots.set(index, { element, body, kind: content.type, text: "" });
     }
   }
@@ -135,18 +139,18 @@ export class Transcript {
     }
   }
 
-  full(index, content) {
+  full(index, content, supersedes) {
     const author = content.author;
     if (content.type === "text") {
       const body = h("div", { class: "text" }, content.content);
-      this.add(h("div", { class: `msg ${author}`, dataset: { index } }, body), index);
+      this.add(h("div", { class: `msg ${author}`, dataset: { index } }, body), supersedes);
       this.answered = author === "agent";
       if (author === "agent") this.formatJson(body, content.content);
     } else if (content.type === "reasoning") {
       const text = [...(content.summary || []), ...(content.content || [])].join("\n");
       this.add(
         h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"), h("div", {}, text)),
-        index,
+        supersedes,
       );
     } else if (content.type === "tool_request") {
       this.toolCard(content.name, content.tool_call_id, content.arguments);
@@ -202,6 +206,7 @@ export class Transcript {
         h("strong", {}, "Waiting for approval: "),
         `${data.tool}`,
         jsonBlock(data.args),
+        data.metadata ? jsonBlock(data.metadata, "json metadata") : null,
         h("a", { href: "#", dataset: { needs: "approvals:read" }, onclick: (e) => (e.preventDefault(), this.onOpenApprovals()) }, "Open the approvals inbox"),
       );
     }
@@ -216,6 +221,7 @@ export class Transcript {
         h("strong", {}, "Waiting for input: "),
         data.prompt,
         data.answerSchema ? jsonBlock(data.answerSchema, "json schema") : null,
+        data.metadata ? jsonBlock(data.metadata, "json metadata") : null,
       );
     }
     if (kind === "input_answered") {

@@ -4,12 +4,14 @@ What each event becomes (every other event, and every other ``system`` subtype, 
 
 - ``system`` ``init``: nothing; its session id, model, cwd and tools are kept on the turn.
 - ``assistant``: each content block whole: ``text`` → Full(text, markdown), ``thinking`` →
-  Full(reasoning, in ``content``), ``tool_use`` and ``server_tool_use`` → Full(tool request),
-  a server tool's ``*_tool_result`` → Full(tool response). ``redacted_thinking`` is counted as
+  Start(reasoning) + Delta(reasoning content) + Done, as agentex's tap sends it (so a
+  reasoning span comes out), ``tool_use`` and ``server_tool_use`` → Full(tool request), a
+  server tool's ``*_tool_result`` → Full(tool response). ``redacted_thinking`` is counted as
   a reasoning block and shows nothing. Claude Code writes one event per block, all with the
   message's id: the API message id counts the model calls.
 - ``user``: each ``tool_result`` block → Full(tool response) with the tool's name, its
-  content as text (text blocks joined, an image as ``[image]``) and ``is_error``; the user's
+  content as text (text blocks joined, an image as ``[image]``), cut to its first 4000
+  characters as agentex's tap does (:data:`MAX_RESULT_LENGTH`), and ``is_error``; the user's
   own text (the prompt, ``[Request interrupted by user]``) is not the agent's output.
 - ``stream_event`` (``--include-partial-messages``): the incremental form. A
   ``content_block_start`` opens a slot (text, reasoning or tool request), its deltas stream
@@ -50,7 +52,7 @@ from tether.stream import (
     TurnUsage,
 )
 
-__all__ = ("ClaudeCodeTurn", "claude_code_usage", "convert_claude_code_events")
+__all__ = ("MAX_RESULT_LENGTH", "ClaudeCodeTurn", "claude_code_usage", "convert_claude_code_events")
 
 logger = logging.getLogger("tether.integrations.claude_code")
 
@@ -88,6 +90,11 @@ def _result_text(content: Any) -> str:
                 pieces.append(json.dumps(block, sort_keys=True, default=str))
         return "\n".join(pieces)
     return json.dumps(content, sort_keys=True, default=str)
+
+
+MAX_RESULT_LENGTH = 4000
+"""The characters of a tool's result the tap passes on, as agentex's claude-code tap does
+(``_MAX_RESULT_LENGTH``): a command's whole output stays in Claude Code's own transcript."""
 
 
 class _Converter:
@@ -165,9 +172,7 @@ class _Converter:
             return [self._full(TextContent(author="agent", content=text, format="markdown"))]
         if kind == "thinking":
             self.reasoning_blocks += 1
-            thinking = str(block.get("thinking") or "")
-            content = ReasoningContent(author="agent", summary=[], content=[thinking])
-            return [self._full(content)]
+            return self._reasoning(str(block.get("thinking") or ""))
         if kind == "redacted_thinking":
             self.reasoning_blocks += 1
             return []
@@ -186,6 +191,18 @@ class _Converter:
             return [self._response(block, _json(block.get("content")))]
         logger.debug("claude-code tap: skipped a %r block", kind)
         return []
+
+    def _reasoning(self, thinking: str) -> list[StreamEvent]:
+        """A whole thinking block as agentex's tap sends one: Start, its text as a delta,
+        Done (a reasoning span is derived from a Start and its Done, never from a Full)."""
+        index = self._slot()
+        start = ReasoningContent(author="agent", summary=[], content=[], style="active")
+        out: list[StreamEvent] = [StreamTaskMessageStart(index=index, content=start)]
+        if thinking:
+            delta = ReasoningContentDelta(content_index=0, content_delta=thinking)
+            out.append(StreamTaskMessageDelta(index=index, delta=delta))
+        out.append(StreamTaskMessageDone(index=index))
+        return out
 
     def _response(self, block: dict[str, Any], content: JsonValue) -> StreamEvent:
         call_id = str(block.get("tool_use_id", ""))
@@ -207,7 +224,7 @@ class _Converter:
         if not isinstance(content, list):
             return []  # the user's own text
         return [
-            self._response(block, _result_text(block.get("content")))
+            self._response(block, _result_text(block.get("content"))[:MAX_RESULT_LENGTH])
             for block in content
             if isinstance(block, dict) and block.get("type") == "tool_result"
         ]

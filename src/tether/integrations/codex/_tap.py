@@ -10,7 +10,9 @@ What each event becomes:
     what the text grew by; completed, the rest and a Done. An item that only completes
     (what ``codex exec`` writes today) is one Full.
   - ``reasoning``: the same, as reasoning; the text is Codex's reasoning summary, so it
-    streams as ``reasoning_summary`` deltas (a Full carries it in ``summary``).
+    streams as ``reasoning_summary`` deltas. An item that only completes is a Start, its
+    text as one delta and a Done, as agentex's tap sends it (a reasoning span is derived
+    from a Start and its Done, never from a Full).
   - ``command_execution``, ``file_change``, ``mcp_tool_call``, ``web_search``,
     ``todo_list``, ``collab_tool_call``, and any other item with an id: a tool call. The
     request (a Full) when the item starts, or just before its response when it only
@@ -224,14 +226,10 @@ class _Converter:
 
     def _text(self, phase: str, item_id: str, reasoning: bool, text: str) -> list[StreamEvent]:
         opened = self.texts.get(item_id)
-        if opened is None and phase == "completed":
-            if reasoning:
-                self.reasoning_blocks += 1
-                whole: Any = ReasoningContent(author="agent", summary=[text])
-            elif not text:
+        if opened is None and phase == "completed" and not reasoning:
+            if not text:
                 return []
-            else:
-                whole = TextContent(author="agent", content=text, format="markdown")
+            whole = TextContent(author="agent", content=text, format="markdown")
             return [StreamTaskMessageFull(index=self._slot(), content=whole)]
         out: list[StreamEvent] = []
         if opened is None:

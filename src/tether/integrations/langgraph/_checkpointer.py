@@ -35,7 +35,6 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from pydantic import JsonValue
 
-from tether import SessionKey
 from tether._ids import new_ulid
 from tether.engine import Runtime
 from tether.errors import Conflict, ConversationNotFound
@@ -49,6 +48,7 @@ from tether.integrations.langgraph._thread_log import (
     write_index,
 )
 from tether.records import RecordDraft, StepRecorded
+from tether.store import SessionKey
 
 __all__ = ("TetherCheckpointer",)
 

@@ -111,8 +111,13 @@ class JournaledToolset(WrapperToolset[Any]):
         result = await self._journaled(name, call_id, args, mediation, ctx, tool)
         gate = _marker(result)
         if gate is not None:
-            # The tool asked for a person: the gate is a call of its own, after this one.
-            result = await self._journaled(name, f"{call_id}:{gate}", args, _GATES[gate], ctx, tool)
+            # The tool asked for a person: the gate is a call of its own, after this one,
+            # whose request carries what the tool attached to its ask.
+            asked = result.data.get("metadata") if isinstance(result.data, dict) else None
+            metadata = asked if isinstance(asked, dict) else None
+            result = await self._journaled(
+                name, f"{call_id}:{gate}", args, _GATES[gate], ctx, tool, metadata
+            )
             if _marker(result) is not None:
                 raise ToolFailed(f"{name}: asked for {_marker(result)} again once {gate} was given")
         if result.status is ToolOutcomeStatus.ERROR:
@@ -133,9 +138,15 @@ class JournaledToolset(WrapperToolset[Any]):
         mediation: Mediation,
         ctx: RunContext[Any],
         tool: ToolsetTool[Any],
+        metadata: dict[str, JsonValue] | None = None,
     ) -> ToolResult:
         call = tool_call(
-            call_id, name, args, mediation=mediation, idempotent=name in self.idempotent
+            call_id,
+            name,
+            args,
+            mediation=mediation,
+            idempotent=name in self.idempotent,
+            metadata=metadata,
         )
         # Only a decided approval reaches the executor: pydantic-ai's tool sees it approved.
         run_ctx = (
@@ -168,7 +179,7 @@ async def resolve_deferred(requests: DeferredToolRequests) -> DeferredToolResult
     every gate is decided or answered."""
     results = DeferredToolResults()
     for part in requests.approvals:
-        result = await _gate(part, "approval")
+        result = await _gate(part, "approval", requests.metadata.get(part.tool_call_id))
         if result.status is ToolOutcomeStatus.DENIED:
             results.approvals[part.tool_call_id] = ToolDenied(result.content)
         else:
@@ -178,19 +189,25 @@ async def resolve_deferred(requests: DeferredToolRequests) -> DeferredToolResult
                 override_args=None if same else edited
             )
     for part in requests.calls:
-        result = await _gate(part, "input")
+        result = await _gate(part, "input", requests.metadata.get(part.tool_call_id))
         results.calls[part.tool_call_id] = (
             result.content if result.status is not ToolOutcomeStatus.OK else result.data
         )
     return results
 
 
-async def _gate(part: pa.ToolCallPart, gate: str) -> ToolResult:
+async def _gate(part: pa.ToolCallPart, gate: str, metadata: dict[str, Any] | None) -> ToolResult:
     args: dict[str, JsonValue] = jsonable(part.args_as_dict())  # type: ignore[assignment]
+    attached = jsonable(metadata) if metadata is not None else None
     # The gate does nothing once passed (pydantic-ai runs the approved call), so running
     # it again after a crash is safe.
     call = tool_call(
-        f"{part.tool_call_id}:{gate}", part.tool_name, args, mediation=_GATES[gate], idempotent=True
+        f"{part.tool_call_id}:{gate}",
+        part.tool_name,
+        args,
+        mediation=_GATES[gate],
+        idempotent=True,
+        metadata=attached if isinstance(attached, dict) else None,
     )
 
     async def passed(call: ToolCall, scope: ToolScope) -> ToolResult:
