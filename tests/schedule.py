@@ -54,12 +54,8 @@ def slowest_first(config: pytest.Config, items: list[pytest.Item], slowest: Path
     def rank(item: pytest.Item) -> int | None:
         return next((i for i, p in enumerate(patterns) if p in item.nodeid), None)
 
-    ranked = sorted(
-        (found, position, item)
-        for position, item in enumerate(items)
-        if (found := rank(item)) is not None
-    )
-    slow = [item for _, _, item in ranked]
+    ranked = [(found, item) for item in items if (found := rank(item)) is not None]
+    slow = [item for _, item in sorted(ranked, key=lambda entry: entry[0])]  # a stable sort
     if not slow:
         return
     chosen = {id(item) for item in slow}
