@@ -14,6 +14,7 @@ from tether.store import MemoryStore, Store
 
 from .postgres import drop_schemas, open_pooled, postgres_reachable
 from .processes import reap_started
+from .schedule import slowest_first
 from .sqlite import open_sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     everything, as CI does, or leave them out of a quick loop with ``-m 'not process'``).
 
     PostgreSQL tests need the server. CI always has one (``.ci/run`` starts it), so there a
-    missing server fails them; elsewhere they are skipped with the reason."""
+    missing server fails them; elsewhere they are skipped with the reason.
+
+    The slowest tests go first, one to each xdist worker (``tests/schedule.py``)."""
+    slowest_first(config, items)
     soak = bool(os.environ.get("TETHER_SOAK"))
     for item in items:
         if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):

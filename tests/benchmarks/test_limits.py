@@ -1,43 +1,17 @@
-"""``benchmarks/limits.py`` runs at a tiny size and prints its tables and goals (the shared
-rate across 4 worker processes only where PostgreSQL is)."""
+"""``benchmarks/limits.py``'s counted child. The script's own run, at a tiny size, is the
+benchmarks' quick run's (``tests/benchmarks/test_suite.py`` checks its tables and goals)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from benchmarks._table import split_goals
 
 pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_the_limits_benchmark_runs_and_states_its_goals(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/limits.py",
-            *("--turns 5 --rounds 1 --queued 20 --claims 2 --rate 5 --per 0.5 --seconds 2").split(),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    text, goals = split_goals(done.stdout)
-    assert "CPU per turn" in text and "A claim of one head" in text
-    assert goals is not None
-    assert any("under 5% of a turn's CPU" in goal.goal for goal in goals)
-    if os.environ.get("TETHER_TEST_POSTGRES_URL") or os.environ.get("CI"):
-        assert "worker processes" in text
-        assert [g.met for g in goals if "no window" in g.goal] == [True]
 
 
 def test_the_counted_child_runs_each_variant(tmp_path: Path) -> None:
