@@ -79,6 +79,7 @@ from tether.engine._rollout import (
 from tether.engine._runs import RunRegistry, wait_settled
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
+from tether.engine._session_usage import SessionSpend, session_spend
 from tether.engine._sessions import SessionPage, SessionState, erase_session, session_page
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
@@ -1416,6 +1417,23 @@ class Runtime:
         spent = await store.tenant_usage(tenant, start=start, end=end)
         budget = budget_of(self.config.tenant_budgets, tenant, period)
         return TenantUsage(tenant, period, start, end, spent, budget)
+
+    async def session_usage(self, conversation_id: str) -> SessionSpend:
+        """What the session of ``conversation_id`` spent, all its submissions together
+        (model calls, tokens, cost, tool calls; its children's answers rolled up into it),
+        counted from its journal as its session budget counts it, against that budget in
+        force (extensions included; ``None``: it has none), and its open submission's
+        spending against its own budget, if it has one. Reads the session's whole log;
+        ``ConversationNotFound`` if there is no such conversation.
+
+        Example::
+
+            spend = await runtime.session_usage(conversation.id)
+            if spend.budget is not None and spend.budget.model_calls is not None:
+                print(spend.budget.model_calls - spend.spent.model_calls, "calls left")
+        """
+        conversation = await self._check_open().get_conversation(conversation_id)
+        return await session_spend(self._started_context(), conversation)
 
     async def budget_gates(
         self,
