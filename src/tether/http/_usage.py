@@ -14,7 +14,7 @@ from tether.errors import TenantNotFound
 from tether.http._access import AccessDependency, own_conversation
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import failures
-from tether.http._usage_views import SessionUsageReport, UsageReport
+from tether.http._usage_views import SessionUsageReport, UsageAnswer, UsageReport
 
 __all__ = ("usage_router",)
 
@@ -57,7 +57,7 @@ async def usage(
             "``session``."
         ),
     ] = None,
-) -> UsageReport | SessionUsageReport:
+) -> UsageAnswer:
     """What ``tenant``'s runs spent in the UTC ``period`` holding ``at`` (model calls,
     tokens, cost, tool calls), its budget of that period (``null``: none) and what is left
     of it (``null`` per limit where it is unlimited). With ``session``: what that session
@@ -71,7 +71,7 @@ async def usage(
             if value is not None:
                 raise _refused(name, "a session's spending has no period", str(value))
         conversation = await own_conversation(runtime, access, session)
-        return SessionUsageReport.of(await runtime.session_usage(conversation.id))
+        return UsageAnswer(SessionUsageReport.of(await runtime.session_usage(conversation.id)))
     whose = tenant if tenant is not None else identity.tenant
     if whose is None:
         raise RequestValidationError(
@@ -88,4 +88,4 @@ async def usage(
         raise TenantNotFound(whose)
     moment = None if at is None else datetime(at.year, at.month, at.day, tzinfo=UTC)
     spent = await runtime.tenant_usage(whose, period=period or "day", at=moment)
-    return UsageReport.of(spent)
+    return UsageAnswer(UsageReport.of(spent))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, RootModel
 
 from tether.engine import Budget, SessionSpend, SubmissionSpend, TenantUsage
 from tether.http._responses import WireResponse
@@ -16,6 +16,7 @@ __all__ = (
     "SessionUsageReport",
     "SubmissionUsageReport",
     "UsageAmounts",
+    "UsageAnswer",
     "UsageLimits",
     "UsageReport",
 )
@@ -154,3 +155,8 @@ class SessionUsageReport(WireResponse):
             remaining=None if budget is None else UsageLimits.left(budget, spend.spent),
             submission=None if open_one is None else SubmissionUsageReport.of(open_one),
         )
+
+
+class UsageAnswer(RootModel[UsageReport | SessionUsageReport]):
+    """What ``GET /usage`` answers: a tenant's spending in a period, or with ``session=`` a
+    session's (the one form or the other, never both)."""
