@@ -52,8 +52,10 @@ def test_a_session_shows_its_spend_against_its_budgets(
     session = panel.locator(".spend-session")
     calls = session.locator("tr[data-limit=modelCalls]")
     expect(calls.locator(".spent")).to_have_text("1")
-    expect(calls.locator(".budget")).to_have_text(str(SESSION_BUDGET.model_calls))
-    expect(calls.locator(".remaining")).to_have_text(str(SESSION_BUDGET.model_calls - 1))
+    limit = SESSION_BUDGET.model_calls
+    assert limit is not None
+    expect(calls.locator(".budget")).to_have_text(str(limit))
+    expect(calls.locator(".remaining")).to_have_text(str(limit - 1))
     expect(session.locator("tr[data-limit=costUsd] .budget")).to_have_text("no limit")
     run = panel.locator(f".spend-run[data-submission='{submission}']")
     expect(run.locator("tr[data-limit=modelCalls]")).to_have_class("exhausted")
