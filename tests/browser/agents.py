@@ -4,8 +4,9 @@ few characters at a time, and stops half-way until a gate file exists. A test ca
 server while an answer is cut mid-stream, with no race: the file is made before the restart,
 and the model asked again streams the whole answer. ``limited`` is ``slow`` with one run in
 flight at a time (``Limits(concurrency=1)``): while one waits for the gate file, the next is
-held back by the limit. Tenant ``acme`` (the signed-in tests' tenant) has a budget for the
-day, which the console's Usage panel shows."""
+held back by the limit. ``budgeted`` is ``slow`` with a session budget, which the session's
+spend panel shows. Tenant ``acme`` (the signed-in tests' tenant) has a budget for the day,
+which the console's Usage panel shows."""
 
 import asyncio
 import os
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tether.agent import agent_spec
-from tether.engine import AgentDefinition, AgentSpec, App, Limits, TenantBudget
+from tether.engine import AgentDefinition, AgentSpec, App, Budget, Limits, TenantBudget
 from tether.messages import ModelRequest, ModelResponse
 from tether.models import DeltaSink, EchoModel, StreamDelta
 
@@ -50,6 +51,7 @@ def slow(instance: str, env: Mapping[str, str]) -> AgentSpec:
 
 
 ACME_DAY = TenantBudget(model_calls=1000, cost_usd=5.0, period="day")
+SESSION_BUDGET = Budget(model_calls=5, tokens=100_000)
 
 
 def agents() -> App:
@@ -57,6 +59,7 @@ def agents() -> App:
         {
             "slow": AgentDefinition(slow),
             "limited": AgentDefinition(slow, limits=Limits(concurrency=1)),
+            "budgeted": AgentDefinition(slow, session_budget=SESSION_BUDGET),
         },
         env={},
         tenant_budgets={"acme": ACME_DAY},

@@ -1,6 +1,7 @@
 """The session's runs not settled, above the transcript (issue 41): a delayed dispatch shows
 ``scheduled`` with its due time and its priority, and Cancel aborts it unrun; a run held back
-by a limit of runs in flight shows ``limit``, its own pill, until the run ahead of it ends."""
+by a limit of runs in flight shows ``limit``, its own pill, until the run ahead of it ends,
+and so does its session in the sessions list."""
 
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,6 +64,11 @@ def test_a_run_held_back_by_a_limit_says_so(
     expect(page.locator("#runs .run .held-by")).to_have_text("agent's limit")
     expect(page.locator("#runs .run .priority")).to_have_text("priority 0")
     screenshot(page, "runs-limit")
+    # The sessions list says so too: waiting for the limit, not running.
+    listed = page.get_by_role("link", name="me / behind").locator(".pill")
+    expect(listed).to_have_text("limit")
+    expect(listed).to_have_attribute("title", held)
+    expect(page.get_by_role("link", name="me / ahead").locator(".pill")).to_have_text("running")
     page.get_by_role("link", name="me / ahead").click()
     expect(page.locator("#runs .run .pill")).to_have_text("running")
     gate.touch()

@@ -1,5 +1,6 @@
 """``tether usage``: the flags become the query of ``GET /usage`` and its answer is shown
-amount by amount against the budget; ``--store`` reads the store's aggregate directly."""
+amount by amount against the budget; ``--store`` reads the store's aggregate directly;
+``--session`` asks for a session's spending against its session budget."""
 
 from __future__ import annotations
 
@@ -29,6 +30,23 @@ REPORT = {
     "remaining": {"modelCalls": 97, "tokens": None, "costUsd": 4.99, "toolCalls": None},
 }
 
+SESSION_REPORT = {
+    "conversationId": "01JSESSION",
+    "agent": "support",
+    "instance": "acme",
+    "session": "default",
+    "tenant": "acme",
+    "spent": {"modelCalls": 4, "tokens": 900, "costUsd": 0.0, "toolCalls": 3},
+    "budget": {"modelCalls": 10, "tokens": None, "costUsd": None, "toolCalls": None},
+    "remaining": {"modelCalls": 6, "tokens": None, "costUsd": None, "toolCalls": None},
+    "submission": {
+        "submissionId": "01JRUN",
+        "spent": {"modelCalls": 1, "tokens": 300, "costUsd": 0.0, "toolCalls": 1},
+        "budget": {"modelCalls": 2, "tokens": None, "costUsd": None, "toolCalls": 1},
+        "remaining": {"modelCalls": 1, "tokens": None, "costUsd": None, "toolCalls": 0},
+    },
+}
+
 
 @pytest.fixture
 def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
@@ -36,6 +54,8 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
 
     def answer(request: httpx.Request) -> httpx.Response:
         requests.append(request)
+        if "session" in request.url.params:
+            return httpx.Response(200, json=SESSION_REPORT)
         if request.url.params.get("tenant") == "globex":
             error = {"type": "tenant_not_found", "message": "tenant globex not found"}
             return httpx.Response(404, json={"error": error})
@@ -113,3 +133,26 @@ def test_usage_reads_a_store(tmp_path: Path) -> None:
     assert "model calls  0" in other_day.output
     month = CliRunner().invoke(app, [*args, "--period", "month"])
     assert "2026-12-01T00:00:00Z .. 2027-01-01T00:00:00Z" in month.output
+
+
+def test_usage_shows_a_sessions_spending(asked: list[httpx.Request]) -> None:
+    result = CliRunner().invoke(app, ["usage", "--session", "01JSESSION"])
+    assert result.exit_code == 0, result.output
+    [request] = asked
+    assert request.url.path == "/usage" and dict(request.url.params) == {"session": "01JSESSION"}
+    assert result.output.splitlines() == [
+        "support/acme/default (01JSESSION), all its submissions",
+        "model calls  4 of 10 (6 left)",
+        "tokens       900",
+        "USD          0",
+        "tool calls   3",
+        "open submission 01JRUN",
+        "  model calls  1 of 2 (1 left)",
+        "  tokens       300",
+        "  USD          0",
+        "  tool calls   1 of 1 (0 left)",
+    ]
+    for extra in (["--tenant", "acme"], ["--period", "day"], ["--at", "2026-12-07"]):
+        refused = CliRunner().invoke(app, ["usage", "--session", "01JSESSION", *extra])
+        assert refused.exit_code == 2 and extra[0] in refused.output
+    assert len(asked) == 1

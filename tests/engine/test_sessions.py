@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
-from tether.engine import ManualClock, Runtime, SessionPage, SessionState
+from tether.engine import Budget, Limits, ManualClock, Runtime, SessionPage, SessionState
 from tether.errors import ConversationNotFound, SessionBusy, SubmissionNotFound
 from tether.messages import ModelRequest
 from tether.models import ScriptedModel
-from tether.store import Store
+from tether.store import Store, SubmissionStatus
 
-from ..journal.harnesses import LoopHarness, planning_model
+from ..journal.harnesses import EchoHarness, LoopHarness, planning_model
 from .agents import agent, echo_agent, slow_tools
-from .waits import advance_until, until_appended
+from .test_budget import define, looping
+from .test_limits import Held, _turns
+from .waits import advance_until, until_appended, until_emitted
 
 WAIT = 30
 
@@ -153,3 +156,50 @@ async def test_erase_removes_the_session_and_a_busy_one_needs_force(
     forced = await advance_until(clock, erasing, step=0.05)
     assert forced.submissions == 1
     assert all(s.key.session != "busy" for s in (await runtime.sessions()).sessions)
+
+
+async def test_a_session_says_what_it_waits_for(
+    make_runtime: Callable[..., Runtime], store: Store, clock: ManualClock
+) -> None:
+    """A run held back by a limit, a delayed dispatch at a session's head and a run parked
+    on its budget each show as ``waiting``, with its own reason (a run held back by a limit
+    was ``running`` before: issue 41, "queued-for-limit as its own waiting reason")."""
+    model = Held(clock)
+    runtime = make_runtime(
+        {
+            "a": agent(EchoHarness(), model, limits=Limits(concurrency=1)),
+            "b": define(looping(), budget=Budget(model_calls=1, on_exhausted="park")),
+        }
+    )
+    await runtime.start()
+    first = await runtime.dispatch("a", "acme", "go", session="first")
+    held = await runtime.dispatch("a", "acme", "go", session="held")
+    await asyncio.wait_for(model.entered.wait(), WAIT)
+    await _turns(clock)
+    later = await runtime.dispatch("a", "acme", "go", session="later", after=3600)
+    parked = await runtime.dispatch("b", "acme", "go")
+
+    async def on_its_gate() -> bool:
+        return (await store.get_submission(parked.submission_id)).status is SubmissionStatus.WAITING
+
+    await until_emitted(runtime, on_its_gate)
+    sessions = {s.conversation_id: s for s in (await runtime.sessions()).sessions}
+    receipts = {"first": first, "held": held, "later": later, "parked": parked}
+    standing = {
+        name: (info.status, info.wait_reason, info.held_by)
+        for name, receipt in receipts.items()
+        for info in [sessions[receipt.conversation_id]]
+    }
+    assert standing == {
+        "first": (SessionState.RUNNING, None, None),
+        "held": (SessionState.WAITING, "limit", "agent"),
+        "later": (SessionState.WAITING, "scheduled", None),
+        "parked": (SessionState.WAITING, "budget", None),
+    }
+    assert sessions[later.conversation_id].due_at == clock.now() + timedelta(hours=1)
+    waiting = await runtime.sessions(status=SessionState.WAITING)
+    assert {s.wait_reason for s in waiting.sessions} == {"limit", "scheduled", "budget"}
+    model.release.set()
+    async with asyncio.timeout(WAIT):
+        for receipt in (first, held):
+            await runtime.wait(receipt.submission_id)

@@ -1,4 +1,5 @@
-"""A submission held back by a limit over HTTP: queued, its ``waitReason`` ``limit``."""
+"""A submission held back by a limit over HTTP: queued, its ``waitReason`` ``limit``; its
+session, in the sessions list, ``waiting`` for that limit (not ``running``)."""
 
 import asyncio
 from collections.abc import Callable
@@ -26,6 +27,11 @@ async def test_a_queued_submission_held_back_says_limit(asgi: Serve, clock: Manu
     assert sorted((v["status"], v.get("waitReason")) for v in views) == [
         ("queued", "limit"),
         ("running", None),
+    ]
+    listed = (await server.client.get("/sessions")).json()["sessions"]
+    assert sorted((s["status"], s.get("waitReason"), s.get("heldBy")) for s in listed) == [
+        ("running", None, None),
+        ("waiting", "limit", "agent"),
     ]
     model.release.set()
     async with asyncio.timeout(60):

@@ -1,5 +1,6 @@
 """``GET /usage`` (issue 41, item 1): a tenant's spending in a UTC day or month against its
-budget, tenant-scoped like every route, on memory, SQLite and PostgreSQL."""
+budget, or a session's against its session budget, tenant-scoped like every route, on
+memory, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from starlette.requests import HTTPConnection
 
 from tether.agent import agent_spec, tool
 from tether.auth import Identity, bearer_token
-from tether.engine import AgentDefinition, TenantBudget
+from tether.engine import AgentDefinition, Budget, TenantBudget
 from tether.messages import Message, ModelRequest, ModelResponse, TextPart, ToolCallPart, Usage
 from tether.models import ScriptedModel
 
@@ -40,7 +41,7 @@ async def lookup(q: str) -> str:
     return f"found {q}"
 
 
-def _agent() -> AgentDefinition:
+def _agent(**policy: Any) -> AgentDefinition:
     def reply(request: ModelRequest) -> ModelResponse:
         step = sum(1 for m in request.messages if m.role == "assistant") + 1
         parts: tuple[Any, ...] = (TextPart(text=f"step {step}"),)
@@ -52,7 +53,7 @@ def _agent() -> AgentDefinition:
         )
 
     spec = agent_spec(ScriptedModel(reply), tools=[lookup])
-    return AgentDefinition(lambda instance, env: spec)
+    return AgentDefinition(lambda instance, env: spec, **policy)
 
 
 BUDGETS = {"acme": [TenantBudget(model_calls=100, cost_usd=5.0)], "*": TenantBudget(tokens=10)}
@@ -146,3 +147,72 @@ async def test_spending_is_kept_without_a_budget(asgi: Serve) -> None:
     body = (await server.client.get("/usage", headers=_as("ann"))).json()
     assert body["spent"]["modelCalls"] == 3 and body["budget"] is None
     assert body["remaining"] is None
+
+
+# --- a session's spending (GET /usage?session=) -----------------------------------------
+
+
+async def _session_server(asgi: Serve) -> tuple[Server, str]:
+    """A session of tenant ``acme`` under a session budget, after one run of three calls."""
+    agents = {"a": _agent(session_budget=Budget(model_calls=10))}
+    server: Server = await asgi(
+        agents, settings={"session_budget": Budget(tokens=5000)}, authenticate=_people
+    )
+    sent = await server.client.post(
+        "/agents/a/desk?wait=true", json={"body": "go"}, headers=_as("ann")
+    )
+    assert sent.status_code == 200, sent.text
+    return server, sent.json()["conversationId"]
+
+
+async def test_a_session_shows_its_spending_against_its_session_budget(asgi: Serve) -> None:
+    server, conversation = await _session_server(asgi)
+    c = server.client
+    answer = await c.get("/usage", params={"session": conversation}, headers=_as("ann"))
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {
+        "conversationId": conversation,
+        "agent": "a",
+        "instance": "desk",
+        "session": "default",
+        "tenant": "acme",
+        "spent": {"modelCalls": 3, "tokens": 1200, "costUsd": 0.0, "toolCalls": 2},
+        "budget": {"modelCalls": 10, "tokens": 5000, "costUsd": None, "toolCalls": None},
+        "remaining": {"modelCalls": 7, "tokens": 3800, "costUsd": None, "toolCalls": None},
+        "submission": None,
+    }
+    ops = await c.get("/usage", params={"session": conversation}, headers=_as("ops"))
+    assert ops.json() == answer.json()
+    tenants = await c.get("/usage", headers=_as("ann"))  # the tenant form as before
+    assert tenants.status_code == 200 and tenants.json()["tenant"] == "acme"
+
+
+async def test_another_tenants_session_is_not_found(asgi: Serve) -> None:
+    server, conversation = await _session_server(asgi)
+    c = server.client
+    for session in (conversation, "no-such-session"):
+        foreign = await c.get("/usage", params={"session": session}, headers=_as("bob"))
+        assert foreign.status_code == 404, foreign.text
+        assert foreign.json()["error"]["type"] == "conversation_not_found"
+        assert "1200" not in foreign.text
+    scoped = await c.get("/usage", params={"session": conversation}, headers=_as("eve"))
+    assert scoped.status_code == 403 and scoped.json()["error"]["type"] == "forbidden"
+
+
+async def test_a_session_with_a_tenant_or_a_period_is_a_422(asgi: Serve) -> None:
+    server, conversation = await _session_server(asgi)
+    c = server.client
+    for extra, field in (
+        ({"tenant": "acme"}, "query.tenant"),
+        ({"period": "day"}, "query.period"),
+        ({"at": "2026-12-07"}, "query.at"),
+    ):
+        params = {"session": conversation, **extra}
+        answer = await c.get("/usage", params=params, headers=_as("ann"))
+        assert answer.status_code == 422, (extra, answer.text)
+        error = answer.json()["error"]
+        assert error["type"] == "invalid_request"
+        assert [p["field"] for p in error["details"]] == [field], answer.text
+    for session in ("", "x" * 201):
+        answer = await c.get("/usage", params={"session": session}, headers=_as("ann"))
+        assert answer.status_code == 422 and answer.json()["error"]["type"] == "invalid_request"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -75,7 +76,7 @@ def sessions(
         row = [
             f"{item['agent']}/{item['instance']}/{item['session']}",
             item["conversationId"],
-            item["status"],
+            _status(item),
             str(item["records"]),
             size_of(item["bytes"]),
             str(item["pendingApprovals"] or ""),
@@ -91,6 +92,15 @@ def sessions(
         console.print(line, markup=False)
     if page.get("nextCursor"):
         console.print(f"more: add --cursor {page['nextCursor']}")
+
+
+def _status(item: dict[str, Any]) -> str:
+    """``waiting (limit: agent)``: what a waiting session waits for beside its status."""
+    reason = item.get("waitReason")
+    if reason is None:
+        return str(item["status"])
+    held = item.get("heldBy")
+    return f"{item['status']} ({reason}: {held})" if held else f"{item['status']} ({reason})"
 
 
 def aligned(rows: list[list[str]]) -> list[str]:

@@ -1,6 +1,7 @@
 """``tether usage``: what a tenant spent in a UTC day or month against its budget, from the
 server (``GET /usage``), or read from a store directly (``--store``: the spending alone, the
-budgets being the server's configuration)."""
+budgets being the server's configuration); with ``--session``, what one session spent
+against its session budget (``GET /usage?session=``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tether.cli._exit import ExitCode, fail
 from tether.cli._stores import open_store_or_fail
 from tether.errors import StoreCapabilityMissing, TetherError
 
-__all__ = ("describe_usage", "usage")
+__all__ = ("describe_session_usage", "describe_usage", "usage")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 _AMOUNTS = (
@@ -34,14 +35,20 @@ class PeriodChoice(enum.StrEnum):
     MONTH = "month"
 
 
-PERIOD = typer.Option(PeriodChoice.DAY, "--period", help="A UTC day or month.")
+PERIOD = typer.Option(None, "--period", help="A UTC day (the default) or month.")
 
 
 def usage(
     tenant: str | None = typer.Option(
         None, "--tenant", help="Whose: your own tenant by default (an operator names one)."
     ),
-    period: PeriodChoice = PERIOD,
+    session: str | None = typer.Option(
+        None,
+        "--session",
+        help="A session's spending against its session budget instead: its conversation id "
+        "(`tether sessions` lists them). Not with --tenant, --period, --at or --store.",
+    ),
+    period: PeriodChoice | None = PERIOD,
     at: str | None = typer.Option(
         None, "--at", help="A day of the period (YYYY-MM-DD); today if absent."
     ),
@@ -57,14 +64,26 @@ def usage(
     auth_token: str | None = _client.TOKEN,
 ) -> None:
     """Show what a tenant's runs spent in a UTC day or month (model calls, tokens, cost, tool
-    calls) against its budget of that period, and what is left."""
+    calls) against its budget of that period, and what is left; or, with --session, what a
+    session spent against its session budget (and its open run against its own)."""
+    if session is not None:
+        given = {"--tenant": tenant, "--period": period, "--at": at, "--store": store}
+        for name, value in given.items():
+            if value is not None:
+                fail(f"--session shows a session's spending: not with {name}", ExitCode.USAGE)
+        with _client.connect(url, auth_token) as client:
+            answer = _client.check(client.get("/usage", params={"session": session}))
+        for line in describe_session_usage(answer):
+            console.print(escape(line))
+        return
     day = _day(at)
+    chosen = (period or PeriodChoice.DAY).value
     if store is not None:
         if tenant is None:
             fail("--store reads every tenant's: name one with --tenant", ExitCode.USAGE)
-        report = asyncio.run(_from_store(store, tenant, period.value, day))
+        report = asyncio.run(_from_store(store, tenant, chosen, day))
     else:
-        params: dict[str, Any] = {"period": period.value}
+        params: dict[str, Any] = {"period": chosen}
         if tenant is not None:
             params["tenant"] = tenant
         if day is not None:
@@ -121,18 +140,38 @@ def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def describe_usage(report: dict[str, Any]) -> list[str]:
-    """``acme, day 2026-12-07T00:00:00Z .. 2026-12-08T00:00:00Z`` then one line per amount:
-    ``model calls  3 of 100 (97 left)``, ``tokens  1200`` (no limit)."""
-    lines = [f"{report['tenant']}, {report['period']} {report['start']} .. {report['end']}"]
+def _amounts(report: dict[str, Any], indent: str = "") -> list[str]:
+    """One line per amount: ``model calls  3 of 100 (97 left)``, ``tokens  1200`` (no
+    limit), then ``no budget`` if there is none."""
     budget = report.get("budget") or {}
     remaining = report.get("remaining") or {}
+    lines = []
     for key, name in _AMOUNTS:
-        text = f"{name:12} {_number(report['spent'][key])}"
+        text = f"{indent}{name:12} {_number(report['spent'][key])}"
         limit = budget.get(key)
         if limit is not None:
             text += f" of {_number(limit)} ({_number(remaining.get(key))} left)"
         lines.append(text)
     if report.get("budget") is None:
-        lines.append("no budget")
+        lines.append(f"{indent}no budget")
+    return lines
+
+
+def describe_usage(report: dict[str, Any]) -> list[str]:
+    """``acme, day 2026-12-07T00:00:00Z .. 2026-12-08T00:00:00Z`` then one line per amount:
+    ``model calls  3 of 100 (97 left)``, ``tokens  1200`` (no limit)."""
+    lines = [f"{report['tenant']}, {report['period']} {report['start']} .. {report['end']}"]
+    return lines + _amounts(report)
+
+
+def describe_session_usage(report: dict[str, Any]) -> list[str]:
+    """``support/acme/default (01J...)`` then one line per amount against the session budget,
+    and, if its open submission has a budget, that submission's the same way, indented."""
+    key = f"{report['agent']}/{report['instance']}/{report['session']}"
+    lines = [f"{key} ({report['conversationId']}), all its submissions"]
+    lines += _amounts(report)
+    submission = report.get("submission")
+    if submission is not None:
+        lines.append(f"open submission {submission['submissionId']}")
+        lines += _amounts(submission, indent="  ")
     return lines

@@ -84,6 +84,7 @@ from tether.engine._schedules import (
     ScheduleInfo,
     ScheduleNotFound,
 )
+from tether.engine._session_usage import SessionSpend, SubmissionSpend
 from tether.engine._sessions import MAX_SESSIONS_PAGE, SessionInfo, SessionPage, SessionState
 from tether.engine._settle import (
     ABORTED,
@@ -186,6 +187,7 @@ __all__ = (
     "SecretRedactor",
     "SessionInfo",
     "SessionPage",
+    "SessionSpend",
     "SessionState",
     "SignalInfo",
     "SubagentLimits",
@@ -196,6 +198,7 @@ __all__ = (
     "SubmissionResumed",
     "SubmissionSettledEvent",
     "SubmissionSpawned",
+    "SubmissionSpend",
     "SubmissionTree",
     "SubmissionWaiting",
     "Summarizer",

@@ -330,13 +330,12 @@ class LimitGate:
         held_back = HeldBack(frozenset(agents), frozenset(tenants))
         return held_back or None
 
-    async def held_by(self, submission: Submission) -> str | None:
+    @staticmethod
+    def held_by(held: HeldBack | None, submission: Submission) -> str | None:
         """Whose limit holds a queued ``submission`` back (the waiting reason
-        :data:`LIMIT`): ``agent`` (its agent's runs in flight are at their limit), else
-        ``tenant`` (its tenant's), else ``None``."""
-        if not self._run_rules(submission):
-            return None
-        held = await self.held_back()
+        :data:`LIMIT`), by what :meth:`held_back` found (read once for many submissions):
+        ``agent`` (its agent's runs in flight are at their limit), else ``tenant`` (its
+        tenant's), else ``None``. Only an agent or a tenant with a limit of runs is held."""
         if held is None:
             return None
         if submission.key.agent in held.agents:

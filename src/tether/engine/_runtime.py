@@ -46,7 +46,7 @@ from tether.engine._eventlog import log_event
 from tether.engine._fork import Fork
 from tether.engine._health import Dependency, HealthReporter
 from tether.engine._inbound import Inbound, parse_inbound
-from tether.engine._limits import LimitGate
+from tether.engine._limits import LIMIT, LimitGate
 from tether.engine._metrics import (
     EngineMetrics,
     MetricsSnapshot,
@@ -65,20 +65,21 @@ from tether.engine._observe import (
 )
 from tether.engine._progress import ProgressHub
 from tether.engine._pruner import Pruner, PruneReport, prune
+from tether.engine._queued import QueuedWaits
 from tether.engine._receipts import Multitask, Receipt, SubmissionInfo
 from tether.engine._redact import Redactor, SecretRedactor
 from tether.engine._retention import Retention
 from tether.engine._revocations import is_revoked, revoke
 from tether.engine._rollout import (
+    NO_WORKER_FOR_VERSION,
     VersionState,
-    live_workers,
     upgrade_parked,
     version_states,
-    waits_for_a_worker,
 )
 from tether.engine._runs import RunRegistry, wait_settled
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
+from tether.engine._session_usage import SessionSpend, session_spend
 from tether.engine._sessions import SessionPage, SessionState, erase_session, session_page
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
@@ -943,24 +944,14 @@ class Runtime:
         store = self._check_open()
         submission = await store.get_submission(submission_id)
         parents = self._offered().children
-        context = self._started_context()
-        stranded = (
-            submission.status is SubmissionStatus.QUEUED
-            and context.capabilities.versions is not None
-            and waits_for_a_worker(submission, await live_workers(context))
-        )
-        held_by = (
-            await context.limits.held_by(submission)
-            if submission.status is SubmissionStatus.QUEUED and not stranded
-            else None
-        )
+        waits = await QueuedWaits(self._started_context()).of(submission)
         return SubmissionInfo(
             submission,
             await store.list_attempts(submission_id),
             await parents.list_children(submission_id) if parents else [],
-            waits_for_a_worker=stranded,
-            waits_for_a_limit=held_by is not None,
-            held_by=held_by,
+            waits_for_a_worker=waits is not None and waits.reason == NO_WORKER_FOR_VERSION,
+            waits_for_a_limit=waits is not None and waits.reason == LIMIT,
+            held_by=None if waits is None else waits.held_by,
         )
 
     async def open_submissions(
@@ -1416,6 +1407,23 @@ class Runtime:
         spent = await store.tenant_usage(tenant, start=start, end=end)
         budget = budget_of(self.config.tenant_budgets, tenant, period)
         return TenantUsage(tenant, period, start, end, spent, budget)
+
+    async def session_usage(self, conversation_id: str) -> SessionSpend:
+        """What the session of ``conversation_id`` spent, all its submissions together
+        (model calls, tokens, cost, tool calls; its children's answers rolled up into it),
+        counted from its journal as its session budget counts it, against that budget in
+        force (extensions included; ``None``: it has none), and its open submission's
+        spending against its own budget, if it has one. Reads the session's whole log;
+        ``ConversationNotFound`` if there is no such conversation.
+
+        Example::
+
+            spend = await runtime.session_usage(conversation.id)
+            if spend.budget is not None and spend.budget.model_calls is not None:
+                print(spend.budget.model_calls - spend.spent.model_calls, "calls left")
+        """
+        conversation = await self._check_open().get_conversation(conversation_id)
+        return await session_spend(self._started_context(), conversation)
 
     async def budget_gates(
         self,

@@ -18,6 +18,7 @@ from typing import Final
 from tether._payloads import ConversationParent
 from tether.engine._context import EngineContext
 from tether.engine._eventlog import log_erased
+from tether.engine._queued import QueuedWaits
 from tether.engine._runs import wait_settled
 from tether.engine._usage import UsageTotals, total_usage
 from tether.errors import SessionBusy
@@ -46,6 +47,8 @@ __all__ = (
 MAX_SESSIONS_PAGE: Final = 500
 _TAIL: Final = 64
 """Records read from a log's end to find how its last submission settled."""
+_SCHEDULED: Final = "scheduled"
+"""The waiting reason of a session whose head is a delayed dispatch, not due yet."""
 _SCAN_PAGES: Final = 10
 """Store pages a status filter reads at most for one page of matches (a page may then be
 short; its cursor goes on from where the scan stopped)."""
@@ -53,8 +56,9 @@ short; its cursor goes on from where the scan stopped)."""
 
 class SessionState(StrEnum):
     """Where a session stands: something of it is queued or running, it waits (an approval,
-    its children, a timer, a delayed dispatch at its head), its last submission failed, or
-    it is at rest."""
+    an answer, its children, its budget, a timer, a delayed dispatch at its head, a limit
+    holding its queued head back, a worker of its version), its last submission failed, or
+    it is at rest. ``SessionInfo.wait_reason`` says what it waits for."""
 
     IDLE = "idle"
     RUNNING = "running"
@@ -83,6 +87,16 @@ class SessionInfo:
     """The tenant the session belongs to (``None``: none)."""
     pending_inputs: int = 0
     """Questions its runs wait on a person to answer (``Runtime.inputs``)."""
+    wait_reason: str | None = None
+    """What a ``waiting`` session waits for: a parked submission's reason (``approval``,
+    ``input``, ``children``, ``budget``, ``timer``, ``version_diverged``), ``scheduled`` (a
+    delayed dispatch at its head), or what holds its queued head back: ``limit`` (its
+    agent's or its tenant's runs in flight are at their limit) or
+    ``no_worker_for_version``."""
+    held_by: str | None = None
+    """For ``limit``: whose, ``agent`` or ``tenant``."""
+    due_at: datetime | None = None
+    """When a ``scheduled`` head is due, or a parked run's timer (or deadline) wakes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,22 +119,38 @@ class SessionPage:
     next_cursor: str | None
 
 
-async def _state(store: Store, row: SessionRow) -> SessionState:
+@dataclass(frozen=True, slots=True)
+class _Standing:
+    state: SessionState
+    wait_reason: str | None = None
+    held_by: str | None = None
+    due_at: datetime | None = None
+
+
+async def _standing(store: Store, row: SessionRow, queued: QueuedWaits) -> _Standing:
+    """Where a session stands, and what it waits for: a parked submission's reason, its
+    head's time (``scheduled``), or what holds its queued head back (a limit, a worker of
+    its version); a queued head nothing holds is ``running`` (a claim takes it next)."""
     open_ones = await store.list_submissions(conversation_id=row.conversation_id, unsettled=True)
-    if any(s.status is SubmissionStatus.WAITING for s in open_ones) or (
-        open_ones and open_ones[0].status is SubmissionStatus.SCHEDULED
-    ):
-        return SessionState.WAITING  # for a decision, its children, a timer, or its time
+    parked = next((s for s in open_ones if s.status is SubmissionStatus.WAITING), None)
+    if parked is not None:  # for a decision, an answer, its children, its budget, a timer
+        return _Standing(SessionState.WAITING, parked.wait_reason, due_at=parked.wait_until)
     if open_ones:
-        return SessionState.RUNNING
+        head = open_ones[0]
+        if head.status is SubmissionStatus.SCHEDULED:
+            return _Standing(SessionState.WAITING, _SCHEDULED, due_at=head.wait_until)
+        waits = await queued.of(head)
+        if waits is not None:
+            return _Standing(SessionState.WAITING, waits.reason, waits.held_by)
+        return _Standing(SessionState.RUNNING)
     tail = await store.read(row.conversation_id, after_seq=max(row.records - _TAIL, 0), limit=_TAIL)
     for record in reversed(tail):
         if record.kind == SubmissionSettled.KIND:
             payload = record.payload
             assert isinstance(payload, SubmissionSettled)
             failed = payload.status is SettlementStatus.FAILED
-            return SessionState.FAILED if failed else SessionState.IDLE
-    return SessionState.IDLE
+            return _Standing(SessionState.FAILED if failed else SessionState.IDLE)
+    return _Standing(SessionState.IDLE)
 
 
 async def _pending(
@@ -170,7 +200,8 @@ async def session_page(
         raise ValueError("an instance filter needs its agent")
     store = context.store
     index = require_capability(context.capabilities.sessions, "sessions")
-    found: list[tuple[SessionRow, SessionState]] = []
+    found: list[tuple[SessionRow, _Standing]] = []
+    queued = QueuedWaits(context)
     after = cursor
     next_cursor: str | None = None
     for _ in range(_SCAN_PAGES if status is not None else 1):
@@ -181,9 +212,9 @@ async def session_page(
         page, follows = rows[:limit], len(rows) > limit
         for place, row in enumerate(page):
             after = row.cursor
-            state = await _state(store, row)
-            if status is None or state is status:
-                found.append((row, state))
+            standing = await _standing(store, row, queued)
+            if status is None or standing.state is status:
+                found.append((row, standing))
             if len(found) == limit:
                 next_cursor = after if place < len(page) - 1 or follows else None
                 break
@@ -193,7 +224,7 @@ async def session_page(
             break
     pending = await _pending(context.capabilities.gates, [row for row, _ in found], tenant)
     sessions = []
-    for row, state in found:
+    for row, standing in found:
         totals = None
         if usage:
             view = await context.views.refreshed(store, row.conversation_id)
@@ -206,12 +237,15 @@ async def session_page(
                 last_activity_at=row.last_activity_at,
                 records=row.records,
                 bytes=row.bytes,
-                status=state,
+                status=standing.state,
                 pending_approvals=pending.get((row.conversation_id, GateKind.APPROVAL), 0),
                 pending_inputs=pending.get((row.conversation_id, GateKind.INPUT), 0),
                 parent=row.parent,
                 usage=totals,
                 tenant=row.tenant,
+                wait_reason=standing.wait_reason,
+                held_by=standing.held_by,
+                due_at=standing.due_at,
             )
         )
     return SessionPage(tuple(sessions), next_cursor)

@@ -5,8 +5,15 @@ from __future__ import annotations
 from pydantic import Field
 
 from tether.engine import SessionInfo, SessionState
-from tether.http._responses import TIMESTAMP, WireActor, WireResponse, optional, stream_url
-from tether.http._submission_views import UsageView
+from tether.http._responses import (
+    TIMESTAMP,
+    WireActor,
+    WireResponse,
+    optional,
+    stream_url,
+    time_of,
+)
+from tether.http._submission_views import HeldBy, UsageView, whose_limit
 from tether.store import ErasedSession
 
 __all__ = ("ErasedView", "SessionItem", "SessionParent", "SessionsPage")
@@ -34,8 +41,22 @@ class SessionItem(WireResponse):
     records: int
     bytes: int = Field(description="The canonical bytes of its records.")
     status: SessionState = Field(
-        description="running (something is queued or running), waiting (an approval, an "
-        "input, its children), failed (its last submission failed) or idle."
+        description="running (something is queued or running), waiting (for what: "
+        "``waitReason``), failed (its last submission failed) or idle."
+    )
+    wait_reason: str | None = optional(
+        description="What a ``waiting`` session waits for: a parked run's reason "
+        "(``approval``, ``input``, ``children``, ``budget``, ``timer``, "
+        "``version_diverged``), ``scheduled`` (a delayed dispatch at its head, due at "
+        "``dueAt``), ``limit`` (its queued run is held back: its agent's or its tenant's "
+        "runs in flight are at their limit, docs/limits.md) or ``no_worker_for_version``."
+    )
+    held_by: HeldBy | None = optional(
+        description="For ``waitReason: limit``: whose limit holds its run back."
+    )
+    due_at: str | None = optional(
+        **TIMESTAMP,
+        description="When its scheduled run is due, or its parked run's timer wakes it.",
     )
     pending_approvals: int
     pending_inputs: int = Field(default=0, description="Questions waiting for an answer.")
@@ -56,6 +77,9 @@ class SessionItem(WireResponse):
             records=info.records,
             bytes=info.bytes,
             status=info.status,
+            wait_reason=info.wait_reason,
+            held_by=whose_limit(info.held_by),
+            due_at=None if info.due_at is None else time_of(info.due_at),
             pending_approvals=info.pending_approvals,
             pending_inputs=info.pending_inputs,
             parent=None

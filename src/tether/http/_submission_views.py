@@ -29,10 +29,12 @@ from tether.store import Submission, SubmissionStatus
 __all__ = (
     "AttemptView",
     "ChildSubmission",
+    "HeldBy",
     "OpenSubmissions",
     "SubmissionTreeNode",
     "SubmissionView",
     "UsageView",
+    "whose_limit",
 )
 
 
@@ -70,6 +72,17 @@ def _settlement(submission: Submission) -> Settlement | None:
     return None if settled is None else Settlement.model_validate(dict(settled))
 
 
+HeldBy = Literal["agent", "tenant"]
+"""Whose limit of runs in flight holds a queued run back."""
+
+
+def whose_limit(held_by: str | None) -> HeldBy | None:
+    """The engine's ``held_by`` as the wire names it (``None``: not held by a limit)."""
+    if held_by == "agent":
+        return "agent"
+    return "tenant" if held_by == "tenant" else None
+
+
 class SubmissionView(WireResponse):
     """A submission: where it stands, its attempts and, once settled, its settlement; for a
     subagent's, the submission that spawned it; the children its task calls spawned."""
@@ -90,7 +103,7 @@ class SubmissionView(WireResponse):
         "docs/timers.md). For a ``queued`` one, ``limit``: its agent's or its tenant's runs "
         "in flight are at their limit (docs/limits.md)."
     )
-    held_by: Literal["agent", "tenant"] | None = optional(
+    held_by: HeldBy | None = optional(
         description="For ``waitReason: limit``: whose limit of runs in flight holds it back, "
         "its agent's or its tenant's (docs/limits.md)."
     )
@@ -147,13 +160,7 @@ class SubmissionView(WireResponse):
                 if s.status is SubmissionStatus.WAITING
                 else None
             ),
-            held_by=(
-                "agent"
-                if info.held_by == "agent"
-                else "tenant"
-                if info.held_by == "tenant"
-                else None
-            ),
+            held_by=whose_limit(info.held_by),
             due_at=(
                 time_of(s.wait_until)
                 if s.status in (SubmissionStatus.SCHEDULED, SubmissionStatus.WAITING)

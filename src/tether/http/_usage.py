@@ -1,5 +1,6 @@
-"""A tenant's spending: ``GET /usage`` answers what it spent in a UTC day or month against
-the budget it spends from then (``RuntimeConfig.tenant_budgets``, docs/budgets.md)."""
+"""Spending against budgets: ``GET /usage`` answers what a tenant spent in a UTC day or month
+against the budget it spends from then (``RuntimeConfig.tenant_budgets``), or, with
+``session=``, what one session spent against its session budget (docs/budgets.md)."""
 
 from __future__ import annotations
 
@@ -10,39 +11,67 @@ from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 
 from tether.errors import TenantNotFound
-from tether.http._access import IdentityDependency
+from tether.http._access import AccessDependency, own_conversation
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import failures
-from tether.http._usage_views import UsageReport
+from tether.http._usage_views import SessionUsageReport, UsageAnswer, UsageReport
 
 __all__ = ("usage_router",)
 
 usage_router = APIRouter(tags=["usage"])
-"""A tenant's spending against its budget."""
+"""A tenant's, or a session's, spending against its budget."""
+
+
+def _refused(field: str, message: str, value: object = None) -> RequestValidationError:
+    """A 422 naming the query parameter at fault, as FastAPI's own validation says it."""
+    return RequestValidationError(
+        [{"type": "value_error", "loc": ("query", field), "msg": message, "input": value}]
+    )
 
 
 @usage_router.get("/usage", responses=failures(404, 422, 503))
-async def tenant_usage(
+async def usage(
     runtime: RuntimeDependency,
-    identity: IdentityDependency,
+    access: AccessDependency,
     tenant: str | None = Query(
         default=None,
         min_length=1,
         max_length=200,
         description="Whose spending: the caller's own tenant if it has one (another is a 404), "
-        "required of an identity of no tenant.",
+        "required of an identity of no tenant. Not with ``session``.",
     ),
-    period: Literal["day", "month"] = Query(
-        default="day", description="The UTC calendar day or month."
+    session: str | None = Query(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="A session's spending instead, against its session budget: its "
+        "conversation id (``conversationId`` in GET /sessions). Another tenant's is a 404.",
+    ),
+    period: Literal["day", "month"] | None = Query(
+        default=None, description="The UTC calendar day (if absent) or month. Not with ``session``."
     ),
     at: Annotated[
         date | None,
-        Query(description="A day of the period (ISO 8601 date); today if absent."),
+        Query(
+            description="A day of the period (ISO 8601 date); today if absent. Not with "
+            "``session``."
+        ),
     ] = None,
-) -> UsageReport:
+) -> UsageAnswer:
     """What ``tenant``'s runs spent in the UTC ``period`` holding ``at`` (model calls,
     tokens, cost, tool calls), its budget of that period (``null``: none) and what is left
-    of it (``null`` per limit where it is unlimited)."""
+    of it (``null`` per limit where it is unlimited). With ``session``: what that session
+    spent, all its submissions and their children together, against its session budget,
+    and its open submission's spending against its own budget."""
+    identity = access.identity
+    if session is not None:
+        if tenant is not None:
+            raise _refused("tenant", "name the tenant or the session, not both", tenant)
+        for name, value in (("period", period), ("at", at)):
+            if value is not None:
+                raise _refused(name, "a session's spending has no period", str(value))
+        conversation = await own_conversation(runtime, access, session)
+        return UsageAnswer(SessionUsageReport.of(await runtime.session_usage(conversation.id)))
     whose = tenant if tenant is not None else identity.tenant
     if whose is None:
         raise RequestValidationError(
@@ -50,7 +79,7 @@ async def tenant_usage(
                 {
                     "type": "missing",
                     "loc": ("query", "tenant"),
-                    "msg": "name the tenant: this identity belongs to none",
+                    "msg": "name the tenant (or the session): this identity belongs to none",
                     "input": None,
                 }
             ]
@@ -58,4 +87,5 @@ async def tenant_usage(
     if not identity.sees(whose):
         raise TenantNotFound(whose)
     moment = None if at is None else datetime(at.year, at.month, at.day, tzinfo=UTC)
-    return UsageReport.of(await runtime.tenant_usage(whose, period=period, at=moment))
+    spent = await runtime.tenant_usage(whose, period=period or "day", at=moment)
+    return UsageAnswer(UsageReport.of(spent))

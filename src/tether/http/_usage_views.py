@@ -1,18 +1,25 @@
 """What ``GET /usage`` answers: a tenant's spending in a UTC day or month against the budget
-it spends from then (docs/budgets.md)."""
+it spends from then, or a session's against its session budget (docs/budgets.md)."""
 
 from __future__ import annotations
 
 from datetime import date
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, RootModel
 
-from tether.engine import TenantBudget, TenantUsage
+from tether.engine import Budget, SessionSpend, SubmissionSpend, TenantUsage
 from tether.http._responses import WireResponse
 from tether.store import UsageSpent
 
-__all__ = ("UsageAmounts", "UsageLimits", "UsageReport")
+__all__ = (
+    "SessionUsageReport",
+    "SubmissionUsageReport",
+    "UsageAmounts",
+    "UsageAnswer",
+    "UsageLimits",
+    "UsageReport",
+)
 
 
 class UsageAmounts(WireResponse):
@@ -43,7 +50,7 @@ class UsageLimits(WireResponse):
     tool_calls: int | None
 
     @classmethod
-    def of(cls, budget: TenantBudget) -> UsageLimits:
+    def of(cls, budget: Budget) -> UsageLimits:
         return cls(
             model_calls=budget.model_calls,
             tokens=budget.tokens,
@@ -52,7 +59,7 @@ class UsageLimits(WireResponse):
         )
 
     @classmethod
-    def left(cls, budget: TenantBudget, spent: UsageSpent) -> UsageLimits:
+    def left(cls, budget: Budget, spent: UsageSpent) -> UsageLimits:
         def rest(limit: int | None, used: int) -> int | None:
             return None if limit is None else max(limit - used, 0)
 
@@ -93,3 +100,63 @@ class UsageReport(WireResponse):
             budget=None if budget is None else UsageLimits.of(budget),
             remaining=None if budget is None else UsageLimits.left(budget, usage.spent),
         )
+
+
+class SubmissionUsageReport(WireResponse):
+    """The session's open submission: what it spent (its children's answers included)
+    against its own budget (its extensions included) and what is left of it."""
+
+    submission_id: str
+    spent: UsageAmounts
+    budget: UsageLimits
+    remaining: UsageLimits
+
+    @classmethod
+    def of(cls, spend: SubmissionSpend) -> SubmissionUsageReport | None:
+        budget = spend.budget
+        if budget is None:
+            return None
+        return cls(
+            submission_id=spend.submission_id,
+            spent=UsageAmounts.of(spend.spent),
+            budget=UsageLimits.of(budget),
+            remaining=UsageLimits.left(budget, spend.spent),
+        )
+
+
+class SessionUsageReport(WireResponse):
+    """A session's spending, all its submissions together (its children's answers rolled
+    up into it), against its session budget in force (``null``: none) and what is left of
+    it; and its open submission's against that submission's own budget (``null``: nothing
+    unsettled, or no budget)."""
+
+    conversation_id: str = Field(description="The session's conversation (``session=``).")
+    agent: str
+    instance: str
+    session: str
+    tenant: str | None
+    spent: UsageAmounts
+    budget: UsageLimits | None
+    remaining: UsageLimits | None
+    submission: SubmissionUsageReport | None
+
+    @classmethod
+    def of(cls, spend: SessionSpend) -> SessionUsageReport:
+        budget = spend.budget
+        open_one = spend.submission
+        return cls(
+            conversation_id=spend.conversation_id,
+            agent=spend.key.agent,
+            instance=spend.key.instance,
+            session=spend.key.session,
+            tenant=spend.tenant,
+            spent=UsageAmounts.of(spend.spent),
+            budget=None if budget is None else UsageLimits.of(budget),
+            remaining=None if budget is None else UsageLimits.left(budget, spend.spent),
+            submission=None if open_one is None else SubmissionUsageReport.of(open_one),
+        )
+
+
+class UsageAnswer(RootModel[UsageReport | SessionUsageReport]):
+    """What ``GET /usage`` answers: a tenant's spending in a period, or with ``session=`` a
+    session's (the one form or the other, never both)."""

@@ -1,5 +1,6 @@
 // The console's entry: sign-in, the URL (agent, instance, session, panel), the panels and the
-// polls that keep the sessions list, the session's runs and the approvals badge live.
+// polls that keep the sessions list, the session's runs and spend, and the approvals badge
+// live.
 
 import * as access from "./access.js";
 import * as api from "./api.js";
@@ -9,6 +10,7 @@ import { InspectorPanel } from "./inspector.js";
 import { sameKey } from "./dom.js";
 import { RunsList } from "./runs.js";
 import { SessionsPanel } from "./sessions.js";
+import { SpendPanel } from "./spend.js";
 import { UsagePanel } from "./usage.js";
 
 const PANELS = ["chat", "approvals", "inspector", "usage"];
@@ -84,6 +86,9 @@ const inspector = new InspectorPanel($("#panel-inspector"), {
   findConversation: (id) => sessions.findConversation(id),
 });
 const runs = new RunsList($("#runs"));
+const spend = new SpendPanel($("#spend"), {
+  conversationOf: (key) => (sessions.find(key) || {}).conversationId,
+});
 const usage = new UsagePanel($("#panel-usage"), { tab: $("#tab-usage") });
 
 function showPanel(wanted) {
@@ -114,6 +119,7 @@ function navigate(key, panel = state.panel, { replace = false } = {}) {
     chat.sessionStatus = item ? item.status : "idle";
     chat.show(state.key).catch(failedIn(chat));
     runs.show(state.key).catch(report);
+    spend.show(state.key).catch(report);
   }
   showPanel(panel);
   toUrl(replace);
@@ -153,6 +159,7 @@ async function pollSessions() {
     await sessions.refresh();
     const item = state.key && sessions.find(state.key);
     if (item) chat.setStatus(item.status);
+    if (state.panel === "chat") await spend.refresh(); // it knows the session's id now
     apiState(null);
   } catch (error) {
     report(error);
@@ -201,6 +208,7 @@ async function boot() {
   if (key) {
     const item = sessions.find(key);
     if (item) chat.setStatus(item.status);
+    spend.refresh().catch(report); // the session's id is known now
     if (panel === "usage" && usage.available) navigate(null, "usage", { replace: true }); // its tab shows now
   } else {
     const first = listed[0] || (agents.length && { agent: agents[0].name, instance: "me", session: "default" });

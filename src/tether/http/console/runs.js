@@ -20,6 +20,7 @@ const WHY = {
   budget: "Its budget ran out: waits for a decision (Approvals)",
   children: "Waits for its subagents",
   timer: "Asleep until its time",
+  scheduled: "A delayed message at its head: not due yet",
   no_worker_for_version: "No live worker runs the version it started on",
   version_diverged: "Its code no longer makes its recorded effects: waits for a deploy",
 };
@@ -32,8 +33,8 @@ export function stateOf(submission) {
   return { text: submission.status, kind: submission.status };
 }
 
-/** Why a run waits, for its pill's tooltip. */
-function why(submission) {
+/** Why a run (or a session's) waits, for its pill's tooltip. */
+export function whyWaiting(submission) {
   const held = HELD_BY[submission.heldBy];
   return held ? `Held back: ${held}` : WHY[submission.waitReason] || "";
 }
@@ -106,7 +107,7 @@ export class RunsList {
     return h(
       "li",
       { class: "run", dataset: { id, status: submission.status } },
-      h("span", { class: `pill ${state.kind}`, title: why(submission) }, state.text),
+      h("span", { class: `pill ${state.kind}`, title: whyWaiting(submission) }, state.text),
       submission.heldBy ? h("span", { class: "held-by" }, `${submission.heldBy}'s limit`) : null,
       h("code", { class: "run-id", title: id }, id.slice(0, 12)),
       due,

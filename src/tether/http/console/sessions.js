@@ -1,8 +1,10 @@
 // The sessions panel: every agent and its sessions (GET /sessions, newest activity first),
-// each with its status, last activity and pending approvals; and a new session.
+// each with its status (a waiting one's pill says what for: a limit, its budget, its time...),
+// last activity and pending approvals; and a new session.
 
 import { get } from "./api.js";
 import { fill, h, sameKey, sessionHref, timeTag } from "./dom.js";
+import { stateOf, whyWaiting } from "./runs.js";
 
 const PAGE = 100;
 
@@ -103,6 +105,12 @@ export class SessionsPanel {
     this.more.hidden = !this.cursor;
   }
 
+  /** The session's status, or what it waits for (as a run's pill says it). */
+  pill(item) {
+    const state = stateOf(item);
+    return h("span", { class: `pill ${state.kind}`, title: whyWaiting(item) || null, dataset: item.waitReason ? { reason: item.waitReason } : null }, state.text);
+  }
+
   item(item) {
     const selected = sameKey(item, this.current);
     const link = h(
@@ -118,7 +126,7 @@ export class SessionsPanel {
         },
       },
       h("span", { class: "session-name" }, `${item.instance} / ${item.session}`),
-      h("span", { class: `pill ${item.status}` }, item.status),
+      this.pill(item),
       item.pendingApprovals
         ? h("span", { class: "badge", title: "pending approvals" }, `${item.pendingApprovals} pending`)
         : null,

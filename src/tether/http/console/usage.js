@@ -1,19 +1,52 @@
 // The Usage panel: a tenant's spend against its budget for the day or the month
 // (GET /usage?tenant=...&period=day|month): each limit's spent, budget and what remains, a
-// bar of the share used. A server without the route (404), or one that does not let the
-// identity read it (403), hides the tab and the panel.
+// bar of the share used (budgetTable, which the session's spend panel shows too). A server
+// without the route (404), or one that does not let the identity read it (403), hides the
+// tab and the panel.
 
 import { ApiError, get } from "./api.js";
 import { fill, h } from "./dom.js";
 
-const LIMITS = [
+export const LIMITS = [
   ["modelCalls", "Model calls"],
   ["tokens", "Tokens"],
   ["costUsd", "Cost (USD)"],
   ["toolCalls", "Tool calls"],
 ];
 
-function amount(key, value) {
+/** A table of what was spent against a budget (GET /usage's ``spent``, ``budget`` and
+ *  ``remaining``, of a tenant or a session): a row per limit, a used-up one marked
+ *  ``exhausted``, with a meter of the share used. */
+export function budgetTable(usage) {
+  const budget = usage.budget || {};
+  const remaining = usage.remaining || {};
+  const rows = LIMITS.map(([key, label]) => {
+    const spent = usage.spent ? usage.spent[key] : null;
+    const max = budget[key];
+    const limited = max !== null && max !== undefined;
+    const left = remaining[key];
+    const share = limited && max > 0 ? Math.min(1, (spent || 0) / max) : limited ? 1 : 0;
+    const out = limited && left !== null && left !== undefined && left <= 0;
+    return h(
+      "tr",
+      { dataset: { limit: key }, class: out ? "exhausted" : "" },
+      h("th", { scope: "row" }, label),
+      h("td", { class: "spent" }, amount(key, spent)),
+      h("td", { class: "budget" }, limited ? amount(key, max) : "no limit"),
+      h("td", { class: "remaining" }, limited ? amount(key, left) : "—"),
+      h("td", {}, limited ? h("meter", { min: 0, max: 1, value: share, high: 0.8, optimum: 0, "aria-label": `${label}: share of the budget used` }) : null),
+    );
+  });
+  return h(
+    "table",
+    { class: "usage-budget" },
+    h("thead", {}, h("tr", {}, ["", "Spent", "Budget", "Remaining", "Used"].map((name) => h("th", { scope: "col" }, name)))),
+    h("tbody", {}, rows),
+  );
+}
+
+/** An amount as shown: a cost in dollars to four places, a count with its thousands. */
+export function amount(key, value) {
   if (value === null || value === undefined) return "—";
   return key === "costUsd" ? `$${Number(value).toFixed(4)}` : Number(value).toLocaleString("en");
 }
@@ -84,36 +117,12 @@ export class UsagePanel {
   }
 
   render(usage) {
-    const budget = usage.budget || {};
-    const remaining = usage.remaining || {};
-    const rows = LIMITS.map(([key, label]) => {
-      const spent = usage.spent ? usage.spent[key] : null;
-      const max = budget[key];
-      const limited = max !== null && max !== undefined;
-      const left = remaining[key];
-      const share = limited && max > 0 ? Math.min(1, (spent || 0) / max) : limited ? 1 : 0;
-      const out = limited && left !== null && left !== undefined && left <= 0;
-      return h(
-        "tr",
-        { dataset: { limit: key }, class: out ? "exhausted" : "" },
-        h("th", { scope: "row" }, label),
-        h("td", { class: "spent" }, amount(key, spent)),
-        h("td", { class: "budget" }, limited ? amount(key, max) : "no limit"),
-        h("td", { class: "remaining" }, limited ? amount(key, left) : "—"),
-        h("td", {}, limited ? h("meter", { min: 0, max: 1, value: share, high: 0.8, optimum: 0, "aria-label": `${label}: share of the budget used` }) : null),
-      );
-    });
     fill(
       this.body,
       h("p", { class: "window" }, `${usage.tenant ? `Tenant ${usage.tenant}` : "Every tenant"} · ${usage.period} from `,
         h("time", { datetime: usage.start }, usage.start), " to ", h("time", { datetime: usage.end }, usage.end)),
       usage.budget ? null : h("p", { class: "empty" }, "No budget is set for this period: spend only."),
-      h(
-        "table",
-        { class: "usage-budget" },
-        h("thead", {}, h("tr", {}, ["", "Spent", "Budget", "Remaining", "Used"].map((name) => h("th", { scope: "col" }, name)))),
-        h("tbody", {}, rows),
-      ),
+      budgetTable(usage),
     );
   }
 }
