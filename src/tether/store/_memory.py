@@ -412,25 +412,16 @@ class MemoryStore(
         self._gates.index(log.conversation, sealed)
         tenant = log.conversation.tenant
         if tenant is not None:
-            self._spend(tenant, conversation_id, sealed)
+            self._spend(tenant, sealed)
         self._notifier.notify([conversation_id])
         return [Record(*row_of(record)) for record in sealed]
 
-    def _spend(self, tenant: str, conversation_id: str, records: Sequence[Record]) -> None:
-        """Add what ``records`` spend to their tenant's days, and give back a reservation of
-        the conversation for each model call they complete (with the append: no await)."""
+    def _spend(self, tenant: str, records: Sequence[Record]) -> None:
+        """Add what ``records`` spend to their tenant's days (with the append: no await)."""
         for spend in spends_of(records):
             key = (tenant, spend.day)
             kept = self._usage.get(key)
             self._usage[key] = spend.spent if kept is None else kept.plus(spend.spent)
-            for _ in range(spend.completions):
-                self._release_one(tenant, conversation_id)
-
-    def _release_one(self, tenant: str, holder: str) -> None:
-        for index, reservation in enumerate(self._reservations):
-            if reservation.tenant == tenant and reservation.holder == holder:
-                del self._reservations[index]
-                return
 
     async def append_settled(
         self,
@@ -680,16 +671,23 @@ class MemoryStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        slots: ClaimSlots | None = None,
     ) -> Admission:
         if serves is not None:
             check_serves(serves)  # before the admission: bad input leaves the store untouched
         admission = await self.admit(new)  # nothing below awaits anything: one step, a commit
+        if slots is not None:
+            for key, holder in slots.give_back:  # runs that ended: their slots are free
+                self._release_slot(key, holder)
         if admission.submission.status is not SubmissionStatus.QUEUED:
             return admission  # a delayed dispatch (or a replay of one): never claimed here
         if not admission.created or not self._is_head(admission.submission):
             return admission
         if serves is not None and self._served(admission.submission, serves) is None:
             return admission  # an agent this worker does not run: a worker that does claims it
+        claiming = dataclasses.replace(admission.submission, attempt_id=attempt_id)
+        if slots is not None and not self._take_slots(slots, claiming, now):
+            return admission  # its agent or tenant is at its limit: queued, held back
         claimed = await self.claim(
             new.id,
             attempt_id=attempt_id,
@@ -1358,35 +1356,40 @@ class MemoryStore(
                 total = total.plus(spent)
         return total
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | int:
         check_usage_ask(ask)
         now = stored_time(now)
         self._check_open()
         self._reservations = [
-            r for r in self._reservations if r.tenant != ask.tenant or r.expires_at > now
+            r
+            for r in self._reservations
+            if r.tenant != ask.tenant or (r.expires_at > now and r.holder != ask.holder)
         ]
         live = [r for r in self._reservations if r.tenant == ask.tenant]
-        reserved = UsageReserved(
-            len(live), sum(r.tokens for r in live), sum(r.cost_usd for r in live)
-        )
         spents = [
             await self.tenant_usage(ask.tenant, start=limit.start, end=limit.end)
             for limit in ask.limits
         ]
-        refused = decide_usage(ask, spents, reserved)
-        if refused is not None:
-            return refused
         tokens, cost = held_by(spents)
-        self._reservations.append(
-            _Reservation(
-                ask.tenant, ask.holder, ask.owner_id, tokens, cost, stored_time(ask.expires_at)
-            )
+        reserved = UsageReserved(
+            len(live) + ask.keep,
+            sum(r.tokens for r in live) + ask.keep * tokens,
+            sum(r.cost_usd for r in live) + ask.keep * cost,
         )
-        return None
+        decided = decide_usage(ask, spents, reserved)
+        granted = 0 if isinstance(decided, UsageRefusal) else decided
+        expires_at = stored_time(ask.expires_at)
+        self._reservations += [
+            _Reservation(ask.tenant, ask.holder, ask.owner_id, tokens, cost, expires_at)
+            for _ in range(ask.keep + granted)
+        ]
+        return decided
 
     async def release_usage(self, tenant: str, *, holder: str) -> None:
         self._check_open()
-        self._release_one(tenant, holder)
+        self._reservations = [
+            r for r in self._reservations if r.tenant != tenant or r.holder != holder
+        ]
 
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
         until = stored_time(expires_at)
@@ -1453,7 +1456,7 @@ class MemoryStore(
 
 @dataclass(slots=True)
 class _Reservation:
-    """One model call in flight of a tenant's, by its conversation (see
+    """One model call of a tenant's held by a worker's share (see
     :mod:`tether.store._usage`)."""
 
     tenant: str

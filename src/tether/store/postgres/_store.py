@@ -586,9 +586,12 @@ class PostgresStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        slots: ClaimSlots | None = None,
     ) -> Admission:
         if serves is not None:
             check_serves(serves)
+        if slots is not None:
+            slots = ClaimSlots(slots.asks, [kh for kh in slots.give_back if _sendable(*kh)])
         admitted = await self._run(
             _admission.admit_and_claim,
             new,
@@ -598,6 +601,7 @@ class PostgresStore(
             now,
             serves,
             self._channels,
+            slots,
         )
         if admitted.created and admitted.submission.attempt_id != attempt_id:
             self._echo_admitted(admitted.submission)  # queued behind another
@@ -1015,7 +1019,7 @@ class PostgresStore(
     async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
         return await self._autocommit(_usage.tenant_usage, tenant, start, end)
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | int:
         check_usage_ask(ask)
         return await self._run(_usage.reserve_usage, ask, stored_time(now))
 
