@@ -215,6 +215,7 @@ PUBLIC = {
         "UsageStore",
         "UsageAsk",
         "UsageLimit",
+        "UsageGrant",
         "UsageRefusal",
         "UsageReserved",
         "UsageSpent",

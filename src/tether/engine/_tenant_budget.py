@@ -145,6 +145,9 @@ class TenantShare:
     expires_at: datetime
     left: int = 0
     in_flight: int = 0
+    holds: int = 0
+    """The tokens each of its calls holds: a call that spends more ends the share's use (the
+    next call asks the store, which reads what was spent since)."""
     used: bool = False
     """A call took one since the last heartbeat (an idle share goes back to the store)."""
     asking: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -237,21 +240,24 @@ class TenantBudgetGate:
                 )
                 decided = await store.reserve_usage(ask, now=now)
                 share.expires_at = expires
-                share.left = 0 if isinstance(decided, UsageRefusal) else decided
-                if share.left:
+                if not isinstance(decided, UsageRefusal):
+                    share.left, share.holds = decided.calls, decided.tokens
                     return _take(share)
             assert isinstance(decided, UsageRefusal)
             if not decided.waiting:
                 raise _exhausted(tenant, budgets[decided.index], decided, "model", meter)
             await self._clock.sleep(self._poll)
 
-    def done(self, share: TenantShare, *, answered: bool) -> None:
+    def done(self, share: TenantShare, *, answered: bool, tokens: int = 0) -> None:
         """The call that ``share`` reserved is over: an unanswered one (it spent nothing)
-        gives its call back to the share; an answered one is counted by its completion's
-        append, and its reservation goes at the share's next ask or give-back."""
+        gives its call back to the share; an answered one (of ``tokens``) is counted by its
+        completion's append, and its reservation goes at the share's next ask or give-back.
+        One that spent more than its call held ends the share's use: the next call asks."""
         share.in_flight -= 1
         if not answered:
             share.left += 1
+        elif tokens > share.holds:
+            share.left = 0
 
     async def check_tool(
         self, tenant: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
@@ -383,13 +389,14 @@ class TenantBudgetedModel:
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
         share = await self._gate.reserve(self._tenant, self._budgets, self._meter)
-        answered = False
+        response: ModelResponse | None = None
         try:
             response = await self._inner.request(request, stream)
-            answered = True
             return response
-        finally:
-            self._gate.done(share, answered=answered)  # this call's own, none other's
+        finally:  # this call's own reservation, none other's
+            usage = None if response is None else response.usage
+            tokens = 0 if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
+            self._gate.done(share, answered=response is not None, tokens=tokens)
 
 
 class TenantBudgetedTools:

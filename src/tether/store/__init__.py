@@ -80,6 +80,7 @@ from tether.store._url import DEFAULT_STORE_URL, open_store
 from tether.store._usage import (
     UsageAsk,
     UsageLimit,
+    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -150,6 +151,7 @@ __all__ = (
     "TruncatedLog",
     "UsageAsk",
     "UsageLimit",
+    "UsageGrant",
     "UsageRefusal",
     "UsageReserved",
     "UsageSpent",

@@ -109,6 +109,7 @@ from tether.store._types import (
 )
 from tether.store._usage import (
     UsageAsk,
+    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -1356,7 +1357,7 @@ class MemoryStore(
                 total = total.plus(spent)
         return total
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | int:
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | UsageGrant:
         check_usage_ask(ask)
         now = stored_time(now)
         self._check_open()
@@ -1383,7 +1384,7 @@ class MemoryStore(
             _Reservation(ask.tenant, ask.holder, ask.owner_id, tokens, cost, expires_at)
             for _ in range(ask.keep + granted)
         ]
-        return decided
+        return decided if isinstance(decided, UsageRefusal) else UsageGrant(decided, tokens, cost)
 
     async def release_usage(self, tenant: str, *, holder: str) -> None:
         self._check_open()

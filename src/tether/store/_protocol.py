@@ -42,7 +42,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent
+from tether.store._usage import UsageAsk, UsageGrant, UsageRefusal, UsageSpent
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (
@@ -967,13 +967,13 @@ class UsageStore(Protocol):
         the records appended so far say (a conversation of no tenant counts under none)."""
         ...
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | int:
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | UsageGrant:
         """Drop the tenant's reservations expired at ``now`` and ``ask.holder``'s; reserve
         the holder's ``ask.keep`` calls in flight again; then grant as many more calls as
         ``tether.store._usage.decide_usage`` allows against what was spent over each limit's
         days plus the live reservations (each holding the largest single call's tokens and
-        cost of those days), reserve them for the holder and answer how many (one or more);
-        or, if a limit is used up, reserve no more and answer why. Decided and written in
+        cost of those days), reserve them for the holder and answer how many (one or more)
+        and what each holds; or, if a limit is used up, reserve no more and answer why. Decided and written in
         one transaction serialized per tenant. ``ValueError`` for a malformed ask."""
         ...
 

@@ -13,6 +13,7 @@ from tether.records import Record
 from tether.store._common import to_micros
 from tether.store._usage import (
     UsageAsk,
+    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -70,7 +71,7 @@ def tenant_usage(conn: sqlite3.Connection, tenant: str, start: date, end: date) 
     )
 
 
-def reserve_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> UsageRefusal | int:
+def reserve_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> UsageRefusal | UsageGrant:
     """In the writer's transaction: no other process decides meanwhile."""
     conn.execute(
         "DELETE FROM usage_reservations WHERE tenant = ? AND (expires_at <= ? OR holder = ?)",
@@ -95,7 +96,9 @@ def reserve_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> Usa
         "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
         [row] * (keep + granted),
     )
-    return decided
+    if isinstance(decided, UsageRefusal):
+        return decided
+    return UsageGrant(decided, held_tokens, held_cost)
 
 
 def release_usage(conn: sqlite3.Connection, tenant: str, holder: str) -> None:

@@ -36,6 +36,7 @@ __all__ = (
     "TOOL_KIND",
     "DaySpend",
     "UsageAsk",
+    "UsageGrant",
     "UsageLimit",
     "UsageRefusal",
     "UsageReserved",
@@ -142,6 +143,17 @@ class UsageAsk:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageGrant:
+    """A share granted: ``calls`` model calls reserved, each holding ``tokens`` tokens and
+    ``cost_usd`` dollars (the largest call of the periods asked): a worker spends them
+    while its calls spend no more than that each."""
+
+    calls: int
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReserved:
     """The live reservations of a tenant: how many, and the tokens and cost they hold."""
 
@@ -195,8 +207,14 @@ def decide_usage(
     :func:`held_by`) has reached the limit, so the model calls never go over, and the tokens
     and cost only by what the calls in flight spend beyond what they hold. At most
     ``ask.calls``, and at most half of what is left (but one), so that other workers asking
-    for the last of a budget get some. A refusal names the first limit used up."""
+    for the last of a budget get some; one alone while a token or cost limit's calls hold
+    nothing (no call of the period yet: how much the next spends is unknown). A refusal
+    names the first limit used up."""
     tokens, cost = held_by(spents)
+    unknown = any(
+        (limit.tokens is not None and tokens == 0) or (limit.cost_usd is not None and cost == 0)
+        for limit in ask.limits
+    )
     fits = 0
     while fits < 2 * ask.calls:
         more = UsageReserved(
@@ -208,7 +226,7 @@ def decide_usage(
                 return refused
             break
         fits += 1
-    return min(ask.calls, max(1, fits // 2))
+    return 1 if unknown else min(ask.calls, max(1, fits // 2))
 
 
 def _refusal(

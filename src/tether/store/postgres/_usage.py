@@ -15,6 +15,7 @@ from psycopg.rows import TupleRow
 from tether.records import Record
 from tether.store._usage import (
     UsageAsk,
+    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -77,7 +78,7 @@ async def tenant_usage(conn: Conn, tenant: str, start: date, end: date) -> Usage
     )
 
 
-async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusal | int:
+async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusal | UsageGrant:
     """In a transaction (the store's ``_run``): the tenant's lock is held to its commit."""
     await conn.execute(_LOCK, (ask.tenant,))
     await conn.execute(
@@ -106,7 +107,7 @@ async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusa
             "expires_at) SELECT %s, %s, %s, %s, %s, %s FROM generate_series(1, %s)",
             (ask.tenant, ask.holder, ask.owner_id, tokens, cost, ask.expires_at, count),
         )
-    return decided
+    return decided if isinstance(decided, UsageRefusal) else UsageGrant(decided, tokens, cost)
 
 
 async def release_usage(conn: Conn, tenant: str, holder: str) -> None:
