@@ -215,7 +215,6 @@ PUBLIC = {
         "UsageStore",
         "UsageAsk",
         "UsageLimit",
-        "UsageGrant",
         "UsageRefusal",
         "UsageReserved",
         "UsageSpent",

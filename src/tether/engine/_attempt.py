@@ -687,7 +687,9 @@ class _Attempt:
         def model(inner: Model) -> Model:
             wrapped = limits.model(events.model(inner, correlation), submission)
             if tenant_meter is not None and tenant is not None:
-                wrapped = TenantBudgetedModel(wrapped, gate, tenant, tenant_budgets, tenant_meter)
+                wrapped = TenantBudgetedModel(
+                    wrapped, gate, tenant, submission.conversation_id, tenant_budgets, tenant_meter
+                )
             return BudgetedModel(wrapped, meters, now) if meters else wrapped
 
         def tools(inner: ToolExecutor) -> ToolExecutor:

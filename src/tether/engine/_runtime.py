@@ -482,8 +482,6 @@ class Runtime:
         if self._coordinator is not None:
             await self._coordinator.stop()
         await self._runs.bury_zombies(grace=1)
-        if self._context is not None:  # its runs are over: its shares of budgets go back
-            await self._context.tenant_budgets.close()
         if isinstance(self._store_source, str) and self._store is not None:
             await self._store.close()
 

@@ -1,17 +1,15 @@
 """Per-tenant budgets per period: what all of one tenant's runs may spend in a UTC day or
-month, counted by the store's usage aggregate and reserved in the store by each worker's
-share of a few calls, spent call by call in memory, so that concurrent runs of a tenant, on
-any worker, overspend by at most one call's worth (docs/budgets.md)."""
+month, counted by the store's usage aggregate and reserved call by call, so that concurrent
+runs of a tenant, on any worker, overspend by at most one call's worth (docs/budgets.md)."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Final, Literal
+from typing import Literal
 
 from pydantic import model_validator
 
@@ -37,7 +35,6 @@ __all__ = (
     "TenantBudgetGate",
     "TenantBudgetedModel",
     "TenantBudgetedTools",
-    "TenantShare",
     "TenantUsage",
     "budget_of",
     "period_bounds",
@@ -47,10 +44,6 @@ __all__ = (
 logger = logging.getLogger("tether.engine")
 
 Period = Literal["day", "month"]
-
-SHARE_CALLS: Final = 8
-"""At most this many model calls of a tenant's budget a worker asks the store for at once
-(fewer near the end of the budget: the store grants at most half of what is left)."""
 
 
 class TenantBudget(Budget):
@@ -134,33 +127,10 @@ def tenant_budget_meter(now: Callable[[], datetime]) -> BudgetMeter:
     )
 
 
-@dataclass(slots=True, eq=False)
-class TenantShare:
-    """A worker's share of a tenant's budget under one set of limits: the store holds a
-    reservation for each of its calls (``holder``'s rows), granted and not started (``left``),
-    or in flight; each call takes one here, in memory, and the next ask of the store, or the
-    give-back of an idle share, replaces its rows with the calls still in flight."""
-
-    holder: str
-    expires_at: datetime
-    left: int = 0
-    in_flight: int = 0
-    holds: int = 0
-    """The tokens each of its calls holds: a call that spends more ends the share's use (the
-    next call asks the store, which reads what was spent since)."""
-    used: bool = False
-    """A call took one since the last heartbeat (an idle share goes back to the store)."""
-    asking: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-_ShareKey = tuple[str, tuple[UsageLimit, ...]]
-
-
 class TenantBudgetGate:
     """This runtime's tenant budgets and the store's usage of them: one per runtime, shared
-    by its runs, holding this worker's shares of its tenants' budgets.
-    ``RuntimeConfig.tenant_budgets`` needs the store's ``usage`` capability (the runtime
-    refuses to start without it)."""
+    by its runs. ``RuntimeConfig.tenant_budgets`` needs the store's ``usage`` capability
+    (the runtime refuses to start without it)."""
 
     def __init__(
         self,
@@ -178,9 +148,7 @@ class TenantBudgetGate:
         self._owner_id = owner_id
         self._lease = lease
         self._poll = poll
-        self._shares: dict[_ShareKey, TenantShare] = {}
-        self._numbers = itertools.count(1)
-        self._unreleased: set[tuple[str, str]] = set()
+        self._in_flight = 0
 
     def of(self, tenant: str | None) -> tuple[TenantBudget, ...]:
         """The budgets ``tenant``'s runs spend from (none for a run of no tenant)."""
@@ -202,62 +170,38 @@ class TenantBudgetGate:
             for b in budgets
         )
 
-    def _share(self, key: _ShareKey, now: datetime) -> TenantShare:
-        share = self._shares.get(key)
-        if share is None:
-            holder = f"{self._owner_id}/{next(self._numbers)}"
-            share = self._shares[key] = TenantShare(holder, now)
-        return share
-
     async def reserve(
-        self, tenant: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
-    ) -> TenantShare:
-        """Reserve one model call of ``tenant``'s: from this worker's share of its budget
-        if the share has one left, else from the store, which grants a new share (waiting
-        while the calls in flight hold what is left); :class:`BudgetExhausted` if a budget
-        is used up. Give the call back with :meth:`done`."""
+        self, tenant: str, holder: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
+    ) -> None:
+        """Reserve one model call of ``tenant``'s (by its conversation ``holder``), waiting
+        while the calls in flight hold what is left; :class:`BudgetExhausted` if a budget is
+        used up."""
         store = self._store
         assert store is not None
         while True:
             now = self._clock.now()
             limits = self._limits(budgets, meter.budget, now)
-            share = self._share((tenant, limits), now)
-            if share.left > 0 and now < share.expires_at:
-                return _take(share)
-            async with share.asking:  # one ask of the store per share at once
-                now = self._clock.now()
-                if share.left > 0 and now < share.expires_at:
-                    return _take(share)  # another call's ask refilled it meanwhile
-                expires = now + timedelta(seconds=self._lease)
-                ask = UsageAsk(
-                    tenant,
-                    share.holder,
-                    self._owner_id,
-                    expires,
-                    limits,
-                    calls=SHARE_CALLS,
-                    keep=share.in_flight,
-                )
-                decided = await store.reserve_usage(ask, now=now)
-                share.expires_at = expires
-                if not isinstance(decided, UsageRefusal):
-                    share.left, share.holds = decided.calls, decided.tokens
-                    return _take(share)
-            assert isinstance(decided, UsageRefusal)
-            if not decided.waiting:
-                raise _exhausted(tenant, budgets[decided.index], decided, "model", meter)
+            expires = now + timedelta(seconds=self._lease)
+            refused = await store.reserve_usage(
+                UsageAsk(tenant, holder, self._owner_id, expires, limits), now=now
+            )
+            if refused is None:
+                self._in_flight += 1
+                return
+            if not refused.waiting:
+                raise _exhausted(tenant, budgets[refused.index], refused, "model", meter)
             await self._clock.sleep(self._poll)
 
-    def done(self, share: TenantShare, *, answered: bool, tokens: int = 0) -> None:
-        """The call that ``share`` reserved is over: an unanswered one (it spent nothing)
-        gives its call back to the share; an answered one (of ``tokens``) is counted by its
-        completion's append, and its reservation goes at the share's next ask or give-back.
-        One that spent more than its call held ends the share's use: the next call asks."""
-        share.in_flight -= 1
-        if not answered:
-            share.left += 1
-        elif tokens > share.holds:
-            share.left = 0
+    async def done(self, tenant: str, holder: str, *, answered: bool) -> None:
+        """A call reserved is over: an unanswered one gives its reservation back (an answered
+        one's completion gives it back as it is appended)."""
+        self._in_flight -= 1
+        if answered or self._store is None:
+            return
+        try:
+            await self._store.release_usage(tenant, holder=holder)
+        except TetherError:  # it expires within a lease
+            logger.warning("could not give back a usage reservation of %s", tenant, exc_info=True)
 
     async def check_tool(
         self, tenant: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
@@ -280,47 +224,12 @@ class TenantBudgetGate:
                 raise _exhausted(tenant, budget, refused, "tool", meter)
 
     async def renew(self) -> None:
-        """This worker's heartbeat: give back each share no call used since the last one
-        (nothing in flight), and move the others' reservations on by a lease."""
-        store = self._store
-        if store is None:
+        """Move this worker's reservations on by a lease (its heartbeat), while it holds
+        any."""
+        if self._store is None or self._in_flight <= 0:
             return
-        for key, share in list(self._shares.items()):
-            if share.in_flight == 0 and not share.used and not share.asking.locked():
-                del self._shares[key]
-                self._unreleased.add((key[0], share.holder))
-            share.used = False
-        await self._give_back(store)
-        if self._shares:
-            until = self._clock.now() + timedelta(seconds=self._lease)
-            await store.renew_usage(self._owner_id, expires_at=until)
-            for share in self._shares.values():
-                share.expires_at = until
-
-    async def close(self) -> None:
-        """Give back every share this worker holds (its runs are over)."""
-        if self._store is None:
-            return
-        for (tenant, _), share in self._shares.items():
-            self._unreleased.add((tenant, share.holder))
-        self._shares.clear()
-        await self._give_back(self._store)
-
-    async def _give_back(self, store: UsageStore) -> None:
-        for tenant, holder in list(self._unreleased):
-            try:
-                await store.release_usage(tenant, holder=holder)
-            except TetherError:  # at the next heartbeat; or it expires within a lease
-                logger.warning("could not give back a share of %s's budget", tenant, exc_info=True)
-                return
-            self._unreleased.discard((tenant, holder))
-
-
-def _take(share: TenantShare) -> TenantShare:
-    share.left -= 1
-    share.in_flight += 1
-    share.used = True
-    return share
+        until = self._clock.now() + timedelta(seconds=self._lease)
+        await self._store.renew_usage(self._owner_id, expires_at=until)
 
 
 def _plus(limit: int | None, more: int | None) -> int | None:
@@ -376,27 +285,29 @@ class TenantBudgetedModel:
         inner: Model,
         gate: TenantBudgetGate,
         tenant: str,
+        holder: str,
         budgets: Sequence[TenantBudget],
         meter: BudgetMeter,
     ) -> None:
         self._inner = inner
         self._gate = gate
         self._tenant = tenant
+        self._holder = holder
         self._budgets = budgets
         self._meter = meter
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
-        share = await self._gate.reserve(self._tenant, self._budgets, self._meter)
-        response: ModelResponse | None = None
+        await self._gate.reserve(self._tenant, self._holder, self._budgets, self._meter)
+        answered = False
         try:
             response = await self._inner.request(request, stream)
+            answered = True
             return response
-        finally:  # this call's own reservation, none other's
-            usage = None if response is None else response.usage
-            tokens = 0 if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
-            self._gate.done(share, answered=response is not None, tokens=tokens)
+        finally:
+            with contextlib.suppress(Exception):
+                await self._gate.done(self._tenant, self._holder, answered=answered)
 
 
 class TenantBudgetedTools:

@@ -80,7 +80,6 @@ from tether.store._url import DEFAULT_STORE_URL, open_store
 from tether.store._usage import (
     UsageAsk,
     UsageLimit,
-    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -151,7 +150,6 @@ __all__ = (
     "TruncatedLog",
     "UsageAsk",
     "UsageLimit",
-    "UsageGrant",
     "UsageRefusal",
     "UsageReserved",
     "UsageSpent",

@@ -109,7 +109,6 @@ from tether.store._types import (
 )
 from tether.store._usage import (
     UsageAsk,
-    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -413,16 +412,25 @@ class MemoryStore(
         self._gates.index(log.conversation, sealed)
         tenant = log.conversation.tenant
         if tenant is not None:
-            self._spend(tenant, sealed)
+            self._spend(tenant, conversation_id, sealed)
         self._notifier.notify([conversation_id])
         return [Record(*row_of(record)) for record in sealed]
 
-    def _spend(self, tenant: str, records: Sequence[Record]) -> None:
-        """Add what ``records`` spend to their tenant's days (with the append: no await)."""
+    def _spend(self, tenant: str, conversation_id: str, records: Sequence[Record]) -> None:
+        """Add what ``records`` spend to their tenant's days, and give back a reservation of
+        the conversation for each model call they complete (with the append: no await)."""
         for spend in spends_of(records):
             key = (tenant, spend.day)
             kept = self._usage.get(key)
             self._usage[key] = spend.spent if kept is None else kept.plus(spend.spent)
+            for _ in range(spend.completions):
+                self._release_one(tenant, conversation_id)
+
+    def _release_one(self, tenant: str, holder: str) -> None:
+        for index, reservation in enumerate(self._reservations):
+            if reservation.tenant == tenant and reservation.holder == holder:
+                del self._reservations[index]
+                return
 
     async def append_settled(
         self,
@@ -1357,40 +1365,35 @@ class MemoryStore(
                 total = total.plus(spent)
         return total
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | UsageGrant:
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
         check_usage_ask(ask)
         now = stored_time(now)
         self._check_open()
         self._reservations = [
-            r
-            for r in self._reservations
-            if r.tenant != ask.tenant or (r.expires_at > now and r.holder != ask.holder)
+            r for r in self._reservations if r.tenant != ask.tenant or r.expires_at > now
         ]
         live = [r for r in self._reservations if r.tenant == ask.tenant]
+        reserved = UsageReserved(
+            len(live), sum(r.tokens for r in live), sum(r.cost_usd for r in live)
+        )
         spents = [
             await self.tenant_usage(ask.tenant, start=limit.start, end=limit.end)
             for limit in ask.limits
         ]
+        refused = decide_usage(ask, spents, reserved)
+        if refused is not None:
+            return refused
         tokens, cost = held_by(spents)
-        reserved = UsageReserved(
-            len(live) + ask.keep,
-            sum(r.tokens for r in live) + ask.keep * tokens,
-            sum(r.cost_usd for r in live) + ask.keep * cost,
+        self._reservations.append(
+            _Reservation(
+                ask.tenant, ask.holder, ask.owner_id, tokens, cost, stored_time(ask.expires_at)
+            )
         )
-        decided = decide_usage(ask, spents, reserved)
-        granted = 0 if isinstance(decided, UsageRefusal) else decided
-        expires_at = stored_time(ask.expires_at)
-        self._reservations += [
-            _Reservation(ask.tenant, ask.holder, ask.owner_id, tokens, cost, expires_at)
-            for _ in range(ask.keep + granted)
-        ]
-        return decided if isinstance(decided, UsageRefusal) else UsageGrant(decided, tokens, cost)
+        return None
 
     async def release_usage(self, tenant: str, *, holder: str) -> None:
         self._check_open()
-        self._reservations = [
-            r for r in self._reservations if r.tenant != tenant or r.holder != holder
-        ]
+        self._release_one(tenant, holder)
 
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
         until = stored_time(expires_at)
@@ -1457,7 +1460,7 @@ class MemoryStore(
 
 @dataclass(slots=True)
 class _Reservation:
-    """One model call of a tenant's held by a worker's share (see
+    """One model call in flight of a tenant's, by its conversation (see
     :mod:`tether.store._usage`)."""
 
     tenant: str

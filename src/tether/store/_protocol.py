@@ -42,7 +42,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store._usage import UsageAsk, UsageGrant, UsageRefusal, UsageSpent
+from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (
@@ -948,16 +948,15 @@ class LimitStore(Protocol):
 class UsageStore(Protocol):
     """Capability ``usage``: what each tenant spent per UTC day, added up in the transaction
     of every append that spends (see :mod:`tether.store._usage`), and the reservations of its
-    model calls in flight against its period budgets, held by each worker's share of them
-    (docs/budgets.md). Times are the caller's clock (the engine's), as leases are; a
-    record's day is its own time's.
+    model calls in flight against its period budgets (docs/budgets.md). Times are the
+    caller's clock (the engine's), as leases are; a record's day is its own time's.
 
     Example::
 
         spent = await store.tenant_usage("acme", start=date(2026, 12, 1), end=date(2027, 1, 1))
-        granted = await store.reserve_usage(
-            UsageAsk("acme", my_share, me, now + lease,
-                     (UsageLimit(today, tomorrow, model_calls=100),), calls=8, keep=in_flight),
+        refused = await store.reserve_usage(
+            UsageAsk("acme", conversation_id, me, now + lease,
+                     (UsageLimit(today, tomorrow, model_calls=100),)),
             now=now,
         )
     """
@@ -967,19 +966,19 @@ class UsageStore(Protocol):
         the records appended so far say (a conversation of no tenant counts under none)."""
         ...
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | UsageGrant:
-        """Drop the tenant's reservations expired at ``now`` and ``ask.holder``'s; reserve
-        the holder's ``ask.keep`` calls in flight again; then grant as many more calls as
-        ``tether.store._usage.decide_usage`` allows against what was spent over each limit's
-        days plus the live reservations (each holding the largest single call's tokens and
-        cost of those days), reserve them for the holder and answer how many (one or more)
-        and what each holds; or, if a limit is used up, reserve no more and answer why. Decided and written in
-        one transaction serialized per tenant. ``ValueError`` for a malformed ask."""
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+        """Drop the tenant's reservations expired at ``now``; then, if no limit of the ask
+        is used up by what was spent over its days plus the live reservations
+        (``tether.store._usage.decide_usage``), reserve one model call for ``ask.holder``
+        (holding the largest single call's tokens and cost of those days) and answer
+        ``None``; else reserve nothing and answer why. Decided and written in one
+        transaction serialized per tenant. ``ValueError`` for a malformed ask."""
         ...
 
     async def release_usage(self, tenant: str, *, holder: str) -> None:
-        """Give back every reservation ``holder`` holds (a worker's idle share); none held
-        is nothing to give back."""
+        """Give back one of ``holder``'s reservations (a call that failed, unanswered); none
+        held is nothing to give back. The append of a call's completion gives one back
+        itself, in its own transaction."""
         ...
 
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:

@@ -94,7 +94,7 @@ from tether.store._types import (
     SubmissionStatus,
     utc_now,
 )
-from tether.store._usage import UsageAsk, UsageGrant, UsageRefusal, UsageSpent, check_usage_ask
+from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent, check_usage_ask
 from tether.store._versions import (
     VersionCount,
     VersionsServed,
@@ -751,7 +751,7 @@ class SqliteStore(
     async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
         return self._read(lambda conn: usage_sql.tenant_usage(conn, tenant, start, end))
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | UsageGrant:
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
         check_usage_ask(ask)
         return await self._write(usage_sql.reserve_usage, ask, stored_time(now))
 

@@ -146,7 +146,7 @@ class Appender:
             request.result = sealed
             request.touched.append(cid)
             if state.tenant is not None:  # before any insert: it only adds to other rows
-                add_usage(conn, state.tenant, sealed)
+                add_usage(conn, state.tenant, cid, sealed)
         if len(rows) == 1:  # one record per commit: a cached statement, no list to flatten
             conn.execute(_INSERT_ONE, rows[0])
             rows = []

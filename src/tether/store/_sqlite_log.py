@@ -466,6 +466,6 @@ def append_checked(
     index_gates(conn, conversation_id, sealed)
     index_attachments(conn, conversation_id, sealed)
     if tenant is not None:
-        add_usage(conn, tenant, sealed)
+        add_usage(conn, tenant, conversation_id, sealed)
     touched.append(conversation_id)
     return sealed

@@ -13,7 +13,6 @@ from tether.records import Record
 from tether.store._common import to_micros
 from tether.store._usage import (
     UsageAsk,
-    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -33,13 +32,19 @@ _ADD = (
     "max_call_tokens = max(max_call_tokens, excluded.max_call_tokens), "
     "max_call_cost = max(max_call_cost, excluded.max_call_cost)"
 )
-_RELEASE = "DELETE FROM usage_reservations WHERE tenant = ? AND holder = ?"
+_RELEASE_ONE = (
+    "DELETE FROM usage_reservations WHERE rowid = (SELECT rowid FROM usage_reservations "
+    "WHERE tenant = ? AND holder = ? LIMIT 1)"
+)
 
 
-def add_usage(conn: sqlite3.Connection, tenant: str, records: Sequence[Record]) -> None:
+def add_usage(
+    conn: sqlite3.Connection, tenant: str, conversation_id: str, records: Sequence[Record]
+) -> None:
     """Inside an append's transaction: what ``records`` (of a conversation of ``tenant``)
-    spend, added to the tenant's days. Records that spend nothing cost a kind comparison
-    each (the append of a conversation of no tenant does not call this)."""
+    spend, added to the tenant's days; a reservation of the conversation given back for each
+    model call they complete. Records that spend nothing cost a kind comparison each (the
+    append of a conversation of no tenant does not call this)."""
     for spend in spends_of(records):
         s = spend.spent
         conn.execute(
@@ -55,6 +60,8 @@ def add_usage(conn: sqlite3.Connection, tenant: str, records: Sequence[Record]) 
                 s.max_call_cost,
             ),
         )
+        for _ in range(spend.completions):
+            conn.execute(_RELEASE_ONE, (tenant, conversation_id))
 
 
 def tenant_usage(conn: sqlite3.Connection, tenant: str, start: date, end: date) -> UsageSpent:
@@ -71,38 +78,40 @@ def tenant_usage(conn: sqlite3.Connection, tenant: str, start: date, end: date) 
     )
 
 
-def reserve_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> UsageRefusal | UsageGrant:
+def reserve_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> UsageRefusal | None:
     """In the writer's transaction: no other process decides meanwhile."""
     conn.execute(
-        "DELETE FROM usage_reservations WHERE tenant = ? AND (expires_at <= ? OR holder = ?)",
-        (ask.tenant, to_micros(now), ask.holder),
+        "DELETE FROM usage_reservations WHERE tenant = ? AND expires_at <= ?",
+        (ask.tenant, to_micros(now)),
     )
     calls, tokens, cost = conn.execute(
         "SELECT count(*), coalesce(sum(tokens), 0), coalesce(sum(cost_usd), 0.0) "
         "FROM usage_reservations WHERE tenant = ?",
         (ask.tenant,),
     ).fetchone()
+    reserved = UsageReserved(int(calls), int(tokens), float(cost))
     spents = [tenant_usage(conn, ask.tenant, limit.start, limit.end) for limit in ask.limits]
+    refused = decide_usage(ask, spents, reserved)
+    if refused is not None:
+        return refused
     held_tokens, held_cost = held_by(spents)
-    keep = ask.keep
-    reserved = UsageReserved(
-        int(calls) + keep, int(tokens) + keep * held_tokens, float(cost) + keep * held_cost
-    )
-    decided = decide_usage(ask, spents, reserved)
-    granted = 0 if isinstance(decided, UsageRefusal) else decided
-    row = (ask.tenant, ask.holder, ask.owner_id, held_tokens, held_cost, to_micros(ask.expires_at))
-    conn.executemany(
+    conn.execute(
         "INSERT INTO usage_reservations (tenant, holder, owner_id, tokens, cost_usd, "
         "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-        [row] * (keep + granted),
+        (
+            ask.tenant,
+            ask.holder,
+            ask.owner_id,
+            held_tokens,
+            held_cost,
+            to_micros(ask.expires_at),
+        ),
     )
-    if isinstance(decided, UsageRefusal):
-        return decided
-    return UsageGrant(decided, held_tokens, held_cost)
+    return None
 
 
 def release_usage(conn: sqlite3.Connection, tenant: str, holder: str) -> None:
-    conn.execute(_RELEASE, (tenant, holder))
+    conn.execute(_RELEASE_ONE, (tenant, holder))
 
 
 def renew_usage(conn: sqlite3.Connection, owner_id: str, expires_at: datetime) -> int:

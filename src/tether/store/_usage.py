@@ -11,13 +11,10 @@ once, as it is appended. A conversation of no tenant counts under none. A month 
 of its days.
 
 A reservation holds one model call in flight (with, for the token and cost limits, as much
-as the tenant's largest call of the periods asked). A worker asks for a share of several
-calls at once under one ``holder`` (its share of the tenant's budget, see
-:func:`decide_usage`) and spends them in memory, one per call; its next ask, or its give-back
-(:meth:`~tether.store.UsageStore.release_usage`), replaces the holder's reservations with
-the calls it still has in flight. Reservations of a worker that died expire. Every backend
-decides a reservation with :func:`decide_usage` in one transaction serialized per tenant;
-the in-memory store is the reference.
+as the tenant's largest call of the periods asked), by its conversation: the append of the
+call's completion releases one of that conversation's in the same transaction; one whose
+worker died expires. Every backend decides a reservation with :func:`decide` in one
+transaction serialized per tenant; the in-memory store is the reference.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ __all__ = (
     "TOOL_KIND",
     "DaySpend",
     "UsageAsk",
-    "UsageGrant",
     "UsageLimit",
     "UsageRefusal",
     "UsageReserved",
@@ -78,17 +74,19 @@ class UsageSpent:
 
 @dataclass(frozen=True, slots=True)
 class DaySpend:
-    """What one append spends on one UTC ``day``."""
+    """What one append spends on one UTC ``day``; ``completions``: the model calls it
+    completes (each releases one reservation of its conversation)."""
 
     day: date
     spent: UsageSpent
+    completions: int
 
 
 def spends_of(records: Iterable[Record]) -> list[DaySpend]:
     """What ``records`` spend, by the day of each record's time (a batch that spans midnight
     spends on both days); empty when they spend nothing (the common case costs a kind
     comparison per record)."""
-    days: dict[str, UsageSpent] = {}
+    days: dict[str, tuple[UsageSpent, int]] = {}
     for record in records:
         kind = record.kind
         if kind == COMPLETED_KIND:
@@ -100,18 +98,19 @@ def spends_of(records: Iterable[Record]) -> list[DaySpend]:
             tokens = 0 if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
             cost = completed.cost or 0.0
             spent = UsageSpent(1, tokens, cost, 0, tokens, cost)
+            calls = 1
         elif kind == TOOL_KIND:
             called = record.payload
             assert isinstance(called, ToolCalled)
             if called.mediation not in _COUNTED_TOOLS:
                 continue
-            spent = UsageSpent(tool_calls=1)
+            spent, calls = UsageSpent(tool_calls=1), 0
         else:
             continue
         day = record_time(record.canonical)[:10]
         kept = days.get(day)
-        days[day] = spent if kept is None else kept.plus(spent)
-    return [DaySpend(date.fromisoformat(day), spent) for day, spent in days.items()]
+        days[day] = (spent, calls) if kept is None else (kept[0].plus(spent), kept[1] + calls)
+    return [DaySpend(date.fromisoformat(day), spent, calls) for day, (spent, calls) in days.items()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +127,8 @@ class UsageLimit:
 
 @dataclass(frozen=True, slots=True)
 class UsageAsk:
-    """A share of up to ``calls`` model calls of ``tenant``'s for ``holder`` (a worker's
-    share), under every one of ``limits``, on top of the ``keep`` calls it has in flight
-    (reserved again, whatever is granted); it expires at ``expires_at`` unless its owner's
+    """A reservation of one model call of ``tenant``'s, by the conversation ``holder`` that
+    makes it, under every one of ``limits``; it expires at ``expires_at`` unless its owner's
     heartbeat renews it (:meth:`~tether.store.UsageStore.renew_usage`)."""
 
     tenant: str
@@ -138,19 +136,6 @@ class UsageAsk:
     owner_id: str
     expires_at: datetime
     limits: tuple[UsageLimit, ...]
-    calls: int = 1
-    keep: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class UsageGrant:
-    """A share granted: ``calls`` model calls reserved, each holding ``tokens`` tokens and
-    ``cost_usd`` dollars (the largest call of the periods asked): a worker spends them
-    while its calls spend no more than that each."""
-
-    calls: int
-    tokens: int = 0
-    cost_usd: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +170,6 @@ def check_usage_ask(ask: UsageAsk) -> None:
             raise ValueError("a usage reservation needs a tenant and a holder without NUL")
     if "\x00" in ask.owner_id:
         raise ValueError("an owner id has no NUL")
-    if ask.calls < 1 or ask.keep < 0:
-        raise ValueError("a usage ask asks for a call or more, and keeps none or more")
     if ask.expires_at.tzinfo is None:
         raise ValueError("datetimes given to a store must be timezone-aware")
     for limit in ask.limits:
@@ -199,39 +182,11 @@ def check_usage_ask(ask: UsageAsk) -> None:
 
 def decide_usage(
     ask: UsageAsk, spents: Sequence[UsageSpent], reserved: UsageReserved
-) -> UsageRefusal | int:
-    """How many calls of ``ask`` may be granted (``spents[i]``: what was spent over
-    ``ask.limits[i]``'s days; ``reserved``: every live reservation of the tenant but the
-    holder's, plus its ``keep`` calls): each call as if reserved alone, one after another,
-    granted while no limit's spending plus what is reserved before it (each call holding
-    :func:`held_by`) has reached the limit, so the model calls never go over, and the tokens
-    and cost only by what the calls in flight spend beyond what they hold. At most
-    ``ask.calls``, and at most half of what is left (but one), so that other workers asking
-    for the last of a budget get some; one alone while a token or cost limit's calls hold
-    nothing (no call of the period yet: how much the next spends is unknown). A refusal
-    names the first limit used up."""
-    tokens, cost = held_by(spents)
-    unknown = any(
-        (limit.tokens is not None and tokens == 0) or (limit.cost_usd is not None and cost == 0)
-        for limit in ask.limits
-    )
-    fits = 0
-    while fits < 2 * ask.calls:
-        more = UsageReserved(
-            reserved.calls + fits, reserved.tokens + fits * tokens, reserved.cost_usd + fits * cost
-        )
-        refused = _refusal(ask, spents, more)
-        if refused is not None:
-            if fits == 0:
-                return refused
-            break
-        fits += 1
-    return 1 if unknown else min(ask.calls, max(1, fits // 2))
-
-
-def _refusal(
-    ask: UsageAsk, spents: Sequence[UsageSpent], reserved: UsageReserved
 ) -> UsageRefusal | None:
+    """``None`` if ``ask`` may be granted (``spents[i]``: what was spent over
+    ``ask.limits[i]``'s days): no limit's spending plus its reservations has reached it, so
+    the model calls never go over, and the tokens and cost only by what the calls in flight
+    spend beyond what they hold. Else the first limit used up."""
     for index, (limit, spent) in enumerate(zip(ask.limits, spents, strict=True)):
         checks: tuple[tuple[str, float | None, float, float], ...] = (
             ("modelCalls", limit.model_calls, spent.model_calls, reserved.calls),

@@ -350,7 +350,7 @@ async def append(
     await index_gates(conn, conversation_id, sealed)
     await index_refs(conn, conversation_id, sealed)
     if tenant is not None:
-        await add_usage(conn, tenant, sealed)
+        await add_usage(conn, tenant, conversation_id, sealed)
     await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
     return sealed, session
 

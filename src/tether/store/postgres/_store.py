@@ -84,7 +84,6 @@ from tether.store._types import (
 )
 from tether.store._usage import (
     UsageAsk,
-    UsageGrant,
     UsageRefusal,
     UsageSpent,
     check_usage_ask,
@@ -1020,7 +1019,7 @@ class PostgresStore(
     async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
         return await self._autocommit(_usage.tenant_usage, tenant, start, end)
 
-    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | UsageGrant:
+    async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
         check_usage_ask(ask)
         return await self._run(_usage.reserve_usage, ask, stored_time(now))
 

@@ -15,7 +15,6 @@ from psycopg.rows import TupleRow
 from tether.records import Record
 from tether.store._usage import (
     UsageAsk,
-    UsageGrant,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -37,14 +36,21 @@ _ADD = (
     "max_call_tokens = greatest(u.max_call_tokens, excluded.max_call_tokens), "
     "max_call_cost = greatest(u.max_call_cost, excluded.max_call_cost)"
 )
-_RELEASE = "DELETE FROM usage_reservations WHERE tenant = %s AND holder = %s"
+_RELEASE = (
+    "DELETE FROM usage_reservations WHERE id IN (SELECT id FROM usage_reservations "
+    "WHERE tenant = %s AND holder = %s LIMIT %s)"
+)
 # Keyed by the hash of the tenant with a prefix of its own (a hash that collides with another
 # advisory lock's only serializes the two, never lets one through).
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('tether-usage:' || %s, 0))"
 
 
-async def add_usage(conn: Conn, tenant: str, records: Sequence[Record]) -> None:
-    """Inside an append's transaction: what ``records`` spend, added to ``tenant``'s days."""
+async def add_usage(
+    conn: Conn, tenant: str, conversation_id: str, records: Sequence[Record]
+) -> None:
+    """Inside an append's transaction: what ``records`` spend, added to ``tenant``'s days; a
+    reservation of the conversation given back for each model call they complete."""
+    released = 0
     for spend in spends_of(records):
         s = spend.spent
         await conn.execute(
@@ -60,6 +66,9 @@ async def add_usage(conn: Conn, tenant: str, records: Sequence[Record]) -> None:
                 s.max_call_cost,
             ),
         )
+        released += spend.completions
+    if released:
+        await conn.execute(_RELEASE, (tenant, conversation_id, released))
 
 
 async def tenant_usage(conn: Conn, tenant: str, start: date, end: date) -> UsageSpent:
@@ -78,12 +87,12 @@ async def tenant_usage(conn: Conn, tenant: str, start: date, end: date) -> Usage
     )
 
 
-async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusal | UsageGrant:
+async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusal | None:
     """In a transaction (the store's ``_run``): the tenant's lock is held to its commit."""
     await conn.execute(_LOCK, (ask.tenant,))
     await conn.execute(
-        "DELETE FROM usage_reservations WHERE tenant = %s AND (expires_at <= %s OR holder = %s)",
-        (ask.tenant, now, ask.holder),
+        "DELETE FROM usage_reservations WHERE tenant = %s AND expires_at <= %s",
+        (ask.tenant, now),
     )
     row = await (
         await conn.execute(
@@ -93,25 +102,22 @@ async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusa
         )
     ).fetchone()
     assert row is not None
+    reserved = UsageReserved(int(row[0]), int(row[1]), float(row[2]))
     spents = [await tenant_usage(conn, ask.tenant, lim.start, lim.end) for lim in ask.limits]
+    refused = decide_usage(ask, spents, reserved)
+    if refused is not None:
+        return refused
     tokens, cost = held_by(spents)
-    keep = ask.keep
-    reserved = UsageReserved(
-        int(row[0]) + keep, int(row[1]) + keep * tokens, float(row[2]) + keep * cost
+    await conn.execute(
+        "INSERT INTO usage_reservations (tenant, holder, owner_id, tokens, cost_usd, "
+        "expires_at) VALUES (%s, %s, %s, %s, %s, %s)",
+        (ask.tenant, ask.holder, ask.owner_id, tokens, cost, ask.expires_at),
     )
-    decided = decide_usage(ask, spents, reserved)
-    count = keep + (0 if isinstance(decided, UsageRefusal) else decided)
-    if count:
-        await conn.execute(
-            "INSERT INTO usage_reservations (tenant, holder, owner_id, tokens, cost_usd, "
-            "expires_at) SELECT %s, %s, %s, %s, %s, %s FROM generate_series(1, %s)",
-            (ask.tenant, ask.holder, ask.owner_id, tokens, cost, ask.expires_at, count),
-        )
-    return decided if isinstance(decided, UsageRefusal) else UsageGrant(decided, tokens, cost)
+    return None
 
 
 async def release_usage(conn: Conn, tenant: str, holder: str) -> None:
-    await conn.execute(_RELEASE, (tenant, holder))
+    await conn.execute(_RELEASE, (tenant, holder, 1))
 
 
 async def renew_usage(conn: Conn, owner_id: str, expires_at: datetime) -> int:

@@ -1,7 +1,7 @@
 """Conformance cases for the ``usage`` capability (``UsageStore``): a tenant's spending per
 UTC day, added up by the appends that spend (on every append path) and by nothing else, and
-the reservations of its model calls in flight, held by a worker's share: replaced by its next
-ask, given back by a release, or by their expiry."""
+the reservations of its model calls in flight, given back by the completion's append, by a
+release, or by their expiry."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tether.records import (
     ToolCalled,
     format_time,
 )
-from tether.store import ClaimSettlement, UsageAsk, UsageLimit, UsageRefusal, UsageSpent
+from tether.store import ClaimSettlement, UsageAsk, UsageLimit, UsageSpent
 from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("UsageCases",)
@@ -149,59 +149,31 @@ class UsageCases(BaseConformance):
         self, store: CompleteStore, fx: Fixtures
     ) -> None:
         """Spent plus reserved never reaches past a model-call limit: a refusal while calls
-        are in flight is ``waiting``; a holder's ask replaces its reservations with the
-        calls it keeps in flight and those granted; a release gives back all of them (once:
-        a second is nothing); an append reserves and gives back nothing."""
+        are in flight is ``waiting``; the completion's append gives its conversation's
+        reservation back, and so does a release (once each: a second is nothing)."""
         a = (await fx.admit("a", tenant=ACME)).conversation_id
+        b = (await fx.admit("b", tenant=ACME)).conversation_id
         limits = (_limit(model_calls=2),)
 
-        def ask(holder: str, *, calls: int = 1, keep: int = 0) -> UsageAsk:
-            return UsageAsk(ACME, holder, "owner-1", fx.at(30), limits, calls=calls, keep=keep)
+        def ask(holder: str, seconds: float = 30) -> UsageAsk:
+            return UsageAsk(ACME, holder, "owner-1", fx.at(seconds), limits)
 
-        assert await store.reserve_usage(ask("w1"), now=fx.at(0)) == 1
-        assert await store.reserve_usage(ask("w2"), now=fx.at(0)) == 1
-        refused = await store.reserve_usage(ask("w2", keep=1), now=fx.at(0))
-        assert isinstance(refused, UsageRefusal) and refused.limit == "modelCalls"
-        assert refused.waiting and refused.reserved.calls == 2
-        assert (refused.used, refused.max) == (0, 2)
-        await _append(store, fx, a, [_completed("m1", 10)])  # w1's call is in: still held
-        refused = await store.reserve_usage(ask("w2", keep=1), now=fx.at(0))
-        assert isinstance(refused, UsageRefusal) and refused.waiting
-        assert refused.spent.model_calls == 1 and refused.reserved.calls == 2
-        refused = await store.reserve_usage(ask("w1"), now=fx.at(0))  # w1's own replaced
-        assert isinstance(refused, UsageRefusal) and refused.waiting
-        assert refused.reserved.calls == 1
-        await store.release_usage(ACME, holder="w2")  # w2's call failed: its share goes
-        await store.release_usage(ACME, holder="w2")  # nothing more to give back
-        assert await store.reserve_usage(ask("w1"), now=fx.at(0)) == 1
+        assert await store.reserve_usage(ask(a), now=fx.at(0)) is None
+        assert await store.reserve_usage(ask(b), now=fx.at(0)) is None
+        refused = await store.reserve_usage(ask(b), now=fx.at(0))
+        assert refused is not None and refused.limit == "modelCalls" and refused.waiting
+        assert refused.reserved.calls == 2 and refused.used == 0 and refused.max == 2
+        await _append(store, fx, a, [_completed("m1", 10)])  # a's call is in: its hold goes
+        refused = await store.reserve_usage(ask(a), now=fx.at(0))
+        assert refused is not None and refused.waiting and refused.spent.model_calls == 1
+        await store.release_usage(ACME, holder=b)  # b's call failed
+        await store.release_usage(ACME, holder=b)  # nothing more to give back
+        assert await store.reserve_usage(ask(a), now=fx.at(0)) is None
         await _append(store, fx, a, [_completed("m2", 10)])
-        refused = await store.reserve_usage(ask("w2"), now=fx.at(0))
-        assert isinstance(refused, UsageRefusal) and not refused.waiting and refused.used == 2
+        refused = await store.reserve_usage(ask(b), now=fx.at(0))
+        assert refused is not None and not refused.waiting and refused.used == 2
         other = UsageAsk(GLOBEX, "g", "owner-1", fx.at(30), limits)  # another tenant's
-        assert await store.reserve_usage(other, now=fx.at(0)) == 1
-
-    @case
-    async def test_a_share_is_at_most_half_of_what_is_left(
-        self, store: CompleteStore, fx: Fixtures
-    ) -> None:
-        """A holder asking for several calls gets at most what it asked, and at most half
-        of what the others and its own calls in flight leave (but one), so that the last of
-        a budget goes round the workers asking for it; no more is reserved."""
-        limits = (_limit(model_calls=20),)
-
-        def ask(holder: str, calls: int, keep: int = 0) -> UsageAsk:
-            return UsageAsk(ACME, holder, "owner-1", fx.at(30), limits, calls=calls, keep=keep)
-
-        assert await store.reserve_usage(ask("w1", 8), now=fx.at(0)) == 8  # 20 left
-        assert await store.reserve_usage(ask("w2", 8), now=fx.at(0)) == 6  # 12 left
-        assert await store.reserve_usage(ask("w3", 8, keep=2), now=fx.at(0)) == 2  # 6 - 2
-        assert await store.reserve_usage(ask("w4", 8), now=fx.at(0)) == 1  # 2 left
-        assert await store.reserve_usage(ask("w5", 8), now=fx.at(0)) == 1  # the last
-        refused = await store.reserve_usage(ask("w6", 1), now=fx.at(0))
-        assert isinstance(refused, UsageRefusal) and refused.reserved.calls == 20
-        assert await store.reserve_usage(ask("w1", 2, keep=3), now=fx.at(0)) == 2  # 8 -> 3 + 2
-        with pytest.raises(ValueError):
-            await store.reserve_usage(ask("w7", 0), now=fx.at(0))
+        assert await store.reserve_usage(other, now=fx.at(0)) is None
 
     @case
     async def test_a_dead_workers_reservations_expire(
@@ -209,13 +181,13 @@ class UsageCases(BaseConformance):
     ) -> None:
         """A reservation expires unless its owner renews it."""
         limits = (_limit(model_calls=1),)
-        first = UsageAsk(ACME, "w1", "owner-1", fx.at(30), limits)
-        second = UsageAsk(ACME, "w2", "owner-2", fx.at(90), limits)
-        assert await store.reserve_usage(first, now=fx.at(0)) == 1
-        assert isinstance(await store.reserve_usage(second, now=fx.at(10)), UsageRefusal)
+        first = UsageAsk(ACME, "conv-a", "owner-1", fx.at(30), limits)
+        second = UsageAsk(ACME, "conv-b", "owner-2", fx.at(90), limits)
+        assert await store.reserve_usage(first, now=fx.at(0)) is None
+        assert await store.reserve_usage(second, now=fx.at(10)) is not None
         assert await store.renew_usage("owner-1", expires_at=fx.at(60)) == 1
-        assert isinstance(await store.reserve_usage(second, now=fx.at(40)), UsageRefusal)
-        assert await store.reserve_usage(second, now=fx.at(60)) == 1
+        assert await store.reserve_usage(second, now=fx.at(40)) is not None
+        assert await store.reserve_usage(second, now=fx.at(60)) is None
         assert await store.renew_usage("owner-9", expires_at=fx.at(90)) == 0
 
     @case
@@ -233,21 +205,15 @@ class UsageCases(BaseConformance):
         def ask(holder: str) -> UsageAsk:
             return UsageAsk(ACME, holder, "owner-1", fx.at(30), (day, month))
 
-        assert await store.reserve_usage(ask("x"), now=fx.at(0)) == 1  # 400 + 0 < 1000
+        assert await store.reserve_usage(ask("x"), now=fx.at(0)) is None  # 400 + 0 < 1000
         # 400 spent + 400 held < 1000 tokens, 0.4 + 0.4 < 1.0 dollars
-        assert await store.reserve_usage(ask("y"), now=fx.at(0)) == 1
+        assert await store.reserve_usage(ask("y"), now=fx.at(0)) is None
         refused = await store.reserve_usage(ask("z"), now=fx.at(0))
-        assert isinstance(refused, UsageRefusal) and refused.index == 0
-        assert refused.limit == "tokens" and refused.waiting
-        assert refused.used == 400 and refused.reserved.tokens == 800
+        assert refused is not None and refused.index == 0 and refused.limit == "tokens"
+        assert refused.used == 400 and refused.reserved.tokens == 800 and refused.waiting
         with_cost = UsageAsk(ACME, "w", "owner-1", fx.at(30), (month,))
         refused = await store.reserve_usage(with_cost, now=fx.at(0))
-        assert isinstance(refused, UsageRefusal) and refused.index == 0
-        assert refused.limit == "costUsd"
-        await store.release_usage(ACME, holder="x")
-        await store.release_usage(ACME, holder="y")
-        shared = UsageAsk(ACME, "x", "owner-1", fx.at(30), (day,), calls=8)
-        assert await store.reserve_usage(shared, now=fx.at(0)) == 1  # 400, 800 < 1000
+        assert refused is not None and refused.index == 0 and refused.limit == "costUsd"
 
     @case
     async def test_a_malformed_ask_is_refused(self, store: CompleteStore, fx: Fixtures) -> None:
@@ -259,10 +225,9 @@ class UsageCases(BaseConformance):
             UsageAsk(ACME, "h", "o", fx.at(30), (_limit(NEXT, DAY, model_calls=1),)),
             UsageAsk(ACME, "h", "o", fx.at(30), (_limit(model_calls=-1),)),
             UsageAsk(ACME, "h", "o", datetime(2026, 1, 1), (_limit(model_calls=1),)),
-            UsageAsk(ACME, "h", "o", fx.at(30), (_limit(model_calls=1),), keep=-1),
         ]
         for ask in bad:
             with pytest.raises(ValueError):
                 await store.reserve_usage(ask, now=fx.at(0))
         ok = UsageAsk(ACME, "h", "o", fx.at(30), (_limit(model_calls=1),))
-        assert await store.reserve_usage(ok, now=fx.at(0)) == 1
+        assert await store.reserve_usage(ok, now=fx.at(0)) is None
