@@ -427,10 +427,14 @@ class MemoryStore(
                 self._release_one(tenant, conversation_id)
 
     def _release_one(self, tenant: str, holder: str) -> None:
-        for index, reservation in enumerate(self._reservations):
-            if reservation.tenant == tenant and reservation.holder == holder:
-                del self._reservations[index]
-                return
+        """Give back the holder's reservation holding least (see :mod:`tether.store._usage`)."""
+        mine = [
+            (r.tokens, r.cost_usd, index)
+            for index, r in enumerate(self._reservations)
+            if r.tenant == tenant and r.holder == holder
+        ]
+        if mine:
+            del self._reservations[min(mine)[2]]
 
     async def append_settled(
         self,
