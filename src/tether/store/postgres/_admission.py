@@ -24,7 +24,7 @@ from tether.store._limits import ClaimSlots, LimitAsk
 from tether.store._types import Admission, Conversation, NewSubmission
 from tether.store._versions import VersionsServed
 from tether.store.postgres._children import check_tree_total, lock_tree_root
-from tether.store.postgres._limits import give_back_slots, release_limit, take_slots
+from tether.store.postgres._limits import free_slots, give_back_slots, take_slots
 from tether.store.postgres._log import (
     Channels,
     Conn,
@@ -171,9 +171,8 @@ async def admit_and_claim(
     claim of the session that committed before (a claim takes that lock too): two admitting
     workers can never both find their submission the head. ``slots``: given back first; the
     new submission, as claimed, takes its limit slots (all, or none and it stays queued)."""
-    if slots is not None:
-        for key, holder in slots.give_back:  # runs that ended: their slots are free
-            await release_limit(conn, key, holder)
+    if slots is not None:  # runs that ended: their slots are free
+        await free_slots(conn, slots.give_back, channels.work)
     admission = await admit(conn, new, channels, wake=False)
     if not admission.created or new.run_at is not None:
         return admission  # a replay, or a delayed dispatch: never claimed at its admission

@@ -25,11 +25,12 @@ from tether.store._limits import (
     read_now,
 )
 from tether.store._types import ClaimedHead, Submission
-from tether.store.postgres._log import Conn
+from tether.store.postgres._log import Conn, notify
 
 __all__ = (
     "acquire_limit",
     "claim_slots",
+    "free_slots",
     "give_back_slots",
     "limit_slots",
     "pause_limit",
@@ -138,6 +139,16 @@ async def _take_locked(
             return None
         taken.append(ask)
     return taken
+
+
+async def free_slots(conn: Conn, pairs: Sequence[tuple[str, str]], work: str) -> None:
+    """Give back the slots of runs that ended (``(key, holder)`` pairs) and, at the commit,
+    wake every worker's claim loop (on the ``work`` channel): a head held back for one of
+    them may be claimed now, without waiting for a poll."""
+    for key, holder in pairs:
+        await release_limit(conn, key, holder)
+    if pairs:
+        await notify(conn, work, "slots")
 
 
 async def give_back_slots(conn: Conn, taken: Sequence[LimitAsk]) -> None:
