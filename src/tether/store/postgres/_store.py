@@ -1004,6 +1004,7 @@ class PostgresStore(
     async def release_owner_limits(self, owner_id: str) -> int:
         if not _sendable(owner_id):
             return 0
+
         async def release(conn: Conn) -> int:
             count = await _limits.release_owner_limits(conn, owner_id)
             if count:  # a dead worker's slots: a head held back for them may be claimed
