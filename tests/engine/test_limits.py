@@ -20,6 +20,7 @@ from tether.store import GrantTime, LimitAsk, Store, SubmissionStatus
 
 from ..journal.harnesses import EchoHarness
 from .agents import agent
+from .conftest import FAST
 from .waits import advance_until
 
 Make = Callable[..., Runtime]
@@ -338,3 +339,71 @@ async def test_a_slot_given_back_is_taken_at_once_by_the_next_run(
         outcomes = await asyncio.wait_for(_settle_all(runtime, ids), 60)
         assert [o["status"] for o in outcomes] == ["succeeded"] * 4
         assert model.peak == 1
+
+
+async def test_a_limited_run_is_claimed_at_its_admission_while_a_slot_is_free(
+    make_runtime: Make, store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of an agent with ``concurrency`` is claimed in its admission's commit, its slot
+    taken there (no claim of its own); one admitted while the slot is held stays queued,
+    waiting for the limit, and runs once the slot is given back."""
+    model = Held(clock)
+    admitted: list[SubmissionStatus] = []
+    admit_and_claim = store.admit_and_claim  # type: ignore[attr-defined]
+
+    async def spied(*args: Any, **kw: Any) -> Any:
+        admission = await admit_and_claim(*args, **kw)
+        admitted.append(admission.submission.status)
+        return admission
+
+    monkeypatch.setattr(store, "admit_and_claim", spied)
+    definition = agent(EchoHarness(), model, limits=Limits(concurrency=1))
+    async with make_runtime({"a": definition}) as runtime:
+        await _turns(clock)  # its claim loop is up: an admission may claim
+        first = (await runtime.dispatch("a", "acme", "go", session="s1")).submission_id
+        assert admitted == [SubmissionStatus.RUNNING]
+        assert await store.limit_slots("agent:", now=clock.now()) == {"agent:a": 1}  # type: ignore[attr-defined]
+        second = (await runtime.dispatch("a", "acme", "go", session="s2")).submission_id
+        assert admitted == [SubmissionStatus.RUNNING, SubmissionStatus.QUEUED]
+        await asyncio.wait_for(model.entered.wait(), 30)
+        assert (await runtime.submission(second)).waits_for_a_limit
+        model.release.set()
+        outcomes = await advance_until(clock, _settle_all(runtime, [first, second]), 0.05)
+        assert [o["status"] for o in outcomes] == ["succeeded"] * 2
+        assert model.peak == 1
+
+
+@pytest.mark.postgres
+async def test_a_slot_freed_on_another_worker_wakes_a_held_claim() -> None:
+    """Two workers, each on its own connection, each serving one agent of a tenant limited to
+    one run in flight, each on a clock that never moves (so no poll): the run held back on
+    the second worker is claimed once the first worker's run ends, woken by the
+    notification of the slot given back."""
+    from tether.store.postgres import PostgresStore
+
+    from ..postgres import fresh_schema, store_url
+
+    schema = fresh_schema()
+    stores = [await PostgresStore.open(store_url(schema)) for _ in range(2)]
+    models = [Held(ManualClock()), Held(ManualClock())]
+    settings: dict[str, Any] = {**FAST, "tenant_limits": {"acme": Limits(concurrency=1)}}
+    try:
+        async with (
+            Runtime(
+                {"x": agent(EchoHarness(), models[0])}, stores[0], clock=ManualClock(), **settings
+            ) as one,
+            Runtime(
+                {"y": agent(EchoHarness(), models[1])}, stores[1], clock=ManualClock(), **settings
+            ) as two,
+        ):
+            first = (await one.dispatch("x", "i", "go", tenant="acme")).submission_id
+            await asyncio.wait_for(models[0].entered.wait(), 30)
+            second = (await two.dispatch("y", "i", "go", tenant="acme")).submission_id
+            assert (await two.submission(second)).waits_for_a_limit
+            models[1].release.set()
+            models[0].release.set()
+            assert (await asyncio.wait_for(one.wait(first), 60))["status"] == "succeeded"
+            assert (await asyncio.wait_for(two.wait(second), 60))["status"] == "succeeded"
+    finally:
+        for opened in stores:
+            await opened.close()

@@ -300,3 +300,48 @@ def _completions(records: list[Any]) -> int:
         for r in records
         if isinstance(r.payload, AssistantMessageCompleted) and not r.payload.interrupted
     )
+
+
+async def test_a_long_call_keeps_its_reservation_across_leases(
+    make_runtime: Make, store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model call that runs for several leases keeps its reservation: the run's own
+    heartbeat, which renews its claim, renews it too, even while the worker's claim loop is
+    stuck in a pass (a slow store); another worker asking for the tenant's last call
+    meanwhile is told to wait, never granted it."""
+    from tether.store import UsageAsk, UsageLimit
+
+    from .test_limits import Held
+
+    model = Held(clock)
+    usage = require_capability(StoreCapabilities.of(store).usage, "usage")
+    spec = agent_spec(model)
+    agents = {"a": AgentDefinition(lambda instance, env: spec)}
+    budgets = {"acme": TenantBudget(model_calls=1)}
+    async with make_runtime(agents, tenant_budgets=budgets) as runtime:
+        for _ in range(5):  # its claim loop is up: the admission claims
+            await clock.advance(0.05)
+            await asyncio.sleep(0.01)
+
+        async def stuck() -> None:
+            await asyncio.Event().wait()  # until the runtime closes
+
+        monkeypatch.setattr(runtime._coordinator, "claim_runnable", stuck)
+        receipt = await runtime.dispatch("a", "acme-desk", "go", tenant="acme")
+        while not model.entered.is_set():
+            await clock.advance(0.05)
+            await asyncio.sleep(0.01)
+        lease = runtime.config.lease
+        for _ in range(int(3 * lease / 0.1)):  # three leases, a heartbeat every lease / 3
+            await clock.advance(0.1)
+            await asyncio.sleep(0.005)
+        start, end = period_bounds("day", clock.now())
+        limits = (UsageLimit(start, end, model_calls=1),)
+        until = clock.now() + timedelta(seconds=lease)
+        refused = await usage.reserve_usage(
+            UsageAsk("acme", "probe", "probe", until, limits), now=clock.now()
+        )
+        assert refused is not None and refused.waiting and refused.reserved.calls == 1
+        model.release.set()
+        outcome = await settle(runtime, receipt.submission_id)
+        assert outcome["status"] == "succeeded"

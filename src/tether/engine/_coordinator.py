@@ -224,11 +224,8 @@ class Coordinator:
                 elif self._is_due():  # sooner than the sweep: a timer, a delayed dispatch
                     await self.fire_due()
                 if clock.monotonic() >= next_renewal:
-                    # This worker's limit slots live by its heartbeat: a SIGKILLed worker's
-                    # expire within a lease, and come back to the others (docs/limits.md).
-                    await self.context.limits.renew()
-                    await self.context.tenant_budgets.renew()  # its calls' reservations too
                     next_renewal = clock.monotonic() + renew_every
+                    await self._renew_holds()
                 await self.claim_runnable()
                 if clock.monotonic() >= next_sweep:
                     await self.reconcile(stuck_only=True)
@@ -237,6 +234,17 @@ class Coordinator:
                 logger.exception("claim loop pass failed; retrying")
             await clock.wait_event(self.wake, self._until_due(interval))
             self.wake.clear()
+
+    async def _renew_holds(self) -> None:
+        """This worker's limit slots and its shares of tenant budgets live by its heartbeat:
+        a SIGKILLed worker's expire within a lease, and come back to the others
+        (docs/limits.md, docs/budgets.md). Each is renewed whatever the other's renewal did,
+        so that a call in flight keeps its reservation."""
+        for renew in (self.context.limits.renew, self.context.tenant_budgets.renew):
+            try:
+                await renew()
+            except TetherError:
+                logger.exception("could not renew this worker's holds; retrying")
 
     async def reconcile(self, *, stuck_only: bool = False) -> None:
         """Finish every settlement a crash interrupted, from the payload it reserved.
@@ -471,12 +479,17 @@ class Coordinator:
         finally:
             self._reserved -= 1
 
-    def adopt(self, submission: Submission) -> None:
-        """Run a submission claimed at its admission, as the claim loop runs what it claims."""
+    def adopt(self, submission: Submission, *, slotted: bool = False) -> None:
+        """Run a submission claimed at its admission, as the claim loop runs what it claims;
+        ``slotted``: its claim took its limits' slots."""
         if self.context.closing:
             # Shutting down: not started, it is handed back with whatever did not start.
+            if slotted:
+                self.context.limits.forget_claimed(submission)  # and its slots with it
             self._next.setdefault(submission.conversation_id, submission)
             return
+        if slotted:
+            self._slotted.add(submission.id)
         if submission.conversation_id in self.active:
             # Its session's previous run here has settled (else this were not the head) and
             # is still winding down: this one starts when it ends, never beside it.

@@ -119,6 +119,7 @@ from tether.store import (
     Admission,
     AdmitAndClaimStore,
     ChangeFeed,
+    ClaimSlots,
     Conversation,
     ErasedSession,
     GateKind,
@@ -145,14 +146,14 @@ _AT_REST = frozenset({SubmissionStatus.SETTLED, SubmissionStatus.WAITING})
 
 
 def _adopt_claimed(
-    coordinator: Coordinator, attempt_id: str, claiming: asyncio.Future[Admission]
+    coordinator: Coordinator, attempt_id: str, slotted: bool, claiming: asyncio.Future[Admission]
 ) -> None:
     """Start what an admission claimed, as soon as its commit is known (awaited or not)."""
     if claiming.cancelled() or claiming.exception() is not None:
         return
     submission = claiming.result().submission
     if submission.attempt_id == attempt_id:
-        coordinator.adopt(submission)
+        coordinator.adopt(submission, slotted=slotted)
 
 
 def check_seq(value: int, *, field: str, least: int = 0) -> int:
@@ -765,11 +766,17 @@ class Runtime:
         ) as room:
             attempt_id = new_ulid() if room else None
             fast = self._offered().admit_and_claim if coordinator is not None else None
-            if fast is not None and self._started_context().limits.may_hold_back(key.agent):
-                fast = None  # limits (docs/limits.md): a claim decides whether it may run
+            slots = None
+            limits = self._started_context().limits
+            if fast is not None and attempt_id is not None and limits.may_hold_back(key.agent):
+                # Limits (docs/limits.md): the claim at admission takes the run's slots in
+                # its commit, or leaves it queued for a claim once a slot is free.
+                slots = limits.claim_slots()
+                if slots is None:
+                    fast = None  # limits kept in this process alone: a claim decides
             started = self.clock.monotonic()
             if attempt_id is not None and coordinator is not None and fast is not None:
-                admission = await self._admit_and_claim(fast, coordinator, new, attempt_id)
+                admission = await self._admit_and_claim(fast, coordinator, new, attempt_id, slots)
             else:
                 admission = await self.store.admit(new)
             self.metrics.commit("admit", self.clock.monotonic() - started)
@@ -784,7 +791,7 @@ class Runtime:
                 )
             finally:  # admitted, then claimed: observers hear it in that order
                 if claimed and coordinator is not None:
-                    coordinator.adopt(submission)
+                    coordinator.adopt(submission, slotted=slots is not None)
             if run_at is not None:
                 self._runs.due(run_at)  # this process's claim loop sleeps no longer than that
             elif not claimed:
@@ -810,10 +817,12 @@ class Runtime:
         coordinator: Coordinator,
         new: NewSubmission,
         attempt_id: str,
+        slots: ClaimSlots | None,
     ) -> Admission:
-        """Admit, claiming in the same commit if the session is free; the caller runs what
-        was claimed. The commit is shielded: a caller that gives up meanwhile (a shutdown, a
-        client gone) must not leave a claim that nobody runs, so it is run once known."""
+        """Admit, claiming in the same commit if the session is free (and, with ``slots``,
+        its limits' slots are); the caller runs what was claimed. The commit is shielded: a
+        caller that gives up meanwhile (a shutdown, a client gone) must not leave a claim
+        that nobody runs, so it is run once known."""
         claiming = asyncio.ensure_future(
             store.admit_and_claim(
                 new,
@@ -822,12 +831,18 @@ class Runtime:
                 lease_expires_at=new.created_at + timedelta(seconds=self.config.lease),
                 now=new.created_at,
                 serves=coordinator.serves,
+                slots=slots,
             )
         )
         try:
             return await asyncio.shield(claiming)
         except asyncio.CancelledError:
-            claiming.add_done_callback(functools.partial(_adopt_claimed, coordinator, attempt_id))
+            adopt = functools.partial(_adopt_claimed, coordinator, attempt_id, slots is not None)
+            claiming.add_done_callback(adopt)
+            raise
+        except BaseException:
+            if slots is not None:  # what it was to give back goes with the next claim
+                self._started_context().limits.claim_failed(slots)
             raise
 
     async def _unsettled(self, key: SessionKey, tenant: str | None = None) -> list[Submission]:

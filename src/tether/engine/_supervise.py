@@ -8,6 +8,7 @@ a zombie until it ends; its claim is settled over with a fresh fence, so it can 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,6 +56,10 @@ async def supervise(
             else:
                 if renewed.cancel_requested_at is not None:
                     stop.reason = "aborted"
+                # Its model call's reservation of its tenant's budget lives as its claim
+                # does, whatever the claim loop is doing (docs/budgets.md).
+                with contextlib.suppress(TetherError):
+                    await context.tenant_budgets.renew()
         if stop.reason is not None:
             break
     if not work.done():

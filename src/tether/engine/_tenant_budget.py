@@ -149,6 +149,7 @@ class TenantBudgetGate:
         self._lease = lease
         self._poll = poll
         self._in_flight = 0
+        self._renewed_at: datetime | None = None
 
     def of(self, tenant: str | None) -> tuple[TenantBudget, ...]:
         """The budgets ``tenant``'s runs spend from (none for a run of no tenant)."""
@@ -224,11 +225,18 @@ class TenantBudgetGate:
                 raise _exhausted(tenant, budget, refused, "tool", meter)
 
     async def renew(self) -> None:
-        """Move this worker's reservations on by a lease (its heartbeat), while it holds
-        any."""
+        """Move this worker's reservations on by a lease, while it holds any: at the
+        worker's heartbeat and at each of its runs' (once for them all within a sixth of a
+        lease: one write renews every reservation of the worker)."""
         if self._store is None or self._in_flight <= 0:
             return
-        until = self._clock.now() + timedelta(seconds=self._lease)
+        now = self._clock.now()
+        if self._renewed_at is not None and now - self._renewed_at < timedelta(
+            seconds=self._lease / 6
+        ):
+            return
+        self._renewed_at = now
+        until = now + timedelta(seconds=self._lease)
         await self._store.renew_usage(self._owner_id, expires_at=until)
 
 

@@ -427,10 +427,14 @@ class MemoryStore(
                 self._release_one(tenant, conversation_id)
 
     def _release_one(self, tenant: str, holder: str) -> None:
-        for index, reservation in enumerate(self._reservations):
-            if reservation.tenant == tenant and reservation.holder == holder:
-                del self._reservations[index]
-                return
+        """Give back the holder's reservation holding least (see :mod:`tether.store._usage`)."""
+        mine = [
+            (r.tokens, r.cost_usd, index)
+            for index, r in enumerate(self._reservations)
+            if r.tenant == tenant and r.holder == holder
+        ]
+        if mine:
+            del self._reservations[min(mine)[2]]
 
     async def append_settled(
         self,
@@ -680,16 +684,23 @@ class MemoryStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        slots: ClaimSlots | None = None,
     ) -> Admission:
         if serves is not None:
             check_serves(serves)  # before the admission: bad input leaves the store untouched
         admission = await self.admit(new)  # nothing below awaits anything: one step, a commit
+        if slots is not None:
+            for key, holder in slots.give_back:  # runs that ended: their slots are free
+                self._release_slot(key, holder)
         if admission.submission.status is not SubmissionStatus.QUEUED:
             return admission  # a delayed dispatch (or a replay of one): never claimed here
         if not admission.created or not self._is_head(admission.submission):
             return admission
         if serves is not None and self._served(admission.submission, serves) is None:
             return admission  # an agent this worker does not run: a worker that does claims it
+        claiming = dataclasses.replace(admission.submission, attempt_id=attempt_id)
+        if slots is not None and not self._take_slots(slots, claiming, now):
+            return admission  # its agent or tenant is at its limit: queued, held back
         claimed = await self.claim(
             new.id,
             attempt_id=attempt_id,

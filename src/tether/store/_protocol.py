@@ -370,13 +370,18 @@ class AdmitAndClaimStore(Protocol):
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        slots: ClaimSlots | None = None,
     ) -> Admission:
         """Admit as ``admit`` does and, in the same commit, claim the new submission as
         ``claim`` would (with ``serves``, if given) if it is its session's head: the worker
         that admits it runs it, at the cost of one commit instead of two. An idempotent
         replay is returned as it stands, and a submission behind an unsettled one of its
         session, or of an agent ``serves`` does not name, stays queued; the returned
-        submission is running under ``attempt_id`` exactly when it was claimed."""
+        submission is running under ``attempt_id`` exactly when it was claimed. With
+        ``slots`` (limits of runs in flight, as ``LimitStore.claim_runnable`` takes
+        them), in the same commit: the slots ``slots.give_back`` names are given back first,
+        and the submission is claimed only if it takes every slot ``slots.asks`` names for
+        it as claimed (its holder ``attempt_id``) at ``now``; else it stays queued."""
         ...
 
 

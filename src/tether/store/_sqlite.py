@@ -434,11 +434,14 @@ class SqliteStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        slots: ClaimSlots | None = None,
     ) -> Admission:
         if serves is not None:
             check_serves(serves)
-        return await self._write_touching(
-            submission_sql.admit_and_claim, new, attempt_id, owner_id, lease_expires_at, now, serves
+        return await self._writer.submit(
+            lambda conn, touched: submission_sql.admit_and_claim(
+                conn, new, attempt_id, owner_id, lease_expires_at, now, serves, touched, slots
+            )
         )
 
     async def get_submission(self, submission_id: str) -> Submission:

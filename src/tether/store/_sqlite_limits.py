@@ -26,17 +26,19 @@ from tether.store._limits import (
     prefix_bounds,
     read_now,
 )
-from tether.store._types import ClaimedHead
+from tether.store._types import ClaimedHead, Submission
 
 __all__ = (
     "acquire_limit",
     "claim_slots",
+    "give_back_slots",
     "limit_slots",
     "pause_limit",
     "release_limit",
     "release_owner_limits",
     "renew_limits",
     "spend_limit",
+    "take_slots",
 )
 
 _INSERT = (
@@ -72,21 +74,34 @@ def claim_slots(
 ) -> list[ClaimedHead]:
     """In the claim's transaction: each claimed head's slots, all or none (then
     ``slots_refused``)."""
-    result = []
-    for head in heads:
-        asks = slots.asks(head.submission)
-        for ask in asks:
-            check_ask(ask)
-        taken: list[LimitAsk] = []
-        for ask in asks:
-            if acquire_limit(conn, ask, now) is not None:
-                for done in taken:
-                    release_limit(conn, done.key, done.holder)
-                head = dataclasses.replace(head, slots_refused=True)
-                break
-            taken.append(ask)
-        result.append(head)
-    return result
+    return [
+        head
+        if take_slots(conn, slots, head.submission, now) is not None
+        else dataclasses.replace(head, slots_refused=True)
+        for head in heads
+    ]
+
+
+def take_slots(
+    conn: sqlite3.Connection, slots: ClaimSlots, submission: Submission, now: datetime
+) -> list[LimitAsk] | None:
+    """In a claim's transaction: every slot ``slots`` asks for ``submission`` (as claimed),
+    answered, or none and ``None``."""
+    asks = slots.asks(submission)
+    for ask in asks:
+        check_ask(ask)
+    taken: list[LimitAsk] = []
+    for ask in asks:
+        if acquire_limit(conn, ask, now) is not None:
+            give_back_slots(conn, taken)
+            return None
+        taken.append(ask)
+    return taken
+
+
+def give_back_slots(conn: sqlite3.Connection, taken: Sequence[LimitAsk]) -> None:
+    for ask in taken:
+        release_limit(conn, ask.key, ask.holder)
 
 
 def release_limit(conn: sqlite3.Connection, key: str, holder: str, calls: int = 0) -> None:

@@ -8,6 +8,7 @@ raise only Tether errors (the caller maps ``sqlite3.Error``).
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -16,9 +17,10 @@ from typing import Any
 from tether._canonical import canonical_json
 from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict, SubmissionNotFound
 from tether.records import Actor
+from tether.store import _sqlite_limits as limits_sql
 from tether.store._common import SUBMISSION_COLUMNS, from_micros, submission_filter, to_micros
 from tether.store._gates_sql import actor_json
-from tether.store._limits import HeldBack
+from tether.store._limits import ClaimSlots, HeldBack, LimitAsk
 from tether.store._sqlite_children import check_tree_total, has_unsettled_children, wake_parent
 from tether.store._sqlite_children import submission as _submission
 from tether.store._sqlite_log import ensure_conversation, head, mint_fence
@@ -276,13 +278,27 @@ def admit_and_claim(
     now: datetime,
     serves: VersionsServed | None,
     touched: list[str],
+    slots: ClaimSlots | None = None,
 ) -> Admission:
+    """``slots``: given back first, then the new submission, as claimed, takes its limit
+    slots (all, or none and it stays queued, held back)."""
+    if slots is not None:
+        for key, holder in slots.give_back:  # runs that ended: their slots are free
+            limits_sql.release_limit(conn, key, holder)
     admission = admit(conn, new, touched)
     if not admission.created or admission.submission.status is not SubmissionStatus.QUEUED:
         return admission  # a replay, or a delayed dispatch: never claimed at its admission
+    taken: list[LimitAsk] = []
+    if slots is not None:
+        claiming = dataclasses.replace(admission.submission, attempt_id=attempt_id)
+        took = limits_sql.take_slots(conn, slots, claiming, now)
+        if took is None:
+            return admission  # its agent or tenant is at its limit: queued, held back
+        taken = took
     try:
         claimed = claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now, serves)
     except ClaimLost:  # behind an unsettled submission of its session, or not served here
+        limits_sql.give_back_slots(conn, taken)
         return admission
     return Admission(claimed, created=True)
 

@@ -34,7 +34,7 @@ _ADD = (
 )
 _RELEASE_ONE = (
     "DELETE FROM usage_reservations WHERE rowid = (SELECT rowid FROM usage_reservations "
-    "WHERE tenant = ? AND holder = ? LIMIT 1)"
+    "WHERE tenant = ? AND holder = ? ORDER BY tokens, cost_usd, rowid LIMIT 1)"
 )
 
 

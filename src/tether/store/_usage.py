@@ -13,8 +13,12 @@ of its days.
 A reservation holds one model call in flight (with, for the token and cost limits, as much
 as the tenant's largest call of the periods asked), by its conversation: the append of the
 call's completion releases one of that conversation's in the same transaction; one whose
-worker died expires. Every backend decides a reservation with :func:`decide` in one
-transaction serialized per tenant; the in-memory store is the reference.
+worker died expires. A conversation's calls in flight at once (parallel calls) are not told
+apart (the model client does not know the journal's call id): a release gives back the one
+holding least, so those left hold at least what the calls still in flight were granted (a
+call reserved before midnight holds the day before's largest call, one after it nothing).
+Every backend decides a reservation with :func:`decide` in one transaction serialized per
+tenant; the in-memory store is the reference.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ of that tenant), and leaves another tenant's to the checked path, which refuses 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -19,9 +20,11 @@ from tether._canonical import canonical_json
 from tether._payloads import ConversationParent
 from tether.errors import ClaimLost, ConversationNotFound, DispatchConflict
 from tether.store._common import SUBMISSION_COLUMNS, record_time, seal_created
+from tether.store._limits import ClaimSlots, LimitAsk
 from tether.store._types import Admission, Conversation, NewSubmission
 from tether.store._versions import VersionsServed
 from tether.store.postgres._children import check_tree_total, lock_tree_root
+from tether.store.postgres._limits import free_slots, give_back_slots, take_slots
 from tether.store.postgres._log import (
     Channels,
     Conn,
@@ -161,11 +164,15 @@ async def admit_and_claim(
     now: datetime,
     serves: VersionsServed | None,
     channels: Channels,
+    slots: ClaimSlots | None = None,
 ) -> Admission:
     """In one transaction: admit, take the conversation's row lock, then claim if it is the
     head. The claim is a statement of its own, begun once the lock is held, so it sees every
     claim of the session that committed before (a claim takes that lock too): two admitting
-    workers can never both find their submission the head."""
+    workers can never both find their submission the head. ``slots``: given back first; the
+    new submission, as claimed, takes its limit slots (all, or none and it stays queued)."""
+    if slots is not None:  # runs that ended: their slots are free
+        await free_slots(conn, slots.give_back, channels.work)
     admission = await admit(conn, new, channels, wake=False)
     if not admission.created or new.run_at is not None:
         return admission  # a replay, or a delayed dispatch: never claimed at its admission
@@ -173,9 +180,18 @@ async def admit_and_claim(
         "SELECT 1 FROM conversations WHERE id = %s FOR UPDATE",
         (admission.submission.conversation_id,),
     )
+    taken: list[LimitAsk] = []
+    if slots is not None:
+        claiming = dataclasses.replace(admission.submission, attempt_id=attempt_id)
+        took = await take_slots(conn, slots, claiming, now)
+        if took is None:  # its agent or tenant is at its limit: queued, held back
+            await notify(conn, channels.work, new.id)
+            return admission
+        taken = took
     try:
         claimed = await claim(conn, new.id, attempt_id, owner_id, lease_expires_at, now, serves)
     except ClaimLost:  # behind an unsettled submission of its session, or not served here
+        await give_back_slots(conn, taken)
         await notify(conn, channels.work, new.id)
         return admission
     return Admission(claimed, created=True)

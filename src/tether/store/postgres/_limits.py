@@ -24,18 +24,21 @@ from tether.store._limits import (
     prefix_bounds,
     read_now,
 )
-from tether.store._types import ClaimedHead
-from tether.store.postgres._log import Conn
+from tether.store._types import ClaimedHead, Submission
+from tether.store.postgres._log import Conn, notify
 
 __all__ = (
     "acquire_limit",
     "claim_slots",
+    "free_slots",
+    "give_back_slots",
     "limit_slots",
     "pause_limit",
     "release_limit",
     "release_owner_limits",
     "renew_limits",
     "spend_limit",
+    "take_slots",
 )
 
 _INSERT = (
@@ -105,18 +108,52 @@ async def claim_slots(
             check_ask(ask)
     for key in sorted({ask.key for asks in asks_of for ask in asks}):
         await conn.execute(_LOCK, (key,))
-    result = []
-    for head, asks in zip(heads, asks_of, strict=True):
-        taken: list[LimitAsk] = []
-        for ask in asks:
-            if await acquire_limit(conn, ask, now, locked=True) is not None:
-                for done in taken:
-                    await release_limit(conn, done.key, done.holder)
-                head = dataclasses.replace(head, slots_refused=True)
-                break
-            taken.append(ask)
-        result.append(head)
-    return result
+    return [
+        head
+        if await _take_locked(conn, asks, now) is not None
+        else dataclasses.replace(head, slots_refused=True)
+        for head, asks in zip(heads, asks_of, strict=True)
+    ]
+
+
+async def take_slots(
+    conn: Conn, slots: ClaimSlots, submission: Submission, now: datetime
+) -> list[LimitAsk] | None:
+    """In a claim's transaction: every slot ``slots`` asks for ``submission`` (as claimed),
+    answered, or none and ``None``; its keys locked first, in one order."""
+    asks = slots.asks(submission)
+    for ask in asks:
+        check_ask(ask)
+    for key in sorted({ask.key for ask in asks}):
+        await conn.execute(_LOCK, (key,))
+    return await _take_locked(conn, asks, now)
+
+
+async def _take_locked(
+    conn: Conn, asks: Sequence[LimitAsk], now: datetime
+) -> list[LimitAsk] | None:
+    taken: list[LimitAsk] = []
+    for ask in asks:
+        if await acquire_limit(conn, ask, now, locked=True) is not None:
+            await give_back_slots(conn, taken)
+            return None
+        taken.append(ask)
+    return taken
+
+
+async def free_slots(conn: Conn, pairs: Sequence[tuple[str, str]], work: str) -> None:
+    """Give back the slots of runs that ended (``(key, holder)`` pairs) and, at the commit,
+    wake every worker's claim loop (on the ``work`` channel): a head held back for one of
+    them may be claimed now, without waiting for a poll."""
+    for key, holder in pairs:
+        await release_limit(conn, key, holder)
+    if pairs:
+        await notify(conn, work, "slots")
+
+
+async def give_back_slots(conn: Conn, taken: Sequence[LimitAsk]) -> None:
+    for ask in taken:
+        await release_limit(conn, ask.key, ask.holder)
 
 
 async def release_limit(conn: Conn, key: str, holder: str, calls: int = 0) -> None:

@@ -586,9 +586,12 @@ class PostgresStore(
         lease_expires_at: datetime,
         now: datetime,
         serves: VersionsServed | None = None,
+        slots: ClaimSlots | None = None,
     ) -> Admission:
         if serves is not None:
             check_serves(serves)
+        if slots is not None:
+            slots = ClaimSlots(slots.asks, [kh for kh in slots.give_back if _sendable(*kh)])
         admitted = await self._run(
             _admission.admit_and_claim,
             new,
@@ -598,7 +601,10 @@ class PostgresStore(
             now,
             serves,
             self._channels,
+            slots,
         )
+        if slots is not None and slots.give_back:
+            self._wake.work()
         if admitted.created and admitted.submission.attempt_id != attempt_id:
             self._echo_admitted(admitted.submission)  # queued behind another
         return admitted
@@ -684,8 +690,7 @@ class PostgresStore(
             return []
 
         async def claim(conn: Conn) -> list[ClaimedHead]:
-            for key, holder in give_back:
-                await _limits.release_limit(conn, key, holder)
+            await _limits.free_slots(conn, give_back, self._channels.work)
             if not attempt_ids:
                 return []
             heads = await _submissions.claim_runnable(
@@ -693,7 +698,10 @@ class PostgresStore(
             )
             return await _limits.claim_slots(conn, slots, heads, now)
 
-        return await self._run(claim)
+        claimed = await self._run(claim)
+        if give_back:
+            self._wake.work()  # this process's claim loops: our own NOTIFY's echo is skipped
+        return claimed
 
     async def list_children(self, submission_id: str) -> list[Submission]:
         return await self._autocommit(_children.list_children, submission_id)
@@ -979,8 +987,13 @@ class PostgresStore(
         return await self._run(_limits.acquire_limit, ask, now)
 
     async def release_limit(self, key: str, *, holder: str, calls: int = 0) -> None:
-        if _sendable(key, holder):
+        if not _sendable(key, holder):
+            return
+        if calls:  # a lease's unspent calls: no claim waits for them
             await self._autocommit(_limits.release_limit, key, holder, calls)
+        else:
+            await self._run(_limits.free_slots, [(key, holder)], self._channels.work)
+            self._wake.work()
 
     async def renew_limits(self, owner_id: str, *, expires_at: datetime) -> int:
         expires_at = stored_time(expires_at)
@@ -991,7 +1004,17 @@ class PostgresStore(
     async def release_owner_limits(self, owner_id: str) -> int:
         if not _sendable(owner_id):
             return 0
-        return await self._autocommit(_limits.release_owner_limits, owner_id)
+
+        async def release(conn: Conn) -> int:
+            count = await _limits.release_owner_limits(conn, owner_id)
+            if count:  # a dead worker's slots: a head held back for them may be claimed
+                await _log.notify(conn, self._channels.work, "slots")
+            return count
+
+        count = await self._run(release)
+        if count:
+            self._wake.work()
+        return count
 
     async def spend_limit(self, key: str, *, tokens: int, now: datetime) -> None:
         check_key(key)

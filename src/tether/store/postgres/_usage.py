@@ -38,7 +38,7 @@ _ADD = (
 )
 _RELEASE = (
     "DELETE FROM usage_reservations WHERE id IN (SELECT id FROM usage_reservations "
-    "WHERE tenant = %s AND holder = %s LIMIT %s)"
+    "WHERE tenant = %s AND holder = %s ORDER BY tokens, cost_usd, id LIMIT %s)"
 )
 # Keyed by the hash of the tenant with a prefix of its own (a hash that collides with another
 # advisory lock's only serializes the two, never lets one through).

@@ -7,19 +7,29 @@ from datetime import timedelta
 import pytest
 
 from tether.errors import DispatchConflict
-from tether.store import Admission, NewSubmission, SubmissionStatus
+from tether.store import (
+    Admission,
+    ClaimSlots,
+    LimitAsk,
+    NewSubmission,
+    Submission,
+    SubmissionStatus,
+)
 from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("AdmitAndClaimCases",)
 
 
-async def _admit_and_claim(store: CompleteStore, new: NewSubmission, attempt_id: str) -> Admission:
+async def _admit_and_claim(
+    store: CompleteStore, new: NewSubmission, attempt_id: str, slots: ClaimSlots | None = None
+) -> Admission:
     return await store.admit_and_claim(
         new,
         attempt_id=attempt_id,
         owner_id="owner-1",
         lease_expires_at=T0 + timedelta(seconds=60),
         now=T0,
+        slots=slots,
     )
 
 
@@ -71,3 +81,34 @@ class AdmitAndClaimCases(BaseConformance):
             await _admit_and_claim(store, fx.new(dispatch_id="d1", body="something else"), "att-2")
         assert await store.list_submissions() == [original]
         assert await store.list_attempts(original.id) == []
+
+    @case
+    @needs("limits")
+    async def test_admit_and_claim_takes_the_runs_slots_or_leaves_it_queued(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """With ``slots``, the claim at admission takes the run's slots in its commit (their
+        holder its attempt), after giving back the slots of runs that ended; a run whose
+        slots are taken by others stays queued, holding none; so does one behind its
+        session's head, whose slots are not kept."""
+
+        def asks(submission: Submission) -> list[LimitAsk]:
+            holder = str(submission.attempt_id)
+            return [LimitAsk("agent:" + submission.key.agent, holder, "owner-1", fx.at(30), 1)]
+
+        first = await _admit_and_claim(store, fx.new("s1"), "att-1", ClaimSlots(asks))
+        assert first.submission.status is SubmissionStatus.RUNNING
+        assert await store.limit_slots("agent:", now=T0) == {
+            "agent:" + first.submission.key.agent: 1
+        }
+        held = await _admit_and_claim(store, fx.new("s2"), "att-2", ClaimSlots(asks))
+        assert held.created and held.submission.status is SubmissionStatus.QUEUED
+        assert await store.list_attempts(held.submission.id) == []
+        key = "agent:" + first.submission.key.agent
+        ended = ClaimSlots(asks, give_back=[(key, "att-1")])
+        behind = await _admit_and_claim(store, fx.new("s1"), "att-3", ended)
+        assert behind.submission.status is SubmissionStatus.QUEUED  # behind s1's head
+        assert await store.limit_slots("agent:", now=T0) == {}  # att-1's given back
+        third = await _admit_and_claim(store, fx.new("s3"), "att-4", ClaimSlots(asks))
+        assert third.submission.status is SubmissionStatus.RUNNING
+        assert await store.limit_slots("agent:", now=T0) == {key: 1}

@@ -176,6 +176,30 @@ class UsageCases(BaseConformance):
         assert await store.reserve_usage(other, now=fx.at(0)) is None
 
     @case
+    async def test_a_completion_gives_back_its_conversations_least_hold(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """Two calls of one conversation in flight across midnight: the first holds the day
+        before's largest call, the second nothing (no call of its day yet). The second's
+        completion gives back the reservation holding least, so the first call, still in
+        flight, still holds its 400 tokens against a limit of the new day."""
+        cid = (await fx.admit("s", tenant=ACME)).conversation_id
+        await _append(store, fx, cid, [_completed("m1", 400)])
+        day = 24 * 3600
+        until = fx.at(2 * day)
+        first = UsageAsk(ACME, cid, "owner-1", until, (_limit(tokens=10_000),))
+        assert await store.reserve_usage(first, now=fx.at(1)) is None  # holds 400
+        second = UsageAsk(ACME, cid, "owner-1", until, (_limit(NEXT, NEXT + timedelta(1)),))
+        assert await store.reserve_usage(second, now=fx.at(day + 1)) is None  # holds 0
+        await _append(store, fx, cid, [_completed("m2", 10)], at=T0 + timedelta(days=1))
+        tight = UsageAsk(
+            ACME, "other", "owner-1", until, (_limit(NEXT, NEXT + timedelta(1), tokens=400),)
+        )
+        refused = await store.reserve_usage(tight, now=fx.at(day + 2))
+        assert refused is not None and refused.limit == "tokens"
+        assert (refused.used, refused.reserved.tokens, refused.reserved.calls) == (10, 400, 1)
+
+    @case
     async def test_a_dead_workers_reservations_expire(
         self, store: CompleteStore, fx: Fixtures
     ) -> None:
