@@ -19,8 +19,8 @@ from tether.integrations.langgraph import (
     LangGraphHarness,
     durable,
 )
-from tether.journal import Journal
-from tether.records import Record, UserMessage
+from tether.journal import Journal, ToolPolicy
+from tether.records import Record, StepRecorded, UserMessage
 from tether.store import MemoryStore, Store
 from tether.testing import copy_prefix
 
@@ -211,3 +211,48 @@ async def test_a_streaming_model_streams_into_the_log_and_replays(
     harness = LangGraphHarness(answer_only, model=spent, name="plain")
     journal = await Journal.open(store, receipt.conversation_id, fence=0)
     assert await journal.replay(harness) == ["hello brave new world"]
+
+
+async def test_a_tool_policy_retries_a_tool_that_raised(make_runtime: Make) -> None:
+    attempts: list[str] = []
+
+    @tool("lookup")
+    async def flaky_lookup(topic: str) -> str:
+        """Look a topic up, failing the first time."""
+        attempts.append(topic)
+        if len(attempts) == 1:
+            raise ConnectionError("reset by peer")
+        return f"facts about {topic}"
+
+    definition = durable(
+        build,
+        model=ScriptedChatModel(calls=[]),
+        tools=[flaky_lookup],
+        name="react",
+        tool_policies={"lookup": ToolPolicy(retries=1, backoff=0)},
+    )
+    async with make_runtime({"react": definition}) as runtime:
+        receipt = await runtime.dispatch("react", "acme", "tides")
+        outcome = await settle(runtime, receipt.submission_id)
+        records = await runtime.records(receipt.conversation_id)
+    assert outcome == {"status": "succeeded", "result": "answer: facts about tides"}
+    assert attempts == ["tides", "tides"]
+    failed = [
+        r.payload.value
+        for r in records
+        if isinstance(r.payload, StepRecorded) and r.payload.name == "tether.attempt_failed"
+    ]
+    assert failed == [
+        {"attempt": 1, "error": "ConnectionError: reset by peer", "retryAt": failed[0]["retryAt"]}  # type: ignore[call-overload,index]
+    ]
+
+
+def test_a_tool_policy_must_name_a_tool_of_the_graph() -> None:
+    with pytest.raises(ValueError, match="no such tools: serach"):
+        durable(
+            build,
+            model=ScriptedChatModel(calls=[]),
+            tools=[lookup],
+            name="react",
+            tool_policies={"serach": ToolPolicy(retries=1), "*": ToolPolicy(timeout=5)},
+        )

@@ -17,7 +17,7 @@ from pydantic import JsonValue
 
 from tether._canonical import canonical_json
 from tether.engine import AgentDefinition
-from tether.integrations._bridge import durable_definition, turn_scope
+from tether.integrations._bridge import durable_definition, policy_for, turn_scope
 from tether.integrations.langgraph._checks import Guard, check_graph
 from tether.integrations.langgraph._convert import message_text, to_langchain
 from tether.integrations.langgraph._errors import Refusals, refusals
@@ -33,8 +33,9 @@ from tether.integrations.langgraph._state import (
 from tether.integrations.langgraph._sync import sync_calls
 from tether.integrations.langgraph._tap import CUSTOM_KIND, UPDATE_KIND
 from tether.integrations.langgraph._tools import JournaledTool
-from tether.journal import STREAM_DATA, Mode, Turn
+from tether.journal import STREAM_DATA, Mode, ToolPolicy, Turn
 from tether.messages import Mediation
+from tether.models import ModelRetryPolicy
 from tether.records import StepRecorded
 
 __all__ = ("CompiledGraph", "GraphBuilder", "LangGraphHarness", "durable")
@@ -74,9 +75,11 @@ class LangGraphHarness:
         approval_tools: Collection[str] = (),
         idempotent_tools: Collection[str] = (),
         config: RunnableConfig | None = None,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         names = [tool.name for tool in tools]
-        unknown = (set(approval_tools) | set(idempotent_tools)) - set(names)
+        policies = dict(tool_policies or {})
+        unknown = (set(approval_tools) | set(idempotent_tools) | set(policies) - {"*"}) - set(names)
         if unknown:
             raise ValueError(f"no such tools: {', '.join(sorted(unknown))}")
         if len(set(names)) != len(names):
@@ -89,6 +92,7 @@ class LangGraphHarness:
                 tool,
                 mediation=Mediation.APPROVAL if tool.name in approval_tools else Mediation.HOST,
                 idempotent=tool.name in idempotent_tools,
+                policy=policy_for(tool.name, policies),
             )
             for tool in tools
         ]
@@ -229,6 +233,9 @@ def durable(
     config: RunnableConfig | None = None,
     max_attempts: int | None = None,
     timeout: float | None = None,
+    tool_policies: Mapping[str, ToolPolicy] | None = None,
+    model_timeout: float | None = None,
+    model_retry: ModelRetryPolicy | None = None,
 ) -> AgentDefinition:
     """A LangGraph graph as a durable Tether agent.
 
@@ -237,7 +244,9 @@ def durable(
     between submissions and resumes its ``interrupt()`` calls. ``UnsupportedConstruct`` says
     what the graph may not use (see docs/langgraph.md). Tools named in ``approval_tools``
     wait for a human decision; tools named in ``idempotent_tools`` may run again after a
-    crash cut their call.
+    crash cut their call. ``tool_policies`` bounds each tool's calls and retries a failed
+    one, by tool name (``"*"``: any other; :class:`~tether.journal.ToolPolicy`);
+    ``model_timeout`` and ``model_retry`` the model calls' (the runtime's when ``None``).
 
     Example::
 
@@ -257,5 +266,12 @@ def durable(
         approval_tools=approval_tools,
         idempotent_tools=idempotent_tools,
         config=config,
+        tool_policies=tool_policies,
     )
-    return durable_definition(harness, max_attempts=max_attempts, timeout=timeout)
+    return durable_definition(
+        harness,
+        max_attempts=max_attempts,
+        timeout=timeout,
+        model_timeout=model_timeout,
+        model_retry=model_retry,
+    )

@@ -14,7 +14,7 @@ from pydantic import JsonValue
 from tether.integrations._bridge import journaled_tool, tool_call
 from tether.integrations.langgraph._convert import tool_message_of, tool_result_of
 from tether.integrations.langgraph._errors import refuse
-from tether.journal import ToolScope
+from tether.journal import ToolPolicy, ToolScope
 from tether.messages import Mediation, ToolCall, ToolResult
 
 __all__ = ("JOURNALED_TAG", "JournaledTool")
@@ -36,10 +36,16 @@ class JournaledTool(BaseTool):
     inner: BaseTool
     mediation: Mediation = Mediation.HOST
     idempotent: bool = False
+    policy: ToolPolicy | None = None
 
     @classmethod
     def wrap(
-        cls, tool: BaseTool, *, mediation: Mediation = Mediation.HOST, idempotent: bool = False
+        cls,
+        tool: BaseTool,
+        *,
+        mediation: Mediation = Mediation.HOST,
+        idempotent: bool = False,
+        policy: ToolPolicy | None = None,
     ) -> JournaledTool:
         return cls(
             name=tool.name,
@@ -49,6 +55,7 @@ class JournaledTool(BaseTool):
             inner=tool,
             mediation=mediation,
             idempotent=idempotent,
+            policy=policy,
         )
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
@@ -98,7 +105,7 @@ class JournaledTool(BaseTool):
                 )
             return tool_result_of(answer, call.call_id)
 
-        result = await journaled_tool(call, native)
+        result = await journaled_tool(call, native, policy=self.policy)
         return tool_message_of(result, self.name)
 
     def invoke(
