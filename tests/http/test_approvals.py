@@ -7,7 +7,12 @@ entry commits with the record that opens it), never by polling.
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import JsonValue
+
 from tether.demo import demo_agents
+from tether.engine import AgentDefinition, AgentSpec
+from tether.journal import Turn
+from tether.messages import Mediation, ToolCall
 
 from .conftest import Server, until_appended
 
@@ -165,3 +170,44 @@ async def test_bad_approval_queries_are_422(asgi: Serve) -> None:
         assert response.json()["error"]["message"]
     bad = (await c.get("/approvals", params={"cursor": "MTox"})).json()["error"]
     assert bad["type"] == "invalid_cursor" and bad["details"] == {"field": "cursor"}
+
+
+class _Deferring:
+    """Asks for an approval and an input whose calls carry what a framework attached."""
+
+    name, version = "deferring", "1"
+
+    async def run(self, turn: Turn) -> JsonValue:
+        for call_id, mediation in (("c1", Mediation.APPROVAL), ("c2", Mediation.INPUT)):
+            await turn.tool(
+                ToolCall(
+                    call_id=call_id,
+                    name="refund",
+                    args={"amount": 500},
+                    idempotency_key=f"{turn.execution_id}:{call_id}",
+                    mediation=mediation,
+                    metadata={"reason": "over the limit", "call": call_id},
+                )
+            )
+        return "done"
+
+
+async def test_the_listings_carry_what_the_framework_attached(asgi: Serve) -> None:
+    spec = AgentSpec(harness=_Deferring())
+    server: Server = await asgi({"deferring": AgentDefinition(lambda instance, env: spec)})
+    c = server.client
+    body = (await c.post("/agents/deferring/me", json={"body": "go"})).json()
+    item = await pending_item(server, body["conversationId"])
+    assert item["metadata"] == {"reason": "over the limit", "call": "c1"}
+    decided = await c.post(
+        f"/approvals/{item['approvalId']}", json={"decision": "reject", "approver": "ann"}
+    )
+    assert decided.status_code == 200, decided.text
+
+    async def asked() -> list[dict[str, Any]]:
+        return list((await c.get("/inputs")).json()["inputs"])
+
+    [question] = await until_appended(server, body["conversationId"], asked)
+    assert question["metadata"] == {"reason": "over the limit", "call": "c2"}
+    listed = (await c.get("/approvals", params={"status": "decided"})).json()["approvals"]
+    assert [a["metadata"] for a in listed] == [{"reason": "over the limit", "call": "c1"}]

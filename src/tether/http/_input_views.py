@@ -60,6 +60,10 @@ class InputItem(WireResponse):
         description="Who answered, as the server verified them (their subject and tenant, and "
         "the name shown): absent when no one authenticated did."
     )
+    metadata: dict[str, JsonValue] | None = optional(
+        description="What the framework attached to the request (pydantic-ai's "
+        "``ApprovalRequired``/``CallDeferred`` metadata); absent when nothing was."
+    )
 
     @model_serializer(mode="wrap")
     def _answer_once_answered(self, write: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -94,6 +98,7 @@ class InputItem(WireResponse):
             answered_at=time_of(gate.decided_at),
             closed_at=time_of(gate.closed_at),
             decided_by=gate.decided_by,
+            metadata=None if gate.metadata is None else dict(gate.metadata),
         )
 
 

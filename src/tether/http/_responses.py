@@ -255,6 +255,10 @@ class ApprovalItem(WireResponse):
     closed_at: str | None = optional(**TIMESTAMP)
     decision: WireDecision | None = optional()
     decided_by: WireActor | None = optional(**_DECIDED_BY)
+    metadata: dict[str, JsonValue] | None = optional(
+        description="What the framework attached to the request (pydantic-ai's "
+        "``ApprovalRequired``/``CallDeferred`` metadata); absent when nothing was."
+    )
 
     @classmethod
     def of(cls, gate: Gate) -> ApprovalItem:
@@ -288,6 +292,7 @@ class ApprovalItem(WireResponse):
             closed_at=time_of(gate.closed_at),
             decision=decision,
             decided_by=gate.decided_by,
+            metadata=None if gate.metadata is None else dict(gate.metadata),
         )
 
 

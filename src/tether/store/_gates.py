@@ -44,6 +44,7 @@ import orjson
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json
+from tether._wire import JsonObject
 from tether.errors import InvalidCursor, RecordDecodeError
 from tether.messages import ToolOutcomeStatus, args_digest
 from tether.records import (
@@ -193,6 +194,9 @@ class Gate:
     """An answered input gate's value (any JSON value, ``None`` included: see ``status``)."""
     tenant: str | None = None
     """Its conversation's tenant (``Conversation.tenant``)."""
+    metadata: Mapping[str, Any] | None = None
+    """What the framework attached to the request (pydantic-ai's ``ApprovalRequired`` or
+    ``CallDeferred`` metadata: the record's ``metadata``), ``None`` when nothing was."""
     decided_by: Actor | None = None
     """Who decided (or answered), as the server verified them: the decision's ``by``.
     ``None`` when no one authenticated made it (a library call, a server without auth), and
@@ -282,6 +286,8 @@ class GateRequested:
     prompt: str | None = None
     answer_schema: bytes | None = None
     """Canonical JSON, or ``None``."""
+    metadata: bytes | None = None
+    """Canonical JSON of what the framework attached to the request, or ``None``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +326,10 @@ class GateSettled:
 
 
 GateChange = GateRequested | GateDecided | GateClosed | GateSettled
+
+
+def _metadata(metadata: JsonObject | None) -> bytes | None:
+    return None if metadata is None else canonical_json(metadata)
 
 
 def _is_denied(record: Record) -> bool:
@@ -363,6 +373,7 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
                     args=canonical_json(payload.args),
                     args_digest=payload.args_digest,
                     at=at,
+                    metadata=_metadata(payload.metadata),
                 )
             )
         elif isinstance(payload, ApprovalDecided):
@@ -394,6 +405,7 @@ def gate_changes(records: Iterable[Record]) -> list[GateChange]:
                     answer_schema=None
                     if payload.answer_schema is None
                     else canonical_json(payload.answer_schema),
+                    metadata=_metadata(payload.metadata),
                 )
             )
         elif isinstance(payload, InputAnswered):
@@ -463,6 +475,7 @@ class _Stored:
     answer_schema: bytes | None = None
     edited_args: bytes | None = None
     answer: bytes | None = None
+    metadata: bytes | None = None
 
 
 @dataclass
@@ -498,7 +511,7 @@ class GateIndex:
                     tenant=conversation.tenant,
                 )
                 self._gates[(conversation.id, change.seq)] = _Stored(
-                    gate, change.args, change.answer_schema
+                    gate, change.args, change.answer_schema, metadata=change.metadata
                 )
                 continue
             for stored in self._gates.values():
@@ -573,4 +586,5 @@ def _public(stored: _Stored) -> Gate:
         edited_args=None if stored.edited_args is None else orjson.loads(stored.edited_args),
         answer_schema=None if stored.answer_schema is None else orjson.loads(stored.answer_schema),
         answer=None if stored.answer is None else orjson.loads(stored.answer),
+        metadata=None if stored.metadata is None else orjson.loads(stored.metadata),
     )

@@ -66,7 +66,8 @@ led by the tenant are partial: ``WHERE tenant IS NOT NULL``)."""
 GATE_COLUMNS = (
     "approval_id, conversation_id, seq, agent, instance, session, submission_id, execution_id, "
     "call_id, tool, args, args_digest, requested_at, status, decision, edited_args, reason, "
-    "approver, decided_at, closed_at, kind, prompt, answer_schema, answer, tenant, decided_by"
+    "approver, decided_at, closed_at, kind, prompt, answer_schema, answer, tenant, decided_by, "
+    "metadata"
 )
 """The columns a gate row is read with, in the order ``gate_from_row`` takes."""
 
@@ -102,6 +103,7 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         answer,
         tenant,
         decided_by,
+        metadata,
     ) = row
     return Gate(
         approval_id=approval_id,
@@ -128,6 +130,7 @@ def gate_from_row(row: Sequence[Any], moment: Callable[[Any], Any]) -> Gate:
         answer=None if answer is None else orjson.loads(answer),
         tenant=tenant,
         decided_by=None if decided_by is None else Actor.model_validate_json(bytes(decided_by)),
+        metadata=None if metadata is None else orjson.loads(metadata),
     )
 
 
@@ -185,9 +188,9 @@ def gate_statements(
                 (
                     "INSERT INTO gates (conversation_id, seq, approval_id, agent, instance, "
                     "session, submission_id, execution_id, call_id, tool, args, args_digest, "
-                    "requested_at, status, kind, prompt, answer_schema, tenant) SELECT id, "
-                    f"{p}, {p}, agent, instance, session, {p}, {p}, {p}, {p}, {p}, {p}, {p}, "
-                    f"'pending', {p}, {p}, {p}, tenant FROM conversations WHERE id = {p}",
+                    "requested_at, status, kind, prompt, answer_schema, metadata, tenant) SELECT "
+                    f"id, {p}, {p}, agent, instance, session, {p}, {p}, {p}, {p}, {p}, {p}, {p}, "
+                    f"'pending', {p}, {p}, {p}, {p}, tenant FROM conversations WHERE id = {p}",
                     (
                         change.seq,
                         change.approval_id,
@@ -201,6 +204,7 @@ def gate_statements(
                         change.kind.value,
                         change.prompt,
                         change.answer_schema,
+                        change.metadata,
                         conversation_id,
                     ),
                 )

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 21
+SCHEMA_VERSION: Final = 22
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -532,6 +532,8 @@ _MIGRATIONS: Final = (
     _SCHEMA_V19,
     _SCHEMA_V20,
     _SCHEMA_V21,
+    # v22: what a framework attached to an approval or input request (its deferral's metadata)
+    "ALTER TABLE gates ADD COLUMN metadata BLOB;",
 )
 
 

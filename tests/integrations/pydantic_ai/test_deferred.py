@@ -278,8 +278,12 @@ async def test_what_a_deferral_attached_goes_with_its_request(
         receipt = await runtime.dispatch("shop", "me", f"{tool} 500")
         await parked(runtime, receipt)
         records = await runtime.records(receipt.conversation_id)
+        asked = await (runtime.inputs() if kind == "input_requested" else runtime.approvals())
     [request] = [r.payload for r in records if r.kind == kind]
     assert getattr(request, "metadata") == metadata  # noqa: B009
+    # ... and on the gate /approvals and /inputs list.
+    [gate] = asked.gates
+    assert gate.metadata == metadata
     [data] = [
         e.content.data
         for e in project(records)

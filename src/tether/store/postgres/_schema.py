@@ -462,6 +462,8 @@ MIGRATIONS: Final = (
         ON usage_reservations (tenant, holder);
     CREATE INDEX IF NOT EXISTS usage_reservations_by_owner ON usage_reservations (owner_id);
     """,
+    # v19: what a framework attached to an approval or input request (its deferral's metadata)
+    "ALTER TABLE gates ADD COLUMN IF NOT EXISTS metadata BYTEA;",
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -61,6 +61,7 @@ class Writer:
         at: float = 0,
         execution: str = "exe-1",
         fence: int = 0,
+        metadata: dict[str, JsonValue] | None = None,
     ) -> str:
         """Append a request (as the turn does, at the head) and return its approval id."""
         head = await self.store.head(cid)
@@ -72,6 +73,7 @@ class Writer:
             tool=tool,
             args=chosen,
             args_digest=args_digest(chosen),
+            metadata=metadata,
         )
         draft = self.draft(requested, at=at, execution=execution)
         await self.store.append(cid, [draft], expected_seq=head, fence=fence)
@@ -157,6 +159,20 @@ class GateCases(BaseConformance):
         assert await store.list_gates(status=GateStatus.PENDING) == await store.list_gates()
         assert await store.list_gates(status=GateStatus.DECIDED) == []
         assert await store.list_gates(status=GateStatus.CLOSED) == []
+
+    @case
+    async def test_a_gate_keeps_what_the_framework_attached_to_its_request(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        w = Writer(store, fx)
+        cid = await fx.conversation()
+        attached: dict[str, JsonValue] = {"reason": "over 100 USD", "limits": [100, None]}
+        first = await w.request(cid, call="call-1", metadata=attached)
+        second = await w.request(cid, call="call-2")
+        await w.decide(cid, first, "approve", call="call-1")
+        gates = {gate.approval_id: gate for gate in await store.list_gates()}
+        assert gates[first].metadata == attached  # kept once decided too
+        assert gates[second].metadata is None
 
     @case
     async def test_a_decision_decides_its_gate_for_good(

@@ -43,6 +43,7 @@ class _Asker(Writer):
         schema: dict[str, JsonValue] | None = None,
         at: float = 0,
         execution: str = "exe-1",
+        metadata: dict[str, JsonValue] | None = None,
     ) -> str:
         """Append the call and its request in one commit (as the turn does); the input id."""
         head = await self.store.head(cid)
@@ -58,6 +59,7 @@ class _Asker(Writer):
             args=chosen,
             prompt=prompt,
             answer_schema=schema,
+            metadata=metadata,
         )
         await self.append(
             cid,
@@ -94,6 +96,17 @@ async def _everything(store: CompleteStore) -> list[Gate]:
 
 @needs("gates")
 class InputGateCases(BaseConformance):
+    @case
+    async def test_an_input_gate_keeps_what_the_framework_attached(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        asker = _Asker(store, fx)
+        cid = await fx.conversation()
+        input_id = await asker.ask(cid, metadata={"form": "address"})
+        await asker.answer(cid, input_id, {"city": "Oslo"})
+        (gate,) = await store.list_gates(kind=GateKind.INPUT)
+        assert gate.metadata == {"form": "address"} and gate.status is GateStatus.DECIDED
+
     @case
     async def test_an_ask_opens_a_pending_input_gate(
         self, store: CompleteStore, fx: Fixtures
