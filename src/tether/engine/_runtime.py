@@ -767,8 +767,9 @@ class Runtime:
             attempt_id = new_ulid() if room else None
             fast = self._offered().admit_and_claim if coordinator is not None else None
             slots = None
-            limits = self._started_context().limits
-            if fast is not None and attempt_id is not None and limits.may_hold_back(key.agent):
+            # A runtime not started yet has no coordinator, so nothing is claimed at once.
+            limits = self._started_context().limits if fast is not None else None
+            if limits is not None and attempt_id is not None and limits.may_hold_back(key.agent):
                 # Limits (docs/limits.md): the claim at admission takes the run's slots in
                 # its commit, or leaves it queued for a claim once a slot is free.
                 slots = limits.claim_slots()
