@@ -87,9 +87,12 @@ export class TestServer {
     this.child = child;
     child.stdout?.on("data", (chunk: Buffer) => (this.output += chunk.toString()));
     child.stderr?.on("data", (chunk: Buffer) => (this.output += chunk.toString()));
-    const exited = new Promise<never>((_, reject) =>
-      child.once("exit", (code) => reject(new Error(`tether serve exited (${code}):\n${this.output}`))),
-    );
+    const exited = new Promise<never>((_, reject) => {
+      child.once("exit", (code) => reject(new Error(`tether serve exited (${code}):\n${this.output}`)));
+      child.once("error", (error) =>
+        reject(new Error(`cannot start ${tetherBin()} (set TETHER_BIN, or TETHER_URL for a running server)`, { cause: error })),
+      );
+    });
     exited.catch(() => undefined);
     await Promise.race([
       exited,
