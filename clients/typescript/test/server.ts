@@ -58,6 +58,7 @@ export class TestServer {
     readonly port: number,
     private readonly dataDir: string | undefined,
     private readonly env: Record<string, string>,
+    private readonly args: string[] = [],
   ) {
     this.url = process.env["TETHER_URL"] && dataDir === undefined ? process.env["TETHER_URL"] : `http://127.0.0.1:${port}`;
   }
@@ -68,10 +69,12 @@ export class TestServer {
   }
 
   /** The server at `TETHER_URL`, else a new one; `ownProcess` always starts one. */
-  static async start(options: { env?: Record<string, string>; ownProcess?: boolean } = {}): Promise<TestServer> {
+  static async start(
+    options: { env?: Record<string, string>; args?: string[]; ownProcess?: boolean } = {},
+  ): Promise<TestServer> {
     if (process.env["TETHER_URL"] && !options.ownProcess) return new TestServer(0, undefined, {});
     const dataDir = mkdtempSync(join(tmpdir(), "tether-ts-"));
-    const server = new TestServer(await freePort(), dataDir, options.env ?? {});
+    const server = new TestServer(await freePort(), dataDir, options.env ?? {}, options.args);
     await server.launch();
     return server;
   }
@@ -79,7 +82,7 @@ export class TestServer {
   /** Start the process (again, on the same port and data), and wait until it is ready. */
   async launch(): Promise<void> {
     if (this.dataDir === undefined) throw new Error("not a server of this test's own");
-    const args = ["serve", "--demo", "--host", "127.0.0.1", "--port", String(this.port), "--store", `sqlite:///${this.dataDir}`];
+    const args = ["serve", "--demo", "--host", "127.0.0.1", "--port", String(this.port), "--store", `sqlite:///${this.dataDir}`, ...this.args];
     const child = spawn(tetherBin(), args, {
       env: { ...process.env, ...this.env },
       stdio: ["ignore", "pipe", "pipe"],

@@ -48,6 +48,23 @@ describe("a real server's stream", () => {
     assert.equal(seqs(events)[0], 4);
   });
 
+  it("resumes the stream view inside a record's events, each event once", async () => {
+    const session = `view-${process.pid}`;
+    await client.send("assistant", "me", { body: "what time is it?", session });
+    const read = async (lastEventId?: string): Promise<StreamEvent[]> => {
+      const events: StreamEvent[] = [];
+      const stream = client.stream("assistant", "me", { session, view: "stream", follow: false, lastEventId });
+      for await (const event of stream) events.push(event);
+      return events;
+    };
+    const whole = await read();
+    assert.ok(whole.length > 4);
+    assert.ok(whole.every((event) => /^\d+:\d+$/.test(event.id)));
+    const cut = Math.floor(whole.length / 2);
+    const rest = await read(whole[cut - 1]?.id);
+    assert.deepEqual(rest, whole.slice(cut));
+  });
+
   it("stops without an error when its signal aborts", async () => {
     const controller = new AbortController();
     const seen: StreamEvent[] = [];
@@ -76,7 +93,13 @@ describe("a real server's stream", () => {
 
 describe("a server SIGKILLed mid-subscription", () => {
   it("is followed across its restart, without a gap or a duplicate", { skip: !!process.env["TETHER_URL"] && "needs a server of its own" }, async () => {
-    const own = await TestServer.start({ ownProcess: true });
+    // A run still researching when the server dies: the restarted server takes it over once
+    // its claim lapses (a one-second lease), and the subscription sees it finish.
+    const own = await TestServer.start({
+      ownProcess: true,
+      env: { TETHER_DEMO_RESEARCH_SECONDS: "2" },
+      args: ["--lease", "1"],
+    });
     try {
       const owned = new TetherClient({ baseUrl: own.url });
       const session = "killed";
@@ -94,23 +117,22 @@ describe("a server SIGKILLed mid-subscription", () => {
           onRetry: (error) => retries.push(error),
         },
       );
-      await owned.send("assistant", "me", { body: "what time is it?", session });
-      const first = await owned.session("assistant", "me", { session });
-      await eventually(async () => seqs(events).at(-1) === first.head);
+      const { submissionId } = await owned.dispatch("assistant", "me", { body: "research tides", session });
+      await eventually(async () => events.some((event) => event.event === "tool_called"));
 
       await own.kill();
       await eventually(async () => retries.length > 0);
       await own.launch();
 
-      await owned.send("assistant", "me", { body: "hello again", session });
-      const second = await owned.session("assistant", "me", { session });
-      assert.ok(second.head > first.head);
-      await eventually(async () => seqs(events).at(-1) === second.head);
+      await eventually(async () => (await owned.submission(submissionId, { wait: true })).status === "settled", 60);
+      await owned.send("assistant", "me", { body: "what time is it?", session });
+      const { head } = await owned.session("assistant", "me", { session });
+      await eventually(async () => seqs(events).at(-1) === head);
       sub.close();
       await sub.done;
 
       assert.ok(opened >= 2, `reconnected (${opened} connections)`);
-      assert.deepEqual(seqs(events), Array.from({ length: second.head }, (_, i) => i + 1));
+      assert.deepEqual(seqs(events), Array.from({ length: head }, (_, i) => i + 1));
       const stored = await owned.records("assistant", "me", { session, limit: 1000 });
       assert.deepEqual(
         events.filter((event) => event.event !== "progress").map((event) => (event.data as { hash: string }).hash),
