@@ -5,6 +5,10 @@ checked against it.
 After a deliberate change to the API, rewrite the snapshot and review its diff::
 
     TETHER_UPDATE_OPENAPI=1 .venv/bin/pytest tests/http/test_openapi.py
+
+That also rewrites the TypeScript client's copy of the whole document
+(``clients/typescript/openapi.json``); regenerate its types with ``npm run generate-types``
+in ``clients/typescript``.
 """
 
 import copy
@@ -29,6 +33,8 @@ from .conftest import Server, until_appended
 
 Serve = Callable[..., Any]
 SNAPSHOT = Path(__file__).with_name("openapi_snapshot.json")
+# The whole document, which the TypeScript client's types are generated from (issue 43).
+TYPESCRIPT_DOCUMENT = Path(__file__).parents[2] / "clients" / "typescript" / "openapi.json"
 UPDATE = "TETHER_UPDATE_OPENAPI"
 ENVELOPE = "#/components/schemas/ErrorEnvelope"
 # Answered without a token (the console's sign-out too: it only clears a cookie).
@@ -119,6 +125,19 @@ def test_the_openapi_document_is_pinned() -> None:
         "the HTTP API's OpenAPI document changed:\n"
         + "\n".join(differences)
         + f"\nIf that is meant, rewrite {SNAPSHOT.name} with {UPDATE}=1 and review its diff."
+    )
+
+
+def test_the_typescript_clients_copy_of_the_document_is_the_servers() -> None:
+    """``clients/typescript/openapi.json`` is the document its ``src/schema.ts`` is generated
+    from (``npm run check-types`` checks that part): a route changed here fails until both
+    are rewritten."""
+    now = json.dumps(_document(), indent=2, sort_keys=True) + "\n"
+    if os.environ.get(UPDATE):
+        TYPESCRIPT_DOCUMENT.write_text(now)
+    assert TYPESCRIPT_DOCUMENT.read_text() == now, (
+        f"{TYPESCRIPT_DOCUMENT} is not the server's OpenAPI document: rewrite it with {UPDATE}=1, "
+        "then run `npm run generate-types` in clients/typescript and commit both."
     )
 
 
