@@ -35,6 +35,7 @@ from ...processes import kill, start
 from ...tools.mcp_support import SERVER, ledger
 from ..approvals import decide_parked
 from ..cuts import replay_sends_nothing, resume_over_http_from_every_cut
+from ..doc_examples import memory_only
 
 pytestmark = pytest.mark.process
 
@@ -93,3 +94,147 @@ async def test_stdio_mcp_tools_are_journaled_and_replayed_without_the_server(
     )
     assert replayed == ["it is 5"]
     assert len(ledger(calls)) == 1
+
+
+@pytest.fixture
+def served(calls: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The test server over streamable HTTP on 127.0.0.1, at an ephemeral port."""
+    process = start(
+        [sys.executable, str(SERVER), "http"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "MCP_LEDGER": str(calls)},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("PORT "), line
+    yield f"http://127.0.0.1:{int(line.split()[1])}/mcp", process
+    kill(process)
+
+
+@pytest.fixture
+def calls(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.jsonl"
+
+
+@memory_only
+async def test_streamable_http_mcp_tools_are_journaled_and_replayed_with_the_server_gone(
+    fake: FakeOpenAI,
+    make_runtime: Make,
+    store: Store,
+    calls: Path,
+    served: tuple[str, subprocess.Popen[str]],
+) -> None:
+    url, process = served
+    fake.add(Answer(calls=(Call("add", {"a": 20, "b": 22}),)), Answer(text="42"))
+    async with make_runtime({"calc": durable(agent(fake, MCPToolset(url)))}) as runtime:
+        conversation_id, result = await ask(runtime, "add 20 and 22")
+        records = await runtime.records(conversation_id)
+    assert result == "42"
+    assert [(c["tool"], c["args"]) for c in ledger(calls)] == [("add", {"a": 20, "b": 22})]
+    assert len(listings(records)) == 2
+    kill(process)  # a replay reaches no server: there is none
+    harness = PydanticAIHarness(agent(fake, MCPToolset(url)))
+    assert await replay_sends_nothing(store, fake, conversation_id, harness) == ["42"]
+    assert len(ledger(calls)) == 1
+
+
+@memory_only
+async def test_a_resume_from_every_cut_calls_again_only_a_tool_its_hints_say_is_idempotent(
+    fake: FakeOpenAI, make_runtime: Make, store: Store, calls: Path
+) -> None:
+    answers = (Answer(calls=(Call("add", {"a": 1, "b": 1}),)), Answer(text="it is 2"))
+    fake.add(*answers)
+    async with make_runtime({"calc": durable(agent(fake, stdio(calls)))}) as runtime:
+        conversation_id, result = await ask(runtime, "add")
+        records = await runtime.records(conversation_id)
+    assert result == "it is 2"
+    await resume_over_http_from_every_cut(
+        store,
+        fake,
+        conversation_id,
+        "it is 2",
+        answers,
+        lambda: PydanticAIHarness(agent(fake, stdio(calls))),
+    )
+    # add is readOnlyHint: every resume from a cut before its outcome called it (again).
+    seqs = {r.kind: r.seq for r in reversed(records)}  # each kind's first seq
+    resumed = seqs["tool_outcome"] - seqs["user_message"]
+    assert [c["tool"] for c in ledger(calls)] == ["add"] * (1 + resumed)
+
+
+@memory_only
+@pytest.mark.parametrize(
+    ("tool", "policy", "decision", "expected"),
+    [
+        ("wipe", McpPolicy(), "approve", ["wipe"]),  # destructiveHint
+        ("wipe", McpPolicy(), "reject", []),
+        ("note", McpPolicy(approval=["note"]), "approve", ["note"]),  # by name
+    ],
+)
+async def test_an_mcp_tool_waits_for_an_approval_by_annotation_or_by_name(
+    fake: FakeOpenAI,
+    make_runtime: Make,
+    store: Store,
+    calls: Path,
+    tool: str,
+    policy: McpPolicy,
+    decision: Decision,
+    expected: list[str],
+) -> None:
+    args = {"what": "logs"} if tool == "wipe" else {"text": "logs"}
+    fake.add(Answer(calls=(Call(tool, args),)), Answer(text="done"))
+    definition = durable(agent(fake, stdio(calls)), mcp=policy)
+    async with make_runtime({"calc": definition}) as runtime:
+        receipt = await runtime.dispatch("calc", "me", f"{tool} the logs")
+        gated, result = await decide_parked(runtime, store, receipt, decision, None)
+    assert gated == args
+    assert result == "done"
+    assert [c["tool"] for c in ledger(calls)] == expected
+    outcome = next(
+        r.payload
+        for r in await store.read(receipt.conversation_id)
+        if isinstance(r.payload, ToolOutcome)
+    )
+    denied = ToolOutcomeStatus.DENIED if decision == "reject" else ToolOutcomeStatus.OK
+    assert outcome.status is denied
+
+
+@memory_only
+async def test_a_tool_not_named_for_approval_runs_at_once(
+    fake: FakeOpenAI, make_runtime: Make, store: Store, calls: Path
+) -> None:
+    fake.add(Answer(calls=(Call("wipe", {"what": "logs"}),)), Answer(text="done"))
+    definition = durable(agent(fake, stdio(calls)), mcp=McpPolicy(approval=False))
+    async with make_runtime({"calc": definition}) as runtime:
+        _, result = await ask(runtime, "wipe the logs")
+    assert result == "done"
+    assert [c["tool"] for c in ledger(calls)] == ["wipe"]
+
+
+@memory_only
+async def test_a_server_that_changed_its_tools_is_a_divergence_on_resume(
+    fake: FakeOpenAI, make_runtime: Make, store: Store, calls: Path
+) -> None:
+    fake.add(Answer(calls=(Call("add", {"a": 2, "b": 3}),)), Answer(text="it is 5"))
+    async with make_runtime({"calc": durable(agent(fake, stdio(calls)))}) as runtime:
+        conversation_id, _ = await ask(runtime, "add 2 and 3")
+    records = await store.read(conversation_id)
+    second = [r.seq for r in records if isinstance(r.payload, StepRecorded)][1]
+    crashed = MemoryStore()
+    await copy_prefix(store, conversation_id, second - 1, crashed)  # died before listing again
+    fake.add(Answer(text="it is 5"))
+    journal = await Journal.open(crashed, conversation_id)
+    with pytest.raises(McpToolsChanged) as raised:  # restarted: the server grew a tool
+        await journal.resume(PydanticAIHarness(agent(fake, stdio(calls, extra=True))))
+    assert (raised.value.server, raised.value.added) == ("mcp0", ("extra",))
+    assert raised.value.removed == raised.value.changed == ()
+
+
+def test_importing_the_integration_imports_no_mcp_client() -> None:
+    code = (
+        "import sys, tether.integrations.pydantic_ai; "
+        "sys.exit(any(m in sys.modules for m in ('fastmcp', 'mcp', 'pydantic_ai.mcp')))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
