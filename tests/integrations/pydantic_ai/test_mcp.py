@@ -6,6 +6,7 @@ a destructive tool waits for an approval, and a server whose tools changed is a 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -20,19 +21,21 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from tether.engine import Runtime
+from tether.engine import Runtime, SystemClock
 from tether.errors import McpToolsChanged
 from tether.integrations.pydantic_ai import McpPolicy, PydanticAIHarness, durable
 from tether.journal import Decision, Journal
 from tether.messages import ToolOutcomeStatus
 from tether.records import StepRecorded, ToolOutcome
-from tether.store import MemoryStore, Store
+from tether.store import MemoryStore, SqliteStore, Store
 from tether.testing import copy_prefix
 
+from ...engine.conftest import FAST
 from ...engine.test_runtime import settle
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
-from ...processes import kill, start
-from ...tools.mcp_support import SERVER, ledger
+from ...processes import eventually, kill, start
+from ...tools.mcp_support import SERVER, alive, ledger
+from . import mcp_worker
 from ..approvals import decide_parked
 from ..cuts import replay_sends_nothing, resume_over_http_from_every_cut
 from ..doc_examples import memory_only
@@ -238,3 +241,56 @@ def test_importing_the_integration_imports_no_mcp_client() -> None:
         "sys.exit(any(m in sys.modules for m in ('fastmcp', 'mcp', 'pydantic_ai.mcp')))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+WORKER = Path(__file__).with_name("mcp_worker.py")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["not-idempotent", "idempotent"])
+async def test_a_worker_killed_mid_mcp_call_recovers_as_its_idempotence_says(
+    fake: FakeOpenAI, tmp_path: Path, calls: Path, idempotent: bool
+) -> None:
+    release = tmp_path / "release"
+    store = await SqliteStore.open(tmp_path)
+    definitions = mcp_worker.agents(fake.url, calls, release, idempotent=idempotent)
+    admission = Runtime(definitions, store, **FAST)  # admission only: the worker runs it
+    await admission.start(worker=False)
+    receipt = await admission.dispatch("calc", "me", "hold x")
+    await admission.close()
+    fake.add(Answer(calls=(Call("hold", {"text": "x"}),)))
+    argv = [sys.executable, str(WORKER), str(tmp_path), fake.url, str(calls), str(release)]
+    with (tmp_path / "worker.log").open("ab") as log:
+        worker = start(
+            argv + (["idempotent"] if idempotent else []),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    # The server has the call and holds it: kill the worker under it.
+    (held,) = eventually(lambda: ledger(calls), lambda: (tmp_path / "worker.log").read_text())
+    kill(worker)
+    release.touch()
+    server = int(str(held["pid"]))
+    eventually(lambda: not alive(server), "the MCP server outlived the worker that started it")
+    fake.add(Answer(text="done"))
+    # Resumed here, once the dead worker's lease has run out: on the real clock, as the
+    # worker's lease was taken on it.
+    async with Runtime(definitions, store, **FAST, clock=SystemClock()) as runtime:
+        async with asyncio.timeout(60):
+            settled = await runtime.wait(receipt.submission_id)
+    assert settled["status"] == "succeeded"
+    (outcome,) = [
+        r.payload
+        for r in await store.read(receipt.conversation_id)
+        if isinstance(r.payload, ToolOutcome)
+    ]
+    seen = [c["tool"] for c in ledger(calls)]
+    if idempotent:  # called again, on a new server, which answered
+        assert (outcome.status, outcome.content) == (ToolOutcomeStatus.OK, "held: x")
+        assert seen == ["hold", "hold"]
+    else:  # never called again: its outcome is unknown, and the model read that
+        assert outcome.status is ToolOutcomeStatus.UNKNOWN
+        assert seen == ["hold"]
+        assert "unknown" in fake.requests[-1].conversation
+    await store.close()
