@@ -35,10 +35,11 @@ from ...engine.test_runtime import settle
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
 from ...processes import eventually, kill, start
 from ...tools.mcp_support import SERVER, alive, ledger
-from . import mcp_worker
 from ..approvals import decide_parked
 from ..cuts import replay_sends_nothing, resume_over_http_from_every_cut
-from ..doc_examples import memory_only
+from ..doc_examples import memory_only, run_example
+from . import mcp_worker
+from .test_docs import MCP, PAGE
 
 pytestmark = pytest.mark.process
 
@@ -294,3 +295,22 @@ async def test_a_worker_killed_mid_mcp_call_recovers_as_its_idempotence_says(
         assert seen == ["hold"]
         assert "unknown" in fake.requests[-1].conversation
     await store.close()
+
+
+@memory_only
+async def test_the_docs_mcp_example_runs(
+    fake: FakeOpenAI, store: Store, calls: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    fake.add(Answer(calls=(Call("add", {"a": 2, "b": 3}),)), Answer(text="5"))
+    namespace: dict[str, Any] = {
+        "toolset": stdio(calls),
+        "store": store,
+        "Runtime": Runtime,
+        "durable": durable,
+        "Agent": Agent,
+        "McpPolicy": McpPolicy,
+    }
+    # capfd: the stdio server's stderr needs a real file descriptor, which capsys has not.
+    await run_example(PAGE.example(MCP), namespace)
+    assert capfd.readouterr().out == "5\n"
+    assert [c["tool"] for c in ledger(calls)] == ["add"]

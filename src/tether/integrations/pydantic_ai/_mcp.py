@@ -154,7 +154,9 @@ class JournaledMcpToolset(WrapperToolset[Any]):
             if needs_approval(self.policy.approval, name, annotations)
             else "function",
         )
-        return cast(Any, self.wrapped).tool_for_tool_def(definition, ctx=ctx)  # type: ignore[no-any-return]
+        mcp_toolset: Any = self.wrapped  # an MCPToolset (journal_mcp wraps nothing else)
+        tool: ToolsetTool[Any] = mcp_toolset.tool_for_tool_def(definition, ctx=ctx)
+        return tool
 
 
 def _described(definition: ToolDefinition) -> JsonValue:
