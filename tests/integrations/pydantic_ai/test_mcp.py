@@ -68,12 +68,12 @@ async def ask(runtime: Runtime, text: str) -> tuple[str, Any]:
     return receipt.conversation_id, (await settle(runtime, receipt.submission_id))["result"]
 
 
-def listings(records: list[Any]) -> list[Any]:
-    return [
-        r.payload.value
-        for r in records
-        if isinstance(r.payload, StepRecorded) and r.payload.name.startswith("pydantic_ai.mcp_")
-    ]
+def listings(records: list[Any], server: str = "mcp0") -> list[Any]:
+    """The listings of ``server`` the run recorded (no other step may list one)."""
+    steps = [r.payload for r in records if isinstance(r.payload, StepRecorded)]
+    listed = [s for s in steps if s.name.startswith("pydantic_ai.mcp_tools:")]
+    assert {s.name for s in listed} == {f"pydantic_ai.mcp_tools:{server}"}
+    return [s.value for s in listed]
 
 
 async def test_stdio_mcp_tools_are_journaled_and_replayed_without_the_server(
@@ -132,14 +132,15 @@ async def test_streamable_http_mcp_tools_are_journaled_and_replayed_with_the_ser
 ) -> None:
     url, process = served
     fake.add(Answer(calls=(Call("add", {"a": 20, "b": 22}),)), Answer(text="42"))
-    async with make_runtime({"calc": durable(agent(fake, MCPToolset(url)))}) as runtime:
+    toolset = MCPToolset(url, id="calc")  # the step's name: not the host's, which may move
+    async with make_runtime({"calc": durable(agent(fake, toolset))}) as runtime:
         conversation_id, result = await ask(runtime, "add 20 and 22")
         records = await runtime.records(conversation_id)
     assert result == "42"
     assert [(c["tool"], c["args"]) for c in ledger(calls)] == [("add", {"a": 20, "b": 22})]
-    assert len(listings(records)) == 2
+    assert len(listings(records, "calc")) == 2
     kill(process)  # a replay reaches no server: there is none
-    harness = PydanticAIHarness(agent(fake, MCPToolset(url)))
+    harness = PydanticAIHarness(agent(fake, MCPToolset(url, id="calc")))
     assert await replay_sends_nothing(store, fake, conversation_id, harness) == ["42"]
     assert len(ledger(calls)) == 1
 
@@ -234,6 +235,20 @@ async def test_a_server_that_changed_its_tools_is_a_divergence_on_resume(
         await journal.resume(PydanticAIHarness(agent(fake, stdio(calls, extra=True))))
     assert (raised.value.server, raised.value.added) == ("mcp0", ("extra",))
     assert raised.value.removed == raised.value.changed == ()
+
+
+@memory_only
+async def test_a_toolset_that_adds_the_servers_instructions_is_refused(
+    fake: FakeOpenAI, make_runtime: Make, tmp_path: Path
+) -> None:
+    toolset = MCPToolset(StdioTransport("/nonexistent/mcp-server", []), include_instructions=True)
+    async with make_runtime({"calc": durable(agent(fake, toolset))}) as runtime:
+        receipt = await runtime.dispatch("calc", "me", "hi")
+        settled = await settle(runtime, receipt.submission_id)
+    assert settled["status"] == "failed", settled
+    error = str(settled["error"])
+    assert error.startswith("UnsupportedConstruct: ") and "include_instructions" in error, error
+    assert fake.count == 0
 
 
 def test_importing_the_integration_imports_no_mcp_client() -> None:

@@ -45,7 +45,7 @@ __all__ = ("IDEMPOTENT", "MCP_TOOLS_STEP", "JournaledMcpToolset", "McpPolicy", "
 
 MCP_TOOLS_STEP = "pydantic_ai.mcp_tools:"
 """The prefix of the step a listing is recorded in: the server's name follows (the
-toolset's ``id``, else ``mcp<n>``, its place among the agent's MCP toolsets)."""
+``id=`` the toolset was given, else ``mcp<n>``, its place among the agent's MCP toolsets)."""
 IDEMPOTENT = "tether.idempotent"
 """The key of a tool definition's metadata that marks an MCP tool safe to call again."""
 
@@ -80,7 +80,11 @@ def journal_mcp(toolset: AbstractToolset[Any], policy: McpPolicy) -> AbstractToo
                 "connection to the model's instructions, which a replay (connected to no "
                 "server) cannot know; pass the instructions to the agent instead"
             )
-        return JournaledMcpToolset(leaf, server=leaf.id or f"mcp{next(numbers)}", policy=policy)
+        # Only an id the application chose names the step: pydantic-ai derives one from a
+        # URL's host otherwise, and a server that moved must not make a resume diverge.
+        chosen = getattr(leaf, "_explicit_id", None)
+        server = chosen if isinstance(chosen, str) else f"mcp{next(numbers)}"
+        return JournaledMcpToolset(leaf, server=server, policy=policy)
 
     return toolset.visit_and_replace(journaled)
 
