@@ -56,7 +56,14 @@ class McpPolicy:
     ``approval`` which wait for a human (by default those annotated ``destructiveHint``),
     ``idempotent`` which recovery may call again (by default those annotated
     ``readOnlyHint`` or ``idempotentHint``; the run's ``idempotent_tools`` are too).
-    Annotations are the server's claims: for a server you do not trust, name the tools."""
+    Annotations are the server's claims: for a server you do not trust, name the tools.
+
+    Example::
+
+        files = MCPToolset("http://127.0.0.1:8000/mcp", id="files")
+        durable(Agent("openai:gpt-4o", toolsets=[files]),
+                mcp=McpPolicy(approval=["delete_file"], idempotent=["read_file"]))
+    """
 
     approval: McpApproval = "destructive"
     idempotent: McpIdempotence = "hints"
