@@ -359,6 +359,7 @@ PUBLIC = {
         "Drive",
         "JournaledAgent",
         "JournaledModel",
+        "McpPolicy",
         "NotJournaled",
         "PydanticAIHarness",
         "PydanticAITurn",

@@ -14,8 +14,12 @@ from agents import Agent
 from agents.mcp import MCPServerStdio
 
 from tether.engine import Runtime
+from tether.errors import McpToolsChanged
 from tether.integrations.openai_agents import OpenAIAgentsHarness, durable
+from tether.journal import Journal
+from tether.records import StepRecorded
 from tether.store import MemoryStore, Store
+from tether.testing import copy_prefix
 
 from ...fakes.openai_server import Answer, Call, FakeOpenAI
 from ...tools.mcp_support import SERVER, ledger
@@ -29,8 +33,10 @@ pytestmark = pytest.mark.process
 Make = Callable[..., Runtime]
 
 
-def calculator(calls: Path | None) -> MCPServerStdio:
+def calculator(calls: Path | None, *, extra: bool = False) -> MCPServerStdio:
     env = {"MCP_LEDGER": str(calls)} if calls is not None else {}
+    if extra:
+        env["MCP_EXTRA_TOOL"] = "1"  # a server that grew a tool
     return MCPServerStdio(
         params={"command": sys.executable, "args": [str(SERVER), "stdio"], "env": env},
         name="calc",
@@ -107,3 +113,21 @@ async def test_the_docs_mcp_example_runs(
     await run_example(PAGE.example(MCP), namespace)
     assert capsys.readouterr().out == "5\n"
     assert [c["tool"] for c in ledger(calls)] == ["add"]
+
+
+async def test_a_server_that_changed_its_tools_is_a_divergence_on_resume(
+    fake: FakeOpenAI, make_runtime: Make, store: Store, tmp_path: Path
+) -> None:
+    calls = tmp_path / "ledger.jsonl"
+    fake.add(Answer(calls=(Call("add", {"a": 2, "b": 3}),)), Answer(text="it is 5"))
+    async with calculator(calls) as server:
+        run = await run_durably(make_runtime, helper(server), "add 2 and 3")
+    second = [r.seq for r in run.records if isinstance(r.payload, StepRecorded)][1]
+    crashed = MemoryStore()
+    await copy_prefix(store, run.conversation_id, second - 1, crashed)  # died before listing
+    fake.add(Answer(text="it is 5"))
+    journal = await Journal.open(crashed, run.conversation_id)
+    async with calculator(calls, extra=True) as grown:  # restarted: the server grew a tool
+        with pytest.raises(McpToolsChanged) as raised:
+            await journal.resume(OpenAIAgentsHarness(helper(grown)(), name="agent"))
+    assert (raised.value.server, raised.value.added) == ("helper", ("extra",))

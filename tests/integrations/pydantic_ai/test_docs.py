@@ -29,10 +29,11 @@ ADAPTER = "# myapp.py"
 DRIVES = "async def by_node("
 OWN_HARNESS = "class Support:"
 REPLAY = "journal.replay(PydanticAIHarness(support))"
+MCP = "toolsets=[toolset]"
 
 
 def test_every_python_example_of_the_page_is_run_by_a_test() -> None:
-    assert PAGE.unclaimed([TAP, ADAPTER, DRIVES, OWN_HARNESS, REPLAY]) == []
+    assert PAGE.unclaimed([TAP, ADAPTER, DRIVES, OWN_HARNESS, REPLAY, MCP]) == []
 
 
 async def adapter_example(shop: Shop) -> dict[str, Any]:

@@ -9,7 +9,9 @@ built from that listing, each a ``FunctionTool`` journaled like any other (inten
 outcome after; a crash mid-call re-runs an idempotent tool, else the outcome is
 ``unknown``); only a call that goes live asks the SDK for the server's tool, by name, and
 runs it. The application connects its servers as the SDK asks (``async with server:``);
-a replay needs none connected.
+a replay needs none connected. Within one run the tools must stay those its first listing
+recorded: a listing that differs (live, after a resume) is
+:class:`~tether.errors.McpToolsChanged`, a divergence, whose ``server`` names the agent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from agents.tool_context import ToolContext
 from pydantic import JsonValue
 
 from tether.errors import NotJournaled
-from tether.integrations._bridge import step
+from tether.integrations._bridge import current_turn, step
+from tether.integrations._mcp_listing import check_unchanged
 from tether.integrations.openai_agents._scope import Scope
 from tether.integrations.openai_agents._tools import journaled_tool_of
 
@@ -35,13 +38,20 @@ def journal_mcp_servers(clone: Agent[Any], scope: Scope) -> None:
     """Make ``clone`` (a journaled clone with ``mcp_servers``) list and call its MCP tools
     through the journal (see the module)."""
     live_tools = Agent.get_mcp_tools  # the SDK's own listing and conversion
+    first: list[JsonValue] | None = None  # the run's first listing: every later one matches it
 
     async def get_mcp_tools(run_context: RunContextWrapper[Any]) -> list[Any]:
+        nonlocal first
+
         async def listing() -> JsonValue:
             return [_described(t) for t in await live_tools(clone, run_context)]
 
         recorded = await step(MCP_TOOLS_STEP + clone.name, listing)
         assert isinstance(recorded, list)
+        if first is None:
+            first = recorded
+        else:
+            check_unchanged(clone.name, current_turn().execution_id, first, recorded)
         return [
             journaled_tool_of(
                 _recorded_tool(clone, entry, live_tools),

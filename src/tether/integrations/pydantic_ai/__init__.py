@@ -17,6 +17,7 @@ Example::
 
 from tether.integrations.pydantic_ai._adapter import Drive, PydanticAIHarness, ToolFailed, durable
 from tether.integrations.pydantic_ai._agent import JournaledAgent, journaled_agent
+from tether.integrations.pydantic_ai._mcp import McpPolicy
 from tether.integrations.pydantic_ai._model import (
     JournaledModel,
     NotJournaled,
@@ -28,6 +29,7 @@ __all__ = (
     "Drive",
     "JournaledAgent",
     "JournaledModel",
+    "McpPolicy",
     "NotJournaled",
     "PydanticAIHarness",
     "PydanticAITurn",

@@ -24,6 +24,7 @@ from tether.engine import AgentDefinition
 from tether.integrations._bridge import durable_definition, turn_scope
 from tether.integrations.pydantic_ai._agent import JournaledAgent, check_journalable
 from tether.integrations.pydantic_ai._convert import jsonable
+from tether.integrations.pydantic_ai._mcp import McpPolicy
 from tether.integrations.pydantic_ai._model import inside_run
 from tether.integrations.pydantic_ai._tools import ToolFailed, gated_history
 from tether.journal import ToolPolicy, Turn
@@ -55,7 +56,9 @@ class PydanticAIHarness:
     tools safe to run again under the same key after a crash interrupted them (their
     executor deduplicates); any other interrupted tool gets an ``unknown`` outcome.
     ``tool_policies`` bounds each tool's calls and retries a failed one, by tool name
-    (``"*"``: any other; see :class:`~tether.journal.ToolPolicy`).
+    (``"*"``: any other; see :class:`~tether.journal.ToolPolicy`). ``mcp`` says which tools
+    of the agent's MCP toolsets wait for an approval and which are idempotent (see
+    :class:`McpPolicy`; by default, from the servers' annotations).
     ``drive`` runs the agent another way than ``agent.run`` (see :data:`Drive`).
 
     Example::
@@ -73,11 +76,13 @@ class PydanticAIHarness:
         idempotent_tools: Sequence[str] = (),
         drive: Drive | None = None,
         tool_policies: Mapping[str, ToolPolicy] | None = None,
+        mcp: McpPolicy | None = None,
     ) -> None:
         check_journalable(agent)
         self.agent = agent
         self.idempotent_tools = frozenset(idempotent_tools)
         self.tool_policies = dict(tool_policies or {})
+        self.mcp = mcp or McpPolicy()
         self.name = name or f"pydantic-ai:{agent.name or 'agent'}"
         self.version = version
         self.deps = deps
@@ -90,6 +95,7 @@ class PydanticAIHarness:
             idempotent_tools=self.idempotent_tools,
             deps=self.deps,
             tool_policies=self.tool_policies,
+            mcp=self.mcp,
         )
         with turn_scope(turn), inside_run():
             try:
@@ -118,10 +124,12 @@ def durable(
     tool_policies: Mapping[str, ToolPolicy] | None = None,
     model_timeout: float | None = None,
     model_retry: ModelRetryPolicy | None = None,
+    mcp: McpPolicy | None = None,
 ) -> AgentDefinition:
     """A pydantic-ai agent as a durable Tether agent (for ``Runtime`` or ``tether serve --app``).
     ``tool_policies`` bounds and retries its tools' calls (see :class:`PydanticAIHarness`);
-    ``model_timeout`` and ``model_retry`` its model calls' (the runtime's when ``None``).
+    ``model_timeout`` and ``model_retry`` its model calls' (the runtime's when ``None``);
+    ``mcp`` its MCP toolsets' approvals and idempotence (see :class:`McpPolicy`).
 
     Example::
 
@@ -137,6 +145,7 @@ def durable(
         idempotent_tools=idempotent_tools,
         drive=drive,
         tool_policies=tool_policies,
+        mcp=mcp,
     )
     return durable_definition(
         harness,

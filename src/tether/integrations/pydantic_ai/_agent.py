@@ -30,6 +30,7 @@ from pydantic_ai.run import AgentRun
 from pydantic_ai.toolsets import AbstractToolset
 
 from tether.integrations._bridge import current_turn
+from tether.integrations.pydantic_ai._mcp import McpPolicy, journal_mcp
 from tether.integrations.pydantic_ai._model import (
     JournaledModel,
     NotJournaled,
@@ -47,10 +48,14 @@ __all__ = ("JournaledAgent", "check_journalable", "install", "journaled_agent")
 @dataclasses.dataclass(init=False)
 class _Journaled(AbstractCapability[Any]):
     def __init__(
-        self, idempotent: frozenset[str], policies: Mapping[str, ToolPolicy] | None = None
+        self,
+        idempotent: frozenset[str],
+        policies: Mapping[str, ToolPolicy] | None = None,
+        mcp: McpPolicy | None = None,
     ) -> None:
         self.idempotent = idempotent
         self.policies = policies or {}
+        self.mcp = mcp or McpPolicy()
 
     def get_ordering(self) -> CapabilityOrdering:
         # Outermost, so the other capabilities' request hooks see the journaled model.
@@ -75,7 +80,7 @@ class _Journaled(AbstractCapability[Any]):
         return await self.before_model_request(ctx, request_context)
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
-        return JournaledToolset(toolset, self.idempotent, self.policies)
+        return JournaledToolset(journal_mcp(toolset, self.mcp), self.idempotent, self.policies)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[Any], *, requests: DeferredToolRequests
@@ -123,11 +128,13 @@ class JournaledAgent(WrapperAgent[Any, Any]):
         idempotent_tools: Iterable[str] = (),
         deps: Any = None,
         tool_policies: Mapping[str, ToolPolicy] | None = None,
+        mcp: McpPolicy | None = None,
     ) -> None:
         super().__init__(wrapped)
         self.idempotent_tools = frozenset(idempotent_tools)
         self.deps = deps
         self.tool_policies = dict(tool_policies or {})
+        self.mcp = mcp or McpPolicy()
 
     @contextlib.asynccontextmanager
     async def iter(
@@ -142,7 +149,7 @@ class JournaledAgent(WrapperAgent[Any, Any]):
             kwargs["deps"] = self.deps
         capabilities = [
             *(kwargs.pop("capabilities", None) or ()),
-            _Journaled(self.idempotent_tools, self.tool_policies),
+            _Journaled(self.idempotent_tools, self.tool_policies, self.mcp),
         ]
         with inside_run():
             async with self.wrapped.iter(user_prompt, capabilities=capabilities, **kwargs) as run:
@@ -198,11 +205,13 @@ def journaled_agent(
     idempotent_tools: Iterable[str] = (),
     deps: Any = None,
     tool_policies: Mapping[str, ToolPolicy] | None = None,
+    mcp: McpPolicy | None = None,
 ) -> JournaledAgent:
     """``agent`` journaled in the current Tether turn (see :class:`JournaledAgent`), for a
     harness of your own. (Inside a durable run, any other agent run outside its tools, a
     checker in an output validator say, is journaled without it; wrap one to name its
-    ``idempotent_tools`` and ``tool_policies``.)
+    ``idempotent_tools``, ``tool_policies`` and ``mcp``, the :class:`McpPolicy` of its
+    MCP toolsets.)
 
     Example::
 
@@ -220,7 +229,11 @@ def journaled_agent(
     if isinstance(agent, JournaledAgent):
         return agent
     return JournaledAgent(
-        agent, idempotent_tools=idempotent_tools, deps=deps, tool_policies=tool_policies
+        agent,
+        idempotent_tools=idempotent_tools,
+        deps=deps,
+        tool_policies=tool_policies,
+        mcp=mcp,
     )
 
 

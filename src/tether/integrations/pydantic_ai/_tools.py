@@ -41,6 +41,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from tether.integrations._bridge import journaled_tool, policy_for, tool_call
 from tether.integrations.pydantic_ai._convert import as_text, jsonable
+from tether.integrations.pydantic_ai._mcp import IDEMPOTENT
 from tether.integrations.pydantic_ai._model import inside_tool
 from tether.journal import ToolPolicy, ToolScope
 from tether.messages import (
@@ -84,10 +85,14 @@ class JournaledToolset(WrapperToolset[Any]):
     """Each tool's :class:`~tether.journal.ToolPolicy`, by name (``"*"``: any other)."""
     approval: set[str] = dataclasses.field(default_factory=set)
     external: set[str] = dataclasses.field(default_factory=set)
+    safe_again: set[str] = dataclasses.field(default_factory=set)
+    """The MCP tools their server's annotations (or the run's MCP policy) say are idempotent."""
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await super().get_tools(ctx)
         for name, tool in tools.items():
+            if (tool.tool_def.metadata or {}).get(IDEMPOTENT) is True:
+                self.safe_again.add(name)
             kind = tool.tool_def.kind
             if kind in ("unapproved", "external"):
                 # Tether gates the call itself, so pydantic-ai must not defer it.
@@ -145,7 +150,7 @@ class JournaledToolset(WrapperToolset[Any]):
             name,
             args,
             mediation=mediation,
-            idempotent=name in self.idempotent,
+            idempotent=name in self.idempotent or name in self.safe_again,
             metadata=metadata,
         )
         # Only a decided approval reaches the executor: pydantic-ai's tool sees it approved.
