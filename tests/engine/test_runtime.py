@@ -260,7 +260,9 @@ async def test_a_head_claimed_while_its_sessions_previous_run_winds_down_runs_on
         await store.admit(NewSubmission(f"s-{n}", key, "conv", body, clock.now()))
     async with make_runtime({"echo": echo_agent()}, observers=[hold_the_first]) as runtime:
         await asyncio.wait_for(winding_down.wait(), WAIT)
-        await runtime._coordinator.claim_runnable()  # a claim pass, now: it takes s-2
+        coordinator = runtime._coordinator
+        assert coordinator is not None  # a started worker's
+        await coordinator.claim_runnable()  # a claim pass, now: it takes s-2
         held = await store.get_submission("s-2")
         assert held.status is SubmissionStatus.RUNNING
         assert held.owner_id == runtime.config.owner_id
