@@ -7,7 +7,13 @@ from datetime import timedelta
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentSpec, ManualClock, Runtime
+from tether.engine import (
+    AgentSpec,
+    EngineEvent,
+    ManualClock,
+    Runtime,
+    SubmissionSettledEvent,
+)
 from tether.errors import DispatchConflict, InvalidDispatch, RuntimeClosed, UnknownAgent
 from tether.models import ScriptedModel
 from tether.records import SubmissionSettled
@@ -232,6 +238,39 @@ async def test_graceful_shutdown_releases_without_burning_an_attempt(
     records = await store.read(receipt.conversation_id)
     assert len({r.attempt_id for r in records if r.attempt_id}) == 2
     assert [r.kind for r in records].count("user_message") == 1
+
+
+async def test_a_head_claimed_while_its_sessions_previous_run_winds_down_runs_once_claimed(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """A claim that finds the session's previous run here settled but not yet ended keeps
+    its head, and runs it when that run ends: one attempt, this worker's. (It used to give
+    the claim back and make it again: an attempt that never ran in the submission's
+    history, which read as the same worker running it twice.)"""
+    winding_down, ended = asyncio.Event(), asyncio.Event()
+    key = SessionKey("echo", "acme")
+
+    async def hold_the_first(event: EngineEvent) -> None:
+        if isinstance(event, SubmissionSettledEvent) and event.correlation.submission_id == "s-1":
+            winding_down.set()  # settled, its run still going (this observer is part of it)
+            await ended.wait()
+
+    for n in (1, 2):  # admitted before the worker starts: nothing claimed at admission
+        body = {"kind": "user", "body": f"hi {n}"}
+        await store.admit(NewSubmission(f"s-{n}", key, "conv", body, clock.now()))
+    async with make_runtime({"echo": echo_agent()}, observers=[hold_the_first]) as runtime:
+        await asyncio.wait_for(winding_down.wait(), WAIT)
+        coordinator = runtime._coordinator
+        assert coordinator is not None  # a started worker's
+        await coordinator.claim_runnable()  # a claim pass, now: it takes s-2
+        held = await store.get_submission("s-2")
+        assert held.status is SubmissionStatus.RUNNING
+        assert held.owner_id == runtime.config.owner_id
+        ended.set()
+        assert (await settle(runtime, "s-2")) == {"status": "succeeded", "result": "echo: hi 2"}
+    [attempt] = await store.list_attempts("s-2")
+    assert attempt.owner_id == runtime.config.owner_id and attempt.id == held.attempt_id
+    assert (await store.get_submission("s-2")).attempt_count == 1
 
 
 async def test_a_run_of_an_agent_no_worker_runs_waits_for_one(

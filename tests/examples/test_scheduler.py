@@ -1,6 +1,7 @@
 """``examples.scheduler``'s runbook against its keyless model: two processes on one SQLite
-store fire a schedule's windows; the one running a window is SIGKILLed mid-run and started
-again; every window's dispatch id is admitted once, and each window settles once."""
+store fire a schedule's windows; the one running a window is SIGKILLed mid-run (its model
+call recorded) and started again; every window's dispatch id is admitted once, each window
+settles once, and the killed run's window is taken over by another worker."""
 
 from __future__ import annotations
 
@@ -26,12 +27,18 @@ def _worker(example: Example) -> str:
     return found.group(1)
 
 
-def _windows(client: httpx.Client) -> list[dict[str, Any]]:
-    """The session's signal records, one per admitted window."""
+def _records(client: httpx.Client) -> list[dict[str, Any]]:
+    """The session's records (none before its first window is admitted)."""
     page = client.get(f"{SESSION}/records", params={"limit": 1000})
     if page.status_code == 404:  # no window admitted yet
         return []
-    return [r for r in page.json()["records"] if r["kind"] == "signal"]
+    records: list[dict[str, Any]] = page.json()["records"]
+    return records
+
+
+def _windows(client: httpx.Client) -> list[dict[str, Any]]:
+    """The session's signal records, one per admitted window."""
+    return [r for r in _records(client) if r["kind"] == "signal"]
 
 
 def _submission(client: httpx.Client, submission_id: str) -> dict[str, Any]:
@@ -39,18 +46,31 @@ def _submission(client: httpx.Client, submission_id: str) -> dict[str, Any]:
     return view
 
 
-def _running(client: httpx.Client) -> dict[str, Any]:
-    """The submission of a window being run, once there is one."""
-    found: dict[str, Any] = {}
+def _running(client: httpx.Client) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The submission of a window being run, and the attempt running it, once its run has
+    called the model: a claim alone is not yet a run (one made at admission may wait for
+    the session's previous run in its process to end), so the kill lands in the run."""
+    found: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def running() -> bool:
         nonlocal found
         windows = _windows(client)
-        if windows:
-            found = _submission(client, windows[-1]["submissionId"])
-        return bool(found) and found["status"] == "running"
+        if not windows:
+            return False
+        view = _submission(client, windows[-1]["submissionId"])
+        if view["status"] != "running":
+            return False
+        attempt = view["attempts"][-1]  # a running submission's latest attempt holds it
+        called = any(
+            r["kind"] == "model_called" and r.get("attemptId") == attempt["attemptId"]
+            for r in _records(client)
+        )
+        if called:
+            found = (view, attempt)
+        return called
 
-    until(running, "a window being run")
+    until(running, "a window's run calling its model")
+    assert found is not None
     return found
 
 
@@ -73,8 +93,8 @@ def test_two_processes_and_a_kill_fire_each_window_once(tmp_path: Path) -> None:
         schedule = listed["id"]
 
         # SIGKILL whichever process is running a window, in the middle of its run.
-        victim = _running(client)
-        owner = victim["attempts"][-1]["ownerId"]
+        victim, cut = _running(client)
+        owner = cut["ownerId"]
         killed = processes.pop(owner)
         killed.kill()
         [survivor] = processes.values()
@@ -109,8 +129,16 @@ def test_two_processes_and_a_kill_fire_each_window_once(tmp_path: Path) -> None:
     settled = Counter(r["submissionId"] for r in records if r["kind"] == "submission_settled")
     assert set(settled.values()) == {1}
 
-    # The killed window: taken over by another process, and settled once.
+    # The killed window: its run cut, then taken over by another process, and settled once.
+    # Its attempts are its claims: a claim given back unrun (at a shutdown, say) is one too,
+    # so the cut run is found by its id, not by its place.
     [taken_over] = [v for v in views if v["submissionId"] == victim["submissionId"]]
-    owners = [attempt["ownerId"] for attempt in taken_over["attempts"]]
-    assert owners[0] == owner and owner not in owners[1:]
+    attempts = taken_over["attempts"]
+    cut_at = [a["attemptId"] for a in attempts].index(cut["attemptId"])
+    assert attempts[cut_at]["ownerId"] == owner
+    assert owner not in [a["ownerId"] for a in attempts[cut_at + 1 :]]
+    mine = [r for r in records if r.get("submissionId") == victim["submissionId"]]
+    [settled_by] = [r.get("attemptId") for r in mine if r["kind"] == "submission_settled"]
+    if settled_by != cut["attemptId"]:  # the kill landed before the run settled
+        assert attempts[-1]["attemptId"] == settled_by and attempts[-1]["ownerId"] != owner
     assert sessions[0]["records"] >= 1 + 8 * count  # created, then 8 records a window

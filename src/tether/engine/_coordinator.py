@@ -137,14 +137,17 @@ class Coordinator:
                 set(self.active.values()), timeout=self.context.config.shutdown_timeout
             )
         self.context.limits.defers_give_back = False
-        with contextlib.suppress(TetherError):  # no claim to carry them: given back now
-            await self.context.limits.flush_give_back()
         for waiting in self._next.values():  # claimed, never started: hand it back whole
+            if waiting.id in self._slotted:  # its claim took its slots: they go back too
+                self._slotted.discard(waiting.id)
+                self.context.limits.forget_claimed(waiting)
             with contextlib.suppress(TetherError):
                 await self.context.store.release(
                     waiting.id, attempt_id=str(waiting.attempt_id), refund_attempt=True
                 )
         self._next.clear()
+        with contextlib.suppress(TetherError):  # no claim to carry them: given back now
+            await self.context.limits.flush_give_back()
         versions = self.context.capabilities.versions
         if versions is not None:
             with contextlib.suppress(TetherError):
@@ -452,8 +455,15 @@ class Coordinator:
             if slots is not None:
                 self._slotted.add(submission.id)
             if submission.conversation_id in self.active:
-                # Our previous attempt released it and is still winding down: not twice at once.
-                self._waits_for_a_finish = True
+                # Its session's previous run here (the one before it, settled, or its own
+                # previous attempt, released) is still winding down: not twice at once. The
+                # claim is kept and the run starts when that one ends, as at admission: given
+                # back and made again, it would leave in the submission's attempts one that
+                # never ran, and cost two more commits and a fence.
+                if submission.conversation_id not in self._next:
+                    self._next[submission.conversation_id] = submission
+                    continue
+                # Never: one claim a session at a time, and that one is held already.
                 if submission.id in self._slotted:  # its slots go back with its claim
                     self._slotted.discard(submission.id)
                     context.limits.forget_claimed(submission)
