@@ -34,10 +34,16 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def start_server(
-    data: Path, log: Path, *args: str, app: str | None = None, **env: str
+    data: Path,
+    log: Path,
+    *args: str,
+    app: str | None = None,
+    port: int | None = None,
+    **env: str,
 ) -> ServerProcess:
-    """``tether serve`` on ``data``: the demo agents, or ``app`` (``module:factory``)."""
-    port = free_port()
+    """``tether serve`` on ``data``: the demo agents, or ``app`` (``module:factory``); on
+    ``port`` (a restart on the same address), else a free one."""
+    port = free_port() if port is None else port
     store = f"sqlite:///{data}"
     agents = ["--app", app] if app is not None else ["--demo"]
     with log.open("ab") as out:

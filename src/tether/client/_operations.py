@@ -51,6 +51,7 @@ from tether.http import (
     SessionBody,
     SessionsPage,
     SessionUsage,
+    Settlement,
     SpansPage,
     SubmissionReceipt,
     SubmissionTreeNode,
@@ -651,7 +652,9 @@ def send(
         answered.conversation_id,
     )
     if isinstance(answered, DispatchSettled):
-        return replace(outcome, settlement=answered)
+        # As a submission's view holds it: one type of settlement, however it was waited for.
+        settled = answered.model_dump(exclude={"submission_id", "conversation_id", "session"})
+        return replace(outcome, settlement=Settlement.model_validate(settled))
     if not wait:
         return outcome
     return (yield from _settle(outcome, answered.status))
