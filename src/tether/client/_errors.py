@@ -72,7 +72,8 @@ def _rebuilt(kind: type[errors.TetherError], message: str, details: Any) -> erro
         if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
         if name != "message":
-            setattr(error, name, given.get(name))
+            default = None if parameter.default is parameter.empty else parameter.default
+            setattr(error, name, given.get(name, default))
     for name, value in given.items():
         if not hasattr(error, name):
             setattr(error, name, value)
@@ -83,7 +84,9 @@ def error_from_response(status: int, content: bytes) -> errors.TetherError:
     """The exception an error answer (``status``, its body ``content``) stands for.
 
     It has the envelope's ``message`` as its text and, besides the attributes of its class
-    (each from ``details`` when there, else None), ``status`` and ``details``.
+    (each from ``details`` when there, else its default or None), ``http_status`` (the
+    answer's) and ``details`` (the envelope's, when it has some and the class no
+    ``details`` of its own).
     """
     try:
         body = orjson.loads(content)
@@ -97,6 +100,8 @@ def error_from_response(status: int, content: bytes) -> errors.TetherError:
     if kind is None:
         return RequestFailed(status, type_, message, details)
     error = _rebuilt(kind, message, details)
-    setattr(error, "status", status)  # noqa: B010 (not an attribute of every class)
-    setattr(error, "details", details)  # noqa: B010
+    # Not ``status``: a provider's failure has its own (the status the provider answered).
+    setattr(error, "http_status", status)  # noqa: B010 (not an attribute of every class)
+    if details is not None and not hasattr(type(error), "details"):
+        setattr(error, "details", details)  # noqa: B010
     return error
