@@ -34,16 +34,16 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def start_server(
-    data: Path,
-    log: Path,
-    *args: str,
-    app: str | None = None,
-    port: int | None = None,
-    **env: str,
+    data: Path, log: Path, *args: str, app: str | None = None, **env: str
 ) -> ServerProcess:
-    """``tether serve`` on ``data``: the demo agents, or ``app`` (``module:factory``); on
-    ``port`` (a restart on the same address), else a free one."""
-    port = free_port() if port is None else port
+    """``tether serve`` on ``data``: the demo agents, or ``app`` (``module:factory``)."""
+    return start_server_on(free_port(), data, log, *args, app=app, **env)
+
+
+def start_server_on(
+    port: int, data: Path, log: Path, *args: str, app: str | None = None, **env: str
+) -> ServerProcess:
+    """:func:`start_server` on ``port``: a restart on the address of one that stopped."""
     store = f"sqlite:///{data}"
     agents = ["--app", app] if app is not None else ["--demo"]
     with log.open("ab") as out:

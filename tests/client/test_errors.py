@@ -28,7 +28,9 @@ def envelope(type_: str, message: str, details: object = None) -> bytes:
 
 def every_error_class() -> list[type[errors.TetherError]]:
     found = [getattr(errors, name) for name in errors.__all__]
-    return [kind for kind in found if isinstance(kind, type) and issubclass(kind, errors.TetherError)]
+    return [
+        kind for kind in found if isinstance(kind, type) and issubclass(kind, errors.TetherError)
+    ]
 
 
 @pytest.mark.parametrize("kind", every_error_class(), ids=lambda kind: kind.__name__)
@@ -50,7 +52,11 @@ def test_details_become_the_attributes_they_name() -> None:
 def test_what_is_not_an_envelope_is_a_request_failed() -> None:
     error = error_from_response(502, b"<html>bad gateway</html>")
     assert isinstance(error, RequestFailed)
-    assert (error.status, error.type, str(error)) == (502, "not_an_envelope", "<html>bad gateway</html>")
+    assert (error.status, error.type, str(error)) == (
+        502,
+        "not_an_envelope",
+        "<html>bad gateway</html>",
+    )
 
 
 async def test_a_404_raises_the_servers_class(served: Start) -> None:

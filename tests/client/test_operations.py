@@ -12,7 +12,7 @@ from pydantic import JsonValue
 
 from tether.demo import demo_agents, demo_subagents
 from tether.engine import AgentDefinition, AgentSpec
-from tether.http import ScheduleBody, UpgradeBody
+from tether.http import DispatchAccepted, ScheduleBody, UpgradeBody
 from tether.journal import Turn
 from tether.records import Record
 from tether.stream import StreamTaskMessageFull
@@ -86,6 +86,7 @@ async def test_a_message_sent_and_waited_for_settles_and_its_session_reads_back(
 async def test_dispatch_answers_where_it_stands_or_its_settlement(served: Start) -> None:
     client = (await demo(served)).client
     accepted = await client.dispatch("assistant", "bob", "hello", idempotency_key="k1")
+    assert isinstance(accepted, DispatchAccepted)
     assert accepted.stream_url.startswith("/agents/assistant/bob?session=default")
     again = await client.dispatch("assistant", "bob", "hello", idempotency_key="k1")
     assert again.submission_id == accepted.submission_id
@@ -178,7 +179,9 @@ async def test_the_application_routes(served: Start) -> None:
     await client.delete_schedule(kept.id)
     assert (await client.schedules()).schedules == []
     result = await client.upgrade_versions(
-        UpgradeBody(agent="assistant", from_version="0", to_version=_version(await client.versions()))
+        UpgradeBody(
+            agent="assistant", from_version="0", to_version=_version(await client.versions())
+        )
     )
     assert result.model_dump(by_alias=True)
 

@@ -13,7 +13,7 @@ import pytest
 from tether import errors
 from tether.client import Backoff, TetherClient
 
-from ..cli.conftest import start_server
+from ..cli.conftest import start_server, start_server_on
 
 pytestmark = pytest.mark.process
 
@@ -37,7 +37,7 @@ def test_a_followed_stream_survives_a_kill_9_of_the_server(tmp_path: Path) -> No
         seen = [next(live) for _ in range(3)]  # the rest of the first turn is still unread
 
         server.kill()
-        server = start_server(data, log, port=port)
+        server = start_server_on(port, data, log)
         second = client.send("assistant", "ann", "and again")
         assert second.settled and second.conversation_id == first.conversation_id
 

@@ -6,20 +6,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 
 import httpx
 
-from tether.records import Record
-from tether.stream import StreamEvent
-
 from tether.client import _operations as op
 from tether.client._call import Call, Flow
 from tether.client._errors import error_from_response
-from tether.client._sync import DEFAULT_URL
 from tether.client._stream import (
+    RECONNECT,
     STREAM_IDLE,
     Backoff,
     Follow,
@@ -28,6 +25,9 @@ from tether.client._stream import (
     canonical_event,
     stored_record,
 )
+from tether.client._sync import DEFAULT_URL
+from tether.records import Record
+from tether.stream import StreamEvent
 
 __all__ = ("AsyncTetherClient",)
 
@@ -81,7 +81,7 @@ class AsyncTetherClient:
         token: str | None = None,
         timeout: float | None = 30.0,
         headers: dict[str, str] | None = None,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff = RECONNECT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         sent = {"Authorization": f"Bearer {token}"} if token else {}
@@ -146,7 +146,7 @@ class AsyncTetherClient:
         after: int = 0,
         last_event_id: str | None = None,
         children: bool = False,
-    ) -> AsyncIterator[Streamed[StreamEvent]]:
+    ) -> AsyncGenerator[Streamed[StreamEvent], None]:
         """The session's canonical stream events (``view=stream``), each with its id. A
         lost connection (the server restarted, say) is reopened after the last event handed
         over (``Last-Event-ID``), with :attr:`backoff`: no event is missed or repeated.
@@ -182,7 +182,7 @@ class AsyncTetherClient:
         after: int = 0,
         last_event_id: str | None = None,
         children: bool = False,
-    ) -> AsyncIterator[Streamed[Record]]:
+    ) -> AsyncGenerator[Streamed[Record], None]:
         """The session's records as stored (``view=records``), followed as :meth:`stream`."""
         return self._follow(
             Follow(
@@ -198,7 +198,7 @@ class AsyncTetherClient:
             )
         )
 
-    async def _follow(self, state: Follow[T]) -> AsyncIterator[Streamed[T]]:
+    async def _follow(self, state: Follow[T]) -> AsyncGenerator[Streamed[T], None]:
         delay = self.backoff.delays()
         lost_at: float | None = None
         timeout = httpx.Timeout(self.timeout, read=STREAM_IDLE)

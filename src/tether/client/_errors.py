@@ -15,7 +15,7 @@ import orjson
 
 from tether import errors
 
-__all__ = ("RequestFailed", "error_from_response", "error_class")
+__all__ = ("RequestFailed", "error_class", "error_from_response")
 
 
 class RequestFailed(errors.TetherError):

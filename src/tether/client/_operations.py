@@ -15,6 +15,8 @@ from typing import Literal
 import httpx
 from pydantic import JsonValue
 
+from tether.client._call import Call, Flow, ask, model, path
+from tether.client._outcome import Outcome
 from tether.engine import Budget, SessionState
 from tether.http import (
     Aborted,
@@ -63,9 +65,6 @@ from tether.http import (
     VersionsPage,
 )
 from tether.journal import Decision
-
-from tether.client._call import Call, Flow, ask, model, path
-from tether.client._outcome import Outcome
 
 __all__ = (
     "WAIT_SLICE",

@@ -15,13 +15,13 @@ from typing import Generic, TypeVar
 
 from pydantic import TypeAdapter
 
+from tether.client._call import path
+from tether.client._errors import error_from_response
 from tether.records import Record, decode_record
 from tether.stream import StreamEvent
 
-from tether.client._call import path
-from tether.client._errors import error_from_response
-
 __all__ = (
+    "RECONNECT",
     "STREAM_IDLE",
     "Backoff",
     "Follow",
@@ -89,6 +89,10 @@ class Backoff:
             return current
 
         return next_delay
+
+
+RECONNECT = Backoff()
+"""How a client reopens a lost stream unless told otherwise."""
 
 
 @dataclass

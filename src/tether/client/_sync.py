@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 
 import httpx
 
-from tether.records import Record
-from tether.stream import StreamEvent
-
 from tether.client import _operations as op
 from tether.client._call import Call, Flow
 from tether.client._errors import error_from_response
 from tether.client._stream import (
+    RECONNECT,
     STREAM_IDLE,
     Backoff,
     Follow,
@@ -26,6 +24,8 @@ from tether.client._stream import (
     canonical_event,
     stored_record,
 )
+from tether.records import Record
+from tether.stream import StreamEvent
 
 __all__ = ("DEFAULT_URL", "TetherClient")
 
@@ -82,7 +82,7 @@ class TetherClient:
         token: str | None = None,
         timeout: float | None = 30.0,
         headers: dict[str, str] | None = None,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff = RECONNECT,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         sent = {"Authorization": f"Bearer {token}"} if token else {}
@@ -147,7 +147,7 @@ class TetherClient:
         after: int = 0,
         last_event_id: str | None = None,
         children: bool = False,
-    ) -> Iterator[Streamed[StreamEvent]]:
+    ) -> Generator[Streamed[StreamEvent], None, None]:
         """The session's canonical stream events (``view=stream``), each with its id. A
         lost connection (the server restarted, say) is reopened after the last event handed
         over (``Last-Event-ID``), with :attr:`backoff`: no event is missed or repeated.
@@ -183,7 +183,7 @@ class TetherClient:
         after: int = 0,
         last_event_id: str | None = None,
         children: bool = False,
-    ) -> Iterator[Streamed[Record]]:
+    ) -> Generator[Streamed[Record], None, None]:
         """The session's records as stored (``view=records``), followed as :meth:`stream`."""
         return self._follow(
             Follow(
@@ -199,7 +199,7 @@ class TetherClient:
             )
         )
 
-    def _follow(self, state: Follow[T]) -> Iterator[Streamed[T]]:
+    def _follow(self, state: Follow[T]) -> Generator[Streamed[T], None, None]:
         delay = self.backoff.delays()
         lost_at: float | None = None
         timeout = httpx.Timeout(self.timeout, read=STREAM_IDLE)
