@@ -83,17 +83,20 @@ class AsyncTetherClient:
         headers: dict[str, str] | None = None,
         backoff: Backoff = RECONNECT,
         transport: httpx.AsyncBaseTransport | None = None,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         sent = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         self.backoff = backoff
-        self.http = httpx.AsyncClient(
+        self.http = http_client or httpx.AsyncClient(
             base_url=base_url,
             headers={**sent, **(headers or {})},
             timeout=timeout,
             transport=transport,
         )
-        """The ``httpx.AsyncClient`` underneath, for what the methods do not cover."""
+        """The ``httpx.AsyncClient`` underneath (``http_client``, when given one: then
+        ``base_url``, ``token``, ``headers`` and ``transport`` are its own business), for what
+        the methods do not cover."""
 
     async def __aenter__(self) -> Self:
         return self

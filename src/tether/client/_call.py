@@ -58,7 +58,9 @@ class Call(Generic[T]):
         """The JSON body. Every POST says ``Content-Type: application/json``, with a body or
         without one (the server refuses one that does not), so a POST sends at least ``{}``."""
         if self.body is not None:
-            return self.body.model_dump_json(by_alias=True, exclude_none=True).encode()
+            # What the caller gave, null included (an answer may be null); the server's
+            # defaults stand for the rest.
+            return self.body.model_dump_json(by_alias=True, exclude_unset=True).encode()
         return b"{}" if self.method == "POST" else None
 
     def request_headers(self) -> dict[str, str]:

@@ -84,17 +84,20 @@ class TetherClient:
         headers: dict[str, str] | None = None,
         backoff: Backoff = RECONNECT,
         transport: httpx.BaseTransport | None = None,
+        http_client: httpx.Client | None = None,
     ) -> None:
         sent = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         self.backoff = backoff
-        self.http = httpx.Client(
+        self.http = http_client or httpx.Client(
             base_url=base_url,
             headers={**sent, **(headers or {})},
             timeout=timeout,
             transport=transport,
         )
-        """The ``httpx.Client`` underneath, for what the methods do not cover."""
+        """The ``httpx.Client`` underneath (``http_client``, when given one: then
+        ``base_url``, ``token``, ``headers`` and ``transport`` are its own business), for what
+        the methods do not cover."""
 
     def __enter__(self) -> Self:
         return self
