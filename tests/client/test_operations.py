@@ -8,8 +8,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+import pytest
 from pydantic import JsonValue
 
+from tether import errors
 from tether.demo import demo_agents, demo_subagents
 from tether.engine import AgentDefinition, AgentSpec
 from tether.http import DispatchAccepted, ScheduleBody, UpgradeBody
@@ -171,6 +173,11 @@ async def test_the_application_routes(served: Start) -> None:
     me: Any = await client.me()
     assert me.model_dump(by_alias=True)
     assert (await client.budgets()).budgets == []
+    with pytest.raises(errors.NotFound):
+        await client.decide_budget("nope", "approve")
+    sent = await client.send("assistant", "ann", "hello")
+    spent = await client.usage(session=sent.conversation_id)
+    assert spent.model_dump(by_alias=True)
     assert (await client.versions()).versions
     kept = await client.add_schedule(
         ScheduleBody(agent="assistant", instance="ann", body="tick", every=3600)
