@@ -143,7 +143,6 @@ MAY_IMPORT = {
     "client": {"http", "engine", "journal", "stream"},
     "cli": {
         "auth",
-        "client",
         "demo",
         "engine",
         "http",

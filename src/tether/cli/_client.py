@@ -7,24 +7,22 @@ import json
 import shlex
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tether.cli._exit import ExitCode, fail, one_line, stderr
 
-DEFAULT_URL = "http://127.0.0.1:8484"
-"""Where the commands find ``tether serve`` unless told (``tether.client.DEFAULT_URL``)."""
-
 if TYPE_CHECKING:
     import httpx  # imported when a command talks to a server, not for --help
 
     from tether.cli._render import SessionRenderer
-    from tether.client import TetherClient
 
 __all__ = (
     "DEFAULT_URL",
     "TOKEN",
+    "Outcome",
     "answer_command",
     "approve_command",
     "check",
@@ -32,11 +30,16 @@ __all__ = (
     "describe_decision",
     "describe_gate",
     "describe_input",
-    "reach",
+    "pending_gate",
+    "pending_input",
     "render_stream",
     "verified",
+    "wait_for_settlement",
 )
 
+DEFAULT_URL = "http://127.0.0.1:8484"
+WAIT_SLICE = 1.0
+"""Seconds one ``?wait`` may hold a request: how soon ``send --wait`` notices a parked run."""
 PROMPT_WIDTH = 120
 """How much of an input's prompt one line shows."""
 
@@ -50,13 +53,15 @@ TOKEN = typer.Option(
 
 
 @contextlib.contextmanager
-def _reaching(url: str) -> Iterator[None]:
-    """A server that cannot be reached (or is lost midway) ends the command with one line
-    and :attr:`ExitCode.SERVER_UNREACHABLE`."""
+def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[httpx.Client]:
+    """A client of the server at ``url``; a server that cannot be reached (or is lost midway)
+    ends the command with one line and :attr:`ExitCode.SERVER_UNREACHABLE`."""
     import httpx
 
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        yield
+        with httpx.Client(base_url=url, headers=headers, timeout=timeout) as client:
+            yield client
     except httpx.ConnectError as exc:
         fail(
             f"cannot reach the server at {url} ({_reason(exc)}): is `tether serve` running? "
@@ -67,46 +72,6 @@ def _reaching(url: str) -> Iterator[None]:
         fail(f"the server at {url} did not answer in time", ExitCode.SERVER_UNREACHABLE)
     except httpx.TransportError as exc:
         fail(f"lost the server at {url}: {_reason(exc)}", ExitCode.SERVER_UNREACHABLE)
-
-
-@contextlib.contextmanager
-def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[httpx.Client]:
-    """An httpx client of the server at ``url``, for a command that reads the answers'
-    JSON as it is (listings print what the server sent); :func:`reach` wraps it."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with _reaching(url), httpx.Client(base_url=url, headers=headers, timeout=timeout) as client:
-        yield client
-
-
-@contextlib.contextmanager
-def reach(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[TetherClient]:
-    """A :class:`~tether.client.TetherClient` of the server at ``url``. An error answer ends
-    the command with one line (``error: 404 unknown_agent: ...``) and
-    :attr:`ExitCode.FAILED`, as :func:`check` does; a request the client refuses before
-    sending it, likewise (``error: invalid request: runAt: ...``)."""
-    from pydantic import ValidationError
-
-    from tether.client import RequestFailed, TetherClient
-    from tether.errors import TetherError
-
-    try:
-        with connect(url, token, timeout) as http:
-            yield TetherClient(url, timeout=timeout, http_client=http)
-    except RequestFailed as exc:
-        _refused(exc.status, exc.type, str(exc))
-    except TetherError as exc:
-        _refused(getattr(exc, "http_status", 500), exc.code, str(exc))
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"])
-        fail(f"invalid request: {where}: {one_line(problem['msg'])}")
-
-
-def _refused(status: int, kind: str, message: object) -> NoReturn:
-    hint = " (give --auth-token or TETHER_AUTH_TOKEN)" if status == 401 else ""
-    fail(f"{status} {kind}: {one_line(message)}{hint}")
 
 
 def render_stream(
@@ -158,8 +123,27 @@ def check(response: httpx.Response) -> Any:
         body = {"error": {"type": "not_json", "message": response.text[:200]}}
     if response.is_error:
         error = body.get("error", {}) if isinstance(body, dict) else {}
-        _refused(response.status_code, error.get("type", "error"), error.get("message", body))
+        kind, message = error.get("type", "error"), error.get("message", body)
+        hint = " (give --auth-token or TETHER_AUTH_TOKEN)" if response.status_code == 401 else ""
+        fail(f"{response.status_code} {kind}: {one_line(message)}{hint}")
     return body
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a dispatch stands: settled (``settlement``), or held by ``gate``, a pending
+    approval, or by ``input``, a pending input (``GET /inputs``), of its own or of a run
+    ahead of it in the session."""
+
+    submission_id: str
+    settlement: dict[str, Any] | None = None
+    gate: dict[str, Any] | None = None
+    input: dict[str, Any] | None = None
+
+    @property
+    def queued_behind(self) -> bool:
+        held = self.gate if self.gate is not None else self.input
+        return held is not None and held.get("submissionId") != self.submission_id
 
 
 def list_page(
@@ -178,6 +162,64 @@ def list_page(
     with connect(url, token) as client:
         page = check(client.get(path, params=params))
     return list(page[field]), page.get("nextCursor")
+
+
+def wait_for_settlement(
+    client: httpx.Client, agent: str, instance: str, session: str, answer: httpx.Response
+) -> Outcome:
+    """Follow a dispatch answered ``answer`` until it settles or waits for a human (an
+    approval or an input). A ``?wait`` holds each request a second at most, so a park is
+    noticed that fast."""
+    body = check(answer)
+    submission_id = body["submissionId"]
+    if answer.status_code == 200:
+        return Outcome(submission_id, settlement=body)
+    status = body.get("status")
+    while True:
+        if status in ("waiting", "queued"):
+            if gate := pending_gate(client, agent, instance, session):
+                return Outcome(submission_id, gate=gate)
+            if asked := pending_input(client, agent, instance, session):
+                return Outcome(submission_id, input=asked)
+        view = check(
+            client.get(
+                f"/submissions/{submission_id}", params={"wait": True, "timeout": WAIT_SLICE}
+            )
+        )
+        status = view["status"]
+        if status == "settled":
+            return Outcome(submission_id, settlement=view["settlement"])
+
+
+def pending_gate(
+    client: httpx.Client, agent: str, instance: str, session: str
+) -> dict[str, Any] | None:
+    """The approval a session waits for, if any (paging through the instance's pending ones)."""
+    return _first_pending(client, "/approvals", "approvals", agent, instance, session)
+
+
+def pending_input(
+    client: httpx.Client, agent: str, instance: str, session: str
+) -> dict[str, Any] | None:
+    """The input a session waits for, if any (paging through the instance's pending ones)."""
+    return _first_pending(client, "/inputs", "inputs", agent, instance, session)
+
+
+def _first_pending(
+    client: httpx.Client, path: str, name: str, agent: str, instance: str, session: str
+) -> dict[str, Any] | None:
+    params: dict[str, str | int] = {
+        "agent": agent,
+        "instance": instance,
+        "status": "pending",
+        "limit": 1000,
+    }
+    while True:
+        listing = check(client.get(path, params=params))
+        found = [item for item in listing[name] if item["session"] == session]
+        if found or not listing.get("nextCursor"):
+            return found[0] if found else None
+        params["cursor"] = listing["nextCursor"]
 
 
 def approve_command(gate: dict[str, Any], url: str) -> str:

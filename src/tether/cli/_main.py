@@ -137,8 +137,7 @@ def send(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Send a message; with --wait, print the answer."""
-    from tether.http import DispatchBody
-
+    path = f"/agents/{agent}/{instance}"
     message: dict[str, str | float] = {"body": text, "session": session}
     if run_at is not None:
         message["runAt"] = run_at
@@ -146,30 +145,29 @@ def send(
         message["afterSeconds"] = after
     if priority is not None:
         message["priority"] = priority
-    with _client.reach(url, auth_token, timeout=None if wait else 30.0) as client:
-        body = DispatchBody.model_validate(message)
+    with _client.connect(url, auth_token, timeout=None if wait else 30.0) as client:
         if not wait:
-            console.print_json(client.dispatch(agent, instance, body).to_json().decode())
+            console.print_json(data=_client.check(client.post(path, json=message)))
             return
+        params = {"wait": True, "timeout": _client.WAIT_SLICE}
         try:
-            outcome = client.send(agent, instance, body)
+            answer = client.post(path, params=params, json=message)
+            outcome = _client.wait_for_settlement(client, agent, instance, session, answer)
         except KeyboardInterrupt:  # the message stays sent: only the waiting stops
             raise typer.Exit(ExitCode.INTERRUPTED) from None
     waiting = "queued behind a run waiting" if outcome.queued_behind else "waiting"
-    if outcome.approval is not None:
-        gate = json.loads(outcome.approval.to_json())
+    if (gate := outcome.gate) is not None:
         console.print(f"{waiting} for approval: {_client.describe_gate(gate)}")
         console.print(f"  decide it: {_client.approve_command(gate, url)}")
         console.print("  (or add --decision reject --reason TEXT; `tether tail` follows it)")
         raise typer.Exit(ExitCode.WAITING_FOR_APPROVAL)
-    if outcome.input is not None:
-        asked = json.loads(outcome.input.to_json())
+    if (asked := outcome.input) is not None:
         console.print(f"{waiting} for input: {escape(_client.describe_input(asked))}")
         console.print(f"  answer it: {escape(_client.answer_command(asked, url))}")
         console.print("  (VALUE is JSON if it parses, else text; `tether tail` follows it)")
         raise typer.Exit(ExitCode.WAITING_FOR_APPROVAL)
-    assert outcome.settlement is not None
-    settlement = json.loads(outcome.settlement.to_json())
+    settlement = outcome.settlement
+    assert settlement is not None
     result = settlement.get("result")
     if settlement.get("status") == "succeeded":
         console.print(result if isinstance(result, str) else json.dumps(result, indent=2))
@@ -296,15 +294,15 @@ def approve(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Decide a waiting approval."""
-    body: dict[str, Any] = {"reason": reason, "approver": approver}
+    body: dict[str, Any] = {"decision": decision.value, "reason": reason, "approver": approver}
     if decision is Decision.EDIT:
         if args is None:
             fail("--decision edit needs --args JSON (the edited arguments)", ExitCode.USAGE)
         body["args"] = _json_object(args)
     elif args is not None:
         fail("--args goes with --decision edit only", ExitCode.USAGE)
-    with _client.reach(url, auth_token) as client:
-        client.decide(approval_id, decision.value, **body)
+    with _client.connect(url, auth_token) as client:
+        _client.check(client.post(f"/approvals/{approval_id}", json=body))
     console.print(f"{_PAST[decision.value]} {approval_id}")
 
 
