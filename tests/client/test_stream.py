@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tether.client import Backoff, TetherClient
+from tether.client import AsyncTetherClient, Backoff, TetherClient
 from tether.client._stream import Follow
 from tether.errors import UnknownAgent
 from tether.stream import StreamTaskMessageFull
@@ -68,9 +68,9 @@ def frame(event_id: str, event: str, data: bytes) -> bytes:
     return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), event.encode(), data)
 
 
-def test_a_lost_stream_is_reopened_after_the_last_event_handed_over() -> None:
-    """Refused, then answered 503, then cut in the middle of a frame: each time the stream
-    is asked for again, and from where the events handed over end."""
+def scripted() -> tuple[list[str | None], httpx.MockTransport]:
+    """Refused, then answered 503, then cut in the middle of a frame, then the rest: the
+    ``Last-Event-ID`` of each request asked, and the transport that answers them."""
     asked: list[str | None] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -83,18 +83,33 @@ def test_a_lost_stream_is_reopened_after_the_last_event_handed_over() -> None:
         if len(asked) == 3:
             cut = b"id: 2:0\nevent: full\n"  # the rest never came
             return httpx.Response(200, content=b"retry: 2000\n" + frame("1:0", "full", FULL) + cut)
-        return httpx.Response(
-            200,
-            content=frame("2:0", "full", FULL) + frame("3:0", "done", b'{"type":"done","index":0}'),
-        )
+        done = b'{"type":"done","index":0}'
+        return httpx.Response(200, content=frame("2:0", "full", FULL) + frame("3:0", "done", done))
 
-    quick = Backoff(first=0.0, most=0.0, give_up_after=60)
-    with TetherClient(transport=httpx.MockTransport(answer), backoff=quick) as client:
+    return asked, httpx.MockTransport(answer)
+
+
+QUICK = Backoff(first=0.0, most=0.0, give_up_after=60)
+
+
+def test_a_lost_stream_is_reopened_after_the_last_event_handed_over() -> None:
+    asked, transport = scripted()
+    with TetherClient(transport=transport, backoff=QUICK) as client:
         live = client.stream("assistant", "ann")
         items = [next(live) for _ in range(3)]
         live.close()
     assert [item.id for item in items] == ["1:0", "2:0", "3:0"]
     assert isinstance(items[0].data, StreamTaskMessageFull)
+    assert asked == [None, None, None, "1:0"]
+
+
+async def test_the_async_stream_is_reopened_alike() -> None:
+    asked, transport = scripted()
+    async with AsyncTetherClient(transport=transport, backoff=QUICK) as client:
+        live = client.stream("assistant", "ann")
+        items = [await anext(live) for _ in range(3)]
+        await live.aclose()
+    assert [item.id for item in items] == ["1:0", "2:0", "3:0"]
     assert asked == [None, None, None, "1:0"]
 
 
