@@ -143,6 +143,7 @@ MAY_IMPORT = {
     "client": {"http", "engine", "journal", "stream"},
     "cli": {
         "auth",
+        "client",
         "demo",
         "engine",
         "http",

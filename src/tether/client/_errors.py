@@ -93,9 +93,12 @@ def error_from_response(status: int, content: bytes) -> errors.TetherError:
         envelope = body["error"]
         type_, message = str(envelope["type"]), str(envelope["message"])
         details = envelope.get("details")
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+    except orjson.JSONDecodeError:  # a proxy's page, say
         text = content[:200].decode("utf-8", "replace")
-        return RequestFailed(status, "not_an_envelope", text or f"HTTP {status}")
+        return RequestFailed(status, "not_json", text or f"HTTP {status}")
+    except (KeyError, TypeError):
+        text = content[:200].decode("utf-8", "replace")
+        return RequestFailed(status, "not_an_envelope", text)
     kind = error_class(type_)
     if kind is None:
         return RequestFailed(status, type_, message, details)
