@@ -49,6 +49,7 @@ PAGES = (
     "docs/console.md",
     "docs/models.md",
     "docs/versions.md",
+    "docs/client.md",
     *sorted(str(page.relative_to(ROOT)) for page in (ROOT / "docs" / "how-to").glob("*.md")),
 )
 """The pages whose snippets talk to the demo server, in reading order."""

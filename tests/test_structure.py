@@ -140,8 +140,10 @@ MAY_IMPORT = {
     "http": {"auth", "engine", "stream", "journal", "store"},
     "testing": {"store", "journal", "models"},
     "demo": {"agent", "engine", "models"},
+    "client": {"http", "engine", "journal", "stream"},
     "cli": {
         "auth",
+        "client",
         "demo",
         "engine",
         "http",

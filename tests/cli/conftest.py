@@ -37,7 +37,13 @@ def start_server(
     data: Path, log: Path, *args: str, app: str | None = None, **env: str
 ) -> ServerProcess:
     """``tether serve`` on ``data``: the demo agents, or ``app`` (``module:factory``)."""
-    port = free_port()
+    return start_server_on(free_port(), data, log, *args, app=app, **env)
+
+
+def start_server_on(
+    port: int, data: Path, log: Path, *args: str, app: str | None = None, **env: str
+) -> ServerProcess:
+    """:func:`start_server` on ``port``: a restart on the address of one that stopped."""
     store = f"sqlite:///{data}"
     agents = ["--app", app] if app is not None else ["--demo"]
     with log.open("ab") as out:

@@ -116,17 +116,21 @@ def _reason(exc: httpx.TransportError) -> str:
 
 def check(response: httpx.Response) -> Any:
     """The JSON body of a successful answer; an error answer ends the command with one line
-    (``error: 404 unknown_agent: ...``) and :attr:`ExitCode.FAILED`."""
-    try:
-        body = response.json() if response.content else {}
-    except ValueError:
-        body = {"error": {"type": "not_json", "message": response.text[:200]}}
+    (``error: 404 unknown_agent: ...``: the error :mod:`tether.client` reads from the
+    envelope) and :attr:`ExitCode.FAILED`."""
     if response.is_error:
-        error = body.get("error", {}) if isinstance(body, dict) else {}
-        kind, message = error.get("type", "error"), error.get("message", body)
+        # Read as tether.client reads it: the error the server raised, or what the HTTP layer
+        # refused (RequestFailed); light, without the client's wire models.
+        from tether.client import RequestFailed, error_from_response
+
+        error = error_from_response(response.status_code, response.content)
+        kind = error.type if isinstance(error, RequestFailed) else error.code
         hint = " (give --auth-token or TETHER_AUTH_TOKEN)" if response.status_code == 401 else ""
-        fail(f"{response.status_code} {kind}: {one_line(message)}{hint}")
-    return body
+        fail(f"{response.status_code} {kind}: {one_line(error)}{hint}")
+    try:
+        return response.json() if response.content else {}
+    except ValueError:
+        fail(f"{response.status_code} not_json: {one_line(response.text[:200])}")
 
 
 @dataclass(frozen=True)

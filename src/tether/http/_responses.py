@@ -110,9 +110,11 @@ def respond(body: WireResponse, status: int = 200, **headers: str) -> Response:
 
 
 def _a_record(value: object) -> records.Record:
-    if not isinstance(value, records.Record):
-        raise ValueError(f"a Record, not {type(value).__name__}")
-    return value
+    if isinstance(value, records.Record):
+        return value
+    if isinstance(value, Mapping):  # read back from the wire (tether.client): decoded once
+        return records.decode_record(value)
+    raise ValueError(f"a Record, not {type(value).__name__}")
 
 
 class RecordEnvelope(WireResponse):
@@ -136,7 +138,8 @@ class RecordEnvelope(WireResponse):
 
 WireRecord = Annotated[
     records.Record,
-    # A record is checked once, when it is written; a response holds it as it is.
+    # A record is checked once, when it is written; a response holds it as it is. A client
+    # reading the response decodes it from its wire form.
     PlainValidator(_a_record, json_schema_input_type=RecordEnvelope),
     PlainSerializer(records.Record.to_wire),
 ]

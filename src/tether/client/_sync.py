@@ -1,0 +1,277 @@
+"""The blocking client, :class:`TetherClient`: each operation of ``_operations`` sent over an
+``httpx.Client``, and the session stream followed across disconnects."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Generator
+from types import TracebackType
+from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
+
+import httpx
+
+from tether.client import _operations as op
+from tether.client._call import Call, Flow
+from tether.client._errors import error_from_response
+from tether.client._stream import (
+    RECONNECT,
+    STREAM_IDLE,
+    Backoff,
+    Follow,
+    Retry,
+    Streamed,
+    canonical_event,
+    stored_record,
+)
+from tether.records import Record
+from tether.stream import StreamEvent
+
+__all__ = ("DEFAULT_URL", "TetherClient")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:8484"
+"""Where ``tether serve`` listens unless told otherwise."""
+
+
+class _Operation(Generic[P, T]):
+    """An operation as a method of :class:`TetherClient`: what ``build`` describes, sent."""
+
+    def __init__(self, build: Callable[P, Call[T] | Flow[T]]) -> None:
+        self._build = build
+        self.__doc__ = build.__doc__
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, client: TetherClient, owner: type[Any]) -> Callable[P, T]: ...
+    def __get__(self, client: TetherClient | None, owner: type[Any]) -> Self | Callable[P, T]:
+        if client is None:
+            return self
+
+        @functools.wraps(self._build)
+        def send(*args: P.args, **kwargs: P.kwargs) -> T:
+            return client.run(self._build(*args, **kwargs))
+
+        return send
+
+
+class TetherClient:
+    """A client of a Tether server (``tether serve``), blocking: every route of the HTTP
+    API as a method taking and returning the server's own wire models
+    (:mod:`tether.http`), each error answer raised as the :mod:`tether.errors` class the
+    server raised (:class:`~tether.client.RequestFailed` for the HTTP layer's own), and
+    :meth:`stream`, which follows a session across lost connections and server restarts.
+
+    Example::
+
+        from tether.client import TetherClient
+
+        with TetherClient("http://127.0.0.1:8484", token="...") as client:
+            outcome = client.send("assistant", "ann", "hello")
+            for item in client.stream("assistant", "ann", follow=False):
+                print(item.id, item.data.type)
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        token: str | None = None,
+        timeout: float | None = 30.0,
+        headers: dict[str, str] | None = None,
+        backoff: Backoff = RECONNECT,
+        transport: httpx.BaseTransport | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        sent = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = timeout
+        self.backoff = backoff
+        self.http = http_client or httpx.Client(
+            base_url=base_url,
+            headers={**sent, **(headers or {})},
+            timeout=timeout,
+            transport=transport,
+        )
+        """The ``httpx.Client`` underneath (``http_client``, when given one: then
+        ``base_url``, ``token``, ``headers`` and ``transport`` are its own business), for what
+        the methods do not cover."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def call(self, call: Call[T]) -> T:
+        """Send one described request; its answer parsed, or its error raised."""
+        response = self.http.request(
+            call.method,
+            call.path,
+            params=call.query(),
+            content=call.content(),
+            headers=call.request_headers(),
+            timeout=call.timeout(self.http.timeout),
+        )
+        if response.is_error:
+            raise error_from_response(response.status_code, response.content)
+        return call.parse(response)
+
+    def run(self, described: Call[T] | Flow[T]) -> T:
+        """Send a call, or each call of a flow, to its result."""
+        if isinstance(described, Call):
+            return self.call(described)
+        try:
+            call = next(described)
+            while True:
+                call = described.send(self.call(call))
+        except StopIteration as done:
+            return cast(T, done.value)
+
+    # --- the stream ----------------------------------------------------------------------
+
+    def stream(
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        follow: bool = True,
+        after: int = 0,
+        last_event_id: str | None = None,
+        children: bool = False,
+    ) -> Generator[Streamed[StreamEvent], None, None]:
+        """The session's canonical stream events (``view=stream``), each with its id. A
+        lost connection (the server restarted, say) is reopened after the last event handed
+        over (``Last-Event-ID``), with :attr:`backoff`: no event is missed or repeated.
+        Without ``follow`` it ends once the session is at rest; with it, never.
+
+        Example::
+
+            for item in client.stream("assistant", "ann"):
+                if item.data.type == "full":
+                    print(item.data.content)
+        """
+        return self._follow(
+            Follow(
+                agent,
+                instance,
+                canonical_event,
+                "stream",
+                session=session,
+                follow=follow,
+                after=after,
+                children=children,
+                last_event_id=last_event_id,
+            )
+        )
+
+    def stream_records(
+        self,
+        agent: str,
+        instance: str,
+        *,
+        session: str = "default",
+        follow: bool = True,
+        after: int = 0,
+        last_event_id: str | None = None,
+        children: bool = False,
+    ) -> Generator[Streamed[Record], None, None]:
+        """The session's records as stored (``view=records``), followed as :meth:`stream`."""
+        return self._follow(
+            Follow(
+                agent,
+                instance,
+                stored_record,
+                "records",
+                session=session,
+                follow=follow,
+                after=after,
+                children=children,
+                last_event_id=last_event_id,
+            )
+        )
+
+    def _follow(self, state: Follow[T]) -> Generator[Streamed[T], None, None]:
+        delay = self.backoff.delays()
+        lost_at: float | None = None
+        timeout = httpx.Timeout(self.timeout, read=STREAM_IDLE)
+        while True:
+            failure: Exception | None = None
+            try:
+                with self.http.stream(
+                    "GET",
+                    state.path,
+                    params=state.params(),
+                    headers=state.headers(),
+                    timeout=timeout,
+                ) as response:
+                    if response.is_error:
+                        response.read()
+                        raise state.refusal(response.status_code, response.content)
+                    delay, lost_at = self.backoff.delays(), None
+                    for line in response.iter_lines():
+                        if (item := state.feed(line)) is not None:
+                            yield item
+                if not state.follow:
+                    return
+            except (httpx.TransportError, Retry) as exc:
+                failure = exc
+            now = time.monotonic()
+            lost_at = now if lost_at is None else lost_at
+            if failure is not None and now - lost_at > self.backoff.give_up_after:
+                raise failure.error if isinstance(failure, Retry) else failure
+            time.sleep(delay())
+
+    # --- every route ---------------------------------------------------------------------
+
+    dispatch = _Operation(op.dispatch)
+    send = _Operation(op.send)
+    wait = _Operation(op.wait)
+    steer = _Operation(op.steer)
+    follow_up = _Operation(op.follow_up)
+    abort = _Operation(op.abort)
+    compact = _Operation(op.compact)
+    erase = _Operation(op.erase)
+    sessions = _Operation(op.sessions)
+    records = _Operation(op.records)
+    messages = _Operation(op.messages)
+    conversation = _Operation(op.conversation)
+    open_submissions = _Operation(op.open_submissions)
+    submission = _Operation(op.submission)
+    abort_submission = _Operation(op.abort_submission)
+    submission_tree = _Operation(op.submission_tree)
+    fork = _Operation(op.fork)
+    verify = _Operation(op.verify)
+    export = _Operation(op.export)
+    spans = _Operation(op.spans)
+    conversation_usage = _Operation(op.conversation_usage)
+    usage = _Operation(op.usage)
+    approvals = _Operation(op.approvals)
+    pending_approval = _Operation(op.pending_approval)
+    decide = _Operation(op.decide)
+    inputs = _Operation(op.inputs)
+    pending_input = _Operation(op.pending_input)
+    answer = _Operation(op.answer)
+    budgets = _Operation(op.budgets)
+    decide_budget = _Operation(op.decide_budget)
+    agents = _Operation(op.agents)
+    schedules = _Operation(op.schedules)
+    add_schedule = _Operation(op.add_schedule)
+    delete_schedule = _Operation(op.delete_schedule)
+    versions = _Operation(op.versions)
+    upgrade_versions = _Operation(op.upgrade_versions)
+    me = _Operation(op.me)
+    alive = _Operation(op.alive)
+    ready = _Operation(op.ready)
+    metrics = _Operation(op.metrics)
