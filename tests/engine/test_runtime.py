@@ -273,6 +273,58 @@ async def test_a_head_claimed_while_its_sessions_previous_run_winds_down_runs_on
     assert (await store.get_submission("s-2")).attempt_count == 1
 
 
+async def test_a_held_claim_taken_over_meanwhile_is_not_run(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """A claim held while its session's previous run winds down is not renewed. If another
+    worker took it over meanwhile (this process frozen past its lease), it must not start:
+    its run would read the other worker's log and call the model again before its first
+    write was refused (the chaos test's frozen worker did)."""
+    winding_down, ended = asyncio.Event(), asyncio.Event()
+    key = SessionKey("echo", "acme")
+    model = ScriptedModel(lambda r: "echo: " + r.messages[-1].text)
+
+    async def hold_the_first(event: EngineEvent) -> None:
+        if isinstance(event, SubmissionSettledEvent) and event.correlation.submission_id == "s-1":
+            winding_down.set()
+            await ended.wait()
+
+    for n in (1, 2):
+        body = {"kind": "user", "body": f"hi {n}"}
+        await store.admit(NewSubmission(f"s-{n}", key, "conv", body, clock.now()))
+    async with make_runtime({"echo": echo_agent(model)}, observers=[hold_the_first]) as runtime:
+        await asyncio.wait_for(winding_down.wait(), WAIT)
+        coordinator = runtime._coordinator
+        assert coordinator is not None
+        await coordinator.claim_runnable()  # it takes s-2, and holds it
+        held = await store.get_submission("s-2")
+        assert held.owner_id == runtime.config.owner_id
+        calls_before = len(model.calls)
+        # Another worker takes it over: the held claim's lease ran out unrenewed.
+        await store.release("s-2", attempt_id=str(held.attempt_id))
+        taken = await store.claim(
+            "s-2",
+            attempt_id="attempt-of-another-worker",
+            owner_id="another-worker",
+            lease_expires_at=clock.now() + timedelta(hours=1),
+            now=clock.now(),
+        )
+        ended.set()
+        await asyncio.wait_for(_until_idle(runtime), WAIT)
+        assert len(model.calls) == calls_before  # the model was not asked again
+    assert (await store.get_submission("s-2")).owner_id == "another-worker"
+    records = await store.read(taken.conversation_id)
+    assert not [r for r in records if r.attempt_id == held.attempt_id]
+
+
+async def _until_idle(runtime: Runtime) -> None:
+    """Until the worker runs nothing (its held claim started, or was dropped)."""
+    coordinator = runtime._coordinator
+    assert coordinator is not None
+    while coordinator.active:
+        await asyncio.gather(*coordinator.active.values(), return_exceptions=True)
+
+
 async def test_a_run_of_an_agent_no_worker_runs_waits_for_one(
     make_runtime: Make, store: Store, clock: ManualClock
 ) -> None:

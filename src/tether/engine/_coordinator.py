@@ -508,7 +508,11 @@ class Coordinator:
         # Claimed with nothing else of its session unsettled: no steer can predate it.
         self._start(submission, known_clear=True)
 
-    def _start(self, submission: Submission, *, known_clear: bool = False) -> None:
+    def _start(
+        self, submission: Submission, *, known_clear: bool = False, held: bool = False
+    ) -> None:
+        """Run a claimed submission; ``held``: its claim waited for its session's previous
+        run to end, unrenewed, so it may have been taken over meanwhile."""
         context = self.context
         watch = context.steering.open(
             submission.conversation_id,
@@ -516,15 +520,21 @@ class Coordinator:
             known_clear=known_clear,
         )
         context.runs.starting(submission.id)
-        task = asyncio.create_task(self._run(submission, watch), name=f"tether-run-{submission.id}")
+        task = asyncio.create_task(
+            self._run(submission, watch, held=held), name=f"tether-run-{submission.id}"
+        )
         self.active[submission.conversation_id] = task
         task.add_done_callback(functools.partial(self._finished, submission, watch))
 
-    async def _run(self, submission: Submission, watch: SteerWatch) -> None:
+    async def _run(self, submission: Submission, watch: SteerWatch, *, held: bool) -> None:
         context = self.context
         limits = context.limits
         claimed = submission.id in self._slotted
         self._slotted.discard(submission.id)
+        if held and not await self._still_ours(submission):
+            if claimed:
+                limits.forget_claimed(submission)
+            return
         if not await limits.take_run(submission, claimed=claimed):
             # Its agent or tenant reached its limit since the claim looked (another worker
             # took the last slot): given back, not counted as an attempt, and passed over
@@ -541,6 +551,25 @@ class Coordinator:
                 # A slot is free only now, after the settlement's wake-up (which a claim
                 # may have heard while the slot was still held): look again.
                 self.wake.set()
+
+    async def _still_ours(self, submission: Submission) -> bool:
+        """Renew a held claim's lease before its run starts. Held unrenewed while its
+        session's previous run wound down (longer than a lease if this process was frozen),
+        it may have been taken over: a run started on it would read the other worker's log
+        and call its model again before its first write was refused."""
+        context = self.context
+        try:
+            await context.store.renew_lease(
+                submission.id,
+                attempt_id=str(submission.attempt_id),
+                lease_expires_at=context.clock.now() + timedelta(seconds=context.config.lease),
+            )
+        except ClaimLost:
+            logger.info("a held claim of %s was taken over before it started", submission.id)
+            return False
+        except TetherError:
+            pass  # a store hiccup: its heartbeat finds out, as for any run
+        return True
 
     async def _claimed(self, submission: Submission, watch: SteerWatch) -> None:
         context = self.context
@@ -561,6 +590,7 @@ class Coordinator:
         self.context.steering.close(conversation_id, watch)
         self.active.pop(conversation_id, None)
         if conversation_id in self._next and not self.context.closing:
-            self._start(self._next.pop(conversation_id))  # closing: stop() gives it back
+            # closing: stop() gives it back
+            self._start(self._next.pop(conversation_id), held=True)
         if self._waits_for_a_finish:
             self.wake.set()  # a session head or a slot just freed up
