@@ -139,6 +139,8 @@ class Coordinator:
         self.context.limits.defers_give_back = False
         with contextlib.suppress(TetherError):  # no claim to carry them: given back now
             await self.context.limits.flush_give_back()
+        # The calls of this worker's tenant budget shares it never made: others may now.
+        await self.context.tenant_budgets.give_back_shares()
         for waiting in self._next.values():  # claimed, never started: hand it back whole
             with contextlib.suppress(TetherError):
                 await self.context.store.release(
