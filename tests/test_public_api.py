@@ -216,6 +216,7 @@ PUBLIC = {
         "UsageAsk",
         "UsageLimit",
         "UsageRefusal",
+        "UsageLease",
         "UsageReserved",
         "UsageSpent",
         "RetentionStore",

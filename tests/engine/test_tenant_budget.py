@@ -217,9 +217,9 @@ async def test_the_day_turns_at_midnight_utc(store: Store) -> None:
     budgets = gate.of("acme")
     meter = tenant_budget_meter(clock.now)
     with pytest.raises(Exception, match="tenant budget exhausted"):
-        await gate.reserve("acme", cid, budgets, meter)
+        await gate.reserve("acme", budgets, meter)
     await clock.advance(11)  # 00:00:01: a new day, one call spent on it
-    await gate.reserve("acme", cid, budgets, meter)
+    await gate.reserve("acme", budgets, meter)
     day_one = await usage.tenant_usage("acme", start=date(2026, 12, 7), end=date(2026, 12, 8))
     day_two = await usage.tenant_usage("acme", start=date(2026, 12, 8), end=date(2026, 12, 9))
     assert (day_one.model_calls, day_two.model_calls) == (2, 1)

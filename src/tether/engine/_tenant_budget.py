@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Literal
+from typing import Literal, TypeAlias
 
 from pydantic import model_validator
 
@@ -25,7 +25,7 @@ from tether.engine._limits import ANY_TENANT
 from tether.errors import TetherError
 from tether.journal import ToolExecutor, ToolScope
 from tether.messages import ModelRequest, ModelResponse, ToolCall, ToolResult
-from tether.models import DeltaSink, Model
+from tether.models import DeltaSink, Model, cost_of
 from tether.store import (
     UsageAsk,
     UsageLimit,
@@ -164,10 +164,12 @@ class TenantBudgetGate:
         self._renewed_at: datetime | None = None
         self.holder = f"worker:{owner_id}"
         """Whose every reservation of this worker's is: its appends name it."""
-        self._free: dict[tuple[str, tuple[UsageLimit, ...]], int] = {}
+        self._free: dict[_Key, _Share] = {}
         """Calls reserved and not yet taken, by tenant and the limits they were granted
         under."""
-        self._taken: set[tuple[str, tuple[UsageLimit, ...]]] = set()
+        self._taken: set[_Key] = set()
+        self._stale: list[tuple[str, int]] = []
+        """Calls of shares a larger call left stale, to give back (by tenant)."""
         """The shares a call took from since the last heartbeat's pass."""
 
     def of(self, tenant: str | None) -> tuple[TenantBudget, ...]:
@@ -192,7 +194,7 @@ class TenantBudgetGate:
 
     async def reserve(
         self, tenant: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
-    ) -> tuple[str, tuple[UsageLimit, ...]]:
+    ) -> _Key:
         """Reserve one model call of ``tenant``'s: from this worker's share if it holds one
         (no store write), else a new share from the store, waiting while the calls in flight
         hold what is left; :class:`BudgetExhausted` if a budget is used up. The share the
@@ -205,9 +207,9 @@ class TenantBudgetGate:
             now = self._clock.now()
             limits = self._limits(budgets, meter.budget, now)
             key = (tenant, limits)
-            free = self._free.get(key, 0)
-            if free:
-                self._free[key] = free - 1
+            share = self._free.get(key)
+            if share is not None and share.calls:
+                share.calls -= 1
                 self._taken.add(key)
                 self._in_flight += 1
                 return key
@@ -219,8 +221,12 @@ class TenantBudgetGate:
                 UsageAsk(tenant, self.holder, self._owner_id, expires, limits, calls), now=now
             )
             if not isinstance(found, UsageRefusal):
-                if found > 1:
-                    self._free[key] = self._free.get(key, 0) + found - 1
+                share = self._free.setdefault(key, _Share(0, found.tokens, found.cost_usd))
+                share.calls += found.calls - 1
+                share.tokens = min(share.tokens, found.tokens) if share.calls else found.tokens
+                share.cost_usd = (
+                    min(share.cost_usd, found.cost_usd) if share.calls else found.cost_usd
+                )
                 self._taken.add(key)
                 self._in_flight += 1
                 return key
@@ -228,16 +234,27 @@ class TenantBudgetGate:
                 raise _exhausted(tenant, budgets[found.index], found, "model", meter)
             await self._clock.sleep(self._poll)
 
-    def done(self, key: tuple[str, tuple[UsageLimit, ...]], share: UsageShare | None) -> None:
+    def done(
+        self, key: _Key, answered: UsageShare | None, spent: tuple[int, float] = (0, 0.0)
+    ) -> None:
         """A call reserved from the share ``key`` is over: an answered one's reservation is
-        given back by the append of its completion (``share`` counts it until then), an
-        unanswered one's goes back to the share, for the next call."""
+        given back by the append of its completion (``answered`` counts it until then), an
+        unanswered one's goes back to the share, for the next call. A call that ``spent``
+        more tokens or dollars than the share's calls hold leaves the rest of the share
+        stale: given back at the next heartbeat, the next call reserving anew (holding the
+        larger call), as a call reserved alone would."""
         self._in_flight -= 1
-        if share is not None:
-            share.answered += 1
-            self._pending += 1
-        else:
-            self._free[key] = self._free.get(key, 0) + 1
+        share = self._free.get(key)
+        if answered is None:
+            if share is not None:
+                share.calls += 1
+            return
+        answered.answered += 1
+        self._pending += 1
+        if share is not None and (spent[0] > share.tokens or spent[1] > share.cost_usd):
+            stale = self._free.pop(key)
+            if stale.calls:
+                self._stale.append((key[0], stale.calls))
 
     def appended(self, share: UsageShare, completions: int) -> None:
         """``completions`` of ``share``'s answered calls were appended, naming this worker:
@@ -265,14 +282,17 @@ class TenantBudgetGate:
         store = self._store
         if store is None:
             return
-        idle = [k for k, n in self._free.items() if n and not (idle_only and k in self._taken)]
+        taken = self._taken if idle_only else set()
+        idle = [k for k, share in self._free.items() if share.calls and k not in taken]
         self._taken.clear()
-        for key in idle:
-            calls = self._free.pop(key)
+        given = [(key[0], self._free.pop(key).calls) for key in idle]
+        given += self._stale
+        self._stale = []
+        for tenant, calls in given:
             try:
-                await store.release_usage(key[0], holder=self.holder, calls=calls)
+                await store.release_usage(tenant, holder=self.holder, calls=calls)
             except TetherError:  # they expire within a lease
-                logger.warning("could not give back a share of %s", key[0], exc_info=True)
+                logger.warning("could not give back a share of %s", tenant, exc_info=True)
 
     async def check_tool(
         self, tenant: str, budgets: Sequence[TenantBudget], meter: BudgetMeter
@@ -294,13 +314,20 @@ class TenantBudgetGate:
                 refused = UsageRefusal(0, "toolCalls", used, most, spent, _NONE, False)
                 raise _exhausted(tenant, budget, refused, "tool", meter)
 
+    def _holding(self) -> bool:
+        return (
+            self._in_flight > 0
+            or self._pending > 0
+            or bool(self._stale)
+            or any(s.calls for s in self._free.values())
+        )
+
     async def renew(self) -> None:
         """Move this worker's reservations on by a lease, while it holds any: at the
         worker's heartbeat and at each of its runs' (once for them all within a sixth of a
         lease: one write renews every reservation of the worker). A share no call took from
         since the last pass is given back first."""
-        holding = self._in_flight > 0 or self._pending > 0 or any(self._free.values())
-        if self._store is None or not holding:
+        if self._store is None or not self._holding():
             return
         now = self._clock.now()
         if self._renewed_at is not None and now - self._renewed_at < timedelta(
@@ -309,7 +336,7 @@ class TenantBudgetGate:
             return
         self._renewed_at = now
         await self.give_back_shares(idle_only=True)
-        if self._in_flight > 0 or self._pending > 0 or any(self._free.values()):
+        if self._holding():
             until = now + timedelta(seconds=self._lease)
             await self._store.renew_usage(self._owner_id, expires_at=until)
 
@@ -323,6 +350,19 @@ def _plus_cost(limit: float | None, more: float | None) -> float | None:
 
 
 _NONE = UsageReserved()
+
+
+_Key: TypeAlias = tuple[str, tuple[UsageLimit, ...]]
+"""A share's tenant and the limits it was granted under."""
+
+
+@dataclass(slots=True)
+class _Share:
+    """Calls reserved and not yet taken, each holding ``tokens`` and ``cost_usd``."""
+
+    calls: int
+    tokens: int
+    cost_usd: float
 
 
 @dataclass(slots=True)
@@ -387,18 +427,37 @@ class TenantBudgetedModel:
         self._share = share
         self._budgets = budgets
         self._meter = meter
+        self._counted = any(b.tokens is not None for b in budgets)
+        self._priced = any(b.cost_usd is not None for b in budgets)
 
     async def request(
         self, request: ModelRequest, stream: DeltaSink | None = None
     ) -> ModelResponse:
         key = await self._gate.reserve(self._tenant, self._budgets, self._meter)
         answered: UsageShare | None = None
+        spent: tuple[int, float] = (0, 0.0)
         try:
             response = await self._inner.request(request, stream)
             answered = self._share
+            spent = _spent_by(request, response, self._counted, priced=self._priced)
             return response
         finally:
-            self._gate.done(key, answered)
+            self._gate.done(key, answered, spent)
+
+
+def _spent_by(
+    request: ModelRequest, response: ModelResponse, counted: bool, *, priced: bool
+) -> tuple[int, float]:
+    """A call's tokens and cost as the journal counts them, each only if a budget limits it
+    (``counted``, ``priced``: else nothing, which no share's hold is under)."""
+    usage = response.usage
+    tokens = 0
+    if counted and usage is not None:
+        tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
+    cost = response.cost if priced else None
+    if cost is None and priced and usage is not None:
+        cost = cost_of(request.model, usage)
+    return tokens, cost or 0.0
 
 
 class TenantBudgetedTools:

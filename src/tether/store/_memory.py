@@ -109,6 +109,7 @@ from tether.store._types import (
 )
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -1415,7 +1416,7 @@ class MemoryStore(
         found = await self.lease_usage(ask, now=now)
         return found if isinstance(found, UsageRefusal) else None
 
-    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> int | UsageRefusal:
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
         check_usage_ask(ask)
         now = stored_time(now)
         self._check_open()
@@ -1439,7 +1440,7 @@ class MemoryStore(
         self._reservations.extend(
             _Reservation(ask.tenant, ask.holder, ask.owner_id, *hold, until) for _ in range(granted)
         )
-        return granted
+        return UsageLease(granted, *hold)
 
     async def release_usage(self, tenant: str, *, holder: str, calls: int = 1) -> None:
         self._check_open()

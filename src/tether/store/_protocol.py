@@ -42,7 +42,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent
+from tether.store._usage import UsageAsk, UsageLease, UsageRefusal, UsageSpent
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (
@@ -990,11 +990,11 @@ class UsageStore(Protocol):
         transaction serialized per tenant. ``ValueError`` for a malformed ask."""
         ...
 
-    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> int | UsageRefusal:
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
         """As :meth:`reserve_usage`, reserving up to ``ask.calls`` calls for ``ask.holder``
         at once (a worker's share, sized by ``tether.store._usage.share_of``: no more than
-        half of what each limit has left), and answering how many it reserved (at least
-        one) or why it reserved none."""
+        half of what each limit has left), and answering what it reserved (at least one
+        call) or why it reserved none."""
         ...
 
     async def release_usage(self, tenant: str, *, holder: str, calls: int = 1) -> None:

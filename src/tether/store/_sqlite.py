@@ -94,7 +94,7 @@ from tether.store._types import (
     SubmissionStatus,
     utc_now,
 )
-from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent, check_usage_ask
+from tether.store._usage import UsageAsk, UsageLease, UsageRefusal, UsageSpent, check_usage_ask
 from tether.store._versions import (
     VersionCount,
     VersionsServed,
@@ -795,7 +795,7 @@ class SqliteStore(
         found = await self.lease_usage(ask, now=now)
         return found if isinstance(found, UsageRefusal) else None
 
-    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> int | UsageRefusal:
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
         check_usage_ask(ask)
         return await self._write(usage_sql.lease_usage, ask, stored_time(now))
 

@@ -13,6 +13,7 @@ from tether.records import Record
 from tether.store._common import to_micros
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -82,7 +83,9 @@ def tenant_usage(conn: sqlite3.Connection, tenant: str, start: date, end: date) 
     )
 
 
-def lease_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> int | UsageRefusal:
+def lease_usage(
+    conn: sqlite3.Connection, ask: UsageAsk, now: datetime
+) -> UsageLease | UsageRefusal:
     """In the writer's transaction: no other process decides meanwhile."""
     conn.execute(
         "DELETE FROM usage_reservations WHERE tenant = ? AND expires_at <= ?",
@@ -106,7 +109,7 @@ def lease_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> int |
         "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
         [row] * granted,
     )
-    return granted
+    return UsageLease(granted, *hold)
 
 
 def release_usage(conn: sqlite3.Connection, tenant: str, holder: str, calls: int) -> None:

@@ -39,6 +39,7 @@ __all__ = (
     "TOOL_KIND",
     "DaySpend",
     "UsageAsk",
+    "UsageLease",
     "UsageLimit",
     "UsageRefusal",
     "UsageReserved",
@@ -149,6 +150,16 @@ class UsageAsk:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageLease:
+    """What ``UsageStore.lease_usage`` reserved: ``calls`` calls, each holding ``tokens``
+    tokens and ``cost_usd`` dollars (the largest call of the periods asked so far)."""
+
+    calls: int
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReserved:
     """The live reservations of a tenant: how many, and the tokens and cost they hold."""
 
@@ -227,7 +238,8 @@ def share_of(
     """How many calls a granted ``ask`` reserves (each holding ``hold``, :func:`held_by`): up
     to ``ask.calls``, and no more than half of what each limit has left for calls asked one at
     a time (at least the one granted), so that near a limit a share shrinks to single calls
-    and one worker's share never holds all that is left."""
+    and one worker's share never holds all that is left. Under a token or cost limit with no
+    call of its periods yet (a hold of nothing), one: there is nothing to size a share by."""
     granted = ask.calls
     tokens_hold, cost_hold = hold
     for limit, spent in zip(ask.limits, spents, strict=True):
@@ -236,10 +248,14 @@ def share_of(
         if limit.model_calls is not None:
             left = limit.model_calls - spent.model_calls - reserved.calls
             granted = min(granted, max(1, left // 2))
-        if limit.tokens is not None and tokens_hold > 0:
+        if (limit.tokens is not None and tokens_hold <= 0) or (
+            limit.cost_usd is not None and cost_hold <= 0
+        ):
+            return 1
+        if limit.tokens is not None:
             left = -(-(limit.tokens - spent.tokens - reserved.tokens) // tokens_hold)
             granted = min(granted, max(1, left // 2))
-        if limit.cost_usd is not None and cost_hold > 0:
+        if limit.cost_usd is not None:
             left = math.ceil((limit.cost_usd - spent.cost_usd - reserved.cost_usd) / cost_hold)
             granted = min(granted, max(1, left // 2))
     return max(1, granted)

@@ -84,6 +84,7 @@ from tether.store._types import (
 )
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageSpent,
     check_usage_ask,
@@ -1085,7 +1086,7 @@ class PostgresStore(
         found = await self.lease_usage(ask, now=now)
         return found if isinstance(found, UsageRefusal) else None
 
-    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> int | UsageRefusal:
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
         check_usage_ask(ask)
         return await self._run(_usage.lease_usage, ask, stored_time(now))
 

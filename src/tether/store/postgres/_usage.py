@@ -15,6 +15,7 @@ from psycopg.rows import TupleRow
 from tether.records import Record
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
@@ -87,7 +88,7 @@ async def tenant_usage(conn: Conn, tenant: str, start: date, end: date) -> Usage
     )
 
 
-async def lease_usage(conn: Conn, ask: UsageAsk, now: datetime) -> int | UsageRefusal:
+async def lease_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageLease | UsageRefusal:
     """In a transaction (the store's ``_run``): the tenant's lock is held to its commit."""
     await conn.execute(_LOCK, (ask.tenant,))
     await conn.execute(
@@ -114,7 +115,7 @@ async def lease_usage(conn: Conn, ask: UsageAsk, now: datetime) -> int | UsageRe
         "expires_at) SELECT %s, %s, %s, %s, %s, %s FROM generate_series(1, %s)",
         (ask.tenant, ask.holder, ask.owner_id, *hold, ask.expires_at, granted),
     )
-    return granted
+    return UsageLease(granted, *hold)
 
 
 async def release_usage(conn: Conn, tenant: str, holder: str, calls: int) -> None:
