@@ -38,6 +38,10 @@ from tether.store import (
     SqliteStore,
     Store,
     StoreCapabilities,
+    UsageAsk,
+    UsageLease,
+    UsageLimit,
+    UsageRefusal,
     UsageSpent,
     require_capability,
 )
@@ -345,3 +349,42 @@ async def test_a_long_call_keeps_its_reservation_across_leases(
         model.release.set()
         outcome = await settle(runtime, receipt.submission_id)
         assert outcome["status"] == "succeeded"
+
+
+async def test_a_worker_takes_its_calls_from_a_share_given_back_as_they_are_appended(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """A worker reserves a share of its tenant's budget at once and takes its runs' calls from
+    it: one store reservation for five calls; each completion's append gives its call's back,
+    and the calls never made go back when the runtime stops."""
+    usage = require_capability(StoreCapabilities.of(store).usage, "usage")
+    leases: list[int] = []
+    lease = usage.lease_usage
+
+    async def counted(ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
+        found = await lease(ask, now=now)
+        leases.append(found.calls if isinstance(found, UsageLease) else 0)
+        return found
+
+    usage.lease_usage = counted  # type: ignore[method-assign]
+    model = costly()
+    budgets = {"acme": TenantBudget(model_calls=100)}
+
+    async def held() -> int:
+        now = clock.now()
+        start, end = period_bounds("day", now)
+        probe = UsageAsk(
+            "acme", "probe", "probe", now + timedelta(seconds=30), (UsageLimit(start, end, 0),)
+        )
+        refused = await usage.reserve_usage(probe, now=now)
+        assert refused is not None
+        return refused.reserved.calls
+
+    async with make_runtime({"a": define(model)}, tenant_budgets=budgets) as runtime:
+        run = await runtime.dispatch("a", "i", "go", tenant="acme", budget=Budget(model_calls=5))
+        outcome = await settle(runtime, run.submission_id)
+        assert outcome["errorCode"] == BUDGET_EXHAUSTED and model.invocations == 5
+        assert leases == [16]  # one round trip for the five calls
+        assert (await runtime.tenant_usage("acme")).spent.model_calls == 5
+        assert await held() == 11  # the five calls' reservations went with their completions
+    assert await held() == 0  # the share's calls never made: given back at the stop
