@@ -26,6 +26,7 @@ from tether.engine import (
 )
 from tether.engine._tenant_budget import (
     TenantBudgetGate,
+    UsageShare,
     budget_of,
     period_bounds,
     tenant_budget_meter,
@@ -388,3 +389,38 @@ async def test_a_worker_takes_its_calls_from_a_share_given_back_as_they_are_appe
         assert (await runtime.tenant_usage("acme")).spent.model_calls == 5
         assert await held() == 11  # the five calls' reservations went with their completions
     assert await held() == 0  # the share's calls never made: given back at the stop
+
+
+async def test_a_share_gives_back_what_no_append_will(store: Store) -> None:
+    """The gate's own give-backs: an answered call whose completion its attempt never
+    appended, when the attempt ends; an unanswered call's reservation goes back to the share
+    (no store write); a share no call took from since the last heartbeat's pass, at the next."""
+    usage = require_capability(StoreCapabilities.of(store).usage, "usage")
+    clock = ManualClock(datetime(2026, 12, 7, 12, tzinfo=UTC))
+    gate = TenantBudgetGate(
+        usage, {"acme": TenantBudget(model_calls=100)}, clock=clock, owner_id="w", lease=30, poll=1
+    )
+    budgets, meter = gate.of("acme"), tenant_budget_meter(clock.now)
+
+    async def held() -> int:
+        now = clock.now()
+        start, end = period_bounds("day", now)
+        probe = UsageAsk(
+            "acme", "probe", "probe", now + timedelta(seconds=30), (UsageLimit(start, end, 0),)
+        )
+        refused = await usage.reserve_usage(probe, now=now)
+        assert refused is not None
+        return refused.reserved.calls
+
+    share = UsageShare()
+    gate.done(await gate.reserve("acme", budgets, meter), share)  # answered, never appended
+    assert await held() == 16
+    await gate.forget("acme", share)
+    assert await held() == 15 and share.answered == share.appended
+    gate.done(await gate.reserve("acme", budgets, meter), None)  # failed: back to the share
+    assert await held() == 15
+    await gate.renew()  # a call took from the share since the last pass: kept, renewed
+    assert await held() == 15
+    await clock.advance(6)
+    await gate.renew()  # none since: given back
+    assert await held() == 0
