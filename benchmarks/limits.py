@@ -10,8 +10,10 @@ how exact a rate limit shared by 4 worker processes on PostgreSQL is (issue 41, 
 CPU time (every thread's) per turn, median of ``--rounds`` rounds taken in turn: without a
 budget or a limit, with a budget on the agent (checked before the call, counted after), with
 a rate on the model (one grant per call, never refused), with a limit of runs in flight on
-the agent (claims pass over what is at its limit; a slot taken and given back per run).
-The goal: each under 5% of a turn's CPU.
+the agent (claims pass over what is at its limit; a slot taken and given back per run), a
+tenant's runs with no budget and with a day budget. The goal: each under 5% of a turn's CPU;
+and a tenant's day budget (its reservations: a worker's share of calls, given back by the
+appends) under 5% over the same tenant's runs without one, in the same run.
 
 **Instructions per turn** (``--instructions``, needs valgrind): the same turns on SQLite (at
 ``synchronous=OFF``: an fsync costs time, not instructions), each variant in a process of its
@@ -126,7 +128,8 @@ def _variants(turns: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         # A tenant's runs: their usage is added up in the store with each completion (an
         # upsert in the append's commit; on PostgreSQL the append takes the checked path).
         "a tenant, no budget": ({}, {"tenant": "acme"}),
-        # ... and reserved against its day budget before each call (a store round trip).
+        # ... and reserved against its day budget before each call (from the worker's share
+        # of calls, a store round trip per share; the completion's append gives it back).
         "a tenant's day budget": (
             {},
             {"tenant": "acme", "tenant_budgets": {"acme": TenantBudget(model_calls=10**9)}},
@@ -271,6 +274,20 @@ def instruction_section(args: argparse.Namespace) -> list[Goal]:
     ours = found["this checkout"][1]
     before = found.get("baseline")
     goals = []
+    # The budget's own cost: a tenant's day budget over the same tenant's runs without one.
+    tenant, budgeted = "a tenant, no budget", "a tenant's day budget"
+    if tenant in ours and budgeted in ours:
+        measured = f"{ours[budgeted] - ours[tenant]:+.2%}"
+        if before is not None and tenant in before[1] and budgeted in before[1]:
+            measured += f" (baseline {before[1][budgeted] - before[1][tenant]:+.2%})"
+        goals.append(
+            Goal(
+                "a tenant's day budget over a tenant with none (sqlite, instructions) "
+                "under 5% of a turn's",
+                measured,
+                judged(ours[budgeted] - ours[tenant] < GOAL_OVERHEAD, args.turns >= 100),
+            )
+        )
     for name in names:
         measured = f"{ours[name]:+.2%}"
         if before is not None:
@@ -496,6 +513,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--baseline", type=Path, help="with --instructions: another checkout of Tether to count"
     )
+    parser.add_argument(
+        "--turns-only",
+        action="store_true",
+        help="measure the turns (and count their instructions) only: no claims, no shared rate",
+    )
     return parser
 
 
@@ -527,6 +549,21 @@ async def main(args: argparse.Namespace) -> None:
                         judged(overhead < GOAL_OVERHEAD, judge),
                     )
                 )
+            # What the budget itself costs: its reservations, over the same tenant's runs
+            # with no budget (whose usage the appends add up either way).
+            without, budgeted = by["a tenant, no budget"], by["a tenant's day budget"]
+            overhead = (budgeted - without) / without
+            goals.append(
+                Goal(
+                    f"a tenant's day budget over a tenant with none ({backend}) "
+                    "under 5% of a turn's CPU",
+                    f"{overhead:+.1%}",
+                    judged(overhead < GOAL_OVERHEAD, judge),
+                )
+            )
+        if args.turns_only:
+            print_goals(goals)
+            return
         claims = await claim_section(args, url, Path(tmp))
         for backend, by in claims.items():
             before = by["before limits (no held_back)"]

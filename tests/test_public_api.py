@@ -289,6 +289,7 @@ PUBLIC = {
         "UsageAsk",
         "UsageLimit",
         "UsageRefusal",
+        "UsageLease",
         "UsageReserved",
         "UsageSpent",
         "RetentionStore",

@@ -26,6 +26,7 @@ from tether.engine import (
 )
 from tether.engine._tenant_budget import (
     TenantBudgetGate,
+    UsageShare,
     budget_of,
     period_bounds,
     tenant_budget_meter,
@@ -38,6 +39,10 @@ from tether.store import (
     SqliteStore,
     Store,
     StoreCapabilities,
+    UsageAsk,
+    UsageLease,
+    UsageLimit,
+    UsageRefusal,
     UsageSpent,
     require_capability,
 )
@@ -217,9 +222,9 @@ async def test_the_day_turns_at_midnight_utc(store: Store) -> None:
     budgets = gate.of("acme")
     meter = tenant_budget_meter(clock.now)
     with pytest.raises(Exception, match="tenant budget exhausted"):
-        await gate.reserve("acme", cid, budgets, meter)
+        await gate.reserve("acme", budgets, meter)
     await clock.advance(11)  # 00:00:01: a new day, one call spent on it
-    await gate.reserve("acme", cid, budgets, meter)
+    await gate.reserve("acme", budgets, meter)
     day_one = await usage.tenant_usage("acme", start=date(2026, 12, 7), end=date(2026, 12, 8))
     day_two = await usage.tenant_usage("acme", start=date(2026, 12, 8), end=date(2026, 12, 9))
     assert (day_one.model_calls, day_two.model_calls) == (2, 1)
@@ -345,3 +350,77 @@ async def test_a_long_call_keeps_its_reservation_across_leases(
         model.release.set()
         outcome = await settle(runtime, receipt.submission_id)
         assert outcome["status"] == "succeeded"
+
+
+async def test_a_worker_takes_its_calls_from_a_share_given_back_as_they_are_appended(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    """A worker reserves a share of its tenant's budget at once and takes its runs' calls from
+    it: one store reservation for five calls; each completion's append gives its call's back,
+    and the calls never made go back when the runtime stops."""
+    usage = require_capability(StoreCapabilities.of(store).usage, "usage")
+    leases: list[int] = []
+    lease = usage.lease_usage
+
+    async def counted(ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
+        found = await lease(ask, now=now)
+        leases.append(found.calls if isinstance(found, UsageLease) else 0)
+        return found
+
+    usage.lease_usage = counted  # type: ignore[method-assign]
+    model = costly()
+    budgets = {"acme": TenantBudget(model_calls=100)}
+
+    async def held() -> int:
+        now = clock.now()
+        start, end = period_bounds("day", now)
+        probe = UsageAsk(
+            "acme", "probe", "probe", now + timedelta(seconds=30), (UsageLimit(start, end, 0),)
+        )
+        refused = await usage.reserve_usage(probe, now=now)
+        assert refused is not None
+        return refused.reserved.calls
+
+    async with make_runtime({"a": define(model)}, tenant_budgets=budgets) as runtime:
+        run = await runtime.dispatch("a", "i", "go", tenant="acme", budget=Budget(model_calls=5))
+        outcome = await settle(runtime, run.submission_id)
+        assert outcome["errorCode"] == BUDGET_EXHAUSTED and model.invocations == 5
+        assert leases == [16]  # one round trip for the five calls
+        assert (await runtime.tenant_usage("acme")).spent.model_calls == 5
+        assert await held() == 11  # the five calls' reservations went with their completions
+    assert await held() == 0  # the share's calls never made: given back at the stop
+
+
+async def test_a_share_gives_back_what_no_append_will(store: Store) -> None:
+    """The gate's own give-backs: an answered call whose completion its attempt never
+    appended, when the attempt ends; an unanswered call's reservation goes back to the share
+    (no store write); a share no call took from since the last heartbeat's pass, at the next."""
+    usage = require_capability(StoreCapabilities.of(store).usage, "usage")
+    clock = ManualClock(datetime(2026, 12, 7, 12, tzinfo=UTC))
+    gate = TenantBudgetGate(
+        usage, {"acme": TenantBudget(model_calls=100)}, clock=clock, owner_id="w", lease=30, poll=1
+    )
+    budgets, meter = gate.of("acme"), tenant_budget_meter(clock.now)
+
+    async def held() -> int:
+        now = clock.now()
+        start, end = period_bounds("day", now)
+        probe = UsageAsk(
+            "acme", "probe", "probe", now + timedelta(seconds=30), (UsageLimit(start, end, 0),)
+        )
+        refused = await usage.reserve_usage(probe, now=now)
+        assert refused is not None
+        return refused.reserved.calls
+
+    share = UsageShare()
+    gate.done(await gate.reserve("acme", budgets, meter), share)  # answered, never appended
+    assert await held() == 16
+    await gate.forget("acme", share)
+    assert await held() == 15 and share.answered == share.appended
+    gate.done(await gate.reserve("acme", budgets, meter), None)  # failed: back to the share
+    assert await held() == 15
+    await gate.renew()  # a call took from the share since the last pass: kept, renewed
+    assert await held() == 15
+    await clock.advance(6)
+    await gate.renew()  # none since: given back
+    assert await held() == 0

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -68,6 +69,7 @@ from tether.engine._supervise import supervise
 from tether.engine._tenant_budget import (
     TenantBudgetedModel,
     TenantBudgetedTools,
+    UsageShare,
     tenant_budget_meter,
 )
 from tether.engine._versions import VERSION_DIVERGED
@@ -305,6 +307,8 @@ class _Attempt:
         self.tenant_budgets = context.tenant_budgets.of(submission.tenant)
         """The budgets of this submission's tenant per period (docs/budgets.md)."""
         self.tenant_meter = tenant_budget_meter(context.clock.now) if self.tenant_budgets else None
+        self.usage_share = UsageShare() if self.tenant_meter is not None else None
+        """Its calls on its worker's share of its tenant's budgets, given back as appended."""
         """This submission's extensions of its tenant's budgets, read from its log."""
         if self.meters and self.delegation is not None:
             self.delegation.on_delivered = self._child_delivered
@@ -422,6 +426,8 @@ class _Attempt:
             # cycle that would keep the journal's view, a whole conversation's records, alive
             # until the collector's next full pass, long after the view cache dropped it.
             self._journal_used = None
+            if self.usage_share is not None and sub.tenant is not None:
+                await self.context.tenant_budgets.forget(sub.tenant, self.usage_share)
 
     async def _classify(self, work: asyncio.Task[SubmissionSettled], stop: Stop) -> None:
         sub = self.submission
@@ -670,8 +676,20 @@ class _Attempt:
                 model_calls=self._model_calls(spec),
                 now=self.context.clock.now,
                 clock=self.context.clock,
+                **self._usage_hooks(),
             ),
         )
+
+    def _usage_hooks(self) -> dict[str, Any]:
+        """Under a tenant budget, its completions give back its worker's reservations."""
+        share, gate = self.usage_share, self.context.tenant_budgets
+        if share is None:
+            return {}
+
+        def appended(completions: int) -> None:
+            gate.appended(share, completions)
+
+        return {"usage_holder": gate.holder, "usage_appended": appended}
 
     def _wrappers(self) -> EffectWrappers:
         """Every model client and tool executor invoked: instrumented, and, under a budget,
@@ -684,12 +702,13 @@ class _Attempt:
         limits, submission = self.context.limits, self.submission
         tenant_budgets, tenant_meter = self.tenant_budgets, self.tenant_meter
         gate, tenant = self.context.tenant_budgets, submission.tenant
+        share = self.usage_share
 
         def model(inner: Model) -> Model:
             wrapped = limits.model(events.model(inner, correlation), submission)
-            if tenant_meter is not None and tenant is not None:
+            if tenant_meter is not None and tenant is not None and share is not None:
                 wrapped = TenantBudgetedModel(
-                    wrapped, gate, tenant, submission.conversation_id, tenant_budgets, tenant_meter
+                    wrapped, gate, tenant, share, tenant_budgets, tenant_meter
                 )
             return BudgetedModel(wrapped, meters, now) if meters else wrapped
 

@@ -137,6 +137,8 @@ class Coordinator:
                 set(self.active.values()), timeout=self.context.config.shutdown_timeout
             )
         self.context.limits.defers_give_back = False
+        # The calls of this worker's tenant budget shares it never made: others may now.
+        await self.context.tenant_budgets.give_back_shares()
         for waiting in self._next.values():  # claimed, never started: hand it back whole
             if waiting.id in self._slotted:  # its claim took its slots: they go back too
                 self._slotted.discard(waiting.id)

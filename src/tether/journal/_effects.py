@@ -162,6 +162,12 @@ class JournalHooks:
     now: Callable[[], datetime] = _utc_now
     clock: RetryClock | None = None
     """What measures a tool policy's timeouts and waits (``None``: the event loop)."""
+    usage_holder: str | None = None
+    """Whose tenant usage reservations the model calls it appends give back (a worker's
+    share, ``UsageStore.append``'s ``usage_holder``); ``None``: the conversation's."""
+    usage_appended: Callable[[int], None] | None = None
+    """Told, as each append with a ``usage_holder`` commits, how many model calls it
+    completed (each gave a reservation back)."""
 
     def replaying(self) -> JournalHooks:
         """The hooks of a replay: no observer, steering, delegation or wrappers (nothing is

@@ -12,12 +12,14 @@ from typing import Final, TypeAlias
 from tether.errors import JournalError
 from tether.journal._effects import NO_HOOKS, NO_STAMP, JournalHooks, Stamp
 from tether.journal._view import LogView
-from tether.records import Payload, Record, RecordDraft
+from tether.records import AssistantMessageCompleted, Payload, Record, RecordDraft
 from tether.store import ClaimSettlement, LogStore, StoreCapabilities
 
 __all__ = ("NOT_MINTED", "Fence", "JournalLog", "NotMinted")
 
 logger = logging.getLogger("tether.journal")
+
+_COMPLETED: Final = AssistantMessageCompleted.KIND
 
 
 class NotMinted(enum.Enum):
@@ -67,6 +69,8 @@ class JournalLog:
         self._on_commit = getattr(hooks.observer, "on_commit", None)
         self.view = view
         self.redact = hooks.redact
+        self.usage_holder = hooks.usage_holder
+        self._usage_appended = hooks.usage_appended
         """Applied to error text (tool errors, execution failures) before it is written."""
         self._capabilities = capabilities
         self._lock = asyncio.Lock()
@@ -106,7 +110,19 @@ class JournalLog:
         async with self._lock:
             head = self.head if expected_seq is None else expected_seq
             started = time.perf_counter() if self._on_commit is not None else 0.0
-            if settle is None:
+            holder = self.usage_holder
+            if holder is not None and (usage := self.capabilities.usage) is not None:
+                records = await usage.append_spending(
+                    self.conversation_id,
+                    drafts,
+                    expected_seq=head,
+                    fence=self.store_fence,
+                    usage_holder=holder,
+                    settle=settle,
+                )
+                if self._usage_appended is not None:  # before any await: counted if committed
+                    self._usage_appended(_completions(records))
+            elif settle is None:
                 records = await self.store.append(
                     self.conversation_id, drafts, expected_seq=head, fence=self.store_fence
                 )
@@ -134,3 +150,14 @@ class JournalLog:
             except Exception:  # an observer never fails a run
                 logger.exception("journal observer failed on_record")
         return records
+
+
+def _completions(records: Sequence[Record]) -> int:
+    """The model calls ``records`` complete (an interrupted completion is no call's)."""
+    done = 0
+    for record in records:
+        if record.kind == _COMPLETED:
+            payload = record.payload
+            assert isinstance(payload, AssistantMessageCompleted)
+            done += not payload.interrupted
+    return done

@@ -79,6 +79,7 @@ from tether.store._types import (
 from tether.store._url import DEFAULT_STORE_URL, open_store
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageLimit,
     UsageRefusal,
     UsageReserved,
@@ -149,6 +150,7 @@ __all__ = (
     "TokenStore",
     "TruncatedLog",
     "UsageAsk",
+    "UsageLease",
     "UsageLimit",
     "UsageRefusal",
     "UsageReserved",

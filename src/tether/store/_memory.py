@@ -109,12 +109,14 @@ from tether.store._types import (
 )
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
     check_usage_ask,
     decide_usage,
     held_by,
+    share_of,
     spends_of,
 )
 from tether.store._versions import (
@@ -393,7 +395,13 @@ class MemoryStore(
         return self._logs[conversation_id].conversation
 
     async def append(
-        self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        usage_holder: str | None = None,
     ) -> list[Record]:
         check_drafts(drafts)
         log = self._log(conversation_id)
@@ -412,19 +420,20 @@ class MemoryStore(
         self._gates.index(log.conversation, sealed)
         tenant = log.conversation.tenant
         if tenant is not None:
-            self._spend(tenant, conversation_id, sealed)
+            self._spend(tenant, usage_holder or conversation_id, sealed)
         self._notifier.notify([conversation_id])
         return [Record(*row_of(record)) for record in sealed]
 
-    def _spend(self, tenant: str, conversation_id: str, records: Sequence[Record]) -> None:
+    def _spend(self, tenant: str, holder: str, records: Sequence[Record]) -> None:
         """Add what ``records`` spend to their tenant's days, and give back a reservation of
-        the conversation for each model call they complete (with the append: no await)."""
+        ``holder`` (the conversation, or the share the append names) for each model call
+        they complete (with the append: no await)."""
         for spend in spends_of(records):
             key = (tenant, spend.day)
             kept = self._usage.get(key)
             self._usage[key] = spend.spent if kept is None else kept.plus(spend.spent)
             for _ in range(spend.completions):
-                self._release_one(tenant, conversation_id)
+                self._release_one(tenant, holder)
 
     def _release_one(self, tenant: str, holder: str) -> None:
         """Give back the holder's reservation holding least (see :mod:`tether.store._usage`)."""
@@ -444,14 +453,48 @@ class MemoryStore(
         expected_seq: int,
         fence: int,
         settle: ClaimSettlement,
+        usage_holder: str | None = None,
     ) -> list[Record]:
         stored = self._owned(settle.submission_id, settle.attempt_id, "settle")
         # No await below: the append (which checks before it writes) and the settlement
         # happen together or not at all.
-        records = await self.append(conversation_id, drafts, expected_seq=expected_seq, fence=fence)
+        records = await self.append(
+            conversation_id,
+            drafts,
+            expected_seq=expected_seq,
+            fence=fence,
+            usage_holder=usage_holder,
+        )
         stored.settlement = canonical_json(settle.settlement)
         self._settle(stored, lease_expires_at=None, settled_at=settle.settled_at)
         return records
+
+    async def append_spending(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        usage_holder: str,
+        settle: ClaimSettlement | None = None,
+    ) -> list[Record]:
+        if settle is None:
+            return await self.append(
+                conversation_id,
+                drafts,
+                expected_seq=expected_seq,
+                fence=fence,
+                usage_holder=usage_holder,
+            )
+        return await self.append_settled(
+            conversation_id,
+            drafts,
+            expected_seq=expected_seq,
+            fence=fence,
+            settle=settle,
+            usage_holder=usage_holder,
+        )
 
     async def append_decision(
         self,
@@ -1370,6 +1413,10 @@ class MemoryStore(
         return total
 
     async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
+        found = await self.lease_usage(ask, now=now)
+        return found if isinstance(found, UsageRefusal) else None
+
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
         check_usage_ask(ask)
         now = stored_time(now)
         self._check_open()
@@ -1387,17 +1434,18 @@ class MemoryStore(
         refused = decide_usage(ask, spents, reserved)
         if refused is not None:
             return refused
-        tokens, cost = held_by(spents)
-        self._reservations.append(
-            _Reservation(
-                ask.tenant, ask.holder, ask.owner_id, tokens, cost, stored_time(ask.expires_at)
-            )
+        hold = held_by(spents)
+        granted = share_of(ask, spents, reserved, hold)
+        until = stored_time(ask.expires_at)
+        self._reservations.extend(
+            _Reservation(ask.tenant, ask.holder, ask.owner_id, *hold, until) for _ in range(granted)
         )
-        return None
+        return UsageLease(granted, *hold)
 
-    async def release_usage(self, tenant: str, *, holder: str) -> None:
+    async def release_usage(self, tenant: str, *, holder: str, calls: int = 1) -> None:
         self._check_open()
-        self._release_one(tenant, holder)
+        for _ in range(calls):
+            self._release_one(tenant, holder)
 
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
         until = stored_time(expires_at)

@@ -42,7 +42,7 @@ from tether.store._types import (
     Submission,
     SubmissionStatus,
 )
-from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent
+from tether.store._usage import UsageAsk, UsageLease, UsageRefusal, UsageSpent
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow
 
 __all__ = (
@@ -961,6 +961,21 @@ class UsageStore(Protocol):
         )
     """
 
+    async def append_spending(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        usage_holder: str,
+        settle: ClaimSettlement | None = None,
+    ) -> list[Record]:
+        """``LogStore.append`` (``Store.append_settled`` given ``settle``), where each model
+        call the records complete gives back one reservation of ``usage_holder`` (a worker's
+        share) rather than of the conversation, in the append's own transaction."""
+        ...
+
     async def tenant_usage(self, tenant: str, *, start: date, end: date) -> UsageSpent:
         """What ``tenant``'s conversations spent on the UTC days ``start <= day < end``, as
         the records appended so far say (a conversation of no tenant counts under none)."""
@@ -975,10 +990,18 @@ class UsageStore(Protocol):
         transaction serialized per tenant. ``ValueError`` for a malformed ask."""
         ...
 
-    async def release_usage(self, tenant: str, *, holder: str) -> None:
-        """Give back one of ``holder``'s reservations (a call that failed, unanswered); none
-        held is nothing to give back. The append of a call's completion gives one back
-        itself, in its own transaction."""
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
+        """As :meth:`reserve_usage`, reserving up to ``ask.calls`` calls for ``ask.holder``
+        at once (a worker's share, sized by ``tether.store._usage.share_of``: no more than
+        half of what each limit has left), and answering what it reserved (at least one
+        call) or why it reserved none."""
+        ...
+
+    async def release_usage(self, tenant: str, *, holder: str, calls: int = 1) -> None:
+        """Give back ``calls`` of ``holder``'s reservations, those holding least first (a
+        call that failed, unanswered; a share's calls never made); fewer held is fewer to
+        give back. The append of a call's completion gives one back itself, in its own
+        transaction."""
         ...
 
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:

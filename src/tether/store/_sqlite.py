@@ -94,7 +94,7 @@ from tether.store._types import (
     SubmissionStatus,
     utc_now,
 )
-from tether.store._usage import UsageAsk, UsageRefusal, UsageSpent, check_usage_ask
+from tether.store._usage import UsageAsk, UsageLease, UsageRefusal, UsageSpent, check_usage_ask
 from tether.store._versions import (
     VersionCount,
     VersionsServed,
@@ -327,11 +327,17 @@ class SqliteStore(
         return found
 
     async def append(
-        self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        usage_holder: str | None = None,
     ) -> list[Record]:
         check_drafts(drafts)
         return await self._writer.append(
-            AppendRequest(conversation_id, list(drafts), expected_seq, fence)
+            AppendRequest(conversation_id, list(drafts), expected_seq, fence, usage_holder)
         )
 
     async def append_settled(
@@ -342,10 +348,44 @@ class SqliteStore(
         expected_seq: int,
         fence: int,
         settle: ClaimSettlement,
+        usage_holder: str | None = None,
     ) -> list[Record]:
         check_drafts(drafts)
         return await self._write_touching(
-            steps_sql.append_settled, conversation_id, list(drafts), expected_seq, fence, settle
+            steps_sql.append_settled,
+            conversation_id,
+            list(drafts),
+            expected_seq,
+            fence,
+            settle,
+            usage_holder,
+        )
+
+    async def append_spending(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        usage_holder: str,
+        settle: ClaimSettlement | None = None,
+    ) -> list[Record]:
+        if settle is None:
+            return await self.append(
+                conversation_id,
+                drafts,
+                expected_seq=expected_seq,
+                fence=fence,
+                usage_holder=usage_holder,
+            )
+        return await self.append_settled(
+            conversation_id,
+            drafts,
+            expected_seq=expected_seq,
+            fence=fence,
+            settle=settle,
+            usage_holder=usage_holder,
         )
 
     async def append_decision(
@@ -752,11 +792,15 @@ class SqliteStore(
         return self._read(lambda conn: usage_sql.tenant_usage(conn, tenant, start, end))
 
     async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
-        check_usage_ask(ask)
-        return await self._write(usage_sql.reserve_usage, ask, stored_time(now))
+        found = await self.lease_usage(ask, now=now)
+        return found if isinstance(found, UsageRefusal) else None
 
-    async def release_usage(self, tenant: str, *, holder: str) -> None:
-        await self._write(usage_sql.release_usage, tenant, holder)
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
+        check_usage_ask(ask)
+        return await self._write(usage_sql.lease_usage, ask, stored_time(now))
+
+    async def release_usage(self, tenant: str, *, holder: str, calls: int = 1) -> None:
+        await self._write(usage_sql.release_usage, tenant, holder, calls)
 
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
         return await self._write(usage_sql.renew_usage, owner_id, stored_time(expires_at))

@@ -48,6 +48,7 @@ class AppendRequest:
     drafts: Sequence[RecordDraft]
     expected_seq: int
     fence: int
+    usage_holder: str | None = None  # whose reservations its completions give back
     result: list[Record] | None = None
     error: Exception | None = None
     touched: list[str] = field(default_factory=list)
@@ -146,7 +147,7 @@ class Appender:
             request.result = sealed
             request.touched.append(cid)
             if state.tenant is not None:  # before any insert: it only adds to other rows
-                add_usage(conn, state.tenant, cid, sealed)
+                add_usage(conn, state.tenant, request.usage_holder or cid, sealed)
         if len(rows) == 1:  # one record per commit: a cached statement, no list to flatten
             conn.execute(_INSERT_ONE, rows[0])
             rows = []

@@ -435,8 +435,12 @@ def append_checked(
     expected_seq: int,
     fence: int,
     touched: list[str],
+    *,
+    usage_holder: str | None = None,
 ) -> list[Record]:
-    """An append inside a transaction that writes more than the records."""
+    """An append inside a transaction that writes more than the records (``usage_holder``:
+    whose reservations the model calls it completes give back, the conversation's if
+    ``None``)."""
     row = conn.execute(
         f"SELECT {HEAD_STATE_COLUMNS} FROM conversations c WHERE c.id = ?", (conversation_id,)
     ).fetchone()
@@ -466,6 +470,6 @@ def append_checked(
     index_gates(conn, conversation_id, sealed)
     index_attachments(conn, conversation_id, sealed)
     if tenant is not None:
-        add_usage(conn, tenant, conversation_id, sealed)
+        add_usage(conn, tenant, usage_holder or conversation_id, sealed)
     touched.append(conversation_id)
     return sealed

@@ -30,6 +30,7 @@ def append_settled(
     expected_seq: int,
     fence: int,
     settle: ClaimSettlement,
+    usage_holder: str | None,
     touched: list[str],
 ) -> list[Record]:
     """Settle the owned submission (waking its parent, if it is the last child the parent
@@ -44,7 +45,9 @@ def append_settled(
         (canonical_json(settle.settlement), to_micros(settle.settled_at)),
     )
     settled(conn, submission)
-    return append_checked(conn, conversation_id, drafts, expected_seq, fence, touched)
+    return append_checked(
+        conn, conversation_id, drafts, expected_seq, fence, touched, usage_holder=usage_holder
+    )
 
 
 def append_decision(

@@ -13,15 +13,17 @@ from tether.records import Record
 from tether.store._common import to_micros
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
     decide_usage,
     held_by,
+    share_of,
     spends_of,
 )
 
-__all__ = ("add_usage", "release_usage", "renew_usage", "reserve_usage", "tenant_usage")
+__all__ = ("add_usage", "lease_usage", "release_usage", "renew_usage", "tenant_usage")
 
 _ADD = (
     "INSERT INTO tenant_usage (tenant, day, model_calls, tokens, cost_usd, tool_calls, "
@@ -32,19 +34,21 @@ _ADD = (
     "max_call_tokens = max(max_call_tokens, excluded.max_call_tokens), "
     "max_call_cost = max(max_call_cost, excluded.max_call_cost)"
 )
-_RELEASE_ONE = (
-    "DELETE FROM usage_reservations WHERE rowid = (SELECT rowid FROM usage_reservations "
-    "WHERE tenant = ? AND holder = ? ORDER BY tokens, cost_usd, rowid LIMIT 1)"
+_RELEASE = (
+    "DELETE FROM usage_reservations WHERE rowid IN (SELECT rowid FROM usage_reservations "
+    "WHERE tenant = ? AND holder = ? ORDER BY tokens, cost_usd, rowid LIMIT ?)"
 )
 
 
 def add_usage(
-    conn: sqlite3.Connection, tenant: str, conversation_id: str, records: Sequence[Record]
+    conn: sqlite3.Connection, tenant: str, holder: str, records: Sequence[Record]
 ) -> None:
     """Inside an append's transaction: what ``records`` (of a conversation of ``tenant``)
-    spend, added to the tenant's days; a reservation of the conversation given back for each
-    model call they complete. Records that spend nothing cost a kind comparison each (the
-    append of a conversation of no tenant does not call this)."""
+    spend, added to the tenant's days; a reservation of ``holder`` (the conversation, or the
+    share the append names) given back for each model call they complete. Records that
+    spend nothing cost a kind comparison each (the append of a conversation of no tenant
+    does not call this)."""
+    released = 0
     for spend in spends_of(records):
         s = spend.spent
         conn.execute(
@@ -60,8 +64,9 @@ def add_usage(
                 s.max_call_cost,
             ),
         )
-        for _ in range(spend.completions):
-            conn.execute(_RELEASE_ONE, (tenant, conversation_id))
+        released += spend.completions
+    if released:
+        conn.execute(_RELEASE, (tenant, holder, released))
 
 
 def tenant_usage(conn: sqlite3.Connection, tenant: str, start: date, end: date) -> UsageSpent:
@@ -78,7 +83,9 @@ def tenant_usage(conn: sqlite3.Connection, tenant: str, start: date, end: date) 
     )
 
 
-def reserve_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> UsageRefusal | None:
+def lease_usage(
+    conn: sqlite3.Connection, ask: UsageAsk, now: datetime
+) -> UsageLease | UsageRefusal:
     """In the writer's transaction: no other process decides meanwhile."""
     conn.execute(
         "DELETE FROM usage_reservations WHERE tenant = ? AND expires_at <= ?",
@@ -94,24 +101,19 @@ def reserve_usage(conn: sqlite3.Connection, ask: UsageAsk, now: datetime) -> Usa
     refused = decide_usage(ask, spents, reserved)
     if refused is not None:
         return refused
-    held_tokens, held_cost = held_by(spents)
-    conn.execute(
+    hold = held_by(spents)
+    granted = share_of(ask, spents, reserved, hold)
+    row = (ask.tenant, ask.holder, ask.owner_id, *hold, to_micros(ask.expires_at))
+    conn.executemany(
         "INSERT INTO usage_reservations (tenant, holder, owner_id, tokens, cost_usd, "
         "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            ask.tenant,
-            ask.holder,
-            ask.owner_id,
-            held_tokens,
-            held_cost,
-            to_micros(ask.expires_at),
-        ),
+        [row] * granted,
     )
-    return None
+    return UsageLease(granted, *hold)
 
 
-def release_usage(conn: sqlite3.Connection, tenant: str, holder: str) -> None:
-    conn.execute(_RELEASE_ONE, (tenant, holder))
+def release_usage(conn: sqlite3.Connection, tenant: str, holder: str, calls: int) -> None:
+    conn.execute(_RELEASE, (tenant, holder, calls))
 
 
 def renew_usage(conn: sqlite3.Connection, owner_id: str, expires_at: datetime) -> int:

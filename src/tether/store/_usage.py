@@ -11,10 +11,11 @@ once, as it is appended. A conversation of no tenant counts under none. A month 
 of its days.
 
 A reservation holds one model call in flight (with, for the token and cost limits, as much
-as the tenant's largest call of the periods asked), by its conversation: the append of the
-call's completion releases one of that conversation's in the same transaction; one whose
-worker died expires. A conversation's calls in flight at once (parallel calls) are not told
-apart (the model client does not know the journal's call id): a release gives back the one
+as the tenant's largest call of the periods asked), by its holder (a conversation, or a
+worker's share): the append of the call's completion releases one of the conversation's in
+the same transaction, or one of the holder the append names (``usage_holder``: a worker
+that reserved a share of calls at once, :func:`share_of`); one whose worker died expires.
+A holder's calls in flight at once are not told apart: a release gives back the one
 holding least, so those left hold at least what the calls still in flight were granted (a
 call reserved before midnight holds the day before's largest call, one after it nothing).
 Every backend decides a reservation with :func:`decide` in one transaction serialized per
@@ -23,6 +24,7 @@ tenant; the in-memory store is the reference.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -37,6 +39,7 @@ __all__ = (
     "TOOL_KIND",
     "DaySpend",
     "UsageAsk",
+    "UsageLease",
     "UsageLimit",
     "UsageRefusal",
     "UsageReserved",
@@ -44,6 +47,7 @@ __all__ = (
     "check_usage_ask",
     "decide_usage",
     "held_by",
+    "share_of",
     "spends_of",
 )
 
@@ -131,15 +135,28 @@ class UsageLimit:
 
 @dataclass(frozen=True, slots=True)
 class UsageAsk:
-    """A reservation of one model call of ``tenant``'s, by the conversation ``holder`` that
-    makes it, under every one of ``limits``; it expires at ``expires_at`` unless its owner's
-    heartbeat renews it (:meth:`~tether.store.UsageStore.renew_usage`)."""
+    """A reservation of one model call of ``tenant``'s (up to ``calls`` of them: a share,
+    :func:`share_of`), by the ``holder`` that makes it (its conversation, or a worker's
+    share that its appends name), under every one of ``limits``; it expires at
+    ``expires_at`` unless its owner's heartbeat renews it
+    (:meth:`~tether.store.UsageStore.renew_usage`)."""
 
     tenant: str
     holder: str
     owner_id: str
     expires_at: datetime
     limits: tuple[UsageLimit, ...]
+    calls: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLease:
+    """What ``UsageStore.lease_usage`` reserved: ``calls`` calls, each holding ``tokens``
+    tokens and ``cost_usd`` dollars (the largest call of the periods asked so far)."""
+
+    calls: int
+    tokens: int = 0
+    cost_usd: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +193,8 @@ def check_usage_ask(ask: UsageAsk) -> None:
         raise ValueError("an owner id has no NUL")
     if ask.expires_at.tzinfo is None:
         raise ValueError("datetimes given to a store must be timezone-aware")
+    if ask.calls < 1:
+        raise ValueError("a usage reservation asks for one call or more")
     for limit in ask.limits:
         if limit.end <= limit.start:
             raise ValueError("a usage limit's period ends after it starts")
@@ -211,3 +230,32 @@ def held_by(spents: Sequence[UsageSpent]) -> tuple[int, float]:
         max((s.max_call_tokens for s in spents), default=0),
         max((s.max_call_cost for s in spents), default=0.0),
     )
+
+
+def share_of(
+    ask: UsageAsk, spents: Sequence[UsageSpent], reserved: UsageReserved, hold: tuple[int, float]
+) -> int:
+    """How many calls a granted ``ask`` reserves (each holding ``hold``, :func:`held_by`): up
+    to ``ask.calls``, and no more than half of what each limit has left for calls asked one at
+    a time (at least the one granted), so that near a limit a share shrinks to single calls
+    and one worker's share never holds all that is left. Under a token or cost limit with no
+    call of its periods yet (a hold of nothing), one: there is nothing to size a share by."""
+    granted = ask.calls
+    tokens_hold, cost_hold = hold
+    for limit, spent in zip(ask.limits, spents, strict=True):
+        if granted <= 1:
+            break
+        if limit.model_calls is not None:
+            left = limit.model_calls - spent.model_calls - reserved.calls
+            granted = min(granted, max(1, left // 2))
+        if (limit.tokens is not None and tokens_hold <= 0) or (
+            limit.cost_usd is not None and cost_hold <= 0
+        ):
+            return 1
+        if limit.tokens is not None:
+            left = -(-(limit.tokens - spent.tokens - reserved.tokens) // tokens_hold)
+            granted = min(granted, max(1, left // 2))
+        if limit.cost_usd is not None:
+            left = math.ceil((limit.cost_usd - spent.cost_usd - reserved.cost_usd) / cost_hold)
+            granted = min(granted, max(1, left // 2))
+    return max(1, granted)

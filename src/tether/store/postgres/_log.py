@@ -307,9 +307,12 @@ async def append(
     expected_seq: int,
     fence: int,
     channels: Channels,
+    *,
+    usage_holder: str | None = None,
 ) -> tuple[list[Record], str]:
     """The checked append (the records and the conversation's session), in a transaction;
-    what the records spend is added to the conversation's tenant's usage in it."""
+    what the records spend is added to the conversation's tenant's usage in it (giving back
+    reservations of ``usage_holder``, the conversation's if ``None``)."""
     # The row lock orders every append of this conversation: seqs commit in order.
     row = await (
         await conn.execute(
@@ -350,7 +353,7 @@ async def append(
     await index_gates(conn, conversation_id, sealed)
     await index_refs(conn, conversation_id, sealed)
     if tenant is not None:
-        await add_usage(conn, tenant, conversation_id, sealed)
+        await add_usage(conn, tenant, usage_holder or conversation_id, sealed)
     await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
     return sealed, session
 

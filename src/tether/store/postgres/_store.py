@@ -84,6 +84,7 @@ from tether.store._types import (
 )
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageSpent,
     check_usage_ask,
@@ -348,9 +349,15 @@ class PostgresStore(
         return found
 
     async def append(
-        self, conversation_id: str, drafts: Sequence[RecordDraft], *, expected_seq: int, fence: int
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        usage_holder: str | None = None,
     ) -> list[Record]:
-        return await self._append(conversation_id, drafts, expected_seq, fence, None)
+        return await self._append(conversation_id, drafts, expected_seq, fence, None, usage_holder)
 
     async def append_settled(
         self,
@@ -360,8 +367,11 @@ class PostgresStore(
         expected_seq: int,
         fence: int,
         settle: ClaimSettlement,
+        usage_holder: str | None = None,
     ) -> list[Record]:
-        return await self._append(conversation_id, drafts, expected_seq, fence, settle)
+        return await self._append(
+            conversation_id, drafts, expected_seq, fence, settle, usage_holder
+        )
 
     async def _append(
         self,
@@ -370,6 +380,7 @@ class PostgresStore(
         expected_seq: int,
         fence: int,
         settle: ClaimSettlement | None,
+        usage_holder: str | None = None,
     ) -> list[Record]:
         check_drafts(drafts)
         known = self._heads.get(conversation_id)
@@ -418,11 +429,44 @@ class PostgresStore(
                     wake=self._channels.work,
                 )
             return await _log.append(
-                conn, conversation_id, list(drafts), expected_seq, fence, self._channels
+                conn,
+                conversation_id,
+                list(drafts),
+                expected_seq,
+                fence,
+                self._channels,
+                usage_holder=usage_holder,
             )
 
         sealed, session = await self._run(checked)
         return self._appended(conversation_id, session, sealed, settle)
+
+    async def append_spending(
+        self,
+        conversation_id: str,
+        drafts: Sequence[RecordDraft],
+        *,
+        expected_seq: int,
+        fence: int,
+        usage_holder: str,
+        settle: ClaimSettlement | None = None,
+    ) -> list[Record]:
+        if settle is None:
+            return await self.append(
+                conversation_id,
+                drafts,
+                expected_seq=expected_seq,
+                fence=fence,
+                usage_holder=usage_holder,
+            )
+        return await self.append_settled(
+            conversation_id,
+            drafts,
+            expected_seq=expected_seq,
+            fence=fence,
+            settle=settle,
+            usage_holder=usage_holder,
+        )
 
     async def append_decision(
         self,
@@ -1039,11 +1083,15 @@ class PostgresStore(
         return await self._autocommit(_usage.tenant_usage, tenant, start, end)
 
     async def reserve_usage(self, ask: UsageAsk, *, now: datetime) -> UsageRefusal | None:
-        check_usage_ask(ask)
-        return await self._run(_usage.reserve_usage, ask, stored_time(now))
+        found = await self.lease_usage(ask, now=now)
+        return found if isinstance(found, UsageRefusal) else None
 
-    async def release_usage(self, tenant: str, *, holder: str) -> None:
-        await self._autocommit(_usage.release_usage, tenant, holder)
+    async def lease_usage(self, ask: UsageAsk, *, now: datetime) -> UsageLease | UsageRefusal:
+        check_usage_ask(ask)
+        return await self._run(_usage.lease_usage, ask, stored_time(now))
+
+    async def release_usage(self, tenant: str, *, holder: str, calls: int = 1) -> None:
+        await self._autocommit(_usage.release_usage, tenant, holder, calls)
 
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
         return await self._autocommit(_usage.renew_usage, owner_id, stored_time(expires_at))

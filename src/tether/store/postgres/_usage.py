@@ -15,15 +15,17 @@ from psycopg.rows import TupleRow
 from tether.records import Record
 from tether.store._usage import (
     UsageAsk,
+    UsageLease,
     UsageRefusal,
     UsageReserved,
     UsageSpent,
     decide_usage,
     held_by,
+    share_of,
     spends_of,
 )
 
-__all__ = ("add_usage", "release_usage", "renew_usage", "reserve_usage", "tenant_usage")
+__all__ = ("add_usage", "lease_usage", "release_usage", "renew_usage", "tenant_usage")
 
 Conn = AsyncConnection[TupleRow]
 
@@ -45,11 +47,10 @@ _RELEASE = (
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('tether-usage:' || %s, 0))"
 
 
-async def add_usage(
-    conn: Conn, tenant: str, conversation_id: str, records: Sequence[Record]
-) -> None:
+async def add_usage(conn: Conn, tenant: str, holder: str, records: Sequence[Record]) -> None:
     """Inside an append's transaction: what ``records`` spend, added to ``tenant``'s days; a
-    reservation of the conversation given back for each model call they complete."""
+    reservation of ``holder`` (the conversation, or the share the append names) given back
+    for each model call they complete."""
     released = 0
     for spend in spends_of(records):
         s = spend.spent
@@ -68,7 +69,7 @@ async def add_usage(
         )
         released += spend.completions
     if released:
-        await conn.execute(_RELEASE, (tenant, conversation_id, released))
+        await conn.execute(_RELEASE, (tenant, holder, released))
 
 
 async def tenant_usage(conn: Conn, tenant: str, start: date, end: date) -> UsageSpent:
@@ -87,7 +88,7 @@ async def tenant_usage(conn: Conn, tenant: str, start: date, end: date) -> Usage
     )
 
 
-async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusal | None:
+async def lease_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageLease | UsageRefusal:
     """In a transaction (the store's ``_run``): the tenant's lock is held to its commit."""
     await conn.execute(_LOCK, (ask.tenant,))
     await conn.execute(
@@ -107,17 +108,18 @@ async def reserve_usage(conn: Conn, ask: UsageAsk, now: datetime) -> UsageRefusa
     refused = decide_usage(ask, spents, reserved)
     if refused is not None:
         return refused
-    tokens, cost = held_by(spents)
+    hold = held_by(spents)
+    granted = share_of(ask, spents, reserved, hold)
     await conn.execute(
         "INSERT INTO usage_reservations (tenant, holder, owner_id, tokens, cost_usd, "
-        "expires_at) VALUES (%s, %s, %s, %s, %s, %s)",
-        (ask.tenant, ask.holder, ask.owner_id, tokens, cost, ask.expires_at),
+        "expires_at) SELECT %s, %s, %s, %s, %s, %s FROM generate_series(1, %s)",
+        (ask.tenant, ask.holder, ask.owner_id, *hold, ask.expires_at, granted),
     )
-    return None
+    return UsageLease(granted, *hold)
 
 
-async def release_usage(conn: Conn, tenant: str, holder: str) -> None:
-    await conn.execute(_RELEASE, (tenant, holder, 1))
+async def release_usage(conn: Conn, tenant: str, holder: str, calls: int) -> None:
+    await conn.execute(_RELEASE, (tenant, holder, calls))
 
 
 async def renew_usage(conn: Conn, owner_id: str, expires_at: datetime) -> int:

@@ -18,7 +18,14 @@ from tether.records import (
     ToolCalled,
     format_time,
 )
-from tether.store import ClaimSettlement, UsageAsk, UsageLimit, UsageSpent
+from tether.store import (
+    ClaimSettlement,
+    UsageAsk,
+    UsageLease,
+    UsageLimit,
+    UsageRefusal,
+    UsageSpent,
+)
 from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Fixtures, case, needs
 
 __all__ = ("UsageCases",)
@@ -51,6 +58,11 @@ async def _append(
     drafts = [RecordDraft(p, id=fx.id("rec"), time=format_time(at)) for p in payloads]
     head = await store.head(cid)
     await store.append(cid, drafts, expected_seq=head, fence=0)
+
+
+def _calls(found: UsageLease | UsageRefusal) -> int:
+    """The calls a lease reserved (0: refused)."""
+    return found.calls if isinstance(found, UsageLease) else 0
 
 
 def _limit(start: date = DAY, end: date = NEXT, **limits: float) -> UsageLimit:
@@ -255,3 +267,74 @@ class UsageCases(BaseConformance):
                 await store.reserve_usage(ask, now=fx.at(0))
         ok = UsageAsk(ACME, "h", "o", fx.at(30), (_limit(model_calls=1),))
         assert await store.reserve_usage(ok, now=fx.at(0)) is None
+
+    @case
+    async def test_a_share_reserves_up_to_half_of_what_is_left(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """``lease_usage`` reserves up to ``calls`` at once, never more than half of what
+        each limit has left for calls asked one at a time (at least one): near a limit a
+        share shrinks to single calls, and the model calls are never over."""
+        limits = (_limit(model_calls=10),)
+
+        def ask(calls: int) -> UsageAsk:
+            return UsageAsk(ACME, "worker:1", "owner-1", fx.at(30), limits, calls)
+
+        granted = [_calls(await store.lease_usage(ask(16), now=fx.at(0))) for _ in range(5)]
+        assert granted == [5, 2, 1, 1, 1]
+        refused = await store.lease_usage(ask(16), now=fx.at(0))
+        assert isinstance(refused, UsageRefusal) and refused.waiting
+        assert refused.reserved.calls == 10
+        await store.release_usage(ACME, holder="worker:1", calls=4)
+        assert _calls(await store.lease_usage(ask(1), now=fx.at(0))) == 1
+        assert _calls(await store.lease_usage(ask(16), now=fx.at(0))) == 1  # 3 left: half is 1
+        unlimited = UsageAsk(GLOBEX, "worker:1", "owner-1", fx.at(30), (_limit(),), 16)
+        assert _calls(await store.lease_usage(unlimited, now=fx.at(0))) == 16
+        cid = (await fx.admit("s", tenant=ACME)).conversation_id
+        await _append(store, fx, cid, [_completed("m1", 400)])
+        by_tokens = UsageAsk(ACME, "w2", "owner-1", fx.at(30), (_limit(tokens=2000),), 16)
+        # 400 spent, 400 held by each call: 4 calls one at a time, a share of 2
+        assert await store.lease_usage(by_tokens, now=fx.at(0)) == UsageLease(2, 400, 0.0)
+        no_call_yet = UsageAsk(GLOBEX, "w3", "owner-1", fx.at(30), (_limit(cost_usd=5.0),), 16)
+        # no call of its period yet: nothing to size a share by
+        assert _calls(await store.lease_usage(no_call_yet, now=fx.at(0))) == 1
+        with pytest.raises(ValueError):
+            await store.lease_usage(ask(0), now=fx.at(0))
+
+    @case
+    async def test_an_append_naming_a_holder_gives_back_its_reservations(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """A worker's share is given back call by call by the appends that name it
+        (``append_spending``, settling or not), not by the conversation's, and a release
+        gives back as many as it says (no more than are held)."""
+        limits = (_limit(model_calls=4),)
+        ask = UsageAsk(ACME, "worker:1", "owner-1", fx.at(30), limits, 16)
+        assert _calls(await store.lease_usage(ask, now=fx.at(0))) == 2
+        sub = await fx.claim(await fx.admit("s", tenant=ACME))
+        cid = sub.conversation_id
+        drafts = [RecordDraft(_completed("m1", 10), id=fx.id("rec"), time=format_time(T0))]
+        head = await store.head(cid)
+        await store.append_spending(
+            cid, drafts, expected_seq=head, fence=sub.fence, usage_holder="worker:1"
+        )
+        # 1 spent, 1 held of 4: a share of 1
+        assert _calls(await store.lease_usage(ask, now=fx.at(0))) == 1
+        drafts = [
+            RecordDraft(p, id=fx.id("rec"), time=format_time(T0), submission_id=sub.id)
+            for p in (_completed("m2", 10), SubmissionSettled(status="succeeded"))
+        ]
+        await store.append_spending(
+            cid,
+            drafts,
+            expected_seq=await store.head(cid),
+            fence=sub.fence,
+            usage_holder="worker:1",
+            settle=ClaimSettlement(sub.id, sub.attempt_id or "", {"status": "succeeded"}, fx.at(1)),
+        )
+        spent = await store.tenant_usage(ACME, start=DAY, end=NEXT)
+        assert spent.model_calls == 2
+        found = _calls(await store.lease_usage(ask, now=fx.at(0)))  # 2 spent, 1 held: 1 left
+        assert found == 1
+        await store.release_usage(ACME, holder="worker:1", calls=5)  # only 2 held
+        assert _calls(await store.lease_usage(ask, now=fx.at(0))) == 1  # 2 left: half of it
