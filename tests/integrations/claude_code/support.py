@@ -10,7 +10,7 @@ import os
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,9 +150,12 @@ def fake_cli(
     exit_code: int = 0,
     then_sleep: bool = False,
     stderr: str = "",
+    environ: Sequence[str] = (),
 ) -> Path:
     """An executable ``bin_dir/name`` that records its arguments (one a line, to
-    ``name.argv``, a run after another) and its stdin (``name.stdin``), prints ``fixture``
+    ``name.argv``, a run after another), its stdin (``name.stdin``), its working directory
+    (``name.cwd``) and the variables ``environ`` names (``NAME=value`` lines, to
+    ``name.env``), prints ``fixture``
     and exits with ``exit_code``; with ``then_sleep`` it waits instead, with a child of its
     own (whose pid goes to ``name.child``), until it is killed."""
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +166,9 @@ def fake_cli(
         f'echo "--" >> "{log}.argv"',
         f'cat > "{log}.stdin"',
         f'echo $$ > "{log}.pid"',
+        f'pwd > "{log}.cwd"',
     ]
+    body += [f'echo "{variable}=${variable}" >> "{log}.env"' for variable in environ]
     if fixture is not None:
         body.append(f'cat "{fixture}"')
     if stderr:
@@ -218,7 +223,8 @@ def on_path(bin_dir: Path) -> dict[str, str]:
 
 
 def recorded(script: Path, what: str) -> str:
-    """What a fake CLI left beside itself: its ``stdin``, ``pid`` or ``child``."""
+    """What a fake CLI left beside itself: its ``stdin``, ``pid``, ``child``, ``cwd`` or
+    ``env``."""
     return Path(f"{script}.{what}").read_text()
 
 
