@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from tether.cli._exit import ExitCode, fail, one_line, stderr
+from tether.client import DEFAULT_URL, WAIT_SLICE
 
 if TYPE_CHECKING:
     import httpx  # imported when a command talks to a server, not for --help
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_URL",
     "TOKEN",
+    "WAIT_SLICE",
     "Outcome",
     "answer_command",
     "approve_command",
@@ -37,9 +39,6 @@ __all__ = (
     "wait_for_settlement",
 )
 
-DEFAULT_URL = "http://127.0.0.1:8484"
-WAIT_SLICE = 1.0
-"""Seconds one ``?wait`` may hold a request: how soon ``send --wait`` notices a parked run."""
 PROMPT_WIDTH = 120
 """How much of an input's prompt one line shows."""
 

@@ -22,25 +22,27 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tether.client._async import AsyncTetherClient
     from tether.client._call import Call
+    from tether.client._defaults import DEFAULT_URL, WAIT_SLICE
     from tether.client._errors import RequestFailed, error_from_response
-    from tether.client._operations import WAIT_SLICE, Multitask
+    from tether.client._operations import Multitask
     from tether.client._outcome import Outcome
     from tether.client._stream import Backoff, Streamed
-    from tether.client._sync import DEFAULT_URL, TetherClient
+    from tether.client._sync import TetherClient
 
 # Loaded on first use: the clients import tether.http for its models (FastAPI, the engine's
-# types), and what reads an error answer (the CLI's commands) needs none of that.
+# types), and what reads an error answer or takes a default (the CLI's commands) needs none
+# of that.
 _LAZY = {
     "AsyncTetherClient": "tether.client._async",
     "Call": "tether.client._call",
     "RequestFailed": "tether.client._errors",
     "error_from_response": "tether.client._errors",
-    "WAIT_SLICE": "tether.client._operations",
+    "WAIT_SLICE": "tether.client._defaults",
     "Multitask": "tether.client._operations",
     "Outcome": "tether.client._outcome",
     "Backoff": "tether.client._stream",
     "Streamed": "tether.client._stream",
-    "DEFAULT_URL": "tether.client._sync",
+    "DEFAULT_URL": "tether.client._defaults",
     "TetherClient": "tether.client._sync",
 }
 

@@ -14,6 +14,7 @@ import httpx
 
 from tether.client import _operations as op
 from tether.client._call import Call, Flow
+from tether.client._defaults import DEFAULT_URL
 from tether.client._errors import error_from_response
 from tether.client._stream import (
     RECONNECT,
@@ -25,7 +26,6 @@ from tether.client._stream import (
     canonical_event,
     stored_record,
 )
-from tether.client._sync import DEFAULT_URL
 from tether.records import Record
 from tether.stream import StreamEvent
 

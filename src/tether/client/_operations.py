@@ -16,6 +16,7 @@ import httpx
 from pydantic import JsonValue
 
 from tether.client._call import Call, Flow, ask, model, path
+from tether.client._defaults import WAIT_SLICE
 from tether.client._outcome import Outcome
 from tether.engine import Budget, SessionState
 from tether.http import (
@@ -67,7 +68,6 @@ from tether.http import (
 from tether.journal import Decision
 
 __all__ = (
-    "WAIT_SLICE",
     "Multitask",
     "abort",
     "abort_submission",
@@ -113,8 +113,6 @@ __all__ = (
 
 Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
 """What a dispatch does when its session is busy (docs/serving.md)."""
-WAIT_SLICE = 1.0
-"""Seconds one ``?wait`` of ``send`` holds a request: how soon it notices a parked run."""
 _GATES_PAGE = 1000
 
 

@@ -13,6 +13,7 @@ import httpx
 
 from tether.client import _operations as op
 from tether.client._call import Call, Flow
+from tether.client._defaults import DEFAULT_URL
 from tether.client._errors import error_from_response
 from tether.client._stream import (
     RECONNECT,
@@ -27,13 +28,10 @@ from tether.client._stream import (
 from tether.records import Record
 from tether.stream import StreamEvent
 
-__all__ = ("DEFAULT_URL", "TetherClient")
+__all__ = ("TetherClient",)
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-DEFAULT_URL = "http://127.0.0.1:8484"
-"""Where ``tether serve`` listens unless told otherwise."""
 
 
 class _Operation(Generic[P, T]):
