@@ -168,9 +168,9 @@ class TenantBudgetGate:
         """Calls reserved and not yet taken, by tenant and the limits they were granted
         under."""
         self._taken: set[_Key] = set()
+        """The shares a call took from since the last heartbeat's pass."""
         self._stale: list[tuple[str, int]] = []
         """Calls of shares a larger call left stale, to give back (by tenant)."""
-        """The shares a call took from since the last heartbeat's pass."""
 
     def of(self, tenant: str | None) -> tuple[TenantBudget, ...]:
         """The budgets ``tenant``'s runs spend from (none for a run of no tenant)."""
