@@ -301,6 +301,7 @@ async def test_a_held_claim_taken_over_meanwhile_is_not_run(
         assert held.owner_id == runtime.config.owner_id
         calls_before = len(model.calls)
         # Another worker takes it over: the held claim's lease ran out unrenewed.
+        await clock.advance(runtime.config.lease + 1)
         await store.release("s-2", attempt_id=str(held.attempt_id))
         taken = await store.claim(
             "s-2",

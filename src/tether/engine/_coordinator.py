@@ -555,16 +555,25 @@ class Coordinator:
                 self.wake.set()
 
     async def _still_ours(self, submission: Submission) -> bool:
-        """Renew a held claim's lease before its run starts. Held unrenewed while its
-        session's previous run wound down (longer than a lease if this process was frozen),
-        it may have been taken over: a run started on it would read the other worker's log
-        and call its model again before its first write was refused."""
+        """Whether a held claim is still this worker's as its run starts, its lease renewed
+        if little of it is left. Held unrenewed while its session's previous run wound down
+        (longer than a lease if this process was frozen), it may have been taken over: a run
+        started on it would read the other worker's log and call its model again before its
+        first write was refused."""
         context = self.context
+        config, now = context.config, context.clock.now()
+        expires = submission.lease_expires_at
+        if expires is not None and now + timedelta(seconds=config.heartbeat_interval) < expires:
+            # A heartbeat's worth of its lease is left: nobody may have taken it over (a claim
+            # is taken over only once its lease ran out), and the run's heartbeat renews it
+            # in time. The usual case: a conversation's next message, sent once the previous
+            # one settled, costs no extra commit.
+            return True
         try:
             await context.store.renew_lease(
                 submission.id,
                 attempt_id=str(submission.attempt_id),
-                lease_expires_at=context.clock.now() + timedelta(seconds=context.config.lease),
+                lease_expires_at=now + timedelta(seconds=config.lease),
             )
         except ClaimLost:
             logger.info("a held claim of %s was taken over before it started", submission.id)
