@@ -307,9 +307,9 @@ class _Attempt:
         self.tenant_budgets = context.tenant_budgets.of(submission.tenant)
         """The budgets of this submission's tenant per period (docs/budgets.md)."""
         self.tenant_meter = tenant_budget_meter(context.clock.now) if self.tenant_budgets else None
+        """This submission's extensions of its tenant's budgets, read from its log."""
         self.usage_share = UsageShare() if self.tenant_meter is not None else None
         """Its calls on its worker's share of its tenant's budgets, given back as appended."""
-        """This submission's extensions of its tenant's budgets, read from its log."""
         if self.meters and self.delegation is not None:
             self.delegation.on_delivered = self._child_delivered
 
