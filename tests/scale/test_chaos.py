@@ -28,8 +28,9 @@ The scenario:
      session's log, status ``settled``, result ``"echo: <its body>"``;
    - head-of-line order: a session's settlements follow admission order, and every record
      of a submission comes after the settlement of the one admitted before it;
-   - the zombie's late writes were refused: a ``Fenced`` (or later-head ``Conflict``) rejection, audited by the stopped
-     worker after it woke, of a call the survivor was re-running (so the test cannot pass
+   - the zombie's late writes were refused: a ``Fenced`` (or later-head ``Conflict``)
+     rejection, audited by the stopped worker after it woke, of a call the survivor was
+     re-running (so the test cannot pass
      vacuously); nobody else was ever refused; the killed call and the re-run ones show a
      second attempt;
    - no recorded model completion was requested again. Each model invocation is audited as
