@@ -107,15 +107,15 @@ def test_reasoning_and_opaque_fields_round_trip_byte_for_byte() -> None:
 
 @given(
     st.lists(MESSAGES, min_size=1, max_size=6),
-    st.lists(st.tuples(st.integers(0, 6), st.booleans()), min_size=1, max_size=6),
+    st.lists(st.tuples(st.integers(0, 6), st.booleans(), st.booleans()), min_size=1, max_size=6),
 )
 def test_the_input_hash_resumes_only_from_the_very_same_messages(
-    pool: list[Message], requests: list[tuple[int, bool]]
+    pool: list[Message], requests: list[tuple[int, bool, bool]]
 ) -> None:
-    """Histories that grow, shrink, or are rebuilt from equal copies, sharing a first message:
-    each hash equals a from-scratch hash of its canonical request."""
-    head = pool[0]
-    for length, rebuilt in requests:
+    """Histories that grow, shrink, or are rebuilt from equal copies (their first message
+    alone, or the rest): each hash equals a from-scratch hash of its canonical request."""
+    for length, rebuilt_head, rebuilt in requests:
+        head = Message.model_validate(pool[0].to_json_object()) if rebuilt_head else pool[0]
         tail = pool[1:length]
         if rebuilt:
             tail = [Message.model_validate(m.to_json_object()) for m in tail]
@@ -123,10 +123,31 @@ def test_the_input_hash_resumes_only_from_the_very_same_messages(
         assert request.input_hash() == sha256_hex(canonical_json(request.to_json_object()))
 
 
+def test_a_history_behind_a_system_prompt_built_afresh_resumes_its_hash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A harness builds its system message anew for each request (the built-in agent does):
+    the history after it, the same objects each time, is not encoded again."""
+    history = [Message.user(f"m{n}") for n in range(50)]
+    ModelRequest(model="m", messages=(Message.system("terse"), *history)).input_hash()
+    encoded: list[Message] = []
+    canonical = messages_module._canonical
+
+    def counting(model: Message) -> bytes:
+        encoded.append(model)
+        return canonical(model)
+
+    monkeypatch.setattr(messages_module, "_canonical", counting)
+    longer = (Message.system("terse"), *history, Message.user("next"))
+    request = ModelRequest(model="m", messages=longer)
+    assert request.input_hash() == sha256_hex(canonical_json(request.to_json_object()))
+    assert [m for m in encoded if isinstance(m, Message)] == [longer[0], longer[-1]]
+
+
 def test_the_hash_caches_can_be_shared_by_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Event loops on several threads hash at once; tiny caches evict all the time."""
     monkeypatch.setattr(messages_module, "_CACHE_SIZE", 4)
-    monkeypatch.setattr(messages_module, "_PREFIXES_SIZE", 2)
+    monkeypatch.setattr(messages_module._hashed, "entries", 2)
     history = [Message.user(f"m{n}") for n in range(40)]
 
     def hash_growing(offset: int) -> list[bool]:

@@ -17,7 +17,6 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import operator
 from collections import OrderedDict
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -25,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, JsonValue
 
 from tether._canonical import canonical_json, encode_string, sha256_hex
+from tether._histories import HistoryMemo
 from tether._wire import JsonObject, WireModel
 
 __all__ = (
@@ -297,51 +297,41 @@ def _remember(cache: OrderedDict[int, Any], key: int, value: Any, size: int) -> 
             pass
 
 
-_PREFIXES_SIZE = 256
-_PREFIXES_MESSAGES = 16_384
-"""The messages the remembered histories may hold together: each entry holds a whole
-history, so a count alone would let memory grow with the length of conversations."""
-_prefixes: OrderedDict[int, tuple[tuple[Message, ...], hashlib._Hash]] = OrderedDict()
-"""Keyed by the id of a history's first message: the messages last hashed after it, and
-the SHA-256 state once they were fed (the tuple holds the first message, so its id is
-not reused while the entry lives)."""
-_prefixes_held = [0]  # messages held by _prefixes' entries (approximate if threads race)
+_hashed: HistoryMemo[hashlib._Hash] = HistoryMemo(entries=256, messages=16_384)
+"""By a history's start (:func:`_prefix_key`): the SHA-256 state once its messages were fed."""
 
 
-def _remember_prefix(messages: tuple[Message, ...], digest: hashlib._Hash) -> None:
-    replaced = _prefixes.pop(id(messages[0]), None)
-    _prefixes_held[0] += len(messages) - (len(replaced[0]) if replaced is not None else 0)
-    _prefixes[id(messages[0])] = (messages, digest)
-    while len(_prefixes) > 1 and (
-        len(_prefixes) > _PREFIXES_SIZE or _prefixes_held[0] > _PREFIXES_MESSAGES
-    ):
-        try:
-            _, (forgotten, _) = _prefixes.popitem(last=False)
-        except KeyError:  # another thread emptied it meanwhile
-            break
-        _prefixes_held[0] -= len(forgotten)
+def _prefix_key(messages: tuple[Message, ...]) -> tuple[bytes, int]:
+    """The first message by its canonical bytes, the second by identity.
+
+    A harness commonly builds its system prompt's message afresh for each request, while the
+    rest of its history are the same objects each time (the journal projects each record
+    once): keyed by the first message's content, such a history still resumes its hash.
+    """
+    return _canonical(messages[0]), id(messages[1]) if len(messages) > 1 else 0
 
 
 def _messages_digest(messages: tuple[Message, ...]) -> hashlib._Hash:
     """A SHA-256 state fed ``{"messages":[`` and the messages' canonical bytes (no ``]``).
 
-    Resumes from the longest remembered run of the very same message objects; identity,
-    not equality, so a rebuilt history is simply hashed in full.
+    Resumes from the remembered history of the same start (:func:`_prefix_key`) when its
+    messages after the first are the very same objects as this one's; identity, not
+    equality, so a rebuilt history is simply hashed in full.
     """
+    if not messages:
+        return hashlib.sha256(b'{"messages":[')
+    key = _prefix_key(messages)
     start, digest = 0, None
-    if messages:
-        known = _prefixes.get(id(messages[0]))
-        if known is not None and len(known[0]) <= len(messages):
-            prefix, state = known
-            if all(map(operator.is_, prefix, messages)):
-                start, digest = len(prefix), state.copy()
+    known = _hashed.resumable(key, messages)
+    if known is not None:
+        start, digest = known[0], known[1].copy()
     if digest is None:
         digest = hashlib.sha256(b'{"messages":[')
     rest = messages[start:]
     if rest:
         body = b",".join(_canonical(message) for message in rest)
         digest.update(b"," + body if start else body)
-        _remember_prefix(messages, digest.copy())
+        _hashed.remember(key, messages, digest.copy())
     return digest
 
 

@@ -169,6 +169,24 @@ async def test_signals_are_rendered_for_the_model(make_runtime: Make) -> None:
     )
 
 
+async def test_a_growing_history_renders_its_signals_to_the_same_objects(
+    make_runtime: Make,
+) -> None:
+    """Each execution renders the whole history: a signal renders to the very object it did
+    before, so the next request's input hash resumes across it rather than starting over."""
+    model = ScriptedModel(lambda request: "ok")
+    signal: dict[str, JsonValue] = {"kind": "signal", "body": "paid", "signal": {"type": "paid"}}
+    async with make_runtime(define(model, system_prompt="terse")) as runtime:
+        for body in (signal, "next", "and next"):
+            receipt = await runtime.dispatch("bot", "acme", body)
+            await settle(runtime, receipt.submission_id)
+    rendered = [
+        next(m for m in call.messages if m.text.startswith("<signal")) for call in model.calls
+    ]
+    assert rendered[0] is rendered[1] is rendered[2]
+    assert model.calls[2].messages[1:4] == model.calls[1].messages[1:4]
+
+
 async def test_text_steps_and_streaming(make_runtime: Make) -> None:
     model = ScriptedModel([[Text("part one, "), Text("part two")]], chunk=3)
     async with make_runtime(define(model)) as runtime:

@@ -98,14 +98,13 @@ async def test_the_view_cache_is_bounded_by_bytes(asgi: Serve) -> None:
 def test_remembered_histories_are_bounded_by_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each remembered history holds all its messages: a count bound alone let them grow. A
     # bound of a thousand messages shows it as well as the real one, at a 20th of the hashing.
-    monkeypatch.setattr(messages, "_PREFIXES_MESSAGES", 1_000)
-    assert 40 < messages._PREFIXES_SIZE  # the histories' count alone would keep every one
+    monkeypatch.setattr(messages._hashed, "messages", 1_000)
+    assert 40 < messages._hashed.entries  # the histories' count alone would keep every one
     for n in range(40):
         history = tuple(Message.user(f"conversation {n}, message {i}") for i in range(100))
         ModelRequest(model="m", messages=history).input_hash()
-        assert messages._prefixes_held[0] <= messages._PREFIXES_MESSAGES
-    held = sum(len(entry[0]) for entry in messages._prefixes.values())
-    assert held == messages._prefixes_held[0] <= messages._PREFIXES_MESSAGES
+        assert messages._hashed.held <= 1_000
+    assert sum(messages._hashed.entries_held()) == messages._hashed.held <= 1_000
 
 
 async def test_the_sse_recent_records_are_bounded_by_bytes(asgi: Serve) -> None:

@@ -7,14 +7,16 @@ a crash resumes it from the journal, a replay re-runs it with zero model calls.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 from xml.sax.saxutils import escape, quoteattr
 
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json, sha256_hex
+from tether._histories import HistoryMemo
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
 from tether.agent._toolset import TOOLSET_STEP, Toolset
@@ -69,22 +71,59 @@ def render_signal(data: JsonValue) -> str:
     return f"<signal{attributes}>{escape(str(fields.get('body', '')))}</signal>"
 
 
+_RENDERED_KEPT = 1024
+_rendered: OrderedDict[int, tuple[Message, Message]] = OrderedDict()
+"""A signal's message -> the message the model reads for it, by identity (holding the
+signal's, so its id is not reused while its entry lives)."""
+_histories: HistoryMemo[tuple[Message, ...]] = HistoryMemo(entries=256, messages=16_384)
+"""By the id of a history's first message: the rendering of the history last rendered."""
+
+
 def _render(messages: Sequence[Message]) -> list[Message]:
-    """Signals become text the model reads; everything else passes as it is."""
-    rendered = []
-    for message in messages:
-        if any(
-            isinstance(p, DataPart) and p.media_type == SIGNAL_MEDIA_TYPE for p in message.parts
-        ):
-            parts = tuple(
-                TextPart(text=render_signal(p.data))
-                if isinstance(p, DataPart) and p.media_type == SIGNAL_MEDIA_TYPE
-                else p
-                for p in message.parts
-            )
-            message = Message(role=message.role, parts=parts)
+    """Signals become text the model reads; everything else passes as it is.
+
+    A history is rendered at every execution and grows by a few messages each time: the
+    rendering resumes where that of the same objects ended (``HistoryMemo``). A signal
+    renders to the same object each time (while remembered), so the input hash still resumes
+    across it (``ModelRequest.input_hash`` resumes only from the very same messages)."""
+    if not messages:
+        return []
+    start, rendered = 0, []
+    known = _histories.resumable(id(messages[0]), messages)
+    if known is not None:
+        start, rendered = known[0], list(known[1])
+    for message in messages[start:]:
+        for part in message.parts:
+            if type(part) is DataPart:
+                message = _rendered_signal(message)
+                break
         rendered.append(message)
+    if start < len(messages):
+        _histories.remember(id(messages[0]), messages, tuple(rendered))
     return rendered
+
+
+def _is_signal(part: object) -> TypeGuard[DataPart]:
+    return isinstance(part, DataPart) and part.media_type == SIGNAL_MEDIA_TYPE
+
+
+def _rendered_signal(message: Message) -> Message:
+    kept = _rendered.get(id(message))
+    if kept is not None and kept[0] is message:
+        return kept[1]
+    if not any(map(_is_signal, message.parts)):
+        return message
+    parts = tuple(
+        TextPart(text=render_signal(p.data)) if _is_signal(p) else p for p in message.parts
+    )
+    text = Message(role=message.role, parts=parts)
+    _rendered[id(message)] = (message, text)
+    if len(_rendered) > _RENDERED_KEPT:
+        try:
+            _rendered.popitem(last=False)  # the oldest: a signal long past renders anew
+        except KeyError:  # another thread's loop emptied it meanwhile
+            pass
+    return text
 
 
 class Agent:
