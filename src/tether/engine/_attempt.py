@@ -37,6 +37,7 @@ from tether.engine._delegation import (
     partial_output,
 )
 from tether.engine._inbound import Inbound
+from tether.engine._lease import Lease, LeaseGuardedModel, LeaseGuardedTools
 from tether.engine._observe import (
     AttemptStarted,
     Correlation,
@@ -274,6 +275,9 @@ class _Attempt:
         self.correlation = Correlation.of(submission)
         self.max_attempts, timeout = _limits(self.definition, self.config)
         self.deadline = _timed_from(submission) + timedelta(seconds=timeout)
+        self.lease = Lease(context, submission)
+        self.stop = Stop()
+        """Why the run's supervisor (or an effect that found the claim lost) stopped it."""
         self._delivered: dict[str, str] = {}  # steer submission id -> the submission it joined
         self._committed: _Settling | None = None
         """The settlement whose record committed with the execution's end, once the work
@@ -411,13 +415,15 @@ class _Attempt:
                 failed(TIMEOUT_EXCEEDED, "the submission timed out before it ran")
             )
 
-        stop = Stop()
+        stop = self.stop
         work = asyncio.create_task(self._work(), name=f"tether-attempt-{sub.id}")
         runs = self.context.runs
         runs.register(sub.id, work, stop)
         try:
             try:
-                await supervise(self.context, sub, work, stop, deadline=self.deadline)
+                await supervise(
+                    self.context, sub, work, stop, lease=self.lease, deadline=self.deadline
+                )
             finally:
                 runs.unregister(sub.id)
             await self._classify(work, stop)
@@ -704,8 +710,13 @@ class _Attempt:
         gate, tenant = self.context.tenant_budgets, submission.tenant
         share = self.usage_share
 
+        lease, stop = self.lease, self.stop
+
+        # The claim is confirmed after any wait for a limit, which may be long, and before
+        # the instrumentation: a call the lost claim spares is never traced.
         def model(inner: Model) -> Model:
-            wrapped = limits.model(events.model(inner, correlation), submission)
+            guarded = LeaseGuardedModel(events.model(inner, correlation), lease, stop)
+            wrapped = limits.model(guarded, submission)
             if tenant_meter is not None and tenant is not None and share is not None:
                 wrapped = TenantBudgetedModel(
                     wrapped, gate, tenant, share, tenant_budgets, tenant_meter
@@ -713,7 +724,7 @@ class _Attempt:
             return BudgetedModel(wrapped, meters, now) if meters else wrapped
 
         def tools(inner: ToolExecutor) -> ToolExecutor:
-            wrapped = events.tools(inner, correlation)
+            wrapped: ToolExecutor = LeaseGuardedTools(events.tools(inner, correlation), lease, stop)
             if tenant_meter is not None and tenant is not None:
                 wrapped = TenantBudgetedTools(wrapped, gate, tenant, tenant_budgets, tenant_meter)
             return BudgetedTools(wrapped, meters) if meters else wrapped

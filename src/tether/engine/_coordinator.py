@@ -18,6 +18,7 @@ from tether._tasks import cancel_and_wait
 from tether.engine._attempt import run_attempt
 from tether.engine._context import EngineContext
 from tether.engine._delegation import cancel_children
+from tether.engine._lease import Lease
 from tether.engine._observe import (
     Correlation,
     RecoveryDecided,
@@ -559,28 +560,9 @@ class Coordinator:
         if little of it is left. Held unrenewed while its session's previous run wound down
         (longer than a lease if this process was frozen), it may have been taken over: a run
         started on it would read the other worker's log and call its model again before its
-        first write was refused."""
-        context = self.context
-        config, now = context.config, context.clock.now()
-        expires = submission.lease_expires_at
-        if expires is not None and now + timedelta(seconds=config.heartbeat_interval) < expires:
-            # A heartbeat's worth of its lease is left: nobody may have taken it over (a claim
-            # is taken over only once its lease ran out), and the run's heartbeat renews it
-            # in time. The usual case: a conversation's next message, sent once the previous
-            # one settled, costs no extra commit.
-            return True
-        try:
-            await context.store.renew_lease(
-                submission.id,
-                attempt_id=str(submission.attempt_id),
-                lease_expires_at=now + timedelta(seconds=config.lease),
-            )
-        except ClaimLost:
-            logger.info("a held claim of %s was taken over before it started", submission.id)
-            return False
-        except TetherError:
-            pass  # a store hiccup: its heartbeat finds out, as for any run
-        return True
+        first write was refused. The usual case, a conversation's next message sent once the
+        previous one settled, has most of its lease left and costs no extra commit."""
+        return await Lease(self.context, submission).confirm()
 
     async def _claimed(self, submission: Submission, watch: SteerWatch) -> None:
         context = self.context

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from tether.engine._context import EngineContext
+from tether.engine._lease import Lease
 from tether.engine._runs import Stop
 from tether.errors import ClaimLost, TetherError
 from tether.store import Submission
@@ -26,12 +27,12 @@ async def supervise(
     work: asyncio.Task[Any],
     stop: Stop,
     *,
+    lease: Lease,
     deadline: datetime,
 ) -> None:
     """Return once ``work`` is done, or stopped (``stop.reason`` says why)."""
-    config, clock, store = context.config, context.clock, context.store
+    config, clock = context.config, context.clock
     interval = config.heartbeat_interval
-    attempt_id = str(submission.attempt_id)
     while not work.done():
         remaining = (deadline - clock.now()).total_seconds()
         waits = {work, context.runs.shutdown_signal(submission.id)}
@@ -44,11 +45,7 @@ async def supervise(
             stop.reason = "timeout"
         elif stop.reason is None:
             try:
-                renewed = await store.renew_lease(
-                    submission.id,
-                    attempt_id=attempt_id,
-                    lease_expires_at=clock.now() + timedelta(seconds=config.lease),
-                )
+                renewed = await lease.renew()
             except ClaimLost:
                 stop.reason = "lease_lost"
             except TetherError:

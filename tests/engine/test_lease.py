@@ -1,0 +1,88 @@
+"""A run confirms its claim before each effect once its heartbeats were missed: a worker
+frozen past its lease, whose claim another worker took over, makes no model call or tool run
+when it wakes (the fence would refuse its writes, but only after the call was made)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pydantic import JsonValue
+
+from tether.engine import ManualClock, Runtime
+from tether.errors import StoreUnavailable
+from tether.journal import Turn
+from tether.messages import ModelRequest, ToolCall
+from tether.models import ScriptedModel
+from tether.store import Store
+from tether.testing import RecordingTools
+
+from .agents import agent
+from .waits import WAIT
+
+Make = Callable[..., Runtime]
+
+
+class FrozenHarness:
+    """Reads its history, then stops (as a frozen process would) until told to go on, and
+    then calls its model or runs a tool."""
+
+    name, version = "frozen", "1"
+
+    def __init__(self, effect: str) -> None:
+        self.effect = effect
+        self.reading, self.go = asyncio.Event(), asyncio.Event()
+
+    async def run(self, turn: Turn) -> JsonValue:
+        request = ModelRequest(model="test", messages=(*turn.history, *turn.inputs))
+        self.reading.set()
+        await self.go.wait()
+        if self.effect == "model":
+            return (await turn.model(request)).message.text
+        result = await turn.tool(ToolCall(call_id="c-1", name="send_email", args={}))
+        return result.content
+
+
+@pytest.mark.parametrize("effect", ["model", "tool"])
+async def test_a_run_whose_claim_was_taken_over_while_frozen_makes_no_effect(
+    make_runtime: Make,
+    store: Store,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    effect: str,
+) -> None:
+    harness, model, tools = FrozenHarness(effect), ScriptedModel(lambda r: "hi"), RecordingTools()
+    async with make_runtime({"frozen": agent(harness, model, tools)}) as runtime:
+        receipt = await runtime.dispatch("frozen", "acme", "hello")
+        await asyncio.wait_for(harness.reading.wait(), WAIT)
+        mine = await store.get_submission(receipt.submission_id)
+
+        # Frozen past its lease: no heartbeat of it renews the claim...
+        async def frozen(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailable("frozen")
+
+        monkeypatch.setattr(store, "renew_lease", frozen)
+        await clock.advance(runtime.config.lease + 1)
+        monkeypatch.undo()
+        # ... and another worker takes it over.
+        await store.release(mine.id, attempt_id=str(mine.attempt_id))
+        await store.claim(
+            mine.id,
+            attempt_id="attempt-of-another-worker",
+            owner_id="another-worker",
+            lease_expires_at=clock.now() + timedelta(hours=1),
+            now=clock.now(),
+        )
+        harness.go.set()  # it wakes, between reading its log and its effect
+        coordinator = runtime._coordinator
+        assert coordinator is not None
+        async with asyncio.timeout(WAIT):
+            while coordinator.active:
+                await asyncio.gather(*coordinator.active.values(), return_exceptions=True)
+    assert model.calls == [] and tools.calls == []
+    assert (await store.get_submission(mine.id)).owner_id == "another-worker"
+    records = await store.read(mine.conversation_id)
+    assert not [r for r in records if r.attempt_id == mine.attempt_id and r.seq > 1]
