@@ -1,0 +1,158 @@
+"""The SQL of long-term memory (``MemoryItemStore``) on SQLite: one row per item, found by the
+unique index on its encoded namespace and key (a prefix is a range of it), its keywords in
+the FTS5 table ``memory_words`` under the item's rowid, kept in the same transaction, as
+plain functions over a connection (writes on the writer's, inside its transaction)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from tether.store._common import from_micros, to_micros
+from tether.store._memory_items import (
+    MemoryHit,
+    MemoryItem,
+    MemoryWrite,
+    Namespace,
+    decode_namespace,
+    encode_namespace,
+    item_of,
+    keywords,
+    prefix_range,
+    rank_by_vector,
+    unpack_vector,
+)
+
+__all__ = (
+    "delete_memory",
+    "erase_memory",
+    "get_memory",
+    "list_memory",
+    "memory_namespaces",
+    "put_memory",
+    "search_memory",
+)
+
+_COLUMNS = "m.namespace, m.key, m.value, m.text, m.created_at, m.updated_at"
+
+
+def _item(row: tuple[Any, ...]) -> MemoryItem:
+    namespace, key, value, text, created_at, updated_at = row[:6]
+    return item_of(
+        decode_namespace(namespace),
+        key,
+        value,
+        text,
+        from_micros(created_at),
+        from_micros(updated_at),
+    )
+
+
+def _under(prefix: Namespace) -> tuple[str, tuple[str, ...]]:
+    """The ``WHERE`` term selecting the namespaces under ``prefix``, and its parameters."""
+    bounds = prefix_range(prefix)
+    if bounds is None:
+        return "1", ()
+    return "m.namespace >= ? AND m.namespace < ?", bounds
+
+
+def put_memory(conn: sqlite3.Connection, write: MemoryWrite) -> MemoryItem:
+    namespace = encode_namespace(write.namespace)
+    now = to_micros(write.now)
+    row = conn.execute(
+        "INSERT INTO memory_items (namespace, key, value, text, embedding, created_at, "
+        "updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (namespace, key) DO UPDATE "
+        "SET value = excluded.value, text = excluded.text, embedding = excluded.embedding, "
+        "updated_at = excluded.updated_at RETURNING id, created_at",
+        (namespace, write.key, write.value, write.text, write.embedding, now),
+    ).fetchone()
+    rowid, created_at = row
+    conn.execute("DELETE FROM memory_words WHERE rowid = ?", (rowid,))
+    conn.execute("INSERT INTO memory_words (rowid, words) VALUES (?, ?)", (rowid, write.words))
+    return write.item(from_micros(created_at))
+
+
+def get_memory(conn: sqlite3.Connection, namespace: Namespace, key: str) -> MemoryItem | None:
+    found = conn.execute(
+        f"SELECT {_COLUMNS} FROM memory_items m WHERE m.namespace = ? AND m.key = ?",
+        (encode_namespace(namespace), key),
+    ).fetchone()
+    return None if found is None else _item(found)
+
+
+def delete_memory(conn: sqlite3.Connection, namespace: Namespace, key: str) -> bool:
+    found = conn.execute(
+        "DELETE FROM memory_items WHERE namespace = ? AND key = ? RETURNING id",
+        (encode_namespace(namespace), key),
+    ).fetchone()
+    if found is None:
+        return False
+    conn.execute("DELETE FROM memory_words WHERE rowid = ?", (found[0],))
+    return True
+
+
+def list_memory(
+    conn: sqlite3.Connection, prefix: Namespace, limit: int, offset: int
+) -> list[MemoryItem]:
+    where, bounds = _under(prefix)
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM memory_items m WHERE {where} "
+        "ORDER BY m.namespace, m.key LIMIT ? OFFSET ?",
+        (*bounds, limit, offset),
+    ).fetchall()
+    return [_item(row) for row in rows]
+
+
+def memory_namespaces(
+    conn: sqlite3.Connection, prefix: Namespace, limit: int, offset: int
+) -> list[Namespace]:
+    where, bounds = _under(prefix)
+    rows = conn.execute(
+        f"SELECT DISTINCT m.namespace FROM memory_items m WHERE {where} "
+        "ORDER BY m.namespace LIMIT ? OFFSET ?",
+        (*bounds, limit, offset),
+    ).fetchall()
+    return [decode_namespace(namespace) for (namespace,) in rows]
+
+
+def search_memory(
+    conn: sqlite3.Connection,
+    prefix: Namespace,
+    text: str | None,
+    vector: tuple[float, ...] | None,
+    limit: int,
+    offset: int,
+    scan: int,
+) -> list[MemoryHit]:
+    where, bounds = _under(prefix)
+    words = keywords(text or "")
+    params: list[object] = list(bounds)
+    source = "memory_items m"
+    if words:
+        # Each keyword quoted: an FTS5 phrase of one word, all of them required.
+        source += " JOIN memory_words w ON w.rowid = m.id AND memory_words MATCH ?"
+        params.insert(0, " ".join(f'"{word}"' for word in words))
+    order = "ORDER BY m.updated_at DESC, m.namespace, m.key LIMIT ? OFFSET ?"
+    if vector is None:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM {source} WHERE {where} {order}",
+            (*params, limit, offset),
+        ).fetchall()
+        return [MemoryHit(_item(row)) for row in rows]
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, m.embedding FROM {source} "
+        f"WHERE {where} AND m.embedding IS NOT NULL {order}",
+        (*params, scan, 0),
+    ).fetchall()
+    return rank_by_vector(
+        [(_item(row), unpack_vector(row[6])) for row in rows], vector, limit, offset
+    )
+
+
+def erase_memory(conn: sqlite3.Connection, prefix: Namespace) -> int:
+    where, bounds = _under(prefix)
+    erased = conn.execute(
+        f"DELETE FROM memory_items AS m WHERE {where} RETURNING id", bounds
+    ).fetchall()
+    conn.executemany("DELETE FROM memory_words WHERE rowid = ?", erased)
+    return len(erased)
