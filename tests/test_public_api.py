@@ -619,6 +619,7 @@ PUBLIC = {
     "tether.agent": (
         "Agent",
         "AgentLoopError",
+        "AgentMemory",
         "Tool",
         "ToolArgumentsError",
         "ToolContext",
