@@ -459,6 +459,7 @@ PUBLIC = {
         "LangGraphTurn",
         "NotJournaled",
         "TetherCheckpointer",
+        "TetherStore",
         "UnsupportedConstruct",
         "convert_langgraph_events",
         "durable",
