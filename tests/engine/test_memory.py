@@ -5,11 +5,20 @@ serves what the run saw after the memory changed (docs/memory.md)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 
 import pytest
 from pydantic import JsonValue
 
-from tether.engine import AgentDefinition, AgentSpec, ManualClock, Memory, Runtime, memory_text
+from tether.engine import (
+    AgentDefinition,
+    AgentSpec,
+    ManualClock,
+    Memory,
+    Retention,
+    Runtime,
+    memory_text,
+)
 from tether.errors import StoreCapabilityMissing
 from tether.journal import Journal, Turn
 from tether.records import StepRecorded
@@ -128,3 +137,33 @@ async def test_a_replay_serves_what_the_run_saw(make_runtime: Make, store: Store
     journal = await Journal.open(store, receipt.conversation_id, fence=0)
     assert await journal.replay(Reader(Memory(unreachable))) == [saw]
     assert [i.value for i in await memory.list(NS)] == ["black coffee"]  # no write replayed
+
+
+async def test_retention_erases_memory_idle_past_its_limit(
+    make_runtime: Make, store: Store
+) -> None:
+    """``Retention(memory_after_idle=...)``: a pass erases the items not put again since;
+    a dry run leaves memory alone."""
+    clock = ManualClock()
+    memory = Memory(store, clock=clock)
+    runtime = make_runtime({}, clock=clock)
+    await runtime.start()
+    try:
+        await memory.put(NS, "old", 1)
+        await memory.put(NS, "renewed", 1)
+        await clock.advance(20 * 86400)
+        await memory.put(NS, "renewed", 2)
+        await memory.put(("beta",), "recent", 1)
+        policy = Retention(memory_after_idle=timedelta(days=10))
+        await clock.advance(86400)
+        assert (await runtime.prune(policy, dry_run=True)).memory_erased == 0
+        assert len(await memory.list()) == 3
+        assert (await runtime.prune(policy)).memory_erased == 1
+        assert [(i.namespace, i.key) for i in await memory.list()] == [
+            (NS, "renewed"),
+            (("beta",), "recent"),
+        ]
+    finally:
+        await runtime.close()
+    with pytest.raises(ValueError, match="memory_after_idle"):
+        Retention(memory_after_idle=timedelta(0))

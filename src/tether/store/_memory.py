@@ -1607,10 +1607,17 @@ class MemoryStore(
         ][:scan]
         return rank_by_vector(candidates, query, limit, offset)
 
-    async def erase_memory(self, prefix: Namespace) -> int:
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
         labels = check_prefix(prefix)
+        before = None if updated_before is None else stored_time(updated_before)
         self._check_open()
-        doomed = [place for place in self._memory if place[0][: len(labels)] == labels]
+        doomed = [
+            place
+            for place, (write, _) in self._memory.items()
+            if place[0][: len(labels)] == labels and (before is None or write.now < before)
+        ]
         for place in doomed:
             del self._memory[place]
         return len(doomed)

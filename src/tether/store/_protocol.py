@@ -1092,7 +1092,10 @@ class MemoryItemStore(Protocol):
         """
         ...
 
-    async def erase_memory(self, prefix: Namespace) -> int:
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
         """Remove for good, in one commit, every item under ``prefix`` (a tenant's, a
-        user's: erasure); how many. ``()`` erases all of them."""
+        user's: erasure); how many. ``()`` erases all of them. With ``updated_before``, only
+        those last put before it (retention: memory idle past a limit)."""
         ...

@@ -896,8 +896,11 @@ class SqliteStore(
             lambda conn: memory_sql.search_memory(conn, labels, text, query, limit, offset, scan)
         )
 
-    async def erase_memory(self, prefix: Namespace) -> int:
-        return await self._write(memory_sql.erase_memory, check_prefix(prefix))
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
+        before = None if updated_before is None else to_micros(updated_before)
+        return await self._write(memory_sql.erase_memory, check_prefix(prefix), before)
 
     # --- attachments ------------------------------------------------------------------
 

@@ -149,10 +149,13 @@ def search_memory(
     )
 
 
-def erase_memory(conn: sqlite3.Connection, prefix: Namespace) -> int:
+def erase_memory(conn: sqlite3.Connection, prefix: Namespace, before: int | None) -> int:
     where, bounds = _under(prefix)
     erased = conn.execute(
-        f"DELETE FROM memory_items AS m WHERE {where} RETURNING id", bounds
+        # ?1 first: the unnumbered parameters of ``where`` then number from 2.
+        f"DELETE FROM memory_items AS m WHERE (?1 IS NULL OR m.updated_at < ?1) AND {where} "
+        "RETURNING id",
+        (before, *bounds),
     ).fetchall()
     conn.executemany("DELETE FROM memory_words WHERE rowid = ?", erased)
     return len(erased)

@@ -519,6 +519,7 @@ CREATE TABLE memory_items (
     updated_at INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX memory_items_by_place ON memory_items (namespace, key);
+CREATE INDEX memory_items_by_update ON memory_items (updated_at);
 CREATE VIRTUAL TABLE memory_words USING fts5(words, tokenize = 'unicode61 remove_diacritics 0');
 """
 

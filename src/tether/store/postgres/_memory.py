@@ -6,6 +6,7 @@ of PostgreSQL's own), under a GIN index; each operation one statement."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from tether.store._memory_items import (
@@ -163,7 +164,11 @@ async def search_memory(
     return rank_by_vector(candidates, vector, limit, offset)
 
 
-async def erase_memory(conn: Conn, prefix: Namespace) -> int:
+async def erase_memory(conn: Conn, prefix: Namespace, before: datetime | None) -> int:
     where, params = _under(prefix)
-    erased = await conn.execute(f"DELETE FROM memory_items WHERE {where}", params)
+    erased = await conn.execute(
+        f"DELETE FROM memory_items WHERE {where} "
+        "AND (%(before)s::timestamptz IS NULL OR updated_at < %(before)s)",
+        {**params, "before": before},
+    )
     return erased.rowcount

@@ -481,6 +481,7 @@ MIGRATIONS: Final = (
         PRIMARY KEY (namespace, key)
     );
     CREATE INDEX IF NOT EXISTS memory_items_words ON memory_items USING GIN (words);
+    CREATE INDEX IF NOT EXISTS memory_items_by_update ON memory_items (updated_at);
     """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -1185,8 +1185,11 @@ class PostgresStore(
             _memory.search_memory, labels, text, query, limit, offset, scan
         )
 
-    async def erase_memory(self, prefix: Namespace) -> int:
-        return await self._autocommit(_memory.erase_memory, check_prefix(prefix))
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
+        before = None if updated_before is None else stored_time(updated_before)
+        return await self._autocommit(_memory.erase_memory, check_prefix(prefix), before)
 
     # --- attachments ------------------------------------------------------------------
 

@@ -163,6 +163,26 @@ class MemoryCases(BaseConformance):
         assert await store.list_memory(()) == []
 
     @case
+    async def test_erasing_what_was_not_updated_since(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        """With ``updated_before``, ``erase_memory`` removes only the items last put before
+        it, under the prefix (retention); a put since keeps an item."""
+        await store.put_memory(("a",), "old", 1, text="x", embedding=None, now=fx.at(0))
+        await store.put_memory(("a",), "kept", 1, text="x", embedding=None, now=fx.at(0))
+        await store.put_memory(("b",), "old", 1, text="x", embedding=None, now=fx.at(0))
+        await store.put_memory(("a",), "kept", 2, text="x", embedding=None, now=fx.at(20))
+        await store.put_memory(("a",), "new", 1, text="x", embedding=None, now=fx.at(10))
+        assert await store.erase_memory(("a",), updated_before=fx.at(10)) == 1
+        assert [(i.namespace, i.key) for i in await store.list_memory(())] == [
+            (("a",), "kept"),
+            (("a",), "new"),
+            (("b",), "old"),
+        ]
+        assert await store.erase_memory((), updated_before=fx.at(15)) == 2
+        assert [h.item.key for h in await store.search_memory((), text="x")] == ["kept"]
+
+    @case
     async def test_malformed_input_writes_nothing(self, store: CompleteStore, fx: Fixtures) -> None:
         """``ValueError``, the store untouched, for an empty namespace or label, a label
         with a control character, an empty key, a key or text with a NUL, a value that is
