@@ -33,7 +33,10 @@ __all__ = (
     "search_memory",
 )
 
-_COLUMNS = "m.namespace, m.key, m.value, m.text, m.created_at, m.updated_at"
+_T = "memory_items"
+_COLUMNS = ", ".join(
+    f"{_T}.{column}" for column in ("namespace", "key", "value", "text", "created_at", "updated_at")
+)
 
 
 def _item(row: tuple[Any, ...]) -> MemoryItem:
@@ -53,7 +56,7 @@ def _under(prefix: Namespace) -> tuple[str, tuple[str, ...]]:
     bounds = prefix_range(prefix)
     if bounds is None:
         return "1", ()
-    return "m.namespace >= ? AND m.namespace < ?", bounds
+    return f"{_T}.namespace >= ? AND {_T}.namespace < ?", bounds
 
 
 def put_memory(conn: sqlite3.Connection, write: MemoryWrite) -> MemoryItem:
@@ -74,7 +77,7 @@ def put_memory(conn: sqlite3.Connection, write: MemoryWrite) -> MemoryItem:
 
 def get_memory(conn: sqlite3.Connection, namespace: Namespace, key: str) -> MemoryItem | None:
     found = conn.execute(
-        f"SELECT {_COLUMNS} FROM memory_items m WHERE m.namespace = ? AND m.key = ?",
+        f"SELECT {_COLUMNS} FROM memory_items WHERE namespace = ? AND key = ?",
         (encode_namespace(namespace), key),
     ).fetchone()
     return None if found is None else _item(found)
@@ -96,8 +99,8 @@ def list_memory(
 ) -> list[MemoryItem]:
     where, bounds = _under(prefix)
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM memory_items m WHERE {where} "
-        "ORDER BY m.namespace, m.key LIMIT ? OFFSET ?",
+        f"SELECT {_COLUMNS} FROM memory_items WHERE {where} "
+        "ORDER BY namespace, key LIMIT ? OFFSET ?",
         (*bounds, limit, offset),
     ).fetchall()
     return [_item(row) for row in rows]
@@ -108,8 +111,8 @@ def memory_namespaces(
 ) -> list[Namespace]:
     where, bounds = _under(prefix)
     rows = conn.execute(
-        f"SELECT DISTINCT m.namespace FROM memory_items m WHERE {where} "
-        "ORDER BY m.namespace LIMIT ? OFFSET ?",
+        f"SELECT DISTINCT namespace FROM memory_items WHERE {where} "
+        "ORDER BY namespace LIMIT ? OFFSET ?",
         (*bounds, limit, offset),
     ).fetchall()
     return [decode_namespace(namespace) for (namespace,) in rows]
@@ -127,12 +130,15 @@ def search_memory(
     where, bounds = _under(prefix)
     words = keywords(text or "")
     params: list[object] = list(bounds)
-    source = "memory_items m"
+    source = "memory_items"
     if words:
         # Each keyword quoted: an FTS5 phrase of one word, all of them required.
-        source += " JOIN memory_words w ON w.rowid = m.id AND memory_words MATCH ?"
+        source += (
+            " JOIN memory_words ON memory_words.rowid = memory_items.id AND memory_words MATCH ?"
+        )
         params.insert(0, " ".join(f'"{word}"' for word in words))
-    order = "ORDER BY m.updated_at DESC, m.namespace, m.key LIMIT ? OFFSET ?"
+    order = "ORDER BY memory_items.updated_at DESC, memory_items.namespace, memory_items.key "
+    order += "LIMIT ? OFFSET ?"
     if vector is None:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM {source} WHERE {where} {order}",
@@ -140,8 +146,8 @@ def search_memory(
         ).fetchall()
         return [MemoryHit(_item(row)) for row in rows]
     rows = conn.execute(
-        f"SELECT {_COLUMNS}, m.embedding FROM {source} "
-        f"WHERE {where} AND m.embedding IS NOT NULL {order}",
+        f"SELECT {_COLUMNS}, memory_items.embedding FROM {source} "
+        f"WHERE {where} AND memory_items.embedding IS NOT NULL {order}",
         (*params, scan, 0),
     ).fetchall()
     return rank_by_vector(
@@ -153,8 +159,7 @@ def erase_memory(conn: sqlite3.Connection, prefix: Namespace, before: int | None
     where, bounds = _under(prefix)
     erased = conn.execute(
         # ?1 first: the unnumbered parameters of ``where`` then number from 2.
-        f"DELETE FROM memory_items AS m WHERE (?1 IS NULL OR m.updated_at < ?1) AND {where} "
-        "RETURNING id",
+        f"DELETE FROM memory_items WHERE (?1 IS NULL OR updated_at < ?1) AND {where} RETURNING id",
         (before, *bounds),
     ).fetchall()
     conn.executemany("DELETE FROM memory_words WHERE rowid = ?", erased)
