@@ -151,11 +151,13 @@ class Memory:
         labels = tuple(namespace)
 
         async def get() -> JsonValue:
+            # A list of none or one: a step's value is never null (a null value is left out
+            # of its record, which then reads back without it).
             item = await self.store.get_memory(labels, key)
-            return None if item is None else _item_json(item)
+            return [] if item is None else [_item_json(item)]
 
-        found = await self._run("get", get)
-        return None if found is None else _item_of(found)
+        found = cast(builtins.list[JsonValue], await self._run("get", get))
+        return _item_of(found[0]) if found else None
 
     async def delete(self, namespace: Sequence[str], key: str) -> bool:
         """Forget the item under ``namespace`` and ``key``; whether there was one."""

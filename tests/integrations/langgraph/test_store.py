@@ -7,25 +7,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
+import pytest
 from langchain_core.messages import AIMessage
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, tool
+from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import InjectedStore, create_react_agent
 from langgraph.store.base import BaseStore
 
 from tether import SessionKey
-from tether.engine import Memory
+from tether.engine import AgentDefinition, Memory, Runtime
 from tether.integrations.langgraph import (
     CompiledGraph,
     JournaledChatModel,
     LangGraphHarness,
     TetherStore,
+    durable,
 )
 from tether.journal import Journal
-from tether.records import StepRecorded, UserMessage
+from tether.records import StepRecorded, ToolOutcome, UserMessage
 from tether.store import MemoryStore, Store
 
+from ...engine.test_runtime import settle
+from ...fakes.openai_server import Answer, Call, FakeOpenAI
+from ..cuts import harness_of, replay_sends_nothing
 from .app import EchoChatModel, ExplodingChatModel
 
 USER = ("acme", "u-1")
@@ -114,3 +121,47 @@ async def test_a_sync_node_reaches_the_store_through_the_run() -> None:
         graph_on(Memory(unreachable), sync=True), model=ExplodingChatModel(), name="graph"
     )
     assert await (await Journal.open(store, "conv", fence=0)).replay(replayer) == [output]
+
+
+def remembering_agent(memory: Memory) -> AgentDefinition:
+    """A prebuilt react agent on the real ChatOpenAI whose tool writes and reads the store
+    (``InjectedStore``), compiled with ``TetherStore``."""
+
+    @tool
+    async def remember(fact: str, store: Annotated[BaseStore, InjectedStore()]) -> str:
+        """Remember a fact about the user."""
+        before = await store.aget(USER, "fact")
+        await store.aput(USER, "fact", {"text": fact})
+        return f"kept (was {before.value['text'] if before else None})"
+
+    def build(model: JournaledChatModel, tools: list[BaseTool]) -> CompiledGraph:
+        return create_react_agent(model, tools, store=TetherStore(memory))
+
+    return durable(
+        build, model=ChatOpenAI(model="gpt-4o", max_retries=0), tools=[remember], name="react"
+    )
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+async def test_a_tool_given_the_store_journals_its_operations_in_its_call(
+    make_runtime: Callable[..., Runtime], store: Store, fake: FakeOpenAI
+) -> None:
+    memory = Memory(store)
+    agent = remembering_agent(memory)
+    fake.add(Answer(calls=(Call("remember", {"fact": "likes tea"}),)), Answer(text="Noted."))
+    async with make_runtime({"react": agent}) as runtime:
+        receipt = await runtime.dispatch("react", "acme", "I like tea")
+        assert (await settle(runtime, receipt.submission_id))["result"] == "Noted."
+        records = await runtime.records(receipt.conversation_id)
+    kept = await memory.get(USER, "fact")
+    assert kept is not None and kept.value == {"text": "likes tea"}
+    steps = [r.payload for r in records if isinstance(r.payload, StepRecorded)]
+    memory_steps = [(s.name, bool(s.call_id)) for s in steps if s.name.startswith("memory.")]
+    assert memory_steps == [("memory.get.1", True), ("memory.put.2", True)]
+    outcome = [r.payload for r in records if isinstance(r.payload, ToolOutcome)]
+    assert [o.content for o in outcome] == ["kept (was None)"]
+    await memory.erase(())
+    replayer = remembering_agent(Memory(unreachable))
+    assert await replay_sends_nothing(
+        store, fake, receipt.conversation_id, harness_of(replayer)
+    ) == ["Noted."]

@@ -4,14 +4,19 @@ graph's ``store.get`` / ``put`` / ``search`` / ``list_namespaces`` from a
 run's turn (``memory.get``, ``memory.put``, ...), so a resume or a replay gets what the run
 saw, even after the memory changed, with no call to the store or the embedding function.
 
-Outside a durable run (the application reading what its agents remembered) the operations
-go to the memory directly.
+Inside a journaled tool (a LangGraph tool given the store with ``InjectedStore``) they are
+steps of the tool's call instead, numbered (``memory.get.1``, ...). Outside a durable run
+(the application reading what its agents remembered) the operations go to the memory
+directly.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+import contextlib
+import itertools
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from langgraph.store.base import (
@@ -25,14 +30,37 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
+from pydantic import JsonValue
 
 from tether.engine import Memory, memory_text
 from tether.integrations._bridge import NotInTurn, current_turn
 from tether.integrations.langgraph._errors import refuse
 from tether.integrations.langgraph._sync import on_the_loop
+from tether.journal import ToolScope
 from tether.store import MemoryItem
 
-__all__ = ("TetherStore",)
+__all__ = ("TetherStore", "tool_steps")
+
+Step = Callable[[str, Callable[[], Awaitable[JsonValue]]], Awaitable[JsonValue]]
+_tool_step: ContextVar[Step | None] = ContextVar("tether_langgraph_tool_step", default=None)
+
+
+@contextlib.contextmanager
+def tool_steps(scope: ToolScope) -> Iterator[None]:
+    """While a journaled tool runs: the store's operations are steps of its call (numbered,
+    as a call keys its steps by name), so a tool retried or resumed is served them, and a
+    replay, which serves the tool's outcome, finds none outside it."""
+    numbers = itertools.count(1)
+
+    async def step(name: str, fn: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+        return await scope.step(f"{name}.{next(numbers)}", fn)
+
+    token = _tool_step.set(step)
+    try:
+        yield
+    finally:
+        _tool_step.reset(token)
+
 
 _FILTER_SCAN = 1_000
 """A search with a ``filter`` reads up to this many hits and filters them (no index on values)."""
@@ -60,6 +88,9 @@ class TetherStore(BaseStore):
         self.memory = memory
 
     def _memory(self) -> Memory:
+        in_tool = _tool_step.get()
+        if in_tool is not None:
+            return self.memory.journaled(in_tool)
         try:
             turn = current_turn()
         except NotInTurn:
