@@ -15,6 +15,7 @@ brute-force bound, not an index).
 from __future__ import annotations
 
 import math
+import operator
 import re
 import struct
 from collections.abc import Sequence
@@ -198,9 +199,18 @@ def unpack_vector(blob: bytes) -> tuple[float, ...]:
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """The cosine similarity of two vectors of one length (0.0 when either is zero)."""
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return 0.0 if norms == 0 else dot / norms
+    if len(a) != len(b):
+        raise ValueError(f"vectors of {len(a)} and {len(b)} dimensions")
+    return _cosine(a, b, _norm(b))
+
+
+def _norm(vector: Sequence[float]) -> float:
+    return math.sqrt(sum(map(operator.mul, vector, vector)))
+
+
+def _cosine(a: Sequence[float], b: Sequence[float], b_norm: float) -> float:
+    norms = _norm(a) * b_norm
+    return 0.0 if norms == 0 else sum(map(operator.mul, a, b)) / norms
 
 
 def rank_by_vector(
@@ -212,8 +222,9 @@ def rank_by_vector(
     """The candidates whose embedding has ``vector``'s length, most similar first (then by
     namespace and key), the page ``offset``..``offset + limit``: every backend ranks its
     candidates with this, so they agree."""
+    query_norm = _norm(vector)  # once, not per candidate
     scored = [
-        MemoryHit(item, cosine(embedding, vector))
+        MemoryHit(item, _cosine(embedding, vector, query_norm))
         for item, embedding in candidates
         if len(embedding) == len(vector)
     ]
