@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.engine import AgentDefinition, AgentSpec, App, Runtime
+    from tether.engine import AgentDefinition, AgentSpec, App, Memory, Runtime
     from tether.records import Record, RecordDraft
     from tether.store import SessionKey, Store, open_store
 
@@ -29,6 +29,7 @@ _LAZY = {
     "AgentDefinition": "tether.engine",
     "AgentSpec": "tether.engine",
     "App": "tether.engine",
+    "Memory": "tether.engine",
     "Runtime": "tether.engine",
     "Record": "tether.records",
     "RecordDraft": "tether.records",
@@ -66,6 +67,7 @@ __all__ = (
     "AgentDefinition",
     "AgentSpec",
     "App",
+    "Memory",
     "Record",
     "RecordDraft",
     "Runtime",

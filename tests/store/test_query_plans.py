@@ -52,6 +52,7 @@ GROWING = (
     "gates",
     "attachment_refs",
     "limit_holds",
+    "memory_items",
 )
 # A claim reads the queued heads in claim order from ``submissions_queued_by_rank``, a
 # partial index of the backlog alone (as PostgreSQL's ``submissions_queued`` below): SQLite
@@ -426,6 +427,36 @@ async def test_every_query_of_the_limits_is_served_by_an_index(
     await _limits(store)
     judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
     assert any("limit_holds" in statement for statement in judged)
+    assert capture.scans() == []
+
+
+async def _memory_steps(store: CompleteStore) -> None:
+    """Every long-term memory statement a run makes on a user's namespace (issue 43 item 6),
+    over items of several tenants and users."""
+    fx = Fixtures(store)
+    for n in range(12):
+        namespace = (f"t{n % 3}", f"u{n % 2}", "bot")
+        await store.put_memory(
+            namespace, f"k{n}", {"n": n}, text=f"likes tea {n}", embedding=[1.0, n], now=fx.at(n)
+        )
+    user = ("t1", "u1")
+    await store.get_memory((*user, "bot"), "k1")
+    await store.list_memory(user, limit=5)
+    await store.memory_namespaces(("t1",))
+    await store.search_memory(user, text="tea")
+    await store.search_memory(user, vector=[1.0, 0.0], scan=10)
+    await store.search_memory(user, text="likes", vector=[1.0, 0.0])
+    await store.delete_memory((*user, "bot"), "k1")
+    await store.erase_memory(user)
+
+
+async def test_every_query_of_the_memory_steps_is_served_by_an_index(
+    store: CompleteStore, capture: Capture
+) -> None:
+    capture.statements.clear()  # opening (the migrations) is not judged
+    await _memory_steps(store)
+    judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
+    assert any("memory_items" in statement for statement in judged)
     assert capture.scans() == []
 
 

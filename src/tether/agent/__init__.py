@@ -14,6 +14,7 @@ Example::
 """
 
 from tether.agent._agent import Agent, AgentLoopError, agent_spec, render_signal
+from tether.agent._memory import AgentMemory
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool, ToolArgumentsError, ToolContext, tool
 from tether.agent._toolset import Toolset
@@ -22,6 +23,7 @@ from tether.journal import ToolPolicy
 __all__ = (
     "Agent",
     "AgentLoopError",
+    "AgentMemory",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",

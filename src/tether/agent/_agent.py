@@ -17,6 +17,7 @@ from pydantic import JsonValue
 
 from tether._canonical import canonical_json, sha256_hex
 from tether._histories import HistoryMemo
+from tether.agent._memory import MEMORY_TOOLS, AgentMemory, memory_tools
 from tether.agent._toolbox import Toolbox
 from tether.agent._tools import Tool
 from tether.agent._toolset import TOOLSET_STEP, Toolset
@@ -152,8 +153,12 @@ class Agent:
         max_overflow_compactions: int = 2,
         timers: bool = False,
         tool_policies: Mapping[str, ToolPolicy] | None = None,
+        memory: AgentMemory | None = None,
     ) -> None:
         self.timers = timers
+        self.memory = memory
+        """Offer the model the ``remember`` and ``recall`` tools on this long-term memory
+        (docs/memory.md); ``None`` (the default): no memory tools."""
         self.tool_policies = dict(tool_policies or {})
         """How each tool's calls are bounded and retried, by tool name (``"*"``: any other);
         a tool's own policy (``@tool(policy=...)``) comes first."""
@@ -175,6 +180,11 @@ class Agent:
             if WAIT_TOOL in self.tools:
                 raise ValueError(f"a tool named {WAIT_TOOL!r} would shadow the wait tool")
             self.tools[WAIT_TOOL] = wait_tool()
+        self._memory_tools = Toolbox(memory_tools(memory) if memory is not None else [])
+        for memory_tool in self._memory_tools.tools.values():
+            if memory_tool.name in self.tools:
+                raise ValueError(f"a tool named {memory_tool.name!r} would shadow a memory tool")
+            self.tools[memory_tool.name] = memory_tool
         self.max_rounds = max_rounds
         self.settings = dict(settings or {})
         if max_tokens is not None:
@@ -241,6 +251,8 @@ class Agent:
         if part.name == WAIT_TOOL and self.timers:  # run here, whatever the spec's executor
             return await turn.tool(call, executor=_WAITS)
         policy = self._policy(part.name, tool)
+        if self.memory is not None and part.name in MEMORY_TOOLS:  # whatever the spec's executor
+            return await turn.tool(call, executor=self._memory_tools, policy=policy)
         if part.name in tools.found.tools:
             return await turn.tool(call, executor=tools.found, policy=policy)
         return await turn.tool(call, policy=policy)
@@ -403,6 +415,7 @@ def agent_spec(
     model_retry: ModelRetryPolicy | None = None,
     timers: bool = False,
     tool_policies: Mapping[str, ToolPolicy] | None = None,
+    memory: AgentMemory | None = None,
 ) -> AgentSpec:
     """An engine spec running the built-in agent, with ``model`` as the client and a summarizer
     (for queued compaction) that asks the same model. ``model_timeout`` and ``model_retry``
@@ -410,7 +423,8 @@ def agent_spec(
     ``timers`` offers the model the ``wait_until`` tool (docs/timers.md). ``tools`` may hold
     toolsets (an MCP server's tools, ``tether.tools.mcp``) beside tools. ``tool_policies``
     bounds and retries the calls of tools by name (``"*"``: any other), for tools that have
-    no policy of their own (:class:`~tether.journal.ToolPolicy`).
+    no policy of their own (:class:`~tether.journal.ToolPolicy`). ``memory`` offers the
+    ``remember`` and ``recall`` tools on a long-term memory (docs/memory.md).
 
     Example::
 
@@ -432,6 +446,7 @@ def agent_spec(
         keep_tokens=keep_tokens,
         timers=timers,
         tool_policies=tool_policies,
+        memory=memory,
     )
     return AgentSpec(
         harness=harness,

@@ -32,6 +32,7 @@ from tether.engine._fork import Fork
 from tether.engine._health import Dependency, DependencyState, HealthReporter
 from tether.engine._inbound import Inbound, InboundKind, SignalInfo
 from tether.engine._limits import LIMIT, Limits
+from tether.engine._memory import Embed, Memory, memory_text
 from tether.engine._metrics import (
     INSTRUMENTS,
     EngineMetrics,
@@ -148,6 +149,7 @@ __all__ = (
     "DeltaReceived",
     "Dependency",
     "DependencyState",
+    "Embed",
     "EngineEvent",
     "EngineMetrics",
     "Fork",
@@ -161,6 +163,7 @@ __all__ = (
     "InvalidSchedule",
     "Limits",
     "ManualClock",
+    "Memory",
     "MetricSink",
     "MetricsSnapshot",
     "ModelCallFailed",
@@ -216,6 +219,7 @@ __all__ = (
     "VersionPolicy",
     "VersionState",
     "build_spec",
+    "memory_text",
     "pins_of",
     "task_tool",
     "version_digest",

@@ -9,6 +9,9 @@ policy:
 - idle longer than ``erase_after_idle``: erased, unless something of it is unsettled (a run,
   a queued submission, an approval or children it waits for): work in flight is never lost
   to retention, however old;
+- (once per pass, not per session) long-term memory items not put again for longer than
+  ``memory_after_idle`` are erased (``MemoryItemStore.erase_memory``), on a store that
+  offers ``memory``; a dry run leaves memory alone and counts none;
 - a log holding more than ``keep_records`` records by a quarter: its head is cut through the
   latest point that keeps at least ``keep_records`` and splits no submission (see
   :func:`tether.journal.truncation_point`), and replaced by a ``log_truncated`` record that
@@ -89,6 +92,8 @@ class PruneReport:
     scanned: int
     outcomes: tuple[PruneOutcome, ...]
     dry_run: bool
+    memory_erased: int = 0
+    """How many long-term memory items the pass erased (``Retention.memory_after_idle``)."""
 
     @property
     def erased(self) -> int:
@@ -118,7 +123,13 @@ async def prune(
             outcome = await _cut(context, row, policy.keep_records, dry_run=dry_run)
             if outcome is not None:
                 outcomes.append(outcome)
-    return PruneReport(scanned, tuple(outcomes), dry_run)
+    memory_erased = 0
+    memory = context.capabilities.memory
+    if retention.memory_after_idle is not None and memory is not None and not dry_run:
+        memory_erased = await memory.erase_memory(
+            (), updated_before=now - retention.memory_after_idle
+        )
+    return PruneReport(scanned, tuple(outcomes), dry_run, memory_erased)
 
 
 async def _every_session(store: SessionListStore) -> AsyncIterator[SessionRow]:

@@ -18,7 +18,9 @@ class Retention:
     ``keep_records``: cut a log's head once it holds more than this by a quarter, keeping at
     least this many of its latest records (``None``: keep every record). ``agents``: a
     policy per agent name, which replaces this one for that agent's sessions. ``every``: how
-    often a worker's pruner makes a pass.
+    often a worker's pruner makes a pass. ``memory_after_idle``: erase long-term memory items
+    (``tether.Memory``) not put again for longer than this (``None``: keep them; read from
+    the runtime's policy only, as memory belongs to no agent's session).
 
     Example::
 
@@ -37,12 +39,15 @@ class Retention:
     keep_records: int | None = None
     agents: Mapping[str, Retention] = field(default_factory=dict)
     every: timedelta = timedelta(hours=1)
+    memory_after_idle: timedelta | None = None
 
     def __post_init__(self) -> None:
         if self.erase_after_idle is not None and self.erase_after_idle <= timedelta(0):
             raise ValueError("erase_after_idle must be positive (None keeps sessions)")
         if self.keep_records is not None and self.keep_records < 1:
             raise ValueError("keep_records must be at least 1 (None keeps every record)")
+        if self.memory_after_idle is not None and self.memory_after_idle <= timedelta(0):
+            raise ValueError("memory_after_idle must be positive (None keeps memory)")
         if self.every <= timedelta(0):
             raise ValueError("every must be positive")
 
@@ -53,7 +58,7 @@ class Retention:
     @property
     def prunes(self) -> bool:
         """Whether this policy, or an agent's, would ever remove anything."""
-        return any(
+        return self.memory_after_idle is not None or any(
             policy.erase_after_idle is not None or policy.keep_records is not None
             for policy in (self, *self.agents.values())
         )

@@ -27,6 +27,7 @@ from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
+from tether.store._memory_items import MEMORY_SCAN, MemoryHit, MemoryItem, Namespace
 from tether.store._priority import (
     DEFAULT_PRIORITY_AGING,
     PRIORITY_MAX,
@@ -44,6 +45,7 @@ from tether.store._protocol import (
     ImportStore,
     LimitStore,
     LogStore,
+    MemoryItemStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -94,6 +96,7 @@ __all__ = (
     "EXPORT_PAGE",
     "EXPORT_VERSION",
     "MAX_SEQ",
+    "MEMORY_SCAN",
     "PRIORITY_MAX",
     "PRIORITY_MIN",
     "SQLITE_FILENAME",
@@ -127,7 +130,11 @@ __all__ = (
     "LimitStore",
     "LogStore",
     "LogWalk",
+    "MemoryHit",
+    "MemoryItem",
+    "MemoryItemStore",
     "MemoryStore",
+    "Namespace",
     "NewSubmission",
     "NewToken",
     "OwnerLiveness",

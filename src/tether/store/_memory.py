@@ -73,6 +73,22 @@ from tether.store._limits import (
     decide,
     read_now,
 )
+from tether.store._memory_items import (
+    MEMORY_SCAN,
+    MemoryHit,
+    MemoryItem,
+    MemoryWrite,
+    Namespace,
+    check_memory_key,
+    check_memory_page,
+    check_namespace,
+    check_prefix,
+    check_vector,
+    keywords,
+    memory_write,
+    rank_by_vector,
+    unpack_vector,
+)
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -82,6 +98,7 @@ from tether.store._protocol import (
     GateStore,
     ImportStore,
     LimitStore,
+    MemoryItemStore,
     RetentionStore,
     ScheduleStore,
     SessionListStore,
@@ -265,6 +282,7 @@ class MemoryStore(
     GateStore,
     ImportStore,
     LimitStore,
+    MemoryItemStore,
     RetentionStore,
     ScheduleStore,
     SessionListStore,
@@ -303,6 +321,7 @@ class MemoryStore(
         self._holds: list[_Hold] = []  # the limits' holds, every key's (few: they expire)
         self._usage: dict[tuple[str, date], UsageSpent] = {}  # by tenant and UTC day
         self._reservations: list[_Reservation] = []  # every tenant's (few: they expire)
+        self._memory: dict[tuple[Namespace, str], tuple[MemoryWrite, datetime]] = {}
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -1498,6 +1517,110 @@ class MemoryStore(
         if row.revoked_at is None:
             row = self._tokens[token_id] = dataclasses.replace(row, revoked_at=at)
         return row
+
+    # --- memory -----------------------------------------------------------------------
+
+    async def put_memory(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: Any,
+        *,
+        text: str,
+        embedding: Sequence[float] | None,
+        now: datetime,
+    ) -> MemoryItem:
+        write = memory_write(namespace, key, value, text, embedding, now)
+        self._check_open()
+        place = (write.namespace, write.key)
+        kept = self._memory.get(place)
+        created_at = write.now if kept is None else kept[1]
+        self._memory[place] = (write, created_at)
+        return write.item(created_at)
+
+    async def get_memory(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        place = (check_namespace(namespace), check_memory_key(key))
+        self._check_open()
+        kept = self._memory.get(place)
+        return None if kept is None else kept[0].item(kept[1])
+
+    async def delete_memory(self, namespace: Namespace, key: str) -> bool:
+        place = (check_namespace(namespace), check_memory_key(key))
+        self._check_open()
+        return self._memory.pop(place, None) is not None
+
+    def _memory_under(self, prefix: Namespace) -> list[tuple[MemoryWrite, datetime]]:
+        """The items under ``prefix``, by namespace then key."""
+        return [
+            self._memory[place]
+            for place in sorted(self._memory)
+            if place[0][: len(prefix)] == prefix
+        ]
+
+    async def list_memory(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset)
+        self._check_open()
+        under = self._memory_under(labels)[offset : offset + limit]
+        return [write.item(created_at) for write, created_at in under]
+
+    async def memory_namespaces(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[Namespace]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset)
+        self._check_open()
+        held = dict.fromkeys(write.namespace for write, _ in self._memory_under(labels))
+        return list(held)[offset : offset + limit]
+
+    async def search_memory(
+        self,
+        prefix: Namespace,
+        *,
+        text: str | None = None,
+        vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        scan: int = MEMORY_SCAN,
+    ) -> list[MemoryHit]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset, scan)
+        query = None if vector is None else check_vector(vector)
+        wanted = set(keywords(text or ""))
+        self._check_open()
+        found = [
+            (write, created_at)
+            for write, created_at in self._memory_under(labels)
+            if wanted <= set(write.words.split())
+        ]
+        # Most recently updated first, then by namespace and key (a stable sort keeps that).
+        found.sort(key=lambda kept: kept[0].now, reverse=True)
+        if query is None:
+            page = found[offset : offset + limit]
+            return [MemoryHit(write.item(created_at)) for write, created_at in page]
+        candidates = [
+            (write.item(created_at), unpack_vector(write.embedding))
+            for write, created_at in found
+            if write.embedding is not None
+        ][:scan]
+        return rank_by_vector(candidates, query, limit, offset)
+
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
+        labels = check_prefix(prefix)
+        before = None if updated_before is None else stored_time(updated_before)
+        self._check_open()
+        doomed = [
+            place
+            for place, (write, _) in self._memory.items()
+            if place[0][: len(labels)] == labels and (before is None or write.now < before)
+        ]
+        for place in doomed:
+            del self._memory[place]
+        return len(doomed)
 
     # --- attachments ------------------------------------------------------------------
 

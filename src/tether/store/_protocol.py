@@ -29,6 +29,7 @@ from tether._payloads import AttachmentRef
 from tether.records import Actor, Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
+from tether.store._memory_items import MEMORY_SCAN, MemoryHit, MemoryItem, Namespace
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
@@ -54,6 +55,7 @@ __all__ = (
     "GateStore",
     "ImportStore",
     "LogStore",
+    "MemoryItemStore",
     "OwnerLiveness",
     "RetentionStore",
     "ScheduleStore",
@@ -1007,4 +1009,93 @@ class UsageStore(Protocol):
     async def renew_usage(self, owner_id: str, *, expires_at: datetime) -> int:
         """Move every reservation ``owner_id`` holds to expire at ``expires_at``: a live
         worker's heartbeat. How many it moved."""
+        ...
+
+
+@runtime_checkable
+class MemoryItemStore(Protocol):
+    """Capability ``memory``: long-term memory (``tether.Memory``), JSON values kept under a
+    namespace (a tuple of labels, outermost first: ``(tenant, user, agent)``) and a key,
+    across sessions. A namespace's labels are non-empty strings without control characters,
+    and a prefix of one (``()``: every namespace) selects the namespaces that start with its
+    labels; each of these reads is served by one index range. What each item's keywords
+    are, how an embedding is kept and how hits are scored is shared by every backend
+    (:mod:`tether.store._memory_items`), so they answer alike. ``ValueError`` for a
+    malformed namespace, key, vector or page, writing nothing."""
+
+    async def put_memory(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: Any,
+        *,
+        text: str,
+        embedding: Sequence[float] | None,
+        now: datetime,
+    ) -> MemoryItem:
+        """Keep ``value`` (JSON) under ``namespace`` and ``key``, replacing what was kept
+        there (whose ``created_at`` it keeps; ``updated_at`` becomes ``now``), in one
+        commit, with ``text`` (what keyword search matches) and ``embedding`` (``None``:
+        none, so semantic search passes it over). Putting the same again is harmless (an
+        idempotent write). The item as kept.
+
+        Example::
+
+            item = await store.put_memory(("acme", "u-1"), "diet", {"likes": "tea"},
+                                          text="likes tea", embedding=None, now=now)
+        """
+        ...
+
+    async def get_memory(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        """The item kept under ``namespace`` and ``key``, or ``None``."""
+        ...
+
+    async def delete_memory(self, namespace: Namespace, key: str) -> bool:
+        """Forget the item under ``namespace`` and ``key``; ``False`` if there was none."""
+        ...
+
+    async def list_memory(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        """The items under ``prefix``, by namespace then key (compared as code points),
+        ``limit`` of them from ``offset``."""
+        ...
+
+    async def memory_namespaces(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[Namespace]:
+        """The namespaces under ``prefix`` that hold an item, in order (as
+        :meth:`list_memory`), ``limit`` of them from ``offset``."""
+        ...
+
+    async def search_memory(
+        self,
+        prefix: Namespace,
+        *,
+        text: str | None = None,
+        vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        scan: int = MEMORY_SCAN,
+    ) -> list[MemoryHit]:
+        """Search the items under ``prefix``. With ``text``, only those whose keywords hold
+        every keyword of ``text`` (a text of no keywords matches every item). Without
+        ``vector``: those, most recently updated first (then by namespace and key), with no
+        score. With ``vector``: of those that have an embedding, the ``scan`` most recently
+        updated (the brute-force bound: no more are read) ranked by the cosine similarity of
+        their embedding to ``vector`` (one of another length is passed over), most similar
+        first. The page ``limit`` from ``offset`` of either order.
+
+        Example::
+
+            hits = await store.search_memory(("acme",), text="tea", vector=embedding)
+        """
+        ...
+
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
+        """Remove for good, in one commit, every item under ``prefix`` (a tenant's, a
+        user's: erasure); how many. ``()`` erases all of them. With ``updated_before``, only
+        those last put before it (retention: memory idle past a limit)."""
         ...

@@ -31,6 +31,7 @@ from tether.store import _sqlite_erasure as erasure_sql
 from tether.store import _sqlite_import as import_sql
 from tether.store import _sqlite_limits as limits_sql
 from tether.store import _sqlite_log as log_sql
+from tether.store import _sqlite_memory as memory_sql
 from tether.store import _sqlite_schedules as schedules_sql
 from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
@@ -54,6 +55,18 @@ from tether.store._limits import (
     check_key,
     read_now,
 )
+from tether.store._memory_items import (
+    MEMORY_SCAN,
+    MemoryHit,
+    MemoryItem,
+    Namespace,
+    check_memory_key,
+    check_memory_page,
+    check_namespace,
+    check_prefix,
+    check_vector,
+    memory_write,
+)
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -63,6 +76,7 @@ from tether.store._protocol import (
     GateStore,
     ImportStore,
     LimitStore,
+    MemoryItemStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -130,6 +144,7 @@ class SqliteStore(
     GateStore,
     ImportStore,
     LimitStore,
+    MemoryItemStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -826,6 +841,66 @@ class SqliteStore(
 
     async def revoke_token(self, token_id: str, *, now: datetime) -> TokenRow:
         return await self._write(tokens_sql.revoke_token, token_id, stored_time(now))
+
+    # --- memory -----------------------------------------------------------------------
+
+    async def put_memory(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: Any,
+        *,
+        text: str,
+        embedding: Sequence[float] | None,
+        now: datetime,
+    ) -> MemoryItem:
+        write = memory_write(namespace, key, value, text, embedding, now)
+        return await self._write(memory_sql.put_memory, write)
+
+    async def get_memory(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        labels, key = check_namespace(namespace), check_memory_key(key)
+        return self._read(lambda conn: memory_sql.get_memory(conn, labels, key))
+
+    async def delete_memory(self, namespace: Namespace, key: str) -> bool:
+        labels, key = check_namespace(namespace), check_memory_key(key)
+        return await self._write(memory_sql.delete_memory, labels, key)
+
+    async def list_memory(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset)
+        return self._read(lambda conn: memory_sql.list_memory(conn, labels, limit, offset))
+
+    async def memory_namespaces(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[Namespace]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset)
+        return self._read(lambda conn: memory_sql.memory_namespaces(conn, labels, limit, offset))
+
+    async def search_memory(
+        self,
+        prefix: Namespace,
+        *,
+        text: str | None = None,
+        vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        scan: int = MEMORY_SCAN,
+    ) -> list[MemoryHit]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset, scan)
+        query = None if vector is None else check_vector(vector)
+        return self._read(
+            lambda conn: memory_sql.search_memory(conn, labels, text, query, limit, offset, scan)
+        )
+
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
+        before = None if updated_before is None else to_micros(updated_before)
+        return await self._write(memory_sql.erase_memory, check_prefix(prefix), before)
 
     # --- attachments ------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 22
+SCHEMA_VERSION: Final = 23
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -503,6 +503,25 @@ CREATE TABLE usage_reservations (
 CREATE INDEX usage_reservations_by_tenant ON usage_reservations (tenant, holder);
 CREATE INDEX usage_reservations_by_owner ON usage_reservations (owner_id);
 """
+# v23: long-term memory (issue 43, docs/memory.md): one row per item, its namespace encoded so
+# that a prefix is a range of ``memory_items_by_place``; its keywords in the FTS5 table
+# ``memory_words`` under the item's id, kept by the store in each write's transaction; its
+# embedding packed (float64), read by a semantic search's brute-force scan.
+_SCHEMA_V23: Final = """
+CREATE TABLE memory_items (
+    id         INTEGER PRIMARY KEY,
+    namespace  TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    value      BLOB NOT NULL,
+    text       TEXT NOT NULL,
+    embedding  BLOB,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX memory_items_by_place ON memory_items (namespace, key);
+CREATE INDEX memory_items_by_update ON memory_items (updated_at);
+CREATE VIRTUAL TABLE memory_words USING fts5(words, tokenize = 'unicode61 remove_diacritics 0');
+"""
 
 
 _MIGRATIONS: Final = (
@@ -534,6 +553,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V21,
     # v22: what a framework attached to an approval or input request (its deferral's metadata)
     "ALTER TABLE gates ADD COLUMN metadata BLOB;",
+    _SCHEMA_V23,
 )
 
 

@@ -19,11 +19,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
-from tether.engine import Runtime
+from tether.engine import Memory, Runtime
 from tether.errors import NotJournaled
-from tether.integrations.langgraph import TetherCheckpointer, UnsupportedConstruct
+from tether.integrations.langgraph import TetherCheckpointer, TetherStore, UnsupportedConstruct
 from tether.records import StepRecorded
-from tether.store import SessionKey
+from tether.store import MemoryStore, SessionKey
 
 from ...postgres import fresh_schema, store_url
 
@@ -189,8 +189,14 @@ async def test_checkpoints_are_records_of_the_threads_session(urls: Urls) -> Non
 
 async def test_a_graph_with_a_store_is_refused(saver_of: Any) -> None:
     graph = review_graph(saver_of(), store=InMemoryStore())
-    with pytest.raises(UnsupportedConstruct, match="long-term store"):
+    with pytest.raises(UnsupportedConstruct, match="other than TetherStore"):
         await graph.ainvoke(ASK, THREAD)
+
+
+async def test_a_graph_with_tethers_store_is_checkpointed(saver_of: Any) -> None:
+    """Tether's long-term memory (``TetherStore``) is no store outside Tether's: accepted."""
+    graph = review_graph(saver_of(), store=TetherStore(Memory(MemoryStore())))
+    await graph.ainvoke(ASK, THREAD)
 
 
 async def test_pickle_is_refused(saver_of: Any) -> None:

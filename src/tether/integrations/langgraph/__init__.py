@@ -29,6 +29,7 @@ from tether.integrations.langgraph._adapter import (
 from tether.integrations.langgraph._checkpointer import TetherCheckpointer
 from tether.integrations.langgraph._errors import NotJournaled, UnsupportedConstruct
 from tether.integrations.langgraph._model import JournaledChatModel
+from tether.integrations.langgraph._store import TetherStore
 from tether.integrations.langgraph._tap import (
     LangGraphTurn,
     convert_langgraph_events,
@@ -45,6 +46,7 @@ __all__ = (
     "LangGraphTurn",
     "NotJournaled",
     "TetherCheckpointer",
+    "TetherStore",
     "UnsupportedConstruct",
     "convert_langgraph_events",
     "durable",

@@ -40,6 +40,7 @@ from tether.engine import Runtime
 from tether.errors import Conflict, ConversationNotFound
 from tether.integrations.langgraph._errors import UnsupportedConstruct
 from tether.integrations.langgraph._serde import CheckpointSerde, json_only_serde
+from tether.integrations.langgraph._store import TetherStore
 from tether.integrations.langgraph._thread_log import (
     CHECKPOINT,
     WRITES,
@@ -67,8 +68,8 @@ class TetherCheckpointer(BaseCheckpointSaver[int]):
     ``JsonPlusSerializer`` with its pickle fallback off, by default; one that may pickle is
     refused). ``delete_thread`` needs the store's ``retention`` capability, ``copy_thread``
     and :meth:`fork` its ``forks``, ``list(None)`` its ``sessions``: without it they raise
-    ``StoreCapabilityMissing`` naming it. A graph compiled with ``store=`` is refused
-    (``UnsupportedConstruct``): Tether has no long-term store yet.
+    ``StoreCapabilityMissing`` naming it. A graph compiled with a ``store=`` other than
+    :class:`TetherStore` (Tether's long-term memory) is refused (``UnsupportedConstruct``).
 
     Example::
 
@@ -489,11 +490,12 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 def _refuse_store(config: RunnableConfig) -> None:
     runtime = config.get("configurable", {}).get(_RUNTIME_KEY)
-    if getattr(runtime, "store", None) is not None:
+    store = getattr(runtime, "store", None)
+    if store is not None and not isinstance(store, TetherStore):
         raise UnsupportedConstruct(
-            "the graph is compiled with store=: Tether has no long-term store yet, and a "
-            "LangGraph store's reads and writes would happen outside the log; keep what must "
-            "last in the graph's state (checkpointed here), or compile() without a store"
+            "the graph is compiled with a store other than TetherStore: its reads and writes "
+            "would happen outside Tether's store; compile it with store=TetherStore(memory) "
+            "(docs/memory.md), or keep what must last in the graph's state"
         )
 
 

@@ -37,6 +37,7 @@ from langgraph.pregel import Pregel
 from tether.integrations.langgraph._errors import UnsupportedConstruct, refuse
 from tether.integrations.langgraph._model import JournaledChatModel
 from tether.integrations.langgraph._state import MESSAGES
+from tether.integrations.langgraph._store import TetherStore
 from tether.integrations.langgraph._tools import JOURNALED_TAG, JournaledTool
 
 __all__ = ("Guard", "check_graph")
@@ -89,11 +90,11 @@ def _check_persistence(what: str, graph: Pregel[Any, Any, Any, Any], *, root: bo
             f"{what} is compiled with {kind}: Tether's log is the checkpoint (it keeps the "
             "state between submissions and resumes interrupts), so compile() it without one"
         )
-    if graph.store is not None:
+    if graph.store is not None and not isinstance(graph.store, TetherStore):
         raise UnsupportedConstruct(
             f"{what} is compiled with a store: its reads and writes would happen outside the "
-            "journal (a resume or a replay would see other data); keep what must last in the "
-            "graph's state, or behind a journaled tool"
+            "journal (a resume or a replay would see other data); compile it with "
+            "store=TetherStore(memory), whose operations are journaled (docs/memory.md)"
         )
     if graph.cache is not None:
         raise UnsupportedConstruct(

@@ -9,11 +9,13 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
+from langgraph.store.base import BaseStore
 from pydantic import JsonValue
 
 from tether.integrations._bridge import journaled_tool, tool_call
 from tether.integrations.langgraph._convert import tool_message_of, tool_result_of
 from tether.integrations.langgraph._errors import refuse
+from tether.integrations.langgraph._store import tool_steps
 from tether.journal import ToolPolicy, ToolScope
 from tether.messages import Mediation, ToolCall, ToolResult
 
@@ -71,7 +73,11 @@ class JournaledTool(BaseTool):
             raise TypeError(
                 f"{self.name}: a journaled tool needs a ToolCall with an id (as ToolNode passes)"
             )
-        args: dict[str, JsonValue] = dict(input.get("args") or {})
+        given: dict[str, Any] = dict(input.get("args") or {})
+        # The store ToolNode injects (InjectedStore) is no argument of the model's: the call
+        # is journaled without it, and the tool is given it back when it runs.
+        injected = {name: value for name, value in given.items() if isinstance(value, BaseStore)}
+        args: dict[str, JsonValue] = {k: v for k, v in given.items() if k not in injected}
         call = tool_call(
             str(input["id"]),
             self.name,
@@ -85,11 +91,12 @@ class JournaledTool(BaseTool):
                 "type": "tool_call",
                 "id": call.call_id,
                 "name": self.name,
-                "args": call.args,
+                "args": {**call.args, **injected},
             }
             tagged = merge_configs(config, {"tags": [JOURNALED_TAG]})
             try:
-                answer = await self.inner.ainvoke(request, tagged)
+                with tool_steps(scope):
+                    answer = await self.inner.ainvoke(request, tagged)
             except GraphBubbleUp as exc:
                 # An interrupt() (or a Command to the parent graph) from inside a journaled
                 # call: its outcome could never be recorded, and a resume would re-run it.

@@ -464,6 +464,25 @@ MIGRATIONS: Final = (
     """,
     # v19: what a framework attached to an approval or input request (its deferral's metadata)
     "ALTER TABLE gates ADD COLUMN IF NOT EXISTS metadata BYTEA;",
+    # v20: long-term memory (issue 43, docs/memory.md): one row per item, keyed by its
+    # encoded namespace and key in code-point order (a prefix is a range of the key), its
+    # keywords a tsvector of exactly the words the store found (GIN), its embedding packed
+    # (float64), read by a semantic search's brute-force scan. Idempotent, like v6's.
+    """
+    CREATE TABLE IF NOT EXISTS memory_items (
+        namespace  TEXT COLLATE "C" NOT NULL,
+        key        TEXT COLLATE "C" NOT NULL,
+        value      BYTEA NOT NULL,
+        text       TEXT NOT NULL,
+        words      TSVECTOR NOT NULL,
+        embedding  BYTEA,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (namespace, key)
+    );
+    CREATE INDEX IF NOT EXISTS memory_items_words ON memory_items USING GIN (words);
+    CREATE INDEX IF NOT EXISTS memory_items_by_update ON memory_items (updated_at);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

@@ -48,6 +48,18 @@ from tether.store._limits import (
     check_key,
     read_now,
 )
+from tether.store._memory_items import (
+    MEMORY_SCAN,
+    MemoryHit,
+    MemoryItem,
+    Namespace,
+    check_memory_key,
+    check_memory_page,
+    check_namespace,
+    check_prefix,
+    check_vector,
+    memory_write,
+)
 from tether.store._notify import wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -58,6 +70,7 @@ from tether.store._protocol import (
     GateStore,
     ImportStore,
     LimitStore,
+    MemoryItemStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -105,6 +118,7 @@ from tether.store.postgres import (
     _import,
     _limits,
     _log,
+    _memory,
     _schedules,
     _sessions,
     _submissions,
@@ -148,6 +162,7 @@ class PostgresStore(
     GateStore,
     ImportStore,
     LimitStore,
+    MemoryItemStore,
     OwnerLiveness,
     RetentionStore,
     ScheduleStore,
@@ -1115,6 +1130,66 @@ class PostgresStore(
 
     async def revoke_token(self, token_id: str, *, now: datetime) -> TokenRow:
         return await self._autocommit(_tokens.revoke_token, token_id, stored_time(now))
+
+    # --- memory -----------------------------------------------------------------------
+
+    async def put_memory(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: Any,
+        *,
+        text: str,
+        embedding: Sequence[float] | None,
+        now: datetime,
+    ) -> MemoryItem:
+        write = memory_write(namespace, key, value, text, embedding, now)
+        return await self._autocommit(_memory.put_memory, write)
+
+    async def get_memory(self, namespace: Namespace, key: str) -> MemoryItem | None:
+        labels, key = check_namespace(namespace), check_memory_key(key)
+        return await self._autocommit(_memory.get_memory, labels, key)
+
+    async def delete_memory(self, namespace: Namespace, key: str) -> bool:
+        labels, key = check_namespace(namespace), check_memory_key(key)
+        return await self._autocommit(_memory.delete_memory, labels, key)
+
+    async def list_memory(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[MemoryItem]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset)
+        return await self._autocommit(_memory.list_memory, labels, limit, offset)
+
+    async def memory_namespaces(
+        self, prefix: Namespace, *, limit: int = 100, offset: int = 0
+    ) -> list[Namespace]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset)
+        return await self._autocommit(_memory.memory_namespaces, labels, limit, offset)
+
+    async def search_memory(
+        self,
+        prefix: Namespace,
+        *,
+        text: str | None = None,
+        vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        scan: int = MEMORY_SCAN,
+    ) -> list[MemoryHit]:
+        labels = check_prefix(prefix)
+        check_memory_page(limit, offset, scan)
+        query = None if vector is None else check_vector(vector)
+        return await self._autocommit(
+            _memory.search_memory, labels, text, query, limit, offset, scan
+        )
+
+    async def erase_memory(
+        self, prefix: Namespace, *, updated_before: datetime | None = None
+    ) -> int:
+        before = None if updated_before is None else stored_time(updated_before)
+        return await self._autocommit(_memory.erase_memory, check_prefix(prefix), before)
 
     # --- attachments ------------------------------------------------------------------
 

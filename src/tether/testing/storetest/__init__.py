@@ -37,6 +37,7 @@ from tether.testing.storetest._input_gates import InputGateCases
 from tether.testing.storetest._limits import LimitCases
 from tether.testing.storetest._log import LogCases
 from tether.testing.storetest._machine import MachineCase, run_reference_machine
+from tether.testing.storetest._memory_items import MemoryCases
 from tether.testing.storetest._parking import ParkingCases
 from tether.testing.storetest._priorities import PriorityCases
 from tether.testing.storetest._schedules import ScheduleCases
@@ -96,6 +97,7 @@ class StoreConformance(
     TimerCases,  # timers
     LimitCases,  # limits
     UsageCases,  # usage
+    MemoryCases,  # memory
     TenantCases,  # each case what its listing needs
     CoreConformance,
 ):

@@ -23,6 +23,7 @@ from tether.store import (
     GateStore,
     ImportStore,
     LimitStore,
+    MemoryItemStore,
     NewSubmission,
     RetentionStore,
     ScheduleStore,
@@ -76,6 +77,7 @@ class CompleteStore(
     TokenStore,
     TimerStore,
     UsageStore,
+    MemoryItemStore,
     Protocol,
 ):
     """A store that offers every capability but the two across processes (``change_feed``

@@ -44,6 +44,7 @@ from tether.store import (
 from tether.testing.storetest._base import T0, BaseConformance, CompleteStore, Needed, offers
 from tether.testing.storetest._machine_gates import GateRules
 from tether.testing.storetest._machine_limits import LimitRules
+from tether.testing.storetest._machine_memory import MemoryRules
 from tether.testing.storetest._machine_sessions import SessionRules
 from tether.testing.storetest._machine_versions import VersionRules
 
@@ -82,7 +83,9 @@ def _normalize(value: Any) -> Any:
     return value
 
 
-class _ReferenceMachine(GateRules, SessionRules, VersionRules, LimitRules, RuleBasedStateMachine):
+class _ReferenceMachine(
+    GateRules, SessionRules, VersionRules, LimitRules, MemoryRules, RuleBasedStateMachine
+):
     factory: ClassVar[tuple[Callable[[Path], Awaitable[Store]]]]  # a tuple keeps it unbound
     directory: ClassVar[Path]
     steps: ClassVar[list[int]]
