@@ -300,7 +300,8 @@ class StepRecorded(Payload):
     KIND = "step_recorded"
     call_id: str
     name: str
-    value: JsonValue
+    value: JsonValue = None
+    """Left out of the canonical JSON when null, as every null is: it reads back as null."""
 
 
 class SteerReceived(Payload):

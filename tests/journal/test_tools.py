@@ -186,6 +186,27 @@ async def test_steps_run_once_and_are_served_on_recovery(store: Store) -> None:
     assert await (await Journal.open(store, cid, fence=0)).replay(Steps()) == [["rsv-1", "cap-1"]]
 
 
+async def test_a_step_whose_value_is_null_is_served_on_replay(store: Store) -> None:
+    """A null value is left out of the record's canonical JSON: it reads back as null (it
+    failed to decode: "payload.value: Field required")."""
+    cid = await new_conversation(store)
+    runs: list[str] = []
+
+    class Lookup:
+        name, version = "lookup", "1"
+
+        async def run(self, turn: Turn) -> JsonValue:
+            async def nothing_found() -> JsonValue:
+                runs.append("looked")
+                return None
+
+            return [await turn.step("lookup", nothing_found), "done"]
+
+    assert (await (await journal(store, cid)).exec(Lookup(), [])).output == [None, "done"]
+    assert await (await Journal.open(store, cid, fence=0)).replay(Lookup()) == [[None, "done"]]
+    assert runs == ["looked"]
+
+
 async def test_steering_is_delivered_once_and_replayed(store: Store) -> None:
     cid = await new_conversation(store)
     queue = [SteerReceived(body="also lookup", mode="steer")]
