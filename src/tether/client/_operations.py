@@ -520,7 +520,11 @@ def decide_budget(
         path("/budgets/{}", gate_id),
         model(BudgetReceipt),
         body=BudgetDecisionBody(
-            decision=decision, extension=extension, reason=reason, approver=approver
+            decision=decision,
+            reason=reason,
+            approver=approver,
+            # Sent when given: a rejection carries none.
+            **({} if extension is None else {"extension": extension}),
         ),
     )
 
