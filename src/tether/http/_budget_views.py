@@ -1,5 +1,5 @@
-"""What the budget gates routes answer: a page of runs parked on their budget, and the
-record a decision wrote."""
+"""What the budget gates routes answer, built from the store's gates:
+:func:`budget_gate_item` (the models are :mod:`tether.wire`'s)."""
 
 from __future__ import annotations
 

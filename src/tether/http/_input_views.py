@@ -1,4 +1,5 @@
-"""What the inputs routes answer: a page of inputs, and the record an answer wrote."""
+"""What the inputs routes answer, built from the store's gates: :func:`input_item` (the
+models are :mod:`tether.wire`'s)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What the HTTP API takes: request bodies, and the query parameters several routes share.
-``/openapi.json`` is generated from them with the response models (``_responses``)."""
+"""The query parameters several routes share (the request bodies are :mod:`tether.wire`'s)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
-"""What the HTTP API answers: a response model for every body a route returns (a
-submission's, with its tree, in ``_submission_views``). ``/openapi.json`` is generated from
-them (the error envelope's is in ``_errors``).
+"""Answering: :func:`respond` writes a wire model (:mod:`tether.wire`, which
+``/openapi.json`` is generated from) as a route's answer, and the functions here build the
+answers most routes give from the runtime's values (a dispatch's, a gate's); the others
+are built beside their routes (``_submission_views``, ``_session_views``...).
 
-On the wire every name is camelCase, and an optional field that holds nothing is omitted
-(:func:`optional`), never ``null``; a field that may say ``null`` says so in its type and
-has no default (``nextCursor``). Wire objects of the log's own (a record, a message, a
-decision) are served as they are: a response holds them, and their own serializer writes
-them (:data:`WireRecord`, :data:`WireMessage`).
-
-Response schemas are these models' validation schemas (``create_app`` sets
-``separate_input_output_schemas=False``): what a model holds, not how a serializer
-annotation on one of its fields would be typed, which is what the wire shows.
-"""
+On the wire every name is camelCase, and an optional field that holds nothing is omitted,
+never ``null`` (:func:`tether.wire.optional`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What the sessions routes answer: a page of sessions, and what an erase removed."""
+"""What the sessions routes answer, built from the runtime's values: :func:`session_item`,
+:func:`erased_view` (the models are :mod:`tether.wire`'s)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What ``/submissions/{id}`` answers: a submission with its attempts, its parent and its
-children (:class:`SubmissionView`), and its subagent tree with the usage of each node
-(:class:`SubmissionTreeNode`)."""
+"""What ``/submissions/{id}`` answers, built from the runtime's values: a submission with its
+attempts, its parent and its children (:func:`submission_view`), and its subagent tree with
+the usage of each node (:func:`submission_tree_node`). The models are :mod:`tether.wire`'s."""
 
 from __future__ import annotations
 

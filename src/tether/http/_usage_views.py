@@ -1,5 +1,7 @@
-"""What ``GET /usage`` answers: a tenant's spending in a UTC day or month against the budget
-it spends from then, or a session's against its session budget (docs/budgets.md)."""
+"""What ``GET /usage`` answers, built from the runtime's values: a tenant's spending in a UTC
+day or month against the budget it spends from then (:func:`usage_report`), or a session's
+against its session budget (:func:`session_usage_report`). The models are
+:mod:`tether.wire`'s (docs/budgets.md)."""
 
 from __future__ import annotations
 
