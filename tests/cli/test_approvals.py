@@ -3,18 +3,22 @@ who decided what, when and why; a full page says how to ask for the next one."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import Any
-
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
+from tether.cli._gates import describe_decision
+from tether.wire import ApprovalItem
+
+from .answered import answered_by
 
 DECIDED = {
     "approvalId": "c1.4",
+    "conversationId": "c1",
+    "callId": "k",
+    "seq": 4,
+    "argsDigest": "d",
     "agent": "assistant",
     "instance": "me",
     "session": "default",
@@ -50,12 +54,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
         requests.append(request)
         return httpx.Response(200, json={"approvals": [DECIDED, CLOSED], "nextCursor": "Q1"})
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, answer)
     return requests
 
 
@@ -83,21 +82,15 @@ def test_flags_are_the_query_and_decisions_are_shown(asked: list[httpx.Request])
 
 def test_a_decision_names_whom_the_server_verified_if_anyone() -> None:
     operator = {**DECIDED, "decidedBy": {"subject": "[root]"}}
-    assert "by Ann ([root]) at" in _client.describe_decision(operator)
+    assert "by Ann ([root]) at" in describe_decision(ApprovalItem.model_validate(operator))
     anonymous = {k: v for k, v in DECIDED.items() if k != "decidedBy"}
-    assert "by Ann at" in _client.describe_decision(anonymous)
+    assert "by Ann at" in describe_decision(ApprovalItem.model_validate(anonymous))
 
 
 def test_a_verified_name_is_shown_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
     page = {"approvals": [{**DECIDED, "decidedBy": {"subject": "[bold]x"}}], "nextCursor": None}
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=page))
-        with httpx.Client(base_url=url, transport=transport) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, lambda request: httpx.Response(200, json=page))
     result = CliRunner().invoke(app, ["approvals", "--status", "decided"])
     assert result.exit_code == 0, result.output
     assert "by Ann ([bold]x) at" in result.output  # markup in a subject is not applied

@@ -4,10 +4,8 @@ what was granted, by whom and when."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,8 +13,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
 from tether.cli._render import SessionRenderer, frames
+
+from .answered import answered_by, wire_record
 
 PENDING = {
     "gateId": "c1.12",
@@ -55,15 +55,13 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
     def answer(request: httpx.Request) -> httpx.Response:
         requests.append(request)
         if request.method == "POST":
-            return httpx.Response(200, json={"gateId": "c1.12", "decision": {}})
+            decided = wire_record(
+                "budget_decided", 13, gateId="c1.12", decision="approve", approver="cli"
+            )
+            return httpx.Response(200, json={"gateId": "c1.12", "decision": decided})
         return httpx.Response(200, json={"budgets": [PENDING, DECIDED], "nextCursor": "Q1"})
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, answer)
     return requests
 
 

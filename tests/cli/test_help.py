@@ -24,7 +24,8 @@ assert isinstance(_GROUP, TyperGroup)
 COMMAND: TyperGroup = _GROUP
 COMMANDS = sorted(COMMAND.commands)
 
-# What a client must not load: the server, the web framework, the engine, the stores.
+# What a client must not load: the server, the web framework, the engine, the stores, and
+# what only reading a log or a stream needs (tether.client loads those once it reads one).
 SERVER_STACK = (
     "uvicorn",
     "fastapi",
@@ -35,6 +36,10 @@ SERVER_STACK = (
     "tether.store",
     "tether.journal",
     "tether.records",
+    "tether.stream",
+    "tether.auth",
+    "tether.models",
+    "tether.agent",
 )
 
 
@@ -114,6 +119,9 @@ def _imported(*args: str) -> set[str]:
         ["approvals"],
         ["approve", "a-1", "--decision", "reject"],
         ["tail", "assistant", "me"],
+        ["inputs"],
+        ["sessions"],
+        ["export", "c1"],
     ],
     ids=" ".join,
 )

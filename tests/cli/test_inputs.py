@@ -5,7 +5,6 @@ and the answer resumes it."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 from collections.abc import Iterator
@@ -17,10 +16,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
 from tether.cli._inputs import describe_answer
 from tether.cli._render import SessionRenderer, frames
+from tether.wire import InputItem
 
+from .answered import answered_by, wire_record
 from .command import tether
 from .conftest import ServerProcess, start_server
 
@@ -75,15 +76,11 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
     def answer(request: httpx.Request) -> httpx.Response:
         requests.append(request)
         if request.method == "POST":
-            return httpx.Response(200, json={"inputId": "c1.4", "answer": {}})
+            answered = wire_record("input_answered", 5, inputId="c1.4", callId="k", responder="cli")
+            return httpx.Response(200, json={"inputId": "c1.4", "answer": answered})
         return httpx.Response(200, json={"inputs": [ANSWERED, CLOSED], "nextCursor": "Q1"})
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, answer)
     return requests
 
 
@@ -114,9 +111,11 @@ def test_flags_are_the_query_and_answers_are_shown(asked: list[httpx.Request]) -
 
 def test_an_answer_names_whom_the_server_verified_if_anyone() -> None:
     operator = {**ANSWERED, "decidedBy": {"subject": "root", "display": "Root"}}
-    assert describe_answer(operator).endswith("by ann (root) at 2026-01-01T00:00:05+00:00")
+    shown = describe_answer(InputItem.model_validate(operator))
+    assert shown.endswith("by ann (root) at 2026-01-01T00:00:05+00:00")
     anonymous = {k: v for k, v in ANSWERED.items() if k != "decidedBy"}
-    assert describe_answer(anonymous).endswith("by ann at 2026-01-01T00:00:05+00:00")
+    shown = describe_answer(InputItem.model_validate(anonymous))
+    assert shown.endswith("by ann at 2026-01-01T00:00:05+00:00")
 
 
 def test_pending_is_the_default(asked: list[httpx.Request]) -> None:

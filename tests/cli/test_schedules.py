@@ -4,17 +4,15 @@ test runs them against a real ``tether serve``."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
 
+from .answered import answered_by
 from .command import tether
 from .conftest import ServerProcess
 
@@ -71,12 +69,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
             return httpx.Response(409, json={"error": error})
         return httpx.Response(200, json={"deleted": request.url.path.rsplit("/", 1)[-1]})
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, answer)
     return requests
 
 

@@ -3,16 +3,15 @@ default applies); the server's refusal of a bad one is its one-line error."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
+
+from .answered import answered_by
 
 
 @pytest.fixture
@@ -29,12 +28,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
         accepted = {"submissionId": "s1", "conversationId": "c1", "session": "default"}
         return httpx.Response(202, json={**accepted, "streamUrl": "/agents/a/me"})
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, answer)
     return requests
 
 

@@ -4,15 +4,15 @@ reason)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
+
+from .answered import answered_by
 
 
 def _item(session: str, status: str, **waits: str) -> dict[str, Any]:
@@ -45,13 +45,7 @@ PAGE = {
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> None:
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=PAGE))
-        with httpx.Client(base_url=url, transport=transport) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, lambda request: httpx.Response(200, json=PAGE))
 
 
 @pytest.mark.usefixtures("served")

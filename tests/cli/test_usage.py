@@ -5,20 +5,19 @@ amount by amount against the budget; ``--store`` reads the store's aggregate dir
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
 from tether.messages import Message, Usage
 from tether.records import AssistantMessageCompleted, RecordDraft
 from tether.store import NewSubmission, SessionKey, SqliteStore
+
+from .answered import answered_by
 
 REPORT = {
     "tenant": "acme",
@@ -61,12 +60,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
             return httpx.Response(404, json={"error": error})
         return httpx.Response(200, json=REPORT)
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, answer)
     return requests
 
 

@@ -26,8 +26,8 @@ from jsonschema import Draft202012Validator
 from tether.demo import demo_agents
 from tether.engine import Runtime
 from tether.http import create_app
-from tether.http._responses import RecordsPage
 from tether.store import MemoryStore, Store
+from tether.wire import RecordsPage
 
 from .conftest import Server, until_appended
 

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tether.cli import _client
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect, request_body
 from tether.cli._exit import ExitCode, fail
+from tether.cli._gates import verified
+
+if TYPE_CHECKING:
+    from tether.wire import BudgetGateItem
 
 __all__ = ("budgets", "describe_budget", "extend")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
-URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = _client.TOKEN
+URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
 
 
 class BudgetFilter(enum.StrEnum):
@@ -49,46 +52,38 @@ def budgets(
 ) -> None:
     """List the runs parked on their budget (what they spent against which limit), oldest
     first: by default those waiting for a decision."""
-    items, next_cursor = _client.list_page(
-        url,
-        auth_token,
-        "/budgets",
-        "budgets",
-        status=status.value,
-        limit=limit,
-        agent=agent,
-        instance=instance,
-        cursor=cursor,
-    )
-    if not items:
+    with connect(url, auth_token) as client:
+        page = client.budgets(
+            status=status.value, agent=agent, instance=instance, limit=limit, cursor=cursor
+        )
+    if not page.budgets:
         console.print("no budgets waiting" if status is BudgetFilter.PENDING else "no budgets")
-    for item in items:
+    for item in page.budgets:
         console.print(
-            f"{item['gateId']}  {item['status']:8}  "
-            f"{escape(item['agent'])}/{escape(item['instance'])}/{escape(item['session'])}  "
+            f"{item.gate_id}  {item.status:8}  "
+            f"{escape(item.agent)}/{escape(item.instance)}/{escape(item.session)}  "
             f"{escape(describe_budget(item))}"
         )
-    if next_cursor:
-        console.print(f"more: add --cursor {next_cursor}")
+    if page.next_cursor:
+        console.print(f"more: add --cursor {page.next_cursor}")
 
 
 def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def describe_budget(item: dict[str, Any]) -> str:
+def describe_budget(item: BudgetGateItem) -> str:
     """``modelCalls 5 of 5 (session)`` and, once decided, ``  -> approve +{"modelCalls": 3}
     by ops at <time>``, or ``  closed at <time>``."""
-    scope = " (session)" if item.get("scope") == "session" else ""
-    text = f"{item['limit']} {_number(item['used'])} of {_number(item['max'])}{scope}"
-    if item.get("status") == "decided":
-        extension = item.get("extension")
-        plus = f" +{json.dumps(extension)}" if extension else ""
-        when = f" at {item['decidedAt']}" if item.get("decidedAt") else ""
-        who = f"{item.get('approver')}{_client.verified(item)}"
-        return f"{text}  -> {item.get('decision')}{plus} by {who}{when}"
-    if item.get("closedAt"):
-        return f"{text}  closed at {item['closedAt']}"
+    scope = " (session)" if item.scope == "session" else ""
+    text = f"{item.limit} {_number(item.used)} of {_number(item.max)}{scope}"
+    if item.status == "decided":
+        plus = f" +{json.dumps(item.extension)}" if item.extension else ""
+        when = f" at {item.decided_at}" if item.decided_at else ""
+        who = f"{item.approver}{verified(item.decided_by)}"
+        return f"{text}  -> {item.decision}{plus} by {who}{when}"
+    if item.closed_at:
+        return f"{text}  closed at {item.closed_at}"
     return text
 
 
@@ -122,6 +117,8 @@ def extend(
         fail("--reject extends nothing: leave out the amounts", ExitCode.USAGE)
     if not reject and not extension:
         fail("say what to add (--model-calls, --tokens, ...), or --reject", ExitCode.USAGE)
+    from tether.wire import BudgetDecisionBody
+
     body: dict[str, Any] = {
         "decision": "reject" if reject else "approve",
         "reason": reason,
@@ -129,8 +126,15 @@ def extend(
     }
     if extension:
         body["extension"] = extension
-    with _client.connect(url, auth_token) as client:
-        _client.check(client.post(f"/budgets/{gate_id}", json=body))
+    decided = request_body(BudgetDecisionBody, body)
+    with connect(url, auth_token) as client:
+        client.decide_budget(
+            gate_id,
+            decided.decision,
+            extension=decided.extension,
+            reason=decided.reason,
+            approver=decided.approver,
+        )
     console.print(
         f"rejected {gate_id}" if reject else f"extended {gate_id} by {json.dumps(extension)}"
     )

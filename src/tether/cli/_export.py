@@ -27,7 +27,7 @@ from urllib.parse import quote
 import typer
 from rich.console import Console
 
-from tether.cli import _client
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect
 from tether.cli._exit import ExitCode, fail
 from tether.cli._export_keys import load_export_key
 from tether.cli._serve import DEFAULT_STORE_URL
@@ -46,8 +46,7 @@ _PAGE = 64
 """Records of the store's log read at a time to find where it parts from a file's."""
 CONVERSATION = typer.Argument(help="The conversation id (records carry it).")
 FILE = typer.Argument(help="A file `tether export` wrote (- reads stdin).")
-URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to ask.")
-TOKEN = _client.TOKEN
+URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to ask.")
 FROM_STORE = typer.Option(
     None,
     "--store",
@@ -109,12 +108,16 @@ def export(
                 "--key-file signs an export read with --store",
                 param_hint="--key-file",
             )
-        with _client.connect(url, auth_token) as client:
+        from tether.client import error_from_response
+
+        with connect(url, auth_token) as client:
+            # Streamed as it comes (``client.export`` holds the whole log): a long log is
+            # written out without being held.
             path = f"/conversations/{quote(conversation, safe='')}/export"
-            with client.stream("GET", path) as response:
+            with client.http.stream("GET", path) as response:
                 if response.is_error:
                     response.read()
-                    _client.check(response)
+                    raise error_from_response(response.status_code, response.content)
                 for chunk in response.iter_bytes():
                     out.write(chunk)
     out.flush()

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tether.cli import _client
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect
 from tether.cli._exit import one_line
+from tether.cli._gates import describe_input, verified
+
+if TYPE_CHECKING:
+    from tether.wire import InputItem
 
 __all__ = ("answer", "describe_answer", "inputs", "parse_value")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
-URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = _client.TOKEN
+URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
 
 
 class InputFilter(enum.StrEnum):
@@ -47,38 +50,31 @@ def inputs(
     auth_token: str | None = TOKEN,
 ) -> None:
     """List the inputs runs asked for, oldest first: by default those waiting for an answer."""
-    items, next_cursor = _client.list_page(
-        url,
-        auth_token,
-        "/inputs",
-        "inputs",
-        status=status.value,
-        limit=limit,
-        agent=agent,
-        instance=instance,
-        cursor=cursor,
-    )
-    if not items:
-        console.print("no inputs waiting" if status is InputFilter.PENDING else "no inputs")
-    for item in items:
-        console.print(
-            f"{item['inputId']}  {item['status']:8}  "
-            f"{escape(item['agent'])}/{escape(item['instance'])}/{escape(item['session'])}  "
-            f"{escape(_client.describe_input(item))}{escape(describe_answer(item))}"
+    with connect(url, auth_token) as client:
+        page = client.inputs(
+            status=status.value, agent=agent, instance=instance, limit=limit, cursor=cursor
         )
-    if next_cursor:
-        console.print(f"more: add --cursor {next_cursor}")
+    if not page.inputs:
+        console.print("no inputs waiting" if status is InputFilter.PENDING else "no inputs")
+    for item in page.inputs:
+        console.print(
+            f"{item.input_id}  {item.status:8}  "
+            f"{escape(item.agent)}/{escape(item.instance)}/{escape(item.session)}  "
+            f"{escape(describe_input(item))}{escape(describe_answer(item))}"
+        )
+    if page.next_cursor:
+        console.print(f"more: add --cursor {page.next_cursor}")
 
 
-def describe_answer(item: dict[str, Any]) -> str:
+def describe_answer(item: InputItem) -> str:
     """``  -> "Ann" by ann (ann@acme, acme) at <time>`` for an answered input (the verified
     subject and tenant when the server knew them), ``  closed at <time>`` for a closed one,
     nothing for a pending one."""
-    if item.get("status") == "answered":
-        when = f" at {item['answeredAt']}" if item.get("answeredAt") else ""
-        value = one_line(json.dumps(item.get("answer"), ensure_ascii=False))
-        return f"  -> {value} by {item.get('responder')}{_client.verified(item)}{when}"
-    return f"  closed at {item['closedAt']}" if item.get("closedAt") else ""
+    if item.status == "answered":
+        when = f" at {item.answered_at}" if item.answered_at else ""
+        value = one_line(json.dumps(item.answer, ensure_ascii=False))
+        return f"  -> {value} by {item.responder}{verified(item.decided_by)}{when}"
+    return f"  closed at {item.closed_at}" if item.closed_at else ""
 
 
 def parse_value(text: str) -> Any:
@@ -103,7 +99,6 @@ def answer(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Answer an input a run waits for; the run resumes with the value."""
-    body = {"value": value if text else parse_value(value), "responder": responder}
-    with _client.connect(url, auth_token) as client:
-        _client.check(client.post(f"/inputs/{input_id}", json=body))
+    with connect(url, auth_token) as client:
+        client.answer(input_id, value if text else parse_value(value), responder=responder)
     console.print(f"answered {input_id}")

@@ -15,11 +15,18 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tether.cli import _client
 from tether.cli._backup import backup
 from tether.cli._budgets import budgets, extend
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect, request_body
 from tether.cli._exit import EXIT_CODES_HELP, ExitCode, fail
 from tether.cli._export import export, export_key, import_log
+from tether.cli._gates import (
+    answer_command,
+    approve_command,
+    describe_decision,
+    describe_gate,
+    describe_input,
+)
 from tether.cli._help import HELP_SETTINGS, WholeSummaries
 from tether.cli._inputs import answer, inputs
 from tether.cli._retention import KEEP_RECORDS, RETAIN_DAYS
@@ -97,8 +104,7 @@ app.add_typer(tokens_app, name="tokens")
 console = Console(
     soft_wrap=True, highlight=False, emoji=False
 )  # ids and JSON survive copy-paste and pipes
-URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = _client.TOKEN
+URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
 STORE = typer.Option(
     DEFAULT_STORE_URL, "--store", help="The store to read (sqlite:///dir, postgresql://...)."
 )
@@ -137,7 +143,8 @@ def send(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Send a message; with --wait, print the answer."""
-    path = f"/agents/{agent}/{instance}"
+    from tether.wire import DispatchBody
+
     message: dict[str, str | float] = {"body": text, "session": session}
     if run_at is not None:
         message["runAt"] = run_at
@@ -145,35 +152,35 @@ def send(
         message["afterSeconds"] = after
     if priority is not None:
         message["priority"] = priority
-    with _client.connect(url, auth_token, timeout=None if wait else 30.0) as client:
+    body = request_body(DispatchBody, message)
+    with connect(url, auth_token, timeout=None if wait else 30.0) as client:
         if not wait:
-            console.print_json(data=_client.check(client.post(path, json=message)))
+            accepted = client.dispatch(agent, instance, body)
+            console.print_json(data=accepted.model_dump(mode="json"))
             return
-        params = {"wait": True, "timeout": _client.WAIT_SLICE}
         try:
-            answer = client.post(path, params=params, json=message)
-            outcome = _client.wait_for_settlement(client, agent, instance, session, answer)
+            outcome = client.send(agent, instance, body)
         except KeyboardInterrupt:  # the message stays sent: only the waiting stops
             raise typer.Exit(ExitCode.INTERRUPTED) from None
     waiting = "queued behind a run waiting" if outcome.queued_behind else "waiting"
-    if (gate := outcome.gate) is not None:
-        console.print(f"{waiting} for approval: {_client.describe_gate(gate)}")
-        console.print(f"  decide it: {_client.approve_command(gate, url)}")
+    if (gate := outcome.approval) is not None:
+        console.print(f"{waiting} for approval: {describe_gate(gate)}")
+        console.print(f"  decide it: {approve_command(gate, url)}")
         console.print("  (or add --decision reject --reason TEXT; `tether tail` follows it)")
         raise typer.Exit(ExitCode.WAITING_FOR_APPROVAL)
     if (asked := outcome.input) is not None:
-        console.print(f"{waiting} for input: {escape(_client.describe_input(asked))}")
-        console.print(f"  answer it: {escape(_client.answer_command(asked, url))}")
+        console.print(f"{waiting} for input: {escape(describe_input(asked))}")
+        console.print(f"  answer it: {escape(answer_command(asked, url))}")
         console.print("  (VALUE is JSON if it parses, else text; `tether tail` follows it)")
         raise typer.Exit(ExitCode.WAITING_FOR_APPROVAL)
     settlement = outcome.settlement
     assert settlement is not None
-    result = settlement.get("result")
-    if settlement.get("status") == "succeeded":
+    result = settlement.result
+    if settlement.status == "succeeded":
         console.print(result if isinstance(result, str) else json.dumps(result, indent=2))
         return
-    console.print(json.dumps(settlement, indent=2))
-    fail(f"the run {settlement.get('status')}: {settlement.get('error') or 'no answer'}")
+    console.print(json.dumps(settlement.model_dump(mode="json"), indent=2))
+    fail(f"the run {settlement.status}: {settlement.error or 'no answer'}")
 
 
 @app.command()
@@ -196,6 +203,7 @@ def tail(
 ) -> None:
     """Render a session's stream: text live, tool calls, approvals, settlements, and the
     subagent tree (each child under its task call, with how it ended)."""
+    from tether.cli._connect import render_stream
     from tether.cli._render import SessionRenderer
 
     renderer = SessionRenderer(console)
@@ -205,8 +213,8 @@ def tail(
         "children": children,
     }
     try:
-        with _client.connect(url, auth_token, timeout=None) as client:
-            _client.render_stream(client, f"/agents/{agent}/{instance}", params, renderer)
+        with connect(url, auth_token, timeout=None) as client:
+            render_stream(client, agent, instance, params, renderer)
     except KeyboardInterrupt:
         raise typer.Exit(ExitCode.INTERRUPTED) from None
 
@@ -240,28 +248,25 @@ def approvals(
     auth_token: str | None = TOKEN,
 ) -> None:
     """List approvals, oldest request first: by default those waiting for a decision."""
-    items, next_cursor = _client.list_page(
-        url,
-        auth_token,
-        "/approvals",
-        "approvals",
-        status=status.value,
-        limit=limit,
-        agent=agent,
-        instance=instance,
-        tool=tool,
-        cursor=cursor,
-    )
-    if not items:
-        console.print("no approvals waiting" if status is GateFilter.PENDING else "no approvals")
-    for item in items:
-        console.print(
-            f"{item['approvalId']}  {item['status']:8}  "
-            f"{item['agent']}/{item['instance']}/{item['session']}  "
-            f"{_client.describe_gate(item)}{escape(_client.describe_decision(item))}"
+    with connect(url, auth_token) as client:
+        page = client.approvals(
+            status=status.value,
+            agent=agent,
+            instance=instance,
+            tool=tool,
+            limit=limit,
+            cursor=cursor,
         )
-    if next_cursor:
-        console.print(f"more: add --cursor {next_cursor}")
+    if not page.approvals:
+        console.print("no approvals waiting" if status is GateFilter.PENDING else "no approvals")
+    for item in page.approvals:
+        console.print(
+            f"{item.approval_id}  {item.status:8}  "
+            f"{item.agent}/{item.instance}/{item.session}  "
+            f"{describe_gate(item)}{escape(describe_decision(item))}"
+        )
+    if page.next_cursor:
+        console.print(f"more: add --cursor {page.next_cursor}")
 
 
 class Decision(enum.StrEnum):
@@ -294,15 +299,15 @@ def approve(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Decide a waiting approval."""
-    body: dict[str, Any] = {"decision": decision.value, "reason": reason, "approver": approver}
+    edited: dict[str, Any] | None = None
     if decision is Decision.EDIT:
         if args is None:
             fail("--decision edit needs --args JSON (the edited arguments)", ExitCode.USAGE)
-        body["args"] = _json_object(args)
+        edited = _json_object(args)
     elif args is not None:
         fail("--args goes with --decision edit only", ExitCode.USAGE)
-    with _client.connect(url, auth_token) as client:
-        _client.check(client.post(f"/approvals/{approval_id}", json=body))
+    with connect(url, auth_token) as client:
+        client.decide(approval_id, decision.value, reason=reason, args=edited, approver=approver)
     console.print(f"{_PAST[decision.value]} {approval_id}")
 
 

@@ -4,22 +4,23 @@ one in its store, ``delete`` forgets one (docs/schedules.md)."""
 from __future__ import annotations
 
 import enum
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
-from tether.cli import _client
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect, request_body
 from tether.cli._exit import ExitCode, fail
 from tether.cli._help import WholeSummaries
 from tether.cli._sessions import aligned
 
+if TYPE_CHECKING:
+    from tether.wire import ScheduleItem
+
 __all__ = ("schedules_app",)
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
-URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = _client.TOKEN
+URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
 SUB_URL = typer.Option(
     None, "--url", envvar="TETHER_URL", help="The server to talk to (or before the command)."
 )
@@ -33,11 +34,11 @@ schedules_app = typer.Typer(
 )
 
 
-def _when(item: dict[str, Any]) -> str:
-    if item.get("cron") is not None:
-        zone = item.get("timezone", "UTC")
-        return f"{item['cron']}" + ("" if zone == "UTC" else f" ({zone})")
-    every = float(item["every"])
+def _when(item: ScheduleItem) -> str:
+    if item.cron is not None:
+        zone = item.timezone
+        return f"{item.cron}" + ("" if zone == "UTC" else f" ({zone})")
+    every = float(item.every or 0)
     return f"every {int(every) if every.is_integer() else every} s"
 
 
@@ -51,26 +52,24 @@ def schedules(ctx: typer.Context, url: str = URL, auth_token: str | None = TOKEN
     ctx.obj = (url, auth_token)  # `tether schedules --url U add ...` talks to U too
     if ctx.invoked_subcommand is not None:
         return
-    with _client.connect(url, auth_token) as client:
-        items = _client.check(client.get("/schedules"))["schedules"]
+    with connect(url, auth_token) as client:
+        items = client.schedules().schedules
     if not items:
         console.print("no schedules")
         return
     rows = [["id", "session", "when", "kind", "missed", "source", "next fire"]]
     for item in items:
-        missed = item["missed"]
-        if missed == "catch_up":
-            missed = f"catch up {item['catchUp']}"
-        kind = item["kind"] if item["kind"] == "user" else f"signal {item['signalType']}"
+        missed = f"catch up {item.catch_up}" if item.missed == "catch_up" else item.missed
+        kind = item.kind if item.kind == "user" else f"signal {item.signal_type}"
         rows.append(
             [
-                item["id"],
-                f"{item['agent']}/{item['instance']}/{item['session']}",
+                item.id,
+                f"{item.agent}/{item.instance}/{item.session}",
                 _when(item),
                 kind,
                 missed,
-                item["source"],
-                _time(item.get("nextFireAt")),
+                item.source,
+                _time(item.next_fire_at),
             ]
         )
     for line in aligned(rows):
@@ -78,7 +77,7 @@ def schedules(ctx: typer.Context, url: str = URL, auth_token: str | None = TOKEN
 
 
 def _target(ctx: typer.Context, url: str | None, token: str | None) -> tuple[str, str | None]:
-    parent_url, parent_token = ctx.obj or (_client.DEFAULT_URL, None)
+    parent_url, parent_token = ctx.obj or (DEFAULT_URL, None)
     return url or parent_url, token or parent_token
 
 
@@ -136,9 +135,12 @@ def add(
     definition |= {name: value for name, value in given.items() if value is not None}
     if kind is Kind.SIGNAL:
         definition["signalType"] = signal_type
-    with _client.connect(*_target(ctx, url, auth_token)) as client:
-        item = _client.check(client.post("/schedules", json=definition))
-    console.print(f"added {item['id']}: next window {_time(item.get('nextFireAt'))}", markup=False)
+    from tether.wire import ScheduleBody
+
+    schedule = request_body(ScheduleBody, definition)
+    with connect(*_target(ctx, url, auth_token)) as client:
+        item = client.add_schedule(schedule)
+    console.print(f"added {item.id}: next window {_time(item.next_fire_at)}", markup=False)
 
 
 @schedules_app.command()
@@ -149,6 +151,6 @@ def delete(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Delete a schedule the server keeps in its store (its windows stop firing)."""
-    with _client.connect(*_target(ctx, url, auth_token)) as client:
-        _client.check(client.delete(f"/schedules/{quote(schedule_id, safe='')}"))
+    with connect(*_target(ctx, url, auth_token)) as client:
+        client.delete_schedule(schedule_id)
     console.print(f"deleted {schedule_id}", markup=False)

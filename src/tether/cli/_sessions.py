@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from tether.cli import _client
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect
+
+if TYPE_CHECKING:
+    from tether.wire import SessionItem
 
 __all__ = ("aligned", "delete", "sessions", "size_of")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
-URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = _client.TOKEN
+URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
 
 
 class SessionFilter(enum.StrEnum):
@@ -58,14 +60,18 @@ def sessions(
     (`tether sessions upgrade` moves parked runs to a newer version.)"""
     if ctx.invoked_subcommand is not None:
         return
-    given = {"agent": agent, "instance": instance, "cursor": cursor}
-    params: dict[str, str | int | bool] = {"limit": limit, "usage": usage}
-    params |= {name: value for name, value in given.items() if value is not None}
-    if status is not None:
-        params["status"] = status.value
-    with _client.connect(url, auth_token) as client:
-        page = _client.check(client.get("/sessions", params=params))
-    items = page["sessions"]
+    from tether.wire import SessionState
+
+    with connect(url, auth_token) as client:
+        page = client.sessions(
+            agent=agent,
+            instance=instance,
+            status=None if status is None else SessionState(status.value),
+            limit=limit,
+            cursor=cursor,
+            usage=usage,
+        )
+    items = page.sessions
     if not items:
         console.print("no sessions")
         return
@@ -74,33 +80,33 @@ def sessions(
     rows = [header]
     for item in items:
         row = [
-            f"{item['agent']}/{item['instance']}/{item['session']}",
-            item["conversationId"],
+            f"{item.agent}/{item.instance}/{item.session}",
+            item.conversation_id,
             _status(item),
-            str(item["records"]),
-            size_of(item["bytes"]),
-            str(item["pendingApprovals"] or ""),
-            str(item.get("pendingInputs") or ""),
-            item["lastActivityAt"][:19].replace("T", " "),
+            str(item.records),
+            size_of(item.bytes),
+            str(item.pending_approvals or ""),
+            str(item.pending_inputs or ""),
+            item.last_activity_at[:19].replace("T", " "),
         ]
         if usage:
-            row.append(str(item.get("usage", {}).get("calls", 0)))
-        if item.get("parent"):
-            row.append(f"(from {item['parent']['reason']} of {item['parent']['conversationId']})")
+            row.append(str(0 if item.usage is None else item.usage.calls))
+        if item.parent is not None:
+            row.append(f"(from {item.parent.reason} of {item.parent.conversation_id})")
         rows.append(row)
     for line in aligned(rows):
         console.print(line, markup=False)
-    if page.get("nextCursor"):
-        console.print(f"more: add --cursor {page['nextCursor']}")
+    if page.next_cursor:
+        console.print(f"more: add --cursor {page.next_cursor}")
 
 
-def _status(item: dict[str, Any]) -> str:
+def _status(item: SessionItem) -> str:
     """``waiting (limit: agent)``: what a waiting session waits for beside its status."""
-    reason = item.get("waitReason")
+    reason = item.wait_reason
     if reason is None:
-        return str(item["status"])
-    held = item.get("heldBy")
-    return f"{item['status']} ({reason}: {held})" if held else f"{item['status']} ({reason})"
+        return str(item.status)
+    held = item.held_by
+    return f"{item.status} ({reason}: {held})" if held else f"{item.status} ({reason})"
 
 
 def aligned(rows: list[list[str]]) -> list[str]:
@@ -126,13 +132,11 @@ def delete(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Erase a session for good: its log, submissions, snapshot and unshared attachments."""
-    params: dict[str, str | bool] = {"session": session, "force": force}
-    with _client.connect(url, auth_token) as client:
-        erased = _client.check(client.delete(f"/agents/{agent}/{instance}", params=params))
-    attachments = len(erased["attachments"])
+    with connect(url, auth_token) as client:
+        erased = client.erase(agent, instance, session=session, force=force)
     console.print(
-        f"erased {erased['agent']}/{erased['instance']}/{erased['session']} "
-        f"({erased['conversationId']}): {erased['records']} records, "
-        f"{erased['submissions']} submissions, {attachments} attachments"
-        + (", its snapshot" if erased["snapshot"] else "")
+        f"erased {erased.agent}/{erased.instance}/{erased.session} "
+        f"({erased.conversation_id}): {erased.records} records, "
+        f"{erased.submissions} submissions, {len(erased.attachments)} attachments"
+        + (", its snapshot" if erased.snapshot else "")
     )

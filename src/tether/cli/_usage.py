@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tether.cli import _client
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect
 from tether.cli._exit import ExitCode, fail
 from tether.cli._stores import open_store_or_fail
 from tether.errors import StoreCapabilityMissing, TetherError
@@ -59,9 +59,9 @@ def usage(
         "the server: the spending alone (the budgets are the server's).",
     ),
     url: str = typer.Option(
-        _client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to."
+        DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to."
     ),
-    auth_token: str | None = _client.TOKEN,
+    auth_token: str | None = TOKEN,
 ) -> None:
     """Show what a tenant's runs spent in a UTC day or month (model calls, tokens, cost, tool
     calls) against its budget of that period, and what is left; or, with --session, what a
@@ -71,8 +71,8 @@ def usage(
         for name, value in given.items():
             if value is not None:
                 fail(f"--session shows a session's spending: not with {name}", ExitCode.USAGE)
-        with _client.connect(url, auth_token) as client:
-            answer = _client.check(client.get("/usage", params={"session": session}))
+        with connect(url, auth_token) as client:
+            answer = client.usage(session=session).model_dump(mode="json")
         for line in describe_session_usage(answer):
             console.print(escape(line))
         return
@@ -83,13 +83,12 @@ def usage(
             fail("--store reads every tenant's: name one with --tenant", ExitCode.USAGE)
         report = asyncio.run(_from_store(store, tenant, chosen, day))
     else:
-        params: dict[str, Any] = {"period": chosen}
-        if tenant is not None:
-            params["tenant"] = tenant
-        if day is not None:
-            params["at"] = day.isoformat()
-        with _client.connect(url, auth_token) as client:
-            report = _client.check(client.get("/usage", params=params))
+        # The answer in its wire form: what the renderers read, from a store's too.
+        with connect(url, auth_token) as client:
+            answer = client.usage(
+                tenant=tenant, period="month" if chosen == "month" else "day", at=day
+            )
+        report = answer.model_dump(mode="json")
     for line in describe_usage(report):
         console.print(escape(line))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from tether.cli import _client
-from tether.cli._sessions import TOKEN, URL, aligned
+from tether.cli._connect import TOKEN, connect, request_body
+from tether.cli._sessions import URL, aligned
 
 __all__ = ("agents", "upgrade", "versions")
 
@@ -18,22 +18,20 @@ console = Console(soft_wrap=True, highlight=False, emoji=False)
 def agents(url: str = URL, auth_token: str | None = TOKEN) -> None:
     """List the agents the server runs: each one's newest version (new runs start on it),
     the older versions it still runs, and its version policy."""
-    with _client.connect(url, auth_token) as client:
-        page = _client.check(client.get("/agents"))
-    items = page["agents"]
+    with connect(url, auth_token) as client:
+        items = client.agents().agents
     if not items:
         console.print("no agents")
         return
     rows = [["agent", "version", "policy", "also runs", "delegates to"]]
     for item in items:
-        older = item["versions"][1:]
         rows.append(
             [
-                item["name"],
-                item["version"],
-                item["policy"],
-                ", ".join(older) or "-",
-                ", ".join(item["delegatesTo"]) or "-",
+                item.name,
+                item.version,
+                item.policy,
+                ", ".join(item.versions[1:]) or "-",
+                ", ".join(item.delegates_to) or "-",
             ]
         )
     for line in aligned(rows):
@@ -47,27 +45,25 @@ def versions(
 ) -> None:
     """List each agent's versions with their live workers, unsettled runs and parked gates:
     a version with nothing left to run can be retired."""
-    params = {"agent": agent} if agent is not None else {}
-    with _client.connect(url, auth_token) as client:
-        page = _client.check(client.get("/versions", params=params))
-    items = page["versions"]
+    with connect(url, auth_token) as client:
+        items = client.versions(agent=agent).versions
     if not items:
         console.print("no versions")
         return
     rows = [["agent", "version", "here", "workers", "queued", "running", "waiting", "gates", ""]]
     for item in items:
-        here = "newest" if item["newestHere"] else "runs" if item["servedHere"] else "-"
+        here = "newest" if item.newest_here else "runs" if item.served_here else "-"
         rows.append(
             [
-                item["agent"],
-                item.get("version") or "(unversioned)",
+                item.agent,
+                item.version or "(unversioned)",
                 here,
-                str(item["workers"]),
-                str(item["queued"]),
-                str(item["running"]),
-                str(item["waiting"]),
-                str(item["gates"]),
-                "retirable" if item["retirable"] else "",
+                str(item.workers),
+                str(item.queued),
+                str(item.running),
+                str(item.waiting),
+                str(item.gates),
+                "retirable" if item.retirable else "",
             ]
         )
     for line in aligned(rows):
@@ -86,10 +82,12 @@ def upgrade(
     """Move an agent's parked runs (waiting, or queued for a worker of their version) from
     one version to another: each goes on with the newer code from its recorded prefix, and
     its log records the move."""
+    from tether.wire import UpgradeBody
+
     body = {"agent": agent, "fromVersion": from_version, "toVersion": to_version}
-    with _client.connect(url, auth_token) as client:
-        answer = _client.check(client.post("/versions/upgrade", json=body))
-    moved = answer["moved"]
+    upgrade = request_body(UpgradeBody, body)
+    with connect(url, auth_token) as client:
+        moved = client.upgrade_versions(upgrade).moved
     for submission_id in moved:
         console.print(f"moved {submission_id}")
     console.print(f"{len(moved)} run(s) of {agent} moved from {from_version} to {to_version}")

@@ -2,7 +2,7 @@
 :class:`AsyncTetherClient` (asyncio), on httpx (docs/client.md).
 
 Every route is a method taking and returning the server's own wire models (those of
-:mod:`tether.http`, which ``/openapi.json`` is made from); an error answer is raised as the
+:mod:`tether.wire`, which ``/openapi.json`` is made from); an error answer is raised as the
 :mod:`tether.errors` class the server raised; :meth:`TetherClient.stream` follows a session
 across lost connections and server restarts (``Last-Event-ID``: nothing missed, nothing
 twice); :meth:`TetherClient.send` follows a message to its :class:`Outcome`.
@@ -29,9 +29,8 @@ if TYPE_CHECKING:
     from tether.client._stream import Backoff, Streamed
     from tether.client._sync import TetherClient
 
-# Loaded on first use: the clients import tether.http for its models (FastAPI, the engine's
-# types), and what reads an error answer or takes a default (the CLI's commands) needs none
-# of that.
+# Loaded on first use: what reads an error answer or takes a default needs neither httpx nor
+# the wire models.
 _LAZY = {
     "AsyncTetherClient": "tether.client._async",
     "Call": "tether.client._call",

@@ -8,7 +8,7 @@ import functools
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 
 import httpx
 
@@ -26,8 +26,10 @@ from tether.client._stream import (
     canonical_event,
     stored_record,
 )
-from tether.records import Record
-from tether.stream import StreamEvent
+
+if TYPE_CHECKING:
+    from tether.records import Record
+    from tether.stream import StreamEvent
 
 __all__ = ("AsyncTetherClient",)
 

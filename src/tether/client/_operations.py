@@ -18,8 +18,7 @@ from pydantic import JsonValue
 from tether.client._call import Call, Flow, ask, model, path
 from tether.client._defaults import WAIT_SLICE
 from tether.client._outcome import Outcome
-from tether.engine import Budget, SessionState
-from tether.http import (
+from tether.wire import (
     Aborted,
     AgentsPage,
     Alive,
@@ -27,10 +26,12 @@ from tether.http import (
     AnswerReceipt,
     ApprovalItem,
     ApprovalsPage,
+    Budget,
     BudgetDecisionBody,
     BudgetGatesPage,
     BudgetReceipt,
     ConversationView,
+    Decision,
     DecisionBody,
     DecisionReceipt,
     DispatchAccepted,
@@ -53,6 +54,7 @@ from tether.http import (
     SchedulesPage,
     SessionBody,
     SessionsPage,
+    SessionState,
     SessionUsage,
     Settlement,
     SpansPage,
@@ -65,7 +67,6 @@ from tether.http import (
     Verified,
     VersionsPage,
 )
-from tether.journal import Decision
 
 __all__ = (
     "Multitask",
@@ -149,9 +150,9 @@ def dispatch(
     idempotency_key: str | None = None,
 ) -> Call[DispatchAccepted | DispatchSettled]:
     """``POST /agents/{agent}/{instance}``: admit a message (its text, or a whole
-    :class:`~tether.http.DispatchBody`) to the session (``session``, else the body's, else
+    :class:`~tether.wire.DispatchBody`) to the session (``session``, else the body's, else
     ``default``). With ``wait`` the answer is its settlement if it settles within
-    ``timeout`` seconds (:class:`~tether.http.DispatchSettled`), else where it stands.
+    ``timeout`` seconds (:class:`~tether.wire.DispatchSettled`), else where it stands.
 
     Example::
 
@@ -519,7 +520,11 @@ def decide_budget(
         path("/budgets/{}", gate_id),
         model(BudgetReceipt),
         body=BudgetDecisionBody(
-            decision=decision, extension=extension, reason=reason, approver=approver
+            decision=decision,
+            reason=reason,
+            approver=approver,
+            # Sent when given: a rejection carries none.
+            **({} if extension is None else {"extension": extension}),
         ),
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tether.http import ApprovalItem, InputItem, Settlement
+from tether.wire import ApprovalItem, InputItem, Settlement
 
 __all__ = ("Outcome",)
 

@@ -9,16 +9,19 @@ id it is given (docs/serving.md), so nothing is seen twice and nothing is missed
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pydantic import TypeAdapter
 
 from tether.client._call import path
 from tether.client._errors import error_from_response
-from tether.records import Record, decode_record
-from tether.stream import StreamEvent
+
+if TYPE_CHECKING:
+    from tether.records import Record
+    from tether.stream import StreamEvent
 
 __all__ = (
     "RECONNECT",
@@ -37,16 +40,26 @@ STREAM_IDLE = 60.0
 """Seconds a stream may send nothing before it counts as lost: the server sends a
 heartbeat every 15 s, so only a connection that died without closing stays this quiet."""
 
-_EVENTS: TypeAdapter[StreamEvent] = TypeAdapter(StreamEvent)
+# The stream's and the log's types are loaded once a stream is read, not with the client:
+# what only sends requests (the ``tether`` CLI's commands) never needs them.
+
+
+@functools.cache
+def _events() -> TypeAdapter[StreamEvent]:
+    from tether.stream import StreamEvent
+
+    return TypeAdapter(StreamEvent)
 
 
 def canonical_event(data: str) -> StreamEvent:
     """A canonical stream event (``view=stream``) from its frame's data."""
-    return _EVENTS.validate_json(data)
+    return _events().validate_json(data)
 
 
 def stored_record(data: str) -> Record:
     """A record (``view=records``) from its frame's data: as stored, hashes and all."""
+    from tether.records import decode_record
+
     return decode_record(data)
 
 

@@ -7,7 +7,7 @@ import functools
 import time
 from collections.abc import Callable, Generator
 from types import TracebackType
-from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 
 import httpx
 
@@ -25,8 +25,10 @@ from tether.client._stream import (
     canonical_event,
     stored_record,
 )
-from tether.records import Record
-from tether.stream import StreamEvent
+
+if TYPE_CHECKING:
+    from tether.records import Record
+    from tether.stream import StreamEvent
 
 __all__ = ("TetherClient",)
 
@@ -59,7 +61,7 @@ class _Operation(Generic[P, T]):
 class TetherClient:
     """A client of a Tether server (``tether serve``), blocking: every route of the HTTP
     API as a method taking and returning the server's own wire models
-    (:mod:`tether.http`), each error answer raised as the :mod:`tether.errors` class the
+    (:mod:`tether.wire`), each error answer raised as the :mod:`tether.errors` class the
     server raised (:class:`~tether.client.RequestFailed` for the HTTP layer's own), and
     :meth:`stream`, which follows a session across lost connections and server restarts.
 

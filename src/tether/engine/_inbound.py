@@ -8,21 +8,19 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import Field, ValidationError, model_validator
 
+from tether._inbound import InboundKind, SignalInfo
 from tether._payloads import Actor, AttachmentRef
 from tether._wire import JsonObject, WireModel
 from tether.engine._budget import Budget
 from tether.errors import InvalidDispatch
 from tether.records import Signal, SteerReceived, UserMessage
 
-__all__ = ("Inbound", "SignalInfo", "parse_inbound")
-
-InboundKind = Literal["user", "signal", "steer", "follow_up", "compact"]
-
-
-class SignalInfo(WireModel):
-    type: str = Field(min_length=1, max_length=200)
-    sender: dict[str, str] | None = None
-    tag: str | None = None
+__all__ = (
+    "Inbound",
+    "InboundKind",
+    "SignalInfo",
+    "parse_inbound",
+)
 
 
 class Inbound(WireModel):

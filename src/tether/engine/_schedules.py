@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from tether._limits import MAX_CATCH_UP, MAX_PERIOD
 from tether.engine._inbound import Inbound, SignalInfo
 from tether.errors import InvalidDispatch, NotFound, TetherError
 
@@ -55,11 +56,6 @@ __all__ = (
 ScheduleKind = Literal["signal", "user"]
 Missed = Literal["skip", "catch_up"]
 ScheduleSource = Literal["config", "durable"]
-MAX_CATCH_UP = 100
-"""The most missed windows one schedule may catch up (in one pass: the latest ones)."""
-MAX_PERIOD = 366 * 86_400
-"""Seconds: the longest ``every`` and ``grace`` (a leap year); longer is a mistake, and
-past about 10**14 s a period no longer counts in microseconds."""
 _GAPS_SAMPLED = 64
 """Windows of a cron expression whose gaps are checked against a runtime's floor."""
 _NAME_LIMIT = 200

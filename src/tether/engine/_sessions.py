@@ -12,10 +12,10 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Final
 
 from tether._payloads import ConversationParent
+from tether._states import SessionState
 from tether.engine._context import EngineContext
 from tether.engine._eventlog import log_erased
 from tether.engine._queued import QueuedWaits
@@ -52,18 +52,6 @@ _SCHEDULED: Final = "scheduled"
 _SCAN_PAGES: Final = 10
 """Store pages a status filter reads at most for one page of matches (a page may then be
 short; its cursor goes on from where the scan stopped)."""
-
-
-class SessionState(StrEnum):
-    """Where a session stands: something of it is queued or running, it waits (an approval,
-    an answer, its children, its budget, a timer, a delayed dispatch at its head, a limit
-    holding its queued head back, a worker of its version), its last submission failed, or
-    it is at rest. ``SessionInfo.wait_reason`` says what it waits for."""
-
-    IDLE = "idle"
-    RUNNING = "running"
-    WAITING = "waiting"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True, slots=True)

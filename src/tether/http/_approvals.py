@@ -11,9 +11,9 @@ from tether.http._access import AccessDependency, actor_of, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._gate_pages import GatePageDependency
-from tether.http._requests import DecisionBody
-from tether.http._responses import ApprovalItem, ApprovalsPage, DecisionReceipt
+from tether.http._responses import approval_item
 from tether.store import GateKind
+from tether.wire import ApprovalsPage, DecisionBody, DecisionReceipt
 
 __all__ = ("approvals_router",)
 
@@ -36,7 +36,7 @@ async def approvals(
     """A page of approval gates, oldest request first."""
     page = await query.read(runtime, GateKind.APPROVAL, status, tool=tool)
     return ApprovalsPage(
-        approvals=[ApprovalItem.of(gate) for gate in page.gates],
+        approvals=[approval_item(gate) for gate in page.gates],
         next_cursor=page.next_cursor,
     )
 

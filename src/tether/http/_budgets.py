@@ -13,12 +13,12 @@ from fastapi import APIRouter, Query
 
 from tether.errors import ApprovalNotFound
 from tether.http._access import AccessDependency, actor_of, own_gate, shown_name
-from tether.http._budget_views import BudgetGateItem, BudgetGatesPage, BudgetReceipt
+from tether.http._budget_views import budget_gate_item
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._gate_pages import GatePageDependency
-from tether.http._requests import BudgetDecisionBody
 from tether.store import GateKind
+from tether.wire import BudgetDecisionBody, BudgetGatesPage, BudgetReceipt
 
 __all__ = ("budgets_router",)
 
@@ -41,7 +41,7 @@ async def budget_gates(
     each with what it spent against which limit."""
     page = await query.read(runtime, GateKind.BUDGET, status)
     return BudgetGatesPage(
-        budgets=[BudgetGateItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
+        budgets=[budget_gate_item(gate) for gate in page.gates], next_cursor=page.next_cursor
     )
 
 

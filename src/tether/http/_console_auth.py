@@ -24,8 +24,8 @@ from tether.errors import Unauthenticated
 from tether.http._console_cookie import COOKIE, MAX_CREDENTIAL, request_cookie
 from tether.http._dependencies import SignInDependency
 from tether.http._errors import BODY_FAILURES, POST_FAILURES, ApiError, failures
-from tether.http._requests import RequestBody
-from tether.http._responses import WireResponse, respond
+from tether.http._responses import respond
+from tether.wire import RequestBody, WireResponse
 
 __all__ = ("LoginBody", "SignedIn", "console_auth_router")
 

@@ -14,10 +14,11 @@ from tether.http._access import (
 )
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
-from tether.http._requests import SEQ_AFTER, ForkBody
-from tether.http._responses import Forked, MessagesPage, RecordsPage, Verified, respond
+from tether.http._requests import SEQ_AFTER
+from tether.http._responses import respond
 from tether.records import Record
 from tether.store import EXPORT_PAGE, export_chunks
+from tether.wire import ForkBody, Forked, MessagesPage, RecordsPage, Verified
 
 __all__ = ("conversations_router",)
 

@@ -18,11 +18,12 @@ from tether.http._access import (
 from tether.http._cursors import family_cursor, resume_point
 from tether.http._dependencies import RuntimeDependency, StreamsDependency
 from tether.http._errors import BODY_FAILURES, failures
-from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT, DispatchBody
-from tether.http._responses import DispatchAccepted, DispatchSettled, respond
+from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT
+from tether.http._responses import dispatch_accepted, dispatch_settled, respond
 from tether.http._sse import View, session_stream
 from tether.http._submissions import settled_within
 from tether.store import SessionKey
+from tether.wire import DispatchAccepted, DispatchBody, DispatchSettled
 
 __all__ = ("dispatch_router",)
 
@@ -107,10 +108,10 @@ async def dispatch(
     status = None
     if wait:
         if settled := await settled_within(runtime, receipt.submission_id, wait_seconds):
-            return respond(DispatchSettled.of(receipt, settled))
+            return respond(dispatch_settled(receipt, settled))
         # Not settled in time: say where it stands (``waiting`` = parked for approval).
         status = (await runtime.submission(receipt.submission_id)).status
-    accepted = DispatchAccepted.of(receipt, agent, instance, status)
+    accepted = dispatch_accepted(receipt, agent, instance, status)
     return respond(accepted, 202, Location=f"/submissions/{receipt.submission_id}")
 
 

@@ -12,7 +12,8 @@ from fastapi.responses import Response
 
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import ApiError, failures, internal_error_response
-from tether.http._responses import Alive, DependencyItem, Ready, respond
+from tether.http._responses import respond
+from tether.wire import Alive, DependencyItem, Ready
 
 __all__ = ("health_router",)
 

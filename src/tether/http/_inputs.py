@@ -15,9 +15,9 @@ from tether.http._access import AccessDependency, actor_of, own_gate, shown_name
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._gate_pages import GatePageDependency
-from tether.http._input_views import AnswerReceipt, InputItem, InputsPage
-from tether.http._requests import AnswerBody
+from tether.http._input_views import input_item
 from tether.store import GateKind
+from tether.wire import AnswerBody, AnswerReceipt, InputsPage
 
 __all__ = ("inputs_router",)
 
@@ -39,7 +39,7 @@ async def inputs(
     """A page of the inputs runs asked for, oldest request first."""
     page = await query.read(runtime, GateKind.INPUT, status)
     return InputsPage(
-        inputs=[InputItem.of(gate) for gate in page.gates], next_cursor=page.next_cursor
+        inputs=[input_item(gate) for gate in page.gates], next_cursor=page.next_cursor
     )
 
 

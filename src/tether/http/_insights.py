@@ -9,105 +9,36 @@ the log (``_spans``); ``GET /conversations/{id}/usage`` totals its model calls, 
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, Query
-from pydantic import Field
 
 from tether.engine import ChildUsage, Runtime
 from tether.http._access import AccessDependency, own_conversation, own_session
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import failures
 from tether.http._requests import SEQ_AFTER
-from tether.http._responses import TIMESTAMP, WireResponse, optional, stream_url
-from tether.http._session_views import SessionParent
-from tether.http._spans import SpanBuilder, SpansPage
-from tether.http._submission_views import UsageView
+from tether.http._responses import stream_url
+from tether.http._spans import SpanBuilder
+from tether.http._submission_views import usage_view
 from tether.store import SessionKey
+from tether.wire import (
+    AgentItem,
+    AgentsPage,
+    ChildUsageView,
+    ConversationView,
+    SessionParent,
+    SessionUsage,
+    SpansPage,
+    UsageView,
+)
 
 __all__ = (
-    "AgentItem",
-    "AgentsPage",
-    "ChildUsageView",
-    "ConversationView",
-    "SessionUsage",
+    "child_usage_view",
     "insights_router",
 )
 
 _READ = 1000
 """Records read per step while spans are derived."""
 MAX_SPANS_PAGE = 500
-
-
-class AgentItem(WireResponse):
-    """A registered agent: its name, what it is for, whom it may delegate to, and the
-    versions this server runs (docs/versions.md)."""
-
-    name: str
-    description: str | None = optional()
-    delegates_to: list[str] = Field(description="The agents its task tool may name.")
-    version: str = Field(description="The version new runs start on: the newest.")
-    versions: list[str] = Field(
-        description="Every version this server runs, newest first: a run started on one of "
-        "them resumes here."
-    )
-    policy: Literal["pinned", "upgrade", "strict"] = Field(
-        description="What a run started on another version does here: waits for a worker "
-        "of its version (pinned, strict) or goes on with the newest code (upgrade)."
-    )
-
-
-class AgentsPage(WireResponse):
-    agents: list[AgentItem] = Field(description="By name.")
-
-
-class ConversationView(WireResponse):
-    """A session's conversation: its id, its key, where it branched off, and its head (the
-    seq of its last record: how many records it holds)."""
-
-    conversation_id: str
-    agent: str
-    instance: str
-    session: str
-    created_at: str = Field(**TIMESTAMP)
-    head: int
-    parent: SessionParent | None = optional()
-    stream_url: str
-
-
-class ChildUsageView(WireResponse):
-    """What one child submission's model calls used, as its parent recorded it."""
-
-    submission_id: str
-    conversation_id: str
-    agent: str | None = optional()
-    usage: UsageView
-
-    @classmethod
-    def of(cls, child: ChildUsage) -> ChildUsageView:
-        usage = child.usage
-        return cls(
-            submission_id=child.submission_id,
-            conversation_id=child.conversation_id,
-            agent=child.agent,
-            usage=UsageView(
-                calls=child.calls,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                cost=child.cost if child.calls else None,
-            ),
-        )
-
-
-class SessionUsage(WireResponse):
-    """A conversation's model calls in total (its children's included), and each child's."""
-
-    conversation_id: str
-    usage: UsageView
-    children: list[ChildUsageView] = Field(description="In the order they finished.")
 
 
 insights_router = APIRouter(tags=["conversations"])
@@ -191,8 +122,8 @@ async def usage(
     totals = await runtime.usage(conversation_id)
     return SessionUsage(
         conversation_id=conversation_id,
-        usage=UsageView.of(totals),
-        children=[ChildUsageView.of(child) for child in totals.children],
+        usage=usage_view(totals),
+        children=[child_usage_view(child) for child in totals.children],
     )
 
 
@@ -220,4 +151,22 @@ async def _spans_page(
     more = full or len(builder.spans) > limit  # (so a page after the last may be empty)
     return SpansPage(
         conversation_id=conversation_id, spans=kept, next=kept[-1].start_seq if more else None
+    )
+
+
+def child_usage_view(child: ChildUsage) -> ChildUsageView:
+    usage = child.usage
+    return ChildUsageView(
+        submission_id=child.submission_id,
+        conversation_id=child.conversation_id,
+        agent=child.agent,
+        usage=UsageView(
+            calls=child.calls,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost=child.cost if child.calls else None,
+        ),
     )

@@ -46,7 +46,7 @@ from tether.http._access import (
 )
 from tether.http._dependencies import AppState
 from tether.http._gate_pages import GatePageQuery
-from tether.http._responses import ApprovalItem
+from tether.http._responses import approval_item
 from tether.records import (
     ApprovalDecided,
     ApprovalRequested,
@@ -465,9 +465,7 @@ async def _list_approvals(call: _Call, given: dict[str, Any]) -> types.CallToolR
         tenant=identity.tenant,
     )
     page = await query.read(call.runtime, GateKind.APPROVAL, "pending")
-    items = [
-        ApprovalItem.of(gate).model_dump(mode="json", exclude_none=True) for gate in page.gates
-    ]
+    items = [approval_item(gate).model_dump(mode="json", exclude_none=True) for gate in page.gates]
     lines = [
         f"approval {item['approvalId']}: {item['agent']}/{item['instance']} "
         f"wants {item['tool']} {_short(item['args'])}"

@@ -4,25 +4,14 @@ only the controls its identity may use)."""
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import Field
 
 from tether.auth import ALL_SCOPES
 from tether.http._access import IdentityDependency
-from tether.http._responses import WireResponse, optional
+from tether.wire import IdentityView
 
-__all__ = ("IdentityView", "me_router")
+__all__ = ("me_router",)
 
 me_router = APIRouter(tags=["auth"])
-
-
-class IdentityView(WireResponse):
-    """The caller as the server verified them."""
-
-    subject: str
-    tenant: str | None = optional(description="Absent for an operator, who sees every tenant.")
-    display: str | None = optional()
-    scopes: list[str] = Field(description="What the caller may do (``admin``: everything).")
-    agents: list[str] | None = optional(description="The agents they may use; absent: all.")
 
 
 @me_router.get("/me")

@@ -1,37 +1,15 @@
-"""What the HTTP API takes: request bodies, and the query parameters several routes share.
-``/openapi.json`` is generated from them with the response models (``_responses``)."""
+"""The query parameters several routes share (the request bodies are :mod:`tether.wire`'s)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import Query
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
 
-from tether.engine import Budget, InboundKind, SignalInfo
-from tether.journal import Decision
-from tether.records import AttachmentRef
-from tether.store import MAX_SEQ, PRIORITY_MAX, PRIORITY_MIN
+from tether.store import MAX_SEQ
 
 __all__ = (
     "SEQ_AFTER",
     "WAIT_TIMEOUT",
-    "AnswerBody",
-    "BudgetDecisionBody",
-    "DecisionBody",
-    "DispatchBody",
-    "ForkBody",
-    "MessageBody",
-    "RequestBody",
-    "SessionBody",
-    "title",
 )
-
-
-def title(name: str, _: object) -> str:
-    """A field's title in the schema: "Submission id", not pydantic's "Submissionid"."""
-    return name.replace("_", " ").capitalize()
 
 
 # --- shared query parameters -----------------------------------------------------------
@@ -46,94 +24,3 @@ WAIT_TIMEOUT = Query(
 SEQ_AFTER = Query(default=0, ge=0, le=MAX_SEQ, description="Records after this seq.")
 
 # --- request bodies --------------------------------------------------------------------
-
-
-class RequestBody(BaseModel):
-    """A JSON request body: camelCase on the wire (snake_case accepted), no unknown fields."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        extra="forbid",
-        field_title_generator=title,
-    )
-
-
-class DispatchBody(RequestBody):
-    kind: InboundKind = "user"
-    body: str = ""
-    signal: SignalInfo | None = None
-    attachments: list[AttachmentRef] | None = None
-    result_schema: dict[str, JsonValue] | None = None
-    result_retries: int | None = Field(default=None, ge=0, le=10)
-    budget: Budget | None = Field(
-        default=None,
-        description="Limits on this submission's spending, each over the agent's and the "
-        "application's (docs/budgets.md).",
-    )
-    priority: int | None = Field(
-        default=None,
-        strict=True,
-        ge=PRIORITY_MIN,
-        le=PRIORITY_MAX,
-        description="Higher is claimed first among other sessions' queued submissions, "
-        "aged so that none waits forever; a session's own keep their order "
-        "(docs/priorities.md). Absent: the agent's default, else 0.",
-    )
-    session: str = "default"
-    dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
-    run_at: AwareDatetime | None = Field(
-        default=None,
-        description="Run it at this time (RFC 3339, with an offset): it is admitted "
-        "``scheduled`` until then, holding its session's later messages behind it "
-        "(docs/timers.md). Not with ``afterSeconds``; not in the past.",
-    )
-    after_seconds: float | None = Field(
-        default=None,
-        ge=0,
-        allow_inf_nan=False,
-        description="Run it this many seconds from now: as ``runAt``.",
-    )
-
-
-class MessageBody(RequestBody):
-    body: str = Field(min_length=1)
-    session: str = "default"
-
-
-class SessionBody(RequestBody):
-    session: str = "default"
-
-
-class DecisionBody(RequestBody):
-    decision: Decision
-    reason: str | None = None
-    args: dict[str, JsonValue] | None = None
-    approver: str = Field(default="api", min_length=1, max_length=200)
-
-
-class BudgetDecisionBody(RequestBody):
-    decision: Literal["approve", "reject"] = Field(
-        description="approve: extend the budget by ``extension`` and resume the run; reject: "
-        "settle it ``budget_exhausted`` with its partial answer."
-    )
-    extension: Budget | None = Field(
-        default=None,
-        description="What an approval adds to each limit (``modelCalls``, ``tokens``, "
-        "``costUsd``, ``toolCalls``, ``wallTime`` in seconds); a limit it leaves out stays.",
-    )
-    reason: str | None = Field(default=None, max_length=2000)
-    approver: str = Field(default="api", min_length=1, max_length=200)
-
-
-class AnswerBody(RequestBody):
-    value: JsonValue = Field(
-        description="The answer: any JSON value (``null`` too) that fits the input's schema."
-    )
-    responder: str = Field(default="api", min_length=1, max_length=200)
-
-
-class ForkBody(RequestBody):
-    at_seq: int = Field(ge=1, le=MAX_SEQ)
-    session: str | None = None

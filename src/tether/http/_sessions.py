@@ -17,9 +17,16 @@ from tether.http._access import (
 )
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
-from tether.http._requests import MessageBody, SessionBody
-from tether.http._responses import Aborted, SubmissionReceipt
-from tether.http._session_views import ErasedView, SessionItem, SessionsPage
+from tether.http._responses import submission_receipt
+from tether.http._session_views import erased_view, session_item
+from tether.wire import (
+    Aborted,
+    ErasedView,
+    MessageBody,
+    SessionBody,
+    SessionsPage,
+    SubmissionReceipt,
+)
 
 __all__ = ("sessions_router",)
 
@@ -56,7 +63,7 @@ async def sessions(
         tenant=identity.tenant,
     )
     return SessionsPage(
-        sessions=[SessionItem.of(info) for info in page.sessions],
+        sessions=[session_item(info) for info in page.sessions],
         next_cursor=page.next_cursor,
     )
 
@@ -79,7 +86,7 @@ async def erase(
     erased = await runtime.erase_session(
         agent, instance, session=session, force=force, by=actor_of(identity)
     )
-    return ErasedView.of(erased)
+    return erased_view(erased)
 
 
 @sessions_router.post("/agents/{agent}/{instance}/steer", responses=_CONTROL_FAILURES)
@@ -98,7 +105,7 @@ async def steer(
     receipt = await runtime.steer(
         agent, instance, message, session=payload.session, tenant=identity.tenant
     )
-    return SubmissionReceipt.of(receipt)
+    return submission_receipt(receipt)
 
 
 @sessions_router.post("/agents/{agent}/{instance}/followup", responses=_CONTROL_FAILURES)
@@ -116,7 +123,7 @@ async def follow_up(
     receipt = await runtime.follow_up(
         agent, instance, message, session=payload.session, tenant=identity.tenant
     )
-    return SubmissionReceipt.of(receipt)
+    return submission_receipt(receipt)
 
 
 @sessions_router.post("/agents/{agent}/{instance}/abort", responses=_CONTROL_FAILURES)
@@ -152,4 +159,4 @@ async def compact(
     session = payload.session if payload is not None else "default"
     await authorize_session(runtime, access, agent, instance, session)
     receipt = await runtime.compact(agent, instance, session=session, tenant=identity.tenant)
-    return SubmissionReceipt.of(receipt)
+    return submission_receipt(receipt)

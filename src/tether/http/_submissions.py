@@ -13,8 +13,9 @@ from tether.http._access import AccessDependency, actor_of, own_session, own_sub
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import POST_FAILURES, failures
 from tether.http._requests import WAIT_TIMEOUT
-from tether.http._submission_views import OpenSubmissions, SubmissionTreeNode, SubmissionView
+from tether.http._submission_views import submission_tree_node, submission_view
 from tether.store import SubmissionStatus
+from tether.wire import OpenSubmissions, SubmissionTreeNode, SubmissionView
 
 __all__ = ("settled_within", "submissions_router")
 
@@ -56,7 +57,7 @@ async def open_submissions(
         agent, instance, session=session, tenant=access.identity.tenant, limit=limit + 1
     )
     return OpenSubmissions(
-        submissions=[SubmissionView.of(info) for info in infos[:limit]],
+        submissions=[submission_view(info) for info in infos[:limit]],
         more=len(infos) > limit,
     )
 
@@ -76,7 +77,7 @@ async def submission(
     if wait and info.status is not SubmissionStatus.SETTLED:
         await settled_within(runtime, submission_id, wait_seconds)
         info = await runtime.submission(submission_id)
-    return SubmissionView.of(info)
+    return submission_view(info)
 
 
 @submissions_router.post(
@@ -92,7 +93,7 @@ async def abort(
     own children are cancelled with it. A settled submission is answered as it is."""
     await own_submission(runtime, access, submission_id)
     aborted = await runtime.abort_submission(submission_id, by=actor_of(access.identity))
-    return SubmissionView.of(aborted)
+    return submission_view(aborted)
 
 
 @submissions_router.get("/submissions/{submission_id}/tree", responses=failures(404, 422, 503))
@@ -102,4 +103,4 @@ async def tree(
     """The submission's subagent tree: every child its task calls spawned, theirs in
     turn, each with its status and usage (model calls, tokens, cost)."""
     await own_submission(runtime, access, submission_id)
-    return SubmissionTreeNode.of(await runtime.tree(submission_id))
+    return submission_tree_node(await runtime.tree(submission_id))

@@ -14,7 +14,8 @@ from tether.errors import TenantNotFound
 from tether.http._access import AccessDependency, own_conversation
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import failures
-from tether.http._usage_views import SessionUsageReport, UsageAnswer, UsageReport
+from tether.http._usage_views import session_usage_report, usage_report
+from tether.wire import UsageAnswer
 
 __all__ = ("usage_router",)
 
@@ -71,7 +72,7 @@ async def usage(
             if value is not None:
                 raise _refused(name, "a session's spending has no period", str(value))
         conversation = await own_conversation(runtime, access, session)
-        return UsageAnswer(SessionUsageReport.of(await runtime.session_usage(conversation.id)))
+        return UsageAnswer(session_usage_report(await runtime.session_usage(conversation.id)))
     whose = tenant if tenant is not None else identity.tenant
     if whose is None:
         raise RequestValidationError(
@@ -88,4 +89,4 @@ async def usage(
         raise TenantNotFound(whose)
     moment = None if at is None else datetime(at.year, at.month, at.day, tzinfo=UTC)
     spent = await runtime.tenant_usage(whose, period=period or "day", at=moment)
-    return UsageAnswer(UsageReport.of(spent))
+    return UsageAnswer(usage_report(spent))

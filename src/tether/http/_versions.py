@@ -5,50 +5,12 @@ moves an agent's parked runs from one version to a newer one."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
-from pydantic import Field
 
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
-from tether.http._requests import RequestBody
-from tether.http._responses import WireResponse, optional
+from tether.wire import UpgradeBody, UpgradeResult, VersionItem, VersionsPage
 
-__all__ = ("UpgradeBody", "UpgradeResult", "VersionItem", "VersionsPage", "versions_router")
-
-
-class VersionItem(WireResponse):
-    """One version of one agent and what is left of it."""
-
-    agent: str
-    version: str | None = optional(
-        description="Absent for runs started before the agent had versions."
-    )
-    newest_here: bool = Field(description="New runs on this server start on it.")
-    served_here: bool = Field(description="This server runs it.")
-    workers: int = Field(description="Live workers that run it (or run any version).")
-    queued: int
-    running: int
-    waiting: int
-    gates: int = Field(description="Of the waiting runs, those parked on an approval or input.")
-    retirable: bool = Field(description="Nothing of it is left to run: its workers may stop.")
-
-
-class VersionsPage(WireResponse):
-    versions: list[VersionItem] = Field(description="By agent, newest first.")
-
-
-class UpgradeBody(RequestBody):
-    """Which parked runs move, and where to."""
-
-    agent: str = Field(min_length=1, max_length=200)
-    from_version: str = Field(min_length=1, max_length=200)
-    to_version: str = Field(min_length=1, max_length=200, description="A version this server runs.")
-    actor: str | None = Field(
-        default=None, max_length=200, description="Who moves them, for the audit record."
-    )
-
-
-class UpgradeResult(WireResponse):
-    moved: list[str] = Field(description="The submissions moved, by id.")
+__all__ = ("versions_router",)
 
 
 versions_router = APIRouter(tags=["versions"])

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json
+from tether._states import Decision
 from tether.errors import (
     ApprovalConflict,
     ApprovalNotFound,
@@ -48,7 +49,6 @@ __all__ = (
 )
 
 
-Decision = Literal["approve", "reject", "edit"]
 GATED = frozenset({Mediation.APPROVAL, Mediation.INPUT})
 """The mediations whose calls wait for a person."""
 _REQUESTS = {ApprovalRequested.KIND: "request", InputRequested.KIND: "request"}

@@ -44,6 +44,7 @@ import orjson
 from pydantic import JsonValue
 
 from tether._canonical import canonical_json
+from tether._states import GateStatus
 from tether._wire import JsonObject
 from tether.errors import InvalidCursor, RecordDecodeError
 from tether.messages import ToolOutcomeStatus, args_digest
@@ -105,16 +106,6 @@ GATE_RECORDS = frozenset(
 DENIED_MARK = b'"status":"denied"'
 """In a record's canonical bytes only a denied outcome's payload holds this sequence (a quote
 inside a string is escaped): what a backfill reads of the tool outcomes, before decoding."""
-
-
-class GateStatus(StrEnum):
-    """Where a gate stands: ``pending`` (waits for a human), ``decided`` (a human decided
-    it: approve, reject or edit; an input gate's ``answer``), ``closed`` (its submission
-    settled before anyone did)."""
-
-    PENDING = "pending"
-    DECIDED = "decided"
-    CLOSED = "closed"
 
 
 class GateKind(StrEnum):

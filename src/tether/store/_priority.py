@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from tether._limits import PRIORITY_MAX, PRIORITY_MIN
+
 __all__ = (
     "DEFAULT_PRIORITY_AGING",
     "MAX_PRIORITY_AGING",
@@ -26,10 +28,6 @@ __all__ = (
     "claim_rank",
 )
 
-PRIORITY_MIN = -1000
-"""The lowest priority a submission may have (``0`` is the default; higher runs first)."""
-PRIORITY_MAX = 1000
-"""The highest priority a submission may have."""
 DEFAULT_PRIORITY_AGING = timedelta(seconds=60)
 """How long a queued submission waits to gain one step of priority, by default: priority
 ``p`` goes ahead of what was queued up to ``p`` minutes before it."""

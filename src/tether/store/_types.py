@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Any, Final
 
+from tether._limits import MAX_SEQ
 from tether._payloads import Actor, ConversationParent
+from tether._states import SubmissionStatus
 from tether.store._priority import DEFAULT_PRIORITY_AGING, claim_rank
 
 __all__ = (
@@ -26,11 +27,6 @@ __all__ = (
     "TaskParent",
     "utc_now",
 )
-
-
-MAX_SEQ: Final = 2**63 - 1
-"""The largest sequence number a store keeps (a signed 64-bit integer): the bound every
-number that names a record is checked against, at the HTTP and the Runtime boundary."""
 
 
 WAIT_FOR_TIMER: Final = "timer"
@@ -71,23 +67,6 @@ class Conversation:
     """The tenant it belongs to, recorded when it is created (by the admission that creates
     it, a fork of a conversation, an import), never changed after; ``None``: no tenant (an
     operator's). Not part of the log: no record carries it."""
-
-
-class SubmissionStatus(StrEnum):
-    """Lifecycle of a submission: ``queued → running → terminalizing → settled``.
-
-    A running submission may be released back to ``queued`` (retry, shutdown, lost lease)
-    or parked in ``waiting`` (approval, child tasks, a timer) until it is woken. A delayed
-    dispatch (``NewSubmission.run_at``) is admitted ``scheduled`` and becomes ``queued`` at
-    its time (or at once when a cancel is requested).
-    """
-
-    SCHEDULED = "scheduled"
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING = "waiting"
-    TERMINALIZING = "terminalizing"
-    SETTLED = "settled"
 
 
 @dataclass(frozen=True, slots=True)

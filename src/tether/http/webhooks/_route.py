@@ -15,9 +15,10 @@ from pydantic import JsonValue
 
 from tether.engine import Inbound, Runtime, SignalInfo
 from tether.http._errors import ApiError, failures
-from tether.http._responses import WireResponse, optional, respond, stream_url
+from tether.http._responses import respond, stream_url
 from tether.http.webhooks._signature import GITHUB, HmacScheme, secrets_of
 from tether.store import SessionKey
+from tether.wire import WireResponse, optional
 
 __all__ = (
     "Delivery",
