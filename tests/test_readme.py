@@ -32,5 +32,12 @@ def test_the_readme_opens_with_a_serve_command_and_a_test_command() -> None:
 
 
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    """CI runs the command split at its last ``&&``, each part verbatim on a line of its own:
+    the install first (the quick checks run on it), the tests last; it installs once."""
     _, test = _setup_commands()
-    assert test in (ROOT / ".ci" / "run").read_text().splitlines()
+    install, tests = test.rsplit(" && ", 1)
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert install in lines
+    assert tests in lines
+    assert lines.index(install) < lines.index(tests)
+    assert sum(".venv-test/bin/pip install" in line for line in lines) == 1

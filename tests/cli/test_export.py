@@ -259,7 +259,7 @@ def test_the_console_script_replays_a_file_and_exits_1_on_a_divergence(tmp_path:
     source = f"sqlite:///{tmp_path / 'data'}"
     conversation_id = recorded(source, "hello")
     file = tmp_path / "s.jsonl"
-    file.write_text(tether("export", conversation_id, "--store", source).stdout)
+    file.write_text(tether("export", conversation_id, "--store", source, real=True).stdout)
     same = tether("replay", "--from", str(file), "--app", f"{APP}:agents", cwd=REPO)
     assert same.stdout.startswith("identical: 1 execution ")
     diverged = tether("replay", "--from", str(file), "--app", f"{APP}:rome", code=1, cwd=REPO)

@@ -8,6 +8,7 @@ import sys
 import pytest
 import typer
 from typer.core import TyperGroup
+from typer.testing import CliRunner
 
 from tether.cli import app
 from tether.cli._exit import ExitCode
@@ -74,12 +75,8 @@ def _groups() -> list[tuple[list[str], TyperGroup]]:
 def test_each_command_is_listed_with_its_whole_summary(columns: str | None) -> None:
     """Not a TTY, with COLUMNS unset, 80 or wide: a summary wraps, it is never cut to ``...``."""
     for path, group in _groups():
-        env = {name: value for name, value in cli_env().items() if name != "COLUMNS"}
-        env |= {} if columns is None else {"COLUMNS": columns}
-        done = subprocess.run(
-            [TETHER, *path, "--help"], capture_output=True, text=True, env=env, timeout=90
-        )
-        assert done.returncode == 0, done.stderr
+        done = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": columns})
+        assert done.exit_code == 0, done.stderr
         shown = " ".join(done.stdout.split())
         for name, command in group.commands.items():
             summary = command.get_short_help_str(sys.maxsize)
@@ -155,4 +152,5 @@ def test_version_prints_the_installed_packages_version() -> None:
 
     declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert version("tether") == declared["project"]["version"] == package.__version__
-    assert tether("--version").stdout == f"tether {package.__version__}\n"
+    # The real script: the installed entry point and its interpreter.
+    assert tether("--version", real=True).stdout == f"tether {package.__version__}\n"

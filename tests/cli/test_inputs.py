@@ -185,7 +185,7 @@ def test_a_run_waits_for_its_input_and_the_answer_resumes_it(asking: ServerProce
     assert behind.stdout.startswith('queued behind a run waiting for input: "What is your name?"')
     assert input_id in behind.stdout
 
-    [line] = tether("inputs", *url).stdout.splitlines()
+    [line] = tether("inputs", *url, real=True).stdout.splitlines()
     assert line.split()[:3] == [input_id, "pending", "asker/me/default"]
     assert line.endswith('"What is your name?" (answer: {"type": "string"})')
     assert tether("approvals", *url).stdout.strip() == "no approvals waiting"

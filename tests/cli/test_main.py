@@ -19,7 +19,7 @@ pytestmark = pytest.mark.process
 
 
 def cli(*args: str, code: int = 0) -> str:
-    result = tether(*args, code=code)
+    result = tether(*args, code=code, real=True)  # the console script, as the docstring says
     return result.stdout + result.stderr
 
 

@@ -150,7 +150,7 @@ def test_schedules_against_a_real_server(server: ServerProcess) -> None:
         *url,
     )  # fmt: skip
     assert added.stdout.startswith("added hourly: next window ")
-    listed = tether("schedules", *url).stdout.splitlines()
+    listed = tether("schedules", *url, real=True).stdout.splitlines()
     assert listed[1].split()[:4] == ["hourly", "assistant/me/default", "every", "3600"]
     conflict = tether(
         "schedules", "add", "assistant", "me", "--every", "60", "--body", "x", "--id", "hourly",

@@ -14,7 +14,7 @@ def test_sessions_lists_and_delete_erases(server: ServerProcess) -> None:
         tether(
             "send", "assistant", "me", "hello", "--session", session, "--wait", "--url", server.url
         )
-    listed = tether("sessions", "--url", server.url).stdout
+    listed = tether("sessions", "--url", server.url, real=True).stdout
     assert listed.index("assistant/me/two") < listed.index("assistant/me/one")  # newest first
     assert "idle" in listed
     paged = tether("sessions", "--limit", "1", "--url", server.url).stdout
