@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from tether._failpoints import ARMED
 from tether.engine._agents import AgentDefinition, AgentSpec, build_spec
 from tether.engine._budget import (
     BUDGET_EXHAUSTED,
@@ -36,6 +37,7 @@ from tether.engine._delegation import (
     children_awaited,
     partial_output,
 )
+from tether.engine._failpoints import FailpointModel, FailpointTools
 from tether.engine._inbound import Inbound
 from tether.engine._observe import (
     AttemptStarted,
@@ -703,8 +705,12 @@ class _Attempt:
         tenant_budgets, tenant_meter = self.tenant_budgets, self.tenant_meter
         gate, tenant = self.context.tenant_budgets, submission.tenant
         share = self.usage_share
+        # Failpoints (docs/testing.md) innermost, and only while some are armed.
+        sleep = self.context.clock.sleep if ARMED else None
 
         def model(inner: Model) -> Model:
+            if sleep is not None:
+                inner = FailpointModel(inner, sleep)
             wrapped = limits.model(events.model(inner, correlation), submission)
             if tenant_meter is not None and tenant is not None and share is not None:
                 wrapped = TenantBudgetedModel(
@@ -713,6 +719,8 @@ class _Attempt:
             return BudgetedModel(wrapped, meters, now) if meters else wrapped
 
         def tools(inner: ToolExecutor) -> ToolExecutor:
+            if sleep is not None:
+                inner = FailpointTools(inner, sleep)
             wrapped = events.tools(inner, correlation)
             if tenant_meter is not None and tenant is not None:
                 wrapped = TenantBudgetedTools(wrapped, gate, tenant, tenant_budgets, tenant_meter)
