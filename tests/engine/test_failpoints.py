@@ -122,3 +122,15 @@ async def test_the_environment_arms_the_runtime(
 async def test_without_failpoints_nothing_is_wrapped(make_runtime: Make, store: Store) -> None:
     async with make_runtime({"echo": echo_agent()}) as runtime:
         assert runtime.store is store
+
+
+async def test_a_store_error_in_the_reconciliation_at_start_is_retried(
+    make_runtime: Make, tether_failpoints: Failpoints
+) -> None:
+    """Regression (the I/O-error loop): the start's reconciliation lists the submissions
+    first; that read failing once ended the claim loop, and nothing ran until a restart."""
+    tether_failpoints.arm("store.list_submissions=error(once)")
+    async with make_runtime({"echo": echo_agent()}) as runtime:
+        receipt = await runtime.dispatch("echo", "acme", "hi")
+        assert (await settle(runtime, receipt.submission_id))["status"] == "succeeded"
+    assert tether_failpoints.fired("store.list_submissions") == 1

@@ -51,7 +51,7 @@ def backend_error(backend: type) -> Callable[[str], BaseException]:
 
         def sqlite(name: str) -> BaseException:
             cause = sqlite3.OperationalError("disk I/O error")
-            error = StoreUnavailable(f"sqlite write failed: {cause} (failpoint {name})")
+            error = StoreUnavailable(f"sqlite failed: {cause} (failpoint {name})")
             error.__cause__ = cause
             return error
 
