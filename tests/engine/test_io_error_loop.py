@@ -5,8 +5,8 @@ client retries what it was refused, and then every acknowledged submission has s
 exactly once, no record is lost or written twice, and every log verifies.
 
 CI tries the first cuts and then a sample of the rest (a few seconds); ``TETHER_SOAK=1``
-tries every one. The crash half (the Nth store call killing the process) is
-``test_failpoint_crash.py``.
+tries every one (``TETHER_IO_CUT=N`` tries cut N alone, to look into one). The crash half
+(the Nth store call killing the process) is ``test_failpoint_crash.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from .agents import echo_agent, loop_agent
 from .conftest import FAST
 from .waits import WAIT
 
-SOAK = bool(os.environ.get("TETHER_SOAK"))
 T = TypeVar("T")
 
 WORK = (  # (agent, session, message): two in one session (their order holds), one alone
@@ -134,10 +133,10 @@ async def run_cut(store: Store, cut: int) -> Cut:
     return Cut(fired, calls)
 
 
-def _cuts(calls: int) -> list[int]:
-    """Every cut under soak (and as many again: the background loops' calls vary with the
-    pacing, so a run may make more); in CI the first 12 and a spread of the rest."""
-    if SOAK:
+def _cuts(calls: int, *, every: bool) -> list[int]:
+    """Every cut (and as many again: the background loops' calls vary with the pacing, so a
+    run may make more), or the first 12 and a spread of the rest."""
+    if every:
         return list(range(1, 2 * calls + 1))
     return sorted({*range(1, 13), *range(13, calls + 1, max(1, calls // 12))})
 
@@ -151,7 +150,18 @@ async def _store(directory: Path) -> Store:
     return await open_sqlite(_made(directory))
 
 
+async def test_store_calls_failing_in_turn(tmp_path: Path) -> None:
+    """CI's cuts: the first 12 and a spread of the rest."""
+    await _loop(tmp_path, every=False)
+
+
+@pytest.mark.slow
 async def test_every_store_call_failing_in_turn(tmp_path: Path) -> None:
+    """Every cut (``TETHER_SOAK=1``)."""
+    await _loop(tmp_path, every=True)
+
+
+async def _loop(tmp_path: Path, *, every: bool) -> None:
     clean = await _store(tmp_path / "clean")
     try:
         baseline = await run_cut(clean, 10**9)  # nothing fails: how many calls there are
@@ -159,7 +169,7 @@ async def test_every_store_call_failing_in_turn(tmp_path: Path) -> None:
         await clean.close()
     assert baseline.fired == 0 and baseline.calls > 20
     only = os.environ.get("TETHER_IO_CUT")  # one cut, to look into a failure
-    cuts = [int(only)] if only else _cuts(baseline.calls)
+    cuts = [int(only)] if only else _cuts(baseline.calls, every=every)
     fired = 0
     for cut in cuts:
         store = await _store(tmp_path / f"cut-{cut}")
