@@ -12,17 +12,18 @@ tries every one (``TETHER_IO_CUT=N`` tries cut N alone, to look into one). The c
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
 from tether._failpoints import ARMED, disarm
-from tether.engine import ManualClock, Runtime
+from tether.engine import ManualClock, Receipt, Runtime
 from tether.errors import StoreUnavailable
 from tether.store import Store, SubmissionStatus
 from tether.testing import failpoints
@@ -62,7 +63,7 @@ async def _paced(clock: ManualClock, done: Awaitable[T]) -> T:
     """Await ``done`` while moving the clock on a second at a time (leases, backoffs)."""
     task = asyncio.ensure_future(done)
     try:
-        async with asyncio.timeout(WAIT / 3):
+        async with asyncio.timeout(WAIT):
             while not task.done():
                 await clock.advance(1.0)
                 await asyncio.wait({task}, timeout=0.005)
@@ -98,21 +99,15 @@ async def run_cut(store: Store, cut: int) -> Cut:
     with failpoints(f"store.*=error(nth({cut}))") as armed:
         runtime = await _start(store, clock)
         try:
-            receipts = []
+            receipts: list[Receipt] = []
             for n, (agent, session, body) in enumerate(WORK):
-
-                async def dispatch(
-                    agent: str = agent, session: str = session, body: str = body, n: int = n
-                ) -> Any:
-                    return await runtime.dispatch(
-                        agent, "acme", body, session=session, dispatch_id=f"d-{n}"
-                    )
-
+                dispatch = functools.partial(
+                    runtime.dispatch, agent, "acme", body, session=session, dispatch_id=f"d-{n}"
+                )
                 receipts.append(await _retrying(dispatch))
             for receipt in receipts:
-                outcome = await _paced(
-                    clock, _retrying(lambda r=receipt: runtime.wait(r.submission_id))
-                )
+                waited = functools.partial(runtime.wait, receipt.submission_id)
+                outcome = await _paced(clock, _retrying(waited))
                 assert outcome["status"] == "succeeded", (cut, outcome)
         finally:
             await runtime.close()
