@@ -34,6 +34,7 @@ __all__ = (
     "DispatchConflict",
     "DuplicateCallId",
     "ExportRefused",
+    "FailpointSpecInvalid",
     "Fenced",
     "Forbidden",
     "HarnessMismatch",
@@ -916,6 +917,28 @@ class RuntimeClosed(TetherError):
     """The runtime is closed (or not started)."""
 
     code = "runtime_closed"
+
+
+class FailpointSpecInvalid(TetherError, ValueError):
+    """``TETHER_FAILPOINTS`` (or a spec given to :func:`tether.testing.failpoints`) does not
+    parse: ``entry`` is the entry at fault, ``reason`` what is wrong with it, ``spec`` the
+    whole value. Raised when the runtime starts, before anything runs.
+
+    Example::
+
+        try:
+            parse_failpoints("store.apend=error")
+        except FailpointSpecInvalid as exc:
+            exc.entry, exc.reason  # 'store.apend=error', "unknown failpoint 'store.apend' ..."
+    """
+
+    code = "failpoint_spec_invalid"
+
+    def __init__(self, spec: str, entry: str, reason: str) -> None:
+        self.spec = spec
+        self.entry = entry.strip()
+        self.reason = reason
+        super().__init__(f"TETHER_FAILPOINTS entry {self.entry!r}: {reason}")
 
 
 # --- models ---------------------------------------------------------------------------

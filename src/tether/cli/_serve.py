@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from tether._extras import install_hint
+from tether._failpoints import arm_from_environment
 from tether._gc import freeze_startup_heap
 from tether._sites import SitePolicy
 from tether._urls import redact_url
@@ -44,6 +45,7 @@ from tether.cli._logs import (
 from tether.cli._model import check_model
 from tether.cli._retention import KEEP_RECORDS, PRUNE_EVERY, RETAIN_DAYS, retention_of
 from tether.cli._stores import DEFAULT_STORE_URL, open_store_or_fail
+from tether.errors import FailpointSpecInvalid
 
 if TYPE_CHECKING:
     from tether.cli._settings import Resolved, Settings
@@ -361,6 +363,15 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
         raise typer.Exit(ExitCode.INTERRUPTED) from None
 
 
+def _check_failpoints() -> None:
+    """``TETHER_FAILPOINTS`` armed (docs/testing.md), or one line and exit 2 if it does not
+    parse: before the store is opened, not as a traceback from the runtime's start."""
+    try:
+        arm_from_environment()
+    except FailpointSpecInvalid as exc:
+        fail(str(exc), ExitCode.USAGE)
+
+
 @contextlib.asynccontextmanager
 async def _running(
     app: App, store_url: str, *, worker: bool, options: Any
@@ -370,6 +381,7 @@ async def _running(
     releasing running work without burning an attempt."""
     from tether.engine import Runtime
 
+    _check_failpoints()
     store = await open_store_or_fail(store_url, create=True)
     try:
         runtime = Runtime.from_app(app, store, **options)

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from tether._failpoints import ARMED
 from tether.engine._agents import AgentDefinition, AgentSpec, build_spec
 from tether.engine._budget import (
     BUDGET_EXHAUSTED,
@@ -36,6 +37,7 @@ from tether.engine._delegation import (
     children_awaited,
     partial_output,
 )
+from tether.engine._failpoints import FailpointModel, FailpointTools
 from tether.engine._inbound import Inbound
 from tether.engine._lease import Lease, LeaseGuardedModel, LeaseGuardedTools
 from tether.engine._observe import (
@@ -709,12 +711,16 @@ class _Attempt:
         tenant_budgets, tenant_meter = self.tenant_budgets, self.tenant_meter
         gate, tenant = self.context.tenant_budgets, submission.tenant
         share = self.usage_share
+        # Failpoints (docs/testing.md) innermost, and only while some are armed.
+        sleep = self.context.clock.sleep if ARMED else None
 
         lease, stop = self.lease, self.stop
 
         # The claim is confirmed after any wait for a limit, which may be long, and before
         # the instrumentation: a call the lost claim spares is never traced.
         def model(inner: Model) -> Model:
+            if sleep is not None:
+                inner = FailpointModel(inner, sleep)
             guarded = LeaseGuardedModel(events.model(inner, correlation), lease, stop)
             wrapped = limits.model(guarded, submission)
             if tenant_meter is not None and tenant is not None and share is not None:
@@ -724,6 +730,8 @@ class _Attempt:
             return BudgetedModel(wrapped, meters, now) if meters else wrapped
 
         def tools(inner: ToolExecutor) -> ToolExecutor:
+            if sleep is not None:
+                inner = FailpointTools(inner, sleep)
             wrapped: ToolExecutor = LeaseGuardedTools(events.tools(inner, correlation), lease, stop)
             if tenant_meter is not None and tenant is not None:
                 wrapped = TenantBudgetedTools(wrapped, gate, tenant, tenant_budgets, tenant_meter)

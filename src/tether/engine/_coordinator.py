@@ -208,8 +208,21 @@ class Coordinator:
                 stack.enter_context(feed.listen("work", self.wake))
             await self._claim_loop()
 
+    async def _reconcile_at_start(self) -> None:
+        """The start's reconciliation, tried again until the store lets it finish: a store
+        that failed once (an I/O error) must not end the claim loop before it began (issue
+        46's I/O-error loop found it did)."""
+        while True:
+            try:
+                await self.reconcile()
+                return
+            except TetherError:
+                logger.exception("reconciliation at start failed; retrying")
+            await self.context.clock.wait_event(self.wake, self.context.config.claim_interval)
+            self.wake.clear()
+
     async def _claim_loop(self) -> None:
-        await self.reconcile()
+        await self._reconcile_at_start()
         self._claiming = True
         self.context.limits.defers_give_back = True
         interval = self.context.config.claim_interval

@@ -26,6 +26,7 @@ from typing import Any, Literal, Self
 
 from pydantic import JsonValue, ValidationError
 
+from tether._failpoints import ARMED, arm_from_environment
 from tether._ids import new_ulid
 from tether.engine._agents import AgentDefinition
 from tether.engine._app import App
@@ -134,6 +135,7 @@ from tether.store import (
     check_priority_aging,
     open_store,
     require_capability,
+    with_failpoints,
 )
 
 __all__ = ("Runtime",)
@@ -405,8 +407,13 @@ class Runtime:
             raise RuntimeError("the runtime is already started")
         if self.closing:
             raise RuntimeClosed("the runtime is closed")
+        # Failpoints (docs/testing.md): a spec that does not parse fails the start before the
+        # store is opened, and the store is wrapped only when some may fire.
+        failpoints = arm_from_environment() or bool(ARMED)
         if self._store is None and isinstance(self._store_source, str):
             self._store = await open_store(self._store_source)
+        if failpoints:
+            self._store = with_failpoints(self.store, sleep=self.clock.sleep)
         store = self.store
         capabilities = StoreCapabilities.of(store)  # once: the context carries them
         _check_features(self.config, capabilities, self.agents)

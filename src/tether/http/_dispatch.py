@@ -8,6 +8,7 @@ from typing import Literal
 from fastapi import APIRouter, Header
 from fastapi.responses import Response, StreamingResponse
 
+from tether._failpoints import ARMED
 from tether.errors import ConversationNotFound
 from tether.http._access import (
     AccessDependency,
@@ -20,7 +21,7 @@ from tether.http._dependencies import RuntimeDependency, StreamsDependency
 from tether.http._errors import BODY_FAILURES, failures
 from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT
 from tether.http._responses import dispatch_accepted, dispatch_settled, respond
-from tether.http._sse import View, session_stream
+from tether.http._sse import View, failpoint_frames, session_stream
 from tether.http._submissions import settled_within
 from tether.store import SessionKey
 from tether.wire import DispatchAccepted, DispatchBody, DispatchSettled
@@ -166,5 +167,7 @@ async def stream(
         cursor=cursor,
         sees=identity.sees,
     )
+    if ARMED:  # failpoint sse.send (docs/testing.md)
+        frames = failpoint_frames(frames, sleep=runtime.clock.sleep)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(frames, media_type="text/event-stream", headers=headers)

@@ -119,6 +119,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.SessionBusy: 409,
     E.NoRunInFlight: 409,
     E.RuntimeClosed: 503,
+    E.FailpointSpecInvalid: 400,
     # models
     E.ModelError: 502,
     E.ModelTransientError: 503,

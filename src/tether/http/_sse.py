@@ -7,10 +7,12 @@ Everything is read through the runtime's public operations (``records``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+from tether._failpoints import hit
 from tether.engine import ProgressHub, ProgressSubscription, Runtime
 from tether.errors import ConversationNotFound
 from tether.http._cursors import FamilyCursor, View
@@ -20,7 +22,14 @@ from tether.records import Record
 from tether.store import SessionKey
 from tether.stream import StreamProjector
 
-__all__ = ("RecentRecords", "View", "frame", "record_stream", "session_stream")
+__all__ = (
+    "RecentRecords",
+    "View",
+    "failpoint_frames",
+    "frame",
+    "record_stream",
+    "session_stream",
+)
 
 Render = Callable[[Sequence[Record]], bytes]
 
@@ -84,6 +93,21 @@ async def _stream_renderer(runtime: Runtime, conversation_id: str, after: int, s
         return b"".join(frames)
 
     return render
+
+
+def _connection_dropped(name: str) -> BaseException:
+    return ConnectionResetError(f"connection reset by peer (failpoint {name})")
+
+
+async def failpoint_frames(
+    frames: AsyncIterator[bytes], *, sleep: Callable[[float], Awaitable[None]]
+) -> AsyncIterator[bytes]:
+    """``frames`` with failpoint ``sse.send`` before each chunk is sent (docs/testing.md):
+    an ``error`` drops the connection there, as a peer's reset does."""
+    async with contextlib.aclosing(frames):  # type: ignore[type-var]
+        async for chunk in frames:
+            await hit("sse.send", error=_connection_dropped, sleep=sleep)
+            yield chunk
 
 
 async def session_stream(

@@ -24,6 +24,7 @@ from tether.store._export import (
     verify_export,
 )
 from tether.store._export_keys import ExportKey, ExportPublicKey
+from tether.store._failpoints import with_failpoints
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
@@ -176,4 +177,5 @@ __all__ = (
     "require_capability",
     "served_version",
     "verify_export",
+    "with_failpoints",
 )

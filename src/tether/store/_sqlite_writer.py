@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from tether._failpoints import ARMED, hit_sync
 from tether.errors import StoreUnavailable
 from tether.records import Record
 from tether.store._sqlite_append import Appender, AppendRequest
@@ -66,6 +67,10 @@ def _settle(batch: list[_Pending[Any]]) -> None:
             pending.future.set_exception(pending.error)
         else:
             pending.future.set_result(pending.result)
+
+
+def _disk_failure(name: str) -> BaseException:
+    return sqlite3.OperationalError("disk I/O error")
 
 
 def _has_other_work(loop: asyncio.AbstractEventLoop) -> bool:
@@ -252,6 +257,8 @@ class SqliteWriter:
                     self._apply(conn, raising, isolated=len(batch) > 1)
                     raising = None
                     start += 1
+            if ARMED:  # failpoint sqlite.commit (docs/testing.md): the disk fails the COMMIT
+                hit_sync("sqlite.commit", error=_disk_failure)
             began = time.perf_counter()
             conn.execute("COMMIT")
             self._commit_seconds += _COMMIT_AVERAGE_WEIGHT * (
