@@ -78,6 +78,8 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("POST", "/agents/{agent}/{instance}/followup"): "sessions:write",
     ("POST", "/agents/{agent}/{instance}/abort"): "sessions:abort",
     ("POST", "/agents/{agent}/{instance}/compact"): "sessions:write",
+    ("POST", "/agents/{agent}/{instance}/ag-ui"): "sessions:write",
+    ("POST", "/agents/{agent}/{instance}/ai-sdk"): "sessions:write",
     ("GET", "/agents/{agent}/{instance}/records"): "sessions:read",
     ("GET", "/agents/{agent}/{instance}/messages"): "sessions:read",
     ("GET", "/agents/{agent}/{instance}/conversation"): "sessions:read",

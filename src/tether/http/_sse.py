@@ -214,12 +214,13 @@ async def session_stream(
         ):
             if chunk:
                 yield chunk
-        if wire is not None:
-            # A run left open (parked for a person) ends as the protocol says, without an
-            # id: a reconnection resumes after the last event that had one.
-            yield b"".join(b"data: %s\n\n" % _json(event) for event in wire.close())
-            if view == "ai-sdk":
-                yield b"data: [DONE]\n\n"
+        if projector is not None:
+            # A reply's run left open (parked for a person) ends as the protocol says,
+            # without an id. A session's stream leaves it open: a reconnection goes on
+            # with the run where it stopped.
+            yield b"".join(b"data: %s\n\n" % _json(event) for event in projector.close())
+        if view == "ai-sdk":
+            yield b"data: [DONE]\n\n"
     finally:
         if progress is not None and subscription is not None:
             progress.unsubscribe(key, subscription)

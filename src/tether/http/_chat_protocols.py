@@ -1,0 +1,191 @@
+"""Chat clients' own requests, as thin adapters over a dispatch: ``POST .../ag-ui`` takes
+AG-UI's ``RunAgentInput`` (what CopilotKit's and AG-UI's ``HttpAgent`` send) and ``POST
+.../ai-sdk`` the body of the AI SDK's ``useChat`` default transport; each admits the last user
+message to the session (``threadId``, or the chat's ``id``) and streams back that
+submission's run in the protocol (docs/chat-protocols.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Header
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.http._access import AccessDependency, actor_of, authorize_session
+from tether.http._cursors import View
+from tether.http._dependencies import RuntimeDependency, StreamsDependency
+from tether.http._dispatch import event_stream
+from tether.http._errors import BODY_FAILURES, ApiError, failures
+from tether.http._sse import protocol_projector, session_stream
+from tether.store import SessionKey
+
+__all__ = ("AgUiRunInput", "AiSdkChatRequest", "chat_protocols_router")
+
+_STREAM = {
+    "description": "Server-sent events: the submission's run in the protocol (``id: "
+    "<seq>:<n>``, ``data``: an event), then the end of the stream once it settled or parked.",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+}
+
+
+class _Open(BaseModel):
+    """A body a client library writes: its other fields are kept, and ignored."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class AgUiRunInput(_Open):
+    """AG-UI's ``RunAgentInput``: the thread is the session, the run id the dispatch id
+    (a retried POST streams the same submission); the last user message is what is sent.
+    ``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used."""
+
+    thread_id: str = Field(alias="threadId", min_length=1, max_length=200)
+    run_id: str = Field(alias="runId", min_length=1, max_length=200)
+    messages: list[dict[str, Any]] = Field(max_length=10_000)
+
+
+class AiSdkChatRequest(_Open):
+    """The body ``useChat``'s default transport posts: the chat ``id`` is the session; the
+    last user message's text parts are what is sent."""
+
+    id: str = Field(min_length=1, max_length=200)
+    messages: list[dict[str, Any]] = Field(max_length=10_000)
+    trigger: str | None = None
+
+
+chat_protocols_router = APIRouter(tags=["sessions"])
+"""The AG-UI and AI SDK chat adapters."""
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> tuple[str, str | None]:
+    """The text of the last user message (AG-UI's ``content``, a string or parts; the AI
+    SDK's ``parts``), and its id."""
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        parts = message.get("parts") if content is None else content
+        if isinstance(parts, str):
+            text = parts
+        elif isinstance(parts, list):
+            text = "".join(
+                str(part.get("text", ""))
+                for part in parts
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+        else:
+            text = ""
+        ident = message.get("id")
+        if text:
+            return text, ident if isinstance(ident, str) and ident else None
+        break
+    raise ApiError(422, "invalid_body", "messages must end with a user message that has text")
+
+
+async def _reply(
+    runtime: RuntimeDependency,
+    access: AccessDependency,
+    streams: StreamsDependency,
+    agent: str,
+    instance: str,
+    session: str,
+    text: str,
+    dispatch_id: str | None,
+    view: View,
+    traceparent: str | None,
+) -> StreamingResponse:
+    identity = access.identity
+    message: dict[str, Any] = {"body": text}
+    if (by := actor_of(identity)) is not None:
+        message["by"] = by
+    await authorize_session(runtime, access, agent, instance, session)
+    receipt = await runtime.dispatch(
+        agent,
+        instance,
+        message,
+        session=session,
+        dispatch_id=dispatch_id,
+        tenant=identity.tenant,
+        trace={"traceparent": traceparent or "", "tracestate": ""},
+    )
+    frames = session_stream(
+        runtime,
+        streams.recent,
+        SessionKey(agent, instance, session),
+        receipt.conversation_id,
+        after=0,
+        follow=False,
+        heartbeat=streams.heartbeat,
+        view=view,
+        sees=identity.sees,
+        projector=protocol_projector(view, submission=receipt.submission_id),
+    )
+    return event_stream(frames, view)
+
+
+@chat_protocols_router.post(
+    "/agents/{agent}/{instance}/ag-ui",
+    response_class=StreamingResponse,
+    responses={200: _STREAM, **failures(*BODY_FAILURES, 404, 409, 503)},
+)
+async def ag_ui_run(
+    runtime: RuntimeDependency,
+    access: AccessDependency,
+    streams: StreamsDependency,
+    agent: str,
+    instance: str,
+    payload: AgUiRunInput,
+    traceparent: str | None = Header(default=None),
+) -> StreamingResponse:
+    """Run the agent as AG-UI's ``HttpAgent`` asks: the thread's last user message is
+    dispatched (idempotent by ``runId``), and its run streams back as AG-UI events, ending
+    ``RUN_FINISHED`` / ``RUN_ERROR``, or ``RUN_FINISHED`` with an ``interrupt`` outcome when
+    it parks for a person (answer at ``/approvals``, ``/inputs`` or ``/budgets``)."""
+    text, _ = _last_user_text(payload.messages)
+    return await _reply(
+        runtime,
+        access,
+        streams,
+        agent,
+        instance,
+        payload.thread_id,
+        text,
+        payload.run_id,
+        "ag-ui",
+        traceparent,
+    )
+
+
+@chat_protocols_router.post(
+    "/agents/{agent}/{instance}/ai-sdk",
+    response_class=StreamingResponse,
+    responses={200: _STREAM, **failures(*BODY_FAILURES, 404, 409, 503)},
+)
+async def ai_sdk_chat(
+    runtime: RuntimeDependency,
+    access: AccessDependency,
+    streams: StreamsDependency,
+    agent: str,
+    instance: str,
+    payload: AiSdkChatRequest,
+    traceparent: str | None = Header(default=None),
+) -> StreamingResponse:
+    """Answer ``useChat``'s default transport: the chat's last user message is dispatched
+    (idempotent by its message id, but for a ``regenerate-message``), and its submission
+    streams back as the AI SDK's UI message stream (``x-vercel-ai-ui-message-stream: v1``,
+    ending ``data: [DONE]``)."""
+    text, message_id = _last_user_text(payload.messages)
+    dispatch_id = None if payload.trigger == "regenerate-message" else message_id
+    return await _reply(
+        runtime,
+        access,
+        streams,
+        agent,
+        instance,
+        payload.id,
+        text,
+        dispatch_id,
+        "ai-sdk",
+        traceparent,
+    )
