@@ -105,5 +105,5 @@ async def test_use_chat_transport_reads_the_reply_and_the_view(serve: Serve) -> 
     ]
     endings = [c["type"] for c in seen["chunks"] if c["type"] in ("finish", "abort", "error")]
     assert endings == ["finish", "abort", "finish"]
-    approval = [p for p in seen["messages"][1]["parts"] if p["type"] == "dynamic-tool"][0]
+    approval = next(p for p in seen["messages"][1]["parts"] if p["type"] == "dynamic-tool")
     assert approval["toolName"] == "send_email"
