@@ -203,3 +203,33 @@ async def test_a_bad_chat_request_is_a_4xx_and_sends_nothing(
     assert 400 <= response.status_code < 500, response.text
     assert "error" in response.json()
     assert (await server.client.get("/sessions")).json()["sessions"] == []
+
+
+async def test_a_resume_answers_the_interrupts_and_streams_the_run_on(serve: Serve) -> None:
+    server: Server = await serve(demo_agents())
+    c = server.client
+    _, bare, _ = await reply(c, "ag-ui", ag_ui_input("t-1", "r-1", "email bob@x.org: hi"))
+    [interrupt] = orjson.loads(bare[-1])["outcome"]["interrupts"]
+    resumed = {
+        **ag_ui_input("t-1", "r-2", "email bob@x.org: hi"),
+        "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": True}],
+    }
+    events, bare, _ = await reply(c, "ag-ui", resumed)
+    assert bare == []
+    for event in events:
+        AG_UI.validate_python(event)
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
+    assert events[1]["name"] == "approval_decided" and events[1]["value"]["decision"] == "approve"
+    assert "TOOL_CALL_START" not in kinds  # the call came with the run that parked
+    assert "TOOL_CALL_RESULT" in kinds
+    assert (await c.get("/approvals", params={"status": "pending"})).json()["approvals"] == []
+    # Answering it again, or something that is not an interrupt of the thread, is a 4xx.
+    for entry in (
+        {"interruptId": interrupt["id"], "status": "cancelled"},
+        {"interruptId": "nope.1", "status": "resolved"},
+        {"interruptId": f"{interrupt['id'].rpartition('.')[0]}.1", "status": "resolved"},
+    ):
+        body = {**resumed, "resume": [entry]}
+        response = await c.post(f"{STREAM}/ag-ui", json=body)
+        assert 400 <= response.status_code < 500, response.text

@@ -6,21 +6,33 @@ submission's run in the protocol (docs/chat-protocols.md)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, cast
 
 from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from tether.http._access import AccessDependency, actor_of, authorize_session
+from tether.auth import Scope
+from tether.engine import Runtime
+from tether.errors import ApprovalNotFound
+from tether.http._access import (
+    Access,
+    AccessDependency,
+    actor_of,
+    authorize_session,
+    check_scope,
+    own_session,
+)
 from tether.http._cursors import View
-from tether.http._dependencies import RuntimeDependency, StreamsDependency
+from tether.http._dependencies import RuntimeDependency, Streams, StreamsDependency
 from tether.http._dispatch import event_stream
 from tether.http._errors import BODY_FAILURES, ApiError, failures
 from tether.http._sse import protocol_projector, session_stream
-from tether.store import SessionKey
+from tether.journal import Decision
+from tether.records import ApprovalRequested, BudgetRequested, InputRequested, Record
+from tether.store import MAX_SEQ, SessionKey
 
-__all__ = ("AgUiRunInput", "AiSdkChatRequest", "chat_protocols_router")
+__all__ = ("AgUiResumeEntry", "AgUiRunInput", "AiSdkChatRequest", "chat_protocols_router")
 
 _STREAM = {
     "description": "Server-sent events: the submission's run in the protocol (``id: "
@@ -35,14 +47,27 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+class AgUiResumeEntry(_Open):
+    """An answer to an interrupt a run ended with: ``interruptId`` is the approval, input or
+    budget gate id; ``payload`` the answer (an approval's: ``true``/``false``, or
+    ``{"decision": "approve"|"reject"|"edit", "args": ..., "reason": ...}``; an input's:
+    the value; a budget's: ``{"decision": ..., "extension": ...}``). ``cancelled`` rejects."""
+
+    interrupt_id: str = Field(alias="interruptId", min_length=3, max_length=400)
+    status: Literal["resolved", "cancelled"]
+    payload: JsonValue = None
+
+
 class AgUiRunInput(_Open):
     """AG-UI's ``RunAgentInput``: the thread is the session, the run id the dispatch id
-    (a retried POST streams the same submission); the last user message is what is sent.
+    (a retried POST streams the same submission); the last user message is what is sent,
+    unless ``resume`` answers the interrupts the thread's last run ended with.
     ``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used."""
 
     thread_id: str = Field(alias="threadId", min_length=1, max_length=200)
     run_id: str = Field(alias="runId", min_length=1, max_length=200)
     messages: list[dict[str, Any]] = Field(max_length=10_000)
+    resume: list[AgUiResumeEntry] | None = Field(default=None, max_length=100)
 
 
 class AiSdkChatRequest(_Open):
@@ -141,7 +166,11 @@ async def ag_ui_run(
     """Run the agent as AG-UI's ``HttpAgent`` asks: the thread's last user message is
     dispatched (idempotent by ``runId``), and its run streams back as AG-UI events, ending
     ``RUN_FINISHED`` / ``RUN_ERROR``, or ``RUN_FINISHED`` with an ``interrupt`` outcome when
-    it parks for a person (answer at ``/approvals``, ``/inputs`` or ``/budgets``)."""
+    it parks for a person. A run input whose ``resume`` answers those interrupts decides
+    them (as ``/approvals``, ``/inputs`` and ``/budgets`` do, with their scopes) and streams
+    the run as it goes on from there."""
+    if payload.resume:
+        return await _resume(runtime, access, streams, agent, instance, payload)
     text, _ = _last_user_text(payload.messages)
     return await _reply(
         runtime,
@@ -155,6 +184,118 @@ async def ag_ui_run(
         "ag-ui",
         traceparent,
     )
+
+
+_GATES: dict[str, Scope] = {
+    ApprovalRequested.KIND: "approvals:decide",
+    InputRequested.KIND: "inputs:answer",
+    BudgetRequested.KIND: "approvals:decide",
+}
+
+
+async def _resume(
+    runtime: Runtime,
+    access: Access,
+    streams: Streams,
+    agent: str,
+    instance: str,
+    payload: AgUiRunInput,
+) -> StreamingResponse:
+    """Answer each interrupt, then stream the parked run from the first answer on."""
+    identity = access.identity
+    conversation = await own_session(runtime, access, agent, instance, payload.thread_id)
+    answered: list[Record] = []
+    for entry in payload.resume or ():
+        answered.append(await _answer(runtime, access, agent, conversation.id, entry))
+    first = min(answered, key=lambda record: record.seq)
+    frames = session_stream(
+        runtime,
+        streams.recent,
+        SessionKey(agent, instance, payload.thread_id),
+        conversation.id,
+        after=0,
+        follow=False,
+        heartbeat=streams.heartbeat,
+        view="ag-ui",
+        sees=identity.sees,
+        projector=protocol_projector("ag-ui", submission=first.submission_id, since=first.seq - 1),
+    )
+    return event_stream(frames, "ag-ui")
+
+
+async def _answer(
+    runtime: Runtime, access: Access, agent: str, conversation_id: str, entry: AgUiResumeEntry
+) -> Record:
+    """One interrupt answered, as its own route would: the record that answers it."""
+    gate = entry.interrupt_id
+    owner, dot, seq = gate.rpartition(".")
+    missing = ApprovalNotFound(gate)
+    if owner != conversation_id or not dot or not seq.isdigit() or not 0 < int(seq) <= MAX_SEQ:
+        raise missing
+    read = await runtime.records(conversation_id, after=int(seq) - 1, limit=1)
+    if not read or read[0].seq != int(seq) or read[0].kind not in _GATES:
+        raise missing
+    asked = read[0]
+    identity = access.identity
+    check_scope(identity, _GATES[asked.kind], agent)
+    by = actor_of(identity)
+    name = identity.name if by is not None else "api"
+    answer = entry.payload
+    if asked.kind == InputRequested.KIND:
+        if entry.status == "cancelled":
+            raise ApiError(422, "invalid_body", "an input is answered, not cancelled")
+        return await runtime.answer(gate, answer, responder=name, by=by)
+    decision, fields = _decision(entry)
+    if asked.kind == BudgetRequested.KIND:
+        if decision == "edit":
+            raise ApiError(422, "invalid_body", "a budget is approved or rejected")
+        return await runtime.decide_budget(
+            gate,
+            "approve" if decision == "approve" else "reject",
+            extension=_object(fields.get("extension"), "extension"),
+            approver=name,
+            reason=_text(fields.get("reason"), "reason"),
+            by=by,
+        )
+    return await runtime.approve(
+        gate,
+        decision,
+        approver=name,
+        reason=_text(fields.get("reason"), "reason"),
+        args=_object(fields.get("args"), "args"),
+        by=by,
+    )
+
+
+def _decision(entry: AgUiResumeEntry) -> tuple[Decision, dict[str, JsonValue]]:
+    """An approval's or a budget's decision as a resume entry says it."""
+    answer = entry.payload
+    if entry.status == "cancelled" or answer is False:
+        return "reject", {}
+    if answer is None or answer is True:
+        return "approve", {}
+    if not isinstance(answer, dict):
+        raise ApiError(422, "invalid_body", "a decision is true, false or an object")
+    said = answer.get("decision")
+    if said is None and isinstance(answer.get("approved"), bool):
+        said = "approve" if answer["approved"] else "reject"
+    if said is None:
+        said = "approve"
+    if said not in ("approve", "reject", "edit"):
+        raise ApiError(422, "invalid_body", "decision must be approve, reject or edit")
+    return cast(Decision, said), answer
+
+
+def _object(value: JsonValue, field: str) -> dict[str, JsonValue] | None:
+    if value is None or isinstance(value, dict):
+        return value
+    raise ApiError(422, "invalid_body", f"{field} must be an object")
+
+
+def _text(value: JsonValue, field: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ApiError(422, "invalid_body", f"{field} must be a string")
 
 
 @chat_protocols_router.post(

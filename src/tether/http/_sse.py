@@ -80,14 +80,17 @@ def _json(event: WireEvent) -> bytes:
     return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def protocol_projector(view: View, *, submission: str | None = None) -> RunProjector | None:
+def protocol_projector(
+    view: View, *, submission: str | None = None, since: int = 0
+) -> RunProjector | None:
     """The projector of a protocol view (``ag-ui``, ``ai-sdk``), ``None`` for the others.
-    ``submission``: that submission's run alone, as a reply to the request that sent it."""
+    ``submission``: that submission's run alone (after seq ``since``), as a reply to the
+    request that sent it."""
     users = submission is None
     if view == "ag-ui":
-        return AgUiProjector(submission=submission, users=users)
+        return AgUiProjector(submission=submission, users=users, since=since)
     if view == "ai-sdk":
-        return AiSdkProjector(submission=submission, users=users)
+        return AiSdkProjector(submission=submission, users=users, since=since)
     return None
 
 

@@ -44,13 +44,14 @@ class AgUiProjector(RunProjector):
                 print(event["type"])
     """
 
-    def __init__(self, *, submission: str | None = None, users: bool = True) -> None:
-        super().__init__(submission=submission, users=users)
+    def __init__(
+        self, *, submission: str | None = None, users: bool = True, since: int = 0
+    ) -> None:
+        super().__init__(submission=submission, users=users, since=since)
         self._reply: str | None = None  # the assistant message the next tool calls belong to
         self._waiting: dict[str, WireEvent] = {}  # open interrupts, by the id they answer to
 
     def run_started(self) -> list[WireEvent]:
-        self._waiting.clear()
         return [{"type": "RUN_STARTED", "threadId": self.thread, "runId": self.run}]
 
     def run_ended(self, settled: SubmissionSettled) -> list[WireEvent]:
@@ -131,6 +132,11 @@ class AgUiProjector(RunProjector):
                 "role": "tool",
             }
         ]
+
+    def observe(self, data: dict[str, JsonValue]) -> None:
+        kind = data.get("kind")
+        if isinstance(kind, str):
+            self._track(kind, data)
 
     def data(self, mid: str, kind: str, data: dict[str, JsonValue]) -> list[WireEvent]:
         self._track(kind, data)

@@ -32,8 +32,10 @@ class AiSdkProjector(RunProjector):
                 print(part["type"])
     """
 
-    def __init__(self, *, submission: str | None = None, users: bool = True) -> None:
-        super().__init__(submission=submission, users=users)
+    def __init__(
+        self, *, submission: str | None = None, users: bool = True, since: int = 0
+    ) -> None:
+        super().__init__(submission=submission, users=users, since=since)
         self._calls: set[str] = set()  # the tool calls of the message, by id
         self._step = False
         self._answered = False  # a tool output came since the step began

@@ -12,6 +12,7 @@ from pydantic import JsonValue
 from tether.records import Record, SubmissionSettled
 from tether.stream._project import StreamProjector
 from tether.stream._types import (
+    DataContent,
     ReasoningContent,
     StreamEvent,
     StreamTaskMessageDelta,
@@ -47,12 +48,17 @@ class RunProjector:
     streams back); the records before its first are projected silently, so slot indexes
     and message ids are those of the whole session's view. ``users``: show the users'
     messages too (a session's stream does; a reply to a chat request does not: the client
-    has them). ``done`` is set once that submission (or, without one, any) settled.
+    has them). ``since``: with ``submission``, its records up to that seq are silent too
+    (a run resumed after its interrupts were answered starts after the answers' records).
+    ``done`` is set once that submission settled.
     """
 
-    def __init__(self, *, submission: str | None = None, users: bool = True) -> None:
+    def __init__(
+        self, *, submission: str | None = None, users: bool = True, since: int = 0
+    ) -> None:
         self._canonical = StreamProjector()
         self._only = submission
+        self._since = since
         self._users = users
         self._showing = submission is None
         self.run: str | None = None
@@ -68,11 +74,15 @@ class RunProjector:
             return []
         submission = record.submission_id
         if not self._showing:
-            if submission != self._only:
+            if submission != self._only or record.seq <= self._since:
                 self._slots.update(_opened(canonical))
                 for event in canonical:
                     if isinstance(event, StreamTaskMessageDone):
                         self._slots.pop(event.index or 0, None)
+                    elif isinstance(event, StreamTaskMessageFull) and submission == self._only:
+                        content = event.content
+                        if isinstance(content, DataContent):
+                            self.observe(content.data)
                 return []
             self._showing = True
         self.thread, self.conversation = record.session, record.conversation_id
@@ -89,6 +99,9 @@ class RunProjector:
             if self._only is None or submission == self._only:
                 self.done = self._only is not None
         return events
+
+    def observe(self, data: dict[str, JsonValue]) -> None:
+        """A data event of the submission shown, in the records before it is shown."""
 
     def close(self) -> list[WireEvent]:
         """What ends a stream that stops with its run still open (parked for a person):
