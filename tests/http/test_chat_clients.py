@@ -107,3 +107,28 @@ async def test_use_chat_transport_reads_the_reply_and_the_view(serve: Serve) -> 
     assert endings == ["finish", "abort", "finish"]
     approval = next(p for p in seen["messages"][1]["parts"] if p["type"] == "dynamic-tool")
     assert approval["toolName"] == "send_email"
+
+
+async def test_ag_ui_resume_answers_the_interrupt_and_the_run_goes_on(serve: Serve) -> None:
+    server: Server = await serve(demo_agents())
+    url = f"{server.url}{STREAM}/ag-ui"
+    ran = await check("ag-ui-resume", url, "thread-1", "email bob@x.org: hi")
+    assert ran["first"][-1]["outcome"]["type"] == "interrupt"
+    then = [(e["type"], e.get("name")) for e in ran["then"]]
+    assert then[:2] == [("RUN_STARTED", None), ("CUSTOM", "approval_decided")]
+    assert ("TOOL_CALL_RESULT", None) in then and then[-1] == ("RUN_FINISHED", None)
+    assert [m["role"] for m in ran["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert ran["messages"][-1]["content"].startswith("Email sent")
+
+
+async def test_use_chat_approval_response_decides_and_the_message_goes_on(serve: Serve) -> None:
+    server: Server = await serve(demo_agents())
+    url = f"{server.url}{STREAM}/ai-sdk"
+    read = await check("ai-sdk-approve", url, "chat-1", "email bob@x.org: hi")
+    [asked] = [p for p in read["asked"]["message"]["parts"] if p["type"] == "dynamic-tool"]
+    assert asked["state"] == "approval-requested"
+    message = read["then"]["message"]
+    assert message["id"] == read["asked"]["message"]["id"]  # the same message, continued
+    [done] = [p for p in message["parts"] if p["type"] == "dynamic-tool"]
+    assert done["state"] == "output-available" and done["approval"]["approved"] is True
+    assert message["parts"][-1]["text"].startswith("Email sent")

@@ -182,6 +182,14 @@ async def test_a_use_chat_request_dispatches_and_streams_its_message(serve: Serv
     assert records.status_code == 200
 
 
+RESPONDED = {
+    "type": "dynamic-tool",
+    "state": "approval-responded",
+    "approval": {"id": "c.2", "approved": True},
+}
+UNSAID = {"type": "dynamic-tool", "state": "approval-responded", "approval": {"id": "c.2"}}
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [
@@ -189,6 +197,9 @@ async def test_a_use_chat_request_dispatches_and_streams_its_message(serve: Serv
         ("ag-ui", {"threadId": "t", "messages": [{"role": "user", "content": "x"}]}),
         ("ai-sdk", {"id": "c", "messages": [{"role": "assistant", "parts": []}]}),
         ("ai-sdk", {"id": "c", "messages": [{"role": "user", "parts": [{"type": "file"}]}]}),
+        ("ai-sdk", {"id": "c", "messages": [{"role": "assistant", "parts": [RESPONDED]}]}),
+        ("ai-sdk", {"id": "c", "messages": [{"role": "assistant", "parts": [UNSAID]}]}),
+        ("ag-ui", {"threadId": "t", "runId": "r", "messages": [], "resume": [{"x": 1}]}),
         (
             "ag-ui",
             {"threadId": "bad/name", "runId": "r", "messages": [{"role": "user", "content": "x"}]},

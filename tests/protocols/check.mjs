@@ -5,6 +5,8 @@
 //   node check.mjs ag-ui-get <url>                                 a GET ?view=ag-ui, verified
 //   node check.mjs ai-sdk-post <url> <chatId> <messageId> <text>  useChat's DefaultChatTransport
 //   node check.mjs ai-sdk-get <url>                                a GET ?view=ai-sdk
+//   node check.mjs ag-ui-resume <url> <threadId> <text>   a run that parks, then a resume
+//   node check.mjs ai-sdk-approve <url> <chatId> <text>   a reply that asks, then the approval
 // Any event a client rejects fails the run (exit 1, the error on stderr).
 import { HttpAgent, runHttpRequest, transformHttpEventStream, verifyEvents } from "@ag-ui/client";
 import {
@@ -34,7 +36,49 @@ async function agUiGet() {
   return { events };
 }
 
-async function readMessage(chunks) {
+async function agUiResume([threadId, text]) {
+  const agent = new HttpAgent({
+    url,
+    threadId,
+    initialMessages: [{ id: "u-1", role: "user", content: text }],
+  });
+  const first = [];
+  await agent.runAgent({ runId: "run-1" }, { onEvent: ({ event }) => first.push(event) });
+  const interrupts = first.at(-1).outcome.interrupts;
+  const then = [];
+  const resume = interrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload: true }));
+  await agent.runAgent({ runId: "run-2", resume }, { onEvent: ({ event }) => then.push(event) });
+  return { first, then, messages: agent.messages };
+}
+
+async function aiSdkApprove([chatId, text]) {
+  const transport = new DefaultChatTransport({ api: url });
+  const user = { id: "u-1", role: "user", parts: [{ type: "text", text }] };
+  const send = async (messages, message) => {
+    const stream = await transport.sendMessages({
+      chatId,
+      messages,
+      trigger: "submit-message",
+      messageId: undefined,
+      abortSignal: undefined,
+    });
+    const chunks = await collect(stream);
+    return { chunks, message: await readMessage(chunks, message) };
+  };
+  const asked = await send([user]);
+  // What addToolApprovalResponse does to the part, then the request useChat sends.
+  const answered = structuredClone(asked.message);
+  for (const part of answered.parts) {
+    if (part.state === "approval-requested") {
+      part.state = "approval-responded";
+      part.approval = { ...part.approval, approved: true };
+    }
+  }
+  const then = await send([user, answered], answered);
+  return { asked, then };
+}
+
+async function readMessage(chunks, start) {
   const stream = new ReadableStream({
     start(controller) {
       for (const chunk of chunks) controller.enqueue(chunk);
@@ -43,6 +87,7 @@ async function readMessage(chunks) {
   });
   let message;
   for await (const state of readUIMessageStream({
+    message: start,
     stream,
     onError: (error) => {
       throw error;
@@ -108,6 +153,8 @@ const modes = {
   "ag-ui-get": agUiGet,
   "ai-sdk-post": aiSdkPost,
   "ai-sdk-get": aiSdkGet,
+  "ag-ui-resume": agUiResume,
+  "ai-sdk-approve": aiSdkApprove,
 };
 try {
   process.stdout.write(JSON.stringify(await modes[mode](rest)));

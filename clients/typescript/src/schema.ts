@@ -92,7 +92,9 @@ export interface paths {
          * @description Run the agent as AG-UI's ``HttpAgent`` asks: the thread's last user message is
          *     dispatched (idempotent by ``runId``), and its run streams back as AG-UI events, ending
          *     ``RUN_FINISHED`` / ``RUN_ERROR``, or ``RUN_FINISHED`` with an ``interrupt`` outcome when
-         *     it parks for a person (answer at ``/approvals``, ``/inputs`` or ``/budgets``).
+         *     it parks for a person. A run input whose ``resume`` answers those interrupts decides
+         *     them (as ``/approvals``, ``/inputs`` and ``/budgets`` do, with their scopes) and streams
+         *     the run as it goes on from there.
          */
         post: operations["ag_ui_run_agents__agent___instance__ag_ui_post"];
         delete?: never;
@@ -115,7 +117,9 @@ export interface paths {
          * @description Answer ``useChat``'s default transport: the chat's last user message is dispatched
          *     (idempotent by its message id, but for a ``regenerate-message``), and its submission
          *     streams back as the AI SDK's UI message stream (``x-vercel-ai-ui-message-stream: v1``,
-         *     ending ``data: [DONE]``).
+         *     ending ``data: [DONE]``). A request whose last message is the assistant's, with tool
+         *     approvals answered (``addToolApprovalResponse``), decides them instead and streams the
+         *     run on.
          */
         post: operations["ai_sdk_chat_agents__agent___instance__ai_sdk_post"];
         delete?: never;
@@ -867,9 +871,29 @@ export interface components {
             tenant?: string | null;
         };
         /**
+         * AgUiResumeEntry
+         * @description An answer to an interrupt a run ended with: ``interruptId`` is the approval, input or
+         *     budget gate id; ``payload`` the answer (an approval's: ``true``/``false``, or
+         *     ``{"decision": "approve"|"reject"|"edit", "args": ..., "reason": ...}``; an input's:
+         *     the value; a budget's: ``{"decision": ..., "extension": ...}``). ``cancelled`` rejects.
+         */
+        AgUiResumeEntry: {
+            /** Interruptid */
+            interruptId: string;
+            payload?: components["schemas"]["JsonValue"];
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "resolved" | "cancelled";
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * AgUiRunInput
          * @description AG-UI's ``RunAgentInput``: the thread is the session, the run id the dispatch id
-         *     (a retried POST streams the same submission); the last user message is what is sent.
+         *     (a retried POST streams the same submission); the last user message is what is sent,
+         *     unless ``resume`` answers the interrupts the thread's last run ended with.
          *     ``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used.
          */
         AgUiRunInput: {
@@ -877,6 +901,8 @@ export interface components {
             messages: {
                 [key: string]: unknown;
             }[];
+            /** Resume */
+            resume?: components["schemas"]["AgUiResumeEntry"][] | null;
             /** Runid */
             runId: string;
             /** Threadid */

@@ -10,7 +10,7 @@ from typing import Any, Literal, cast
 
 from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from tether.auth import Scope
 from tether.engine import Runtime
@@ -170,7 +170,16 @@ async def ag_ui_run(
     them (as ``/approvals``, ``/inputs`` and ``/budgets`` do, with their scopes) and streams
     the run as it goes on from there."""
     if payload.resume:
-        return await _resume(runtime, access, streams, agent, instance, payload)
+        return await _resume(
+            runtime,
+            access,
+            streams,
+            agent,
+            instance,
+            payload.thread_id,
+            payload.resume,
+            "ag-ui",
+        )
     text, _ = _last_user_text(payload.messages)
     return await _reply(
         runtime,
@@ -199,28 +208,53 @@ async def _resume(
     streams: Streams,
     agent: str,
     instance: str,
-    payload: AgUiRunInput,
+    session: str,
+    entries: list[AgUiResumeEntry],
+    view: View,
 ) -> StreamingResponse:
     """Answer each interrupt, then stream the parked run from the first answer on."""
     identity = access.identity
-    conversation = await own_session(runtime, access, agent, instance, payload.thread_id)
+    conversation = await own_session(runtime, access, agent, instance, session)
     answered: list[Record] = []
-    for entry in payload.resume or ():
+    for entry in entries:
         answered.append(await _answer(runtime, access, agent, conversation.id, entry))
     first = min(answered, key=lambda record: record.seq)
+    projector = protocol_projector(view, submission=first.submission_id, since=first.seq - 1)
     frames = session_stream(
         runtime,
         streams.recent,
-        SessionKey(agent, instance, payload.thread_id),
+        SessionKey(agent, instance, session),
         conversation.id,
         after=0,
         follow=False,
         heartbeat=streams.heartbeat,
-        view="ag-ui",
+        view=view,
         sees=identity.sees,
-        projector=protocol_projector("ag-ui", submission=first.submission_id, since=first.seq - 1),
+        projector=projector,
     )
-    return event_stream(frames, "ag-ui")
+    return event_stream(frames, view)
+
+
+def _approval_responses(messages: list[dict[str, Any]]) -> list[AgUiResumeEntry]:
+    """The approvals ``useChat`` answered (``addToolApprovalResponse``): the tool parts of
+    the last message, if it is the assistant's, in state ``approval-responded``."""
+    if not messages or messages[-1].get("role") != "assistant":
+        return []
+    entries = []
+    parts = messages[-1].get("parts")
+    for part in parts if isinstance(parts, list) else ():
+        if not isinstance(part, dict) or part.get("state") != "approval-responded":
+            continue
+        approval = part.get("approval")
+        if not isinstance(approval, dict) or not isinstance(approval.get("approved"), bool):
+            raise ApiError(422, "invalid_body", "an approval response needs approved: a boolean")
+        said = {"approved": approval["approved"], "reason": approval.get("reason")}
+        entry = {"interruptId": approval.get("id"), "status": "resolved", "payload": said}
+        try:
+            entries.append(AgUiResumeEntry.model_validate(entry))
+        except ValidationError:
+            raise ApiError(422, "invalid_body", "an approval response needs its id") from None
+    return entries
 
 
 async def _answer(
@@ -315,7 +349,13 @@ async def ai_sdk_chat(
     """Answer ``useChat``'s default transport: the chat's last user message is dispatched
     (idempotent by its message id, but for a ``regenerate-message``), and its submission
     streams back as the AI SDK's UI message stream (``x-vercel-ai-ui-message-stream: v1``,
-    ending ``data: [DONE]``)."""
+    ending ``data: [DONE]``). A request whose last message is the assistant's, with tool
+    approvals answered (``addToolApprovalResponse``), decides them instead and streams the
+    run on."""
+    if responses := _approval_responses(payload.messages):
+        return await _resume(
+            runtime, access, streams, agent, instance, payload.id, responses, "ai-sdk"
+        )
     text, message_id = _last_user_text(payload.messages)
     dispatch_id = None if payload.trigger == "regenerate-message" else message_id
     return await _reply(

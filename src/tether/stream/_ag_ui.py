@@ -9,7 +9,12 @@ from pydantic import JsonValue
 
 from tether.records import SettlementStatus, SubmissionSettled
 from tether.stream._runs import RunProjector, WireEvent, json_text
-from tether.stream._types import ToolRequestContent, ToolResponseContent
+from tether.stream._types import (
+    DataContent,
+    MessageContent,
+    ToolRequestContent,
+    ToolResponseContent,
+)
 
 __all__ = ("AgUiProjector",)
 
@@ -133,10 +138,9 @@ class AgUiProjector(RunProjector):
             }
         ]
 
-    def observe(self, data: dict[str, JsonValue]) -> None:
-        kind = data.get("kind")
-        if isinstance(kind, str):
-            self._track(kind, data)
+    def observe(self, content: MessageContent) -> None:
+        if isinstance(content, DataContent) and isinstance(kind := content.data.get("kind"), str):
+            self._track(kind, content.data)
 
     def data(self, mid: str, kind: str, data: dict[str, JsonValue]) -> list[WireEvent]:
         self._track(kind, data)

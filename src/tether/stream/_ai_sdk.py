@@ -8,7 +8,7 @@ from pydantic import JsonValue
 
 from tether.records import SettlementStatus, SubmissionSettled
 from tether.stream._runs import RunProjector, WireEvent, json_text
-from tether.stream._types import ToolRequestContent, ToolResponseContent
+from tether.stream._types import MessageContent, ToolRequestContent, ToolResponseContent
 
 __all__ = ("AiSdkProjector",)
 
@@ -41,6 +41,10 @@ class AiSdkProjector(RunProjector):
         self._answered = False  # a tool output came since the step began
         self._user: set[str] = set()  # message ids of users' messages
 
+    def observe(self, content: MessageContent) -> None:
+        if isinstance(content, ToolRequestContent):
+            self._calls.add(content.tool_call_id)  # in the message the client has
+
     def _in_step(self) -> list[WireEvent]:
         """A model's output goes in a step: a new one after the tools' outputs."""
         if self._step and not self._answered:
@@ -50,13 +54,13 @@ class AiSdkProjector(RunProjector):
         return [*events, {"type": "start-step"}]
 
     def run_started(self) -> list[WireEvent]:
-        self._calls.clear()
         self._step = self._answered = False
         return [{"type": "start", "messageId": self.run}]
 
     def run_ended(self, settled: SubmissionSettled) -> list[WireEvent]:
         events: list[WireEvent] = [{"type": "finish-step"}] if self._step else []
         self._step = False
+        self._calls.clear()
         if settled.status == SettlementStatus.FAILED:
             code = f"{settled.error_code}: " if settled.error_code else ""
             error = {"type": "error", "errorText": f"{code}{settled.error or 'failed'}"}

@@ -12,7 +12,7 @@ from pydantic import JsonValue
 from tether.records import Record, SubmissionSettled
 from tether.stream._project import StreamProjector
 from tether.stream._types import (
-    DataContent,
+    MessageContent,
     ReasoningContent,
     StreamEvent,
     StreamTaskMessageDelta,
@@ -80,9 +80,7 @@ class RunProjector:
                     if isinstance(event, StreamTaskMessageDone):
                         self._slots.pop(event.index or 0, None)
                     elif isinstance(event, StreamTaskMessageFull) and submission == self._only:
-                        content = event.content
-                        if isinstance(content, DataContent):
-                            self.observe(content.data)
+                        self.observe(event.content)
                 return []
             self._showing = True
         self.thread, self.conversation = record.session, record.conversation_id
@@ -100,8 +98,9 @@ class RunProjector:
                 self.done = self._only is not None
         return events
 
-    def observe(self, data: dict[str, JsonValue]) -> None:
-        """A data event of the submission shown, in the records before it is shown."""
+    def observe(self, content: MessageContent) -> None:
+        """A whole message of the submission shown, in the records before it is shown
+        (a resumed run's: what it asked, which its answers and results refer to)."""
 
     def close(self) -> list[WireEvent]:
         """What ends a stream that stops with its run still open (parked for a person):
