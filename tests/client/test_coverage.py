@@ -17,7 +17,11 @@ SNAPSHOT = Path(__file__).parents[1] / "http" / "openapi_snapshot.json"
 BROWSER_ONLY = {"POST /ui/login", "POST /ui/logout"}
 STREAMS = {"GET /agents/{agent}/{instance}"}
 """Followed by ``stream`` and ``stream_records`` (tests/client/test_stream.py)."""
-CHAT_PROTOCOLS = {"POST /agents/{agent}/{instance}/ag-ui", "POST /agents/{agent}/{instance}/ai-sdk"}
+CHAT_PROTOCOLS = {
+    "POST /agents/{agent}/{instance}/ag-ui",
+    "POST /agents/{agent}/{instance}/ai-sdk",
+    "GET /agents/{agent}/{instance}/ai-sdk/{chat_id}/stream",
+}
 """AG-UI's and the AI SDK's own clients post there (tests/http/test_chat_clients.py)."""
 
 

@@ -132,3 +132,16 @@ async def test_use_chat_approval_response_decides_and_the_message_goes_on(serve:
     [done] = [p for p in message["parts"] if p["type"] == "dynamic-tool"]
     assert done["state"] == "output-available" and done["approval"]["approved"] is True
     assert message["parts"][-1]["text"].startswith("Email sent")
+
+
+async def test_use_chat_resume_reconnects_to_the_run_going_on(serve: Serve) -> None:
+    server: Server = await serve(demo_agents())
+    api = f"{server.url}{STREAM}/ai-sdk"
+    assert await check("ai-sdk-reconnect", api, "chat-1") == {"stream": None}  # no chat yet
+    said = await check("ai-sdk-post", api, "chat-1", "m-1", "hello")  # settles: nothing to resume
+    assert said["message"]["parts"][-1]["text"] == "You said: hello"
+    assert await check("ai-sdk-reconnect", api, "chat-1") == {"stream": None}
+    await check("ai-sdk-post", api, "chat-1", "m-2", "email bob@x.org: hi")  # parks
+    again = await check("ai-sdk-reconnect", api, "chat-1")
+    [part] = [p for p in again["message"]["parts"] if p["type"] == "dynamic-tool"]
+    assert part["state"] == "approval-requested" and part["toolName"] == "send_email"

@@ -3,6 +3,7 @@
 (no gap, no duplicate), and the chat adapters (``POST .../ag-ui``, ``POST .../ai-sdk``)
 stream back the run of the message they sent."""
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -244,3 +245,24 @@ async def test_a_resume_answers_the_interrupts_and_streams_the_run_on(serve: Ser
         body = {**resumed, "resume": [entry]}
         response = await c.post(f"{STREAM}/ag-ui", json=body)
         assert 400 <= response.status_code < 500, response.text
+
+
+async def test_use_chat_resume_streams_the_run_going_on_or_says_204(serve: Serve) -> None:
+    server: Server = await serve(demo_agents())
+    c = server.client
+    assert (await c.get(f"{STREAM}/ai-sdk/chat-1/stream")).status_code == 204
+    email = {"type": "text", "text": "email bob@x.org: hi"}
+    body = {"id": "chat-1", "messages": [{"id": "m-1", "role": "user", "parts": [email]}]}
+    asked, _, _ = await reply(c, "ai-sdk", body)
+    async with c.stream("GET", f"{STREAM}/ai-sdk/chat-1/stream") as response:
+        assert response.status_code == 200
+        assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+        again, bare = await frames(response)
+    assert [data for _, data in again] == asked and bare == ["[DONE]"]
+    assert again[-1][1]["type"] == "tool-approval-request"
+    [pending] = (await c.get("/approvals", params={"status": "pending"})).json()["approvals"]
+    decided = {"decision": "approve", "approver": "ann"}
+    await c.post(f"/approvals/{pending['approvalId']}", json=decided)
+    async with asyncio.timeout(60):
+        while (await c.get(f"{STREAM}/ai-sdk/chat-1/stream")).status_code != 204:
+            await c.get(STREAM, params={"session": "chat-1"})  # until it settles

@@ -5,6 +5,7 @@
 //   node check.mjs ag-ui-get <url>                                 a GET ?view=ag-ui, verified
 //   node check.mjs ai-sdk-post <url> <chatId> <messageId> <text>  useChat's DefaultChatTransport
 //   node check.mjs ai-sdk-get <url>                                a GET ?view=ai-sdk
+//   node check.mjs ai-sdk-reconnect <api> <chatId>                useChat's resume (reconnectToStream)
 //   node check.mjs ag-ui-resume <url> <threadId> <text>   a run that parks, then a resume
 //   node check.mjs ai-sdk-approve <url> <chatId> <text>   a reply that asks, then the approval
 // Any event a client rejects fails the run (exit 1, the error on stderr).
@@ -76,6 +77,14 @@ async function aiSdkApprove([chatId, text]) {
   }
   const then = await send([user, answered], answered);
   return { asked, then };
+}
+
+async function aiSdkReconnect([chatId]) {
+  const transport = new DefaultChatTransport({ api: url });
+  const stream = await transport.reconnectToStream({ chatId });
+  if (stream === null) return { stream: null };
+  const chunks = await collect(stream);
+  return { chunks, message: await readMessage(chunks) };
 }
 
 async function readMessage(chunks, start) {
@@ -155,6 +164,7 @@ const modes = {
   "ai-sdk-get": aiSdkGet,
   "ag-ui-resume": agUiResume,
   "ai-sdk-approve": aiSdkApprove,
+  "ai-sdk-reconnect": aiSdkReconnect,
 };
 try {
   process.stdout.write(JSON.stringify(await modes[mode](rest)));

@@ -128,6 +128,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agent}/{instance}/ai-sdk/{chat_id}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Ai Sdk Resume
+         * @description ``useChat``'s ``resume``: the message of the chat's run going on (its oldest
+         *     unsettled submission, not a scheduled one), from its start, as the AI SDK's UI message
+         *     stream; 204 when there is none (or no such chat yet).
+         */
+        get: operations["ai_sdk_resume_agents__agent___instance__ai_sdk__chat_id__stream_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/agents/{agent}/{instance}/compact": {
         parameters: {
             query?: never;
@@ -3448,6 +3470,82 @@ export interface operations {
             };
             /** @description The request does not say ``Content-Type: application/json``, which every POST must, with a body or without one (``unsupported_media_type``). */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ai_sdk_resume_agents__agent___instance__ai_sdk__chat_id__stream_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent: string;
+                instance: string;
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Server-sent events: the submission's run in the protocol (``id: <seq>:<n>``, ``data``: an event), then the end of the stream once it settled or parked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The chat has no run going on. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Nothing by that name: an unknown agent, conversation, submission, approval or input. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

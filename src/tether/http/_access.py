@@ -80,6 +80,7 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("POST", "/agents/{agent}/{instance}/compact"): "sessions:write",
     ("POST", "/agents/{agent}/{instance}/ag-ui"): "sessions:write",
     ("POST", "/agents/{agent}/{instance}/ai-sdk"): "sessions:write",
+    ("GET", "/agents/{agent}/{instance}/ai-sdk/{chat_id}/stream"): "sessions:read",
     ("GET", "/agents/{agent}/{instance}/records"): "sessions:read",
     ("GET", "/agents/{agent}/{instance}/messages"): "sessions:read",
     ("GET", "/agents/{agent}/{instance}/conversation"): "sessions:read",

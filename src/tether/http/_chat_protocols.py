@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast
 
-from fastapi import APIRouter, Header
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Header, Path
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from tether.auth import Scope
 from tether.engine import Runtime
-from tether.errors import ApprovalNotFound
+from tether.errors import ApprovalNotFound, ConversationNotFound
 from tether.http._access import (
     Access,
     AccessDependency,
@@ -30,7 +30,7 @@ from tether.http._errors import BODY_FAILURES, ApiError, failures
 from tether.http._sse import protocol_projector, session_stream
 from tether.journal import Decision
 from tether.records import ApprovalRequested, BudgetRequested, InputRequested, Record
-from tether.store import MAX_SEQ, SessionKey
+from tether.store import MAX_SEQ, SessionKey, SubmissionStatus
 
 __all__ = ("AgUiResumeEntry", "AgUiRunInput", "AiSdkChatRequest", "chat_protocols_router")
 
@@ -370,3 +370,49 @@ async def ai_sdk_chat(
         "ai-sdk",
         traceparent,
     )
+
+
+@chat_protocols_router.get(
+    "/agents/{agent}/{instance}/ai-sdk/{chat_id}/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: _STREAM,
+        204: {"description": "The chat has no run going on."},
+        **failures(404, 422, 503),
+    },
+)
+async def ai_sdk_resume(
+    runtime: RuntimeDependency,
+    access: AccessDependency,
+    streams: StreamsDependency,
+    agent: str,
+    instance: str,
+    chat_id: str = Path(min_length=1, max_length=200),
+) -> Response:
+    """``useChat``'s ``resume``: the message of the chat's run going on (its oldest
+    unsettled submission, not a scheduled one), from its start, as the AI SDK's UI message
+    stream; 204 when there is none (or no such chat yet)."""
+    identity = access.identity
+    try:
+        conversation = await own_session(runtime, access, agent, instance, chat_id)
+    except ConversationNotFound:
+        return Response(status_code=204)
+    infos = await runtime.open_submissions(
+        agent, instance, session=chat_id, tenant=identity.tenant, limit=20
+    )
+    going = [info for info in infos if info.status != SubmissionStatus.SCHEDULED]
+    if not going:
+        return Response(status_code=204)
+    frames = session_stream(
+        runtime,
+        streams.recent,
+        SessionKey(agent, instance, chat_id),
+        conversation.id,
+        after=0,
+        follow=False,
+        heartbeat=streams.heartbeat,
+        view="ai-sdk",
+        sees=identity.sees,
+        projector=protocol_projector("ai-sdk", submission=going[0].submission.id),
+    )
+    return event_stream(frames, "ai-sdk")
