@@ -23,7 +23,9 @@ from tether.demo import demo_agents
 
 from .conftest import Server
 
-pytestmark = pytest.mark.process
+# The clients read the same views on every store (tests/http/test_protocol_views.py runs
+# each store): one durable store here, for a node process per test.
+pytestmark = [pytest.mark.process, pytest.mark.parametrize("store", ["sqlite"], indirect=True)]
 
 Serve = Callable[..., Any]
 CHECK = Path(__file__).resolve().parents[1] / "protocols"
