@@ -237,3 +237,27 @@ async def test_an_answered_wait_is_no_interrupt() -> None:
     projector = AgUiProjector()
     feed(projector, records)
     assert projector.close() == []
+
+
+async def test_what_no_submission_wrote_is_a_run_of_its_own() -> None:
+    """A retention cut's transcript has no submission: its run ends before the next one."""
+    store = MemoryStore()
+    conversation, _ = await store.ensure_conversation(
+        SessionKey("a", "i", "chat-1"), conversation_id="c-1", created_at=datetime.now(UTC)
+    )
+    drafts = [RecordDraft(UserMessage(body="kept from before"))]
+    drafts += [RecordDraft(p, submission_id="s1") for p in [*turn(), SETTLEMENTS["completed"]]]
+    await store.append(conversation.id, drafts, expected_seq=1, fence=0)
+    records = await store.read(conversation.id)
+    events = feed(AgUiProjector(), records)
+    check_ag_ui(events)
+    runs = [(e["type"], e.get("runId")) for e in events if e["type"].startswith("RUN_")]
+    assert runs == [
+        ("RUN_STARTED", "c-1:2"),
+        ("RUN_FINISHED", "c-1:2"),
+        ("RUN_STARTED", "s1"),
+        ("RUN_FINISHED", "s1"),
+    ]
+    parts = feed(AiSdkProjector(), records)
+    assert [p["messageId"] for p in parts if p["type"] == "start"] == ["c-1:2", "s1"]
+    assert [p["type"] for p in parts].count("finish") == 2

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from tether.records import Record, SubmissionSettled
+from tether.records import Record, SettlementStatus, SubmissionSettled
 from tether.stream._project import StreamProjector
 from tether.stream._types import (
     MessageContent,
@@ -66,6 +66,7 @@ class RunProjector:
         self.thread = ""
         self.conversation = ""
         self.done = False
+        self._loose = False  # the run open is of records no submission wrote
         self._slots: dict[int, str] = {}  # open slot index -> "text" | "reasoning"
 
     def feed(self, record: Record) -> list[WireEvent]:
@@ -86,8 +87,13 @@ class RunProjector:
         self.thread, self.conversation = record.session, record.conversation_id
         events: list[WireEvent] = []
         settled = record.payload if record.kind == SubmissionSettled.KIND else None
+        if self._loose and submission is not None:
+            # What no submission wrote (a retention cut's transcript) ends before one begins.
+            events += self.run_ended(SubmissionSettled(status=SettlementStatus.SUCCEEDED))
+            self.run, self._loose = None, False
         if self.run is None and (canonical or record.kind in _OPENING) and not self.done:
             self.run = submission or f"{record.conversation_id}:{record.seq}"
+            self._loose = submission is None
             events += self.run_started()
         for event in canonical:
             events += self._event(event)
