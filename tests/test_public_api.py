@@ -668,6 +668,10 @@ PUBLIC = {
         "otlp_provider",
     ),
     "tether.stream": (
+        "AgUiProjector",
+        "AiSdkProjector",
+        "RunProjector",
+        "WireEvent",
         "Attachment",
         "Author",
         "CloseSpan",

@@ -35,9 +35,10 @@ export interface paths {
          * Stream
          * @description The session's records after ``after`` (or ``Last-Event-ID``), as SSE; it ends
          *     once the session is at rest, unless ``?follow=true`` (then it is awaited if it does
-         *     not exist yet). ``view=stream`` sends canonical stream events instead.
+         *     not exist yet). ``view=stream`` sends canonical stream events instead, ``view=ag-ui``
+         *     AG-UI events, ``view=ai-sdk`` the AI SDK's UI message stream.
          *     ``children=true`` sends the subagents' events too, each under its task call, and
-         *     ends once they are at rest as well.
+         *     ends once they are at rest as well (not in the protocol views).
          */
         get: operations["stream_agents__agent___instance__get"];
         put?: never;
@@ -71,6 +72,78 @@ export interface paths {
          * @description Cancel everything of the session that has not settled.
          */
         post: operations["abort_agents__agent___instance__abort_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/{instance}/ag-ui": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ag Ui Run
+         * @description Run the agent as AG-UI's ``HttpAgent`` asks: the thread's last user message is
+         *     dispatched (idempotent by ``runId``), and its run streams back as AG-UI events, ending
+         *     ``RUN_FINISHED`` / ``RUN_ERROR``, or ``RUN_FINISHED`` with an ``interrupt`` outcome when
+         *     it parks for a person. A run input whose ``resume`` answers those interrupts decides
+         *     them (as ``/approvals``, ``/inputs`` and ``/budgets`` do, with their scopes) and streams
+         *     the run as it goes on from there.
+         */
+        post: operations["ag_ui_run_agents__agent___instance__ag_ui_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/{instance}/ai-sdk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ai Sdk Chat
+         * @description Answer ``useChat``'s default transport: the chat's last user message is dispatched
+         *     (idempotent by its message id, but for a ``regenerate-message``), and its submission
+         *     streams back as the AI SDK's UI message stream (``x-vercel-ai-ui-message-stream: v1``,
+         *     ending ``data: [DONE]``). A request whose last message is the assistant's, with tool
+         *     approvals answered (``addToolApprovalResponse``), decides them instead and streams the
+         *     run on.
+         */
+        post: operations["ai_sdk_chat_agents__agent___instance__ai_sdk_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/{instance}/ai-sdk/{chat_id}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Ai Sdk Resume
+         * @description ``useChat``'s ``resume``: the message of the chat's run going on (its oldest
+         *     unsettled submission, not a scheduled one), from its start, as the AI SDK's UI message
+         *     stream; 204 when there is none (or no such chat yet).
+         */
+        get: operations["ai_sdk_resume_agents__agent___instance__ai_sdk__chat_id__stream_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -820,6 +893,46 @@ export interface components {
             tenant?: string | null;
         };
         /**
+         * AgUiResumeEntry
+         * @description An answer to an interrupt a run ended with: ``interruptId`` is the approval, input or
+         *     budget gate id; ``payload`` the answer (an approval's: ``true``/``false``, or
+         *     ``{"decision": "approve"|"reject"|"edit", "args": ..., "reason": ...}``; an input's:
+         *     the value; a budget's: ``{"decision": ..., "extension": ...}``). ``cancelled`` rejects.
+         */
+        AgUiResumeEntry: {
+            /** Interruptid */
+            interruptId: string;
+            payload?: components["schemas"]["JsonValue"];
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "resolved" | "cancelled";
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * AgUiRunInput
+         * @description AG-UI's ``RunAgentInput``: the thread is the session, the run id the dispatch id
+         *     (a retried POST streams the same submission); the last user message is what is sent,
+         *     unless ``resume`` answers the interrupts the thread's last run ended with.
+         *     ``state``, ``tools``, ``context`` and ``forwardedProps`` are accepted and not used.
+         */
+        AgUiRunInput: {
+            /** Messages */
+            messages: {
+                [key: string]: unknown;
+            }[];
+            /** Resume */
+            resume?: components["schemas"]["AgUiResumeEntry"][] | null;
+            /** Runid */
+            runId: string;
+            /** Threadid */
+            threadId: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * AgentItem
          * @description A registered agent: its name, what it is for, whom it may delegate to, and the
          *     versions this server runs (docs/versions.md).
@@ -858,6 +971,23 @@ export interface components {
              * @description By name.
              */
             agents: components["schemas"]["AgentItem"][];
+        };
+        /**
+         * AiSdkChatRequest
+         * @description The body ``useChat``'s default transport posts: the chat ``id`` is the session; the
+         *     last user message's text parts are what is sent.
+         */
+        AiSdkChatRequest: {
+            /** Id */
+            id: string;
+            /** Messages */
+            messages: {
+                [key: string]: unknown;
+            }[];
+            /** Trigger */
+            trigger?: string | null;
+        } & {
+            [key: string]: unknown;
         };
         /** Alive */
         Alive: {
@@ -2688,7 +2818,7 @@ export interface operations {
                 /** @description Records after this seq. */
                 after?: number;
                 follow?: boolean;
-                view?: "records" | "stream";
+                view?: "records" | "stream" | "ag-ui" | "ai-sdk";
                 children?: boolean;
             };
             header?: {
@@ -2702,7 +2832,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Server-sent events. Each record is ``id: <seq>``, ``event: <kind>``, ``data: <the record's JSON>`` (``view=stream``: ``id: <seq>:<n>``, ``event: <type>``, ``data: <a stream event>``). Tool progress comes as ``event: progress`` without an ``id``; a ``: heartbeat`` comment line while nothing happens. The reconnection time comes as a field of the first event (``retry: 2000``), not a frame of its own, and no blank line ends anything but an event: clients that dispatch at every blank line, agentex's SSE client among them, see only events. Reconnect with ``Last-Event-ID`` to resume after the last event received. With ``children=true`` the events of the subagents its task calls spawned come too, as ``event: child`` (``data``: the child's ids, and its ``record``, or in the stream view its ``event``), between the call's ``task_spawned`` and its outcome; an ``id`` then also holds each open child's position (``<seq>;<path>=<seq>``, stream view ``<seq>:<n>;<path>=<seq>:<n>``). */
+            /** @description Server-sent events. Each record is ``id: <seq>``, ``event: <kind>``, ``data: <the record's JSON>`` (``view=stream``: ``id: <seq>:<n>``, ``event: <type>``, ``data: <a stream event>``). Tool progress comes as ``event: progress`` without an ``id``; a ``: heartbeat`` comment line while nothing happens. The reconnection time comes as a field of the first event (``retry: 2000``), not a frame of its own, and no blank line ends anything but an event: clients that dispatch at every blank line, agentex's SSE client among them, see only events. Reconnect with ``Last-Event-ID`` to resume after the last event received. With ``children=true`` the events of the subagents its task calls spawned come too, as ``event: child`` (``data``: the child's ids, and its ``record``, or in the stream view its ``event``), between the call's ``task_spawned`` and its outcome; an ``id`` then also holds each open child's position (``<seq>;<path>=<seq>``, stream view ``<seq>:<n>;<path>=<seq>:<n>``). ``view=ag-ui`` and ``view=ai-sdk`` send the AG-UI protocol's events and the Vercel AI SDK's UI message stream parts instead (``id: <seq>:<n>``, ``data`` alone, no progress; the AI SDK's ends with ``data: [DONE]``): docs/chat-protocols.md. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3084,6 +3214,338 @@ export interface operations {
             };
             /** @description The request does not say ``Content-Type: application/json``, which every POST must, with a body or without one (``unsupported_media_type``). */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ag_ui_run_agents__agent___instance__ag_ui_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                traceparent?: string | null;
+            };
+            path: {
+                agent: string;
+                instance: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgUiRunInput"];
+            };
+        };
+        responses: {
+            /** @description Server-sent events: the submission's run in the protocol (``id: <seq>:<n>``, ``data``: an event), then the end of the stream once it settled or parked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The body is not JSON (``malformed_json``), or the request is malformed in a way the route names (``invalid_last_event_id``). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's identity lacks the scope the route needs (``forbidden``; the message and ``details`` name it), or the server's authorize hook refused it what it asked (``forbidden``; ``details``: the ``action`` and the ``resource``'s kind), or a request that changes something was sent by a page of another site: its ``Origin`` is neither the server's own nor one it allows (``forbidden_origin``). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Nothing by that name: an unknown agent, conversation, submission, approval or input. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body did not arrive in time (``request_timeout``). */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the state of things (the type says which: ``session_busy``, ``dispatch_conflict``, ``approval_conflict``, ``input_conflict``, ``log_tampered``...). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is over the server's limit (``payload_too_large``). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request does not say ``Content-Type: application/json``, which every POST must, with a body or without one (``unsupported_media_type``). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ai_sdk_chat_agents__agent___instance__ai_sdk_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                traceparent?: string | null;
+            };
+            path: {
+                agent: string;
+                instance: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AiSdkChatRequest"];
+            };
+        };
+        responses: {
+            /** @description Server-sent events: the submission's run in the protocol (``id: <seq>:<n>``, ``data``: an event), then the end of the stream once it settled or parked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The body is not JSON (``malformed_json``), or the request is malformed in a way the route names (``invalid_last_event_id``). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's identity lacks the scope the route needs (``forbidden``; the message and ``details`` name it), or the server's authorize hook refused it what it asked (``forbidden``; ``details``: the ``action`` and the ``resource``'s kind), or a request that changes something was sent by a page of another site: its ``Origin`` is neither the server's own nor one it allows (``forbidden_origin``). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Nothing by that name: an unknown agent, conversation, submission, approval or input. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body did not arrive in time (``request_timeout``). */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the state of things (the type says which: ``session_busy``, ``dispatch_conflict``, ``approval_conflict``, ``input_conflict``, ``log_tampered``...). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is over the server's limit (``payload_too_large``). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request does not say ``Content-Type: application/json``, which every POST must, with a body or without one (``unsupported_media_type``). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ai_sdk_resume_agents__agent___instance__ai_sdk__chat_id__stream_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent: string;
+                instance: string;
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Server-sent events: the submission's run in the protocol (``id: <seq>:<n>``, ``data``: an event), then the end of the stream once it settled or parked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The chat has no run going on. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Nothing by that name: an unknown agent, conversation, submission, approval or input. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

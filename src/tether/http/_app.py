@@ -27,6 +27,7 @@ from tether.engine import Runtime
 from tether.http._access import ROUTE_SCOPES, requires
 from tether.http._approvals import approvals_router
 from tether.http._budgets import budgets_router
+from tether.http._chat_protocols import chat_protocols_router
 from tether.http._console import console_router
 from tether.http._console_auth import console_auth_router
 from tether.http._console_cookie import DEFAULT_LIFETIME, ConsoleCookies
@@ -192,6 +193,7 @@ def _agents_over_mcp(runtime: Runtime) -> AgentsOverMcp:
 
 _API = (
     dispatch_router,
+    chat_protocols_router,
     sessions_router,
     conversations_router,
     submissions_router,

@@ -20,7 +20,9 @@ __all__ = (
     "resume_point",
 )
 
-View = Literal["records", "stream"]
+View = Literal["records", "stream", "ag-ui", "ai-sdk"]
+"""What a stream sends: records, canonical stream events, or those in a protocol (AG-UI,
+the AI SDK's UI message stream); all but records have ids ``<seq>:<n>``."""
 Position = tuple[int, int]
 """``(seq, n)``: record ``seq`` read, its first ``n + 1`` events sent (``n`` from -1)."""
 
@@ -85,7 +87,7 @@ def resume_point(after: int, last_event_id: str | None, view: View) -> tuple[int
     seq, n = _number(text), _number(index)
     if view == "records" and not colon and seq is not None:
         return max(after, seq), 0
-    if view == "stream" and colon and seq is not None and n is not None and seq > 0:
+    if view != "records" and colon and seq is not None and n is not None and seq > 0:
         return (seq - 1, n + 1) if seq > after else (after, 0)
     shape = "a record seq" if view == "records" else "<seq>:<n> as sent"
     raise ApiError(400, "invalid_last_event_id", f"Last-Event-ID must be {shape}")

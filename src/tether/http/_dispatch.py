@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import AsyncIterator
+from typing import Final, Literal
 
 from fastapi import APIRouter, Header
 from fastapi.responses import Response, StreamingResponse
@@ -18,7 +19,7 @@ from tether.http._access import (
 )
 from tether.http._cursors import family_cursor, resume_point
 from tether.http._dependencies import RuntimeDependency, StreamsDependency
-from tether.http._errors import BODY_FAILURES, failures
+from tether.http._errors import BODY_FAILURES, ApiError, failures
 from tether.http._requests import SEQ_AFTER, WAIT_TIMEOUT
 from tether.http._responses import dispatch_accepted, dispatch_settled, respond
 from tether.http._sse import View, failpoint_frames, session_stream
@@ -26,7 +27,10 @@ from tether.http._submissions import settled_within
 from tether.store import SessionKey
 from tether.wire import DispatchAccepted, DispatchBody, DispatchSettled
 
-__all__ = ("dispatch_router",)
+__all__ = ("AI_SDK_HEADER", "PROTOCOL_VIEWS", "dispatch_router", "event_stream")
+
+PROTOCOL_VIEWS: Final = frozenset({"ag-ui", "ai-sdk"})
+AI_SDK_HEADER: Final = "x-vercel-ai-ui-message-stream"
 
 _EVENT_STREAM = {
     "description": "Server-sent events. Each record is ``id: <seq>``, ``event: <kind>``, "
@@ -40,7 +44,10 @@ _EVENT_STREAM = {
     "the events of the subagents its task calls spawned come too, as ``event: child`` "
     "(``data``: the child's ids, and its ``record``, or in the stream view its ``event``), "
     "between the call's ``task_spawned`` and its outcome; an ``id`` then also holds each "
-    "open child's position (``<seq>;<path>=<seq>``, stream view ``<seq>:<n>;<path>=<seq>:<n>``).",
+    "open child's position (``<seq>;<path>=<seq>``, stream view ``<seq>:<n>;<path>=<seq>:<n>``). "
+    "``view=ag-ui`` and ``view=ai-sdk`` send the AG-UI protocol's events and the Vercel AI "
+    "SDK's UI message stream parts instead (``id: <seq>:<n>``, ``data`` alone, no progress; "
+    "the AI SDK's ends with ``data: [DONE]``): docs/chat-protocols.md.",
     "content": {"text/event-stream": {"schema": {"type": "string"}}},
 }
 
@@ -136,10 +143,15 @@ async def stream(
 ) -> StreamingResponse:
     """The session's records after ``after`` (or ``Last-Event-ID``), as SSE; it ends
     once the session is at rest, unless ``?follow=true`` (then it is awaited if it does
-    not exist yet). ``view=stream`` sends canonical stream events instead.
+    not exist yet). ``view=stream`` sends canonical stream events instead, ``view=ag-ui``
+    AG-UI events, ``view=ai-sdk`` the AI SDK's UI message stream.
     ``children=true`` sends the subagents' events too, each under its task call, and
-    ends once they are at rest as well."""
+    ends once they are at rest as well (not in the protocol views)."""
     identity = access.identity
+    if children and view in PROTOCOL_VIEWS:
+        raise ApiError(
+            400, "invalid_view", f"view={view} does not take children=true: stream each child"
+        )
     conversation_id: str | None = None
     try:
         conversation_id = (await own_session(runtime, access, agent, instance, session)).id
@@ -169,5 +181,12 @@ async def stream(
     )
     if ARMED:  # failpoint sse.send (docs/testing.md)
         frames = failpoint_frames(frames, sleep=runtime.clock.sleep)
+    return event_stream(frames, view)
+
+
+def event_stream(frames: AsyncIterator[bytes], view: View) -> StreamingResponse:
+    """An SSE response (the AI SDK's, with the header its clients look for)."""
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if view == "ai-sdk":
+        headers[AI_SDK_HEADER] = "v1"
     return StreamingResponse(frames, media_type="text/event-stream", headers=headers)

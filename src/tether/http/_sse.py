@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -20,13 +21,14 @@ from tether.http._family import family_stream
 from tether.http._progress import progress_frames
 from tether.records import Record
 from tether.store import SessionKey
-from tether.stream import StreamProjector
+from tether.stream import AgUiProjector, AiSdkProjector, RunProjector, StreamProjector, WireEvent
 
 __all__ = (
     "RecentRecords",
     "View",
     "failpoint_frames",
     "frame",
+    "protocol_projector",
     "record_stream",
     "session_stream",
 )
@@ -60,14 +62,55 @@ def _render_records(page: Sequence[Record]) -> bytes:
     return b"".join(frame(record) for record in page)
 
 
-async def _stream_renderer(runtime: Runtime, conversation_id: str, after: int, skip: int) -> Render:
-    """Frames of canonical stream events with ids ``<seq>:<n>``: the n-th event projected
-    from record ``seq``. Resuming after ``seq:n`` re-projects record ``seq`` and drops its
-    first ``n + 1`` events, so a cut between the events of one record loses and repeats
-    nothing. Slot indexes depend on all that came before, so the skipped prefix is
-    projected silently first.
+def _event_frames(projector: StreamProjector) -> Callable[[Record], list[tuple[str, bytes]]]:
+    def events(record: Record) -> list[tuple[str, bytes]]:
+        return [
+            (event.type, event.model_dump_json(exclude_none=True).encode())
+            for event in projector.feed(record)
+        ]
+
+    return events
+
+
+def _wire_frames(projector: RunProjector) -> Callable[[Record], list[tuple[str, bytes]]]:
+    def events(record: Record) -> list[tuple[str, bytes]]:
+        return [("", _json(event)) for event in projector.feed(record)]
+
+    return events
+
+
+def _json(event: WireEvent) -> bytes:
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def protocol_projector(
+    view: View, *, submission: str | None = None, since: int = 0
+) -> RunProjector | None:
+    """The projector of a protocol view (``ag-ui``, ``ai-sdk``), ``None`` for the others.
+    ``submission``: that submission's run alone (after seq ``since``), as a reply to the
+    request that sent it."""
+    users = submission is None
+    if view == "ag-ui":
+        return AgUiProjector(submission=submission, users=users, since=since)
+    if view == "ai-sdk":
+        return AiSdkProjector(submission=submission, users=users, since=since)
+    return None
+
+
+async def _stream_renderer(
+    runtime: Runtime,
+    conversation_id: str,
+    after: int,
+    skip: int,
+    events: Callable[[Record], list[tuple[str, bytes]]],
+) -> Render:
+    """Frames of the events ``events`` makes of each record (canonical stream events, or a
+    protocol's) with ids ``<seq>:<n>``: the n-th event made of record ``seq``. Resuming
+    after ``seq:n`` re-projects record ``seq`` and drops its first ``n + 1`` events, so a
+    cut between the events of one record loses and repeats nothing. What an event is
+    depends on all that came before, so the skipped prefix is projected silently first.
+    A protocol's frames have no ``event:`` line: their clients read ``data`` alone.
     """
-    projector = StreamProjector()
     cursor = 0
     while cursor < after:
         page = await runtime.records(
@@ -76,7 +119,7 @@ async def _stream_renderer(runtime: Runtime, conversation_id: str, after: int, s
         if not page:
             break
         for record in page:
-            projector.feed(record)
+            events(record)
         cursor = page[-1].seq
     pending_skip = skip
 
@@ -84,11 +127,14 @@ async def _stream_renderer(runtime: Runtime, conversation_id: str, after: int, s
         nonlocal pending_skip
         frames = []
         for record in page:
-            for n, event in enumerate(projector.feed(record)):
+            for n, (name, data) in enumerate(events(record)):
                 if n < pending_skip:
                     continue
-                data = event.model_dump_json(exclude_none=True).encode()
-                frames.append(_frame(b"%d:%d" % (record.seq, n), event.type, data))
+                event_id = b"%d:%d" % (record.seq, n)
+                if name:
+                    frames.append(_frame(event_id, name, data))
+                else:
+                    frames.append(b"id: %s\ndata: %s\n\n" % (event_id, data))
             pending_skip = 0
         return b"".join(frames)
 
@@ -125,6 +171,7 @@ async def session_stream(
     children: bool = False,
     cursor: FamilyCursor | None = None,
     sees: Callable[[str | None], bool] = lambda tenant: True,
+    projector: RunProjector | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream of one session; a followed session that does not exist yet is awaited
     (one of a tenant the caller does not ``sees`` does not exist, to them).
@@ -132,7 +179,9 @@ async def session_stream(
     A browser commonly opens its stream before sending the first message, so a follower
     of a session with no conversation gets heartbeats until the first dispatch creates it.
     With ``children`` the subagents' events are merged in (``_family``), resumed at
-    ``cursor`` or after ``after``; ``skip`` is the plain stream view's alone.
+    ``cursor`` or after ``after``; ``skip`` is the plain stream view's alone. A protocol
+    view (``ag-ui``, ``ai-sdk``) renders with ``projector`` if given (one that shows one
+    submission's run, and ends the stream once it settled), else a fresh one.
     """
     yield RETRY
     subscription = progress.subscribe(key) if progress is not None else None
@@ -167,11 +216,11 @@ async def session_stream(
             ):
                 yield chunk
             return
-        render = (
-            _render_records
-            if view == "records"
-            else await _stream_renderer(runtime, conversation_id, after, skip)
-        )
+        wire = projector if projector is not None else protocol_projector(view)
+        render: Render = _render_records
+        if view != "records":
+            events = _event_frames(StreamProjector()) if wire is None else _wire_frames(wire)
+            render = await _stream_renderer(runtime, conversation_id, after, skip, events)
         async for chunk in record_stream(
             runtime,
             recent,
@@ -180,10 +229,19 @@ async def session_stream(
             follow=follow,
             heartbeat=heartbeat,
             render=render,
-            progress=subscription,
+            # A protocol's client takes every ``data`` for one of its events: no progress.
+            progress=subscription if wire is None else None,
+            finished=(lambda: wire.done) if wire is not None else None,
         ):
             if chunk:
                 yield chunk
+        if projector is not None:
+            # A reply's run left open (parked for a person) ends as the protocol says,
+            # without an id. A session's stream leaves it open: a reconnection goes on
+            # with the run where it stopped.
+            yield b"".join(b"data: %s\n\n" % _json(event) for event in projector.close())
+        if view == "ai-sdk":
+            yield b"data: [DONE]\n\n"
     finally:
         if progress is not None and subscription is not None:
             progress.unsubscribe(key, subscription)
@@ -269,9 +327,11 @@ async def record_stream(
     heartbeat: float,
     render: Render = _render_records,
     progress: ProgressSubscription | None = None,
+    finished: Callable[[], bool] | None = None,
 ) -> AsyncIterator[bytes]:
     """Frames for every record after ``after``, then live ones as they are appended, with
     ``progress`` frames (no ``id:``) sent whenever they come while it waits for records.
+    It ends as soon as ``finished()`` says so after a page, if given.
 
     Without ``follow`` the stream ends once the session is at rest (nothing queued or
     running; parked for a human or a child task, which may take days, counts: the stream is
@@ -287,6 +347,8 @@ async def record_stream(
                 if page:
                     cursor = page[-1].seq
                     yield render(page)
+                    if finished is not None and finished():
+                        return
                     continue
                 behind = False
             if not follow and await runtime.at_rest(conversation_id):
@@ -316,6 +378,8 @@ async def record_stream(
                     break
                 cursor = page[-1].seq
                 yield render(page)
+                if finished is not None and finished():
+                    return
     finally:
         if append is not None:
             append.cancel()

@@ -8,9 +8,12 @@ Example::
         print(event.type, event.index)
 """
 
+from tether.stream._ag_ui import AgUiProjector
+from tether.stream._ai_sdk import AiSdkProjector
 from tether.stream._arguments import parse_tool_arguments
 from tether.stream._emitter import SpanSink, UnifiedEmitter
 from tether.stream._project import StreamProjector, project
+from tether.stream._runs import RunProjector, WireEvent
 from tether.stream._spans import CloseSpan, OpenSpan, SpanDeriver, SpanSignal
 from tether.stream._tracer import SpanTracer, tool_attributes
 from tether.stream._turn import HarnessTurn, TurnResult, TurnUsage
@@ -39,6 +42,8 @@ from tether.stream._types import (
 )
 
 __all__ = (
+    "AgUiProjector",
+    "AiSdkProjector",
     "Attachment",
     "Author",
     "CloseSpan",
@@ -51,6 +56,7 @@ __all__ = (
     "ReasoningContent",
     "ReasoningContentDelta",
     "ReasoningSummaryDelta",
+    "RunProjector",
     "SpanDeriver",
     "SpanSignal",
     "SpanSink",
@@ -71,6 +77,7 @@ __all__ = (
     "TurnResult",
     "TurnUsage",
     "UnifiedEmitter",
+    "WireEvent",
     "parse_tool_arguments",
     "project",
     "tool_attributes",
