@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from tether.store import Store
 from tether.testing import RecordingTools
 
 from .agents import agent
+from .takeover import ANOTHER_WORKER, claims_held_still, take_over
 from .waits import WAIT
 
 Make = Callable[..., Runtime]
@@ -48,11 +48,7 @@ class FrozenHarness:
 
 @pytest.mark.parametrize("effect", ["model", "tool"])
 async def test_a_run_whose_claim_was_taken_over_while_frozen_makes_no_effect(
-    make_runtime: Make,
-    store: Store,
-    clock: ManualClock,
-    monkeypatch: pytest.MonkeyPatch,
-    effect: str,
+    make_runtime: Make, store: Store, clock: ManualClock, effect: str
 ) -> None:
     harness, model, tools = FrozenHarness(effect), ScriptedModel(lambda r: "hi"), RecordingTools()
     async with make_runtime({"frozen": agent(harness, model, tools)}) as runtime:
@@ -64,18 +60,11 @@ async def test_a_run_whose_claim_was_taken_over_while_frozen_makes_no_effect(
         async def frozen(*args: Any, **kwargs: Any) -> Any:
             raise StoreUnavailable("frozen")
 
-        monkeypatch.setattr(store, "renew_lease", frozen)
-        await clock.advance(runtime.config.lease + 1)
-        monkeypatch.undo()
-        # ... and another worker takes it over.
-        await store.release(mine.id, attempt_id=str(mine.attempt_id))
-        await store.claim(
-            mine.id,
-            attempt_id="attempt-of-another-worker",
-            owner_id="another-worker",
-            lease_expires_at=clock.now() + timedelta(hours=1),
-            now=clock.now(),
-        )
+        with claims_held_still(store), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "renew_lease", frozen)
+            await clock.advance(runtime.config.lease + 1)
+            # ... and another worker takes it over.
+            await take_over(store, clock, mine)
         harness.go.set()  # it wakes, between reading its log and its effect
         coordinator = runtime._coordinator
         assert coordinator is not None
@@ -83,6 +72,6 @@ async def test_a_run_whose_claim_was_taken_over_while_frozen_makes_no_effect(
             while coordinator.active:
                 await asyncio.gather(*coordinator.active.values(), return_exceptions=True)
     assert model.calls == [] and tools.calls == []
-    assert (await store.get_submission(mine.id)).owner_id == "another-worker"
+    assert (await store.get_submission(mine.id)).owner_id == ANOTHER_WORKER
     records = await store.read(mine.conversation_id)
     assert not [r for r in records if r.attempt_id == mine.attempt_id and r.seq > 1]

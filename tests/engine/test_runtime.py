@@ -22,6 +22,7 @@ from tether.testing import RecordingTools
 
 from ..journal.harnesses import EchoHarness
 from .agents import echo_agent, loop_agent, slow_tools
+from .takeover import ANOTHER_WORKER, claims_held_still, take_over
 from .waits import WAIT
 
 Make = Callable[..., Runtime]
@@ -296,24 +297,19 @@ async def test_a_held_claim_taken_over_meanwhile_is_not_run(
         await asyncio.wait_for(winding_down.wait(), WAIT)
         coordinator = runtime._coordinator
         assert coordinator is not None
-        await coordinator.claim_runnable()  # it takes s-2, and holds it
-        held = await store.get_submission("s-2")
+        async with asyncio.timeout(WAIT):  # it takes s-2 (or its claim loop did), and holds it
+            while (held := await store.get_submission("s-2")).owner_id is None:
+                await coordinator.claim_runnable()
         assert held.owner_id == runtime.config.owner_id
         calls_before = len(model.calls)
         # Another worker takes it over: the held claim's lease ran out unrenewed.
-        await clock.advance(runtime.config.lease + 1)
-        await store.release("s-2", attempt_id=str(held.attempt_id))
-        taken = await store.claim(
-            "s-2",
-            attempt_id="attempt-of-another-worker",
-            owner_id="another-worker",
-            lease_expires_at=clock.now() + timedelta(hours=1),
-            now=clock.now(),
-        )
+        with claims_held_still(store):
+            await clock.advance(runtime.config.lease + 1)
+            taken = await take_over(store, clock, held)
         ended.set()
         await asyncio.wait_for(_until_idle(runtime), WAIT)
         assert len(model.calls) == calls_before  # the model was not asked again
-    assert (await store.get_submission("s-2")).owner_id == "another-worker"
+    assert (await store.get_submission("s-2")).owner_id == ANOTHER_WORKER
     records = await store.read(taken.conversation_id)
     assert not [r for r in records if r.attempt_id == held.attempt_id]
 

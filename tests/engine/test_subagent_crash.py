@@ -203,10 +203,12 @@ def assert_cut_landed(case: Case, tree: Tree, crash_requests: list[tuple[int, st
             assert len(of(child_log, ToolCalled)) == 1 and not of(child_log, ToolOutcome), where
     elif case.cut == "child-settled":
         settled = [c for c in children if c.status is SubmissionStatus.SETTLED]
-        assert len(settled) == 1, f"{where}: {len(settled)} children settled"
+        # SQLite's writer commits the appends waiting together in one transaction: a
+        # sibling's settlement may have committed with the first (seen on a loaded machine).
+        assert 1 <= len(settled) <= len(case.topics), f"{where}: {len(settled)} children settled"
         assert not of(log, ToolOutcome), f"{where}: the parent already took the answer"
-        if len(case.topics) == 1:
-            # The wake is in the settlement's commit: the parent no longer waits.
+        if len(settled) == len(case.topics):
+            # The last wake is in its settlement's commit: the parent no longer waits.
             assert root.status in unsettled, f"{where}: the parent is {root.status}"
         else:
             assert root.status is SubmissionStatus.WAITING, f"{where}: the parent is {root.status}"

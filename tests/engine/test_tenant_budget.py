@@ -206,8 +206,10 @@ async def test_the_day_turns_at_midnight_utc(store: Store) -> None:
     """Each call counts on the UTC day its record was made: a run that spans midnight
     spends on both days, and a budget used up at 23:59 has room again at 00:00."""
     usage = require_capability(StoreCapabilities.of(store).usage, "usage")
-    cid = (await store.admit(_new("acme"))).submission.conversation_id
     before = datetime(2026, 12, 7, 23, 59, 50, tzinfo=UTC)
+    # Admitted before the calls: a log's record times never go back, so an admission stamped
+    # later (the real time, once past that midnight) would carry every call to its own day.
+    cid = (await store.admit(_new("acme", before - timedelta(hours=1)))).submission.conversation_id
     for n, at in enumerate((before, before, before + timedelta(seconds=15))):
         head = await store.head(cid)
         completed = AssistantMessageCompleted(
@@ -232,7 +234,7 @@ async def test_the_day_turns_at_midnight_utc(store: Store) -> None:
     assert month.model_calls == 3 and month != UsageSpent()
 
 
-def _new(tenant: str) -> Any:
+def _new(tenant: str, created_at: datetime) -> Any:
     from tether.store import NewSubmission, SessionKey
 
     return NewSubmission(
@@ -240,7 +242,7 @@ def _new(tenant: str) -> Any:
         key=SessionKey("a", "i", "default"),
         conversation_id="conv-1",
         input={"kind": "user", "body": "hi"},
-        created_at=datetime.now(UTC),
+        created_at=created_at,
         tenant=tenant,
     )
 

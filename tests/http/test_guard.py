@@ -52,15 +52,18 @@ async def test_head_answers_every_get_route_like_get_without_a_body(asgi: Serve)
         "instance": "me",
         "submission_id": done["submissionId"],
         "conversation_id": done["conversationId"],
+        "chat_id": "default",  # an AI SDK chat is a session
     }
     paths = _get_paths(ids)
     assert {"/agents/assistant/me", "/healthz", "/docs", "/openapi.json"} <= set(paths)
     for path in paths:  # (``/`` redirects to the console's page)
         got = await c.get(path, follow_redirects=True)
         head = await c.head(path, follow_redirects=True)
-        assert head.status_code == got.status_code == 200, (path, head.status_code, got.text)
+        # An AI SDK chat with no run going on is 204 (what useChat's resume expects).
+        ok = 204 if path.endswith("/ai-sdk/default/stream") else 200
+        assert head.status_code == got.status_code == ok, (path, head.status_code, got.text)
         assert head.content == b"", path
-        assert head.headers["content-type"] == got.headers["content-type"], path
+        assert head.headers.get("content-type") == got.headers.get("content-type"), path
         assert head.headers["x-content-type-options"] == "nosniff"
     # A followed stream never ends; its HEAD does, at once.
     async with asyncio.timeout(30):

@@ -94,11 +94,12 @@ async def _acme(server: Server) -> dict[str, str]:
         "gate_id": f"{cid}.1",  # in Ann's conversation: Bob's tenant check refuses it first
         "schedule_id": "acme-nightly",
         "fork_id": forked.json()["conversationId"],
+        "chat_id": "default",  # an AI SDK chat is a session: Ann's
     }
 
 
 def _marks(ids: dict[str, str]) -> list[str]:
-    return [SECRET, *(v for k, v in ids.items() if k not in ("agent", "instance"))]
+    return [SECRET, *(v for k, v in ids.items() if k not in ("agent", "instance", "chat_id"))]
 
 
 async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -> None:
@@ -126,8 +127,21 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             body = {"body": "x"}
         elif path.endswith("/fork"):
             body = {"atSeq": 1}
+        elif path.endswith("/ag-ui"):
+            message = {"id": "m-1", "role": "user", "content": "x"}
+            body = {"threadId": "default", "runId": "r-1", "messages": [message]}
+            body |= {"state": {}, "tools": [], "context": [], "forwardedProps": {}}
+        elif path.endswith("/ai-sdk"):
+            parts = [{"type": "text", "text": "x"}]
+            message = {"id": "m-1", "role": "user", "parts": parts}
+            body = {"id": "default", "messages": [message], "trigger": "submit-message"}
         answer = await c.request(method, url, json=body if method == "POST" else None, headers=bob)
         answers.append(answer)
+        if path.endswith("/ai-sdk/{chat_id}/stream"):
+            # As for a chat that does not exist: no run going on (what useChat's resume
+            # expects), which says nothing of Ann's.
+            assert answer.status_code == 204 and answer.content == b"", answer.text
+            continue
         assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
     # A dispatch into A's session key is refused too, and writes nothing.
     sent = await c.post("/agents/assistant/acme-desk", json={"body": "hi"}, headers=bob)
