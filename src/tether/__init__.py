@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tether._signing import verify_signature
     from tether.engine import AgentDefinition, AgentSpec, App, Runtime
     from tether.records import Record, RecordDraft
     from tether.store import SessionKey, Store, open_store
@@ -35,6 +36,7 @@ _LAZY = {
     "SessionKey": "tether.store",
     "Store": "tether.store",
     "open_store": "tether.store",
+    "verify_signature": "tether._signing",
 }
 
 
@@ -73,4 +75,5 @@ __all__ = (
     "Store",
     "__version__",
     "open_store",
+    "verify_signature",
 )

@@ -66,6 +66,7 @@ from tether.engine._observe import (
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    WebhookAttempted,
 )
 from tether.engine._progress import ProgressHub, ProgressSubscription
 from tether.engine._pruner import PruneAction, PruneOutcome, PruneReport
@@ -107,6 +108,12 @@ from tether.engine._versions import (
     pins_of,
     version_digest,
 )
+from tether.engine._webhooks import (
+    Callback,
+    WebhookNotFound,
+    WebhookSettings,
+    WebhookSubscription,
+)
 
 __all__ = (
     "ABORTED",
@@ -141,6 +148,7 @@ __all__ = (
     "AttemptStarted",
     "Budget",
     "BudgetExhausted",
+    "Callback",
     "ChildUsage",
     "Clock",
     "Compacted",
@@ -215,6 +223,10 @@ __all__ = (
     "UsageTotals",
     "VersionPolicy",
     "VersionState",
+    "WebhookAttempted",
+    "WebhookNotFound",
+    "WebhookSettings",
+    "WebhookSubscription",
     "build_spec",
     "pins_of",
     "task_tool",

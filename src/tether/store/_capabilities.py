@@ -31,6 +31,7 @@ from tether.store._protocol import (
     UsageStore,
     VersionStore,
     WaitStore,
+    WebhookStore,
 )
 
 __all__ = ("CAPABILITIES", "CapabilityName", "StoreCapabilities", "require_capability")
@@ -53,6 +54,7 @@ CapabilityName = Literal[
     "timers",
     "limits",
     "usage",
+    "webhooks",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -73,6 +75,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "timers": TimerStore,
     "limits": LimitStore,
     "usage": UsageStore,
+    "webhooks": WebhookStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -129,6 +132,7 @@ class StoreCapabilities:
     timers: TimerStore | None
     limits: LimitStore | None
     usage: UsageStore | None
+    webhooks: WebhookStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -158,6 +162,7 @@ class StoreCapabilities:
             timers=cast(TimerStore | None, offered(TimerStore)),
             limits=cast(LimitStore | None, offered(LimitStore)),
             usage=cast(UsageStore | None, offered(UsageStore)),
+            webhooks=cast(WebhookStore | None, offered(WebhookStore)),
         )
 
     @property

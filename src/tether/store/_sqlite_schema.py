@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 22
+SCHEMA_VERSION: Final = 23
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -504,6 +504,38 @@ CREATE INDEX usage_reservations_by_tenant ON usage_reservations (tenant, holder)
 CREATE INDEX usage_reservations_by_owner ON usage_reservations (owner_id);
 """
 
+# v23: the outbound webhook outbox (issue 43, docs/how-to/webhooks.md): one row per delivery
+# (a subscription's ``held`` watch of its submission, or a delivery due or done), times in
+# microseconds. ``webhook_deliveries_due`` serves a claim (only pending rows), ``..._by_order``
+# the listing, ``..._by_status`` the engine's pass over the held watches, ``..._by_submission``
+# a submission's deliveries.
+_SCHEMA_V23: Final = """
+CREATE TABLE webhook_deliveries (
+    id              TEXT PRIMARY KEY,
+    url             TEXT NOT NULL,
+    event           TEXT NOT NULL,
+    events          TEXT NOT NULL,
+    agent           TEXT NOT NULL,
+    instance        TEXT NOT NULL,
+    session         TEXT NOT NULL,
+    submission_id   TEXT NOT NULL,
+    tenant          TEXT,
+    status          TEXT NOT NULL,
+    body            BLOB,
+    attempts        INTEGER NOT NULL,
+    next_attempt_at INTEGER,
+    last_status     INTEGER,
+    last_error      TEXT,
+    created_at      INTEGER NOT NULL,
+    delivered_at    INTEGER
+) WITHOUT ROWID;
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, id)
+    WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_by_order ON webhook_deliveries (created_at, id);
+CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries (status, created_at, id);
+CREATE INDEX webhook_deliveries_by_submission ON webhook_deliveries (submission_id);
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -534,6 +566,7 @@ _MIGRATIONS: Final = (
     _SCHEMA_V21,
     # v22: what a framework attached to an approval or input request (its deferral's metadata)
     "ALTER TABLE gates ADD COLUMN metadata BLOB;",
+    _SCHEMA_V23,
 )
 
 

@@ -51,6 +51,7 @@ from tether.testing.storetest._tokens import TokenCases
 from tether.testing.storetest._truncation import TruncationCases
 from tether.testing.storetest._usage import UsageCases
 from tether.testing.storetest._versions import VersionCases
+from tether.testing.storetest._webhooks import WebhookCases
 
 __all__ = (
     "CompleteStore",
@@ -96,6 +97,7 @@ class StoreConformance(
     TimerCases,  # timers
     LimitCases,  # limits
     UsageCases,  # usage
+    WebhookCases,  # webhooks
     TenantCases,  # each case what its listing needs
     CoreConformance,
 ):

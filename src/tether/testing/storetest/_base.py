@@ -38,6 +38,7 @@ from tether.store import (
     UsageStore,
     VersionsServed,
     VersionStore,
+    WebhookStore,
 )
 
 __all__ = (
@@ -76,6 +77,7 @@ class CompleteStore(
     TokenStore,
     TimerStore,
     UsageStore,
+    WebhookStore,
     Protocol,
 ):
     """A store that offers every capability but the two across processes (``change_feed``
