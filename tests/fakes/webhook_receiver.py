@@ -44,8 +44,10 @@ class Receiver:
 async def webhook_receiver(statuses: Iterable[int] = ()) -> AsyncIterator[Receiver]:
     """Serve on an ephemeral loopback port until the block ends."""
     receiver = Receiver(url="", statuses=list(statuses))
+    writers: set[asyncio.StreamWriter] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.add(writer)
         try:
             while True:
                 line = await reader.readline()
@@ -66,6 +68,7 @@ async def webhook_receiver(statuses: Iterable[int] = ()) -> AsyncIterator[Receiv
         except (ConnectionError, asyncio.IncompleteReadError):
             return
         finally:
+            writers.discard(writer)
             writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -75,4 +78,6 @@ async def webhook_receiver(statuses: Iterable[int] = ()) -> AsyncIterator[Receiv
         yield receiver
     finally:
         server.close()
+        for writer in list(writers):  # a client's kept-alive connection ends with the server
+            writer.close()
         await server.wait_closed()
