@@ -100,6 +100,7 @@ from tether.engine._versions import AgentVersions, flatten_versions
 from tether.engine._views import ViewCache
 from tether.engine._webhook_sender import WebhookSender
 from tether.engine._webhooks import (
+    ALLOW_VARIABLE,
     SECRET_VARIABLE,
     Callback,
     WebhookNotFound,
@@ -437,6 +438,13 @@ class Runtime:
             or os.environ.get(SECRET_VARIABLE)
             or None
         )
+        allowed = self.config.env.get(ALLOW_VARIABLE) or os.environ.get(ALLOW_VARIABLE)
+        if allowed:  # beside WebhookSettings.allow: what `tether serve` is given by the env
+            extra = [cidr.strip() for cidr in allowed.split(",") if cidr.strip()]
+            try:
+                self._webhook_allow = (*self._webhook_allow, *networks_of(extra))
+            except ValueError as exc:
+                raise ValueError(f"{ALLOW_VARIABLE}: {exc}") from None
         if self.config.webhooks and self._webhook_secret is None:
             raise ValueError(
                 f"webhook subscriptions need a signing secret: set {SECRET_VARIABLE} "

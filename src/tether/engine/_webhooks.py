@@ -13,6 +13,7 @@ from tether.errors import InvalidDispatch, NotFound
 from tether.store import WEBHOOK_EVENTS
 
 __all__ = (
+    "ALLOW_VARIABLE",
     "SECRET_VARIABLE",
     "Callback",
     "WebhookNotFound",
@@ -24,6 +25,10 @@ __all__ = (
 SECRET_VARIABLE: Final = "TETHER_WEBHOOK_SECRET"
 """Where the signing secret is read from (the runtime's ``env``, then the process's) when
 ``WebhookSettings.secret`` is not set."""
+
+ALLOW_VARIABLE: Final = "TETHER_WEBHOOK_ALLOW"
+"""Networks (CIDR, comma-separated) a delivery may go to although they are private, loopback
+or link-local, added to ``WebhookSettings.allow`` (``127.0.0.0/8`` for a local receiver)."""
 
 _MAX_EVENTS: Final = len(WEBHOOK_EVENTS)
 
