@@ -4,6 +4,7 @@ up after the bound and resent; a crash between the event and the enqueue, or dur
 attempt, loses no delivery; SSRF refusals write nothing."""
 
 import asyncio
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -55,30 +56,41 @@ def checked(got: Received, clock: ManualClock) -> dict[str, Any]:
     return body
 
 
+_HEARD: weakref.WeakKeyDictionary[Runtime, list[WebhookAttempted]] = weakref.WeakKeyDictionary()
+"""Every ``WebhookAttempted`` each runtime of :func:`hooked` emitted, heard from its start
+(an attempt may end before the test asks for it)."""
+
+
 async def attempted(runtime: Runtime, delivery_id: str, outcome: str) -> WebhookAttempted:
     """The event of ``delivery_id``'s attempt that ended ``outcome``, awaited."""
-    heard: list[WebhookAttempted] = []
+    heard = _HEARD[runtime]
+
+    async def ready() -> WebhookAttempted | None:
+        return next(
+            (e for e in heard if e.delivery_id == delivery_id and e.outcome == outcome), None
+        )
+
+    return await until_emitted(runtime, ready)
+
+
+def hooked(make_runtime: Make, agents: dict[str, Any], **settings: Any) -> Runtime:
+    """A runtime whose webhook attempts are all heard."""
+    runtime = make_runtime(agents, **settings)
+    heard = _HEARD.setdefault(runtime, [])
 
     def hear(event: object) -> None:
-        if isinstance(event, WebhookAttempted) and event.delivery_id == delivery_id:
+        if isinstance(event, WebhookAttempted):
             heard.append(event)
 
     runtime.instrumentation.observers.append(hear)
-    try:
-
-        async def ready() -> WebhookAttempted | None:
-            return next((event for event in heard if event.outcome == outcome), None)
-
-        return await until_emitted(runtime, ready)
-    finally:
-        runtime.instrumentation.observers.remove(hear)
+    return runtime
 
 
 async def test_a_callback_tells_of_the_settlement_signed(
     make_runtime: Make, store: Store, clock: ManualClock
 ) -> None:
     async with webhook_receiver() as receiver:
-        runtime = make_runtime({"echo": echo_agent()}, webhook_settings=LOOPBACK)
+        runtime = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
         await runtime.start()
         receipt = await runtime.dispatch(
             "echo", "acme", "hi", callback={"url": receiver.url, "events": ["settled"]}
@@ -105,7 +117,7 @@ async def test_500s_are_retried_with_backoff_on_the_engine_clock(
     make_runtime: Make, store: Store, clock: ManualClock
 ) -> None:
     async with webhook_receiver([500, 503]) as receiver:
-        runtime = make_runtime({"echo": echo_agent()}, webhook_settings=LOOPBACK)
+        runtime = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
         await runtime.start()
         await runtime.dispatch("echo", "acme", "hi", callback=Callback(receiver.url))
         first = await receiver.next()
@@ -130,7 +142,7 @@ async def test_a_delivery_fails_after_its_attempts_and_is_resent(
 ) -> None:
     settings = WebhookSettings(secret=SECRET, allow=["127.0.0.0/8"], max_attempts=2, backoff=1)
     async with webhook_receiver([500, 500]) as receiver:
-        runtime = make_runtime({"echo": echo_agent()}, webhook_settings=settings)
+        runtime = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=settings)
         await runtime.start()
         await runtime.dispatch("echo", "acme", "hi", callback=Callback(receiver.url))
         delivery_id = (await receiver.next()).headers["tether-delivery"]
@@ -158,7 +170,8 @@ async def test_an_agents_subscription_and_an_approval_request(
         subscription = WebhookSubscription(
             receiver.url, events=("approval_requested", "settled"), agent="gated"
         )
-        runtime = make_runtime(
+        runtime = hooked(
+            make_runtime,
             {"gated": gates_agent(), "echo": echo_agent()},
             webhook_settings=LOOPBACK,
             webhooks=[subscription],
@@ -195,7 +208,9 @@ async def test_an_agents_subscription_and_an_approval_request(
 async def test_refused_callback_urls_admit_nothing(
     make_runtime: Make, store: Store, url: str, why: str
 ) -> None:
-    runtime = make_runtime({"echo": echo_agent()}, webhook_settings=WebhookSettings(secret=SECRET))
+    runtime = hooked(
+        make_runtime, {"echo": echo_agent()}, webhook_settings=WebhookSettings(secret=SECRET)
+    )
     await runtime.start()
     with pytest.raises(InvalidDispatch, match=why) as refused:
         await runtime.dispatch("echo", "acme", "hi", callback={"url": url})
@@ -208,7 +223,7 @@ async def test_a_callback_needs_a_secret_and_known_events(
     make_runtime: Make, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TETHER_WEBHOOK_SECRET", raising=False)
-    runtime = make_runtime({"echo": echo_agent()})
+    runtime = hooked(make_runtime, {"echo": echo_agent()})
     await runtime.start()
     with pytest.raises(InvalidDispatch, match="secret"):
         await runtime.dispatch("echo", "acme", "hi", callback={"url": "https://example.com/h"})
@@ -235,7 +250,7 @@ async def test_a_crash_between_the_settlement_and_the_enqueue_loses_nothing(
                 return 0
 
             patched.setattr(_outbox.Outbox, "derive", dies)
-            first = make_runtime({"echo": echo_agent()}, webhook_settings=LOOPBACK)
+            first = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
             await first.start()
             receipt = await first.dispatch("echo", "acme", "hi", callback=Callback(receiver.url))
             assert (await first.wait(receipt.submission_id))["status"] == "succeeded"
@@ -243,7 +258,7 @@ async def test_a_crash_between_the_settlement_and_the_enqueue_loses_nothing(
         [held] = await complete(store).list_webhook_deliveries()
         assert held.status is WebhookStatus.HELD  # settled, and nothing derived from it
         assert receiver.received.empty()
-        second = make_runtime({"echo": echo_agent()}, webhook_settings=LOOPBACK)
+        second = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
         await second.start()  # its first pass sweeps the held subscriptions
         got = checked(await receiver.next(), clock)
         assert got["id"] == held.id and got["type"] == "settled"
@@ -262,7 +277,7 @@ async def test_a_crash_during_an_attempt_is_attempted_again_after_the_lease(
                 raise AssertionError("unreachable")
 
             patched.setattr(_webhook_sender.WebhookSender, "_post", hangs)
-            first = make_runtime({"echo": echo_agent()}, webhook_settings=LOOPBACK)
+            first = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
             await first.start()
             await first.dispatch("echo", "acme", "hi", callback=Callback(receiver.url))
             async with asyncio.timeout(60):
@@ -270,9 +285,25 @@ async def test_a_crash_during_an_attempt_is_attempted_again_after_the_lease(
             await first.close()
         [leased] = await complete(store).list_webhook_deliveries()
         assert (leased.status, leased.attempts) == (WebhookStatus.PENDING, 1)
-        second = make_runtime({"echo": echo_agent()}, webhook_settings=LOOPBACK)
+        second = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
         await second.start()
         got = await advance_until(clock, receiver.next(), 5.0)  # past the first's lease
         assert got.headers["tether-delivery"] == leased.id
         done = await attempted(second, leased.id, "delivered")
         assert done.attempt == 2
+
+
+async def test_a_redirect_is_not_followed(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    async with webhook_receiver([302]) as receiver:
+        runtime = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
+        await runtime.start()
+        await runtime.dispatch("echo", "acme", "hi", callback=Callback(receiver.url))
+        delivery_id = (await receiver.next()).headers["tether-delivery"]
+        redirected = await attempted(runtime, delivery_id, "pending")
+        assert redirected.answer == 302
+        assert redirected.error == "answered HTTP 302 (redirects are not followed)"
+        assert len(receiver.log) == 1  # nothing went where the redirect pointed
+        await advance_until(clock, receiver.next(), 0.25)
+        await attempted(runtime, delivery_id, "delivered")
