@@ -307,3 +307,22 @@ async def test_a_redirect_is_not_followed(
         assert len(receiver.log) == 1  # nothing went where the redirect pointed
         await advance_until(clock, receiver.next(), 0.25)
         await attempted(runtime, delivery_id, "delivered")
+
+
+async def test_erasing_a_session_erases_its_deliveries(
+    make_runtime: Make, store: Store, clock: ManualClock
+) -> None:
+    async with webhook_receiver() as receiver:
+        runtime = hooked(make_runtime, {"echo": echo_agent()}, webhook_settings=LOOPBACK)
+        await runtime.start()
+        kept = await runtime.dispatch(
+            "echo", "acme", "keep", session="kept", callback=Callback(receiver.url)
+        )
+        gone = await runtime.dispatch("echo", "acme", "secret", callback=Callback(receiver.url))
+        for _ in range(2):
+            delivery_id = (await receiver.next()).headers["tether-delivery"]
+            await attempted(runtime, delivery_id, "delivered")
+        await runtime.erase_session("echo", "acme")
+        assert await runtime.webhook_deliveries(submission_id=gone.submission_id) == []
+        [left] = await runtime.webhook_deliveries()
+        assert left.submission_id == kept.submission_id

@@ -472,6 +472,7 @@ async def _outbox(store: CompleteStore) -> None:
     await store.list_webhook_deliveries(limit=5, after="wh-7")
     await store.get_webhook_delivery("wh-3")
     await store.resend_webhook_delivery("wh-3", now=Fixtures.at(53))
+    await store.forget_webhook_deliveries(SessionKey("a", "x", "other"))
 
 
 async def test_every_query_of_the_webhook_outbox_is_served_by_an_index(

@@ -1359,6 +1359,13 @@ class MemoryStore(
         self._webhooks[delivery_id] = again
         return again
 
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        self._check_open()
+        gone = [row.id for row in self._webhooks.values() if row.key == key]
+        for delivery_id in gone:
+            del self._webhooks[delivery_id]
+        return len(gone)
+
     # --- versions ---------------------------------------------------------------------
 
     async def set_version(

@@ -1090,3 +1090,8 @@ class WebhookStore(Protocol):
         tell it is the same delivery); a ``held`` or ``closed`` one is left as it is.
         Returns the delivery as it is now, or ``None`` if none has that id."""
         ...
+
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        """Delete every delivery of the session ``key`` (its bodies hold what the session
+        said: an erase of the session erases them too); how many."""
+        ...

@@ -796,6 +796,9 @@ class SqliteStore(
     ) -> WebhookDelivery | None:
         return await self._write(webhooks_sql.resend_webhook_delivery, delivery_id, now)
 
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        return await self._write(webhooks_sql.forget_webhook_deliveries, key)
+
     # --- versions ---------------------------------------------------------------------
 
     async def set_version(

@@ -508,7 +508,7 @@ CREATE INDEX usage_reservations_by_owner ON usage_reservations (owner_id);
 # (a subscription's ``held`` watch of its submission, or a delivery due or done), times in
 # microseconds. ``webhook_deliveries_due`` serves a claim (only pending rows), ``..._by_order``
 # the listing, ``..._by_status`` the engine's pass over the held watches, ``..._by_submission``
-# a submission's deliveries.
+# a submission's deliveries, ``..._by_session`` an erase of a session's.
 _SCHEMA_V23: Final = """
 CREATE TABLE webhook_deliveries (
     id              TEXT PRIMARY KEY,
@@ -534,6 +534,7 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, id)
 CREATE INDEX webhook_deliveries_by_order ON webhook_deliveries (created_at, id);
 CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries (status, created_at, id);
 CREATE INDEX webhook_deliveries_by_submission ON webhook_deliveries (submission_id);
+CREATE INDEX webhook_deliveries_by_session ON webhook_deliveries (agent, instance, session);
 """
 
 

@@ -16,6 +16,7 @@ from tether.store._webhooks import WebhookDelivery, WebhookStatus
 __all__ = (
     "claim_webhook_deliveries",
     "finish_webhook_attempt",
+    "forget_webhook_deliveries",
     "get_webhook_delivery",
     "list_webhook_deliveries",
     "put_webhook_deliveries",
@@ -214,3 +215,11 @@ def resend_webhook_delivery(
         (to_micros(now), delivery_id),
     )
     return _get(conn, delivery_id)
+
+
+def forget_webhook_deliveries(conn: sqlite3.Connection, key: SessionKey) -> int:
+    cursor = conn.execute(
+        "DELETE FROM webhook_deliveries WHERE agent = ? AND instance = ? AND session = ?",
+        (key.agent, key.instance, key.session),
+    )
+    return cursor.rowcount

@@ -496,6 +496,8 @@ MIGRATIONS: Final = (
         ON webhook_deliveries (status, created_at, id);
     CREATE INDEX IF NOT EXISTS webhook_deliveries_by_submission
         ON webhook_deliveries (submission_id);
+    CREATE INDEX IF NOT EXISTS webhook_deliveries_by_session
+        ON webhook_deliveries (agent, instance, session);
     """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

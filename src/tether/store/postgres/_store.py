@@ -1062,6 +1062,9 @@ class PostgresStore(
     ) -> WebhookDelivery | None:
         return await self._run(_webhooks.resend_webhook_delivery, delivery_id, now)
 
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        return await self._autocommit(_webhooks.forget_webhook_deliveries, key)
+
     # --- versions ---------------------------------------------------------------------
 
     async def set_version(

@@ -17,6 +17,7 @@ from tether.store._webhooks import WebhookDelivery, WebhookStatus
 __all__ = (
     "claim_webhook_deliveries",
     "finish_webhook_attempt",
+    "forget_webhook_deliveries",
     "get_webhook_delivery",
     "list_webhook_deliveries",
     "put_webhook_deliveries",
@@ -230,3 +231,13 @@ async def resend_webhook_delivery(
         (now, delivery_id),
     )
     return await _get(conn, delivery_id)
+
+
+async def forget_webhook_deliveries(conn: Conn, key: SessionKey) -> int:
+    if not _sendable(key.agent, key.instance, key.session):
+        return 0
+    cursor = await conn.execute(
+        "DELETE FROM webhook_deliveries WHERE agent = %s AND instance = %s AND session = %s",
+        (key.agent, key.instance, key.session),
+    )
+    return cursor.rowcount

@@ -4,6 +4,7 @@ attempt each, leased), finished only by the attempt that holds them, listed and 
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from tether.store import SessionKey, WebhookDelivery, WebhookStatus
@@ -227,3 +228,20 @@ class WebhookCases(BaseConformance):
         assert await ids(submission_id="sub-2") == ["wh-3", "wh-4"]
         assert await ids(submission_id="sub-2", after="wh-3") == ["wh-4"]
         assert await ids(tenant="nobody\x00") == []
+
+    @case
+    async def test_forget_deletes_a_sessions_deliveries(
+        self, store: CompleteStore, fx: Fixtures
+    ) -> None:
+        other = SessionKey("support", "acme", "other")
+        await store.put_webhook_deliveries(
+            [
+                _delivery("wh-1", fx.at(1)),
+                _delivery("wh-2", fx.at(2), status=WebhookStatus.HELD),
+                dataclasses.replace(_delivery("wh-3", fx.at(3)), key=other),
+            ]
+        )
+        assert await store.forget_webhook_deliveries(KEY) == 2
+        assert [row.id for row in await store.list_webhook_deliveries()] == ["wh-3"]
+        assert await store.forget_webhook_deliveries(KEY) == 0
+        assert await store.get_webhook_delivery("wh-1") is None
