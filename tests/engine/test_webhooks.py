@@ -13,6 +13,7 @@ import pytest
 
 from tether import verify_signature
 from tether.engine import (
+    App,
     Callback,
     ManualClock,
     Runtime,
@@ -326,3 +327,16 @@ async def test_erasing_a_session_erases_its_deliveries(
         assert await runtime.webhook_deliveries(submission_id=gone.submission_id) == []
         [left] = await runtime.webhook_deliveries()
         assert left.submission_id == kept.submission_id
+
+
+def test_an_app_declares_its_subscriptions_and_settings() -> None:
+    subscription = WebhookSubscription("https://ops.example.com/hooks", agent="echo")
+    settings = WebhookSettings(secret=SECRET, max_attempts=3)
+    app = App({"echo": echo_agent()}, webhooks=[subscription], webhook_settings=settings)
+    runtime = Runtime.from_app(app, "memory://")
+    assert runtime.config.webhooks == [subscription]
+    assert runtime.config.webhook_settings is settings
+    with pytest.raises(ValueError, match="unknown events"):
+        WebhookSubscription("https://x.example/", events=("exploded",))
+    with pytest.raises(ValueError, match="max_attempts"):
+        WebhookSettings(max_attempts=0)

@@ -28,6 +28,8 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _MAX_URL: Final = 2048
+_RESOLVE_SECONDS: Final = 5.0
+"""How long a name may take to resolve (a dispatch waits for it)."""
 
 _REFUSED: Final[tuple[Network, ...]] = tuple(
     ipaddress.ip_network(cidr)
@@ -110,10 +112,11 @@ async def resolve_webhook_host(
         else:
             port = parts.port or (443 if parts.scheme == "https" else 80)
             try:
-                infos = await asyncio.get_running_loop().getaddrinfo(
-                    host, port, type=socket.SOCK_STREAM
-                )
-            except (OSError, UnicodeError) as exc:
+                async with asyncio.timeout(_RESOLVE_SECONDS):
+                    infos = await asyncio.get_running_loop().getaddrinfo(
+                        host, port, type=socket.SOCK_STREAM
+                    )
+            except (OSError, UnicodeError, TimeoutError) as exc:
                 if unresolved_ok:
                     return []
                 raise InvalidDispatch(
