@@ -46,6 +46,7 @@ from tether.testing.storetest._machine_gates import GateRules
 from tether.testing.storetest._machine_limits import LimitRules
 from tether.testing.storetest._machine_sessions import SessionRules
 from tether.testing.storetest._machine_versions import VersionRules
+from tether.testing.storetest._machine_webhooks import WebhookRules
 
 __all__ = ("MachineCase", "run_reference_machine")
 
@@ -82,7 +83,9 @@ def _normalize(value: Any) -> Any:
     return value
 
 
-class _ReferenceMachine(GateRules, SessionRules, VersionRules, LimitRules, RuleBasedStateMachine):
+class _ReferenceMachine(
+    GateRules, SessionRules, VersionRules, LimitRules, WebhookRules, RuleBasedStateMachine
+):
     factory: ClassVar[tuple[Callable[[Path], Awaitable[Store]]]]  # a tuple keeps it unbound
     directory: ClassVar[Path]
     steps: ClassVar[list[int]]
