@@ -33,6 +33,7 @@ from tether.wire._logged import RecordEnvelope
 from tether.wire._requests import (
     AnswerBody,
     BudgetDecisionBody,
+    CallbackBody,
     DecisionBody,
     DispatchBody,
     ForkBody,
@@ -105,6 +106,7 @@ __all__ = (
     "BudgetGatesPage",
     "BudgetReceipt",
     "BudgetStatus",
+    "CallbackBody",
     "ChildSubmission",
     "ChildUsageView",
     "ConversationView",
