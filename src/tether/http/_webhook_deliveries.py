@@ -7,72 +7,39 @@ from __future__ import annotations
 
 import orjson
 from fastapi import APIRouter, Query
-from pydantic import Field, JsonValue
 
 from tether.engine import Runtime, WebhookNotFound
 from tether.errors import SubmissionNotFound
 from tether.http._access import Access, AccessDependency, own_submission
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import ApiError, failures
-from tether.http._responses import TIMESTAMP, WireResponse, optional, time_of
+from tether.http._responses import time_of
 from tether.store import MAX_WEBHOOK_PAGE, WebhookDelivery, WebhookStatus
+from tether.wire import WebhookDeliveriesPage, WebhookDeliveryItem
 
-__all__ = (
-    "WebhookDeliveriesPage",
-    "WebhookDeliveryItem",
-    "webhook_deliveries_router",
-)
+__all__ = ("webhook_deliveries_router", "webhook_delivery_item")
 
 
-class WebhookDeliveryItem(WireResponse):
-    """One delivery of the outbox: where it goes, what it tells of, and how it went."""
-
-    id: str = Field(description="Stable: every attempt sends it as ``Tether-Delivery``.")
-    url: str
-    event: str = Field(description="settled, approval_requested or input_requested.")
-    status: WebhookStatus = Field(
-        description="held (a subscription, until its submission settles), pending, "
-        "delivered, failed (every attempt failed: resend it), closed (a subscription "
-        "not asked to tell of the settlement)."
+def webhook_delivery_item(row: WebhookDelivery, *, payload: bool = False) -> WebhookDeliveryItem:
+    """The wire's view of a delivery; ``payload``: with the JSON it sends."""
+    return WebhookDeliveryItem(
+        id=row.id,
+        url=row.url,
+        event=row.event,
+        status=row.status,
+        agent=row.key.agent,
+        instance=row.key.instance,
+        session=row.key.session,
+        submission_id=row.submission_id,
+        attempts=row.attempts,
+        created_at=row.created_at.isoformat(),
+        events=list(row.events),
+        next_attempt_at=time_of(row.next_attempt_at),
+        delivered_at=time_of(row.delivered_at),
+        last_status=row.last_status,
+        last_error=row.last_error,
+        payload=orjson.loads(row.body) if payload and row.body is not None else None,
     )
-    agent: str
-    instance: str
-    session: str
-    submission_id: str
-    attempts: int
-    created_at: str = Field(**TIMESTAMP)
-    events: list[str] = Field(description="What the subscription asked for (a held row's).")
-    next_attempt_at: str | None = optional(**TIMESTAMP)
-    delivered_at: str | None = optional(**TIMESTAMP)
-    last_status: int | None = optional(description="The last answer's HTTP status.")
-    last_error: str | None = optional(description="Why the last attempt failed.")
-    payload: JsonValue = optional(description="The JSON it sends (shown one at a time).")
-
-    @classmethod
-    def of(cls, row: WebhookDelivery, *, payload: bool = False) -> WebhookDeliveryItem:
-        return cls(
-            id=row.id,
-            url=row.url,
-            event=row.event,
-            status=row.status,
-            agent=row.key.agent,
-            instance=row.key.instance,
-            session=row.key.session,
-            submission_id=row.submission_id,
-            attempts=row.attempts,
-            created_at=row.created_at.isoformat(),
-            events=list(row.events),
-            next_attempt_at=time_of(row.next_attempt_at),
-            delivered_at=time_of(row.delivered_at),
-            last_status=row.last_status,
-            last_error=row.last_error,
-            payload=orjson.loads(row.body) if payload and row.body is not None else None,
-        )
-
-
-class WebhookDeliveriesPage(WireResponse):
-    deliveries: list[WebhookDeliveryItem]
-    next_cursor: str | None = optional(description="Pass as ``after`` for the next page.")
 
 
 webhook_deliveries_router = APIRouter(tags=["webhooks"])
@@ -114,7 +81,7 @@ async def deliveries(
     )
     shown = [row for row in rows if identity.may_use(row.key.agent)]
     return WebhookDeliveriesPage(
-        deliveries=[WebhookDeliveryItem.of(row) for row in shown],
+        deliveries=[webhook_delivery_item(row) for row in shown],
         next_cursor=rows[-1].id if len(rows) == limit else None,
     )
 
@@ -126,7 +93,7 @@ async def delivery(
     runtime: RuntimeDependency, access: AccessDependency, delivery_id: str
 ) -> WebhookDeliveryItem:
     """One delivery, with the JSON it sends."""
-    return WebhookDeliveryItem.of(await _owned(runtime, access, delivery_id), payload=True)
+    return webhook_delivery_item(await _owned(runtime, access, delivery_id), payload=True)
 
 
 @webhook_deliveries_router.post(
@@ -145,4 +112,4 @@ async def resend(
             f"{delivery_id} is a subscription ({found.status.value}), not a delivery",
         )
     again = await runtime.resend_webhook(delivery_id, tenant=access.identity.tenant)
-    return WebhookDeliveryItem.of(again, payload=True)
+    return webhook_delivery_item(again, payload=True)

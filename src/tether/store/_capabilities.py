@@ -135,7 +135,7 @@ class StoreCapabilities:
     timers: TimerStore | None
     limits: LimitStore | None
     usage: UsageStore | None
-    memory: MemoryItemStore | None = None
+    memory: MemoryItemStore | None
     webhooks: WebhookStore | None
 
     @classmethod

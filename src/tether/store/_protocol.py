@@ -1101,6 +1101,7 @@ class MemoryItemStore(Protocol):
         those last put before it (retention: memory idle past a limit)."""
 
 
+@runtime_checkable
 class WebhookStore(Protocol):
     """Capability ``webhooks``: the outbound webhook outbox (docs/how-to/webhooks.md). Rows
     are :class:`~tether.store._webhooks.WebhookDelivery`; times are the caller's clock (the

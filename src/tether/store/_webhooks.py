@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Final
 
+from tether._states import WebhookStatus
 from tether.store._types import SessionKey
 
 __all__ = (
@@ -30,25 +30,6 @@ WEBHOOK_EVENTS: Final = ("settled", "approval_requested", "input_requested")
 
 MAX_WEBHOOK_PAGE: Final = 500
 """The most deliveries one listing returns."""
-
-
-class WebhookStatus(StrEnum):
-    """Where a delivery stands: ``held`` (a subscription's settlement, until its submission
-    settles), ``pending`` (due at ``next_attempt_at``, or being attempted: a claim moves that
-    time past the attempt's lease), ``delivered`` (a 2xx answer), ``failed`` (every attempt
-    failed; a resend makes it ``pending`` again), ``closed`` (a subscription's watch whose
-    submission settled, not asked to tell of it: never sent).
-
-    Example::
-
-        failed = await store.list_webhook_deliveries(status=WebhookStatus.FAILED)
-    """
-
-    HELD = "held"
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    CLOSED = "closed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ Example::
 from tether._budget import Budget
 from tether._inbound import InboundKind, SignalInfo
 from tether._payloads import SettlementStatus
-from tether._states import Decision, GateStatus, SessionState, SubmissionStatus
+from tether._states import Decision, GateStatus, SessionState, SubmissionStatus, WebhookStatus
 from tether.wire._base import RequestBody, WireResponse, optional
 from tether.wire._gates import (
     AnswerReceipt,
@@ -89,6 +89,7 @@ from tether.wire._usage import (
     UsageReport,
 )
 from tether.wire._versions import UpgradeBody, UpgradeResult, VersionItem, VersionsPage
+from tether.wire._webhooks import WebhookDeliveriesPage, WebhookDeliveryItem
 
 __all__ = (
     "Aborted",
@@ -167,6 +168,9 @@ __all__ = (
     "Verified",
     "VersionItem",
     "VersionsPage",
+    "WebhookDeliveriesPage",
+    "WebhookDeliveryItem",
+    "WebhookStatus",
     "WireResponse",
     "optional",
 )
