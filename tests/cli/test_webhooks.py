@@ -4,19 +4,17 @@ The last test runs them against a real ``tether serve``."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from tether.cli import _client, app
+from tether.cli import app
 
 from ..processes import eventually, free_port
+from .answered import answered_by
 from .command import tether
 from .conftest import start_server
 
@@ -55,12 +53,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
             return httpx.Response(200, json={"deliveries": [FAILED], "nextCursor": "wh_0123"})
         return httpx.Response(200, json={**FAILED, "payload": {"id": "wh_0123"}})
 
-    @contextlib.contextmanager
-    def connect(url: str, token: str | None, timeout: float | None = 30.0) -> Iterator[Any]:
-        with httpx.Client(base_url=url, transport=httpx.MockTransport(answer)) as client:
-            yield client
-
-    monkeypatch.setattr(_client, "connect", connect)
+    answered_by(monkeypatch, answer)
     return requests
 
 

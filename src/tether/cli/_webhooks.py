@@ -4,23 +4,24 @@ them with the JSON it sends (``show``), and sending one again (``resend``)
 
 from __future__ import annotations
 
-import enum
 import json
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from tether.cli import _client
+from tether._states import WebhookStatus
+from tether.cli._connect import DEFAULT_URL, TOKEN, connect
 from tether.cli._help import WholeSummaries
 from tether.cli._sessions import aligned
+
+if TYPE_CHECKING:
+    from tether.wire import WebhookDeliveryItem
 
 __all__ = ("webhooks_app",)
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
-URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
-TOKEN = _client.TOKEN
+URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
 
 webhooks_app = typer.Typer(
     cls=WholeSummaries,
@@ -31,14 +32,6 @@ webhooks_app = typer.Typer(
 )
 
 
-class Status(enum.StrEnum):
-    HELD = "held"
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
 STATUS = typer.Option(None, "--status", help="Only deliveries in it.")
 
 
@@ -46,17 +39,17 @@ def _time(value: str | None) -> str:
     return "-" if not value else value[:19].replace("T", " ") + value[19:].replace("+00:00", "Z")
 
 
-def _outcome(item: dict[str, Any]) -> str:
-    if item.get("lastError"):
-        return str(item["lastError"])
-    if item.get("lastStatus") is not None:
-        return f"HTTP {item['lastStatus']}"
+def _outcome(item: WebhookDeliveryItem) -> str:
+    if item.last_error:
+        return item.last_error
+    if item.last_status is not None:
+        return f"HTTP {item.last_status}"
     return "-"
 
 
 @webhooks_app.command("list")
 def list_deliveries(
-    status: Status | None = STATUS,
+    status: WebhookStatus | None = STATUS,
     submission: str | None = typer.Option(None, "--submission", help="Only this submission's."),
     limit: int = typer.Option(50, "--limit", min=1, max=500, help="At most this many."),
     after: str | None = typer.Option(
@@ -66,12 +59,14 @@ def list_deliveries(
     auth_token: str | None = TOKEN,
 ) -> None:
     """List the deliveries, oldest first: status, attempts, the last answer."""
-    params: dict[str, Any] = {"limit": limit}
-    given = {"status": status.value if status else None, "submissionId": submission, "after": after}
-    params |= {name: value for name, value in given.items() if value is not None}
-    with _client.connect(url, auth_token) as client:
-        page = _client.check(client.get("/webhook-deliveries", params=params))
-    items = page["deliveries"]
+    with connect(url, auth_token) as client:
+        page = client.webhook_deliveries(
+            status=status,
+            submission_id=submission,
+            limit=limit,
+            after=after,
+        )
+    items = page.deliveries
     if not items:
         console.print("no webhook deliveries")
     else:
@@ -79,20 +74,20 @@ def list_deliveries(
         for item in items:
             rows.append(
                 [
-                    item["id"],
-                    item["event"],
-                    item["status"],
-                    str(item["attempts"]),
-                    item["submissionId"],
-                    item["url"],
+                    item.id,
+                    item.event,
+                    item.status.value,
+                    str(item.attempts),
+                    item.submission_id,
+                    item.url,
                     _outcome(item),
-                    _time(item.get("nextAttemptAt")),
+                    _time(item.next_attempt_at),
                 ]
             )
         for line in aligned(rows):
             console.print(line, markup=False)
-    if page.get("nextCursor"):
-        console.print(f"more: add --after {page['nextCursor']}", markup=False)
+    if page.next_cursor:
+        console.print(f"more: add --after {page.next_cursor}", markup=False)
 
 
 @webhooks_app.command()
@@ -102,9 +97,10 @@ def show(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Show a delivery, and the JSON it sends, as JSON."""
-    with _client.connect(url, auth_token) as client:
-        item = _client.check(client.get(f"/webhook-deliveries/{quote(delivery_id, safe='')}"))
-    console.print(json.dumps(item, indent=2, ensure_ascii=False), markup=False)
+    with connect(url, auth_token) as client:
+        item = client.webhook_delivery(delivery_id)
+    shown = json.loads(item.to_json())  # as the wire writes it: camelCase, absent fields left out
+    console.print(json.dumps(shown, indent=2, ensure_ascii=False), markup=False)
 
 
 @webhooks_app.command()
@@ -114,7 +110,6 @@ def resend(
     auth_token: str | None = TOKEN,
 ) -> None:
     """Send a delivery again now, with the same id and body (a failed one, or one lost)."""
-    path = f"/webhook-deliveries/{quote(delivery_id, safe='')}/resend"
-    with _client.connect(url, auth_token) as client:
-        item = _client.check(client.post(path, json={}))
-    console.print(f"resending {item['id']} ({item['event']}) to {item['url']}", markup=False)
+    with connect(url, auth_token) as client:
+        item = client.resend_webhook(delivery_id)
+    console.print(f"resending {item.id} ({item.event}) to {item.url}", markup=False)
