@@ -2846,7 +2846,10 @@ export interface components {
              */
             versions: components["schemas"]["VersionItem"][];
         };
-        /** WebhookDeliveriesPage */
+        /**
+         * WebhookDeliveriesPage
+         * @description A page of the outbox's deliveries, oldest first.
+         */
         WebhookDeliveriesPage: {
             /** Deliveries */
             deliveries: components["schemas"]["WebhookDeliveryItem"][];
