@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tether._signing import verify_signature
     from tether.engine import AgentDefinition, AgentSpec, App, Memory, Runtime
     from tether.records import Record, RecordDraft
     from tether.store import SessionKey, Store, open_store
@@ -36,6 +37,7 @@ _LAZY = {
     "SessionKey": "tether.store",
     "Store": "tether.store",
     "open_store": "tether.store",
+    "verify_signature": "tether._signing",
 }
 
 
@@ -75,4 +77,5 @@ __all__ = (
     "Store",
     "__version__",
     "open_store",
+    "verify_signature",
 )

@@ -1,6 +1,7 @@
 """Where things stand, as the store keeps it and the wire says it: a submission's
 :class:`SubmissionStatus`, a gate's :class:`GateStatus`, a session's :class:`SessionState`,
-and a person's :data:`Decision` on an approval.
+an outbound webhook delivery's :class:`WebhookStatus`, and a person's :data:`Decision` on an
+approval.
 
 Their home is here, below every layer, so the store, the engine and the light wire models
 (:mod:`tether.wire`, which a client loads without the server) share one definition; each is
@@ -13,7 +14,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-__all__ = ("Decision", "GateStatus", "SessionState", "SubmissionStatus")
+__all__ = ("Decision", "GateStatus", "SessionState", "SubmissionStatus", "WebhookStatus")
 
 Decision = Literal["approve", "reject", "edit"]
 
@@ -55,3 +56,22 @@ class SessionState(StrEnum):
     RUNNING = "running"
     WAITING = "waiting"
     FAILED = "failed"
+
+
+class WebhookStatus(StrEnum):
+    """Where a delivery stands: ``held`` (a subscription's settlement, until its submission
+    settles), ``pending`` (due at ``next_attempt_at``, or being attempted: a claim moves that
+    time past the attempt's lease), ``delivered`` (a 2xx answer), ``failed`` (every attempt
+    failed; a resend makes it ``pending`` again), ``closed`` (a subscription's watch whose
+    submission settled, not asked to tell of it: never sent).
+
+    Example::
+
+        failed = await store.list_webhook_deliveries(status=WebhookStatus.FAILED)
+    """
+
+    HELD = "held"
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    CLOSED = "closed"

@@ -37,6 +37,9 @@ COMMANDS = [
     ["schedules"],
     ["schedules", "add", "a", "me", "--body", "tick", "--every", "60"],
     ["schedules", "delete", "s1"],
+    ["webhooks", "list", "--status", "failed"],
+    ["webhooks", "show", "wh_1"],
+    ["webhooks", "resend", "wh_1"],
 ]
 
 

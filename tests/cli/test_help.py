@@ -119,6 +119,7 @@ def _imported(*args: str) -> set[str]:
         ["inputs"],
         ["sessions"],
         ["export", "c1"],
+        ["webhooks", "list", "--status", "failed"],
     ],
     ids=" ".join,
 )

@@ -12,13 +12,23 @@ import pytest
 from pydantic import JsonValue
 
 from tether import errors
+from tether.client import RequestFailed
 from tether.demo import demo_agents, demo_subagents
-from tether.engine import AgentDefinition, AgentSpec
-from tether.http import DispatchAccepted, ScheduleBody, UpgradeBody
+from tether.engine import AgentDefinition, AgentSpec, WebhookSettings
 from tether.journal import Turn
 from tether.records import Record
 from tether.stream import StreamTaskMessageFull
+from tether.wire import (
+    CallbackBody,
+    DispatchAccepted,
+    DispatchBody,
+    ScheduleBody,
+    UpgradeBody,
+    WebhookStatus,
+)
 
+from ..engine.agents import echo_agent
+from ..fakes.webhook_receiver import webhook_receiver
 from .conftest import Served
 
 Start = Callable[..., Awaitable[Served]]
@@ -195,3 +205,39 @@ async def test_the_application_routes(served: Start) -> None:
 
 def _version(page: Any) -> str:
     return str(page.versions[0].version)
+
+
+async def test_webhook_deliveries_are_listed_shown_and_resent(served: Start) -> None:
+    settings = {"webhook_settings": WebhookSettings(secret="whsec-client", allow=["127.0.0.0/8"])}
+    client = (await served({"echo": echo_agent()}, settings=settings)).client
+    assert (await client.webhook_deliveries()).deliveries == []
+    async with webhook_receiver() as receiver:
+        callback = CallbackBody(url=receiver.url)
+        sent = await client.send("echo", "acme", DispatchBody(body="hi", callback=callback))
+        got = await receiver.next()
+        delivery_id = got.headers["tether-delivery"]
+
+        page = await client.webhook_deliveries(submission_id=sent.submission_id)
+        [item] = page.deliveries
+        assert (item.id, item.event, item.url) == (delivery_id, "settled", receiver.url)
+        assert item.payload is None and page.next_cursor is None
+        shown = await client.webhook_delivery(delivery_id)
+        assert isinstance(shown.payload, dict)
+        assert shown.payload["submissionId"] == sent.submission_id
+
+        again = await client.resend_webhook(delivery_id)
+        assert (again.id, again.attempts) == (delivery_id, 0)
+        assert again.status in (WebhookStatus.PENDING, WebhookStatus.DELIVERED)
+        assert (await receiver.next()).body == got.body
+
+    later = DispatchBody(body="later", after_seconds=3600, callback=callback)
+    await client.dispatch("echo", "acme", later)
+    [held] = (await client.webhook_deliveries(status=WebhookStatus.HELD)).deliveries
+    assert (await client.webhook_deliveries(status="held", limit=1)).next_cursor == held.id
+    assert (await client.webhook_deliveries(after=held.id)).deliveries == []
+    with pytest.raises(RequestFailed) as refused:  # the HTTP layer's own: no class
+        await client.resend_webhook(held.id)
+    assert (refused.value.status, refused.value.type) == (409, "webhook_not_sendable")
+    with pytest.raises(RequestFailed) as missing:  # an engine's error: no class either
+        await client.webhook_delivery("wh_nope")
+    assert (missing.value.status, missing.value.type) == (404, "webhook_not_found")

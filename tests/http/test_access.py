@@ -24,6 +24,7 @@ from .conftest import Server
 Serve = Callable[..., Any]
 IDS = {"agent": "assistant", "instance": "me", "conversation_id": "c", "submission_id": "s"}
 IDS |= {"approval_id": "a", "input_id": "i", "schedule_id": "x", "gate_id": "g", "chat_id": "c"}
+IDS |= {"delivery_id": "d"}
 
 
 def _identities(request: HTTPConnection) -> Identity | None:

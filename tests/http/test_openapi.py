@@ -24,7 +24,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tether.demo import demo_agents
-from tether.engine import Runtime
+from tether.engine import Runtime, WebhookSettings
 from tether.http import create_app
 from tether.store import MemoryStore, Store
 from tether.wire import RecordsPage
@@ -143,7 +143,7 @@ def test_the_typescript_clients_copy_of_the_document_is_the_servers() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 42
+    assert len(_operations(doc)) == 45
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -253,7 +253,8 @@ async def test_every_answer_keeps_to_the_documented_schemas(
 ) -> None:
     """Every operation answers, in success and in failure, with what the document says."""
     monkeypatch.setenv("TETHER_DEMO_RESEARCH_SECONDS", "30")  # until aborted: steered meanwhile
-    server: Server = await asgi(demo_agents())
+    hooks = WebhookSettings(secret="whsec", allow=["127.0.0.0/8"])
+    server: Server = await asgi(demo_agents(), settings={"webhook_settings": hooks})
     call = Checked(server.client, _document())
     me = "/agents/assistant/me"
 
@@ -383,6 +384,18 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     opened = await call("GET", f"{me}/submissions", params={"session": "later"})
     assert [item["submissionId"] for item in opened.json()["submissions"]] == [scheduled]
     assert (await call("GET", f"{me}/submissions", params={"session": "x"})).status_code == 404
+    # Outbound webhooks (issue 43): a held subscription listed, shown, not resendable.
+    hooked = {**later, "callback": {"url": "http://127.0.0.1:9/hook"}}
+    assert (await call("POST", me, json=hooked)).status_code == 202
+    refused = {"body": "x", "callback": {"url": "http://10.0.0.1/hook"}}
+    assert (await call("POST", me, json=refused)).status_code == 422
+    [held] = (await call("GET", "/webhook-deliveries")).json()["deliveries"]
+    assert (await call("GET", "/webhook-deliveries", params={"limit": 0})).status_code == 422
+    assert (await call("GET", f"/webhook-deliveries/{held['id']}")).json()["status"] == "held"
+    assert (await call("GET", "/webhook-deliveries/nope")).status_code == 404
+    resend = f"/webhook-deliveries/{held['id']}/resend"
+    assert (await call("POST", resend, json={})).status_code == 409
+    assert (await call("POST", "/webhook-deliveries/nope/resend", json={})).status_code == 404
     assert set(call.templates) <= call.seen, set(call.templates) - call.seen
 
 

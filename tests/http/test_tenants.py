@@ -20,7 +20,7 @@ from starlette.requests import HTTPConnection
 
 from tether.auth import ALL_SCOPES, Identity, bearer_token
 from tether.demo import demo_agents
-from tether.engine import Runtime
+from tether.engine import Runtime, WebhookSettings
 from tether.http import create_app
 from tether.http._access import ROUTE_SCOPES
 from tether.store import MemoryStore
@@ -36,6 +36,7 @@ PEOPLE = {
     "ops": Identity("ops"),  # an operator: every tenant
 }
 SECRET = "acme-confidential"
+HOOKS = {"webhook_settings": WebhookSettings(secret="whsec", allow=["127.0.0.0/8"])}
 
 
 def _people(request: HTTPConnection) -> Identity | None:
@@ -58,7 +59,10 @@ async def _acme(server: Server) -> dict[str, str]:
     ann = _as("ann")
     parked = await c.post(
         "/agents/assistant/acme-desk",
-        json={"body": f"email bob@example.com: {SECRET}"},
+        json={
+            "body": f"email bob@example.com: {SECRET}",
+            "callback": {"url": "http://127.0.0.1:9/acme-hook", "events": ["settled"]},
+        },
         headers=ann,
     )
     assert parked.status_code == 202, parked.text
@@ -84,6 +88,7 @@ async def _acme(server: Server) -> dict[str, str]:
         headers=ann,
     )  # fmt: skip
     assert schedule.status_code == 201, schedule.text
+    [delivery] = (await c.get("/webhook-deliveries", headers=ann)).json()["deliveries"]
     return {
         "agent": "assistant",
         "instance": "acme-desk",
@@ -95,6 +100,7 @@ async def _acme(server: Server) -> dict[str, str]:
         "schedule_id": "acme-nightly",
         "fork_id": forked.json()["conversationId"],
         "chat_id": "default",  # an AI SDK chat is a session: Ann's
+        "delivery_id": delivery["id"],
     }
 
 
@@ -103,7 +109,7 @@ def _marks(ids: dict[str, str]) -> list[str]:
 
 
 async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -> None:
-    server: Server = await asgi(_agents(), authenticate=_people)
+    server: Server = await asgi(_agents(), authenticate=_people, settings=HOOKS)
     ids = await _acme(server)
     c = server.client
     bob = _as("bob")
@@ -150,7 +156,8 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
     # Every listing is B's own: empty, here, and past a cursor of A's.
     for path, key in (("/sessions", "sessions"), ("/approvals", "approvals"),
                       ("/inputs", "inputs"), ("/budgets", "budgets"),
-                      ("/schedules", "schedules")):  # fmt: skip
+                      ("/schedules", "schedules"),
+                      ("/webhook-deliveries", "deliveries")):  # fmt: skip
         listed = await c.get(path, headers=bob, params={"limit": 1})
         assert listed.status_code == 200 and listed.json()[key] == [], (path, listed.text)
         answers.append(listed)

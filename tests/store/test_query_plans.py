@@ -34,6 +34,8 @@ from tether.store import (
     SqliteStore,
     SubmissionStatus,
     TaskParent,
+    WebhookDelivery,
+    WebhookStatus,
 )
 from tether.store.postgres import PostgresStore
 from tether.testing.storetest import CompleteStore, Fixtures
@@ -53,6 +55,7 @@ GROWING = (
     "attachment_refs",
     "limit_holds",
     "memory_items",
+    "webhook_deliveries",
 )
 # A claim reads the queued heads in claim order from ``submissions_queued_by_rank``, a
 # partial index of the backlog alone (as PostgreSQL's ``submissions_queued`` below): SQLite
@@ -457,6 +460,58 @@ async def test_every_query_of_the_memory_steps_is_served_by_an_index(
     await _memory_steps(store)
     judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
     assert any("memory_items" in statement for statement in judged)
+
+
+async def _outbox(store: CompleteStore) -> None:
+    """What a worker's webhook loop and the deliveries' routes run (issue 43)."""
+    key = SessionKey("a", "x", "s")
+    await store.put_webhook_deliveries(
+        [
+            WebhookDelivery(
+                f"wh-{n}",
+                "https://example.com/hook",
+                "settled",
+                key,
+                f"sub-{n % 5}",
+                Fixtures.at(n),
+                status=(WebhookStatus.HELD, WebhookStatus.PENDING)[n % 2],
+                events=("settled",),
+                body=None if n % 2 == 0 else b"{}",
+                next_attempt_at=None if n % 2 == 0 else Fixtures.at(n),
+                tenant=("t1", None)[n % 2],
+            )
+            for n in range(40)
+        ]
+    )
+    claimed = await store.claim_webhook_deliveries(
+        Fixtures.at(50), lease_until=Fixtures.at(60), limit=3
+    )
+    await store.finish_webhook_attempt(
+        claimed[0].id,
+        attempt=1,
+        status=WebhookStatus.DELIVERED,
+        next_attempt_at=None,
+        last_status=200,
+        last_error=None,
+        now=Fixtures.at(51),
+    )
+    await store.release_webhook_delivery("wh-0", body=b"{}", now=Fixtures.at(52))
+    held = await store.list_webhook_deliveries(status=WebhookStatus.HELD, limit=5)
+    await store.list_webhook_deliveries(status=WebhookStatus.HELD, limit=5, after=held[-1].id)
+    await store.list_webhook_deliveries(submission_id="sub-1", status=WebhookStatus.HELD)
+    await store.list_webhook_deliveries(limit=5, after="wh-7")
+    await store.get_webhook_delivery("wh-3")
+    await store.resend_webhook_delivery("wh-3", now=Fixtures.at(53))
+    await store.forget_webhook_deliveries(SessionKey("a", "x", "other"))
+
+
+async def test_every_query_of_the_webhook_outbox_is_served_by_an_index(
+    store: CompleteStore, capture: Capture
+) -> None:
+    capture.statements.clear()  # opening (the migrations) is not judged
+    await _outbox(store)
+    judged = {str(s if isinstance(s, str) else s[0]) for s in capture.statements}
+    assert any("webhook_deliveries" in statement for statement in judged)
     assert capture.scans() == []
 
 

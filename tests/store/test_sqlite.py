@@ -2,6 +2,7 @@ import sqlite3
 from pathlib import Path
 
 from tether.store import SqliteStore, Store
+from tether.store._sqlite_schema import _MIGRATIONS, SCHEMA_VERSION
 from tether.testing.storetest import StoreConformance
 
 from ..sqlite import open_sqlite
@@ -38,3 +39,18 @@ class TestSqliteStoreThreadCommits(TestSqliteStore):
 
     async def make_store(self, directory: Path) -> Store:
         return await open_sqlite(directory, inline_commits=False)
+
+
+async def test_a_migrated_file_is_stamped_with_its_last_step_and_reopens(tmp_path: Path) -> None:
+    """The version stamped is the number of steps: a stamp behind them would run the last
+    step again at the next open (its ``CREATE TABLE`` failing)."""
+    assert SCHEMA_VERSION == len(_MIGRATIONS)
+    await (await SqliteStore.open(tmp_path)).close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        with sqlite3.connect(store.path) as conn:
+            [(version,)] = conn.execute("PRAGMA user_version").fetchall()
+        conn.close()
+        assert version == SCHEMA_VERSION
+    finally:
+        await store.close()

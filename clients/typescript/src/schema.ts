@@ -867,6 +867,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Deliveries
+         * @description The outbox's deliveries, oldest first: a tenant's identity sees its own only.
+         *     ``after``: the ``nextCursor`` of the page before.
+         */
+        get: operations["deliveries_webhook_deliveries_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-deliveries/{delivery_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Delivery
+         * @description One delivery, with the JSON it sends.
+         */
+        get: operations["delivery_webhook_deliveries__delivery_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhook-deliveries/{delivery_id}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resend
+         * @description Send a delivery again now, with the same id and body (its attempts counted from 0):
+         *     a failed one, or one a receiver lost. A subscription (``held``, ``closed``) is 409.
+         */
+        post: operations["resend_webhook_deliveries__delivery_id__resend_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1306,6 +1368,21 @@ export interface components {
             /** Gate id */
             gateId: string;
         };
+        /** CallbackBody */
+        CallbackBody: {
+            /**
+             * Events
+             * @default [
+             *       "settled"
+             *     ]
+             */
+            events?: ("settled" | "approval_requested" | "input_requested")[];
+            /**
+             * Url
+             * @description Where the events are POSTed: http(s), its host a public address (private, loopback and link-local ones are refused unless the server allows them).
+             */
+            url: string;
+        };
         /**
          * ChildSubmission
          * @description A child submission one of a submission's task calls spawned.
@@ -1476,6 +1553,11 @@ export interface components {
              * @description Limits on this submission's spending, each over the agent's and the application's (docs/budgets.md).
              */
             budget?: components["schemas"]["Budget"] | null;
+            /**
+             * Callback
+             * @description Tell a URL of this submission's events, each a signed POST (``Tether-Signature``) retried from a durable outbox (docs/how-to/webhooks.md).
+             */
+            callback?: components["schemas"]["CallbackBody"] | null;
             /** Dispatch id */
             dispatchId?: string | null;
             /**
@@ -2764,6 +2846,101 @@ export interface components {
              */
             versions: components["schemas"]["VersionItem"][];
         };
+        /**
+         * WebhookDeliveriesPage
+         * @description A page of the outbox's deliveries, oldest first.
+         */
+        WebhookDeliveriesPage: {
+            /** Deliveries */
+            deliveries: components["schemas"]["WebhookDeliveryItem"][];
+            /**
+             * Next cursor
+             * @description Pass as ``after`` for the next page.
+             */
+            nextCursor?: string | null;
+        };
+        /**
+         * WebhookDeliveryItem
+         * @description One delivery of the outbox: where it goes, what it tells of, and how it went.
+         */
+        WebhookDeliveryItem: {
+            /** Agent */
+            agent: string;
+            /** Attempts */
+            attempts: number;
+            /**
+             * Created at
+             * Format: date-time
+             */
+            createdAt: string;
+            /**
+             * Delivered at
+             * Format: date-time
+             */
+            deliveredAt?: string | null;
+            /**
+             * Event
+             * @description settled, approval_requested or input_requested.
+             */
+            event: string;
+            /**
+             * Events
+             * @description What the subscription asked for (a held row's).
+             */
+            events: string[];
+            /**
+             * Id
+             * @description Stable: every attempt sends it as ``Tether-Delivery``.
+             */
+            id: string;
+            /** Instance */
+            instance: string;
+            /**
+             * Last error
+             * @description Why the last attempt failed.
+             */
+            lastError?: string | null;
+            /**
+             * Last status
+             * @description The last answer's HTTP status.
+             */
+            lastStatus?: number | null;
+            /**
+             * Next attempt at
+             * Format: date-time
+             */
+            nextAttemptAt?: string | null;
+            /**
+             * Payload
+             * @description The JSON it sends (shown one at a time).
+             */
+            payload?: components["schemas"]["JsonValue"];
+            /** Session */
+            session: string;
+            /**
+             * Status
+             * @description held (a subscription, until its submission settles), pending, delivered, failed (every attempt failed: resend it), closed (a subscription not asked to tell of the settlement).
+             */
+            status: components["schemas"]["WebhookStatus"];
+            /** Submission id */
+            submissionId: string;
+            /** Url */
+            url: string;
+        };
+        /**
+         * WebhookStatus
+         * @description Where a delivery stands: ``held`` (a subscription's settlement, until its submission
+         *     settles), ``pending`` (due at ``next_attempt_at``, or being attempted: a claim moves that
+         *     time past the attempt's lease), ``delivered`` (a 2xx answer), ``failed`` (every attempt
+         *     failed; a resend makes it ``pending`` again), ``closed`` (a subscription's watch whose
+         *     submission settled, not asked to tell of it: never sent).
+         *
+         *     Example::
+         *
+         *         failed = await store.list_webhook_deliveries(status=WebhookStatus.FAILED)
+         * @enum {string}
+         */
+        WebhookStatus: "held" | "pending" | "delivered" | "failed" | "closed";
     };
     responses: never;
     parameters: never;
@@ -6331,6 +6508,255 @@ export interface operations {
             };
             /** @description The store this server runs on does not offer what the request needs (``store_capability_missing``; the message names the capability). */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deliveries_webhook_deliveries_get: {
+        parameters: {
+            query?: {
+                status?: components["schemas"]["WebhookStatus"] | null;
+                submissionId?: string | null;
+                limit?: number;
+                after?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveriesPage"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store this server runs on does not offer what the request needs (``store_capability_missing``; the message names the capability). */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    delivery_webhook_deliveries__delivery_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryItem"];
+                };
+            };
+            /** @description The caller's identity lacks the scope the route needs (``forbidden``; the message and ``details`` name it), or the server's authorize hook refused it what it asked (``forbidden``; ``details``: the ``action`` and the ``resource``'s kind), or a request that changes something was sent by a page of another site: its ``Origin`` is neither the server's own nor one it allows (``forbidden_origin``). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Nothing by that name: an unknown agent, conversation, submission, approval or input. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store this server runs on does not offer what the request needs (``store_capability_missing``; the message names the capability). */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    resend_webhook_deliveries__delivery_id__resend_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryItem"];
+                };
+            };
+            /** @description The caller's identity lacks the scope the route needs (``forbidden``; the message and ``details`` name it), or the server's authorize hook refused it what it asked (``forbidden``; ``details``: the ``action`` and the ``resource``'s kind), or a request that changes something was sent by a page of another site: its ``Origin`` is neither the server's own nor one it allows (``forbidden_origin``). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Nothing by that name: an unknown agent, conversation, submission, approval or input. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the state of things (the type says which: ``session_busy``, ``dispatch_conflict``, ``approval_conflict``, ``input_conflict``, ``log_tampered``...). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store this server runs on does not offer what the request needs (``store_capability_missing``; the message names the capability). */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

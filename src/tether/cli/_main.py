@@ -36,6 +36,7 @@ from tether.cli._sessions import delete, sessions
 from tether.cli._tokens import tokens_app
 from tether.cli._usage import usage
 from tether.cli._versions import agents, upgrade, versions
+from tether.cli._webhooks import webhooks_app
 
 __all__ = ("app", "main")
 
@@ -100,6 +101,7 @@ app.command()(export)
 app.command(name="import")(import_log)
 app.command(name="export-key")(export_key)
 app.add_typer(schedules_app, name="schedules")
+app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(tokens_app, name="tokens")
 console = Console(
     soft_wrap=True, highlight=False, emoji=False

@@ -66,6 +66,9 @@ from tether.wire import (
     UsageAnswer,
     Verified,
     VersionsPage,
+    WebhookDeliveriesPage,
+    WebhookDeliveryItem,
+    WebhookStatus,
 )
 
 __all__ = (
@@ -98,6 +101,7 @@ __all__ = (
     "pending_input",
     "ready",
     "records",
+    "resend_webhook",
     "schedules",
     "send",
     "sessions",
@@ -110,6 +114,8 @@ __all__ = (
     "verify",
     "versions",
     "wait",
+    "webhook_deliveries",
+    "webhook_delivery",
 )
 
 Multitask = Literal["enqueue", "reject", "interrupt", "steer"]
@@ -550,6 +556,51 @@ def add_schedule(schedule: ScheduleBody) -> Call[ScheduleItem]:
 def delete_schedule(schedule_id: str) -> Call[ScheduleDeleted]:
     """``DELETE /schedules/{id}``."""
     return Call("DELETE", path("/schedules/{}", schedule_id), model(ScheduleDeleted))
+
+
+def webhook_deliveries(
+    *,
+    status: WebhookStatus
+    | Literal["held", "pending", "delivered", "failed", "closed"]
+    | None = None,
+    submission_id: str | None = None,
+    limit: int | None = None,
+    after: str | None = None,
+) -> Call[WebhookDeliveriesPage]:
+    """``GET /webhook-deliveries``: a page of the outbound webhook outbox, oldest first
+    (docs/how-to/webhooks.md); ``after``: the ``next_cursor`` of the page before.
+
+    Example::
+
+        page = client.webhook_deliveries(status="failed")
+        for item in page.deliveries:
+            print(item.id, item.url, item.last_error)
+    """
+    return Call(
+        "GET",
+        "/webhook-deliveries",
+        model(WebhookDeliveriesPage),
+        params={
+            "status": None if status is None else str(status),
+            "submissionId": submission_id,
+            "limit": limit,
+            "after": after,
+        },
+    )
+
+
+def webhook_delivery(delivery_id: str) -> Call[WebhookDeliveryItem]:
+    """``GET /webhook-deliveries/{id}``: one delivery, with the JSON it sends (``payload``)."""
+    return Call("GET", path("/webhook-deliveries/{}", delivery_id), model(WebhookDeliveryItem))
+
+
+def resend_webhook(delivery_id: str) -> Call[WebhookDeliveryItem]:
+    """``POST /webhook-deliveries/{id}/resend``: send a delivery again now, with the same id
+    and body (a failed one, or one a receiver lost); a subscription still held is refused
+    (409 ``webhook_not_sendable``)."""
+    return Call(
+        "POST", path("/webhook-deliveries/{}/resend", delivery_id), model(WebhookDeliveryItem)
+    )
 
 
 def versions(*, agent: str | None = None) -> Call[VersionsPage]:

@@ -67,6 +67,7 @@ from tether.engine._observe import (
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    WebhookAttempted,
 )
 from tether.engine._progress import ProgressHub, ProgressSubscription
 from tether.engine._pruner import PruneAction, PruneOutcome, PruneReport
@@ -108,6 +109,12 @@ from tether.engine._versions import (
     pins_of,
     version_digest,
 )
+from tether.engine._webhooks import (
+    Callback,
+    WebhookNotFound,
+    WebhookSettings,
+    WebhookSubscription,
+)
 
 __all__ = (
     "ABORTED",
@@ -142,6 +149,7 @@ __all__ = (
     "AttemptStarted",
     "Budget",
     "BudgetExhausted",
+    "Callback",
     "ChildUsage",
     "Clock",
     "Compacted",
@@ -218,6 +226,10 @@ __all__ = (
     "UsageTotals",
     "VersionPolicy",
     "VersionState",
+    "WebhookAttempted",
+    "WebhookNotFound",
+    "WebhookSettings",
+    "WebhookSubscription",
     "build_spec",
     "memory_text",
     "pins_of",

@@ -15,6 +15,7 @@ from tether.engine._retention import Retention
 from tether.engine._schedules import Schedule
 from tether.engine._subagents import SubagentLimits
 from tether.engine._tenant_budget import TenantBudget
+from tether.engine._webhooks import WebhookSettings, WebhookSubscription
 from tether.models import ModelRetryPolicy
 from tether.store import ExportKey
 
@@ -107,6 +108,10 @@ class RuntimeConfig:
     metrics_interval: float = 15.0
     """With ``metric_sinks``: how often a started runtime reads the store's state (queued,
     running, waiting, gates pending) for them."""
+    webhooks: Sequence[WebhookSubscription] = ()
+    """Standing outbound webhook subscriptions, per agent (docs/how-to/webhooks.md)."""
+    webhook_settings: WebhookSettings = field(default_factory=WebhookSettings)
+    """How outbound webhooks are signed, checked (SSRF) and retried."""
 
     def __post_init__(self) -> None:
         check_session_budget(self.session_budget)

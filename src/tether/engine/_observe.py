@@ -50,6 +50,7 @@ __all__ = (
     "ToolStarted",
     "TurnEnded",
     "TurnStarted",
+    "WebhookAttempted",
 )
 
 logger = logging.getLogger("tether.engine")
@@ -244,6 +245,22 @@ class SubmissionSettledEvent(EngineEvent):
     """When the submission was admitted (its settle latency starts there)."""
     settled_at: datetime | None = None
     """When it settled, on the runtime's clock."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookAttempted(EngineEvent):
+    """An outbound webhook delivery was attempted (docs/how-to/webhooks.md): ``outcome`` is
+    ``delivered`` (a 2xx), ``pending`` (it is tried again later) or ``failed`` (its last
+    attempt); ``answer`` the receiver's HTTP status, ``error`` why it failed."""
+
+    kind = "webhook_attempted"
+    delivery_id: str = ""
+    url: str = ""
+    event: str = ""
+    attempt: int = 0
+    outcome: str = ""
+    answer: int | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ from tether.engine._observe import (
     Observer,
     SubmissionAdmitted,
 )
+from tether.engine._outbox import Outbox, targets_of
 from tether.engine._progress import ProgressHub
 from tether.engine._pruner import Pruner, PruneReport, prune
 from tether.engine._queued import QueuedWaits
@@ -82,6 +83,7 @@ from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
 from tether.engine._session_usage import SessionSpend, session_spend
 from tether.engine._sessions import SessionPage, SessionState, erase_session, session_page
+from tether.engine._ssrf import check_webhook_url, networks_of
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
 from tether.engine._subtree import SubmissionTree, submission_tree
@@ -97,6 +99,14 @@ from tether.engine._upgrade_check import UpgradeCheck, check_upgrade
 from tether.engine._usage import UsageTotals, total_usage
 from tether.engine._versions import AgentVersions, flatten_versions
 from tether.engine._views import ViewCache
+from tether.engine._webhook_sender import WebhookSender
+from tether.engine._webhooks import (
+    ALLOW_VARIABLE,
+    SECRET_VARIABLE,
+    Callback,
+    WebhookNotFound,
+    parse_callback,
+)
 from tether.errors import (
     ApprovalNotFound,
     ConversationNotFound,
@@ -117,6 +127,7 @@ from tether.records import Actor, BudgetDecided, ConversationCreated, LogTruncat
 from tether.store import (
     DEFAULT_STORE_URL,
     MAX_SEQ,
+    MAX_WEBHOOK_PAGE,
     Admission,
     AdmitAndClaimStore,
     ChangeFeed,
@@ -131,6 +142,9 @@ from tether.store import (
     StoreCapabilities,
     Submission,
     SubmissionStatus,
+    WebhookDelivery,
+    WebhookStatus,
+    WebhookStore,
     check_priority,
     check_priority_aging,
     open_store,
@@ -229,6 +243,8 @@ def _check_features(
     if config.retention is not None and config.retention.prunes:
         require_capability(capabilities.sessions, "sessions")
         require_capability(capabilities.retention, "retention")
+    if config.webhooks:
+        require_capability(capabilities.webhooks, "webhooks")
 
 
 def _check_agents(
@@ -296,7 +312,9 @@ class Runtime:
         """What this process counted (docs/metrics.md): an observer of its own; read with
         :meth:`metrics_snapshot`."""
         self.instrumentation = Instrumentation(
-            [log_event, *observers, self.progress, self.metrics], interceptors, redact=self.redact
+            [log_event, *observers, self.progress, self.metrics, self._heard_for_webhooks],
+            interceptors,
+            redact=self.redact,
         )
         self.clock: Clock = self.config.clock or SystemClock()
         timeout = self.config.model_timeout
@@ -318,6 +336,10 @@ class Runtime:
         )
         self._scheduler: Scheduler | None = None
         self._pruner: Pruner | None = None
+        self._outbox: Outbox | None = None
+        self._webhook_sender: WebhookSender | None = None
+        self._webhook_secret: str | None = None
+        self._webhook_allow = networks_of(self.config.webhook_settings.allow)
         self._gauges: asyncio.Task[None] | None = None
         self._reading: asyncio.Future[MetricsSnapshot] | None = None
         self._runs = RunRegistry()
@@ -417,6 +439,24 @@ class Runtime:
         store = self.store
         capabilities = StoreCapabilities.of(store)  # once: the context carries them
         _check_features(self.config, capabilities, self.agents)
+        self._webhook_secret = (
+            self.config.webhook_settings.secret
+            or self.config.env.get(SECRET_VARIABLE)
+            or os.environ.get(SECRET_VARIABLE)
+            or None
+        )
+        allowed = self.config.env.get(ALLOW_VARIABLE) or os.environ.get(ALLOW_VARIABLE)
+        if allowed:  # beside WebhookSettings.allow: what `tether serve` is given by the env
+            extra = [cidr.strip() for cidr in allowed.split(",") if cidr.strip()]
+            try:
+                self._webhook_allow = (*self._webhook_allow, *networks_of(extra))
+            except ValueError as exc:
+                raise ValueError(f"{ALLOW_VARIABLE}: {exc}") from None
+        if self.config.webhooks and self._webhook_secret is None:
+            raise ValueError(
+                f"webhook subscriptions need a signing secret: set {SECRET_VARIABLE} "
+                "or WebhookSettings.secret"
+            )
         versions = await self.resolve_versions()
         self._context = EngineContext(
             store=store,
@@ -470,6 +510,33 @@ class Runtime:
             if retention is not None and retention.prunes:
                 self._pruner = Pruner(self._context, retention)
                 self._pruner.start()
+        self._start_webhooks(worker=worker)
+
+    def _start_webhooks(self, *, worker: bool) -> None:
+        """The outbox, where the store keeps one, and (on a worker) its delivery loop."""
+        context = self._started_context()
+        outbox = context.capabilities.webhooks
+        if outbox is None:
+            return
+        settings = self.config.webhook_settings
+        self._outbox = Outbox(
+            self.store, outbox, context.capabilities.gates, self.clock, self.config.webhooks
+        )
+        if worker and self._webhook_secret is not None:
+            self._webhook_sender = WebhookSender(
+                self._outbox,
+                outbox,
+                self.clock,
+                settings,
+                secret=self._webhook_secret,
+                allow=self._webhook_allow,
+                emit=self.instrumentation.emit,
+            )
+            self._webhook_sender.start()
+
+    def _heard_for_webhooks(self, event: EngineEvent) -> None:
+        if self._webhook_sender is not None:
+            self._webhook_sender.heard(event)
 
     async def close(self) -> None:
         """Stop claiming, release running work without burning an attempt, close an owned store."""
@@ -487,6 +554,8 @@ class Runtime:
             await self._scheduler.stop()
         if self._pruner is not None:
             await self._pruner.stop()
+        if self._webhook_sender is not None:
+            await self._webhook_sender.stop()
         if self._coordinator is not None:
             await self._coordinator.stop()
         await self._runs.bury_zombies(grace=1)
@@ -676,6 +745,7 @@ class Runtime:
         run_at: datetime | None = None,
         after: timedelta | float | None = None,
         priority: int | None = None,
+        callback: Callback | Mapping[str, Any] | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
@@ -696,7 +766,12 @@ class Runtime:
         ``enqueue`` delays. ``priority`` (``PRIORITY_MIN..PRIORITY_MAX``, higher first;
         ``None``: the agent's, else 0) orders its claim among other sessions' queued
         submissions, aged by ``RuntimeConfig.priority_aging`` (docs/priorities.md);
-        ``InvalidDispatch`` out of range.
+        ``InvalidDispatch`` out of range. ``callback`` (a :class:`Callback`, or
+        ``{"url": ..., "events": [...]}``) has the submission's ``settled``,
+        ``approval_requested`` and ``input_requested`` events POSTed there, signed, from a
+        durable outbox (docs/how-to/webhooks.md); a URL that is not ``http(s)`` or whose host
+        is a private, loopback or link-local address (unless ``WebhookSettings.allow`` holds
+        it), or a runtime without a signing secret, is ``InvalidDispatch``, nothing written.
 
         Example::
 
@@ -704,6 +779,8 @@ class Runtime:
             await runtime.dispatch("support", "acme", "go", budget=Budget(model_calls=5))
             await runtime.dispatch("support", "acme", "remind me", after=timedelta(days=1))
             await runtime.dispatch("support", "acme", "urgent", priority=10)
+            await runtime.dispatch("support", "acme", "refund", callback={
+                "url": "https://example.com/hooks", "events": ["settled"]})
         """
         self._check_open()
         if agent not in self.agents:
@@ -735,9 +812,34 @@ class Runtime:
                     await self._cancel(submission)
             if busy and multitask == "steer":
                 inbound = inbound.model_copy(update={"kind": "steer", "budget": None})
-        return await self._admit(
+        hook = None if callback is None else await self._check_callback(callback)
+        receipt = await self._admit(
             key, inbound, dispatch_id, trace_context(trace), tenant, due, priority
         )
+        await self._subscribe(key, receipt, hook)
+        return receipt
+
+    async def _check_callback(self, callback: Callback | Mapping[str, Any]) -> Callback:
+        hook = parse_callback(callback)
+        require_capability(self._offered().webhooks, "webhooks")
+        if self._webhook_secret is None:
+            raise InvalidDispatch(
+                f"no webhook signing secret is configured ({SECRET_VARIABLE})", field="callback"
+            )
+        await check_webhook_url(hook.url, self._webhook_allow)
+        return hook
+
+    async def _subscribe(self, key: SessionKey, receipt: Receipt, hook: Callback | None) -> None:
+        """Hold the outbox rows of the submission's webhooks (its callback, its agent's
+        subscriptions), if it has any: after the admission, so a dispatch that fails in
+        between (its caller has no answer) is retried whole, with its ``dispatch_id``."""
+        outbox = self._outbox
+        if outbox is None or not targets_of(key.agent, hook, self.config.webhooks):
+            return
+        submission = await self.store.get_submission(receipt.submission_id)
+        await outbox.subscribe(submission, hook)
+        if self._webhook_sender is not None:
+            self._webhook_sender.nudge()
 
     async def _admit(
         self,
@@ -1262,6 +1364,70 @@ class Runtime:
         )
 
     # --- retention --------------------------------------------------------------------
+
+    # --- outbound webhooks ---------------------------------------------------------------
+
+    def _webhook_store(self) -> WebhookStore:
+        self._check_open()
+        return require_capability(self._offered().webhooks, "webhooks")
+
+    async def webhook_deliveries(
+        self,
+        *,
+        status: WebhookStatus | None = None,
+        submission_id: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[WebhookDelivery]:
+        """The outbox's deliveries, oldest first (docs/how-to/webhooks.md): ``tenant``'s
+        only (``None``: an operator's, every one), up to ``limit``
+        (``MAX_WEBHOOK_PAGE`` at most), those after the delivery ``after``.
+
+        Example::
+
+            failed = await runtime.webhook_deliveries(status=WebhookStatus.FAILED)
+        """
+        if not 1 <= limit <= MAX_WEBHOOK_PAGE:
+            raise ValueError(f"limit must be 1-{MAX_WEBHOOK_PAGE}")
+        return await self._webhook_store().list_webhook_deliveries(
+            status=status, tenant=tenant, submission_id=submission_id, limit=limit, after=after
+        )
+
+    async def webhook_delivery(
+        self, delivery_id: str, *, tenant: str | None = None
+    ) -> WebhookDelivery:
+        """One delivery; ``WebhookNotFound`` if none has the id (or it is not ``tenant``'s).
+
+        Example::
+
+            delivery = await runtime.webhook_delivery("wh_4f1c...")
+        """
+        found = await self._webhook_store().get_webhook_delivery(delivery_id)
+        if found is None or (tenant is not None and found.tenant != tenant):
+            raise WebhookNotFound(delivery_id)
+        return found
+
+    async def resend_webhook(
+        self, delivery_id: str, *, tenant: str | None = None
+    ) -> WebhookDelivery:
+        """Send a delivery again, now, with the same id and body (its attempts counted from
+        0 again): a ``failed`` one, or a delivered one a receiver lost. A ``held`` or
+        ``closed`` one (a subscription, not a delivery) is left as it is, returned.
+
+        Example::
+
+            again = await runtime.resend_webhook("wh_4f1c...")
+        """
+        await self.webhook_delivery(delivery_id, tenant=tenant)
+        again = await self._webhook_store().resend_webhook_delivery(
+            delivery_id, now=self.clock.now()
+        )
+        if again is None:
+            raise WebhookNotFound(delivery_id)
+        if self._webhook_sender is not None:
+            self._webhook_sender.nudge()
+        return again
 
     async def prune(
         self, retention: Retention | None = None, *, dry_run: bool = False

@@ -273,6 +273,9 @@ async def erase_session(
                 for submission in busy:  # woken by each settlement, not polled
                     await wait_settled(store, feed, context.runs, submission.id)
     erased = await retention.erase_session(conversation.id)
+    outbox = context.capabilities.webhooks
+    if outbox is not None:  # the deliveries' bodies hold what the session said
+        await outbox.forget_webhook_deliveries(key)
     context.views.forget(conversation.id)
     log_erased(erased, by, conversation.tenant)
     return dataclasses.replace(erased, by=by)

@@ -71,6 +71,8 @@ from tether.wire import (
     Verified,
     VersionItem,
     VersionsPage,
+    WebhookDeliveriesPage,
+    WebhookDeliveryItem,
     WireResponse,
 )
 
@@ -131,6 +133,8 @@ __all__ = (
     "Verified",
     "VersionItem",
     "VersionsPage",
+    "WebhookDeliveriesPage",
+    "WebhookDeliveryItem",
     "WireResponse",
     "create_app",
     "runtime_dependency",

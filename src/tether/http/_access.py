@@ -106,6 +106,9 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("POST", "/versions/upgrade"): "admin",
     ("GET", "/metrics"): "metrics:read",
     ("GET", "/usage"): "sessions:read",
+    ("GET", "/webhook-deliveries"): "sessions:read",
+    ("GET", "/webhook-deliveries/{delivery_id}"): "sessions:read",
+    ("POST", "/webhook-deliveries/{delivery_id}/resend"): "sessions:write",
 }
 """The scope each API route needs, by method and path (``None``: any identity). Reading
 what belongs to no tenant

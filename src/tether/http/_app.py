@@ -47,6 +47,7 @@ from tether.http._sse import RecentRecords
 from tether.http._submissions import submissions_router
 from tether.http._usage import usage_router
 from tether.http._versions import versions_router
+from tether.http._webhook_deliveries import webhook_deliveries_router
 
 if TYPE_CHECKING:
     from tether.http._mcp_server import AgentsOverMcp
@@ -202,6 +203,7 @@ _API = (
     budgets_router,
     usage_router,
     schedules_router,
+    webhook_deliveries_router,
     insights_router,
     versions_router,
     me_router,

@@ -94,7 +94,7 @@ async def dispatch(
         mode="json",
         by_alias=True,
         exclude_none=True,
-        exclude={"session", "dispatch_id", "run_at", "after_seconds", "priority"},
+        exclude={"session", "dispatch_id", "run_at", "after_seconds", "priority", "callback"},
     )
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
@@ -112,6 +112,7 @@ async def dispatch(
         trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
         run_at=payload.run_at,
         after=payload.after_seconds,
+        callback=None if payload.callback is None else payload.callback.model_dump(),
     )
     status = None
     if wait:

@@ -59,6 +59,7 @@ from tether.store._protocol import (
     UsageStore,
     VersionStore,
     WaitStore,
+    WebhookStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite import DEFAULT_FILENAME as SQLITE_FILENAME
@@ -89,6 +90,12 @@ from tether.store._usage import (
     UsageSpent,
 )
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow, served_version
+from tether.store._webhooks import (
+    MAX_WEBHOOK_PAGE,
+    WEBHOOK_EVENTS,
+    WebhookDelivery,
+    WebhookStatus,
+)
 
 __all__ = (
     "CAPABILITIES",
@@ -97,12 +104,14 @@ __all__ = (
     "EXPORT_PAGE",
     "EXPORT_VERSION",
     "MAX_SEQ",
+    "MAX_WEBHOOK_PAGE",
     "MEMORY_SCAN",
     "PRIORITY_MAX",
     "PRIORITY_MIN",
     "SQLITE_FILENAME",
     "WAIT_FOR_CHILDREN",
     "WAIT_FOR_TIMER",
+    "WEBHOOK_EVENTS",
     "Admission",
     "AdmitAndClaimStore",
     "AttachmentStore",
@@ -169,6 +178,9 @@ __all__ = (
     "VersionStore",
     "VersionsServed",
     "WaitStore",
+    "WebhookDelivery",
+    "WebhookStatus",
+    "WebhookStore",
     "WorkerRow",
     "check_priority",
     "check_priority_aging",

@@ -32,6 +32,7 @@ from tether.store._protocol import (
     UsageStore,
     VersionStore,
     WaitStore,
+    WebhookStore,
 )
 
 __all__ = ("CAPABILITIES", "CapabilityName", "StoreCapabilities", "require_capability")
@@ -55,6 +56,7 @@ CapabilityName = Literal[
     "limits",
     "usage",
     "memory",
+    "webhooks",
 ]
 
 CAPABILITIES: Mapping[CapabilityName, type] = {
@@ -76,6 +78,7 @@ CAPABILITIES: Mapping[CapabilityName, type] = {
     "limits": LimitStore,
     "usage": UsageStore,
     "memory": MemoryItemStore,
+    "webhooks": WebhookStore,
 }
 """Every capability by its name (the one :class:`~tether.errors.StoreCapabilityMissing`
 carries) and the protocol a store implements to offer it, in the order the docs list them."""
@@ -132,7 +135,8 @@ class StoreCapabilities:
     timers: TimerStore | None
     limits: LimitStore | None
     usage: UsageStore | None
-    memory: MemoryItemStore | None = None
+    memory: MemoryItemStore | None
+    webhooks: WebhookStore | None
 
     @classmethod
     def of(cls, store: LogStore) -> StoreCapabilities:
@@ -163,6 +167,7 @@ class StoreCapabilities:
             limits=cast(LimitStore | None, offered(LimitStore)),
             usage=cast(UsageStore | None, offered(UsageStore)),
             memory=cast(MemoryItemStore | None, offered(MemoryItemStore)),
+            webhooks=cast(WebhookStore | None, offered(WebhookStore)),
         )
 
     @property

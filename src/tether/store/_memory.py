@@ -108,6 +108,7 @@ from tether.store._protocol import (
     TokenStore,
     UsageStore,
     VersionStore,
+    WebhookStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow, check_new_token, stored_time
@@ -146,6 +147,7 @@ from tether.store._versions import (
     frozen_serves,
     served_version,
 )
+from tether.store._webhooks import WebhookDelivery, WebhookStatus
 
 __all__ = ("MemoryStore",)
 
@@ -291,6 +293,7 @@ class MemoryStore(
     TokenStore,
     UsageStore,
     VersionStore,
+    WebhookStore,
 ):
     """A store held in process memory (``memory://``): the core and every capability but
     ``change_feed`` and ``liveness`` (it lives in one process). Nothing survives the process.
@@ -322,6 +325,7 @@ class MemoryStore(
         self._usage: dict[tuple[str, date], UsageSpent] = {}  # by tenant and UTC day
         self._reservations: list[_Reservation] = []  # every tenant's (few: they expire)
         self._memory: dict[tuple[Namespace, str], tuple[MemoryWrite, datetime]] = {}
+        self._webhooks: dict[str, WebhookDelivery] = {}  # the outbox, by delivery id
         self._closed = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -1261,6 +1265,125 @@ class MemoryStore(
     async def delete_schedule(self, schedule_id: str) -> bool:
         self._check_open()
         return self._schedules.delete(schedule_id)
+
+    # --- webhooks -----------------------------------------------------------------------
+
+    async def put_webhook_deliveries(self, deliveries: Sequence[WebhookDelivery]) -> None:
+        self._check_open()
+        for delivery in deliveries:
+            to_micros(delivery.created_at)  # aware, as every time given to a store
+            self._webhooks.setdefault(delivery.id, delivery)
+
+    async def release_webhook_delivery(
+        self, delivery_id: str, *, body: bytes | None, now: datetime
+    ) -> bool:
+        self._check_open()
+        kept = self._webhooks.get(delivery_id)
+        if kept is None or kept.status is not WebhookStatus.HELD:
+            return False
+        if body is None:
+            self._webhooks[delivery_id] = dataclasses.replace(kept, status=WebhookStatus.CLOSED)
+        else:
+            self._webhooks[delivery_id] = dataclasses.replace(
+                kept, status=WebhookStatus.PENDING, body=bytes(body), next_attempt_at=now
+            )
+        return True
+
+    async def claim_webhook_deliveries(
+        self, now: datetime, *, lease_until: datetime, limit: int
+    ) -> list[WebhookDelivery]:
+        self._check_open()
+        check_limit(limit)
+        due = sorted(
+            (
+                row
+                for row in self._webhooks.values()
+                if row.status is WebhookStatus.PENDING
+                and row.next_attempt_at is not None
+                and row.next_attempt_at <= now
+            ),
+            key=lambda row: (row.next_attempt_at, row.id),
+        )[:limit]
+        claimed = []
+        for row in due:
+            taken = dataclasses.replace(row, attempts=row.attempts + 1, next_attempt_at=lease_until)
+            self._webhooks[row.id] = taken
+            claimed.append(taken)
+        return claimed
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        attempt: int,
+        status: WebhookStatus,
+        next_attempt_at: datetime | None,
+        last_status: int | None,
+        last_error: str | None,
+        now: datetime,
+    ) -> bool:
+        self._check_open()
+        kept = self._webhooks.get(delivery_id)
+        if kept is None or kept.status is not WebhookStatus.PENDING or kept.attempts != attempt:
+            return False
+        self._webhooks[delivery_id] = dataclasses.replace(
+            kept,
+            status=status,
+            next_attempt_at=next_attempt_at if status is WebhookStatus.PENDING else None,
+            last_status=last_status,
+            last_error=last_error,
+            delivered_at=now if status is WebhookStatus.DELIVERED else kept.delivered_at,
+        )
+        return True
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookStatus | None = None,
+        tenant: str | None = None,
+        submission_id: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[WebhookDelivery]:
+        self._check_open()
+        check_limit(limit)
+        rows = sorted(self._webhooks.values(), key=lambda row: (row.created_at, row.id))
+        if after is not None:
+            mark = self._webhooks.get(after)
+            if mark is None:
+                return []
+            rows = [row for row in rows if (row.created_at, row.id) > (mark.created_at, mark.id)]
+        return [
+            row
+            for row in rows
+            if (status is None or row.status is status)
+            and (tenant is None or row.tenant == tenant)
+            and (submission_id is None or row.submission_id == submission_id)
+        ][:limit]
+
+    async def get_webhook_delivery(self, delivery_id: str) -> WebhookDelivery | None:
+        self._check_open()
+        return self._webhooks.get(delivery_id)
+
+    async def resend_webhook_delivery(
+        self, delivery_id: str, *, now: datetime
+    ) -> WebhookDelivery | None:
+        self._check_open()
+        kept = self._webhooks.get(delivery_id)
+        if kept is None or kept.status in (WebhookStatus.HELD, WebhookStatus.CLOSED):
+            return kept
+        again = dataclasses.replace(
+            kept, status=WebhookStatus.PENDING, attempts=0, next_attempt_at=now
+        )
+        self._webhooks[delivery_id] = again
+        return again
+
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        self._check_open()
+        gone = [row.id for row in self._webhooks.values() if row.key == key]
+        for delivery_id in gone:
+            del self._webhooks[delivery_id]
+        return len(gone)
 
     # --- versions ---------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from tether.store._types import (
 )
 from tether.store._usage import UsageAsk, UsageLease, UsageRefusal, UsageSpent
 from tether.store._versions import VersionCount, VersionsServed, WorkerRow
+from tether.store._webhooks import WebhookDelivery, WebhookStatus
 
 __all__ = (
     "AdmitAndClaimStore",
@@ -1098,4 +1099,89 @@ class MemoryItemStore(Protocol):
         """Remove for good, in one commit, every item under ``prefix`` (a tenant's, a
         user's: erasure); how many. ``()`` erases all of them. With ``updated_before``, only
         those last put before it (retention: memory idle past a limit)."""
+
+
+@runtime_checkable
+class WebhookStore(Protocol):
+    """Capability ``webhooks``: the outbound webhook outbox (docs/how-to/webhooks.md). Rows
+    are :class:`~tether.store._webhooks.WebhookDelivery`; times are the caller's clock (the
+    engine's). Every method is one commit.
+
+    Example::
+
+        await store.put_webhook_deliveries([delivery])
+        for due in await store.claim_webhook_deliveries(now, lease_until=now + lease, limit=10):
+            ...  # POST it, then finish_webhook_attempt(due.id, attempt=due.attempts, ...)
+    """
+
+    async def put_webhook_deliveries(self, deliveries: Sequence[WebhookDelivery]) -> None:
+        """Keep each delivery whose id is new, as given; one whose id is kept already is
+        left as it is (a delivery derived twice is one delivery)."""
+        ...
+
+    async def release_webhook_delivery(
+        self, delivery_id: str, *, body: bytes | None, now: datetime
+    ) -> bool:
+        """A ``held`` delivery becomes ``pending`` with ``body``, due at ``now`` (or
+        ``closed`` when ``body`` is ``None``). ``False`` (nothing changed) if it is not held
+        or not kept."""
+        ...
+
+    async def claim_webhook_deliveries(
+        self, now: datetime, *, lease_until: datetime, limit: int
+    ) -> list[WebhookDelivery]:
+        """Up to ``limit`` ``pending`` deliveries due at or before ``now``, earliest due
+        first, each moved in the same commit to be due at ``lease_until`` with one more
+        attempt counted (so a worker that dies in the attempt leaves it due again then).
+        Two claimers never take the same delivery in one lease: PostgreSQL skips the rows a
+        peer has locked. Returns them as claimed (``attempts`` counts this attempt)."""
+        ...
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        attempt: int,
+        status: WebhookStatus,
+        next_attempt_at: datetime | None,
+        last_status: int | None,
+        last_error: str | None,
+        now: datetime,
+    ) -> bool:
+        """Record how attempt number ``attempt`` went: ``delivered`` (``delivered_at`` is
+        ``now``), ``failed`` (given up) or ``pending`` again at ``next_attempt_at``. Only while
+        the delivery is ``pending`` with that many attempts (an attempt whose lease ran out
+        and was claimed again records nothing): ``False`` when nothing changed."""
+        ...
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookStatus | None = None,
+        tenant: str | None = None,
+        submission_id: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[WebhookDelivery]:
+        """Up to ``limit`` deliveries (``None`` filters match anything), oldest first (by
+        ``created_at``, then id): those after the delivery of id ``after`` (none if it is
+        not kept)."""
+        ...
+
+    async def get_webhook_delivery(self, delivery_id: str) -> WebhookDelivery | None:
+        """The delivery of that id, or ``None``."""
+        ...
+
+    async def resend_webhook_delivery(
+        self, delivery_id: str, *, now: datetime
+    ) -> WebhookDelivery | None:
+        """A ``delivered``, ``failed`` or ``pending`` delivery becomes ``pending``, due at
+        ``now``, its attempts counted from 0 again (the same id and body: the receiver can
+        tell it is the same delivery); a ``held`` or ``closed`` one is left as it is.
+        Returns the delivery as it is now, or ``None`` if none has that id."""
+        ...
+
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        """Delete every delivery of the session ``key`` (its bodies hold what the session
+        said: an erase of the session erases them too); how many."""
         ...

@@ -39,6 +39,7 @@ from tether.store import _sqlite_submissions as submission_sql
 from tether.store import _sqlite_tokens as tokens_sql
 from tether.store import _sqlite_usage as usage_sql
 from tether.store import _sqlite_versions as versions_sql
+from tether.store import _sqlite_webhooks as webhooks_sql
 from tether.store._common import (
     check_drafts,
     check_limit,
@@ -87,6 +88,7 @@ from tether.store._protocol import (
     TokenStore,
     UsageStore,
     VersionStore,
+    WebhookStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite_append import AppendRequest
@@ -116,6 +118,7 @@ from tether.store._versions import (
     check_serves,
     check_version,
 )
+from tether.store._webhooks import WebhookDelivery, WebhookStatus
 
 __all__ = ("SqliteStore",)
 
@@ -154,6 +157,7 @@ class SqliteStore(
     TokenStore,
     UsageStore,
     VersionStore,
+    WebhookStore,
 ):
     """A store in one SQLite file (``sqlite:///path``): the core and every capability but
     ``change_feed`` (another process's appends are polled for).
@@ -744,6 +748,71 @@ class SqliteStore(
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         return await self._write(schedules_sql.delete_schedule, schedule_id)
+
+    # --- webhooks ---------------------------------------------------------------------
+
+    async def put_webhook_deliveries(self, deliveries: Sequence[WebhookDelivery]) -> None:
+        for delivery in deliveries:
+            to_micros(delivery.created_at)  # aware, checked before the writer
+        await self._write(webhooks_sql.put_webhook_deliveries, list(deliveries))
+
+    async def release_webhook_delivery(
+        self, delivery_id: str, *, body: bytes | None, now: datetime
+    ) -> bool:
+        return await self._write(webhooks_sql.release_webhook_delivery, delivery_id, body, now)
+
+    async def claim_webhook_deliveries(
+        self, now: datetime, *, lease_until: datetime, limit: int
+    ) -> list[WebhookDelivery]:
+        return await self._write(webhooks_sql.claim_webhook_deliveries, now, lease_until, limit)
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        attempt: int,
+        status: WebhookStatus,
+        next_attempt_at: datetime | None,
+        last_status: int | None,
+        last_error: str | None,
+        now: datetime,
+    ) -> bool:
+        return await self._write(
+            webhooks_sql.finish_webhook_attempt,
+            delivery_id,
+            attempt,
+            status,
+            next_attempt_at,
+            last_status,
+            last_error,
+            now,
+        )
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookStatus | None = None,
+        tenant: str | None = None,
+        submission_id: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[WebhookDelivery]:
+        return self._read(
+            lambda conn: webhooks_sql.list_webhook_deliveries(
+                conn, status, tenant, submission_id, limit, after
+            )
+        )
+
+    async def get_webhook_delivery(self, delivery_id: str) -> WebhookDelivery | None:
+        return self._read(lambda conn: webhooks_sql.get_webhook_delivery(conn, delivery_id))
+
+    async def resend_webhook_delivery(
+        self, delivery_id: str, *, now: datetime
+    ) -> WebhookDelivery | None:
+        return await self._write(webhooks_sql.resend_webhook_delivery, delivery_id, now)
+
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        return await self._write(webhooks_sql.forget_webhook_deliveries, key)
 
     # --- versions ---------------------------------------------------------------------
 

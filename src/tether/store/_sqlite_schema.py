@@ -23,7 +23,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 23
+SCHEMA_VERSION: Final = 24
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -523,6 +523,39 @@ CREATE INDEX memory_items_by_update ON memory_items (updated_at);
 CREATE VIRTUAL TABLE memory_words USING fts5(words, tokenize = 'unicode61 remove_diacritics 0');
 """
 
+# v24: the outbound webhook outbox (issue 43, docs/how-to/webhooks.md): one row per delivery
+# (a subscription's ``held`` watch of its submission, or a delivery due or done), times in
+# microseconds. ``webhook_deliveries_due`` serves a claim (only pending rows), ``..._by_order``
+# the listing, ``..._by_status`` the engine's pass over the held watches, ``..._by_submission``
+# a submission's deliveries, ``..._by_session`` an erase of a session's.
+_SCHEMA_V24: Final = """
+CREATE TABLE webhook_deliveries (
+    id              TEXT PRIMARY KEY,
+    url             TEXT NOT NULL,
+    event           TEXT NOT NULL,
+    events          TEXT NOT NULL,
+    agent           TEXT NOT NULL,
+    instance        TEXT NOT NULL,
+    session         TEXT NOT NULL,
+    submission_id   TEXT NOT NULL,
+    tenant          TEXT,
+    status          TEXT NOT NULL,
+    body            BLOB,
+    attempts        INTEGER NOT NULL,
+    next_attempt_at INTEGER,
+    last_status     INTEGER,
+    last_error      TEXT,
+    created_at      INTEGER NOT NULL,
+    delivered_at    INTEGER
+) WITHOUT ROWID;
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at, id)
+    WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_by_order ON webhook_deliveries (created_at, id);
+CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries (status, created_at, id);
+CREATE INDEX webhook_deliveries_by_submission ON webhook_deliveries (submission_id);
+CREATE INDEX webhook_deliveries_by_session ON webhook_deliveries (agent, instance, session);
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -554,6 +587,7 @@ _MIGRATIONS: Final = (
     # v22: what a framework attached to an approval or input request (its deferral's metadata)
     "ALTER TABLE gates ADD COLUMN metadata BLOB;",
     _SCHEMA_V23,
+    _SCHEMA_V24,
 )
 
 

@@ -17,7 +17,7 @@ Example::
 from tether._budget import Budget
 from tether._inbound import InboundKind, SignalInfo
 from tether._payloads import SettlementStatus
-from tether._states import Decision, GateStatus, SessionState, SubmissionStatus
+from tether._states import Decision, GateStatus, SessionState, SubmissionStatus, WebhookStatus
 from tether.wire._base import RequestBody, WireResponse, optional
 from tether.wire._gates import (
     AnswerReceipt,
@@ -33,6 +33,7 @@ from tether.wire._logged import RecordEnvelope
 from tether.wire._requests import (
     AnswerBody,
     BudgetDecisionBody,
+    CallbackBody,
     DecisionBody,
     DispatchBody,
     ForkBody,
@@ -88,6 +89,7 @@ from tether.wire._usage import (
     UsageReport,
 )
 from tether.wire._versions import UpgradeBody, UpgradeResult, VersionItem, VersionsPage
+from tether.wire._webhooks import WebhookDeliveriesPage, WebhookDeliveryItem
 
 __all__ = (
     "Aborted",
@@ -105,6 +107,7 @@ __all__ = (
     "BudgetGatesPage",
     "BudgetReceipt",
     "BudgetStatus",
+    "CallbackBody",
     "ChildSubmission",
     "ChildUsageView",
     "ConversationView",
@@ -165,6 +168,9 @@ __all__ = (
     "Verified",
     "VersionItem",
     "VersionsPage",
+    "WebhookDeliveriesPage",
+    "WebhookDeliveryItem",
+    "WebhookStatus",
     "WireResponse",
     "optional",
 )

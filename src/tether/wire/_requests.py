@@ -21,12 +21,25 @@ from tether.wire._base import RequestBody
 __all__ = (
     "AnswerBody",
     "BudgetDecisionBody",
+    "CallbackBody",
     "DecisionBody",
     "DispatchBody",
     "ForkBody",
     "MessageBody",
     "SessionBody",
 )
+
+
+class CallbackBody(RequestBody):
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="Where the events are POSTed: http(s), its host a public address "
+        "(private, loopback and link-local ones are refused unless the server allows them).",
+    )
+    events: list[Literal["settled", "approval_requested", "input_requested"]] = Field(
+        default=["settled"], min_length=1, max_length=3
+    )
 
 
 class DispatchBody(RequestBody):
@@ -49,6 +62,11 @@ class DispatchBody(RequestBody):
         description="Higher is claimed first among other sessions' queued submissions, "
         "aged so that none waits forever; a session's own keep their order "
         "(docs/priorities.md). Absent: the agent's default, else 0.",
+    )
+    callback: CallbackBody | None = Field(
+        default=None,
+        description="Tell a URL of this submission's events, each a signed POST "
+        "(``Tether-Signature``) retried from a durable outbox (docs/how-to/webhooks.md).",
     )
     session: str = "default"
     dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)

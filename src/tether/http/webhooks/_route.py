@@ -13,10 +13,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import JsonValue
 
+from tether._signing import secrets_of
 from tether.engine import Inbound, Runtime, SignalInfo
 from tether.http._errors import ApiError, failures
 from tether.http._responses import respond, stream_url
-from tether.http.webhooks._signature import GITHUB, HmacScheme, secrets_of
+from tether.http.webhooks._signature import GITHUB, HmacScheme
 from tether.store import SessionKey
 from tether.wire import WireResponse, optional
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ("GITHUB", "HmacScheme", "secrets_of")
+from tether._signing import matches
+
+__all__ = ("GITHUB", "HmacScheme")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,23 +36,8 @@ class HmacScheme:
         given = headers.get(self.header.lower(), "")
         if not given.startswith(self.prefix):
             return False
-        signature = given[len(self.prefix) :].strip().lower().encode()
-        valid = False
-        for secret in secrets:
-            expected = hmac.new(secret, body, self.digest).hexdigest().encode()
-            valid |= hmac.compare_digest(expected, signature)
-        return valid
+        return matches(given[len(self.prefix) :], body, secrets, self.digest)
 
 
 GITHUB = HmacScheme(header="X-Hub-Signature-256", prefix="sha256=", digest="sha256")
 """GitHub's: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>``."""
-
-
-def secrets_of(secret: str | bytes | Sequence[str | bytes]) -> tuple[bytes, ...]:
-    """The secret(s) as bytes; ``ValueError`` for none or an empty one (an empty key would
-    let anyone sign)."""
-    given = [secret] if isinstance(secret, str | bytes) else list(secret)
-    keys = tuple(s.encode() if isinstance(s, str) else bytes(s) for s in given)
-    if not keys or any(not key.strip() for key in keys):
-        raise ValueError("a webhook needs a non-empty secret")
-    return keys

@@ -483,6 +483,41 @@ MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS memory_items_words ON memory_items USING GIN (words);
     CREATE INDEX IF NOT EXISTS memory_items_by_update ON memory_items (updated_at);
     """,
+    # v21: the outbound webhook outbox (issue 43, docs/how-to/webhooks.md): one row per
+    # delivery (a subscription's ``held`` watch of its submission, or a delivery due or
+    # done). ``webhook_deliveries_due`` serves a claim (only pending rows), ``..._by_order``
+    # the listing, ``..._by_status`` the engine's pass over the held watches. Idempotent.
+    """
+    CREATE TABLE IF NOT EXISTS webhook_deliveries (
+        id              TEXT COLLATE "C" PRIMARY KEY,
+        url             TEXT NOT NULL,
+        event           TEXT NOT NULL,
+        events          TEXT NOT NULL,
+        agent           TEXT NOT NULL,
+        instance        TEXT NOT NULL,
+        session         TEXT NOT NULL,
+        submission_id   TEXT NOT NULL,
+        tenant          TEXT,
+        status          TEXT NOT NULL,
+        body            BYTEA,
+        attempts        INTEGER NOT NULL,
+        next_attempt_at TIMESTAMPTZ,
+        last_status     INTEGER,
+        last_error      TEXT,
+        created_at      TIMESTAMPTZ NOT NULL,
+        delivered_at    TIMESTAMPTZ
+    );
+    CREATE INDEX IF NOT EXISTS webhook_deliveries_due
+        ON webhook_deliveries (next_attempt_at, id) WHERE status = 'pending';
+    CREATE INDEX IF NOT EXISTS webhook_deliveries_by_order
+        ON webhook_deliveries (created_at, id);
+    CREATE INDEX IF NOT EXISTS webhook_deliveries_by_status
+        ON webhook_deliveries (status, created_at, id);
+    CREATE INDEX IF NOT EXISTS webhook_deliveries_by_submission
+        ON webhook_deliveries (submission_id);
+    CREATE INDEX IF NOT EXISTS webhook_deliveries_by_session
+        ON webhook_deliveries (agent, instance, session);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {

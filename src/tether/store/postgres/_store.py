@@ -81,6 +81,7 @@ from tether.store._protocol import (
     TokenStore,
     UsageStore,
     VersionStore,
+    WebhookStore,
 )
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow, check_new_token, stored_time
@@ -110,6 +111,7 @@ from tether.store._versions import (
     check_serves,
     check_version,
 )
+from tether.store._webhooks import WebhookDelivery, WebhookStatus
 from tether.store.postgres import (
     _admission,
     _children,
@@ -127,6 +129,7 @@ from tether.store.postgres import (
     _usage,
     _versions,
     _waits,
+    _webhooks,
 )
 from tether.store.postgres._liveness import OwnerSessions
 from tether.store.postgres._schema import migrate
@@ -172,6 +175,7 @@ class PostgresStore(
     TokenStore,
     UsageStore,
     VersionStore,
+    WebhookStore,
 ):
     """A store in a PostgreSQL database (``postgresql://...``), for many workers: the core
     and every capability.
@@ -1014,6 +1018,67 @@ class PostgresStore(
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         return await self._autocommit(_schedules.delete_schedule, schedule_id)
+
+    # --- webhooks ---------------------------------------------------------------------
+
+    async def put_webhook_deliveries(self, deliveries: Sequence[WebhookDelivery]) -> None:
+        await self._run(_webhooks.put_webhook_deliveries, list(deliveries))
+
+    async def release_webhook_delivery(
+        self, delivery_id: str, *, body: bytes | None, now: datetime
+    ) -> bool:
+        return await self._autocommit(_webhooks.release_webhook_delivery, delivery_id, body, now)
+
+    async def claim_webhook_deliveries(
+        self, now: datetime, *, lease_until: datetime, limit: int
+    ) -> list[WebhookDelivery]:
+        return await self._run(_webhooks.claim_webhook_deliveries, now, lease_until, limit)
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        attempt: int,
+        status: WebhookStatus,
+        next_attempt_at: datetime | None,
+        last_status: int | None,
+        last_error: str | None,
+        now: datetime,
+    ) -> bool:
+        return await self._autocommit(
+            _webhooks.finish_webhook_attempt,
+            delivery_id,
+            attempt,
+            status,
+            next_attempt_at,
+            last_status,
+            last_error,
+            now,
+        )
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookStatus | None = None,
+        tenant: str | None = None,
+        submission_id: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[WebhookDelivery]:
+        return await self._autocommit(
+            _webhooks.list_webhook_deliveries, status, tenant, submission_id, limit, after
+        )
+
+    async def get_webhook_delivery(self, delivery_id: str) -> WebhookDelivery | None:
+        return await self._autocommit(_webhooks.get_webhook_delivery, delivery_id)
+
+    async def resend_webhook_delivery(
+        self, delivery_id: str, *, now: datetime
+    ) -> WebhookDelivery | None:
+        return await self._run(_webhooks.resend_webhook_delivery, delivery_id, now)
+
+    async def forget_webhook_deliveries(self, key: SessionKey) -> int:
+        return await self._autocommit(_webhooks.forget_webhook_deliveries, key)
 
     # --- versions ---------------------------------------------------------------------
 

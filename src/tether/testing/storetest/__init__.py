@@ -52,6 +52,7 @@ from tether.testing.storetest._tokens import TokenCases
 from tether.testing.storetest._truncation import TruncationCases
 from tether.testing.storetest._usage import UsageCases
 from tether.testing.storetest._versions import VersionCases
+from tether.testing.storetest._webhooks import WebhookCases
 
 __all__ = (
     "CompleteStore",
@@ -98,6 +99,7 @@ class StoreConformance(
     LimitCases,  # limits
     UsageCases,  # usage
     MemoryCases,  # memory
+    WebhookCases,  # webhooks
     TenantCases,  # each case what its listing needs
     CoreConformance,
 ):

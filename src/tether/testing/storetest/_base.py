@@ -39,6 +39,7 @@ from tether.store import (
     UsageStore,
     VersionsServed,
     VersionStore,
+    WebhookStore,
 )
 
 __all__ = (
@@ -78,6 +79,7 @@ class CompleteStore(
     TimerStore,
     UsageStore,
     MemoryItemStore,
+    WebhookStore,
     Protocol,
 ):
     """A store that offers every capability but the two across processes (``change_feed``

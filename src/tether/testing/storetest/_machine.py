@@ -47,6 +47,7 @@ from tether.testing.storetest._machine_limits import LimitRules
 from tether.testing.storetest._machine_memory import MemoryRules
 from tether.testing.storetest._machine_sessions import SessionRules
 from tether.testing.storetest._machine_versions import VersionRules
+from tether.testing.storetest._machine_webhooks import WebhookRules
 
 __all__ = ("MachineCase", "run_reference_machine")
 
@@ -84,7 +85,13 @@ def _normalize(value: Any) -> Any:
 
 
 class _ReferenceMachine(
-    GateRules, SessionRules, VersionRules, LimitRules, MemoryRules, RuleBasedStateMachine
+    GateRules,
+    SessionRules,
+    VersionRules,
+    LimitRules,
+    MemoryRules,
+    WebhookRules,
+    RuleBasedStateMachine,
 ):
     factory: ClassVar[tuple[Callable[[Path], Awaitable[Store]]]]  # a tuple keeps it unbound
     directory: ClassVar[Path]
