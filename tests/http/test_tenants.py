@@ -134,7 +134,7 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
         elif path.endswith("/fork"):
             body = {"atSeq": 1}
         elif path.endswith("/ag-ui"):
-            message = {"id": "m-1", "role": "user", "content": "x"}
+            message: dict[str, Any] = {"id": "m-1", "role": "user", "content": "x"}
             body = {"threadId": "default", "runId": "r-1", "messages": [message]}
             body |= {"state": {}, "tools": [], "context": [], "forwardedProps": {}}
         elif path.endswith("/ai-sdk"):
