@@ -155,6 +155,7 @@ PUBLIC = {
         "InvalidDispatch",
         "InvalidEditArgs",
         "InvalidExecutionLog",
+        "InvalidMetadata",
         "InvalidSeq",
         "JournalError",
         "LogTampered",
