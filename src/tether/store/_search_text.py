@@ -2,8 +2,8 @@
 (``user_message``, ``steer_received``, and the text of each completed assistant message of
 the transcript), split into words the same way on every backend.
 
-A word is a run of letters and digits (an underscore separates words), compared in lower
-case: what SQLite's FTS5 ``unicode61`` tokenizer and PostgreSQL's ``simple`` text search
+A word is a run of letters and digits (an underscore separates words) of at most
+``MAX_WORD_LENGTH`` characters, compared in lower case: what SQLite's FTS5 ``unicode61`` tokenizer and PostgreSQL's ``simple`` text search
 configuration both make of plain text. A query matches a session when one of its messages
 holds every word of the query.
 """
@@ -20,6 +20,7 @@ from tether.records import Record
 
 __all__ = (
     "MAX_QUERY_WORDS",
+    "MAX_WORD_LENGTH",
     "SEARCHED_KINDS",
     "message_text",
     "query_words",
@@ -32,6 +33,9 @@ SEARCHED_KINDS: Final = frozenset(
 )
 MAX_QUERY_WORDS: Final = 16
 """Words of a query past this many are ignored."""
+MAX_WORD_LENGTH: Final = 200
+"""A longer run of letters and digits is no word: neither kept nor searched (PostgreSQL
+keeps no lexeme of more than 2047 bytes)."""
 _WORD: Final = re.compile(r"[^\W_]+")
 
 
@@ -67,7 +71,7 @@ def searchable(records: Iterable[Record]) -> list[tuple[int, str]]:
 
 def words(text: str) -> list[str]:
     """The words of ``text``, lower-cased, in order."""
-    return _WORD.findall(text.lower())
+    return [word for word in _WORD.findall(text.lower()) if len(word) <= MAX_WORD_LENGTH]
 
 
 def query_words(query: str | None) -> tuple[str, ...]:
