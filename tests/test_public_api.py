@@ -354,6 +354,11 @@ PUBLIC = {
         "PRIORITY_MIN",
         "check_priority",
         "check_priority_aging",
+        "METADATA_LIMITS",
+        "MetadataLimits",
+        "MetadataValue",
+        "merge_metadata",
+        "parse_metadata",
     ),
     "tether.journal": (
         "ApprovalState",

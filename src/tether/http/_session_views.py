@@ -16,7 +16,10 @@ from tether.http._responses import (
 from tether.http._submission_views import HeldBy, UsageView, whose_limit
 from tether.store import ErasedSession
 
-__all__ = ("ErasedView", "SessionItem", "SessionParent", "SessionsPage")
+__all__ = ("ErasedView", "MetadataView", "SessionItem", "SessionParent", "SessionsPage")
+
+WireMetadata = dict[str, str | bool | int | float]
+"""A session's metadata on the wire: a flat object of scalars."""
 
 
 class SessionParent(WireResponse):
@@ -62,6 +65,11 @@ class SessionItem(WireResponse):
     pending_inputs: int = Field(default=0, description="Questions waiting for an answer.")
     parent: SessionParent | None = optional()
     usage: UsageView | None = optional(description="With ?usage=true.")
+    metadata: WireMetadata = Field(
+        default_factory=dict,
+        description="The session's metadata (a dispatch's ``metadata``, ``PATCH "
+        "/agents/{agent}/{instance}/metadata``), keys sorted.",
+    )
     stream_url: str
 
     @classmethod
@@ -91,8 +99,18 @@ class SessionItem(WireResponse):
                 call_id=parent.call_id,
             ),
             usage=None if info.usage is None else UsageView.of(info.usage),
+            metadata=dict(info.metadata),
             stream_url=stream_url(info.key),
         )
+
+
+class MetadataView(WireResponse):
+    """A session's metadata after a merge patch, keys sorted."""
+
+    agent: str
+    instance: str
+    session: str
+    metadata: WireMetadata
 
 
 class SessionsPage(WireResponse):

@@ -27,6 +27,13 @@ from tether.store._export_keys import ExportKey, ExportPublicKey
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
+from tether.store._metadata import (
+    METADATA_LIMITS,
+    MetadataLimits,
+    MetadataValue,
+    merge_metadata,
+    parse_metadata,
+)
 from tether.store._priority import (
     DEFAULT_PRIORITY_AGING,
     PRIORITY_MAX,
@@ -94,6 +101,7 @@ __all__ = (
     "EXPORT_PAGE",
     "EXPORT_VERSION",
     "MAX_SEQ",
+    "METADATA_LIMITS",
     "PRIORITY_MAX",
     "PRIORITY_MIN",
     "SQLITE_FILENAME",
@@ -128,6 +136,8 @@ __all__ = (
     "LogStore",
     "LogWalk",
     "MemoryStore",
+    "MetadataLimits",
+    "MetadataValue",
     "NewSubmission",
     "NewToken",
     "OwnerLiveness",
@@ -165,7 +175,9 @@ __all__ = (
     "check_priority",
     "check_priority_aging",
     "export_chunks",
+    "merge_metadata",
     "open_store",
+    "parse_metadata",
     "require_capability",
     "served_version",
     "verify_export",
