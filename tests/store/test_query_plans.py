@@ -449,9 +449,12 @@ async def _fill_sessions(store: CompleteStore) -> None:
         await store.append(cid, drafts, expected_seq=await store.head(cid), fence=0)
 
 
+_FILTERS: tuple[dict[str, Any], ...] = ({}, {"agent": "a"}, {"agent": "a", "instance": "x"})
+
+
 async def _list_every_filter(store: CompleteStore) -> None:
     for tenant in (None, "t1"):
-        for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
+        for filters in _FILTERS:
             first = await store.list_sessions(limit=2, tenant=tenant, **filters)
             await store.list_sessions(limit=2, after=first[-1].cursor, tenant=tenant, **filters)
 
@@ -511,7 +514,7 @@ async def test_every_listing_of_a_tenant_reads_an_index_the_tenant_leads(
     await _fill_sessions(store)
     await store.put_schedule(ScheduleRow("sched-1", {"every": 60}, Fixtures.at(0), "t1"))
     capture.statements.clear()
-    for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
+    for filters in _FILTERS:
         first = await store.list_sessions(limit=2, tenant="t1", **filters)
         await store.list_sessions(limit=2, after=first[-1].cursor, tenant="t1", **filters)
     for status in (None, SubmissionStatus.QUEUED):

@@ -3,9 +3,10 @@
 the transcript), split into words the same way on every backend.
 
 A word is a run of letters and digits (an underscore separates words) of at most
-``MAX_WORD_LENGTH`` characters, compared in lower case: what SQLite's FTS5 ``unicode61`` tokenizer and PostgreSQL's ``simple`` text search
-configuration both make of plain text. A query matches a session when one of its messages
-holds every word of the query.
+``MAX_WORD_LENGTH`` characters, compared in lower case. Every backend stores the words
+this module splits (SQLite's FTS5 table re-reads them with its ``unicode61`` tokenizer,
+PostgreSQL takes them as lexemes as they are), so that a query matches the same sessions on
+each: a session one of whose messages holds every word of the query.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def _answer(text: str, **kwargs: object) -> AssistantMessageCompleted:
     return AssistantMessageCompleted(
         call_id="call-1",
         message=Message.assistant(text),
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 
