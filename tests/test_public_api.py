@@ -72,6 +72,7 @@ PUBLIC = {
         "LoginBody",
         "MessageBody",
         "MessagesPage",
+        "MetadataView",
         "OpenSubmissions",
         "Ready",
         "RecordsPage",

@@ -51,7 +51,7 @@ from tether.http._responses import (
     WireResponse,
 )
 from tether.http._schedules import ScheduleBody, ScheduleDeleted, ScheduleItem, SchedulesPage
-from tether.http._session_views import ErasedView, SessionItem, SessionsPage
+from tether.http._session_views import ErasedView, MetadataView, SessionItem, SessionsPage
 from tether.http._spans import SpansPage, SpanView
 from tether.http._submission_views import (
     OpenSubmissions,
@@ -93,6 +93,7 @@ __all__ = (
     "LoginBody",
     "MessageBody",
     "MessagesPage",
+    "MetadataView",
     "OpenSubmissions",
     "Ready",
     "RecordsPage",
