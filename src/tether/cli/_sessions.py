@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any
 
 import typer
@@ -10,7 +11,7 @@ from rich.console import Console
 
 from tether.cli import _client
 
-__all__ = ("aligned", "delete", "sessions", "size_of")
+__all__ = ("aligned", "delete", "metadata_filters", "sessions", "size_of")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 URL = typer.Option(_client.DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
@@ -51,16 +52,28 @@ def sessions(
         None, "--cursor", help="Where the previous page said the next one starts."
     ),
     usage: bool = typer.Option(False, "--usage", help="Total each session's model calls too."),
+    q: str | None = typer.Option(
+        None, "--q", help="Only those one of whose messages holds every word of this."
+    ),
+    meta: list[str] = typer.Option(  # noqa: B008 (typer's way of a repeated option)
+        [], "--meta", help="KEY=VALUE: only those whose metadata holds it (repeatable)."
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="Only those active since this time (ISO 8601, with an offset)."
+    ),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
-    """List sessions, newest activity first: each one's conversation id and where it stands.
-    (`tether sessions upgrade` moves parked runs to a newer version.)"""
+    """List sessions, newest activity first: each one's conversation id, where it stands and
+    its metadata; searched by the words of their messages (--q), their metadata (--meta)
+    and their last activity (--since). (`tether sessions upgrade` moves parked runs to a
+    newer version.)"""
     if ctx.invoked_subcommand is not None:
         return
-    given = {"agent": agent, "instance": instance, "cursor": cursor}
+    given = {"agent": agent, "instance": instance, "cursor": cursor, "q": q, "since": since}
     params: dict[str, str | int | bool] = {"limit": limit, "usage": usage}
     params |= {name: value for name, value in given.items() if value is not None}
+    params |= metadata_filters(meta)
     if status is not None:
         params["status"] = status.value
     with _client.connect(url, auth_token) as client:
@@ -85,13 +98,30 @@ def sessions(
         ]
         if usage:
             row.append(str(item.get("usage", {}).get("calls", 0)))
+        notes = [
+            f"{key}={value}" if isinstance(value, str) else f"{key}={json.dumps(value)}"
+            for key, value in (item.get("metadata") or {}).items()
+        ]
         if item.get("parent"):
-            row.append(f"(from {item['parent']['reason']} of {item['parent']['conversationId']})")
+            notes.append(f"(from {item['parent']['reason']} of {item['parent']['conversationId']})")
+        if notes:
+            row.append(" ".join(notes))
         rows.append(row)
     for line in aligned(rows):
         console.print(line, markup=False)
     if page.get("nextCursor"):
         console.print(f"more: add --cursor {page['nextCursor']}")
+
+
+def metadata_filters(meta: list[str]) -> dict[str, str]:
+    """``--meta KEY=VALUE`` options as the query's ``metadata.KEY=VALUE`` parameters."""
+    filters: dict[str, str] = {}
+    for given in meta:
+        key, equals, value = given.partition("=")
+        if not equals or not key:
+            raise typer.BadParameter(f"{given!r} is not KEY=VALUE", param_hint="--meta")
+        filters[f"metadata.{key}"] = value
+    return filters
 
 
 def _status(item: dict[str, Any]) -> str:
