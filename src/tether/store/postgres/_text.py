@@ -45,13 +45,16 @@ def text_rows(records: Iterable[Record]) -> tuple[list[int], list[str]]:
     return seqs, texts
 
 
-async def index_text(conn: Conn, conversation_id: str, records: Sequence[Record]) -> None:
+async def index_text(
+    conn: Conn, conversation_id: str, records: Sequence[Record], *, again: bool = False
+) -> None:
     """Keep the words of the messages among ``records`` (just written to the conversation's
-    log), in the caller's transaction; nothing runs for records without one."""
+    log), in the caller's transaction; nothing runs for records without one. ``again``: some
+    may be kept already (a backfill run again), and stay as they are."""
     seqs, texts = text_rows(records)
     if seqs:
         await conn.execute(
-            INSERT_TEXT.format(where=""),
+            INSERT_TEXT.format(where="") + (" ON CONFLICT DO NOTHING" if again else ""),
             {"cid": conversation_id, "text_seqs": seqs, "texts": texts},
         )
 
@@ -63,7 +66,7 @@ def tsquery(query: Sequence[str]) -> str:
 
 async def backfill_text(conn: Conn) -> None:
     """Index the messages of the logs written before the index existed, a batch of records
-    at a time."""
+    at a time. Idempotent: a message already kept stays as it is."""
     async with conn.cursor(name="tether_text_backfill") as cursor:
         await cursor.execute(
             "SELECT conversation_id, seq, kind, body FROM records WHERE kind = ANY(%s)",
@@ -74,4 +77,4 @@ async def backfill_text(conn: Conn) -> None:
             for cid, seq, kind, body in rows:
                 batch.setdefault(cid, []).append(Record(int(seq), kind, bytes(body), "", ""))
             for cid, records in batch.items():
-                await index_text(conn, cid, records)
+                await index_text(conn, cid, records, again=True)
