@@ -126,7 +126,10 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             body = {"body": "x"}
         elif path.endswith("/fork"):
             body = {"atSeq": 1}
-        answer = await c.request(method, url, json=body if method == "POST" else None, headers=bob)
+        elif path.endswith("/metadata"):
+            body = {"owner": "bob"}
+        sent_body = body if method in ("POST", "PATCH") else None
+        answer = await c.request(method, url, json=sent_body, headers=bob)
         answers.append(answer)
         assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
     # A dispatch into A's session key is refused too, and writes nothing.
@@ -146,6 +149,12 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             assert later.json()[key] == []
             answers.append(later)
     answers.append(await c.get("/approvals", headers=bob, params={"status": "all"}))
+    # A search finds none of A's sessions, by their words or their metadata (issue 43).
+    for search in ({"q": SECRET}, {"q": "acme"}, {"metadata.owner": "bob"}):
+        found = await c.get("/sessions", headers=bob, params=search)
+        assert found.status_code == 200 and found.json()["sessions"] == [], found.text
+        answers.append(found)
+    assert (await c.get("/sessions", headers=_as("ann"), params={"q": SECRET})).json()["sessions"]
     for answer in answers:  # (a 404 may repeat what B's own request named)
         asked = str(answer.request.url) + answer.request.content.decode()
         for mark in _marks(ids):

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import enum
+<<<<<<< HEAD
 from typing import TYPE_CHECKING
+=======
+import json
+from typing import Any
+>>>>>>> search
 
 import typer
 from rich.console import Console
@@ -13,7 +18,7 @@ from tether.cli._connect import DEFAULT_URL, TOKEN, connect
 if TYPE_CHECKING:
     from tether.wire import SessionItem
 
-__all__ = ("aligned", "delete", "sessions", "size_of")
+__all__ = ("aligned", "delete", "metadata_filters", "sessions", "size_of")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
@@ -53,13 +58,25 @@ def sessions(
         None, "--cursor", help="Where the previous page said the next one starts."
     ),
     usage: bool = typer.Option(False, "--usage", help="Total each session's model calls too."),
+    q: str | None = typer.Option(
+        None, "--q", help="Only those one of whose messages holds every word of this."
+    ),
+    meta: list[str] = typer.Option(  # noqa: B008 (typer's way of a repeated option)
+        [], "--meta", help="KEY=VALUE: only those whose metadata holds it (repeatable)."
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="Only those active since this time (ISO 8601, with an offset)."
+    ),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
-    """List sessions, newest activity first: each one's conversation id and where it stands.
-    (`tether sessions upgrade` moves parked runs to a newer version.)"""
+    """List sessions, newest activity first: each one's conversation id, where it stands and
+    its metadata; searched by the words of their messages (--q), their metadata (--meta)
+    and their last activity (--since). (`tether sessions upgrade` moves parked runs to a
+    newer version.)"""
     if ctx.invoked_subcommand is not None:
         return
+<<<<<<< HEAD
     from tether.wire import SessionState
 
     with connect(url, auth_token) as client:
@@ -72,6 +89,17 @@ def sessions(
             usage=usage,
         )
     items = page.sessions
+=======
+    given = {"agent": agent, "instance": instance, "cursor": cursor, "q": q, "since": since}
+    params: dict[str, str | int | bool] = {"limit": limit, "usage": usage}
+    params |= {name: value for name, value in given.items() if value is not None}
+    params |= metadata_filters(meta)
+    if status is not None:
+        params["status"] = status.value
+    with _client.connect(url, auth_token) as client:
+        page = _client.check(client.get("/sessions", params=params))
+    items = page["sessions"]
+>>>>>>> search
     if not items:
         console.print("no sessions")
         return
@@ -90,9 +118,21 @@ def sessions(
             item.last_activity_at[:19].replace("T", " "),
         ]
         if usage:
+<<<<<<< HEAD
             row.append(str(0 if item.usage is None else item.usage.calls))
         if item.parent is not None:
             row.append(f"(from {item.parent.reason} of {item.parent.conversation_id})")
+=======
+            row.append(str(item.get("usage", {}).get("calls", 0)))
+        notes = [
+            f"{key}={value}" if isinstance(value, str) else f"{key}={json.dumps(value)}"
+            for key, value in (item.get("metadata") or {}).items()
+        ]
+        if item.get("parent"):
+            notes.append(f"(from {item['parent']['reason']} of {item['parent']['conversationId']})")
+        if notes:
+            row.append(" ".join(notes))
+>>>>>>> search
         rows.append(row)
     for line in aligned(rows):
         console.print(line, markup=False)
@@ -100,7 +140,22 @@ def sessions(
         console.print(f"more: add --cursor {page.next_cursor}")
 
 
+<<<<<<< HEAD
 def _status(item: SessionItem) -> str:
+=======
+def metadata_filters(meta: list[str]) -> dict[str, str]:
+    """``--meta KEY=VALUE`` options as the query's ``metadata.KEY=VALUE`` parameters."""
+    filters: dict[str, str] = {}
+    for given in meta:
+        key, equals, value = given.partition("=")
+        if not equals or not key:
+            raise typer.BadParameter(f"{given!r} is not KEY=VALUE", param_hint="--meta")
+        filters[f"metadata.{key}"] = value
+    return filters
+
+
+def _status(item: dict[str, Any]) -> str:
+>>>>>>> search
     """``waiting (limit: agent)``: what a waiting session waits for beside its status."""
     reason = item.wait_reason
     if reason is None:

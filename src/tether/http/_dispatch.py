@@ -94,7 +94,7 @@ async def dispatch(
         mode="json",
         by_alias=True,
         exclude_none=True,
-        exclude={"session", "dispatch_id", "run_at", "after_seconds", "priority"},
+        exclude={"session", "dispatch_id", "run_at", "after_seconds", "priority", "metadata"},
     )
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
@@ -112,6 +112,7 @@ async def dispatch(
         trace={"traceparent": traceparent or "", "tracestate": tracestate or ""},
         run_at=payload.run_at,
         after=payload.after_seconds,
+        metadata=payload.metadata,
     )
     status = None
     if wait:

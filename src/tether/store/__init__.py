@@ -29,6 +29,13 @@ from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
 from tether.store._memory_items import MEMORY_SCAN, MemoryHit, MemoryItem, Namespace
+from tether.store._metadata import (
+    METADATA_LIMITS,
+    MetadataLimits,
+    MetadataValue,
+    merge_metadata,
+    parse_metadata,
+)
 from tether.store._priority import (
     DEFAULT_PRIORITY_AGING,
     PRIORITY_MAX,
@@ -98,6 +105,7 @@ __all__ = (
     "EXPORT_VERSION",
     "MAX_SEQ",
     "MEMORY_SCAN",
+    "METADATA_LIMITS",
     "PRIORITY_MAX",
     "PRIORITY_MIN",
     "SQLITE_FILENAME",
@@ -136,6 +144,8 @@ __all__ = (
     "MemoryItemStore",
     "MemoryStore",
     "Namespace",
+    "MetadataLimits",
+    "MetadataValue",
     "NewSubmission",
     "NewToken",
     "OwnerLiveness",
@@ -173,7 +183,9 @@ __all__ = (
     "check_priority",
     "check_priority_aging",
     "export_chunks",
+    "merge_metadata",
     "open_store",
+    "parse_metadata",
     "require_capability",
     "served_version",
     "verify_export",
