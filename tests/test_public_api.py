@@ -774,6 +774,8 @@ PUBLIC = {
         "InputsPage",
         "MessageBody",
         "MessagesPage",
+        "MetadataPatch",
+        "MetadataView",
         "OpenSubmissions",
         "Ready",
         "RecordEnvelope",

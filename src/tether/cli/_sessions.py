@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import enum
-<<<<<<< HEAD
-from typing import TYPE_CHECKING
-=======
 import json
-from typing import Any
->>>>>>> search
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -76,9 +73,10 @@ def sessions(
     newer version.)"""
     if ctx.invoked_subcommand is not None:
         return
-<<<<<<< HEAD
     from tether.wire import SessionState
 
+    metadata = metadata_filters(meta)
+    active_since = None if since is None else _time_of(since)
     with connect(url, auth_token) as client:
         page = client.sessions(
             agent=agent,
@@ -87,19 +85,11 @@ def sessions(
             limit=limit,
             cursor=cursor,
             usage=usage,
+            q=q,
+            metadata=metadata or None,
+            since=active_since,
         )
     items = page.sessions
-=======
-    given = {"agent": agent, "instance": instance, "cursor": cursor, "q": q, "since": since}
-    params: dict[str, str | int | bool] = {"limit": limit, "usage": usage}
-    params |= {name: value for name, value in given.items() if value is not None}
-    params |= metadata_filters(meta)
-    if status is not None:
-        params["status"] = status.value
-    with _client.connect(url, auth_token) as client:
-        page = _client.check(client.get("/sessions", params=params))
-    items = page["sessions"]
->>>>>>> search
     if not items:
         console.print("no sessions")
         return
@@ -118,21 +108,15 @@ def sessions(
             item.last_activity_at[:19].replace("T", " "),
         ]
         if usage:
-<<<<<<< HEAD
             row.append(str(0 if item.usage is None else item.usage.calls))
-        if item.parent is not None:
-            row.append(f"(from {item.parent.reason} of {item.parent.conversation_id})")
-=======
-            row.append(str(item.get("usage", {}).get("calls", 0)))
         notes = [
             f"{key}={value}" if isinstance(value, str) else f"{key}={json.dumps(value)}"
-            for key, value in (item.get("metadata") or {}).items()
+            for key, value in item.metadata.items()
         ]
-        if item.get("parent"):
-            notes.append(f"(from {item['parent']['reason']} of {item['parent']['conversationId']})")
+        if item.parent is not None:
+            notes.append(f"(from {item.parent.reason} of {item.parent.conversation_id})")
         if notes:
             row.append(" ".join(notes))
->>>>>>> search
         rows.append(row)
     for line in aligned(rows):
         console.print(line, markup=False)
@@ -140,22 +124,32 @@ def sessions(
         console.print(f"more: add --cursor {page.next_cursor}")
 
 
-<<<<<<< HEAD
-def _status(item: SessionItem) -> str:
-=======
 def metadata_filters(meta: list[str]) -> dict[str, str]:
-    """``--meta KEY=VALUE`` options as the query's ``metadata.KEY=VALUE`` parameters."""
+    """``--meta KEY=VALUE`` options as the metadata filters of ``client.sessions`` (each
+    the query's ``metadata.KEY=VALUE`` parameter)."""
     filters: dict[str, str] = {}
     for given in meta:
         key, equals, value = given.partition("=")
         if not equals or not key:
             raise typer.BadParameter(f"{given!r} is not KEY=VALUE", param_hint="--meta")
-        filters[f"metadata.{key}"] = value
+        filters[key] = value
     return filters
 
 
-def _status(item: dict[str, Any]) -> str:
->>>>>>> search
+def _time_of(given: str) -> datetime:
+    """``--since``'s ISO 8601 time, with its offset (``Z`` or ``+02:00``)."""
+    try:
+        moment = datetime.fromisoformat(given)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{given!r} is not an ISO 8601 time", param_hint="--since"
+        ) from None
+    if moment.tzinfo is None:
+        raise typer.BadParameter(f"{given!r} has no offset (add Z or +HH:MM)", param_hint="--since")
+    return moment
+
+
+def _status(item: SessionItem) -> str:
     """``waiting (limit: agent)``: what a waiting session waits for beside its status."""
     reason = item.wait_reason
     if reason is None:

@@ -46,6 +46,7 @@ from tether.wire import (
     InputsPage,
     MessageBody,
     MessagesPage,
+    MetadataPatch,
     MetadataView,
     OpenSubmissions,
     Ready,
@@ -272,7 +273,7 @@ def sessions(
     )
 
 
-_MetadataPatch = RootModel[dict[str, str | bool | int | float | None]]
+_MetadataPatch = RootModel[MetadataPatch]
 
 
 def patch_metadata(

@@ -13,7 +13,6 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Final
 
 from tether._payloads import ConversationParent

@@ -20,22 +20,18 @@ from tether.http._access import (
 )
 from tether.http._dependencies import RuntimeDependency
 from tether.http._errors import BODY_FAILURES, failures
-<<<<<<< HEAD
 from tether.http._responses import submission_receipt
 from tether.http._session_views import erased_view, session_item
 from tether.wire import (
     Aborted,
     ErasedView,
     MessageBody,
+    MetadataPatch,
+    MetadataView,
     SessionBody,
     SessionsPage,
     SubmissionReceipt,
 )
-=======
-from tether.http._requests import MessageBody, MetadataPatch, SessionBody
-from tether.http._responses import Aborted, SubmissionReceipt
-from tether.http._session_views import ErasedView, MetadataView, SessionItem, SessionsPage
->>>>>>> search
 
 __all__ = ("sessions_router",)
 

@@ -88,6 +88,7 @@ from tether.store._memory_items import (
     memory_write,
     rank_by_vector,
     unpack_vector,
+)
 from tether.store._metadata import (
     MetadataValue,
     check_metadata_filter,

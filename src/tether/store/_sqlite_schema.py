@@ -24,7 +24,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 23
+SCHEMA_VERSION: Final = 24
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is

@@ -37,6 +37,7 @@ from tether.wire._requests import (
     DispatchBody,
     ForkBody,
     MessageBody,
+    MetadataPatch,
     SessionBody,
 )
 from tether.wire._responses import (
@@ -64,6 +65,7 @@ from tether.wire._sessions import (
     ChildUsageView,
     ConversationView,
     ErasedView,
+    MetadataView,
     SessionItem,
     SessionParent,
     SessionsPage,
@@ -127,6 +129,8 @@ __all__ = (
     "InputsPage",
     "MessageBody",
     "MessagesPage",
+    "MetadataPatch",
+    "MetadataView",
     "OpenSubmissions",
     "Ready",
     "RecordEnvelope",

@@ -25,8 +25,13 @@ __all__ = (
     "DispatchBody",
     "ForkBody",
     "MessageBody",
+    "MetadataPatch",
     "SessionBody",
 )
+
+MetadataPatch = dict[str, str | bool | int | float | None]
+"""An RFC 7396 merge patch of a session's metadata: each key set to a string, a number or a
+boolean, or removed by ``null`` (bounds: ``tether.store.METADATA_LIMITS``)."""
 
 
 class DispatchBody(RequestBody):
@@ -49,6 +54,12 @@ class DispatchBody(RequestBody):
         description="Higher is claimed first among other sessions' queued submissions, "
         "aged so that none waits forever; a session's own keep their order "
         "(docs/priorities.md). Absent: the agent's default, else 0.",
+    )
+    metadata: MetadataPatch | None = Field(
+        default=None,
+        description="Merged into the session's metadata (an RFC 7396 merge patch: ``null`` "
+        "removes a key); a new session starts with it. At most 64 keys of 1..64 characters, "
+        "string, number or boolean values, 8 KiB serialized (422 ``invalid_metadata``).",
     )
     session: str = "default"
     dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)
