@@ -94,11 +94,12 @@ async def _acme(server: Server) -> dict[str, str]:
         "gate_id": f"{cid}.1",  # in Ann's conversation: Bob's tenant check refuses it first
         "schedule_id": "acme-nightly",
         "fork_id": forked.json()["conversationId"],
+        "chat_id": "default",  # an AI SDK chat is a session: Ann's
     }
 
 
 def _marks(ids: dict[str, str]) -> list[str]:
-    return [SECRET, *(v for k, v in ids.items() if k not in ("agent", "instance"))]
+    return [SECRET, *(v for k, v in ids.items() if k not in ("agent", "instance", "chat_id"))]
 
 
 async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -> None:
@@ -128,10 +129,18 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             body = {"atSeq": 1}
         elif path.endswith("/metadata"):
             body = {"owner": "bob"}
+        elif path.endswith("/ag-ui"):  # a run in Ann's session ("default"): as a dispatch's
+            said = {"id": "m-1", "role": "user", "content": "x"}
+            body = {"threadId": "default", "runId": "r", "messages": [said]}
+        elif path.endswith("/ai-sdk"):
+            part = {"type": "text", "text": "x"}
+            body = {"id": "default", "messages": [{"id": "m-1", "role": "user", "parts": [part]}]}
         sent_body = body if method in ("POST", "PATCH") else None
         answer = await c.request(method, url, json=sent_body, headers=bob)
         answers.append(answer)
-        assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
+        # (an AI SDK resume answers another tenant's chat as one that does not exist: 204)
+        expected = 204 if path.endswith("/ai-sdk/{chat_id}/stream") else 404
+        assert answer.status_code == expected, (method, path, answer.status_code, answer.text)
     # A dispatch into A's session key is refused too, and writes nothing.
     sent = await c.post("/agents/assistant/acme-desk", json={"body": "hi"}, headers=bob)
     assert sent.status_code == 404
