@@ -120,6 +120,7 @@ STORE_POINTS = (
     "store.mint_fence",
     "store.next_due",
     "store.park",
+    "store.patch_session_metadata",
     "store.pause_limit",
     "store.ping",
     "store.put_attachment",

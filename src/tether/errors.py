@@ -52,6 +52,7 @@ __all__ = (
     "InvalidDispatch",
     "InvalidEditArgs",
     "InvalidExecutionLog",
+    "InvalidMetadata",
     "InvalidSeq",
     "JournalError",
     "LogTampered",
@@ -400,6 +401,19 @@ class InvalidCursor(TetherError, ValueError):
     code = "invalid_cursor"
 
     def __init__(self, message: str, *, field: str = "cursor") -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class InvalidMetadata(TetherError, ValueError):
+    """Session metadata out of its bounds (``tether.store.METADATA_LIMITS``): not a JSON
+    object, too many keys, a key too long or empty, a value that is no string, number or
+    boolean, or too large once serialized. Raised before anything is written; ``field``
+    names the culprit (``metadata`` or ``metadata.<key>``)."""
+
+    code = "invalid_metadata"
+
+    def __init__(self, message: str, *, field: str = "metadata") -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
 

@@ -35,6 +35,7 @@ def described() -> list[Call[Any]]:
         op.compact("a", "i"),
         op.erase("a", "i"),
         op.sessions(),
+        op.patch_metadata("a", "i", {"k": "v"}),
         op.records("a", "i"),
         op.messages("a", "i"),
         op.conversation("a", "i"),

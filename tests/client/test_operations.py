@@ -5,6 +5,7 @@ its end."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -79,6 +80,13 @@ async def test_a_message_sent_and_waited_for_settles_and_its_session_reads_back(
     assert (await client.open_submissions("assistant", "ann")).submissions == []
     listed = await client.sessions(agent="assistant")
     assert [item.conversation_id for item in listed.sessions] == [outcome.conversation_id]
+    patched = await client.patch_metadata("assistant", "ann", {"customer": "acme", "tier": 2})
+    assert patched.metadata == {"customer": "acme", "tier": 2}
+    found = await client.sessions(q="HELLO", metadata={"customer": "acme", "tier": "2"})
+    assert [item.metadata for item in found.sessions] == [patched.metadata]
+    assert (await client.sessions(q="hello", metadata={"customer": "globex"})).sessions == []
+    since = listed.sessions[0].last_activity_at
+    assert len((await client.sessions(since=datetime.fromisoformat(since))).sessions) == 1
 
     assert (await client.verify(outcome.conversation_id)).ok
     exported = await client.export(outcome.conversation_id)

@@ -9,7 +9,12 @@ from datetime import timedelta
 import pytest
 
 from tether.engine import Budget, Limits, ManualClock, Runtime, SessionPage, SessionState
-from tether.errors import ConversationNotFound, SessionBusy, SubmissionNotFound
+from tether.errors import (
+    ConversationNotFound,
+    InvalidMetadata,
+    SessionBusy,
+    SubmissionNotFound,
+)
 from tether.messages import ModelRequest
 from tether.models import ScriptedModel
 from tether.store import Store, SubmissionStatus
@@ -207,3 +212,42 @@ async def test_a_session_says_what_it_waits_for(
     async with asyncio.timeout(WAIT):
         for receipt in (first, held):
             await runtime.wait(receipt.submission_id)
+
+
+async def test_a_dispatchs_metadata_merges_before_it_is_admitted(
+    make_runtime: Callable[..., Runtime], store: Store
+) -> None:
+    """Issue 43, item 5: a new session starts with its first dispatch's metadata, a later one
+    merges into it, and a merge out of bounds admits nothing; another tenant's session is
+    not patched (the admission refuses it)."""
+    runtime = make_runtime({"echo": echo_agent()})
+    await runtime.start()
+    first = await runtime.dispatch("echo", "acme", "hi", session="m", metadata={"a": 1})
+    again = await runtime.dispatch(
+        "echo", "acme", "refund please", session="m", metadata={"a": None, "b": "x"}
+    )
+    assert again.conversation_id == first.conversation_id
+    async with asyncio.timeout(WAIT):
+        await runtime.wait(again.submission_id)
+    [listed] = (await runtime.sessions(text="REFUND")).sessions
+    assert listed.metadata == {"b": "x"}
+    assert (await runtime.sessions(metadata={"b": "x"}, text="nothing")).sessions == ()
+    head = (await runtime.sessions()).sessions[0].records
+    too_many = {f"k{n}": n for n in range(64)}  # 65 with "b"
+    with pytest.raises(InvalidMetadata):
+        await runtime.dispatch("echo", "acme", "more", session="m", metadata=too_many)
+    assert (await runtime.sessions()).sessions[0].records == head  # nothing admitted
+    with pytest.raises(InvalidMetadata):
+        await runtime.dispatch("echo", "acme", "x", session="new", metadata={"n": [1]})
+    assert len((await runtime.sessions()).sessions) == 1
+    assert await runtime.patch_session_metadata("echo", "acme", {"c": True}, session="m") == {
+        "b": "x",
+        "c": True,
+    }
+    with pytest.raises(ConversationNotFound):
+        await runtime.patch_session_metadata("echo", "acme", {"c": 1}, session="m", tenant="t")
+    with pytest.raises(ConversationNotFound):
+        await runtime.patch_session_metadata("echo", "acme", {"c": 1}, session="absent")
+    with pytest.raises(ConversationNotFound):
+        await runtime.dispatch("echo", "acme", "x", session="m", tenant="t", metadata={"d": 1})
+    assert (await runtime.sessions()).sessions[0].metadata == {"b": "x", "c": True}

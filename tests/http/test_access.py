@@ -65,7 +65,7 @@ async def test_a_route_refuses_an_identity_without_its_scope(
     needed = ROUTE_SCOPES[method, path]
     assert needed is not None
     others = ",".join(scope for scope in ALL_SCOPES if scope not in (needed, "admin"))
-    body: dict[str, Any] | None = {} if method == "POST" else None
+    body: dict[str, Any] | None = {} if method in ("POST", "PATCH") else None
     refused = await server.client.request(
         method, _path(path), json=body, headers={"Authorization": f"Bearer {others}"}
     )

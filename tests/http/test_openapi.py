@@ -143,7 +143,7 @@ def test_the_typescript_clients_copy_of_the_document_is_the_servers() -> None:
 
 def test_every_operation_documents_its_body_and_its_errors() -> None:
     doc = _document()
-    assert len(_operations(doc)) == 45
+    assert len(_operations(doc)) == 46
     for name, operation in _operations(doc).items():
         responses = operation["responses"]
         successes = {status: r for status, r in responses.items() if status.startswith("2")}
@@ -348,6 +348,18 @@ async def test_every_answer_keeps_to_the_documented_schemas(
     listed = (await call("GET", "/sessions", params={"agent": "assistant"})).json()
     assert cid in {item["conversationId"] for item in listed["sessions"]}
     assert (await call("GET", "/sessions", params={"limit": 0})).status_code == 422
+    merge_patch = {"content-type": "application/merge-patch+json"}
+    patched = await call(
+        "PATCH", f"{me}/metadata", content=b'{"customer": "acme", "tier": 2}', headers=merge_patch
+    )
+    assert patched.json()["metadata"] == {"customer": "acme", "tier": 2}
+    assert (await call("PATCH", f"{me}/metadata", json={"x": {"y": 1}})).status_code == 422
+    assert (await call("PATCH", f"{me}/metadata", json={"k" * 65: 1})).status_code == 422
+    assert (
+        await call("PATCH", f"{me}/metadata", params={"session": "none"}, json={"a": 1})
+    ).status_code == 404
+    found = await call("GET", "/sessions", params={"q": "hello", "metadata.customer": "acme"})
+    assert [item["metadata"] for item in found.json()["sessions"]] == [patched.json()["metadata"]]
     fork_session = forked.json()["session"]
     erased = await call("DELETE", me, params={"session": fork_session})
     assert erased.json()["conversationId"] == forked.json()["conversationId"]

@@ -133,6 +133,8 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             body = {"body": "x"}
         elif path.endswith("/fork"):
             body = {"atSeq": 1}
+        elif path.endswith("/metadata"):
+            body = {"owner": "bob"}
         elif path.endswith("/ag-ui"):
             message: dict[str, Any] = {"id": "m-1", "role": "user", "content": "x"}
             body = {"threadId": "default", "runId": "r-1", "messages": [message]}
@@ -141,7 +143,8 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             parts = [{"type": "text", "text": "x"}]
             message = {"id": "m-1", "role": "user", "parts": parts}
             body = {"id": "default", "messages": [message], "trigger": "submit-message"}
-        answer = await c.request(method, url, json=body if method == "POST" else None, headers=bob)
+        sent_body = body if method in ("POST", "PATCH") else None
+        answer = await c.request(method, url, json=sent_body, headers=bob)
         answers.append(answer)
         if path.endswith("/ai-sdk/{chat_id}/stream"):
             # As for a chat that does not exist: no run going on (what useChat's resume
@@ -167,6 +170,12 @@ async def test_another_tenant_finds_nothing_of_a_tenants_sessions(asgi: Serve) -
             assert later.json()[key] == []
             answers.append(later)
     answers.append(await c.get("/approvals", headers=bob, params={"status": "all"}))
+    # A search finds none of A's sessions, by their words or their metadata (issue 43).
+    for search in ({"q": SECRET}, {"q": "acme"}, {"metadata.owner": "bob"}):
+        found = await c.get("/sessions", headers=bob, params=search)
+        assert found.status_code == 200 and found.json()["sessions"] == [], found.text
+        answers.append(found)
+    assert (await c.get("/sessions", headers=_as("ann"), params={"q": SECRET})).json()["sessions"]
     for answer in answers:  # (a 404 may repeat what B's own request named)
         asked = str(answer.request.url) + answer.request.content.decode()
         for mark in _marks(ids):

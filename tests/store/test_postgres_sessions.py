@@ -315,7 +315,8 @@ async def test_every_sessions_statement_is_served_by_an_index(
         return await execute(self, query, params, **kwargs)
 
     monkeypatch.setattr(psycopg.AsyncConnection, "execute", tracing)
-    for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "i"}):
+    every: tuple[dict[str, Any], ...] = ({}, {"agent": "a"}, {"agent": "a", "instance": "i"})
+    for filters in every:
         page = await store.list_sessions(limit=1, **filters)
         await store.list_sessions(limit=1, after=page[-1].cursor, **filters)
     ref = await store.put_attachment(b"new", media_type="text/plain")

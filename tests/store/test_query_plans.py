@@ -56,13 +56,20 @@ GROWING = (
     "limit_holds",
     "memory_items",
     "webhook_deliveries",
+    "session_metadata",
+    "session_text",
 )
 # A claim reads the queued heads in claim order from ``submissions_queued_by_rank``, a
 # partial index of the backlog alone (as PostgreSQL's ``submissions_queued`` below): SQLite
 # calls reading it in order a SCAN, but it is not a scan of the history.
+# The full text of messages is an FTS5 table: SQLite calls any read of it a SCAN of the
+# virtual table, which is a read of its index when it has a constraint (a MATCH, a rowid
+# range: the index string after the colon), a scan of the whole of it when it has none.
 _SQLITE_SCAN = re.compile(
-    rf"^SCAN ({'|'.join(GROWING)})\b(?! USING (?:COVERING )?INDEX submissions_queued_by_rank\b)"
+    rf"^SCAN ({'|'.join(GROWING)})\b(?! USING (?:COVERING )?INDEX submissions_queued_by_rank\b"
+    r"| VIRTUAL TABLE INDEX \d+:\S)"
 )
+_EVERY_LINE = re.compile("")
 _POSTGRES_SCAN = re.compile(rf"Seq Scan on ({'|'.join(GROWING)})\b")
 _JUDGED = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 _SQLITE_SORT = re.compile(r"^USE TEMP B-TREE\b")
@@ -134,6 +141,8 @@ class Capture:
     unled: Callable[[], list[str]] = list
     """The plan lines that read a listing through an index the tenant does not lead (a
     tenant's listing should read only its rows)."""
+    plans: Callable[[], list[str]] = list
+    """Every plan line of the statements run."""
 
 
 _connect = sqlite3.connect  # the real one: the judges' own connections are not captured
@@ -244,6 +253,7 @@ async def store(
         capture.scans = lambda: sqlite_scans(sqlite.path, capture.statements)
         capture.sorts = lambda: sqlite_scans(sqlite.path, capture.statements, _SQLITE_SORT)
         capture.unled = lambda: sqlite_scans(sqlite.path, capture.statements, _SQLITE_UNLED)
+        capture.plans = lambda: sqlite_scans(sqlite.path, capture.statements, _EVERY_LINE)
         opened = sqlite
     else:
         _capture_postgres(monkeypatch, capture)
@@ -255,6 +265,9 @@ async def store(
         )
         capture.unled = lambda: postgres_scans(
             POSTGRES_URL, schema, capture.statements, _POSTGRES_UNLED
+        )
+        capture.plans = lambda: postgres_scans(
+            POSTGRES_URL, schema, capture.statements, _EVERY_LINE
         )
     yield opened
     await opened.close()
@@ -535,9 +548,12 @@ async def _fill_sessions(store: CompleteStore) -> None:
         await store.append(cid, drafts, expected_seq=await store.head(cid), fence=0)
 
 
+_FILTERS: tuple[dict[str, Any], ...] = ({}, {"agent": "a"}, {"agent": "a", "instance": "x"})
+
+
 async def _list_every_filter(store: CompleteStore) -> None:
     for tenant in (None, "t1"):
-        for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
+        for filters in _FILTERS:
             first = await store.list_sessions(limit=2, tenant=tenant, **filters)
             await store.list_sessions(limit=2, after=first[-1].cursor, tenant=tenant, **filters)
 
@@ -597,7 +613,7 @@ async def test_every_listing_of_a_tenant_reads_an_index_the_tenant_leads(
     await _fill_sessions(store)
     await store.put_schedule(ScheduleRow("sched-1", {"every": 60}, Fixtures.at(0), "t1"))
     capture.statements.clear()
-    for filters in ({}, {"agent": "a"}, {"agent": "a", "instance": "x"}):
+    for filters in _FILTERS:
         first = await store.list_sessions(limit=2, tenant="t1", **filters)
         await store.list_sessions(limit=2, after=first[-1].cursor, tenant="t1", **filters)
     for status in (None, SubmissionStatus.QUEUED):
@@ -642,3 +658,48 @@ def test_the_postgres_check_catches_a_full_scan() -> None:
 
 
 __all__ = ("serve",)  # the server fixture, shared with the HTTP tests
+
+
+async def _search_every_filter(store: CompleteStore) -> None:
+    """Each search filter alone and together, of every tenant, a first page and the next."""
+    searches: tuple[dict[str, Any], ...] = (
+        {"metadata": {"customer": "acme"}},
+        {"metadata": {"customer": "acme", "tier": "1"}},
+        {"text": "plain"},
+        {"text": "plain", "metadata": {"customer": "acme"}},
+        {"text": "plain", "since": Fixtures.at(3)},
+        {"text": "plain", "agent": "a"},
+        {"text": "plain", "agent": "a", "instance": "x"},
+    )
+    for tenant in (None, "t1"):
+        for search in searches:
+            first = await store.list_sessions(limit=1, tenant=tenant, **search)
+            assert first, (tenant, search)
+            await store.list_sessions(limit=1, after=first[-1].cursor, tenant=tenant, **search)
+    await store.list_sessions(limit=2, since=Fixtures.at(3))
+
+
+async def test_every_search_of_the_sessions_is_served_by_the_search_indexes(
+    store: CompleteStore, capture: Capture
+) -> None:
+    """Issue 43, item 5: a metadata filter reads ``session_metadata``'s key, a text search
+    the messages' full-text index (FTS5, GIN), and neither scans the sessions table: its rows
+    are read by the conversations the filters name. A patch and an erase are index-backed."""
+    await _fill_sessions(store)
+    for n in range(9):
+        tier = n % 2
+        await store.patch_session_metadata(f"conv-{n}", {"customer": "acme", "tier": tier})
+    capture.statements.clear()
+    await _search_every_filter(store)
+    await store.patch_session_metadata("conv-3", {"tier": None, "vip": True})
+    await store.erase_session("conv-0")
+    assert capture.statements
+    assert capture.scans() == []
+    used = "\n".join(capture.plans())
+    if isinstance(store, SqliteStore):
+        assert "SEARCH session_metadata USING PRIMARY KEY (key=? AND value=?)" in used, used
+        assert re.search(r"SCAN session_text VIRTUAL TABLE INDEX \d+:M", used), used
+        assert "SEARCH conversations USING INTEGER PRIMARY KEY (rowid=?)" in used, used
+    else:
+        assert "session_metadata_pkey on session_metadata" in used, used
+        assert "Bitmap Index Scan on session_text_words" in used, used

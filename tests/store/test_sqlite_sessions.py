@@ -144,7 +144,8 @@ async def test_an_append_keeps_the_index_in_the_update_it_ran_before(
     traced: tuple[SqliteStore, list[str]],
 ) -> None:
     """A plain append (the hot path, bulk or checked) writes its records and one UPDATE of
-    its conversation's row, as before the index; a record with attachments adds one INSERT."""
+    its conversation's row, as before the index; a record with attachments adds one INSERT,
+    and so do messages (their words, for search: one statement per batch)."""
     store, statements = traced
     fx = Fixtures(store)
     ref = await store.put_attachment(b"pic", media_type="image/png")
@@ -154,10 +155,12 @@ async def test_an_append_keeps_the_index_in_the_update_it_ran_before(
     await _append(store, cid, _draft(1), _draft(2), fence=running.fence)
     writes = _writes(statements)
     assert [s.split(" (")[0].split(" SET")[0] for s in writes] == [
+        "INSERT INTO session_text",
+        "INSERT INTO session_text",
         "INSERT INTO records",
         "UPDATE conversations",
     ]
-    assert "last_activity" in writes[1] and "bytes" in writes[1]
+    assert "last_activity" in writes[3] and "bytes" in writes[3]
     statements.clear()
     await _append(store, cid, _draft(3, "look", ref), fence=running.fence)
     assert [s for s in _writes(statements) if "attachment_refs" in s] == [

@@ -31,6 +31,8 @@ import type {
   Forked,
   InputsPage,
   MessagesPage,
+  MetadataPatch,
+  MetadataView,
   QueryOf,
   RecordsPage,
   SessionUsage,
@@ -258,9 +260,42 @@ export class TetherClient implements StreamTransport {
 
   // Sessions
 
-  /** A page of sessions, newest activity first (`nextCursor` for the next). */
-  async sessions(query: QueryOf<"/sessions", "get"> = {}, options: CallOptions = {}): Promise<SessionsPage> {
-    return this.request("GET", "/sessions", { query, signal: options.signal });
+  /**
+   * A page of sessions, newest activity first (`nextCursor` for the next); `q` searches the
+   * words of their messages, `metadata` their metadata (a value's text form per key),
+   * `since` their last activity.
+   *
+   * @example
+   * const found = await client.sessions({ q: "refund", metadata: { customer: "acme" } });
+   */
+  async sessions(
+    query: QueryOf<"/sessions", "get"> & { metadata?: Record<string, string> } = {},
+    options: CallOptions = {},
+  ): Promise<SessionsPage> {
+    const { metadata, ...rest } = query;
+    const filters: Query = {};
+    for (const [key, value] of Object.entries(metadata ?? {})) filters[`metadata.${key}`] = value;
+    return this.request("GET", "/sessions", { query: { ...rest, ...filters }, signal: options.signal });
+  }
+
+  /**
+   * Merge `patch` into the session's metadata (RFC 7396: `null` removes a key) and answer
+   * what it leaves.
+   *
+   * @example
+   * await client.patchMetadata("assistant", "me", { customer: "acme", draft: null });
+   */
+  async patchMetadata(
+    agent: string,
+    instance: string,
+    patch: MetadataPatch,
+    options: SessionOptions = {},
+  ): Promise<MetadataView> {
+    return this.request("PATCH", `${sessionPath(agent, instance)}/metadata`, {
+      query: { session: options.session },
+      body: patch,
+      signal: options.signal,
+    });
   }
 
   /** One session: its conversation, head, and where it stands. */

@@ -230,6 +230,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agent}/{instance}/metadata": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Patch Metadata
+         * @description Change a session's metadata by a merge patch (``Content-Type:
+         *     application/merge-patch+json``, or ``application/json``) and answer what it leaves.
+         *     At most 64 keys of 1..64 characters, 8 KiB serialized (422 ``invalid_metadata``,
+         *     nothing changed); 404 for a session that has no conversation yet.
+         */
+        patch: operations["patch_metadata_agents__agent___instance__metadata_patch"];
+        trace?: never;
+    };
     "/agents/{agent}/{instance}/records": {
         parameters: {
             query?: never;
@@ -677,7 +700,10 @@ export interface paths {
         };
         /**
          * Sessions
-         * @description A page of sessions, newest activity first, with where each stands.
+         * @description A page of sessions, newest activity first, with where each stands. Besides the
+         *     parameters below, ``metadata.<key>=<value>`` (up to 8) keeps the sessions whose
+         *     metadata holds the key with that value (a number or a boolean as its JSON: ``2``,
+         *     ``true``).
          */
         get: operations["sessions_sessions_get"];
         put?: never;
@@ -1567,6 +1593,13 @@ export interface components {
              */
             kind?: "user" | "signal" | "steer" | "follow_up" | "compact";
             /**
+             * Metadata
+             * @description Merged into the session's metadata (an RFC 7396 merge patch: ``null`` removes a key); a new session starts with it. At most 64 keys of 1..64 characters, string, number or boolean values, 8 KiB serialized (422 ``invalid_metadata``).
+             */
+            metadata?: {
+                [key: string]: string | boolean | number | null;
+            } | null;
+            /**
              * Priority
              * @description Higher is claimed first among other sessions' queued submissions, aged so that none waits forever; a session's own keep their order (docs/priorities.md). Absent: the agent's default, else 0.
              */
@@ -1901,6 +1934,22 @@ export interface components {
             messages: components["schemas"]["Message"][];
         };
         /**
+         * MetadataView
+         * @description A session's metadata after a merge patch, keys sorted.
+         */
+        MetadataView: {
+            /** Agent */
+            agent: string;
+            /** Instance */
+            instance: string;
+            /** Metadata */
+            metadata: {
+                [key: string]: string | boolean | number;
+            };
+            /** Session */
+            session: string;
+        };
+        /**
          * OpenSubmissions
          * @description A session's unsettled submissions, oldest first.
          */
@@ -2154,6 +2203,13 @@ export interface components {
              * Format: date-time
              */
             lastActivityAt: string;
+            /**
+             * Metadata
+             * @description The session's metadata (a dispatch's ``metadata``, ``PATCH /agents/{agent}/{instance}/metadata``), keys sorted.
+             */
+            metadata?: {
+                [key: string]: string | boolean | number;
+            };
             /** Parent */
             parent?: components["schemas"]["SessionParent"] | null;
             /** Pending approvals */
@@ -4160,6 +4216,127 @@ export interface operations {
             };
         };
     };
+    patch_metadata_agents__agent___instance__metadata_patch: {
+        parameters: {
+            query?: {
+                session?: string;
+            };
+            header?: never;
+            path: {
+                agent: string;
+                instance: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": {
+                    [key: string]: string | boolean | number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MetadataView"];
+                };
+            };
+            /** @description The body is not JSON (``malformed_json``), or the request is malformed in a way the route names (``invalid_last_event_id``). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's identity lacks the scope the route needs (``forbidden``; the message and ``details`` name it), or the server's authorize hook refused it what it asked (``forbidden``; ``details``: the ``action`` and the ``resource``'s kind), or a request that changes something was sent by a page of another site: its ``Origin`` is neither the server's own nor one it allows (``forbidden_origin``). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Nothing by that name: an unknown agent, conversation, submission, approval or input. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body did not arrive in time (``request_timeout``). */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is over the server's limit (``payload_too_large``). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request does not say ``Content-Type: application/json``, which every POST must, with a body or without one (``unsupported_media_type``). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The ``Host`` is not one this server answers to: a loopback name, the address the connection came in on, or one it was told to allow (``misdirected_request``). */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A parameter or the body does not validate (``invalid_request``, with every problem in ``details``), or a typed refusal (``invalid_dispatch``, ``invalid_seq``, ``invalid_cursor``, ``invalid_edit_args``, ``invalid_answer``...). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The server's own failure: ``internal`` (the details are in the server's log) or a server-side error's own type. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Try again later: the store is unavailable or the runtime is closing. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     records_agents__agent___instance__records_get: {
         parameters: {
             query?: {
@@ -5832,6 +6009,10 @@ export interface operations {
                 cursor?: string | null;
                 /** @description Total each session's model calls. */
                 usage?: boolean;
+                /** @description Full-text search: the sessions one of whose messages (a user's, a steer, an assistant's answer) holds every word of it, in any case (docs/search.md). */
+                q?: string | null;
+                /** @description The sessions active at this time or later (RFC 3339, with an offset). */
+                since?: string | null;
             };
             header?: never;
             path?: never;

@@ -34,6 +34,9 @@ export type DispatchAccepted = Schemas["DispatchAccepted"];
 export type DispatchSettled = Schemas["DispatchSettled"];
 export type SessionsPage = Schemas["SessionsPage"];
 export type SessionItem = Schemas["SessionItem"];
+export type MetadataView = Schemas["MetadataView"];
+/** A merge patch of a session's metadata (RFC 7396: `null` removes a key). */
+export type MetadataPatch = Record<string, string | number | boolean | null>;
 export type ConversationView = Schemas["ConversationView"];
 export type RecordsPage = Schemas["RecordsPage"];
 export type RecordEnvelope = Schemas["RecordEnvelope"];

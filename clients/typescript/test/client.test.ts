@@ -85,6 +85,22 @@ describe("sessions", () => {
     assert.ok(messages.messages.length >= 2);
   });
 
+  it("sets, patches and searches by metadata and the words of messages", async () => {
+    const session = fresh();
+    const word = `w${Date.now().toString(36)}`;
+    await client.send("assistant", "me", { body: `hello ${word}`, session, metadata: { customer: "acme", tier: 1 } });
+    const patched = await client.patchMetadata("assistant", "me", { tier: null, vip: true }, { session });
+    assert.deepEqual(patched.metadata, { customer: "acme", vip: true });
+    const found = await client.sessions({ q: word.toUpperCase(), metadata: { vip: "true" } });
+    assert.deepEqual(
+      found.sessions.map((item) => item.session),
+      [session],
+    );
+    assert.deepEqual(found.sessions[0]?.metadata, patched.metadata);
+    const none = await client.sessions({ q: word, metadata: { customer: "globex" } });
+    assert.equal(none.sessions.length, 0);
+  });
+
   it("forks, exports and verifies a conversation", async () => {
     const answer = await client.send("assistant", "me", { body: "what time is it?", session: fresh() });
     const forked = await client.fork(answer.conversationId, 3, { session: fresh() });

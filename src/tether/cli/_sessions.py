@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import json
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import typer
@@ -13,7 +15,7 @@ from tether.cli._connect import DEFAULT_URL, TOKEN, connect
 if TYPE_CHECKING:
     from tether.wire import SessionItem
 
-__all__ = ("aligned", "delete", "sessions", "size_of")
+__all__ = ("aligned", "delete", "metadata_filters", "sessions", "size_of")
 
 console = Console(soft_wrap=True, highlight=False, emoji=False)
 URL = typer.Option(DEFAULT_URL, "--url", envvar="TETHER_URL", help="The server to talk to.")
@@ -53,15 +55,28 @@ def sessions(
         None, "--cursor", help="Where the previous page said the next one starts."
     ),
     usage: bool = typer.Option(False, "--usage", help="Total each session's model calls too."),
+    q: str | None = typer.Option(
+        None, "--q", help="Only those one of whose messages holds every word of this."
+    ),
+    meta: list[str] = typer.Option(  # noqa: B008 (typer's way of a repeated option)
+        [], "--meta", help="KEY=VALUE: only those whose metadata holds it (repeatable)."
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="Only those active since this time (ISO 8601, with an offset)."
+    ),
     url: str = URL,
     auth_token: str | None = TOKEN,
 ) -> None:
-    """List sessions, newest activity first: each one's conversation id and where it stands.
-    (`tether sessions upgrade` moves parked runs to a newer version.)"""
+    """List sessions, newest activity first: each one's conversation id, where it stands and
+    its metadata; searched by the words of their messages (--q), their metadata (--meta)
+    and their last activity (--since). (`tether sessions upgrade` moves parked runs to a
+    newer version.)"""
     if ctx.invoked_subcommand is not None:
         return
     from tether.wire import SessionState
 
+    metadata = metadata_filters(meta)
+    active_since = None if since is None else _time_of(since)
     with connect(url, auth_token) as client:
         page = client.sessions(
             agent=agent,
@@ -70,6 +85,9 @@ def sessions(
             limit=limit,
             cursor=cursor,
             usage=usage,
+            q=q,
+            metadata=metadata or None,
+            since=active_since,
         )
     items = page.sessions
     if not items:
@@ -91,13 +109,44 @@ def sessions(
         ]
         if usage:
             row.append(str(0 if item.usage is None else item.usage.calls))
+        notes = [
+            f"{key}={value}" if isinstance(value, str) else f"{key}={json.dumps(value)}"
+            for key, value in item.metadata.items()
+        ]
         if item.parent is not None:
-            row.append(f"(from {item.parent.reason} of {item.parent.conversation_id})")
+            notes.append(f"(from {item.parent.reason} of {item.parent.conversation_id})")
+        if notes:
+            row.append(" ".join(notes))
         rows.append(row)
     for line in aligned(rows):
         console.print(line, markup=False)
     if page.next_cursor:
         console.print(f"more: add --cursor {page.next_cursor}")
+
+
+def metadata_filters(meta: list[str]) -> dict[str, str]:
+    """``--meta KEY=VALUE`` options as the metadata filters of ``client.sessions`` (each
+    the query's ``metadata.KEY=VALUE`` parameter)."""
+    filters: dict[str, str] = {}
+    for given in meta:
+        key, equals, value = given.partition("=")
+        if not equals or not key:
+            raise typer.BadParameter(f"{given!r} is not KEY=VALUE", param_hint="--meta")
+        filters[key] = value
+    return filters
+
+
+def _time_of(given: str) -> datetime:
+    """``--since``'s ISO 8601 time, with its offset (``Z`` or ``+02:00``)."""
+    try:
+        moment = datetime.fromisoformat(given)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{given!r} is not an ISO 8601 time", param_hint="--since"
+        ) from None
+    if moment.tzinfo is None:
+        raise typer.BadParameter(f"{given!r} has no offset (add Z or +HH:MM)", param_hint="--since")
+    return moment
 
 
 def _status(item: SessionItem) -> str:

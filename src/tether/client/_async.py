@@ -245,6 +245,7 @@ class AsyncTetherClient:
     compact = _Operation(op.compact)
     erase = _Operation(op.erase)
     sessions = _Operation(op.sessions)
+    patch_metadata = _Operation(op.patch_metadata)
     records = _Operation(op.records)
     messages = _Operation(op.messages)
     conversation = _Operation(op.conversation)

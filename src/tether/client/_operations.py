@@ -8,12 +8,13 @@ and signature, which sends what it builds; the docstrings here are theirs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from datetime import date
+from datetime import date, datetime
 from typing import Literal
 
 import httpx
-from pydantic import JsonValue
+from pydantic import JsonValue, RootModel
 
 from tether.client._call import Call, Flow, ask, model, path
 from tether.client._defaults import WAIT_SLICE
@@ -45,6 +46,8 @@ from tether.wire import (
     InputsPage,
     MessageBody,
     MessagesPage,
+    MetadataPatch,
+    MetadataView,
     OpenSubmissions,
     Ready,
     RecordsPage,
@@ -97,6 +100,7 @@ __all__ = (
     "messages",
     "metrics",
     "open_submissions",
+    "patch_metadata",
     "pending_approval",
     "pending_input",
     "ready",
@@ -249,8 +253,14 @@ def sessions(
     limit: int | None = None,
     cursor: str | None = None,
     usage: bool = False,
+    q: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    since: datetime | None = None,
 ) -> Call[SessionsPage]:
-    """``GET /sessions``: a page of sessions, newest activity first."""
+    """``GET /sessions``: a page of sessions, newest activity first; ``q`` (the words of
+    one of its messages), ``metadata`` (a value's text form per key) and ``since`` (active
+    at that time or later) search them (docs/search.md)."""
+    filters = {f"metadata.{key}": value for key, value in (metadata or {}).items()}
     return Call(
         "GET",
         "/sessions",
@@ -262,7 +272,32 @@ def sessions(
             "limit": limit,
             "cursor": cursor,
             "usage": True if usage else None,
+            "q": q,
+            "since": None if since is None else since.isoformat(),
+            **filters,
         },
+    )
+
+
+_MetadataPatch = RootModel[MetadataPatch]
+
+
+def patch_metadata(
+    agent: str,
+    instance: str,
+    patch: Mapping[str, str | bool | int | float | None],
+    *,
+    session: str = "default",
+) -> Call[MetadataView]:
+    """``PATCH .../metadata``: merge ``patch`` into the session's metadata (RFC 7396: a
+    ``None`` removes its key) and return what it leaves."""
+    return Call(
+        "PATCH",
+        _session_path("/metadata", agent, instance),
+        model(MetadataView),
+        params={"session": session},
+        body=_MetadataPatch(dict(patch)),
+        headers={"Content-Type": "application/merge-patch+json"},
     )
 
 

@@ -82,7 +82,13 @@ from tether.engine._runs import RunRegistry, wait_settled
 from tether.engine._scheduler import ScheduleBook, Scheduler
 from tether.engine._schedules import Schedule, ScheduleInfo
 from tether.engine._session_usage import SessionSpend, session_spend
-from tether.engine._sessions import SessionPage, SessionState, erase_session, session_page
+from tether.engine._sessions import (
+    SessionPage,
+    SessionState,
+    erase_session,
+    patch_session_metadata,
+    session_page,
+)
 from tether.engine._ssrf import check_webhook_url, networks_of
 from tether.engine._steering import SteerWatches
 from tether.engine._subagents import SubagentPolicy
@@ -136,6 +142,7 @@ from tether.store import (
     ErasedSession,
     GateKind,
     GateStatus,
+    MetadataValue,
     NewSubmission,
     SessionKey,
     Store,
@@ -147,6 +154,7 @@ from tether.store import (
     WebhookStore,
     check_priority,
     check_priority_aging,
+    merge_metadata,
     open_store,
     require_capability,
     with_failpoints,
@@ -746,6 +754,7 @@ class Runtime:
         after: timedelta | float | None = None,
         priority: int | None = None,
         callback: Callback | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Receipt:
         """Admit a message for ``agent/instance/session``; durable when this returns.
 
@@ -772,10 +781,14 @@ class Runtime:
         durable outbox (docs/how-to/webhooks.md); a URL that is not ``http(s)`` or whose host
         is a private, loopback or link-local address (unless ``WebhookSettings.allow`` holds
         it), or a runtime without a signing secret, is ``InvalidDispatch``, nothing written.
+        ``metadata`` is merged into the session's
+        (an RFC 7396 merge patch, as :meth:`patch_session_metadata`): a new session starts
+        with it; a patch out of bounds is ``InvalidMetadata``, nothing admitted.
 
         Example::
 
             receipt = await runtime.dispatch("support", "acme", "hello", tenant="acme")
+            await runtime.dispatch("support", "acme", "hi", metadata={"customer": "acme"})
             await runtime.dispatch("support", "acme", "go", budget=Budget(model_calls=5))
             await runtime.dispatch("support", "acme", "remind me", after=timedelta(days=1))
             await runtime.dispatch("support", "acme", "urgent", priority=10)
@@ -813,9 +826,15 @@ class Runtime:
             if busy and multitask == "steer":
                 inbound = inbound.model_copy(update={"kind": "steer", "budget": None})
         hook = None if callback is None else await self._check_callback(callback)
+        patched = False
+        if metadata is not None:
+            patched = await self._patch_before_admission(key, metadata, tenant)
         receipt = await self._admit(
             key, inbound, dispatch_id, trace_context(trace), tenant, due, priority
         )
+        if metadata is not None and not patched:  # a new session's: its first metadata
+            index = require_capability(self._offered().sessions, "sessions")
+            await index.patch_session_metadata(receipt.conversation_id, metadata)
         await self._subscribe(key, receipt, hook)
         return receipt
 
@@ -840,6 +859,24 @@ class Runtime:
         await outbox.subscribe(submission, hook)
         if self._webhook_sender is not None:
             self._webhook_sender.nudge()
+
+    async def _patch_before_admission(
+        self, key: SessionKey, metadata: Mapping[str, Any], tenant: str | None
+    ) -> bool:
+        """Merge a dispatch's ``metadata`` into its session's, if the session has a
+        conversation the caller may admit into: before the admission, so that a merge out
+        of bounds admits nothing. Whether it did (if not, the admission creates the
+        conversation, and its metadata is the patch, checked here)."""
+        merge_metadata({}, metadata)  # its shape, before anything is written
+        index = require_capability(self._offered().sessions, "sessions")
+        try:
+            conversation = await self.store.find_conversation(key)
+        except ConversationNotFound:
+            return False
+        if tenant is not None and conversation.tenant != tenant:
+            return False  # the admission refuses it
+        await index.patch_session_metadata(conversation.id, metadata)
+        return True
 
     async def _admit(
         self,
@@ -1135,16 +1172,22 @@ class Runtime:
         cursor: str | None = None,
         usage: bool = False,
         tenant: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        text: str | None = None,
+        since: datetime | None = None,
     ) -> SessionPage:
         """Sessions newest activity first, each with where it stands (see
         :class:`SessionPage`); ``usage`` also totals each one's model calls (it reads their
         logs). ``instance`` needs ``agent``. ``tenant`` lists only that tenant's (``None``:
         every session, an operator's view); a cursor of another tenant's page lists only
-        this one's past it.
+        this one's past it. The search filters (docs/search.md): ``metadata`` keeps the
+        sessions whose metadata holds each key with that text form, ``text`` those one of
+        whose messages holds every word of it, ``since`` those active at that time or later.
 
         Example::
 
             page = await runtime.sessions(tenant="acme", limit=20)
+            found = await runtime.sessions(metadata={"customer": "acme"}, text="refund")
         """
         return await session_page(
             self._started_context(),
@@ -1155,6 +1198,32 @@ class Runtime:
             cursor=cursor,
             usage=usage,
             tenant=tenant,
+            metadata=metadata,
+            text=text,
+            since=since,
+        )
+
+    async def patch_session_metadata(
+        self,
+        agent: str,
+        instance: str,
+        patch: Mapping[str, Any],
+        *,
+        session: str = "default",
+        tenant: str | None = None,
+    ) -> dict[str, MetadataValue]:
+        """Apply an RFC 7396 merge ``patch`` to a session's metadata (a key set to ``None``
+        is removed) and return the metadata it leaves. ``InvalidMetadata`` (nothing changed)
+        for a patch or a result out of bounds (``tether.store.METADATA_LIMITS``);
+        ``ConversationNotFound`` for a session that has no conversation, or is not
+        ``tenant``'s.
+
+        Example::
+
+            await runtime.patch_session_metadata("support", "acme", {"tier": "gold"})
+        """
+        return await patch_session_metadata(
+            self._started_context(), SessionKey(agent, instance, session), patch, tenant=tenant
         )
 
     async def check_upgrade(

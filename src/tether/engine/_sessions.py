@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from tether._payloads import ConversationParent
 from tether._states import SessionState
@@ -21,13 +22,14 @@ from tether.engine._eventlog import log_erased
 from tether.engine._queued import QueuedWaits
 from tether.engine._runs import wait_settled
 from tether.engine._usage import UsageTotals, total_usage
-from tether.errors import SessionBusy
+from tether.errors import ConversationNotFound, SessionBusy
 from tether.records import Actor, SettlementStatus, SubmissionSettled
 from tether.store import (
     ErasedSession,
     GateKind,
     GateStatus,
     GateStore,
+    MetadataValue,
     SessionKey,
     SessionRow,
     Store,
@@ -41,6 +43,7 @@ __all__ = (
     "SessionPage",
     "SessionState",
     "erase_session",
+    "patch_session_metadata",
     "session_page",
 )
 
@@ -85,6 +88,9 @@ class SessionInfo:
     """For ``limit``: whose, ``agent`` or ``tenant``."""
     due_at: datetime | None = None
     """When a ``scheduled`` head is due, or a parked run's timer (or deadline) wakes it."""
+    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
+    """The session's metadata (``Runtime.patch_session_metadata``, a dispatch's
+    ``metadata``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +185,12 @@ async def session_page(
     cursor: str | None,
     usage: bool,
     tenant: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    text: str | None = None,
+    since: datetime | None = None,
 ) -> SessionPage:
-    """Up to ``limit`` sessions past ``cursor`` (``tenant``'s only, if given); see
+    """Up to ``limit`` sessions past ``cursor`` (``tenant``'s only, if given), narrowed by
+    the search filters given (``SessionListStore.list_sessions``); see
     :class:`SessionPage`."""
     if not 1 <= limit <= MAX_SESSIONS_PAGE:
         raise ValueError(f"limit must be 1..{MAX_SESSIONS_PAGE}, got {limit}")
@@ -188,6 +198,13 @@ async def session_page(
         raise ValueError("an instance filter needs its agent")
     store = context.store
     index = require_capability(context.capabilities.sessions, "sessions")
+    search: dict[str, Any] = {}  # only those given: a backend may predate them
+    if metadata:
+        search["metadata"] = metadata
+    if text is not None and text.strip():
+        search["text"] = text
+    if since is not None:
+        search["since"] = since
     found: list[tuple[SessionRow, _Standing]] = []
     queued = QueuedWaits(context)
     after = cursor
@@ -195,7 +212,7 @@ async def session_page(
     for _ in range(_SCAN_PAGES if status is not None else 1):
         # One row more than asked: a cursor is handed out only if a row follows it.
         rows = await index.list_sessions(
-            agent=agent, instance=instance, limit=limit + 1, after=after, tenant=tenant
+            agent=agent, instance=instance, limit=limit + 1, after=after, tenant=tenant, **search
         )
         page, follows = rows[:limit], len(rows) > limit
         for place, row in enumerate(page):
@@ -234,9 +251,27 @@ async def session_page(
                 wait_reason=standing.wait_reason,
                 held_by=standing.held_by,
                 due_at=standing.due_at,
+                metadata=row.metadata,
             )
         )
     return SessionPage(tuple(sessions), next_cursor)
+
+
+async def patch_session_metadata(
+    context: EngineContext,
+    key: SessionKey,
+    patch: Mapping[str, Any],
+    *,
+    tenant: str | None = None,
+) -> dict[str, MetadataValue]:
+    """Apply an RFC 7396 merge ``patch`` to the session's metadata and return what it
+    leaves (see ``SessionListStore.patch_session_metadata``). ``ConversationNotFound`` for
+    a session without a conversation, or another tenant's (``tenant`` given)."""
+    index = require_capability(context.capabilities.sessions, "sessions")
+    conversation = await context.store.find_conversation(key)
+    if tenant is not None and conversation.tenant != tenant:
+        raise ConversationNotFound(str(key))
+    return await index.patch_session_metadata(conversation.id, patch)
 
 
 async def erase_session(

@@ -74,6 +74,7 @@ ROUTE_SCOPES: Final[Mapping[tuple[str, str], Scope | None]] = {
     ("POST", "/agents/{agent}/{instance}"): "sessions:write",
     ("GET", "/agents/{agent}/{instance}"): "sessions:read",
     ("DELETE", "/agents/{agent}/{instance}"): "sessions:erase",
+    ("PATCH", "/agents/{agent}/{instance}/metadata"): "sessions:write",
     ("POST", "/agents/{agent}/{instance}/steer"): "sessions:write",
     ("POST", "/agents/{agent}/{instance}/followup"): "sessions:write",
     ("POST", "/agents/{agent}/{instance}/abort"): "sessions:abort",

@@ -94,7 +94,15 @@ async def dispatch(
         mode="json",
         by_alias=True,
         exclude_none=True,
-        exclude={"session", "dispatch_id", "run_at", "after_seconds", "priority", "callback"},
+        exclude={
+            "session",
+            "dispatch_id",
+            "run_at",
+            "after_seconds",
+            "priority",
+            "callback",
+            "metadata",
+        },
     )
     if (by := actor_of(identity)) is not None:  # who sent it, recorded on the message
         message["by"] = by
@@ -113,6 +121,7 @@ async def dispatch(
         run_at=payload.run_at,
         after=payload.after_seconds,
         callback=None if payload.callback is None else payload.callback.model_dump(),
+        metadata=payload.metadata,
     )
     status = None
     if wait:

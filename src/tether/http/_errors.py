@@ -69,6 +69,7 @@ _STATUS: dict[type[errors.TetherError], int] = {
     E.SeqTruncated: 410,
     E.InvalidSeq: 422,
     E.InvalidCursor: 422,
+    E.InvalidMetadata: 422,
     E.SessionExists: 409,
     E.LogTampered: 409,
     E.NotFound: 404,

@@ -31,6 +31,7 @@ _OPEN_PATHS = _HEALTH_PATHS | {"/", "/ui"}
 _CONSOLE_PREFIX = "/ui/"  # the console's page, its files and its sign-in: no secrets there
 _CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_PATCH_TYPES = frozenset({"application/json", "application/merge-patch+json"})
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
 _SHOWN = 200  # characters of a refused Host or Origin the answer repeats
 logger = logging.getLogger("tether.http")
@@ -191,13 +192,20 @@ class Guard:
             return self._too_large()
         # Every POST says JSON, a bodiless one too: no page of another site can send that
         # without a CORS preflight (which this server never answers), unlike a form's types
-        # or a no-cors fetch's none. (No route takes PUT or PATCH: those answer 405.)
+        # or a no-cors fetch's none. A PATCH (a merge patch) says JSON too, or RFC 7396's
+        # own type. (No route takes PUT: it answers 405.)
         media_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if method == "POST" and media_type != "application/json":
             return error_response(
                 415,
                 "unsupported_media_type",
                 "send Content-Type: application/json (a POST without a body too)",
+            )
+        if method == "PATCH" and media_type not in _PATCH_TYPES:
+            return error_response(
+                415,
+                "unsupported_media_type",
+                "send Content-Type: application/merge-patch+json or application/json",
             )
         return None
 

@@ -44,6 +44,7 @@ def session_item(info: SessionInfo) -> SessionItem:
             call_id=parent.call_id,
         ),
         usage=None if info.usage is None else usage_view(info.usage),
+        metadata=dict(info.metadata),
         stream_url=stream_url(info.key),
     )
 

@@ -3,10 +3,13 @@ compact its history); erase one."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Request
 
 from tether.engine import MAX_SESSIONS_PAGE, SessionState
-from tether.errors import InvalidDispatch
+from tether.errors import InvalidDispatch, InvalidMetadata
 from tether.http._access import (
     AccessDependency,
     IdentityDependency,
@@ -23,6 +26,8 @@ from tether.wire import (
     Aborted,
     ErasedView,
     MessageBody,
+    MetadataPatch,
+    MetadataView,
     SessionBody,
     SessionsPage,
     SubmissionReceipt,
@@ -39,6 +44,7 @@ sessions_router = APIRouter(tags=["sessions"])
 
 @sessions_router.get("/sessions", responses=failures(422, 503))
 async def sessions(
+    request: Request,
     runtime: RuntimeDependency,
     identity: IdentityDependency,
     agent: str | None = Query(default=None, max_length=200),
@@ -49,10 +55,25 @@ async def sessions(
         default=None, max_length=2000, description="A page's nextCursor: the page after it."
     ),
     usage: bool = Query(default=False, description="Total each session's model calls."),
+    q: str | None = Query(
+        default=None,
+        max_length=1000,
+        description="Full-text search: the sessions one of whose messages (a user's, a steer, "
+        "an assistant's answer) holds every word of it, in any case (docs/search.md).",
+    ),
+    since: Annotated[
+        datetime | None,
+        Query(description="The sessions active at this time or later (RFC 3339, with an offset)."),
+    ] = None,
 ) -> SessionsPage:
-    """A page of sessions, newest activity first, with where each stands."""
+    """A page of sessions, newest activity first, with where each stands. Besides the
+    parameters below, ``metadata.<key>=<value>`` (up to 8) keeps the sessions whose
+    metadata holds the key with that value (a number or a boolean as its JSON: ``2``,
+    ``true``)."""
     if instance is not None and agent is None:
         raise InvalidDispatch("an instance filter needs its agent", field="instance")
+    if since is not None and since.tzinfo is None:
+        raise InvalidDispatch("a time with an offset (RFC 3339)", field="since")
     page = await runtime.sessions(
         agent=listed_agent(identity, agent),
         instance=instance,
@@ -61,11 +82,60 @@ async def sessions(
         cursor=cursor,
         usage=usage,
         tenant=identity.tenant,
+        metadata=metadata_filters(request),
+        text=q,
+        since=since,
     )
     return SessionsPage(
         sessions=[session_item(info) for info in page.sessions],
         next_cursor=page.next_cursor,
     )
+
+
+def metadata_filters(request: Request) -> dict[str, str]:
+    """The ``metadata.<key>=<value>`` query parameters (a key given twice: ``InvalidMetadata``,
+    as a filter out of bounds)."""
+    filters: dict[str, str] = {}
+    for name, value in request.query_params.multi_items():
+        if name.startswith(_METADATA_PREFIX):
+            key = name[len(_METADATA_PREFIX) :]
+            if key in filters:
+                raise InvalidMetadata("a metadata filter is given once", field=name)
+            filters[key] = value
+    return filters
+
+
+_METADATA_PREFIX = "metadata."
+
+
+@sessions_router.patch(
+    "/agents/{agent}/{instance}/metadata", responses=failures(*BODY_FAILURES, 403, 404, 503)
+)
+async def patch_metadata(
+    runtime: RuntimeDependency,
+    access: AccessDependency,
+    agent: str,
+    instance: str,
+    patch: Annotated[
+        MetadataPatch,
+        Body(
+            description="An RFC 7396 merge patch: each key set to a string, a number or a "
+            "boolean, or removed by ``null``.",
+            media_type="application/merge-patch+json",
+        ),
+    ],
+    session: str = Query(default="default", min_length=1, max_length=200),
+) -> MetadataView:
+    """Change a session's metadata by a merge patch (``Content-Type:
+    application/merge-patch+json``, or ``application/json``) and answer what it leaves.
+    At most 64 keys of 1..64 characters, 8 KiB serialized (422 ``invalid_metadata``,
+    nothing changed); 404 for a session that has no conversation yet."""
+    identity = access.identity
+    await own_session(runtime, access, agent, instance, session)
+    metadata = await runtime.patch_session_metadata(
+        agent, instance, patch, session=session, tenant=identity.tenant
+    )
+    return MetadataView(agent=agent, instance=instance, session=session, metadata=metadata)
 
 
 @sessions_router.delete("/agents/{agent}/{instance}", responses=failures(403, 404, 409, 422, 503))

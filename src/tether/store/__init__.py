@@ -29,6 +29,13 @@ from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._memory import MemoryStore
 from tether.store._memory_items import MEMORY_SCAN, MemoryHit, MemoryItem, Namespace
+from tether.store._metadata import (
+    METADATA_LIMITS,
+    MetadataLimits,
+    MetadataValue,
+    merge_metadata,
+    parse_metadata,
+)
 from tether.store._priority import (
     DEFAULT_PRIORITY_AGING,
     PRIORITY_MAX,
@@ -106,6 +113,7 @@ __all__ = (
     "MAX_SEQ",
     "MAX_WEBHOOK_PAGE",
     "MEMORY_SCAN",
+    "METADATA_LIMITS",
     "PRIORITY_MAX",
     "PRIORITY_MIN",
     "SQLITE_FILENAME",
@@ -144,6 +152,8 @@ __all__ = (
     "MemoryItem",
     "MemoryItemStore",
     "MemoryStore",
+    "MetadataLimits",
+    "MetadataValue",
     "Namespace",
     "NewSubmission",
     "NewToken",
@@ -185,7 +195,9 @@ __all__ = (
     "check_priority",
     "check_priority_aging",
     "export_chunks",
+    "merge_metadata",
     "open_store",
+    "parse_metadata",
     "require_capability",
     "served_version",
     "verify_export",

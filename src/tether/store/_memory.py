@@ -89,6 +89,12 @@ from tether.store._memory_items import (
     rank_by_vector,
     unpack_vector,
 )
+from tether.store._metadata import (
+    MetadataValue,
+    check_metadata_filter,
+    merge_metadata,
+    metadata_text,
+)
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -110,6 +116,7 @@ from tether.store._protocol import (
     VersionStore,
     WebhookStore,
 )
+from tether.store._search_text import query_words, searchable, words
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow, check_new_token, stored_time
 from tether.store._truncation import check_truncation, seal_anchor
@@ -174,6 +181,11 @@ class MemoryLog:
     """The attachments its records reference (a fork's copied ones included)."""
     first: int = 1
     """The seq of ``rows[0]``: 1, or its ``log_truncated`` record's once truncated."""
+    metadata: dict[str, MetadataValue] = field(default_factory=dict)
+    """The session's metadata, keys sorted."""
+    texts: list[frozenset[str]] = field(default_factory=list)
+    """The words of each of its messages that search reads (kept when the log is truncated,
+    as the anchor's transcript keeps the messages)."""
 
     @property
     def head_time(self) -> str:
@@ -380,6 +392,7 @@ class MemoryStore(
         log.head, log.head_hash = last.seq, last.hash
         log.bytes += sum(len(record.canonical) for record in records)
         log.last_activity = record_micros(last.canonical)
+        log.texts += [frozenset(words(text)) for _, text in searchable(records)]
         for digest in attachment_digests(records):
             log.digests.add(digest)
             self._references.setdefault(digest, set()).add(log.conversation.id)
@@ -1159,6 +1172,7 @@ class MemoryStore(
             parent=conversation.parent,
             cursor=encode_session_cursor(log.last_activity, conversation.id),
             tenant=conversation.tenant,
+            metadata=dict(log.metadata),
         )
 
     async def list_sessions(
@@ -1169,9 +1183,15 @@ class MemoryStore(
         limit: int = 100,
         after: str | None = None,
         tenant: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        text: str | None = None,
+        since: datetime | None = None,
     ) -> list[SessionRow]:
         check_limit(limit)
         check_session_filter(agent, instance)
+        wanted = check_metadata_filter(metadata)
+        query = frozenset(query_words(text))
+        floor = None if since is None else to_micros(since)
         start = None
         if after is not None:
             micros, conversation_id = decode_session_cursor(after)
@@ -1185,10 +1205,23 @@ class MemoryStore(
                 and (tenant is None or log.conversation.tenant == tenant)
                 and (instance is None or log.conversation.key.instance == instance)
                 and (start is None or log.order_key > start)
+                and (floor is None or log.last_activity >= floor)
+                and all(
+                    key in log.metadata and metadata_text(log.metadata[key]) == value
+                    for key, value in wanted.items()
+                )
+                and (not query or any(query <= message for message in log.texts))
             ),
             key=lambda log: log.order_key,
         )
         return [self._session_row(log) for log in chosen[:limit]]
+
+    async def patch_session_metadata(
+        self, conversation_id: str, patch: Mapping[str, Any]
+    ) -> dict[str, MetadataValue]:
+        log = self._log(conversation_id)
+        log.metadata = merge_metadata(log.metadata, patch)
+        return dict(log.metadata)
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
         log = self._log(conversation_id)

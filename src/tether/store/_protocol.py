@@ -30,6 +30,7 @@ from tether.records import Actor, Record, RecordDraft
 from tether.store._gates import Gate, GateKind, GateStatus
 from tether.store._limits import ClaimSlots, GrantTime, HeldBack, LimitAsk
 from tether.store._memory_items import MEMORY_SCAN, MemoryHit, MemoryItem, Namespace
+from tether.store._metadata import MetadataValue
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow
 from tether.store._types import (
@@ -601,6 +602,9 @@ class SessionListStore(Protocol):
         limit: int = 100,
         after: str | None = None,
         tenant: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        text: str | None = None,
+        since: datetime | None = None,
     ) -> list[SessionRow]:
         """Up to ``limit`` conversations (forks and task children included), newest activity
         first (the time of the last record, then the conversation id), optionally of one
@@ -611,10 +615,35 @@ class SessionListStore(Protocol):
         ``bytes`` are kept in the commit of every append; every page of every filter is
         served by an index.
 
+        The search filters narrow the same order (``tether.store._metadata``,
+        ``tether.store._search_text``): ``metadata`` keeps the sessions whose metadata holds
+        each key with that text form (``InvalidMetadata`` for a filter out of bounds);
+        ``text`` those one of whose messages (a user's, a steer, an assistant's completed
+        text) holds every word of it (a text without words filters nothing); ``since``
+        those whose last activity is at or after it. Each is served by an index (the
+        metadata's, the messages' full text, the activity's), the page then put in order.
+
         Example::
 
             page = await store.list_sessions(agent="support", limit=50)
             theirs = await store.list_sessions(tenant="acme", after=page[-1].cursor)
+            found = await store.list_sessions(metadata={"customer": "acme"}, text="refund")
+        """
+        ...
+
+    async def patch_session_metadata(
+        self, conversation_id: str, patch: Mapping[str, Any]
+    ) -> dict[str, MetadataValue]:
+        """Apply an RFC 7396 merge ``patch`` to the conversation's metadata in one commit (a
+        key set to ``None`` is removed, any other value replaces the key's) and return the
+        metadata it leaves, keys sorted. ``InvalidMetadata`` (nothing written) for a patch
+        that is no object of scalars and nulls or a result out of bounds;
+        ``ConversationNotFound`` for an unknown id. The metadata goes with the
+        conversation (an erase removes it; a fork or an import starts with none).
+
+        Example::
+
+            await store.patch_session_metadata(cid, {"customer": "acme", "draft": None})
         """
         ...
 

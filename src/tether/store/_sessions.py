@@ -4,11 +4,12 @@ an erase removed, and the durable schedules a runtime fires."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from tether._payloads import Actor, ConversationParent
+from tether.store._metadata import MetadataValue
 from tether.store._types import SessionKey
 
 __all__ = ("ErasedSession", "ScheduleRow", "SessionRow", "TruncatedLog")
@@ -38,6 +39,8 @@ class SessionRow:
     cursor: str = ""
     tenant: str | None = None
     """The conversation's tenant (``Conversation.tenant``)."""
+    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
+    """The session's metadata (``SessionListStore.patch_session_metadata``), keys sorted."""
 
 
 @dataclass(frozen=True, slots=True)

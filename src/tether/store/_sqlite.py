@@ -33,6 +33,7 @@ from tether.store import _sqlite_limits as limits_sql
 from tether.store import _sqlite_log as log_sql
 from tether.store import _sqlite_memory as memory_sql
 from tether.store import _sqlite_schedules as schedules_sql
+from tether.store import _sqlite_search as search_sql
 from tether.store import _sqlite_sessions as sessions_sql
 from tether.store import _sqlite_steps as steps_sql
 from tether.store import _sqlite_submissions as submission_sql
@@ -68,6 +69,7 @@ from tether.store._memory_items import (
     check_vector,
     memory_write,
 )
+from tether.store._metadata import MetadataValue, check_metadata_filter
 from tether.store._notify import AppendNotifier, wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -90,6 +92,7 @@ from tether.store._protocol import (
     VersionStore,
     WebhookStore,
 )
+from tether.store._search_text import query_words
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._sqlite_append import AppendRequest
 from tether.store._sqlite_gates import list_gates
@@ -696,10 +699,37 @@ class SqliteStore(
         limit: int = 100,
         after: str | None = None,
         tenant: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        text: str | None = None,
+        since: datetime | None = None,
     ) -> list[SessionRow]:
+        wanted = check_metadata_filter(metadata)
+        query = query_words(text)
+        floor = None if since is None else to_micros(since)
+        if not wanted and not query:
+            return self._read(
+                lambda conn: sessions_sql.list_sessions(
+                    conn, agent, instance, limit, after, tenant, floor
+                )
+            )
         return self._read(
-            lambda conn: sessions_sql.list_sessions(conn, agent, instance, limit, after, tenant)
+            lambda conn: search_sql.search_sessions(
+                conn,
+                agent=agent,
+                instance=instance,
+                limit=limit,
+                after=after,
+                tenant=tenant,
+                metadata=wanted,
+                query=query,
+                since=floor,
+            )
         )
+
+    async def patch_session_metadata(
+        self, conversation_id: str, patch: Mapping[str, Any]
+    ) -> dict[str, MetadataValue]:
+        return await self._write(search_sql.patch_metadata, conversation_id, patch)
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
         erased = await self._write_touching(erasure_sql.erase_session, conversation_id)

@@ -32,6 +32,7 @@ from tether.store._sqlite_log import (
     move_anchors,
     moves_floor,
 )
+from tether.store._sqlite_text import index_text
 from tether.store._sqlite_usage import add_usage
 
 __all__ = ("AppendRequest", "Appender")
@@ -146,6 +147,7 @@ class Appender:
             added[number] = size
             request.result = sealed
             request.touched.append(cid)
+            index_text(conn, number, sealed)
             if state.tenant is not None:  # before any insert: it only adds to other rows
                 add_usage(conn, state.tenant, request.usage_holder or cid, sealed)
         if len(rows) == 1:  # one record per commit: a cached statement, no list to flatten

@@ -8,6 +8,7 @@ import sqlite3
 
 from tether.errors import ConversationNotFound
 from tether.store._sessions import ErasedSession
+from tether.store._sqlite_text import forget_text
 from tether.store._types import SessionKey
 
 __all__ = ("erase_session",)
@@ -17,8 +18,9 @@ def erase_session(
     conn: sqlite3.Connection, conversation_id: str, touched: list[str]
 ) -> ErasedSession:
     """Everything of the conversation, in the caller's transaction: its submissions and their
-    attempts, its records, snapshot and gates, its references to attachments, and each
-    attachment no other conversation references any more; then its row."""
+    attempts, its records, snapshot and gates, its metadata and its messages' words, its
+    references to attachments, and each attachment no other conversation references any
+    more; then its row."""
     row = conn.execute(
         "SELECT number, agent, instance, session FROM conversations WHERE id = ?",
         (conversation_id,),
@@ -38,6 +40,8 @@ def erase_session(
     records = conn.execute("DELETE FROM records WHERE conversation = ?", (number,)).rowcount
     snapshot = conn.execute("DELETE FROM snapshots WHERE conversation = ?", (number,)).rowcount
     conn.execute("DELETE FROM gates WHERE conversation_id = ?", (conversation_id,))
+    forget_text(conn, number)
+    conn.execute("DELETE FROM session_metadata WHERE conversation = ?", (number,))
     digests = sorted(
         digest
         for (digest,) in conn.execute(

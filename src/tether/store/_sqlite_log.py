@@ -31,6 +31,7 @@ from tether.store._common import (
 )
 from tether.store._sqlite_gates import index_gates
 from tether.store._sqlite_kinds import kind_code, kind_name
+from tether.store._sqlite_text import index_text
 from tether.store._sqlite_usage import add_usage
 from tether.store._types import Conversation, SessionKey
 
@@ -109,6 +110,7 @@ def insert_records(conn: sqlite3.Connection, number: int, records: Sequence[Reco
         "INSERT INTO records (conversation, seq, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
         [(number, r.seq, kind_code(r.kind), r.canonical, bytes.fromhex(r.hash)) for r in records],
     )
+    index_text(conn, number, records)
 
 
 def index_attachments(

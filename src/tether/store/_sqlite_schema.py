@@ -13,6 +13,7 @@ from tether.errors import StoreUnavailable, UnsupportedSchema
 from tether.store._sqlite_gates import backfill as backfill_gates
 from tether.store._sqlite_kinds import kind_code
 from tether.store._sqlite_sessions import backfill as backfill_sessions
+from tether.store._sqlite_text import backfill_text
 
 __all__ = (
     "PAGE_SIZE",
@@ -23,7 +24,7 @@ __all__ = (
     "translate_errors",
 )
 
-SCHEMA_VERSION: Final = 24
+SCHEMA_VERSION: Final = 25
 PAGE_SIZE: Final = 8192
 WAL_AUTOCHECKPOINT_PAGES: Final = 256
 """Checkpoint once the WAL holds this many pages (2 MiB of 8 KiB pages; SQLite's default is
@@ -556,6 +557,27 @@ CREATE INDEX webhook_deliveries_by_submission ON webhook_deliveries (submission_
 CREATE INDEX webhook_deliveries_by_session ON webhook_deliveries (agent, instance, session);
 """
 
+# v25: session metadata and search (issue 43): a conversation's metadata, whole in its row
+# (canonical JSON, NULL for none) and one row per key in ``session_metadata``, whose key
+# (key, value's text form, conversation) serves a filter and whose second index an erase;
+# and the words of its messages in the FTS5 table ``session_text`` (``_sqlite_text``),
+# backfilled from the logs already stored. A search asks for words, never phrases nor their
+# positions: the index keeps neither (``detail = none``, ``columnsize = 0``), which makes it
+# smaller and an append's insert cheaper.
+_SCHEMA_V25: Final = """
+ALTER TABLE conversations ADD COLUMN metadata TEXT;
+CREATE TABLE session_metadata (
+    key          TEXT NOT NULL,
+    value        TEXT NOT NULL,
+    conversation INTEGER NOT NULL,
+    PRIMARY KEY (key, value, conversation)
+) WITHOUT ROWID;
+CREATE INDEX session_metadata_by_conversation ON session_metadata (conversation);
+CREATE VIRTUAL TABLE session_text USING fts5 (
+    text, tokenize = 'unicode61 remove_diacritics 0', detail = none, columnsize = 0
+);
+"""
+
 
 _MIGRATIONS: Final = (
     _SCHEMA_V1,
@@ -588,10 +610,11 @@ _MIGRATIONS: Final = (
     "ALTER TABLE gates ADD COLUMN metadata BLOB;",
     _SCHEMA_V23,
     _SCHEMA_V24,
+    _SCHEMA_V25,
 )
 
 
-_BACKFILLS: Final = {8: backfill_gates, 10: backfill_sessions}
+_BACKFILLS: Final = {8: backfill_gates, 10: backfill_sessions, 25: backfill_text}
 """What a step derives from the data already stored (by version). Each runs after the last
 step, in version order: a backfill derives with today's code, which writes today's schema
 (v8's gates backfill writes the columns v12 added)."""

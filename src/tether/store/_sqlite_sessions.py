@@ -14,6 +14,7 @@ there is, so that it is the same statement as the next ones.
 from __future__ import annotations
 
 import itertools
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
@@ -34,17 +35,19 @@ from tether.store._sqlite_kinds import kind_code, kind_name
 from tether.store._sqlite_log import ACTIVITY_LAG, index_attachments
 from tether.store._types import SessionKey
 
-__all__ = ("backfill", "list_sessions")
+__all__ = ("NEWEST", "SESSION_COLUMNS", "backfill", "list_sessions", "session_row")
 
-_SESSION_COLUMNS = (
-    "id, agent, instance, session, created_at, parent, last_activity, head, bytes, tenant"
+SESSION_COLUMNS: Final = (
+    "id, agent, instance, session, created_at, parent, last_activity, head, bytes, tenant, metadata"
 )
-_NEWEST: Final = 2**63 - 1
+NEWEST: Final = 2**63 - 1
 """Past every last activity: where the first page starts (with an id before every id)."""
 
 
-def _session(row: Sequence[Any]) -> SessionRow:
-    cid, agent, instance, session, created_at, parent, last_activity, head, size, tenant = row
+def session_row(row: Sequence[Any]) -> SessionRow:
+    """A row of ``SESSION_COLUMNS`` as the store hands it out."""
+    cid, agent, instance, session, created_at, parent, last_activity, head, size, tenant = row[:10]
+    metadata = row[10]
     return SessionRow(
         conversation_id=cid,
         key=SessionKey(agent, instance, session),
@@ -55,6 +58,7 @@ def _session(row: Sequence[Any]) -> SessionRow:
         parent=None if parent is None else ConversationParent.model_validate_json(parent),
         cursor=encode_session_cursor(last_activity, cid),
         tenant=tenant,
+        metadata={} if metadata is None else json.loads(metadata),
     )
 
 
@@ -65,25 +69,31 @@ def list_sessions(
     limit: int,
     after: str | None,
     tenant: str | None = None,
+    since: int | None = None,
 ) -> list[SessionRow]:
-    """A page: the rows past ``after`` (older, or as old with a greater id), newest first.
+    """A page: the rows past ``after`` (older, or as old with a greater id), newest first,
+    active at ``since`` (microseconds) or later if given.
     The filters given are plain equalities, as the index of exactly those columns leads;
     the place is a range of its next column, the floor (past ``after``, no row has a floor
     above its activity), read on in chunks until the page is certain."""
     check_limit(limit)
     check_session_filter(agent, instance)
-    micros, past_id = decode_session_cursor(after) if after is not None else (_NEWEST, "")
+    micros, past_id = decode_session_cursor(after) if after is not None else (NEWEST, "")
     terms: list[str] = []
     params: list[Any] = []
     for column, value in (("tenant", tenant), ("agent", agent), ("instance", instance)):
         if value is not None:
             terms.append(f"{column} = ?")
             params.append(value)
+    if since is not None:
+        # The floor trails the activity by at most the lag: the range's other bound.
+        terms.append("last_activity >= ? AND activity_floor >= ?")
+        params += [since, since - ACTIVITY_LAG]
     terms.append("(last_activity < ? OR (last_activity = ? AND id > ?))")
     # The bound alone makes the index a range read (SQLite seeks on no term of the OR).
     terms.append("activity_floor <= ? AND (activity_floor < ? OR (activity_floor = ? AND id > ?))")
     statement = (
-        f"SELECT {_SESSION_COLUMNS}, activity_floor FROM conversations "
+        f"SELECT {SESSION_COLUMNS}, activity_floor FROM conversations "
         f"WHERE {' AND '.join(terms)} ORDER BY activity_floor DESC, id LIMIT ?"
     )
     chunk = limit + _CHUNK_SLACK
@@ -101,7 +111,7 @@ def list_sessions(
         # A row not read yet has a floor at most ``floor``: activity at most floor + lag.
         if len(found) >= limit and found[limit - 1][6] > floor + ACTIVITY_LAG:
             break
-    return [_session(row[:-1]) for row in found[:limit]]
+    return [session_row(row[:-1]) for row in found[:limit]]
 
 
 def _exact_order(row: Sequence[Any]) -> tuple[int, str]:

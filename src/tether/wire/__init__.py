@@ -38,6 +38,7 @@ from tether.wire._requests import (
     DispatchBody,
     ForkBody,
     MessageBody,
+    MetadataPatch,
     SessionBody,
 )
 from tether.wire._responses import (
@@ -65,6 +66,7 @@ from tether.wire._sessions import (
     ChildUsageView,
     ConversationView,
     ErasedView,
+    MetadataView,
     SessionItem,
     SessionParent,
     SessionsPage,
@@ -130,6 +132,8 @@ __all__ = (
     "InputsPage",
     "MessageBody",
     "MessagesPage",
+    "MetadataPatch",
+    "MetadataView",
     "OpenSubmissions",
     "Ready",
     "RecordEnvelope",

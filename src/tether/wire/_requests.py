@@ -26,8 +26,13 @@ __all__ = (
     "DispatchBody",
     "ForkBody",
     "MessageBody",
+    "MetadataPatch",
     "SessionBody",
 )
+
+MetadataPatch = dict[str, str | bool | int | float | None]
+"""An RFC 7396 merge patch of a session's metadata: each key set to a string, a number or a
+boolean, or removed by ``null`` (bounds: ``tether.store.METADATA_LIMITS``)."""
 
 
 class CallbackBody(RequestBody):
@@ -67,6 +72,12 @@ class DispatchBody(RequestBody):
         default=None,
         description="Tell a URL of this submission's events, each a signed POST "
         "(``Tether-Signature``) retried from a durable outbox (docs/how-to/webhooks.md).",
+    )
+    metadata: MetadataPatch | None = Field(
+        default=None,
+        description="Merged into the session's metadata (an RFC 7396 merge patch: ``null`` "
+        "removes a key); a new session starts with it. At most 64 keys of 1..64 characters, "
+        "string, number or boolean values, 8 KiB serialized (422 ``invalid_metadata``).",
     )
     session: str = "default"
     dispatch_id: str | None = Field(default=None, min_length=1, max_length=200)

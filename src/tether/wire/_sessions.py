@@ -20,11 +20,15 @@ __all__ = (
     "ChildUsageView",
     "ConversationView",
     "ErasedView",
+    "MetadataView",
     "SessionItem",
     "SessionParent",
     "SessionUsage",
     "SessionsPage",
 )
+
+WireMetadata = dict[str, str | bool | int | float]
+"""A session's metadata on the wire: a flat object of scalars."""
 
 
 class SessionParent(WireResponse):
@@ -70,7 +74,21 @@ class SessionItem(WireResponse):
     pending_inputs: int = Field(default=0, description="Questions waiting for an answer.")
     parent: SessionParent | None = optional()
     usage: UsageView | None = optional(description="With ?usage=true.")
+    metadata: WireMetadata = Field(
+        default_factory=dict,
+        description="The session's metadata (a dispatch's ``metadata``, ``PATCH "
+        "/agents/{agent}/{instance}/metadata``), keys sorted.",
+    )
     stream_url: str
+
+
+class MetadataView(WireResponse):
+    """A session's metadata after a merge patch, keys sorted."""
+
+    agent: str
+    instance: str
+    session: str
+    metadata: WireMetadata
 
 
 class SessionsPage(WireResponse):

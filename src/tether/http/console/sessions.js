@@ -1,6 +1,7 @@
 // The sessions panel: every agent and its sessions (GET /sessions, newest activity first),
 // each with its status (a waiting one's pill says what for: a limit, its budget, its time...),
-// last activity and pending approvals; and a new session.
+// last activity, pending approvals and metadata; a search of them (the words of their
+// messages, ?q=, and their metadata, ?metadata.<key>=); and a new session.
 
 import { get } from "./api.js";
 import { fill, h, sameKey, sessionHref, timeTag } from "./dom.js";
@@ -10,6 +11,12 @@ const PAGE = 100;
 
 function freshName() {
   return `s-${Date.now().toString(36)}`;
+}
+
+/** A session's metadata as ``key=value`` pairs, or nothing when it has none. */
+function metadataTag(metadata) {
+  const pairs = Object.entries(metadata || {}).map(([key, value]) => `${key}=${typeof value === "string" ? value : JSON.stringify(value)}`);
+  return pairs.length ? h("span", { class: "session-meta", title: "metadata" }, pairs.join(" ")) : null;
 }
 
 export class SessionsPanel {
@@ -33,10 +40,40 @@ export class SessionsPanel {
       nameField.value = "";
       this.onSelect({ agent: this.agentSelect.value, instance, session });
     });
+    this.filters = {};
+    this.search = root.querySelector("#session-search");
+    this.clear = root.querySelector("#session-search-clear");
+    this.search.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.filter(root.querySelector("#session-q").value, root.querySelector("#session-meta").value);
+    });
+    this.clear.addEventListener("click", () => {
+      root.querySelector("#session-q").value = "";
+      root.querySelector("#session-meta").value = "";
+      this.filter("", "");
+    });
     this.more.addEventListener("click", () => {
       this.pages += 1;
       this.refresh();
     });
+  }
+
+  /** Search: ``q`` the words of a message, ``meta`` space-separated key=value pairs. */
+  filter(q, meta) {
+    const filters = {};
+    if (q.trim()) filters.q = q.trim();
+    for (const pair of meta.split(/\s+/)) {
+      const at = pair.indexOf("=");
+      if (at > 0) filters[`metadata.${pair.slice(0, at)}`] = pair.slice(at + 1);
+    }
+    this.filters = filters;
+    this.clear.hidden = Object.keys(filters).length === 0;
+    this.pages = 1;
+    return this.refresh();
+  }
+
+  get searching() {
+    return Object.keys(this.filters).length > 0;
   }
 
   setAgents(agents) {
@@ -61,7 +98,7 @@ export class SessionsPanel {
     const sessions = [];
     let cursor = null;
     for (let page = 0; page < this.pages; page += 1) {
-      const answer = await get("/sessions", { limit: PAGE, cursor });
+      const answer = await get("/sessions", { ...this.filters, limit: PAGE, cursor });
       sessions.push(...answer.sessions);
       cursor = answer.nextCursor;
       if (!cursor) break;
@@ -78,13 +115,14 @@ export class SessionsPanel {
   }
 
   render() {
-    const byAgent = new Map(this.agents.map((agent) => [agent.name, []]));
+    // A search lists the agents it found sessions of; the whole list, every agent.
+    const byAgent = new Map(this.searching ? [] : this.agents.map((agent) => [agent.name, []]));
     for (const item of this.sessions) {
       if (!byAgent.has(item.agent)) byAgent.set(item.agent, []);
       byAgent.get(item.agent).push(item);
     }
     const current = this.current;
-    if (current && !this.find(current)) {
+    if (current && !this.find(current) && !this.searching) {
       if (!byAgent.has(current.agent)) byAgent.set(current.agent, []);
       byAgent.get(current.agent).unshift({ ...current, status: "new", pendingApprovals: 0 });
     }
@@ -101,6 +139,7 @@ export class SessionsPanel {
         ),
       );
     }
+    if (!groups.length && this.searching) groups.push(h("li", { class: "empty" }, "no session matches"));
     fill(this.list, groups);
     this.more.hidden = !this.cursor;
   }
@@ -132,6 +171,7 @@ export class SessionsPanel {
         : null,
       item.lastActivityAt ? timeTag(item.lastActivityAt) : null,
       item.parent ? h("span", { class: "parent" }, item.parent.reason) : null,
+      metadataTag(item.metadata),
     );
     return h("li", { class: selected ? "selected" : "" }, link);
   }

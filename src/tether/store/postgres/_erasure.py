@@ -35,6 +35,10 @@ WITH records_gone AS (
     DELETE FROM gates WHERE conversation_id = %(cid)s
 ), refs_gone AS (
     DELETE FROM attachment_refs WHERE conversation_id = %(cid)s
+), text_gone AS (
+    DELETE FROM session_text WHERE conversation_id = %(cid)s
+), metadata_gone AS (
+    DELETE FROM session_metadata WHERE conversation_id = %(cid)s
 ), attempts_gone AS (
     DELETE FROM attempts WHERE submission_id IN (
         SELECT id FROM submissions WHERE conversation_id = %(cid)s

@@ -24,6 +24,7 @@ from tether.store._types import Conversation
 from tether.store.postgres._gates import index_gates
 from tether.store.postgres._log import Channels, insert_conversation, insert_records, notify
 from tether.store.postgres._refs import index_refs
+from tether.store.postgres._text import index_text
 
 __all__ = ("import_conversation",)
 
@@ -67,6 +68,7 @@ async def import_conversation(
         # records start at its anchor, so they are told apart by seq, not by position.
         await index_gates(conn, conversation.id, [r for r in batch if r.seq >= check.start])
         await index_refs(conn, conversation.id, batch)
+        await index_text(conn, conversation.id, batch)
     last = check.finish()
     await conn.execute(
         "UPDATE conversations SET head = %s, head_hash = %s, "

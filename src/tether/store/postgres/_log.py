@@ -41,6 +41,7 @@ from tether.store._usage import spends_of
 from tether.store.postgres._children import wake_parent
 from tether.store.postgres._gates import index_gates
 from tether.store.postgres._refs import INSERT_REFS, index_refs
+from tether.store.postgres._text import INSERT_TEXT, index_text, text_rows
 from tether.store.postgres._usage import add_usage
 
 __all__ = (
@@ -173,6 +174,7 @@ async def _create_conversation(
         return False
     await insert_records(conn, conversation.id, records)
     await index_refs(conn, conversation.id, records)
+    await index_text(conn, conversation.id, records)
     await notify(conn, channels.append, f"{conversation.id}:{first.seq}")
     return True
 
@@ -352,6 +354,7 @@ async def append(
     )
     await index_gates(conn, conversation_id, sealed)
     await index_refs(conn, conversation_id, sealed)
+    await index_text(conn, conversation_id, sealed)
     if tenant is not None:
         await add_usage(conn, tenant, usage_holder or conversation_id, sealed)
     await notify(conn, channels.append, f"{conversation_id}:{sealed[-1].seq}")
@@ -375,16 +378,20 @@ _MOVE_HEAD = """
 """
 _REFS = f"""
 ), referenced AS ({INSERT_REFS.format(where="WHERE EXISTS (SELECT 1 FROM moved) ")}"""
+_TEXTS = f"""
+), texted AS ({INSERT_TEXT.format(where="WHERE EXISTS (SELECT 1 FROM moved) ")}"""
 _APPEND_IF_HEAD = """
 WITH moved AS ({move} RETURNING id
 ), written AS ({insert}{refs})
 SELECT (SELECT count(*) FROM written), (SELECT pg_notify(%(channel)s, %(payload)s) FROM moved)
 """
 _APPEND_IF_HEAD_STATEMENTS = tuple(
-    _APPEND_IF_HEAD.format(move=_MOVE_HEAD, insert=_INSERT_SEALED, refs=refs)
+    _APPEND_IF_HEAD.format(move=_MOVE_HEAD, insert=_INSERT_SEALED, refs=refs + texts)
+    for texts in ("", _TEXTS)
     for refs in ("", _REFS)
 )
-"""Without, then with, the references of records that carry attachments."""
+"""Without, then with, the references of records that carry attachments; then the same with
+the words of the messages among them (``_statement``)."""
 # The claim is locked first and the head moves only while it holds, so the settlement and
 # the records commit together or not at all; so does the wake of a child's parent. Whether
 # the session has a next submission queued rides on the settlement's NOTIFY (LAST_IN_SESSION
@@ -421,9 +428,10 @@ _APPEND_SETTLED_IF_HEAD_STATEMENTS = tuple(
     _APPEND_SETTLED_IF_HEAD.format(
         move=_MOVE_HEAD,
         insert=_INSERT_SEALED,
-        refs=refs,
+        refs=refs + texts,
         wake=wake_parent("parent_submission_id", "%(work_channel)s"),
     )
+    for texts in ("", _TEXTS)
     for refs in ("", _REFS)
 )
 
@@ -435,6 +443,7 @@ def _if_head_params(
     fence: int,
     channels: Channels,
 ) -> dict[str, Any]:
+    text_seqs, texts = text_rows(sealed)
     return {
         "cid": conversation_id,
         "head": sealed[-1].seq,
@@ -453,7 +462,14 @@ def _if_head_params(
         "at": record_time(sealed[-1].canonical),
         "bytes": log_bytes(sealed),
         "digests": attachment_digests(sealed),
+        "text_seqs": text_seqs,
+        "texts": texts,
     }
+
+
+def _statement(params: dict[str, Any]) -> int:
+    """Which of a statement's variants writes what ``params`` carry: references, words."""
+    return (1 if params["digests"] else 0) + (2 if params["text_seqs"] else 0)
 
 
 async def append_if_head(
@@ -476,7 +492,7 @@ async def append_if_head(
     if has_gate_changes(sealed) or (spends and spends_of(sealed)):
         return None
     params = _if_head_params(conversation_id, sealed, expected_seq, fence, channels)
-    refs = 1 if params["digests"] else 0
+    refs = _statement(params)
     if settle is None:
         row = await (await conn.execute(_APPEND_IF_HEAD_STATEMENTS[refs], params)).fetchone()
         return AppendedIfHead() if row is not None and row[0] == len(sealed) else None

@@ -17,6 +17,7 @@ from tether.errors import UnsupportedSchema
 from tether.store.postgres._children import WAKE_PARENT_FUNCTION
 from tether.store.postgres._gates import backfill as backfill_gates
 from tether.store.postgres._sessions import backfill as backfill_sessions
+from tether.store.postgres._text import backfill_text
 
 __all__ = ("BACKFILLS", "MIGRATIONS", "SCHEMA_VERSION", "migrate")
 
@@ -518,11 +519,36 @@ MIGRATIONS: Final = (
     CREATE INDEX IF NOT EXISTS webhook_deliveries_by_session
         ON webhook_deliveries (agent, instance, session);
     """,
+    # v22: session metadata and search (issue 43): a conversation's metadata, whole in its
+    # row (canonical JSON, NULL for none) and one row per key in ``session_metadata``, whose
+    # key (key, value's text form, conversation) serves a filter and whose second index an
+    # erase; and the words of each of its messages as a ``tsvector`` in ``session_text``
+    # under a GIN index (``_text``), backfilled from the logs already stored. Idempotent,
+    # like v6's.
+    """
+    ALTER TABLE conversations ADD COLUMN IF NOT EXISTS metadata TEXT;
+    CREATE TABLE IF NOT EXISTS session_metadata (
+        key             TEXT NOT NULL,
+        value           TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        PRIMARY KEY (key, value, conversation_id)
+    );
+    CREATE INDEX IF NOT EXISTS session_metadata_by_conversation
+        ON session_metadata (conversation_id);
+    CREATE TABLE IF NOT EXISTS session_text (
+        conversation_id TEXT NOT NULL,
+        seq             BIGINT NOT NULL,
+        document        TSVECTOR NOT NULL,
+        PRIMARY KEY (conversation_id, seq)
+    );
+    CREATE INDEX IF NOT EXISTS session_text_words ON session_text USING GIN (document);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 BACKFILLS: Final[Mapping[int, Callable[[AsyncConnection[TupleRow]], Awaitable[None]]]] = {
     5: backfill_gates,
     7: backfill_sessions,
+    22: backfill_text,
 }
 """What a step derives from the data already stored (by version). Each runs after the last
 step, in version order: a backfill derives with today's code, which writes today's schema

@@ -12,6 +12,7 @@ filtered by id.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Final
 
@@ -34,23 +35,28 @@ from tether.store._sessions import SessionRow
 from tether.store._types import SessionKey
 from tether.store.postgres._refs import INSERT_REFS
 
-__all__ = ("backfill", "list_sessions")
+__all__ = ("ORDER", "PAST", "SESSION_COLUMNS", "backfill", "list_sessions", "session_row")
 
 Conn = AsyncConnection[TupleRow]
 
 
-_SESSION_COLUMNS: Final = (
-    "id, agent, instance, session, created_at, parent, last_activity_at, head, bytes, tenant"
+SESSION_COLUMNS: Final = (
+    "id, agent, instance, session, created_at, parent, last_activity_at, head, bytes, tenant, "
+    "metadata"
 )
-_ORDER: Final = 'last_activity_at DESC, id COLLATE "C"'
+ORDER: Final = 'last_activity_at DESC, id COLLATE "C"'
 """The listing order, spelled as its indexes are."""
-_PAST: Final = 'last_activity_at <= %s AND (last_activity_at < %s OR id COLLATE "C" > %s)'
+PAST: Final = 'last_activity_at <= %s AND (last_activity_at < %s OR id COLLATE "C" > %s)'
 """The rows past a cursor: the first term bounds the index scan, the second filters out only
 the rows as old as the cursor's."""
 
 
-def _row(row: TupleRow) -> SessionRow:
-    cid, agent, instance, session, created_at, parent, last_activity_at, head, size, tenant = row
+def session_row(row: TupleRow) -> SessionRow:
+    """A row of ``SESSION_COLUMNS`` as the store hands it out."""
+    cid, agent, instance, session, created_at, parent, last_activity_at, head, size, tenant = row[
+        :10
+    ]
+    metadata = row[10]
     return SessionRow(
         conversation_id=cid,
         key=SessionKey(agent, instance, session),
@@ -61,6 +67,7 @@ def _row(row: TupleRow) -> SessionRow:
         parent=None if parent is None else ConversationParent.model_validate_json(bytes(parent)),
         cursor=encode_session_cursor(to_micros(last_activity_at), cid),
         tenant=tenant,
+        metadata={} if metadata is None else json.loads(metadata),
     )
 
 
@@ -71,6 +78,7 @@ async def list_sessions(
     limit: int,
     after: str | None,
     tenant: str | None = None,
+    since: datetime | None = None,
 ) -> list[SessionRow]:
     check_limit(limit)
     check_session_filter(agent, instance)
@@ -85,16 +93,19 @@ async def list_sessions(
             params.append(value)
     if start is not None:
         moment = from_micros(start[0])
-        terms.append(_PAST)
+        terms.append(PAST)
         params += [moment, moment, start[1]]
+    if since is not None:
+        terms.append("last_activity_at >= %s")
+        params.append(since)
     where = f"WHERE {' AND '.join(terms)} " if terms else ""
     rows = await (
         await conn.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM conversations {where}ORDER BY {_ORDER} LIMIT %s",
+            f"SELECT {SESSION_COLUMNS} FROM conversations {where}ORDER BY {ORDER} LIMIT %s",
             [*params, limit],
         )
     ).fetchall()
-    return [_row(row) for row in rows]
+    return [session_row(row) for row in rows]
 
 
 # --- the v7 backfill ------------------------------------------------------------------

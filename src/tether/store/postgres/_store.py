@@ -60,6 +60,7 @@ from tether.store._memory_items import (
     check_vector,
     memory_write,
 )
+from tether.store._metadata import MetadataValue, check_metadata_filter
 from tether.store._notify import wait_for_head
 from tether.store._protocol import (
     AdmitAndClaimStore,
@@ -83,6 +84,7 @@ from tether.store._protocol import (
     VersionStore,
     WebhookStore,
 )
+from tether.store._search_text import query_words
 from tether.store._sessions import ErasedSession, ScheduleRow, SessionRow, TruncatedLog
 from tether.store._tokens import NewToken, TokenRow, check_new_token, stored_time
 from tether.store._types import (
@@ -122,6 +124,7 @@ from tether.store.postgres import (
     _log,
     _memory,
     _schedules,
+    _search,
     _sessions,
     _submissions,
     _tokens,
@@ -984,10 +987,26 @@ class PostgresStore(
         limit: int = 100,
         after: str | None = None,
         tenant: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        text: str | None = None,
+        since: datetime | None = None,
     ) -> list[SessionRow]:
+        wanted = check_metadata_filter(metadata)
+        query = query_words(text)
+        if since is not None:
+            to_micros(since)  # aware, as every time given to a store
+        if not wanted and not query:
+            return await self._autocommit(
+                _sessions.list_sessions, agent, instance, limit, after, tenant, since
+            )
         return await self._autocommit(
-            _sessions.list_sessions, agent, instance, limit, after, tenant
+            _search.search_sessions, agent, instance, limit, after, tenant, wanted, query, since
         )
+
+    async def patch_session_metadata(
+        self, conversation_id: str, patch: Mapping[str, Any]
+    ) -> dict[str, MetadataValue]:
+        return await self._run(_search.patch_metadata, conversation_id, patch)
 
     async def erase_session(self, conversation_id: str) -> ErasedSession:
         erased = await _erasure.erase(self._run, conversation_id, self._channels)

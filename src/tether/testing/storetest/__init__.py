@@ -41,6 +41,7 @@ from tether.testing.storetest._memory_items import MemoryCases
 from tether.testing.storetest._parking import ParkingCases
 from tether.testing.storetest._priorities import PriorityCases
 from tether.testing.storetest._schedules import ScheduleCases
+from tether.testing.storetest._search import SessionSearchCases
 from tether.testing.storetest._serving import ServingCases
 from tether.testing.storetest._sessions import SessionListCases
 from tether.testing.storetest._settling import SettlementCases
@@ -89,6 +90,7 @@ class StoreConformance(
     BudgetGateCases,  # gates
     ChildCases,  # children
     SessionListCases,  # sessions
+    SessionSearchCases,  # sessions
     ErasureCases,  # retention
     TruncationCases,  # retention
     ImportCases,  # import

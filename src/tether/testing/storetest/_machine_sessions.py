@@ -1,6 +1,7 @@
 """The session rules of the reference state machine: records with attachments, erasures,
 exports imported again (as they were, after their conversation moved on or was erased, or
-tampered with), and the sessions index compared whole, with every filter and cursor.
+tampered with), the sessions index compared whole, with every filter and cursor, and
+session metadata patched and searched with the words of messages.
 
 A mixin of :class:`tether.testing.storetest._machine._ReferenceMachine`, which supplies the
 stores, the event loop and ``_both`` (run one operation on both, require the same outcome).
@@ -24,6 +25,9 @@ from tether.testing.storetest._base import CompleteStore, Needed
 __all__ = ("SessionRules",)
 
 BLOBS = (b"one", b"two", b"three")
+WORDS = ("refund", "Order", "parcel", "order_7", "été", "42")
+METADATA_KEYS = ("customer", "tier", "vip")
+METADATA_VALUES = (None, "acme", "globex", 1, 2.5, True, False)
 
 
 async def _put(store: CompleteStore, *, blob: bytes) -> AttachmentRef:
@@ -138,6 +142,51 @@ class SessionRules:
         chosen = instance if agent is not None else None  # an instance only with its agent
         self._both(
             lambda s: s.list_sessions(agent=agent, instance=chosen, limit=limit, after=after),
+            needs="sessions",
+        )
+
+    @precondition(lambda self: self.conversations)
+    @rule(data=st.data(), words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+    def talk(self, data: st.DataObject, words: list[str]) -> None:
+        """A message whose words a search finds."""
+        cid = data.draw(st.sampled_from(self.conversations))
+        head = self.loop.run_until_complete(self.reference.head(cid))
+        fence = self.fences.get(cid, 0)
+        draft = RecordDraft(
+            UserMessage(body=", ".join(words) + "!"),
+            id=self._id("rec"),
+            time=format_time(self._now()),
+        )
+        self._both(lambda s: s.append(cid, [draft], expected_seq=head, fence=fence))
+
+    @precondition(lambda self: self.conversations)
+    @rule(
+        data=st.data(),
+        patch=st.dictionaries(
+            st.sampled_from(METADATA_KEYS), st.sampled_from(METADATA_VALUES), max_size=3
+        ),
+    )
+    def patch_metadata(self, data: st.DataObject, patch: dict[str, Any]) -> None:
+        cid = data.draw(st.sampled_from([*self.conversations, "conv-absent"]))
+        self._both(lambda s: s.patch_session_metadata(cid, patch), needs="sessions")
+
+    @rule(
+        data=st.data(),
+        text=st.one_of(st.none(), st.lists(st.sampled_from(WORDS), max_size=2).map(" ".join)),
+        metadata=st.dictionaries(
+            st.sampled_from(METADATA_KEYS),
+            st.sampled_from(("acme", "globex", "1", "2.5", "true", "false")),
+            max_size=2,
+        ),
+        limit=st.integers(1, 4),
+    )
+    def search_sessions(
+        self, data: st.DataObject, text: str | None, metadata: dict[str, str], limit: int
+    ) -> None:
+        known = self.loop.run_until_complete(self.reference.list_sessions(limit=1000))
+        after = data.draw(st.sampled_from([None, *(row.cursor for row in known)]))
+        self._both(
+            lambda s: s.list_sessions(text=text, metadata=metadata, limit=limit, after=after),
             needs="sessions",
         )
 

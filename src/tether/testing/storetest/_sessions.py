@@ -189,7 +189,12 @@ class SessionListCases(BaseConformance):
             await open_conversation(
                 store, f"conv-{n}", n // 3, session=f"s{n}", instance=("a", "b")[n % 2]
             )
-        for filters in ({}, {"agent": AGENT}, {"agent": AGENT, "instance": "a"}):
+        every: tuple[dict[str, Any], ...] = (
+            {},
+            {"agent": AGENT},
+            {"agent": AGENT, "instance": "a"},
+        )
+        for filters in every:
             everything = await store.list_sessions(limit=100, **filters)
             for limit in (1, 2, 3, 4):
                 paged: list[SessionRow] = []
