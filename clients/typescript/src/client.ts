@@ -41,6 +41,8 @@ import type {
   SubmissionView,
   UsageAnswer,
   Verified,
+  WebhookDeliveriesPage,
+  WebhookDeliveryItem,
 } from "./types.js";
 
 /** How to reach a server. */
@@ -464,5 +466,30 @@ export class TetherClient implements StreamTransport {
   /** One conversation's model calls, tokens and cost. */
   async sessionUsage(conversationId: string, options: CallOptions = {}): Promise<SessionUsage> {
     return this.request("GET", `/conversations/${segment(conversationId)}/usage`, { signal: options.signal });
+  }
+
+  // Outbound webhooks
+
+  /**
+   * The outbox's deliveries, oldest first (`after`: the `nextCursor` of the page before).
+   *
+   * @example
+   * const failed = await client.webhookDeliveries({ status: "failed" });
+   */
+  async webhookDeliveries(
+    query: QueryOf<"/webhook-deliveries", "get"> = {},
+    options: CallOptions = {},
+  ): Promise<WebhookDeliveriesPage> {
+    return this.request("GET", "/webhook-deliveries", { query, signal: options.signal });
+  }
+
+  /** One delivery, with the JSON it sends. */
+  async webhookDelivery(deliveryId: string, options: CallOptions = {}): Promise<WebhookDeliveryItem> {
+    return this.request("GET", `/webhook-deliveries/${segment(deliveryId)}`, { signal: options.signal });
+  }
+
+  /** Send a delivery again (its id unchanged, so the receiver can tell a repeat). */
+  async resendWebhook(deliveryId: string, options: CallOptions = {}): Promise<WebhookDeliveryItem> {
+    return this.request("POST", `/webhook-deliveries/${segment(deliveryId)}/resend`, { signal: options.signal });
   }
 }

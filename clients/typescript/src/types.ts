@@ -59,6 +59,8 @@ export type SessionUsage = AnswerOf<"/conversations/{conversation_id}/usage", "g
 export type Verified = Schemas["Verified"];
 export type ErasedView = Schemas["ErasedView"];
 export type AgentsPage = Schemas["AgentsPage"];
+export type WebhookDeliveriesPage = Schemas["WebhookDeliveriesPage"];
+export type WebhookDeliveryItem = Schemas["WebhookDeliveryItem"];
 export type ErrorEnvelope = Schemas["ErrorEnvelope"];
 
 /** One line of an export: a stored record, or the trailer that closes it. */

@@ -126,6 +126,23 @@ describe("sessions", () => {
   });
 });
 
+describe("outbound webhooks", () => {
+  it("lists the outbox, and says an unknown delivery is not found", async () => {
+    const page = await client.webhookDeliveries({ status: "failed", limit: 5 });
+    assert.ok(Array.isArray(page.deliveries));
+    await assert.rejects(client.webhookDelivery("wh-none"), (error: unknown) => {
+      assert.ok(error instanceof TetherError);
+      assert.equal(error.status, 404);
+      return true;
+    });
+    await assert.rejects(client.resendWebhook("wh-none"), (error: unknown) => {
+      assert.ok(error instanceof TetherError);
+      assert.equal(error.status, 404);
+      return true;
+    });
+  });
+});
+
 describe("approvals and inputs", () => {
   async function parked(session: string): Promise<{ submissionId: string; approvalId: string }> {
     const accepted = await client.send("assistant", "me", { body: "email bob@example.com: hi", session }, { timeout: 0.2 });
