@@ -1,10 +1,12 @@
-"""Another worker taking over a claim of this process's, in the tests: this process's own
-coordinator is kept from claiming or reclaiming meanwhile, so that the takeover is the
-test's alone (on a loaded machine, its claim loop would otherwise win the race for the
-released claim)."""
+"""Claims in the tests: one this process's coordinator is made to take now, and another
+worker taking over a claim of this process's. Its claim loop runs meanwhile: a claim pass
+of the test's may find the head locked by the loop's own pass (PostgreSQL skips it), and
+during a takeover the loop is kept from claiming or reclaiming, so that the takeover is the
+test's alone (on a loaded machine, it would otherwise win the race for the released claim)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from tether.engine import ManualClock
-from tether.store import Store, Submission
+from tether.engine import ManualClock, Runtime
+from tether.store import Store, Submission, SubmissionStatus
+
+from .waits import WAIT
 
 ANOTHER_WORKER = "another-worker"
 
@@ -42,3 +46,16 @@ async def take_over(store: Store, clock: ManualClock, held: Submission) -> Submi
         lease_expires_at=clock.now() + timedelta(hours=1),
         now=clock.now(),
     )
+
+
+async def claimed_here(runtime: Runtime, store: Store, submission_id: str) -> Submission:
+    """Run claim passes until ``submission_id`` is claimed (by this process: no other
+    claims), and answer it as claimed."""
+    coordinator = runtime._coordinator
+    assert coordinator is not None  # a started worker's
+    async with asyncio.timeout(WAIT):
+        while (held := await store.get_submission(submission_id)).status is not (
+            SubmissionStatus.RUNNING
+        ):
+            await coordinator.claim_runnable()
+    return held

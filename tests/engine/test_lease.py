@@ -51,7 +51,10 @@ async def test_a_run_whose_claim_was_taken_over_while_frozen_makes_no_effect(
     make_runtime: Make, store: Store, clock: ManualClock, effect: str
 ) -> None:
     harness, model, tools = FrozenHarness(effect), ScriptedModel(lambda r: "hi"), RecordingTools()
-    async with make_runtime({"frozen": agent(harness, model, tools)}) as runtime:
+    # One run at a time: with the frozen run active, the worker's claim passes claim nothing
+    # (one in flight as the takeover begins would otherwise take the released claim).
+    agents = {"frozen": agent(harness, model, tools)}
+    async with make_runtime(agents, max_concurrent_runs=1) as runtime:
         receipt = await runtime.dispatch("frozen", "acme", "hello")
         await asyncio.wait_for(harness.reading.wait(), WAIT)
         mine = await store.get_submission(receipt.submission_id)

@@ -22,7 +22,7 @@ from tether.testing import RecordingTools
 
 from ..journal.harnesses import EchoHarness
 from .agents import echo_agent, loop_agent, slow_tools
-from .takeover import ANOTHER_WORKER, claims_held_still, take_over
+from .takeover import ANOTHER_WORKER, claimed_here, claims_held_still, take_over
 from .waits import WAIT
 
 Make = Callable[..., Runtime]
@@ -261,11 +261,7 @@ async def test_a_head_claimed_while_its_sessions_previous_run_winds_down_runs_on
         await store.admit(NewSubmission(f"s-{n}", key, "conv", body, clock.now()))
     async with make_runtime({"echo": echo_agent()}, observers=[hold_the_first]) as runtime:
         await asyncio.wait_for(winding_down.wait(), WAIT)
-        coordinator = runtime._coordinator
-        assert coordinator is not None  # a started worker's
-        await coordinator.claim_runnable()  # a claim pass, now: it takes s-2
-        held = await store.get_submission("s-2")
-        assert held.status is SubmissionStatus.RUNNING
+        held = await claimed_here(runtime, store, "s-2")  # a claim pass, now
         assert held.owner_id == runtime.config.owner_id
         ended.set()
         assert (await settle(runtime, "s-2")) == {"status": "succeeded", "result": "echo: hi 2"}
@@ -295,11 +291,7 @@ async def test_a_held_claim_taken_over_meanwhile_is_not_run(
         await store.admit(NewSubmission(f"s-{n}", key, "conv", body, clock.now()))
     async with make_runtime({"echo": echo_agent(model)}, observers=[hold_the_first]) as runtime:
         await asyncio.wait_for(winding_down.wait(), WAIT)
-        coordinator = runtime._coordinator
-        assert coordinator is not None
-        async with asyncio.timeout(WAIT):  # it takes s-2 (or its claim loop did), and holds it
-            while (held := await store.get_submission("s-2")).owner_id is None:
-                await coordinator.claim_runnable()
+        held = await claimed_here(runtime, store, "s-2")  # it takes s-2, and holds it
         assert held.owner_id == runtime.config.owner_id
         calls_before = len(model.calls)
         # Another worker takes it over: the held claim's lease ran out unrenewed.
