@@ -242,7 +242,9 @@ async def test_webhook_deliveries_are_listed_shown_and_resent(served: Start) -> 
     await client.dispatch("echo", "acme", later)
     [held] = (await client.webhook_deliveries(status=WebhookStatus.HELD)).deliveries
     assert (await client.webhook_deliveries(status="held", limit=1)).next_cursor == held.id
-    assert (await client.webhook_deliveries(after=held.id)).deliveries == []
+    # The page after the held one, of held ones (the first delivery, resent after its
+    # receiver closed, is still pending: where it sorts against this one is no concern here).
+    assert (await client.webhook_deliveries(status="held", after=held.id)).deliveries == []
     with pytest.raises(RequestFailed) as refused:  # the HTTP layer's own: no class
         await client.resend_webhook(held.id)
     assert (refused.value.status, refused.value.type) == (409, "webhook_not_sendable")
