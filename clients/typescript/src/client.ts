@@ -17,9 +17,13 @@ import {
 import type {
   Aborted,
   AgentsPage,
+  Alive,
   AnswerReceipt,
   ApprovalsPage,
   BodyOf,
+  BudgetDecisionBody,
+  BudgetGatesPage,
+  BudgetReceipt,
   ConversationView,
   DecisionBody,
   DecisionReceipt,
@@ -29,18 +33,30 @@ import type {
   ErasedView,
   ExportLine,
   Forked,
+  IdentityView,
   InputsPage,
   MessagesPage,
   MetadataPatch,
   MetadataView,
+  OpenSubmissions,
   QueryOf,
+  Ready,
   RecordsPage,
+  ScheduleBody,
+  ScheduleDeleted,
+  ScheduleItem,
+  SchedulesPage,
   SessionUsage,
   SessionsPage,
+  SpansPage,
   SubmissionReceipt,
+  SubmissionTreeNode,
   SubmissionView,
+  UpgradeBody,
+  UpgradeResult,
   UsageAnswer,
   Verified,
+  VersionsPage,
   WebhookDeliveriesPage,
   WebhookDeliveryItem,
 } from "./types.js";
@@ -466,6 +482,100 @@ export class TetherClient implements StreamTransport {
   /** One conversation's model calls, tokens and cost. */
   async sessionUsage(conversationId: string, options: CallOptions = {}): Promise<SessionUsage> {
     return this.request("GET", `/conversations/${segment(conversationId)}/usage`, { signal: options.signal });
+  }
+
+  /** Summarise the session's history into a shorter one (a submission of its own). */
+  async compact(agent: string, instance: string, options: SessionOptions = {}): Promise<SubmissionReceipt> {
+    return this.request("POST", `${sessionPath(agent, instance)}/compact`, {
+      body: { session: options.session ?? "default" },
+      signal: options.signal,
+    });
+  }
+
+  /** The session's unsettled submissions, in order. */
+  async openSubmissions(
+    agent: string,
+    instance: string,
+    options: SessionOptions & { limit?: number } = {},
+  ): Promise<OpenSubmissions> {
+    return this.request("GET", `${sessionPath(agent, instance)}/submissions`, {
+      query: { session: options.session, limit: options.limit },
+      signal: options.signal,
+    });
+  }
+
+  /** A submission and its subagents' submissions, as a tree. */
+  async submissionTree(submissionId: string, options: CallOptions = {}): Promise<SubmissionTreeNode> {
+    return this.request("GET", `/submissions/${segment(submissionId)}/tree`, { signal: options.signal });
+  }
+
+  /** The conversation's trace spans, after `after`. */
+  async spans(
+    conversationId: string,
+    query: QueryOf<"/conversations/{conversation_id}/spans", "get"> = {},
+    options: CallOptions = {},
+  ): Promise<SpansPage> {
+    return this.request("GET", `/conversations/${segment(conversationId)}/spans`, { query, signal: options.signal });
+  }
+
+  // Budgets, schedules, versions
+
+  /** Runs parked on a spent budget (`status`: pending, decided, closed or all). */
+  async budgets(query: QueryOf<"/budgets", "get"> = {}, options: CallOptions = {}): Promise<BudgetGatesPage> {
+    return this.request("GET", "/budgets", { query, signal: options.signal });
+  }
+
+  /** Extend a spent budget and resume its run, or settle it. */
+  async decideBudget(gateId: string, decision: BudgetDecisionBody, options: CallOptions = {}): Promise<BudgetReceipt> {
+    return this.request("POST", `/budgets/${segment(gateId)}`, { body: decision, signal: options.signal });
+  }
+
+  /** The schedules kept. */
+  async schedules(options: CallOptions = {}): Promise<SchedulesPage> {
+    return this.request("GET", "/schedules", { signal: options.signal });
+  }
+
+  /** Keep a schedule (its id chosen by the caller: adding it again is harmless). */
+  async addSchedule(schedule: ScheduleBody, options: CallOptions = {}): Promise<ScheduleItem> {
+    return this.request("POST", "/schedules", { body: schedule, signal: options.signal });
+  }
+
+  /** Stop a schedule. */
+  async deleteSchedule(scheduleId: string, options: CallOptions = {}): Promise<ScheduleDeleted> {
+    return this.request("DELETE", `/schedules/${segment(scheduleId)}`, { signal: options.signal });
+  }
+
+  /** The agents' versions and the runs pinned to each. */
+  async versions(query: QueryOf<"/versions", "get"> = {}, options: CallOptions = {}): Promise<VersionsPage> {
+    return this.request("GET", "/versions", { query, signal: options.signal });
+  }
+
+  /** Move runs pinned to an older version onto the newest. */
+  async upgradeVersions(upgrade: UpgradeBody, options: CallOptions = {}): Promise<UpgradeResult> {
+    return this.request("POST", "/versions/upgrade", { body: upgrade, signal: options.signal });
+  }
+
+  // The server
+
+  /** Who the caller is, and what it may do. */
+  async me(options: CallOptions = {}): Promise<IdentityView> {
+    return this.request("GET", "/me", { signal: options.signal });
+  }
+
+  /** Liveness (`/healthz`). */
+  async alive(options: CallOptions = {}): Promise<Alive> {
+    return this.request("GET", "/healthz", { signal: options.signal });
+  }
+
+  /** Readiness, each dependency's state (`/readyz`; 503 when a required one is down). */
+  async ready(options: CallOptions = {}): Promise<Ready> {
+    return this.request("GET", "/readyz", { signal: options.signal });
+  }
+
+  /** The Prometheus metrics, as text. */
+  async metrics(options: CallOptions = {}): Promise<string> {
+    const response = await this.send_("GET", "/metrics", { signal: options.signal });
+    return response.text();
   }
 
   // Outbound webhooks

@@ -126,6 +126,29 @@ describe("sessions", () => {
   });
 });
 
+describe("the rest of the API", () => {
+  it("answers the server's, the schedules', budgets', versions' and a session's other routes", async () => {
+    assert.equal((await client.alive()).ok, true);
+    assert.equal((await client.ready()).ready, true);
+    assert.ok((await client.me()).subject !== undefined);
+    assert.match(await client.metrics(), /tether_/);
+    assert.ok(Array.isArray((await client.budgets()).budgets));
+    assert.ok(Array.isArray((await client.versions()).versions));
+    const session = fresh();
+    const answer = await client.send("assistant", "me", { body: "what time is it?", session });
+    assert.equal((await client.openSubmissions("assistant", "me", { session })).submissions.length, 0);
+    const tree = await client.submissionTree(answer.submissionId);
+    assert.equal(tree.submissionId, answer.submissionId);
+    assert.ok(Array.isArray((await client.spans(answer.conversationId)).spans));
+    const schedule = await client.addSchedule({
+      id: `nightly-${session}`, agent: "assistant", instance: "me", every: 3600, body: "tick",
+    });
+    assert.equal(schedule.id, `nightly-${session}`);
+    assert.ok((await client.schedules()).schedules.some((item) => item.id === schedule.id));
+    await client.deleteSchedule(schedule.id);
+  });
+});
+
 describe("outbound webhooks", () => {
   it("lists the outbox, and says an unknown delivery is not found", async () => {
     const page = await client.webhookDeliveries({ status: "failed", limit: 5 });
